@@ -1,0 +1,314 @@
+/*
+ * epcomm: expert-parallel (Mixture-of-Experts) communication on NCCL's Device API.
+ *
+ * This is the library's only public header and its stable C ABI. It is plain C99, includes
+ * only <stdint.h> and <stddef.h>, and compiles as C++ too.
+ *
+ * Conventions that hold for every function below unless its comment says otherwise:
+ *
+ *  - Every function returns an EpcStatus (0 = EPC_OK). On failure a detail message for the
+ *    calling thread is available from epc_last_error(); every call except epc_last_error()
+ *    and epc_status_string() clears it on entry.
+ *  - Out-parameters are written only on success.
+ *  - epc_*_destroy(NULL) is a no-op that returns EPC_OK.
+ *  - CUDA streams cross this header as `void*` meaning `cudaStream_t`; NCCL communicators
+ *    as `void*` meaning `ncclComm_t`.
+ *  - Extensible structs start with `struct_size` and `abi_version`. Set `struct_size` to
+ *    sizeof(the struct) and `abi_version` to EPC_ABI_VERSION (EPC_*_INIT does both). A zero
+ *    in any other field means "default". A struct shorter than this header's (an older
+ *    caller) gets defaults for the missing tail; a longer one (a newer caller) is accepted
+ *    only if every byte past the end this library knows is zero, else EPC_ERR_ABI_MISMATCH.
+ *  - The library never aborts, exits, prints to stdout or lets a C++ exception escape.
+ *
+ * Each declaration says whether it is collective (every rank of the communicator must call
+ * it, in the same order) or local; blocking or stream-ordered; whether it may be captured in
+ * a CUDA graph; whether it is thread-safe; and how long borrowed pointers must live.
+ */
+#ifndef EPCOMM_EPCOMM_H
+#define EPCOMM_EPCOMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define EPC_API
+#else
+#define EPC_API __attribute__((visibility("default")))
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------------------- */
+
+/* The ABI version: the single source of truth (the build reads these three lines).
+ * Within one major version every change is additive. */
+#define EPC_ABI_MAJOR 1
+#define EPC_ABI_MINOR 0
+#define EPC_ABI_PATCH 0
+#define EPC_ABI_VERSION ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 + EPC_ABI_PATCH))
+
+/* ---------------------------------------------------------------------------------------
+ * Status codes (stable values; new codes may be added, so treat unknown ones as errors)
+ * ------------------------------------------------------------------------------------- */
+
+typedef int32_t EpcStatus;
+#define EPC_OK 0
+#define EPC_ERR_INVALID_ARGUMENT 1 /* a null pointer, a value out of range, a bad shape */
+#define EPC_ERR_ABI_MISMATCH 2     /* struct_size/abi_version not compatible with this build */
+#define EPC_ERR_UNSUPPORTED 3      /* valid request this build or machine cannot serve */
+#define EPC_ERR_OUT_OF_MEMORY 4    /* host or device allocation failed */
+#define EPC_ERR_CUDA 5             /* a CUDA runtime call failed */
+#define EPC_ERR_NCCL 6             /* an NCCL call failed or the NCCL found is too old */
+#define EPC_ERR_TIMEOUT 7          /* a device-side wait expired; the group is unusable */
+#define EPC_ERR_NO_DEVICE 8        /* no CUDA device is present */
+#define EPC_ERR_BUFFER_TOO_SMALL 9 /* a caller buffer was too small; see the call's doc */
+#define EPC_ERR_INTERNAL 10        /* a bug in epcomm: please report it */
+
+/* A static English string naming `status` ("unknown status" for codes this build does not
+ * know). Never NULL. Local, thread-safe, does not touch the last-error message. */
+EPC_API const char* epc_status_string(EpcStatus status);
+
+/* Copy the calling thread's last error message (NUL-terminated, possibly truncated) into
+ * `buf` of `buf_size` bytes; `*out_length`, if not NULL, receives the full message length
+ * without the NUL. An empty message means the last call succeeded. `buf` may be NULL when
+ * `buf_size` is 0 (to ask for the length). Does not clear the message. Local, thread-safe
+ * (the message is per thread). */
+EPC_API EpcStatus epc_last_error(char* buf, size_t buf_size, size_t* out_length);
+
+/* The ABI version of the loaded library. Compare `*out_major` with EPC_ABI_MAJOR before
+ * using anything else. Any pointer may be NULL. Local, thread-safe. */
+EPC_API EpcStatus epc_get_version(uint32_t* out_major, uint32_t* out_minor,
+                                  uint32_t* out_patch);
+
+/* ---------------------------------------------------------------------------------------
+ * Tensor descriptor (fixed layout, not extensible)
+ * ------------------------------------------------------------------------------------- */
+
+typedef uint32_t EpcDtype;
+#define EPC_DTYPE_INVALID 0
+#define EPC_DTYPE_BF16 1
+#define EPC_DTYPE_FP16 2
+#define EPC_DTYPE_FP32 3
+#define EPC_DTYPE_FP8_E4M3 4
+#define EPC_DTYPE_INT32 5
+#define EPC_DTYPE_INT64 6
+
+#define EPC_TENSOR_MAX_DIMS 4
+
+/* A strided view of device memory, with DLPack's meaning: `shape` and `strides` count
+ * elements; all-zero `strides` means row-major contiguous. Entries past `ndim` must be 0. */
+typedef struct EpcTensor {
+  void* data;
+  EpcDtype dtype;
+  int32_t ndim;
+  int64_t shape[EPC_TENSOR_MAX_DIMS];
+  int64_t strides[EPC_TENSOR_MAX_DIMS];
+} EpcTensor;
+
+/* ---------------------------------------------------------------------------------------
+ * Bootstrap: NCCL communicators for callers that have no NCCL binding of their own
+ * ------------------------------------------------------------------------------------- */
+
+#define EPC_UNIQUE_ID_BYTES 128
+typedef struct EpcUniqueId {
+  uint8_t bytes[EPC_UNIQUE_ID_BYTES];
+} EpcUniqueId;
+
+/* Create a unique id on one process and share its bytes with every rank (a file, a socket,
+ * an environment variable in hex...). Local, blocking, thread-safe. */
+EPC_API EpcStatus epc_unique_id_create(EpcUniqueId* out_id);
+
+/* Create an NCCL communicator rank: `*out_comm` receives an `ncclComm_t`. Makes
+ * `cuda_device` current on the calling thread (a negative value keeps the current device).
+ * Collective over all `nranks` ranks, blocking; call it from one thread per rank. The
+ * communicator belongs to the caller: destroy it with epc_comm_destroy() after every group
+ * built on it is destroyed. */
+EPC_API EpcStatus epc_comm_init(const EpcUniqueId* id, int32_t nranks, int32_t rank,
+                                int32_t cuda_device, void** out_comm);
+
+/* Destroy a communicator created by epc_comm_init(). Collective, blocking. NULL is a no-op. */
+EPC_API EpcStatus epc_comm_destroy(void* comm);
+
+/* ---------------------------------------------------------------------------------------
+ * Group configuration and the plan (pure CPU: what a configuration costs)
+ * ------------------------------------------------------------------------------------- */
+
+typedef uint32_t EpcMode;
+#define EPC_MODE_LOW_LATENCY 1     /* decode: direct all-to-all, double-buffered (default) */
+#define EPC_MODE_HIGH_THROUGHPUT 2 /* prefill/training: flat layout, few SMs */
+
+/* Caller-supplied symmetric-memory allocator. It must return memory that NCCL can register
+ * as a window (memory from ncclMemAlloc or the CUDA VMM API); group creation checks and fails
+ * with EPC_ERR_NCCL naming the allocator when it cannot. `ctx` is passed through untouched.
+ * Called on the group's creating thread only. Returns 0 on success. */
+typedef int32_t (*EpcAllocFn)(void* ctx, size_t bytes, void** out_ptr);
+typedef void (*EpcFreeFn)(void* ctx, void* ptr);
+
+typedef struct EpcGroupConfig {
+  uint32_t struct_size; /* sizeof(EpcGroupConfig) */
+  uint32_t abi_version; /* EPC_ABI_VERSION */
+  EpcMode mode;         /* 0: EPC_MODE_LOW_LATENCY */
+  uint32_t num_experts; /* required: total experts, divisible by the rank count */
+  uint32_t hidden;      /* required: channels per token; a bf16 row must be a multiple of
+                           16 bytes, i.e. hidden % 8 == 0 */
+  uint32_t max_tokens_per_rank; /* 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT) */
+  uint32_t max_topk;            /* 0: 8; at most 32 */
+  EpcDtype dtype;       /* token payload the group carries; 0: EPC_DTYPE_BF16. BF16 and
+                           FP16 size buffers for 2-byte rows (FP8 traffic fits in them too);
+                           FP8_E4M3 sizes them for fp8 rows + scales only (hidden % 128 == 0).
+                           Other dtypes: EPC_ERR_UNSUPPORTED. */
+  uint32_t num_sms;     /* SM budget for the kernels; 0: mode default (LL 32, HT 24) */
+  uint32_t timeout_ms;  /* bound on every device-side wait; 0: 10000 ms */
+  uint32_t flags;       /* reserved, must be 0 */
+  uint32_t reserved0;   /* must be 0 */
+  EpcAllocFn alloc_fn;  /* NULL: ncclMemAlloc. Set both or neither of alloc_fn/free_fn. */
+  EpcFreeFn free_fn;
+  void* alloc_ctx; /* passed to alloc_fn/free_fn */
+} EpcGroupConfig;
+
+#define EPC_GROUP_CONFIG_INIT \
+  { sizeof(EpcGroupConfig), EPC_ABI_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL }
+
+/* What a region of the symmetric window holds. */
+typedef uint32_t EpcRegionKind;
+#define EPC_REGION_CONTROL 1        /* error word, barrier epochs, step counters */
+#define EPC_REGION_DISPATCH_RECV 2  /* incoming dispatch messages (LL: one per slot) */
+#define EPC_REGION_DISPATCH_SIGNAL 3 /* per-source-rank arrival counters */
+#define EPC_REGION_COMBINE_RECV 4   /* incoming combine rows */
+#define EPC_REGION_COMBINE_SIGNAL 5 /* per-source-rank arrival counters for combine */
+#define EPC_REGION_LAYOUT 6         /* HT: per-rank token and expert counts exchanged */
+
+#define EPC_PLAN_MAX_REGIONS 16
+#define EPC_SLOT_NONE 0xFFFFFFFFu
+
+typedef struct EpcPlanRegion {
+  EpcRegionKind kind;
+  uint32_t slot;   /* double-buffer slot (0 or 1), EPC_SLOT_NONE if not per slot */
+  uint64_t offset; /* bytes from the start of the group's symmetric window */
+  uint64_t size;   /* bytes */
+  char name[32];   /* NUL-terminated, e.g. "dispatch_recv[1]" */
+} EpcPlanRegion;
+
+typedef struct EpcPlan {
+  uint32_t struct_size; /* set by the caller: sizeof(EpcPlan) */
+  uint32_t abi_version;
+  EpcMode mode;
+  uint32_t num_slots;        /* double-buffer depth: 2 for LL, 1 for HT */
+  uint64_t symmetric_bytes;  /* per rank: the registered window (sum of regions, aligned) */
+  uint64_t workspace_bytes;  /* per rank: ordinary device memory beside the window */
+  uint32_t num_sms;          /* SM budget the kernels will use */
+  uint32_t warps_per_block;  /* threads per block / 32 */
+  uint32_t lsa_barriers;     /* NCCL LSA barriers requested in the device communicator */
+  uint32_t gin_contexts;     /* GIN contexts requested (0 while every rank shares one LSA team) */
+  uint32_t gin_signals;      /* GIN signals requested */
+  uint32_t message_bytes;    /* bytes one token occupies in a dispatch receive buffer */
+  EpcDtype dtype;            /* the payload dtype the buffers are sized for */
+  uint32_t reserved1;
+  uint32_t num_regions;
+  uint32_t reserved0;
+  EpcPlanRegion regions[EPC_PLAN_MAX_REGIONS];
+} EpcPlan;
+
+/* Compute the byte layout a configuration needs on `nranks` ranks whose NVLink (LSA)
+ * domains hold `lsa_size` ranks each, on `num_nodes` nodes, without touching a GPU.
+ * `out_plan->struct_size` must be set by the caller. Validates `config` exactly as
+ * epc_group_create() does. Local, blocking (pure CPU), thread-safe; `config` is read
+ * during the call only. */
+EPC_API EpcStatus epc_plan_query(const EpcGroupConfig* config, int32_t nranks,
+                                 int32_t lsa_size, int32_t num_nodes, EpcPlan* out_plan);
+
+/* ---------------------------------------------------------------------------------------
+ * Groups: the communicator, its symmetric window and its device communicator
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct EpcGroup EpcGroup;
+
+/* Create a group on `comm` (an ncclComm_t, which must outlive the group). Allocates the
+ * symmetric window the plan describes, registers it with NCCL, creates the NCCL device
+ * communicator and proves every LSA peer reachable with a barrier kernel (bounded by
+ * `timeout_ms`). Uses the CUDA device current on the calling thread, which must be the
+ * communicator's device.
+ * Collective over every rank of `comm`; blocking; not graph-capturable; not thread-safe
+ * with respect to other calls on the same communicator. `config` is read during the call. */
+EPC_API EpcStatus epc_group_create(void* comm, const EpcGroupConfig* config,
+                                   EpcGroup** out_group);
+
+/* Release everything the group holds (device communicator, window, memory). Collective
+ * (every rank must destroy its group, since window deregistration is collective); blocking
+ * (waits for the group's work to finish); not thread-safe with other calls on the group.
+ * NULL is a no-op. */
+EPC_API EpcStatus epc_group_destroy(EpcGroup* group);
+
+typedef struct EpcGroupInfo {
+  uint32_t struct_size; /* set by the caller: sizeof(EpcGroupInfo) */
+  uint32_t abi_version;
+  int32_t rank;          /* in the communicator */
+  int32_t nranks;
+  int32_t lsa_rank;      /* in this rank's NVLink (LSA) team */
+  int32_t lsa_size;
+  int32_t node;          /* index of this rank's LSA team */
+  int32_t num_nodes;
+  int32_t cuda_device;
+  EpcMode mode;
+  uint32_t num_experts;
+  uint32_t local_experts; /* num_experts / nranks */
+  uint32_t hidden;
+  uint32_t max_tokens_per_rank;
+  uint32_t max_topk;
+  EpcDtype dtype;
+  uint32_t num_sms;
+  uint32_t timeout_ms;
+  uint64_t symmetric_bytes; /* device memory held in the registered window */
+  uint64_t workspace_bytes; /* other device memory held */
+} EpcGroupInfo;
+
+/* Describe a group: topology, configuration after defaults, bytes held. Only the first
+ * `out_info->struct_size` bytes are written. Local, non-blocking, thread-safe. */
+EPC_API EpcStatus epc_group_query(const EpcGroup* group, EpcGroupInfo* out_info);
+
+/* Run the group's LSA barrier kernel on `stream` (a cudaStream_t; NULL = legacy default
+ * stream) and wait for it: every rank of the LSA team arrives before any leaves. Proves the
+ * window and device communicator work; also useful to fence phases. A peer that does not
+ * arrive within the group's timeout makes this return EPC_ERR_TIMEOUT naming that peer, and
+ * the group stays failed. Collective over the LSA team; blocking; not graph-capturable;
+ * thread-safe with other groups, not with other calls on the same group. */
+EPC_API EpcStatus epc_group_barrier(EpcGroup* group, void* stream);
+
+/* ---------------------------------------------------------------------------------------
+ * Function table for dlopen users: dlsym("epc_get_api") is the only symbol needed.
+ * ------------------------------------------------------------------------------------- */
+
+/* Append-only: new entries go at the end; `struct_size` tells how many this library has. */
+typedef struct EpcApi {
+  uint32_t struct_size; /* sizeof(EpcApi) of the library that filled it */
+  uint32_t abi_version; /* that library's EPC_ABI_VERSION */
+  const char* (*status_string)(EpcStatus status);
+  EpcStatus (*last_error)(char* buf, size_t buf_size, size_t* out_length);
+  EpcStatus (*get_version)(uint32_t* out_major, uint32_t* out_minor, uint32_t* out_patch);
+  EpcStatus (*unique_id_create)(EpcUniqueId* out_id);
+  EpcStatus (*comm_init)(const EpcUniqueId* id, int32_t nranks, int32_t rank,
+                         int32_t cuda_device, void** out_comm);
+  EpcStatus (*comm_destroy)(void* comm);
+  EpcStatus (*plan_query)(const EpcGroupConfig* config, int32_t nranks, int32_t lsa_size,
+                          int32_t num_nodes, EpcPlan* out_plan);
+  EpcStatus (*group_create)(void* comm, const EpcGroupConfig* config, EpcGroup** out_group);
+  EpcStatus (*group_destroy)(EpcGroup* group);
+  EpcStatus (*group_query)(const EpcGroup* group, EpcGroupInfo* out_info);
+  EpcStatus (*group_barrier)(EpcGroup* group, void* stream);
+} EpcApi;
+
+/* Fill `*out_api` with this library's function table if `abi_major` equals its
+ * EPC_ABI_MAJOR (else EPC_ERR_ABI_MISMATCH). `out_api->struct_size` must be set by the
+ * caller; only that many bytes are written, so an older caller gets the prefix it knows.
+ * Local, thread-safe. */
+EPC_API EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* EPCOMM_EPCOMM_H */

@@ -1,0 +1,63 @@
+// A group configuration after the ABI struct rules and defaults have been applied, and the
+// checks every configuration must pass (shared by epc_plan_query and epc_group_create).
+#pragma once
+
+#include <cstdint>
+
+#include "epcomm/epcomm.h"
+
+namespace epc {
+
+struct GroupConfig {
+  EpcMode mode = EPC_MODE_LOW_LATENCY;
+  uint32_t num_experts = 0;
+  uint32_t hidden = 0;
+  uint32_t max_tokens_per_rank = 0;
+  uint32_t max_topk = 0;
+  EpcDtype dtype = EPC_DTYPE_BF16;
+  uint32_t num_sms = 0;
+  uint32_t timeout_ms = 0;
+  EpcAllocFn alloc_fn = nullptr;
+  EpcFreeFn free_fn = nullptr;
+  void* alloc_ctx = nullptr;
+
+  // Bytes of one token's payload in transit: the row, plus one fp32 scale per 128
+  // channels for fp8.
+  uint64_t payload_row_bytes() const {
+    return dtype == EPC_DTYPE_FP8_E4M3 ? uint64_t{hidden} + uint64_t{hidden} / 128 * 4
+                                       : uint64_t{hidden} * 2;
+  }
+  uint32_t local_experts(int nranks) const { return num_experts / static_cast<uint32_t>(nranks); }
+};
+
+// Limits and defaults, in one place so docs, planner and validation agree.
+namespace limits {
+constexpr uint32_t kDefaultLlMaxTokens = 128;
+constexpr uint32_t kDefaultHtMaxTokens = 4096;
+constexpr uint32_t kMaxLlTokens = 1024;
+constexpr uint32_t kMaxHtTokens = 65536;
+constexpr uint32_t kDefaultTopk = 8;
+constexpr uint32_t kMaxTopk = 32;
+constexpr uint32_t kDefaultLlSms = 32;
+constexpr uint32_t kDefaultHtSms = 24;
+constexpr uint32_t kMaxSms = 1024;
+constexpr uint32_t kDefaultTimeoutMs = 10000;
+// FP8 scales cover blocks of this many channels.
+constexpr uint32_t kFp8BlockChannels = 128;
+// Rows move in 16-byte vectors: a bf16 row of `hidden` channels must be a multiple of 16 B.
+constexpr uint32_t kHiddenMultiple = 8;
+// Keeps every per-rank buffer size comfortably inside 64-bit arithmetic and 32-bit indices.
+constexpr uint32_t kMaxHidden = 1u << 20;
+constexpr uint32_t kMaxExperts = 1u << 16;
+}  // namespace limits
+
+const char* dtype_name(EpcDtype dtype);
+
+// Applies struct_size/abi_version rules, fills defaults and checks every field that does not
+// depend on the rank count. Throws epc::Error naming the field on bad input.
+GroupConfig resolve_config(const EpcGroupConfig* config);
+
+// Checks what depends on the rank count: experts divisible by ranks.
+void check_config_for_ranks(const GroupConfig& config, int nranks);
+
+}  // namespace epc

@@ -1,0 +1,27 @@
+#include "core/error.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace epc {
+
+std::string format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  int needed = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out;
+  if (needed > 0) {
+    out.resize(static_cast<size_t>(needed) + 1);
+    std::vsnprintf(&out[0], out.size(), fmt, args);
+    out.resize(static_cast<size_t>(needed));
+  }
+  va_end(args);
+  return out;
+}
+
+void fail(EpcStatus status, const std::string& message) { throw Error(status, message); }
+
+}  // namespace epc

@@ -1,0 +1,16 @@
+// Turning CUDA and NCCL failures into epc::Error with the call that failed and the
+// library's own explanation.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+namespace epc {
+
+// Throws EPC_ERR_CUDA (or EPC_ERR_OUT_OF_MEMORY / EPC_ERR_NO_DEVICE) unless `err` is success.
+void check_cuda(cudaError_t err, const char* what);
+
+// Throws EPC_ERR_NCCL unless `res` is ncclSuccess; adds ncclGetLastError(comm) when given.
+void check_nccl(ncclResult_t res, const char* what, ncclComm_t comm = nullptr);
+
+}  // namespace epc

@@ -1,0 +1,223 @@
+#include "core/group.hpp"
+
+#include <cstring>
+
+#include "core/device_guard.hpp"
+#include "core/error.hpp"
+#include "core/gpu_check.hpp"
+#include "core/nccl_runtime.hpp"
+#include "kernels/launch.hpp"
+
+namespace epc {
+
+Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(config) {
+  if (comm == nullptr) fail_argument("comm is NULL; pass an ncclComm_t (e.g. from epc_comm_init)");
+  check_nccl_runtime();
+  int nranks = 0;
+  check_nccl(ncclCommCount(comm, &nranks), "ncclCommCount", comm);
+  check_nccl(ncclCommUserRank(comm, &rank_), "ncclCommUserRank", comm);
+  check_nccl(ncclCommCuDevice(comm, &device_), "ncclCommCuDevice", comm);
+  int current = -1;
+  check_cuda(cudaGetDevice(&current), "cudaGetDevice");
+  if (current != device_) {
+    fail_argument(format("the calling thread's current CUDA device is %d but the communicator "
+                         "uses device %d: call cudaSetDevice(%d) before epc_group_create",
+                         current, device_, device_));
+  }
+
+  ncclTeam_t lsa = ncclTeamLsa(comm);
+  if (lsa.nRanks < 1 || nranks % lsa.nRanks != 0) {
+    fail(EPC_ERR_UNSUPPORTED, format("the communicator's %d ranks do not split into NVLink (LSA) "
+                                     "teams of equal size (this rank's team has %d ranks)",
+                                     nranks, lsa.nRanks));
+  }
+  topo_ = Topology{nranks, lsa.nRanks, nranks / lsa.nRanks};
+  lsa_rank_ = lsa.rank;
+  node_ = (rank_ - lsa_rank_) / lsa.nRanks;
+  check_config_for_ranks(config_, nranks);
+  if (topo_.num_nodes > 1) {
+    fail(EPC_ERR_UNSUPPORTED,
+         format("the %d ranks span %d NVLink (LSA) domains of %d ranks, but this build of "
+                "epcomm moves data only inside one LSA domain: a network (GIN) transport "
+                "between domains is not available yet",
+                nranks, topo_.num_nodes, topo_.lsa_size));
+  }
+  plan_ = make_plan(config_, topo_);
+
+  try {
+    allocate_window();
+    create_device_comm();
+    barrier(nullptr);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Group::~Group() { release(); }
+
+void Group::allocate_window() {
+  const size_t bytes = plan_.symmetric_bytes;
+  if (config_.alloc_fn != nullptr) {
+    void* ptr = nullptr;
+    int32_t rc = config_.alloc_fn(config_.alloc_ctx, bytes, &ptr);
+    if (rc != 0 || ptr == nullptr) {
+      fail(EPC_ERR_OUT_OF_MEMORY, format("EpcGroupConfig.alloc_fn returned %d and pointer %p "
+                                         "for %zu bytes", rc, ptr, bytes));
+    }
+    window_memory_ = ptr;
+  } else {
+    check_nccl(ncclMemAlloc(&window_memory_, bytes), "ncclMemAlloc of the symmetric window", comm_);
+  }
+  // Peers write into this memory only after the window registration below, which every rank
+  // enters after its own zeroing has finished: registration exchanges handles among all
+  // ranks, so no rank can leave it before every rank has zeroed.
+  check_cuda(cudaMemset(window_memory_, 0, bytes), "zeroing the symmetric window");
+  check_cuda(cudaDeviceSynchronize(), "zeroing the symmetric window");
+
+  ncclResult_t res = ncclCommWindowRegister(comm_, window_memory_, bytes, &window_,
+                                            NCCL_WIN_COLL_SYMMETRIC);
+  if (res != ncclSuccess && config_.alloc_fn != nullptr) {
+    fail(EPC_ERR_NCCL, format("NCCL could not register the %zu bytes from EpcGroupConfig."
+                              "alloc_fn as a window (%s: %s): the allocator must return memory "
+                              "from ncclMemAlloc or CUDA's VMM API (cuMemCreate + cuMemMap)",
+                              bytes, ncclGetErrorString(res), ncclGetLastError(comm_)));
+  }
+  check_nccl(res, "ncclCommWindowRegister", comm_);
+
+  check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&error_host_), sizeof(kernels::DeviceError),
+                           cudaHostAllocMapped),
+             "cudaHostAlloc of the error record");
+  std::memset(error_host_, 0, sizeof(kernels::DeviceError));
+  check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host_, 0),
+             "cudaHostGetDevicePointer of the error record");
+}
+
+void Group::create_device_comm() {
+  ncclDevCommRequirements reqs;
+  std::memset(&reqs, 0, sizeof reqs);
+  reqs.lsaMultimem = false;  // never multimem/NVLS: it can take a shared host's GPUs down
+  reqs.lsaBarrierCount = static_cast<int>(plan_.lsa_barriers);
+  reqs.ginContextCount = static_cast<int>(plan_.gin_contexts);
+  reqs.ginSignalCount = static_cast<int>(plan_.gin_signals);
+  check_nccl(ncclDevCommCreate(comm_, &reqs, &dev_comm_), "ncclDevCommCreate", comm_);
+  dev_comm_created_ = true;
+}
+
+void Group::barrier(cudaStream_t stream) {
+  check_healthy();
+  DeviceGuard guard(device_);
+  kernels::GroupBarrierParams p;
+  std::memset(&p, 0, sizeof p);
+  p.dev_comm = dev_comm_;
+  p.window = window_;
+  p.inbox_offset = plan_.region(EPC_REGION_CONTROL).offset + plan_.control.barrier_inbox_offset;
+  p.slot = 0;
+  p.epoch = ++barrier_epoch_;
+  p.timeout_ns = static_cast<uint64_t>(config_.timeout_ms) * 1000000ull;
+  p.error = error_device_;
+  try {
+    check_cuda(kernels::launch_group_barrier(p, stream), "launching the group barrier kernel");
+    check_cuda(cudaStreamSynchronize(stream), "waiting for the group barrier kernel");
+  } catch (const Error& e) {
+    // The epoch sequence is now out of step with the peers: the group cannot be used again.
+    failed_status_ = e.status();
+    failed_message_ = e.what();
+    throw;
+  }
+  raise_if_device_failed();
+}
+
+void Group::raise_if_device_failed() {
+  if (error_host_ == nullptr) return;
+  volatile kernels::DeviceError* record = error_host_;
+  uint32_t status = record->status;
+  if (status == 0 || status == 0xFFFFFFFFu) return;  // none, or still being written
+  if (failed_status_ == EPC_OK) {
+    failed_status_ = static_cast<EpcStatus>(status);
+    failed_message_ = format(
+        "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the "
+        "group is unusable, destroy it",
+        kernels::phase_name(record->phase), record->rank,
+        static_cast<double>(record->waited_ns) / 1e6, record->peer, config_.timeout_ms);
+  }
+  fail(failed_status_, failed_message_);
+}
+
+void Group::check_healthy() {
+  if (failed_status_ != EPC_OK) fail(failed_status_, failed_message_);
+  raise_if_device_failed();
+}
+
+EpcGroupInfo Group::info() const {
+  EpcGroupInfo i;
+  std::memset(&i, 0, sizeof i);
+  i.struct_size = sizeof i;
+  i.abi_version = EPC_ABI_VERSION;
+  i.rank = rank_;
+  i.nranks = topo_.nranks;
+  i.lsa_rank = lsa_rank_;
+  i.lsa_size = topo_.lsa_size;
+  i.node = node_;
+  i.num_nodes = topo_.num_nodes;
+  i.cuda_device = device_;
+  i.mode = config_.mode;
+  i.num_experts = config_.num_experts;
+  i.local_experts = config_.local_experts(topo_.nranks);
+  i.hidden = config_.hidden;
+  i.max_tokens_per_rank = config_.max_tokens_per_rank;
+  i.max_topk = config_.max_topk;
+  i.dtype = config_.dtype;
+  i.num_sms = config_.num_sms;
+  i.timeout_ms = config_.timeout_ms;
+  i.symmetric_bytes = window_memory_ != nullptr ? plan_.symmetric_bytes : 0;
+  i.workspace_bytes = plan_.workspace_bytes;
+  return i;
+}
+
+void Group::destroy() {
+  std::string failure = release();
+  if (!failure.empty()) fail(EPC_ERR_NCCL, failure);
+}
+
+std::string Group::release() noexcept {
+  std::string first;
+  auto note = [&first](bool failed, const std::string& what) {
+    if (failed && first.empty()) first = what;
+  };
+  int previous = -1;
+  cudaGetDevice(&previous);
+  if (device_ >= 0) cudaSetDevice(device_);
+  // Nothing may still write into the window when it goes away.
+  cudaError_t sync = cudaDeviceSynchronize();
+  note(sync != cudaSuccess, format("cudaDeviceSynchronize before releasing the group: %s",
+                                   cudaGetErrorString(sync)));
+  if (dev_comm_created_) {
+    ncclResult_t r = ncclDevCommDestroy(comm_, &dev_comm_);
+    note(r != ncclSuccess, format("ncclDevCommDestroy: %s", ncclGetErrorString(r)));
+    dev_comm_created_ = false;
+  }
+  if (window_ != nullptr) {
+    ncclResult_t r = ncclCommWindowDeregister(comm_, window_);
+    note(r != ncclSuccess, format("ncclCommWindowDeregister: %s", ncclGetErrorString(r)));
+    window_ = nullptr;
+  }
+  if (window_memory_ != nullptr) {
+    if (config_.free_fn != nullptr) {
+      config_.free_fn(config_.alloc_ctx, window_memory_);
+    } else {
+      ncclResult_t r = ncclMemFree(window_memory_);
+      note(r != ncclSuccess, format("ncclMemFree: %s", ncclGetErrorString(r)));
+    }
+    window_memory_ = nullptr;
+  }
+  if (error_host_ != nullptr) {
+    cudaFreeHost(error_host_);
+    error_host_ = nullptr;
+    error_device_ = nullptr;
+  }
+  if (previous >= 0) cudaSetDevice(previous);
+  return first;
+}
+
+}  // namespace epc

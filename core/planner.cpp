@@ -1,0 +1,129 @@
+#include "core/planner.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace epc {
+
+namespace {
+
+constexpr uint32_t kLlSlots = 2;
+constexpr uint32_t kWarpsPerBlock = 32;
+
+uint64_t align_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+class LayoutBuilder {
+ public:
+  explicit LayoutBuilder(Plan& plan) : plan_(plan) {}
+
+  void add(EpcRegionKind kind, uint32_t slot, uint64_t size, const std::string& base_name) {
+    Region r;
+    r.kind = kind;
+    r.slot = slot;
+    r.offset = cursor_;
+    r.size = align_up(size, kRegionAlignment);
+    r.name = slot == EPC_SLOT_NONE ? base_name : format("%s[%u]", base_name.c_str(), slot);
+    cursor_ += r.size;
+    plan_.regions.push_back(r);
+  }
+
+  uint64_t end() const { return align_up(cursor_, kWindowAlignment); }
+
+ private:
+  Plan& plan_;
+  uint64_t cursor_ = 0;
+};
+
+uint64_t signal_bytes(int nranks) { return static_cast<uint64_t>(nranks) * sizeof(uint64_t); }
+
+void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, LayoutBuilder& b) {
+  const uint64_t R = static_cast<uint64_t>(t.nranks);
+  const uint64_t T = c.max_tokens_per_rank;
+  const uint64_t row = c.payload_row_bytes();
+  const uint64_t combine_row = static_cast<uint64_t>(c.hidden) * 2;  // combine is always bf16
+  plan.num_slots = kLlSlots;
+  plan.message_bytes = static_cast<uint32_t>(ll_message_header_bytes(c, t.nranks) + row);
+  for (uint32_t s = 0; s < kLlSlots; ++s) {
+    b.add(EPC_REGION_DISPATCH_RECV, s, R * T * plan.message_bytes, "dispatch_recv");
+    b.add(EPC_REGION_DISPATCH_SIGNAL, s, signal_bytes(t.nranks), "dispatch_signal");
+    b.add(EPC_REGION_COMBINE_RECV, s, R * T * combine_row, "combine_recv");
+    b.add(EPC_REGION_COMBINE_SIGNAL, s, signal_bytes(t.nranks), "combine_signal");
+  }
+  if (t.num_nodes > 1) {
+    plan.gin_contexts = 1;
+    plan.gin_signals = kLlSlots * 2 * static_cast<uint32_t>(t.nranks);
+  }
+}
+
+void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, LayoutBuilder& b) {
+  const uint64_t R = static_cast<uint64_t>(t.nranks);
+  const uint64_t T = c.max_tokens_per_rank;
+  const uint64_t L = c.local_experts(t.nranks);
+  const uint64_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
+  const uint64_t row = align_up(static_cast<uint64_t>(c.hidden) * element, 16);
+  const uint64_t combine_row = align_up(static_cast<uint64_t>(c.hidden) * 2, 16);
+  const uint64_t scales = align_up((c.hidden + 127) / 128 * sizeof(float), 16);
+  const uint64_t topk = align_up(static_cast<uint64_t>(c.max_topk) * (sizeof(int32_t) + sizeof(float)), 16);
+  const uint64_t weights = align_up(static_cast<uint64_t>(c.max_topk) * sizeof(float), 16);
+  plan.num_slots = 1;
+  plan.message_bytes = static_cast<uint32_t>(row + scales + topk);
+  b.add(EPC_REGION_LAYOUT, EPC_SLOT_NONE, R * (1 + L) * sizeof(uint32_t), "layout");
+  b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, R * T * plan.message_bytes, "dispatch_recv");
+  b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, signal_bytes(t.nranks), "dispatch_signal");
+  b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * (combine_row + weights), "combine_recv");
+  b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, signal_bytes(t.nranks), "combine_signal");
+  if (t.num_nodes > 1) {
+    plan.gin_contexts = 1;
+    plan.gin_signals = 2 * static_cast<uint32_t>(t.nranks);
+  }
+}
+
+}  // namespace
+
+const Region& Plan::region(EpcRegionKind kind, uint32_t slot) const {
+  for (const Region& r : regions) {
+    if (r.kind == kind && r.slot == slot) return r;
+  }
+  fail(EPC_ERR_INTERNAL, format("plan has no region of kind %u in slot %u", kind, slot));
+}
+
+uint32_t ll_message_header_bytes(const GroupConfig& c, int nranks) {
+  // Source token index and entry count, then (local expert id, weight) per entry that can
+  // land on one rank: at most min(top-k, local experts).
+  uint32_t entries = std::min(c.max_topk, c.local_experts(nranks));
+  return static_cast<uint32_t>(align_up(2 * sizeof(int32_t) + entries * (sizeof(int32_t) + sizeof(float)), 16));
+}
+
+Plan make_plan(const GroupConfig& c, const Topology& t) {
+  check_topology(t);
+  check_config_for_ranks(c, t.nranks);
+  Plan plan;
+  plan.mode = c.mode;
+  plan.num_sms = c.num_sms;
+  plan.dtype = c.dtype;
+  plan.warps_per_block = kWarpsPerBlock;
+  plan.control.barrier_slots = kBarrierSlots;
+  plan.control.barrier_inbox_offset = 0;
+
+  LayoutBuilder builder(plan);
+  builder.add(EPC_REGION_CONTROL, EPC_SLOT_NONE,
+              static_cast<uint64_t>(kBarrierSlots) * static_cast<uint64_t>(t.lsa_size) * sizeof(uint64_t),
+              "control");
+  if (c.mode == EPC_MODE_LOW_LATENCY) {
+    plan_low_latency(c, t, plan, builder);
+  } else {
+    plan_high_throughput(c, t, plan, builder);
+  }
+  if (plan.regions.size() > EPC_PLAN_MAX_REGIONS) {
+    fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS",
+                                  plan.regions.size()));
+  }
+  plan.symmetric_bytes = builder.end();
+  plan.workspace_bytes = 0;
+  return plan;
+}
+
+}  // namespace epc

@@ -1,0 +1,79 @@
+// The planner: a pure function from (configuration, topology) to the byte layout of a
+// group's symmetric window and the device resources it needs. Group creation allocates
+// exactly this; epc_plan_query shows it to users before they allocate anything.
+//
+// Layout of one rank's window (offsets from its start; every region 256-byte aligned):
+//   control                      barrier inboxes (one uint64 epoch per LSA peer and barrier
+//                                slot), written by peers with release stores
+//   Low-latency mode, per double-buffer slot s in {0, 1}:
+//     dispatch_recv[s]           [nranks][max_tokens][message_bytes]: token messages, one per
+//                                (source rank, source token); a message is a header naming
+//                                the token's experts on this rank and weights, then the row
+//     dispatch_signal[s]         [nranks] uint64 arrival words, one per source rank
+//     combine_recv[s]            [nranks][max_tokens][hidden] bf16: each expert rank's
+//                                pre-reduced partial sum for each of this rank's tokens
+//     combine_signal[s]          [nranks] uint64
+//   High-throughput mode (one slot):
+//     layout                     [nranks][1 + local_experts] uint32 counts from each source
+//     dispatch_recv              [nranks][max_tokens][ht_row_bytes]: row, fp8 scales, top-k
+//     dispatch_signal            [nranks] uint64
+//     combine_recv               [nranks][max_tokens][combine_row_bytes]: row, top-k weights
+//     combine_signal             [nranks] uint64
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/topology.hpp"
+#include "epcomm/epcomm.h"
+
+namespace epc {
+
+struct Region {
+  EpcRegionKind kind = 0;
+  uint32_t slot = EPC_SLOT_NONE;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::string name;
+};
+
+// Inside the control region.
+struct ControlLayout {
+  uint32_t barrier_slots = 0;          // independent barriers (slot 0: the host barrier)
+  uint64_t barrier_inbox_offset = 0;   // [barrier_slots][lsa_size] uint64, from region start
+};
+
+struct Plan {
+  EpcMode mode = EPC_MODE_LOW_LATENCY;
+  uint32_t num_slots = 0;
+  uint64_t symmetric_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  uint32_t num_sms = 0;
+  uint32_t warps_per_block = 0;
+  // Barriers are epcomm's own (in the control region) because every wait must time out;
+  // NCCL's LSA barriers spin without a bound, so none are requested.
+  uint32_t lsa_barriers = 0;
+  uint32_t gin_contexts = 0;
+  uint32_t gin_signals = 0;
+  uint32_t message_bytes = 0;
+  EpcDtype dtype = EPC_DTYPE_BF16;
+  ControlLayout control;
+  std::vector<Region> regions;
+
+  // The region of `kind` in `slot` (EPC_SLOT_NONE for unslotted); throws if absent.
+  const Region& region(EpcRegionKind kind, uint32_t slot = EPC_SLOT_NONE) const;
+};
+
+constexpr uint64_t kRegionAlignment = 256;
+constexpr uint64_t kWindowAlignment = 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
+constexpr uint32_t kBarrierSlots = 4;
+
+// Bytes of the header in front of each low-latency dispatch message.
+uint32_t ll_message_header_bytes(const GroupConfig& config, int nranks);
+
+// Throws epc::Error on an invalid configuration or topology.
+Plan make_plan(const GroupConfig& config, const Topology& topo);
+
+}  // namespace epc

@@ -1,0 +1,20 @@
+// System-scope release stores and acquire loads of 64-bit flags: a flag written into a
+// peer's window over NVLink must publish every store made before it.
+#pragma once
+
+#include <cstdint>
+#include <cuda/atomic>
+
+namespace epc::kernels {
+
+__device__ __forceinline__ void store_release(uint64_t* flag, uint64_t value) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*flag);
+  ref.store(value, cuda::memory_order_release);
+}
+
+__device__ __forceinline__ uint64_t load_acquire(uint64_t* flag) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> ref(*flag);
+  return ref.load(cuda::memory_order_acquire);
+}
+
+}  // namespace epc::kernels

@@ -1,0 +1,13 @@
+#include "kernels/device_error.hpp"
+
+namespace epc::kernels {
+
+const char* phase_name(uint32_t phase) {
+  switch (phase) {
+    case kPhaseNone: return "none";
+    case kPhaseGroupBarrier: return "group barrier";
+    default: return "unknown phase";
+  }
+}
+
+}  // namespace epc::kernels

@@ -1,0 +1,26 @@
+// The record through which kernels report a failure to the host. It lives in pinned,
+// device-mapped host memory, so the host can read it without a stream synchronisation and
+// a kernel that gives up can still say why.
+#pragma once
+
+#include <cstdint>
+
+namespace epc::kernels {
+
+// Which part of the protocol was waiting when a timeout fired.
+enum Phase : uint32_t {
+  kPhaseNone = 0,
+  kPhaseGroupBarrier = 1,
+};
+
+const char* phase_name(uint32_t phase);
+
+struct DeviceError {
+  uint32_t status;     // 0 or an EpcStatus; the first kernel to fail sets it, once
+  uint32_t phase;      // a Phase
+  int32_t rank;        // world rank that was waiting
+  int32_t peer;        // world rank it waited for
+  uint64_t waited_ns;  // how long it waited before giving up
+};
+
+}  // namespace epc::kernels

@@ -1,0 +1,154 @@
+// The planner's byte layouts (core/planner.cpp). Expected numbers are worked out by hand in
+// the comments from the layout rules documented in planner.hpp.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "core/planner.hpp"
+
+namespace {
+
+epc::GroupConfig config(EpcMode mode, uint32_t experts, uint32_t hidden, uint32_t tokens,
+                        uint32_t topk) {
+  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
+  raw.mode = mode;
+  raw.num_experts = experts;
+  raw.hidden = hidden;
+  raw.max_tokens_per_rank = tokens;
+  raw.max_topk = topk;
+  return epc::resolve_config(&raw);
+}
+
+TEST(Planner, LowLatencyDecodeLayoutByHand) {
+  // 4 ranks, 256 experts (64 local), hidden 7168, 128 tokens, top-8.
+  auto c = config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
+  epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  // Header: 8 bytes (token index, entry count) + min(8, 64) * 8 = 72 -> 80. Row: 14336.
+  EXPECT_EQ(p.message_bytes, 80u + 14336u);
+  EXPECT_EQ(p.num_slots, 2u);
+  ASSERT_EQ(p.regions.size(), 9u);
+  // control: 4 barrier slots * 4 peers * 8 B = 128 -> 256.
+  EXPECT_EQ(p.region(EPC_REGION_CONTROL).offset, 0u);
+  EXPECT_EQ(p.region(EPC_REGION_CONTROL).size, 256u);
+  // dispatch_recv[0]: 4 * 128 * 14416 = 7380992 (a multiple of 256).
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).offset, 256u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).size, 7380992u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).offset, 7381248u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).size, 256u);
+  // combine_recv[0]: 4 * 128 * 14336 = 7340032.
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).offset, 7381504u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset, 14721536u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).offset, 14721792u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 1).offset, 29443072u);
+  // End 29443328, rounded up to 4096: 7189 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 29446144u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).name, "dispatch_recv[1]");
+  EXPECT_EQ(p.gin_contexts, 0u);
+  EXPECT_EQ(p.lsa_barriers, 0u);
+  EXPECT_EQ(p.num_sms, 32u);
+}
+
+TEST(Planner, HighThroughputPrefillLayoutByHand) {
+  // 4 ranks, 256 experts (64 local), hidden 7168, 4096 tokens, top-8.
+  auto c = config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
+  epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  // Row 14336 + scales 56 * 4 = 224 + top-k 8 * (4 + 4) = 64.
+  EXPECT_EQ(p.message_bytes, 14624u);
+  EXPECT_EQ(p.num_slots, 1u);
+  ASSERT_EQ(p.regions.size(), 6u);
+  // layout: 4 * (1 + 64) * 4 = 1040 -> 1280.
+  EXPECT_EQ(p.region(EPC_REGION_LAYOUT).offset, 256u);
+  EXPECT_EQ(p.region(EPC_REGION_LAYOUT).size, 1280u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).offset, 1536u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).size, 239599616u);  // 4 * 4096 * 14624
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).offset, 239601408u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).size, 235405312u);  // 4 * 4096 * (14336 + 32)
+  // End 475006976 -> 115969 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 475009024u);
+  EXPECT_EQ(p.num_sms, 24u);
+}
+
+TEST(Planner, Fp8GroupsUseSmallerMessages) {
+  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
+  raw.num_experts = 256;
+  raw.hidden = 7168;
+  raw.dtype = EPC_DTYPE_FP8_E4M3;
+  epc::Plan p = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
+  // 80-byte header + 7168 fp8 bytes + 56 scales * 4 bytes.
+  EXPECT_EQ(p.message_bytes, 80u + 7168u + 224u);
+  // Combine rows stay bf16: 4 * 128 * 14336.
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u);
+  EXPECT_EQ(p.dtype, static_cast<EpcDtype>(EPC_DTYPE_FP8_E4M3));
+}
+
+TEST(Planner, HeaderHoldsAtMostTheLocalExperts) {
+  // 8 experts on 4 ranks: 2 local, so top-8 needs only 2 entries in a message header.
+  auto c = config(EPC_MODE_LOW_LATENCY, 8, 128, 16, 8);
+  EXPECT_EQ(epc::ll_message_header_bytes(c, 4), 32u);  // 8 + 2 * 8 = 24 -> 32
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).message_bytes, 32u + 256u);
+}
+
+TEST(Planner, RegionsAreAlignedOrderedAndDisjoint) {
+  for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
+    for (int ranks : {1, 2, 3, 4, 8}) {
+      auto c = config(mode, 48, 2880, 100, 16);
+      epc::Plan p = epc::make_plan(c, {ranks, ranks, 1});
+      uint64_t end = 0;
+      for (const epc::Region& r : p.regions) {
+        EXPECT_EQ(r.offset % epc::kRegionAlignment, 0u) << r.name;
+        EXPECT_GE(r.offset, end) << r.name;
+        EXPECT_GT(r.size, 0u) << r.name;
+        end = r.offset + r.size;
+      }
+      EXPECT_GE(p.symmetric_bytes, end);
+      EXPECT_EQ(p.symmetric_bytes % epc::kWindowAlignment, 0u);
+    }
+  }
+}
+
+TEST(Planner, ScalesWithRanksAndTokens) {
+  auto small = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  auto large = config(EPC_MODE_LOW_LATENCY, 64, 1024, 128, 4);
+  uint64_t a = epc::make_plan(small, {2, 2, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
+  uint64_t b = epc::make_plan(large, {2, 2, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
+  uint64_t d = epc::make_plan(small, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
+  EXPECT_EQ(b, 2 * a);
+  EXPECT_EQ(d, 2 * a);
+}
+
+TEST(Planner, NetworkResourcesOnlyAcrossNodes) {
+  auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  epc::Plan one = epc::make_plan(c, {8, 8, 1});
+  epc::Plan two = epc::make_plan(c, {8, 4, 2});
+  EXPECT_EQ(one.gin_contexts, 0u);
+  EXPECT_EQ(one.gin_signals, 0u);
+  EXPECT_EQ(two.gin_contexts, 1u);
+  EXPECT_EQ(two.gin_signals, 2u * 2u * 8u);  // slots * (dispatch, combine) * ranks
+}
+
+EpcStatus plan_status(const epc::GroupConfig& c, epc::Topology t) {
+  try {
+    epc::make_plan(c, t);
+    return EPC_OK;
+  } catch (const epc::Error& e) {
+    return e.status();
+  }
+}
+
+TEST(Planner, RejectsInconsistentTopology) {
+  auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  EXPECT_EQ(plan_status(c, {0, 1, 1}), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(plan_status(c, {4, 3, 1}), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(plan_status(c, {4, 2, 1}), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(plan_status(c, {4, 8, 1}), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(plan_status(c, {4, 2, 2}), EPC_OK);
+}
+
+TEST(Planner, RejectsExpertsNotDivisibleByRanks) {
+  auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  EXPECT_EQ(plan_status(c, {3, 3, 1}), EPC_ERR_INVALID_ARGUMENT);
+  auto c48 = config(EPC_MODE_LOW_LATENCY, 48, 1024, 64, 4);
+  EXPECT_EQ(plan_status(c48, {3, 3, 1}), EPC_OK);
+}
+
+}  // namespace
