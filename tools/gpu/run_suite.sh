@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs the GPU suite and the main job on a GPU machine from staged binaries
+# (tools/gpu/stage.sh), logging everything to $OUT (or ./gpu-logs) and printing a summary
+# last. Usage: tools/gpu/run_suite.sh [STAGE_DIR] [RANK_COUNTS...]   (default: .gpu 2 3 4)
+set -uo pipefail
+stage=${1:-.gpu}
+shift || true
+rank_counts=${*:-2 3 4}
+out=${OUT:-./gpu-logs}
+mkdir -p "$out"
+
+# Never let NCCL, PyTorch or NVSHMEM use NVLink multicast on shared machines.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# Prefer an NCCL of the same series as the headers we compiled against (GPU.md).
+for d in /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+
+{
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
+  nvidia-smi topo -m
+} >"$out/machine.txt" 2>&1
+
+summary=()
+run() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" \
+    "$(grep -E '^(\[rank 0\] )?\[  (PASSED|FAILED)  \]|passed, .* failed|^OK:|^FAILED:|SKIP' "$out/$name.log" | tail -n 2 | tr '\n' ' ')")")
+}
+
+for n in $rank_counts; do
+  run "gpu-$n-ranks" "$stage/tests/gpu/epcomm-gpu-tests" --ranks="$n" --time-limit="${TIME_LIMIT:-240}"
+done
+run gpu-threads "$stage/tests/gpu/epcomm-gpu-threads"
+run epcomm-info "$stage/bench/epcomm-info"
+
+echo "== machine"
+head -n 5 "$out/machine.txt"
+echo "== summary"
+printf '%s\n' "${summary[@]}"
