@@ -195,7 +195,7 @@ typedef struct EpcPlanRegion {
 
 typedef struct EpcPlan {
   uint32_t struct_size; /* set by the caller: sizeof(EpcPlan) */
-  uint32_t abi_version;
+  uint32_t abi_version; /* set by the caller: EPC_ABI_VERSION */
   EpcMode mode;
   uint32_t num_slots;        /* double-buffer depth: 2 for LL, 1 for HT */
   uint64_t symmetric_bytes;  /* per rank: the registered window (sum of regions, aligned) */
@@ -215,7 +215,8 @@ typedef struct EpcPlan {
 
 /* Compute the byte layout a configuration needs on `nranks` ranks whose NVLink (LSA)
  * domains hold `lsa_size` ranks each, on `num_nodes` nodes, without touching a GPU.
- * `out_plan->struct_size` must be set by the caller. Validates `config` exactly as
+ * The caller sets `out_plan->struct_size` and `abi_version` (as for every extensible
+ * struct); only that many bytes are written. Validates `config` exactly as
  * epc_group_create() does. Local, blocking (pure CPU), thread-safe; `config` is read
  * during the call only. */
 EPC_API EpcStatus epc_plan_query(const EpcGroupConfig* config, int32_t nranks,
@@ -245,7 +246,7 @@ EPC_API EpcStatus epc_group_destroy(EpcGroup* group);
 
 typedef struct EpcGroupInfo {
   uint32_t struct_size; /* set by the caller: sizeof(EpcGroupInfo) */
-  uint32_t abi_version;
+  uint32_t abi_version; /* set by the caller: EPC_ABI_VERSION */
   int32_t rank;          /* in the communicator */
   int32_t nranks;
   int32_t lsa_rank;      /* in this rank's NVLink (LSA) team */
