@@ -4,8 +4,8 @@
 #                                           (on a machine without GPU: print the plan)
 #   tools/dev.sh test [meson test flags]    build, then run every test suite
 #                                           (the gpu suite is skipped where no GPU is visible)
-# Missing build tools (meson, ninja, pkg-config, GoogleTest) are installed from PyPI and
-# Debian's packages first. The CUDA toolkit (nvcc) and NCCL >= 2.28 must already be there;
+# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest) are installed from
+# PyPI and Debian's packages first. The CUDA toolkit (nvcc) and NCCL >= 2.28 must already be there;
 # the Meson configure step says precisely what is missing otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +38,10 @@ ensure_tools() {
   command -v pkg-config >/dev/null || apt_install pkg-config
   if ! pkg-config --exists gtest 2>/dev/null; then apt_install libgtest-dev; fi
   command -v nm >/dev/null || apt_install binutils
+  # Binding suites: Go (cgo) and pytest. Rust uses the cargo already on the machine; its
+  # tests are skipped with a message where there is none.
+  command -v go >/dev/null || apt_install golang-go
+  python3 -c 'import pytest' 2>/dev/null || { log "installing pytest from PyPI"; python3 -m pip install -q pytest; }
 }
 
 build() {
