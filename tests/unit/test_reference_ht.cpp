@@ -11,46 +11,14 @@
 
 #include "core/reference/problem_gen.hpp"
 #include "core/reference/reference.hpp"
+#include "tests/unit/reference_hand_case.hpp"
 
 namespace epc::ref {
 namespace {
 
-uint16_t exact_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0xFFFFu) != 0) ADD_FAILURE() << value << " is not exact in bf16";
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-uint16_t payload(int rank, int token, int channel) {
-  return static_cast<uint16_t>(0x1000 + 0x100 * rank + 0x10 * token + channel);
-}
-
-// The same routing as the LL hand test:
-// R=2, E=4 (experts 0,1 on rank 0; 2,3 on rank 1), H=8, K=2, T=3.
-//   rank 0: t0 -> [1, 2] w [0.5, 0.25]; t1 -> [3, -1] w [0.5, 9]; t2 -> [0, 1] w [1, 2]
-//   rank 1: t0 -> [2, 0] w [0.5, 1];    t1 -> [1, 1] w [0.5, 1.5]; t2 -> [-1, -1]
-Problem hand_problem() {
-  Problem p;
-  p.nranks = 2;
-  p.num_experts = 4;
-  p.hidden = 8;
-  p.topk = 2;
-  p.max_tokens = 3;
-  p.ranks.resize(2);
-  p.ranks[0].num_tokens = 3;
-  p.ranks[0].topk_idx = {1, 2, 3, -1, 0, 1};
-  p.ranks[0].topk_weights = {0.5f, 0.25f, 0.5f, 9.0f, 1.0f, 2.0f};
-  p.ranks[1].num_tokens = 3;
-  p.ranks[1].topk_idx = {2, 0, 1, 1, -1, -1};
-  p.ranks[1].topk_weights = {0.5f, 1.0f, 0.5f, 1.5f, 7.0f, 7.0f};
-  for (int r = 0; r < 2; ++r) {
-    for (int t = 0; t < 3; ++t) {
-      for (int c = 0; c < 8; ++c) p.ranks[r].x.push_back(payload(r, t, c));
-    }
-  }
-  return p;
-}
+using hand_case::exact_bf16;
+using hand_case::hand_problem;
+using hand_case::payload;
 
 TEST(HtDispatch, HandCheckedRouting) {
   const auto results = ht_dispatch(hand_problem());
