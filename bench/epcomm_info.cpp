@@ -161,7 +161,8 @@ int main(int argc, char** argv) {
   int devices = 0;
   cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
-    std::printf("No CUDA GPU is visible (%s): showing the plan for %d ranks only.\n",
+    std::printf("No CUDA GPU is usable here (cudaGetDeviceCount: %s): showing the plan for %d "
+                "ranks only.\n",
                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", o.plan_ranks);
     bool ok = print_plan(o, EPC_MODE_LOW_LATENCY, o.plan_ranks) &&
               print_plan(o, EPC_MODE_HIGH_THROUGHPUT, o.plan_ranks);

@@ -38,6 +38,16 @@ done
 run gpu-threads "$stage/tests/gpu/epcomm-gpu-threads"
 run epcomm-info "$stage/bench/epcomm-info"
 
+# The runtime NCCL check: an older NCCL of the same series (the system copy on our GPU
+# machines is 2.28.3) must be refused with a message, not crash.
+system_nccl=/usr/lib/x86_64-linux-gnu
+if [ -f "$system_nccl/libnccl.so.2" ]; then
+  LD_LIBRARY_PATH="$system_nccl" "$stage/bench/epcomm-info" >"$out/nccl-mismatch.log" 2>&1
+  rc=$?
+  msg=$(grep -o 'the NCCL loaded at run time.*' "$out/nccl-mismatch.log" | head -n 1)
+  summary+=("$(printf '%-22s rc=%-3s expected non-zero with a message: %s' nccl-mismatch "$rc" "${msg:-NO MESSAGE}")")
+fi
+
 echo "== machine"
 head -n 5 "$out/machine.txt"
 echo "== summary"
