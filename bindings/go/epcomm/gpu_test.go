@@ -1,0 +1,113 @@
+package epcomm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gpusUnderTest reads EPCOMM_TEST_GPUS; without it the GPU tests skip.
+func gpusUnderTest(t *testing.T) int {
+	text := os.Getenv("EPCOMM_TEST_GPUS")
+	if text == "" {
+		t.Skip("GPU test: set EPCOMM_TEST_GPUS=N (N >= 1) to run it on N local GPUs")
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 1 {
+		t.Fatalf("EPCOMM_TEST_GPUS=%q: want a GPU count >= 1", text)
+	}
+	return n
+}
+
+// One goroutine per GPU, each locked to its OS thread (the thread rule): bootstrap a
+// communicator, build a group, query it, cross the barrier, close everything.
+func TestGroupLifecycleOnGPUs(t *testing.T) {
+	n := gpusUnderTest(t)
+	id, err := NewUniqueID()
+	if err != nil {
+		t.Fatalf("NewUniqueID: %v", err)
+	}
+	cfg := GroupConfig{NumExperts: uint32(8 * n), Hidden: 2048}
+	infos := make([]GroupInfo, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for rank := 0; rank < n; rank++ {
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			infos[rank], errs[rank] = runRank(id, n, rank, cfg)
+		}(rank)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the ranks did not finish within 5 minutes")
+	}
+	for rank, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	for rank, info := range infos {
+		t.Logf("rank %d: %+v", rank, info)
+		if info.Rank != rank || info.NRanks != n || info.CUDADevice != rank || info.NumExperts != uint32(8*n) ||
+			info.LocalExperts != 8 || info.Hidden != 2048 || info.Mode != ModeLowLatency ||
+			info.Timeout != 10*time.Second || info.SymmetricBytes == 0 {
+			t.Errorf("rank %d: unexpected info %+v", rank, info)
+			continue
+		}
+		plan, err := PlanQuery(cfg, n, info.LSASize, info.NumNodes)
+		if err != nil || plan.SymmetricBytes != info.SymmetricBytes {
+			t.Errorf("rank %d holds %d window bytes; the plan says %d (%v)", rank, info.SymmetricBytes, plan.SymmetricBytes, err)
+		}
+	}
+}
+
+// runRank is one rank's whole life. The caller holds runtime.LockOSThread.
+func runRank(id UniqueID, n, rank int, cfg GroupConfig) (info GroupInfo, err error) {
+	comm, err := InitComm(id, n, rank, rank)
+	if err != nil {
+		return info, fmt.Errorf("InitComm: %w", err)
+	}
+	defer func() {
+		if closeErr := comm.Close(); err == nil && closeErr != nil {
+			err = fmt.Errorf("Comm.Close: %w", closeErr)
+		}
+	}()
+	group, err := NewGroup(comm, cfg)
+	if err != nil {
+		return info, fmt.Errorf("NewGroup: %w", err)
+	}
+	defer group.Close() // after a failure below; a no-op after the Close at the end
+	if info, err = group.Info(); err != nil {
+		return info, fmt.Errorf("Info: %w", err)
+	}
+	if err = group.Barrier(nil); err != nil {
+		return info, fmt.Errorf("Barrier: %w", err)
+	}
+	if err = comm.Close(); !errors.Is(err, ErrInvalidArgument) {
+		return info, fmt.Errorf("Comm.Close with an open group: got %v, want ErrInvalidArgument", err)
+	}
+	if err = group.Close(); err != nil {
+		return info, fmt.Errorf("Group.Close: %w", err)
+	}
+	if err = group.Close(); err != nil {
+		return info, fmt.Errorf("second Group.Close: %w", err)
+	}
+	if _, err = group.Info(); !errors.Is(err, ErrInvalidArgument) {
+		return info, fmt.Errorf("Info after Close: got %v, want ErrInvalidArgument", err)
+	}
+	return info, nil
+}

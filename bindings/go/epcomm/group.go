@@ -1,0 +1,140 @@
+package epcomm
+
+/*
+#include <epcomm/epcomm.h>
+*/
+import "C"
+
+import (
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Group is one rank's epcomm group (EpcGroup): the communicator, its symmetric window and
+// its NCCL device communicator. Create it with NewGroup and release it with Close on every
+// rank. Info may run concurrently with anything; Barrier and Close wait for each other.
+type Group struct {
+	mu     sync.RWMutex
+	handle *C.EpcGroup // nil once closed
+	comm   *Comm
+}
+
+// GroupInfo describes a group: topology, configuration after defaults, memory held
+// (EpcGroupInfo).
+type GroupInfo struct {
+	Rank, NRanks     int // in the communicator
+	LSARank, LSASize int // in this rank's NVLink (LSA) team
+	Node, NumNodes   int // index of this rank's LSA team, and how many there are
+	CUDADevice       int
+	Mode             Mode
+	NumExperts       uint32
+	LocalExperts     uint32 // NumExperts / NRanks
+	Hidden           uint32
+	MaxTokensPerRank uint32
+	MaxTopK          uint32
+	Dtype            Dtype
+	NumSMs           uint32
+	Timeout          time.Duration
+	SymmetricBytes   uint64 // device memory held in the registered window
+	WorkspaceBytes   uint64 // other device memory held
+}
+
+// NewGroup creates a group on comm (epc_group_create): allocates and registers the
+// symmetric window PlanQuery describes, creates the NCCL device communicator and proves
+// every NVLink peer reachable with a barrier. It uses the CUDA device current on the calling
+// OS thread, which must be the communicator's (see the package's thread rule).
+// Collective over every rank of comm; blocking; not safe concurrently with other calls on
+// the same communicator. Close the Group on every rank before closing comm.
+func NewGroup(comm *Comm, cfg GroupConfig) (*Group, error) {
+	cCfg, err := cfg.toC()
+	if err != nil {
+		return nil, err
+	}
+	if comm == nil { // the library names the NULL communicator
+		comm = AdoptComm(nil)
+	}
+	comm.mu.Lock()
+	defer comm.mu.Unlock()
+	if comm.closed {
+		return nil, argumentError("the Comm is closed")
+	}
+	var handle *C.EpcGroup
+	err = call(func() C.EpcStatus { return C.epc_group_create(comm.handle, &cCfg, &handle) })
+	if err != nil {
+		return nil, err
+	}
+	comm.openGroups++
+	return &Group{handle: handle, comm: comm}, nil
+}
+
+// Info describes the group (epc_group_query). Local, non-blocking, thread-safe.
+func (g *Group) Info() (GroupInfo, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.handle == nil {
+		return GroupInfo{}, errGroupClosed()
+	}
+	var info C.EpcGroupInfo
+	info.struct_size = C.uint32_t(unsafe.Sizeof(info))
+	info.abi_version = C.uint32_t(ABIVersion)
+	handle := g.handle
+	if err := call(func() C.EpcStatus { return C.epc_group_query(handle, &info) }); err != nil {
+		return GroupInfo{}, err
+	}
+	return GroupInfo{
+		Rank: int(info.rank), NRanks: int(info.nranks),
+		LSARank: int(info.lsa_rank), LSASize: int(info.lsa_size),
+		Node: int(info.node), NumNodes: int(info.num_nodes),
+		CUDADevice:       int(info.cuda_device),
+		Mode:             Mode(info.mode),
+		NumExperts:       uint32(info.num_experts),
+		LocalExperts:     uint32(info.local_experts),
+		Hidden:           uint32(info.hidden),
+		MaxTokensPerRank: uint32(info.max_tokens_per_rank),
+		MaxTopK:          uint32(info.max_topk),
+		Dtype:            Dtype(info.dtype),
+		NumSMs:           uint32(info.num_sms),
+		Timeout:          millisecondsToDuration(info.timeout_ms),
+		SymmetricBytes:   uint64(info.symmetric_bytes),
+		WorkspaceBytes:   uint64(info.workspace_bytes),
+	}, nil
+}
+
+// Barrier runs the group's LSA barrier kernel on stream (a cudaStream_t; nil = the legacy
+// default stream) and waits for it (epc_group_barrier): every rank of the NVLink team
+// arrives before any leaves. A peer that does not arrive within the group's timeout makes
+// it return ErrTimeout naming the peer, and the group stays failed. Collective over the LSA
+// team; blocking; not graph-capturable; serialized with other calls on this Group.
+func (g *Group) Barrier(stream unsafe.Pointer) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.handle == nil {
+		return errGroupClosed()
+	}
+	handle := g.handle
+	return call(func() C.EpcStatus { return C.epc_group_barrier(handle, stream) })
+}
+
+// Close releases everything the group holds (epc_group_destroy) once its work has finished.
+// Collective: every rank must close its group, because window deregistration is
+// collective; blocking. The group is gone afterwards even when Close reports an error, and
+// calling Close again returns nil. No finalizer does this for you: see the package doc.
+func (g *Group) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.handle == nil {
+		return nil
+	}
+	handle := g.handle
+	g.handle = nil
+	err := call(func() C.EpcStatus { return C.epc_group_destroy(handle) })
+	g.comm.mu.Lock()
+	g.comm.openGroups--
+	g.comm.mu.Unlock()
+	return err
+}
+
+func errGroupClosed() error {
+	return argumentError("the Group is closed")
+}

@@ -1,0 +1,3 @@
+module epcomm
+
+go 1.19
