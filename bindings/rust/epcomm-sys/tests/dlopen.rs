@@ -1,0 +1,61 @@
+//! The `dlopen` feature: nothing is linked; the library named by EPCOMM_LIB (or
+//! libepcomm.so.1 on the loader's path) is opened at run time and only epc_get_api is
+//! resolved. Run with `cargo test --features dlopen`.
+#![cfg(feature = "dlopen")]
+
+use std::ffi::CStr;
+
+use epcomm_sys as sys;
+
+#[test]
+fn epc_get_api_is_resolved_and_the_table_works() {
+    let api = sys::api().unwrap_or_else(|e| panic!("loading {}: {e}", sys::default_library()));
+    assert!(api.struct_size as usize >= std::mem::size_of::<sys::EpcApi>());
+
+    let get_version = api.get_version.expect("get_version entry");
+    let (mut major, mut minor, mut patch) = (0, 0, 0);
+    assert_eq!(unsafe { get_version(&mut major, &mut minor, &mut patch) }, sys::EPC_OK);
+    assert_eq!(major, sys::EPC_ABI_MAJOR);
+    assert_eq!(api.abi_version, major * 10000 + minor * 100 + patch);
+
+    // A real call with a real failure, and its message, all through the table.
+    let plan_query = api.plan_query.expect("plan_query entry");
+    let last_error = api.last_error.expect("last_error entry");
+    let config = sys::EpcGroupConfig {
+        struct_size: std::mem::size_of::<sys::EpcGroupConfig>() as u32,
+        abi_version: sys::EPC_ABI_VERSION,
+        num_experts: 256,
+        ..Default::default()
+    };
+    let mut plan = sys::EpcPlan {
+        struct_size: std::mem::size_of::<sys::EpcPlan>() as u32,
+        abi_version: sys::EPC_ABI_VERSION,
+        ..Default::default()
+    };
+    let status = unsafe { plan_query(&config, 4, 4, 1, &mut plan) };
+    assert_eq!(status, sys::EPC_ERR_INVALID_ARGUMENT);
+    let mut buf = [0u8; 256];
+    let mut length = 0;
+    assert_eq!(unsafe { last_error(buf.as_mut_ptr().cast(), buf.len(), &mut length) }, sys::EPC_OK);
+    let message = CStr::from_bytes_until_nul(&buf).unwrap().to_str().unwrap();
+    assert!(message.contains("hidden"), "{message:?}");
+    assert_eq!(length, message.len());
+
+    let status_string = api.status_string.expect("status_string entry");
+    let text = unsafe { CStr::from_ptr(status_string(12345)) };
+    assert_eq!(text.to_str().unwrap(), "unknown status");
+}
+
+#[test]
+fn a_missing_library_is_an_error_naming_it() {
+    let error = sys::load("/nonexistent/libepcomm.so.1").unwrap_err();
+    assert_eq!(error.status, None);
+    assert!(error.message.contains("/nonexistent/libepcomm.so.1"), "{}", error.message);
+}
+
+#[test]
+fn a_library_without_epc_get_api_is_refused() {
+    // The C library is certainly loadable and certainly has no epc_get_api.
+    let error = sys::load("libc.so.6").unwrap_err();
+    assert!(error.message.contains("epc_get_api"), "{}", error.message);
+}

@@ -1,0 +1,2 @@
+//! Helpers shared by the integration tests of epcomm-sys.
+pub mod json;

@@ -1,0 +1,179 @@
+//! [`Group`]: a communicator's symmetric window and NCCL device communicator, on which
+//! dispatch and combine run.
+
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+
+use epcomm_sys as sys;
+
+use crate::library::{check, entry, library};
+use crate::{Comm, Dtype, Error, GroupConfig, Mode, Result, Status, StreamRef};
+
+/// One rank's group (`EpcGroup*`), living no longer than the [`Comm`] it was created on.
+///
+/// Thread-safety: `Send` (a group may move to another thread, e.g. a worker per GPU; make
+/// its device current there) but not `Sync`: the C API allows no two calls on one group at
+/// once, and calls take `&self`/`self`, so only its one owner can make them.
+///
+/// Close it with [`close`](Group::close), collectively on every rank. Dropping an unclosed
+/// group destroys it too, but ignores the result and never panics; note that destroying is
+/// collective, so a rank that drops its group early (say, on an error) while others still
+/// use theirs leaves them waiting until their timeout.
+pub struct Group<'comm> {
+    raw: NonNull<sys::EpcGroup>,
+    comm: &'comm Comm,
+}
+
+// SAFETY: the C group may be used from any thread as long as calls on it do not overlap,
+// which !Sync plus single ownership guarantee; the borrowed Comm is Sync.
+unsafe impl Send for Group<'_> {}
+
+/// A group's topology, configuration after defaults, and memory held (`EpcGroupInfo`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupInfo {
+    /// Rank in the communicator.
+    pub rank: i32,
+    pub nranks: i32,
+    /// Rank in this rank's NVLink (LSA) team.
+    pub lsa_rank: i32,
+    pub lsa_size: i32,
+    /// Index of this rank's LSA team.
+    pub node: i32,
+    pub num_nodes: i32,
+    pub cuda_device: i32,
+    pub mode: Mode,
+    pub num_experts: u32,
+    /// num_experts / nranks.
+    pub local_experts: u32,
+    pub hidden: u32,
+    pub max_tokens_per_rank: u32,
+    pub max_topk: u32,
+    pub dtype: Dtype,
+    pub num_sms: u32,
+    pub timeout_ms: u32,
+    /// Device memory held in the registered window.
+    pub symmetric_bytes: u64,
+    /// Other device memory held.
+    pub workspace_bytes: u64,
+}
+
+impl<'comm> Group<'comm> {
+    /// Create a group on `comm` with `config` (`epc_group_create`): allocates and registers
+    /// the symmetric window the plan describes, creates the NCCL device communicator and
+    /// proves every NVLink peer reachable with a barrier (bounded by the config's timeout).
+    /// Uses the CUDA device current on the calling thread, which must be the communicator's
+    /// (the thread that ran [`Comm::init`] has it).
+    ///
+    /// Collective over every rank of `comm`; blocking; not graph-capturable.
+    pub fn create(comm: &'comm Comm, config: &GroupConfig) -> Result<Group<'comm>> {
+        let api = library()?;
+        let create = entry!(api, group_create);
+        let mut raw = std::ptr::null_mut();
+        let status = {
+            let _serialised = comm.serialise();
+            // SAFETY: comm.as_raw() is a communicator (or NULL, which the library rejects)
+            // that outlives the group by the 'comm borrow; config is read during the call.
+            unsafe { create(comm.as_raw(), config.as_raw(), &mut raw) }
+        };
+        check(api, status)?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::new(Status::INTERNAL, "epc_group_create succeeded but returned no group")
+        })?;
+        Ok(Group { raw, comm })
+    }
+
+    /// Describe the group (`epc_group_query`). Local, non-blocking.
+    pub fn info(&self) -> Result<GroupInfo> {
+        let api = library()?;
+        let query = entry!(api, group_query);
+        let mut raw = sys::EpcGroupInfo {
+            struct_size: std::mem::size_of::<sys::EpcGroupInfo>() as u32,
+            abi_version: sys::EPC_ABI_VERSION,
+            ..Default::default()
+        };
+        // SAFETY: the group is live; raw is a valid out-parameter sized by struct_size.
+        check(api, unsafe { query(self.raw.as_ptr(), &mut raw) })?;
+        Ok(GroupInfo::from_raw(&raw))
+    }
+
+    /// Run the group's NVLink (LSA) barrier on `stream` (None: the legacy default stream)
+    /// and wait for it (`epc_group_barrier`): every rank of the LSA team arrives before any
+    /// leaves. A peer that does not arrive within the group's timeout gives
+    /// [`Status::TIMEOUT`] naming it, and the group stays failed.
+    ///
+    /// Collective over the LSA team; blocking; not graph-capturable.
+    pub fn barrier(&self, stream: Option<StreamRef<'_>>) -> Result<()> {
+        let api = library()?;
+        let barrier = entry!(api, group_barrier);
+        let stream = stream.unwrap_or(StreamRef::LEGACY_DEFAULT);
+        // SAFETY: the group is live; the stream is valid by StreamRef's contract.
+        check(api, unsafe { barrier(self.raw.as_ptr(), stream.as_raw()) })
+    }
+
+    /// Release everything the group holds (`epc_group_destroy`) and report the result.
+    ///
+    /// Collective (window deregistration is): every rank closes its group; blocking (waits
+    /// for the group's work to finish).
+    pub fn close(self) -> Result<()> {
+        let group = ManuallyDrop::new(self);
+        group.destroy()
+    }
+
+    /// The `EpcGroup*`, borrowed, for calling epcomm-sys directly.
+    pub fn as_raw(&self) -> *mut sys::EpcGroup {
+        self.raw.as_ptr()
+    }
+
+    /// The communicator the group was created on.
+    pub fn comm(&self) -> &'comm Comm {
+        self.comm
+    }
+
+    fn destroy(&self) -> Result<()> {
+        let api = library()?;
+        let destroy = entry!(api, group_destroy);
+        let _serialised = self.comm.serialise();
+        // SAFETY: the group is live and destroyed exactly once (close forgets self; drop
+        // runs only when close did not).
+        check(api, unsafe { destroy(self.raw.as_ptr()) })
+    }
+}
+
+impl Drop for Group<'_> {
+    /// Destroys a group that was not closed, ignoring the result (see the type's docs).
+    fn drop(&mut self) {
+        let _ = self.destroy();
+    }
+}
+
+impl std::fmt::Debug for Group<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group").field("raw", &self.raw).field("comm", &self.comm).finish()
+    }
+}
+
+impl GroupInfo {
+    fn from_raw(raw: &sys::EpcGroupInfo) -> GroupInfo {
+        GroupInfo {
+            rank: raw.rank,
+            nranks: raw.nranks,
+            lsa_rank: raw.lsa_rank,
+            lsa_size: raw.lsa_size,
+            node: raw.node,
+            num_nodes: raw.num_nodes,
+            cuda_device: raw.cuda_device,
+            mode: Mode(raw.mode),
+            num_experts: raw.num_experts,
+            local_experts: raw.local_experts,
+            hidden: raw.hidden,
+            max_tokens_per_rank: raw.max_tokens_per_rank,
+            max_topk: raw.max_topk,
+            dtype: Dtype(raw.dtype),
+            num_sms: raw.num_sms,
+            timeout_ms: raw.timeout_ms,
+            symmetric_bytes: raw.symmetric_bytes,
+            workspace_bytes: raw.workspace_bytes,
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Safe Rust API of epcomm, expert-parallel communication for Mixture-of-Experts models on
+//! NCCL's Device API.
+//!
+//! The pieces, in the order a program meets them:
+//! - [`version()`]: the loaded library's ABI version. The first call into the library also
+//!   checks that its ABI major equals the one these bindings were generated for
+//!   ([`BINDINGS_ABI`]) and fails with [`Status::ABI_MISMATCH`] otherwise.
+//! - [`UniqueId`] and [`Comm`]: bootstrap an NCCL communicator without an NCCL binding
+//!   ([`Comm::init`]), or adopt one your framework already has ([`Comm::from_raw_unowned`]).
+//! - [`GroupConfig`] and [`plan_query()`]: what a configuration costs, on the CPU, before
+//!   any GPU work.
+//! - [`Group`]: the communicator's symmetric window and device communicator
+//!   ([`Group::create`], [`Group::info`], [`Group::barrier`], [`Group::close`]).
+//! - [`TensorRef`] and [`StreamRef`]: borrowed device memory and CUDA streams, as the
+//!   stream-ordered calls take them.
+//!
+//! Every fallible call returns [`Result`]; an [`Error`] carries the library's [`Status`]
+//! and the detail message the library left for the calling thread.
+//!
+//! Collective calls (every rank of the communicator must make them, in the same order) say
+//! so in their docs, as the C header does. Dropping a [`Group`] or an owned [`Comm`]
+//! without closing it still releases it, but ignores errors; call `close()` to see them.
+
+mod comm;
+mod config;
+mod error;
+mod group;
+mod library;
+mod open_enum;
+mod plan;
+mod status;
+mod stream;
+mod tensor;
+mod types;
+mod unique_id;
+mod version;
+
+pub use comm::Comm;
+pub use config::GroupConfig;
+pub use error::{Error, Result};
+pub use group::{Group, GroupInfo};
+pub use plan::{plan_query, Plan, PlanRegion};
+pub use status::Status;
+pub use stream::StreamRef;
+pub use tensor::TensorRef;
+pub use types::{Dtype, Mode, RegionKind};
+pub use unique_id::UniqueId;
+pub use version::{version, Version, BINDINGS_ABI};
+
+/// The raw declarations this crate is built on.
+pub use epcomm_sys as sys;
+
+// The README's examples are compiled (not run: they need GPUs) as doctests, so it cannot
+// drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExamples;

@@ -1,0 +1,45 @@
+//! [`StreamRef`]: a borrowed CUDA stream.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::marker::PhantomData;
+
+/// A `cudaStream_t` borrowed for `'a`. These bindings never create or destroy streams: take
+/// them from your CUDA binding or framework. The stream-ordered calls enqueue work on it.
+#[derive(Clone, Copy)]
+pub struct StreamRef<'a> {
+    raw: *mut c_void,
+    _borrow: PhantomData<&'a ()>,
+}
+
+// SAFETY: a cudaStream_t is a handle CUDA accepts from any thread.
+unsafe impl Send for StreamRef<'_> {}
+unsafe impl Sync for StreamRef<'_> {}
+
+impl StreamRef<'static> {
+    /// CUDA's legacy default stream (NULL), which synchronises with every other stream of
+    /// the device.
+    pub const LEGACY_DEFAULT: StreamRef<'static> =
+        StreamRef { raw: std::ptr::null_mut(), _borrow: PhantomData };
+}
+
+impl<'a> StreamRef<'a> {
+    /// Borrow `stream`.
+    ///
+    /// # Safety
+    /// `stream` must be NULL or a valid `cudaStream_t` of the device the calls using it run
+    /// on, and stay valid (not destroyed) for `'a`.
+    pub unsafe fn from_raw(stream: *mut c_void) -> StreamRef<'a> {
+        StreamRef { raw: stream, _borrow: PhantomData }
+    }
+
+    pub fn as_raw(self) -> *mut c_void {
+        self.raw
+    }
+}
+
+impl fmt::Debug for StreamRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StreamRef({:p})", self.raw)
+    }
+}

@@ -1,0 +1,95 @@
+//! CPU-only calls against the real library: version, status strings, error messages.
+
+use epcomm::{sys, GroupConfig, Status};
+
+#[test]
+fn the_loaded_library_has_the_bindings_abi_major() {
+    let loaded = epcomm::version().expect("version");
+    assert_eq!(loaded.major, epcomm::BINDINGS_ABI.major);
+    assert!(loaded >= epcomm::BINDINGS_ABI, "library {loaded} is older than the bindings' header");
+}
+
+#[test]
+fn known_statuses_print_the_library_text() {
+    assert_eq!(Status::OK.to_string(), "success");
+    assert_eq!(Status::INVALID_ARGUMENT.to_string(), "invalid argument");
+    assert_eq!(Status::INTERNAL.to_string(), "internal error in epcomm");
+    for status in Status::KNOWN {
+        assert_ne!(status.to_string(), "unknown status", "{status:?}");
+    }
+}
+
+#[test]
+fn unknown_status_codes_are_kept() {
+    let unknown = Status(12345);
+    assert_eq!(unknown.code(), 12345);
+    assert_eq!(unknown.to_string(), "unknown status");
+    assert_eq!(format!("{unknown:?}"), "Status(12345)");
+    assert!(!unknown.is_known() && !unknown.is_ok());
+    for known in Status::KNOWN {
+        assert_ne!(unknown, *known);
+    }
+}
+
+#[test]
+fn every_status_code_of_the_header_has_a_constant() {
+    // When the header gains a code, ffi.rs gains it on regeneration and this test asks for
+    // the matching Status constant.
+    for (name, value) in sys::CONSTANT_VALUES {
+        if *name == "EPC_OK" || name.starts_with("EPC_ERR_") {
+            let status = Status(*value as i32);
+            let expected = name.trim_start_matches("EPC_ERR_").trim_start_matches("EPC_");
+            assert_eq!(status.name(), Some(expected), "{name}");
+        }
+    }
+}
+
+#[test]
+fn every_dtype_mode_and_region_kind_of_the_header_has_a_constant() {
+    for (name, value) in sys::CONSTANT_VALUES {
+        let known = if let Some(rest) = name.strip_prefix("EPC_DTYPE_") {
+            epcomm::Dtype(*value as u32).name() == Some(rest)
+        } else if let Some(rest) = name.strip_prefix("EPC_MODE_") {
+            epcomm::Mode(*value as u32).name() == Some(rest)
+        } else if let Some(rest) = name.strip_prefix("EPC_REGION_") {
+            epcomm::RegionKind(*value as u32).name() == Some(rest)
+        } else {
+            continue;
+        };
+        assert!(known, "{name} has no matching constant in the safe API");
+    }
+}
+
+#[test]
+fn a_failure_carries_the_library_message_of_this_thread() {
+    let config = GroupConfig::new().num_experts(256); // hidden left 0: required
+    let error = epcomm::plan_query(&config, 4, 4, 1).unwrap_err();
+    assert_eq!(error.status, Status::INVALID_ARGUMENT);
+    assert!(error.message.contains("hidden"), "{:?}", error.message);
+    assert_eq!(error.to_string(), format!("invalid argument: {}", error.message));
+
+    // The message is what epc_last_error still holds on this thread.
+    let api = sys::api().unwrap();
+    let mut buf = [0u8; 1024];
+    let mut length = 0;
+    let status = unsafe { api.last_error.unwrap()(buf.as_mut_ptr().cast(), buf.len(), &mut length) };
+    assert_eq!(status, sys::EPC_OK);
+    assert_eq!(&buf[..length], error.message.as_bytes());
+
+    // Another thread has its own (empty) message.
+    let other = std::thread::spawn(move || {
+        let mut length = usize::MAX;
+        unsafe { api.last_error.unwrap()(std::ptr::null_mut(), 0, &mut length) };
+        length
+    });
+    assert_eq!(other.join().unwrap(), 0);
+}
+
+#[test]
+fn errors_are_std_errors() {
+    fn takes_std_error(_: &dyn std::error::Error) {}
+    let error = epcomm::plan_query(&GroupConfig::new(), 4, 4, 1).unwrap_err();
+    takes_std_error(&error);
+    let boxed: Box<dyn std::error::Error + Send + Sync> = error.into();
+    assert!(boxed.to_string().starts_with("invalid argument"));
+}

@@ -1,0 +1,47 @@
+//! plan_query against the real planner (pure CPU).
+
+use epcomm::{plan_query, Dtype, GroupConfig, Mode, RegionKind, Status};
+
+#[test]
+fn low_latency_plan_for_4_ranks_256_experts_hidden_7168() {
+    let config = GroupConfig::new().num_experts(256).hidden(7168);
+    let plan = plan_query(&config, 4, 4, 1).expect("plan_query");
+
+    assert_eq!(plan.symmetric_bytes, 29_446_144);
+    assert_eq!(plan.regions.len(), 9);
+    assert_eq!(plan.mode, Mode::LOW_LATENCY);
+    assert_eq!(plan.dtype, Dtype::BF16);
+    assert_eq!(plan.num_slots, 2);
+
+    let region = &plan.regions[1];
+    assert_eq!(region.name, "dispatch_recv[0]");
+    assert_eq!(region.kind, RegionKind::DISPATCH_RECV);
+    assert_eq!(region.slot, Some(0));
+    assert_eq!(plan.region("dispatch_recv[0]"), Some(region));
+
+    // Regions lie in window order, without overlap, inside the window.
+    let mut end = 0;
+    for region in &plan.regions {
+        assert!(region.offset >= end, "{region:?} overlaps the region before it");
+        end = region.offset + region.size;
+    }
+    assert!(end <= plan.symmetric_bytes);
+    assert_eq!(plan.regions[0].kind, RegionKind::CONTROL);
+    assert_eq!(plan.regions[0].slot, None);
+}
+
+#[test]
+fn high_throughput_plan_has_one_slot() {
+    let config = GroupConfig::new().mode(Mode::HIGH_THROUGHPUT).num_experts(256).hidden(7168);
+    let plan = plan_query(&config, 4, 4, 1).expect("plan_query");
+    assert_eq!(plan.mode, Mode::HIGH_THROUGHPUT);
+    assert_eq!(plan.num_slots, 1);
+}
+
+#[test]
+fn hidden_zero_is_an_invalid_argument_naming_hidden() {
+    let config = GroupConfig::new().num_experts(256).hidden(0);
+    let error = plan_query(&config, 4, 4, 1).unwrap_err();
+    assert_eq!(error.status, Status::INVALID_ARGUMENT);
+    assert!(error.message.contains("hidden"), "{:?}", error.message);
+}
