@@ -4,7 +4,7 @@
 #                                           (on a machine without GPU: print the plan)
 #   tools/dev.sh test [meson test flags]    build, then run every test suite
 #                                           (the gpu suite is skipped where no GPU is visible)
-# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest) are installed from
+# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest, numpy) are installed from
 # PyPI and Debian's packages first. The CUDA toolkit (nvcc) and NCCL >= 2.28 must already be there;
 # the Meson configure step says precisely what is missing otherwise.
 set -euo pipefail
@@ -42,6 +42,8 @@ ensure_tools() {
   # tests are skipped with a message where there is none.
   command -v go >/dev/null || apt_install golang-go
   python3 -c 'import pytest' 2>/dev/null || { log "installing pytest from PyPI"; python3 -m pip install -q pytest; }
+  # numpy's DLPack export exercises the Python binding's capsule parsing on the CPU.
+  python3 -c 'import numpy' 2>/dev/null || { log "installing numpy from PyPI"; python3 -m pip install -q numpy; }
 }
 
 build() {

@@ -1,0 +1,173 @@
+"""Group: a communicator, its symmetric window and its NCCL device communicator."""
+import ctypes
+import dataclasses
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any, List, Optional, Union
+
+from . import _ffi
+from ._handles import address, stream_address
+from ._library import call
+from .bootstrap import Comm
+from .config import GroupConfig
+from .enums import Dtype, Mode, known_or_int
+from .errors import EpcError, Status
+
+# Objects the C library may still reference after their Group object was collected without
+# close(): the leaked group keeps pointers to the config's allocator callbacks.
+_leaked: List[Any] = []
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """A group's topology, configuration after defaults and memory held (EpcGroupInfo)."""
+
+    rank: int
+    nranks: int
+    lsa_rank: int        # rank in this rank's NVLink (LSA) team
+    lsa_size: int
+    node: int            # index of this rank's LSA team
+    num_nodes: int
+    cuda_device: int
+    mode: Union[Mode, int]
+    num_experts: int
+    local_experts: int   # num_experts / nranks
+    hidden: int
+    max_tokens_per_rank: int
+    max_topk: int
+    dtype: Union[Dtype, int]
+    num_sms: int
+    timeout_ms: int
+    symmetric_bytes: int  # device memory in the registered window
+    workspace_bytes: int  # other device memory held
+
+
+def unexposed_struct_fields():
+    """EpcGroupInfo fields GroupInfo does not carry (besides the struct header): empty
+    unless the header grew and this module was not updated."""
+    exposed = {f.name for f in dataclasses.fields(GroupInfo)}
+    return [name for name, _ in _ffi.EpcGroupInfo._fields_
+            if name not in exposed and name not in ("struct_size", "abi_version")
+            and not name.startswith("reserved")]
+
+
+def info_from_struct(struct: "_ffi.EpcGroupInfo") -> GroupInfo:
+    values = {f.name: getattr(struct, f.name) for f in dataclasses.fields(GroupInfo)}
+    values["mode"] = known_or_int(Mode, values["mode"])
+    values["dtype"] = known_or_int(Dtype, values["dtype"])
+    return GroupInfo(**values)
+
+
+class Group:
+    """An epcomm group (EpcGroup*): create it on every rank, close it on every rank.
+
+    Lifetime: close() (or leaving a `with` block, also when it raises) destroys the group,
+    which is collective: every rank must close its group. Garbage collection never does:
+    a Group collected while open is leaked (its device memory stays allocated until the
+    process ends) and a ResourceWarning says so, because a finalizer that started
+    collective work could hang or corrupt the other ranks, at a moment chosen by the
+    garbage collector. So __del__ never raises and never calls the library.
+
+    Thread-safety follows the header: info() may be called from any thread; barrier() and
+    close() must not run concurrently with other calls on the same group. Different groups
+    may be used from different threads (one thread per rank is the usual layout).
+    """
+
+    def __init__(self, handle: "ctypes._Pointer", comm: Optional[Comm],
+                 config: "_ffi.EpcGroupConfig"):
+        self._handle: Optional[ctypes._Pointer] = handle
+        self._comm = comm
+        self._config = config  # keeps allocator callbacks alive while the group lives
+        self._lock = threading.Lock()
+        if comm is not None:
+            comm._register(self)  # noqa: SLF001
+
+    @classmethod
+    def create(cls, comm: Union[Comm, int, None], config: GroupConfig) -> "Group":
+        """Create a group on `comm` (epc_group_create): a Comm, or an ncclComm_t as an int
+        address (which must outlive the group). Allocates and registers the symmetric
+        window the plan describes and proves every NVLink peer reachable. Uses the CUDA
+        device current on the calling thread, which must be the communicator's (Comm.init
+        made it current). Collective over every rank of `comm`; blocking; not thread-safe
+        with other calls on the same communicator."""
+        comm_object = comm if isinstance(comm, Comm) else None
+        comm_handle = comm.handle if comm_object is not None else address(comm, "comm")
+        struct = config.to_struct() if isinstance(config, GroupConfig) else config
+        if not isinstance(struct, _ffi.EpcGroupConfig):
+            raise TypeError(f"config must be a GroupConfig, not {type(config).__name__}")
+        out = ctypes.POINTER(_ffi.EpcGroup)()
+        call("epc_group_create", ctypes.c_void_p(comm_handle), ctypes.byref(struct),
+             ctypes.byref(out))
+        return cls(out, comm_object, struct)
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    @property
+    def handle(self) -> int:
+        """The EpcGroup* as an int address (for passing to other C code)."""
+        return ctypes.cast(self._live(), ctypes.c_void_p).value
+
+    def _live(self) -> "ctypes._Pointer":
+        handle = self._handle
+        if handle is None:
+            raise EpcError(Status.INVALID_ARGUMENT, "the group is closed")
+        return handle
+
+    def info(self) -> GroupInfo:
+        """Topology, configuration after defaults and bytes held (epc_group_query).
+        Local, non-blocking, thread-safe."""
+        out = _ffi.EpcGroupInfo()
+        out.struct_size = ctypes.sizeof(out)
+        out.abi_version = _ffi.EPC_ABI_VERSION
+        call("epc_group_query", self._live(), ctypes.byref(out))
+        return info_from_struct(out)
+
+    def barrier(self, stream: Any = None) -> None:
+        """Run the group's LSA barrier on `stream` and wait for it (epc_group_barrier).
+
+        `stream`: None (the legacy default stream), an int cudaStream_t, or a stream object
+        (torch.cuda.Stream, CuPy, numba, or anything with __cuda_stream__). Collective over
+        the LSA team; blocking; not graph-capturable. A peer that does not arrive within
+        the group's timeout raises EpcError(TIMEOUT) naming it, and the group stays failed.
+        """
+        call("epc_group_barrier", self._live(), ctypes.c_void_p(stream_address(stream)))
+
+    def close(self) -> None:
+        """Destroy the group (epc_group_destroy): collective (every rank must close its
+        group), blocking (waits for the group's work). Idempotent. The handle is released
+        even when destruction reports an error, which is then raised."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        try:
+            call("epc_group_destroy", handle)
+        finally:
+            if self._comm is not None:
+                self._comm._unregister(self)  # noqa: SLF001
+            self._config = None
+
+    def __enter__(self) -> "Group":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            if self._handle is not None:
+                _leaked.append((self._handle, self._config))
+                warnings.warn(
+                    "epcomm.Group was garbage-collected while open and is leaked: "
+                    "destroying a group is collective, so call close() on every rank",
+                    ResourceWarning, stacklevel=2)
+        except Exception:  # noqa: BLE001 (a finalizer must never raise)
+            pass
+
+    def __repr__(self) -> str:
+        if self._handle is None:
+            return "Group(closed)"
+        return f"Group({self.handle:#x})"

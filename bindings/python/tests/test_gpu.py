@@ -1,0 +1,157 @@
+"""GPU tests: groups on real GPUs, torch tensors, the README example.
+
+They run only where torch sees CUDA devices and EPCOMM_TEST_GPUS=N asks for N of them;
+otherwise each test is skipped with the reason. Run them with, e.g.,
+    EPCOMM_TEST_GPUS=4 NCCL_NVLS_ENABLE=0 python3 -m pytest -q bindings/python/tests
+"""
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import epcomm
+
+TIMEOUT_S = 240
+
+
+def requested_gpus():
+    """(N, torch) when GPU tests should run, else pytest.skip with the reason."""
+    value = os.environ.get("EPCOMM_TEST_GPUS", "").strip()
+    if not value:
+        pytest.skip("GPU test: set EPCOMM_TEST_GPUS=N (N GPUs) to run it")
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("GPU test: torch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("GPU test: torch sees no CUDA device")
+    wanted = int(value)
+    if wanted < 1 or torch.cuda.device_count() < wanted:
+        pytest.skip(f"GPU test: EPCOMM_TEST_GPUS={wanted} but torch sees "
+                    f"{torch.cuda.device_count()} CUDA devices")
+    return wanted, torch
+
+
+def run_ranks(nranks, rank_main):
+    """Run rank_main(rank) on one daemon thread per rank; raise the first failure."""
+    errors = []
+
+    def guarded(rank):
+        try:
+            rank_main(rank)
+        except BaseException as error:  # noqa: BLE001 (reported below)
+            errors.append((rank, error))
+
+    threads = [threading.Thread(target=guarded, args=(r,), daemon=True) for r in range(nranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT_S)
+    stuck = [r for r, t in enumerate(threads) if t.is_alive()]
+    assert not stuck, f"ranks {stuck} did not finish within {TIMEOUT_S} s (errors: {errors})"
+    if errors:
+        rank, error = errors[0]
+        raise AssertionError(f"rank {rank} failed: {error!r}") from error
+
+
+def test_group_on_every_gpu_one_thread_per_rank():
+    nranks, torch = requested_gpus()
+    config = epcomm.GroupConfig(num_experts=8 * nranks, hidden=2048)
+    plan = epcomm.plan_query(config, nranks)
+    uid = epcomm.UniqueId.create()
+    shared = epcomm.UniqueId.from_hex(uid.hex())  # as another process would receive it
+    infos = [None] * nranks
+
+    def rank_main(rank):
+        with epcomm.Comm.init(shared, nranks, rank, device=rank) as comm:
+            group = epcomm.Group.create(comm, config)
+            with pytest.raises(epcomm.EpcError, match="still open"):
+                comm.close()  # refused locally: the group is built on it
+            with group:
+                infos[rank] = group.info()
+                group.barrier()
+                stream = torch.cuda.Stream(device=rank)
+                group.barrier(stream)
+                group.barrier(stream.cuda_stream)
+            assert group.closed
+
+    run_ranks(nranks, rank_main)
+    for rank, info in enumerate(infos):
+        assert (info.rank, info.nranks, info.cuda_device) == (rank, nranks, rank)
+        assert info.num_experts == 8 * nranks and info.local_experts == 8
+        assert info.hidden == 2048 and info.mode == epcomm.Mode.LOW_LATENCY
+        assert info.dtype == epcomm.Dtype.BF16 and info.max_tokens_per_rank == 128
+        assert info.lsa_size * info.num_nodes == nranks
+        if info.num_nodes == 1:
+            assert info.symmetric_bytes == plan.symmetric_bytes
+        assert info.symmetric_bytes > 0
+
+
+def test_torch_cuda_tensors():
+    _, torch = requested_gpus()
+    x = torch.randn(16, 2048, device="cuda:0").to(torch.bfloat16)
+    with epcomm.as_tensor(x) as t:
+        assert (t.data, t.dtype, t.shape, t.device) == (x.data_ptr(), epcomm.Dtype.BF16,
+                                                         (16, 2048), 0)
+        assert t.is_contiguous and list(t.descriptor.strides) == [0, 0, 0, 0]
+    view = x[:, ::2]
+    t = epcomm.as_tensor(view)
+    assert t.strides == (2048, 2) and t.data == view.data_ptr()
+    with pytest.raises(epcomm.InvalidTensorError, match="not contiguous"):
+        epcomm.as_tensor(view, contiguous=True)
+    assert epcomm.as_tensor(x.t()).strides == (1, 2048)
+    for dtype, expected in [(torch.float16, epcomm.Dtype.FP16), (torch.float32, epcomm.Dtype.FP32),
+                            (torch.int32, epcomm.Dtype.INT32), (torch.int64, epcomm.Dtype.INT64)]:
+        y = torch.zeros(4, 8, device="cuda:0", dtype=dtype)
+        assert epcomm.as_tensor(y).dtype == expected
+    y = torch.zeros(4, 8, device="cuda:0", dtype=torch.float32)
+    via_cai = epcomm.tensor.from_cuda_array_interface(y)
+    assert via_cai.data == y.data_ptr() and via_cai.dtype == epcomm.Dtype.FP32
+    with pytest.raises(epcomm.InvalidTensorError, match="not a CUDA tensor"):
+        epcomm.as_tensor(torch.zeros(4))
+    with pytest.raises(epcomm.InvalidTensorError, match="unsupported dtype"):
+        epcomm.as_tensor(torch.zeros(4, device="cuda:0", dtype=torch.float64))
+    with pytest.raises(epcomm.InvalidTensorError, match="at most 4"):
+        epcomm.as_tensor(torch.zeros(1, 1, 1, 1, 2, device="cuda:0"))
+    fp8 = torch.zeros(8, 128, device="cuda:0", dtype=torch.float8_e4m3fn)
+    try:
+        t = epcomm.as_tensor(fp8)
+    except epcomm.InvalidTensorError as error:  # torch without fp8 DLPack export
+        assert "refused to export" in str(error)
+        t = epcomm.as_tensor(fp8.view(torch.uint8), dtype="fp8_e4m3")
+    assert t.dtype == epcomm.Dtype.FP8_E4M3 and t.data == fp8.data_ptr()
+
+
+def readme_example(repo_root):
+    text = (repo_root / "bindings" / "python" / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks, "bindings/python/README.md has no ```python block"
+    return blocks[0]
+
+
+def test_readme_example_one_process_per_gpu(repo_root, tmp_path):
+    nranks, _ = requested_gpus()
+    script = tmp_path / "epcomm_example.py"
+    script.write_text(readme_example(repo_root))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(repo_root / "bindings" / "python")] + [p for p in [env.get("PYTHONPATH")] if p])
+    result = subprocess.run([sys.executable, str(script), str(nranks)], env=env,
+                            capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rank in range(nranks):
+        assert f"rank {rank}/{nranks}" in result.stdout, result.stdout
+
+
+def test_readme_example_is_python(repo_root):
+    # Runs everywhere: the example at least compiles.
+    compile(readme_example(repo_root), "README.md example", "exec")
+
+
+def test_gpu_tests_say_why_they_skip(monkeypatch):
+    monkeypatch.delenv("EPCOMM_TEST_GPUS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="EPCOMM_TEST_GPUS"):
+        requested_gpus()

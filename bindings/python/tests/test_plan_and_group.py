@@ -1,0 +1,248 @@
+"""Configuration, plan query and the CPU-checkable parts of groups and communicators."""
+import ctypes
+import gc
+import warnings
+
+import pytest
+
+import epcomm
+from epcomm import _ffi, config as config_module, group as group_module, plan as plan_module
+
+
+def deepseek_config(**overrides):
+    return epcomm.GroupConfig(num_experts=256, hidden=7168, **overrides)
+
+
+def test_plan_for_four_ranks_256_experts_hidden_7168():
+    plan = epcomm.plan_query(deepseek_config(), nranks=4, lsa_size=4, num_nodes=1)
+    assert plan.symmetric_bytes == 29446144
+    assert len(plan.regions) == 9
+    assert plan.regions[1].name == "dispatch_recv[0]"
+    assert plan.regions[1].kind == epcomm.RegionKind.DISPATCH_RECV
+    assert plan.regions[1].slot == 0
+    assert plan.region("dispatch_recv[0]") == plan.regions[1]
+    assert plan.mode == epcomm.Mode.LOW_LATENCY and plan.num_slots == 2
+    assert plan.dtype == epcomm.Dtype.BF16
+    # Regions lie inside the window and do not overlap.
+    end = 0
+    for region in sorted(plan.regions, key=lambda r: r.offset):
+        assert region.offset >= end
+        end = region.offset + region.size
+    assert end <= plan.symmetric_bytes
+
+
+def test_lsa_size_defaults_to_every_rank():
+    assert epcomm.plan_query(deepseek_config(), 4) == epcomm.plan_query(deepseek_config(), 4, 4, 1)
+
+
+def test_regions_not_per_slot_have_no_slot():
+    plan = epcomm.plan_query(deepseek_config(), 4)
+    control = [r for r in plan.regions if r.kind == epcomm.RegionKind.CONTROL]
+    assert control and all(r.slot is None for r in control)
+
+
+def test_high_throughput_mode_plans_one_slot():
+    plan = epcomm.plan_query(deepseek_config(mode=epcomm.Mode.HIGH_THROUGHPUT), 4)
+    assert plan.mode == epcomm.Mode.HIGH_THROUGHPUT and plan.num_slots == 1
+
+
+def test_hidden_zero_is_an_invalid_argument_naming_hidden():
+    with pytest.raises(epcomm.EpcError) as caught:
+        epcomm.plan_query(epcomm.GroupConfig(num_experts=256, hidden=0), 4)
+    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT
+    assert "hidden" in caught.value.message
+
+
+def test_group_create_without_a_communicator():
+    with pytest.raises(epcomm.EpcError) as caught:
+        epcomm.Group.create(None, deepseek_config())
+    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT
+    assert "comm is NULL" in caught.value.message
+    assert caught.value.function == "epc_group_create"
+
+
+def test_group_create_validates_the_config_before_the_communicator():
+    with pytest.raises(epcomm.EpcError, match="hidden"):
+        epcomm.Group.create(None, epcomm.GroupConfig(num_experts=256))
+
+
+def test_config_struct_header_and_zero_defaults():
+    struct = epcomm.GroupConfig().to_struct()
+    assert struct.struct_size == ctypes.sizeof(_ffi.EpcGroupConfig)
+    assert struct.abi_version == _ffi.EPC_ABI_VERSION
+    for name, _ in _ffi.EpcGroupConfig._fields_[2:]:
+        value = getattr(struct, name)
+        assert not value, name  # 0 or NULL: the library's defaults
+
+
+def test_config_fields_reach_the_struct():
+    struct = epcomm.GroupConfig(num_experts=64, hidden=2048, mode=epcomm.Mode.HIGH_THROUGHPUT,
+                                max_tokens_per_rank=512, max_topk=6, dtype="fp8_e4m3",
+                                num_sms=20, timeout_ms=5000).to_struct()
+    assert (struct.num_experts, struct.hidden, struct.mode, struct.max_tokens_per_rank,
+            struct.max_topk, struct.dtype, struct.num_sms, struct.timeout_ms) == (
+        64, 2048, _ffi.EPC_MODE_HIGH_THROUGHPUT, 512, 6, _ffi.EPC_DTYPE_FP8_E4M3, 20, 5000)
+
+
+@pytest.mark.parametrize("field, value", [("hidden", -1), ("num_experts", 1 << 32)])
+def test_config_values_that_do_not_fit_are_refused_not_truncated(field, value):
+    with pytest.raises(ValueError, match=f"GroupConfig.{field}"):
+        epcomm.GroupConfig(**{field: value}).to_struct()
+
+
+def test_config_needs_both_allocator_functions():
+    with pytest.raises(ValueError, match="both alloc_fn and free_fn"):
+        epcomm.GroupConfig(alloc_fn=lambda ctx, n: 0).to_struct()
+
+
+def test_python_allocator_callbacks_are_wrapped_safely():
+    calls = []
+
+    def alloc(ctx, nbytes):
+        calls.append(("alloc", ctx, nbytes))
+        raise MemoryError("no memory in this test")
+
+    struct = epcomm.GroupConfig(alloc_fn=alloc, free_fn=lambda ctx, p: calls.append(p),
+                                alloc_ctx=0x1234).to_struct()
+    out = ctypes.c_void_p(0)
+    hook_calls = []
+    import sys
+
+    saved, sys.unraisablehook = sys.unraisablehook, hook_calls.append
+    try:
+        status = struct.alloc_fn(struct.alloc_ctx, 4096, ctypes.byref(out))
+    finally:
+        sys.unraisablehook = saved
+    assert status != 0 and out.value is None  # a raising allocator reports a failure
+    assert calls == [("alloc", 0x1234, 4096)]
+    assert isinstance(hook_calls[0].exc_value, MemoryError)
+
+
+def test_dtype_spellings():
+    for spelling in ("bf16", "bfloat16", "BF16", "torch.bfloat16", epcomm.Dtype.BF16, 1):
+        assert epcomm.parse_dtype(spelling) == epcomm.Dtype.BF16
+    assert epcomm.parse_dtype("float8_e4m3fn") == epcomm.Dtype.FP8_E4M3
+    with pytest.raises(ValueError, match="unknown dtype"):
+        epcomm.parse_dtype("float64")
+
+
+def test_python_types_carry_every_struct_field():
+    # A field added to the header must be added to the dataclasses too.
+    assert config_module.unexposed_struct_fields() == []
+    assert plan_module.unexposed_struct_fields() == []
+    assert group_module.unexposed_struct_fields() == []
+
+
+def test_unique_id_round_trips_through_bytes_and_hex():
+    uid = epcomm.UniqueId.create()
+    assert len(bytes(uid)) == _ffi.EPC_UNIQUE_ID_BYTES
+    assert epcomm.UniqueId.from_hex(uid.hex()) == uid
+    assert epcomm.UniqueId.from_bytes(bytes(uid)) == uid
+    assert hash(epcomm.UniqueId.from_hex(uid.hex())) == hash(uid)
+    assert bytes(uid.to_struct().bytes) == bytes(uid)
+    assert epcomm.UniqueId.create() != uid
+    import pickle
+
+    assert pickle.loads(pickle.dumps(uid)) == uid
+
+
+def test_unique_id_rejects_wrong_sizes():
+    with pytest.raises(ValueError, match="128 bytes"):
+        epcomm.UniqueId(b"short")
+    with pytest.raises(ValueError, match="hex digits"):
+        epcomm.UniqueId.from_hex("zz")
+
+
+def test_comm_init_checks_its_arguments():
+    with pytest.raises(TypeError, match="UniqueId"):
+        epcomm.Comm.init(b"\0" * 128, 2, 0)
+
+
+def test_adopted_communicators_are_not_destroyed():
+    comm = epcomm.Comm.adopt(0xDEAD0000)
+    assert comm.handle == 0xDEAD0000 and not comm.owned
+    comm.close()  # forgets it: a real destroy of this fake handle would crash
+    assert comm.closed
+    with pytest.raises(epcomm.EpcError, match="closed"):
+        comm.handle
+    with pytest.raises(ValueError):
+        epcomm.Comm.adopt(0)
+
+
+def _fake_group():
+    """A Group around a zeroed buffer: if the bindings ever passed it to the library, the
+    library would report "not a live EpcGroup" (it checks a magic word), not crash."""
+    storage = ctypes.create_string_buffer(256)
+    handle = ctypes.cast(storage, ctypes.POINTER(_ffi.EpcGroup))
+    group = epcomm.Group(handle, None, epcomm.GroupConfig().to_struct())
+    group._test_storage = storage
+    return group
+
+
+def test_collecting_an_open_group_warns_and_calls_nothing():
+    with pytest.raises(epcomm.EpcError):
+        epcomm.plan_query(epcomm.GroupConfig(num_experts=256), 4)
+    message = epcomm.last_error()
+    group = _fake_group()
+    leaked_before = len(group_module._leaked)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del group
+        gc.collect()
+    assert any(issubclass(w.category, ResourceWarning) and "close()" in str(w.message)
+               for w in caught)
+    assert len(group_module._leaked) == leaked_before + 1
+    # Any library call would have cleared the thread's last error: none was made.
+    assert epcomm.last_error() == message
+
+
+def test_group_finalizer_never_raises_even_when_warnings_are_errors():
+    group = _fake_group()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        group.__del__()  # must swallow the ResourceWarning-as-error
+
+
+def test_closed_groups_refuse_calls_and_close_is_idempotent():
+    group = _fake_group()
+    with pytest.raises(epcomm.EpcError) as caught:
+        group.close()  # the library refuses the fake handle, and the handle is released
+    assert "not a live EpcGroup" in caught.value.message
+    assert group.closed
+    group.close()
+    with pytest.raises(epcomm.EpcError, match="closed"):
+        group.info()
+    with pytest.raises(epcomm.EpcError, match="closed"):
+        group.barrier()
+
+
+def test_an_owned_comm_refuses_to_close_under_an_open_group():
+    comm = epcomm.Comm(0xBEEF000, owned=True)
+    group = _fake_group()
+    group._comm = comm
+    comm._register(group)
+    with pytest.raises(epcomm.EpcError, match="still open"):
+        comm.close()
+    group._handle = None  # pretend it was closed, then forget the fake communicator
+    comm._owned = False
+    comm.close()
+    assert comm.closed
+
+
+def test_stream_arguments():
+    from epcomm._handles import stream_address
+
+    class TorchLike:
+        cuda_stream = 0x1000
+
+    class CudaStreamProtocol:
+        def __cuda_stream__(self):
+            return (0, 0x2000)
+
+    assert stream_address(None) is None and stream_address(0) is None
+    assert stream_address(0x3000) == 0x3000
+    assert stream_address(TorchLike()) == 0x1000
+    assert stream_address(CudaStreamProtocol()) == 0x2000
+    assert stream_address(ctypes.c_void_p(0x4000)) == 0x4000
+    with pytest.raises(TypeError, match="cudaStream_t"):
+        stream_address("default")
