@@ -29,7 +29,7 @@ run() {
   "$@" >"$out/$name.log" 2>&1
   local rc=$?
   summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" \
-    "$(grep -E '^(\[rank 0\] )?\[  (PASSED|FAILED)  \]|passed, .* failed|^OK:|^FAILED:|SKIP' "$out/$name.log" | tail -n 2 | tr '\n' ' ')")")
+    "$(grep -E '^(\[rank 0\] )?\[  (PASSED|FAILED)  \]|passed|failed|^OK:|^FAILED:|SKIP' "$out/$name.log" | tail -n 2 | tr '\n' ' ')")")
 }
 
 for n in $rank_counts; do
@@ -37,6 +37,15 @@ for n in $rank_counts; do
 done
 run gpu-threads "$stage/tests/gpu/epcomm-gpu-threads"
 run epcomm-info "$stage/bench/epcomm-info"
+
+# The Python binding against the same library, GPU tests included (torch and pytest are on
+# the GPU machines; the other bindings' GPU tests need toolchains those machines lack).
+if [ -d bindings/python/tests ] && python3 -c 'import pytest' 2>/dev/null; then
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  run python-binding env EPCOMM_LIB="$PWD/$stage/capi/libepcomm.so.1" EPCOMM_TEST_GPUS="$gpus" \
+    PYTHONPATH=bindings/python PYTHONDONTWRITEBYTECODE=1 \
+    python3 -m pytest -q -p no:cacheprovider bindings/python/tests
+fi
 
 # The runtime NCCL check: an older NCCL of the same series (the system copy on our GPU
 # machines is 2.28.3) must be refused with a message, not crash.

@@ -1,0 +1,137 @@
+# Groups: a communicator's symmetric window and NCCL device communicator.
+
+"""
+    Group
+
+An epcomm group (`EpcGroup*`): the symmetric window, the NCCL device communicator and the
+configuration, on a [`Comm`](@ref) that must stay open while the group exists.
+
+`close(group)` is collective (every rank destroys its group: window deregistration is
+collective), so no finalizer closes a group: finalizers run at arbitrary times on one rank.
+An unreachable, unclosed group is only counted (see [`unclosed_handles`](@ref)).
+"""
+mutable struct Group
+    handle::Ptr{EpcGroup}
+    comm::Comm
+end
+
+"""
+    Group(comm::Comm, config::GroupConfig) -> Group
+
+Create a group (`epc_group_create`): allocate and register the symmetric window the plan
+describes, create the device communicator, and prove every NVLink peer reachable. Uses the
+CUDA device current on the calling thread, which must be the communicator's. Collective over
+every rank of `comm`; blocking; not thread-safe with other calls on the same communicator.
+"""
+function Group(comm::Comm, config::GroupConfig)
+    out = Ref{Ptr{EpcGroup}}(C_NULL)
+    check(epc_group_create(handle(comm), Ref(c_config(config)), out), :epc_group_create)
+    group = Group(out[], comm)
+    finalizer(count_if_unclosed, group)
+    return group
+end
+
+"""
+    Group(f, comm::Comm, config::GroupConfig)
+
+`Group(comm, config)`, passed to `f` and closed when `f` returns or throws
+(`Group(comm, config) do group ... end`). Closing is collective: after an error on one rank
+it waits until the other ranks close too.
+"""
+function Group(f::Function, comm::Comm, config::GroupConfig)
+    group = Group(comm, config)
+    try
+        return f(group)
+    finally
+        close(group)
+    end
+end
+
+"""
+    GroupInfo
+
+A group's topology (rank, LSA team, node), its configuration after defaults, and the device
+memory it holds (`EpcGroupInfo`).
+"""
+struct GroupInfo
+    rank::Int
+    nranks::Int
+    lsa_rank::Int
+    lsa_size::Int
+    node::Int
+    num_nodes::Int
+    cuda_device::Int
+    mode::EpcMode
+    num_experts::Int
+    local_experts::Int
+    hidden::Int
+    max_tokens_per_rank::Int
+    max_topk::Int
+    dtype::EpcDtype
+    num_sms::Int
+    timeout_ms::Int
+    symmetric_bytes::Int
+    workspace_bytes::Int
+end
+
+GroupInfo(raw::EpcGroupInfo) = GroupInfo((getfield(raw, name) for name in fieldnames(GroupInfo))...)
+
+"""
+    info(group) -> GroupInfo
+
+Describe the group (`epc_group_query`). Local, non-blocking, thread-safe.
+"""
+function info(group::Group)
+    raw = Ref(extensible(EpcGroupInfo))
+    check(epc_group_query(handle(group), raw), :epc_group_query)
+    return GroupInfo(raw[])
+end
+
+"""
+    barrier(group; stream = nothing)
+
+Run the group's NVLink (LSA) barrier kernel on `stream` and wait for it
+(`epc_group_barrier`): every rank of the LSA team arrives before any leaves. `stream` is a
+`CuStream` (with CUDA.jl loaded), a `Ptr` to a `cudaStream_t`, or `nothing` for the legacy
+default stream. A peer that does not arrive within the group's timeout raises an
+[`EpcError`](@ref) with `EPC_ERR_TIMEOUT` naming it, and the group stays failed. Collective
+over the LSA team; blocking; not thread-safe with other calls on the same group.
+"""
+function barrier(group::Group; stream = nothing)
+    GC.@preserve stream begin
+        check(epc_group_barrier(handle(group), stream_pointer(stream)), :epc_group_barrier)
+    end
+    return nothing
+end
+
+"""
+    close(group::Group)
+
+Release the group's window, device communicator and memory (`epc_group_destroy`; waits for
+its work). Collective over every rank; blocking. Closing twice is a no-op.
+"""
+function Base.close(group::Group)
+    group.handle == C_NULL && return nothing
+    check(epc_group_destroy(group.handle), :epc_group_destroy)
+    group.handle = C_NULL
+    return nothing
+end
+
+Base.isopen(group::Group) = group.handle != C_NULL
+
+function handle(group::Group)
+    isopen(group) || throw(ArgumentError("the Group is closed"))
+    return group.handle
+end
+
+"""
+    stream_pointer(stream) -> Ptr{Cvoid}
+
+The `cudaStream_t` for the C ABI: `nothing` is NULL (the legacy default stream), a `Ptr` is
+taken as is; EpComm's CUDA extension adds `CuStream`.
+"""
+stream_pointer(::Nothing) = C_NULL
+stream_pointer(stream::Ptr) = convert(Ptr{Cvoid}, stream)
+stream_pointer(stream) =
+    throw(ArgumentError("cannot use a $(typeof(stream)) as a CUDA stream: pass a Ptr " *
+                        "(cudaStream_t), nothing, or a CuStream after `using CUDA`"))

@@ -1,0 +1,125 @@
+# Tests of EpComm.jl against the real C library (ENV["EPCOMM_LIB"], as Meson's bindings_env
+# sets it). No Julia runs on the project's machines: bindings/julia/check_julia.py checks this
+# package statically instead; these tests are for machines that have Julia.
+#
+#   julia --project=bindings/julia/EpComm.jl -e 'using Pkg; Pkg.test()'
+#   EPCOMM_JULIA_GPU=1 ... additionally creates a one-rank group on GPU 0.
+
+using Test
+using EpComm
+using EpComm.LibEpComm
+
+@testset "EpComm" begin
+    @testset "library and version" begin
+        @test isfile(EpComm.library_path())
+        @test EpComm.version().major == EPC_ABI_MAJOR
+        @test EpComm.binding_version() == VersionNumber(EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH)
+        @test EpComm.status_string(EPC_OK) isa String
+        @test EpComm.status_string(EPC_ERR_INVALID_ARGUMENT) == "invalid argument"
+        @test EpComm.status_string(99) == "unknown status"
+    end
+
+    @testset "struct sizes (capi/abi.json 1.0.0)" begin
+        @test sizeof(EpcTensor) == 80
+        @test sizeof(EpcUniqueId) == 128
+        @test sizeof(EpcGroupConfig) == 72
+        @test sizeof(EpcPlanRegion) == 56
+        @test sizeof(EpcPlan) == 968
+        @test sizeof(EpcGroupInfo) == 88
+        @test sizeof(EpcApi) == 96
+        @test fieldoffset(EpcPlan, 17) == 72  # regions
+        @test isbitstype(EpcPlan)
+    end
+
+    @testset "plan_query: 4 ranks, 256 experts, hidden 7168" begin
+        config = GroupConfig(num_experts = 256, hidden = 7168)
+        plan = plan_query(config; nranks = 4)
+        @test plan.symmetric_bytes == 29446144
+        @test length(plan.regions) == 9
+        @test plan.num_slots == 2
+        @test plan.mode == EPC_MODE_LOW_LATENCY
+        @test plan.dtype == EPC_DTYPE_BF16
+        @test plan.regions[1].name == "control"
+        @test plan.regions[1].slot === nothing
+        @test plan.regions[1].kind == EPC_REGION_CONTROL
+        @test plan.regions[2].name == "dispatch_recv[0]"
+        @test plan.regions[2].slot == 0
+        @test plan.regions[end].name == "combine_signal[1]"
+        @test issorted([r.offset for r in plan.regions])
+        @test last(plan.regions).offset + last(plan.regions).size <= plan.symmetric_bytes
+        @test EpComm.last_error_message() == ""
+    end
+
+    @testset "errors carry the library's message" begin
+        failure = try
+            plan_query(GroupConfig(num_experts = 0, hidden = 7168); nranks = 4)
+        catch caught
+            caught
+        end
+        @test failure isa EpcError
+        @test failure.status == EPC_ERR_INVALID_ARGUMENT
+        @test failure.func == :epc_plan_query
+        @test occursin("num_experts", failure.message)
+        @test occursin("invalid argument", sprint(showerror, failure))
+
+        failure = try
+            plan_query(GroupConfig(num_experts = 256, hidden = 7); nranks = 4)
+        catch caught
+            caught
+        end
+        @test failure isa EpcError && occursin("hidden", failure.message)
+
+        @test_throws InexactError GroupConfig(num_experts = -1, hidden = 7168)
+        @test_throws ArgumentError GroupConfig(num_experts = 8, hidden = 64, mode = :fast)
+        @test_throws ArgumentError EpComm.dtype_code(Float64)
+    end
+
+    @testset "UniqueId bytes and hex round trip" begin
+        raw = rand(UInt8, 128)
+        id = UniqueId(raw)
+        @test EpComm.bytes(id) == raw
+        @test length(EpComm.hex(id)) == 256
+        @test UniqueId(EpComm.hex(id)) == id
+        @test_throws ArgumentError UniqueId(rand(UInt8, 127))
+        created = try
+            create_unique_id()
+        catch caught  # NCCL may find no usable network interface on some machines
+            caught isa EpcError || rethrow()
+            nothing
+        end
+        created === nothing || @test UniqueId(EpComm.bytes(created)) == created
+    end
+
+    @testset "tensor descriptors" begin
+        address = Ptr{Float32}(UInt(0x1000))
+        tensor = Tensor(address, (2, 8))
+        @test size(tensor) == (2, 8)
+        @test strides(tensor) == (0, 0)
+        @test EpComm.dtype(tensor) == EPC_DTYPE_FP32
+        @test tensor.raw.shape == (2, 8, 0, 0)
+        @test Tensor(Ptr{Cvoid}(UInt(0x1000)), (4,); dtype = :bf16).raw.dtype == EPC_DTYPE_BF16
+        @test_throws ArgumentError Tensor(Ptr{Cvoid}(UInt(0x1000)), (4,))
+        @test_throws ArgumentError Tensor(address, (1, 2, 3, 4, 5))
+        # A Julia (hidden = 8, tokens = 2) matrix is the C [tokens, hidden] tensor.
+        julia_view = EpComm.column_major_tensor(Ptr{Cvoid}(UInt(0x1000)), Float16, (8, 2), (1, 8), nothing)
+        @test size(julia_view) == (2, 8)
+        @test strides(julia_view) == (8, 1)
+        @test EpComm.dtype(julia_view) == EPC_DTYPE_FP16
+    end
+
+    if get(ENV, "EPCOMM_JULIA_GPU", "0") == "1"
+        @testset "one-rank group on GPU 0" begin
+            comm = Comm(create_unique_id(), 1, 0; cuda_device = 0)
+            group = Group(comm, GroupConfig(num_experts = 8, hidden = 1024))
+            group_info = EpComm.info(group)
+            @test group_info.rank == 0 && group_info.nranks == 1
+            @test group_info.local_experts == 8
+            @test group_info.symmetric_bytes > 0
+            barrier(group)
+            close(group)
+            close(group)  # a no-op
+            @test !isopen(group)
+            close(comm)
+        end
+    end
+end
