@@ -32,6 +32,12 @@ extern "C" EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api) {
     api.group_destroy = &epc_group_destroy;
     api.group_query = &epc_group_query;
     api.group_barrier = &epc_group_barrier;
+    api.handle_create = &epc_handle_create;
+    api.handle_update = &epc_handle_update;
+    api.handle_destroy = &epc_handle_destroy;
+    api.ll_dispatch = &epc_ll_dispatch;
+    api.ll_combine = &epc_ll_combine;
+    api.complete = &epc_complete;
     // The caller learns our size from struct_size, even when it knows a longer table.
     uint32_t caller_size = out_api->struct_size;
     size_t n = caller_size < sizeof api ? caller_size : sizeof api;

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/group.hpp"
+#include "core/ll_handle.hpp"
 
 struct EpcGroup {
   static constexpr uint64_t kLiveMagic = 0x70757247435045ull;  // "EPCGrup"
@@ -14,9 +15,18 @@ struct EpcGroup {
   std::unique_ptr<epc::Group> group;
 };
 
+struct EpcHandle {
+  static constexpr uint64_t kLiveMagic = 0x6c646e6148435045ull;  // "EPCHandl"
+  uint64_t magic = kLiveMagic;
+  std::unique_ptr<epc::LlHandle> handle;
+};
+
 namespace epc::capi {
 
 // Throws EPC_ERR_INVALID_ARGUMENT for NULL or a pointer without the live magic word.
 epc::Group& group_of(const EpcGroup* handle);
+
+// The same for handles.
+epc::LlHandle& handle_of(const EpcHandle* handle);
 
 }  // namespace epc::capi

@@ -91,6 +91,10 @@ void Group::allocate_window() {
   std::memset(error_host_, 0, sizeof(kernels::DeviceError));
   check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host_, 0),
              "cudaHostGetDevicePointer of the error record");
+
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&ll_state_), sizeof(kernels::LlState)),
+             "cudaMalloc of the step counters");
+  check_cuda(cudaMemset(ll_state_, 0, sizeof(kernels::LlState)), "zeroing the step counters");
 }
 
 void Group::create_device_comm() {
@@ -135,11 +139,19 @@ void Group::raise_if_device_failed() {
   if (status == 0 || status == 0xFFFFFFFFu) return;  // none, or still being written
   if (failed_status_ == EPC_OK) {
     failed_status_ = static_cast<EpcStatus>(status);
-    failed_message_ = format(
-        "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the "
-        "group is unusable, destroy it",
-        kernels::phase_name(record->phase), record->rank,
-        static_cast<double>(record->waited_ns) / 1e6, record->peer, config_.timeout_ms);
+    if (record->phase == kernels::kPhaseRouting) {
+      failed_message_ = format("%s: rank %d was given an expert id outside [-1, %u) or more "
+                               "entries for one expert than it has rows; the group is "
+                               "unusable, destroy it",
+                               kernels::phase_name(record->phase), record->rank,
+                               config_.num_experts);
+    } else {
+      failed_message_ = format(
+          "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the "
+          "group is unusable, destroy it",
+          kernels::phase_name(record->phase), record->rank,
+          static_cast<double>(record->waited_ns) / 1e6, record->peer, config_.timeout_ms);
+    }
   }
   fail(failed_status_, failed_message_);
 }
@@ -210,6 +222,10 @@ std::string Group::release() noexcept {
       note(r != ncclSuccess, format("ncclMemFree: %s", ncclGetErrorString(r)));
     }
     window_memory_ = nullptr;
+  }
+  if (ll_state_ != nullptr) {
+    cudaFree(ll_state_);
+    ll_state_ = nullptr;
   }
   if (error_host_ != nullptr) {
     cudaFreeHost(error_host_);

@@ -15,6 +15,7 @@
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/device_error.hpp"
+#include "kernels/ll_state.hpp"
 
 namespace epc {
 
@@ -38,6 +39,20 @@ class Group {
 
   EpcGroupInfo info() const;
   const Plan& plan() const { return plan_; }
+  const GroupConfig& config() const { return config_; }
+  const Topology& topology() const { return topo_; }
+  int rank() const { return rank_; }
+  int device() const { return device_; }
+  const ncclDevComm& dev_comm() const { return dev_comm_; }
+  ncclWindow_t window() const { return window_; }
+  kernels::DeviceError* device_error() const { return error_device_; }
+  kernels::LlState* ll_state() const { return ll_state_; }
+  // The handle whose EPC_FLAG_SEND_ONLY step is waiting for epc_complete, if any: a step's
+  // slot and epoch come from the group's step counters, so no other step of the group may
+  // start before it completes.
+  const void* ll_pending_owner() const { return ll_pending_owner_; }
+  void set_ll_pending_owner(const void* owner) { ll_pending_owner_ = owner; }
+  uint64_t timeout_ns() const { return static_cast<uint64_t>(config_.timeout_ms) * 1000000ull; }
 
  private:
   void allocate_window();
@@ -62,6 +77,8 @@ class Group {
   kernels::DeviceError* error_host_ = nullptr;    // pinned, mapped
   kernels::DeviceError* error_device_ = nullptr;  // its device view
   uint64_t barrier_epoch_ = 0;
+  kernels::LlState* ll_state_ = nullptr;  // device memory beside the window
+  const void* ll_pending_owner_ = nullptr;
 
   // Sticky failure: once set, every call on the group fails with it.
   EpcStatus failed_status_ = EPC_OK;

@@ -45,7 +45,7 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
   const uint64_t row = c.payload_row_bytes();
   const uint64_t combine_row = static_cast<uint64_t>(c.hidden) * 2;  // combine is always bf16
   plan.num_slots = kLlSlots;
-  plan.message_bytes = static_cast<uint32_t>(ll_message_header_bytes(c, t.nranks) + row);
+  plan.message_bytes = static_cast<uint32_t>(ll_message_header_bytes(c) + row);
   for (uint32_t s = 0; s < kLlSlots; ++s) {
     b.add(EPC_REGION_DISPATCH_RECV, s, R * T * plan.message_bytes, "dispatch_recv");
     b.add(EPC_REGION_DISPATCH_SIGNAL, s, signal_bytes(t.nranks), "dispatch_signal");
@@ -90,11 +90,15 @@ const Region& Plan::region(EpcRegionKind kind, uint32_t slot) const {
   fail(EPC_ERR_INTERNAL, format("plan has no region of kind %u in slot %u", kind, slot));
 }
 
-uint32_t ll_message_header_bytes(const GroupConfig& c, int nranks) {
-  // Source token index and entry count, then (local expert id, weight) per entry that can
-  // land on one rank: at most min(top-k, local experts).
-  uint32_t entries = std::min(c.max_topk, c.local_experts(nranks));
-  return static_cast<uint32_t>(align_up(2 * sizeof(int32_t) + entries * (sizeof(int32_t) + sizeof(float)), 16));
+uint32_t ll_message_entries(const GroupConfig& c) {
+  // Every top-k entry may land on one rank: duplicate expert ids are allowed, so a token
+  // can hold more entries on a rank than the rank has experts.
+  return c.max_topk;
+}
+
+uint32_t ll_message_header_bytes(const GroupConfig& c) {
+  // Source token index and entry count, then (local expert id, weight) per entry.
+  return static_cast<uint32_t>(align_up(2 * sizeof(int32_t) + ll_message_entries(c) * (sizeof(int32_t) + sizeof(float)), 16));
 }
 
 Plan make_plan(const GroupConfig& c, const Topology& t) {
@@ -122,7 +126,8 @@ Plan make_plan(const GroupConfig& c, const Topology& t) {
                                   plan.regions.size()));
   }
   plan.symmetric_bytes = builder.end();
-  plan.workspace_bytes = 0;
+  // The low-latency step counters (kernels/ll_state.hpp) live beside the window.
+  plan.workspace_bytes = 256;
   return plan;
 }
 

@@ -11,6 +11,9 @@ namespace epc::kernels {
 enum Phase : uint32_t {
   kPhaseNone = 0,
   kPhaseGroupBarrier = 1,
+  kPhaseDispatchReceive = 2,  // waiting for a peer's low-latency dispatch tokens
+  kPhaseCombineReceive = 3,   // waiting for a peer's low-latency combine partials
+  kPhaseRouting = 4,          // a routing value was outside [-1, num_experts)
 };
 
 const char* phase_name(uint32_t phase);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/device_error.hpp"
+#include "kernels/ll_params.hpp"
 
 namespace epc::kernels {
 
@@ -26,5 +27,20 @@ struct GroupBarrierParams {
 };
 
 cudaError_t launch_group_barrier(const GroupBarrierParams& params, cudaStream_t stream);
+
+// Copies routing into the handle as int32; ids outside [-1, num_experts) become -1 and are
+// reported in the group's error record (never used as an address).
+cudaError_t launch_routing_copy(const RoutingCopyParams& params, cudaStream_t stream);
+
+// Low-latency dispatch: the send half writes each token once into every destination rank's
+// receive slot and signals; the receive half waits for every source and unpacks
+// expert-major. `blocks` is the SM budget.
+cudaError_t launch_ll_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream);
+cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream);
+
+// Low-latency combine: the send half pre-reduces each received token over this rank's
+// experts and returns it; the receive half sums the partials per token.
+cudaError_t launch_ll_combine_send(const LlCombineParams& params, int blocks, cudaStream_t stream);
+cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cudaStream_t stream);
 
 }  // namespace epc::kernels

@@ -214,3 +214,26 @@ TEST(CApi, FunctionTable) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CApi, HandleAndLowLatencyCallsRejectNullHandles) {
+  EpcTensor t;
+  std::memset(&t, 0, sizeof t);
+  EpcHandle* handle = reinterpret_cast<EpcHandle*>(0x1);
+  EXPECT_EQ(epc_handle_create(nullptr, &t, nullptr, &handle), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("group is NULL"), std::string::npos) << last_error();
+  EXPECT_EQ(handle, reinterpret_cast<EpcHandle*>(0x1));
+  EXPECT_EQ(epc_handle_update(nullptr, &t, nullptr), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("handle is NULL"), std::string::npos) << last_error();
+  EXPECT_EQ(epc_handle_destroy(nullptr), EPC_OK);
+  EXPECT_EQ(epc_ll_dispatch(nullptr, &t, &t, &t, &t, 0, nullptr), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(epc_ll_combine(nullptr, &t, &t, 0, nullptr), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(epc_complete(nullptr, nullptr), EPC_ERR_INVALID_ARGUMENT);
+  // A pointer that is not a live handle is refused by its magic word, not dereferenced blindly.
+  uint64_t not_a_handle[4] = {1, 2, 3, 4};
+  EXPECT_EQ(epc_complete(reinterpret_cast<EpcHandle*>(not_a_handle), nullptr), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("not a live EpcHandle"), std::string::npos) << last_error();
+}
+
+}  // namespace

@@ -33,6 +33,9 @@ const (
 	PlanMaxRegions = 16
 	// SlotNone is EPC_SLOT_NONE, 0xFFFFFFFFu.
 	SlotNone = 4294967295
+	// FlagSendOnly is EPC_FLAG_SEND_ONLY, 0x1u: queue only the sending half; epc_complete()
+	// finishes it.
+	FlagSendOnly = 1
 )
 
 // Status is the C type EpcStatus (int32_t).
@@ -169,6 +172,9 @@ func (r RegionKind) String() string {
 	return "RegionKind(" + strconv.FormatInt(int64(r), 10) + ")"
 }
 
+// Flags is the C type EpcFlags (uint32_t).
+type Flags uint32
+
 // headerConstant is one EPC_* constant: its C name, the Go value and the C value.
 type headerConstant struct {
 	Name  string
@@ -226,6 +232,7 @@ func headerConstants() []headerConstant {
 		{"EPC_REGION_LAYOUT", int64(RegionLayout), int64(C.EPC_REGION_LAYOUT)},
 		{"EPC_PLAN_MAX_REGIONS", int64(PlanMaxRegions), int64(C.EPC_PLAN_MAX_REGIONS)},
 		{"EPC_SLOT_NONE", int64(SlotNone), int64(C.EPC_SLOT_NONE)},
+		{"EPC_FLAG_SEND_ONLY", int64(FlagSendOnly), int64(C.EPC_FLAG_SEND_ONLY)},
 	}
 }
 
@@ -322,6 +329,12 @@ func headerStructLayouts() []structLayout {
 			{"group_destroy", unsafe.Offsetof(C.EpcApi{}.group_destroy), unsafe.Sizeof(C.EpcApi{}.group_destroy)},
 			{"group_query", unsafe.Offsetof(C.EpcApi{}.group_query), unsafe.Sizeof(C.EpcApi{}.group_query)},
 			{"group_barrier", unsafe.Offsetof(C.EpcApi{}.group_barrier), unsafe.Sizeof(C.EpcApi{}.group_barrier)},
+			{"handle_create", unsafe.Offsetof(C.EpcApi{}.handle_create), unsafe.Sizeof(C.EpcApi{}.handle_create)},
+			{"handle_update", unsafe.Offsetof(C.EpcApi{}.handle_update), unsafe.Sizeof(C.EpcApi{}.handle_update)},
+			{"handle_destroy", unsafe.Offsetof(C.EpcApi{}.handle_destroy), unsafe.Sizeof(C.EpcApi{}.handle_destroy)},
+			{"ll_dispatch", unsafe.Offsetof(C.EpcApi{}.ll_dispatch), unsafe.Sizeof(C.EpcApi{}.ll_dispatch)},
+			{"ll_combine", unsafe.Offsetof(C.EpcApi{}.ll_combine), unsafe.Sizeof(C.EpcApi{}.ll_combine)},
+			{"complete", unsafe.Offsetof(C.EpcApi{}.complete), unsafe.Sizeof(C.EpcApi{}.complete)},
 		}},
 	}
 }

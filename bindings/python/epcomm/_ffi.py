@@ -45,6 +45,7 @@ EPC_REGION_COMBINE_SIGNAL = 5
 EPC_REGION_LAYOUT = 6
 EPC_PLAN_MAX_REGIONS = 16
 EPC_SLOT_NONE = 0xFFFFFFFF
+EPC_FLAG_SEND_ONLY = 0x1
 
 
 # ---- types, in header order ----
@@ -170,6 +171,13 @@ class EpcGroupInfo(ctypes.Structure):
     ]
 
 
+class EpcHandle(ctypes.Structure):
+    """Opaque C type EpcHandle: only pointers to it cross the ABI."""
+
+
+EpcFlags = ctypes.c_uint32
+
+
 class EpcApi(ctypes.Structure):
     """C struct EpcApi."""
 
@@ -187,12 +195,18 @@ class EpcApi(ctypes.Structure):
         ("group_destroy", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcGroup))),
         ("group_query", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcGroup), ctypes.POINTER(EpcGroupInfo))),
         ("group_barrier", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcGroup), ctypes.c_void_p)),
+        ("handle_create", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcGroup), ctypes.POINTER(EpcTensor), ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(EpcHandle)))),
+        ("handle_update", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcHandle), ctypes.POINTER(EpcTensor), ctypes.c_void_p)),
+        ("handle_destroy", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcHandle))),
+        ("ll_dispatch", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcHandle), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), EpcFlags, ctypes.c_void_p)),
+        ("ll_combine", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcHandle), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), EpcFlags, ctypes.c_void_p)),
+        ("complete", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcHandle), ctypes.c_void_p)),
     ]
 
 
 # Every complete struct of the header (the ABI snapshot lists their layouts).
 STRUCTS = (EpcTensor, EpcUniqueId, EpcGroupConfig, EpcPlanRegion, EpcPlan, EpcGroupInfo, EpcApi)
-OPAQUE_TYPES = (EpcGroup,)
+OPAQUE_TYPES = (EpcGroup, EpcHandle)
 
 
 # ---- functions: name -> (restype, argtypes) ----
@@ -220,6 +234,18 @@ PROTOTYPES = {
     "epc_group_query": (EpcStatus, [ctypes.POINTER(EpcGroup), ctypes.POINTER(EpcGroupInfo)]),
     # EpcStatus epc_group_barrier(EpcGroup* group, void* stream)
     "epc_group_barrier": (EpcStatus, [ctypes.POINTER(EpcGroup), ctypes.c_void_p]),
+    # EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, void* stream, EpcHandle** out_handle)
+    "epc_handle_create": (EpcStatus, [ctypes.POINTER(EpcGroup), ctypes.POINTER(EpcTensor), ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(EpcHandle))]),
+    # EpcStatus epc_handle_update(EpcHandle* handle, const EpcTensor* topk_idx, void* stream)
+    "epc_handle_update": (EpcStatus, [ctypes.POINTER(EpcHandle), ctypes.POINTER(EpcTensor), ctypes.c_void_p]),
+    # EpcStatus epc_handle_destroy(EpcHandle* handle)
+    "epc_handle_destroy": (EpcStatus, [ctypes.POINTER(EpcHandle)]),
+    # EpcStatus epc_ll_dispatch(EpcHandle* handle, const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x, const EpcTensor* out_counts, EpcFlags flags, void* stream)
+    "epc_ll_dispatch": (EpcStatus, [ctypes.POINTER(EpcHandle), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), EpcFlags, ctypes.c_void_p]),
+    # EpcStatus epc_ll_combine(EpcHandle* handle, const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags, void* stream)
+    "epc_ll_combine": (EpcStatus, [ctypes.POINTER(EpcHandle), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), EpcFlags, ctypes.c_void_p]),
+    # EpcStatus epc_complete(EpcHandle* handle, void* stream)
+    "epc_complete": (EpcStatus, [ctypes.POINTER(EpcHandle), ctypes.c_void_p]),
     # EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api)
     "epc_get_api": (EpcStatus, [ctypes.c_uint32, ctypes.POINTER(EpcApi)]),
 }

@@ -280,6 +280,72 @@ EPC_API EpcStatus epc_group_query(const EpcGroup* group, EpcGroupInfo* out_info)
 EPC_API EpcStatus epc_group_barrier(EpcGroup* group, void* stream);
 
 /* ---------------------------------------------------------------------------------------
+ * Handles: the routing of one batch, reused by dispatch, combine and complete
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct EpcHandle EpcHandle;
+
+/* Create a handle holding the routing `topk_idx` [B, K] (int64 or int32, contiguous, on
+ * the group's device; -1 masks an entry; B <= max_tokens_per_rank, K <= max_topk) and the
+ * device state a low-latency step needs. The routing is copied on `stream`, so the caller
+ * may reuse `topk_idx` once that stream has passed this point. Allocates device memory.
+ * Local (no communication); stream-ordered; not graph-capturable (it allocates); not
+ * thread-safe with other calls on the same group. */
+EPC_API EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, void* stream,
+                                    EpcHandle** out_handle);
+
+/* Replace the handle's routing with `topk_idx` (same rules as create; B may change, K may
+ * not; int64 and int32 may alternate) for the next step; call it after the previous step's
+ * combine. No allocation and no host synchronisation: graph-capturable, so a captured step
+ * reads new routing from the same device buffer at every replay (B, a host-side shape, is
+ * fixed at capture). Local; stream-ordered; not thread-safe with other calls on the handle. */
+EPC_API EpcStatus epc_handle_update(EpcHandle* handle, const EpcTensor* topk_idx, void* stream);
+
+/* Free the handle's device memory after the work queued on it has finished. Local;
+ * blocking; NULL is a no-op. */
+EPC_API EpcStatus epc_handle_destroy(EpcHandle* handle);
+
+/* ---------------------------------------------------------------------------------------
+ * Low-latency dispatch and combine
+ * ------------------------------------------------------------------------------------- */
+
+typedef uint32_t EpcFlags;
+#define EPC_FLAG_SEND_ONLY 0x1u /* queue only the sending half; epc_complete() finishes it */
+
+/* Send each of this rank's B tokens `x` [B, H] (bf16 or fp16, the group's dtype size; B may
+ * be 0, and then NULL data is accepted) with
+ * its `topk_weights` [B, K] (fp32) to every rank hosting one of its experts, once per rank,
+ * and receive this rank's tokens expert-major into `out_x` [L, R*T, H] (same dtype as x),
+ * with `out_counts` [L] (int32) rows per local expert, ordered by (source rank, source
+ * token, top-k slot): the reference model's ll_dispatch. Double-buffered: consecutive steps
+ * on one stream need no host synchronisation. With EPC_FLAG_SEND_ONLY only the send is
+ * queued and `out_*` are written by epc_complete(), which must follow on the same stream
+ * before any other dispatch or combine of the group (on any handle) starts. Duplicate expert
+ * ids in a token's row are allowed and received once per entry. Steps of one group run in
+ * the order they are queued: a dispatch's combine may follow other handles' steps. Collective
+ * over the group's ranks (every rank dispatches each step); stream-ordered; graph-capturable;
+ * not thread-safe with other calls on the handle. Tensors must stay valid until the stream
+ * passes the call (or its completion). */
+EPC_API EpcStatus epc_ll_dispatch(EpcHandle* handle, const EpcTensor* x,
+                                  const EpcTensor* topk_weights, const EpcTensor* out_x,
+                                  const EpcTensor* out_counts, EpcFlags flags, void* stream);
+
+/* Return the expert outputs `expert_out` [L, R*T, H] bf16 (the layout dispatch produced on
+ * this handle) to their tokens' ranks and write `out` [B, H] bf16: for each token, the sum
+ * over the ranks hosting its unmasked entries (ascending) of that rank's pre-reduced
+ * partial (weighted sum over its local experts in top-k order, fp32, sent as bf16), in
+ * fp32: the reference model's ll_combine with kPerRankPrereduce. Tokens with every entry
+ * masked get zeros. `expert_out` must not overlap `out`. Same collective/stream/graph rules
+ * and flags as dispatch. */
+EPC_API EpcStatus epc_ll_combine(EpcHandle* handle, const EpcTensor* expert_out,
+                                 const EpcTensor* out, EpcFlags flags, void* stream);
+
+/* Finish the step whose dispatch or combine was queued with EPC_FLAG_SEND_ONLY: wait (on
+ * the device) for every peer's data and write the outputs given to that call. Collective;
+ * stream-ordered; graph-capturable. */
+EPC_API EpcStatus epc_complete(EpcHandle* handle, void* stream);
+
+/* ---------------------------------------------------------------------------------------
  * Function table for dlopen users: dlsym("epc_get_api") is the only symbol needed.
  * ------------------------------------------------------------------------------------- */
 
@@ -300,6 +366,16 @@ typedef struct EpcApi {
   EpcStatus (*group_destroy)(EpcGroup* group);
   EpcStatus (*group_query)(const EpcGroup* group, EpcGroupInfo* out_info);
   EpcStatus (*group_barrier)(EpcGroup* group, void* stream);
+  EpcStatus (*handle_create)(EpcGroup* group, const EpcTensor* topk_idx, void* stream,
+                             EpcHandle** out_handle);
+  EpcStatus (*handle_update)(EpcHandle* handle, const EpcTensor* topk_idx, void* stream);
+  EpcStatus (*handle_destroy)(EpcHandle* handle);
+  EpcStatus (*ll_dispatch)(EpcHandle* handle, const EpcTensor* x, const EpcTensor* topk_weights,
+                           const EpcTensor* out_x, const EpcTensor* out_counts, EpcFlags flags,
+                           void* stream);
+  EpcStatus (*ll_combine)(EpcHandle* handle, const EpcTensor* expert_out, const EpcTensor* out,
+                          EpcFlags flags, void* stream);
+  EpcStatus (*complete)(EpcHandle* handle, void* stream);
 } EpcApi;
 
 /* Fill `*out_api` with this library's function table if `abi_major` equals its

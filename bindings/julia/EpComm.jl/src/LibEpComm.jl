@@ -15,18 +15,19 @@ module LibEpComm
 
 export libepcomm, libepcomm_path, EpcStatus, EpcDtype, EpcTensor, EpcUniqueId, EpcMode,
     EpcAllocFn, EpcFreeFn, EpcGroupConfig, EpcRegionKind, EpcPlanRegion, EpcPlan, EpcGroup,
-    EpcGroupInfo, EpcApi, EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH, EPC_ABI_VERSION,
-    EPC_OK, EPC_ERR_INVALID_ARGUMENT, EPC_ERR_ABI_MISMATCH, EPC_ERR_UNSUPPORTED,
-    EPC_ERR_OUT_OF_MEMORY, EPC_ERR_CUDA, EPC_ERR_NCCL, EPC_ERR_TIMEOUT, EPC_ERR_NO_DEVICE,
-    EPC_ERR_BUFFER_TOO_SMALL, EPC_ERR_INTERNAL, EPC_DTYPE_INVALID, EPC_DTYPE_BF16,
-    EPC_DTYPE_FP16, EPC_DTYPE_FP32, EPC_DTYPE_FP8_E4M3, EPC_DTYPE_INT32, EPC_DTYPE_INT64,
-    EPC_TENSOR_MAX_DIMS, EPC_UNIQUE_ID_BYTES, EPC_MODE_LOW_LATENCY,
+    EpcGroupInfo, EpcHandle, EpcFlags, EpcApi, EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH,
+    EPC_ABI_VERSION, EPC_OK, EPC_ERR_INVALID_ARGUMENT, EPC_ERR_ABI_MISMATCH,
+    EPC_ERR_UNSUPPORTED, EPC_ERR_OUT_OF_MEMORY, EPC_ERR_CUDA, EPC_ERR_NCCL, EPC_ERR_TIMEOUT,
+    EPC_ERR_NO_DEVICE, EPC_ERR_BUFFER_TOO_SMALL, EPC_ERR_INTERNAL, EPC_DTYPE_INVALID,
+    EPC_DTYPE_BF16, EPC_DTYPE_FP16, EPC_DTYPE_FP32, EPC_DTYPE_FP8_E4M3, EPC_DTYPE_INT32,
+    EPC_DTYPE_INT64, EPC_TENSOR_MAX_DIMS, EPC_UNIQUE_ID_BYTES, EPC_MODE_LOW_LATENCY,
     EPC_MODE_HIGH_THROUGHPUT, EPC_REGION_CONTROL, EPC_REGION_DISPATCH_RECV,
     EPC_REGION_DISPATCH_SIGNAL, EPC_REGION_COMBINE_RECV, EPC_REGION_COMBINE_SIGNAL,
-    EPC_REGION_LAYOUT, EPC_PLAN_MAX_REGIONS, EPC_SLOT_NONE, epc_status_string,
-    epc_last_error, epc_get_version, epc_unique_id_create, epc_comm_init, epc_comm_destroy,
-    epc_plan_query, epc_group_create, epc_group_destroy, epc_group_query, epc_group_barrier,
-    epc_get_api
+    EPC_REGION_LAYOUT, EPC_PLAN_MAX_REGIONS, EPC_SLOT_NONE, EPC_FLAG_SEND_ONLY,
+    epc_status_string, epc_last_error, epc_get_version, epc_unique_id_create, epc_comm_init,
+    epc_comm_destroy, epc_plan_query, epc_group_create, epc_group_destroy, epc_group_query,
+    epc_group_barrier, epc_handle_create, epc_handle_update, epc_handle_destroy,
+    epc_ll_dispatch, epc_ll_combine, epc_complete, epc_get_api
 
 # ---- Library -----------------------------------------------------------------------
 
@@ -58,6 +59,8 @@ const EpcAllocFn = Ptr{Cvoid}  # C: int32_t (*)(void*, size_t, void**)
 const EpcFreeFn = Ptr{Cvoid}  # C: void (*)(void*, void*)
 const EpcRegionKind = UInt32  # C: uint32_t
 mutable struct EpcGroup end  # opaque: used only as Ptr{EpcGroup}
+mutable struct EpcHandle end  # opaque: used only as Ptr{EpcHandle}
+const EpcFlags = UInt32  # C: uint32_t
 
 # ---- Constants ---------------------------------------------------------------------
 
@@ -102,6 +105,8 @@ const EPC_REGION_LAYOUT = EpcRegionKind(6)  # HT: per-rank token and expert coun
 
 const EPC_PLAN_MAX_REGIONS = Int32(16)
 const EPC_SLOT_NONE = UInt32(0xffffffff)
+
+const EPC_FLAG_SEND_ONLY = EpcFlags(0x1)  # queue only the sending half; epc_complete() finishes it
 
 # ---- Structs (isbits; the field order and types give the C layout) ----------------
 
@@ -236,6 +241,12 @@ struct EpcApi
     group_destroy::Ptr{Cvoid}  # C: EpcStatus (*)(EpcGroup*)
     group_query::Ptr{Cvoid}  # C: EpcStatus (*)(const EpcGroup*, EpcGroupInfo*)
     group_barrier::Ptr{Cvoid}  # C: EpcStatus (*)(EpcGroup*, void*)
+    handle_create::Ptr{Cvoid}  # C: EpcStatus (*)(EpcGroup*, const EpcTensor*, void*, EpcHandle**)
+    handle_update::Ptr{Cvoid}  # C: EpcStatus (*)(EpcHandle*, const EpcTensor*, void*)
+    handle_destroy::Ptr{Cvoid}  # C: EpcStatus (*)(EpcHandle*)
+    ll_dispatch::Ptr{Cvoid}  # C: EpcStatus (*)(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, EpcFlags, void*)
+    ll_combine::Ptr{Cvoid}  # C: EpcStatus (*)(EpcHandle*, const EpcTensor*, const EpcTensor*, EpcFlags, void*)
+    complete::Ptr{Cvoid}  # C: EpcStatus (*)(EpcHandle*, void*)
 end
 
 # ---- Functions (one thin @ccall wrapper each) ---------------------------------------
@@ -368,6 +379,91 @@ thread-safe with other groups, not with other calls on the same group.
 """
 function epc_group_barrier(group, stream)
     @ccall libepcomm().epc_group_barrier(group::Ptr{EpcGroup}, stream::Ptr{Cvoid})::EpcStatus
+end
+
+"""
+    epc_handle_create(group, topk_idx, stream, out_handle)  # C: EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, void* stream, EpcHandle** out_handle)
+
+Create a handle holding the routing `topk_idx` [B, K] (int64 or int32, contiguous, on
+the group's device; -1 masks an entry; B <= max_tokens_per_rank, K <= max_topk) and the
+device state a low-latency step needs. The routing is copied on `stream`, so the caller
+may reuse `topk_idx` once that stream has passed this point. Allocates device memory.
+Local (no communication); stream-ordered; not graph-capturable (it allocates); not
+thread-safe with other calls on the same group.
+"""
+function epc_handle_create(group, topk_idx, stream, out_handle)
+    @ccall libepcomm().epc_handle_create(group::Ptr{EpcGroup}, topk_idx::Ptr{EpcTensor}, stream::Ptr{Cvoid}, out_handle::Ptr{Ptr{EpcHandle}})::EpcStatus
+end
+
+"""
+    epc_handle_update(handle, topk_idx, stream)  # C: EpcStatus epc_handle_update(EpcHandle* handle, const EpcTensor* topk_idx, void* stream)
+
+Replace the handle's routing with `topk_idx` (same rules as create; B may change, K may
+not; int64 and int32 may alternate) for the next step; call it after the previous step's
+combine. No allocation and no host synchronisation: graph-capturable, so a captured step
+reads new routing from the same device buffer at every replay (B, a host-side shape, is
+fixed at capture). Local; stream-ordered; not thread-safe with other calls on the handle.
+"""
+function epc_handle_update(handle, topk_idx, stream)
+    @ccall libepcomm().epc_handle_update(handle::Ptr{EpcHandle}, topk_idx::Ptr{EpcTensor}, stream::Ptr{Cvoid})::EpcStatus
+end
+
+"""
+    epc_handle_destroy(handle)  # C: EpcStatus epc_handle_destroy(EpcHandle* handle)
+
+Free the handle's device memory after the work queued on it has finished. Local;
+blocking; NULL is a no-op.
+"""
+function epc_handle_destroy(handle)
+    @ccall libepcomm().epc_handle_destroy(handle::Ptr{EpcHandle})::EpcStatus
+end
+
+"""
+    epc_ll_dispatch(handle, x, topk_weights, out_x, out_counts, flags, stream)  # C: EpcStatus epc_ll_dispatch(EpcHandle* handle, const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x, const EpcTensor* out_counts, EpcFlags flags, void* stream)
+
+Send each of this rank's B tokens `x` [B, H] (bf16 or fp16, the group's dtype size; B may
+be 0, and then NULL data is accepted) with
+its `topk_weights` [B, K] (fp32) to every rank hosting one of its experts, once per rank,
+and receive this rank's tokens expert-major into `out_x` [L, R*T, H] (same dtype as x),
+with `out_counts` [L] (int32) rows per local expert, ordered by (source rank, source
+token, top-k slot): the reference model's ll_dispatch. Double-buffered: consecutive steps
+on one stream need no host synchronisation. With EPC_FLAG_SEND_ONLY only the send is
+queued and `out_*` are written by epc_complete(), which must follow on the same stream
+before any other dispatch or combine of the group (on any handle) starts. Duplicate expert
+ids in a token's row are allowed and received once per entry. Steps of one group run in
+the order they are queued: a dispatch's combine may follow other handles' steps. Collective
+over the group's ranks (every rank dispatches each step); stream-ordered; graph-capturable;
+not thread-safe with other calls on the handle. Tensors must stay valid until the stream
+passes the call (or its completion).
+"""
+function epc_ll_dispatch(handle, x, topk_weights, out_x, out_counts, flags, stream)
+    @ccall libepcomm().epc_ll_dispatch(handle::Ptr{EpcHandle}, x::Ptr{EpcTensor}, topk_weights::Ptr{EpcTensor}, out_x::Ptr{EpcTensor}, out_counts::Ptr{EpcTensor}, flags::EpcFlags, stream::Ptr{Cvoid})::EpcStatus
+end
+
+"""
+    epc_ll_combine(handle, expert_out, out, flags, stream)  # C: EpcStatus epc_ll_combine(EpcHandle* handle, const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags, void* stream)
+
+Return the expert outputs `expert_out` [L, R*T, H] bf16 (the layout dispatch produced on
+this handle) to their tokens' ranks and write `out` [B, H] bf16: for each token, the sum
+over the ranks hosting its unmasked entries (ascending) of that rank's pre-reduced
+partial (weighted sum over its local experts in top-k order, fp32, sent as bf16), in
+fp32: the reference model's ll_combine with kPerRankPrereduce. Tokens with every entry
+masked get zeros. `expert_out` must not overlap `out`. Same collective/stream/graph rules
+and flags as dispatch.
+"""
+function epc_ll_combine(handle, expert_out, out, flags, stream)
+    @ccall libepcomm().epc_ll_combine(handle::Ptr{EpcHandle}, expert_out::Ptr{EpcTensor}, out::Ptr{EpcTensor}, flags::EpcFlags, stream::Ptr{Cvoid})::EpcStatus
+end
+
+"""
+    epc_complete(handle, stream)  # C: EpcStatus epc_complete(EpcHandle* handle, void* stream)
+
+Finish the step whose dispatch or combine was queued with EPC_FLAG_SEND_ONLY: wait (on
+the device) for every peer's data and write the outputs given to that call. Collective;
+stream-ordered; graph-capturable.
+"""
+function epc_complete(handle, stream)
+    @ccall libepcomm().epc_complete(handle::Ptr{EpcHandle}, stream::Ptr{Cvoid})::EpcStatus
 end
 
 """

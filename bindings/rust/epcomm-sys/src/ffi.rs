@@ -318,6 +318,21 @@ impl Default for EpcGroupInfo {
     }
 }
 
+/// Opaque handle; only ever used behind a pointer.
+///
+/// Zero-sized and never constructed in Rust; the marker makes it !Send, !Sync and
+/// !Unpin, so nothing is assumed about the C object it stands for.
+#[repr(C)]
+pub struct EpcHandle {
+    _private: [u8; 0],
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+pub type EpcFlags = u32;
+
+/// queue only the sending half; epc_complete() finishes it
+pub const EPC_FLAG_SEND_ONLY: u32 = 0x1;
+
 /// Append-only: new entries go at the end; `struct_size` tells how many this library has.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -337,6 +352,12 @@ pub struct EpcApi {
     pub group_destroy: Option<unsafe extern "C" fn(group: *mut EpcGroup) -> EpcStatus>,
     pub group_query: Option<unsafe extern "C" fn(group: *const EpcGroup, out_info: *mut EpcGroupInfo) -> EpcStatus>,
     pub group_barrier: Option<unsafe extern "C" fn(group: *mut EpcGroup, stream: *mut c_void) -> EpcStatus>,
+    pub handle_create: Option<unsafe extern "C" fn(group: *mut EpcGroup, topk_idx: *const EpcTensor, stream: *mut c_void, out_handle: *mut *mut EpcHandle) -> EpcStatus>,
+    pub handle_update: Option<unsafe extern "C" fn(handle: *mut EpcHandle, topk_idx: *const EpcTensor, stream: *mut c_void) -> EpcStatus>,
+    pub handle_destroy: Option<unsafe extern "C" fn(handle: *mut EpcHandle) -> EpcStatus>,
+    pub ll_dispatch: Option<unsafe extern "C" fn(handle: *mut EpcHandle, x: *const EpcTensor, topk_weights: *const EpcTensor, out_x: *const EpcTensor, out_counts: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus>,
+    pub ll_combine: Option<unsafe extern "C" fn(handle: *mut EpcHandle, expert_out: *const EpcTensor, out: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus>,
+    pub complete: Option<unsafe extern "C" fn(handle: *mut EpcHandle, stream: *mut c_void) -> EpcStatus>,
 }
 
 impl Default for EpcApi {
@@ -420,6 +441,55 @@ extern "C" {
     /// thread-safe with other groups, not with other calls on the same group.
     pub fn epc_group_barrier(group: *mut EpcGroup, stream: *mut c_void) -> EpcStatus;
 
+    /// Create a handle holding the routing `topk_idx` \[B, K\] (int64 or int32, contiguous, on
+    /// the group's device; -1 masks an entry; B <= max_tokens_per_rank, K <= max_topk) and the
+    /// device state a low-latency step needs. The routing is copied on `stream`, so the caller
+    /// may reuse `topk_idx` once that stream has passed this point. Allocates device memory.
+    /// Local (no communication); stream-ordered; not graph-capturable (it allocates); not
+    /// thread-safe with other calls on the same group.
+    pub fn epc_handle_create(group: *mut EpcGroup, topk_idx: *const EpcTensor, stream: *mut c_void, out_handle: *mut *mut EpcHandle) -> EpcStatus;
+
+    /// Replace the handle's routing with `topk_idx` (same rules as create; B may change, K may
+    /// not; int64 and int32 may alternate) for the next step; call it after the previous step's
+    /// combine. No allocation and no host synchronisation: graph-capturable, so a captured step
+    /// reads new routing from the same device buffer at every replay (B, a host-side shape, is
+    /// fixed at capture). Local; stream-ordered; not thread-safe with other calls on the handle.
+    pub fn epc_handle_update(handle: *mut EpcHandle, topk_idx: *const EpcTensor, stream: *mut c_void) -> EpcStatus;
+
+    /// Free the handle's device memory after the work queued on it has finished. Local;
+    /// blocking; NULL is a no-op.
+    pub fn epc_handle_destroy(handle: *mut EpcHandle) -> EpcStatus;
+
+    /// Send each of this rank's B tokens `x` \[B, H\] (bf16 or fp16, the group's dtype size; B may
+    /// be 0, and then NULL data is accepted) with
+    /// its `topk_weights` \[B, K\] (fp32) to every rank hosting one of its experts, once per rank,
+    /// and receive this rank's tokens expert-major into `out_x` \[L, R*T, H\] (same dtype as x),
+    /// with `out_counts` \[L\] (int32) rows per local expert, ordered by (source rank, source
+    /// token, top-k slot): the reference model's ll_dispatch. Double-buffered: consecutive steps
+    /// on one stream need no host synchronisation. With EPC_FLAG_SEND_ONLY only the send is
+    /// queued and `out_*` are written by epc_complete(), which must follow on the same stream
+    /// before any other dispatch or combine of the group (on any handle) starts. Duplicate expert
+    /// ids in a token's row are allowed and received once per entry. Steps of one group run in
+    /// the order they are queued: a dispatch's combine may follow other handles' steps. Collective
+    /// over the group's ranks (every rank dispatches each step); stream-ordered; graph-capturable;
+    /// not thread-safe with other calls on the handle. Tensors must stay valid until the stream
+    /// passes the call (or its completion).
+    pub fn epc_ll_dispatch(handle: *mut EpcHandle, x: *const EpcTensor, topk_weights: *const EpcTensor, out_x: *const EpcTensor, out_counts: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus;
+
+    /// Return the expert outputs `expert_out` \[L, R*T, H\] bf16 (the layout dispatch produced on
+    /// this handle) to their tokens' ranks and write `out` \[B, H\] bf16: for each token, the sum
+    /// over the ranks hosting its unmasked entries (ascending) of that rank's pre-reduced
+    /// partial (weighted sum over its local experts in top-k order, fp32, sent as bf16), in
+    /// fp32: the reference model's ll_combine with kPerRankPrereduce. Tokens with every entry
+    /// masked get zeros. `expert_out` must not overlap `out`. Same collective/stream/graph rules
+    /// and flags as dispatch.
+    pub fn epc_ll_combine(handle: *mut EpcHandle, expert_out: *const EpcTensor, out: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus;
+
+    /// Finish the step whose dispatch or combine was queued with EPC_FLAG_SEND_ONLY: wait (on
+    /// the device) for every peer's data and write the outputs given to that call. Collective;
+    /// stream-ordered; graph-capturable.
+    pub fn epc_complete(handle: *mut EpcHandle, stream: *mut c_void) -> EpcStatus;
+
     /// Fill `*out_api` with this library's function table if `abi_major` equals its
     /// EPC_ABI_MAJOR (else EPC_ERR_ABI_MISMATCH). `out_api->struct_size` must be set by the
     /// caller; only that many bytes are written, so an older caller gets the prefix it knows.
@@ -442,6 +512,12 @@ pub mod fn_types {
     pub type epc_group_destroy = unsafe extern "C" fn(group: *mut EpcGroup) -> EpcStatus;
     pub type epc_group_query = unsafe extern "C" fn(group: *const EpcGroup, out_info: *mut EpcGroupInfo) -> EpcStatus;
     pub type epc_group_barrier = unsafe extern "C" fn(group: *mut EpcGroup, stream: *mut c_void) -> EpcStatus;
+    pub type epc_handle_create = unsafe extern "C" fn(group: *mut EpcGroup, topk_idx: *const EpcTensor, stream: *mut c_void, out_handle: *mut *mut EpcHandle) -> EpcStatus;
+    pub type epc_handle_update = unsafe extern "C" fn(handle: *mut EpcHandle, topk_idx: *const EpcTensor, stream: *mut c_void) -> EpcStatus;
+    pub type epc_handle_destroy = unsafe extern "C" fn(handle: *mut EpcHandle) -> EpcStatus;
+    pub type epc_ll_dispatch = unsafe extern "C" fn(handle: *mut EpcHandle, x: *const EpcTensor, topk_weights: *const EpcTensor, out_x: *const EpcTensor, out_counts: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus;
+    pub type epc_ll_combine = unsafe extern "C" fn(handle: *mut EpcHandle, expert_out: *const EpcTensor, out: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus;
+    pub type epc_complete = unsafe extern "C" fn(handle: *mut EpcHandle, stream: *mut c_void) -> EpcStatus;
     pub type epc_get_api = unsafe extern "C" fn(abi_major: u32, out_api: *mut EpcApi) -> EpcStatus;
 }
 
@@ -600,6 +676,12 @@ pub const STRUCT_LAYOUTS: &[StructLayout] = &[
             FieldLayout { name: "group_destroy", offset: core::mem::offset_of!(EpcApi, group_destroy), size: core::mem::size_of::<Option<unsafe extern "C" fn(group: *mut EpcGroup) -> EpcStatus>>() },
             FieldLayout { name: "group_query", offset: core::mem::offset_of!(EpcApi, group_query), size: core::mem::size_of::<Option<unsafe extern "C" fn(group: *const EpcGroup, out_info: *mut EpcGroupInfo) -> EpcStatus>>() },
             FieldLayout { name: "group_barrier", offset: core::mem::offset_of!(EpcApi, group_barrier), size: core::mem::size_of::<Option<unsafe extern "C" fn(group: *mut EpcGroup, stream: *mut c_void) -> EpcStatus>>() },
+            FieldLayout { name: "handle_create", offset: core::mem::offset_of!(EpcApi, handle_create), size: core::mem::size_of::<Option<unsafe extern "C" fn(group: *mut EpcGroup, topk_idx: *const EpcTensor, stream: *mut c_void, out_handle: *mut *mut EpcHandle) -> EpcStatus>>() },
+            FieldLayout { name: "handle_update", offset: core::mem::offset_of!(EpcApi, handle_update), size: core::mem::size_of::<Option<unsafe extern "C" fn(handle: *mut EpcHandle, topk_idx: *const EpcTensor, stream: *mut c_void) -> EpcStatus>>() },
+            FieldLayout { name: "handle_destroy", offset: core::mem::offset_of!(EpcApi, handle_destroy), size: core::mem::size_of::<Option<unsafe extern "C" fn(handle: *mut EpcHandle) -> EpcStatus>>() },
+            FieldLayout { name: "ll_dispatch", offset: core::mem::offset_of!(EpcApi, ll_dispatch), size: core::mem::size_of::<Option<unsafe extern "C" fn(handle: *mut EpcHandle, x: *const EpcTensor, topk_weights: *const EpcTensor, out_x: *const EpcTensor, out_counts: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus>>() },
+            FieldLayout { name: "ll_combine", offset: core::mem::offset_of!(EpcApi, ll_combine), size: core::mem::size_of::<Option<unsafe extern "C" fn(handle: *mut EpcHandle, expert_out: *const EpcTensor, out: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus>>() },
+            FieldLayout { name: "complete", offset: core::mem::offset_of!(EpcApi, complete), size: core::mem::size_of::<Option<unsafe extern "C" fn(handle: *mut EpcHandle, stream: *mut c_void) -> EpcStatus>>() },
         ],
     },
 ];
@@ -612,6 +694,7 @@ pub const TYPEDEF_LAYOUTS: &[TypedefLayout] = &[
     TypedefLayout { name: "EpcAllocFn", size: core::mem::size_of::<EpcAllocFn>(), align: core::mem::align_of::<EpcAllocFn>() },
     TypedefLayout { name: "EpcFreeFn", size: core::mem::size_of::<EpcFreeFn>(), align: core::mem::align_of::<EpcFreeFn>() },
     TypedefLayout { name: "EpcRegionKind", size: core::mem::size_of::<EpcRegionKind>(), align: core::mem::align_of::<EpcRegionKind>() },
+    TypedefLayout { name: "EpcFlags", size: core::mem::size_of::<EpcFlags>(), align: core::mem::align_of::<EpcFlags>() },
 ];
 
 /// Every constant of the header with its value.
@@ -650,6 +733,7 @@ pub const CONSTANT_VALUES: &[(&str, i128)] = &[
     ("EPC_REGION_LAYOUT", EPC_REGION_LAYOUT as i128),
     ("EPC_PLAN_MAX_REGIONS", EPC_PLAN_MAX_REGIONS as i128),
     ("EPC_SLOT_NONE", EPC_SLOT_NONE as i128),
+    ("EPC_FLAG_SEND_ONLY", EPC_FLAG_SEND_ONLY as i128),
 ];
 
 /// Every function of the header, in header order.
@@ -665,5 +749,11 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "epc_group_destroy",
     "epc_group_query",
     "epc_group_barrier",
+    "epc_handle_create",
+    "epc_handle_update",
+    "epc_handle_destroy",
+    "epc_ll_dispatch",
+    "epc_ll_combine",
+    "epc_complete",
     "epc_get_api",
 ];

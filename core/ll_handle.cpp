@@ -1,0 +1,235 @@
+#include "core/ll_handle.hpp"
+
+#include <cstring>
+
+#include "core/device_guard.hpp"
+#include "core/error.hpp"
+#include "core/gpu_check.hpp"
+#include "core/tensor_check.hpp"
+#include "kernels/launch.hpp"
+
+namespace epc {
+
+namespace {
+
+template <typename T>
+void device_alloc(T** ptr, size_t count, const char* what) {
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(ptr), (count == 0 ? 1 : count) * sizeof(T)), what);
+}
+
+}  // namespace
+
+LlHandle::LlHandle(Group& group, const EpcTensor* topk_idx, cudaStream_t stream) : group_(group) {
+  group_.check_healthy();
+  const GroupConfig& c = group_.config();
+  if (c.mode != EPC_MODE_LOW_LATENCY) {
+    fail_argument("the group is in high-throughput mode; low-latency handles need a group "
+                  "created with EPC_MODE_LOW_LATENCY");
+  }
+  if (topk_idx == nullptr) fail_argument("tensor topk_idx is NULL");
+  if (topk_idx->ndim != 2) fail_argument(format("tensor topk_idx has %d dimensions; expected 2 ([B, K])", topk_idx->ndim));
+  topk_ = static_cast<int>(topk_idx->shape[1]);
+  if (topk_ < 1 || topk_ > static_cast<int>(c.max_topk)) {
+    fail_argument(format("tensor topk_idx has K = %d; it must be in [1, max_topk = %u]", topk_,
+                         c.max_topk));
+  }
+  max_entries_ = static_cast<int>(c.max_topk);
+  const size_t R = static_cast<size_t>(group_.topology().nranks);
+  const size_t T = c.max_tokens_per_rank;
+  DeviceGuard guard(group_.device());
+  try {
+    device_alloc(&topk_idx_, T * static_cast<size_t>(topk_), "cudaMalloc of the handle's routing");
+    device_alloc(&recv_tokens_, R, "cudaMalloc of the handle");
+    device_alloc(&msg_entries_, R * T, "cudaMalloc of the handle");
+    device_alloc(&msg_rows_, R * T * static_cast<size_t>(max_entries_), "cudaMalloc of the handle");
+    device_alloc(&msg_weights_, R * T * static_cast<size_t>(max_entries_), "cudaMalloc of the handle");
+    copy_routing(topk_idx, stream);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+LlHandle::~LlHandle() { release(); }
+
+void LlHandle::release() noexcept {
+  if (group_.ll_pending_owner() == this) group_.set_ll_pending_owner(nullptr);
+  int previous = -1;
+  cudaGetDevice(&previous);
+  cudaSetDevice(group_.device());
+  // Kernels queued on this handle may still read these arrays.
+  cudaDeviceSynchronize();
+  for (void* p : {static_cast<void*>(topk_idx_), static_cast<void*>(recv_tokens_),
+                  static_cast<void*>(msg_entries_), static_cast<void*>(msg_rows_),
+                  static_cast<void*>(msg_weights_)}) {
+    if (p != nullptr) cudaFree(p);
+  }
+  topk_idx_ = nullptr;
+  recv_tokens_ = msg_entries_ = msg_rows_ = nullptr;
+  msg_weights_ = nullptr;
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
+void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
+  const GroupConfig& c = group_.config();
+  check_tensor(topk_idx, {"topk_idx", {EPC_DTYPE_INT64, EPC_DTYPE_INT32}, {kAnyExtent, topk_}, 4});
+  const int64_t tokens = topk_idx->shape[0];
+  if (tokens > static_cast<int64_t>(c.max_tokens_per_rank)) {
+    fail_argument(format("tensor topk_idx has B = %lld tokens; the group holds at most "
+                         "max_tokens_per_rank = %u", static_cast<long long>(tokens),
+                         c.max_tokens_per_rank));
+  }
+  kernels::RoutingCopyParams p{};
+  p.topk_idx = topk_idx->data;
+  p.index_bytes = static_cast<int>(dtype_size(topk_idx->dtype));
+  p.count = static_cast<int>(tokens) * topk_;
+  p.num_experts = static_cast<int>(c.num_experts);
+  p.rank = group_.rank();
+  p.out = topk_idx_;
+  p.error = group_.device_error();
+  DeviceGuard guard(group_.device());
+  check_cuda(kernels::launch_routing_copy(p, stream), "launching the routing copy");
+  num_tokens_ = static_cast<int>(tokens);
+}
+
+void LlHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
+  group_.check_healthy();
+  require_no_pending("epc_handle_update", /*starts_step=*/false);
+  copy_routing(topk_idx, stream);
+}
+
+kernels::LlCommon LlHandle::common() const {
+  const GroupConfig& c = group_.config();
+  const Plan& plan = group_.plan();
+  kernels::LlCommon k;
+  std::memset(&k, 0, sizeof k);
+  k.dev_comm = group_.dev_comm();
+  k.window = group_.window();
+  k.geo.nranks = group_.topology().nranks;
+  k.geo.rank = group_.rank();
+  k.geo.local_experts = static_cast<int>(c.local_experts(group_.topology().nranks));
+  k.geo.max_tokens = static_cast<int>(c.max_tokens_per_rank);
+  k.geo.hidden = static_cast<int>(c.hidden);
+  k.geo.row_bytes = static_cast<int>(c.hidden) * 2;
+  k.geo.message_bytes = static_cast<int>(plan.message_bytes);
+  k.geo.header_bytes = static_cast<int>(ll_message_header_bytes(c));
+  k.geo.max_entries = max_entries_;
+  k.handle.topk_idx = topk_idx_;
+  k.handle.recv_tokens = recv_tokens_;
+  k.handle.msg_entries = msg_entries_;
+  k.handle.msg_rows = msg_rows_;
+  k.handle.msg_weights = msg_weights_;
+  k.state = group_.ll_state();
+  k.error = group_.device_error();
+  k.timeout_ns = group_.timeout_ns();
+  k.num_tokens = num_tokens_;
+  k.topk = topk_;
+  return k;
+}
+
+int LlHandle::blocks() const { return static_cast<int>(group_.config().num_sms); }
+
+void LlHandle::require_no_pending(const char* call, bool starts_step) const {
+  if (pending_ != Pending::kNone) {
+    fail_argument(format("%s: the handle's previous %s was queued with EPC_FLAG_SEND_ONLY; "
+                         "call epc_complete first", call,
+                         pending_ == Pending::kDispatch ? "dispatch" : "combine"));
+  }
+  if (starts_step && group_.ll_pending_owner() != nullptr) {
+    fail_argument(format("%s: another handle of this group has a step queued with "
+                         "EPC_FLAG_SEND_ONLY; call epc_complete on it first", call));
+  }
+}
+
+void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
+                        const EpcTensor* out_counts, EpcFlags flags, cudaStream_t stream) {
+  group_.check_healthy();
+  require_no_pending("epc_ll_dispatch", /*starts_step=*/true);
+  if ((flags & ~EPC_FLAG_SEND_ONLY) != 0) fail_argument(format("unknown flags 0x%x", flags));
+  const GroupConfig& c = group_.config();
+  const int64_t B = num_tokens_, H = c.hidden, K = topk_;
+  const int64_t L = c.local_experts(group_.topology().nranks);
+  const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
+  const EpcDtype token_dtype = c.dtype == EPC_DTYPE_FP16 ? EPC_DTYPE_FP16 : EPC_DTYPE_BF16;
+  check_tensor(x, {"x", {token_dtype}, {B, H}});
+  check_tensor(topk_weights, {"topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
+  check_tensor(out_x, {"out_x", {token_dtype}, {L, RT, H}});
+  check_tensor(out_counts, {"out_counts", {EPC_DTYPE_INT32}, {L}, 4});
+
+  kernels::LlDispatchParams p;
+  std::memset(&p, 0, sizeof p);
+  p.common = common();
+  for (uint32_t s = 0; s < 2; ++s) {
+    p.recv_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_RECV, s).offset;
+    p.signal_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL, s).offset;
+  }
+  p.x = x->data;
+  p.weights = static_cast<const float*>(topk_weights->data);
+  p.out_x = out_x->data;
+  p.out_counts = static_cast<int32_t*>(out_counts->data);
+
+  DeviceGuard guard(group_.device());
+  check_cuda(kernels::launch_ll_dispatch_send(p, blocks(), stream), "launching the dispatch send");
+  if ((flags & EPC_FLAG_SEND_ONLY) != 0) {
+    pending_ = Pending::kDispatch;
+    pending_dispatch_ = p;
+    group_.set_ll_pending_owner(this);
+    return;
+  }
+  check_cuda(kernels::launch_ll_dispatch_recv(p, blocks(), stream), "launching the dispatch receive");
+}
+
+void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags,
+                       cudaStream_t stream) {
+  group_.check_healthy();
+  require_no_pending("epc_ll_combine", /*starts_step=*/true);
+  if ((flags & ~EPC_FLAG_SEND_ONLY) != 0) fail_argument(format("unknown flags 0x%x", flags));
+  const GroupConfig& c = group_.config();
+  const int64_t B = num_tokens_, H = c.hidden;
+  const int64_t L = c.local_experts(group_.topology().nranks);
+  const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
+  check_tensor(expert_out, {"expert_out", {EPC_DTYPE_BF16}, {L, RT, H}});
+  check_tensor(out, {"out", {EPC_DTYPE_BF16}, {B, H}});
+
+  kernels::LlCombineParams p;
+  std::memset(&p, 0, sizeof p);
+  p.common = common();
+  for (uint32_t s = 0; s < 2; ++s) {
+    p.recv_offset[s] = group_.plan().region(EPC_REGION_COMBINE_RECV, s).offset;
+    p.signal_offset[s] = group_.plan().region(EPC_REGION_COMBINE_SIGNAL, s).offset;
+  }
+  p.expert_out = static_cast<const uint16_t*>(expert_out->data);
+  p.out = static_cast<uint16_t*>(out->data);
+
+  DeviceGuard guard(group_.device());
+  check_cuda(kernels::launch_ll_combine_send(p, blocks(), stream), "launching the combine send");
+  if ((flags & EPC_FLAG_SEND_ONLY) != 0) {
+    pending_ = Pending::kCombine;
+    pending_combine_ = p;
+    group_.set_ll_pending_owner(this);
+    return;
+  }
+  check_cuda(kernels::launch_ll_combine_recv(p, blocks(), stream), "launching the combine receive");
+}
+
+void LlHandle::complete(cudaStream_t stream) {
+  group_.check_healthy();
+  DeviceGuard guard(group_.device());
+  switch (pending_) {
+    case Pending::kNone:
+      fail_argument("epc_complete: nothing is pending on this handle (no dispatch or combine "
+                    "was queued with EPC_FLAG_SEND_ONLY)");
+    case Pending::kDispatch:
+      check_cuda(kernels::launch_ll_dispatch_recv(pending_dispatch_, blocks(), stream),
+                 "launching the dispatch receive");
+      break;
+    case Pending::kCombine:
+      check_cuda(kernels::launch_ll_combine_recv(pending_combine_, blocks(), stream),
+                 "launching the combine receive");
+      break;
+  }
+  pending_ = Pending::kNone;
+  group_.set_ll_pending_owner(nullptr);
+}
+
+}  // namespace epc

@@ -1,0 +1,92 @@
+#include "core/tensor_check.hpp"
+
+#include <string>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+
+namespace epc {
+
+size_t dtype_size(EpcDtype dtype) {
+  switch (dtype) {
+    case EPC_DTYPE_BF16:
+    case EPC_DTYPE_FP16: return 2;
+    case EPC_DTYPE_FP32:
+    case EPC_DTYPE_INT32: return 4;
+    case EPC_DTYPE_INT64: return 8;
+    case EPC_DTYPE_FP8_E4M3: return 1;
+    default: return 0;
+  }
+}
+
+namespace {
+
+std::string shape_text(const int64_t* shape, size_t ndim) {
+  std::string out = "[";
+  for (size_t i = 0; i < ndim; ++i) {
+    if (i != 0) out += ", ";
+    out += shape[i] == kAnyExtent ? std::string("*") : std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+std::string dtypes_text(std::initializer_list<EpcDtype> dtypes) {
+  std::string out;
+  for (EpcDtype d : dtypes) {
+    if (!out.empty()) out += " or ";
+    out += dtype_name(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_tensor(const EpcTensor* t, const TensorRule& rule) {
+  if (t == nullptr) fail_argument(format("tensor %s is NULL", rule.name));
+  bool dtype_ok = false;
+  for (EpcDtype d : rule.dtypes) dtype_ok = dtype_ok || t->dtype == d;
+  if (!dtype_ok) {
+    fail_argument(format("tensor %s has dtype %s; expected %s", rule.name, dtype_name(t->dtype),
+                         dtypes_text(rule.dtypes).c_str()));
+  }
+  const size_t ndim = rule.shape.size();
+  const int64_t* want = rule.shape.begin();
+  if (t->ndim != static_cast<int32_t>(ndim)) {
+    fail_argument(format("tensor %s has %d dimensions; expected %zu, shape %s", rule.name, t->ndim,
+                         ndim, shape_text(want, ndim).c_str()));
+  }
+  int64_t elements = 1;
+  for (size_t i = 0; i < ndim; ++i) {
+    if (t->shape[i] < 0 || (want[i] != kAnyExtent && t->shape[i] != want[i])) {
+      fail_argument(format("tensor %s has shape %s; expected %s", rule.name,
+                           shape_text(t->shape, ndim).c_str(), shape_text(want, ndim).c_str()));
+    }
+    elements *= t->shape[i];
+  }
+  for (size_t i = ndim; i < EPC_TENSOR_MAX_DIMS; ++i) {
+    if (t->shape[i] != 0 || t->strides[i] != 0) {
+      fail_argument(format("tensor %s: shape and strides past ndim must be 0", rule.name));
+    }
+  }
+  // Contiguous: all-zero strides, or exactly the row-major strides.
+  bool all_zero = true;
+  for (size_t i = 0; i < ndim; ++i) all_zero = all_zero && t->strides[i] == 0;
+  if (!all_zero) {
+    int64_t expected = 1;
+    for (size_t i = ndim; i-- > 0;) {
+      if (t->shape[i] > 1 && t->strides[i] != expected) {
+        fail(EPC_ERR_UNSUPPORTED, format("tensor %s is not contiguous (stride %lld in dimension "
+                                         "%zu, expected %lld); pass a contiguous tensor",
+                                         rule.name, static_cast<long long>(t->strides[i]), i,
+                                         static_cast<long long>(expected)));
+      }
+      expected *= t->shape[i];
+    }
+  }
+  if (elements > 0 && t->data == nullptr) fail_argument(format("tensor %s has NULL data", rule.name));
+  if (rule.alignment > 1 && reinterpret_cast<uintptr_t>(t->data) % rule.alignment != 0) {
+    fail_argument(format("tensor %s data %p is not %u-byte aligned", rule.name, t->data, rule.alignment));
+  }
+}
+
+}  // namespace epc

@@ -1,0 +1,29 @@
+// Checks of a caller's tensor descriptor against what a call needs, so a wrong shape, dtype,
+// stride or alignment is rejected at the ABI with a message naming the tensor, before any
+// launch.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "epcomm/epcomm.h"
+
+namespace epc {
+
+constexpr int64_t kAnyExtent = -1;
+
+struct TensorRule {
+  const char* name;                       // for messages, e.g. "x"
+  std::initializer_list<EpcDtype> dtypes;  // accepted dtypes
+  std::initializer_list<int64_t> shape;    // exact extents, kAnyExtent where free
+  uint32_t alignment = 16;                 // required byte alignment of data
+};
+
+// Throws EPC_ERR_INVALID_ARGUMENT (or EPC_ERR_UNSUPPORTED for a valid but unsupported
+// dtype or non-contiguous strides) naming the tensor and what is wrong.
+void check_tensor(const EpcTensor* tensor, const TensorRule& rule);
+
+// Element size of a dtype in bytes.
+size_t dtype_size(EpcDtype dtype);
+
+}  // namespace epc

@@ -1,0 +1,481 @@
+// Shared pieces of the low-latency dispatch/combine GPU tests; see ll_case.hpp.
+#include "tests/gpu/ll_case.hpp"
+
+#include <nccl.h>
+
+#include <cstdio>
+#include <random>
+#include <utility>
+
+#include "core/reference/numeric.hpp"
+#include "tests/gpu/rank_context.hpp"
+
+namespace epc::gputest::ll {
+namespace {
+
+std::string hex16(uint16_t bits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%04x", static_cast<unsigned>(bits));
+  return buf;
+}
+
+// "0x3f80 (1)": the bits and the bf16 value they mean.
+std::string bf16_text(uint16_t bits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "0x%04x (%.9g)", static_cast<unsigned>(bits),
+                static_cast<double>(ref::bf16_to_float(bits)));
+  return buf;
+}
+
+std::size_t bytes_of(std::size_t elements, std::size_t element_size) {
+  return elements * element_size;
+}
+
+}  // namespace
+
+// ---- Status helpers ---------------------------------------------------------------------
+
+::testing::AssertionResult epc_ok(EpcStatus status, const std::string& what) {
+  if (status == EPC_OK) return ::testing::AssertionSuccess();
+  // Read the message first: nothing else may run on this thread before it.
+  const std::string message = last_error();
+  return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank
+                                       << ": " << epc_status_string(status) << " (" << status
+                                       << "): " << message;
+}
+
+::testing::AssertionResult cuda_ok(cudaError_t error, const std::string& what) {
+  if (error == cudaSuccess) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank
+                                       << ": " << cudaGetErrorName(error) << ": "
+                                       << cudaGetErrorString(error);
+}
+
+// ---- Owners -----------------------------------------------------------------------------
+
+void GroupDeleter::operator()(EpcGroup* group) const {
+  if (group == nullptr) return;
+  EXPECT_TRUE(epc_ok(epc_group_destroy(group), "epc_group_destroy"));
+}
+
+void HandleDeleter::operator()(EpcHandle* handle) const {
+  if (handle == nullptr) return;
+  EXPECT_TRUE(epc_ok(epc_handle_destroy(handle), "epc_handle_destroy"));
+}
+
+Stream::Stream() { create_error_ = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); }
+
+Stream::~Stream() {
+  if (create_error_ != cudaSuccess || stream_ == nullptr) return;
+  cudaStreamSynchronize(stream_);
+  cudaStreamDestroy(stream_);
+}
+
+::testing::AssertionResult Stream::status() const {
+  return cuda_ok(create_error_, "cudaStreamCreateWithFlags(cudaStreamNonBlocking)");
+}
+
+::testing::AssertionResult DeviceMemory::allocate(std::size_t bytes, const std::string& what) {
+  ptr_.reset();
+  bytes_ = 0;
+  void* ptr = nullptr;
+  // Never ask for 0 bytes: a tensor with 0 rows still gets a valid, non-null pointer.
+  const cudaError_t error = cudaMalloc(&ptr, bytes == 0 ? 16 : bytes);
+  if (error != cudaSuccess) {
+    return cuda_ok(error, "cudaMalloc(" + std::to_string(bytes) + " bytes) for " + what);
+  }
+  ptr_.reset(ptr);
+  bytes_ = bytes;
+  return ::testing::AssertionSuccess();
+}
+
+// ---- Shapes, groups, problems -------------------------------------------------------------
+
+LlShape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk) {
+  LlShape shape;
+  shape.nranks = context().env.world_size;
+  shape.num_experts = experts_per_rank * shape.nranks;
+  shape.hidden = hidden;
+  shape.max_tokens = max_tokens;
+  shape.max_topk = max_topk;
+  return shape;
+}
+
+EpcGroupConfig ll_config(const LlShape& shape) {
+  EpcGroupConfig c = EPC_GROUP_CONFIG_INIT;
+  c.mode = EPC_MODE_LOW_LATENCY;
+  c.num_experts = static_cast<uint32_t>(shape.num_experts);
+  c.hidden = static_cast<uint32_t>(shape.hidden);
+  c.max_tokens_per_rank = static_cast<uint32_t>(shape.max_tokens);
+  c.max_topk = static_cast<uint32_t>(shape.max_topk);
+  c.dtype = EPC_DTYPE_BF16;
+  c.timeout_ms = 20000;
+  return c;
+}
+
+::testing::AssertionResult create_group(const LlShape& shape, GroupPtr& out) {
+  const EpcGroupConfig c = ll_config(shape);
+  EpcGroup* group = nullptr;
+  ::testing::AssertionResult r = epc_ok(
+      epc_group_create(context().comm, &c, &group),
+      "epc_group_create(LL, E=" + std::to_string(shape.num_experts) +
+          ", H=" + std::to_string(shape.hidden) + ", T=" + std::to_string(shape.max_tokens) +
+          ", max_topk=" + std::to_string(shape.max_topk) + ")");
+  if (!r) return r;
+  out.reset(group);
+  return ::testing::AssertionSuccess();
+}
+
+ref::ProblemGenOptions gen_options(const LlShape& shape, int topk, uint64_t seed) {
+  ref::ProblemGenOptions o;
+  o.nranks = shape.nranks;
+  o.num_experts = shape.num_experts;
+  o.hidden = shape.hidden;
+  o.topk = topk;
+  o.max_tokens = shape.max_tokens;
+  o.dtype = ref::Dtype::kBf16;
+  o.seed = seed;
+  return o;
+}
+
+std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& p, uint64_t seed) {
+  const ref::LlLayout layout = ref::ll_layout(p);
+  const int L = p.local_experts();
+  const std::size_t rows = static_cast<std::size_t>(layout.rows_per_expert);
+  const std::size_t H = static_cast<std::size_t>(p.hidden);
+  // Raw mt19937_64 outputs only (the standard fixes their sequence), in a fixed order, so
+  // every rank computes the same values for every rank.
+  std::mt19937_64 engine(seed);
+  std::vector<std::vector<uint16_t>> y(p.nranks);
+  for (int q = 0; q < p.nranks; ++q) {
+    y[q].assign(static_cast<std::size_t>(L) * rows * H, 0);
+    for (int l = 0; l < L; ++l) {
+      for (int32_t i = 0; i < layout.counts[q][l]; ++i) {
+        uint16_t* row = y[q].data() + (static_cast<std::size_t>(l) * rows + i) * H;
+        for (std::size_t c = 0; c < H; ++c) {
+          const float unit = static_cast<float>(engine() >> 40) * 0x1.0p-24f;  // [0, 1)
+          row[c] = ref::float_to_bf16(unit * 4.0f - 2.0f);
+        }
+      }
+    }
+  }
+  return y;
+}
+
+LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank) {
+  LlStep step;
+  step.rank = rank;
+  std::vector<ref::LlDispatchResult> dispatched = ref::ll_dispatch(problem);
+  std::vector<std::vector<uint16_t>> y = make_expert_outputs(problem, y_seed);
+  std::vector<std::vector<uint16_t>> combined =
+      ref::ll_combine(problem, y, ref::CombineOrder::kPerRankPrereduce);
+  step.y = std::move(y[rank]);
+  step.want_counts = std::move(dispatched[rank].counts);
+  step.want_x = std::move(dispatched[rank].x);
+  step.want_src = std::move(dispatched[rank].src);
+  step.want_out = std::move(combined[rank]);
+  step.problem = std::move(problem);
+  return step;
+}
+
+ref::Problem random_problem(const LlShape& shape, int topk, uint64_t seed,
+                            bool random_token_counts, double masked_fraction) {
+  ref::ProblemGenOptions o = gen_options(shape, topk, seed);
+  o.random_token_counts = random_token_counts;
+  o.masked_fraction = masked_fraction;
+  return ref::make_random_problem(o);
+}
+
+void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::RankTokens{}; }
+
+// ---- Device buffers of one step ----------------------------------------------------------
+
+EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape) {
+  EpcTensor t;
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  for (int d = 0; d < EPC_TENSOR_MAX_DIMS; ++d) {
+    t.shape[d] = 0;
+    t.strides[d] = 0;
+  }
+  int d = 0;
+  for (int64_t extent : shape) t.shape[d++] = extent;
+  return t;
+}
+
+::testing::AssertionResult LlBuffers::allocate(const LlShape& shape, int topk,
+                                               EpcDtype idx_dtype) {
+  if (idx_dtype != EPC_DTYPE_INT64 && idx_dtype != EPC_DTYPE_INT32) {
+    return ::testing::AssertionFailure() << "LlBuffers: topk_idx dtype must be int32 or int64";
+  }
+  shape_ = shape;
+  topk_ = topk;
+  idx_dtype_ = idx_dtype;
+  tokens_ = 0;
+  const std::size_t T = static_cast<std::size_t>(shape.max_tokens);
+  const std::size_t H = static_cast<std::size_t>(shape.hidden);
+  const std::size_t K = static_cast<std::size_t>(topk);
+  const std::size_t idx_size = idx_dtype == EPC_DTYPE_INT64 ? sizeof(int64_t) : sizeof(int32_t);
+  const std::size_t big = shape.expert_major_elements();
+  ::testing::AssertionResult r = x_.allocate(bytes_of(T * H, 2), "x");
+  if (r) r = idx_.allocate(bytes_of(T * K, idx_size), "topk_idx");
+  if (r) r = weights_.allocate(bytes_of(T * K, sizeof(float)), "topk_weights");
+  if (r) r = out_x_.allocate(bytes_of(big, 2), "out_x");
+  if (r) r = counts_.allocate(bytes_of(shape.local_experts(), sizeof(int32_t)), "out_counts");
+  if (r) r = expert_out_.allocate(bytes_of(big, 2), "expert_out");
+  if (r) r = out_.allocate(bytes_of(T * H, 2), "out");
+  return r;
+}
+
+::testing::AssertionResult LlBuffers::upload(const LlStep& step, cudaStream_t stream) {
+  const ref::Problem& p = step.problem;
+  if (p.nranks != shape_.nranks || p.num_experts != shape_.num_experts ||
+      p.hidden != shape_.hidden || p.max_tokens != shape_.max_tokens || p.topk != topk_) {
+    return ::testing::AssertionFailure()
+           << "LlBuffers::upload: the problem (R=" << p.nranks << " E=" << p.num_experts
+           << " H=" << p.hidden << " T=" << p.max_tokens << " K=" << p.topk
+           << ") does not have the buffers' shape (R=" << shape_.nranks
+           << " E=" << shape_.num_experts << " H=" << shape_.hidden
+           << " T=" << shape_.max_tokens << " K=" << topk_ << ")";
+  }
+  const ref::RankTokens& mine = step.mine();
+  tokens_ = mine.num_tokens;
+  const std::size_t entries = static_cast<std::size_t>(tokens_) * topk_;
+  const std::size_t x_elements = static_cast<std::size_t>(tokens_) * shape_.hidden;
+  const std::size_t big = shape_.expert_major_elements();
+
+  auto h2d = [&](void* dst, const void* src, std::size_t bytes, const char* what) {
+    if (bytes == 0) return ::testing::AssertionSuccess();
+    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
+                   std::string("cudaMemcpyAsync of ") + what);
+  };
+  ::testing::AssertionResult r = h2d(x_.get(), mine.x.data(), bytes_of(x_elements, 2), "x");
+  if (r && idx_dtype_ == EPC_DTYPE_INT64) {
+    r = h2d(idx_.get(), mine.topk_idx.data(), bytes_of(entries, sizeof(int64_t)), "topk_idx");
+  } else if (r) {
+    idx32_.assign(mine.topk_idx.begin(), mine.topk_idx.end());
+    r = h2d(idx_.get(), idx32_.data(), bytes_of(entries, sizeof(int32_t)), "topk_idx (int32)");
+  }
+  if (r) {
+    r = h2d(weights_.get(), mine.topk_weights.data(), bytes_of(entries, sizeof(float)),
+            "topk_weights");
+  }
+  if (r) r = h2d(expert_out_.get(), step.y.data(), bytes_of(big, 2), "expert outputs y");
+  // Poison every output so that nothing stale or unwritten can pass the comparison.
+  if (r) r = cuda_ok(cudaMemsetAsync(out_x_.get(), 0xFF, out_x_.bytes(), stream), "poison out_x");
+  if (r) {
+    r = cuda_ok(cudaMemsetAsync(counts_.get(), 0xFF, counts_.bytes(), stream), "poison counts");
+  }
+  if (r) r = cuda_ok(cudaMemsetAsync(out_.get(), 0xFF, out_.bytes(), stream), "poison out");
+  return r;
+}
+
+EpcTensor LlBuffers::x() const {
+  return make_tensor(x_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden});
+}
+EpcTensor LlBuffers::topk_idx() const {
+  return make_tensor(idx_.get(), idx_dtype_, {tokens_, topk_});
+}
+EpcTensor LlBuffers::topk_weights() const {
+  return make_tensor(weights_.get(), EPC_DTYPE_FP32, {tokens_, topk_});
+}
+EpcTensor LlBuffers::out_x() const {
+  return make_tensor(out_x_.get(), EPC_DTYPE_BF16,
+                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden});
+}
+EpcTensor LlBuffers::out_counts() const {
+  return make_tensor(counts_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
+}
+EpcTensor LlBuffers::expert_out() const {
+  return make_tensor(expert_out_.get(), EPC_DTYPE_BF16,
+                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden});
+}
+EpcTensor LlBuffers::out() const {
+  return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden});
+}
+
+bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string& label,
+                      bool report) {
+  auto fail = [&](const std::string& message) {
+    if (report) ADD_FAILURE() << "[rank " << step.rank << ", " << label << "] " << message;
+    return false;
+  };
+  if (step.tokens() != tokens_) {
+    return fail("check: the step has " + std::to_string(step.tokens()) +
+                " tokens but the buffers were last uploaded with " + std::to_string(tokens_));
+  }
+  const int L = shape_.local_experts();
+  const std::size_t rows = static_cast<std::size_t>(shape_.rows_per_expert());
+  const std::size_t H = static_cast<std::size_t>(shape_.hidden);
+  const std::size_t big = shape_.expert_major_elements();
+  const std::size_t out_elements = static_cast<std::size_t>(tokens_) * H;
+  got_counts_.assign(L, 0);
+  got_x_.assign(big, 0);
+  got_out_.assign(out_elements, 0);
+
+  ::testing::AssertionResult r = cuda_ok(
+      cudaMemcpyAsync(got_counts_.data(), counts_.get(), bytes_of(L, sizeof(int32_t)),
+                      cudaMemcpyDeviceToHost, stream),
+      "download counts");
+  if (r) {
+    r = cuda_ok(cudaMemcpyAsync(got_x_.data(), out_x_.get(), bytes_of(big, 2),
+                                cudaMemcpyDeviceToHost, stream),
+                "download out_x");
+  }
+  if (r && out_elements > 0) {
+    r = cuda_ok(cudaMemcpyAsync(got_out_.data(), out_.get(), bytes_of(out_elements, 2),
+                                cudaMemcpyDeviceToHost, stream),
+                "download out");
+  }
+  // Always wait, even after a failed copy: the stream may still be running the step.
+  const cudaError_t sync = cudaStreamSynchronize(stream);
+  if (r) r = cuda_ok(sync, "cudaStreamSynchronize");
+  if (!r) return fail(r.message());
+
+  bool ok = true;
+  const int q = step.rank;
+
+  // Counts.
+  int bad_counts = 0;
+  std::string first_count;
+  for (int l = 0; l < L; ++l) {
+    if (got_counts_[l] == step.want_counts[l]) continue;
+    if (bad_counts++ == 0) {
+      first_count = "local expert " + std::to_string(l) + " (expert " +
+                    std::to_string(q * L + l) + "): got " + std::to_string(got_counts_[l]) +
+                    " expected " + std::to_string(step.want_counts[l]);
+    }
+  }
+  if (bad_counts > 0) {
+    ok = fail("dispatch out_counts: " + std::to_string(bad_counts) + " of " +
+              std::to_string(L) + " experts differ; first at " + first_count);
+  }
+
+  // The first want_counts[l] rows of each expert.
+  std::size_t bad_x = 0;
+  std::size_t compared_x = 0;
+  std::string first_x;
+  for (int l = 0; l < L; ++l) {
+    const std::size_t n = static_cast<std::size_t>(step.want_counts[l]);
+    for (std::size_t i = 0; i < n && i < rows; ++i) {
+      const std::size_t row = static_cast<std::size_t>(l) * rows + i;
+      const uint16_t* got = got_x_.data() + row * H;
+      const uint16_t* want = step.want_x.data() + row * H;
+      compared_x += H;
+      for (std::size_t c = 0; c < H; ++c) {
+        if (got[c] == want[c]) continue;
+        if (bad_x++ == 0) {
+          const ref::SourceRef& src = step.want_src[row];
+          first_x = "local expert " + std::to_string(l) + " (expert " +
+                    std::to_string(q * L + l) + ") row " + std::to_string(i) + " channel " +
+                    std::to_string(c) + ": got " + hex16(got[c]) + " expected " +
+                    hex16(want[c]) + "; the row should hold rank " +
+                    std::to_string(src.src_rank) + " token " + std::to_string(src.src_token) +
+                    " slot " + std::to_string(src.topk_slot);
+        }
+      }
+    }
+  }
+  if (bad_x > 0) {
+    ok = fail("dispatch out_x: " + std::to_string(bad_x) + " of " + std::to_string(compared_x) +
+              " compared elements differ; first at " + first_x);
+  }
+
+  // Combine output [B, H].
+  std::size_t bad_out = 0;
+  std::string first_out;
+  for (std::size_t i = 0; i < out_elements; ++i) {
+    if (got_out_[i] == step.want_out[i]) continue;
+    if (bad_out++ == 0) {
+      first_out = "token " + std::to_string(i / H) + " channel " + std::to_string(i % H) +
+                  ": got " + bf16_text(got_out_[i]) + " expected " +
+                  bf16_text(step.want_out[i]);
+    }
+  }
+  if (bad_out > 0) {
+    ok = fail("combine out: " + std::to_string(bad_out) + " of " + std::to_string(out_elements) +
+              " elements differ; first at " + first_out);
+  }
+  return ok;
+}
+
+// ---- The epcomm calls of one step ----------------------------------------------------------
+
+::testing::AssertionResult create_handle(EpcGroup* group, const LlBuffers& buffers,
+                                         cudaStream_t stream, HandlePtr& out) {
+  const EpcTensor idx = buffers.topk_idx();
+  EpcHandle* handle = nullptr;
+  ::testing::AssertionResult r =
+      epc_ok(epc_handle_create(group, &idx, stream, &handle),
+             "epc_handle_create(B=" + std::to_string(buffers.tokens()) + ")");
+  if (!r) return r;
+  out.reset(handle);
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers,
+                                         cudaStream_t stream) {
+  const EpcTensor idx = buffers.topk_idx();
+  return epc_ok(epc_handle_update(handle, &idx, stream),
+                "epc_handle_update(B=" + std::to_string(buffers.tokens()) + ")");
+}
+
+::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
+                                    cudaStream_t stream) {
+  const EpcTensor x = buffers.x();
+  const EpcTensor weights = buffers.topk_weights();
+  const EpcTensor out_x = buffers.out_x();
+  const EpcTensor counts = buffers.out_counts();
+  ::testing::AssertionResult r =
+      epc_ok(epc_ll_dispatch(handle, &x, &weights, &out_x, &counts, flags, stream),
+             "epc_ll_dispatch(B=" + std::to_string(buffers.tokens()) + ", flags=" +
+                 std::to_string(flags) + ")");
+  if (!r || (flags & EPC_FLAG_SEND_ONLY) == 0) return r;
+  return epc_ok(epc_complete(handle, stream), "epc_complete after a send-only dispatch");
+}
+
+::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
+                                   cudaStream_t stream) {
+  const EpcTensor expert_out = buffers.expert_out();
+  const EpcTensor out = buffers.out();
+  ::testing::AssertionResult r =
+      epc_ok(epc_ll_combine(handle, &expert_out, &out, flags, stream),
+             "epc_ll_combine(B=" + std::to_string(buffers.tokens()) + ", flags=" +
+                 std::to_string(flags) + ")");
+  if (!r || (flags & EPC_FLAG_SEND_ONLY) == 0) return r;
+  return epc_ok(epc_complete(handle, stream), "epc_complete after a send-only combine");
+}
+
+::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers,
+                                                cudaStream_t stream, EpcFlags dispatch_flags,
+                                                EpcFlags combine_flags) {
+  ::testing::AssertionResult r = dispatch(handle, buffers, dispatch_flags, stream);
+  if (!r) return r;
+  return combine(handle, buffers, combine_flags, stream);
+}
+
+bool all_ranks_true(bool mine) {
+  int* value = nullptr;
+  cudaStream_t stream = nullptr;
+  bool ok = cudaMalloc(&value, sizeof(int)) == cudaSuccess &&
+            cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
+  int host = mine ? 1 : 0;
+  ok = ok && cudaMemcpyAsync(value, &host, sizeof host, cudaMemcpyHostToDevice, stream) ==
+                 cudaSuccess;
+  ok = ok && ncclAllReduce(value, value, 1, ncclInt32, ncclMin,
+                           static_cast<ncclComm_t>(context().comm), stream) == ncclSuccess;
+  ok = ok && cudaMemcpyAsync(&host, value, sizeof host, cudaMemcpyDeviceToHost, stream) ==
+                 cudaSuccess;
+  ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  if (value != nullptr) cudaFree(value);
+  if (!ok) {
+    ADD_FAILURE() << "all_ranks_true: the NCCL all-reduce on rank " << context().env.rank
+                  << " failed";
+    return false;
+  }
+  return host == 1;
+}
+
+}  // namespace epc::gputest::ll

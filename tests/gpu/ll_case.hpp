@@ -1,0 +1,218 @@
+// Shared pieces of the low-latency dispatch/combine GPU tests (test_ll.cpp).
+//
+// Every rank builds the SAME reference Problem from the same seed (and the same expert
+// outputs y for every rank), runs the CPU reference model for all ranks, and keeps only what
+// it needs: its own inputs and the results expected on this rank. Its device buffers hold
+// only its own part. Helpers that call into CUDA or epcomm return an AssertionResult so that
+// tests can ASSERT_TRUE on them; data mismatches are reported with ADD_FAILURE (one line per
+// kind of output, naming the first mismatch) and never stop a test early, so the collective
+// calls of the following steps still line up across ranks.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/reference/problem_gen.hpp"
+#include "core/reference/reference.hpp"
+#include "epcomm/epcomm.h"
+
+namespace epc::gputest::ll {
+
+// ---- Status helpers ---------------------------------------------------------------------
+
+// Success, or a failure naming `what`, the status and epc_last_error() (read at once, on the
+// calling thread, so call this directly on the epc_* call's result).
+::testing::AssertionResult epc_ok(EpcStatus status, const std::string& what);
+::testing::AssertionResult cuda_ok(cudaError_t error, const std::string& what);
+
+// ---- Owners -----------------------------------------------------------------------------
+
+// epc_group_destroy / epc_handle_destroy on scope exit; a failure there is a test failure.
+struct GroupDeleter {
+  void operator()(EpcGroup* group) const;
+};
+using GroupPtr = std::unique_ptr<EpcGroup, GroupDeleter>;
+
+struct HandleDeleter {
+  void operator()(EpcHandle* handle) const;
+};
+using HandlePtr = std::unique_ptr<EpcHandle, HandleDeleter>;
+
+// A non-blocking stream, destroyed (after synchronising) on scope exit.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ::testing::AssertionResult status() const;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaError_t create_error_ = cudaSuccess;
+};
+
+struct CudaFreeDeleter {
+  void operator()(void* ptr) const { cudaFree(ptr); }
+};
+
+// Plain device memory (cudaMalloc), movable.
+class DeviceMemory {
+ public:
+  ::testing::AssertionResult allocate(std::size_t bytes, const std::string& what);
+  void* get() const { return ptr_.get(); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::unique_ptr<void, CudaFreeDeleter> ptr_;
+  std::size_t bytes_ = 0;
+};
+
+// ---- Shapes, groups, problems -------------------------------------------------------------
+
+// The group's shape: what EpcGroupConfig and every [L, R*T, H] buffer are sized from.
+struct LlShape {
+  int nranks = 0;
+  int num_experts = 0;  // E
+  int hidden = 0;       // H
+  int max_tokens = 0;   // T (the group's max_tokens_per_rank and Problem::max_tokens)
+  int max_topk = 0;     // the group's max_topk; problems may use any K <= max_topk
+
+  int local_experts() const { return num_experts / nranks; }  // L
+  int rows_per_expert() const { return nranks * max_tokens; }  // R * T
+  std::size_t expert_major_elements() const {                   // L * R*T * H
+    return static_cast<std::size_t>(local_experts()) * rows_per_expert() * hidden;
+  }
+};
+
+// A shape for the current world: E = experts_per_rank * world size.
+LlShape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk);
+
+// LL mode, bf16, E/H/T/max_topk from the shape, timeout_ms 20000.
+EpcGroupConfig ll_config(const LlShape& shape);
+
+// epc_group_create on the process's communicator.
+::testing::AssertionResult create_group(const LlShape& shape, GroupPtr& out);
+
+// Generator options for a problem of this shape with `topk` entries per token (bf16 tokens,
+// every rank B = T, no masking, no skew): tests adjust the fields they care about.
+ref::ProblemGenOptions gen_options(const LlShape& shape, int topk, uint64_t seed);
+
+// Expert outputs for every rank q: bf16 [L, R*T, H]; the first counts[q][l] rows of each
+// expert hold values drawn from `seed` (uniform in [-2, 2), rounded to bf16), later rows are
+// zero. Deterministic: every rank computes the same values for every rank.
+std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& problem,
+                                                       uint64_t seed);
+
+// One step as seen from `rank`: the whole Problem (the same on every rank), this rank's
+// expert outputs, and what the reference model says this rank must end up with.
+struct LlStep {
+  ref::Problem problem;
+  int rank = 0;
+  std::vector<uint16_t> y;                   // this rank's expert outputs [L, R*T, H]
+  std::vector<int32_t> want_counts;          // [L]
+  std::vector<uint16_t> want_x;              // [L, R*T, H] (rows past counts are zero)
+  std::vector<ref::SourceRef> want_src;      // [L, R*T], for messages
+  std::vector<uint16_t> want_out;            // [B, H] kPerRankPrereduce
+
+  const ref::RankTokens& mine() const { return problem.ranks[rank]; }
+  int tokens() const { return mine().num_tokens; }
+};
+
+// Runs ll_dispatch and ll_combine (kPerRankPrereduce) of the reference model over all ranks
+// with y from make_expert_outputs(problem, y_seed); keeps this rank's part. Throws (via the
+// reference model) on an invalid problem.
+LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank);
+
+// A random problem of `shape` with top-k `topk`, B_r uniform in [0, T] when
+// random_token_counts, each entry masked with probability masked_fraction.
+ref::Problem random_problem(const LlShape& shape, int topk, uint64_t seed,
+                            bool random_token_counts, double masked_fraction);
+
+// Makes `rank` hold no tokens (B_r = 0).
+void clear_rank(ref::Problem& problem, int rank);
+
+// ---- Device buffers of one step ----------------------------------------------------------
+
+// An EpcTensor over contiguous memory (strides all zero).
+EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape);
+
+// The device side of one step on this rank: inputs x [T, H], topk_idx [T, K] (int64 or
+// int32), topk_weights [T, K]; outputs out_x [L, R*T, H], out_counts [L]; expert outputs
+// expert_out [L, R*T, H] (a separate buffer, so y can be written before the step's dispatch
+// and no host synchronisation is needed inside a step); out [T, H]. The tensors handed to
+// epcomm use the current step's B rows.
+class LlBuffers {
+ public:
+  ::testing::AssertionResult allocate(const LlShape& shape, int topk,
+                                      EpcDtype idx_dtype = EPC_DTYPE_INT64);
+
+  // Copies the step's inputs and y into device memory and poisons every output with 0xFF
+  // bytes (bf16 NaN, counts -1), all stream-ordered on `stream`. The host copies stay alive
+  // in `step`, which the caller keeps until the stream has passed the copies.
+  ::testing::AssertionResult upload(const LlStep& step, cudaStream_t stream);
+
+  // Tensors for the step last uploaded (B = its token count).
+  EpcTensor x() const;
+  EpcTensor topk_idx() const;
+  EpcTensor topk_weights() const;
+  EpcTensor out_x() const;
+  EpcTensor out_counts() const;
+  EpcTensor expert_out() const;
+  EpcTensor out() const;
+
+  // Waits for `stream`, downloads counts, out_x and out, and compares them bitwise with the
+  // step's expected results (counts; the first want_counts[l] rows of each expert; every
+  // [B, H] element of out). Each mismatching kind is reported with one ADD_FAILURE line
+  // naming `label` and the first mismatch. Returns true when everything matched. `report`
+  // false checks silently (for tests that cap how many failing steps they print).
+  bool check(const LlStep& step, cudaStream_t stream, const std::string& label,
+             bool report = true);
+
+  int tokens() const { return tokens_; }
+
+ private:
+  LlShape shape_;
+  int topk_ = 0;
+  EpcDtype idx_dtype_ = EPC_DTYPE_INT64;
+  int tokens_ = 0;
+  DeviceMemory x_, idx_, weights_, out_x_, counts_, expert_out_, out_;
+  std::vector<int32_t> idx32_;  // staging for int32 routing
+  std::vector<int32_t> got_counts_;
+  std::vector<uint16_t> got_x_;
+  std::vector<uint16_t> got_out_;
+};
+
+// ---- The epcomm calls of one step ----------------------------------------------------------
+
+// epc_handle_create / epc_handle_update from buffers.topk_idx().
+::testing::AssertionResult create_handle(EpcGroup* group, const LlBuffers& buffers,
+                                         cudaStream_t stream, HandlePtr& out);
+::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers,
+                                         cudaStream_t stream);
+
+// epc_ll_dispatch / epc_ll_combine with `flags`; with EPC_FLAG_SEND_ONLY followed at once by
+// epc_complete on the same stream.
+::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
+                                    cudaStream_t stream);
+::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
+                                   cudaStream_t stream);
+
+// dispatch then combine, no host synchronisation in between.
+::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers,
+                                                cudaStream_t stream, EpcFlags dispatch_flags = 0,
+                                                EpcFlags combine_flags = 0);
+
+// True on every rank iff `mine` is true on every rank (an NCCL all-reduce on the process's
+// communicator, on its own stream). Collective: every rank must call it.
+bool all_ranks_true(bool mine);
+
+}  // namespace epc::gputest::ll

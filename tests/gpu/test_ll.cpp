@@ -1,0 +1,480 @@
+// Low-latency dispatch and combine on real GPUs, compared bit for bit with the CPU reference
+// model (ref::ll_dispatch, and ref::ll_combine with CombineOrder::kPerRankPrereduce).
+//
+// Every rank builds the same Problems from the same seeds and the same expert outputs y for
+// every rank, runs the reference for all ranks, uploads only its own part and checks only its
+// own results. Every rank runs exactly the same sequence of collective calls; data mismatches
+// are reported (one line per kind and step) without leaving a test early, so later steps'
+// collectives still line up. Each test makes its own group on the process's communicator.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/reference/problem_gen.hpp"
+#include "core/reference/reference.hpp"
+#include "tests/gpu/ll_case.hpp"
+#include "tests/gpu/rank_context.hpp"
+
+namespace epc::gputest {
+namespace {
+
+using ll::GroupPtr;
+using ll::HandlePtr;
+using ll::LlBuffers;
+using ll::LlShape;
+using ll::LlStep;
+
+int my_rank() { return context().env.rank; }
+
+// After this many failing steps a long test stops printing (it still runs and checks every
+// step, so the collectives stay aligned, and fails).
+constexpr int kMaxReportedSteps = 3;
+
+// Runs `problems` one after another on ONE handle of `group`: created from the first problem's
+// routing, updated (epc_handle_update) with each later one. Per step: upload x, routing,
+// weights and y; update; dispatch; combine (no host synchronisation between them); then wait
+// and compare with the reference. Problem s uses y seed y_seed + s.
+void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems,
+                  uint64_t y_seed, const std::string& label,
+                  EpcDtype idx_dtype = EPC_DTYPE_INT64, EpcFlags dispatch_flags = 0,
+                  EpcFlags combine_flags = 0) {
+  ASSERT_FALSE(problems.empty());
+  const int topk = problems.front().topk;
+  ll::Stream stream;
+  ASSERT_TRUE(stream.status());
+  LlBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, topk, idx_dtype));
+  HandlePtr handle;
+  int failing_steps = 0;
+  for (std::size_t s = 0; s < problems.size(); ++s) {
+    const LlStep step = ll::make_step(problems[s], y_seed + s, my_rank());
+    ASSERT_TRUE(buffers.upload(step, stream.get()));
+    if (s == 0) {
+      ASSERT_TRUE(ll::create_handle(group, buffers, stream.get(), handle));
+    } else {
+      ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
+    }
+    ASSERT_TRUE(ll::dispatch_and_combine(handle.get(), buffers, stream.get(), dispatch_flags,
+                                         combine_flags));
+    const std::string where = label + ", step " + std::to_string(s) + " (B=" +
+                              std::to_string(step.tokens()) + ")";
+    if (!buffers.check(step, stream.get(), where, failing_steps < kMaxReportedSteps)) {
+      ++failing_steps;
+    }
+  }
+  EXPECT_EQ(failing_steps, 0) << label << ": " << failing_steps << " of " << problems.size()
+                              << " steps differ from the reference (the first "
+                              << kMaxReportedSteps << " are printed above)";
+}
+
+// Rotates every token's row of ids and weights by (rank + token) % K slots, so that the hot
+// expert (drawn into slot 0 by the generator) moves through all slots.
+void rotate_slots(ref::Problem& p) {
+  const int K = p.topk;
+  for (int r = 0; r < p.nranks; ++r) {
+    ref::RankTokens& rank = p.ranks[r];
+    for (int t = 0; t < rank.num_tokens; ++t) {
+      const int shift = (r + t) % K;
+      std::vector<int64_t> idx(K);
+      std::vector<float> w(K);
+      for (int k = 0; k < K; ++k) {
+        idx[(k + shift) % K] = rank.topk_idx[static_cast<std::size_t>(t) * K + k];
+        w[(k + shift) % K] = rank.topk_weights[static_cast<std::size_t>(t) * K + k];
+      }
+      for (int k = 0; k < K; ++k) {
+        rank.topk_idx[static_cast<std::size_t>(t) * K + k] = idx[k];
+        rank.topk_weights[static_cast<std::size_t>(t) * K + k] = w[k];
+      }
+    }
+  }
+}
+
+// ---- 1. Random routing with masked entries ------------------------------------------------
+
+// E = 16R, H = 2048, T = 64, K = 8, B_r uniform in [0, T], ~10% of entries masked; three
+// steps on one handle.
+TEST(LowLatency, RandomRoutingWithMaskedEntries) {
+  const LlShape shape = ll::world_shape(16, 2048, 64, 8);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  std::vector<ref::Problem> problems;
+  for (uint64_t s = 0; s < 3; ++s) {
+    problems.push_back(ll::random_problem(shape, 8, 1000 + s, true, 0.1));
+  }
+  run_sequence(group.get(), shape, problems, 1100, "random routing");
+}
+
+// The same with int32 routing (topk_idx EPC_DTYPE_INT32), for create and update.
+TEST(LowLatency, RoutingAsInt32) {
+  const LlShape shape = ll::world_shape(16, 2048, 64, 8);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  std::vector<ref::Problem> problems;
+  for (uint64_t s = 0; s < 2; ++s) {
+    problems.push_back(ll::random_problem(shape, 8, 1200 + s, true, 0.1));
+  }
+  run_sequence(group.get(), shape, problems, 1300, "int32 routing", EPC_DTYPE_INT32);
+}
+
+// ---- 2. Every token to one expert -----------------------------------------------------------
+
+// B = T on every rank, nothing masked. K = 1: every entry is expert 0, so expert 0 receives
+// exactly R*T rows (its buffer is full) and every other expert none. K = 4 (no duplicate ids):
+// every token has the hot expert in one slot (rotated through the slots) plus three others;
+// first expert 0 (rank 0), then the last expert (on the last rank).
+TEST(LowLatency, EveryTokenToOneExpert) {
+  const LlShape shape = ll::world_shape(8, 2048, 64, 4);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+
+  ref::ProblemGenOptions one = ll::gen_options(shape, 1, 2000);
+  one.hot_expert_share = 1.0;
+  one.hot_expert = 0;
+  std::vector<ref::Problem> k1;
+  k1.push_back(ref::make_random_problem(one));
+  one.seed = 2001;
+  k1.push_back(ref::make_random_problem(one));
+  run_sequence(group.get(), shape, k1, 2100, "all to expert 0, K=1");
+
+  std::vector<ref::Problem> k4;
+  for (int hot : {0, shape.num_experts - 1}) {
+    ref::ProblemGenOptions four = ll::gen_options(shape, 4, 2010 + static_cast<uint64_t>(hot));
+    four.hot_expert_share = 1.0;
+    four.hot_expert = hot;
+    ref::Problem p = ref::make_random_problem(four);
+    rotate_slots(p);
+    k4.push_back(std::move(p));
+  }
+  run_sequence(group.get(), shape, k4, 2200, "every token to one expert, K=4");
+}
+
+// Duplicate expert ids within one token's row: each entry is received (and weighted)
+// separately. First every entry of every token is expert 0 (K = 4, B = T/4, so expert 0's
+// buffer is exactly full); then random routing over few experts with duplicates allowed.
+TEST(LowLatency, DuplicateExpertIdsInOneToken) {
+  const LlShape shape = ll::world_shape(4, 1024, 32, 4);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  std::vector<ref::Problem> problems;
+
+  ref::ProblemGenOptions all_same = ll::gen_options(shape, 4, 2300);
+  all_same.max_tokens = shape.max_tokens / 4;
+  all_same.allow_duplicate_experts = true;
+  all_same.hot_expert_share = 1.0;
+  problems.push_back(ref::make_random_problem(all_same));
+
+  ref::ProblemGenOptions random = ll::gen_options(shape, 4, 2301);
+  random.max_tokens = shape.max_tokens / 2;
+  random.random_token_counts = true;
+  random.allow_duplicate_experts = true;
+  random.masked_fraction = 0.1;
+  problems.push_back(ref::make_random_problem(random));
+
+  for (ref::Problem& p : problems) p.max_tokens = shape.max_tokens;  // the group's T
+  run_sequence(group.get(), shape, problems, 2400, "duplicate expert ids");
+}
+
+// ---- 3. Ranks without tokens -----------------------------------------------------------------
+
+// B = 0 on some ranks and B = T on the others, changing every step on one handle (created
+// with B = 0 on rank 0): even ranks empty; odd ranks empty; every rank empty; only the last
+// rank has tokens; every rank full.
+TEST(LowLatency, RanksWithoutTokens) {
+  const LlShape shape = ll::world_shape(8, 2048, 64, 8);
+  const int R = shape.nranks;
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  std::vector<ref::Problem> problems;
+  for (uint64_t s = 0; s < 5; ++s) {
+    ref::Problem p = ll::random_problem(shape, 8, 3000 + s, false, 0.1);
+    for (int r = 0; r < R; ++r) {
+      const bool empty = (s == 0 && r % 2 == 0) || (s == 1 && r % 2 == 1) || s == 2 ||
+                         (s == 3 && r != R - 1);
+      if (empty) ll::clear_rank(p, r);
+    }
+    problems.push_back(std::move(p));
+  }
+  run_sequence(group.get(), shape, problems, 3100, "ranks without tokens");
+}
+
+// ---- 4. Large hidden sizes, top-k 16 and 1 -----------------------------------------------
+
+// E = 16R, T = 32, max_topk = 16: a K = 16 problem on one handle, then a K = 1 problem on a
+// second handle of the same group (K below the group's max_topk). Random B, ~10% masked.
+void run_hidden_case(int hidden, uint64_t seed) {
+  const LlShape shape = ll::world_shape(16, hidden, 32, 16);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  const std::string h = "H=" + std::to_string(hidden);
+  run_sequence(group.get(), shape, {ll::random_problem(shape, 16, seed, true, 0.1)}, seed + 100,
+               h + ", K=16");
+  run_sequence(group.get(), shape, {ll::random_problem(shape, 1, seed + 1, true, 0.1)},
+               seed + 200, h + ", K=1");
+}
+
+TEST(LowLatency, Hidden2880TopK16AndTopK1) { run_hidden_case(2880, 4000); }
+
+TEST(LowLatency, Hidden7168TopK16AndTopK1) { run_hidden_case(7168, 4500); }
+
+// ---- 5. Back to back ------------------------------------------------------------------------
+
+// 50 steps on one handle, new routing (epc_handle_update), new x, new y and a new B every
+// step; checked after every step (the only host synchronisation).
+TEST(LowLatency, FiftyStepsOnOneHandle) {
+  const LlShape shape = ll::world_shape(8, 1024, 32, 8);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  std::vector<ref::Problem> problems;
+  for (uint64_t s = 0; s < 50; ++s) {
+    problems.push_back(ll::random_problem(shape, 6, 5000 + s, true, 0.1));
+  }
+  run_sequence(group.get(), shape, problems, 5100, "50 steps");
+}
+
+// 50 steps queued on one stream with no host synchronisation at all between them (each
+// with its own input and output buffers, uploaded beforehand), then one wait and a check of
+// every step: the double buffering must keep consecutive steps apart on its own.
+TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
+  constexpr int kSteps = 50;
+  constexpr int K = 6;
+  const LlShape shape = ll::world_shape(8, 1024, 32, 8);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  ll::Stream stream;
+  ASSERT_TRUE(stream.status());
+  std::vector<LlStep> steps;
+  std::vector<LlBuffers> buffers(kSteps);
+  for (int s = 0; s < kSteps; ++s) {
+    steps.push_back(ll::make_step(ll::random_problem(shape, K, 5500 + s, true, 0.1), 5600 + s,
+                                  my_rank()));
+    ASSERT_TRUE(buffers[s].allocate(shape, K));
+    ASSERT_TRUE(buffers[s].upload(steps[s], stream.get()));
+  }
+  ASSERT_TRUE(ll::cuda_ok(cudaStreamSynchronize(stream.get()), "uploads"));
+
+  HandlePtr handle;
+  ASSERT_TRUE(ll::create_handle(group.get(), buffers[0], stream.get(), handle));
+  for (int s = 0; s < kSteps; ++s) {
+    if (s > 0) {
+      ASSERT_TRUE(ll::update_handle(handle.get(), buffers[s], stream.get()));
+    }
+    ASSERT_TRUE(ll::dispatch_and_combine(handle.get(), buffers[s], stream.get()));
+  }
+  int failing_steps = 0;
+  for (int s = 0; s < kSteps; ++s) {
+    const std::string where = "unsynchronised step " + std::to_string(s) + " (B=" +
+                              std::to_string(steps[s].tokens()) + ")";
+    if (!buffers[s].check(steps[s], stream.get(), where, failing_steps < kMaxReportedSteps)) {
+      ++failing_steps;
+    }
+  }
+  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << kSteps
+                              << " steps differ from the reference";
+}
+
+// ---- 6. Send-only ---------------------------------------------------------------------------
+
+// Dispatch and combine queued with EPC_FLAG_SEND_ONLY and finished by epc_complete, with
+// unrelated work queued in between (as a caller overlapping compute would). Four steps on one
+// handle: both halves send-only; only dispatch; only combine; both again.
+TEST(LowLatency, SendOnlyThenComplete) {
+  const int K = 8;
+  const LlShape shape = ll::world_shape(16, 2048, 64, K);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  ll::Stream stream;
+  ASSERT_TRUE(stream.status());
+  LlBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, K));
+  ll::DeviceMemory scratch;
+  ASSERT_TRUE(scratch.allocate(8u << 20, "scratch"));
+  HandlePtr handle;
+  const bool send_only_dispatch[] = {true, true, false, true};
+  const bool send_only_combine[] = {true, false, true, true};
+  for (int s = 0; s < 4; ++s) {
+    const LlStep step =
+        ll::make_step(ll::random_problem(shape, K, 6000 + s, true, 0.1), 6100 + s, my_rank());
+    ASSERT_TRUE(buffers.upload(step, stream.get()));
+    if (s == 0) {
+      ASSERT_TRUE(ll::create_handle(group.get(), buffers, stream.get(), handle));
+    } else {
+      ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
+    }
+    const EpcTensor x = buffers.x();
+    const EpcTensor weights = buffers.topk_weights();
+    const EpcTensor out_x = buffers.out_x();
+    const EpcTensor counts = buffers.out_counts();
+    const EpcTensor expert_out = buffers.expert_out();
+    const EpcTensor out = buffers.out();
+    if (send_only_dispatch[s]) {
+      ASSERT_TRUE(ll::epc_ok(epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts,
+                                             EPC_FLAG_SEND_ONLY, stream.get()),
+                             "epc_ll_dispatch(SEND_ONLY)"));
+      ASSERT_TRUE(ll::cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
+                              "overlapped work"));
+      ASSERT_TRUE(ll::epc_ok(epc_complete(handle.get(), stream.get()),
+                             "epc_complete (dispatch)"));
+    } else {
+      ASSERT_TRUE(ll::dispatch(handle.get(), buffers, 0, stream.get()));
+    }
+    if (send_only_combine[s]) {
+      ASSERT_TRUE(ll::epc_ok(
+          epc_ll_combine(handle.get(), &expert_out, &out, EPC_FLAG_SEND_ONLY, stream.get()),
+          "epc_ll_combine(SEND_ONLY)"));
+      ASSERT_TRUE(ll::cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
+                              "overlapped work"));
+      ASSERT_TRUE(ll::epc_ok(epc_complete(handle.get(), stream.get()),
+                             "epc_complete (combine)"));
+    } else {
+      ASSERT_TRUE(ll::combine(handle.get(), buffers, 0, stream.get()));
+    }
+    buffers.check(step, stream.get(),
+                  std::string("send-only step ") + std::to_string(s) + " (dispatch " +
+                      (send_only_dispatch[s] ? "send-only" : "plain") + ", combine " +
+                      (send_only_combine[s] ? "send-only" : "plain") + ")");
+  }
+}
+
+// ---- 7. Two handles of one group --------------------------------------------------------------
+
+// Handles A (K = 4, B = T) and B (K = 2, random B) of one group, used alternately for 10
+// steps: each pair queues a full step on A then a full step on B with no host
+// synchronisation, then checks both. Each handle gets new routing (epc_handle_update) every
+// time it is used after its creation.
+TEST(LowLatency, TwoHandlesUsedAlternately) {
+  const LlShape shape = ll::world_shape(8, 2048, 32, 4);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  ll::Stream stream;
+  ASSERT_TRUE(stream.status());
+  const int topk[2] = {4, 2};
+  LlBuffers buffers[2];
+  HandlePtr handles[2];
+  for (int h = 0; h < 2; ++h) {
+    ASSERT_TRUE(buffers[h].allocate(shape, topk[h]));
+  }
+  int failing_steps = 0;
+  for (int pair = 0; pair < 5; ++pair) {
+    std::vector<LlStep> steps;
+    for (int h = 0; h < 2; ++h) {
+      const int s = 2 * pair + h;
+      steps.push_back(ll::make_step(
+          ll::random_problem(shape, topk[h], 7000 + s, /*random_token_counts=*/h == 1, 0.1),
+          7100 + s, my_rank()));
+    }
+    for (int h = 0; h < 2; ++h) {
+      ASSERT_TRUE(buffers[h].upload(steps[h], stream.get()));
+      if (pair == 0) {
+        ASSERT_TRUE(ll::create_handle(group.get(), buffers[h], stream.get(), handles[h]));
+      } else {
+        ASSERT_TRUE(ll::update_handle(handles[h].get(), buffers[h], stream.get()));
+      }
+      ASSERT_TRUE(ll::dispatch_and_combine(handles[h].get(), buffers[h], stream.get()));
+    }
+    for (int h = 0; h < 2; ++h) {
+      const std::string where = std::string("handle ") + (h == 0 ? "A" : "B") + ", step " +
+                                std::to_string(2 * pair + h) + " (B=" +
+                                std::to_string(steps[h].tokens()) + ")";
+      if (!buffers[h].check(steps[h], stream.get(), where, failing_steps < kMaxReportedSteps)) {
+        ++failing_steps;
+      }
+    }
+  }
+  EXPECT_EQ(failing_steps, 0) << failing_steps << " of 10 steps differ from the reference";
+  handles[1].reset();
+  handles[0].reset();
+}
+
+// ---- 8. CUDA graph --------------------------------------------------------------------------
+
+struct GraphDeleter {
+  void operator()(cudaGraph_t graph) const { cudaGraphDestroy(graph); }
+};
+struct GraphExecDeleter {
+  void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
+};
+using GraphPtr = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
+using GraphExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
+// One eager warm-up step; then a capture (global mode) of [epc_handle_update from the fixed
+// routing buffer, epc_ll_dispatch, epc_ll_combine] on fixed buffers; three replays, each
+// after writing NEW routing, x, weights and expert outputs y into those buffers (same B = T,
+// the shapes are part of the graph); then one more eager step on the same handle.
+TEST(LowLatency, CudaGraphReplaysWithNewRouting) {
+  const int K = 8;
+  const LlShape shape = ll::world_shape(16, 2048, 32, K);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  ll::Stream stream;
+  ASSERT_TRUE(stream.status());
+  LlBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, K));
+  auto step_for = [&](int s) {
+    return ll::make_step(ll::random_problem(shape, K, 8000 + s, /*random_token_counts=*/false,
+                                            0.1),
+                         8100 + s, my_rank());
+  };
+
+  HandlePtr handle;
+  {
+    const LlStep warmup = step_for(0);
+    ASSERT_TRUE(buffers.upload(warmup, stream.get()));
+    ASSERT_TRUE(ll::create_handle(group.get(), buffers, stream.get(), handle));
+    ASSERT_TRUE(ll::dispatch_and_combine(handle.get(), buffers, stream.get()));
+    buffers.check(warmup, stream.get(), "eager warm-up before capture");
+  }
+
+  std::string capture_error;
+  GraphPtr graph;
+  GraphExecPtr exec;
+  cudaError_t e = cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal);
+  if (e != cudaSuccess) {
+    capture_error = ll::cuda_ok(e, "cudaStreamBeginCapture").message();
+  } else {
+    ::testing::AssertionResult r = ll::update_handle(handle.get(), buffers, stream.get());
+    if (r) r = ll::dispatch_and_combine(handle.get(), buffers, stream.get());
+    if (!r) capture_error = std::string("during capture: ") + r.message();
+    cudaGraph_t captured = nullptr;
+    e = cudaStreamEndCapture(stream.get(), &captured);
+    graph.reset(captured);
+    if (e != cudaSuccess && capture_error.empty()) {
+      capture_error = ll::cuda_ok(e, "cudaStreamEndCapture").message();
+    }
+  }
+  if (capture_error.empty()) {
+    cudaGraphExec_t instantiated = nullptr;
+    e = cudaGraphInstantiate(&instantiated, graph.get(), 0);
+    if (e != cudaSuccess) {
+      capture_error = ll::cuda_ok(e, "cudaGraphInstantiate").message();
+    } else {
+      exec.reset(instantiated);
+    }
+  }
+  if (!capture_error.empty()) cudaGetLastError();  // leave no stale error for epcomm to see
+  // Replays are collective: either every rank replays or none does.
+  const bool everyone_captured = ll::all_ranks_true(capture_error.empty());
+  ASSERT_TRUE(capture_error.empty()) << capture_error;
+  ASSERT_TRUE(everyone_captured) << "the capture failed on another rank";
+
+  for (int s = 1; s <= 3; ++s) {
+    const LlStep step = step_for(s);
+    ASSERT_TRUE(buffers.upload(step, stream.get()));
+    ASSERT_TRUE(ll::cuda_ok(cudaGraphLaunch(exec.get(), stream.get()), "cudaGraphLaunch"));
+    buffers.check(step, stream.get(), "graph replay " + std::to_string(s));
+  }
+
+  const LlStep after = step_for(4);
+  ASSERT_TRUE(buffers.upload(after, stream.get()));
+  ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
+  ASSERT_TRUE(ll::dispatch_and_combine(handle.get(), buffers, stream.get()));
+  buffers.check(after, stream.get(), "eager step after the graph replays");
+}
+
+}  // namespace
+}  // namespace epc::gputest
