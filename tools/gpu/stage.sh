@@ -11,7 +11,7 @@ cp -a "$build"/capi/libepcomm.so* "$stage/capi/"
 for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-threads bench/epcomm-info; do
   [ -f "$build/$exe" ] && cp -a "$build/$exe" "$stage/$exe"
 done
-for extra in bench/epcomm-bench; do
+for extra in bench/epcomm-bench bench/epcomm-ll-latency; do
   [ -f "$build/$extra" ] && cp -a "$build/$extra" "$stage/$extra"
 done
 du -sh "$stage"
