@@ -81,11 +81,12 @@ TEST(Planner, Fp8GroupsUseSmallerMessages) {
   EXPECT_EQ(p.dtype, static_cast<EpcDtype>(EPC_DTYPE_FP8_E4M3));
 }
 
-TEST(Planner, HeaderHoldsAtMostTheLocalExperts) {
-  // 8 experts on 4 ranks: 2 local, so top-8 needs only 2 entries in a message header.
+TEST(Planner, HeaderHoldsEveryTopkEntry) {
+  // 8 experts on 4 ranks (2 local), top-8: with duplicate ids all 8 entries can land on one
+  // rank, so the header holds 8 pairs: 8 + 8 * 8 = 72 -> 80 bytes.
   auto c = config(EPC_MODE_LOW_LATENCY, 8, 128, 16, 8);
-  EXPECT_EQ(epc::ll_message_header_bytes(c, 4), 32u);  // 8 + 2 * 8 = 24 -> 32
-  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).message_bytes, 32u + 256u);
+  EXPECT_EQ(epc::ll_message_header_bytes(c), 80u);
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).message_bytes, 80u + 256u);
 }
 
 TEST(Planner, RegionsAreAlignedOrderedAndDisjoint) {
