@@ -8,6 +8,7 @@
 #include "kernels/device/bf16.cuh"
 #include "kernels/device/launch_done.cuh"
 #include "kernels/device/peer_wait.cuh"
+#include "kernels/device/step_signal.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/launch.hpp"
 
@@ -22,8 +23,6 @@ union Vector {
   int4 raw;
   uint16_t bf16[kChannelsPerVector];
 };
-
-__device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_cast<uint32_t>(step + 1); }
 
 __global__ void __launch_bounds__(kThreads) ll_combine_send_kernel(LlCombineParams p) {
   const LlCommon& c = p.common;
@@ -59,11 +58,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send_kernel(LlCombinePara
   }
 
   if (last_block_to_finish(&c.state->combine_send_done)) {
-    const uint64_t signal = static_cast<uint64_t>(step_epoch(step)) << 32;
-    for (int dest = 0; dest < g.nranks; ++dest) {
-      const size_t offset = p.signal_offset[slot] + static_cast<size_t>(g.rank) * sizeof(uint64_t);
-      store_release(static_cast<uint64_t*>(ncclGetPeerPointer(c.window, offset, dest)), signal);
-    }
+    signal_every_peer(c.window, p.signal_offset[slot], g.nranks, g.rank, step, 0);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/device/launch_done.cuh"
 #include "kernels/device/peer_wait.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/device/step_signal.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/launch.hpp"
 
@@ -22,8 +23,6 @@ struct MessageHeader {
   int32_t entries;
   // followed by `entries` pairs {int32 local expert, float weight}
 };
-
-__device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_cast<uint32_t>(step + 1); }
 
 __global__ void __launch_bounds__(kThreads) ll_dispatch_send_kernel(LlDispatchParams p) {
   const LlCommon& c = p.common;
@@ -62,12 +61,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send_kernel(LlDispatchPa
   }
 
   if (last_block_to_finish(&c.state->dispatch_send_done)) {
-    const uint64_t signal = (static_cast<uint64_t>(step_epoch(step)) << 32) |
-                            static_cast<uint32_t>(c.num_tokens);
-    for (int dest = 0; dest < g.nranks; ++dest) {
-      const size_t offset = p.signal_offset[slot] + static_cast<size_t>(g.rank) * sizeof(uint64_t);
-      store_release(static_cast<uint64_t*>(ncclGetPeerPointer(c.window, offset, dest)), signal);
-    }
+    signal_every_peer(c.window, p.signal_offset[slot], g.nranks, g.rank, step, static_cast<uint32_t>(c.num_tokens));
   }
 }
 
