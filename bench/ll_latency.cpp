@@ -59,6 +59,8 @@ int rank_main(const epc::harness::RankEnv& env, int, char**) {
   cfg.hidden = H;
   cfg.max_tokens_per_rank = T;
   cfg.max_topk = K;
+  // EPC_LL_SMS: the SM budget to probe (the group default otherwise).
+  if (const char* sms = std::getenv("EPC_LL_SMS")) cfg.num_sms = static_cast<uint32_t>(std::atoi(sms));
   EpcGroup* group = nullptr;
   CHECK_EPC(epc_group_create(comm, &cfg, &group));
   EpcGroupInfo info;
@@ -123,13 +125,41 @@ int rank_main(const epc::harness::RankEnv& env, int, char**) {
       dispatch_ms.push_back(a);
       combine_ms.push_back(b);
     }
-    Stats d = stats(dispatch_ms), c = stats(combine_ms);
-    char line[256];
+    // The same step captured once in a CUDA graph and replayed: no host work between the
+    // kernels, so the per-step time is the GPU's alone.
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    CHECK_EPC(epc_ll_dispatch(handle, &x_t, &w_t, &ox, &oc, 0, stream));
+    CHECK_EPC(epc_ll_combine(handle, &y_t, &o_t, 0, stream));
+    if (cudaStreamEndCapture(stream, &graph) != cudaSuccess ||
+        cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+      std::fprintf(stderr, "graph capture failed\n");
+      return 1;
+    }
+    std::vector<float> step_ms;
+    for (int i = 0; i < warmup + iters; ++i) {
+      const bool timed = i >= warmup;
+      const size_t j = static_cast<size_t>(i - warmup) * 3;
+      if (timed) cudaEventRecord(ev[j], stream);
+      cudaGraphLaunch(exec, stream);
+      if (timed) cudaEventRecord(ev[j + 1], stream);
+    }
+    if (cudaStreamSynchronize(stream) != cudaSuccess) return 1;
+    for (int i = 0; i < iters; ++i) {
+      float a = 0;
+      cudaEventElapsedTime(&a, ev[static_cast<size_t>(i) * 3], ev[static_cast<size_t>(i) * 3 + 1]);
+      step_ms.push_back(a);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    Stats d = stats(dispatch_ms), c = stats(combine_ms), st = stats(step_ms);
+    char line[512];
     std::snprintf(line, sizeof line,
                   "RESULT tokens=%d rank=%d dispatch_us median=%.1f p10=%.1f p90=%.1f  "
-                  "combine_us median=%.1f p10=%.1f p90=%.1f  window_MiB=%.1f",
-                  B, env.rank, d.median, d.p10, d.p90, c.median, c.p10, c.p90,
-                  static_cast<double>(info.symmetric_bytes) / (1 << 20));
+                  "combine_us median=%.1f p10=%.1f p90=%.1f  graph_step_us median=%.1f p10=%.1f p90=%.1f  window_MiB=%.1f sms=%u",
+                  B, env.rank, d.median, d.p10, d.p90, c.median, c.p10, c.p90, st.median, st.p10, st.p90,
+                  static_cast<double>(info.symmetric_bytes) / (1 << 20), cfg.num_sms);
     lines.push_back(line);
     for (auto& e : ev) cudaEventDestroy(e);
     CHECK_EPC(epc_handle_destroy(handle));

@@ -55,6 +55,15 @@ EpcStatus epc_ll_dispatch(EpcHandle* handle, const EpcTensor* x, const EpcTensor
   });
 }
 
+EpcStatus epc_ll_dispatch_fp8(EpcHandle* handle, const EpcTensor* x, const EpcTensor* topk_weights,
+                              const EpcTensor* out_x, const EpcTensor* out_scales,
+                              const EpcTensor* out_counts, EpcFlags flags, void* stream) {
+  return guarded([&] {
+    handle_of(handle).dispatch_fp8(x, topk_weights, out_x, out_scales, out_counts, flags,
+                                   as_stream(stream));
+  });
+}
+
 EpcStatus epc_ll_combine(EpcHandle* handle, const EpcTensor* expert_out, const EpcTensor* out,
                          EpcFlags flags, void* stream) {
   return guarded([&] { handle_of(handle).combine(expert_out, out, flags, as_stream(stream)); });

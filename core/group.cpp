@@ -92,9 +92,13 @@ void Group::allocate_window() {
   check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host_, 0),
              "cudaHostGetDevicePointer of the error record");
 
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&ll_state_), sizeof(kernels::LlState)),
+  // The step counters, then (low-latency mode) two slots of per-expert entry counts, which
+  // the dispatch send kernel accumulates and leaves zeroed behind it.
+  const size_t counts = config_.mode == EPC_MODE_LOW_LATENCY ? 2ull * config_.num_experts : 0;
+  const size_t state_bytes = sizeof(kernels::LlState) + counts * sizeof(int32_t);
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&ll_state_), state_bytes),
              "cudaMalloc of the step counters");
-  check_cuda(cudaMemset(ll_state_, 0, sizeof(kernels::LlState)), "zeroing the step counters");
+  check_cuda(cudaMemset(ll_state_, 0, state_bytes), "zeroing the step counters");
 }
 
 void Group::create_device_comm() {

@@ -47,6 +47,8 @@ class Group {
   ncclWindow_t window() const { return window_; }
   kernels::DeviceError* device_error() const { return error_device_; }
   kernels::LlState* ll_state() const { return ll_state_; }
+  // [2][num_experts] int32 right behind the step counters (low-latency groups only).
+  int32_t* ll_expert_counts() const { return reinterpret_cast<int32_t*>(ll_state_ + 1); }
   // The handle whose EPC_FLAG_SEND_ONLY step is waiting for epc_complete, if any: a step's
   // slot and epoch come from the group's step counters, so no other step of the group may
   // start before it completes.

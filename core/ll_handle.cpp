@@ -141,19 +141,23 @@ void LlHandle::require_no_pending(const char* call, bool starts_step) const {
   }
 }
 
-void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
-                        const EpcTensor* out_counts, EpcFlags flags, cudaStream_t stream) {
+kernels::LlDispatchParams LlHandle::dispatch_params(const char* call, const EpcTensor* x,
+                                                    const EpcTensor* topk_weights,
+                                                    const EpcTensor* out_counts, EpcFlags flags,
+                                                    EpcFlags allowed_flags, bool fp8) const {
   group_.check_healthy();
-  require_no_pending("epc_ll_dispatch", /*starts_step=*/true);
-  if ((flags & ~EPC_FLAG_SEND_ONLY) != 0) fail_argument(format("unknown flags 0x%x", flags));
+  require_no_pending(call, /*starts_step=*/true);
+  if ((flags & ~allowed_flags) != 0) fail_argument(format("%s: unknown flags 0x%x", call, flags & ~allowed_flags));
   const GroupConfig& c = group_.config();
   const int64_t B = num_tokens_, H = c.hidden, K = topk_;
   const int64_t L = c.local_experts(group_.topology().nranks);
-  const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
-  const EpcDtype token_dtype = c.dtype == EPC_DTYPE_FP16 ? EPC_DTYPE_FP16 : EPC_DTYPE_BF16;
-  check_tensor(x, {"x", {token_dtype}, {B, H}});
+  if (fp8) {
+    check_tensor(x, {"x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
+  } else {
+    const EpcDtype token_dtype = c.dtype == EPC_DTYPE_FP16 ? EPC_DTYPE_FP16 : EPC_DTYPE_BF16;
+    check_tensor(x, {"x", {token_dtype}, {B, H}});
+  }
   check_tensor(topk_weights, {"topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
-  check_tensor(out_x, {"out_x", {token_dtype}, {L, RT, H}});
   check_tensor(out_counts, {"out_counts", {EPC_DTYPE_INT32}, {L}, 4});
 
   kernels::LlDispatchParams p;
@@ -164,10 +168,16 @@ void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const
     p.signal_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL, s).offset;
   }
   p.x = x->data;
+  p.x_is_fp16 = x->dtype == EPC_DTYPE_FP16;
   p.weights = static_cast<const float*>(topk_weights->data);
-  p.out_x = out_x->data;
   p.out_counts = static_cast<int32_t*>(out_counts->data);
+  p.expert_counts = group_.ll_expert_counts();
+  p.payload = fp8 ? kernels::LlPayload::kFp8 : kernels::LlPayload::kHalf;
+  p.round_scale_ue8m0 = (flags & EPC_FLAG_FP8_POW2_SCALES) != 0;
+  return p;
+}
 
+void LlHandle::launch_dispatch(const kernels::LlDispatchParams& p, EpcFlags flags, cudaStream_t stream) {
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ll_dispatch_send(p, blocks(), stream), "launching the dispatch send");
   if ((flags & EPC_FLAG_SEND_ONLY) != 0) {
@@ -177,6 +187,42 @@ void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const
     return;
   }
   check_cuda(kernels::launch_ll_dispatch_recv(p, blocks(), stream), "launching the dispatch receive");
+}
+
+void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
+                        const EpcTensor* out_counts, EpcFlags flags, cudaStream_t stream) {
+  const GroupConfig& c = group_.config();
+  if (c.dtype == EPC_DTYPE_FP8_E4M3) {
+    fail_argument("epc_ll_dispatch: the group was created with dtype EPC_DTYPE_FP8_E4M3, so "
+                  "its buffers hold fp8 rows only; use epc_ll_dispatch_fp8");
+  }
+  kernels::LlDispatchParams p =
+      dispatch_params("epc_ll_dispatch", x, topk_weights, out_counts, flags, EPC_FLAG_SEND_ONLY, false);
+  const int64_t L = c.local_experts(group_.topology().nranks);
+  const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
+  check_tensor(out_x, {"out_x", {x->dtype}, {L, RT, static_cast<int64_t>(c.hidden)}});
+  p.out_x = out_x->data;
+  launch_dispatch(p, flags, stream);
+}
+
+void LlHandle::dispatch_fp8(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
+                            const EpcTensor* out_scales, const EpcTensor* out_counts, EpcFlags flags,
+                            cudaStream_t stream) {
+  const GroupConfig& c = group_.config();
+  if (c.hidden % 128 != 0) {
+    fail_argument(format("epc_ll_dispatch_fp8: hidden is %u; fp8 carries one scale per 128 "
+                         "channels, so hidden must be a multiple of 128", c.hidden));
+  }
+  kernels::LlDispatchParams p = dispatch_params("epc_ll_dispatch_fp8", x, topk_weights, out_counts, flags,
+                                                EPC_FLAG_SEND_ONLY | EPC_FLAG_FP8_POW2_SCALES, true);
+  const int64_t L = c.local_experts(group_.topology().nranks);
+  const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
+  const int64_t H = c.hidden;
+  check_tensor(out_x, {"out_x", {EPC_DTYPE_FP8_E4M3}, {L, RT, H}});
+  check_tensor(out_scales, {"out_scales", {EPC_DTYPE_FP32}, {L, RT, H / 128}, 4});
+  p.out_x = out_x->data;
+  p.out_scales = static_cast<float*>(out_scales->data);
+  launch_dispatch(p, flags, stream);
 }
 
 void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags,

@@ -24,6 +24,9 @@ class LlHandle {
   void update(const EpcTensor* topk_idx, cudaStream_t stream);
   void dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
                 const EpcTensor* out_counts, EpcFlags flags, cudaStream_t stream);
+  void dispatch_fp8(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
+                    const EpcTensor* out_scales, const EpcTensor* out_counts, EpcFlags flags,
+                    cudaStream_t stream);
   void combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags, cudaStream_t stream);
   void complete(cudaStream_t stream);
 
@@ -33,6 +36,12 @@ class LlHandle {
   enum class Pending { kNone, kDispatch, kCombine };
 
   void release() noexcept;
+  // Checks what both dispatch flavours share and fills their kernel parameters.
+  kernels::LlDispatchParams dispatch_params(const char* call, const EpcTensor* x,
+                                            const EpcTensor* topk_weights,
+                                            const EpcTensor* out_counts, EpcFlags flags,
+                                            EpcFlags allowed_flags, bool fp8) const;
+  void launch_dispatch(const kernels::LlDispatchParams& params, EpcFlags flags, cudaStream_t stream);
   void copy_routing(const EpcTensor* topk_idx, cudaStream_t stream);
   kernels::LlCommon common() const;
   int blocks() const;

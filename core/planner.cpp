@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "kernels/ll_message.hpp"
 
 namespace epc {
 
@@ -47,7 +48,8 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
   plan.num_slots = kLlSlots;
   plan.message_bytes = static_cast<uint32_t>(ll_message_header_bytes(c) + row);
   for (uint32_t s = 0; s < kLlSlots; ++s) {
-    b.add(EPC_REGION_DISPATCH_RECV, s, R * T * plan.message_bytes, "dispatch_recv");
+    b.add(EPC_REGION_DISPATCH_RECV, s, R * T * plan.message_bytes + ll_count_table_bytes(c, t.nranks),
+          "dispatch_recv");
     b.add(EPC_REGION_DISPATCH_SIGNAL, s, signal_bytes(t.nranks), "dispatch_signal");
     b.add(EPC_REGION_COMBINE_RECV, s, R * T * combine_row, "combine_recv");
     b.add(EPC_REGION_COMBINE_SIGNAL, s, signal_bytes(t.nranks), "combine_signal");
@@ -96,9 +98,12 @@ uint32_t ll_message_entries(const GroupConfig& c) {
   return c.max_topk;
 }
 
+uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {
+  return static_cast<uint64_t>(nranks) * c.local_experts(nranks) * sizeof(int32_t);
+}
+
 uint32_t ll_message_header_bytes(const GroupConfig& c) {
-  // Source token index and entry count, then (local expert id, weight) per entry.
-  return static_cast<uint32_t>(align_up(2 * sizeof(int32_t) + ll_message_entries(c) * (sizeof(int32_t) + sizeof(float)), 16));
+  return static_cast<uint32_t>(kernels::ll_message_header_bytes(ll_message_entries(c)));
 }
 
 Plan make_plan(const GroupConfig& c, const Topology& t) {
@@ -126,8 +131,10 @@ Plan make_plan(const GroupConfig& c, const Topology& t) {
                                   plan.regions.size()));
   }
   plan.symmetric_bytes = builder.end();
-  // The low-latency step counters (kernels/ll_state.hpp) live beside the window.
+  // Beside the window: the low-latency step counters (kernels/ll_state.hpp) and, per slot,
+  // the entry count of every expert in this rank's current dispatch.
   plan.workspace_bytes = 256;
+  if (c.mode == EPC_MODE_LOW_LATENCY) plan.workspace_bytes += 2ull * c.num_experts * sizeof(int32_t);
   return plan;
 }
 

@@ -8,8 +8,10 @@
 //   Low-latency mode, per double-buffer slot s in {0, 1}:
 //     dispatch_recv[s]           [nranks][max_tokens][message_bytes]: token messages, one per
 //                                (source rank, source token); a message is a header (token,
-//                                entry count, then max_topk (local expert, weight) pairs)
-//                                naming the token's experts on this rank, then the row
+//                                entry count, then max_topk (local expert, position, weight)
+//                                entries naming the token's experts on this rank), then the
+//                                payload (kernels/ll_message.hpp); then the [nranks]
+//                                [local_experts] int32 table of entries per source and expert
 //     dispatch_signal[s]         [nranks] uint64 arrival words, one per source rank
 //     combine_recv[s]            [nranks][max_tokens][hidden] bf16: each expert rank's
 //                                pre-reduced partial sum for each of this rank's tokens
@@ -71,9 +73,12 @@ constexpr uint64_t kRegionAlignment = 256;
 constexpr uint64_t kWindowAlignment = 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
 constexpr uint32_t kBarrierSlots = 4;
 
-// (local expert, weight) entries a low-latency message header holds, and the header's bytes.
+// (local expert, position, weight) entries a low-latency message header holds, and the header's bytes.
 uint32_t ll_message_entries(const GroupConfig& config);
 uint32_t ll_message_header_bytes(const GroupConfig& config);
+// Bytes of the [nranks][local_experts] int32 entry-count table behind a dispatch_recv slot's
+// messages.
+uint64_t ll_count_table_bytes(const GroupConfig& config, int nranks);
 
 // Throws epc::Error on an invalid configuration or topology.
 Plan make_plan(const GroupConfig& config, const Topology& topo);

@@ -46,14 +46,23 @@ struct LlCommon {
   int topk;        // K
 };
 
+// What a dispatch carries: the caller's 16-bit rows unchanged, or e4m3 bytes plus one fp32
+// scale per 128 channels, quantized by the send kernel.
+enum class LlPayload : int32_t { kHalf = 0, kFp8 = 1 };
+
 struct LlDispatchParams {
   LlCommon common;
   uint64_t recv_offset[2];
   uint64_t signal_offset[2];
-  const void* x;            // [B, H] 16-bit
+  const void* x;            // [B, H] bf16 or fp16
   const float* weights;     // [B, K]
-  void* out_x;              // [L, R*T, H]
+  void* out_x;              // [L, R*T, H] of x's dtype, or e4m3 bytes
+  float* out_scales;        // [L, R*T, H/128] with kFp8, else null
   int32_t* out_counts;      // [L]
+  int32_t* expert_counts;   // [2][num_experts] scratch: this rank's entries per expert, per slot
+  LlPayload payload;
+  bool x_is_fp16;
+  bool round_scale_ue8m0;
 };
 
 struct LlCombineParams {

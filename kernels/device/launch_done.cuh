@@ -1,18 +1,24 @@
-// "Has every block of this launch finished its part?" Each block fences its writes at
-// system scope and counts itself; the block that completes the count learns it is last
-// and may publish the launch's results to peers. The counter is reset for the next launch.
+// "Has every block of this launch finished its part?" Each block, once all its threads are
+// past their writes, fences them from one thread and counts itself; the block that
+// completes the count learns it is last and may publish the launch's results to peers
+// (after its own system-scope fence). The counter is reset for the next launch.
+//
+// The block barrier orders every thread's writes before thread 0's fence, and fences are
+// cumulative, so a GPU-scope fence per block plus one system-scope fence in the last block
+// order every block's peer writes before the peer-visible signal that follows; there is no
+// need for a system-scope fence in every thread.
 #pragma once
 
 #include <cstdint>
 
 namespace epc::kernels {
 
-// Call from every thread of every block. Returns true in thread 0 of the last block only.
+// Call from every thread of every block. Returns true in every thread of the last block.
 __device__ __forceinline__ bool last_block_to_finish(uint32_t* counter) {
-  __threadfence_system();
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) {
+    __threadfence();
     uint32_t arrived = atomicAdd(counter, 1u);
     last = arrived == gridDim.x - 1;
     if (last) {
@@ -21,7 +27,7 @@ __device__ __forceinline__ bool last_block_to_finish(uint32_t* counter) {
     }
   }
   __syncthreads();
-  return threadIdx.x == 0 && last;
+  return last;
 }
 
 }  // namespace epc::kernels

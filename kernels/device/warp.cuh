@@ -6,7 +6,13 @@ namespace epc::kernels {
 constexpr int kWarpSize = 32;
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x % kWarpSize; }
-__device__ __forceinline__ int global_warp() { return (blockIdx.x * blockDim.x + threadIdx.x) / kWarpSize; }
+__device__ __forceinline__ int warps_per_block() { return blockDim.x / kWarpSize; }
 __device__ __forceinline__ int total_warps() { return gridDim.x * blockDim.x / kWarpSize; }
+
+// Warp number for items handed out one per warp, interleaved across blocks (item i goes to
+// block i % gridDim.x), so a few items still spread over many SMs.
+__device__ __forceinline__ int spread_warp() {
+  return static_cast<int>(threadIdx.x / kWarpSize) * gridDim.x + blockIdx.x;
+}
 
 }  // namespace epc::kernels

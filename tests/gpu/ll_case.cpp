@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <utility>
 
@@ -162,16 +163,20 @@ std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& p, ui
   return y;
 }
 
-LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank) {
+LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank,
+                 const ref::LlDispatchOptions& options) {
   LlStep step;
   step.rank = rank;
-  std::vector<ref::LlDispatchResult> dispatched = ref::ll_dispatch(problem);
+  step.dispatch_options = options;
+  std::vector<ref::LlDispatchResult> dispatched = ref::ll_dispatch(problem, options);
   std::vector<std::vector<uint16_t>> y = make_expert_outputs(problem, y_seed);
   std::vector<std::vector<uint16_t>> combined =
       ref::ll_combine(problem, y, ref::CombineOrder::kPerRankPrereduce);
   step.y = std::move(y[rank]);
   step.want_counts = std::move(dispatched[rank].counts);
   step.want_x = std::move(dispatched[rank].x);
+  step.want_x_fp8 = std::move(dispatched[rank].x_fp8);
+  step.want_scales = std::move(dispatched[rank].fp8_scales);
   step.want_src = std::move(dispatched[rank].src);
   step.want_out = std::move(combined[rank]);
   step.problem = std::move(problem);
@@ -222,6 +227,7 @@ EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t>
   if (r) r = idx_.allocate(bytes_of(T * K, idx_size), "topk_idx");
   if (r) r = weights_.allocate(bytes_of(T * K, sizeof(float)), "topk_weights");
   if (r) r = out_x_.allocate(bytes_of(big, 2), "out_x");
+  if (r && H % 128 == 0) r = scales_.allocate(bytes_of(big / 128, sizeof(float)), "out_scales");
   if (r) r = counts_.allocate(bytes_of(shape.local_experts(), sizeof(int32_t)), "out_counts");
   if (r) r = expert_out_.allocate(bytes_of(big, 2), "expert_out");
   if (r) r = out_.allocate(bytes_of(T * H, 2), "out");
@@ -239,8 +245,12 @@ EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t>
            << " E=" << shape_.num_experts << " H=" << shape_.hidden
            << " T=" << shape_.max_tokens << " K=" << topk_ << ")";
   }
+  if (step.dispatch_options.use_fp8 && scales_.get() == nullptr) {
+    return ::testing::AssertionFailure() << "LlBuffers::upload: an fp8 step needs H % 128 == 0";
+  }
   const ref::RankTokens& mine = step.mine();
   tokens_ = mine.num_tokens;
+  options_ = step.dispatch_options;
   const std::size_t entries = static_cast<std::size_t>(tokens_) * topk_;
   const std::size_t x_elements = static_cast<std::size_t>(tokens_) * shape_.hidden;
   const std::size_t big = shape_.expert_major_elements();
@@ -264,6 +274,9 @@ EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t>
   if (r) r = h2d(expert_out_.get(), step.y.data(), bytes_of(big, 2), "expert outputs y");
   // Poison every output so that nothing stale or unwritten can pass the comparison.
   if (r) r = cuda_ok(cudaMemsetAsync(out_x_.get(), 0xFF, out_x_.bytes(), stream), "poison out_x");
+  if (r && scales_.get() != nullptr) {
+    r = cuda_ok(cudaMemsetAsync(scales_.get(), 0xFF, scales_.bytes(), stream), "poison scales");
+  }
   if (r) {
     r = cuda_ok(cudaMemsetAsync(counts_.get(), 0xFF, counts_.bytes(), stream), "poison counts");
   }
@@ -281,8 +294,12 @@ EpcTensor LlBuffers::topk_weights() const {
   return make_tensor(weights_.get(), EPC_DTYPE_FP32, {tokens_, topk_});
 }
 EpcTensor LlBuffers::out_x() const {
-  return make_tensor(out_x_.get(), EPC_DTYPE_BF16,
+  return make_tensor(out_x_.get(), options_.use_fp8 ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16,
                      {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden});
+}
+EpcTensor LlBuffers::out_scales() const {
+  return make_tensor(scales_.get(), EPC_DTYPE_FP32,
+                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden / 128});
 }
 EpcTensor LlBuffers::out_counts() const {
   return make_tensor(counts_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
@@ -311,14 +328,27 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
   const std::size_t big = shape_.expert_major_elements();
   const std::size_t out_elements = static_cast<std::size_t>(tokens_) * H;
   got_counts_.assign(L, 0);
-  got_x_.assign(big, 0);
+  got_x_.assign(options_.use_fp8 ? 0 : big, 0);
   got_out_.assign(out_elements, 0);
 
   ::testing::AssertionResult r = cuda_ok(
       cudaMemcpyAsync(got_counts_.data(), counts_.get(), bytes_of(L, sizeof(int32_t)),
                       cudaMemcpyDeviceToHost, stream),
       "download counts");
-  if (r) {
+  const bool fp8 = options_.use_fp8;
+  if (fp8) {
+    got_x_fp8_.assign(big, 0);
+    got_scales_.assign(big / 128, 0.0f);
+    if (r) {
+      r = cuda_ok(cudaMemcpyAsync(got_x_fp8_.data(), out_x_.get(), big, cudaMemcpyDeviceToHost, stream),
+                  "download out_x (fp8)");
+    }
+    if (r) {
+      r = cuda_ok(cudaMemcpyAsync(got_scales_.data(), scales_.get(), bytes_of(big / 128, sizeof(float)),
+                                  cudaMemcpyDeviceToHost, stream),
+                  "download out_scales");
+    }
+  } else if (r) {
     r = cuda_ok(cudaMemcpyAsync(got_x_.data(), out_x_.get(), bytes_of(big, 2),
                                 cudaMemcpyDeviceToHost, stream),
                 "download out_x");
@@ -352,34 +382,42 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
               std::to_string(L) + " experts differ; first at " + first_count);
   }
 
-  // The first want_counts[l] rows of each expert.
-  std::size_t bad_x = 0;
-  std::size_t compared_x = 0;
-  std::string first_x;
-  for (int l = 0; l < L; ++l) {
-    const std::size_t n = static_cast<std::size_t>(step.want_counts[l]);
-    for (std::size_t i = 0; i < n && i < rows; ++i) {
-      const std::size_t row = static_cast<std::size_t>(l) * rows + i;
-      const uint16_t* got = got_x_.data() + row * H;
-      const uint16_t* want = step.want_x.data() + row * H;
-      compared_x += H;
-      for (std::size_t c = 0; c < H; ++c) {
-        if (got[c] == want[c]) continue;
-        if (bad_x++ == 0) {
+  // The first want_counts[l] rows of each expert: payload, and scales for fp8.
+  auto compare_rows = [&](const auto* got_data, const auto* want_data, std::size_t width,
+                          const char* what, auto text) {
+    std::size_t bad = 0, compared = 0;
+    std::string first;
+    for (int l = 0; l < L; ++l) {
+      const std::size_t n = static_cast<std::size_t>(step.want_counts[l]);
+      for (std::size_t i = 0; i < n && i < rows; ++i) {
+        const std::size_t row = static_cast<std::size_t>(l) * rows + i;
+        compared += width;
+        for (std::size_t c = 0; c < width; ++c) {
+          const auto got = got_data[row * width + c];
+          const auto want = want_data[row * width + c];
+          if (std::memcmp(&got, &want, sizeof got) == 0) continue;
+          if (bad++ > 0) continue;
           const ref::SourceRef& src = step.want_src[row];
-          first_x = "local expert " + std::to_string(l) + " (expert " +
-                    std::to_string(q * L + l) + ") row " + std::to_string(i) + " channel " +
-                    std::to_string(c) + ": got " + hex16(got[c]) + " expected " +
-                    hex16(want[c]) + "; the row should hold rank " +
-                    std::to_string(src.src_rank) + " token " + std::to_string(src.src_token) +
-                    " slot " + std::to_string(src.topk_slot);
+          first = "local expert " + std::to_string(l) + " (expert " + std::to_string(q * L + l) +
+                  ") row " + std::to_string(i) + " column " + std::to_string(c) + ": got " +
+                  text(got) + " expected " + text(want) + "; the row should hold rank " +
+                  std::to_string(src.src_rank) + " token " + std::to_string(src.src_token) +
+                  " slot " + std::to_string(src.topk_slot);
         }
       }
     }
-  }
-  if (bad_x > 0) {
-    ok = fail("dispatch out_x: " + std::to_string(bad_x) + " of " + std::to_string(compared_x) +
-              " compared elements differ; first at " + first_x);
+    if (bad > 0) {
+      ok = fail(std::string("dispatch ") + what + ": " + std::to_string(bad) + " of " +
+                std::to_string(compared) + " compared elements differ; first at " + first);
+    }
+  };
+  if (fp8) {
+    compare_rows(got_x_fp8_.data(), step.want_x_fp8.data(), H, "out_x (fp8)",
+                 [](uint8_t v) { return hex16(v); });
+    compare_rows(got_scales_.data(), step.want_scales.data(), H / 128, "out_scales",
+                 [](float v) { return std::to_string(v); });
+  } else {
+    compare_rows(got_x_.data(), step.want_x.data(), H, "out_x", [](uint16_t v) { return hex16(v); });
   }
 
   // Combine output [B, H].
@@ -427,10 +465,19 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
   const EpcTensor weights = buffers.topk_weights();
   const EpcTensor out_x = buffers.out_x();
   const EpcTensor counts = buffers.out_counts();
-  ::testing::AssertionResult r =
-      epc_ok(epc_ll_dispatch(handle, &x, &weights, &out_x, &counts, flags, stream),
-             "epc_ll_dispatch(B=" + std::to_string(buffers.tokens()) + ", flags=" +
-                 std::to_string(flags) + ")");
+  ::testing::AssertionResult r = ::testing::AssertionSuccess();
+  if (buffers.dispatch_options().use_fp8) {
+    const EpcTensor scales = buffers.out_scales();
+    const EpcFlags fp8_flags =
+        flags | (buffers.dispatch_options().round_scale_ue8m0 ? EPC_FLAG_FP8_POW2_SCALES : 0u);
+    r = epc_ok(epc_ll_dispatch_fp8(handle, &x, &weights, &out_x, &scales, &counts, fp8_flags, stream),
+               "epc_ll_dispatch_fp8(B=" + std::to_string(buffers.tokens()) + ", flags=" +
+                   std::to_string(fp8_flags) + ")");
+  } else {
+    r = epc_ok(epc_ll_dispatch(handle, &x, &weights, &out_x, &counts, flags, stream),
+               "epc_ll_dispatch(B=" + std::to_string(buffers.tokens()) + ", flags=" +
+                   std::to_string(flags) + ")");
+  }
   if (!r || (flags & EPC_FLAG_SEND_ONLY) == 0) return r;
   return epc_ok(epc_complete(handle, stream), "epc_complete after a send-only dispatch");
 }

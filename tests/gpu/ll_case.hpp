@@ -119,7 +119,10 @@ struct LlStep {
   int rank = 0;
   std::vector<uint16_t> y;                   // this rank's expert outputs [L, R*T, H]
   std::vector<int32_t> want_counts;          // [L]
+  ref::LlDispatchOptions dispatch_options;   // use_fp8: epc_ll_dispatch_fp8
   std::vector<uint16_t> want_x;              // [L, R*T, H] (rows past counts are zero)
+  std::vector<uint8_t> want_x_fp8;           // [L, R*T, H] with use_fp8
+  std::vector<float> want_scales;            // [L, R*T, H/128] with use_fp8
   std::vector<ref::SourceRef> want_src;      // [L, R*T], for messages
   std::vector<uint16_t> want_out;            // [B, H] kPerRankPrereduce
 
@@ -127,10 +130,11 @@ struct LlStep {
   int tokens() const { return mine().num_tokens; }
 };
 
-// Runs ll_dispatch and ll_combine (kPerRankPrereduce) of the reference model over all ranks
-// with y from make_expert_outputs(problem, y_seed); keeps this rank's part. Throws (via the
-// reference model) on an invalid problem.
-LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank);
+// Runs ll_dispatch (with `options`) and ll_combine (kPerRankPrereduce) of the reference model
+// over all ranks with y from make_expert_outputs(problem, y_seed); keeps this rank's part.
+// Throws (via the reference model) on an invalid problem.
+LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank,
+                 const ref::LlDispatchOptions& options = {});
 
 // A random problem of `shape` with top-k `topk`, B_r uniform in [0, T] when
 // random_token_counts, each entry masked with probability masked_fraction.
@@ -146,7 +150,8 @@ void clear_rank(ref::Problem& problem, int rank);
 EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape);
 
 // The device side of one step on this rank: inputs x [T, H], topk_idx [T, K] (int64 or
-// int32), topk_weights [T, K]; outputs out_x [L, R*T, H], out_counts [L]; expert outputs
+// int32), topk_weights [T, K]; outputs out_x [L, R*T, H] (bf16, or e4m3 bytes when the step
+// uses fp8), out_scales [L, R*T, H/128] (when H % 128 == 0), out_counts [L]; expert outputs
 // expert_out [L, R*T, H] (a separate buffer, so y can be written before the step's dispatch
 // and no host synchronisation is needed inside a step); out [T, H]. The tensors handed to
 // epcomm use the current step's B rows.
@@ -165,7 +170,10 @@ class LlBuffers {
   EpcTensor topk_idx() const;
   EpcTensor topk_weights() const;
   EpcTensor out_x() const;
+  EpcTensor out_scales() const;
   EpcTensor out_counts() const;
+  // The last uploaded step's dispatch options (use_fp8 selects epc_ll_dispatch_fp8).
+  const ref::LlDispatchOptions& dispatch_options() const { return options_; }
   EpcTensor expert_out() const;
   EpcTensor out() const;
 
@@ -184,10 +192,13 @@ class LlBuffers {
   int topk_ = 0;
   EpcDtype idx_dtype_ = EPC_DTYPE_INT64;
   int tokens_ = 0;
-  DeviceMemory x_, idx_, weights_, out_x_, counts_, expert_out_, out_;
+  ref::LlDispatchOptions options_;
+  DeviceMemory x_, idx_, weights_, out_x_, scales_, counts_, expert_out_, out_;
   std::vector<int32_t> idx32_;  // staging for int32 routing
   std::vector<int32_t> got_counts_;
   std::vector<uint16_t> got_x_;
+  std::vector<uint8_t> got_x_fp8_;
+  std::vector<float> got_scales_;
   std::vector<uint16_t> got_out_;
 };
 
@@ -199,8 +210,9 @@ class LlBuffers {
 ::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers,
                                          cudaStream_t stream);
 
-// epc_ll_dispatch / epc_ll_combine with `flags`; with EPC_FLAG_SEND_ONLY followed at once by
-// epc_complete on the same stream.
+// epc_ll_dispatch (or epc_ll_dispatch_fp8, as the buffers' step asks, adding
+// EPC_FLAG_FP8_POW2_SCALES for UE8M0 scales) / epc_ll_combine with `flags`; with
+// EPC_FLAG_SEND_ONLY followed at once by epc_complete on the same stream.
 ::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
                                     cudaStream_t stream);
 ::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,

@@ -43,7 +43,7 @@ constexpr int kMaxReportedSteps = 3;
 void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems,
                   uint64_t y_seed, const std::string& label,
                   EpcDtype idx_dtype = EPC_DTYPE_INT64, EpcFlags dispatch_flags = 0,
-                  EpcFlags combine_flags = 0) {
+                  EpcFlags combine_flags = 0, const ref::LlDispatchOptions& options = {}) {
   ASSERT_FALSE(problems.empty());
   const int topk = problems.front().topk;
   ll::Stream stream;
@@ -53,7 +53,7 @@ void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::
   HandlePtr handle;
   int failing_steps = 0;
   for (std::size_t s = 0; s < problems.size(); ++s) {
-    const LlStep step = ll::make_step(problems[s], y_seed + s, my_rank());
+    const LlStep step = ll::make_step(problems[s], y_seed + s, my_rank(), options);
     ASSERT_TRUE(buffers.upload(step, stream.get()));
     if (s == 0) {
       ASSERT_TRUE(ll::create_handle(group, buffers, stream.get(), handle));
@@ -222,19 +222,58 @@ TEST(LowLatency, Hidden2880TopK16AndTopK1) { run_hidden_case(2880, 4000); }
 
 TEST(LowLatency, Hidden7168TopK16AndTopK1) { run_hidden_case(7168, 4500); }
 
+// The largest shapes the issue names: B = T = 1024 tokens per rank (H = 2048, K = 8), and
+// H = 16384 (T = 64, K = 8); random B with one rank at B = T, ~10% masked.
+TEST(LowLatency, ThousandTokensPerRank) {
+  const LlShape shape = ll::world_shape(8, 2048, 1024, 8);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  ref::Problem p = ll::random_problem(shape, 8, 4700, false, 0.1);
+  run_sequence(group.get(), shape, {p}, 4710, "B=1024");
+}
+
+TEST(LowLatency, Hidden16384) {
+  const LlShape shape = ll::world_shape(8, 16384, 64, 8);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  run_sequence(group.get(), shape, {ll::random_problem(shape, 8, 4800, true, 0.1)}, 4810, "H=16384");
+}
+
+// ---- 4b. FP8 dispatch -------------------------------------------------------------------------
+
+// epc_ll_dispatch_fp8 against the reference's e4m3 cast: H = 7168, K = 8, random B, ~10%
+// masked; two steps with plain scales, then two with power-of-two (UE8M0) scales and the
+// dispatch send-only; combine (bf16) after each. Then top-k 16 with int32 routing.
+TEST(LowLatency, Fp8DispatchMatchesTheReferenceCast) {
+  const LlShape shape = ll::world_shape(16, 7168, 64, 16);
+  GroupPtr group;
+  ASSERT_TRUE(ll::create_group(shape, group));
+  ref::LlDispatchOptions fp8;
+  fp8.use_fp8 = true;
+  std::vector<ref::Problem> problems;
+  for (uint64_t s = 0; s < 2; ++s) problems.push_back(ll::random_problem(shape, 8, 4900 + s, true, 0.1));
+  run_sequence(group.get(), shape, problems, 4910, "fp8", EPC_DTYPE_INT64, 0, 0, fp8);
+  fp8.round_scale_ue8m0 = true;
+  run_sequence(group.get(), shape, problems, 4920, "fp8 ue8m0", EPC_DTYPE_INT64, EPC_FLAG_SEND_ONLY,
+               0, fp8);
+  run_sequence(group.get(), shape, {ll::random_problem(shape, 16, 4930, true, 0.1)}, 4940,
+               "fp8 K=16", EPC_DTYPE_INT32, 0, 0, fp8);
+}
+
 // ---- 5. Back to back ------------------------------------------------------------------------
 
-// 50 steps on one handle, new routing (epc_handle_update), new x, new y and a new B every
+// 1000 steps on one handle, new routing (epc_handle_update), new x, new y and a new B every
 // step; checked after every step (the only host synchronisation).
-TEST(LowLatency, FiftyStepsOnOneHandle) {
-  const LlShape shape = ll::world_shape(8, 1024, 32, 8);
+TEST(LowLatency, ThousandStepsOnOneHandle) {
+  constexpr int kSteps = 1000;
+  const LlShape shape = ll::world_shape(8, 256, 16, 8);
   GroupPtr group;
   ASSERT_TRUE(ll::create_group(shape, group));
   std::vector<ref::Problem> problems;
-  for (uint64_t s = 0; s < 50; ++s) {
+  for (uint64_t s = 0; s < kSteps; ++s) {
     problems.push_back(ll::random_problem(shape, 6, 5000 + s, true, 0.1));
   }
-  run_sequence(group.get(), shape, problems, 5100, "50 steps");
+  run_sequence(group.get(), shape, problems, 15000, "1000 steps");
 }
 
 // 50 steps queued on one stream with no host synchronisation at all between them (each

@@ -22,26 +22,31 @@ TEST(Planner, LowLatencyDecodeLayoutByHand) {
   // 4 ranks, 256 experts (64 local), hidden 7168, 128 tokens, top-8.
   auto c = config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
   epc::Plan p = epc::make_plan(c, {4, 4, 1});
-  // Header: 8 bytes (token index, entry count) + min(8, 64) * 8 = 72 -> 80. Row: 14336.
-  EXPECT_EQ(p.message_bytes, 80u + 14336u);
+  // Header: 8 bytes (token index, entry count) + 8 entries * 12 (local expert, position,
+  // weight) = 104 -> 112. Row: 14336.
+  EXPECT_EQ(p.message_bytes, 112u + 14336u);
   EXPECT_EQ(p.num_slots, 2u);
   ASSERT_EQ(p.regions.size(), 9u);
   // control: 4 barrier slots * 4 peers * 8 B = 128 -> 256.
   EXPECT_EQ(p.region(EPC_REGION_CONTROL).offset, 0u);
   EXPECT_EQ(p.region(EPC_REGION_CONTROL).size, 256u);
-  // dispatch_recv[0]: 4 * 128 * 14416 = 7380992 (a multiple of 256).
+  // dispatch_recv[0]: 4 * 128 * 14448 = 7397376 messages + the count table 4 * 64 * 4 = 1024
+  // = 7398400 (a multiple of 256).
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).offset, 256u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).size, 7380992u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).offset, 7381248u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).size, 7398400u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).offset, 7398656u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).size, 256u);
   // combine_recv[0]: 4 * 128 * 14336 = 7340032.
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).offset, 7381504u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).offset, 7398912u);
   EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset, 14721536u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).offset, 14721792u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 1).offset, 29443072u);
-  // End 29443328, rounded up to 4096: 7189 * 4096.
-  EXPECT_EQ(p.symmetric_bytes, 29446144u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset, 14738944u);
+  // A slot spans 14738944 bytes.
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).offset, 14739200u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 1).offset, 29477888u);
+  // End 29478144, rounded up to 4096: 7197 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 29478912u);
+  // Step counters (256) + two slots of 256 expert counts.
+  EXPECT_EQ(p.workspace_bytes, 256u + 2u * 256u * 4u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).name, "dispatch_recv[1]");
   EXPECT_EQ(p.gin_contexts, 0u);
   EXPECT_EQ(p.lsa_barriers, 0u);
@@ -74,8 +79,8 @@ TEST(Planner, Fp8GroupsUseSmallerMessages) {
   raw.hidden = 7168;
   raw.dtype = EPC_DTYPE_FP8_E4M3;
   epc::Plan p = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
-  // 80-byte header + 7168 fp8 bytes + 56 scales * 4 bytes.
-  EXPECT_EQ(p.message_bytes, 80u + 7168u + 224u);
+  // 112-byte header + 7168 fp8 bytes + 56 scales * 4 bytes.
+  EXPECT_EQ(p.message_bytes, 112u + 7168u + 224u);
   // Combine rows stay bf16: 4 * 128 * 14336.
   EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u);
   EXPECT_EQ(p.dtype, static_cast<EpcDtype>(EPC_DTYPE_FP8_E4M3));
@@ -83,10 +88,10 @@ TEST(Planner, Fp8GroupsUseSmallerMessages) {
 
 TEST(Planner, HeaderHoldsEveryTopkEntry) {
   // 8 experts on 4 ranks (2 local), top-8: with duplicate ids all 8 entries can land on one
-  // rank, so the header holds 8 pairs: 8 + 8 * 8 = 72 -> 80 bytes.
+  // rank, so the header holds 8 entries: 8 + 8 * 12 = 104 -> 112 bytes.
   auto c = config(EPC_MODE_LOW_LATENCY, 8, 128, 16, 8);
-  EXPECT_EQ(epc::ll_message_header_bytes(c), 80u);
-  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).message_bytes, 80u + 256u);
+  EXPECT_EQ(epc::ll_message_header_bytes(c), 112u);
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).message_bytes, 112u + 256u);
 }
 
 TEST(Planner, RegionsAreAlignedOrderedAndDisjoint) {
@@ -113,8 +118,10 @@ TEST(Planner, ScalesWithRanksAndTokens) {
   uint64_t a = epc::make_plan(small, {2, 2, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
   uint64_t b = epc::make_plan(large, {2, 2, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
   uint64_t d = epc::make_plan(small, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
-  EXPECT_EQ(b, 2 * a);
-  EXPECT_EQ(d, 2 * a);
+  // Messages scale with ranks * tokens; the count table behind them is ranks * local experts
+  // = 64 int32 = 256 bytes whatever the rank count.
+  EXPECT_EQ(b - 256, 2 * (a - 256));
+  EXPECT_EQ(d - 256, 2 * (a - 256));
 }
 
 TEST(Planner, NetworkResourcesOnlyAcrossNodes) {

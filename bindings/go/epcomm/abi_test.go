@@ -52,8 +52,13 @@ func TestConstantsMatchTheCompilerAndTheSnapshot(t *testing.T) {
 			t.Errorf("%s: Go %d, C %d", c.Name, c.Go, c.C)
 		}
 	}
+	// The constants that name the ABI version itself differ between versions by design.
+	versionNames := map[string]bool{"EPC_ABI_MINOR": true, "EPC_ABI_PATCH": true, "EPC_ABI_VERSION": true}
 	for version, v := range snapshot.Versions {
 		for name, want := range v.Constants {
+			if version != BindingsVersion.String() && versionNames[name] {
+				continue
+			}
 			got, ok := goValues[name]
 			if !ok {
 				t.Errorf("ABI %s: %s is missing from the Go bindings", version, name)

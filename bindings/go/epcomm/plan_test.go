@@ -15,7 +15,7 @@ func TestPlanQueryLowLatencyFourRanks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PlanQuery: %v", err)
 	}
-	const wantWindow = 29446144 // 7189 pages of 4096 bytes
+	const wantWindow = 29478912 // 7197 pages of 4096 bytes
 	if plan.SymmetricBytes != wantWindow {
 		t.Errorf("SymmetricBytes = %d, want %d", plan.SymmetricBytes, wantWindow)
 	}
@@ -25,7 +25,7 @@ func TestPlanQueryLowLatencyFourRanks(t *testing.T) {
 	if got := plan.Regions[1].Name; got != "dispatch_recv[0]" {
 		t.Errorf("region 1 is %q, want dispatch_recv[0]", got)
 	}
-	if r := plan.Regions[1]; r.Kind != RegionDispatchRecv || r.Slot != 0 || r.Offset != 256 || r.Size != 7380992 {
+	if r := plan.Regions[1]; r.Kind != RegionDispatchRecv || r.Slot != 0 || r.Offset != 256 || r.Size != 7398400 {
 		t.Errorf("region 1 = %+v", r)
 	}
 	if r := plan.Regions[0]; r.Name != "control" || r.Slot != SlotNone {

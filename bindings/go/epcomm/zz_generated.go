@@ -12,19 +12,19 @@ import (
 	"unsafe"
 )
 
-// The declarations below were generated from ABI version 1.0.0 of the header.
+// The declarations below were generated from ABI version 1.1.0 of the header.
 
 // Constants of the header that belong to no typedef: versions, sizes, sentinels.
 const (
 	// ABIMajor is EPC_ABI_MAJOR.
 	ABIMajor = 1
 	// ABIMinor is EPC_ABI_MINOR.
-	ABIMinor = 0
+	ABIMinor = 1
 	// ABIPatch is EPC_ABI_PATCH.
 	ABIPatch = 0
 	// ABIVersion is EPC_ABI_VERSION, ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 +
 	// EPC_ABI_PATCH)).
-	ABIVersion = 10000
+	ABIVersion = 10100
 	// TensorMaxDims is EPC_TENSOR_MAX_DIMS.
 	TensorMaxDims = 4
 	// UniqueIDBytes is EPC_UNIQUE_ID_BYTES.
@@ -36,6 +36,9 @@ const (
 	// FlagSendOnly is EPC_FLAG_SEND_ONLY, 0x1u: queue only the sending half; epc_complete()
 	// finishes it.
 	FlagSendOnly = 1
+	// FlagFP8Pow2Scales is EPC_FLAG_FP8_POW2_SCALES, 0x2u: epc_ll_dispatch_fp8: round every
+	// scale up to a power of two (UE8M0-representable). Since ABI 1.1.
+	FlagFP8Pow2Scales = 2
 )
 
 // Status is the C type EpcStatus (int32_t).
@@ -233,6 +236,7 @@ func headerConstants() []headerConstant {
 		{"EPC_PLAN_MAX_REGIONS", int64(PlanMaxRegions), int64(C.EPC_PLAN_MAX_REGIONS)},
 		{"EPC_SLOT_NONE", int64(SlotNone), int64(C.EPC_SLOT_NONE)},
 		{"EPC_FLAG_SEND_ONLY", int64(FlagSendOnly), int64(C.EPC_FLAG_SEND_ONLY)},
+		{"EPC_FLAG_FP8_POW2_SCALES", int64(FlagFP8Pow2Scales), int64(C.EPC_FLAG_FP8_POW2_SCALES)},
 	}
 }
 
@@ -335,6 +339,7 @@ func headerStructLayouts() []structLayout {
 			{"ll_dispatch", unsafe.Offsetof(C.EpcApi{}.ll_dispatch), unsafe.Sizeof(C.EpcApi{}.ll_dispatch)},
 			{"ll_combine", unsafe.Offsetof(C.EpcApi{}.ll_combine), unsafe.Sizeof(C.EpcApi{}.ll_combine)},
 			{"complete", unsafe.Offsetof(C.EpcApi{}.complete), unsafe.Sizeof(C.EpcApi{}.complete)},
+			{"ll_dispatch_fp8", unsafe.Offsetof(C.EpcApi{}.ll_dispatch_fp8), unsafe.Sizeof(C.EpcApi{}.ll_dispatch_fp8)},
 		}},
 	}
 }

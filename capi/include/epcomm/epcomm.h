@@ -47,7 +47,7 @@ extern "C" {
 /* The ABI version: the single source of truth (the build reads these three lines).
  * Within one major version every change is additive. */
 #define EPC_ABI_MAJOR 1
-#define EPC_ABI_MINOR 0
+#define EPC_ABI_MINOR 1
 #define EPC_ABI_PATCH 0
 #define EPC_ABI_VERSION ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 + EPC_ABI_PATCH))
 
@@ -311,6 +311,8 @@ EPC_API EpcStatus epc_handle_destroy(EpcHandle* handle);
 
 typedef uint32_t EpcFlags;
 #define EPC_FLAG_SEND_ONLY 0x1u /* queue only the sending half; epc_complete() finishes it */
+#define EPC_FLAG_FP8_POW2_SCALES 0x2u /* epc_ll_dispatch_fp8: round every scale up to a power
+                                         of two (UE8M0-representable). Since ABI 1.1 */
 
 /* Send each of this rank's B tokens `x` [B, H] (bf16 or fp16, the group's dtype size; B may
  * be 0, and then NULL data is accepted) with
@@ -325,10 +327,24 @@ typedef uint32_t EpcFlags;
  * the order they are queued: a dispatch's combine may follow other handles' steps. Collective
  * over the group's ranks (every rank dispatches each step); stream-ordered; graph-capturable;
  * not thread-safe with other calls on the handle. Tensors must stay valid until the stream
- * passes the call (or its completion). */
+ * passes the call (or its completion). On a group whose dtype is EPC_DTYPE_FP8_E4M3 use
+ * epc_ll_dispatch_fp8 (the buffers hold fp8 rows only). */
 EPC_API EpcStatus epc_ll_dispatch(EpcHandle* handle, const EpcTensor* x,
                                   const EpcTensor* topk_weights, const EpcTensor* out_x,
                                   const EpcTensor* out_counts, EpcFlags flags, void* stream);
+
+/* epc_ll_dispatch with the payload cast to FP8 in the send kernel: each token row of `x`
+ * (bf16 or fp16, [B, H], H % 128 == 0) travels as e4m3 bytes with one fp32 scale per 128
+ * channels, scale = max(amax, 1e-4) / 448 (with EPC_FLAG_FP8_POW2_SCALES rounded up to a
+ * power of two), e4m3 = saturate(x / scale): the reference model's ll_dispatch with
+ * use_fp8. Receives `out_x` [L, R*T, H] EPC_DTYPE_FP8_E4M3 and `out_scales` [L, R*T, H/128]
+ * fp32, in the same order and with the same rules (flags, completion, graphs) as
+ * epc_ll_dispatch; combine on the handle takes bf16 expert outputs as usual. Works on
+ * groups of any dtype. Collective; stream-ordered; graph-capturable. Since ABI 1.1. */
+EPC_API EpcStatus epc_ll_dispatch_fp8(EpcHandle* handle, const EpcTensor* x,
+                                      const EpcTensor* topk_weights, const EpcTensor* out_x,
+                                      const EpcTensor* out_scales, const EpcTensor* out_counts,
+                                      EpcFlags flags, void* stream);
 
 /* Return the expert outputs `expert_out` [L, R*T, H] bf16 (the layout dispatch produced on
  * this handle) to their tokens' ranks and write `out` [B, H] bf16: for each token, the sum
@@ -376,6 +392,11 @@ typedef struct EpcApi {
   EpcStatus (*ll_combine)(EpcHandle* handle, const EpcTensor* expert_out, const EpcTensor* out,
                           EpcFlags flags, void* stream);
   EpcStatus (*complete)(EpcHandle* handle, void* stream);
+  /* ABI 1.1 */
+  EpcStatus (*ll_dispatch_fp8)(EpcHandle* handle, const EpcTensor* x,
+                               const EpcTensor* topk_weights, const EpcTensor* out_x,
+                               const EpcTensor* out_scales, const EpcTensor* out_counts,
+                               EpcFlags flags, void* stream);
 } EpcApi;
 
 /* Fill `*out_api` with this library's function table if `abi_major` equals its

@@ -1,0 +1,62 @@
+// A receive kernel's wait for every peer's signal of the current step, done once per launch:
+// block 0 polls the peers' flags (one thread per peer), copies their payloads to a global
+// mailbox and releases a local "ready" word; every other block waits on that word. Only
+// nranks threads then poll memory that peers write over NVLink.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/device/peer_wait.cuh"
+
+namespace epc::kernels {
+
+constexpr uint64_t kReadyFailed = 1ull << 63;
+
+// Returns true in every thread once every peer's signal carries `epoch`; `payload`
+// (shared, [nranks], may be null) then holds their low 32 bits, through `mailbox` (global,
+// [nranks], needed when payload is not null). Returns false in every thread on a timeout or
+// a failed group (recorded in `error`).
+__device__ __forceinline__ bool wait_for_step(uint64_t* signals, int nranks, uint32_t epoch,
+                                              uint64_t* ready, int32_t* mailbox, uint32_t* payload,
+                                              uint64_t timeout_ns, DeviceError* error,
+                                              uint32_t phase, int rank) {
+  if (blockIdx.x == 0) {
+    const bool ok = wait_for_peers(signals, nranks, epoch, payload, timeout_ns, error, phase, rank);
+    if (ok && payload != nullptr) {
+      for (int s = threadIdx.x; s < nranks; s += blockDim.x) mailbox[s] = static_cast<int32_t>(payload[s]);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) store_release_gpu(ready, ok ? epoch : (epoch | kReadyFailed));
+    return ok;
+  }
+  __shared__ int failed;
+  if (threadIdx.x == 0) {
+    // A longer bound than block 0's, so that block 0, which knows which peer is missing,
+    // is the one to report a timeout.
+    Deadline deadline(timeout_ns + timeout_ns / 4);
+    uint64_t value;
+    failed = 0;
+    for (uint32_t spins = 0; ((value = load_acquire_gpu(ready)) & ~kReadyFailed) != epoch; ++spins) {
+      __nanosleep(kPollSleepNs);
+      if (spins % kPollsPerCheck != kPollsPerCheck - 1) continue;
+      if (deadline.expired()) {
+        report_failure(error, EPC_ERR_TIMEOUT, phase, rank, -1, deadline.elapsed_ns());
+        failed = 1;
+        break;
+      }
+      if (group_failed(error)) {
+        failed = 1;
+        break;
+      }
+    }
+    if ((value & kReadyFailed) != 0) failed = 1;
+  }
+  __syncthreads();
+  if (failed == 0 && payload != nullptr) {
+    for (int s = threadIdx.x; s < nranks; s += blockDim.x) payload[s] = static_cast<uint32_t>(mailbox[s]);
+  }
+  __syncthreads();
+  return failed == 0;
+}
+
+}  // namespace epc::kernels

@@ -1,0 +1,37 @@
+// The wire format of a low-latency dispatch message, shared by the planner (which sizes the
+// receive slots) and the kernels (which write and read them).
+//
+// A source rank writes one message per (destination rank, token) into the destination's
+// slot [source][token]: a header naming the token's entries on that rank, then the payload
+// (the 16-bit row, or e4m3 bytes followed by one fp32 scale per 128 channels). Each entry
+// carries its position among the source's entries for the same expert, counted in (token,
+// top-k slot) order, so the receiver can place every message independently: the packed row
+// is (entries of that expert from lower source ranks) + position. Behind the messages sits
+// a small table [source][local expert] of those per-source entry counts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace epc::kernels {
+
+struct LlMessageHeader {
+  int32_t token;    // source token index
+  int32_t entries;  // LlMessageEntry records that follow
+};
+
+struct LlMessageEntry {
+  int32_t local_expert;
+  int32_t position;  // among the source's entries for this expert, in (token, slot) order
+  float weight;
+};
+
+constexpr size_t kLlMessageAlignment = 16;
+
+// Header bytes for `max_entries` entries, rounded so the payload starts 16-byte aligned.
+constexpr size_t ll_message_header_bytes(size_t max_entries) {
+  return (sizeof(LlMessageHeader) + max_entries * sizeof(LlMessageEntry) + kLlMessageAlignment - 1) /
+         kLlMessageAlignment * kLlMessageAlignment;
+}
+
+}  // namespace epc::kernels
