@@ -127,7 +127,12 @@ kernels::LlCommon LlHandle::common() const {
   return k;
 }
 
-int LlHandle::blocks() const { return static_cast<int>(group_.config().num_sms); }
+int LlHandle::blocks(int items) const {
+  // Kernels that hand out one block per token need no more blocks than tokens: fewer idle
+  // blocks make small batches cheaper to launch and to finish.
+  const int budget = static_cast<int>(group_.config().num_sms);
+  return items < 1 ? 1 : (items < budget ? items : budget);
+}
 
 void LlHandle::require_no_pending(const char* call, bool starts_step) const {
   if (pending_ != Pending::kNone) {
@@ -179,14 +184,14 @@ kernels::LlDispatchParams LlHandle::dispatch_params(const char* call, const EpcT
 
 void LlHandle::launch_dispatch(const kernels::LlDispatchParams& p, EpcFlags flags, cudaStream_t stream) {
   DeviceGuard guard(group_.device());
-  check_cuda(kernels::launch_ll_dispatch_send(p, blocks(), stream), "launching the dispatch send");
-  if ((flags & EPC_FLAG_SEND_ONLY) != 0) {
-    pending_ = Pending::kDispatch;
-    pending_dispatch_ = p;
-    group_.set_ll_pending_owner(this);
+  if ((flags & EPC_FLAG_SEND_ONLY) == 0) {
+    check_cuda(kernels::launch_ll_dispatch(p, blocks(num_tokens_), blocks(), stream), "launching the dispatch");
     return;
   }
-  check_cuda(kernels::launch_ll_dispatch_recv(p, blocks(), stream), "launching the dispatch receive");
+  check_cuda(kernels::launch_ll_dispatch_send(p, blocks(num_tokens_), stream), "launching the dispatch send");
+  pending_ = Pending::kDispatch;
+  pending_dispatch_ = p;
+  group_.set_ll_pending_owner(this);
 }
 
 void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
@@ -248,14 +253,14 @@ void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFla
   p.out = static_cast<uint16_t*>(out->data);
 
   DeviceGuard guard(group_.device());
-  check_cuda(kernels::launch_ll_combine_send(p, blocks(), stream), "launching the combine send");
-  if ((flags & EPC_FLAG_SEND_ONLY) != 0) {
-    pending_ = Pending::kCombine;
-    pending_combine_ = p;
-    group_.set_ll_pending_owner(this);
+  if ((flags & EPC_FLAG_SEND_ONLY) == 0) {
+    check_cuda(kernels::launch_ll_combine(p, blocks(), blocks(num_tokens_), stream), "launching the combine");
     return;
   }
-  check_cuda(kernels::launch_ll_combine_recv(p, blocks(), stream), "launching the combine receive");
+  check_cuda(kernels::launch_ll_combine_send(p, blocks(), stream), "launching the combine send");
+  pending_ = Pending::kCombine;
+  pending_combine_ = p;
+  group_.set_ll_pending_owner(this);
 }
 
 void LlHandle::complete(cudaStream_t stream) {
@@ -270,7 +275,7 @@ void LlHandle::complete(cudaStream_t stream) {
                  "launching the dispatch receive");
       break;
     case Pending::kCombine:
-      check_cuda(kernels::launch_ll_combine_recv(pending_combine_, blocks(), stream),
+      check_cuda(kernels::launch_ll_combine_recv(pending_combine_, blocks(num_tokens_), stream),
                  "launching the combine receive");
       break;
   }

@@ -44,7 +44,8 @@ class LlHandle {
   void launch_dispatch(const kernels::LlDispatchParams& params, EpcFlags flags, cudaStream_t stream);
   void copy_routing(const EpcTensor* topk_idx, cudaStream_t stream);
   kernels::LlCommon common() const;
-  int blocks() const;
+  // The SM budget, or `items` blocks when fewer suffice (one block per item).
+  int blocks(int items = INT32_MAX) const;
   // Refuses a call while this handle (or, for a call that starts a step, any handle of the
   // group) has a send-only step waiting for epc_complete.
   void require_no_pending(const char* call, bool starts_step) const;

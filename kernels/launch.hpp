@@ -37,10 +37,15 @@ cudaError_t launch_routing_copy(const RoutingCopyParams& params, cudaStream_t st
 // expert-major. `blocks` is the SM budget.
 cudaError_t launch_ll_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream);
+// Both halves: one fused launch when every block fits on the GPU at once, else the two above.
+cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks,
+                               cudaStream_t stream);
 
 // Low-latency combine: the send half pre-reduces each received token over this rank's
 // experts and returns it; the receive half sums the partials per token.
 cudaError_t launch_ll_combine_send(const LlCombineParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cudaStream_t stream);
+cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks,
+                              cudaStream_t stream);
 
 }  // namespace epc::kernels

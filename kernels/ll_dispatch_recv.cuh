@@ -4,19 +4,18 @@
 // entry's position, which gives the reference order (source rank, source token, top-k slot)
 // with no scan. One block per message copies the payload once into every row it feeds, and
 // records the rows and weights that combine will need.
+#pragma once
+
 #include "kernels/device/launch_done.cuh"
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/warp.cuh"
-#include "kernels/launch.hpp"
+#include "kernels/ll_params.hpp"
 #include "kernels/ll_message.hpp"
 #include "kernels/ll_received.cuh"
 
-namespace epc::kernels {
+namespace epc::kernels::dispatch_recv {
 
-namespace {
-
-constexpr int kThreads = 512;
 constexpr int kMaxEntries = 32;  // the configuration's top-k limit
 
 // Where the entries of one message go, worked out by its first warp into shared memory.
@@ -25,7 +24,8 @@ struct MessageRows {
   int flat_row[kMaxEntries];  // l * R*T + row, or -1 for an entry that did not fit
 };
 
-__global__ void __launch_bounds__(kThreads) ll_dispatch_recv_kernel(LlDispatchParams p) {
+// The whole part, run by every thread of every block.
+__device__ __forceinline__ void run(const LlDispatchParams& p) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const uint64_t step = c.state->dispatch_step;
@@ -110,12 +110,4 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_recv_kernel(LlDispatchPa
   }
 }
 
-}  // namespace
-
-cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream) {
-  const size_t shared = static_cast<size_t>(params.common.geo.nranks) * sizeof(uint32_t);
-  ll_dispatch_recv_kernel<<<blocks, kThreads, shared, stream>>>(params);
-  return cudaGetLastError();
-}
-
-}  // namespace epc::kernels
+}  // namespace epc::kernels::dispatch_recv

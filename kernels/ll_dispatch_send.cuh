@@ -5,26 +5,25 @@
 // rank that hosts one of its entries: the row as it is, or quantized to e4m3 on the way.
 // The last block to finish sends each rank the table of entries per local expert, then
 // signals every rank with (epoch, B).
+#pragma once
+
 #include "kernels/device/fp8.cuh"
 #include "kernels/device/half_bits.cuh"
 #include "kernels/device/launch_done.cuh"
 #include "kernels/device/step_signal.cuh"
-#include "kernels/launch.hpp"
+#include "kernels/ll_params.hpp"
 #include "kernels/ll_message.hpp"
 #include "kernels/ll_token_routing.cuh"
 
-namespace epc::kernels {
+namespace epc::kernels::dispatch_send {
 
-namespace {
-
-constexpr int kThreads = 512;
 constexpr int kChannelsPerVector = 8;  // 16 bytes of a 16-bit row
 constexpr int kVectorsPerFp8Block = kFp8BlockChannels / kChannelsPerVector;  // 16 lanes
 
 // Stores the token's payload into every destination in `route`. Each thread owns one
 // 16-byte vector of the source row per round; for fp8 the 16 lanes holding one 128-channel
 // block agree on its scale through shuffles, so rounds are warp-uniform.
-__device__ void send_payload(const LlDispatchParams& p, const char* row, char* const* messages,
+__device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, char* const* messages,
                              const TokenRoute& route) {
   const LlGeometry& g = p.common.geo;
   const int vectors = g.hidden / kChannelsPerVector;
@@ -66,7 +65,7 @@ __device__ void send_payload(const LlDispatchParams& p, const char* row, char* c
 
 // Sends every rank the number of entries this rank has for each of its local experts, and
 // zeroes the slot's counters for the step after next.
-__device__ void send_count_tables(const LlDispatchParams& p, int32_t* counts, uint64_t table_offset) {
+__device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, int32_t* counts, uint64_t table_offset) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int experts = g.nranks * g.local_experts;
@@ -78,7 +77,8 @@ __device__ void send_count_tables(const LlDispatchParams& p, int32_t* counts, ui
   }
 }
 
-__global__ void __launch_bounds__(kThreads) ll_dispatch_send_kernel(LlDispatchParams p) {
+// The whole part, run by every thread of every block.
+__device__ __forceinline__ void run(const LlDispatchParams& p) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const uint64_t step = c.state->dispatch_step;
@@ -131,11 +131,4 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send_kernel(LlDispatchPa
   }
 }
 
-}  // namespace
-
-cudaError_t launch_ll_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream) {
-  ll_dispatch_send_kernel<<<blocks, kThreads, 0, stream>>>(params);
-  return cudaGetLastError();
-}
-
-}  // namespace epc::kernels
+}  // namespace epc::kernels::dispatch_send

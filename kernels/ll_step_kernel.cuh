@@ -1,0 +1,45 @@
+// One launch per low-latency operation when it can be: the sending and receiving parts of a
+// dispatch (or combine) as one kernel saves a launch and the gap between two kernels. The
+// receiving part spins until every peer has sent, so the fused kernel is only launched when
+// all its blocks can be resident at once (else a waiting block could keep a sending block
+// of the same launch off the GPU until the timeout); otherwise the two parts run as two
+// kernels, as they always do for EPC_FLAG_SEND_ONLY.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+
+namespace epc::kernels {
+
+constexpr int kLlThreads = 512;
+
+// Blocks of one kernel that fit on a device at once, asked of CUDA once per device (the
+// dynamic shared memory of these kernels is a few bytes per rank and does not change it).
+class ResidentBlocks {
+ public:
+  ResidentBlocks() {
+    for (std::atomic<int>& entry : cache_) entry.store(-1, std::memory_order_relaxed);
+  }
+
+  template <typename Kernel>
+  int get(Kernel kernel, size_t dynamic_shared) {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return 0;
+    int known = cache_[device].load(std::memory_order_relaxed);
+    if (known >= 0) return known;
+    int sms = 0, per_sm = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kLlThreads, dynamic_shared) != cudaSuccess) {
+      return 0;  // unknown: never fuse
+    }
+    cache_[device].store(sms * per_sm, std::memory_order_relaxed);
+    return sms * per_sm;
+  }
+
+ private:
+  static constexpr int kMaxDevices = 64;
+  std::atomic<int> cache_[kMaxDevices];  // -1: not asked yet
+};
+
+}  // namespace epc::kernels
