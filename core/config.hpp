@@ -38,7 +38,8 @@ constexpr uint32_t kMaxLlTokens = 1024;
 constexpr uint32_t kMaxHtTokens = 65536;
 constexpr uint32_t kDefaultTopk = 8;
 constexpr uint32_t kMaxTopk = 32;
-constexpr uint32_t kDefaultLlSms = 32;
+// LL: every SM of an H100/H200 SXM (fewer on smaller parts just means no fused launch).
+constexpr uint32_t kDefaultLlSms = 132;
 constexpr uint32_t kDefaultHtSms = 24;
 constexpr uint32_t kMaxSms = 1024;
 constexpr uint32_t kDefaultTimeoutMs = 10000;

@@ -29,7 +29,7 @@ TEST(Config, DefaultsForLowLatency) {
   EXPECT_EQ(c.mode, static_cast<EpcMode>(EPC_MODE_LOW_LATENCY));
   EXPECT_EQ(c.max_tokens_per_rank, 128u);
   EXPECT_EQ(c.max_topk, 8u);
-  EXPECT_EQ(c.num_sms, 32u);
+  EXPECT_EQ(c.num_sms, 132u);
   EXPECT_EQ(c.timeout_ms, 10000u);
   EXPECT_EQ(c.alloc_fn, nullptr);
 }

@@ -50,7 +50,7 @@ TEST(Planner, LowLatencyDecodeLayoutByHand) {
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).name, "dispatch_recv[1]");
   EXPECT_EQ(p.gin_contexts, 0u);
   EXPECT_EQ(p.lsa_barriers, 0u);
-  EXPECT_EQ(p.num_sms, 32u);
+  EXPECT_EQ(p.num_sms, 132u);
 }
 
 TEST(Planner, HighThroughputPrefillLayoutByHand) {

@@ -50,7 +50,7 @@ TEST(VersionedStruct, ShorterStructGetsDefaultsForTheTail) {
   EXPECT_EQ(r.num_experts, 64u);
   EXPECT_EQ(r.hidden, 4096u);
   EXPECT_EQ(r.max_tokens_per_rank, 200u);
-  EXPECT_EQ(r.num_sms, 32u);
+  EXPECT_EQ(r.num_sms, 132u);
   EXPECT_EQ(r.timeout_ms, 10000u);
 }
 

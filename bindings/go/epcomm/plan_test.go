@@ -31,7 +31,7 @@ func TestPlanQueryLowLatencyFourRanks(t *testing.T) {
 	if r := plan.Regions[0]; r.Name != "control" || r.Slot != SlotNone {
 		t.Errorf("region 0 = %+v", r)
 	}
-	if plan.Mode != ModeLowLatency || plan.NumSlots != 2 || plan.Dtype != DtypeBF16 || plan.NumSMs != 32 {
+	if plan.Mode != ModeLowLatency || plan.NumSlots != 2 || plan.Dtype != DtypeBF16 || plan.NumSMs != 132 {
 		t.Errorf("plan header = %+v", plan)
 	}
 	last := plan.Regions[len(plan.Regions)-1]

@@ -161,7 +161,7 @@ typedef struct EpcGroupConfig {
                            FP16 size buffers for 2-byte rows (FP8 traffic fits in them too);
                            FP8_E4M3 sizes them for fp8 rows + scales only (hidden % 128 == 0).
                            Other dtypes: EPC_ERR_UNSUPPORTED. */
-  uint32_t num_sms;     /* SM budget for the kernels; 0: mode default (LL 32, HT 24) */
+  uint32_t num_sms;     /* SM budget for the kernels; 0: mode default (LL 132, HT 24) */
   uint32_t timeout_ms;  /* bound on every device-side wait; 0: 10000 ms */
   uint32_t flags;       /* reserved, must be 0 */
   uint32_t reserved0;   /* must be 0 */

@@ -149,7 +149,7 @@ struct EpcGroupConfig
     max_tokens_per_rank::UInt32  # 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
     max_topk::UInt32  # 0: 8; at most 32
     dtype::EpcDtype  # token payload the group carries; 0: EPC_DTYPE_BF16. BF16 and FP16 size buffers for 2-byte rows (FP8 traffic fits in them too); FP8_E4M3 sizes them for fp8 rows + scales only (hidden % 128 == 0). Other dtypes: EPC_ERR_UNSUPPORTED.
-    num_sms::UInt32  # SM budget for the kernels; 0: mode default (LL 32, HT 24)
+    num_sms::UInt32  # SM budget for the kernels; 0: mode default (LL 132, HT 24)
     timeout_ms::UInt32  # bound on every device-side wait; 0: 10000 ms
     flags::UInt32  # reserved, must be 0
     reserved0::UInt32  # must be 0

@@ -8,7 +8,7 @@
 The configuration of a group (`EpcGroupConfig`). `num_experts` (divisible by the rank count)
 and `hidden` (a multiple of 8) are required; every zero means the library's default:
 `mode` low latency (`:low_latency`, or `:high_throughput`), `max_tokens_per_rank` 128 (LL)
-or 4096 (HT), `max_topk` 8, `dtype` bf16 (a name or type as in `dtype_code`), `num_sms` 32
+or 4096 (HT), `max_topk` 8, `dtype` bf16 (a name or type as in `dtype_code`), `num_sms` 132 (LL) or 24 (HT)
 (LL) or 24 (HT), `timeout_ms` 10000. `alloc_fn`/`free_fn`/`alloc_ctx` are C function
 pointers (e.g. from `@cfunction`) of a symmetric-memory allocator; set both or neither.
 """

@@ -148,7 +148,7 @@ pub struct EpcGroupConfig {
     /// FP8_E4M3 sizes them for fp8 rows + scales only (hidden % 128 == 0).
     /// Other dtypes: EPC_ERR_UNSUPPORTED.
     pub dtype: EpcDtype,
-    /// SM budget for the kernels; 0: mode default (LL 32, HT 24)
+    /// SM budget for the kernels; 0: mode default (LL 132, HT 24)
     pub num_sms: u32,
     /// bound on every device-side wait; 0: 10000 ms
     pub timeout_ms: u32,
