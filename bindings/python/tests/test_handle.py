@@ -182,3 +182,21 @@ def test_arguments_reach_the_c_call_in_order(dead_handle, monkeypatch):
     assert k_name == "epc_complete" and k_args[1].value == 0x7000
     # The last call's tensors are held until the next call or close.
     assert len(dead_handle._in_flight) == 2  # noqa: SLF001
+
+
+def test_raw_pointers_enter_through_tensor_from_pointer(dead_handle, monkeypatch):
+    seen = []
+    monkeypatch.setattr(handle_module, "call", lambda name, *args: seen.append((name, args)))
+    base = FAKE_DEVICE_POINTER
+    expert_out = epcomm.tensor_from_pointer(base, "bf16", (4, 256, 2048))
+    out = epcomm.tensor_from_pointer(base + 0x400000, "bf16", (4, 2048))
+    dead_handle.ll_combine(expert_out, out)
+    ((name, args),) = seen
+    assert name == "epc_ll_combine"
+    described = [ref._obj for ref in args[1:3]]  # noqa: SLF001 (ctypes byref's target)
+    assert [(d.data, d.dtype, d.ndim, list(d.shape)) for d in described] == [
+        (base, _ffi.EPC_DTYPE_BF16, 3, [4, 256, 2048, 0]),
+        (base + 0x400000, _ffi.EPC_DTYPE_BF16, 2, [4, 2048, 0, 0])]
+    # A bare int is not a tensor: it has no shape.
+    with pytest.raises(TypeError, match="tensor_from_pointer"):
+        dead_handle.ll_combine(base, out)
