@@ -15,6 +15,8 @@ the package this script proves, from the source text, what a Julia run would oth
             computed with Julia's layout rules for isbits structs;
   uses      every call of a LibEpComm wrapper in src/, ext/ and test/ passes the C parameter
             count, and every EPC_* / LibEpComm.X name it uses exists;
+  coverage  every function of epcomm.h is called from the safe layer (src/ besides
+            LibEpComm.jl, or ext/), except the few source_checks.UNWRAPPED names with reasons;
   api       every exported name is defined; the README's Julia example lexes, balances and
             uses only EpComm names that exist;
   package   Project.toml parses (tomllib, and the fallback parser used before Python 3.11) and
@@ -51,7 +53,7 @@ from abi_checks import check_calls, check_declarations, check_layout, check_wrap
 from c_julia_types import CTypes, JuliaTypes  # noqa: E402
 import project_toml  # noqa: E402
 from project_toml import check_project  # noqa: E402
-from source_checks import check_exports_and_readme, check_init, check_uses  # noqa: E402
+from source_checks import check_coverage, check_exports_and_readme, check_init, check_uses  # noqa: E402
 
 
 class Report:
@@ -181,6 +183,7 @@ def main(argv: List[str]) -> int:
                                                 package.lib_path, report))
     report.section("layout", *check_layout(structs, julia, snapshot, version, package.lib_path, report))
     report.section("uses", *check_uses(package, header, lib_names, sites, report))
+    report.section("coverage", *check_coverage(package, header, sites, report))
     report.section("package", *check_project(package_dir, report))
     report.section("init", *check_init(package, report))
     report.section("api", *check_exports_and_readme(package, report))

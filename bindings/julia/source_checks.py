@@ -6,6 +6,7 @@ Each check returns (errors, summary), like abi_checks.py.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import List, Tuple
 
 import julia_syntax as jl
@@ -16,6 +17,11 @@ from abi_checks import c_signature
 MIRRORS = {"GroupConfig": "EpcGroupConfig", "Plan": "EpcPlan", "GroupInfo": "EpcGroupInfo"}
 # Functions that build a C struct from keyword arguments named like its fields.
 STRUCT_BUILDERS = {"c_struct", "extensible"}
+# Header functions the safe layer deliberately never calls, with the reason. Every other
+# function of epcomm.h must be called from src/ (besides LibEpComm.jl) or ext/.
+UNWRAPPED = {
+    "epc_get_api": "the dlopen function table: Julia resolves each symbol itself through Libdl",
+}
 
 
 def check_uses(package, header, lib_names: set, sites, report) -> Tuple[List[str], str]:
@@ -103,6 +109,44 @@ def check_field_names(package, header, report) -> Tuple[List[str], int, int]:
                     errors.append(f"{report.where(path, part[0].line)}: {tok.text}({c_name}; {name} = ...): "
                                   f"{c_name} has no field {name}")
     return errors, mirrors, built
+
+
+def check_coverage(package, header, sites, report) -> Tuple[List[str], str]:
+    """Every function of epcomm.h is reached from the safe layer: a LibEpComm wrapper called
+    in src/ (besides LibEpComm.jl) or ext/, or a direct @ccall there. A function the header
+    gains therefore fails this check until it is wrapped (or listed in UNWRAPPED with the
+    reason); an UNWRAPPED entry that is called, or that the header lacks, fails too."""
+    called = {}
+    for site in sites:
+        if Path(site.path) != package.lib_path:
+            called.setdefault(site.function, f"{report.where(site.path, site.line)} (@ccall)")
+    for path in package.under("src", "ext"):
+        if path == package.lib_path:
+            continue
+        tokens = package.files[path]
+        for i, tok in enumerate(tokens):
+            if tok.kind == "ident" and tok.text.startswith("epc_") and i + 1 < len(tokens) \
+                    and tokens[i + 1].text == "(" and not tokens[i + 1].space_before \
+                    and not (i and tokens[i - 1].text == "function"):
+                called.setdefault(tok.text, report.where(path, tok.line))
+    errors = []
+    for name, function in header.functions.items():
+        if name in UNWRAPPED:
+            if name in called:
+                errors.append(f"{called[name]}: {name} is called, but source_checks.UNWRAPPED says "
+                              f"the safe layer leaves it alone ({UNWRAPPED[name]}); drop it there")
+        elif name not in called:
+            errors.append(f"{report.where(package.lib_path, 1)}: epcomm.h declares {name} "
+                          f"({c_signature(function)}), but nothing in src/ or ext/ besides LibEpComm.jl "
+                          "calls it: wrap it in the safe layer, or list it in source_checks.UNWRAPPED "
+                          "with the reason")
+    for name in UNWRAPPED:
+        if name not in header.functions:
+            errors.append(f"{report.where(package.lib_path, 1)}: source_checks.UNWRAPPED lists {name}, "
+                          "which epcomm.h does not declare")
+    wrapped = len(header.functions) - len(UNWRAPPED)
+    return errors, (f"{wrapped}/{len(header.functions)} header functions called from the safe layer; "
+                    f"left to LibEpComm on purpose: {', '.join(sorted(UNWRAPPED)) or 'none'}")
 
 
 def check_init(package, report) -> Tuple[List[str], str]:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Copies the GPU-relevant build outputs into a small, git-ignored folder (default .gpu/) with
 # the same relative layout, so their $ORIGIN run paths still find libepcomm.so.1. Used to
-# carry a build made here to a GPU machine: `tools/gpu/stage.sh build .gpu`.
+# carry a build made here to a GPU machine: `tools/gpu/stage.sh build .gpu`. It also builds
+# the Rust and Go bindings' GPU test binaries into $stage/bindings/ (the GPU machines have
+# no cargo or go; tools/gpu/build_bindings.sh, run them with tools/gpu/run_bindings.sh).
 set -euo pipefail
 build=${1:-build}
 stage=${2:-.gpu}
@@ -14,4 +16,6 @@ done
 for extra in bench/epcomm-bench bench/epcomm-ll-latency; do
   [ -f "$build/$extra" ] && cp -a "$build/$extra" "$stage/$extra"
 done
+tools_dir=$(dirname "$0")
+"$tools_dir/build_bindings.sh" "$build" "$stage/bindings"
 du -sh "$stage"

@@ -7,7 +7,9 @@
 //
 // As in the C header, every function's comment says whether it is collective (every rank of
 // the communicator must call it, in the same order) or local, and whether it blocks.
-// InitComm, NewGroup, Group.Barrier, Group.Close and Comm.Close are collective.
+// InitComm, NewGroup, Group.Barrier, Group.Close and Comm.Close are collective and
+// blocking; Handle.LLDispatch, Handle.LLCombine and Handle.Complete are collective and
+// stream-ordered (they return once the work is queued on the CUDA stream).
 //
 // # The thread rule
 //
@@ -22,13 +24,14 @@
 //
 // # No finalizers
 //
-// Groups and communicators are released only by their explicit Close. Their destruction is
-// collective (every rank must call it, in the same order, because NCCL window
-// deregistration and communicator teardown are collective) and blocking, and it must run
-// with the rank's CUDA device. A finalizer runs at a time the garbage collector picks,
-// differently on every rank, on the one finalizer goroutine and on whatever thread that
-// happens to use, or never: it would deadlock the ranks or hang every other finalizer in
-// the process. Call Close, typically with defer, on every rank.
+// Handles, groups and communicators are released only by their explicit Close. Destroying
+// a group or a communicator is collective (every rank must call it, in the same order,
+// because NCCL window deregistration and communicator teardown are collective) and
+// blocking, and it must run with the rank's CUDA device; destroying a handle waits for the
+// GPU work queued on it and must happen before its group's. A finalizer runs at a time the
+// garbage collector picks, differently on every rank, on the one finalizer goroutine and on
+// whatever thread that happens to use, or never: it would deadlock the ranks or hang every
+// other finalizer in the process. Call Close, typically with defer, on every rank.
 //
 // # Errors
 //
@@ -37,6 +40,11 @@
 // tests the status of any error this package returns. Status codes the bindings do not
 // know (a newer library) are kept as they are.
 //
-// Dispatch and combine arrive in the C ABI with the low-latency work; this package wraps
-// them when the header declares them.
+// # Dispatch and combine
+//
+// NewHandle creates the routing of one batch on a low-latency group; LLDispatch sends the
+// tokens to their experts' ranks, LLCombine brings the expert outputs back, and with
+// FlagSendOnly each half is split in two, finished by Complete. Update gives the handle
+// the next step's routing. Tensors are descriptors of device memory (Tensor); the package
+// never allocates device memory. Close handles before their group.
 package epcomm

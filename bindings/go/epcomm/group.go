@@ -13,11 +13,13 @@ import (
 
 // Group is one rank's epcomm group (EpcGroup): the communicator, its symmetric window and
 // its NCCL device communicator. Create it with NewGroup and release it with Close on every
-// rank. Info may run concurrently with anything; Barrier and Close wait for each other.
+// rank. Info may run concurrently with anything; Barrier, Close and the calls of the
+// group's Handles wait for each other.
 type Group struct {
-	mu     sync.RWMutex
-	handle *C.EpcGroup // nil once closed
-	comm   *Comm
+	mu          sync.RWMutex
+	handle      *C.EpcGroup // nil once closed
+	comm        *Comm
+	openHandles int // Handles created on the group and not closed yet
 }
 
 // GroupInfo describes a group: topology, configuration after defaults, memory held
@@ -119,12 +121,17 @@ func (g *Group) Barrier(stream unsafe.Pointer) error {
 // Close releases everything the group holds (epc_group_destroy) once its work has finished.
 // Collective: every rank must close its group, because window deregistration is
 // collective; blocking. The group is gone afterwards even when Close reports an error, and
-// calling Close again returns nil. No finalizer does this for you: see the package doc.
+// calling Close again returns nil. It fails, changing nothing, while a Handle created on
+// the group is open. No finalizer does this for you: see the package doc.
 func (g *Group) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.handle == nil {
 		return nil
+	}
+	if g.openHandles > 0 {
+		return argumentError("%d handle(s) created on this Group are still open: Close them first "+
+			"(their device state belongs to the group)", g.openHandles)
 	}
 	handle := g.handle
 	g.handle = nil

@@ -10,49 +10,62 @@ import (
 	"testing"
 )
 
-// The README's complete example must compile against this package.
-func TestReadmeExampleBuilds(t *testing.T) {
+// The README's examples must compile against this package: the first is a complete
+// program; every ```go block is gofmt-formatted and builds (a package main as a program,
+// any other package as a library).
+func TestReadmeExamplesBuild(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds a program; skipped with -short")
+		t.Skip("builds programs; skipped with -short")
 	}
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	program := firstGoBlock(string(readme))
-	if !strings.Contains(program, "package main") {
-		t.Fatal("README.md has no ```go block with a complete program")
-	}
-	if formatted, err := format.Source([]byte(program)); err != nil || string(formatted) != program {
-		t.Errorf("the README example is not gofmt-formatted (%v)", err)
+	blocks := goBlocks(string(readme))
+	if len(blocks) == 0 || !strings.Contains(blocks[0], "package main") {
+		t.Fatal("README.md's first ```go block is not a complete program")
 	}
 	module, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	goMod := "module readmeexample\n\ngo 1.19\n\nrequire epcomm v0.0.0\n\nreplace epcomm => " + module + "\n"
-	for name, text := range map[string]string{"go.mod": goMod, "main.go": program} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
+	for i, block := range blocks {
+		if formatted, err := format.Source([]byte(block)); err != nil || string(formatted) != block {
+			t.Errorf("README example %d is not gofmt-formatted (%v)", i+1, err)
 		}
-	}
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", filepath.Join(dir, "example"), ".")
-	build.Dir = dir
-	if output, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build of the README example: %v\n%s", err, output)
+		dir := t.TempDir()
+		goMod := "module readmeexample\n\ngo 1.19\n\nrequire epcomm v0.0.0\n\nreplace epcomm => " + module + "\n"
+		for name, text := range map[string]string{"go.mod": goMod, "example.go": block} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := []string{"build", "."}
+		if strings.Contains(block, "package main") {
+			args = []string{"build", "-o", filepath.Join(dir, "example"), "."}
+		}
+		build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
+		build.Dir = dir
+		if output, err := build.CombinedOutput(); err != nil {
+			t.Errorf("go build of README example %d: %v\n%s", i+1, err, output)
+		}
 	}
 }
 
-func firstGoBlock(markdown string) string {
-	start := strings.Index(markdown, "```go\n")
-	if start < 0 {
-		return ""
+// goBlocks returns the contents of every ```go block, in order.
+func goBlocks(markdown string) []string {
+	var blocks []string
+	for {
+		start := strings.Index(markdown, "```go\n")
+		if start < 0 {
+			return blocks
+		}
+		rest := markdown[start+len("```go\n"):]
+		end := strings.Index(rest, "\n```")
+		if end < 0 {
+			return blocks
+		}
+		blocks = append(blocks, rest[:end+1])
+		markdown = rest[end:]
 	}
-	rest := markdown[start+len("```go\n"):]
-	end := strings.Index(rest, "\n```")
-	if end < 0 {
-		return ""
-	}
-	return rest[:end+1]
 }

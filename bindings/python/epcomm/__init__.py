@@ -14,6 +14,9 @@ with the library's status and its per-thread detail message.
         with epcomm.Group.create(comm, epcomm.GroupConfig(num_experts=64, hidden=7168)) as g:
             g.barrier()
             print(g.info())
+            with epcomm.Handle.create(g, topk_idx) as h:           # torch/CuPy/... tensors
+                h.ll_dispatch(x, topk_weights, out_x, out_counts)  # collective
+                h.ll_combine(expert_out, out)                      # collective
 """
 from ._ffi import EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH
 from ._library import (BINDING_VERSION, ENV_LIBRARY, Library, Version, api_table, last_error,
@@ -23,6 +26,7 @@ from .config import GroupConfig
 from .enums import Dtype, Mode, RegionKind, parse_dtype
 from .errors import EpcError, InvalidTensorError, Status
 from .group import Group, GroupInfo
+from .handle import Handle
 from .plan import Plan, PlanRegion, plan_query
 from .tensor import EpcTensor, as_tensor, tensor_from_pointer
 
@@ -30,6 +34,6 @@ __all__ = [
     "EPC_ABI_MAJOR", "EPC_ABI_MINOR", "EPC_ABI_PATCH", "BINDING_VERSION", "ENV_LIBRARY",
     "Library", "Version", "api_table", "last_error", "load_library", "status_string",
     "version", "Comm", "UniqueId", "GroupConfig", "Dtype", "Mode", "RegionKind",
-    "parse_dtype", "EpcError", "InvalidTensorError", "Status", "Group", "GroupInfo", "Plan",
-    "PlanRegion", "plan_query", "EpcTensor", "as_tensor", "tensor_from_pointer",
+    "parse_dtype", "EpcError", "InvalidTensorError", "Status", "Group", "GroupInfo", "Handle",
+    "Plan", "PlanRegion", "plan_query", "EpcTensor", "as_tensor", "tensor_from_pointer",
 ]

@@ -3,6 +3,7 @@ import ctypes
 import dataclasses
 import threading
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, List, Optional, Union
 
@@ -70,8 +71,12 @@ class Group:
     garbage collector. So __del__ never raises and never calls the library.
 
     Thread-safety follows the header: info() may be called from any thread; barrier() and
-    close() must not run concurrently with other calls on the same group. Different groups
-    may be used from different threads (one thread per rank is the usual layout).
+    close() must not run concurrently with other calls on the same group. barrier() and the
+    calls of the group's Handles take one lock of the group, since the library keeps
+    per-group step state they update. Different groups may be used from different threads
+    (one thread per rank is the usual layout).
+
+    close() refuses while a Handle created on the group is open: close the handles first.
     """
 
     def __init__(self, handle: "ctypes._Pointer", comm: Optional[Comm],
@@ -80,6 +85,8 @@ class Group:
         self._comm = comm
         self._config = config  # keeps allocator callbacks alive while the group lives
         self._lock = threading.Lock()
+        self._calls = threading.Lock()  # barrier and handle calls (see the class doc)
+        self._handles: "weakref.WeakSet" = weakref.WeakSet()
         if comm is not None:
             comm._register(self)  # noqa: SLF001
 
@@ -133,13 +140,27 @@ class Group:
         the LSA team; blocking; not graph-capturable. A peer that does not arrive within
         the group's timeout raises EpcError(TIMEOUT) naming it, and the group stays failed.
         """
-        call("epc_group_barrier", self._live(), ctypes.c_void_p(stream_address(stream)))
+        stream = stream_address(stream)
+        with self._calls:
+            call("epc_group_barrier", self._live(), ctypes.c_void_p(stream))
+
+    def _register_handle(self, handle: Any) -> None:
+        self._handles.add(handle)
+
+    def _unregister_handle(self, handle: Any) -> None:
+        self._handles.discard(handle)
 
     def close(self) -> None:
         """Destroy the group (epc_group_destroy): collective (every rank must close its
-        group), blocking (waits for the group's work). Idempotent. The handle is released
+        group), blocking (waits for the group's work). Idempotent. Raises EpcError, and
+        changes nothing, while a Handle created on the group is open. The group is released
         even when destruction reports an error, which is then raised."""
         with self._lock:
+            open_handles = [h for h in self._handles if not h.closed]
+            if self._handle is not None and open_handles:
+                raise EpcError(Status.INVALID_ARGUMENT,
+                               f"{len(open_handles)} handle(s) created on this group are still "
+                               "open: close them before the group")
             handle, self._handle = self._handle, None
         if handle is None:
             return

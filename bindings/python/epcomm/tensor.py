@@ -72,6 +72,7 @@ class EpcTensor:
         self._contiguous = is_row_major(shape, strides)
         self._owner = owner
         self._release = release
+        self._released = False  # set by release(); a raw pointer may have no owner at all
         self._lock = threading.Lock()
         self.device = device
         self.readonly = readonly
@@ -116,7 +117,7 @@ class EpcTensor:
 
     @property
     def released(self) -> bool:
-        return self._owner is None and self._release is None
+        return self._released
 
     def byref(self):
         """`ctypes.byref(descriptor)`, for passing to a C function taking
@@ -130,6 +131,7 @@ class EpcTensor:
         Call it only when no GPU work using the memory is pending."""
         with self._lock:
             release, self._release, self._owner = self._release, None, None
+            self._released = True
         if release is not None:
             release()
 

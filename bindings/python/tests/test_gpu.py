@@ -8,53 +8,11 @@ import os
 import re
 import subprocess
 import sys
-import threading
 
 import pytest
 
 import epcomm
-
-TIMEOUT_S = 240
-
-
-def requested_gpus():
-    """(N, torch) when GPU tests should run, else pytest.skip with the reason."""
-    value = os.environ.get("EPCOMM_TEST_GPUS", "").strip()
-    if not value:
-        pytest.skip("GPU test: set EPCOMM_TEST_GPUS=N (N GPUs) to run it")
-    try:
-        import torch
-    except ImportError:
-        pytest.skip("GPU test: torch is not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("GPU test: torch sees no CUDA device")
-    wanted = int(value)
-    if wanted < 1 or torch.cuda.device_count() < wanted:
-        pytest.skip(f"GPU test: EPCOMM_TEST_GPUS={wanted} but torch sees "
-                    f"{torch.cuda.device_count()} CUDA devices")
-    return wanted, torch
-
-
-def run_ranks(nranks, rank_main):
-    """Run rank_main(rank) on one daemon thread per rank; raise the first failure."""
-    errors = []
-
-    def guarded(rank):
-        try:
-            rank_main(rank)
-        except BaseException as error:  # noqa: BLE001 (reported below)
-            errors.append((rank, error))
-
-    threads = [threading.Thread(target=guarded, args=(r,), daemon=True) for r in range(nranks)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(TIMEOUT_S)
-    stuck = [r for r, t in enumerate(threads) if t.is_alive()]
-    assert not stuck, f"ranks {stuck} did not finish within {TIMEOUT_S} s (errors: {errors})"
-    if errors:
-        rank, error = errors[0]
-        raise AssertionError(f"rank {rank} failed: {error!r}") from error
+from gpu_support import TIMEOUT_S, requested_gpus, run_ranks
 
 
 def test_group_on_every_gpu_one_thread_per_rank():
@@ -144,6 +102,8 @@ def test_readme_example_one_process_per_gpu(repo_root, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     for rank in range(nranks):
         assert f"rank {rank}/{nranks}" in result.stdout, result.stdout
+        assert re.search(rf"rank {rank}: \d+ rows received, combined tokens equal their "
+                         "inputs: True", result.stdout), result.stdout
 
 
 def test_readme_example_is_python(repo_root):

@@ -65,6 +65,14 @@ def test_empty_tensors_need_no_pointer():
     assert t.descriptor.data is None and t.is_contiguous
 
 
+def test_a_raw_pointer_without_owner_is_usable_until_release():
+    t = epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER, "bf16", (4, 8))
+    assert not t.released and t.byref()._obj is t.descriptor  # noqa: SLF001
+    t.release()
+    with pytest.raises(epcomm.InvalidTensorError, match="released"):
+        t.byref()
+
+
 def test_pointer_owner_is_kept_until_release():
     class Owner:
         pass

@@ -4,6 +4,12 @@
 EpComm with CUDA.jl: `Tensor(a::CuArray)` and CUDA.jl streams for the C ABI. Loaded by Julia
 when both EpComm and CUDA are (package extension, Julia >= 1.9).
 
+With it, `CuArray`s go straight into every call that takes tensors (`Handle`, `update!`,
+`ll_dispatch`, `ll_combine`: each argument passes through `Tensor`), and `CuStream`s into
+every `stream` keyword. bf16 data kept as `UInt16` is passed as `Tensor(a; dtype = :bf16)`.
+CUDA.jl queues its work on the task's stream (`CUDA.stream()`), not on the legacy default
+stream, so pass `stream = CUDA.stream()` to the stream-ordered calls to order them with it.
+
 Make the communicator's device current in CUDA.jl too (`CUDA.device!(rank_device)`), so that
 arrays and streams live on the device the group uses.
 """
@@ -28,6 +34,14 @@ function EpComm.Tensor(a::CUDA.StridedCuArray{T,N}; dtype = T) where {T,N}
     data = Ptr{Cvoid}(UInt(pointer(a)))  # a device address: CuPtr -> the C ABI's void*
     return EpComm.column_major_tensor(data, dtype, size(a), strides(a), a)
 end
+
+"""
+    EpComm.to_tensor(a::CuArray)
+
+What `Handle`, `update!`, `ll_dispatch` and `ll_combine` do with a `CuArray` argument:
+`Tensor(a)`, which keeps `a` referenced (the handle holds its latest call's tensors).
+"""
+EpComm.to_tensor(a::CUDA.StridedCuArray) = EpComm.Tensor(a)
 
 "The `cudaStream_t` of a CUDA.jl stream, e.g. `barrier(group; stream = CUDA.stream())`."
 EpComm.stream_pointer(stream::CuStream) =

@@ -15,9 +15,11 @@ Loading (`__init__`): the library is `ENV["EPCOMM_LIB"]` if set, else the SONAME
 opened once, and a library of another ABI major version is refused with a
 [`LibraryError`](@ref).
 
-Collective calls (`Comm`, `Group`, `barrier`, `close`) must be made by every rank, in the same
-order, from one thread per rank; they block the calling OS thread, which cannot reach a GC
-safepoint meanwhile (other Julia threads that need a collection wait for it).
+Collective calls (`Comm`, `Group`, `barrier`, `close` of a comm or group) must be made by every
+rank, in the same order, from one thread per rank; they block the calling OS thread, which
+cannot reach a GC safepoint meanwhile (other Julia threads that need a collection wait for it).
+`ll_dispatch`, `ll_combine` and `complete` on a [`Handle`](@ref) are collective too, but
+stream-ordered: they return once the work is queued.
 """
 module EpComm
 
@@ -36,9 +38,12 @@ include("config.jl")
 include("plan.jl")
 include("group.jl")
 include("tensor.jl")
+include("handle.jl")
+include("ll.jl")
 
 export EpcError, LibraryError, UniqueId, create_unique_id, Comm, adopt_comm, GroupConfig,
-    Plan, PlanRegion, plan_query, Group, GroupInfo, barrier, Tensor
+    Plan, PlanRegion, plan_query, Group, GroupInfo, barrier, Tensor, Handle, update!,
+    ll_dispatch, ll_combine, complete
 
 function __init__()
     try

@@ -86,12 +86,13 @@ const UNCLOSED = Threads.Atomic{Int}(0)
 """
     unclosed_handles() -> Int
 
-How many owned communicators and groups were garbage-collected without `close`. Their C
-resources are still held: closing is collective, so finalizers cannot do it.
+How many owned communicators, groups and handles were garbage-collected without `close`.
+Their C resources are still held: closing a communicator or a group is collective, and a
+handle must be closed before its group, so finalizers cannot do it.
 """
 unclosed_handles() = UNCLOSED[]
 
-# The finalizer of Comm and Group. It runs at an arbitrary time on one rank, must not switch
+# The finalizer of Comm, Group and Handle. It runs at an arbitrary time on one rank, must not switch
 # tasks (no I/O) and must not make collective calls, so it only counts.
 function count_if_unclosed(object)
     if object.handle != C_NULL && (!(object isa Comm) || object.owned)

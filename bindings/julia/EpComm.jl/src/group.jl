@@ -8,11 +8,13 @@ configuration, on a [`Comm`](@ref) that must stay open while the group exists.
 
 `close(group)` is collective (every rank destroys its group: window deregistration is
 collective), so no finalizer closes a group: finalizers run at arbitrary times on one rank.
-An unreachable, unclosed group is only counted (see [`unclosed_handles`](@ref)).
+An unreachable, unclosed group is only counted (see [`unclosed_handles`](@ref)). `close`
+refuses while a [`Handle`](@ref) created on the group is open.
 """
 mutable struct Group
     handle::Ptr{EpcGroup}
     comm::Comm
+    open_handles::Int  # handles created on the group and not closed yet
 end
 
 """
@@ -26,7 +28,7 @@ every rank of `comm`; blocking; not thread-safe with other calls on the same com
 function Group(comm::Comm, config::GroupConfig)
     out = Ref{Ptr{EpcGroup}}(C_NULL)
     check(epc_group_create(handle(comm), Ref(c_config(config)), out), :epc_group_create)
-    group = Group(out[], comm)
+    group = Group(out[], comm, 0)
     finalizer(count_if_unclosed, group)
     return group
 end
@@ -108,10 +110,14 @@ end
     close(group::Group)
 
 Release the group's window, device communicator and memory (`epc_group_destroy`; waits for
-its work). Collective over every rank; blocking. Closing twice is a no-op.
+its work). Collective over every rank; blocking. Closing twice is a no-op. Throws an
+`ArgumentError`, changing nothing, while a [`Handle`](@ref) created on the group is open.
 """
 function Base.close(group::Group)
     group.handle == C_NULL && return nothing
+    group.open_handles > 0 &&
+        throw(ArgumentError("$(group.open_handles) handle(s) created on this Group are still " *
+                            "open: close them before the group"))
     check(epc_group_destroy(group.handle), :epc_group_destroy)
     group.handle = C_NULL
     return nothing

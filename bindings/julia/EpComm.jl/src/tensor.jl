@@ -67,3 +67,19 @@ Base.size(tensor::Tensor) = ntuple(i -> Int(tensor.raw.shape[i]), ndims(tensor))
 Base.strides(tensor::Tensor) = ntuple(i -> Int(tensor.raw.strides[i]), ndims(tensor))
 Base.pointer(tensor::Tensor) = tensor.raw.data
 dtype(tensor::Tensor) = tensor.raw.dtype
+
+"""
+    to_tensor(x) -> Tensor
+
+What the stream-ordered calls do with each tensor argument: a [`Tensor`](@ref) as it is,
+anything else through `Tensor(x)` (a `CuArray` once CUDA.jl is loaded; bf16 data stored as
+`UInt16` needs `Tensor(a; dtype = :bf16)`).
+"""
+to_tensor(tensor::Tensor) = tensor
+
+function to_tensor(x)
+    hasmethod(Tensor, Tuple{typeof(x)}) ||
+        throw(ArgumentError("cannot describe a $(typeof(x)) as a Tensor: pass a Tensor " *
+                            "(e.g. Tensor(ptr, shape)) or, with CUDA.jl loaded, a CuArray"))
+    return Tensor(x)
+end

@@ -107,6 +107,55 @@ using EpComm.LibEpComm
         @test EpComm.dtype(julia_view) == EPC_DTYPE_FP16
     end
 
+    @testset "handles: the library refuses dead objects, the binding closed ones" begin
+        # Zeroed memory stands in for a group and a handle: the library reads the first word,
+        # finds no live magic and refuses, before looking at any tensor, so the fake device
+        # addresses below are never dereferenced.
+        fake_group, fake_handle = zeros(UInt64, 8), zeros(UInt64, 8)
+        GC.@preserve fake_group fake_handle begin
+            comm = adopt_comm(Ptr{Cvoid}(UInt(0x1000)))  # never reaches a C call here
+            group = EpComm.Group(Ptr{EpcGroup}(pointer(fake_group)), comm, 0)
+            device = Ptr{Cvoid}(UInt(0x7f0000001000))
+            idx = Tensor(device, (4, 2); dtype = :int64)
+            failure = try
+                Handle(group, idx)
+            catch caught
+                caught
+            end
+            @test failure isa EpcError && failure.func == :epc_handle_create
+            @test occursin("group is not a live EpcGroup", failure.message)
+            @test group.open_handles == 0
+
+            h = EpComm.Handle(Ptr{EpcHandle}(pointer(fake_handle)), group, EpComm.Tensor[])
+            group.open_handles += 1
+            x = Tensor(device, (4, 2048); dtype = :bf16)
+            weights = Tensor(device, (4, 2); dtype = :fp32)
+            out_x = Tensor(device, (4, 256, 2048); dtype = :bf16)
+            counts = Tensor(device, (4,); dtype = :int32)
+            calls = [(:epc_handle_update, () -> update!(h, idx)),
+                     (:epc_ll_dispatch, () -> ll_dispatch(h, x, weights, out_x, counts)),
+                     (:epc_ll_dispatch, () -> ll_dispatch(h, x, weights, out_x, counts; send_only = true)),
+                     (:epc_ll_combine, () -> ll_combine(h, out_x, x)),
+                     (:epc_complete, () -> complete(h))]
+            for (func, call) in calls
+                failure = try
+                    call()
+                catch caught
+                    caught
+                end
+                @test failure isa EpcError && failure.func == func &&
+                      occursin("handle is not a live EpcHandle", failure.message)
+            end
+            @test_throws ArgumentError close(group)   # a handle is still open
+            @test_throws EpcError close(h)            # the library refuses the dead handle...
+            @test !isopen(h) && group.open_handles == 0  # ...which is gone anyway
+            @test_throws ArgumentError complete(h)    # closed: refused without the library
+            @test_throws ArgumentError ll_dispatch(h, x, weights, out_x, counts)
+            @test_throws ArgumentError EpComm.to_tensor(42)  # not describable as a tensor
+            group.handle = C_NULL  # nothing real to destroy
+        end
+    end
+
     if get(ENV, "EPCOMM_JULIA_GPU", "0") == "1"
         @testset "one-rank group on GPU 0" begin
             comm = Comm(create_unique_id(), 1, 0; cuda_device = 0)

@@ -59,3 +59,42 @@ fn a_library_without_epc_get_api_is_refused() {
     let error = sys::load("libc.so.6").unwrap_err();
     assert!(error.message.contains("epc_get_api"), "{}", error.message);
 }
+
+/// The handle and low-latency entries of a dlopen'd table reach the library: each refuses a
+/// NULL handle (or group) with INVALID_ARGUMENT and leaves this thread a message saying so.
+/// The library checks the handle first, so the NULL tensors are never looked at.
+#[test]
+fn the_low_latency_entries_of_the_table_reach_the_library() {
+    use std::ptr::{null, null_mut};
+    let api = sys::api().expect("table");
+    let message = || {
+        let mut buf = [0u8; 256];
+        let mut length = 0;
+        unsafe { api.last_error.unwrap()(buf.as_mut_ptr().cast(), buf.len(), &mut length) };
+        String::from_utf8_lossy(&buf[..length.min(buf.len())]).into_owned()
+    };
+    let expect_refusal = |name: &str, status: sys::EpcStatus, words: &str| {
+        assert_eq!(status, sys::EPC_ERR_INVALID_ARGUMENT, "{name}");
+        let text = message();
+        assert!(text.contains(words), "{name}: {text:?}");
+    };
+    let mut out = null_mut();
+    unsafe {
+        let status = api.handle_create.unwrap()(null_mut(), null(), null_mut(), &mut out);
+        expect_refusal("handle_create", status, "group is NULL");
+        assert!(out.is_null(), "out-parameters are written only on success");
+        expect_refusal(
+            "handle_update",
+            api.handle_update.unwrap()(null_mut(), null(), null_mut()),
+            "handle is NULL",
+        );
+        let status = api.ll_dispatch.unwrap()(null_mut(), null(), null(), null(), null(), 0, null_mut());
+        expect_refusal("ll_dispatch", status, "handle is NULL");
+        let status = api.ll_combine.unwrap()(null_mut(), null(), null(), sys::EPC_FLAG_SEND_ONLY, null_mut());
+        expect_refusal("ll_combine", status, "handle is NULL");
+        expect_refusal("complete", api.complete.unwrap()(null_mut(), null_mut()), "handle is NULL");
+        // destroy(NULL) is the documented no-op, and a success clears the message.
+        assert_eq!(api.handle_destroy.unwrap()(null_mut()), sys::EPC_OK);
+    }
+    assert_eq!(message(), "");
+}

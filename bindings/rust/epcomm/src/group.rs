@@ -3,6 +3,7 @@
 
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use epcomm_sys as sys;
 
@@ -13,7 +14,9 @@ use crate::{Comm, Dtype, Error, GroupConfig, Mode, Result, Status, StreamRef};
 ///
 /// Thread-safety: `Send` (a group may move to another thread, e.g. a worker per GPU; make
 /// its device current there) but not `Sync`: the C API allows no two calls on one group at
-/// once, and calls take `&self`/`self`, so only its one owner can make them.
+/// once, and calls take `&self`/`self`, so only its one owner can make them. Its
+/// [`Handle`](crate::Handle)s may live on other threads; their calls and the group's
+/// [`barrier`](Group::barrier) take one lock inside the group, so they never overlap.
 ///
 /// Close it with [`close`](Group::close), collectively on every rank. Dropping an unclosed
 /// group destroys it too, but ignores the result and never panics; note that destroying is
@@ -22,6 +25,10 @@ use crate::{Comm, Dtype, Error, GroupConfig, Mode, Result, Status, StreamRef};
 pub struct Group<'comm> {
     raw: NonNull<sys::EpcGroup>,
     comm: &'comm Comm,
+    /// Held across every call on the group or on one of its handles except `info` (which
+    /// the C API declares thread-safe): the library keeps per-group step state that those
+    /// calls update, and handles may be used from threads other than the group's.
+    calls: Mutex<()>,
 }
 
 // SAFETY: the C group may be used from any thread as long as calls on it do not overlap,
@@ -80,7 +87,7 @@ impl<'comm> Group<'comm> {
         let raw = NonNull::new(raw).ok_or_else(|| {
             Error::new(Status::INTERNAL, "epc_group_create succeeded but returned no group")
         })?;
-        Ok(Group { raw, comm })
+        Ok(Group { raw, comm, calls: Mutex::new(()) })
     }
 
     /// Describe the group (`epc_group_query`). Local, non-blocking.
@@ -107,8 +114,12 @@ impl<'comm> Group<'comm> {
         let api = library()?;
         let barrier = entry!(api, group_barrier);
         let stream = stream.unwrap_or(StreamRef::LEGACY_DEFAULT);
-        // SAFETY: the group is live; the stream is valid by StreamRef's contract.
-        check(api, unsafe { barrier(self.raw.as_ptr(), stream.as_raw()) })
+        let status = {
+            let _serialised = self.serialise();
+            // SAFETY: the group is live; the stream is valid by StreamRef's contract.
+            unsafe { barrier(self.raw.as_ptr(), stream.as_raw()) }
+        };
+        check(api, status)
     }
 
     /// Release everything the group holds (`epc_group_destroy`) and report the result.
@@ -130,6 +141,15 @@ impl<'comm> Group<'comm> {
         self.comm
     }
 
+    /// The lock its handles take (see the `calls` field).
+    pub(crate) fn calls(&self) -> &Mutex<()> {
+        &self.calls
+    }
+
+    fn serialise(&self) -> MutexGuard<'_, ()> {
+        lock(&self.calls)
+    }
+
     fn destroy(&self) -> Result<()> {
         let api = library()?;
         let destroy = entry!(api, group_destroy);
@@ -138,6 +158,11 @@ impl<'comm> Group<'comm> {
         // runs only when close did not).
         check(api, unsafe { destroy(self.raw.as_ptr()) })
     }
+}
+
+/// Take `calls`; a panic while it was held leaves nothing to repair (it guards no data).
+pub(crate) fn lock(calls: &Mutex<()>) -> MutexGuard<'_, ()> {
+    calls.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Group<'_> {
@@ -175,5 +200,14 @@ impl GroupInfo {
             symmetric_bytes: raw.symmetric_bytes,
             workspace_bytes: raw.workspace_bytes,
         }
+    }
+}
+
+#[cfg(test)]
+impl<'comm> Group<'comm> {
+    /// A `Group` around a pointer that was not made by `epc_group_create`, so unit tests can
+    /// hand the library objects that are not live groups and check what it says.
+    pub(crate) fn wrap_for_test(raw: NonNull<sys::EpcGroup>, comm: &'comm Comm) -> Group<'comm> {
+        Group { raw, comm, calls: Mutex::new(()) }
     }
 }

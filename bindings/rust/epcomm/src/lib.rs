@@ -13,18 +13,24 @@
 //!   ([`Group::create`], [`Group::info`], [`Group::barrier`], [`Group::close`]).
 //! - [`TensorRef`] and [`StreamRef`]: borrowed device memory and CUDA streams, as the
 //!   stream-ordered calls take them.
+//! - [`Handle`]: one batch's routing on a low-latency group, and the step it drives:
+//!   [`Handle::ll_dispatch`], [`Handle::ll_combine`], [`Handle::complete`] (after a call
+//!   with [`Flags::SEND_ONLY`]), [`Handle::update`] for the next step, [`Handle::close`].
 //!
 //! Every fallible call returns [`Result`]; an [`Error`] carries the library's [`Status`]
 //! and the detail message the library left for the calling thread.
 //!
 //! Collective calls (every rank of the communicator must make them, in the same order) say
-//! so in their docs, as the C header does. Dropping a [`Group`] or an owned [`Comm`]
-//! without closing it still releases it, but ignores errors; call `close()` to see them.
+//! so in their docs, as the C header does. Dropping a [`Group`], a [`Handle`] or an owned
+//! [`Comm`] without closing it still releases it, but ignores errors; call `close()` to see
+//! them.
 
 mod comm;
 mod config;
 mod error;
+mod flags;
 mod group;
+mod handle;
 mod library;
 mod open_enum;
 mod plan;
@@ -38,7 +44,9 @@ mod version;
 pub use comm::Comm;
 pub use config::GroupConfig;
 pub use error::{Error, Result};
+pub use flags::Flags;
 pub use group::{Group, GroupInfo};
+pub use handle::Handle;
 pub use plan::{plan_query, Plan, PlanRegion};
 pub use status::Status;
 pub use stream::StreamRef;

@@ -1,7 +1,7 @@
 //! Group and communicator calls that fail before touching a GPU, and the thread-safety
 //! contract of the types (checked at compile time).
 
-use epcomm::{Comm, Group, GroupConfig, Status, UniqueId};
+use epcomm::{Comm, Group, GroupConfig, Handle, Status, UniqueId};
 
 #[test]
 fn group_create_on_a_null_comm_is_an_invalid_argument() {
@@ -22,7 +22,8 @@ fn comm_init_checks_the_rank() {
     assert!(error.message.contains("rank"), "{:?}", error.message);
 }
 
-// Compile-time: Group is Send but not Sync; Comm, GroupConfig and UniqueId are Send + Sync.
+// Compile-time: Group and Handle are Send but not Sync; Comm, GroupConfig and UniqueId are
+// Send + Sync.
 fn assert_send<T: Send>() {}
 fn assert_sync<T: Sync>() {}
 
@@ -37,6 +38,8 @@ fn thread_safety_of_the_types() {
     assert_send::<Group<'static>>();
     // Would be ambiguous, and fail to compile, if Group were Sync.
     <Group<'static> as AmbiguousIfSync<_>>::check();
+    assert_send::<Handle<'static>>();
+    <Handle<'static> as AmbiguousIfSync<_>>::check();
     assert_send::<Comm>();
     assert_sync::<Comm>();
     assert_send::<GroupConfig>();

@@ -1,0 +1,156 @@
+package epcomm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// Handle calls against the real library without a GPU. A group or handle whose C pointer
+// is zeroed memory (no live magic word) reaches the library, which must refuse it with
+// INVALID_ARGUMENT and a message; the library checks it before any tensor, so the fake
+// device addresses below are never dereferenced. Closed or nil objects must be refused by
+// the binding without calling the library.
+
+// fakeTensor describes memory that does not exist; only its descriptor is ever read.
+func fakeTensor(dtype Dtype, shape ...int64) Tensor {
+	return Tensor{Data: unsafe.Pointer(&fakeDevice), Dtype: dtype, Shape: shape}
+}
+
+// fakeDevice gives fake tensors a non-nil address that Go's pointer checks accept.
+var fakeDevice [64]byte
+
+// deadObject returns zeroed memory to stand in for a C object; the library reads its
+// first word, finds no live magic and refuses it.
+func deadObject() unsafe.Pointer {
+	memory := make([]uint64, 8)
+	return unsafe.Pointer(&memory[0])
+}
+
+func groupAt(pointer unsafe.Pointer) *Group {
+	group := &Group{comm: AdoptComm(nil)}
+	*(*unsafe.Pointer)(unsafe.Pointer(&group.handle)) = pointer
+	return group
+}
+
+func handleAt(group *Group, pointer unsafe.Pointer) *Handle {
+	handle := &Handle{group: group}
+	*(*unsafe.Pointer)(unsafe.Pointer(&handle.handle)) = pointer
+	group.openHandles++
+	return handle
+}
+
+func wantError(t *testing.T, what string, err error, status Status, words string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) || e.Status != status || !strings.Contains(e.Message, words) {
+		t.Errorf("%s: got %v; want %v saying %q", what, err, status, words)
+	}
+}
+
+func TestNewHandleOnADeadGroupCarriesTheLibraryMessage(t *testing.T) {
+	group := groupAt(deadObject())
+	handle, err := NewHandle(group, fakeTensor(DtypeInt64, 4, 2), nil)
+	if handle != nil {
+		t.Fatalf("got a handle %v", handle)
+	}
+	wantError(t, "NewHandle", err, ErrInvalidArgument, "group is not a live EpcGroup")
+	if group.openHandles != 0 {
+		t.Errorf("a failed NewHandle counted an open handle")
+	}
+}
+
+func TestNewHandleChecksItsArgumentsFirst(t *testing.T) {
+	_, err := NewHandle(nil, fakeTensor(DtypeInt64, 4, 2), nil)
+	wantError(t, "nil group", err, ErrInvalidArgument, "Group is nil")
+	closed := &Group{comm: AdoptComm(nil)}
+	_, err = NewHandle(closed, fakeTensor(DtypeInt64, 4, 2), nil)
+	wantError(t, "closed group", err, ErrInvalidArgument, "Group is closed")
+	_, err = NewHandle(groupAt(deadObject()), fakeTensor(DtypeInt64, 1, 1, 1, 1, 2), nil)
+	wantError(t, "5-D topk_idx", err, ErrInvalidArgument, "tensor topk_idx has 5 dimensions")
+	_, err = NewHandle(groupAt(deadObject()), fakeTensor(DtypeInt64, 4, -2), nil)
+	wantError(t, "negative extent", err, ErrInvalidArgument, "negative extent -2")
+	strided := fakeTensor(DtypeInt64, 4, 2)
+	strided.Strides = []int64{2}
+	_, err = NewHandle(groupAt(deadObject()), strided, nil)
+	wantError(t, "one stride for two dimensions", err, ErrInvalidArgument, "1 strides for 2 dimensions")
+}
+
+func TestEveryCallOnADeadHandleIsRefusedByTheLibrary(t *testing.T) {
+	group := groupAt(deadObject())
+	handle := handleAt(group, deadObject())
+	x := fakeTensor(DtypeBF16, 4, 2048)
+	weights := fakeTensor(DtypeFP32, 4, 2)
+	outX := fakeTensor(DtypeBF16, 4, 256, 2048)
+	counts := fakeTensor(DtypeInt32, 4)
+	const dead = "handle is not a live EpcHandle"
+	wantError(t, "Update", handle.Update(fakeTensor(DtypeInt64, 4, 2), nil), ErrInvalidArgument, dead)
+	wantError(t, "LLDispatch", handle.LLDispatch(x, weights, outX, counts, FlagNone, nil), ErrInvalidArgument, dead)
+	wantError(t, "LLDispatch send-only", handle.LLDispatch(x, weights, outX, counts, FlagSendOnly, nil),
+		ErrInvalidArgument, dead)
+	wantError(t, "LLCombine", handle.LLCombine(outX, x, FlagNone, nil), ErrInvalidArgument, dead)
+	wantError(t, "Complete", handle.Complete(nil), ErrInvalidArgument, dead)
+
+	// Close reports the library's refusal, and the handle is gone either way.
+	wantError(t, "Close", handle.Close(), ErrInvalidArgument, dead)
+	if group.openHandles != 0 {
+		t.Errorf("Close left %d open handles counted", group.openHandles)
+	}
+	if err := handle.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestClosedAndNilHandlesAreRefusedWithoutTheLibrary(t *testing.T) {
+	group := groupAt(deadObject())
+	closed := &Handle{group: group} // what Close leaves behind
+	x := fakeTensor(DtypeBF16, 4, 2048)
+	for name, err := range map[string]error{
+		"Update":     closed.Update(fakeTensor(DtypeInt64, 4, 2), nil),
+		"LLDispatch": closed.LLDispatch(x, x, x, x, FlagNone, nil),
+		"LLCombine":  closed.LLCombine(x, x, FlagSendOnly, nil),
+		"Complete":   closed.Complete(nil),
+	} {
+		wantError(t, name, err, ErrInvalidArgument, "the Handle is closed")
+	}
+	var none *Handle
+	wantError(t, "nil Complete", none.Complete(nil), ErrInvalidArgument, "the Handle is nil")
+	if err := none.Close(); err != nil {
+		t.Errorf("nil Close: %v", err)
+	}
+	// A bad tensor is reported by name before the handle is looked at.
+	err := closed.LLCombine(x, fakeTensor(DtypeBF16, 1, 1, 1, 1, 1), FlagNone, nil)
+	wantError(t, "5-D out", err, ErrInvalidArgument, "tensor out has 5 dimensions")
+}
+
+func TestGroupCloseWaitsForItsHandles(t *testing.T) {
+	group := groupAt(deadObject())
+	handle := handleAt(group, deadObject())
+	err := group.Close()
+	wantError(t, "Group.Close with an open handle", err, ErrInvalidArgument, "1 handle(s)")
+	if group.handle == nil {
+		t.Fatal("the refused Close forgot the group")
+	}
+	handle.Close() // refused by the library (a dead handle) but forgotten here
+	// Now the group closes: the library refuses the dead group, and the Group is gone.
+	wantError(t, "Group.Close", group.Close(), ErrInvalidArgument, "group is not a live EpcGroup")
+	if err := group.Close(); err != nil {
+		t.Errorf("second Group.Close: %v", err)
+	}
+}
+
+func TestTensorDescriptor(t *testing.T) {
+	c, err := Tensor{Data: unsafe.Pointer(&fakeDevice), Dtype: DtypeBF16, Shape: []int64{3, 8}}.toC("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ndim != 2 || c.shape[0] != 3 || c.shape[1] != 8 || c.shape[2] != 0 || c.strides[0] != 0 ||
+		c.dtype != 1 || unsafe.Pointer(c.data) != unsafe.Pointer(&fakeDevice) {
+		t.Errorf("descriptor %+v", c)
+	}
+	c, err = Tensor{Dtype: DtypeFP32, Shape: []int64{4, 8}, Strides: []int64{16, 1}}.toC("w")
+	if err != nil || c.strides[0] != 16 || c.strides[1] != 1 {
+		t.Errorf("strided descriptor %+v, %v", c, err)
+	}
+}

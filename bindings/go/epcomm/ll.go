@@ -1,0 +1,75 @@
+package epcomm
+
+/*
+#include <epcomm/epcomm.h>
+*/
+import "C"
+
+import "unsafe"
+
+// FlagNone runs both halves of a dispatch or combine in one call; FlagSendOnly (generated
+// from EPC_FLAG_SEND_ONLY) queues only the sending half, and Complete finishes it.
+const FlagNone Flags = 0
+
+// LLDispatch sends this rank's tokens to the ranks hosting their experts and receives this
+// rank's share, expert-major (epc_ll_dispatch):
+//
+//   - x [B, H]: the tokens, in the group's 16-bit dtype (B as in the handle's routing; with
+//     B = 0 a nil Data is fine);
+//   - topkWeights [B, K] float32;
+//   - outX [L, R*T, H], same dtype as x: the rows each local expert received, ordered by
+//     (source rank, source token, top-k slot);
+//   - outCounts [L] int32: rows per local expert.
+//
+// With FlagSendOnly only the send is queued, and Complete must follow on the same stream,
+// before any other dispatch or combine of the group, to write the outputs. Collective over
+// the group's ranks (every rank dispatches each step); stream-ordered on stream (nil = the
+// legacy default stream); graph-capturable. The memory must stay allocated until the stream
+// has passed the call (or its completion).
+func (h *Handle) LLDispatch(x, topkWeights, outX, outCounts Tensor, flags Flags, stream unsafe.Pointer) error {
+	var tensors [4]C.EpcTensor
+	for i, t := range []struct {
+		name   string
+		tensor Tensor
+	}{{"x", x}, {"topk_weights", topkWeights}, {"out_x", outX}, {"out_counts", outCounts}} {
+		c, err := t.tensor.toC(t.name)
+		if err != nil {
+			return err
+		}
+		tensors[i] = c
+	}
+	return h.run(func(handle *C.EpcHandle) C.EpcStatus {
+		return C.epc_ll_dispatch(handle, &tensors[0], &tensors[1], &tensors[2], &tensors[3],
+			C.EpcFlags(flags), stream)
+	})
+}
+
+// LLCombine returns the expert outputs to their tokens' ranks and reduces them
+// (epc_ll_combine):
+//
+//   - expertOut [L, R*T, H] bf16: in the layout this handle's dispatch produced;
+//   - out [B, H] bf16: per token, the sum over the ranks hosting its unmasked entries
+//     (ascending) of that rank's partial (its entries' weighted sum in top-k order, in
+//     float32, sent as bf16), in float32, rounded to bf16. Fully masked tokens get zeros.
+//
+// expertOut must not overlap out. Flags, collectiveness and stream rules as for LLDispatch.
+func (h *Handle) LLCombine(expertOut, out Tensor, flags Flags, stream unsafe.Pointer) error {
+	cExpertOut, err := expertOut.toC("expert_out")
+	if err != nil {
+		return err
+	}
+	cOut, err := out.toC("out")
+	if err != nil {
+		return err
+	}
+	return h.run(func(handle *C.EpcHandle) C.EpcStatus {
+		return C.epc_ll_combine(handle, &cExpertOut, &cOut, C.EpcFlags(flags), stream)
+	})
+}
+
+// Complete finishes the step whose LLDispatch or LLCombine was queued with FlagSendOnly
+// (epc_complete): it waits, on the device, for every peer's data and writes that call's
+// outputs. Collective; stream-ordered; graph-capturable.
+func (h *Handle) Complete(stream unsafe.Pointer) error {
+	return h.run(func(handle *C.EpcHandle) C.EpcStatus { return C.epc_complete(handle, stream) })
+}
