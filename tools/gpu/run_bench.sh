@@ -9,7 +9,9 @@
 #  2. a short second run of the other paths (send-only + complete, CUDA graph replay, skewed
 #     and masked routing) at 1 and 128 tokens, without baseline and ceiling, so that a
 #     failure there cannot cost the sweep's results;
-#  3. the charts of both runs (bench/plot.py, matplotlib).
+#  3. the charts of both runs (bench/plot.py, matplotlib);
+#  4. bench/moe_layer.py (torch): a real MoE layer on our LL path checked against one GPU and
+#     timed against torch.distributed.all_to_all_single (skip it with MOE=0).
 set -uo pipefail
 stage=${1:-.gpu}
 ranks=${2:-}
@@ -53,8 +55,22 @@ for json in "$out/ll_sweep.json" "$out/ll_paths.json"; do
   python3 bench/plot.py "$json" --out "$out" >>"$out/plot.log" 2>&1 || { echo "plot.py failed on $json (see $out/plot.log)"; status=1; }
 done
 
+rc_moe=skipped
+if [ "${MOE:-1}" != 0 ]; then
+  start=$SECONDS
+  timeout 300 python3 bench/moe_layer.py ${ranks:+--gpus=$ranks} --out "$out/moe_layer.json" \
+    >"$out/moe_layer.log" 2>&1
+  rc_moe=$?
+  moe_s=$((SECONDS - start))
+  [ $rc_moe -ne 0 ] && status=1
+fi
+
 echo "== machine"
 cat "$out/machine.txt"
+if [ "$rc_moe" != skipped ]; then
+  echo "== MoE layer: ours vs torch all_to_all_single (rc=$rc_moe, ${moe_s}s; log $out/moe_layer.log)"
+  tail -n 12 "$out/moe_layer.log"
+fi
 echo "== run 2: send-only + graph, skewed and masked routing (rc=$rc_paths, ${paths_s}s; log $out/ll_paths.log)"
 sed -n '/^FORMAT SAMPLE\|^epcomm-bench /,$p' "$out/ll_paths.log"
 echo "== run 1: the low-latency sweep (rc=$rc_sweep, ${sweep_s}s; log $out/ll_sweep.log)"
