@@ -48,8 +48,12 @@ class Driver {
       }
       out_.finish(run_);
     }
-    return write_failed_ ? 1 : 0;
+    return 0;
   }
+
+  // Rank 0 could not write an output file: every rank still finishes and tears down
+  // normally, but the run's exit status says so.
+  bool write_failed() const { return write_failed_; }
 
   ~Driver() {
     ceiling_.teardown();
@@ -204,18 +208,22 @@ int rank_main(const harness::RankEnv& env, int argc, char** argv) {
     std::fprintf(stderr, "epcomm-bench: rank %d: %s\n", env.rank, error.c_str());
     return 1;
   }
-  // The driver goes before the session: its destructor releases groups and windows that
-  // live on the session's communicator.
-  Driver driver(session, options, *mode, joined_command(argc, argv));
-  const int code = driver.run();
-  if (code != 0) {
-    // Releasing groups, windows and the communicator is collective: after a failure a peer
-    // may never join, so leave without it (the driver frees a process's GPU memory anyway).
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::_Exit(code);
+  bool write_failed = false;
+  {
+    // The driver ends before the session: its destructor releases groups and windows that
+    // live on the session's communicator.
+    Driver driver(session, options, *mode, joined_command(argc, argv));
+    const int code = driver.run();
+    if (code != 0) {
+      // Releasing groups, windows and the communicator is collective: after a failure a
+      // peer may never join, so leave without it (the driver frees a process's GPU memory).
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(code);
+    }
+    write_failed = driver.write_failed();
   }
-  return 0;
+  return write_failed ? 1 : 0;
 }
 
 }  // namespace epc::bench

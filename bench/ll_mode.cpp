@@ -328,7 +328,8 @@ class LlMode final : public Mode {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     std::string capture_error;
-    cudaError_t c = cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+    // Thread-local: NCCL's own threads may make CUDA calls meanwhile, which global mode forbids.
+    cudaError_t c = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
     if (c != cudaSuccess) {
       capture_error = cuda_error("cudaStreamBeginCapture", c);
     } else {
