@@ -12,6 +12,7 @@
 #  3. the charts of both runs (bench/plot.py, matplotlib);
 #  4. bench/moe_layer.py (torch): a real MoE layer on our LL path checked against one GPU and
 #     timed against torch.distributed.all_to_all_single (skip it with MOE=0).
+# Worst case (every step at its time limit) stays under 10 minutes: 240 + 90 + 200 s.
 set -uo pipefail
 stage=${1:-.gpu}
 ranks=${2:-}
@@ -42,7 +43,7 @@ sweep_s=$((SECONDS - start))
 [ $rc_sweep -ne 0 ] && status=1
 
 start=$SECONDS
-"$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit=120 \
+"$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit=90 \
   --mode=ll --tokens=1,128 --hidden=7168 --topk=8 --experts=256 --routing=skewed --hot-share=0.5 \
   --masked=0.05 --send-only --graph --baseline=off --ceiling=off --iters=100 \
   --out="$out/ll_paths.json" >"$out/ll_paths.log" 2> >(tee "$out/ll_paths.progress.log" >&2)
@@ -58,7 +59,7 @@ done
 rc_moe=skipped
 if [ "${MOE:-1}" != 0 ]; then
   start=$SECONDS
-  timeout 300 python3 bench/moe_layer.py ${ranks:+--gpus=$ranks} --out "$out/moe_layer.json" \
+  timeout 200 python3 bench/moe_layer.py ${ranks:+--gpus=$ranks} --out "$out/moe_layer.json" \
     >"$out/moe_layer.log" 2>&1
   rc_moe=$?
   moe_s=$((SECONDS - start))
