@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The two commands of the README, and what they need:
+# The commands of the README, and what they need:
 #   tools/dev.sh demo [epcomm-info flags]   build, then bring up a group on every local GPU
 #                                           (on a machine without GPU: print the plan)
 #   tools/dev.sh test [meson test flags]    build, then run every test suite
 #                                           (the gpu suite is skipped where no GPU is visible)
-# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest, numpy) are installed from
+#   tools/dev.sh bench [epcomm-bench flags] build, then run the benchmark on every local GPU
+# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest, numpy, matplotlib) are installed from
 # PyPI and Debian's packages first. The CUDA toolkit (nvcc) and NCCL >= 2.28 must already be there;
 # the Meson configure step says precisely what is missing otherwise.
 set -euo pipefail
@@ -44,6 +45,8 @@ ensure_tools() {
   python3 -c 'import pytest' 2>/dev/null || { log "installing pytest from PyPI"; python3 -m pip install -q pytest; }
   # numpy's DLPack export exercises the Python binding's capsule parsing on the CPU.
   python3 -c 'import numpy' 2>/dev/null || { log "installing numpy from PyPI"; python3 -m pip install -q numpy; }
+  # bench/plot.py draws the benchmark's charts; the unit suite plots the committed sample.
+  python3 -c 'import matplotlib' 2>/dev/null || { log "installing matplotlib from PyPI"; python3 -m pip install -q matplotlib; }
 }
 
 build() {
@@ -65,11 +68,15 @@ case "$cmd" in
     build
     exec meson test -C "$BUILD_DIR" --print-errorlogs "$@"
     ;;
+  bench)
+    build
+    exec "$BUILD_DIR/bench/epcomm-bench" "$@"
+    ;;
   build)
     build
     ;;
   *)
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -10,12 +10,16 @@ stage=${2:-.gpu}
 rm -rf "$stage"
 mkdir -p "$stage/capi" "$stage/tests/gpu" "$stage/bench"
 cp -a "$build"/capi/libepcomm.so* "$stage/capi/"
-for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-threads bench/epcomm-info; do
-  [ -f "$build/$exe" ] && cp -a "$build/$exe" "$stage/$exe"
+for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-threads bench/epcomm-info \
+           bench/epcomm-bench; do
+  if [ ! -f "$build/$exe" ]; then
+    echo "stage.sh: $build/$exe is missing: build first (ninja -C $build)" >&2
+    exit 1
+  fi
+  cp -a "$build/$exe" "$stage/$exe"
 done
-for extra in bench/epcomm-bench bench/epcomm-ll-latency; do
-  [ -f "$build/$extra" ] && cp -a "$build/$extra" "$stage/$extra"
-done
+# The Python tools (bench/plot.py, bench/moe_layer.py, bindings/python) run from the
+# working tree, which the GPU machine has too.
 tools_dir=$(dirname "$0")
 "$tools_dir/build_bindings.sh" "$build" "$stage/bindings"
 du -sh "$stage"

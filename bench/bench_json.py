@@ -1,0 +1,104 @@
+"""Reading epcomm-bench JSON records (format "epcomm-bench/1", documented in bench/JSON.md).
+
+load() checks the structure before anyone plots or compares it, and names the first thing
+that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
+with holes. Standard library only.
+"""
+import json
+import re
+
+FORMAT = "epcomm-bench/1"
+METRIC_NAME = re.compile(r"^(ours|baseline|ceiling)\.(kernel|api|graph)\.[a-z_]+$")
+SUMMARY_KEYS = ("median_us", "p10_us", "p90_us", "samples", "slowest_rank", "per_rank_median_us")
+BYTES_KEYS = ("selections", "logical_dispatch", "logical_combine", "wire_dispatch", "wire_combine",
+              "baseline_wire_dispatch", "baseline_wire_combine")
+TOP_KEYS = ("format", "format_sample", "complete", "created_utc", "command", "config", "machine",
+            "group", "wire_format", "ceiling_peak", "points")
+CONFIG_KEYS = ("mode", "ranks", "tokens_per_rank", "max_tokens_per_rank", "hidden", "topk", "experts",
+               "local_experts", "dtype", "fp8_pow2_scales", "sms", "routing", "warmup", "iters", "graph",
+               "graph_replays", "send_only", "baseline", "ceiling", "ceiling_peak_bytes_per_peer")
+MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
+                "cuda_runtime", "nvidia_driver", "epcomm_abi")
+
+
+class FormatError(ValueError):
+    pass
+
+
+def _need(obj, keys, where):
+    if not isinstance(obj, dict):
+        raise FormatError(f"{where}: expected an object, got {type(obj).__name__}")
+    for key in keys:
+        if key not in obj:
+            raise FormatError(f"{where}: missing key '{key}'")
+
+
+def _number(value, where, nullable=False):
+    if value is None and nullable:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormatError(f"{where}: expected a number, got {value!r}")
+
+
+def _summary(obj, where, ranks):
+    _need(obj, SUMMARY_KEYS, where)
+    for key in ("median_us", "p10_us", "p90_us"):
+        _number(obj[key], f"{where}.{key}")
+    if not obj["p10_us"] <= obj["median_us"] <= obj["p90_us"]:
+        raise FormatError(f"{where}: p10 <= median <= p90 does not hold")
+    if not isinstance(obj["per_rank_median_us"], list) or len(obj["per_rank_median_us"]) != ranks:
+        raise FormatError(f"{where}.per_rank_median_us: expected {ranks} values")
+
+
+def check(record):
+    """Raises FormatError naming the first problem; returns the record otherwise."""
+    _need(record, TOP_KEYS, "record")
+    if record["format"] != FORMAT:
+        raise FormatError(f"record.format is {record['format']!r}; this reader knows {FORMAT!r}")
+    _need(record["config"], CONFIG_KEYS, "config")
+    _need(record["machine"], MACHINE_KEYS, "machine")
+    ranks = record["config"]["ranks"]
+    if not isinstance(ranks, int) or ranks < 1:
+        raise FormatError("config.ranks: expected a positive integer")
+    if record["ceiling_peak"] is not None:
+        _need(record["ceiling_peak"], ("bytes_per_peer", "peers", "time", "egress_GBps"), "ceiling_peak")
+        _summary(record["ceiling_peak"]["time"], "ceiling_peak.time", ranks)
+    if not isinstance(record["points"], list):
+        raise FormatError("points: expected a list")
+    for i, point in enumerate(record["points"]):
+        where = f"points[{i}]"
+        _need(point, ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios"), where)
+        _need(point["bytes"], BYTES_KEYS, f"{where}.bytes")
+        for key in BYTES_KEYS:
+            values = point["bytes"][key]
+            if not isinstance(values, list) or len(values) != ranks:
+                raise FormatError(f"{where}.bytes.{key}: expected {ranks} values")
+        for name, summary in point["times"].items():
+            if not METRIC_NAME.match(name):
+                raise FormatError(f"{where}.times: unknown metric name {name!r}")
+            _summary(summary, f"{where}.times.{name}", ranks)
+        for name, bw in point["bandwidth"].items():
+            _need(bw, ("logical_GBps", "wire_GBps", "wire_over_ceiling"), f"{where}.bandwidth.{name}")
+            for key, value in bw.items():
+                _number(value, f"{where}.bandwidth.{name}.{key}", nullable=True)
+        for name, value in point["ratios"].items():
+            _number(value, f"{where}.ratios.{name}", nullable=True)
+    return record
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        try:
+            record = json.load(f)
+        except json.JSONDecodeError as e:
+            raise FormatError(f"{path}: not JSON: {e}") from None
+    try:
+        return check(record)
+    except FormatError as e:
+        raise FormatError(f"{path}: {e}") from None
+
+
+def median(point, name):
+    """The slowest rank's median of metric `name` in microseconds, or None."""
+    summary = point["times"].get(name)
+    return None if summary is None else summary["median_us"]

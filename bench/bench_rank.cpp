@@ -1,0 +1,229 @@
+// One rank of the benchmark: brings up the mode's group, the baseline and the ceiling, then
+// for every point measures all three on the same routing and gathers the figures; rank 0
+// records, reports progress and rewrites the outputs after every point.
+#include "bench/bench_rank.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "bench/gather.hpp"
+#include "bench/lsa_ceiling.hpp"
+#include "bench/machine.hpp"
+#include "bench/mode.hpp"
+#include "bench/nccl_baseline.hpp"
+#include "bench/output.hpp"
+
+namespace epc::bench {
+namespace {
+
+class Driver {
+ public:
+  Driver(RankSession& session, const Options& options, Mode& mode, const std::string& command)
+      : s_(session), o_(options), mode_(mode), out_(options) {
+    run_.options = options;
+    run_.command = command;
+    run_.created_utc = utc_now();
+    run_.nranks = session.nranks();
+  }
+
+  int run() {
+    const Clock::time_point start = Clock::now();
+    if (!setup()) return 1;
+    say("%d ranks ready in %.1f s: symmetric memory %.1f MiB per GPU%s", s_.nranks(),
+        us_between(start, Clock::now()) / 1e6, static_cast<double>(run_.group.symmetric_bytes) / (1 << 20),
+        run_.ceiling_peak ? (", ceiling " + fixed(run_.ceiling_peak->egress_GBps(), 1) + " GB/s egress").c_str() : "");
+    for (size_t i = 0; i < o_.tokens.size(); ++i) {
+      const Clock::time_point t0 = Clock::now();
+      if (!point(o_.tokens[i])) return 1;
+      if (s_.rank() == 0) progress_line(i, us_between(t0, Clock::now()) / 1e6);
+    }
+    run_.complete = true;
+    if (s_.rank() == 0) {
+      std::string error;
+      if (!out_.write(run_, error)) {
+        std::fprintf(stderr, "epcomm-bench: %s\n", error.c_str());
+        write_failed_ = true;
+      }
+      out_.finish(run_);
+    }
+    return 0;
+  }
+
+  // Rank 0 could not write an output file: every rank still finishes and tears down
+  // normally, but the run's exit status says so.
+  bool write_failed() const { return write_failed_; }
+
+  ~Driver() {
+    ceiling_.teardown();
+    baseline_.teardown();
+    mode_.teardown();
+  }
+
+ private:
+  template <typename... Args>
+  void say(const char* format, Args... args) {
+    if (s_.rank() != 0) return;
+    char text[512];
+    std::snprintf(text, sizeof text, format, args...);
+    out_.progress(text);
+  }
+
+  static std::string fixed(double v, int digits) {
+    if (!std::isfinite(v)) return "-";
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*f", digits, v);
+    return text;
+  }
+
+  // Every rank learns whether every rank succeeded, and each prints its own failure. Every
+  // rank calls this equally often (a collective), so a failed rank is never left behind.
+  bool agree(bool mine, const std::string& what) {
+    const bool all = s_.all_true(mine);
+    if (!mine) {
+      std::fprintf(stderr, "epcomm-bench: rank %d failed %s: %s\n", s_.rank(), what.c_str(), error_.c_str());
+    } else if (!all) {
+      std::fprintf(stderr, "epcomm-bench: rank %d stops: another rank failed %s\n", s_.rank(), what.c_str());
+    }
+    return all;
+  }
+
+  bool setup() {
+    if (!agree(mode_.setup(s_, o_, error_), "to create its group")) return false;
+    run_.group = mode_.facts();
+    run_.wire = mode_.wire();
+    if (!agree(describe_machine(s_, run_.machine, error_), "to describe its GPU")) return false;
+    if (o_.baseline && !agree(baseline_.setup(s_, o_, error_), "to set up the baseline")) return false;
+    if (o_.ceiling && s_.nranks() > 1 && !setup_ceiling()) return false;
+    return true;
+  }
+
+  bool setup_ceiling() {
+    const int64_t peak = static_cast<int64_t>(o_.ceiling_peak_mib) << 20;
+    // The most one rank can send one peer at the largest point: every token with all its
+    // entries there.
+    const int64_t T = o_.group_max_tokens();
+    const WireFormat w = run_.wire;
+    const int64_t point_max = T * std::max(w.header_fixed_bytes + o_.topk * w.header_entry_bytes +
+                                               w.dispatch_row_bytes, w.combine_row_bytes);
+    if (!agree(ceiling_.setup(s_, std::max(peak, point_max), o_.timeout_ms, error_),
+               "to set up the ceiling")) {
+      return false;
+    }
+    Summary mine;
+    const int iters = std::max(10, std::min(o_.iters, 100));
+    if (!agree(ceiling_.measure_peak(peak, 5, iters, mine, error_), "to measure the peak ceiling")) {
+      return false;
+    }
+    std::vector<Metric> all;
+    if (!agree(gather_metrics(s_, {{"ceiling.peak", mine}}, all, error_), "to gather the ceiling")) {
+      return false;
+    }
+    CeilingPeak c;
+    c.bytes_per_peer = peak;
+    c.peers = s_.nranks() - 1;
+    c.time = all[0].value;
+    run_.ceiling_peak = c;
+    return true;
+  }
+
+  bool point(int tokens) {
+    const int R = s_.nranks();
+    const std::vector<Routing> routing = make_all_routing(o_.routing, R, tokens, o_.topk, o_.experts);
+    PointResult result;
+    result.tokens = tokens;
+    const int64_t capacity = static_cast<int64_t>(R) * o_.group_max_tokens();
+    for (int r = 0; r < R; ++r) {
+      result.traffic.push_back(compute_traffic(routing, r, tokens, o_.topk, o_.experts, run_.wire, capacity));
+    }
+    PointInput in;
+    in.tokens = tokens;
+    in.routing = &routing[static_cast<size_t>(s_.rank())];
+    in.traffic = &result.traffic[static_cast<size_t>(s_.rank())];
+
+    const std::string what = "at " + std::to_string(tokens) + " tokens per rank";
+    MetricList mine;
+    bool checked = false;
+    if (!agree(mode_.measure(in, mine, checked, error_), "our dispatch/combine " + what)) return false;
+    if (o_.baseline && !agree(baseline_.measure(in, mine, error_), "the baseline " + what)) return false;
+    if (o_.ceiling && R > 1 &&
+        !agree(ceiling_.measure_point(*in.traffic, o_.warmup, o_.iters, mine, error_), "the ceiling " + what)) {
+      return false;
+    }
+    if (!agree(gather_metrics(s_, mine, result.metrics, error_), "to gather figures " + what)) return false;
+    result.output_checked = s_.all_true(checked);
+    if (s_.rank() == 0) {
+      run_.points.push_back(result);
+      std::string error;
+      if (!out_.write(run_, error) && !write_failed_) {
+        // The other ranks need not stop for it; the exit status will say so.
+        std::fprintf(stderr, "epcomm-bench: %s\n", error.c_str());
+        write_failed_ = true;
+      }
+    }
+    return true;
+  }
+
+  void progress_line(size_t index, double seconds) {
+    const PointResult& p = run_.points.back();
+    say("point %zu/%zu, %d tokens per rank: ours step %s us (dispatch %s, combine %s), baseline %s us, "
+        "ceiling %s us, ours/baseline %s [%.1f s]",
+        index + 1, o_.tokens.size(), p.tokens, fixed(p.median_us("ours.kernel.step"), 1).c_str(),
+        fixed(p.median_us("ours.kernel.dispatch"), 1).c_str(),
+        fixed(p.median_us("ours.kernel.combine"), 1).c_str(),
+        fixed(p.median_us("baseline.kernel.step"), 1).c_str(),
+        fixed(p.median_us("ceiling.kernel.step"), 1).c_str(),
+        fixed(ratio(p, "ours.kernel.step", "baseline.kernel.step"), 2).c_str(), seconds);
+  }
+
+  RankSession& s_;
+  const Options o_;
+  Mode& mode_;
+  Output out_;
+  NcclBaseline baseline_;
+  LsaCeiling ceiling_;
+  RunRecord run_;
+  std::string error_;
+  bool write_failed_ = false;
+};
+
+}  // namespace
+
+int rank_main(const harness::RankEnv& env, int argc, char** argv) {
+  Options options;
+  std::string error;
+  if (!parse_options(argc, argv, options, error)) {
+    std::fprintf(stderr, "epcomm-bench: %s\n", error.c_str());
+    return 2;
+  }
+  std::string why;
+  std::unique_ptr<Mode> mode = make_mode(options, why);
+  if (!mode) {
+    std::fprintf(stderr, "epcomm-bench: %s\n", why.c_str());
+    return 1;
+  }
+  RankSession session;
+  if (!session.open(env, error)) {
+    std::fprintf(stderr, "epcomm-bench: rank %d: %s\n", env.rank, error.c_str());
+    return 1;
+  }
+  bool write_failed = false;
+  {
+    // The driver ends before the session: its destructor releases groups and windows that
+    // live on the session's communicator.
+    Driver driver(session, options, *mode, joined_command(argc, argv));
+    const int code = driver.run();
+    if (code != 0) {
+      // Releasing groups, windows and the communicator is collective: after a failure a
+      // peer may never join, so leave without it (the driver frees a process's GPU memory).
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(code);
+    }
+    write_failed = driver.write_failed();
+  }
+  return write_failed ? 1 : 0;
+}
+
+}  // namespace epc::bench

@@ -1,0 +1,10 @@
+// The body of one rank process (see tests/gpu/harness/harness.hpp for how ranks start).
+#pragma once
+
+#include "tests/gpu/harness/harness.hpp"
+
+namespace epc::bench {
+
+int rank_main(const harness::RankEnv& env, int argc, char** argv);
+
+}  // namespace epc::bench

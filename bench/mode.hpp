@@ -1,0 +1,48 @@
+// A measured mode of the library (LL today; HT when its API exists). The driver
+// (bench_rank.cpp) runs the same sweep, baseline and ceiling for every mode; a mode only
+// brings up its group and times its own dispatch and combine. Add a mode by implementing
+// this interface in bench/<mode>_mode.cpp and naming it in mode_registry.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bench/options.hpp"
+#include "bench/rank_session.hpp"
+#include "bench/record.hpp"
+#include "bench/routing.hpp"
+#include "bench/timing.hpp"
+#include "bench/traffic.hpp"
+
+namespace epc::bench {
+
+struct PointInput {
+  int tokens = 0;
+  const Routing* routing = nullptr;      // this rank's [tokens, topk]
+  const RankTraffic* traffic = nullptr;  // this rank's, with the expected counts
+};
+
+class Mode {
+ public:
+  virtual ~Mode() = default;
+  // Collective. Creates the group sized for options.group_max_tokens().
+  virtual bool setup(RankSession& session, const Options& options, std::string& error) = 0;
+  virtual GroupFacts facts() const = 0;
+  virtual WireFormat wire() const = 0;
+  // Collective. Appends this rank's "ours.*" figures; `counts_ok` says whether dispatch
+  // delivered exactly the expected rows to every local expert.
+  virtual bool measure(const PointInput& in, MetricList& out, bool& counts_ok,
+                       std::string& error) = 0;
+  // Collective. Releases the group.
+  virtual void teardown() = 0;
+};
+
+// The mode --mode and --dtype ask for, or nullptr with `why` saying why this library version
+// cannot run it. Pure CPU: the launcher calls it before starting any rank.
+std::unique_ptr<Mode> make_mode(const Options& options, std::string& why);
+
+std::unique_ptr<Mode> make_ll_mode();
+// Whether the low-latency calls this build was compiled against can carry `dtype`.
+bool ll_dtype_supported(const std::string& dtype, std::string& why);
+
+}  // namespace epc::bench

@@ -1,0 +1,384 @@
+#include "bench/options.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+namespace epc::bench {
+namespace {
+
+// Limits the library enforces too; checked here so a typo fails before any GPU work.
+constexpr int kMaxLlTokens = 1024;
+constexpr int kMaxTopk = 32;
+
+using Setter = std::function<bool(const std::string& value, Options& o, std::string& error)>;
+
+struct Flag {
+  const char* name;   // "--hidden"
+  const char* value;  // "N", or nullptr for on/off switches
+  const char* help;
+  Setter set;
+};
+
+bool to_int(const std::string& text, long min, long max, int& out) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > max) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool to_fraction(const std::string& text, double min, double max, bool max_open, double& out) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || *end != '\0' || !std::isfinite(v) || v < min || v > max) return false;
+  if (max_open && v >= max) return false;
+  out = v;
+  return true;
+}
+
+bool to_switch(const std::string& text, bool& out) {
+  if (text.empty() || text == "on" || text == "1" || text == "true") {
+    out = true;
+    return true;
+  }
+  if (text == "off" || text == "0" || text == "false") {
+    out = false;
+    return true;
+  }
+  return false;
+}
+
+Setter int_flag(int Options::*field, long min, long max) {
+  return [field, min, max](const std::string& v, Options& o, std::string& error) {
+    if (to_int(v, min, max, o.*field)) return true;
+    error = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    return false;
+  };
+}
+
+Setter switch_flag(bool Options::*field) {
+  return [field](const std::string& v, Options& o, std::string& error) {
+    if (to_switch(v, o.*field)) return true;
+    error = "on or off";
+    return false;
+  };
+}
+
+const std::vector<Flag>& flags() {
+  static const std::vector<Flag> table = {
+      {"--mode", "ll|ht",
+       "ll: low-latency dispatch/combine (decode). ht: high-throughput; not implemented yet in "
+       "this library version, so it is refused with a message. Default ll.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "ll" || v == "ht") {
+           o.mode = v;
+           return true;
+         }
+         e = "ll or ht";
+         return false;
+       }},
+      {"--tokens", "LIST",
+       "tokens per rank, one measured point each: N, A,B,C, or A..B (A, 2A, 4A, ... up to B, and B "
+       "itself). Default 128. LL allows 1..1024.",
+       [](const std::string& v, Options& o, std::string& e) {
+         return parse_token_list(v, o.tokens, e);
+       }},
+      {"--max-tokens", "N",
+       "the group's max_tokens_per_rank (buffer size; a real engine sizes it for its largest "
+       "batch). Default: the largest --tokens value.",
+       int_flag(&Options::max_tokens, 1, kMaxLlTokens)},
+      {"--hidden", "N", "channels per token; a multiple of 8 (fp8: of 128). Default 7168.",
+       int_flag(&Options::hidden, 8, 1 << 20)},
+      {"--topk", "N", "experts per token (1..32). Default 8.", int_flag(&Options::topk, 1, kMaxTopk)},
+      {"--experts", "N", "experts in total, divisible by the rank count. Default 256.",
+       int_flag(&Options::experts, 1, 1 << 20)},
+      {"--dtype", "bf16|fp8",
+       "token payload of dispatch (combine is always bf16). fp8 needs epc_ll_dispatch_fp8, which "
+       "this library version may not have: the run is then refused with a message. Default bf16.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "bf16" || v == "fp8") {
+           o.dtype = v;
+           return true;
+         }
+         e = "bf16 or fp8";
+         return false;
+       }},
+      {"--fp8-pow2-scales", nullptr, "fp8: round scales to powers of two. Default off.",
+       switch_flag(&Options::pow2_scales)},
+      {"--sms", "N", "SM budget of our kernels (EpcGroupConfig.num_sms); 0: the library default.",
+       int_flag(&Options::sms, 0, 1024)},
+      {"--routing", "uniform|skewed",
+       "uniform: each token picks top-k distinct experts uniformly at random. skewed: each token "
+       "also picks the hot expert with probability --hot-share. Default uniform.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "uniform") {
+           o.routing.kind = RoutingKind::uniform;
+           return true;
+         }
+         if (v == "skewed") {
+           o.routing.kind = RoutingKind::skewed;
+           return true;
+         }
+         e = "uniform or skewed";
+         return false;
+       }},
+      {"--hot-share", "F",
+       "skewed: probability in [0, 1] that a token's top-k contains the hot expert. Default 0.5.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (to_fraction(v, 0.0, 1.0, false, o.routing.hot_share)) return true;
+         e = "a number in [0, 1]";
+         return false;
+       }},
+      {"--hot-expert", "N", "skewed: the hot expert's id. Default 0.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (to_int(v, 0, 1 << 20, o.routing.hot_expert)) return true;
+         e = "a non-negative integer";
+         return false;
+       }},
+      {"--masked", "F",
+       "probability in [0, 1) that a top-k entry is masked (-1), for any routing. Default 0.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (to_fraction(v, 0.0, 1.0, true, o.routing.masked)) return true;
+         e = "a number in [0, 1)";
+         return false;
+       }},
+      {"--seed", "N", "routing seed; every rank derives its own stream from it. Default 1.",
+       [](const std::string& v, Options& o, std::string& e) {
+         int s = 0;
+         if (to_int(v, 0, 2147483647L, s)) {
+           o.routing.seed = static_cast<uint64_t>(s);
+           return true;
+         }
+         e = "a non-negative integer";
+         return false;
+       }},
+      {"--warmup", "N", "untimed steps before each measurement. Default 20.",
+       int_flag(&Options::warmup, 0, 1000000)},
+      {"--iters", "N", "timed steps per measurement (the statistics' sample). Default 200.",
+       int_flag(&Options::iters, 1, 1000000)},
+      {"--graph", nullptr,
+       "also capture --iters steps of ours in a CUDA graph and time its replays (per step). "
+       "Default off.",
+       switch_flag(&Options::graph)},
+      {"--graph-replays", "N", "timed replays of the captured graph. Default 5.",
+       int_flag(&Options::graph_replays, 1, 10000)},
+      {"--send-only", nullptr,
+       "run our dispatch and combine as EPC_FLAG_SEND_ONLY + epc_complete and time both halves. "
+       "Default off.",
+       switch_flag(&Options::send_only)},
+      {"--baseline", nullptr, "measure the NCCL host-API baseline at every point. Default on.",
+       switch_flag(&Options::baseline)},
+      {"--ceiling", nullptr,
+       "measure the LSA peer-store copy ceiling (peak, and the same bytes as ours at every "
+       "point). Default on.",
+       switch_flag(&Options::ceiling)},
+      {"--ceiling-mib", "N", "MiB per peer for the peak-bandwidth ceiling. Default 32.",
+       int_flag(&Options::ceiling_peak_mib, 1, 4096)},
+      {"--timeout-ms", "N", "bound on every device-side wait of the group; 0: library default.",
+       int_flag(&Options::timeout_ms, 0, 3600000)},
+      {"--out", "PATH", "write the JSON record (bench/JSON.md) to PATH, rewritten after every point.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v.empty()) {
+           e = "a file path";
+           return false;
+         }
+         o.out = v;
+         return true;
+       }},
+  };
+  return table;
+}
+
+constexpr const char* kLauncherFlags[] = {"--ranks=", "--time-limit=", "--fail-grace=",
+                                          "--allow-oversubscribe"};
+
+bool is_launcher_flag(const std::string& arg) {
+  for (const char* f : kLauncherFlags) {
+    const size_t n = std::strlen(f);
+    if (f[n - 1] == '=' ? arg.compare(0, n, f) == 0 : arg == f) return true;
+  }
+  return false;
+}
+
+// Help paragraphs wrapped at 90 columns under a 6-space indent.
+std::string wrapped(const std::string& text) {
+  constexpr size_t kWidth = 90;
+  const std::string indent = "      ";
+  std::string out = indent, word;
+  size_t column = indent.size();
+  auto flush = [&] {
+    if (word.empty()) return;
+    if (column > indent.size() && column + 1 + word.size() > kWidth) {
+      out += "\n" + indent;
+      column = indent.size();
+    } else if (column > indent.size()) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+    word.clear();
+  };
+  for (char c : text) {
+    if (c == ' ') {
+      flush();
+    } else {
+      word += c;
+    }
+  }
+  flush();
+  return out + "\n";
+}
+
+bool validate(const Options& o, std::string& error) {
+  const int largest = o.largest_tokens();
+  if (o.max_tokens > 0 && o.max_tokens < largest) {
+    error = "--max-tokens=" + std::to_string(o.max_tokens) + " is smaller than the largest " +
+            "--tokens value " + std::to_string(largest);
+    return false;
+  }
+  if (o.topk > o.experts) {
+    error = "--topk=" + std::to_string(o.topk) + " exceeds --experts=" + std::to_string(o.experts);
+    return false;
+  }
+  if (o.hidden % 8 != 0) {
+    error = "--hidden=" + std::to_string(o.hidden) + " is not a multiple of 8 (rows move in 16-byte "
+            "vectors)";
+    return false;
+  }
+  if (o.dtype == "fp8" && o.hidden % 128 != 0) {
+    error = "--dtype=fp8 needs --hidden to be a multiple of 128 (one scale per 128 channels)";
+    return false;
+  }
+  if (o.routing.kind == RoutingKind::skewed && o.routing.hot_expert >= o.experts) {
+    error = "--hot-expert=" + std::to_string(o.routing.hot_expert) + " is not below --experts=" +
+            std::to_string(o.experts);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int Options::largest_tokens() const {
+  return tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());
+}
+
+bool parse_token_list(const std::string& text, std::vector<int>& out, std::string& error) {
+  std::vector<int> list;
+  const size_t dots = text.find("..");
+  if (dots != std::string::npos) {
+    int first = 0, last = 0;
+    if (!to_int(text.substr(0, dots), 1, kMaxLlTokens, first) ||
+        !to_int(text.substr(dots + 2), 1, kMaxLlTokens, last) || last < first) {
+      error = "A..B with 1 <= A <= B <= " + std::to_string(kMaxLlTokens);
+      return false;
+    }
+    for (int t = first; t < last; t *= 2) list.push_back(t);
+    list.push_back(last);
+  } else {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = text.find(',', start);
+      int t = 0;
+      if (!to_int(text.substr(start, comma - start), 1, kMaxLlTokens, t)) {
+        error = "N, A,B,C or A..B with values in [1, " + std::to_string(kMaxLlTokens) + "]";
+        return false;
+      }
+      list.push_back(t);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  out = list;
+  return true;
+}
+
+bool parse_options(int argc, char* const* argv, Options& out, std::string& error) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (is_launcher_flag(arg)) continue;
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? std::string() : arg.substr(eq + 1);
+    const Flag* flag = nullptr;
+    for (const Flag& f : flags()) {
+      if (name == f.name) flag = &f;
+    }
+    if (flag == nullptr) {
+      error = "unknown argument '" + arg + "' (see --help)";
+      return false;
+    }
+    if (flag->value != nullptr && eq == std::string::npos) {
+      error = std::string(flag->name) + " needs a value: " + flag->name + "=" + flag->value;
+      return false;
+    }
+    std::string expected;
+    if (!flag->set(value, o, expected)) {
+      error = std::string(flag->name) + ": expected " + expected + ", got '" + value + "'";
+      return false;
+    }
+  }
+  if (!o.help && !validate(o, error)) return false;
+  out = o;
+  return true;
+}
+
+std::string usage() {
+  std::string text =
+      "usage: epcomm-bench [flags]\n"
+      "\n"
+      "Measures epcomm's dispatch and combine on every local GPU (one process per GPU), and in\n"
+      "the same run, on the same routing, the NCCL host-API baseline and the LSA copy ceiling.\n"
+      "Prints a table on stdout (progress on stderr) and writes JSON with --out. What every\n"
+      "number means: bench/JSON.md.\n"
+      "\n"
+      "Benchmark flags (--flag=VALUE; on/off switches also accept a bare --flag):\n";
+  for (const Flag& f : flags()) {
+    std::string head = "  " + std::string(f.name) + (f.value ? "=" + std::string(f.value) : "[=on|off]");
+    text += head + "\n" + wrapped(f.help);
+  }
+  text +=
+      "  --help, -h\n      print this text and exit.\n"
+      "\n"
+      "Launcher flags (read by the multi-process launcher, tests/gpu/harness):\n"
+      "  --ranks=N\n      processes (GPUs) to start; default: every visible GPU.\n"
+      "  --time-limit=SECONDS\n      stop every rank after this long; default 300, 0: none.\n"
+      "  --fail-grace=SECONDS\n      how long other ranks may run on after one failed; default 30.\n"
+      "  --allow-oversubscribe\n      let ranks share GPUs (for debugging only; times are "
+      "meaningless).\n"
+      "\n"
+      "Exit status: 0 all points measured; 1 a failure (no GPU, an unsupported mode or dtype,\n"
+      "a rank failed); 2 bad flags.\n";
+  return text;
+}
+
+std::vector<std::string> flag_names() {
+  std::vector<std::string> names;
+  for (const Flag& f : flags()) names.emplace_back(f.name);
+  return names;
+}
+
+std::string joined_command(int argc, char* const* argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) s += ' ';
+    s += argv[i];
+  }
+  return s;
+}
+
+}  // namespace epc::bench

@@ -1,0 +1,65 @@
+// The benchmark's flags: one table drives parsing, validation and --help, so a flag cannot
+// exist without being documented. Pure CPU (unit-tested without a GPU).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace epc::bench {
+
+enum class RoutingKind { uniform, skewed };
+
+struct RoutingSpec {
+  RoutingKind kind = RoutingKind::uniform;
+  int hot_expert = 0;
+  double hot_share = 0.5;  // skewed: probability that a token picks the hot expert
+  double masked = 0.0;     // probability that an entry is -1
+  uint64_t seed = 1;
+};
+
+struct Options {
+  std::string mode = "ll";       // ll | ht
+  std::vector<int> tokens{128};  // tokens per rank, one point each
+  int max_tokens = 0;            // the group's max_tokens_per_rank; 0: largest of `tokens`
+  int hidden = 7168;
+  int topk = 8;
+  int experts = 256;
+  std::string dtype = "bf16";  // bf16 | fp8
+  bool pow2_scales = false;    // fp8: power-of-two scales
+  int sms = 0;                 // SM budget of our kernels; 0: the library's default
+  RoutingSpec routing;
+  int warmup = 20;
+  int iters = 200;
+  bool graph = false;
+  int graph_replays = 5;
+  bool send_only = false;
+  bool baseline = true;
+  bool ceiling = true;
+  int ceiling_peak_mib = 32;  // per peer, for the peak-bandwidth ceiling
+  int timeout_ms = 0;         // group's device wait bound; 0: library default
+  std::string out;            // JSON path; empty: none
+  bool help = false;
+
+  int largest_tokens() const;
+  int group_max_tokens() const { return max_tokens > 0 ? max_tokens : largest_tokens(); }
+};
+
+// Parses argv (argv[0] is skipped). The harness's launcher flags (--ranks=, --time-limit=,
+// --fail-grace=, --allow-oversubscribe) are accepted and ignored here. Returns false with
+// `error` naming the flag when a flag is unknown, malformed or out of range.
+bool parse_options(int argc, char* const* argv, Options& out, std::string& error);
+
+// "1..256" (doubling from the first to the second), "1,2,8" or "64".
+bool parse_token_list(const std::string& text, std::vector<int>& out, std::string& error);
+
+// The --help text, generated from the same table the parser uses.
+std::string usage();
+
+// The names of every flag the parser knows ("--mode", ...), for tests.
+std::vector<std::string> flag_names();
+
+// The command line as one string, for the JSON record.
+std::string joined_command(int argc, char* const* argv);
+
+}  // namespace epc::bench

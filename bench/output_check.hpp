@@ -1,0 +1,33 @@
+// What dispatch and combine must produce in the benchmark's set-up, so a run that measured
+// wrong results says so instead of reporting their times. Expert outputs are all bf16 1.0
+// and every weight is 1/K; then a token's combined row is, in every channel, the sum over the
+// ranks hosting its entries of bf16(entries on that rank / K), rounded to bf16. Pure CPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/routing.hpp"
+
+namespace epc::bench {
+
+float bf16_to_float(uint16_t bits);
+uint16_t float_to_bf16(float value);  // round to nearest even
+
+// Expected combined value of every token of one rank ([tokens]), for `local_experts`
+// experts per rank. `per_rank_partials`: ours pre-reduces per rank and rounds each partial
+// to bf16; the baseline sums all K weighted rows in fp32 at once.
+std::vector<float> expected_combine(const Routing& routing, int tokens, int topk,
+                                    int local_experts, int nranks, bool per_rank_partials);
+
+// Compares a [tokens, hidden] bf16 output with the expected value per token, allowing one
+// bf16 rounding step (2^-7 relative). Returns false with `error` naming the first mismatch.
+bool check_combined(const std::vector<uint16_t>& out, int tokens, int hidden,
+                    const std::vector<float>& expected, std::string& error);
+
+// Compares per-expert counts. Returns false with `error` naming the first mismatch.
+bool check_counts(const std::vector<int32_t>& got, const std::vector<int32_t>& expected,
+                  std::string& error);
+
+}  // namespace epc::bench

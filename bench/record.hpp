@@ -1,0 +1,108 @@
+// Everything one run measured, as rank 0 holds it after gathering every rank's figures, and
+// the figures derived from it (bandwidths, ratios). The JSON and the table are two views of
+// this record. Pure CPU.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/options.hpp"
+#include "bench/stats.hpp"
+#include "bench/traffic.hpp"
+
+namespace epc::bench {
+
+// A timed quantity, named "<who>.<how>.<what>": who is ours, baseline or ceiling; how is
+// kernel (CUDA events), api (host wall clock through the call until the stream is done) or
+// graph (replay of a captured graph, per step). bench/JSON.md lists every name.
+struct Metric {
+  std::string name;
+  AcrossRanks value;
+};
+
+struct PointResult {
+  int tokens = 0;
+  std::vector<RankTraffic> traffic;  // per rank
+  std::vector<Metric> metrics;
+  // Our dispatch delivered the expected rows per expert and combine the expected sums
+  // (bench/output_check.hpp); a point with wrong results is not recorded at all.
+  bool output_checked = false;
+
+  const AcrossRanks* find(const std::string& name) const;
+  double median_us(const std::string& name) const;  // NaN when absent
+};
+
+struct CeilingPeak {
+  int64_t bytes_per_peer = 0;
+  int peers = 0;
+  AcrossRanks time;
+  double egress_GBps() const;  // per GPU: bytes to all peers over the slowest median
+};
+
+struct GpuInfo {
+  int rank = 0;
+  int device = 0;
+  std::string name;
+  std::string pci_bus_id;
+};
+
+struct MachineInfo {
+  std::string hostname;
+  std::vector<GpuInfo> gpus;
+  std::string nccl_runtime;    // "2.28.9"
+  std::string nccl_headers;    // the version epcomm was compiled against
+  std::string nccl_library;    // path of the libnccl that was loaded
+  std::string cuda_driver;     // CUDA driver API version, "13.0"
+  std::string cuda_runtime;
+  std::string nvidia_driver;   // kernel module version, "570.86.15", or "unknown"
+  std::string epcomm_abi;      // "1.0.0"
+};
+
+struct GroupFacts {
+  uint64_t symmetric_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  uint32_t message_bytes = 0;
+  uint32_t num_sms = 0;
+  uint32_t local_experts = 0;
+  uint32_t max_tokens = 0;
+};
+
+struct RunRecord {
+  bool format_sample = false;  // true only for bench/samples: invented numbers
+  std::string command;
+  std::string created_utc;
+  Options options;
+  int nranks = 0;
+  MachineInfo machine;
+  GroupFacts group;
+  WireFormat wire;
+  std::optional<CeilingPeak> ceiling_peak;
+  std::vector<PointResult> points;
+  bool complete = false;  // every requested point was measured
+};
+
+// GB/s (1e9 bytes per second) of `bytes` in `us` microseconds; NaN if `us` is not positive.
+double gbps(double bytes, double us);
+
+// Mean over ranks of one RankTraffic field.
+double mean_bytes(const PointResult& p, int64_t RankTraffic::*field);
+
+struct Bandwidth {
+  double logical_GBps;
+  double wire_GBps;
+  double wire_over_ceiling;  // wire over the run's peak ceiling; NaN without one
+};
+
+// who: "ours", "baseline" or "ceiling"; op: "dispatch" or "combine". Bytes are the mean over
+// ranks, time the slowest rank's median kernel time of that op.
+Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::string& who,
+                    const std::string& op);
+
+// a's median over b's; NaN when either is missing.
+double ratio(const PointResult& p, const std::string& a, const std::string& b);
+
+std::string utc_now();
+
+}  // namespace epc::bench

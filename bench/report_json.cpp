@@ -1,0 +1,216 @@
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "bench/json_writer.hpp"
+#include "bench/report.hpp"
+
+namespace epc::bench {
+namespace {
+
+const char* routing_name(RoutingKind k) { return k == RoutingKind::skewed ? "skewed" : "uniform"; }
+
+void write_config(JsonWriter& j, const RunRecord& run) {
+  const Options& o = run.options;
+  j.key("config");
+  j.begin_object();
+  j.field("mode", o.mode);
+  j.field("ranks", run.nranks);
+  j.key("tokens_per_rank");
+  j.begin_array(true);
+  for (int t : o.tokens) j.value(t);
+  j.end_array();
+  j.field("max_tokens_per_rank", static_cast<int64_t>(run.group.max_tokens));
+  j.field("hidden", o.hidden);
+  j.field("topk", o.topk);
+  j.field("experts", o.experts);
+  j.field("local_experts", static_cast<int64_t>(run.group.local_experts));
+  j.field("dtype", o.dtype);
+  j.field("fp8_pow2_scales", o.pow2_scales);
+  j.field("sms", static_cast<int64_t>(run.group.num_sms));
+  j.key("routing");
+  j.begin_object();
+  j.field("kind", routing_name(o.routing.kind));
+  j.field("hot_expert", o.routing.hot_expert);
+  j.field("hot_share", o.routing.kind == RoutingKind::skewed ? o.routing.hot_share : 0.0);
+  j.field("masked", o.routing.masked);
+  j.field("seed", static_cast<int64_t>(o.routing.seed));
+  j.end_object();
+  j.field("warmup", o.warmup);
+  j.field("iters", o.iters);
+  j.field("graph", o.graph);
+  j.field("graph_replays", o.graph_replays);
+  j.field("send_only", o.send_only);
+  j.field("baseline", o.baseline);
+  j.field("ceiling", o.ceiling);
+  j.field("ceiling_peak_bytes_per_peer", static_cast<int64_t>(o.ceiling_peak_mib) << 20);
+  j.end_object();
+}
+
+void write_machine(JsonWriter& j, const MachineInfo& m) {
+  j.key("machine");
+  j.begin_object();
+  j.field("hostname", m.hostname);
+  j.key("gpus");
+  j.begin_array();
+  for (const GpuInfo& g : m.gpus) {
+    j.begin_object();
+    j.field("rank", g.rank);
+    j.field("device", g.device);
+    j.field("name", g.name);
+    j.field("pci_bus_id", g.pci_bus_id);
+    j.end_object();
+  }
+  j.end_array();
+  j.field("nccl_runtime", m.nccl_runtime);
+  j.field("nccl_headers", m.nccl_headers);
+  j.field("nccl_library", m.nccl_library);
+  j.field("cuda_driver", m.cuda_driver);
+  j.field("cuda_runtime", m.cuda_runtime);
+  j.field("nvidia_driver", m.nvidia_driver);
+  j.field("epcomm_abi", m.epcomm_abi);
+  j.end_object();
+}
+
+void write_summary(JsonWriter& j, const AcrossRanks& a) {
+  j.begin_object();
+  j.field("median_us", a.slowest.median_us);
+  j.field("p10_us", a.slowest.p10_us);
+  j.field("p90_us", a.slowest.p90_us);
+  j.field("samples", a.slowest.samples);
+  j.field("slowest_rank", a.slowest_rank);
+  j.key("per_rank_median_us");
+  j.begin_array(true);
+  for (double v : a.per_rank_median_us) j.value(v);
+  j.end_array();
+  j.end_object();
+}
+
+void per_rank(JsonWriter& j, const PointResult& p, const char* name, int64_t RankTraffic::*field) {
+  j.key(name);
+  j.begin_array(true);
+  for (const RankTraffic& t : p.traffic) j.value(t.*field);
+  j.end_array();
+}
+
+void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
+  j.begin_object();
+  j.field("tokens_per_rank", p.tokens);
+  j.field("output_checked", p.output_checked);
+  j.key("bytes");
+  j.begin_object();
+  per_rank(j, p, "selections", &RankTraffic::selections);
+  per_rank(j, p, "logical_dispatch", &RankTraffic::logical_dispatch_bytes);
+  per_rank(j, p, "logical_combine", &RankTraffic::logical_combine_bytes);
+  per_rank(j, p, "wire_dispatch", &RankTraffic::wire_dispatch_bytes);
+  per_rank(j, p, "wire_combine", &RankTraffic::wire_combine_bytes);
+  per_rank(j, p, "baseline_wire_dispatch", &RankTraffic::baseline_wire_dispatch_bytes);
+  per_rank(j, p, "baseline_wire_combine", &RankTraffic::baseline_wire_combine_bytes);
+  j.end_object();
+
+  j.key("times");
+  j.begin_object();
+  for (const Metric& m : p.metrics) {
+    j.key(m.name);
+    write_summary(j, m.value);
+  }
+  j.end_object();
+
+  j.key("bandwidth");
+  j.begin_object();
+  for (const char* who : {"ours", "baseline", "ceiling"}) {
+    for (const char* op : {"dispatch", "combine"}) {
+      const std::string name = std::string(who) + "." + op;
+      if (p.find(std::string(who) + ".kernel." + op) == nullptr) continue;
+      const Bandwidth b = bandwidth(run, p, who, op);
+      j.key(name);
+      j.begin_object();
+      j.field("logical_GBps", b.logical_GBps);
+      j.field("wire_GBps", b.wire_GBps);
+      j.field("wire_over_ceiling", b.wire_over_ceiling);
+      j.end_object();
+    }
+  }
+  j.end_object();
+
+  j.key("ratios");
+  j.begin_object();
+  for (const char* op : {"dispatch", "combine", "step"}) {
+    j.field(std::string("ours_over_baseline.") + op,
+            ratio(p, std::string("ours.kernel.") + op, std::string("baseline.kernel.") + op));
+  }
+  j.field("ours_over_baseline.api_step", ratio(p, "ours.api.step", "baseline.api.step"));
+  for (const char* op : {"dispatch", "combine", "step"}) {
+    j.field(std::string("ours_over_ceiling.") + op,
+            ratio(p, std::string("ours.kernel.") + op, std::string("ceiling.kernel.") + op));
+  }
+  j.end_object();
+  j.end_object();
+}
+
+}  // namespace
+
+std::string to_json(const RunRecord& run) {
+  JsonWriter j;
+  j.begin_object();
+  j.field("format", kJsonFormat);
+  j.field("format_sample", run.format_sample);
+  if (run.format_sample) {
+    j.field("note", "FORMAT SAMPLE: every number in this file is invented to show the format; "
+                    "it is not a measurement");
+  }
+  j.field("complete", run.complete);
+  j.field("created_utc", run.created_utc);
+  j.field("command", run.command);
+  write_config(j, run);
+  write_machine(j, run.machine);
+  j.key("group");
+  j.begin_object();
+  j.field("symmetric_bytes_per_gpu", static_cast<int64_t>(run.group.symmetric_bytes));
+  j.field("workspace_bytes_per_gpu", static_cast<int64_t>(run.group.workspace_bytes));
+  j.field("message_bytes", static_cast<int64_t>(run.group.message_bytes));
+  j.end_object();
+  j.field("wire_format", run.wire.describe());
+  j.key("ceiling_peak");
+  if (run.ceiling_peak) {
+    j.begin_object();
+    j.field("bytes_per_peer", run.ceiling_peak->bytes_per_peer);
+    j.field("peers", run.ceiling_peak->peers);
+    j.key("time");
+    write_summary(j, run.ceiling_peak->time);
+    j.field("egress_GBps", run.ceiling_peak->egress_GBps());
+    j.end_object();
+  } else {
+    j.null();
+  }
+  j.key("points");
+  j.begin_array();
+  for (const PointResult& p : run.points) write_point(j, run, p);
+  j.end_array();
+  j.end_object();
+  return j.str() + "\n";
+}
+
+bool write_file_atomically(const std::string& path, const std::string& text, std::string& error) {
+  const std::string temp = path + ".tmp";
+  std::FILE* f = std::fopen(temp.c_str(), "w");
+  if (f == nullptr) {
+    error = "cannot open " + temp + " for writing: " + std::strerror(errno);
+    return false;
+  }
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    error = "cannot write " + temp + ": " + std::strerror(errno);
+    std::remove(temp.c_str());
+    return false;
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    error = "cannot rename " + temp + " to " + path + ": " + std::strerror(errno);
+    std::remove(temp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace epc::bench

@@ -1,0 +1,105 @@
+// The human view: a header naming the configuration and the machine, a latency table and a
+// bandwidth table, one row per point. Missing figures print as "-".
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "bench/report.hpp"
+
+namespace epc::bench {
+namespace {
+
+std::string printf_string(const char* format, ...) {
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  return text;
+}
+
+std::string us(const PointResult& p, const std::string& name, bool with_range) {
+  const AcrossRanks* m = p.find(name);
+  if (m == nullptr) return "-";
+  if (!with_range) return printf_string("%.1f", m->slowest.median_us);
+  return printf_string("%.1f [%.1f-%.1f]", m->slowest.median_us, m->slowest.p10_us,
+                       m->slowest.p90_us);
+}
+
+std::string num(double v, const char* format) {
+  return std::isfinite(v) ? printf_string(format, v) : std::string("-");
+}
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+std::string header(const RunRecord& run) {
+  const Options& o = run.options;
+  std::string routing = o.routing.kind == RoutingKind::skewed
+                            ? printf_string("skewed routing (hot expert %d in %.0f%% of tokens)",
+                                            o.routing.hot_expert, 100 * o.routing.hot_share)
+                            : std::string("uniform routing");
+  if (o.routing.masked > 0) routing += printf_string(", %.0f%% of entries masked", 100 * o.routing.masked);
+  std::string s;
+  if (run.format_sample) s += "FORMAT SAMPLE: invented numbers, not a measurement\n";
+  s += printf_string("epcomm-bench %s: %d ranks, hidden %d, top-%d, %d experts, %s, %s, %u SMs, "
+                     "%d timed steps after %d warm-up%s%s\n",
+                     o.mode == "ll" ? "low-latency" : o.mode.c_str(), run.nranks, o.hidden, o.topk,
+                     o.experts, o.dtype.c_str(), routing.c_str(), run.group.num_sms, o.iters,
+                     o.warmup, o.send_only ? ", send-only + complete" : "",
+                     o.graph ? ", graph replay" : "");
+  const std::string gpu = run.machine.gpus.empty() ? std::string("?") : run.machine.gpus[0].name;
+  s += printf_string("machine: %zu x %s, NCCL %s, driver %s; symmetric memory per GPU %.1f MiB "
+                     "(max %u tokens per rank)\n",
+                     run.machine.gpus.size(), gpu.c_str(), run.machine.nccl_runtime.c_str(),
+                     run.machine.nvidia_driver.c_str(), mib(run.group.symmetric_bytes),
+                     run.group.max_tokens);
+  if (run.ceiling_peak) {
+    s += printf_string("ceiling: LSA peer-store copy of %.0f MiB to each of %d peers at once: "
+                       "%.1f GB/s egress per GPU\n",
+                       mib(static_cast<uint64_t>(run.ceiling_peak->bytes_per_peer)),
+                       run.ceiling_peak->peers, run.ceiling_peak->egress_GBps());
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string to_table(const RunRecord& run) {
+  std::string s = header(run);
+  s += "\nLatency in us: median [p10-p90] of the slowest rank; kernel = CUDA events, "
+       "api = host clock until done\n";
+  s += printf_string("%6s | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s | %8s\n", "tokens",
+                     "dispatch", "combine", "step (both)", "api step", "graph", "baseline",
+                     "ceiling", "ours/base");
+  for (const PointResult& p : run.points) {
+    s += printf_string("%6d | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s | %8s%s\n", p.tokens,
+                       us(p, "ours.kernel.dispatch", true).c_str(),
+                       us(p, "ours.kernel.combine", true).c_str(),
+                       us(p, "ours.kernel.step", true).c_str(), us(p, "ours.api.step", false).c_str(),
+                       us(p, "ours.graph.step", false).c_str(),
+                       us(p, "baseline.kernel.step", false).c_str(),
+                       us(p, "ceiling.kernel.step", false).c_str(),
+                       num(ratio(p, "ours.kernel.step", "baseline.kernel.step"), "%.2f").c_str(),
+                       p.output_checked ? "" : "  (outputs NOT checked)");
+  }
+  s += "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule) / wire (bytes leaving "
+       "the GPU) / wire over the ceiling\n";
+  s += printf_string("%6s | %-26s | %-26s | %-20s\n", "tokens", "dispatch", "combine",
+                     "baseline disp/comb logical");
+  for (const PointResult& p : run.points) {
+    const Bandwidth d = bandwidth(run, p, "ours", "dispatch");
+    const Bandwidth c = bandwidth(run, p, "ours", "combine");
+    const Bandwidth bd = bandwidth(run, p, "baseline", "dispatch");
+    const Bandwidth bc = bandwidth(run, p, "baseline", "combine");
+    auto three = [](const Bandwidth& b) {
+      return num(b.logical_GBps, "%.1f") + " / " + num(b.wire_GBps, "%.1f") + " / " +
+             num(b.wire_over_ceiling, "%.2f");
+    };
+    s += printf_string("%6d | %-26s | %-26s | %-20s\n", p.tokens, three(d).c_str(), three(c).c_str(),
+                       (num(bd.logical_GBps, "%.1f") + " / " + num(bc.logical_GBps, "%.1f")).c_str());
+  }
+  if (!run.complete) s += "\n(incomplete: not every requested point was measured)\n";
+  return s;
+}
+
+}  // namespace epc::bench

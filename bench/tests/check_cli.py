@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""epcomm-bench's command line where no GPU may be used (CI, or GPUs hidden on purpose).
+
+    check_cli.py BENCH --fp8-declared=yes|no
+
+Checks: --help exits 0 and documents every flag; with the GPUs hidden
+(CUDA_VISIBLE_DEVICES="") the benchmark exits 1 with a message naming the missing GPU and no
+crash; --mode=ht and (when the header lacks epc_ll_dispatch_fp8) --dtype=fp8 are refused with
+their own message before any GPU is looked for; bad flags exit 2 naming the flag.
+"""
+import os
+import re
+import subprocess
+import sys
+
+
+def run(bench, args, hide_gpus=False):
+    env = dict(os.environ)
+    # The rank variables would make the program a rank instead of the launcher.
+    for name in ("EPC_RANK", "EPC_WORLD_SIZE", "EPC_UNIQUE_ID", "EPC_LOCAL_DEVICE"):
+        env.pop(name, None)
+    if hide_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    p = subprocess.run([bench] + args, env=env, capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+failures = []
+
+
+def expect(condition, what, output=""):
+    print(("ok    " if condition else "FAIL  ") + what)
+    if not condition:
+        failures.append(what)
+        if output:
+            print("      output was: " + output.strip().replace("\n", "\n      "))
+
+
+def main():
+    bench = sys.argv[1]
+    fp8_declared = "--fp8-declared=yes" in sys.argv[2:]
+
+    rc, out, err = run(bench, ["--help"])
+    expect(rc == 0, "--help exits 0", err)
+    flags = set(re.findall(r"^  (--[a-z0-9-]+)", out, re.M))
+    for flag in ("--mode", "--tokens", "--hidden", "--topk", "--experts", "--dtype", "--sms", "--routing",
+                 "--hot-share", "--masked", "--warmup", "--iters", "--graph", "--send-only", "--out",
+                 "--baseline", "--ceiling", "--ranks"):
+        expect(flag in flags, f"--help documents {flag}")
+
+    rc, out, err = run(bench, ["--tokens=1..256"], hide_gpus=True)
+    expect(rc == 1, f"with GPUs hidden: exit code 1 (got {rc})", out + err)
+    expect("no CUDA GPU is visible" in err, "with GPUs hidden: the message says no GPU is visible", out + err)
+
+    rc, out, err = run(bench, ["--mode=ht"], hide_gpus=True)
+    expect(rc == 1 and "not implemented yet in this library version" in err,
+           "--mode=ht is refused as not implemented yet", out + err)
+
+    rc, out, err = run(bench, ["--dtype=fp8"], hide_gpus=True)
+    if fp8_declared:
+        expect(rc == 1 and "no CUDA GPU is visible" in err,
+               "--dtype=fp8 is accepted (the header declares it) and then stops at the GPU check", out + err)
+    else:
+        expect(rc == 1 and "--dtype=fp8 is not supported by this library version" in err,
+               "--dtype=fp8 is refused until the header declares epc_ll_dispatch_fp8", out + err)
+
+    for args, name in ((["--hidden=100"], "--hidden"), (["--frobnicate"], "--frobnicate"),
+                       (["--tokens=0"], "--tokens"), (["--routing=zipf"], "--routing")):
+        rc, out, err = run(bench, args, hide_gpus=True)
+        expect(rc == 2 and name in err, f"{args[0]} exits 2 naming {name}", out + err)
+
+    rc, out, err = run(bench, ["--out=/nonexistent-dir/run.json"])
+    expect(rc == 1 and ("/nonexistent-dir/run.json" in err or "no CUDA GPU" in err),
+           "an unwritable --out (or no GPU) fails before any work", out + err)
+
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""The committed format sample is what the JSON writer makes now, and it passes the reader.
+
+    check_sample.py SAMPLE_WRITER COMMITTED_JSON
+
+SAMPLE_WRITER is bench-json-sample (bench/tests/json_sample_main.cpp). When the format
+changes on purpose, regenerate: build/bench/bench-json-sample > bench/samples/format_sample.json
+"""
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import bench_json  # noqa: E402
+
+
+def main():
+    writer, committed = sys.argv[1], sys.argv[2]
+    fresh = subprocess.run([writer], capture_output=True, text=True, check=True).stdout
+    with open(committed, encoding="utf-8") as f:
+        saved = f.read()
+    if fresh != saved:
+        print(f"FAIL  {committed} differs from what {os.path.basename(writer)} writes now; if the "
+              f"format changed on purpose, regenerate it:\n      {writer} > {committed}\n"
+              f"      (and update bench/JSON.md)")
+        return 1
+    record = bench_json.load(committed)
+    if not record["format_sample"] or "not a measurement" not in record.get("note", ""):
+        print("FAIL  the sample does not say that it is a format sample")
+        return 1
+    # The reader must reject what it should: prove the check can fail.
+    broken = dict(record)
+    del broken["points"]
+    try:
+        bench_json.check(broken)
+        print("FAIL  the reader accepted a record without points")
+        return 1
+    except bench_json.FormatError:
+        pass
+    print(f"ok    {committed} is current, valid, and labelled a format sample")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

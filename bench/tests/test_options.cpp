@@ -1,0 +1,135 @@
+// Flags: every flag parses and is documented; bad values are refused by name.
+#include <gtest/gtest.h>
+
+#include "bench/options.hpp"
+
+namespace epc::bench {
+namespace {
+
+bool parse(std::vector<std::string> args, Options& o, std::string& error) {
+  std::vector<char*> argv{const_cast<char*>("epcomm-bench")};
+  for (std::string& a : args) argv.push_back(a.data());
+  return parse_options(static_cast<int>(argv.size()), argv.data(), o, error);
+}
+
+TEST(Options, DefaultsMatchTheDocumentedOnes) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({}, o, error)) << error;
+  EXPECT_EQ(o.mode, "ll");
+  EXPECT_EQ(o.tokens, std::vector<int>{128});
+  EXPECT_EQ(o.hidden, 7168);
+  EXPECT_EQ(o.topk, 8);
+  EXPECT_EQ(o.experts, 256);
+  EXPECT_EQ(o.dtype, "bf16");
+  EXPECT_EQ(o.warmup, 20);
+  EXPECT_EQ(o.iters, 200);
+  EXPECT_FALSE(o.graph);
+  EXPECT_FALSE(o.send_only);
+  EXPECT_TRUE(o.baseline);
+  EXPECT_TRUE(o.ceiling);
+  EXPECT_EQ(o.group_max_tokens(), 128);
+}
+
+TEST(Options, EveryFlagIsInTheHelp) {
+  const std::string help = usage();
+  for (const std::string& name : flag_names()) {
+    EXPECT_NE(help.find(name), std::string::npos) << name << " is missing from --help";
+  }
+  for (const char* launcher : {"--ranks=", "--time-limit=", "--fail-grace=", "--allow-oversubscribe"}) {
+    EXPECT_NE(help.find(launcher), std::string::npos) << launcher;
+  }
+}
+
+TEST(Options, ParsesEveryFlag) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"--mode=ll", "--tokens=1..256", "--max-tokens=512", "--hidden=4096", "--topk=4",
+                     "--experts=64", "--dtype=fp8", "--fp8-pow2-scales", "--sms=16", "--routing=skewed",
+                     "--hot-share=0.25", "--hot-expert=3", "--masked=0.1", "--seed=9", "--warmup=2",
+                     "--iters=7", "--graph=on", "--graph-replays=3", "--send-only", "--baseline=off",
+                     "--ceiling=off", "--ceiling-mib=8", "--timeout-ms=500", "--out=/tmp/x.json",
+                     "--ranks=4", "--time-limit=60"},
+                    o, error))
+      << error;
+  EXPECT_EQ(o.tokens, (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
+  EXPECT_EQ(o.group_max_tokens(), 512);
+  EXPECT_EQ(o.hidden, 4096);
+  EXPECT_EQ(o.topk, 4);
+  EXPECT_EQ(o.experts, 64);
+  EXPECT_EQ(o.dtype, "fp8");
+  EXPECT_TRUE(o.pow2_scales);
+  EXPECT_EQ(o.sms, 16);
+  EXPECT_EQ(o.routing.kind, RoutingKind::skewed);
+  EXPECT_DOUBLE_EQ(o.routing.hot_share, 0.25);
+  EXPECT_EQ(o.routing.hot_expert, 3);
+  EXPECT_DOUBLE_EQ(o.routing.masked, 0.1);
+  EXPECT_EQ(o.routing.seed, 9u);
+  EXPECT_EQ(o.warmup, 2);
+  EXPECT_EQ(o.iters, 7);
+  EXPECT_TRUE(o.graph);
+  EXPECT_EQ(o.graph_replays, 3);
+  EXPECT_TRUE(o.send_only);
+  EXPECT_FALSE(o.baseline);
+  EXPECT_FALSE(o.ceiling);
+  EXPECT_EQ(o.ceiling_peak_mib, 8);
+  EXPECT_EQ(o.timeout_ms, 500);
+  EXPECT_EQ(o.out, "/tmp/x.json");
+}
+
+TEST(Options, TokenLists) {
+  std::vector<int> t;
+  std::string error;
+  ASSERT_TRUE(parse_token_list("64", t, error));
+  EXPECT_EQ(t, std::vector<int>{64});
+  ASSERT_TRUE(parse_token_list("1,3,5", t, error));
+  EXPECT_EQ(t, (std::vector<int>{1, 3, 5}));
+  ASSERT_TRUE(parse_token_list("3..20", t, error));
+  EXPECT_EQ(t, (std::vector<int>{3, 6, 12, 20}));
+  ASSERT_TRUE(parse_token_list("8..8", t, error));
+  EXPECT_EQ(t, std::vector<int>{8});
+  for (const char* bad : {"", "0", "2000", "4..2", "1,,2", "a", "1..", "-1", "1.5"}) {
+    EXPECT_FALSE(parse_token_list(bad, t, error)) << bad;
+  }
+}
+
+TEST(Options, BadValuesAreRefusedByName) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* names;
+  };
+  const Case cases[] = {
+      {{"--mode=xx"}, "--mode"},
+      {{"--hidden=100"}, "--hidden"},
+      {{"--hidden"}, "--hidden needs a value"},
+      {{"--topk=0"}, "--topk"},
+      {{"--topk=33"}, "--topk"},
+      {{"--dtype=fp16"}, "--dtype"},
+      {{"--dtype=fp8", "--hidden=7176"}, "--dtype=fp8"},
+      {{"--masked=1"}, "--masked"},
+      {{"--hot-share=1.5"}, "--hot-share"},
+      {{"--routing=skewed", "--hot-expert=256"}, "--hot-expert"},
+      {{"--graph=maybe"}, "--graph"},
+      {{"--iters=0"}, "--iters"},
+      {{"--tokens=64", "--max-tokens=32"}, "--max-tokens"},
+      {{"--topk=8", "--experts=4"}, "--topk"},
+      {{"--frobnicate"}, "unknown argument"},
+      {{"--out="}, "--out"},
+  };
+  for (const Case& c : cases) {
+    Options o;
+    std::string error;
+    EXPECT_FALSE(parse(c.args, o, error)) << c.args[0];
+    EXPECT_NE(error.find(c.names), std::string::npos) << "'" << error << "' should mention " << c.names;
+  }
+}
+
+TEST(Options, HelpSkipsValidation) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"--topk=8", "--experts=4", "--help"}, o, error)) << error;
+  EXPECT_TRUE(o.help);
+}
+
+}  // namespace
+}  // namespace epc::bench

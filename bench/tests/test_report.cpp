@@ -1,0 +1,123 @@
+// Derived figures (bandwidths, ratios) and what the JSON and the table show.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "bench/report.hpp"
+
+namespace epc::bench {
+namespace {
+
+AcrossRanks median(double us) {
+  AcrossRanks a;
+  a.slowest.p10_us = us * 0.9;
+  a.slowest.median_us = us;
+  a.slowest.p90_us = us * 1.1;
+  a.slowest.samples = 10;
+  a.slowest_rank = 1;
+  a.per_rank_median_us = {us * 0.5, us};
+  return a;
+}
+
+RunRecord two_rank_run() {
+  RunRecord run;
+  run.nranks = 2;
+  run.options.tokens = {4};
+  CeilingPeak peak;
+  peak.bytes_per_peer = 1000000;
+  peak.peers = 1;
+  peak.time = median(10);  // 1e6 bytes in 10 us: 100 GB/s
+  run.ceiling_peak = peak;
+  PointResult p;
+  p.tokens = 4;
+  p.output_checked = true;
+  RankTraffic a, b;
+  a.logical_dispatch_bytes = 2000000;
+  b.logical_dispatch_bytes = 4000000;  // mean 3e6
+  a.wire_dispatch_bytes = 1000000;
+  b.wire_dispatch_bytes = 1000000;
+  a.logical_combine_bytes = b.logical_combine_bytes = 500000;
+  a.wire_combine_bytes = b.wire_combine_bytes = 250000;
+  a.baseline_wire_dispatch_bytes = b.baseline_wire_dispatch_bytes = 3000000;
+  p.traffic = {a, b};
+  p.metrics = {{"ours.kernel.dispatch", median(100)},
+               {"ours.kernel.combine", median(50)},
+               {"ours.kernel.step", median(150)},
+               {"baseline.kernel.dispatch", median(400)},
+               {"baseline.kernel.step", median(600)}};
+  run.points = {p};
+  return run;
+}
+
+TEST(Report, Bandwidths) {
+  const RunRecord run = two_rank_run();
+  const PointResult& p = run.points[0];
+  EXPECT_DOUBLE_EQ(gbps(1e6, 1), 1000.0);  // a megabyte per microsecond is a terabyte per second
+  EXPECT_DOUBLE_EQ(run.ceiling_peak->egress_GBps(), 100.0);
+  const Bandwidth d = bandwidth(run, p, "ours", "dispatch");
+  EXPECT_DOUBLE_EQ(d.logical_GBps, 30.0);  // 3e6 bytes in 100 us
+  EXPECT_DOUBLE_EQ(d.wire_GBps, 10.0);
+  EXPECT_DOUBLE_EQ(d.wire_over_ceiling, 0.1);
+  const Bandwidth c = bandwidth(run, p, "ours", "combine");
+  EXPECT_DOUBLE_EQ(c.logical_GBps, 10.0);
+  EXPECT_DOUBLE_EQ(c.wire_GBps, 5.0);
+  const Bandwidth bd = bandwidth(run, p, "baseline", "dispatch");
+  EXPECT_DOUBLE_EQ(bd.logical_GBps, 7.5);
+  EXPECT_DOUBLE_EQ(bd.wire_GBps, 7.5);
+  EXPECT_TRUE(std::isnan(bandwidth(run, p, "baseline", "combine").wire_GBps));  // not measured
+}
+
+TEST(Report, Ratios) {
+  const RunRecord run = two_rank_run();
+  const PointResult& p = run.points[0];
+  EXPECT_DOUBLE_EQ(ratio(p, "ours.kernel.step", "baseline.kernel.step"), 0.25);
+  EXPECT_TRUE(std::isnan(ratio(p, "ours.kernel.combine", "baseline.kernel.combine")));
+}
+
+TEST(Report, JsonCarriesTheFigures) {
+  RunRecord run = two_rank_run();
+  const std::string json = to_json(run);
+  EXPECT_NE(json.find("\"format\": \"epcomm-bench/1\""), std::string::npos);
+  EXPECT_NE(json.find("\"format_sample\": false"), std::string::npos);
+  EXPECT_EQ(json.find("FORMAT SAMPLE"), std::string::npos);
+  EXPECT_NE(json.find("\"ours.kernel.dispatch\": {"), std::string::npos);
+  EXPECT_NE(json.find("\"per_rank_median_us\": [50, 100]"), std::string::npos);
+  EXPECT_NE(json.find("\"logical_GBps\": 30"), std::string::npos);
+  EXPECT_NE(json.find("\"ours_over_baseline.step\": 0.25"), std::string::npos);
+  EXPECT_NE(json.find("\"ours_over_baseline.combine\": null"), std::string::npos);
+  run.format_sample = true;
+  EXPECT_NE(to_json(run).find("FORMAT SAMPLE"), std::string::npos);
+}
+
+TEST(Report, TableShowsMediansRangesAndGaps) {
+  RunRecord run = two_rank_run();
+  const std::string table = to_table(run);
+  EXPECT_NE(table.find("100.0 [90.0-110.0]"), std::string::npos) << table;
+  EXPECT_NE(table.find("0.25"), std::string::npos) << table;
+  EXPECT_NE(table.find("100.0 GB/s egress"), std::string::npos) << table;
+  EXPECT_NE(table.find("30.0 / 10.0 / 0.10"), std::string::npos) << table;
+  EXPECT_NE(table.find("(incomplete"), std::string::npos) << table;
+  run.complete = true;
+  EXPECT_EQ(to_table(run).find("(incomplete"), std::string::npos);
+  run.format_sample = true;
+  EXPECT_EQ(to_table(run).rfind("FORMAT SAMPLE", 0), 0u);
+}
+
+TEST(Report, AtomicWriteReplacesTheFile) {
+  const std::string path = ::testing::TempDir() + "/bench_report_test.json";
+  std::string error;
+  ASSERT_TRUE(write_file_atomically(path, "one", error)) << error;
+  ASSERT_TRUE(write_file_atomically(path, "two", error)) << error;
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char text[8] = {0};
+  EXPECT_EQ(std::fread(text, 1, sizeof text - 1, f), 3u);
+  std::fclose(f);
+  EXPECT_STREQ(text, "two");
+  std::remove(path.c_str());
+  EXPECT_FALSE(write_file_atomically("/nonexistent-dir/x.json", "x", error));
+  EXPECT_NE(error.find("/nonexistent-dir/x.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace epc::bench
