@@ -14,14 +14,15 @@ WireFormat WireFormat::for_dtype(int hidden, bool fp8) {
 }
 
 std::string WireFormat::describe() const {
-  char text[400];
+  char text[512];
   std::snprintf(text, sizeof text,
                 "dispatch: per (token, remote rank) %lld B header + %lld B per entry, plus a "
                 "%lld B row when the token has an entry there; combine: a %lld B row per "
-                "(token, remote rank with entries); %lld B signal per peer per half",
+                "(token, remote rank with entries); %lld B per local expert of each peer for the "
+                "count table; %lld B signal per peer per half",
                 static_cast<long long>(header_fixed_bytes), static_cast<long long>(header_entry_bytes),
                 static_cast<long long>(dispatch_row_bytes), static_cast<long long>(combine_row_bytes),
-                static_cast<long long>(signal_bytes));
+                static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes));
   return text;
 }
 
@@ -71,7 +72,8 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   t.logical_dispatch_bytes = t.selections * wire.dispatch_row_bytes;
   t.logical_combine_bytes = t.selections * wire.combine_row_bytes;
   const int64_t signals = static_cast<int64_t>(R - 1) * wire.signal_bytes;
-  t.wire_dispatch_bytes = signals;
+  const int64_t count_tables = static_cast<int64_t>(R - 1) * (experts / R) * wire.count_entry_bytes;
+  t.wire_dispatch_bytes = signals + count_tables;
   t.wire_combine_bytes = signals;
   for (int d = 0; d < R; ++d) {
     t.wire_dispatch_bytes += t.dispatch_to[static_cast<size_t>(d)];

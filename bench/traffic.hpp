@@ -2,7 +2,7 @@
 // "bytes"). Logical bytes follow DeepEP's rule for low-latency mode (one row per (token,
 // expert) selection); wire bytes are what leaves the GPU, that is what our kernels store into
 // other GPUs' memory, following their message format (the WireFormat below: keep it in step
-// with kernels/ll_dispatch.cu and ll_combine.cu). Pure CPU.
+// with kernels/ll_message.hpp, ll_dispatch_send.cuh and ll_combine_parts.cuh). Pure CPU.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +17,12 @@ struct WireFormat {
   int64_t dispatch_row_bytes = 0;  // bf16: 2H; fp8: H + 4 * H/128 (row and scales)
   int64_t combine_row_bytes = 0;   // 2H: combine is bf16
   // Every (token, remote rank) gets a header: token index and entry count, then one
-  // (local expert, weight) pair per entry on that rank; the row follows if there is one.
+  // (local expert, position, weight) entry per entry on that rank; the row follows if there
+  // is one (kernels/ll_message.hpp). Each dispatch also sends every peer a table of int32
+  // entry counts, one per local expert of that peer.
   int64_t header_fixed_bytes = 8;
-  int64_t header_entry_bytes = 8;
+  int64_t header_entry_bytes = 12;
+  int64_t count_entry_bytes = 4;
   int64_t signal_bytes = 8;  // per peer per half: one release-stored uint64
 
   static WireFormat for_dtype(int hidden, bool fp8);

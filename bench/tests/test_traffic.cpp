@@ -19,9 +19,10 @@ TEST(Traffic, RankZero) {
   EXPECT_EQ(t.selections, 3);
   EXPECT_EQ(t.logical_dispatch_bytes, 48);
   EXPECT_EQ(t.logical_combine_bytes, 48);
-  // To rank 1: token 0 with one entry (8 + 8 + 16), token 1 header only (8).
-  EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{0, 40}));
-  EXPECT_EQ(t.wire_dispatch_bytes, 48);  // plus one 8-byte signal
+  // To rank 1: token 0 with one entry (8 + 12 + 16), token 1 header only (8).
+  EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{0, 44}));
+  // Plus one 8-byte signal and rank 1's count table (2 local experts * 4 bytes).
+  EXPECT_EQ(t.wire_dispatch_bytes, 44 + 8 + 8);
   // Back to rank 1: its token 1 had an entry here (expert 0); its token 0 had none.
   EXPECT_EQ(t.combine_to, (std::vector<int64_t>{0, 16}));
   EXPECT_EQ(t.wire_combine_bytes, 24);
@@ -36,7 +37,7 @@ TEST(Traffic, RankOne) {
   const WireFormat w = WireFormat::for_dtype(8, false);
   const RankTraffic t = compute_traffic(tiny(), 1, 2, 2, 4, w, 100);
   EXPECT_EQ(t.selections, 4);
-  EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{40, 0}));
+  EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{44, 0}));
   EXPECT_EQ(t.combine_to, (std::vector<int64_t>{16, 0}));
   EXPECT_EQ(t.baseline_rows_to, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(t.baseline_rows_from, (std::vector<int64_t>{1, 3}));
@@ -60,7 +61,7 @@ TEST(Traffic, AllMaskedMovesOnlyHeadersAndSignals) {
   const RankTraffic t = compute_traffic(all, 0, 1, 2, 4, WireFormat::for_dtype(8, false), 100);
   EXPECT_EQ(t.selections, 0);
   EXPECT_EQ(t.logical_dispatch_bytes, 0);
-  EXPECT_EQ(t.wire_dispatch_bytes, 8 + 8);
+  EXPECT_EQ(t.wire_dispatch_bytes, 8 + 8 + 8);  // header, signal, count table
   EXPECT_EQ(t.wire_combine_bytes, 8);
 }
 
