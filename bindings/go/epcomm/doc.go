@@ -8,8 +8,9 @@
 // As in the C header, every function's comment says whether it is collective (every rank of
 // the communicator must call it, in the same order) or local, and whether it blocks.
 // InitComm, NewGroup, Group.Barrier, Group.Close and Comm.Close are collective and
-// blocking; Handle.LLDispatch, Handle.LLCombine and Handle.Complete are collective and
-// stream-ordered (they return once the work is queued on the CUDA stream).
+// blocking; Handle.LLDispatch, Handle.LLDispatchFP8, Handle.LLCombine and Handle.Complete
+// are collective and stream-ordered (they return once the work is queued on the CUDA
+// stream).
 //
 // # The thread rule
 //
@@ -43,8 +44,8 @@
 // # Dispatch and combine
 //
 // NewHandle creates the routing of one batch on a low-latency group; LLDispatch sends the
-// tokens to their experts' ranks, LLCombine brings the expert outputs back, and with
-// FlagSendOnly each half is split in two, finished by Complete. Update gives the handle
-// the next step's routing. Tensors are descriptors of device memory (Tensor); the package
+// tokens to their experts' ranks (LLDispatchFP8 sends them as FP8 with per-128-channel
+// scales), LLCombine brings the expert outputs back, and with FlagSendOnly each half is
+// split in two, finished by Complete. Update gives the handle the next step's routing. Tensors are descriptors of device memory (Tensor); the package
 // never allocates device memory. Close handles before their group.
 package epcomm

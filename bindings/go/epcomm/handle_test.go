@@ -89,6 +89,13 @@ func TestEveryCallOnADeadHandleIsRefusedByTheLibrary(t *testing.T) {
 	wantError(t, "LLDispatch", handle.LLDispatch(x, weights, outX, counts, FlagNone, nil), ErrInvalidArgument, dead)
 	wantError(t, "LLDispatch send-only", handle.LLDispatch(x, weights, outX, counts, FlagSendOnly, nil),
 		ErrInvalidArgument, dead)
+	fp8X := fakeTensor(DtypeFP8E4M3, 4, 256, 2048)
+	scales := fakeTensor(DtypeFP32, 4, 256, 16)
+	wantError(t, "LLDispatchFP8", handle.LLDispatchFP8(x, weights, fp8X, scales, counts, FlagNone, nil),
+		ErrInvalidArgument, dead)
+	wantError(t, "LLDispatchFP8 send-only, power-of-two scales",
+		handle.LLDispatchFP8(x, weights, fp8X, scales, counts, FlagSendOnly|FlagFP8Pow2Scales, nil),
+		ErrInvalidArgument, dead)
 	wantError(t, "LLCombine", handle.LLCombine(outX, x, FlagNone, nil), ErrInvalidArgument, dead)
 	wantError(t, "Complete", handle.Complete(nil), ErrInvalidArgument, dead)
 
@@ -107,10 +114,11 @@ func TestClosedAndNilHandlesAreRefusedWithoutTheLibrary(t *testing.T) {
 	closed := &Handle{group: group} // what Close leaves behind
 	x := fakeTensor(DtypeBF16, 4, 2048)
 	for name, err := range map[string]error{
-		"Update":     closed.Update(fakeTensor(DtypeInt64, 4, 2), nil),
-		"LLDispatch": closed.LLDispatch(x, x, x, x, FlagNone, nil),
-		"LLCombine":  closed.LLCombine(x, x, FlagSendOnly, nil),
-		"Complete":   closed.Complete(nil),
+		"Update":        closed.Update(fakeTensor(DtypeInt64, 4, 2), nil),
+		"LLDispatch":    closed.LLDispatch(x, x, x, x, FlagNone, nil),
+		"LLDispatchFP8": closed.LLDispatchFP8(x, x, x, x, x, FlagFP8Pow2Scales, nil),
+		"LLCombine":     closed.LLCombine(x, x, FlagSendOnly, nil),
+		"Complete":      closed.Complete(nil),
 	} {
 		wantError(t, name, err, ErrInvalidArgument, "the Handle is closed")
 	}
@@ -122,6 +130,8 @@ func TestClosedAndNilHandlesAreRefusedWithoutTheLibrary(t *testing.T) {
 	// A bad tensor is reported by name before the handle is looked at.
 	err := closed.LLCombine(x, fakeTensor(DtypeBF16, 1, 1, 1, 1, 1), FlagNone, nil)
 	wantError(t, "5-D out", err, ErrInvalidArgument, "tensor out has 5 dimensions")
+	err = closed.LLDispatchFP8(x, x, x, fakeTensor(DtypeFP32, 1, 1, 1, 1, 1), x, FlagNone, nil)
+	wantError(t, "5-D out_scales", err, ErrInvalidArgument, "tensor out_scales has 5 dimensions")
 }
 
 func TestGroupCloseWaitsForItsHandles(t *testing.T) {

@@ -9,6 +9,8 @@ import "unsafe"
 
 // FlagNone runs both halves of a dispatch or combine in one call; FlagSendOnly (generated
 // from EPC_FLAG_SEND_ONLY) queues only the sending half, and Complete finishes it.
+// FlagFP8Pow2Scales (generated from EPC_FLAG_FP8_POW2_SCALES) makes LLDispatchFP8 round
+// every scale up to a power of two (UE8M0-representable).
 const FlagNone Flags = 0
 
 // LLDispatch sends this rank's tokens to the ranks hosting their experts and receives this
@@ -40,6 +42,38 @@ func (h *Handle) LLDispatch(x, topkWeights, outX, outCounts Tensor, flags Flags,
 	}
 	return h.run(func(handle *C.EpcHandle) C.EpcStatus {
 		return C.epc_ll_dispatch(handle, &tensors[0], &tensors[1], &tensors[2], &tensors[3],
+			C.EpcFlags(flags), stream)
+	})
+}
+
+// LLDispatchFP8 is LLDispatch with the payload cast to FP8 in the send kernel
+// (epc_ll_dispatch_fp8, ABI 1.1): each token row travels as e4m3 bytes with one float32
+// scale per 128 channels, scale = max(amax, 1e-4) / 448 (with FlagFP8Pow2Scales rounded up
+// to a power of two), e4m3 = saturate(x / scale):
+//
+//   - x [B, H] bf16 or fp16, H % 128 == 0;
+//   - topkWeights [B, K] float32;
+//   - outX [L, R*T, H] fp8_e4m3: the rows each local expert received, in LLDispatch's order;
+//   - outScales [L, R*T, H/128] float32: each received row's scales;
+//   - outCounts [L] int32: rows per local expert.
+//
+// Works on groups of any dtype (on an fp8_e4m3 group it is the only dispatch); LLCombine on
+// the handle takes bf16 expert outputs as usual. Flags (FlagSendOnly too, finished by
+// Complete), collectiveness and stream rules as for LLDispatch.
+func (h *Handle) LLDispatchFP8(x, topkWeights, outX, outScales, outCounts Tensor, flags Flags, stream unsafe.Pointer) error {
+	var tensors [5]C.EpcTensor
+	for i, t := range []struct {
+		name   string
+		tensor Tensor
+	}{{"x", x}, {"topk_weights", topkWeights}, {"out_x", outX}, {"out_scales", outScales}, {"out_counts", outCounts}} {
+		c, err := t.tensor.toC(t.name)
+		if err != nil {
+			return err
+		}
+		tensors[i] = c
+	}
+	return h.run(func(handle *C.EpcHandle) C.EpcStatus {
+		return C.epc_ll_dispatch_fp8(handle, &tensors[0], &tensors[1], &tensors[2], &tensors[3], &tensors[4],
 			C.EpcFlags(flags), stream)
 	})
 }

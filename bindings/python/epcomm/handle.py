@@ -1,5 +1,5 @@
 """Handle: the routing of one batch on a low-latency group, and the calls that use it
-(ll_dispatch, ll_combine, complete, update)."""
+(ll_dispatch, ll_dispatch_fp8, ll_combine, complete, update)."""
 import ctypes
 import threading
 import warnings
@@ -153,6 +153,29 @@ class Handle:
         flags = _ffi.EPC_FLAG_SEND_ONLY if send_only else 0
         self._run("epc_ll_dispatch", [("x", x), ("topk_weights", topk_weights),
                                       ("out_x", out_x), ("out_counts", out_counts)],
+                  stream, _ffi.EpcFlags(flags))
+
+    def ll_dispatch_fp8(self, x: Any, topk_weights: Any, out_x: Any, out_scales: Any,
+                        out_counts: Any, *, send_only: bool = False, pow2_scales: bool = False,
+                        stream: Any = None) -> None:
+        """ll_dispatch with the payload cast to FP8 in the send kernel
+        (epc_ll_dispatch_fp8, ABI 1.1): each token row travels as e4m3 bytes with one
+        float32 scale per 128 channels, scale = max(amax, 1e-4) / 448 (with
+        pow2_scales=True, EPC_FLAG_FP8_POW2_SCALES, rounded up to a power of two),
+        e4m3 = saturate(x / scale).
+
+        x [B, H] bfloat16 or float16, H % 128 == 0; topk_weights [B, K] float32; out_x
+        [L, R*T, H] fp8_e4m3: the rows each local expert received, in ll_dispatch's order;
+        out_scales [L, R*T, H/128] float32: each received row's scales; out_counts [L]
+        int32: rows per local expert. Works on groups of any dtype (on an fp8_e4m3 group it
+        is the only dispatch); ll_combine takes bfloat16 expert outputs as usual. send_only,
+        collectiveness and streams as ll_dispatch. A library older than ABI 1.1 lacks the
+        function: EpcError(UNSUPPORTED), nothing is called."""
+        flags = ((_ffi.EPC_FLAG_SEND_ONLY if send_only else 0)
+                 | (_ffi.EPC_FLAG_FP8_POW2_SCALES if pow2_scales else 0))
+        self._run("epc_ll_dispatch_fp8", [("x", x), ("topk_weights", topk_weights),
+                                          ("out_x", out_x), ("out_scales", out_scales),
+                                          ("out_counts", out_counts)],
                   stream, _ffi.EpcFlags(flags))
 
     def ll_combine(self, expert_out: Any, out: Any, *, send_only: bool = False,

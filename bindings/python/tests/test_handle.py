@@ -54,6 +54,15 @@ def tensors():
     )
 
 
+def fp8_tensors():
+    """tensors() for ll_dispatch_fp8: out_x as fp8 bytes, plus out_scales [L, R*T, H/128]."""
+    t = tensors()
+    t["out_x"] = epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER + 0x200000, "fp8_e4m3",
+                                            (4, 256, 2048))
+    t["out_scales"] = CudaArrayInterface((4, 256, 16), "<f4", data=FAKE_DEVICE_POINTER + 0x600000)
+    return t
+
+
 def expect(caught, function, words, status=epcomm.Status.INVALID_ARGUMENT):
     assert caught.value.status == status
     assert caught.value.function == function
@@ -105,6 +114,9 @@ def test_every_call_on_a_dead_handle_is_refused_by_the_library(dead_handle):
         ("epc_handle_update", lambda: dead_handle.update(CudaArrayInterface((4, 2), "<i8"))),
         ("epc_ll_dispatch", lambda: dead_handle.ll_dispatch(**t)),
         ("epc_ll_dispatch", lambda: dead_handle.ll_dispatch(**t, send_only=True, stream=0x5000)),
+        ("epc_ll_dispatch_fp8", lambda: dead_handle.ll_dispatch_fp8(**fp8_tensors())),
+        ("epc_ll_dispatch_fp8", lambda: dead_handle.ll_dispatch_fp8(
+            **fp8_tensors(), send_only=True, pow2_scales=True, stream=0x5000)),
         ("epc_ll_combine", lambda: dead_handle.ll_combine(t["out_x"], t["x"])),
         ("epc_ll_combine", lambda: dead_handle.ll_combine(t["out_x"], t["x"], send_only=True)),
         ("epc_complete", lambda: dead_handle.complete()),
@@ -129,6 +141,7 @@ def test_a_closed_handle_is_refused_without_calling_the_library(dead_handle):
     assert DEAD_HANDLE in message
     t = tensors()
     for make_call in [lambda: dead_handle.ll_dispatch(**t), lambda: dead_handle.complete(),
+                      lambda: dead_handle.ll_dispatch_fp8(**fp8_tensors(), pow2_scales=True),
                       lambda: dead_handle.ll_combine(t["out_x"], t["x"]),
                       lambda: dead_handle.update(CudaArrayInterface((4, 2), "<i8"))]:
         with pytest.raises(epcomm.EpcError, match="the handle is closed") as caught:
@@ -200,3 +213,45 @@ def test_raw_pointers_enter_through_tensor_from_pointer(dead_handle, monkeypatch
     # A bare int is not a tensor: it has no shape.
     with pytest.raises(TypeError, match="tensor_from_pointer"):
         dead_handle.ll_combine(base, out)
+
+
+def test_ll_dispatch_fp8_arguments_reach_the_c_call_in_order(dead_handle, monkeypatch):
+    seen = []
+    monkeypatch.setattr(handle_module, "call", lambda name, *args: seen.append((name, args)))
+    # Fresh tensors per call: an EpcTensor is released once the handle's next call ends.
+    dead_handle.ll_dispatch_fp8(**fp8_tensors(), stream=0x5000)
+    dead_handle.ll_dispatch_fp8(**fp8_tensors(), send_only=True, pow2_scales=True)
+    dead_handle.ll_dispatch_fp8(**fp8_tensors(), pow2_scales=True, stream=0x6000)
+    (name, args), (_, send_only_args), (_, pow2_args) = seen
+    assert name == "epc_ll_dispatch_fp8" and len(args) == 8
+    described = [ref._obj for ref in args[1:6]]  # noqa: SLF001 (ctypes byref's target)
+    assert [d.data for d in described] == [
+        FAKE_DEVICE_POINTER, FAKE_DEVICE_POINTER + 0x100000, FAKE_DEVICE_POINTER + 0x200000,
+        FAKE_DEVICE_POINTER + 0x600000, FAKE_DEVICE_POINTER + 0x800000]
+    assert [d.dtype for d in described] == [
+        _ffi.EPC_DTYPE_FP16, _ffi.EPC_DTYPE_FP32, _ffi.EPC_DTYPE_FP8_E4M3, _ffi.EPC_DTYPE_FP32,
+        _ffi.EPC_DTYPE_INT32]
+    assert list(described[3].shape) == [4, 256, 16, 0]
+    assert args[6].value == 0 and args[7].value == 0x5000
+    assert send_only_args[6].value == _ffi.EPC_FLAG_SEND_ONLY | _ffi.EPC_FLAG_FP8_POW2_SCALES
+    assert send_only_args[7].value is None  # None: the legacy default stream
+    assert pow2_args[6].value == _ffi.EPC_FLAG_FP8_POW2_SCALES and pow2_args[7].value == 0x6000
+    # The last call's five tensors are held until the next call or close.
+    assert len(dead_handle._in_flight) == 5  # noqa: SLF001
+
+
+def test_ll_dispatch_fp8_names_a_missing_out_scales_before_the_library(dead_handle):
+    t = fp8_tensors()
+    t["out_scales"] = None
+    with pytest.raises(epcomm.InvalidTensorError, match="out_scales is required"):
+        dead_handle.ll_dispatch_fp8(**t)
+
+
+def test_ll_dispatch_fp8_on_a_library_older_than_abi_1_1_is_unsupported(dead_handle, monkeypatch):
+    library = epcomm.load_library()
+    monkeypatch.setattr(library, "missing", library.missing | {"epc_ll_dispatch_fp8"})
+    with pytest.raises(epcomm.EpcError) as caught:
+        dead_handle.ll_dispatch_fp8(**fp8_tensors())
+    assert caught.value.status == epcomm.Status.UNSUPPORTED
+    assert "epc_ll_dispatch_fp8 is not exported" in caught.value.message
+    assert not dead_handle._in_flight  # noqa: SLF001 (the borrowed tensors went back)

@@ -18,7 +18,8 @@ opened once, and a library of another ABI major version is refused with a
 Collective calls (`Comm`, `Group`, `barrier`, `close` of a comm or group) must be made by every
 rank, in the same order, from one thread per rank; they block the calling OS thread, which
 cannot reach a GC safepoint meanwhile (other Julia threads that need a collection wait for it).
-`ll_dispatch`, `ll_combine` and `complete` on a [`Handle`](@ref) are collective too, but
+`ll_dispatch`, `ll_dispatch_fp8`, `ll_combine` and `complete` on a [`Handle`](@ref) are
+collective too, but
 stream-ordered: they return once the work is queued.
 """
 module EpComm
@@ -43,7 +44,7 @@ include("ll.jl")
 
 export EpcError, LibraryError, UniqueId, create_unique_id, Comm, adopt_comm, GroupConfig,
     Plan, PlanRegion, plan_query, Group, GroupInfo, barrier, Tensor, Handle, update!,
-    ll_dispatch, ll_combine, complete
+    ll_dispatch, ll_dispatch_fp8, ll_combine, complete
 
 function __init__()
     try

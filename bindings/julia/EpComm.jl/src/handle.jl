@@ -4,7 +4,8 @@
     Handle
 
 The routing of one batch on a low-latency [`Group`](@ref) (`EpcHandle*`) and the device state
-a step needs: [`ll_dispatch`](@ref), [`ll_combine`](@ref) and [`complete`](@ref) run on it,
+a step needs: [`ll_dispatch`](@ref) (or [`ll_dispatch_fp8`](@ref)), [`ll_combine`](@ref) and
+[`complete`](@ref) run on it,
 [`update!`](@ref) gives it the next step's routing.
 
 Close it before its group (`close(group)` refuses while a handle is open). `close` is local

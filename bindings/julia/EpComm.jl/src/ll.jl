@@ -3,6 +3,10 @@
 "The `EpcFlags` of a call: `EPC_FLAG_SEND_ONLY` or none."
 send_only_flags(send_only::Bool) = send_only ? EPC_FLAG_SEND_ONLY : EpcFlags(0)
 
+"The `EpcFlags` of an fp8 dispatch: `EPC_FLAG_SEND_ONLY` and `EPC_FLAG_FP8_POW2_SCALES`, each or none."
+fp8_flags(send_only::Bool, pow2_scales::Bool) =
+    send_only_flags(send_only) | (pow2_scales ? EPC_FLAG_FP8_POW2_SCALES : EpcFlags(0))
+
 """
     ll_dispatch(h::Handle, x, topk_weights, out_x, out_counts; send_only = false, stream = nothing)
 
@@ -30,6 +34,40 @@ function ll_dispatch(h::Handle, x, topk_weights, out_x, out_counts;
         check(epc_ll_dispatch(handle(h), Ref(t[1].raw), Ref(t[2].raw), Ref(t[3].raw), Ref(t[4].raw),
                               send_only_flags(send_only), stream_pointer(stream)),
               :epc_ll_dispatch)
+    end
+    h.in_flight = t
+    return nothing
+end
+
+"""
+    ll_dispatch_fp8(h::Handle, x, topk_weights, out_x, out_scales, out_counts;
+                    send_only = false, pow2_scales = false, stream = nothing)
+
+[`ll_dispatch`](@ref) with the payload cast to FP8 in the send kernel (`epc_ll_dispatch_fp8`,
+ABI 1.1): each token row travels as e4m3 bytes with one `Float32` scale per 128 channels,
+scale = max(amax, 1e-4) / 448 (with `pow2_scales = true`, `EPC_FLAG_FP8_POW2_SCALES`, rounded
+up to a power of two), e4m3 = saturate(x / scale). Shapes in C order:
+
+  - `x` `[B, H]` bf16 or fp16, `H % 128 == 0`;
+  - `topk_weights` `[B, K]` `Float32`;
+  - `out_x` `[L, R*T, H]` fp8_e4m3 (`UInt8` storage: `Tensor(a; dtype = :fp8_e4m3)`): the
+    rows each local expert received, in `ll_dispatch`'s order;
+  - `out_scales` `[L, R*T, H/128]` `Float32`: each received row's scales;
+  - `out_counts` `[L]` `Int32`: rows per local expert.
+
+Works on groups of any dtype (on an fp8_e4m3 group it is the only dispatch);
+[`ll_combine`](@ref) takes bf16 expert outputs as usual. Tensor forms, `send_only` and
+`stream` as for [`ll_dispatch`](@ref). Collective; stream-ordered; graph-capturable.
+"""
+function ll_dispatch_fp8(h::Handle, x, topk_weights, out_x, out_scales, out_counts;
+                         send_only::Bool = false, pow2_scales::Bool = false, stream = nothing)
+    t = Tensor[to_tensor(x), to_tensor(topk_weights), to_tensor(out_x), to_tensor(out_scales),
+               to_tensor(out_counts)]
+    GC.@preserve t stream begin
+        check(epc_ll_dispatch_fp8(handle(h), Ref(t[1].raw), Ref(t[2].raw), Ref(t[3].raw),
+                                  Ref(t[4].raw), Ref(t[5].raw), fp8_flags(send_only, pow2_scales),
+                                  stream_pointer(stream)),
+              :epc_ll_dispatch_fp8)
     end
     h.in_flight = t
     return nothing

@@ -19,14 +19,14 @@ using EpComm.LibEpComm
         @test EpComm.status_string(99) == "unknown status"
     end
 
-    @testset "struct sizes (capi/abi.json 1.0.0)" begin
+    @testset "struct sizes (capi/abi.json 1.1.0)" begin
         @test sizeof(EpcTensor) == 80
         @test sizeof(EpcUniqueId) == 128
         @test sizeof(EpcGroupConfig) == 72
         @test sizeof(EpcPlanRegion) == 56
         @test sizeof(EpcPlan) == 968
         @test sizeof(EpcGroupInfo) == 88
-        @test sizeof(EpcApi) == 96
+        @test sizeof(EpcApi) == 152  # 17 entries in ABI 1.0 (144 bytes), ll_dispatch_fp8 in 1.1
         @test fieldoffset(EpcPlan, 17) == 72  # regions
         @test isbitstype(EpcPlan)
     end
@@ -90,6 +90,15 @@ using EpComm.LibEpComm
         created === nothing || @test UniqueId(EpComm.bytes(created)) == created
     end
 
+    @testset "dispatch flags" begin
+        @test EpComm.send_only_flags(false) == 0
+        @test EpComm.fp8_flags(false, false) == 0
+        @test EpComm.fp8_flags(true, false) == EPC_FLAG_SEND_ONLY
+        @test EpComm.fp8_flags(false, true) == EPC_FLAG_FP8_POW2_SCALES
+        @test EpComm.fp8_flags(true, true) == EPC_FLAG_SEND_ONLY | EPC_FLAG_FP8_POW2_SCALES
+        @test EpComm.fp8_flags(true, true) isa EpcFlags
+    end
+
     @testset "tensor descriptors" begin
         address = Ptr{Float32}(UInt(0x1000))
         tensor = Tensor(address, (2, 8))
@@ -132,9 +141,14 @@ using EpComm.LibEpComm
             weights = Tensor(device, (4, 2); dtype = :fp32)
             out_x = Tensor(device, (4, 256, 2048); dtype = :bf16)
             counts = Tensor(device, (4,); dtype = :int32)
+            fp8_x = Tensor(device, (4, 256, 2048); dtype = :fp8_e4m3)
+            scales = Tensor(device, (4, 256, 16); dtype = :fp32)
             calls = [(:epc_handle_update, () -> update!(h, idx)),
                      (:epc_ll_dispatch, () -> ll_dispatch(h, x, weights, out_x, counts)),
                      (:epc_ll_dispatch, () -> ll_dispatch(h, x, weights, out_x, counts; send_only = true)),
+                     (:epc_ll_dispatch_fp8, () -> ll_dispatch_fp8(h, x, weights, fp8_x, scales, counts)),
+                     (:epc_ll_dispatch_fp8, () -> ll_dispatch_fp8(h, x, weights, fp8_x, scales, counts;
+                                                                  send_only = true, pow2_scales = true)),
                      (:epc_ll_combine, () -> ll_combine(h, out_x, x)),
                      (:epc_complete, () -> complete(h))]
             for (func, call) in calls
@@ -151,6 +165,7 @@ using EpComm.LibEpComm
             @test !isopen(h) && group.open_handles == 0  # ...which is gone anyway
             @test_throws ArgumentError complete(h)    # closed: refused without the library
             @test_throws ArgumentError ll_dispatch(h, x, weights, out_x, counts)
+            @test_throws ArgumentError ll_dispatch_fp8(h, x, weights, fp8_x, scales, counts)
             @test_throws ArgumentError EpComm.to_tensor(42)  # not describable as a tensor
             group.handle = C_NULL  # nothing real to destroy
         end

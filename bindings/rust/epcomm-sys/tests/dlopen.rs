@@ -90,6 +90,18 @@ fn the_low_latency_entries_of_the_table_reach_the_library() {
         );
         let status = api.ll_dispatch.unwrap()(null_mut(), null(), null(), null(), null(), 0, null_mut());
         expect_refusal("ll_dispatch", status, "handle is NULL");
+        let dispatch_fp8 = api.ll_dispatch_fp8.expect("ll_dispatch_fp8 entry (ABI 1.1)");
+        let status = dispatch_fp8(
+            null_mut(),
+            null(),
+            null(),
+            null(),
+            null(),
+            null(),
+            sys::EPC_FLAG_FP8_POW2_SCALES,
+            null_mut(),
+        );
+        expect_refusal("ll_dispatch_fp8", status, "handle is NULL");
         let status = api.ll_combine.unwrap()(null_mut(), null(), null(), sys::EPC_FLAG_SEND_ONLY, null_mut());
         expect_refusal("ll_combine", status, "handle is NULL");
         expect_refusal("complete", api.complete.unwrap()(null_mut(), null_mut()), "handle is NULL");

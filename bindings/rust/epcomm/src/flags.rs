@@ -18,9 +18,13 @@ impl Flags {
     /// Queue only the sending half; [`Handle::complete`](crate::Handle::complete) finishes
     /// the step (`EPC_FLAG_SEND_ONLY`).
     pub const SEND_ONLY: Flags = Flags(sys::EPC_FLAG_SEND_ONLY);
+    /// [`Handle::ll_dispatch_fp8`](crate::Handle::ll_dispatch_fp8): round every scale up to
+    /// a power of two, so that it is UE8M0-representable (`EPC_FLAG_FP8_POW2_SCALES`, ABI 1.1).
+    pub const FP8_POW2_SCALES: Flags = Flags(sys::EPC_FLAG_FP8_POW2_SCALES);
 
     /// Every named flag with its name, for `Debug` and for checking against the header.
-    pub const NAMED: &'static [(&'static str, Flags)] = &[("SEND_ONLY", Flags::SEND_ONLY)];
+    pub const NAMED: &'static [(&'static str, Flags)] =
+        &[("SEND_ONLY", Flags::SEND_ONLY), ("FP8_POW2_SCALES", Flags::FP8_POW2_SCALES)];
 
     /// The raw bits, as the C ABI carries them.
     pub const fn bits(self) -> u32 {
@@ -82,5 +86,10 @@ mod tests {
         assert_eq!((Flags::SEND_ONLY | Flags(0x8)).bits(), sys::EPC_FLAG_SEND_ONLY | 0x8);
         assert_eq!(format!("{:?}", Flags::NONE), "Flags(NONE)");
         assert_eq!(format!("{:?}", Flags::SEND_ONLY | Flags(0x8)), "Flags(SEND_ONLY | 0x8)");
+        assert_eq!(Flags::FP8_POW2_SCALES.bits(), sys::EPC_FLAG_FP8_POW2_SCALES);
+        assert_eq!(
+            format!("{:?}", Flags::SEND_ONLY | Flags::FP8_POW2_SCALES),
+            "Flags(SEND_ONLY | FP8_POW2_SCALES)"
+        );
     }
 }

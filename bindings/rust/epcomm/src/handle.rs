@@ -125,6 +125,52 @@ impl<'g> Handle<'g> {
         check(api, status)
     }
 
+    /// [`ll_dispatch`](Handle::ll_dispatch) with the payload cast to FP8 in the send kernel
+    /// (`epc_ll_dispatch_fp8`, ABI 1.1): each token row travels as e4m3 bytes with one FP32
+    /// scale per 128 channels, scale = max(amax, 1e-4) / 448 (with
+    /// [`Flags::FP8_POW2_SCALES`] rounded up to a power of two), e4m3 = saturate(x / scale).
+    ///
+    /// - `x`: `[B, H]` BF16 or FP16, `H % 128 == 0`;
+    /// - `topk_weights`: `[B, K]` FP32;
+    /// - `out_x`: `[L, R*T, H]` FP8_E4M3: the rows each local expert received, in the same
+    ///   order as [`ll_dispatch`](Handle::ll_dispatch);
+    /// - `out_scales`: `[L, R*T, H/128]` FP32: each received row's scales;
+    /// - `out_counts`: `[L]` INT32: rows per local expert.
+    ///
+    /// Works on groups of any dtype (on an FP8_E4M3 group it is the only dispatch); combine
+    /// on the handle takes BF16 expert outputs as usual. Flags ([`Flags::SEND_ONLY`] too),
+    /// completion, collectiveness and stream rules as for [`ll_dispatch`](Handle::ll_dispatch).
+    /// A library older than ABI 1.1 lacks the call: [`Status::UNSUPPORTED`], nothing called.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ll_dispatch_fp8(
+        &self,
+        x: TensorRef<'_>,
+        topk_weights: TensorRef<'_>,
+        out_x: TensorRef<'_>,
+        out_scales: TensorRef<'_>,
+        out_counts: TensorRef<'_>,
+        flags: Flags,
+        stream: Option<StreamRef<'_>>,
+    ) -> Result<()> {
+        let api = library()?;
+        let dispatch = entry!(api, ll_dispatch_fp8);
+        let _serialised = lock(self.calls);
+        // SAFETY: the handle is live; tensors and stream are valid by their contracts.
+        let status = unsafe {
+            dispatch(
+                self.raw.as_ptr(),
+                x.as_raw(),
+                topk_weights.as_raw(),
+                out_x.as_raw(),
+                out_scales.as_raw(),
+                out_counts.as_raw(),
+                flags.bits(),
+                stream_raw(stream),
+            )
+        };
+        check(api, status)
+    }
+
     /// Return the expert outputs to their tokens' ranks and reduce them (`epc_ll_combine`).
     ///
     /// - `expert_out`: `[L, R*T, H]` BF16, in the layout this handle's dispatch produced;

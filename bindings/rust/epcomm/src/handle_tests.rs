@@ -71,6 +71,26 @@ fn every_call_on_a_dead_handle_is_refused_by_the_library() {
         "send-only dispatch",
         "EpcHandle",
     );
+    let fp8_x = fake_device_tensor(Dtype::FP8_E4M3, &[4, 256, 2048]);
+    let scales = fake_device_tensor(Dtype::FP32, &[4, 256, 16]);
+    assert_not_live(
+        handle.ll_dispatch_fp8(x, weights, fp8_x, scales, counts, Flags::NONE, None),
+        "fp8 dispatch",
+        "EpcHandle",
+    );
+    assert_not_live(
+        handle.ll_dispatch_fp8(
+            x,
+            weights,
+            fp8_x,
+            scales,
+            counts,
+            Flags::SEND_ONLY | Flags::FP8_POW2_SCALES,
+            None,
+        ),
+        "send-only fp8 dispatch with power-of-two scales",
+        "EpcHandle",
+    );
     assert_not_live(handle.ll_combine(out_x, x, Flags::NONE, None), "combine", "EpcHandle");
     assert_not_live(handle.complete(None), "complete", "EpcHandle");
     // close reports the library's refusal instead of swallowing it.

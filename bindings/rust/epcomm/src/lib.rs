@@ -14,8 +14,9 @@
 //! - [`TensorRef`] and [`StreamRef`]: borrowed device memory and CUDA streams, as the
 //!   stream-ordered calls take them.
 //! - [`Handle`]: one batch's routing on a low-latency group, and the step it drives:
-//!   [`Handle::ll_dispatch`], [`Handle::ll_combine`], [`Handle::complete`] (after a call
-//!   with [`Flags::SEND_ONLY`]), [`Handle::update`] for the next step, [`Handle::close`].
+//!   [`Handle::ll_dispatch`] (or [`Handle::ll_dispatch_fp8`], FP8 on the wire),
+//!   [`Handle::ll_combine`], [`Handle::complete`] (after a call with [`Flags::SEND_ONLY`]),
+//!   [`Handle::update`] for the next step, [`Handle::close`].
 //!
 //! Every fallible call returns [`Result`]; an [`Error`] carries the library's [`Status`]
 //! and the detail message the library left for the calling thread.

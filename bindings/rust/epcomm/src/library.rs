@@ -55,7 +55,109 @@ pub(crate) fn check(api: &sys::EpcApi, status: sys::EpcStatus) -> Result<()> {
 /// function) naming it when the loaded library's table is too short to have it.
 macro_rules! entry {
     ($api:expr, $name:ident) => {
-        $api.$name.ok_or_else(|| crate::Error::missing_entry(stringify!($name)))?
+        crate::library::table_entry(
+            $api,
+            $api.$name,
+            core::mem::offset_of!(crate::sys::EpcApi, $name),
+            stringify!($name),
+        )?
     };
 }
 pub(crate) use entry;
+
+/// The entry `name` (`entry`, at byte `offset` of the table) of `api`. A library older than
+/// these bindings fills a shorter table and reports its size in `struct_size`; an entry at or
+/// past that end is not the library's, whatever the bytes there hold, so it is refused as
+/// UNSUPPORTED (never called), as is an entry the library left NULL.
+pub(crate) fn table_entry<F: Copy>(
+    api: &sys::EpcApi,
+    entry: Option<F>,
+    offset: usize,
+    name: &str,
+) -> Result<F> {
+    let end = offset + std::mem::size_of::<Option<F>>();
+    if (api.struct_size as usize) < end {
+        let version = api.abi_version;
+        return Err(Error::new(
+            Status::UNSUPPORTED,
+            format!(
+                "the loaded libepcomm (ABI {}.{}.{}) has no {name} in its function table: the table has {} \
+                 bytes and {name} ends at byte {end} (the library is older than these bindings, ABI {})",
+                version / 10000,
+                version / 100 % 100,
+                version % 100,
+                api.struct_size,
+                crate::BINDINGS_ABI
+            ),
+        ));
+    }
+    entry.ok_or_else(|| Error::missing_entry(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Flags;
+
+    /// `ll_dispatch_fp8` through `api`, as `Handle::ll_dispatch_fp8` looks it up; the
+    /// arguments are never looked at when the lookup fails.
+    fn dispatch_fp8(api: &sys::EpcApi) -> Result<sys::EpcStatus> {
+        let dispatch = entry!(api, ll_dispatch_fp8);
+        let null = std::ptr::null();
+        // SAFETY: a NULL handle, which the library refuses before reading anything else.
+        Ok(unsafe {
+            dispatch(
+                std::ptr::null_mut(),
+                null,
+                null,
+                null,
+                null,
+                null,
+                Flags::NONE.bits(),
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    #[test]
+    fn the_table_of_this_library_has_ll_dispatch_fp8() {
+        let api = library().expect("library");
+        assert!(api.struct_size as usize >= std::mem::size_of::<sys::EpcApi>());
+        let status = dispatch_fp8(api).expect("the entry");
+        assert_eq!(status, sys::EPC_ERR_INVALID_ARGUMENT);
+        let error = check(api, status).unwrap_err();
+        assert!(error.message.contains("handle is NULL"), "{:?}", error.message);
+    }
+
+    #[test]
+    fn an_entry_past_an_older_librarys_table_is_unsupported_and_never_called() {
+        // The table of an ABI 1.0 library: it ends where ll_dispatch_fp8 begins. The pointer
+        // past its end is left in place to prove that struct_size, not the bytes, decides.
+        let mut old = *library().expect("library");
+        old.struct_size = std::mem::offset_of!(sys::EpcApi, ll_dispatch_fp8) as u32;
+        old.abi_version = 10000;
+        assert!(old.ll_dispatch_fp8.is_some());
+        let error = dispatch_fp8(&old).unwrap_err();
+        assert_eq!(error.status, Status::UNSUPPORTED);
+        assert!(error.message.contains("ABI 1.0.0"), "{:?}", error.message);
+        assert!(error.message.contains("no ll_dispatch_fp8 in its function table"), "{:?}", error.message);
+        assert!(error.message.contains("older than these bindings"), "{:?}", error.message);
+
+        // Entries the old table has still work through it.
+        let complete = (|| Ok::<_, Error>(entry!(&old, complete)))().expect("complete entry");
+        // SAFETY: a NULL handle, refused by the library.
+        assert_eq!(
+            unsafe { complete(std::ptr::null_mut(), std::ptr::null_mut()) },
+            sys::EPC_ERR_INVALID_ARGUMENT
+        );
+    }
+
+    #[test]
+    fn a_null_entry_within_the_table_is_unsupported() {
+        let mut api = *library().expect("library");
+        api.ll_dispatch_fp8 = None;
+        let error = dispatch_fp8(&api).unwrap_err();
+        assert_eq!(error.status, Status::UNSUPPORTED);
+        assert!(error.message.contains("no ll_dispatch_fp8"), "{:?}", error.message);
+    }
+}
