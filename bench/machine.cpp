@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "epcomm/epcomm.h"
 
@@ -30,17 +31,21 @@ std::string cuda_version_text(int code) {
   return std::to_string(code / 1000) + "." + std::to_string(code % 1000 / 10);
 }
 
-// The kernel module's version from /proc/driver/nvidia/version: "... Kernel Module  570.86.15 ...".
+// The kernel module's version from /proc/driver/nvidia/version, whose first line reads
+// "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release Build ...":
+// the first word made of digits and dots only, with at least one dot.
 std::string nvidia_driver_version() {
   std::ifstream f("/proc/driver/nvidia/version");
   std::string line;
   if (!std::getline(f, line)) return "unknown";
-  const size_t at = line.find("Kernel Module");
-  if (at == std::string::npos) return "unknown";
-  size_t begin = line.find_first_not_of(' ', at + std::strlen("Kernel Module"));
-  if (begin == std::string::npos) return "unknown";
-  const size_t end = line.find(' ', begin);
-  return line.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  std::istringstream words(line);
+  std::string word;
+  while (words >> word) {
+    const bool version_like = word.find('.') != std::string::npos &&
+                              word.find_first_not_of("0123456789.") == std::string::npos;
+    if (version_like) return word;
+  }
+  return "unknown";
 }
 
 }  // namespace

@@ -9,10 +9,11 @@
 #  2. a short second run of the other paths (send-only + complete, CUDA graph replay, skewed
 #     and masked routing) at 1 and 128 tokens, without baseline and ceiling, so that a
 #     failure there cannot cost the sweep's results;
-#  3. the charts of both runs (bench/plot.py, matplotlib);
-#  4. bench/moe_layer.py (torch): a real MoE layer on our LL path checked against one GPU and
+#  3. fp8 dispatch (epc_ll_dispatch_fp8) at 1 and 128 tokens, with graph replay;
+#  4. the charts of every run (bench/plot.py, matplotlib);
+#  5. bench/moe_layer.py (torch): a real MoE layer on our LL path checked against one GPU and
 #     timed against torch.distributed.all_to_all_single (skip it with MOE=0).
-# Worst case (every step at its time limit) stays under 10 minutes: 240 + 90 + 200 s.
+# Worst case (every step at its time limit): 240 + 90 + 90 + 200 s.
 set -uo pipefail
 stage=${1:-.gpu}
 ranks=${2:-}
@@ -36,7 +37,7 @@ start=$SECONDS
 # terminal and a log.
 "$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit=240 \
   --mode=ll --tokens=1..256 --hidden=7168 --topk=8 --experts=256 --dtype=bf16 \
-  --routing=uniform --warmup=20 --iters=200 --out="$out/ll_sweep.json" \
+  --routing=uniform --warmup=20 --iters=200 --graph --out="$out/ll_sweep.json" \
   >"$out/ll_sweep.log" 2> >(tee "$out/ll_sweep.progress.log" >&2)
 rc_sweep=$?
 sweep_s=$((SECONDS - start))
@@ -51,7 +52,16 @@ rc_paths=$?
 paths_s=$((SECONDS - start))
 [ $rc_paths -ne 0 ] && status=1
 
-for json in "$out/ll_sweep.json" "$out/ll_paths.json"; do
+start=$SECONDS
+"$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit=90 \
+  --mode=ll --tokens=1,128 --hidden=7168 --topk=8 --experts=256 --dtype=fp8 --routing=uniform \
+  --graph --baseline=off --ceiling=off --iters=200 \
+  --out="$out/ll_fp8.json" >"$out/ll_fp8.log" 2> >(tee "$out/ll_fp8.progress.log" >&2)
+rc_fp8=$?
+fp8_s=$((SECONDS - start))
+[ $rc_fp8 -ne 0 ] && status=1
+
+for json in "$out/ll_sweep.json" "$out/ll_paths.json" "$out/ll_fp8.json"; do
   [ -s "$json" ] || continue
   python3 bench/plot.py "$json" --out "$out" >>"$out/plot.log" 2>&1 || { echo "plot.py failed on $json (see $out/plot.log)"; status=1; }
 done
@@ -74,6 +84,8 @@ if [ "$rc_moe" != skipped ]; then
 fi
 echo "== run 2: send-only + graph, skewed and masked routing (rc=$rc_paths, ${paths_s}s; log $out/ll_paths.log)"
 sed -n '/^FORMAT SAMPLE\|^epcomm-bench /,$p' "$out/ll_paths.log"
+echo "== run 3: fp8 dispatch (rc=$rc_fp8, ${fp8_s}s; log $out/ll_fp8.log)"
+sed -n '/^FORMAT SAMPLE\|^epcomm-bench /,$p' "$out/ll_fp8.log"
 echo "== run 1: the low-latency sweep (rc=$rc_sweep, ${sweep_s}s; log $out/ll_sweep.log)"
 sed -n '/^FORMAT SAMPLE\|^epcomm-bench /,$p' "$out/ll_sweep.log"
 [ $rc_sweep -ne 0 ] && tail -n 30 "$out/ll_sweep.log"
