@@ -105,6 +105,7 @@ kernels::LlCommon LlHandle::common() const {
   std::memset(&k, 0, sizeof k);
   k.dev_comm = group_.dev_comm();
   k.window = group_.window();
+  k.transport.window = group_.window();
   k.geo.nranks = group_.topology().nranks;
   k.geo.rank = group_.rank();
   k.geo.local_experts = static_cast<int>(c.local_experts(group_.topology().nranks));

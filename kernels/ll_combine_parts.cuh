@@ -83,13 +83,17 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
     __syncthreads();
     if (entries.entries > 0) {
       const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + m.token) * g.row_bytes;
-      send_partial(p, entries, static_cast<int4*>(ncclGetPeerPointer(c.window, offset, m.source)));
+      send_partial(p, entries, static_cast<int4*>(c.transport.buffer(offset, m.source)));
     }
     __syncthreads();  // `entries` is rewritten for the next message
+    if (threadIdx.x == 0 && entries.entries > 0) {
+      c.transport.commit(p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + m.token) * g.row_bytes,
+                         g.row_bytes, m.source);
+    }
   }
 
   if (last_block_to_finish(&c.state->combine_send_done) && threadIdx.x == 0) {
-    signal_every_peer(c.window, p.signal_offset[slot], g.nranks, g.rank, step, 0);
+    signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step, 0);
   }
 }
 

@@ -72,8 +72,15 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, int
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     const int dest = e / g.local_experts;
     const size_t offset = table_offset + (static_cast<size_t>(g.rank) * g.local_experts + e % g.local_experts) * sizeof(int32_t);
-    *static_cast<int32_t*>(ncclGetPeerPointer(c.window, offset, dest)) = counts[e];
+    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = counts[e];
     counts[e] = 0;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint64_t bytes = static_cast<uint64_t>(g.local_experts) * sizeof(int32_t);
+    for (int d = 0; d < g.nranks; ++d) {
+      c.transport.commit(table_offset + static_cast<uint64_t>(g.rank) * bytes, bytes, d);
+    }
   }
 }
 
@@ -93,7 +100,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
       // Headers: one per rank, entries in top-k order.
       for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
         const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
-        auto* header = static_cast<LlMessageHeader*>(ncclGetPeerPointer(c.window, offset, d));
+        auto* header = static_cast<LlMessageHeader*>(c.transport.buffer(offset, d));
         header->token = t;
         header->entries = route.entries_on_rank(d);
       }
@@ -101,7 +108,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
       if (j < c.topk && route.expert[j] >= 0) {
         const int dest = route.expert[j] / g.local_experts;
         const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
-        char* message = static_cast<char*>(ncclGetPeerPointer(c.window, offset, dest));
+        char* message = static_cast<char*>(c.transport.buffer(offset, dest));
         LlMessageEntry entry;
         entry.local_expert = route.expert[j] - dest * g.local_experts;
         entry.position = route.position[j];
@@ -111,12 +118,20 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
       }
       for (int d = threadIdx.x; d < route.num_dests; d += kWarpSize) {
         const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
-        messages[d] = static_cast<char*>(ncclGetPeerPointer(c.window, offset, route.dest[d]));
+        messages[d] = static_cast<char*>(c.transport.buffer(offset, route.dest[d]));
       }
     }
     __syncthreads();
     send_payload(p, static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2, messages, route);
     __syncthreads();  // `route` and `messages` are rewritten for the next token
+    if (threadIdx.x == 0) {
+      // Every rank got a header; ranks hosting an entry also the payload.
+      const uint64_t offset = p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
+      for (int d = 0; d < g.nranks; ++d) {
+        c.transport.commit(offset, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d);
+      }
+    }
+    __syncthreads();
   }
 
   if (last_block_to_finish(&c.state->dispatch_send_done)) {
@@ -125,7 +140,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
     __syncthreads();
     if (threadIdx.x == 0) {
       __threadfence_system();
-      signal_every_peer(c.window, p.signal_offset[slot], g.nranks, g.rank, step,
+      signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step,
                         static_cast<uint32_t>(c.num_tokens));
     }
   }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/peer_transport.hpp"
 #include "kernels/device_error.hpp"
 #include "kernels/ll_state.hpp"
 
@@ -36,7 +37,8 @@ struct LlHandleArrays {
 
 struct LlCommon {
   ncclDevComm dev_comm;
-  ncclWindow_t window;
+  ncclWindow_t window;      // this rank's window (local reads); peers only via `transport`
+  PeerTransport transport;
   LlGeometry geo;
   LlHandleArrays handle;
   LlState* state;

@@ -8,20 +8,20 @@
 
 #include <cstdint>
 
-#include "kernels/device/flags.cuh"
+#include "kernels/peer_transport.hpp"
 
 namespace epc::kernels {
 
 __device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_cast<uint32_t>(step + 1); }
 
 // `signal_offset`: the window offset of the [nranks] uint64 signal array of the step's slot.
-__device__ __forceinline__ void signal_every_peer(ncclWindow_t window, uint64_t signal_offset,
+__device__ __forceinline__ void signal_every_peer(const PeerTransport& transport, uint64_t signal_offset,
                                                   int nranks, int rank, uint64_t step,
                                                   uint32_t payload) {
   const uint64_t value = (static_cast<uint64_t>(step_epoch(step)) << 32) | payload;
   const size_t offset = signal_offset + static_cast<size_t>(rank) * sizeof(uint64_t);
   for (int peer = 0; peer < nranks; ++peer) {
-    store_release(static_cast<uint64_t*>(ncclGetPeerPointer(window, offset, peer)), value);
+    transport.signal(offset, peer, value);
   }
 }
 
