@@ -14,28 +14,11 @@
 #include "bench/device_fill.hpp"
 #include "bench/mode.hpp"
 #include "bench/output_check.hpp"
+#include "bench/try_call.hpp"
 #include "epcomm/epcomm.h"
 
 namespace epc::bench {
 namespace {
-
-#define TRY_EPC(call, what)                \
-  do {                                     \
-    const EpcStatus s_ = (call);           \
-    if (s_ != EPC_OK) {                    \
-      error = epc_error(what, s_);         \
-      return false;                        \
-    }                                      \
-  } while (0)
-
-#define TRY_CUDA(call, what)               \
-  do {                                     \
-    const cudaError_t c_ = (call);         \
-    if (c_ != cudaSuccess) {               \
-      error = cuda_error(what, c_);        \
-      return false;                        \
-    }                                      \
-  } while (0)
 
 EpcTensor tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape) {
   EpcTensor t;
@@ -190,13 +173,11 @@ class LlMode final : public Mode {
   }
 
   EpcStatus call_dispatch(EpcHandle* h, const StepTensors& t, EpcFlags flags) const {
-#ifdef EPC_FLAG_FP8_POW2_SCALES
     if (fp8_) {
       if (o_.pow2_scales) flags |= EPC_FLAG_FP8_POW2_SCALES;
       return epc_ll_dispatch_fp8(h, &t.x, &t.w, &t.out_x, &t.out_scales, &t.counts, flags,
                                  s_->stream());
     }
-#endif
     return epc_ll_dispatch(h, &t.x, &t.w, &t.out_x, &t.counts, flags, s_->stream());
   }
 
@@ -388,17 +369,7 @@ class LlMode final : public Mode {
 std::unique_ptr<Mode> make_ll_mode() { return std::make_unique<LlMode>(); }
 
 bool ll_dtype_supported(const std::string& dtype, std::string& why) {
-  if (dtype == "bf16") return true;
-  if (dtype == "fp8") {
-#ifdef EPC_FLAG_FP8_POW2_SCALES
-    return true;
-#else
-    why = "--dtype=fp8 is not supported by this library version: its header has no "
-          "epc_ll_dispatch_fp8 (EPC_FLAG_FP8_POW2_SCALES is not defined); rebuild epcomm-bench "
-          "against a header that declares it, or use --dtype=bf16";
-    return false;
-#endif
-  }
+  if (dtype == "bf16" || dtype == "fp8") return true;
   why = "unknown dtype '" + dtype + "'";
   return false;
 }

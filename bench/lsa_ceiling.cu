@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "bench/try_call.hpp"
+
 namespace epc::bench {
 namespace {
 
@@ -79,24 +81,6 @@ __global__ void __launch_bounds__(kThreads) ceiling_copy(CopyParams p) {
     }
   }
 }
-
-#define TRY_CUDA(call, what)        \
-  do {                              \
-    const cudaError_t c_ = (call);  \
-    if (c_ != cudaSuccess) {        \
-      error = cuda_error(what, c_); \
-      return false;                 \
-    }                               \
-  } while (0)
-
-#define TRY_NCCL(call, what)                                     \
-  do {                                                           \
-    const ncclResult_t n_ = (call);                              \
-    if (n_ != ncclSuccess) {                                     \
-      error = std::string(what) + ": " + ncclGetErrorString(n_); \
-      return false;                                              \
-    }                                                            \
-  } while (0)
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 

@@ -7,27 +7,10 @@
 #include "bench/baseline_kernels.hpp"
 #include "bench/device_fill.hpp"
 #include "bench/output_check.hpp"
+#include "bench/try_call.hpp"
 
 namespace epc::bench {
 namespace {
-
-#define TRY_CUDA(call, what)        \
-  do {                              \
-    const cudaError_t c_ = (call);  \
-    if (c_ != cudaSuccess) {        \
-      error = cuda_error(what, c_); \
-      return false;                 \
-    }                               \
-  } while (0)
-
-#define TRY_NCCL(call, what)                                                   \
-  do {                                                                         \
-    const ncclResult_t n_ = (call);                                            \
-    if (n_ != ncclSuccess) {                                                   \
-      error = std::string(what) + ": " + ncclGetErrorString(n_);               \
-      return false;                                                            \
-    }                                                                          \
-  } while (0)
 
 enum Mark { kStart, kDispatchDone, kCombineDone, kMarks };
 

@@ -101,8 +101,8 @@ const std::vector<Flag>& flags() {
       {"--experts", "N", "experts in total, divisible by the rank count. Default 256.",
        int_flag(&Options::experts, 1, 1 << 20)},
       {"--dtype", "bf16|fp8",
-       "token payload of dispatch (combine is always bf16). fp8 needs epc_ll_dispatch_fp8, which "
-       "this library version may not have: the run is then refused with a message. Default bf16.",
+       "token payload of dispatch (combine is always bf16); fp8 uses epc_ll_dispatch_fp8 (ABI "
+       "1.1). Default bf16.",
        [](const std::string& v, Options& o, std::string& e) {
          if (v == "bf16" || v == "fp8") {
            o.dtype = v;

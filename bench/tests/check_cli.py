@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """epcomm-bench's command line where no GPU may be used (CI, or GPUs hidden on purpose).
 
-    check_cli.py BENCH --fp8-declared=yes|no
+    check_cli.py BENCH
 
 Checks: --help exits 0 and documents every flag; with the GPUs hidden
 (CUDA_VISIBLE_DEVICES="") the benchmark exits 1 with a message naming the missing GPU and no
-crash; --mode=ht and (when the header lacks epc_ll_dispatch_fp8) --dtype=fp8 are refused with
-their own message before any GPU is looked for; bad flags exit 2 naming the flag.
+crash; --mode=ht is refused with its own message before any GPU is looked for, --dtype=fp8 is
+accepted and stops at the GPU check; bad flags exit 2 naming the flag.
 """
 import os
 import re
@@ -38,7 +38,6 @@ def expect(condition, what, output=""):
 
 def main():
     bench = sys.argv[1]
-    fp8_declared = "--fp8-declared=yes" in sys.argv[2:]
 
     rc, out, err = run(bench, ["--help"])
     expect(rc == 0, "--help exits 0", err)
@@ -57,12 +56,8 @@ def main():
            "--mode=ht is refused as not implemented yet", out + err)
 
     rc, out, err = run(bench, ["--dtype=fp8"], hide_gpus=True)
-    if fp8_declared:
-        expect(rc == 1 and "no CUDA GPU is visible" in err,
-               "--dtype=fp8 is accepted (the header declares it) and then stops at the GPU check", out + err)
-    else:
-        expect(rc == 1 and "--dtype=fp8 is not supported by this library version" in err,
-               "--dtype=fp8 is refused until the header declares epc_ll_dispatch_fp8", out + err)
+    expect(rc == 1 and "no CUDA GPU is visible" in err,
+           "--dtype=fp8 is accepted and then stops at the GPU check", out + err)
 
     for args, name in ((["--hidden=100"], "--hidden"), (["--frobnicate"], "--frobnicate"),
                        (["--tokens=0"], "--tokens"), (["--routing=zipf"], "--routing")):
