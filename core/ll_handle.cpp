@@ -104,7 +104,6 @@ kernels::LlCommon LlHandle::common() const {
   kernels::LlCommon k;
   std::memset(&k, 0, sizeof k);
   k.dev_comm = group_.dev_comm();
-  k.window = group_.window();
   k.transport.window = group_.window();
   k.geo.nranks = group_.topology().nranks;
   k.geo.rank = group_.rank();

@@ -129,12 +129,12 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
 
-  auto* signals = static_cast<uint64_t*>(ncclGetLocalPointer(c.window, p.signal_offset[slot]));
+  auto* signals = static_cast<uint64_t*>(c.transport.local(p.signal_offset[slot]));
   if (!wait_for_step(signals, g.nranks, step_epoch(step), &c.state->combine_ready, nullptr, nullptr,
                      c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
     return;
   }
-  const char* partials = static_cast<const char*>(ncclGetLocalPointer(c.window, p.recv_offset[slot]));
+  const char* partials = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
     const int num_ranks = token_ranks(c, t, ranks);

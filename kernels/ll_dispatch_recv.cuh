@@ -33,13 +33,13 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks]
 
-  auto* signals = static_cast<uint64_t*>(ncclGetLocalPointer(c.window, p.signal_offset[slot]));
+  auto* signals = static_cast<uint64_t*>(c.transport.local(p.signal_offset[slot]));
   if (!wait_for_step(signals, g.nranks, step_epoch(step), &c.state->dispatch_ready, c.handle.recv_tokens,
                      tokens_from, c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
     return;  // the failure is recorded; the step counter stays, the group is failed
   }
 
-  const char* slots = static_cast<const char*>(ncclGetLocalPointer(c.window, p.recv_offset[slot]));
+  const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
   const int32_t* table = reinterpret_cast<const int32_t*>(
       slots + static_cast<size_t>(g.nranks) * g.max_tokens * g.message_bytes);  // [R][L]
   const int expert_rows = g.nranks * g.max_tokens;

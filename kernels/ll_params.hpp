@@ -37,8 +37,7 @@ struct LlHandleArrays {
 
 struct LlCommon {
   ncclDevComm dev_comm;
-  ncclWindow_t window;      // this rank's window (local reads); peers only via `transport`
-  PeerTransport transport;
+  PeerTransport transport;  // this rank's window and the peers' (the only way to them)
   LlGeometry geo;
   LlHandleArrays handle;
   LlState* state;

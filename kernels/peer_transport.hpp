@@ -1,5 +1,6 @@
 // How the low-latency kernels reach other ranks' windows; they use nothing else for it.
 //
+//   local(offset)                this rank's own window at `offset`, where peers' data lands
 //   buffer(offset, peer)         where to write bytes meant for `peer`'s window at `offset`
 //   commit(offset, bytes, peer)  after the block has written them (one thread, after a block
 //                                barrier): make them travel
@@ -30,6 +31,7 @@ struct LsaTransport {
   ncclWindow_t window;
 
 #ifdef __CUDACC__
+  __device__ void* local(uint64_t offset) const { return ncclGetLocalPointer(window, offset); }
   __device__ void* buffer(uint64_t offset, int peer) const { return ncclGetPeerPointer(window, offset, peer); }
   __device__ void commit(uint64_t /*offset*/, uint64_t /*bytes*/, int /*peer*/) const {}
   __device__ void signal(uint64_t offset, int peer, uint64_t value) const {
