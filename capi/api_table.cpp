@@ -39,6 +39,9 @@ extern "C" EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api) {
     api.ll_combine = &epc_ll_combine;
     api.complete = &epc_complete;
     api.ll_dispatch_fp8 = &epc_ll_dispatch_fp8;
+    api.ht_handle_create = &epc_ht_handle_create;
+    api.ht_dispatch = &epc_ht_dispatch;
+    api.ht_combine = &epc_ht_combine;
     // The caller learns our size from struct_size, even when it knows a longer table.
     uint32_t caller_size = out_api->struct_size;
     size_t n = caller_size < sizeof api ? caller_size : sizeof api;

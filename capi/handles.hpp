@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/group.hpp"
+#include "core/ht_handle.hpp"
 #include "core/ll_handle.hpp"
 
 struct EpcGroup {
@@ -15,10 +16,12 @@ struct EpcGroup {
   std::unique_ptr<epc::Group> group;
 };
 
+// Exactly one of the two is set: the mode of the group it was created on.
 struct EpcHandle {
   static constexpr uint64_t kLiveMagic = 0x6c646e6148435045ull;  // "EPCHandl"
   uint64_t magic = kLiveMagic;
-  std::unique_ptr<epc::LlHandle> handle;
+  std::unique_ptr<epc::LlHandle> ll;
+  std::unique_ptr<epc::HtHandle> ht;
 };
 
 namespace epc::capi {
@@ -26,7 +29,10 @@ namespace epc::capi {
 // Throws EPC_ERR_INVALID_ARGUMENT for NULL or a pointer without the live magic word.
 epc::Group& group_of(const EpcGroup* handle);
 
-// The same for handles.
-epc::LlHandle& handle_of(const EpcHandle* handle);
+// The same for handles; throws a message naming the right call when the handle belongs to
+// a group of the other mode.
+EpcHandle& live_handle(const EpcHandle* handle);
+epc::LlHandle& ll_handle_of(const EpcHandle* handle, const char* call);
+epc::HtHandle& ht_handle_of(const EpcHandle* handle, const char* call);
 
 }  // namespace epc::capi

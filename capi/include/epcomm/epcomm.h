@@ -47,7 +47,7 @@ extern "C" {
 /* The ABI version: the single source of truth (the build reads these three lines).
  * Within one major version every change is additive. */
 #define EPC_ABI_MAJOR 1
-#define EPC_ABI_MINOR 1
+#define EPC_ABI_MINOR 2
 #define EPC_ABI_PATCH 0
 #define EPC_ABI_VERSION ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 + EPC_ABI_PATCH))
 
@@ -290,7 +290,8 @@ typedef struct EpcHandle EpcHandle;
  * device state a low-latency step needs. The routing is copied on `stream`, so the caller
  * may reuse `topk_idx` once that stream has passed this point. Allocates device memory.
  * Local (no communication); stream-ordered; not graph-capturable (it allocates); not
- * thread-safe with other calls on the same group. */
+ * thread-safe with other calls on the same group. Low-latency groups only: a
+ * high-throughput group's handles come from epc_ht_handle_create. */
 EPC_API EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, void* stream,
                                     EpcHandle** out_handle);
 
@@ -298,7 +299,10 @@ EPC_API EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, 
  * not; int64 and int32 may alternate) for the next step; call it after the previous step's
  * combine. No allocation and no host synchronisation: graph-capturable, so a captured step
  * reads new routing from the same device buffer at every replay (B, a host-side shape, is
- * fixed at capture). Local; stream-ordered; not thread-safe with other calls on the handle. */
+ * fixed at capture). Local; stream-ordered; not thread-safe with other calls on the handle.
+ * On a high-throughput handle (since ABI 1.2) it also recomputes the layout, which makes it
+ * collective; only handles created with EPC_HT_SIZING_CAPACITY accept it (an EXACT handle's
+ * row count would change: create a new handle instead). */
 EPC_API EpcStatus epc_handle_update(EpcHandle* handle, const EpcTensor* topk_idx, void* stream);
 
 /* Free the handle's device memory after the work queued on it has finished. Local;
@@ -313,6 +317,8 @@ typedef uint32_t EpcFlags;
 #define EPC_FLAG_SEND_ONLY 0x1u /* queue only the sending half; epc_complete() finishes it */
 #define EPC_FLAG_FP8_POW2_SCALES 0x2u /* epc_ll_dispatch_fp8: round every scale up to a power
                                          of two (UE8M0-representable). Since ABI 1.1 */
+#define EPC_FLAG_BACKWARD_WEIGHTS 0x4u /* epc_ht_combine: also carry a [rows, K] fp32 tensor
+                                          back to the tokens' ranks. Since ABI 1.2 */
 
 /* Send each of this rank's B tokens `x` [B, H] (bf16 or fp16, the group's dtype size; B may
  * be 0, and then NULL data is accepted) with
@@ -362,6 +368,74 @@ EPC_API EpcStatus epc_ll_combine(EpcHandle* handle, const EpcTensor* expert_out,
 EPC_API EpcStatus epc_complete(EpcHandle* handle, void* stream);
 
 /* ---------------------------------------------------------------------------------------
+ * High-throughput dispatch and combine (prefill, training, and their backward pass). Since
+ * ABI 1.2.
+ * ------------------------------------------------------------------------------------- */
+
+/* How a high-throughput handle sizes its received rows. */
+typedef uint32_t EpcHtSizing;
+#define EPC_HT_SIZING_EXACT 0u    /* rows = N, the tokens this rank receives; creating the
+                                     handle waits once for the count exchange to learn N */
+#define EPC_HT_SIZING_CAPACITY 1u /* rows = nranks * max_tokens_per_rank (the worst case); no
+                                     host synchronisation, so creation, update, dispatch and
+                                     combine are all graph-capturable. Rows at or past N are
+                                     left unspecified; N is on the device (out_num_recv). */
+
+/* Create a handle for a high-throughput group: copy the routing `topk_idx` [B, K] (int64 or
+ * int32, -1 masks an entry; B <= max_tokens_per_rank, K <= max_topk), compute on the GPU
+ * which tokens go to which rank and where they land there, and exchange those counts with
+ * every rank. The handle keeps this layout: every dispatch and combine on it (forward and
+ * backward) reuses it. `*out_rows` receives the row count of every [rows, ...] tensor the
+ * handle's calls take: N with EPC_HT_SIZING_EXACT (this call then synchronises `stream`
+ * once), nranks * max_tokens_per_rank with EPC_HT_SIZING_CAPACITY. Received rows are
+ * ordered by (source rank, source token); a token is received once by each rank hosting at
+ * least one of its unmasked entries.
+ * Collective over the group's ranks; stream-ordered (blocking with EXACT sizing);
+ * graph-capturable only with CAPACITY sizing and only through epc_handle_update (creation
+ * allocates); not thread-safe with other calls on the group. Since ABI 1.2. */
+EPC_API EpcStatus epc_ht_handle_create(EpcGroup* group, const EpcTensor* topk_idx,
+                                       EpcHtSizing sizing, void* stream,
+                                       EpcHandle** out_handle, int64_t* out_rows);
+
+/* Send each of this rank's B tokens once to every rank hosting one of its unmasked
+ * entries, and receive this rank's N tokens: the reference model's ht_dispatch.
+ *   x               [B, H] in the group's 16-bit dtype (bf16 or fp16), or EPC_DTYPE_FP8_E4M3
+ *                   with `x_scales` [B, H/128] fp32 (caller-quantized, copied unchanged;
+ *                   H % 128 == 0). `x_scales` must be NULL for 16-bit x.
+ *   topk_weights    [B, K] fp32, or NULL (then `out_topk_weights` must be NULL too).
+ *   out_x           [rows, H] of x's dtype; out_scales [rows, H/128] fp32 with fp8 x, else NULL.
+ *   out_topk_idx    [rows, K] int32 (optional): the local expert id of entry k where that
+ *                   expert lives on this rank, else -1.
+ *   out_topk_weights [rows, K] fp32 (optional): the weight of entry k where local, else 0.
+ *   out_expert_counts [L] int32 (optional): received (token, entry) pairs per local expert.
+ *   out_num_recv    [1] int32 (optional): N.
+ * `rows` is what epc_ht_handle_create reported. The gradient of a combine is this call with
+ * the combine's output gradient as `x`. No flags are defined yet (pass 0).
+ * Collective; stream-ordered; graph-capturable; not thread-safe with other calls on the
+ * group. Tensors must stay valid until the stream passes the call. Since ABI 1.2. */
+EPC_API EpcStatus epc_ht_dispatch(EpcHandle* handle, const EpcTensor* x, const EpcTensor* x_scales,
+                                  const EpcTensor* topk_weights, const EpcTensor* out_x,
+                                  const EpcTensor* out_scales, const EpcTensor* out_topk_idx,
+                                  const EpcTensor* out_topk_weights,
+                                  const EpcTensor* out_expert_counts,
+                                  const EpcTensor* out_num_recv, EpcFlags flags, void* stream);
+
+/* Return the rows `x` [rows, H] bf16 (in dispatch's row order; the caller has already
+ * weighted and summed its local experts' outputs) to their tokens' ranks and write `out`
+ * [B, H] bf16: per token, the fp32 sum over the ranks that received it, in ascending rank
+ * order, rounded once: the reference model's ht_combine. Tokens sent nowhere get zeros.
+ * With EPC_FLAG_BACKWARD_WEIGHTS also carries `topk_weights` [rows, K] fp32 back into
+ * `out_topk_weights` [B, K] fp32: entry k of a token takes the value the rank hosting entry
+ * k's expert holds for it (0 where masked); without the flag both must be NULL. The
+ * gradient of a dispatch is this call with the row gradients as `x`. `x` must not overlap
+ * `out`. Collective; stream-ordered; graph-capturable; not thread-safe with other calls on
+ * the group. Since ABI 1.2. */
+EPC_API EpcStatus epc_ht_combine(EpcHandle* handle, const EpcTensor* x,
+                                 const EpcTensor* topk_weights, const EpcTensor* out,
+                                 const EpcTensor* out_topk_weights, EpcFlags flags,
+                                 void* stream);
+
+/* ---------------------------------------------------------------------------------------
  * Function table for dlopen users: dlsym("epc_get_api") is the only symbol needed.
  * ------------------------------------------------------------------------------------- */
 
@@ -397,6 +471,17 @@ typedef struct EpcApi {
                                const EpcTensor* topk_weights, const EpcTensor* out_x,
                                const EpcTensor* out_scales, const EpcTensor* out_counts,
                                EpcFlags flags, void* stream);
+  /* ABI 1.2 */
+  EpcStatus (*ht_handle_create)(EpcGroup* group, const EpcTensor* topk_idx, EpcHtSizing sizing,
+                                void* stream, EpcHandle** out_handle, int64_t* out_rows);
+  EpcStatus (*ht_dispatch)(EpcHandle* handle, const EpcTensor* x, const EpcTensor* x_scales,
+                           const EpcTensor* topk_weights, const EpcTensor* out_x,
+                           const EpcTensor* out_scales, const EpcTensor* out_topk_idx,
+                           const EpcTensor* out_topk_weights, const EpcTensor* out_expert_counts,
+                           const EpcTensor* out_num_recv, EpcFlags flags, void* stream);
+  EpcStatus (*ht_combine)(EpcHandle* handle, const EpcTensor* x, const EpcTensor* topk_weights,
+                          const EpcTensor* out, const EpcTensor* out_topk_weights,
+                          EpcFlags flags, void* stream);
 } EpcApi;
 
 /* Fill `*out_api` with this library's function table if `abi_major` equals its

@@ -1,0 +1,61 @@
+// The byte layout of high-throughput rows in the symmetric window, shared by the planner
+// (which sizes the regions) and the kernels (which write and read them).
+//
+// Dispatch: source rank s writes the j-th token it sends to rank d (j counts s's tokens for
+// d in token order) into d's slot [s][j]:
+//   row      the payload: H 16-bit values or H e4m3 bytes (16-byte aligned size)
+//   scales   H/128 fp32 (fp8 payloads only; the space exists in every slot)
+//   topk     K int32: the local expert id of entry k where its expert is on d, else -1
+//   weights  K fp32: the weight of entry k where local, else 0
+// Combine: rank d returns the row it received at [s][j] into s's slot [d][j]:
+//   row      H bf16
+//   weights  K fp32 (with EPC_FLAG_BACKWARD_WEIGHTS)
+//
+// Work moves in chunks of kHtChunkTokens: dispatch publishes each chunk of source tokens
+// with one flag per destination, combine each chunk of returned rows with one flag.
+#pragma once
+
+#include <cstdint>
+
+namespace epc::kernels {
+
+constexpr int kHtChunkTokens = 32;
+
+constexpr uint64_t ht_align16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+struct HtDispatchSlot {
+  uint32_t scales_offset;
+  uint32_t topk_offset;
+  uint32_t weights_offset;
+  uint32_t bytes;
+};
+
+// `element_bytes`: 2 for groups of a 16-bit dtype, 1 for fp8 groups.
+constexpr HtDispatchSlot ht_dispatch_slot(uint32_t hidden, uint32_t element_bytes, uint32_t max_topk) {
+  const uint64_t row = ht_align16(uint64_t{hidden} * element_bytes);
+  const uint64_t scales = ht_align16(uint64_t{(hidden + 127) / 128} * 4);
+  const uint64_t topk = ht_align16(uint64_t{max_topk} * 4);
+  return HtDispatchSlot{static_cast<uint32_t>(row), static_cast<uint32_t>(row + scales),
+                        static_cast<uint32_t>(row + scales + topk),
+                        static_cast<uint32_t>(row + scales + 2 * topk)};
+}
+
+struct HtCombineSlot {
+  uint32_t weights_offset;
+  uint32_t bytes;
+};
+
+constexpr HtCombineSlot ht_combine_slot(uint32_t hidden, uint32_t max_topk) {
+  const uint64_t row = ht_align16(uint64_t{hidden} * 2);
+  return HtCombineSlot{static_cast<uint32_t>(row),
+                       static_cast<uint32_t>(row + ht_align16(uint64_t{max_topk} * 4))};
+}
+
+// Chunks a stream of `items` tokens or rows is cut into.
+constexpr int ht_chunks(int items) { return (items + kHtChunkTokens - 1) / kHtChunkTokens; }
+
+// Words one source writes into a destination's layout slot: tokens it sends there, its
+// batch size B, then its entry count for each of the destination's local experts.
+constexpr uint32_t kHtLayoutHeaderWords = 2;
+
+}  // namespace epc::kernels

@@ -1,0 +1,97 @@
+// Parameters of the high-throughput kernels, passed by value. Offsets are into the group's
+// symmetric window (regions planned in core/planner.hpp, slots in kernels/ht_message.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/device_error.hpp"
+#include "kernels/ht_message.hpp"
+#include "kernels/peer_transport.hpp"
+
+namespace epc::kernels {
+
+// Per-group device state. Step counters live on the device so that captured graphs advance
+// them at every replay; every rank runs the same sequence of calls, so they agree.
+struct HtState {
+  uint64_t layout_step;
+  uint64_t dispatch_step;
+  uint64_t combine_step;
+  uint32_t dispatch_done;  // blocks of the current launch that finished
+  uint32_t combine_done;
+};
+
+struct HtGeometry {
+  int nranks;
+  int rank;
+  int local_experts;  // L
+  int num_experts;    // E
+  int max_tokens;     // T
+  int hidden;         // H
+  int topk;           // K of the handle
+  HtDispatchSlot dispatch_slot;
+  HtCombineSlot combine_slot;
+};
+
+// The handle's layout, written by the layout kernel and read by dispatch and combine.
+struct HtHandleArrays {
+  int32_t* topk_idx;       // [T, K] validated routing
+  int32_t* token_row;      // [T, R]: row j of token t among this rank's tokens for rank d, or -1
+  int32_t* chunk_start;    // [T/C + 1, R]: tokens for rank d before chunk c (C = kHtChunkTokens)
+  int32_t* entry_counts;   // [E] scratch: this rank's entries per global expert
+  int32_t* recv_count;     // [R]: rows received from each source
+  int32_t* recv_base;      // [R + 1]: first row of each source; recv_base[R] = N
+  int32_t* source_tokens;  // [R]: each source's B
+  int32_t* expert_counts;  // [L]: received (token, entry) pairs per local expert
+};
+
+struct HtCommon {
+  PeerTransport transport;
+  HtGeometry geo;
+  HtHandleArrays handle;
+  HtState* state;
+  DeviceError* error;
+  uint64_t timeout_ns;
+  int num_tokens;  // B of this rank
+};
+
+// Layout: two slots used alternately by successive layouts, each [R] uint64 signals then
+// [R][2 + L] uint32 words (kernels/ht_message.hpp).
+struct HtLayoutParams {
+  HtCommon common;
+  uint64_t slot_offset[2];
+  uint64_t words_offset;  // within a slot, where the words start
+};
+
+// The three window areas of one direction (dispatch or combine).
+struct HtChannel {
+  uint64_t data_offset;   // [R][T] slots
+  uint64_t flags_offset;  // [R][T/C] uint64 chunk flags
+  uint64_t acks_offset;   // [R] uint64: "rank r has consumed my last step"
+};
+
+struct HtDispatchParams {
+  HtCommon common;
+  HtChannel channel;
+  const void* x;             // [B, H] 16-bit or e4m3
+  const float* x_scales;     // [B, H/128] with fp8, else null
+  const float* weights;      // [B, K] or null
+  void* out_x;               // [rows, H]
+  float* out_scales;         // [rows, H/128] with fp8
+  int32_t* out_topk_idx;     // [rows, K] or null
+  float* out_topk_weights;   // [rows, K] or null
+  int32_t* out_expert_counts;  // [L] or null
+  int32_t* out_num_recv;     // [1] or null
+  int row_bytes;             // payload bytes of one row: H * element size of x
+  bool fp8;
+};
+
+struct HtCombineParams {
+  HtCommon common;
+  HtChannel channel;
+  const uint16_t* x;      // [rows, H] bf16
+  const float* weights;   // [rows, K] with backward weights, else null
+  uint16_t* out;          // [B, H] bf16
+  float* out_weights;     // [B, K] or null
+};
+
+}  // namespace epc::kernels
