@@ -99,6 +99,11 @@ void Group::allocate_window() {
   check_cuda(cudaMalloc(reinterpret_cast<void**>(&ll_state_), state_bytes),
              "cudaMalloc of the step counters");
   check_cuda(cudaMemset(ll_state_, 0, state_bytes), "zeroing the step counters");
+  if (config_.mode == EPC_MODE_HIGH_THROUGHPUT) {
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&ht_state_), sizeof(kernels::HtState)),
+               "cudaMalloc of the high-throughput step counters");
+    check_cuda(cudaMemset(ht_state_, 0, sizeof(kernels::HtState)), "zeroing the step counters");
+  }
 }
 
 void Group::create_device_comm() {
@@ -227,10 +232,11 @@ std::string Group::release() noexcept {
     }
     window_memory_ = nullptr;
   }
-  if (ll_state_ != nullptr) {
-    cudaFree(ll_state_);
-    ll_state_ = nullptr;
+  for (void* state : {static_cast<void*>(ll_state_), static_cast<void*>(ht_state_)}) {
+    if (state != nullptr) cudaFree(state);
   }
+  ll_state_ = nullptr;
+  ht_state_ = nullptr;
   if (error_host_ != nullptr) {
     cudaFreeHost(error_host_);
     error_host_ = nullptr;

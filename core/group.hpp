@@ -15,6 +15,7 @@
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/device_error.hpp"
+#include "kernels/ht_params.hpp"
 #include "kernels/ll_state.hpp"
 
 namespace epc {
@@ -49,6 +50,8 @@ class Group {
   kernels::LlState* ll_state() const { return ll_state_; }
   // [2][num_experts] int32 right behind the step counters (low-latency groups only).
   int32_t* ll_expert_counts() const { return reinterpret_cast<int32_t*>(ll_state_ + 1); }
+  // High-throughput step counters (high-throughput groups only).
+  kernels::HtState* ht_state() const { return ht_state_; }
   // The handle whose EPC_FLAG_SEND_ONLY step is waiting for epc_complete, if any: a step's
   // slot and epoch come from the group's step counters, so no other step of the group may
   // start before it completes.
@@ -80,6 +83,7 @@ class Group {
   kernels::DeviceError* error_device_ = nullptr;  // its device view
   uint64_t barrier_epoch_ = 0;
   kernels::LlState* ll_state_ = nullptr;  // device memory beside the window
+  kernels::HtState* ht_state_ = nullptr;
   const void* ll_pending_owner_ = nullptr;
 
   // Sticky failure: once set, every call on the group fails with it.

@@ -5,19 +5,11 @@
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
+#include "core/routing_input.hpp"
 #include "core/tensor_check.hpp"
 #include "kernels/launch.hpp"
 
 namespace epc {
-
-namespace {
-
-template <typename T>
-void device_alloc(T** ptr, size_t count, const char* what) {
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(ptr), (count == 0 ? 1 : count) * sizeof(T)), what);
-}
-
-}  // namespace
 
 LlHandle::LlHandle(Group& group, const EpcTensor* topk_idx, cudaStream_t stream) : group_(group) {
   group_.check_healthy();
@@ -26,13 +18,7 @@ LlHandle::LlHandle(Group& group, const EpcTensor* topk_idx, cudaStream_t stream)
     fail_argument("the group is in high-throughput mode; low-latency handles need a group "
                   "created with EPC_MODE_LOW_LATENCY");
   }
-  if (topk_idx == nullptr) fail_argument("tensor topk_idx is NULL");
-  if (topk_idx->ndim != 2) fail_argument(format("tensor topk_idx has %d dimensions; expected 2 ([B, K])", topk_idx->ndim));
-  topk_ = static_cast<int>(topk_idx->shape[1]);
-  if (topk_ < 1 || topk_ > static_cast<int>(c.max_topk)) {
-    fail_argument(format("tensor topk_idx has K = %d; it must be in [1, max_topk = %u]", topk_,
-                         c.max_topk));
-  }
+  topk_ = routing_topk(group_, topk_idx);
   max_entries_ = static_cast<int>(c.max_topk);
   const size_t R = static_cast<size_t>(group_.topology().nranks);
   const size_t T = c.max_tokens_per_rank;
@@ -71,25 +57,7 @@ void LlHandle::release() noexcept {
 }
 
 void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
-  const GroupConfig& c = group_.config();
-  check_tensor(topk_idx, {"topk_idx", {EPC_DTYPE_INT64, EPC_DTYPE_INT32}, {kAnyExtent, topk_}, 4});
-  const int64_t tokens = topk_idx->shape[0];
-  if (tokens > static_cast<int64_t>(c.max_tokens_per_rank)) {
-    fail_argument(format("tensor topk_idx has B = %lld tokens; the group holds at most "
-                         "max_tokens_per_rank = %u", static_cast<long long>(tokens),
-                         c.max_tokens_per_rank));
-  }
-  kernels::RoutingCopyParams p{};
-  p.topk_idx = topk_idx->data;
-  p.index_bytes = static_cast<int>(dtype_size(topk_idx->dtype));
-  p.count = static_cast<int>(tokens) * topk_;
-  p.num_experts = static_cast<int>(c.num_experts);
-  p.rank = group_.rank();
-  p.out = topk_idx_;
-  p.error = group_.device_error();
-  DeviceGuard guard(group_.device());
-  check_cuda(kernels::launch_routing_copy(p, stream), "launching the routing copy");
-  num_tokens_ = static_cast<int>(tokens);
+  num_tokens_ = epc::copy_routing(group_, topk_idx, topk_, topk_idx_, stream);
 }
 
 void LlHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {

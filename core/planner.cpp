@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "kernels/ht_message.hpp"
 #include "kernels/ll_message.hpp"
 
 namespace epc {
@@ -64,19 +65,19 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
   const uint64_t R = static_cast<uint64_t>(t.nranks);
   const uint64_t T = c.max_tokens_per_rank;
   const uint64_t L = c.local_experts(t.nranks);
-  const uint64_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
-  const uint64_t row = align_up(static_cast<uint64_t>(c.hidden) * element, 16);
-  const uint64_t combine_row = align_up(static_cast<uint64_t>(c.hidden) * 2, 16);
-  const uint64_t scales = align_up((c.hidden + 127) / 128 * sizeof(float), 16);
-  const uint64_t topk = align_up(static_cast<uint64_t>(c.max_topk) * (sizeof(int32_t) + sizeof(float)), 16);
-  const uint64_t weights = align_up(static_cast<uint64_t>(c.max_topk) * sizeof(float), 16);
+  const uint32_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
+  const kernels::HtDispatchSlot dispatch = kernels::ht_dispatch_slot(c.hidden, element, c.max_topk);
+  const kernels::HtCombineSlot combine = kernels::ht_combine_slot(c.hidden, c.max_topk);
   plan.num_slots = 1;
-  plan.message_bytes = static_cast<uint32_t>(row + scales + topk);
-  b.add(EPC_REGION_LAYOUT, EPC_SLOT_NONE, R * (1 + L) * sizeof(uint32_t), "layout");
-  b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, R * T * plan.message_bytes, "dispatch_recv");
-  b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, signal_bytes(t.nranks), "dispatch_signal");
-  b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * (combine_row + weights), "combine_recv");
-  b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, signal_bytes(t.nranks), "combine_signal");
+  plan.message_bytes = dispatch.bytes;
+  for (uint32_t s = 0; s < kHtLayoutSlots; ++s) {
+    b.add(EPC_REGION_LAYOUT, s, ht_layout_words_offset(t.nranks) + R * (kernels::kHtLayoutHeaderWords + L) * 4,
+          "layout");
+  }
+  b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, R * T * dispatch.bytes, "dispatch_recv");
+  b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "dispatch_signal");
+  b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * combine.bytes, "combine_recv");
+  b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "combine_signal");
   if (t.num_nodes > 1) {
     plan.gin_contexts = 1;
     plan.gin_signals = 2 * static_cast<uint32_t>(t.nranks);
@@ -100,6 +101,19 @@ uint32_t ll_message_entries(const GroupConfig& c) {
 
 uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {
   return static_cast<uint64_t>(nranks) * c.local_experts(nranks) * sizeof(int32_t);
+}
+
+uint64_t ht_layout_words_offset(int nranks) {
+  return align_up(static_cast<uint64_t>(nranks) * sizeof(uint64_t), 16);
+}
+
+uint64_t ht_acks_offset(const GroupConfig& c, int nranks) {
+  return static_cast<uint64_t>(nranks) * kernels::ht_chunks(static_cast<int>(c.max_tokens_per_rank)) *
+         sizeof(uint64_t);
+}
+
+uint64_t ht_signal_bytes(const GroupConfig& c, int nranks) {
+  return ht_acks_offset(c, nranks) + static_cast<uint64_t>(nranks) * sizeof(uint64_t);
 }
 
 uint32_t ll_message_header_bytes(const GroupConfig& c) {
@@ -133,6 +147,7 @@ Plan make_plan(const GroupConfig& c, const Topology& t) {
   plan.symmetric_bytes = builder.end();
   // Beside the window: the low-latency step counters (kernels/ll_state.hpp) and, per slot,
   // the entry count of every expert in this rank's current dispatch.
+  // (High-throughput handles hold their layout arrays themselves.)
   plan.workspace_bytes = 256;
   if (c.mode == EPC_MODE_LOW_LATENCY) plan.workspace_bytes += 2ull * c.num_experts * sizeof(int32_t);
   return plan;

@@ -16,12 +16,14 @@
 //     combine_recv[s]            [nranks][max_tokens][hidden] bf16: each expert rank's
 //                                pre-reduced partial sum for each of this rank's tokens
 //     combine_signal[s]          [nranks] uint64
-//   High-throughput mode (one slot):
-//     layout                     [nranks][1 + local_experts] uint32 counts from each source
-//     dispatch_recv              [nranks][max_tokens][ht_row_bytes]: row, fp8 scales, top-k
-//     dispatch_signal            [nranks] uint64
-//     combine_recv               [nranks][max_tokens][combine_row_bytes]: row, top-k weights
-//     combine_signal             [nranks] uint64
+//   High-throughput mode (kernels/ht_message.hpp has the slot formats):
+//     layout[s], s in {0, 1}     [nranks] uint64 signals, then [nranks][2 + local_experts]
+//                                uint32 counts from each source; successive layouts alternate
+//     dispatch_recv              [nranks][max_tokens] dispatch slots: row, fp8 scales, top-k
+//     dispatch_signal            [nranks][max_tokens / kHtChunkTokens] uint64 chunk flags,
+//                                then [nranks] uint64 acknowledgements (written by receivers)
+//     combine_recv               [nranks][max_tokens] combine slots: row, top-k weights
+//     combine_signal             like dispatch_signal
 #pragma once
 
 #include <cstdint>
@@ -79,6 +81,13 @@ uint32_t ll_message_header_bytes(const GroupConfig& config);
 // Bytes of the [nranks][local_experts] int32 entry-count table behind a dispatch_recv slot's
 // messages.
 uint64_t ll_count_table_bytes(const GroupConfig& config, int nranks);
+
+// High-throughput: where a layout slot's count words start (after its signals); where the
+// acknowledgements start inside a signal region, and that region's size.
+constexpr uint32_t kHtLayoutSlots = 2;
+uint64_t ht_layout_words_offset(int nranks);
+uint64_t ht_acks_offset(const GroupConfig& config, int nranks);
+uint64_t ht_signal_bytes(const GroupConfig& config, int nranks);
 
 // Throws epc::Error on an invalid configuration or topology.
 Plan make_plan(const GroupConfig& config, const Topology& topo);

@@ -9,6 +9,9 @@ const char* phase_name(uint32_t phase) {
     case kPhaseDispatchReceive: return "low-latency dispatch receive";
     case kPhaseCombineReceive: return "low-latency combine receive";
     case kPhaseRouting: return "routing check";
+    case kPhaseHtLayout: return "high-throughput layout (count exchange)";
+    case kPhaseHtDispatch: return "high-throughput dispatch";
+    case kPhaseHtCombine: return "high-throughput combine";
     default: return "unknown phase";
   }
 }

@@ -14,6 +14,9 @@ enum Phase : uint32_t {
   kPhaseDispatchReceive = 2,  // waiting for a peer's low-latency dispatch tokens
   kPhaseCombineReceive = 3,   // waiting for a peer's low-latency combine partials
   kPhaseRouting = 4,          // a routing value was outside [-1, num_experts)
+  kPhaseHtLayout = 5,         // waiting for a peer's high-throughput counts
+  kPhaseHtDispatch = 6,       // waiting for a peer's high-throughput rows or acknowledgement
+  kPhaseHtCombine = 7,
 };
 
 const char* phase_name(uint32_t phase);

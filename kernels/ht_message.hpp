@@ -19,7 +19,7 @@
 
 namespace epc::kernels {
 
-constexpr int kHtChunkTokens = 32;
+constexpr int kHtChunkTokens = 8;
 
 constexpr uint64_t ht_align16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/device_error.hpp"
+#include "kernels/ht_params.hpp"
 #include "kernels/ll_params.hpp"
 
 namespace epc::kernels {
@@ -47,5 +48,14 @@ cudaError_t launch_ll_combine_send(const LlCombineParams& params, int blocks, cu
 cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks,
                               cudaStream_t stream);
+
+// High-throughput layout: one block numbers this rank's rows on every rank, exchanges the
+// counts with every rank and fills the handle's layout arrays (kernels/ht_params.hpp).
+cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream);
+
+// High-throughput dispatch and combine over `blocks` blocks (the SM budget): sending and
+// receiving warps in one launch when the grid fits on the GPU, else two launches.
+cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream);
+cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream);
 
 }  // namespace epc::kernels

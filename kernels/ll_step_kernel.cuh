@@ -18,7 +18,7 @@ constexpr int kLlThreads = 512;
 // dynamic shared memory of these kernels is a few bytes per rank and does not change it).
 class ResidentBlocks {
  public:
-  ResidentBlocks() {
+  explicit ResidentBlocks(int threads = kLlThreads) : threads_(threads) {
     for (std::atomic<int>& entry : cache_) entry.store(-1, std::memory_order_relaxed);
   }
 
@@ -30,7 +30,7 @@ class ResidentBlocks {
     if (known >= 0) return known;
     int sms = 0, per_sm = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kLlThreads, dynamic_shared) != cudaSuccess) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads_, dynamic_shared) != cudaSuccess) {
       return 0;  // unknown: never fuse
     }
     cache_[device].store(sms * per_sm, std::memory_order_relaxed);
@@ -39,6 +39,7 @@ class ResidentBlocks {
 
  private:
   static constexpr int kMaxDevices = 64;
+  int threads_;
   std::atomic<int> cache_[kMaxDevices];  // -1: not asked yet
 };
 

@@ -57,19 +57,22 @@ TEST(Planner, HighThroughputPrefillLayoutByHand) {
   // 4 ranks, 256 experts (64 local), hidden 7168, 4096 tokens, top-8.
   auto c = config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
   epc::Plan p = epc::make_plan(c, {4, 4, 1});
-  // Row 14336 + scales 56 * 4 = 224 + top-k 8 * (4 + 4) = 64.
+  // Row 14336 + scales 56 * 4 = 224 + top-k ids 8 * 4 = 32 + weights 8 * 4 = 32.
   EXPECT_EQ(p.message_bytes, 14624u);
   EXPECT_EQ(p.num_slots, 1u);
-  ASSERT_EQ(p.regions.size(), 6u);
-  // layout: 4 * (1 + 64) * 4 = 1040 -> 1280.
-  EXPECT_EQ(p.region(EPC_REGION_LAYOUT).offset, 256u);
-  EXPECT_EQ(p.region(EPC_REGION_LAYOUT).size, 1280u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).offset, 1536u);
+  ASSERT_EQ(p.regions.size(), 7u);
+  // layout[s]: 4 signals * 8 = 32, then 4 * (2 + 64) words * 4 = 1056: 1088 -> 1280.
+  EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 0).offset, 256u);
+  EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 1).offset, 1536u);
+  EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 1).size, 1280u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).offset, 2816u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).size, 239599616u);  // 4 * 4096 * 14624
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).offset, 239601408u);
+  // Chunk flags 4 * (4096 / 8) * 8 = 16384 + acks 4 * 8 = 16416 -> 16640.
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL).size, 16640u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).offset, 239619072u);
   EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).size, 235405312u);  // 4 * 4096 * (14336 + 32)
-  // End 475006976 -> 115969 * 4096.
-  EXPECT_EQ(p.symmetric_bytes, 475009024u);
+  // End 475041024 -> 115977 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 475041792u);
   EXPECT_EQ(p.num_sms, 24u);
 }
 

@@ -12,19 +12,19 @@ import (
 	"unsafe"
 )
 
-// The declarations below were generated from ABI version 1.1.0 of the header.
+// The declarations below were generated from ABI version 1.2.0 of the header.
 
 // Constants of the header that belong to no typedef: versions, sizes, sentinels.
 const (
 	// ABIMajor is EPC_ABI_MAJOR.
 	ABIMajor = 1
 	// ABIMinor is EPC_ABI_MINOR.
-	ABIMinor = 1
+	ABIMinor = 2
 	// ABIPatch is EPC_ABI_PATCH.
 	ABIPatch = 0
 	// ABIVersion is EPC_ABI_VERSION, ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 +
 	// EPC_ABI_PATCH)).
-	ABIVersion = 10100
+	ABIVersion = 10200
 	// TensorMaxDims is EPC_TENSOR_MAX_DIMS.
 	TensorMaxDims = 4
 	// UniqueIDBytes is EPC_UNIQUE_ID_BYTES.
@@ -39,6 +39,9 @@ const (
 	// FlagFP8Pow2Scales is EPC_FLAG_FP8_POW2_SCALES, 0x2u: epc_ll_dispatch_fp8: round every
 	// scale up to a power of two (UE8M0-representable). Since ABI 1.1.
 	FlagFP8Pow2Scales = 2
+	// FlagBackwardWeights is EPC_FLAG_BACKWARD_WEIGHTS, 0x4u: epc_ht_combine: also carry a
+	// [rows, K] fp32 tensor back to the tokens' ranks. Since ABI 1.2.
+	FlagBackwardWeights = 4
 )
 
 // Status is the C type EpcStatus (int32_t).
@@ -178,6 +181,32 @@ func (r RegionKind) String() string {
 // Flags is the C type EpcFlags (uint32_t).
 type Flags uint32
 
+// HtSizing is the C type EpcHtSizing (uint32_t). How a high-throughput handle sizes its
+// received rows.
+type HtSizing uint32
+
+const (
+	// HTSizingExact is EPC_HT_SIZING_EXACT: rows = N, the tokens this rank receives; creating
+	// the handle waits once for the count exchange to learn N.
+	HTSizingExact HtSizing = 0
+	// HTSizingCapacity is EPC_HT_SIZING_CAPACITY: rows = nranks max_tokens_per_rank (the worst
+	// case); no host synchronisation, so creation, update, dispatch and combine are all
+	// graph-capturable. Rows at or past N are left unspecified; N is on the device
+	// (out_num_recv).
+	HTSizingCapacity HtSizing = 1
+)
+
+// String returns the Go name of a known HtSizing value, else HtSizing(<number>).
+func (h HtSizing) String() string {
+	switch h {
+	case HTSizingExact:
+		return "HTSizingExact"
+	case HTSizingCapacity:
+		return "HTSizingCapacity"
+	}
+	return "HtSizing(" + strconv.FormatInt(int64(h), 10) + ")"
+}
+
 // headerConstant is one EPC_* constant: its C name, the Go value and the C value.
 type headerConstant struct {
 	Name  string
@@ -237,6 +266,9 @@ func headerConstants() []headerConstant {
 		{"EPC_SLOT_NONE", int64(SlotNone), int64(C.EPC_SLOT_NONE)},
 		{"EPC_FLAG_SEND_ONLY", int64(FlagSendOnly), int64(C.EPC_FLAG_SEND_ONLY)},
 		{"EPC_FLAG_FP8_POW2_SCALES", int64(FlagFP8Pow2Scales), int64(C.EPC_FLAG_FP8_POW2_SCALES)},
+		{"EPC_FLAG_BACKWARD_WEIGHTS", int64(FlagBackwardWeights), int64(C.EPC_FLAG_BACKWARD_WEIGHTS)},
+		{"EPC_HT_SIZING_EXACT", int64(HTSizingExact), int64(C.EPC_HT_SIZING_EXACT)},
+		{"EPC_HT_SIZING_CAPACITY", int64(HTSizingCapacity), int64(C.EPC_HT_SIZING_CAPACITY)},
 	}
 }
 
@@ -340,6 +372,9 @@ func headerStructLayouts() []structLayout {
 			{"ll_combine", unsafe.Offsetof(C.EpcApi{}.ll_combine), unsafe.Sizeof(C.EpcApi{}.ll_combine)},
 			{"complete", unsafe.Offsetof(C.EpcApi{}.complete), unsafe.Sizeof(C.EpcApi{}.complete)},
 			{"ll_dispatch_fp8", unsafe.Offsetof(C.EpcApi{}.ll_dispatch_fp8), unsafe.Sizeof(C.EpcApi{}.ll_dispatch_fp8)},
+			{"ht_handle_create", unsafe.Offsetof(C.EpcApi{}.ht_handle_create), unsafe.Sizeof(C.EpcApi{}.ht_handle_create)},
+			{"ht_dispatch", unsafe.Offsetof(C.EpcApi{}.ht_dispatch), unsafe.Sizeof(C.EpcApi{}.ht_dispatch)},
+			{"ht_combine", unsafe.Offsetof(C.EpcApi{}.ht_combine), unsafe.Sizeof(C.EpcApi{}.ht_combine)},
 		}},
 	}
 }

@@ -1,0 +1,29 @@
+// How a handle takes in the caller's routing: the checks every mode applies to `topk_idx`
+// and the device copy that turns it into validated int32 (kernels/routing.cu), plus the
+// small device allocation helper handles share.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/gpu_check.hpp"
+#include "core/group.hpp"
+#include "epcomm/epcomm.h"
+
+namespace epc {
+
+// Checks `topk_idx` ([B, topk] int64 or int32, B <= max_tokens_per_rank) and queues its copy
+// into `out` ([max_tokens, topk] int32) on `stream`. Returns B.
+int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_t* out, cudaStream_t stream);
+
+// The K of a routing tensor, checked against the group's max_topk.
+int routing_topk(const Group& group, const EpcTensor* topk_idx);
+
+template <typename T>
+void device_alloc(T** ptr, size_t count, const char* what) {
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(ptr), (count == 0 ? 1 : count) * sizeof(T)), what);
+}
+
+}  // namespace epc

@@ -1,0 +1,27 @@
+// High-throughput combine: the sending part (ht_combine_send.cuh) and the receiving part
+// (ht_combine_recv.cuh), launched as ht_step_kernel.cuh says.
+#include "kernels/ht_combine_recv.cuh"
+#include "kernels/ht_combine_send.cuh"
+#include "kernels/ht_step_kernel.cuh"
+#include "kernels/launch.hpp"
+
+namespace epc::kernels {
+
+namespace {
+
+struct CombineParts {
+  using Params = HtCombineParams;
+  __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
+  __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
+  __device__ static void prologue(const Params&) {}
+  __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_send::run(p, step, r); }
+  __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_recv::run(p, step, r); }
+};
+
+}  // namespace
+
+cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream) {
+  return launch_ht_step<CombineParts>(params, blocks, stream);
+}
+
+}  // namespace epc::kernels

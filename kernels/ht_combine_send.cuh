@@ -1,0 +1,63 @@
+// High-throughput combine, sending part. Rows received from source s occupy rows
+// recv_base[s] + j of the caller's tensor; each warp takes chunks of kHtChunkTokens rows of
+// one source, writes them (and, for the backward pass, their top-k weights) into that
+// source's slots [this rank][j], and raises one flag per chunk there. Like dispatch, it
+// first waits until every rank has acknowledged the previous combine.
+#pragma once
+
+#include "kernels/device/chunk_flag.cuh"
+#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/row_copy.cuh"
+#include "kernels/ht_params.hpp"
+#include "kernels/ht_warp_roles.cuh"
+
+namespace epc::kernels::ht_combine_send {
+
+__device__ __forceinline__ void write_row(const HtCombineParams& p, int row, char* slot) {
+  const HtGeometry& g = p.common.geo;
+  const int lane = lane_id();
+  warp_copy_row_segmented<RowLoad::kReadOnly>(reinterpret_cast<int4*>(slot),
+                                              reinterpret_cast<const int4*>(p.x + static_cast<size_t>(row) * g.hidden),
+                                              g.hidden * 2 / 16);
+  if (p.weights != nullptr && lane < g.topk) {
+    reinterpret_cast<float*>(slot + g.combine_slot.weights_offset)[lane] =
+        __ldg(p.weights + static_cast<size_t>(row) * g.topk + lane);
+  }
+}
+
+// Returns false when a wait failed (recorded in the group's error).
+__device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  auto chunks_of = [&c](int s) { return ht_chunks(c.handle.recv_count[s]); };
+  const int items = round_robin_items(g.nranks, chunks_of);
+  if (role.index >= items) return true;
+  auto* acks = static_cast<uint64_t*>(c.transport.local(p.channel.acks_offset));
+  if (!warp_wait_for_every_peer(acks, g.nranks, AtLeast{step}, c.timeout_ns, c.error, kPhaseHtCombine, g.rank)) {
+    return false;
+  }
+  for (int item = role.index; item < items; item += role.count) {
+    const int source = (item + g.rank) % g.nranks, chunk = item / g.nranks;
+    if (chunk >= chunks_of(source) || source == g.rank) continue;  // own rows: read in place by the receivers
+    const int first = chunk * kHtChunkTokens;
+    const int end = min(c.handle.recv_count[source], first + kHtChunkTokens);
+    const int base = c.handle.recv_base[source];
+    const uint64_t offset = p.channel.data_offset +
+                            (static_cast<uint64_t>(g.rank) * g.max_tokens + first) * g.combine_slot.bytes;
+    for (int j = first; j < end; ++j) {
+      char* slot = static_cast<char*>(c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, source));
+      write_row(p, base + j, slot);
+    }
+    if (lane_id() == 0) c.transport.commit(offset, static_cast<uint64_t>(end - first) * g.combine_slot.bytes, source);
+    __threadfence_system();
+    __syncwarp();
+    if (lane_id() == 0) {
+      const uint64_t flag = p.channel.flags_offset +
+                            (static_cast<uint64_t>(g.rank) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+      c.transport.signal(flag, source, chunk_flag(step, static_cast<uint32_t>(first), static_cast<uint32_t>(end)));
+    }
+  }
+  return true;
+}
+
+}  // namespace epc::kernels::ht_combine_send

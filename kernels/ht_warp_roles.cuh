@@ -1,0 +1,45 @@
+// How a high-throughput launch splits its warps. Fused, every block gives its first warps
+// to sending and the others to receiving, so the receiving ranks copy rows
+// out while the senders are still writing them; a launch with one part gives it every warp.
+// Work items (chunks) are dealt to the warps of a role across blocks first, so a few items
+// still spread over many SMs.
+#pragma once
+
+#include "kernels/device/warp.cuh"
+
+namespace epc::kernels {
+
+constexpr int kHtThreads = 1024;
+constexpr int kHtWarps = kHtThreads / kWarpSize;
+
+struct WarpRole {
+  bool sends;
+  int index;  // among the warps of this role in the grid
+  int count;  // warps of this role in the grid
+};
+
+// `send_warps`: warps per block that send in a fused launch (the rest receive).
+template <bool kSend, bool kReceive>
+__device__ __forceinline__ WarpRole warp_role(int send_warps) {
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int blocks = static_cast<int>(gridDim.x), block = static_cast<int>(blockIdx.x);
+  if (kSend && kReceive) {
+    if (warp < send_warps) return WarpRole{true, warp * blocks + block, send_warps * blocks};
+    return WarpRole{false, (warp - send_warps) * blocks + block, (kHtWarps - send_warps) * blocks};
+  }
+  return WarpRole{kSend, warp * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x),
+                  kHtWarps * static_cast<int>(gridDim.x)};
+}
+
+// Work spread over one stream per rank (rows from each source, rows back to each source)
+// is dealt round-robin: item i is chunk i / R of stream (i + this rank) % R, so a warp's
+// consecutive items, and the ranks' first items, touch different ranks instead of every
+// rank hammering rank 0 first. Items past a shorter stream's end are skipped.
+template <typename ChunksOf>
+__device__ __forceinline__ int round_robin_items(int nranks, ChunksOf chunks) {
+  int rounds = 0;
+  for (int s = 0; s < nranks; ++s) rounds = max(rounds, chunks(s));
+  return rounds * nranks;
+}
+
+}  // namespace epc::kernels
