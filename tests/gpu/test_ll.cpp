@@ -10,9 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,17 +22,11 @@
 namespace epc::gputest {
 namespace {
 
-using ll::GroupPtr;
-using ll::HandlePtr;
 using ll::LlBuffers;
 using ll::LlShape;
 using ll::LlStep;
 
 int my_rank() { return context().env.rank; }
-
-// After this many failing steps a long test stops printing (it still runs and checks every
-// step, so the collectives stay aligned, and fails).
-constexpr int kMaxReportedSteps = 3;
 
 // Runs `problems` one after another on ONE handle of `group`: created from the first problem's
 // routing, updated (epc_handle_update) with each later one. Per step: upload x, routing,
@@ -46,7 +38,7 @@ void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::
                   EpcFlags combine_flags = 0, const ref::LlDispatchOptions& options = {}) {
   ASSERT_FALSE(problems.empty());
   const int topk = problems.front().topk;
-  ll::Stream stream;
+  Stream stream;
   ASSERT_TRUE(stream.status());
   LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, topk, idx_dtype));
@@ -285,7 +277,7 @@ TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
   const LlShape shape = ll::world_shape(8, 1024, 32, 8);
   GroupPtr group;
   ASSERT_TRUE(ll::create_group(shape, group));
-  ll::Stream stream;
+  Stream stream;
   ASSERT_TRUE(stream.status());
   std::vector<LlStep> steps;
   std::vector<LlBuffers> buffers(kSteps);
@@ -295,7 +287,7 @@ TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
     ASSERT_TRUE(buffers[s].allocate(shape, K));
     ASSERT_TRUE(buffers[s].upload(steps[s], stream.get()));
   }
-  ASSERT_TRUE(ll::cuda_ok(cudaStreamSynchronize(stream.get()), "uploads"));
+  ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream.get()), "uploads"));
 
   HandlePtr handle;
   ASSERT_TRUE(ll::create_handle(group.get(), buffers[0], stream.get(), handle));
@@ -327,11 +319,11 @@ TEST(LowLatency, SendOnlyThenComplete) {
   const LlShape shape = ll::world_shape(16, 2048, 64, K);
   GroupPtr group;
   ASSERT_TRUE(ll::create_group(shape, group));
-  ll::Stream stream;
+  Stream stream;
   ASSERT_TRUE(stream.status());
   LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, K));
-  ll::DeviceMemory scratch;
+  DeviceMemory scratch;
   ASSERT_TRUE(scratch.allocate(8u << 20, "scratch"));
   HandlePtr handle;
   const bool send_only_dispatch[] = {true, true, false, true};
@@ -352,23 +344,23 @@ TEST(LowLatency, SendOnlyThenComplete) {
     const EpcTensor expert_out = buffers.expert_out();
     const EpcTensor out = buffers.out();
     if (send_only_dispatch[s]) {
-      ASSERT_TRUE(ll::epc_ok(epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts,
+      ASSERT_TRUE(epc_ok(epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts,
                                              EPC_FLAG_SEND_ONLY, stream.get()),
                              "epc_ll_dispatch(SEND_ONLY)"));
-      ASSERT_TRUE(ll::cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
+      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
                               "overlapped work"));
-      ASSERT_TRUE(ll::epc_ok(epc_complete(handle.get(), stream.get()),
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()),
                              "epc_complete (dispatch)"));
     } else {
       ASSERT_TRUE(ll::dispatch(handle.get(), buffers, 0, stream.get()));
     }
     if (send_only_combine[s]) {
-      ASSERT_TRUE(ll::epc_ok(
+      ASSERT_TRUE(epc_ok(
           epc_ll_combine(handle.get(), &expert_out, &out, EPC_FLAG_SEND_ONLY, stream.get()),
           "epc_ll_combine(SEND_ONLY)"));
-      ASSERT_TRUE(ll::cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
+      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
                               "overlapped work"));
-      ASSERT_TRUE(ll::epc_ok(epc_complete(handle.get(), stream.get()),
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()),
                              "epc_complete (combine)"));
     } else {
       ASSERT_TRUE(ll::combine(handle.get(), buffers, 0, stream.get()));
@@ -390,7 +382,7 @@ TEST(LowLatency, TwoHandlesUsedAlternately) {
   const LlShape shape = ll::world_shape(8, 2048, 32, 4);
   GroupPtr group;
   ASSERT_TRUE(ll::create_group(shape, group));
-  ll::Stream stream;
+  Stream stream;
   ASSERT_TRUE(stream.status());
   const int topk[2] = {4, 2};
   LlBuffers buffers[2];
@@ -432,15 +424,6 @@ TEST(LowLatency, TwoHandlesUsedAlternately) {
 
 // ---- 8. CUDA graph --------------------------------------------------------------------------
 
-struct GraphDeleter {
-  void operator()(cudaGraph_t graph) const { cudaGraphDestroy(graph); }
-};
-struct GraphExecDeleter {
-  void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
-};
-using GraphPtr = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
-using GraphExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
-
 // One eager warm-up step; then a capture (global mode) of [epc_handle_update from the fixed
 // routing buffer, epc_ll_dispatch, epc_ll_combine] on fixed buffers; three replays, each
 // after writing NEW routing, x, weights and expert outputs y into those buffers (same B = T,
@@ -450,7 +433,7 @@ TEST(LowLatency, CudaGraphReplaysWithNewRouting) {
   const LlShape shape = ll::world_shape(16, 2048, 32, K);
   GroupPtr group;
   ASSERT_TRUE(ll::create_group(shape, group));
-  ll::Stream stream;
+  Stream stream;
   ASSERT_TRUE(stream.status());
   LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, K));
@@ -469,42 +452,21 @@ TEST(LowLatency, CudaGraphReplaysWithNewRouting) {
     buffers.check(warmup, stream.get(), "eager warm-up before capture");
   }
 
-  std::string capture_error;
-  GraphPtr graph;
-  GraphExecPtr exec;
-  cudaError_t e = cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal);
-  if (e != cudaSuccess) {
-    capture_error = ll::cuda_ok(e, "cudaStreamBeginCapture").message();
-  } else {
-    ::testing::AssertionResult r = ll::update_handle(handle.get(), buffers, stream.get());
-    if (r) r = ll::dispatch_and_combine(handle.get(), buffers, stream.get());
-    if (!r) capture_error = std::string("during capture: ") + r.message();
-    cudaGraph_t captured = nullptr;
-    e = cudaStreamEndCapture(stream.get(), &captured);
-    graph.reset(captured);
-    if (e != cudaSuccess && capture_error.empty()) {
-      capture_error = ll::cuda_ok(e, "cudaStreamEndCapture").message();
-    }
-  }
-  if (capture_error.empty()) {
-    cudaGraphExec_t instantiated = nullptr;
-    e = cudaGraphInstantiate(&instantiated, graph.get(), 0);
-    if (e != cudaSuccess) {
-      capture_error = ll::cuda_ok(e, "cudaGraphInstantiate").message();
-    } else {
-      exec.reset(instantiated);
-    }
-  }
-  if (!capture_error.empty()) cudaGetLastError();  // leave no stale error for epcomm to see
   // Replays are collective: either every rank replays or none does.
-  const bool everyone_captured = ll::all_ranks_true(capture_error.empty());
-  ASSERT_TRUE(capture_error.empty()) << capture_error;
-  ASSERT_TRUE(everyone_captured) << "the capture failed on another rank";
+  GraphExecPtr exec;
+  ASSERT_TRUE(capture_on_every_rank(
+      stream.get(),
+      [&] {
+        ::testing::AssertionResult r = ll::update_handle(handle.get(), buffers, stream.get());
+        if (r) r = ll::dispatch_and_combine(handle.get(), buffers, stream.get());
+        return r;
+      },
+      exec));
 
   for (int s = 1; s <= 3; ++s) {
     const LlStep step = step_for(s);
     ASSERT_TRUE(buffers.upload(step, stream.get()));
-    ASSERT_TRUE(ll::cuda_ok(cudaGraphLaunch(exec.get(), stream.get()), "cudaGraphLaunch"));
+    ASSERT_TRUE(cuda_ok(cudaGraphLaunch(exec.get(), stream.get()), "cudaGraphLaunch"));
     buffers.check(step, stream.get(), "graph replay " + std::to_string(s));
   }
 
