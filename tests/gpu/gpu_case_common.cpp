@@ -66,6 +66,58 @@ Stream::~Stream() {
   return ::testing::AssertionSuccess();
 }
 
+// ---- Shapes and groups ---------------------------------------------------------------------
+
+Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk) {
+  Shape shape;
+  shape.nranks = context().env.world_size;
+  shape.num_experts = experts_per_rank * shape.nranks;
+  shape.hidden = hidden;
+  shape.max_tokens = max_tokens;
+  shape.max_topk = max_topk;
+  return shape;
+}
+
+EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype dtype) {
+  EpcGroupConfig c = EPC_GROUP_CONFIG_INIT;
+  c.mode = mode;
+  c.num_experts = static_cast<uint32_t>(shape.num_experts);
+  c.hidden = static_cast<uint32_t>(shape.hidden);
+  c.max_tokens_per_rank = static_cast<uint32_t>(shape.max_tokens);
+  c.max_topk = static_cast<uint32_t>(shape.max_topk);
+  c.dtype = dtype;
+  c.timeout_ms = 20000;
+  return c;
+}
+
+::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out,
+                                        EpcDtype dtype) {
+  const EpcGroupConfig c = group_config(shape, mode, dtype);
+  EpcGroup* group = nullptr;
+  ::testing::AssertionResult r = epc_ok(
+      epc_group_create(context().comm, &c, &group),
+      std::string("epc_group_create(") + (mode == EPC_MODE_LOW_LATENCY ? "LL" : "HT") +
+          ", E=" + std::to_string(shape.num_experts) + ", H=" + std::to_string(shape.hidden) +
+          ", T=" + std::to_string(shape.max_tokens) +
+          ", max_topk=" + std::to_string(shape.max_topk) + ", dtype=" + std::to_string(dtype) +
+          ")");
+  if (!r) return r;
+  out.reset(group);
+  return ::testing::AssertionSuccess();
+}
+
+ref::ProblemGenOptions gen_options(const Shape& shape, int topk, uint64_t seed) {
+  ref::ProblemGenOptions o;
+  o.nranks = shape.nranks;
+  o.num_experts = shape.num_experts;
+  o.hidden = shape.hidden;
+  o.topk = topk;
+  o.max_tokens = shape.max_tokens;
+  o.dtype = ref::Dtype::kBf16;
+  o.seed = seed;
+  return o;
+}
+
 // ---- Tensors and transfers ----------------------------------------------------------------
 
 EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape) {

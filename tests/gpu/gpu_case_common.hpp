@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/reference/problem_gen.hpp"
 #include "epcomm/epcomm.h"
 
 namespace epc::gputest {
@@ -83,6 +84,38 @@ struct GraphExecDeleter {
   void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
 };
 using GraphExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
+// ---- Shapes and groups ---------------------------------------------------------------------
+
+// A group's shape: what EpcGroupConfig and the tests' buffers are sized from.
+struct Shape {
+  int nranks = 0;
+  int num_experts = 0;  // E
+  int hidden = 0;       // H
+  int max_tokens = 0;   // T (the group's max_tokens_per_rank and Problem::max_tokens)
+  int max_topk = 0;     // the group's max_topk; problems may use any K <= max_topk
+
+  int local_experts() const { return num_experts / nranks; }  // L
+  // R * T: the rows one LL expert buffer holds, the rows of an HT CAPACITY handle.
+  int max_rows() const { return nranks * max_tokens; }
+  std::size_t expert_major_elements() const {  // L * R*T * H: LL's [L, R*T, H] buffers
+    return static_cast<std::size_t>(local_experts()) * max_rows() * hidden;
+  }
+};
+
+// A shape for the current world: E = experts_per_rank * world size.
+Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk);
+
+// `mode`, `dtype`, E/H/T/max_topk from the shape, timeout_ms 20000.
+EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype dtype = EPC_DTYPE_BF16);
+
+// epc_group_create(group_config(...)) on the process's communicator.
+::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out,
+                                        EpcDtype dtype = EPC_DTYPE_BF16);
+
+// Generator options for a problem of this shape with `topk` entries per token (bf16 tokens,
+// every rank B = T, no masking, no skew): tests adjust the fields they care about.
+ref::ProblemGenOptions gen_options(const Shape& shape, int topk, uint64_t seed);
 
 // ---- Tensors and transfers ----------------------------------------------------------------
 

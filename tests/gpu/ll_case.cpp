@@ -19,53 +19,6 @@ std::size_t bytes_of(std::size_t elements, std::size_t element_size) {
 
 // ---- Shapes, groups, problems -------------------------------------------------------------
 
-LlShape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk) {
-  LlShape shape;
-  shape.nranks = context().env.world_size;
-  shape.num_experts = experts_per_rank * shape.nranks;
-  shape.hidden = hidden;
-  shape.max_tokens = max_tokens;
-  shape.max_topk = max_topk;
-  return shape;
-}
-
-EpcGroupConfig ll_config(const LlShape& shape) {
-  EpcGroupConfig c = EPC_GROUP_CONFIG_INIT;
-  c.mode = EPC_MODE_LOW_LATENCY;
-  c.num_experts = static_cast<uint32_t>(shape.num_experts);
-  c.hidden = static_cast<uint32_t>(shape.hidden);
-  c.max_tokens_per_rank = static_cast<uint32_t>(shape.max_tokens);
-  c.max_topk = static_cast<uint32_t>(shape.max_topk);
-  c.dtype = EPC_DTYPE_BF16;
-  c.timeout_ms = 20000;
-  return c;
-}
-
-::testing::AssertionResult create_group(const LlShape& shape, GroupPtr& out) {
-  const EpcGroupConfig c = ll_config(shape);
-  EpcGroup* group = nullptr;
-  ::testing::AssertionResult r = epc_ok(
-      epc_group_create(context().comm, &c, &group),
-      "epc_group_create(LL, E=" + std::to_string(shape.num_experts) +
-          ", H=" + std::to_string(shape.hidden) + ", T=" + std::to_string(shape.max_tokens) +
-          ", max_topk=" + std::to_string(shape.max_topk) + ")");
-  if (!r) return r;
-  out.reset(group);
-  return ::testing::AssertionSuccess();
-}
-
-ref::ProblemGenOptions gen_options(const LlShape& shape, int topk, uint64_t seed) {
-  ref::ProblemGenOptions o;
-  o.nranks = shape.nranks;
-  o.num_experts = shape.num_experts;
-  o.hidden = shape.hidden;
-  o.topk = topk;
-  o.max_tokens = shape.max_tokens;
-  o.dtype = ref::Dtype::kBf16;
-  o.seed = seed;
-  return o;
-}
-
 std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& p, uint64_t seed) {
   const ref::LlLayout layout = ref::ll_layout(p);
   const int L = p.local_experts();
@@ -191,18 +144,18 @@ EpcTensor LlBuffers::topk_weights() const {
 }
 EpcTensor LlBuffers::out_x() const {
   return make_tensor(out_x_.get(), options_.use_fp8 ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16,
-                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden});
+                     {shape_.local_experts(), shape_.max_rows(), shape_.hidden});
 }
 EpcTensor LlBuffers::out_scales() const {
   return make_tensor(scales_.get(), EPC_DTYPE_FP32,
-                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden / 128});
+                     {shape_.local_experts(), shape_.max_rows(), shape_.hidden / 128});
 }
 EpcTensor LlBuffers::out_counts() const {
   return make_tensor(counts_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
 }
 EpcTensor LlBuffers::expert_out() const {
   return make_tensor(expert_out_.get(), EPC_DTYPE_BF16,
-                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden});
+                     {shape_.local_experts(), shape_.max_rows(), shape_.hidden});
 }
 EpcTensor LlBuffers::out() const {
   return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden});
@@ -217,7 +170,7 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
                        std::to_string(tokens_));
   }
   const int L = shape_.local_experts();
-  const std::size_t rows = static_cast<std::size_t>(shape_.rows_per_expert());
+  const std::size_t rows = static_cast<std::size_t>(shape_.max_rows());
   const std::size_t H = static_cast<std::size_t>(shape_.hidden);
   const std::size_t big = shape_.expert_major_elements();
   const std::size_t out_elements = static_cast<std::size_t>(tokens_) * H;

@@ -28,32 +28,7 @@ namespace epc::gputest::ll {
 // ---- Shapes, groups, problems -------------------------------------------------------------
 
 // The group's shape: what EpcGroupConfig and every [L, R*T, H] buffer are sized from.
-struct LlShape {
-  int nranks = 0;
-  int num_experts = 0;  // E
-  int hidden = 0;       // H
-  int max_tokens = 0;   // T (the group's max_tokens_per_rank and Problem::max_tokens)
-  int max_topk = 0;     // the group's max_topk; problems may use any K <= max_topk
-
-  int local_experts() const { return num_experts / nranks; }  // L
-  int rows_per_expert() const { return nranks * max_tokens; }  // R * T
-  std::size_t expert_major_elements() const {                   // L * R*T * H
-    return static_cast<std::size_t>(local_experts()) * rows_per_expert() * hidden;
-  }
-};
-
-// A shape for the current world: E = experts_per_rank * world size.
-LlShape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk);
-
-// LL mode, bf16, E/H/T/max_topk from the shape, timeout_ms 20000.
-EpcGroupConfig ll_config(const LlShape& shape);
-
-// epc_group_create on the process's communicator.
-::testing::AssertionResult create_group(const LlShape& shape, GroupPtr& out);
-
-// Generator options for a problem of this shape with `topk` entries per token (bf16 tokens,
-// every rank B = T, no masking, no skew): tests adjust the fields they care about.
-ref::ProblemGenOptions gen_options(const LlShape& shape, int topk, uint64_t seed);
+using LlShape = Shape;
 
 // Expert outputs for every rank q: bf16 [L, R*T, H]; the first counts[q][l] rows of each
 // expert hold values drawn from `seed` (uniform in [-2, 2), rounded to bf16), later rows are
