@@ -124,7 +124,10 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
     r = upload_bytes(weights_.get(), mine.topk_weights.data(), bytes_of(entries, sizeof(float)),
                      stream, "topk_weights");
   }
-  if (r) r = upload_bytes(expert_out_.get(), step.y.data(), bytes_of(big, 2), stream, "expert outputs y");
+  if (r) {
+    r = upload_bytes(expert_out_.get(), step.y.data(), bytes_of(big, 2), stream,
+                     "expert outputs y");
+  }
   // Poison every output so that nothing stale or unwritten can pass the comparison.
   if (r) r = poison(out_x_, stream, "out_x");
   if (r) r = poison(scales_, stream, "out_scales");

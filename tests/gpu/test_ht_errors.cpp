@@ -73,7 +73,7 @@ struct BadCall {
   void (*spoil)(Call&);
 };
 
-// One epc_ht_combine call's arguments; with_weights passes topk_weights and out_topk_weights.
+// One epc_ht_combine call's arguments; has_* false passes NULL.
 struct CombineCall {
   EpcTensor x, weights, out, out_weights;
   bool has_weights = true, has_out_weights = true;
@@ -136,8 +136,9 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
                  "topk_idx", "topk_idx NULL");
   auto bad_create = [&](EpcDtype dtype, int64_t tokens, int64_t topk, const std::string& what) {
     const EpcTensor bad = make_tensor(scratch.get(), dtype, {tokens, topk});
-    expect_invalid(epc_ht_handle_create(group.get(), &bad, EPC_HT_SIZING_CAPACITY, s, &handle, &rows),
-                   "topk_idx", what);
+    expect_invalid(
+        epc_ht_handle_create(group.get(), &bad, EPC_HT_SIZING_CAPACITY, s, &handle, &rows),
+        "topk_idx", what);
   };
   bad_create(EPC_DTYPE_FP32, 32, K, "topk_idx fp32");
   bad_create(EPC_DTYPE_INT64, shape.max_tokens + 1, K, "topk_idx with B > max_tokens_per_rank");
@@ -192,9 +193,12 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
       {"topk_weights [B, K + 1]", "topk_weights", [](DispatchCall& c) { c.weights.shape[1] += 1; }},
       {"out_x [rows + 1, H] on an EXACT handle", "out_x",
        [](DispatchCall& c) { c.out_x.shape[0] += 1; }},
-      {"fp8 out_x for bf16 x", "out_x", [](DispatchCall& c) { c.out_x.dtype = EPC_DTYPE_FP8_E4M3; }},
-      {"out_topk_idx [rows, K + 1]", "out_topk_idx", [](DispatchCall& c) { c.out_idx.shape[1] += 1; }},
-      {"out_topk_idx int64", "out_topk_idx", [](DispatchCall& c) { c.out_idx.dtype = EPC_DTYPE_INT64; }},
+      {"fp8 out_x for bf16 x", "out_x",
+       [](DispatchCall& c) { c.out_x.dtype = EPC_DTYPE_FP8_E4M3; }},
+      {"out_topk_idx [rows, K + 1]", "out_topk_idx",
+       [](DispatchCall& c) { c.out_idx.shape[1] += 1; }},
+      {"out_topk_idx int64", "out_topk_idx",
+       [](DispatchCall& c) { c.out_idx.dtype = EPC_DTYPE_INT64; }},
       {"out_topk_weights bf16", "out_topk_weights",
        [](DispatchCall& c) { c.out_weights.dtype = EPC_DTYPE_BF16; }},
       {"out_expert_counts [L + 1]", "out_expert_counts",
@@ -217,7 +221,8 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
        [](CombineCall& c) { c.has_weights = false; }},
       {"topk_weights without EPC_FLAG_BACKWARD_WEIGHTS", "topk_weights",
        [](CombineCall& c) { c.flags = 0; }},
-      {"topk_weights [rows, K + 1]", "topk_weights", [](CombineCall& c) { c.weights.shape[1] += 1; }},
+      {"topk_weights [rows, K + 1]", "topk_weights",
+       [](CombineCall& c) { c.weights.shape[1] += 1; }},
       {"out_topk_weights [B, K + 1]", "out_topk_weights",
        [](CombineCall& c) { c.out_weights.shape[1] += 1; }},
       {"x [rows + 1, H]", "tensor x ", [](CombineCall& c) { c.x.shape[0] += 1; }},
