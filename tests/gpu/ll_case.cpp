@@ -1,10 +1,7 @@
 // Shared pieces of the low-latency dispatch/combine GPU tests; see ll_case.hpp.
 #include "tests/gpu/ll_case.hpp"
 
-#include <nccl.h>
-
-#include <cstdio>
-#include <cstring>
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -14,138 +11,20 @@
 namespace epc::gputest::ll {
 namespace {
 
-std::string hex16(uint16_t bits) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%04x", static_cast<unsigned>(bits));
-  return buf;
-}
-
-// "0x3f80 (1)": the bits and the bf16 value they mean.
-std::string bf16_text(uint16_t bits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "0x%04x (%.9g)", static_cast<unsigned>(bits),
-                static_cast<double>(ref::bf16_to_float(bits)));
-  return buf;
-}
-
 std::size_t bytes_of(std::size_t elements, std::size_t element_size) {
   return elements * element_size;
 }
 
 }  // namespace
 
-// ---- Status helpers ---------------------------------------------------------------------
-
-::testing::AssertionResult epc_ok(EpcStatus status, const std::string& what) {
-  if (status == EPC_OK) return ::testing::AssertionSuccess();
-  // Read the message first: nothing else may run on this thread before it.
-  const std::string message = last_error();
-  return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank
-                                       << ": " << epc_status_string(status) << " (" << status
-                                       << "): " << message;
-}
-
-::testing::AssertionResult cuda_ok(cudaError_t error, const std::string& what) {
-  if (error == cudaSuccess) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank
-                                       << ": " << cudaGetErrorName(error) << ": "
-                                       << cudaGetErrorString(error);
-}
-
-// ---- Owners -----------------------------------------------------------------------------
-
-void GroupDeleter::operator()(EpcGroup* group) const {
-  if (group == nullptr) return;
-  EXPECT_TRUE(epc_ok(epc_group_destroy(group), "epc_group_destroy"));
-}
-
-void HandleDeleter::operator()(EpcHandle* handle) const {
-  if (handle == nullptr) return;
-  EXPECT_TRUE(epc_ok(epc_handle_destroy(handle), "epc_handle_destroy"));
-}
-
-Stream::Stream() { create_error_ = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); }
-
-Stream::~Stream() {
-  if (create_error_ != cudaSuccess || stream_ == nullptr) return;
-  cudaStreamSynchronize(stream_);
-  cudaStreamDestroy(stream_);
-}
-
-::testing::AssertionResult Stream::status() const {
-  return cuda_ok(create_error_, "cudaStreamCreateWithFlags(cudaStreamNonBlocking)");
-}
-
-::testing::AssertionResult DeviceMemory::allocate(std::size_t bytes, const std::string& what) {
-  ptr_.reset();
-  bytes_ = 0;
-  void* ptr = nullptr;
-  // Never ask for 0 bytes: a tensor with 0 rows still gets a valid, non-null pointer.
-  const cudaError_t error = cudaMalloc(&ptr, bytes == 0 ? 16 : bytes);
-  if (error != cudaSuccess) {
-    return cuda_ok(error, "cudaMalloc(" + std::to_string(bytes) + " bytes) for " + what);
-  }
-  ptr_.reset(ptr);
-  bytes_ = bytes;
-  return ::testing::AssertionSuccess();
-}
-
 // ---- Shapes, groups, problems -------------------------------------------------------------
-
-LlShape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk) {
-  LlShape shape;
-  shape.nranks = context().env.world_size;
-  shape.num_experts = experts_per_rank * shape.nranks;
-  shape.hidden = hidden;
-  shape.max_tokens = max_tokens;
-  shape.max_topk = max_topk;
-  return shape;
-}
-
-EpcGroupConfig ll_config(const LlShape& shape) {
-  EpcGroupConfig c = EPC_GROUP_CONFIG_INIT;
-  c.mode = EPC_MODE_LOW_LATENCY;
-  c.num_experts = static_cast<uint32_t>(shape.num_experts);
-  c.hidden = static_cast<uint32_t>(shape.hidden);
-  c.max_tokens_per_rank = static_cast<uint32_t>(shape.max_tokens);
-  c.max_topk = static_cast<uint32_t>(shape.max_topk);
-  c.dtype = EPC_DTYPE_BF16;
-  c.timeout_ms = 20000;
-  return c;
-}
-
-::testing::AssertionResult create_group(const LlShape& shape, GroupPtr& out) {
-  const EpcGroupConfig c = ll_config(shape);
-  EpcGroup* group = nullptr;
-  ::testing::AssertionResult r = epc_ok(
-      epc_group_create(context().comm, &c, &group),
-      "epc_group_create(LL, E=" + std::to_string(shape.num_experts) +
-          ", H=" + std::to_string(shape.hidden) + ", T=" + std::to_string(shape.max_tokens) +
-          ", max_topk=" + std::to_string(shape.max_topk) + ")");
-  if (!r) return r;
-  out.reset(group);
-  return ::testing::AssertionSuccess();
-}
-
-ref::ProblemGenOptions gen_options(const LlShape& shape, int topk, uint64_t seed) {
-  ref::ProblemGenOptions o;
-  o.nranks = shape.nranks;
-  o.num_experts = shape.num_experts;
-  o.hidden = shape.hidden;
-  o.topk = topk;
-  o.max_tokens = shape.max_tokens;
-  o.dtype = ref::Dtype::kBf16;
-  o.seed = seed;
-  return o;
-}
 
 std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& p, uint64_t seed) {
   const ref::LlLayout layout = ref::ll_layout(p);
   const int L = p.local_experts();
   const std::size_t rows = static_cast<std::size_t>(layout.rows_per_expert);
   const std::size_t H = static_cast<std::size_t>(p.hidden);
-  // Raw mt19937_64 outputs only (the standard fixes their sequence), in a fixed order, so
-  // every rank computes the same values for every rank.
+  // In a fixed order, so every rank computes the same values for every rank.
   std::mt19937_64 engine(seed);
   std::vector<std::vector<uint16_t>> y(p.nranks);
   for (int q = 0; q < p.nranks; ++q) {
@@ -153,10 +32,7 @@ std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& p, ui
     for (int l = 0; l < L; ++l) {
       for (int32_t i = 0; i < layout.counts[q][l]; ++i) {
         uint16_t* row = y[q].data() + (static_cast<std::size_t>(l) * rows + i) * H;
-        for (std::size_t c = 0; c < H; ++c) {
-          const float unit = static_cast<float>(engine() >> 40) * 0x1.0p-24f;  // [0, 1)
-          row[c] = ref::float_to_bf16(unit * 4.0f - 2.0f);
-        }
+        for (std::size_t c = 0; c < H; ++c) row[c] = random_bf16(engine);
       }
     }
   }
@@ -194,20 +70,6 @@ ref::Problem random_problem(const LlShape& shape, int topk, uint64_t seed,
 void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::RankTokens{}; }
 
 // ---- Device buffers of one step ----------------------------------------------------------
-
-EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape) {
-  EpcTensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.ndim = static_cast<int32_t>(shape.size());
-  for (int d = 0; d < EPC_TENSOR_MAX_DIMS; ++d) {
-    t.shape[d] = 0;
-    t.strides[d] = 0;
-  }
-  int d = 0;
-  for (int64_t extent : shape) t.shape[d++] = extent;
-  return t;
-}
 
 ::testing::AssertionResult LlBuffers::allocate(const LlShape& shape, int topk,
                                                EpcDtype idx_dtype) {
@@ -255,32 +117,22 @@ EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t>
   const std::size_t x_elements = static_cast<std::size_t>(tokens_) * shape_.hidden;
   const std::size_t big = shape_.expert_major_elements();
 
-  auto h2d = [&](void* dst, const void* src, std::size_t bytes, const char* what) {
-    if (bytes == 0) return ::testing::AssertionSuccess();
-    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
-                   std::string("cudaMemcpyAsync of ") + what);
-  };
-  ::testing::AssertionResult r = h2d(x_.get(), mine.x.data(), bytes_of(x_elements, 2), "x");
-  if (r && idx_dtype_ == EPC_DTYPE_INT64) {
-    r = h2d(idx_.get(), mine.topk_idx.data(), bytes_of(entries, sizeof(int64_t)), "topk_idx");
-  } else if (r) {
-    idx32_.assign(mine.topk_idx.begin(), mine.topk_idx.end());
-    r = h2d(idx_.get(), idx32_.data(), bytes_of(entries, sizeof(int32_t)), "topk_idx (int32)");
+  ::testing::AssertionResult r = upload_bytes(x_.get(), mine.x.data(), bytes_of(x_elements, 2),
+                                              stream, "x");
+  if (r) r = upload_routing(idx_.get(), mine.topk_idx, idx_dtype_, idx32_, stream);
+  if (r) {
+    r = upload_bytes(weights_.get(), mine.topk_weights.data(), bytes_of(entries, sizeof(float)),
+                     stream, "topk_weights");
   }
   if (r) {
-    r = h2d(weights_.get(), mine.topk_weights.data(), bytes_of(entries, sizeof(float)),
-            "topk_weights");
+    r = upload_bytes(expert_out_.get(), step.y.data(), bytes_of(big, 2), stream,
+                     "expert outputs y");
   }
-  if (r) r = h2d(expert_out_.get(), step.y.data(), bytes_of(big, 2), "expert outputs y");
   // Poison every output so that nothing stale or unwritten can pass the comparison.
-  if (r) r = cuda_ok(cudaMemsetAsync(out_x_.get(), 0xFF, out_x_.bytes(), stream), "poison out_x");
-  if (r && scales_.get() != nullptr) {
-    r = cuda_ok(cudaMemsetAsync(scales_.get(), 0xFF, scales_.bytes(), stream), "poison scales");
-  }
-  if (r) {
-    r = cuda_ok(cudaMemsetAsync(counts_.get(), 0xFF, counts_.bytes(), stream), "poison counts");
-  }
-  if (r) r = cuda_ok(cudaMemsetAsync(out_.get(), 0xFF, out_.bytes(), stream), "poison out");
+  if (r) r = poison(out_x_, stream, "out_x");
+  if (r) r = poison(scales_, stream, "out_scales");
+  if (r) r = poison(counts_, stream, "out_counts");
+  if (r) r = poison(out_, stream, "out");
   return r;
 }
 
@@ -295,18 +147,18 @@ EpcTensor LlBuffers::topk_weights() const {
 }
 EpcTensor LlBuffers::out_x() const {
   return make_tensor(out_x_.get(), options_.use_fp8 ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16,
-                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden});
+                     {shape_.local_experts(), shape_.max_rows(), shape_.hidden});
 }
 EpcTensor LlBuffers::out_scales() const {
   return make_tensor(scales_.get(), EPC_DTYPE_FP32,
-                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden / 128});
+                     {shape_.local_experts(), shape_.max_rows(), shape_.hidden / 128});
 }
 EpcTensor LlBuffers::out_counts() const {
   return make_tensor(counts_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
 }
 EpcTensor LlBuffers::expert_out() const {
   return make_tensor(expert_out_.get(), EPC_DTYPE_BF16,
-                     {shape_.local_experts(), shape_.rows_per_expert(), shape_.hidden});
+                     {shape_.local_experts(), shape_.max_rows(), shape_.hidden});
 }
 EpcTensor LlBuffers::out() const {
   return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden});
@@ -314,128 +166,82 @@ EpcTensor LlBuffers::out() const {
 
 bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string& label,
                       bool report) {
-  auto fail = [&](const std::string& message) {
-    if (report) ADD_FAILURE() << "[rank " << step.rank << ", " << label << "] " << message;
-    return false;
-  };
+  StepReport result(step.rank, label, report);
   if (step.tokens() != tokens_) {
-    return fail("check: the step has " + std::to_string(step.tokens()) +
-                " tokens but the buffers were last uploaded with " + std::to_string(tokens_));
+    return result.fail("check: the step has " + std::to_string(step.tokens()) +
+                       " tokens but the buffers were last uploaded with " +
+                       std::to_string(tokens_));
   }
   const int L = shape_.local_experts();
-  const std::size_t rows = static_cast<std::size_t>(shape_.rows_per_expert());
+  const std::size_t rows = static_cast<std::size_t>(shape_.max_rows());
   const std::size_t H = static_cast<std::size_t>(shape_.hidden);
   const std::size_t big = shape_.expert_major_elements();
   const std::size_t out_elements = static_cast<std::size_t>(tokens_) * H;
-  got_counts_.assign(L, 0);
-  got_x_.assign(options_.use_fp8 ? 0 : big, 0);
-  got_out_.assign(out_elements, 0);
-
-  ::testing::AssertionResult r = cuda_ok(
-      cudaMemcpyAsync(got_counts_.data(), counts_.get(), bytes_of(L, sizeof(int32_t)),
-                      cudaMemcpyDeviceToHost, stream),
-      "download counts");
   const bool fp8 = options_.use_fp8;
-  if (fp8) {
-    got_x_fp8_.assign(big, 0);
-    got_scales_.assign(big / 128, 0.0f);
-    if (r) {
-      r = cuda_ok(cudaMemcpyAsync(got_x_fp8_.data(), out_x_.get(), big, cudaMemcpyDeviceToHost, stream),
-                  "download out_x (fp8)");
-    }
-    if (r) {
-      r = cuda_ok(cudaMemcpyAsync(got_scales_.data(), scales_.get(), bytes_of(big / 128, sizeof(float)),
-                                  cudaMemcpyDeviceToHost, stream),
-                  "download out_scales");
-    }
-  } else if (r) {
-    r = cuda_ok(cudaMemcpyAsync(got_x_.data(), out_x_.get(), bytes_of(big, 2),
-                                cudaMemcpyDeviceToHost, stream),
-                "download out_x");
-  }
-  if (r && out_elements > 0) {
-    r = cuda_ok(cudaMemcpyAsync(got_out_.data(), out_.get(), bytes_of(out_elements, 2),
-                                cudaMemcpyDeviceToHost, stream),
-                "download out");
-  }
-  // Always wait, even after a failed copy: the stream may still be running the step.
-  const cudaError_t sync = cudaStreamSynchronize(stream);
-  if (r) r = cuda_ok(sync, "cudaStreamSynchronize");
-  if (!r) return fail(r.message());
-
-  bool ok = true;
+  got_counts_.assign(L, 0);
+  got_x_.assign(fp8 ? 0 : big, 0);
+  got_x_fp8_.assign(fp8 ? big : 0, 0);
+  got_scales_.assign(fp8 ? big / 128 : 0, 0.0f);
+  got_out_.assign(out_elements, 0);
+  const ::testing::AssertionResult r = download_and_wait(
+      {{got_counts_.data(), counts_.get(), bytes_of(L, sizeof(int32_t)), "out_counts"},
+       {got_x_.data(), out_x_.get(), bytes_of(got_x_.size(), 2), "out_x"},
+       {got_x_fp8_.data(), out_x_.get(), got_x_fp8_.size(), "out_x (fp8)"},
+       {got_scales_.data(), scales_.get(), bytes_of(got_scales_.size(), sizeof(float)),
+        "out_scales"},
+       {got_out_.data(), out_.get(), bytes_of(out_elements, 2), "out"}},
+      stream);
+  if (!r) return result.fail(r.message());
   const int q = step.rank;
 
-  // Counts.
-  int bad_counts = 0;
-  std::string first_count;
-  for (int l = 0; l < L; ++l) {
-    if (got_counts_[l] == step.want_counts[l]) continue;
-    if (bad_counts++ == 0) {
-      first_count = "local expert " + std::to_string(l) + " (expert " +
-                    std::to_string(q * L + l) + "): got " + std::to_string(got_counts_[l]) +
-                    " expected " + std::to_string(step.want_counts[l]);
-    }
-  }
-  if (bad_counts > 0) {
-    ok = fail("dispatch out_counts: " + std::to_string(bad_counts) + " of " +
-              std::to_string(L) + " experts differ; first at " + first_count);
-  }
+  Mismatches counts;
+  counts.compare(got_counts_.data(), step.want_counts.data(), L,
+                 [&](std::size_t l, int32_t got, int32_t want) {
+                   return "local expert " + std::to_string(l) + " (expert " +
+                          std::to_string(q * L + static_cast<int>(l)) + "): got " +
+                          std::to_string(got) + " expected " + std::to_string(want);
+                 });
+  result.check(counts, "dispatch out_counts");
 
   // The first want_counts[l] rows of each expert: payload, and scales for fp8.
   auto compare_rows = [&](const auto* got_data, const auto* want_data, std::size_t width,
                           const char* what, auto text) {
-    std::size_t bad = 0, compared = 0;
-    std::string first;
+    Mismatches rows_of_experts;
     for (int l = 0; l < L; ++l) {
-      const std::size_t n = static_cast<std::size_t>(step.want_counts[l]);
-      for (std::size_t i = 0; i < n && i < rows; ++i) {
-        const std::size_t row = static_cast<std::size_t>(l) * rows + i;
-        compared += width;
-        for (std::size_t c = 0; c < width; ++c) {
-          const auto got = got_data[row * width + c];
-          const auto want = want_data[row * width + c];
-          if (std::memcmp(&got, &want, sizeof got) == 0) continue;
-          if (bad++ > 0) continue;
-          const ref::SourceRef& src = step.want_src[row];
-          first = "local expert " + std::to_string(l) + " (expert " + std::to_string(q * L + l) +
-                  ") row " + std::to_string(i) + " column " + std::to_string(c) + ": got " +
-                  text(got) + " expected " + text(want) + "; the row should hold rank " +
-                  std::to_string(src.src_rank) + " token " + std::to_string(src.src_token) +
-                  " slot " + std::to_string(src.topk_slot);
-        }
-      }
+      const std::size_t first_row = static_cast<std::size_t>(l) * rows;
+      const std::size_t n = std::min(static_cast<std::size_t>(step.want_counts[l]), rows);
+      rows_of_experts.compare(
+          got_data + first_row * width, want_data + first_row * width, n * width,
+          [&](std::size_t i, auto got, auto want) {
+            const ref::SourceRef& src = step.want_src[first_row + i / width];
+            return "local expert " + std::to_string(l) + " (expert " +
+                   std::to_string(q * L + l) + ") row " + std::to_string(i / width) +
+                   " column " + std::to_string(i % width) + ": got " + text(got) +
+                   " expected " + text(want) + "; the row should hold rank " +
+                   std::to_string(src.src_rank) + " token " + std::to_string(src.src_token) +
+                   " slot " + std::to_string(src.topk_slot);
+          });
     }
-    if (bad > 0) {
-      ok = fail(std::string("dispatch ") + what + ": " + std::to_string(bad) + " of " +
-                std::to_string(compared) + " compared elements differ; first at " + first);
-    }
+    result.check(rows_of_experts, std::string("dispatch ") + what);
   };
   if (fp8) {
     compare_rows(got_x_fp8_.data(), step.want_x_fp8.data(), H, "out_x (fp8)",
-                 [](uint8_t v) { return hex16(v); });
-    compare_rows(got_scales_.data(), step.want_scales.data(), H / 128, "out_scales",
-                 [](float v) { return std::to_string(v); });
+                 [](uint8_t v) { return hex_text(v); });
+    compare_rows(got_scales_.data(), step.want_scales.data(), H / 128, "out_scales", fp32_text);
   } else {
-    compare_rows(got_x_.data(), step.want_x.data(), H, "out_x", [](uint16_t v) { return hex16(v); });
+    compare_rows(got_x_.data(), step.want_x.data(), H, "out_x",
+                 [](uint16_t v) { return hex_text(v); });
   }
 
   // Combine output [B, H].
-  std::size_t bad_out = 0;
-  std::string first_out;
-  for (std::size_t i = 0; i < out_elements; ++i) {
-    if (got_out_[i] == step.want_out[i]) continue;
-    if (bad_out++ == 0) {
-      first_out = "token " + std::to_string(i / H) + " channel " + std::to_string(i % H) +
-                  ": got " + bf16_text(got_out_[i]) + " expected " +
-                  bf16_text(step.want_out[i]);
-    }
-  }
-  if (bad_out > 0) {
-    ok = fail("combine out: " + std::to_string(bad_out) + " of " + std::to_string(out_elements) +
-              " elements differ; first at " + first_out);
-  }
-  return ok;
+  Mismatches out;
+  out.compare(got_out_.data(), step.want_out.data(), out_elements,
+              [&](std::size_t i, uint16_t got, uint16_t want) {
+                return "token " + std::to_string(i / H) + " channel " + std::to_string(i % H) +
+                       ": got " + bf16_text(got) + " expected " + bf16_text(want);
+              });
+  result.check(out, "combine out");
+  return result.ok();
 }
 
 // ---- The epcomm calls of one step ----------------------------------------------------------
@@ -500,29 +306,6 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
   ::testing::AssertionResult r = dispatch(handle, buffers, dispatch_flags, stream);
   if (!r) return r;
   return combine(handle, buffers, combine_flags, stream);
-}
-
-bool all_ranks_true(bool mine) {
-  int* value = nullptr;
-  cudaStream_t stream = nullptr;
-  bool ok = cudaMalloc(&value, sizeof(int)) == cudaSuccess &&
-            cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
-  int host = mine ? 1 : 0;
-  ok = ok && cudaMemcpyAsync(value, &host, sizeof host, cudaMemcpyHostToDevice, stream) ==
-                 cudaSuccess;
-  ok = ok && ncclAllReduce(value, value, 1, ncclInt32, ncclMin,
-                           static_cast<ncclComm_t>(context().comm), stream) == ncclSuccess;
-  ok = ok && cudaMemcpyAsync(&host, value, sizeof host, cudaMemcpyDeviceToHost, stream) ==
-                 cudaSuccess;
-  ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
-  if (stream != nullptr) cudaStreamDestroy(stream);
-  if (value != nullptr) cudaFree(value);
-  if (!ok) {
-    ADD_FAILURE() << "all_ranks_true: the NCCL all-reduce on rank " << context().env.rank
-                  << " failed";
-    return false;
-  }
-  return host == 1;
 }
 
 }  // namespace epc::gputest::ll

@@ -1,4 +1,5 @@
-// Shared pieces of the low-latency dispatch/combine GPU tests (test_ll.cpp).
+// Shared pieces of the low-latency dispatch/combine GPU tests (test_ll.cpp); what both modes
+// share (status helpers, owners, comparison) is in gpu_case_common.hpp.
 //
 // Every rank builds the SAME reference Problem from the same seed (and the same expert
 // outputs y for every rank), runs the CPU reference model for all ranks, and keeps only what
@@ -14,97 +15,20 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/reference/problem_gen.hpp"
 #include "core/reference/reference.hpp"
 #include "epcomm/epcomm.h"
+#include "tests/gpu/gpu_case_common.hpp"
 
 namespace epc::gputest::ll {
-
-// ---- Status helpers ---------------------------------------------------------------------
-
-// Success, or a failure naming `what`, the status and epc_last_error() (read at once, on the
-// calling thread, so call this directly on the epc_* call's result).
-::testing::AssertionResult epc_ok(EpcStatus status, const std::string& what);
-::testing::AssertionResult cuda_ok(cudaError_t error, const std::string& what);
-
-// ---- Owners -----------------------------------------------------------------------------
-
-// epc_group_destroy / epc_handle_destroy on scope exit; a failure there is a test failure.
-struct GroupDeleter {
-  void operator()(EpcGroup* group) const;
-};
-using GroupPtr = std::unique_ptr<EpcGroup, GroupDeleter>;
-
-struct HandleDeleter {
-  void operator()(EpcHandle* handle) const;
-};
-using HandlePtr = std::unique_ptr<EpcHandle, HandleDeleter>;
-
-// A non-blocking stream, destroyed (after synchronising) on scope exit.
-class Stream {
- public:
-  Stream();
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  ::testing::AssertionResult status() const;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-  cudaError_t create_error_ = cudaSuccess;
-};
-
-struct CudaFreeDeleter {
-  void operator()(void* ptr) const { cudaFree(ptr); }
-};
-
-// Plain device memory (cudaMalloc), movable.
-class DeviceMemory {
- public:
-  ::testing::AssertionResult allocate(std::size_t bytes, const std::string& what);
-  void* get() const { return ptr_.get(); }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  std::unique_ptr<void, CudaFreeDeleter> ptr_;
-  std::size_t bytes_ = 0;
-};
 
 // ---- Shapes, groups, problems -------------------------------------------------------------
 
 // The group's shape: what EpcGroupConfig and every [L, R*T, H] buffer are sized from.
-struct LlShape {
-  int nranks = 0;
-  int num_experts = 0;  // E
-  int hidden = 0;       // H
-  int max_tokens = 0;   // T (the group's max_tokens_per_rank and Problem::max_tokens)
-  int max_topk = 0;     // the group's max_topk; problems may use any K <= max_topk
-
-  int local_experts() const { return num_experts / nranks; }  // L
-  int rows_per_expert() const { return nranks * max_tokens; }  // R * T
-  std::size_t expert_major_elements() const {                   // L * R*T * H
-    return static_cast<std::size_t>(local_experts()) * rows_per_expert() * hidden;
-  }
-};
-
-// A shape for the current world: E = experts_per_rank * world size.
-LlShape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk);
-
-// LL mode, bf16, E/H/T/max_topk from the shape, timeout_ms 20000.
-EpcGroupConfig ll_config(const LlShape& shape);
-
-// epc_group_create on the process's communicator.
-::testing::AssertionResult create_group(const LlShape& shape, GroupPtr& out);
-
-// Generator options for a problem of this shape with `topk` entries per token (bf16 tokens,
-// every rank B = T, no masking, no skew): tests adjust the fields they care about.
-ref::ProblemGenOptions gen_options(const LlShape& shape, int topk, uint64_t seed);
+using LlShape = Shape;
 
 // Expert outputs for every rank q: bf16 [L, R*T, H]; the first counts[q][l] rows of each
 // expert hold values drawn from `seed` (uniform in [-2, 2), rounded to bf16), later rows are
@@ -145,9 +69,6 @@ ref::Problem random_problem(const LlShape& shape, int topk, uint64_t seed,
 void clear_rank(ref::Problem& problem, int rank);
 
 // ---- Device buffers of one step ----------------------------------------------------------
-
-// An EpcTensor over contiguous memory (strides all zero).
-EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape);
 
 // The device side of one step on this rank: inputs x [T, H], topk_idx [T, K] (int64 or
 // int32), topk_weights [T, K]; outputs out_x [L, R*T, H] (bf16, or e4m3 bytes when the step
@@ -222,9 +143,5 @@ class LlBuffers {
 ::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers,
                                                 cudaStream_t stream, EpcFlags dispatch_flags = 0,
                                                 EpcFlags combine_flags = 0);
-
-// True on every rank iff `mine` is true on every rank (an NCCL all-reduce on the process's
-// communicator, on its own stream). Collective: every rank must call it.
-bool all_ranks_true(bool mine);
 
 }  // namespace epc::gputest::ll

@@ -17,6 +17,9 @@ struct RankContext {
 const RankContext& context();
 void set_context(const RankContext& ctx);
 
+// This process's rank.
+inline int my_rank() { return context().env.rank; }
+
 // The calling thread's epcomm error message.
 std::string last_error();
 

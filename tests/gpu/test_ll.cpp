@@ -10,9 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,17 +22,9 @@
 namespace epc::gputest {
 namespace {
 
-using ll::GroupPtr;
-using ll::HandlePtr;
 using ll::LlBuffers;
 using ll::LlShape;
 using ll::LlStep;
-
-int my_rank() { return context().env.rank; }
-
-// After this many failing steps a long test stops printing (it still runs and checks every
-// step, so the collectives stay aligned, and fails).
-constexpr int kMaxReportedSteps = 3;
 
 // Runs `problems` one after another on ONE handle of `group`: created from the first problem's
 // routing, updated (epc_handle_update) with each later one. Per step: upload x, routing,
@@ -46,7 +36,7 @@ void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::
                   EpcFlags combine_flags = 0, const ref::LlDispatchOptions& options = {}) {
   ASSERT_FALSE(problems.empty());
   const int topk = problems.front().topk;
-  ll::Stream stream;
+  Stream stream;
   ASSERT_TRUE(stream.status());
   LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, topk, idx_dtype));
@@ -100,9 +90,9 @@ void rotate_slots(ref::Problem& p) {
 // E = 16R, H = 2048, T = 64, K = 8, B_r uniform in [0, T], ~10% of entries masked; three
 // steps on one handle.
 TEST(LowLatency, RandomRoutingWithMaskedEntries) {
-  const LlShape shape = ll::world_shape(16, 2048, 64, 8);
+  const LlShape shape = world_shape(16, 2048, 64, 8);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   std::vector<ref::Problem> problems;
   for (uint64_t s = 0; s < 3; ++s) {
     problems.push_back(ll::random_problem(shape, 8, 1000 + s, true, 0.1));
@@ -112,9 +102,9 @@ TEST(LowLatency, RandomRoutingWithMaskedEntries) {
 
 // The same with int32 routing (topk_idx EPC_DTYPE_INT32), for create and update.
 TEST(LowLatency, RoutingAsInt32) {
-  const LlShape shape = ll::world_shape(16, 2048, 64, 8);
+  const LlShape shape = world_shape(16, 2048, 64, 8);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   std::vector<ref::Problem> problems;
   for (uint64_t s = 0; s < 2; ++s) {
     problems.push_back(ll::random_problem(shape, 8, 1200 + s, true, 0.1));
@@ -129,11 +119,11 @@ TEST(LowLatency, RoutingAsInt32) {
 // every token has the hot expert in one slot (rotated through the slots) plus three others;
 // first expert 0 (rank 0), then the last expert (on the last rank).
 TEST(LowLatency, EveryTokenToOneExpert) {
-  const LlShape shape = ll::world_shape(8, 2048, 64, 4);
+  const LlShape shape = world_shape(8, 2048, 64, 4);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
 
-  ref::ProblemGenOptions one = ll::gen_options(shape, 1, 2000);
+  ref::ProblemGenOptions one = gen_options(shape, 1, 2000);
   one.hot_expert_share = 1.0;
   one.hot_expert = 0;
   std::vector<ref::Problem> k1;
@@ -144,7 +134,7 @@ TEST(LowLatency, EveryTokenToOneExpert) {
 
   std::vector<ref::Problem> k4;
   for (int hot : {0, shape.num_experts - 1}) {
-    ref::ProblemGenOptions four = ll::gen_options(shape, 4, 2010 + static_cast<uint64_t>(hot));
+    ref::ProblemGenOptions four = gen_options(shape, 4, 2010 + static_cast<uint64_t>(hot));
     four.hot_expert_share = 1.0;
     four.hot_expert = hot;
     ref::Problem p = ref::make_random_problem(four);
@@ -158,18 +148,18 @@ TEST(LowLatency, EveryTokenToOneExpert) {
 // separately. First every entry of every token is expert 0 (K = 4, B = T/4, so expert 0's
 // buffer is exactly full); then random routing over few experts with duplicates allowed.
 TEST(LowLatency, DuplicateExpertIdsInOneToken) {
-  const LlShape shape = ll::world_shape(4, 1024, 32, 4);
+  const LlShape shape = world_shape(4, 1024, 32, 4);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   std::vector<ref::Problem> problems;
 
-  ref::ProblemGenOptions all_same = ll::gen_options(shape, 4, 2300);
+  ref::ProblemGenOptions all_same = gen_options(shape, 4, 2300);
   all_same.max_tokens = shape.max_tokens / 4;
   all_same.allow_duplicate_experts = true;
   all_same.hot_expert_share = 1.0;
   problems.push_back(ref::make_random_problem(all_same));
 
-  ref::ProblemGenOptions random = ll::gen_options(shape, 4, 2301);
+  ref::ProblemGenOptions random = gen_options(shape, 4, 2301);
   random.max_tokens = shape.max_tokens / 2;
   random.random_token_counts = true;
   random.allow_duplicate_experts = true;
@@ -186,10 +176,10 @@ TEST(LowLatency, DuplicateExpertIdsInOneToken) {
 // with B = 0 on rank 0): even ranks empty; odd ranks empty; every rank empty; only the last
 // rank has tokens; every rank full.
 TEST(LowLatency, RanksWithoutTokens) {
-  const LlShape shape = ll::world_shape(8, 2048, 64, 8);
+  const LlShape shape = world_shape(8, 2048, 64, 8);
   const int R = shape.nranks;
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   std::vector<ref::Problem> problems;
   for (uint64_t s = 0; s < 5; ++s) {
     ref::Problem p = ll::random_problem(shape, 8, 3000 + s, false, 0.1);
@@ -208,9 +198,9 @@ TEST(LowLatency, RanksWithoutTokens) {
 // E = 16R, T = 32, max_topk = 16: a K = 16 problem on one handle, then a K = 1 problem on a
 // second handle of the same group (K below the group's max_topk). Random B, ~10% masked.
 void run_hidden_case(int hidden, uint64_t seed) {
-  const LlShape shape = ll::world_shape(16, hidden, 32, 16);
+  const LlShape shape = world_shape(16, hidden, 32, 16);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   const std::string h = "H=" + std::to_string(hidden);
   run_sequence(group.get(), shape, {ll::random_problem(shape, 16, seed, true, 0.1)}, seed + 100,
                h + ", K=16");
@@ -225,17 +215,17 @@ TEST(LowLatency, Hidden7168TopK16AndTopK1) { run_hidden_case(7168, 4500); }
 // The largest shapes the issue names: B = T = 1024 tokens per rank (H = 2048, K = 8), and
 // H = 16384 (T = 64, K = 8); random B with one rank at B = T, ~10% masked.
 TEST(LowLatency, ThousandTokensPerRank) {
-  const LlShape shape = ll::world_shape(8, 2048, 1024, 8);
+  const LlShape shape = world_shape(8, 2048, 1024, 8);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   ref::Problem p = ll::random_problem(shape, 8, 4700, false, 0.1);
   run_sequence(group.get(), shape, {p}, 4710, "B=1024");
 }
 
 TEST(LowLatency, Hidden16384) {
-  const LlShape shape = ll::world_shape(8, 16384, 64, 8);
+  const LlShape shape = world_shape(8, 16384, 64, 8);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   run_sequence(group.get(), shape, {ll::random_problem(shape, 8, 4800, true, 0.1)}, 4810, "H=16384");
 }
 
@@ -245,9 +235,9 @@ TEST(LowLatency, Hidden16384) {
 // masked; two steps with plain scales, then two with power-of-two (UE8M0) scales and the
 // dispatch send-only; combine (bf16) after each. Then top-k 16 with int32 routing.
 TEST(LowLatency, Fp8DispatchMatchesTheReferenceCast) {
-  const LlShape shape = ll::world_shape(16, 7168, 64, 16);
+  const LlShape shape = world_shape(16, 7168, 64, 16);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   ref::LlDispatchOptions fp8;
   fp8.use_fp8 = true;
   std::vector<ref::Problem> problems;
@@ -266,9 +256,9 @@ TEST(LowLatency, Fp8DispatchMatchesTheReferenceCast) {
 // step; checked after every step (the only host synchronisation).
 TEST(LowLatency, ThousandStepsOnOneHandle) {
   constexpr int kSteps = 1000;
-  const LlShape shape = ll::world_shape(8, 256, 16, 8);
+  const LlShape shape = world_shape(8, 256, 16, 8);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   std::vector<ref::Problem> problems;
   for (uint64_t s = 0; s < kSteps; ++s) {
     problems.push_back(ll::random_problem(shape, 6, 5000 + s, true, 0.1));
@@ -282,10 +272,10 @@ TEST(LowLatency, ThousandStepsOnOneHandle) {
 TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
   constexpr int kSteps = 50;
   constexpr int K = 6;
-  const LlShape shape = ll::world_shape(8, 1024, 32, 8);
+  const LlShape shape = world_shape(8, 1024, 32, 8);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
-  ll::Stream stream;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+  Stream stream;
   ASSERT_TRUE(stream.status());
   std::vector<LlStep> steps;
   std::vector<LlBuffers> buffers(kSteps);
@@ -295,7 +285,7 @@ TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
     ASSERT_TRUE(buffers[s].allocate(shape, K));
     ASSERT_TRUE(buffers[s].upload(steps[s], stream.get()));
   }
-  ASSERT_TRUE(ll::cuda_ok(cudaStreamSynchronize(stream.get()), "uploads"));
+  ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream.get()), "uploads"));
 
   HandlePtr handle;
   ASSERT_TRUE(ll::create_handle(group.get(), buffers[0], stream.get(), handle));
@@ -324,14 +314,14 @@ TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
 // handle: both halves send-only; only dispatch; only combine; both again.
 TEST(LowLatency, SendOnlyThenComplete) {
   const int K = 8;
-  const LlShape shape = ll::world_shape(16, 2048, 64, K);
+  const LlShape shape = world_shape(16, 2048, 64, K);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
-  ll::Stream stream;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+  Stream stream;
   ASSERT_TRUE(stream.status());
   LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, K));
-  ll::DeviceMemory scratch;
+  DeviceMemory scratch;
   ASSERT_TRUE(scratch.allocate(8u << 20, "scratch"));
   HandlePtr handle;
   const bool send_only_dispatch[] = {true, true, false, true};
@@ -352,23 +342,23 @@ TEST(LowLatency, SendOnlyThenComplete) {
     const EpcTensor expert_out = buffers.expert_out();
     const EpcTensor out = buffers.out();
     if (send_only_dispatch[s]) {
-      ASSERT_TRUE(ll::epc_ok(epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts,
+      ASSERT_TRUE(epc_ok(epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts,
                                              EPC_FLAG_SEND_ONLY, stream.get()),
                              "epc_ll_dispatch(SEND_ONLY)"));
-      ASSERT_TRUE(ll::cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
+      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
                               "overlapped work"));
-      ASSERT_TRUE(ll::epc_ok(epc_complete(handle.get(), stream.get()),
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()),
                              "epc_complete (dispatch)"));
     } else {
       ASSERT_TRUE(ll::dispatch(handle.get(), buffers, 0, stream.get()));
     }
     if (send_only_combine[s]) {
-      ASSERT_TRUE(ll::epc_ok(
+      ASSERT_TRUE(epc_ok(
           epc_ll_combine(handle.get(), &expert_out, &out, EPC_FLAG_SEND_ONLY, stream.get()),
           "epc_ll_combine(SEND_ONLY)"));
-      ASSERT_TRUE(ll::cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
+      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
                               "overlapped work"));
-      ASSERT_TRUE(ll::epc_ok(epc_complete(handle.get(), stream.get()),
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()),
                              "epc_complete (combine)"));
     } else {
       ASSERT_TRUE(ll::combine(handle.get(), buffers, 0, stream.get()));
@@ -387,10 +377,10 @@ TEST(LowLatency, SendOnlyThenComplete) {
 // synchronisation, then checks both. Each handle gets new routing (epc_handle_update) every
 // time it is used after its creation.
 TEST(LowLatency, TwoHandlesUsedAlternately) {
-  const LlShape shape = ll::world_shape(8, 2048, 32, 4);
+  const LlShape shape = world_shape(8, 2048, 32, 4);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
-  ll::Stream stream;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+  Stream stream;
   ASSERT_TRUE(stream.status());
   const int topk[2] = {4, 2};
   LlBuffers buffers[2];
@@ -432,25 +422,16 @@ TEST(LowLatency, TwoHandlesUsedAlternately) {
 
 // ---- 8. CUDA graph --------------------------------------------------------------------------
 
-struct GraphDeleter {
-  void operator()(cudaGraph_t graph) const { cudaGraphDestroy(graph); }
-};
-struct GraphExecDeleter {
-  void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
-};
-using GraphPtr = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
-using GraphExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
-
 // One eager warm-up step; then a capture (global mode) of [epc_handle_update from the fixed
 // routing buffer, epc_ll_dispatch, epc_ll_combine] on fixed buffers; three replays, each
 // after writing NEW routing, x, weights and expert outputs y into those buffers (same B = T,
 // the shapes are part of the graph); then one more eager step on the same handle.
 TEST(LowLatency, CudaGraphReplaysWithNewRouting) {
   const int K = 8;
-  const LlShape shape = ll::world_shape(16, 2048, 32, K);
+  const LlShape shape = world_shape(16, 2048, 32, K);
   GroupPtr group;
-  ASSERT_TRUE(ll::create_group(shape, group));
-  ll::Stream stream;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+  Stream stream;
   ASSERT_TRUE(stream.status());
   LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, K));
@@ -469,42 +450,21 @@ TEST(LowLatency, CudaGraphReplaysWithNewRouting) {
     buffers.check(warmup, stream.get(), "eager warm-up before capture");
   }
 
-  std::string capture_error;
-  GraphPtr graph;
-  GraphExecPtr exec;
-  cudaError_t e = cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal);
-  if (e != cudaSuccess) {
-    capture_error = ll::cuda_ok(e, "cudaStreamBeginCapture").message();
-  } else {
-    ::testing::AssertionResult r = ll::update_handle(handle.get(), buffers, stream.get());
-    if (r) r = ll::dispatch_and_combine(handle.get(), buffers, stream.get());
-    if (!r) capture_error = std::string("during capture: ") + r.message();
-    cudaGraph_t captured = nullptr;
-    e = cudaStreamEndCapture(stream.get(), &captured);
-    graph.reset(captured);
-    if (e != cudaSuccess && capture_error.empty()) {
-      capture_error = ll::cuda_ok(e, "cudaStreamEndCapture").message();
-    }
-  }
-  if (capture_error.empty()) {
-    cudaGraphExec_t instantiated = nullptr;
-    e = cudaGraphInstantiate(&instantiated, graph.get(), 0);
-    if (e != cudaSuccess) {
-      capture_error = ll::cuda_ok(e, "cudaGraphInstantiate").message();
-    } else {
-      exec.reset(instantiated);
-    }
-  }
-  if (!capture_error.empty()) cudaGetLastError();  // leave no stale error for epcomm to see
   // Replays are collective: either every rank replays or none does.
-  const bool everyone_captured = ll::all_ranks_true(capture_error.empty());
-  ASSERT_TRUE(capture_error.empty()) << capture_error;
-  ASSERT_TRUE(everyone_captured) << "the capture failed on another rank";
+  GraphExecPtr exec;
+  ASSERT_TRUE(capture_on_every_rank(
+      stream.get(),
+      [&] {
+        ::testing::AssertionResult r = ll::update_handle(handle.get(), buffers, stream.get());
+        if (r) r = ll::dispatch_and_combine(handle.get(), buffers, stream.get());
+        return r;
+      },
+      exec));
 
   for (int s = 1; s <= 3; ++s) {
     const LlStep step = step_for(s);
     ASSERT_TRUE(buffers.upload(step, stream.get()));
-    ASSERT_TRUE(ll::cuda_ok(cudaGraphLaunch(exec.get(), stream.get()), "cudaGraphLaunch"));
+    ASSERT_TRUE(cuda_ok(cudaGraphLaunch(exec.get(), stream.get()), "cudaGraphLaunch"));
     buffers.check(step, stream.get(), "graph replay " + std::to_string(s));
   }
 

@@ -19,7 +19,7 @@ TEST(LowLatencyFaults, AbsentRankMakesEveryPeerTimeOutNamingIt) {
   if (world < 2) GTEST_SKIP() << "needs a peer";
   const int absent = world - 1;
   const LlShape shape = world_shape(8, 1024, 16, 4);
-  EpcGroupConfig config = ll_config(shape);
+  EpcGroupConfig config = group_config(shape, EPC_MODE_LOW_LATENCY);
   config.timeout_ms = 1000;
   EpcGroup* raw_group = nullptr;
   ASSERT_TRUE(epc_ok(epc_group_create(context().comm, &config, &raw_group), "epc_group_create"));
