@@ -1,6 +1,6 @@
-// High-throughput combine, receiving part. Each warp takes chunks of kHtChunkTokens of this
-// rank's tokens: it waits for the flags of every returned-row chunk those tokens need (the
-// layout says which rows of each rank's stream they are), then sums each token's rows over
+// High-throughput combine, receiving part. Each warp takes tokens of this rank: it waits for
+// the flags of the returned-row chunks holding the token's rows (the layout says which row
+// of each rank's stream the token is), then sums each token's rows over
 // the ranks that received it, in ascending rank order, in fp32, rounding once to bf16; for
 // the backward pass, entry k's weight comes from the rank hosting entry k's expert. Rows
 // this rank returned to itself are never copied: they are read from the caller's x.
@@ -16,22 +16,20 @@ namespace epc::kernels::ht_combine_recv {
 
 constexpr int kChannelsPerVector = 8;
 
-// Every flag the chunk's tokens depend on, lanes splitting the ranks.
-__device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int chunk) {
+// The flags of the returned-row chunks holding token t's rows, lanes splitting the ranks.
+__device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
-  const int R = g.nranks;
   const int per_source = ht_chunks(g.max_tokens);
+  const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
   bool ok = true;
-  for (int d = lane_id(); d < R && ok; d += kWarpSize) {
-    if (d == g.rank) continue;  // this rank's own rows are the caller's x
-    const int start = c.handle.chunk_start[chunk * R + d], end = c.handle.chunk_start[(chunk + 1) * R + d];
-    for (int rc = start / kHtChunkTokens; ok && end > start && rc <= (end - 1) / kHtChunkTokens; ++rc) {
-      auto* word = static_cast<uint64_t*>(
-          c.transport.local(p.channel.flags_offset + (static_cast<uint64_t>(d) * per_source + rc) * sizeof(uint64_t)));
-      uint64_t flag = 0;
-      ok = wait_for_flag(word, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error, kPhaseHtCombine, g.rank, d);
-    }
+  for (int d = lane_id(); d < g.nranks && ok; d += kWarpSize) {
+    const int row = rows[d];
+    if (row < 0 || d == g.rank) continue;  // not sent there, or this rank's own row (the caller's x)
+    auto* word = static_cast<uint64_t*>(c.transport.local(
+        p.channel.flags_offset + (static_cast<uint64_t>(d) * per_source + row / kHtChunkTokens) * sizeof(uint64_t)));
+    uint64_t flag = 0;
+    ok = wait_for_flag(word, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error, kPhaseHtCombine, g.rank, d);
   }
   __syncwarp();
   return __all_sync(0xffffffffu, ok);
@@ -134,13 +132,13 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
   }
 }
 
-// Returns false when a wait failed (recorded in the group's error).
+// Returns false when a wait failed (recorded in the group's error). Tokens, not chunks, are
+// dealt to warps: a token's reduction is the slow part, so a warp holding a whole chunk at
+// the end would stretch the tail.
 __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
-  const HtCommon& c = p.common;
-  for (int chunk = role.index; chunk < ht_chunks(c.num_tokens); chunk += role.count) {
-    if (!wait_for_rows(p, step, chunk)) return false;
-    const int end = min(c.num_tokens, (chunk + 1) * kHtChunkTokens);
-    for (int t = chunk * kHtChunkTokens; t < end; ++t) reduce_token(p, t);
+  for (int t = role.index; t < p.common.num_tokens; t += role.count) {
+    if (!wait_for_rows(p, step, t)) return false;
+    reduce_token(p, t);
   }
   return true;
 }

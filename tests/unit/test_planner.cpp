@@ -67,12 +67,12 @@ TEST(Planner, HighThroughputPrefillLayoutByHand) {
   EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 1).size, 1280u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).offset, 2816u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).size, 239599616u);  // 4 * 4096 * 14624
-  // Chunk flags 4 * (4096 / 8) * 8 = 16384 + acks 4 * 8 = 16416 -> 16640.
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL).size, 16640u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).offset, 239619072u);
+  // Chunk flags 4 * (4096 / 2) * 8 = 65536 + acks 4 * 8 = 65568 -> 65792.
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL).size, 65792u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).offset, 239668224u);
   EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).size, 235405312u);  // 4 * 4096 * (14336 + 32)
-  // End 475041024 -> 115977 * 4096.
-  EXPECT_EQ(p.symmetric_bytes, 475041792u);
+  // End 475139328 -> 116001 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 475140096u);
   EXPECT_EQ(p.num_sms, 24u);
 }
 
