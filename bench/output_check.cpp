@@ -1,5 +1,6 @@
 #include "bench/output_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -45,6 +46,23 @@ std::vector<float> expected_combine(const Routing& routing, int tokens, int topk
     } else {
       sum = all;
     }
+    expected[static_cast<size_t>(t)] = bf16_to_float(float_to_bf16(sum));
+  }
+  return expected;
+}
+
+std::vector<float> expected_ht_combine(const Routing& routing, int tokens, int topk,
+                                       int local_experts, int nranks) {
+  std::vector<float> expected(static_cast<size_t>(tokens));
+  std::vector<char> hosts(static_cast<size_t>(nranks));
+  for (int t = 0; t < tokens; ++t) {
+    std::fill(hosts.begin(), hosts.end(), 0);
+    for (int k = 0; k < topk; ++k) {
+      const int64_t e = routing[static_cast<size_t>(t) * topk + k];
+      if (e >= 0) hosts[static_cast<size_t>(e / local_experts)] = 1;
+    }
+    float sum = 0.0f;  // one 1.0 row per receiving rank, summed in fp32
+    for (char h : hosts) sum += h ? 1.0f : 0.0f;
     expected[static_cast<size_t>(t)] = bf16_to_float(float_to_bf16(sum));
   }
   return expected;
