@@ -47,8 +47,8 @@ Invented ll_times(double t) {
 Invented ht_times(double t) {
   const double d = 40 + 0.16 * t, c = 45 + 0.17 * t;     // invented
   const double bd = 300 + 0.3 * t, bc = 150 + 0.25 * t;  // invented
-  const double cd = 10 + 0.09 * t, cc = 10 + 0.09 * t;   // invented
-  const double sd = 12 + 0.13 * t, sc = 12 + 0.13 * t;   // invented
+  const double cd = 15 + 0.13 * t, cc = 15 + 0.13 * t;   // invented
+  const double sd = 20 + 0.16 * t, sc = 20 + 0.16 * t;   // invented
   return {{"ours.kernel.layout", 60 + 0.004 * t}, {"ours.api.layout", 180 + 0.006 * t},
           {"ours.kernel.dispatch", d}, {"ours.kernel.combine", c}, {"ours.kernel.step", d + c},
           {"ours.api.dispatch", d + 15}, {"ours.api.combine", c + 15}, {"ours.api.step", d + c + 30},
