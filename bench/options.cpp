@@ -210,7 +210,8 @@ const std::vector<Flag>& flags() {
        switch_flag(&Options::baseline)},
       {"--ceiling", nullptr,
        "measure the LSA peer-store copy ceiling (peak, and the same bytes as ours at every "
-       "point). Default on.",
+       "point with every SM, and with our SM budget when that is below the GPU's SM count). "
+       "Default on.",
        switch_flag(&Options::ceiling)},
       {"--ceiling-mib", "N", "MiB per peer for the peak-bandwidth ceiling. Default 32.",
        int_flag(&Options::ceiling_peak_mib, 1, 4096)},
