@@ -16,7 +16,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "bench/device_fill.hpp"
 #include "bench/mode.hpp"
@@ -91,13 +90,7 @@ class HtMode final : public Mode {
   bool measure(const PointInput& in, MetricList& out, bool& checked, std::string& error) override {
     checked = false;
     const int B = in.tokens;
-    const cudaStream_t st = s_->stream();
-    std::vector<float> weights(static_cast<size_t>(B) * K_, 1.0f / static_cast<float>(K_));
-    TRY_CUDA(cudaMemcpyAsync(idx_.ptr, in.routing->data(), in.routing->size() * 8,
-                             cudaMemcpyHostToDevice, st), "uploading topk_idx");
-    TRY_CUDA(cudaMemcpyAsync(w_.ptr, weights.data(), weights.size() * 4, cudaMemcpyHostToDevice, st),
-             "uploading topk_weights");
-    TRY_CUDA(cudaStreamSynchronize(st), "uploading the routing");
+    if (!upload_routing(*s_, in, K_, idx_.ptr, w_.ptr, error)) return false;
     EpcHandle* handle = nullptr;
     int64_t rows = 0;
     if (!create_handles(B, std::max(1, std::min(in.iters, kMaxLayoutSamples)), handle, rows, out, error)) {
@@ -226,18 +219,11 @@ class HtMode final : public Mode {
     const StepCalls step{
         [&](EventMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
         [&](EventMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
-    if (!time_kernels(s_->stream(), in.warmup, in.iters, false, step, out, error)) return false;
-    // Agreed, so that a rank with wrong results does not leave its peers waiting.
-    const bool right = check_outputs(B, in, error);
-    if (!s_->all_true(right)) {
-      if (right) error = "another rank got wrong results";
+    if (!time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked,
+                    error)) {
       return false;
     }
-    checked = true;
-    if (!time_api(s_->stream(), in.iters, step, out, error)) return false;
-    if (o_.graph && !time_graph(*s_, in.iters, o_.graph_replays, step, out, error)) return false;
-    if (capacity_ && !time_layout_update(h, B, in, out, error)) return false;
-    return true;
+    return !capacity_ || time_layout_update(h, B, in, out, error);
   }
 
   bool check_outputs(int B, const PointInput& in, std::string& error) {

@@ -3,8 +3,6 @@
 // After the kernel-timed steps the outputs are checked (bench/output_check.hpp).
 #include <cuda_runtime.h>
 
-#include <cstring>
-
 #include "bench/device_fill.hpp"
 #include "bench/mode.hpp"
 #include "bench/mode_support.hpp"
@@ -61,11 +59,7 @@ class LlMode final : public Mode {
     checked = false;
     const int B = in.tokens;
     const cudaStream_t st = s_->stream();
-    std::vector<float> weights(static_cast<size_t>(B) * K_, 1.0f / static_cast<float>(K_));
-    TRY_CUDA(cudaMemcpyAsync(idx_.ptr, in.routing->data(), in.routing->size() * 8,
-                             cudaMemcpyHostToDevice, st), "uploading topk_idx");
-    TRY_CUDA(cudaMemcpyAsync(w_.ptr, weights.data(), weights.size() * 4, cudaMemcpyHostToDevice, st),
-             "uploading topk_weights");
+    if (!upload_routing(*s_, in, K_, idx_.ptr, w_.ptr, error)) return false;
     EpcTensor idx = tensor(idx_.ptr, EPC_DTYPE_INT64, {B, K_});
     EpcHandle* handle = nullptr;
     const EpcStatus created = epc_handle_create(group_.get(), &idx, st, &handle);
@@ -149,18 +143,8 @@ class LlMode final : public Mode {
     const StepCalls step{
         [&](EventMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
         [&](EventMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
-    if (!time_kernels(s_->stream(), in.warmup, in.iters, o_.send_only, step, out, error)) return false;
-    // Agreed, so that a rank with wrong results does not leave its peers waiting in the next
-    // step until their timeout.
-    const bool right = check_outputs(B, in, error);
-    if (!s_->all_true(right)) {
-      if (right) error = "another rank got wrong results";
-      return false;
-    }
-    checked = true;
-    if (!time_api(s_->stream(), in.iters, step, out, error)) return false;
-    if (o_.graph && !time_graph(*s_, in.iters, o_.graph_replays, step, out, error)) return false;
-    return true;
+    return time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked,
+                      error);
   }
 
   bool check_outputs(int B, const PointInput& in, std::string& error) {

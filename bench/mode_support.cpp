@@ -193,4 +193,33 @@ bool time_graph(RankSession& session, int iters, int replays, const StepCalls& s
   return ok;
 }
 
+bool time_point(RankSession& session, const Options& options, const PointInput& in, const StepCalls& step,
+                const std::function<bool(std::string& error)>& check, MetricList& out, bool& checked,
+                std::string& error) {
+  checked = false;
+  const cudaStream_t st = session.stream();
+  if (!time_kernels(st, in.warmup, in.iters, options.send_only, step, out, error)) return false;
+  const bool right = check(error);
+  if (!session.all_true(right)) {
+    if (right) error = "another rank got wrong results";
+    return false;
+  }
+  checked = true;
+  if (!time_api(st, in.iters, step, out, error)) return false;
+  return !options.graph || time_graph(session, in.iters, options.graph_replays, step, out, error);
+}
+
+bool upload_routing(RankSession& session, const PointInput& in, int topk, void* topk_idx, void* topk_weights,
+                    std::string& error) {
+  const cudaStream_t st = session.stream();
+  const std::vector<float> weights(static_cast<size_t>(in.tokens) * topk, 1.0f / static_cast<float>(topk));
+  TRY_CUDA(cudaMemcpyAsync(topk_idx, in.routing->data(), in.routing->size() * 8, cudaMemcpyHostToDevice, st),
+           "uploading topk_idx");
+  TRY_CUDA(cudaMemcpyAsync(topk_weights, weights.data(), weights.size() * 4, cudaMemcpyHostToDevice, st),
+           "uploading topk_weights");
+  // The weights live on this stack: wait before they go.
+  TRY_CUDA(cudaStreamSynchronize(st), "uploading the routing");
+  return true;
+}
+
 }  // namespace epc::bench

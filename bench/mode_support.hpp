@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "bench/mode.hpp"
 #include "bench/options.hpp"
 #include "bench/rank_session.hpp"
 #include "bench/record.hpp"
@@ -80,5 +81,18 @@ bool time_api(cudaStream_t stream, int iters, const StepCalls& step, MetricList&
 // Collective (every rank replays or none does). Appends ours.graph.step.
 bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, MetricList& out,
                 std::string& error);
+
+// Collective. What every mode does at a point once its handle exists: the kernel timing,
+// then `check` of the outputs those steps left (agreed by every rank, so that one with wrong
+// results does not leave its peers waiting in the next step), then the API timing and, with
+// --graph, the graph replay. `checked` says whether the outputs were right.
+bool time_point(RankSession& session, const Options& options, const PointInput& in, const StepCalls& step,
+                const std::function<bool(std::string& error)>& check, MetricList& out, bool& checked,
+                std::string& error);
+
+// Copies the point's routing ([B, K] int64) into `topk_idx` and top-k weights of 1/K into
+// `topk_weights` through the session's stream, and waits for the copies.
+bool upload_routing(RankSession& session, const PointInput& in, int topk, void* topk_idx, void* topk_weights,
+                    std::string& error);
 
 }  // namespace epc::bench
