@@ -77,8 +77,8 @@ bool DeviceBuffer::allocate(size_t bytes, const char* what, std::string& error) 
   return true;
 }
 
-bool time_kernels(cudaStream_t st, int warmup, int iters, bool send_only, const StepCalls& step,
-                  MetricList& out, std::string& error) {
+bool time_kernels(const std::string& who, cudaStream_t st, int warmup, int iters, bool send_only,
+                  const StepCalls& step, MetricList& out, std::string& error) {
   for (int i = 0; i < warmup; ++i) {
     if (!step.dispatch(nullptr, 0, error) || !step.combine(nullptr, 0, error)) return false;
   }
@@ -96,26 +96,28 @@ bool time_kernels(cudaStream_t st, int warmup, int iters, bool send_only, const 
     StepMark from, to;
     bool send_only;
   };
-  const Span spans[] = {{"ours.kernel.dispatch", kStart, kDispatchDone, false},
-                        {"ours.kernel.combine", kDispatchDone, kCombineDone, false},
-                        {"ours.kernel.step", kStart, kCombineDone, false},
-                        {"ours.kernel.dispatch_send", kStart, kDispatchSent, true},
-                        {"ours.kernel.dispatch_complete", kDispatchSent, kDispatchDone, true},
-                        {"ours.kernel.combine_send", kDispatchDone, kCombineSent, true},
-                        {"ours.kernel.combine_complete", kCombineSent, kCombineDone, true}};
+  const Span spans[] = {{"dispatch", kStart, kDispatchDone, false},
+                        {"combine", kDispatchDone, kCombineDone, false},
+                        {"step", kStart, kCombineDone, false},
+                        {"dispatch_send", kStart, kDispatchSent, true},
+                        {"dispatch_complete", kDispatchSent, kDispatchDone, true},
+                        {"combine_send", kDispatchDone, kCombineSent, true},
+                        {"combine_complete", kCombineSent, kCombineDone, true}};
   for (const Span& span : spans) {
     if (span.send_only && !send_only) continue;
+    const std::string name = who + ".kernel." + span.name;
     std::vector<double> us;
     if (!marks.elapsed_us(span.from, span.to, us)) {
-      error = std::string("reading the CUDA events of ") + span.name;
+      error = "reading the CUDA events of " + name;
       return false;
     }
-    out.emplace_back(span.name, summarize(us));
+    out.emplace_back(name, summarize(us));
   }
   return true;
 }
 
-bool time_api(cudaStream_t st, int iters, const StepCalls& step, MetricList& out, std::string& error) {
+bool time_api(const std::string& who, cudaStream_t st, int iters, const StepCalls& step, MetricList& out,
+              std::string& error) {
   std::vector<double> d_total, c_total, total, d_call, c_call;
   TRY_CUDA(cudaStreamSynchronize(st), "before the API timing");
   for (int i = 0; i < iters; ++i) {
@@ -134,11 +136,11 @@ bool time_api(cudaStream_t st, int iters, const StepCalls& step, MetricList& out
     d_call.push_back(us_between(t0, t1));
     c_call.push_back(us_between(t2, t3));
   }
-  out.emplace_back("ours.api.dispatch", summarize(d_total));
-  out.emplace_back("ours.api.combine", summarize(c_total));
-  out.emplace_back("ours.api.step", summarize(total));
-  out.emplace_back("ours.api.dispatch_call", summarize(d_call));
-  out.emplace_back("ours.api.combine_call", summarize(c_call));
+  out.emplace_back(who + ".api.dispatch", summarize(d_total));
+  out.emplace_back(who + ".api.combine", summarize(c_total));
+  out.emplace_back(who + ".api.step", summarize(total));
+  out.emplace_back(who + ".api.dispatch_call", summarize(d_call));
+  out.emplace_back(who + ".api.combine_call", summarize(c_call));
   return true;
 }
 
@@ -198,14 +200,14 @@ bool time_point(RankSession& session, const Options& options, const PointInput& 
                 std::string& error) {
   checked = false;
   const cudaStream_t st = session.stream();
-  if (!time_kernels(st, in.warmup, in.iters, options.send_only, step, out, error)) return false;
+  if (!time_kernels("ours", st, in.warmup, in.iters, options.send_only, step, out, error)) return false;
   const bool right = check(error);
   if (!session.all_true(right)) {
     if (right) error = "another rank got wrong results";
     return false;
   }
   checked = true;
-  if (!time_api(st, in.iters, step, out, error)) return false;
+  if (!time_api("ours", st, in.iters, step, out, error)) return false;
   return !options.graph || time_graph(session, in.iters, options.graph_replays, step, out, error);
 }
 

@@ -1,5 +1,5 @@
 // What the modes (ll_mode.cpp, ht_mode.cpp) share: the group, tensor descriptors, device
-// buffers, and the three ways a step of ours is timed:
+// buffers, and the three ways a step of ours is timed (the baseline uses the first two):
 //  kernel: CUDA events before and after each call on the stream, `iters` back-to-back steps
 //          after `warmup` (no host synchronisation between steps, as a serving loop runs);
 //  api:    the host clock from the call until cudaStreamSynchronize returns, one op at a time
@@ -65,19 +65,20 @@ struct DeviceBuffer {
 // queued (send-only), combine done.
 enum StepMark { kStart, kDispatchSent, kDispatchDone, kCombineSent, kCombineDone, kStepMarks };
 
-// One half of a step of ours: queues it on the stream and, when `marks` is given, records
-// its marks at `iter`.
+// One half of a step (ours, or the baseline's): queues it on the stream and, when `marks` is
+// given, records its marks at `iter`.
 using StepHalf = std::function<bool(EventMarks* marks, int iter, std::string& error)>;
 struct StepCalls {
   StepHalf dispatch;
   StepHalf combine;
 };
 
-// Appends ours.kernel.{dispatch,combine,step} and, with `send_only`, each half's spans.
-bool time_kernels(cudaStream_t stream, int warmup, int iters, bool send_only, const StepCalls& step,
-                  MetricList& out, std::string& error);
-// Appends ours.api.{dispatch,combine,step,dispatch_call,combine_call}.
-bool time_api(cudaStream_t stream, int iters, const StepCalls& step, MetricList& out, std::string& error);
+// Appends <who>.kernel.{dispatch,combine,step} and, with `send_only`, each half's spans.
+bool time_kernels(const std::string& who, cudaStream_t stream, int warmup, int iters, bool send_only,
+                  const StepCalls& step, MetricList& out, std::string& error);
+// Appends <who>.api.{dispatch,combine,step,dispatch_call,combine_call}.
+bool time_api(const std::string& who, cudaStream_t stream, int iters, const StepCalls& step, MetricList& out,
+              std::string& error);
 // Collective (every rank replays or none does). Appends ours.graph.step.
 bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, MetricList& out,
                 std::string& error);

@@ -6,15 +6,11 @@
 
 #include "bench/baseline_kernels.hpp"
 #include "bench/device_fill.hpp"
+#include "bench/mode_support.hpp"
 #include "bench/output_check.hpp"
 #include "bench/try_call.hpp"
 
 namespace epc::bench {
-namespace {
-
-enum Mark { kStart, kDispatchDone, kCombineDone, kMarks };
-
-}  // namespace
 
 NcclBaseline::~NcclBaseline() { teardown(); }
 
@@ -250,43 +246,15 @@ bool NcclBaseline::check(const PointInput& in, std::string& error) {
 
 bool NcclBaseline::measure(const PointInput& in, MetricList& out, std::string& error) {
   if (!prepare(in, error)) return false;
-  const cudaStream_t st = s_->stream();
-  for (int i = 0; i < in.warmup; ++i) {
-    if (!dispatch(nullptr, 0, error) || !combine(nullptr, 0, error)) return false;
-  }
-  EventMarks marks(in.iters, kMarks);
-  for (int i = 0; i < in.iters; ++i) {
-    if (!dispatch(&marks, i, error) || !combine(&marks, i, error)) return false;
-  }
-  TRY_CUDA(cudaStreamSynchronize(st), "running the baseline");
-  std::vector<double> d, c, step;
-  if (!marks.ok() || !marks.elapsed_us(kStart, kDispatchDone, d) ||
-      !marks.elapsed_us(kDispatchDone, kCombineDone, c) || !marks.elapsed_us(kStart, kCombineDone, step)) {
-    error = "reading the baseline's CUDA events";
+  const StepCalls step{[this](EventMarks* m, int iter, std::string& e) { return dispatch(m, iter, e); },
+                       [this](EventMarks* m, int iter, std::string& e) { return combine(m, iter, e); }};
+  MetricList kernel;
+  if (!time_kernels("baseline", s_->stream(), in.warmup, in.iters, false, step, kernel, error) ||
+      !check(in, error)) {
     return false;
   }
-  if (!check(in, error)) return false;
-  out.emplace_back("baseline.kernel.dispatch", summarize(d));
-  out.emplace_back("baseline.kernel.combine", summarize(c));
-  out.emplace_back("baseline.kernel.step", summarize(step));
-
-  std::vector<double> api_d, api_c, api_step;
-  for (int i = 0; i < in.iters; ++i) {
-    const Clock::time_point t0 = Clock::now();
-    if (!dispatch(nullptr, 0, error)) return false;
-    TRY_CUDA(cudaStreamSynchronize(st), "baseline dispatch (API timing)");
-    const Clock::time_point t1 = Clock::now();
-    if (!combine(nullptr, 0, error)) return false;
-    TRY_CUDA(cudaStreamSynchronize(st), "baseline combine (API timing)");
-    const Clock::time_point t2 = Clock::now();
-    api_d.push_back(us_between(t0, t1));
-    api_c.push_back(us_between(t1, t2));
-    api_step.push_back(us_between(t0, t2));
-  }
-  out.emplace_back("baseline.api.dispatch", summarize(api_d));
-  out.emplace_back("baseline.api.combine", summarize(api_c));
-  out.emplace_back("baseline.api.step", summarize(api_step));
-  return true;
+  out.insert(out.end(), kernel.begin(), kernel.end());
+  return time_api("baseline", s_->stream(), in.iters, step, out, error);
 }
 
 }  // namespace epc::bench

@@ -39,6 +39,7 @@ Invented ll_times(double t) {
           {"baseline.kernel.dispatch", bd}, {"baseline.kernel.combine", bc},
           {"baseline.kernel.step", bd + bc}, {"baseline.api.dispatch", bd + 10},
           {"baseline.api.combine", bc + 10}, {"baseline.api.step", bd + bc + 20},
+          {"baseline.api.dispatch_call", bd + 4}, {"baseline.api.combine_call", 8},
           {"ceiling.kernel.dispatch", cd}, {"ceiling.kernel.combine", cc},
           {"ceiling.kernel.step", cd + cc}};
 }
@@ -56,6 +57,7 @@ Invented ht_times(double t) {
           {"baseline.kernel.dispatch", bd}, {"baseline.kernel.combine", bc},
           {"baseline.kernel.step", bd + bc}, {"baseline.api.dispatch", bd + 10},
           {"baseline.api.combine", bc + 10}, {"baseline.api.step", bd + bc + 20},
+          {"baseline.api.dispatch_call", bd + 4}, {"baseline.api.combine_call", 12},
           {"ceiling.kernel.dispatch", cd}, {"ceiling.kernel.combine", cc}, {"ceiling.kernel.step", cd + cc},
           {"ceiling_budget.kernel.dispatch", sd}, {"ceiling_budget.kernel.combine", sc},
           {"ceiling_budget.kernel.step", sd + sc}};
