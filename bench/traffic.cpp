@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/ht_message.hpp"
+
 namespace epc::bench {
 
 WireFormat WireFormat::for_dtype(int hidden, bool fp8) {
@@ -16,7 +18,11 @@ WireFormat WireFormat::for_dtype(int hidden, bool fp8) {
 WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
   WireFormat w = for_dtype(hidden, fp8);
   w.ht = true;
+  // What the send kernels write into a slot (kernels/ht_dispatch_send.cuh): the payload, the
+  // scales with fp8, and K int32 local ids and K fp32 weights (the handle's K, not max_topk).
   w.ht_meta_bytes = 8 * static_cast<int64_t>(topk);
+  w.ht_chunk_tokens = kernels::kHtChunkTokens;
+  w.ht_layout_header_words = kernels::kHtLayoutHeaderWords;
   return w;
 }
 

@@ -33,11 +33,11 @@ struct WireFormat {
   // flag per peer, combine every chunk of returned rows with one flag, and each op writes one
   // uint64 acknowledgement per peer. Creating a handle sends every peer (2 + its local experts)
   // uint32 layout words and a uint64 signal.
-  int64_t ht_meta_bytes = 0;  // 8 * K: the slot's top-k ids and weights
-  int64_t ht_chunk_tokens = 32;
+  int64_t ht_meta_bytes = 0;    // 8 * K: the slot's top-k ids and weights
+  int64_t ht_chunk_tokens = 0;  // kernels::kHtChunkTokens
   int64_t ht_flag_bytes = 8;
   int64_t ht_ack_bytes = 8;
-  int64_t ht_layout_header_words = 2;
+  int64_t ht_layout_header_words = 0;  // kernels::kHtLayoutHeaderWords
 
   static WireFormat for_dtype(int hidden, bool fp8);          // LL
   static WireFormat for_ht(int hidden, bool fp8, int topk);  // HT

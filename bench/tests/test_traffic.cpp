@@ -69,7 +69,7 @@ TEST(Traffic, HighThroughputRankZero) {
   EXPECT_EQ(t.logical_combine_bytes, 3 * 16);
   // To rank 1: token 0's slot (row 16 + ids and weights 16).
   EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{0, 32}));
-  // Plus one chunk flag (2 tokens fit one 32-token chunk) and one acknowledgement.
+  // Plus one chunk flag (2 tokens fit one chunk) and one acknowledgement.
   EXPECT_EQ(t.wire_dispatch_bytes, 32 + 8 + 8);
   // Back to rank 1: the row of its token 1, one chunk flag, one acknowledgement.
   EXPECT_EQ(t.combine_to, (std::vector<int64_t>{0, 16}));
@@ -102,16 +102,20 @@ TEST(Traffic, HighThroughputFp8AndChunks) {
   EXPECT_NE(w.describe().find("high-throughput"), std::string::npos);
   EXPECT_EQ(w.max_bytes_to_peer(100, 8), 100 * 2 * 7168);  // combine rows are the larger
   EXPECT_EQ(WireFormat::for_ht(7168, false, 8).max_bytes_to_peer(10, 8), 10 * (2 * 7168 + 64));
-  // 65 tokens, all masked but one entry each on rank 1: three 32-token chunk flags per peer.
-  std::vector<Routing> all(2, Routing(65 * 1, 3));
-  const RankTraffic t = compute_traffic(all, 0, 65, 1, 4, WireFormat::for_ht(8, false, 1), 1 << 30);
-  EXPECT_EQ(t.dispatch_to[1], 65 * (16 + 8));
-  EXPECT_EQ(t.wire_dispatch_bytes, 65 * 24 + 3 * 8 + 8);
+  // The chunk size is the kernels' (kernels/ht_message.hpp).
+  const WireFormat one = WireFormat::for_ht(8, false, 1);
+  ASSERT_GT(one.ht_chunk_tokens, 0);
+  // Two chunks and one token: every token's one entry on rank 1.
+  const int tokens = static_cast<int>(2 * one.ht_chunk_tokens + 1);
+  std::vector<Routing> all(2, Routing(static_cast<size_t>(tokens), 3));
+  const RankTraffic t = compute_traffic(all, 0, tokens, 1, 4, one, 1 << 30);
+  EXPECT_EQ(t.dispatch_to[1], tokens * (16 + 8));
+  EXPECT_EQ(t.wire_dispatch_bytes, tokens * 24 + 3 * 8 + 8);  // three chunk flags, one acknowledgement
   EXPECT_EQ(t.received_tokens, 0);
   EXPECT_EQ(t.wire_combine_bytes, 8);  // nothing returns from rank 0: its acknowledgement only
-  const RankTraffic u = compute_traffic(all, 1, 65, 1, 4, WireFormat::for_ht(8, false, 1), 1 << 30);
-  EXPECT_EQ(u.received_tokens, 130);
-  EXPECT_EQ(u.wire_combine_bytes, 65 * 16 + 3 * 8 + 8);
+  const RankTraffic u = compute_traffic(all, 1, tokens, 1, 4, one, 1 << 30);
+  EXPECT_EQ(u.received_tokens, 2 * tokens);
+  EXPECT_EQ(u.wire_combine_bytes, tokens * 16 + 3 * 8 + 8);
 }
 
 TEST(Traffic, LowLatencyMaxBytesToPeer) {
