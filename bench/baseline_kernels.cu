@@ -5,18 +5,20 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void expert_histogram(const int32_t* topk_idx, int n, int experts, int32_t* counts) {
+__global__ void histogram(const int32_t* values, int n, int per_row, int row_stride, int first, int bins,
+                          int32_t* counts) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    const int e = topk_idx[i];
-    if (e >= 0 && e < experts) atomicAdd(&counts[e], 1);
+    const int v = values[static_cast<size_t>(i / per_row) * row_stride + i % per_row] - first;
+    if (v >= 0 && v < bins) atomicAdd(&counts[v], 1);
   }
 }
 
-// One block per row, 16-byte vectors.
-__global__ void gather_rows(const int4* x, const int32_t* src_token, int vectors, int4* out) {
+// One block per row; Vector is int4 (16 bytes) or int (4 bytes).
+template <typename Vector>
+__global__ void gather_rows(const Vector* x, const int32_t* src_token, int vectors, Vector* out) {
   const int row = blockIdx.x;
-  const int4* src = x + static_cast<size_t>(src_token[row]) * vectors;
-  int4* dst = out + static_cast<size_t>(row) * vectors;
+  const Vector* src = x + static_cast<size_t>(src_token[row]) * vectors;
+  Vector* dst = out + static_cast<size_t>(row) * vectors;
   for (int v = threadIdx.x; v < vectors; v += blockDim.x) dst[v] = src[v];
 }
 
@@ -63,19 +65,28 @@ unsigned blocks_for(int n) {
 
 }  // namespace
 
-cudaError_t launch_expert_histogram(const int32_t* topk_idx, int n, int experts, int32_t* counts,
-                                    cudaStream_t stream) {
-  cudaError_t c = cudaMemsetAsync(counts, 0, static_cast<size_t>(experts) * sizeof(int32_t), stream);
+cudaError_t launch_histogram(const int32_t* values, int rows, int per_row, int row_stride, int first,
+                             int bins, int32_t* counts, cudaStream_t stream) {
+  cudaError_t c = cudaMemsetAsync(counts, 0, static_cast<size_t>(bins) * sizeof(int32_t), stream);
   if (c != cudaSuccess) return c;
-  if (n > 0) expert_histogram<<<blocks_for(n), kThreads, 0, stream>>>(topk_idx, n, experts, counts);
+  const int n = rows * per_row;
+  if (n > 0) {
+    histogram<<<blocks_for(n), kThreads, 0, stream>>>(values, n, per_row, row_stride, first, bins, counts);
+  }
   return cudaGetLastError();
 }
 
 cudaError_t launch_gather_rows(const void* x, const int32_t* src_token, int rows, int row_bytes,
                                void* out, cudaStream_t stream) {
-  if (rows > 0) {
-    gather_rows<<<rows, kThreads, 0, stream>>>(static_cast<const int4*>(x), src_token, row_bytes / 16,
-                                               static_cast<int4*>(out));
+  if (rows <= 0) return cudaSuccess;
+  const bool wide = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if (wide) {
+    gather_rows<int4><<<rows, kThreads, 0, stream>>>(static_cast<const int4*>(x), src_token, row_bytes / 16,
+                                                     static_cast<int4*>(out));
+  } else {
+    gather_rows<int><<<rows, kThreads, 0, stream>>>(static_cast<const int*>(x), src_token, row_bytes / 4,
+                                                    static_cast<int*>(out));
   }
   return cudaGetLastError();
 }

@@ -1,4 +1,5 @@
-"""Reading epcomm-bench JSON records (format "epcomm-bench/1", documented in bench/JSON.md).
+"""Reading epcomm-bench JSON records (formats "epcomm-bench/2" and the older "/1", documented
+in bench/JSON.md).
 
 load() checks the structure before anyone plots or compares it, and names the first thing
 that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
@@ -7,8 +8,9 @@ with holes. Standard library only.
 import json
 import re
 
-FORMAT = "epcomm-bench/1"
-METRIC_NAME = re.compile(r"^(ours|baseline|ceiling)\.(kernel|api|graph)\.[a-z_]+$")
+FORMAT = "epcomm-bench/2"
+FORMATS = ("epcomm-bench/1", FORMAT)  # /2 adds keys (below) and the ceiling_budget subject
+METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\.(kernel|api|graph)\.[a-z_]+$")
 SUMMARY_KEYS = ("median_us", "p10_us", "p90_us", "samples", "slowest_rank", "per_rank_median_us")
 BYTES_KEYS = ("selections", "logical_dispatch", "logical_combine", "wire_dispatch", "wire_combine",
               "baseline_wire_dispatch", "baseline_wire_combine")
@@ -17,6 +19,10 @@ TOP_KEYS = ("format", "format_sample", "complete", "created_utc", "command", "co
 CONFIG_KEYS = ("mode", "ranks", "tokens_per_rank", "max_tokens_per_rank", "hidden", "topk", "experts",
                "local_experts", "dtype", "fp8_pow2_scales", "sms", "routing", "warmup", "iters", "graph",
                "graph_replays", "send_only", "baseline", "ceiling", "ceiling_peak_bytes_per_peer")
+# Required from format /2 on.
+BYTES_KEYS_2 = ("token_ranks", "received_tokens", "wire_layout")
+CONFIG_KEYS_2 = ("ht_sizing", "large_from", "large_warmup", "large_iters")
+POINT_KEYS_2 = ("warmup", "iters")
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
                 "cuda_runtime", "nvidia_driver", "epcomm_abi")
 
@@ -53,9 +59,10 @@ def _summary(obj, where, ranks):
 def check(record):
     """Raises FormatError naming the first problem; returns the record otherwise."""
     _need(record, TOP_KEYS, "record")
-    if record["format"] != FORMAT:
-        raise FormatError(f"record.format is {record['format']!r}; this reader knows {FORMAT!r}")
-    _need(record["config"], CONFIG_KEYS, "config")
+    if record["format"] not in FORMATS:
+        raise FormatError(f"record.format is {record['format']!r}; this reader knows {', '.join(FORMATS)}")
+    v2 = record["format"] != FORMATS[0]
+    _need(record["config"], CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()), "config")
     _need(record["machine"], MACHINE_KEYS, "machine")
     ranks = record["config"]["ranks"]
     if not isinstance(ranks, int) or ranks < 1:
@@ -67,9 +74,11 @@ def check(record):
         raise FormatError("points: expected a list")
     for i, point in enumerate(record["points"]):
         where = f"points[{i}]"
-        _need(point, ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios"), where)
-        _need(point["bytes"], BYTES_KEYS, f"{where}.bytes")
-        for key in BYTES_KEYS:
+        _need(point, ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios")
+              + (POINT_KEYS_2 if v2 else ()), where)
+        bytes_keys = BYTES_KEYS + (BYTES_KEYS_2 if v2 else ())
+        _need(point["bytes"], bytes_keys, f"{where}.bytes")
+        for key in bytes_keys:
             values = point["bytes"][key]
             if not isinstance(values, list) or len(values) != ranks:
                 raise FormatError(f"{where}.bytes.{key}: expected {ranks} values")

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -103,10 +104,7 @@ class Driver {
     const int64_t peak = static_cast<int64_t>(o_.ceiling_peak_mib) << 20;
     // The most one rank can send one peer at the largest point: every token with all its
     // entries there.
-    const int64_t T = o_.group_max_tokens();
-    const WireFormat w = run_.wire;
-    const int64_t point_max = T * std::max(w.header_fixed_bytes + o_.topk * w.header_entry_bytes +
-                                               w.dispatch_row_bytes, w.combine_row_bytes);
+    const int64_t point_max = run_.wire.max_bytes_to_peer(o_.group_max_tokens(), o_.topk);
     if (!agree(ceiling_.setup(s_, std::max(peak, point_max), o_.timeout_ms, error_),
                "to set up the ceiling")) {
       return false;
@@ -133,12 +131,17 @@ class Driver {
     const std::vector<Routing> routing = make_all_routing(o_.routing, R, tokens, o_.topk, o_.experts);
     PointResult result;
     result.tokens = tokens;
-    const int64_t capacity = static_cast<int64_t>(R) * o_.group_max_tokens();
+    result.warmup = o_.warmup_at(tokens);
+    result.iters = o_.iters_at(tokens);
+    // LL's out_x holds R * max_tokens rows per expert; HT's rows have no per-expert cap.
+    const int64_t capacity = run_.wire.ht ? INT64_MAX : static_cast<int64_t>(R) * o_.group_max_tokens();
     for (int r = 0; r < R; ++r) {
       result.traffic.push_back(compute_traffic(routing, r, tokens, o_.topk, o_.experts, run_.wire, capacity));
     }
     PointInput in;
     in.tokens = tokens;
+    in.warmup = result.warmup;
+    in.iters = result.iters;
     in.routing = &routing[static_cast<size_t>(s_.rank())];
     in.traffic = &result.traffic[static_cast<size_t>(s_.rank())];
 
@@ -147,9 +150,18 @@ class Driver {
     bool checked = false;
     if (!agree(mode_.measure(in, mine, checked, error_), "our dispatch/combine " + what)) return false;
     if (o_.baseline && !agree(baseline_.measure(in, mine, error_), "the baseline " + what)) return false;
-    if (o_.ceiling && R > 1 &&
-        !agree(ceiling_.measure_point(*in.traffic, o_.warmup, o_.iters, mine, error_), "the ceiling " + what)) {
-      return false;
+    if (o_.ceiling && R > 1) {
+      if (!agree(ceiling_.measure_point(*in.traffic, in.warmup, in.iters, "ceiling", 0, mine, error_),
+                 "the ceiling " + what)) {
+        return false;
+      }
+      // With our SM budget too, when it leaves SMs unused.
+      const int budget = static_cast<int>(run_.group.num_sms);
+      if (budget > 0 && budget < ceiling_.device_sms() &&
+          !agree(ceiling_.measure_point(*in.traffic, in.warmup, in.iters, "ceiling_budget", budget, mine, error_),
+                 "the ceiling at our SM budget " + what)) {
+        return false;
+      }
     }
     if (!agree(gather_metrics(s_, mine, result.metrics, error_), "to gather figures " + what)) return false;
     result.output_checked = s_.all_true(checked);
@@ -167,13 +179,19 @@ class Driver {
 
   void progress_line(size_t index, double seconds) {
     const PointResult& p = run_.points.back();
+    std::string extra;
+    if (p.find("ours.api.layout") != nullptr) extra += ", layout " + fixed(p.median_us("ours.api.layout"), 1) + " us";
+    if (p.find("ceiling_budget.kernel.step") != nullptr) {
+      extra += ", ceiling at " + std::to_string(run_.group.num_sms) + " SMs " +
+               fixed(p.median_us("ceiling_budget.kernel.step"), 1) + " us";
+    }
     say("point %zu/%zu, %d tokens per rank: ours step %s us (dispatch %s, combine %s), baseline %s us, "
-        "ceiling %s us, ours/baseline %s [%.1f s]",
+        "ceiling %s us%s, ours/baseline %s [%.1f s]",
         index + 1, o_.tokens.size(), p.tokens, fixed(p.median_us("ours.kernel.step"), 1).c_str(),
         fixed(p.median_us("ours.kernel.dispatch"), 1).c_str(),
         fixed(p.median_us("ours.kernel.combine"), 1).c_str(),
         fixed(p.median_us("baseline.kernel.step"), 1).c_str(),
-        fixed(p.median_us("ceiling.kernel.step"), 1).c_str(),
+        fixed(p.median_us("ceiling.kernel.step"), 1).c_str(), extra.c_str(),
         fixed(ratio(p, "ours.kernel.step", "baseline.kernel.step"), 2).c_str(), seconds);
   }
 

@@ -13,7 +13,8 @@ namespace epc::bench {
 namespace {
 
 constexpr int kMaxLsa = 128;  // per-peer sizes travel in the kernel's parameters
-constexpr int kThreads = 512;
+constexpr int kThreads = 512;         // all SMs: two blocks of 512 threads per SM
+constexpr int kBudgetThreads = 1024;  // an SM budget: one block of 1024 threads per SM
 constexpr int64_t kAlign = 4096;
 
 struct CopyParams {
@@ -40,7 +41,7 @@ __device__ uint64_t now_ns() {
 // Blocks are dealt round-robin to peers, so every peer's links are busy from the start;
 // the last block to finish publishes with one release store per peer, then waits for every
 // peer's store, bounded by the timeout so a missing peer cannot hang the run.
-__global__ void __launch_bounds__(kThreads) ceiling_copy(CopyParams p) {
+__global__ void __launch_bounds__(kBudgetThreads) ceiling_copy(CopyParams p) {
   const int peers = p.lsa_size - 1;
   const int which = static_cast<int>(blockIdx.x) % peers;
   const int chunk = static_cast<int>(blockIdx.x) / peers;
@@ -134,12 +135,11 @@ bool LsaCeiling::setup(RankSession& session, int64_t slot_bytes, int timeout_ms,
   *fail_host_ = 0;
   TRY_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&fail_device_), fail_host_, 0),
            "cudaHostGetDevicePointer (ceiling failure flag)");
-  int sms = 0;
-  TRY_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, session.device()),
+  TRY_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, session.device()),
            "cudaDeviceGetAttribute");
   // Two blocks per SM, dealt evenly to the peers.
   const int peers = lsa_size_ - 1;
-  blocks_ = std::max(1, (2 * sms + peers - 1) / peers) * peers;
+  blocks_ = std::max(1, (2 * sms_ + peers - 1) / peers) * peers;
   TRY_CUDA(cudaDeviceSynchronize(), "ceiling set-up");
   return true;
 }
@@ -166,7 +166,12 @@ void LsaCeiling::teardown() {
   s_ = nullptr;
 }
 
-bool LsaCeiling::launch(const std::vector<int64_t>& bytes_to, std::string& error) {
+int LsaCeiling::budget_blocks(int sms) const {
+  const int peers = lsa_size_ - 1;
+  return std::max(1, sms / peers) * peers;
+}
+
+bool LsaCeiling::launch(const std::vector<int64_t>& bytes_to, int blocks, int threads, std::string& error) {
   CopyParams p;
   std::memset(&p, 0, sizeof p);
   p.window = static_cast<ncclWindow_t>(window_);
@@ -184,12 +189,12 @@ bool LsaCeiling::launch(const std::vector<int64_t>& bytes_to, std::string& error
   p.signal_offset = slot_bytes_ * lsa_size_;
   p.lsa_rank = lsa_rank_;
   p.lsa_size = lsa_size_;
-  p.blocks_per_peer = blocks_ / (lsa_size_ - 1);
+  p.blocks_per_peer = blocks / (lsa_size_ - 1);
   p.epoch = ++epoch_;
   p.timeout_ns = timeout_ns_;
   p.done = done_;
   p.failed = fail_device_;
-  ceiling_copy<<<blocks_, kThreads, 0, s_->stream()>>>(p);
+  ceiling_copy<<<blocks, threads, 0, s_->stream()>>>(p);
   TRY_CUDA(cudaGetLastError(), "launching the ceiling copy");
   return true;
 }
@@ -206,11 +211,11 @@ bool LsaCeiling::measure_peak(int64_t bytes_per_peer, int warmup, int iters, Sum
   const std::vector<int64_t> bytes_to(static_cast<size_t>(lsa_size_), bytes_per_peer);
   EventMarks marks(iters, 2);
   for (int i = 0; i < warmup; ++i) {
-    if (!launch(bytes_to, error)) return false;
+    if (!launch(bytes_to, blocks_, kThreads, error)) return false;
   }
   for (int i = 0; i < iters; ++i) {
     marks.record(i, 0, s_->stream());
-    if (!launch(bytes_to, error)) return false;
+    if (!launch(bytes_to, blocks_, kThreads, error)) return false;
     marks.record(i, 1, s_->stream());
   }
   TRY_CUDA(cudaStreamSynchronize(s_->stream()), "running the ceiling copy");
@@ -224,17 +229,22 @@ bool LsaCeiling::measure_peak(int64_t bytes_per_peer, int warmup, int iters, Sum
   return true;
 }
 
-bool LsaCeiling::measure_point(const RankTraffic& traffic, int warmup, int iters, MetricList& out,
-                               std::string& error) {
+bool LsaCeiling::measure_point(const RankTraffic& traffic, int warmup, int iters, const std::string& who,
+                               int sms, MetricList& out, std::string& error) {
+  const int blocks = sms > 0 ? budget_blocks(sms) : blocks_;
+  const int threads = sms > 0 ? kBudgetThreads : kThreads;
   EventMarks marks(iters, 3);
   for (int i = 0; i < warmup; ++i) {
-    if (!launch(traffic.dispatch_to, error) || !launch(traffic.combine_to, error)) return false;
+    if (!launch(traffic.dispatch_to, blocks, threads, error) ||
+        !launch(traffic.combine_to, blocks, threads, error)) {
+      return false;
+    }
   }
   for (int i = 0; i < iters; ++i) {
     marks.record(i, 0, s_->stream());
-    if (!launch(traffic.dispatch_to, error)) return false;
+    if (!launch(traffic.dispatch_to, blocks, threads, error)) return false;
     marks.record(i, 1, s_->stream());
-    if (!launch(traffic.combine_to, error)) return false;
+    if (!launch(traffic.combine_to, blocks, threads, error)) return false;
     marks.record(i, 2, s_->stream());
   }
   TRY_CUDA(cudaStreamSynchronize(s_->stream()), "running the ceiling copy");
@@ -245,9 +255,9 @@ bool LsaCeiling::measure_point(const RankTraffic& traffic, int warmup, int iters
     error = "reading the ceiling's CUDA events";
     return false;
   }
-  out.emplace_back("ceiling.kernel.dispatch", summarize(d));
-  out.emplace_back("ceiling.kernel.combine", summarize(c));
-  out.emplace_back("ceiling.kernel.step", summarize(step));
+  out.emplace_back(who + ".kernel.dispatch", summarize(d));
+  out.emplace_back(who + ".kernel.combine", summarize(c));
+  out.emplace_back(who + ".kernel.step", summarize(step));
   return true;
 }
 

@@ -6,7 +6,10 @@
 //    GPUs reach with plain stores ("wire over ceiling" divides by it);
 //  - per point: exactly the bytes our dispatch and our combine send to each peer (rounded
 //    up to 16 B), the time a perfect kernel with no layout work would need.
-// It uses every SM (the ceiling is what the hardware can do, not what our SM budget allows).
+// It uses every SM (the ceiling is what the hardware can do, not what our SM budget allows),
+// two blocks of 512 threads per SM; per point it can also run with one block of 1024 threads
+// per SM of an SM budget (HT's default budget is 24 SMs: what a kernel limited like ours
+// could reach).
 #pragma once
 
 #include <cstdint>
@@ -31,14 +34,18 @@ class LsaCeiling {
   bool setup(RankSession& session, int64_t slot_bytes, int timeout_ms, std::string& error);
   // Collective. `bytes_per_peer` to every peer, timed `iters` times after `warmup`.
   bool measure_peak(int64_t bytes_per_peer, int warmup, int iters, Summary& out, std::string& error);
-  // Collective. Appends "ceiling.kernel.{dispatch,combine,step}".
-  bool measure_point(const RankTraffic& traffic, int warmup, int iters, MetricList& out,
-                     std::string& error);
+  // Collective. Appends "<who>.kernel.{dispatch,combine,step}": the copy with every SM
+  // (`sms` = 0) or with one block per SM of a budget of `sms` SMs.
+  bool measure_point(const RankTraffic& traffic, int warmup, int iters, const std::string& who, int sms,
+                     MetricList& out, std::string& error);
+  // The blocks of a budget of `sms` SMs: a multiple of the peer count, at least one per peer.
+  int budget_blocks(int sms) const;
+  int device_sms() const { return sms_; }
   // Collective.
   void teardown();
 
  private:
-  bool launch(const std::vector<int64_t>& bytes_to, std::string& error);
+  bool launch(const std::vector<int64_t>& bytes_to, int blocks, int threads, std::string& error);
   bool failed(std::string& error);
 
   RankSession* s_ = nullptr;
@@ -55,6 +62,7 @@ class LsaCeiling {
   uint64_t timeout_ns_ = 0;
   int lsa_rank_ = 0, lsa_size_ = 0;
   int blocks_ = 0;
+  int sms_ = 0;
 };
 
 }  // namespace epc::bench

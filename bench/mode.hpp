@@ -1,4 +1,4 @@
-// A measured mode of the library (LL today; HT when its API exists). The driver
+// A measured mode of the library (LL: ll_mode.cpp, HT: ht_mode.cpp). The driver
 // (bench_rank.cpp) runs the same sweep, baseline and ceiling for every mode; a mode only
 // brings up its group and times its own dispatch and combine. Add a mode by implementing
 // this interface in bench/<mode>_mode.cpp and naming it in mode_registry.cpp.
@@ -18,6 +18,8 @@ namespace epc::bench {
 
 struct PointInput {
   int tokens = 0;
+  int warmup = 0;  // untimed steps before each measurement (Options::warmup_at)
+  int iters = 0;   // timed steps per measurement (Options::iters_at)
   const Routing* routing = nullptr;      // this rank's [tokens, topk]
   const RankTraffic* traffic = nullptr;  // this rank's, with the expected counts
 };
@@ -42,7 +44,6 @@ class Mode {
 std::unique_ptr<Mode> make_mode(const Options& options, std::string& why);
 
 std::unique_ptr<Mode> make_ll_mode();
-// Whether the low-latency calls this build was compiled against can carry `dtype`.
-bool ll_dtype_supported(const std::string& dtype, std::string& why);
+std::unique_ptr<Mode> make_ht_mode();
 
 }  // namespace epc::bench

@@ -6,65 +6,99 @@
 
 #include "bench/baseline_kernels.hpp"
 #include "bench/device_fill.hpp"
+#include "bench/mode_support.hpp"
 #include "bench/output_check.hpp"
 #include "bench/try_call.hpp"
 
 namespace epc::bench {
-namespace {
-
-enum Mark { kStart, kDispatchDone, kCombineDone, kMarks };
-
-}  // namespace
 
 NcclBaseline::~NcclBaseline() { teardown(); }
 
 void NcclBaseline::teardown() {
   for (void* p : buffers_) cudaFree(p);
   buffers_.clear();
+  lanes_.clear();
   if (host_counts_ != nullptr) cudaFreeHost(host_counts_);
   host_counts_ = nullptr;
+}
+
+bool NcclBaseline::allocate(void*& p, size_t bytes, const char* what, std::string& error) {
+  const cudaError_t c = cudaMalloc(&p, bytes == 0 ? 16 : bytes);
+  if (c != cudaSuccess) {
+    p = nullptr;
+    error = cuda_error(what, c);
+    return false;
+  }
+  buffers_.push_back(p);
+  return true;
 }
 
 bool NcclBaseline::setup(RankSession& session, const Options& options, std::string& error) {
   s_ = &session;
   o_ = options;
+  ht_ = options.mode == "ht";
   R_ = session.nranks();
   E_ = options.experts;
   L_ = E_ / R_;
   H_ = options.hidden;
   K_ = options.topk;
   T_ = options.group_max_tokens();
-  const size_t row = static_cast<size_t>(H_) * 2;
-  const size_t sent_rows = static_cast<size_t>(T_) * K_;
-  const size_t received_rows = sent_rows * R_;  // every peer may pick only our experts
-  auto allocate = [&](void*& p, size_t bytes, const char* what) {
-    const cudaError_t c = cudaMalloc(&p, bytes == 0 ? 16 : bytes);
-    if (c != cudaSuccess) {
-      p = nullptr;
-      error = cuda_error(what, c);
-      return false;
-    }
-    buffers_.push_back(p);
-    return true;
-  };
-  if (!allocate(x_, static_cast<size_t>(T_) * row, "baseline x") ||
-      !allocate(idx_, sent_rows * 4, "baseline topk_idx") ||
-      !allocate(weights_, sent_rows * 4, "baseline weights") ||
-      !allocate(src_token_, sent_rows * 4, "baseline pack order") ||
-      !allocate(pos_, sent_rows * 4, "baseline positions") ||
-      !allocate(expert_counts_, static_cast<size_t>(E_) * 4, "baseline counts") ||
-      !allocate(peer_counts_, static_cast<size_t>(R_) * L_ * 4, "baseline peer counts") ||
-      !allocate(send_, sent_rows * row, "baseline send buffer") ||
-      !allocate(recv_, received_rows * row, "baseline receive buffer") ||
-      !allocate(expert_out_, received_rows * row, "baseline expert outputs") ||
-      !allocate(returned_, sent_rows * row, "baseline combine buffer") ||
-      !allocate(out_, static_cast<size_t>(T_) * row, "baseline output")) {
+  const bool fp8 = ht_ && options.dtype == "fp8";
+  const size_t T = static_cast<size_t>(T_), R = static_cast<size_t>(R_), K = static_cast<size_t>(K_);
+  const size_t combine_row = static_cast<size_t>(H_) * 2;
+  const size_t payload_row = fp8 ? static_cast<size_t>(H_) : combine_row;
+  const size_t scales_row = static_cast<size_t>(H_ / 128) * 4;
+  const size_t meta_row = 2 * K * 4;
+  // LL packs a row per selection and may receive every peer's; HT a row per (token,
+  // destination), at most one per (source, token).
+  const size_t width = ht_ ? R : K;
+  const size_t sent_rows = T * (ht_ ? std::min(K, R) : K);
+  const size_t received_rows = ht_ ? T * R : sent_rows * R;
+  const size_t bins = ht_ ? R : static_cast<size_t>(E_);
+  const size_t peer_counts = R * (ht_ ? 1 : static_cast<size_t>(L_));
+  void *send = nullptr, *recv = nullptr;
+  if (!allocate(x_, T * payload_row, "baseline x", error) ||
+      !allocate(count_input_, sent_rows * 4, "baseline count input", error) ||
+      !allocate(src_token_, sent_rows * 4, "baseline pack order", error) ||
+      !allocate(pos_, T * width * 4, "baseline positions", error) ||
+      !allocate(weights_, T * width * 4, "baseline weights", error) ||
+      !allocate(counts_, bins * 4, "baseline counts", error) ||
+      !allocate(peer_counts_, peer_counts * 4, "baseline peer counts", error) ||
+      !allocate(send, sent_rows * payload_row, "baseline send buffer", error) ||
+      !allocate(recv, received_rows * payload_row, "baseline receive buffer", error) ||
+      !allocate(expert_out_, received_rows * combine_row, "baseline expert outputs", error) ||
+      !allocate(returned_, sent_rows * combine_row, "baseline combine buffer", error) ||
+      !allocate(out_, T * combine_row, "baseline output", error)) {
     return false;
   }
-  TRY_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_counts_),
-                          (static_cast<size_t>(E_) + static_cast<size_t>(R_) * L_) * 4),
+  lanes_.push_back(Lane{x_, send, recv, payload_row});
+  if (fp8) {
+    void *send_scales = nullptr, *recv_scales = nullptr;
+    if (!allocate(x_scales_, T * scales_row, "baseline x scales", error) ||
+        !allocate(send_scales, sent_rows * scales_row, "baseline send scales", error) ||
+        !allocate(recv_scales, received_rows * scales_row, "baseline receive scales", error)) {
+      return false;
+    }
+    lanes_.push_back(Lane{x_scales_, send_scales, recv_scales, scales_row});
+    TRY_CUDA(fill_u32(x_scales_, kFp32One, T * scales_row / 4, s_->stream()), "filling baseline scales");
+  }
+  if (ht_) {
+    void* send_meta = nullptr;
+    if (!allocate(meta_, T * meta_row, "baseline routing rows", error) ||
+        !allocate(send_meta, sent_rows * meta_row, "baseline send routing", error) ||
+        !allocate(recv_meta_, received_rows * meta_row, "baseline receive routing", error) ||
+        !allocate(recv_expert_counts_, static_cast<size_t>(L_) * 4, "baseline expert counts", error)) {
+      return false;
+    }
+    lanes_.push_back(Lane{meta_, send_meta, recv_meta_, meta_row});
+  }
+  TRY_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_counts_), (bins + peer_counts) * 4),
            "baseline pinned counts");
-  TRY_CUDA(fill_u16(x_, kBf16One, static_cast<size_t>(T_) * H_, s_->stream()), "filling baseline x");
+  if (fp8) {
+    TRY_CUDA(cudaMemsetAsync(x_, kFp8E4m3One, T * payload_row, s_->stream()), "filling baseline x");
+  } else {
+    TRY_CUDA(fill_u16(x_, kBf16One, T * H_, s_->stream()), "filling baseline x");
+  }
   TRY_CUDA(fill_u16(expert_out_, kBf16One, received_rows * H_, s_->stream()),
            "filling baseline expert outputs");
   TRY_CUDA(cudaStreamSynchronize(s_->stream()), "filling baseline buffers");
@@ -73,110 +107,109 @@ bool NcclBaseline::setup(RankSession& session, const Options& options, std::stri
 
 bool NcclBaseline::prepare(const PointInput& in, std::string& error) {
   B_ = in.tokens;
-  const Routing& routing = *in.routing;
-  std::vector<int32_t> idx(routing.size());
-  for (size_t i = 0; i < routing.size(); ++i) idx[i] = static_cast<int32_t>(routing[i]);
-  // The pack order: selections sorted by expert (so grouped by destination), then token.
-  std::vector<int32_t> entries;
-  for (int i = 0; i < static_cast<int>(routing.size()); ++i) {
-    if (routing[static_cast<size_t>(i)] >= 0) entries.push_back(i);
-  }
-  std::stable_sort(entries.begin(), entries.end(), [&](int32_t a, int32_t b) {
-    return routing[static_cast<size_t>(a)] < routing[static_cast<size_t>(b)];
-  });
-  std::vector<int32_t> src_token(entries.size()), pos(routing.size(), -1);
-  for (size_t j = 0; j < entries.size(); ++j) {
-    src_token[j] = entries[j] / K_;
-    pos[static_cast<size_t>(entries[j])] = static_cast<int32_t>(j);
-  }
-  selections_ = static_cast<int>(entries.size());
-  std::vector<float> weights(routing.size(), 1.0f / static_cast<float>(K_));
+  plan_ = ht_ ? ht_baseline_plan(*in.routing, B_, K_, E_, R_) : ll_baseline_plan(*in.routing, B_, K_, E_, R_);
+  rows_ = plan_.rows();
   const cudaStream_t st = s_->stream();
-  TRY_CUDA(cudaMemcpyAsync(idx_, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice, st), "baseline upload");
-  TRY_CUDA(cudaMemcpyAsync(weights_, weights.data(), weights.size() * 4, cudaMemcpyHostToDevice, st),
-           "baseline upload");
-  TRY_CUDA(cudaMemcpyAsync(src_token_, src_token.data(), src_token.size() * 4, cudaMemcpyHostToDevice, st),
-           "baseline upload");
-  TRY_CUDA(cudaMemcpyAsync(pos_, pos.data(), pos.size() * 4, cudaMemcpyHostToDevice, st), "baseline upload");
+  auto upload = [&](void* to, const void* from, size_t bytes) {
+    return bytes == 0 || cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, st) == cudaSuccess;
+  };
+  if (!upload(count_input_, plan_.count_input.data(), plan_.count_input.size() * 4) ||
+      !upload(src_token_, plan_.src_token.data(), plan_.src_token.size() * 4) ||
+      !upload(pos_, plan_.pos.data(), plan_.pos.size() * 4) ||
+      !upload(weights_, plan_.weights.data(), plan_.weights.size() * 4) ||
+      (ht_ && !upload(meta_, plan_.meta.data(), plan_.meta.size() * 4))) {
+    error = cuda_error("baseline upload", cudaGetLastError());
+    return false;
+  }
   TRY_CUDA(cudaStreamSynchronize(st), "baseline upload");
+  return true;
+}
+
+bool NcclBaseline::exchange_rows(const std::vector<Lane>& lanes, bool back, const char* what,
+                                 std::string& error) {
+  const cudaStream_t st = s_->stream();
+  const ncclComm_t comm = static_cast<ncclComm_t>(s_->comm());
+  const std::vector<int64_t>& out_rows = back ? rows_from_ : rows_to_;
+  const std::vector<int64_t>& out_offset = back ? recv_offset_ : send_offset_;
+  const std::vector<int64_t>& in_rows = back ? rows_to_ : rows_from_;
+  const std::vector<int64_t>& in_offset = back ? send_offset_ : recv_offset_;
+  TRY_NCCL(ncclGroupStart(), "ncclGroupStart");
+  for (int p = 0; p < R_; ++p) {
+    const size_t q = static_cast<size_t>(p);
+    for (const Lane& lane : lanes) {
+      if (out_rows[q] > 0) {
+        TRY_NCCL(ncclSend(static_cast<const char*>(lane.send) + out_offset[q] * lane.row_bytes,
+                          out_rows[q] * lane.row_bytes, ncclChar, p, comm, st), what);
+      }
+      if (in_rows[q] > 0) {
+        TRY_NCCL(ncclRecv(static_cast<char*>(lane.recv) + in_offset[q] * lane.row_bytes,
+                          in_rows[q] * lane.row_bytes, ncclChar, p, comm, st), what);
+      }
+    }
+  }
+  TRY_NCCL(ncclGroupEnd(), what);
   return true;
 }
 
 bool NcclBaseline::dispatch(EventMarks* m, int iter, std::string& error) {
   const cudaStream_t st = s_->stream();
   const ncclComm_t comm = static_cast<ncclComm_t>(s_->comm());
-  const size_t row = static_cast<size_t>(H_) * 2;
+  const int bins = plan_.count_bins, per_peer = plan_.counts_per_peer;
   if (m) m->record(iter, kStart, st);
-  TRY_CUDA(launch_expert_histogram(static_cast<const int32_t*>(idx_), B_ * K_, E_,
-                                   static_cast<int32_t*>(expert_counts_), st), "baseline histogram");
-  TRY_CUDA(launch_gather_rows(x_, static_cast<const int32_t*>(src_token_), selections_,
-                              static_cast<int>(row), send_, st), "baseline pack");
+  TRY_CUDA(launch_histogram(static_cast<const int32_t*>(count_input_), static_cast<int>(plan_.count_input.size()),
+                            1, 1, 0, bins, static_cast<int32_t*>(counts_), st), "baseline counts");
+  for (const Lane& lane : lanes_) {
+    TRY_CUDA(launch_gather_rows(lane.source, static_cast<const int32_t*>(src_token_), rows_,
+                                static_cast<int>(lane.row_bytes), lane.send, st), "baseline pack");
+  }
   TRY_NCCL(ncclGroupStart(), "ncclGroupStart");
   for (int p = 0; p < R_; ++p) {
-    TRY_NCCL(ncclSend(static_cast<int32_t*>(expert_counts_) + static_cast<size_t>(p) * L_, L_, ncclInt32,
+    TRY_NCCL(ncclSend(static_cast<int32_t*>(counts_) + static_cast<size_t>(p) * per_peer, per_peer, ncclInt32,
                       p, comm, st), "ncclSend (counts)");
-    TRY_NCCL(ncclRecv(static_cast<int32_t*>(peer_counts_) + static_cast<size_t>(p) * L_, L_, ncclInt32,
-                      p, comm, st), "ncclRecv (counts)");
+    TRY_NCCL(ncclRecv(static_cast<int32_t*>(peer_counts_) + static_cast<size_t>(p) * per_peer, per_peer,
+                      ncclInt32, p, comm, st), "ncclRecv (counts)");
   }
   TRY_NCCL(ncclGroupEnd(), "ncclGroupEnd (counts)");
-  TRY_CUDA(cudaMemcpyAsync(host_counts_, expert_counts_, static_cast<size_t>(E_) * 4,
-                           cudaMemcpyDeviceToHost, st), "copying counts to the host");
-  TRY_CUDA(cudaMemcpyAsync(host_counts_ + E_, peer_counts_, static_cast<size_t>(R_) * L_ * 4,
+  TRY_CUDA(cudaMemcpyAsync(host_counts_, counts_, static_cast<size_t>(bins) * 4, cudaMemcpyDeviceToHost, st),
+           "copying counts to the host");
+  TRY_CUDA(cudaMemcpyAsync(host_counts_ + bins, peer_counts_, static_cast<size_t>(R_) * per_peer * 4,
                            cudaMemcpyDeviceToHost, st), "copying counts to the host");
   TRY_CUDA(cudaStreamSynchronize(st), "waiting for the count exchange");
   rows_to_.assign(static_cast<size_t>(R_), 0);
   rows_from_.assign(static_cast<size_t>(R_), 0);
   send_offset_.assign(static_cast<size_t>(R_), 0);
   recv_offset_.assign(static_cast<size_t>(R_), 0);
+  received_ = 0;
   for (int p = 0; p < R_; ++p) {
-    for (int l = 0; l < L_; ++l) {
-      rows_to_[static_cast<size_t>(p)] += host_counts_[p * L_ + l];
-      rows_from_[static_cast<size_t>(p)] += host_counts_[E_ + p * L_ + l];
+    const size_t q = static_cast<size_t>(p);
+    for (int i = 0; i < per_peer; ++i) {
+      rows_to_[q] += host_counts_[p * per_peer + i];
+      rows_from_[q] += host_counts_[bins + p * per_peer + i];
     }
     if (p > 0) {
-      send_offset_[static_cast<size_t>(p)] = send_offset_[static_cast<size_t>(p - 1)] + rows_to_[static_cast<size_t>(p - 1)];
-      recv_offset_[static_cast<size_t>(p)] = recv_offset_[static_cast<size_t>(p - 1)] + rows_from_[static_cast<size_t>(p - 1)];
+      send_offset_[q] = send_offset_[q - 1] + rows_to_[q - 1];
+      recv_offset_[q] = recv_offset_[q - 1] + rows_from_[q - 1];
     }
+    received_ += static_cast<int>(rows_from_[q]);
   }
-  TRY_NCCL(ncclGroupStart(), "ncclGroupStart");
-  for (int p = 0; p < R_; ++p) {
-    const size_t to = static_cast<size_t>(rows_to_[static_cast<size_t>(p)]);
-    const size_t from = static_cast<size_t>(rows_from_[static_cast<size_t>(p)]);
-    if (to > 0) {
-      TRY_NCCL(ncclSend(static_cast<char*>(send_) + send_offset_[static_cast<size_t>(p)] * row, to * row,
-                        ncclChar, p, comm, st), "ncclSend (rows)");
-    }
-    if (from > 0) {
-      TRY_NCCL(ncclRecv(static_cast<char*>(recv_) + recv_offset_[static_cast<size_t>(p)] * row, from * row,
-                        ncclChar, p, comm, st), "ncclRecv (rows)");
-    }
+  if (!exchange_rows(lanes_, false, "grouped ncclSend/ncclRecv (rows)", error)) return false;
+  if (ht_) {
+    // Received (token, entry) pairs per local expert: the routing each row carried.
+    TRY_CUDA(launch_histogram(static_cast<const int32_t*>(recv_meta_), received_, K_, 2 * K_,
+                              s_->rank() * L_, L_, static_cast<int32_t*>(recv_expert_counts_), st),
+             "baseline expert counts");
   }
-  TRY_NCCL(ncclGroupEnd(), "ncclGroupEnd (rows)");
   if (m) m->record(iter, kDispatchDone, st);
   return true;
 }
 
 bool NcclBaseline::combine(EventMarks* m, int iter, std::string& error) {
   const cudaStream_t st = s_->stream();
-  const ncclComm_t comm = static_cast<ncclComm_t>(s_->comm());
-  const size_t row = static_cast<size_t>(H_) * 2;
-  TRY_NCCL(ncclGroupStart(), "ncclGroupStart");
-  for (int p = 0; p < R_; ++p) {
-    const size_t back = static_cast<size_t>(rows_from_[static_cast<size_t>(p)]);
-    const size_t mine = static_cast<size_t>(rows_to_[static_cast<size_t>(p)]);
-    if (back > 0) {
-      TRY_NCCL(ncclSend(static_cast<char*>(expert_out_) + recv_offset_[static_cast<size_t>(p)] * row,
-                        back * row, ncclChar, p, comm, st), "ncclSend (expert outputs)");
-    }
-    if (mine > 0) {
-      TRY_NCCL(ncclRecv(static_cast<char*>(returned_) + send_offset_[static_cast<size_t>(p)] * row,
-                        mine * row, ncclChar, p, comm, st), "ncclRecv (expert outputs)");
-    }
-  }
-  TRY_NCCL(ncclGroupEnd(), "ncclGroupEnd (expert outputs)");
+  const std::vector<Lane> back = {Lane{nullptr, expert_out_, returned_, static_cast<size_t>(H_) * 2}};
+  if (!exchange_rows(back, true, "grouped ncclSend/ncclRecv (expert outputs)", error)) return false;
   TRY_CUDA(launch_weighted_sum(static_cast<const uint16_t*>(returned_), static_cast<const int32_t*>(pos_),
-                               static_cast<const float*>(weights_), B_, K_, H_,
-                               static_cast<uint16_t*>(out_), st), "baseline weighted sum");
+                               static_cast<const float*>(weights_), B_, plan_.width, H_,
+                               static_cast<uint16_t*>(out_), st), "baseline combine sum");
   if (m) m->record(iter, kCombineDone, st);
   return true;
 }
@@ -190,10 +223,21 @@ bool NcclBaseline::check(const PointInput& in, std::string& error) {
       return false;
     }
   }
+  std::string why;
+  if (ht_) {
+    std::vector<int32_t> counts(static_cast<size_t>(L_));
+    TRY_CUDA(cudaMemcpy(counts.data(), recv_expert_counts_, counts.size() * 4, cudaMemcpyDeviceToHost),
+             "reading the baseline's expert counts");
+    if (!check_counts(counts, in.traffic->expected_counts, why)) {
+      error = "the baseline received wrong routing: " + why;
+      return false;
+    }
+  }
   std::vector<uint16_t> out(static_cast<size_t>(B_) * H_);
   TRY_CUDA(cudaMemcpy(out.data(), out_, out.size() * 2, cudaMemcpyDeviceToHost), "reading the baseline output");
-  std::string why;
-  if (!check_combined(out, B_, H_, expected_combine(*in.routing, B_, K_, L_, R_, false), why)) {
+  const std::vector<float> expected = ht_ ? expected_ht_combine(*in.routing, B_, K_, L_, R_)
+                                          : expected_combine(*in.routing, B_, K_, L_, R_, false);
+  if (!check_combined(out, B_, H_, expected, why)) {
     error = "the baseline computed a wrong result: " + why;
     return false;
   }
@@ -202,43 +246,15 @@ bool NcclBaseline::check(const PointInput& in, std::string& error) {
 
 bool NcclBaseline::measure(const PointInput& in, MetricList& out, std::string& error) {
   if (!prepare(in, error)) return false;
-  const cudaStream_t st = s_->stream();
-  for (int i = 0; i < o_.warmup; ++i) {
-    if (!dispatch(nullptr, 0, error) || !combine(nullptr, 0, error)) return false;
-  }
-  EventMarks marks(o_.iters, kMarks);
-  for (int i = 0; i < o_.iters; ++i) {
-    if (!dispatch(&marks, i, error) || !combine(&marks, i, error)) return false;
-  }
-  TRY_CUDA(cudaStreamSynchronize(st), "running the baseline");
-  std::vector<double> d, c, step;
-  if (!marks.ok() || !marks.elapsed_us(kStart, kDispatchDone, d) ||
-      !marks.elapsed_us(kDispatchDone, kCombineDone, c) || !marks.elapsed_us(kStart, kCombineDone, step)) {
-    error = "reading the baseline's CUDA events";
+  const StepCalls step{[this](EventMarks* m, int iter, std::string& e) { return dispatch(m, iter, e); },
+                       [this](EventMarks* m, int iter, std::string& e) { return combine(m, iter, e); }};
+  MetricList kernel;
+  if (!time_kernels("baseline", s_->stream(), in.warmup, in.iters, false, step, kernel, error) ||
+      !check(in, error)) {
     return false;
   }
-  if (!check(in, error)) return false;
-  out.emplace_back("baseline.kernel.dispatch", summarize(d));
-  out.emplace_back("baseline.kernel.combine", summarize(c));
-  out.emplace_back("baseline.kernel.step", summarize(step));
-
-  std::vector<double> api_d, api_c, api_step;
-  for (int i = 0; i < o_.iters; ++i) {
-    const Clock::time_point t0 = Clock::now();
-    if (!dispatch(nullptr, 0, error)) return false;
-    TRY_CUDA(cudaStreamSynchronize(st), "baseline dispatch (API timing)");
-    const Clock::time_point t1 = Clock::now();
-    if (!combine(nullptr, 0, error)) return false;
-    TRY_CUDA(cudaStreamSynchronize(st), "baseline combine (API timing)");
-    const Clock::time_point t2 = Clock::now();
-    api_d.push_back(us_between(t0, t1));
-    api_c.push_back(us_between(t1, t2));
-    api_step.push_back(us_between(t0, t2));
-  }
-  out.emplace_back("baseline.api.dispatch", summarize(api_d));
-  out.emplace_back("baseline.api.combine", summarize(api_c));
-  out.emplace_back("baseline.api.step", summarize(api_step));
-  return true;
+  out.insert(out.end(), kernel.begin(), kernel.end());
+  return time_api("baseline", s_->stream(), in.iters, step, out, error);
 }
 
 }  // namespace epc::bench

@@ -11,7 +11,6 @@ namespace epc::bench {
 namespace {
 
 // Limits the library enforces too; checked here so a typo fails before any GPU work.
-constexpr int kMaxLlTokens = 1024;
 constexpr int kMaxTopk = 32;
 
 using Setter = std::function<bool(const std::string& value, Options& o, std::string& error)>;
@@ -75,8 +74,11 @@ Setter switch_flag(bool Options::*field) {
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--mode", "ll|ht",
-       "ll: low-latency dispatch/combine (decode). ht: high-throughput; not implemented yet in "
-       "this library version, so it is refused with a message. Default ll.",
+       "ll: low-latency dispatch/combine (decode; epc_ll_*). ht: high-throughput (prefill and "
+       "training; epc_ht_handle_create, epc_ht_dispatch, epc_ht_combine, ABI 1.2): each point "
+       "creates a handle (the layout step, timed separately), then times dispatch and combine; "
+       "the baseline and the ceiling move HT's traffic (each token once per destination rank). "
+       "Default ll.",
        [](const std::string& v, Options& o, std::string& e) {
          if (v == "ll" || v == "ht") {
            o.mode = v;
@@ -87,22 +89,37 @@ const std::vector<Flag>& flags() {
        }},
       {"--tokens", "LIST",
        "tokens per rank, one measured point each: N, A,B,C, or A..B (A, 2A, 4A, ... up to B, and B "
-       "itself). Default 128. LL allows 1..1024.",
+       "itself). Default 128. LL allows 1..1024, HT 1..65536.",
        [](const std::string& v, Options& o, std::string& e) {
          return parse_token_list(v, o.tokens, e);
        }},
       {"--max-tokens", "N",
        "the group's max_tokens_per_rank (buffer size; a real engine sizes it for its largest "
-       "batch). Default: the largest --tokens value.",
-       int_flag(&Options::max_tokens, 1, kMaxLlTokens)},
+       "batch; HT's window grows with it: about 2 GB per GPU for 16384 tokens of hidden 7168 on 4 "
+       "ranks). Default: the largest --tokens value.",
+       int_flag(&Options::max_tokens, 1, kMaxHtTokens)},
+      {"--ht-sizing", "exact|capacity",
+       "HT: how each point's handle sizes its received rows (EpcHtSizing). exact: rows = N, the "
+       "tokens this rank receives (creating the handle synchronises once). capacity: rows = ranks "
+       "x max tokens, no host synchronisation; the layout is also timed through epc_handle_update "
+       "(the graph-safe per-step call). Default exact.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "exact" || v == "capacity") {
+           o.ht_sizing = v;
+           return true;
+         }
+         e = "exact or capacity";
+         return false;
+       }},
       {"--hidden", "N", "channels per token; a multiple of 8 (fp8: of 128). Default 7168.",
        int_flag(&Options::hidden, 8, 1 << 20)},
       {"--topk", "N", "experts per token (1..32). Default 8.", int_flag(&Options::topk, 1, kMaxTopk)},
       {"--experts", "N", "experts in total, divisible by the rank count. Default 256.",
        int_flag(&Options::experts, 1, 1 << 20)},
       {"--dtype", "bf16|fp8",
-       "token payload of dispatch (combine is always bf16); fp8 uses epc_ll_dispatch_fp8 (ABI "
-       "1.1). Default bf16.",
+       "token payload of dispatch (combine is always bf16). LL fp8 casts in the kernel "
+       "(epc_ll_dispatch_fp8, ABI 1.1); HT fp8 sends caller-quantized e4m3 rows with [tokens, "
+       "hidden/128] fp32 scales, filled once (no quantization is timed). Default bf16.",
        [](const std::string& v, Options& o, std::string& e) {
          if (v == "bf16" || v == "fp8") {
            o.dtype = v;
@@ -111,9 +128,13 @@ const std::vector<Flag>& flags() {
          e = "bf16 or fp8";
          return false;
        }},
-      {"--fp8-pow2-scales", nullptr, "fp8: round scales to powers of two. Default off.",
+      {"--fp8-pow2-scales", nullptr,
+       "LL fp8: round scales to powers of two (HT fp8 scales are the caller's). Default off.",
        switch_flag(&Options::pow2_scales)},
-      {"--sms", "N", "SM budget of our kernels (EpcGroupConfig.num_sms); 0: the library default.",
+      {"--sms", "N",
+       "SM budget of our kernels (EpcGroupConfig.num_sms); 0: the library default (LL 132, HT 24). "
+       "When the budget is below the GPU's SM count the ceiling is also measured with that many "
+       "blocks (ceiling_budget).",
        int_flag(&Options::sms, 0, 1024)},
       {"--routing", "uniform|skewed",
        "uniform: each token picks top-k distinct experts uniformly at random. skewed: each token "
@@ -164,21 +185,33 @@ const std::vector<Flag>& flags() {
        int_flag(&Options::warmup, 0, 1000000)},
       {"--iters", "N", "timed steps per measurement (the statistics' sample). Default 200.",
        int_flag(&Options::iters, 1, 1000000)},
+      {"--large-from", "N",
+       "points with at least N tokens per rank use --large-warmup and --large-iters instead (an HT "
+       "step of 16384 tokens moves about 1 GB per GPU). Default 0: no point is large.",
+       int_flag(&Options::large_from, 0, kMaxHtTokens)},
+      {"--large-warmup", "N", "untimed steps before each measurement of a large point. Default 3.",
+       int_flag(&Options::large_warmup, 0, 1000000)},
+      {"--large-iters", "N", "timed steps per measurement of a large point. Default 10.",
+       int_flag(&Options::large_iters, 1, 1000000)},
       {"--graph", nullptr,
-       "also capture --iters steps of ours in a CUDA graph and time its replays (per step). "
+       "also capture --iters steps of ours (dispatch + combine; for HT the handle is created "
+       "before the capture, in either sizing) in a CUDA graph and time its replays (per step). "
        "Default off.",
        switch_flag(&Options::graph)},
       {"--graph-replays", "N", "timed replays of the captured graph. Default 5.",
        int_flag(&Options::graph_replays, 1, 10000)},
       {"--send-only", nullptr,
-       "run our dispatch and combine as EPC_FLAG_SEND_ONLY + epc_complete and time both halves. "
-       "Default off.",
+       "LL: run our dispatch and combine as EPC_FLAG_SEND_ONLY + epc_complete and time both "
+       "halves (HT has no send-only split; refused with --mode=ht). Default off.",
        switch_flag(&Options::send_only)},
-      {"--baseline", nullptr, "measure the NCCL host-API baseline at every point. Default on.",
+      {"--baseline", nullptr,
+       "measure the NCCL host-API baseline at every point (count exchange, host sync, pack "
+       "kernel, grouped ncclSend/ncclRecv, and back; bench/JSON.md). Default on.",
        switch_flag(&Options::baseline)},
       {"--ceiling", nullptr,
        "measure the LSA peer-store copy ceiling (peak, and the same bytes as ours at every "
-       "point). Default on.",
+       "point with every SM, and with our SM budget when that is below the GPU's SM count). "
+       "Default on.",
        switch_flag(&Options::ceiling)},
       {"--ceiling-mib", "N", "MiB per peer for the peak-bandwidth ceiling. Default 32.",
        int_flag(&Options::ceiling_peak_mib, 1, 4096)},
@@ -258,6 +291,23 @@ bool validate(const Options& o, std::string& error) {
     error = "--dtype=fp8 needs --hidden to be a multiple of 128 (one scale per 128 channels)";
     return false;
   }
+  const bool ht = o.mode == "ht";
+  const int mode_max = ht ? kMaxHtTokens : kMaxLlTokens;
+  if (largest > mode_max || o.max_tokens > mode_max) {
+    error = std::string(o.max_tokens > mode_max ? "--max-tokens" : "--tokens") + ": --mode=" + o.mode +
+            " allows at most " + std::to_string(mode_max) + " tokens per rank";
+    return false;
+  }
+  if (ht && o.send_only) {
+    error = "--send-only does not apply to --mode=ht: high-throughput dispatch and combine have no "
+            "send-only split (EPC_FLAG_SEND_ONLY and epc_complete are low-latency calls)";
+    return false;
+  }
+  if (ht && o.pow2_scales) {
+    error = "--fp8-pow2-scales does not apply to --mode=ht: HT fp8 takes the caller's e4m3 rows "
+            "and scales unchanged (the benchmark fills them once)";
+    return false;
+  }
   if (o.routing.kind == RoutingKind::skewed && o.routing.hot_expert >= o.experts) {
     error = "--hot-expert=" + std::to_string(o.routing.hot_expert) + " is not below --experts=" +
             std::to_string(o.experts);
@@ -277,9 +327,9 @@ bool parse_token_list(const std::string& text, std::vector<int>& out, std::strin
   const size_t dots = text.find("..");
   if (dots != std::string::npos) {
     int first = 0, last = 0;
-    if (!to_int(text.substr(0, dots), 1, kMaxLlTokens, first) ||
-        !to_int(text.substr(dots + 2), 1, kMaxLlTokens, last) || last < first) {
-      error = "A..B with 1 <= A <= B <= " + std::to_string(kMaxLlTokens);
+    if (!to_int(text.substr(0, dots), 1, kMaxHtTokens, first) ||
+        !to_int(text.substr(dots + 2), 1, kMaxHtTokens, last) || last < first) {
+      error = "A..B with 1 <= A <= B <= " + std::to_string(kMaxHtTokens);
       return false;
     }
     for (int t = first; t < last; t *= 2) list.push_back(t);
@@ -289,8 +339,8 @@ bool parse_token_list(const std::string& text, std::vector<int>& out, std::strin
     while (true) {
       const size_t comma = text.find(',', start);
       int t = 0;
-      if (!to_int(text.substr(start, comma - start), 1, kMaxLlTokens, t)) {
-        error = "N, A,B,C or A..B with values in [1, " + std::to_string(kMaxLlTokens) + "]";
+      if (!to_int(text.substr(start, comma - start), 1, kMaxHtTokens, t)) {
+        error = "N, A,B,C or A..B with values in [1, " + std::to_string(kMaxHtTokens) + "]";
         return false;
       }
       list.push_back(t);

@@ -22,6 +22,7 @@ struct Options {
   std::string mode = "ll";       // ll | ht
   std::vector<int> tokens{128};  // tokens per rank, one point each
   int max_tokens = 0;            // the group's max_tokens_per_rank; 0: largest of `tokens`
+  std::string ht_sizing = "exact";  // ht: exact | capacity (EpcHtSizing of each point's handle)
   int hidden = 7168;
   int topk = 8;
   int experts = 256;
@@ -31,6 +32,11 @@ struct Options {
   RoutingSpec routing;
   int warmup = 20;
   int iters = 200;
+  // Points with at least `large_from` tokens per rank (0: none) use the large_* counts, so
+  // one sweep can span microsecond and millisecond steps.
+  int large_from = 0;
+  int large_warmup = 3;
+  int large_iters = 10;
   bool graph = false;
   int graph_replays = 5;
   bool send_only = false;
@@ -43,6 +49,9 @@ struct Options {
 
   int largest_tokens() const;
   int group_max_tokens() const { return max_tokens > 0 ? max_tokens : largest_tokens(); }
+  bool is_large(int point_tokens) const { return large_from > 0 && point_tokens >= large_from; }
+  int warmup_at(int point_tokens) const { return is_large(point_tokens) ? large_warmup : warmup; }
+  int iters_at(int point_tokens) const { return is_large(point_tokens) ? large_iters : iters; }
 };
 
 // Parses argv (argv[0] is skipped). The harness's launcher flags (--ranks=, --time-limit=,
@@ -50,7 +59,12 @@ struct Options {
 // `error` naming the flag when a flag is unknown, malformed or out of range.
 bool parse_options(int argc, char* const* argv, Options& out, std::string& error);
 
-// "1..256" (doubling from the first to the second), "1,2,8" or "64".
+// Tokens per rank a mode accepts (the library's limits, checked early).
+constexpr int kMaxLlTokens = 1024;
+constexpr int kMaxHtTokens = 65536;
+
+// "1..256" (doubling from the first to the second), "1,2,8" or "64"; values up to
+// kMaxHtTokens (the per-mode limit is checked after every flag is read).
 bool parse_token_list(const std::string& text, std::vector<int>& out, std::string& error);
 
 // The --help text, generated from the same table the parser uses.

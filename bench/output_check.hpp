@@ -1,7 +1,9 @@
 // What dispatch and combine must produce in the benchmark's set-up, so a run that measured
 // wrong results says so instead of reporting their times. Expert outputs are all bf16 1.0
-// and every weight is 1/K; then a token's combined row is, in every channel, the sum over the
-// ranks hosting its entries of bf16(entries on that rank / K), rounded to bf16. Pure CPU.
+// and every weight is 1/K; then (LL) a token's combined row is, in every channel, the sum
+// over the ranks hosting its entries of bf16(entries on that rank / K), rounded to bf16; in
+// HT, where the caller weights before combine, the number of ranks hosting its entries.
+// Pure CPU.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,11 @@ uint16_t float_to_bf16(float value);  // round to nearest even
 // to bf16; the baseline sums all K weighted rows in fp32 at once.
 std::vector<float> expected_combine(const Routing& routing, int tokens, int topk,
                                     int local_experts, int nranks, bool per_rank_partials);
+
+// HT: the rows dispatch delivered come back as bf16 1.0 (the caller's already weighted
+// expert outputs), so a token's combined value is the number of ranks that received it.
+std::vector<float> expected_ht_combine(const Routing& routing, int tokens, int topk,
+                                       int local_experts, int nranks);
 
 // Compares a [tokens, hidden] bf16 output with the expected value per token, allowing one
 // bf16 rounding step (2^-7 relative). Returns false with `error` naming the first mismatch.

@@ -14,9 +14,10 @@
 
 namespace epc::bench {
 
-// A timed quantity, named "<who>.<how>.<what>": who is ours, baseline or ceiling; how is
-// kernel (CUDA events), api (host wall clock through the call until the stream is done) or
-// graph (replay of a captured graph, per step). bench/JSON.md lists every name.
+// A timed quantity, named "<who>.<how>.<what>": who is ours, baseline, ceiling (every SM) or
+// ceiling_budget (our SM budget); how is kernel (CUDA events), api (host wall clock through
+// the call until the stream is done) or graph (replay of a captured graph, per step).
+// bench/JSON.md lists every name.
 struct Metric {
   std::string name;
   AcrossRanks value;
@@ -24,6 +25,8 @@ struct Metric {
 
 struct PointResult {
   int tokens = 0;
+  int warmup = 0;  // untimed steps before each measurement at this point
+  int iters = 0;   // timed steps per measurement
   std::vector<RankTraffic> traffic;  // per rank
   std::vector<Metric> metrics;
   // Our dispatch delivered the expected rows per expert and combine the expected sums
@@ -95,8 +98,8 @@ struct Bandwidth {
   double wire_over_ceiling;  // wire over the run's peak ceiling; NaN without one
 };
 
-// who: "ours", "baseline" or "ceiling"; op: "dispatch" or "combine". Bytes are the mean over
-// ranks, time the slowest rank's median kernel time of that op.
+// who: "ours", "baseline", "ceiling" or "ceiling_budget"; op: "dispatch" or "combine". Bytes
+// are the mean over ranks, time the slowest rank's median kernel time of that op.
 Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::string& who,
                     const std::string& op);
 

@@ -21,6 +21,7 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   for (int t : o.tokens) j.value(t);
   j.end_array();
   j.field("max_tokens_per_rank", static_cast<int64_t>(run.group.max_tokens));
+  j.field("ht_sizing", o.mode == "ht" ? o.ht_sizing : std::string("none"));
   j.field("hidden", o.hidden);
   j.field("topk", o.topk);
   j.field("experts", o.experts);
@@ -38,6 +39,9 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.end_object();
   j.field("warmup", o.warmup);
   j.field("iters", o.iters);
+  j.field("large_from", o.large_from);
+  j.field("large_warmup", o.large_warmup);
+  j.field("large_iters", o.large_iters);
   j.field("graph", o.graph);
   j.field("graph_replays", o.graph_replays);
   j.field("send_only", o.send_only);
@@ -96,14 +100,19 @@ void per_rank(JsonWriter& j, const PointResult& p, const char* name, int64_t Ran
 void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
   j.begin_object();
   j.field("tokens_per_rank", p.tokens);
+  j.field("warmup", p.warmup);
+  j.field("iters", p.iters);
   j.field("output_checked", p.output_checked);
   j.key("bytes");
   j.begin_object();
   per_rank(j, p, "selections", &RankTraffic::selections);
+  per_rank(j, p, "token_ranks", &RankTraffic::token_ranks);
+  per_rank(j, p, "received_tokens", &RankTraffic::received_tokens);
   per_rank(j, p, "logical_dispatch", &RankTraffic::logical_dispatch_bytes);
   per_rank(j, p, "logical_combine", &RankTraffic::logical_combine_bytes);
   per_rank(j, p, "wire_dispatch", &RankTraffic::wire_dispatch_bytes);
   per_rank(j, p, "wire_combine", &RankTraffic::wire_combine_bytes);
+  per_rank(j, p, "wire_layout", &RankTraffic::wire_layout_bytes);
   per_rank(j, p, "baseline_wire_dispatch", &RankTraffic::baseline_wire_dispatch_bytes);
   per_rank(j, p, "baseline_wire_combine", &RankTraffic::baseline_wire_combine_bytes);
   j.end_object();
@@ -118,7 +127,7 @@ void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
 
   j.key("bandwidth");
   j.begin_object();
-  for (const char* who : {"ours", "baseline", "ceiling"}) {
+  for (const char* who : {"ours", "baseline", "ceiling", "ceiling_budget"}) {
     for (const char* op : {"dispatch", "combine"}) {
       const std::string name = std::string(who) + "." + op;
       if (p.find(std::string(who) + ".kernel." + op) == nullptr) continue;
@@ -140,9 +149,11 @@ void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
             ratio(p, std::string("ours.kernel.") + op, std::string("baseline.kernel.") + op));
   }
   j.field("ours_over_baseline.api_step", ratio(p, "ours.api.step", "baseline.api.step"));
-  for (const char* op : {"dispatch", "combine", "step"}) {
-    j.field(std::string("ours_over_ceiling.") + op,
-            ratio(p, std::string("ours.kernel.") + op, std::string("ceiling.kernel.") + op));
+  for (const char* ceiling : {"ceiling", "ceiling_budget"}) {
+    for (const char* op : {"dispatch", "combine", "step"}) {
+      j.field(std::string("ours_over_") + ceiling + "." + op,
+              ratio(p, std::string("ours.kernel.") + op, std::string(ceiling) + ".kernel." + op));
+    }
   }
   j.end_object();
   j.end_object();

@@ -32,6 +32,13 @@ std::string num(double v, const char* format) {
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+bool any_point_has(const RunRecord& run, const std::string& name) {
+  for (const PointResult& p : run.points) {
+    if (p.find(name) != nullptr) return true;
+  }
+  return false;
+}
+
 std::string header(const RunRecord& run) {
   const Options& o = run.options;
   std::string routing = o.routing.kind == RoutingKind::skewed
@@ -41,12 +48,17 @@ std::string header(const RunRecord& run) {
   if (o.routing.masked > 0) routing += printf_string(", %.0f%% of entries masked", 100 * o.routing.masked);
   std::string s;
   if (run.format_sample) s += "FORMAT SAMPLE: invented numbers, not a measurement\n";
+  const std::string mode = o.mode == "ll"   ? std::string("low-latency")
+                           : o.mode == "ht" ? "high-throughput (" + o.ht_sizing + " sizing)"
+                                            : o.mode;
+  const std::string large = o.large_from > 0 ? printf_string(" (%d after %d from %d tokens)", o.large_iters,
+                                                              o.large_warmup, o.large_from)
+                                             : std::string();
   s += printf_string("epcomm-bench %s: %d ranks, hidden %d, top-%d, %d experts, %s, %s, %u SMs, "
-                     "%d timed steps after %d warm-up%s%s\n",
-                     o.mode == "ll" ? "low-latency" : o.mode.c_str(), run.nranks, o.hidden, o.topk,
-                     o.experts, o.dtype.c_str(), routing.c_str(), run.group.num_sms, o.iters,
-                     o.warmup, o.send_only ? ", send-only + complete" : "",
-                     o.graph ? ", graph replay" : "");
+                     "%d timed steps after %d warm-up%s%s%s\n",
+                     mode.c_str(), run.nranks, o.hidden, o.topk, o.experts, o.dtype.c_str(), routing.c_str(),
+                     run.group.num_sms, o.iters, o.warmup, large.c_str(),
+                     o.send_only ? ", send-only + complete" : "", o.graph ? ", graph replay" : "");
   const std::string gpu = run.machine.gpus.empty() ? std::string("?") : run.machine.gpus[0].name;
   s += printf_string("machine: %zu x %s, NCCL %s, driver %s; symmetric memory per GPU %.1f MiB "
                      "(max %u tokens per rank)\n",
@@ -68,22 +80,38 @@ std::string to_table(const RunRecord& run) {
   std::string s = header(run);
   s += "\nLatency in us: median [p10-p90] of the slowest rank; kernel = CUDA events, "
        "api = host clock until done\n";
-  s += printf_string("%6s | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s | %8s\n", "tokens",
-                     "dispatch", "combine", "step (both)", "api step", "graph", "baseline",
-                     "ceiling", "ours/base");
+  // Columns a run may lack (HT's layout step, the ceiling at our SM budget) appear only when
+  // some point has them.
+  const bool layout = any_point_has(run, "ours.api.layout");
+  const bool budget = any_point_has(run, "ceiling_budget.kernel.step");
+  const std::string budget_title = printf_string("ceil@%u", run.group.num_sms);
+  s += printf_string("%6s | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s", "tokens", "dispatch", "combine",
+                     "step (both)", "api step", "graph", "baseline", "ceiling");
+  if (budget) s += printf_string(" | %8s", budget_title.c_str());
+  if (layout) s += printf_string(" | %8s", "layout");
+  s += printf_string(" | %8s\n", "ours/base");
   for (const PointResult& p : run.points) {
-    s += printf_string("%6d | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s | %8s%s\n", p.tokens,
+    s += printf_string("%6d | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s", p.tokens,
                        us(p, "ours.kernel.dispatch", true).c_str(),
                        us(p, "ours.kernel.combine", true).c_str(),
                        us(p, "ours.kernel.step", true).c_str(), us(p, "ours.api.step", false).c_str(),
                        us(p, "ours.graph.step", false).c_str(),
                        us(p, "baseline.kernel.step", false).c_str(),
-                       us(p, "ceiling.kernel.step", false).c_str(),
-                       num(ratio(p, "ours.kernel.step", "baseline.kernel.step"), "%.2f").c_str(),
+                       us(p, "ceiling.kernel.step", false).c_str());
+    if (budget) s += printf_string(" | %8s", us(p, "ceiling_budget.kernel.step", false).c_str());
+    if (layout) s += printf_string(" | %8s", us(p, "ours.api.layout", false).c_str());
+    s += printf_string(" | %8s%s\n", num(ratio(p, "ours.kernel.step", "baseline.kernel.step"), "%.2f").c_str(),
                        p.output_checked ? "" : "  (outputs NOT checked)");
   }
-  s += "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule) / wire (bytes leaving "
-       "the GPU) / wire over the ceiling\n";
+  if (layout) {
+    s += "layout = creating the point's handle (epc_ht_handle_create) until the stream is done, "
+         "not part of a step\n";
+  }
+  s += run.options.mode == "ht"
+           ? "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule: a row per (token, "
+             "destination rank), self included) / wire (bytes leaving the GPU) / wire over the ceiling\n"
+           : "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule: a row per (token, "
+             "expert)) / wire (bytes leaving the GPU) / wire over the ceiling\n";
   s += printf_string("%6s | %-26s | %-26s | %-20s\n", "tokens", "dispatch", "combine",
                      "baseline disp/comb logical");
   for (const PointResult& p : run.points) {

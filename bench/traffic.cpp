@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/ht_message.hpp"
+
 namespace epc::bench {
 
 WireFormat WireFormat::for_dtype(int hidden, bool fp8) {
@@ -13,8 +15,35 @@ WireFormat WireFormat::for_dtype(int hidden, bool fp8) {
   return w;
 }
 
+WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
+  WireFormat w = for_dtype(hidden, fp8);
+  w.ht = true;
+  // What the send kernels write into a slot (kernels/ht_dispatch_send.cuh): the payload, the
+  // scales with fp8, and K int32 local ids and K fp32 weights (the handle's K, not max_topk).
+  w.ht_meta_bytes = 8 * static_cast<int64_t>(topk);
+  w.ht_chunk_tokens = kernels::kHtChunkTokens;
+  w.ht_layout_header_words = kernels::kHtLayoutHeaderWords;
+  return w;
+}
+
 std::string WireFormat::describe() const {
-  char text[512];
+  char text[640];
+  if (ht) {
+    std::snprintf(text, sizeof text,
+                  "high-throughput: dispatch sends a %lld B payload (row, and scales with fp8) + "
+                  "%lld B of top-k ids and weights per (token, remote rank with entries), a %lld B "
+                  "flag per peer per %lld source tokens and a %lld B acknowledgement per peer; "
+                  "combine returns a %lld B row per (token, remote rank), a %lld B flag per peer "
+                  "per %lld rows and a %lld B acknowledgement per peer; creating a handle sends "
+                  "each peer %lld + local experts uint32 layout words and a %lld B signal",
+                  static_cast<long long>(dispatch_row_bytes), static_cast<long long>(ht_meta_bytes),
+                  static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
+                  static_cast<long long>(ht_ack_bytes), static_cast<long long>(combine_row_bytes),
+                  static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
+                  static_cast<long long>(ht_ack_bytes), static_cast<long long>(ht_layout_header_words),
+                  static_cast<long long>(signal_bytes));
+    return text;
+  }
   std::snprintf(text, sizeof text,
                 "dispatch: per (token, remote rank) %lld B header + %lld B per entry, plus a "
                 "%lld B row when the token has an entry there; combine: a %lld B row per "
@@ -25,6 +54,18 @@ std::string WireFormat::describe() const {
                 static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes));
   return text;
 }
+
+int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk) const {
+  const int64_t dispatch = ht ? tokens * (dispatch_row_bytes + ht_meta_bytes)
+                              : tokens * (header_fixed_bytes + topk * header_entry_bytes + dispatch_row_bytes);
+  return std::max(dispatch, tokens * combine_row_bytes);
+}
+
+namespace {
+
+int64_t chunks(int64_t items, int64_t per_chunk) { return (items + per_chunk - 1) / per_chunk; }
+
+}  // namespace
 
 RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int tokens, int topk,
                             int experts, const WireFormat& wire, int64_t row_capacity) {
@@ -53,36 +94,54 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
         const int n = entries_on[static_cast<size_t>(d)];
         if (s == rank) {
           t.selections += n;
-          t.baseline_rows_to[static_cast<size_t>(d)] += n;
+          if (n > 0) t.token_ranks++;
+          // LL's baseline sends a row per selection, HT's one per (token, destination).
+          t.baseline_rows_to[static_cast<size_t>(d)] += wire.ht ? (n > 0 ? 1 : 0) : n;
           if (d != rank) {
-            t.dispatch_to[static_cast<size_t>(d)] += wire.header_fixed_bytes +
-                                                     n * wire.header_entry_bytes +
-                                                     (n > 0 ? wire.dispatch_row_bytes : 0);
+            t.dispatch_to[static_cast<size_t>(d)] +=
+                wire.ht ? (n > 0 ? wire.dispatch_row_bytes + wire.ht_meta_bytes : 0)
+                        : wire.header_fixed_bytes + n * wire.header_entry_bytes +
+                              (n > 0 ? wire.dispatch_row_bytes : 0);
           }
         }
         if (d == rank) {
-          t.baseline_rows_from[static_cast<size_t>(s)] += n;
-          // Combine returns one pre-reduced row per token that had entries here.
+          if (n > 0) t.received_tokens++;
+          t.baseline_rows_from[static_cast<size_t>(s)] += wire.ht ? (n > 0 ? 1 : 0) : n;
+          // Combine returns one (pre-reduced, in LL) row per token that had entries here.
           if (s != rank && n > 0) t.combine_to[static_cast<size_t>(s)] += wire.combine_row_bytes;
         }
       }
     }
   }
 
-  t.logical_dispatch_bytes = t.selections * wire.dispatch_row_bytes;
-  t.logical_combine_bytes = t.selections * wire.combine_row_bytes;
-  const int64_t signals = static_cast<int64_t>(R - 1) * wire.signal_bytes;
-  const int64_t count_tables = static_cast<int64_t>(R - 1) * (experts / R) * wire.count_entry_bytes;
-  t.wire_dispatch_bytes = signals + count_tables;
-  t.wire_combine_bytes = signals;
+  // Logical bytes (DeepEP's rule): LL one row per selection, HT one per (token, destination).
+  const int64_t logical_rows = wire.ht ? t.token_ranks : t.selections;
+  t.logical_dispatch_bytes = logical_rows * wire.dispatch_row_bytes;
+  t.logical_combine_bytes = logical_rows * wire.combine_row_bytes;
+  const int64_t peers = R - 1;
+  if (wire.ht) {
+    t.wire_dispatch_bytes = peers * (chunks(tokens, wire.ht_chunk_tokens) * wire.ht_flag_bytes + wire.ht_ack_bytes);
+    t.wire_combine_bytes = peers * wire.ht_ack_bytes;
+    t.wire_layout_bytes = peers * ((wire.ht_layout_header_words + L) * 4 + wire.signal_bytes);
+  } else {
+    t.wire_dispatch_bytes = peers * (wire.signal_bytes + static_cast<int64_t>(L) * wire.count_entry_bytes);
+    t.wire_combine_bytes = peers * wire.signal_bytes;
+  }
+  // The baseline exchanges counts first: LL one per local expert of the peer, HT one per peer.
+  // Its rows: LL bf16 whatever --dtype says; HT the payload (fp8 with its scales) and the
+  // token's top-k ids and weights.
+  const int64_t counts_per_peer = wire.ht ? 1 : L;
+  const int64_t baseline_row = wire.ht ? wire.dispatch_row_bytes + wire.ht_meta_bytes : wire.combine_row_bytes;
   for (int d = 0; d < R; ++d) {
     t.wire_dispatch_bytes += t.dispatch_to[static_cast<size_t>(d)];
     t.wire_combine_bytes += t.combine_to[static_cast<size_t>(d)];
     if (d == rank) continue;
-    // The baseline moves bf16 rows (2H, as combine's) whatever --dtype says, and its count
-    // exchange sends L int32 counts to every peer.
-    t.baseline_wire_dispatch_bytes += t.baseline_rows_to[static_cast<size_t>(d)] * wire.combine_row_bytes +
-                                      static_cast<int64_t>(L) * 4;
+    if (wire.ht) {
+      t.wire_combine_bytes += chunks(t.baseline_rows_from[static_cast<size_t>(d)], wire.ht_chunk_tokens) *
+                              wire.ht_flag_bytes;
+    }
+    t.baseline_wire_dispatch_bytes += t.baseline_rows_to[static_cast<size_t>(d)] * baseline_row +
+                                      counts_per_peer * wire.count_entry_bytes;
     t.baseline_wire_combine_bytes += t.baseline_rows_from[static_cast<size_t>(d)] * wire.combine_row_bytes;
   }
   for (int64_t c : counts) t.expected_counts.push_back(static_cast<int32_t>(std::min(c, row_capacity)));

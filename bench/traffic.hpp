@@ -1,8 +1,10 @@
 // Bytes a benchmark point moves, counted from the routing of every rank (bench/JSON.md,
-// "bytes"). Logical bytes follow DeepEP's rule for low-latency mode (one row per (token,
-// expert) selection); wire bytes are what leaves the GPU, that is what our kernels store into
-// other GPUs' memory, following their message format (the WireFormat below: keep it in step
-// with kernels/ll_message.hpp, ll_dispatch_send.cuh and ll_combine_parts.cuh). Pure CPU.
+// "bytes"). Logical bytes follow DeepEP's rule: low-latency mode counts one row per (token,
+// expert) selection, high-throughput mode one row per (token, destination rank), self
+// included; payload only. Wire bytes are what leaves the GPU, that is what our kernels store
+// into other GPUs' memory, following their message format (the WireFormat below: keep it in
+// step with kernels/ll_message.hpp, ll_dispatch_send.cuh and ll_combine_parts.cuh for LL, and
+// kernels/ht_message.hpp for HT). Pure CPU.
 #pragma once
 
 #include <cstdint>
@@ -14,39 +16,61 @@
 namespace epc::bench {
 
 struct WireFormat {
-  int64_t dispatch_row_bytes = 0;  // bf16: 2H; fp8: H + 4 * H/128 (row and scales)
+  bool ht = false;                 // high-throughput traffic (else low-latency)
+  int64_t dispatch_row_bytes = 0;  // payload: bf16 2H; fp8 H + 4 * H/128 (row and scales)
   int64_t combine_row_bytes = 0;   // 2H: combine is bf16
-  // Every (token, remote rank) gets a header: token index and entry count, then one
+  // LL: every (token, remote rank) gets a header: token index and entry count, then one
   // (local expert, position, weight) entry per entry on that rank; the row follows if there
   // is one (kernels/ll_message.hpp). Each dispatch also sends every peer a table of int32
   // entry counts, one per local expert of that peer.
   int64_t header_fixed_bytes = 8;
   int64_t header_entry_bytes = 12;
   int64_t count_entry_bytes = 4;
-  int64_t signal_bytes = 8;  // per peer per half: one release-stored uint64
+  int64_t signal_bytes = 8;  // LL: per peer per half, one release-stored uint64
+  // HT (kernels/ht_message.hpp): a token goes once to every rank hosting one of its entries,
+  // into a slot: the payload row (fp8: then its scales), K int32 local expert ids and K fp32
+  // weights. Dispatch publishes every chunk of `ht_chunk_tokens` source tokens with one uint64
+  // flag per peer, combine every chunk of returned rows with one flag, and each op writes one
+  // uint64 acknowledgement per peer. Creating a handle sends every peer (2 + its local experts)
+  // uint32 layout words and a uint64 signal.
+  int64_t ht_meta_bytes = 0;    // 8 * K: the slot's top-k ids and weights
+  int64_t ht_chunk_tokens = 0;  // kernels::kHtChunkTokens
+  int64_t ht_flag_bytes = 8;
+  int64_t ht_ack_bytes = 8;
+  int64_t ht_layout_header_words = 0;  // kernels::kHtLayoutHeaderWords
 
-  static WireFormat for_dtype(int hidden, bool fp8);
+  static WireFormat for_dtype(int hidden, bool fp8);          // LL
+  static WireFormat for_ht(int hidden, bool fp8, int topk);  // HT
   std::string describe() const;  // one line for the JSON record
+  // The most one rank sends one peer in one op when every rank has `tokens` tokens with
+  // `topk` entries (sizes the ceiling's window).
+  int64_t max_bytes_to_peer(int64_t tokens, int topk) const;
 };
 
 struct RankTraffic {
-  int64_t selections = 0;  // unmasked (token, expert) entries of this rank's tokens
+  int64_t selections = 0;   // unmasked (token, expert) entries of this rank's tokens
+  int64_t token_ranks = 0;  // (token, destination rank) pairs of this rank's tokens, self included
+  int64_t received_tokens = 0;  // (source rank, token) pairs with an entry here, self included
+                                // (N of an HT handle)
   int64_t logical_dispatch_bytes = 0;
   int64_t logical_combine_bytes = 0;
   std::vector<int64_t> dispatch_to;  // [R] payload bytes stored into rank d (0 for itself)
   std::vector<int64_t> combine_to;   // [R]
-  int64_t wire_dispatch_bytes = 0;   // sum of dispatch_to plus signals
+  int64_t wire_dispatch_bytes = 0;   // sum of dispatch_to plus signals (flags, acks, count tables)
   int64_t wire_combine_bytes = 0;
-  // The baseline sends one row per selection, grouped by destination (self included).
+  int64_t wire_layout_bytes = 0;     // HT handle creation: the layout exchange (LL: 0, local)
+  // The baseline's rows, grouped by destination (self included): LL one per selection, HT one
+  // per (token, destination rank).
   std::vector<int64_t> baseline_rows_to;    // [R]
   std::vector<int64_t> baseline_rows_from;  // [R]
   int64_t baseline_wire_dispatch_bytes = 0;  // remote rows + the count exchange
   int64_t baseline_wire_combine_bytes = 0;
-  std::vector<int32_t> expected_counts;  // [L] rows our dispatch must deliver per local expert
+  std::vector<int32_t> expected_counts;  // [L] (token, entry) pairs received per local expert
 };
 
 // `all[r]` is rank r's [tokens, topk] routing; every rank has `tokens` tokens. Local experts
-// are experts / nranks. `row_capacity` caps expected_counts (out_x has R * max_tokens rows).
+// are experts / nranks. `row_capacity` caps expected_counts (LL's out_x has R * max_tokens
+// rows per expert; HT has no cap).
 RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int tokens, int topk,
                             int experts, const WireFormat& wire, int64_t row_capacity);
 

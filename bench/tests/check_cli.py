@@ -5,8 +5,9 @@
 
 Checks: --help exits 0 and documents every flag; with the GPUs hidden
 (CUDA_VISIBLE_DEVICES="") the benchmark exits 1 with a message naming the missing GPU and no
-crash; --mode=ht is refused with its own message before any GPU is looked for, --dtype=fp8 is
-accepted and stops at the GPU check; bad flags exit 2 naming the flag.
+crash; --mode=ht (bf16 and fp8, either sizing) and --dtype=fp8 are accepted and stop at the
+GPU check; flags that do not apply to HT (--send-only, --fp8-pow2-scales) and bad flags exit 2
+naming the flag.
 """
 import os
 import re
@@ -44,16 +45,26 @@ def main():
     flags = set(re.findall(r"^  (--[a-z0-9-]+)", out, re.M))
     for flag in ("--mode", "--tokens", "--hidden", "--topk", "--experts", "--dtype", "--sms", "--routing",
                  "--hot-share", "--masked", "--warmup", "--iters", "--graph", "--send-only", "--out",
-                 "--baseline", "--ceiling", "--ranks"):
+                 "--baseline", "--ceiling", "--ranks", "--ht-sizing", "--large-from", "--large-warmup",
+                 "--large-iters"):
         expect(flag in flags, f"--help documents {flag}")
 
     rc, out, err = run(bench, ["--tokens=1..256"], hide_gpus=True)
     expect(rc == 1, f"with GPUs hidden: exit code 1 (got {rc})", out + err)
     expect("no CUDA GPU is visible" in err, "with GPUs hidden: the message says no GPU is visible", out + err)
 
-    rc, out, err = run(bench, ["--mode=ht"], hide_gpus=True)
-    expect(rc == 1 and "not implemented yet in this library version" in err,
-           "--mode=ht is refused as not implemented yet", out + err)
+    for args in (["--mode=ht", "--tokens=1024..16384"],
+                 ["--mode=ht", "--tokens=4096", "--dtype=fp8", "--ht-sizing=capacity", "--graph"]):
+        rc, out, err = run(bench, args, hide_gpus=True)
+        expect(rc == 1 and "no CUDA GPU is visible" in err,
+               f"{' '.join(args)} is accepted and then stops at the GPU check", out + err)
+
+    for args, name in ((["--mode=ht", "--send-only"], "--send-only"),
+                       (["--mode=ht", "--dtype=fp8", "--fp8-pow2-scales"], "--fp8-pow2-scales"),
+                       (["--tokens=2048"], "--mode=ll allows at most 1024"),
+                       (["--mode=ht", "--ht-sizing=lazy"], "--ht-sizing")):
+        rc, out, err = run(bench, args, hide_gpus=True)
+        expect(rc == 2 and name in err, f"{' '.join(args)} exits 2 naming {name}", out + err)
 
     rc, out, err = run(bench, ["--dtype=fp8"], hide_gpus=True)
     expect(rc == 1 and "no CUDA GPU is visible" in err,

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The committed format sample is what the JSON writer makes now, and it passes the reader.
 
-    check_sample.py SAMPLE_WRITER COMMITTED_JSON
+    check_sample.py SAMPLE_WRITER COMMITTED_JSON [WRITER_FLAGS...]
 
-SAMPLE_WRITER is bench-json-sample (bench/tests/json_sample_main.cpp). When the format
-changes on purpose, regenerate: build/bench/bench-json-sample > bench/samples/format_sample.json
+SAMPLE_WRITER is bench-json-sample (bench/tests/json_sample_main.cpp), run with WRITER_FLAGS
+(--ht for the high-throughput sample). When the format changes on purpose, regenerate:
+    build/bench/bench-json-sample > bench/samples/format_sample.json
+    build/bench/bench-json-sample --ht > bench/samples/format_sample_ht.json
 """
 import os
 import subprocess
@@ -15,13 +17,13 @@ import bench_json  # noqa: E402
 
 
 def main():
-    writer, committed = sys.argv[1], sys.argv[2]
-    fresh = subprocess.run([writer], capture_output=True, text=True, check=True).stdout
+    writer, committed, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+    fresh = subprocess.run([writer] + flags, capture_output=True, text=True, check=True).stdout
     with open(committed, encoding="utf-8") as f:
         saved = f.read()
     if fresh != saved:
         print(f"FAIL  {committed} differs from what {os.path.basename(writer)} writes now; if the "
-              f"format changed on purpose, regenerate it:\n      {writer} > {committed}\n"
+              f"format changed on purpose, regenerate it:\n      {' '.join([writer] + flags)} > {committed}\n"
               f"      (and update bench/JSON.md)")
         return 1
     record = bench_json.load(committed)

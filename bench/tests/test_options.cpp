@@ -29,6 +29,10 @@ TEST(Options, DefaultsMatchTheDocumentedOnes) {
   EXPECT_TRUE(o.baseline);
   EXPECT_TRUE(o.ceiling);
   EXPECT_EQ(o.group_max_tokens(), 128);
+  EXPECT_EQ(o.ht_sizing, "exact");
+  EXPECT_EQ(o.large_from, 0);
+  EXPECT_EQ(o.warmup_at(1 << 16), 20);
+  EXPECT_EQ(o.iters_at(1 << 16), 200);
 }
 
 TEST(Options, EveryFlagIsInTheHelp) {
@@ -49,6 +53,7 @@ TEST(Options, ParsesEveryFlag) {
                      "--hot-share=0.25", "--hot-expert=3", "--masked=0.1", "--seed=9", "--warmup=2",
                      "--iters=7", "--graph=on", "--graph-replays=3", "--send-only", "--baseline=off",
                      "--ceiling=off", "--ceiling-mib=8", "--timeout-ms=500", "--out=/tmp/x.json",
+                     "--ht-sizing=capacity", "--large-from=128", "--large-warmup=1", "--large-iters=2",
                      "--ranks=4", "--time-limit=60"},
                     o, error))
       << error;
@@ -75,6 +80,31 @@ TEST(Options, ParsesEveryFlag) {
   EXPECT_EQ(o.ceiling_peak_mib, 8);
   EXPECT_EQ(o.timeout_ms, 500);
   EXPECT_EQ(o.out, "/tmp/x.json");
+  EXPECT_EQ(o.ht_sizing, "capacity");
+  EXPECT_EQ(o.large_from, 128);
+  EXPECT_EQ(o.warmup_at(64), 2);
+  EXPECT_EQ(o.iters_at(64), 7);
+  EXPECT_EQ(o.warmup_at(128), 1);
+  EXPECT_EQ(o.iters_at(256), 2);
+}
+
+TEST(Options, HighThroughputSweep) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"--mode=ht", "--tokens=1024..16384", "--dtype=fp8", "--graph", "--large-from=8192"}, o,
+                    error))
+      << error;
+  EXPECT_EQ(o.mode, "ht");
+  EXPECT_EQ(o.tokens, (std::vector<int>{1024, 2048, 4096, 8192, 16384}));
+  EXPECT_EQ(o.group_max_tokens(), 16384);
+  EXPECT_EQ(o.iters_at(4096), 200);
+  EXPECT_EQ(o.iters_at(8192), 10);
+  EXPECT_EQ(o.warmup_at(16384), 3);
+  ASSERT_TRUE(parse({"--mode=ht", "--tokens=65536"}, o, error)) << error;
+  // The token limit depends on the mode, whatever order the flags come in.
+  ASSERT_TRUE(parse({"--tokens=4096", "--mode=ht"}, o, error)) << error;
+  EXPECT_FALSE(parse({"--tokens=4096"}, o, error));
+  EXPECT_NE(error.find("--mode=ll allows at most 1024"), std::string::npos) << error;
 }
 
 TEST(Options, TokenLists) {
@@ -88,7 +118,9 @@ TEST(Options, TokenLists) {
   EXPECT_EQ(t, (std::vector<int>{3, 6, 12, 20}));
   ASSERT_TRUE(parse_token_list("8..8", t, error));
   EXPECT_EQ(t, std::vector<int>{8});
-  for (const char* bad : {"", "0", "2000", "4..2", "1,,2", "a", "1..", "-1", "1.5"}) {
+  ASSERT_TRUE(parse_token_list("1024..16384", t, error));
+  EXPECT_EQ(t, (std::vector<int>{1024, 2048, 4096, 8192, 16384}));
+  for (const char* bad : {"", "0", "70000", "4..2", "1,,2", "a", "1..", "-1", "1.5", "1..65537"}) {
     EXPECT_FALSE(parse_token_list(bad, t, error)) << bad;
   }
 }
@@ -115,6 +147,12 @@ TEST(Options, BadValuesAreRefusedByName) {
       {{"--topk=8", "--experts=4"}, "--topk"},
       {{"--frobnicate"}, "unknown argument"},
       {{"--out="}, "--out"},
+      {{"--ht-sizing=maybe"}, "--ht-sizing"},
+      {{"--large-iters=0"}, "--large-iters"},
+      {{"--max-tokens=2048"}, "--max-tokens"},
+      {{"--mode=ht", "--tokens=65537"}, "--tokens"},
+      {{"--mode=ht", "--send-only"}, "--send-only does not apply to --mode=ht"},
+      {{"--mode=ht", "--dtype=fp8", "--fp8-pow2-scales"}, "--fp8-pow2-scales does not apply"},
   };
   for (const Case& c : cases) {
     Options o;

@@ -22,6 +22,12 @@ TEST(OutputCheck, ExpectedCombine) {
   EXPECT_EQ(expected_combine(r, 3, 4, 4, 2, false), ours);
 }
 
+TEST(OutputCheck, ExpectedHighThroughputCombineCountsReceivingRanks) {
+  // Same routing as above: token 0 on ranks 0 and 1, token 1 nowhere, token 2 on rank 1 twice.
+  const Routing r = {0, 1, 2, 5, -1, -1, -1, -1, 6, -1, 7, -1};
+  EXPECT_EQ(expected_ht_combine(r, 3, 4, 4, 2), (std::vector<float>{2.0f, 0.0f, 1.0f}));
+}
+
 TEST(OutputCheck, PerRankPartialsRoundSeparately) {
   // Top-3: weights of 1/3. Rank 0 holds two entries (2/3 rounds to bf16 0.66796875), rank 1
   // one (1/3 rounds to 0.333984375); their sum rounds to 1.0 either way here, so compare

@@ -77,7 +77,10 @@ TEST(Report, Ratios) {
 TEST(Report, JsonCarriesTheFigures) {
   RunRecord run = two_rank_run();
   const std::string json = to_json(run);
-  EXPECT_NE(json.find("\"format\": \"epcomm-bench/1\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"epcomm-bench/2\""), std::string::npos);
+  EXPECT_NE(json.find("\"ht_sizing\": \"none\""), std::string::npos);
+  EXPECT_NE(json.find("\"wire_layout\": [0, 0]"), std::string::npos);
+  EXPECT_NE(json.find("\"ours_over_ceiling_budget.step\": null"), std::string::npos);
   EXPECT_NE(json.find("\"format_sample\": false"), std::string::npos);
   EXPECT_EQ(json.find("FORMAT SAMPLE"), std::string::npos);
   EXPECT_NE(json.find("\"ours.kernel.dispatch\": {"), std::string::npos);
@@ -101,6 +104,31 @@ TEST(Report, TableShowsMediansRangesAndGaps) {
   EXPECT_EQ(to_table(run).find("(incomplete"), std::string::npos);
   run.format_sample = true;
   EXPECT_EQ(to_table(run).rfind("FORMAT SAMPLE", 0), 0u);
+}
+
+TEST(Report, HighThroughputShowsLayoutAndTheBudgetCeiling) {
+  RunRecord run = two_rank_run();
+  run.options.mode = "ht";
+  run.options.ht_sizing = "capacity";
+  run.group.num_sms = 24;
+  PointResult& p = run.points[0];
+  p.metrics.push_back({"ceiling_budget.kernel.dispatch", median(50)});
+  p.metrics.push_back({"ceiling_budget.kernel.step", median(75)});
+  p.metrics.push_back({"ours.api.layout", median(42)});
+  const Bandwidth b = bandwidth(run, p, "ceiling_budget", "dispatch");
+  EXPECT_DOUBLE_EQ(b.wire_GBps, 20.0);  // our wire bytes (1e6) in 50 us
+  const std::string table = to_table(run);
+  EXPECT_NE(table.find("high-throughput (capacity sizing)"), std::string::npos) << table;
+  EXPECT_NE(table.find("ceil@24"), std::string::npos) << table;
+  EXPECT_NE(table.find("75.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("42.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("(token, destination rank)"), std::string::npos) << table;
+  const std::string json = to_json(run);
+  EXPECT_NE(json.find("\"ht_sizing\": \"capacity\""), std::string::npos);
+  EXPECT_NE(json.find("\"ceiling_budget.dispatch\": {"), std::string::npos);
+  EXPECT_NE(json.find("\"ours_over_ceiling_budget.dispatch\": 2"), std::string::npos);
+  // A low-latency run without those figures has no such columns.
+  EXPECT_EQ(to_table(two_rank_run()).find("layout"), std::string::npos);
 }
 
 TEST(Report, AtomicWriteReplacesTheFile) {

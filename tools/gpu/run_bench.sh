@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # Runs the benchmark on a GPU machine from staged binaries (tools/gpu/stage.sh), writing JSON,
-# PNG charts and logs into $OUT (or ./bench-out), and prints the tables last.
+# tables (<run>.txt), PNG charts and logs into $OUT (or ./bench-out), and prints the tables
+# last.
 # Usage: tools/gpu/run_bench.sh [STAGE_DIR] [RANKS]   (default: .gpu, every visible GPU)
+#        LL=0, HT=0 or MOE=0 in the environment skip that part.
 #
-#  1. the low-latency sweep: 1, 2, 4, ..., 256 tokens per rank, hidden 7168, top-8, 256
-#     experts, bf16, uniform routing, with the NCCL baseline and the LSA ceiling (about a
-#     minute on 4 H200: 9 points x (ours + baseline + ceiling) x 220 steps, plus start-up);
-#  2. a short second run of the other paths (send-only + complete, CUDA graph replay, skewed
-#     and masked routing) at 1 and 128 tokens, without baseline and ceiling, so that a
+# Low-latency (LL=0 skips):
+#  1. ll_sweep: 1, 2, 4, ..., 256 tokens per rank, hidden 7168, top-8, 256 experts, bf16,
+#     uniform routing, with the NCCL baseline and the LSA ceiling (about a minute on 4 H200:
+#     9 points x (ours + baseline + ceiling) x 220 steps, plus start-up);
+#  2. ll_paths: a short run of the other paths (send-only + complete, CUDA graph replay,
+#     skewed and masked routing) at 1 and 128 tokens, without baseline and ceiling, so that a
 #     failure there cannot cost the sweep's results;
-#  3. fp8 dispatch (epc_ll_dispatch_fp8) at 1 and 128 tokens, with graph replay;
-#  4. the charts of every run (bench/plot.py, matplotlib);
-#  5. bench/moe_layer.py (torch): a real MoE layer on our LL path checked against one GPU and
-#     timed against torch.distributed.all_to_all_single (skip it with MOE=0).
-# Worst case (every step at its time limit): 240 + 90 + 90 + 200 s.
+#  3. ll_fp8: fp8 dispatch (epc_ll_dispatch_fp8) at 1 and 128 tokens, with graph replay.
+# High-throughput (HT=0 skips), each in a group sized for 16384 tokens per rank (about 2 GB
+# of window per GPU at hidden 7168 on 4 ranks, plus outputs and the baseline's buffers):
+#  4. ht_sweep: 1024, 2048, ..., 16384 tokens per rank, bf16, exact sizing, with the NCCL
+#     baseline, the ceiling (every SM and our SM budget) and graph replay; 5 warm-up and 30
+#     timed steps per measurement, 3 and 10 from 8192 tokens (a 16384-token step moves about
+#     1 GB per GPU);
+#  5. ht_fp8: the same sweep with caller-quantized fp8 payloads (e4m3 + fp32 scales);
+#  6. ht_capacity: capacity sizing (no host synchronisation; epc_handle_update timed) with
+#     graph replay at 4096 tokens, without baseline and ceiling.
+# Then:
+#  7. the charts of every run, and HT bf16 against fp8 side by side (bench/plot.py);
+#  8. bench/moe_layer.py (torch): a real MoE layer on our LL path checked against one GPU and
+#     timed against torch.distributed.all_to_all_single (MOE=0 skips it).
+# Worst case (every step at its time limit): 240 + 90 + 90 + 300 + 300 + 120 + 200 s.
 set -uo pipefail
 stage=${1:-.gpu}
 ranks=${2:-}
@@ -32,39 +45,52 @@ rank_flag=()
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$out/machine.txt" 2>&1
 
 status=0
-start=$SECONDS
-# stdout (the harness's relayed lines, then the table) to a log; stderr (progress) to the
-# terminal and a log.
-"$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit=240 \
-  --mode=ll --tokens=1..256 --hidden=7168 --topk=8 --experts=256 --dtype=bf16 \
-  --routing=uniform --warmup=20 --iters=200 --graph --out="$out/ll_sweep.json" \
-  >"$out/ll_sweep.log" 2> >(tee "$out/ll_sweep.progress.log" >&2)
-rc_sweep=$?
-sweep_s=$((SECONDS - start))
-[ $rc_sweep -ne 0 ] && status=1
+runs=()              # in the order they ran
+declare -A rc secs   # per run
 
-start=$SECONDS
-"$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit=90 \
-  --mode=ll --tokens=1,128 --hidden=7168 --topk=8 --experts=256 --routing=skewed --hot-share=0.5 \
-  --masked=0.05 --send-only --graph --baseline=off --ceiling=off --iters=100 \
-  --out="$out/ll_paths.json" >"$out/ll_paths.log" 2> >(tee "$out/ll_paths.progress.log" >&2)
-rc_paths=$?
-paths_s=$((SECONDS - start))
-[ $rc_paths -ne 0 ] && status=1
+# bench NAME TIME_LIMIT FLAGS...: one epcomm-bench run writing NAME.json, NAME.log (the
+# harness's relayed lines, then the table), NAME.progress.log (also on the terminal) and
+# NAME.txt (the table alone).
+bench() {
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  "$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit="$limit" "$@" --out="$out/$name.json" \
+    >"$out/$name.log" 2> >(tee "$out/$name.progress.log" >&2)
+  rc[$name]=$?
+  secs[$name]=$((SECONDS - start))
+  runs+=("$name")
+  [ "${rc[$name]}" -ne 0 ] && status=1
+  sed -n '/^FORMAT SAMPLE\|^epcomm-bench /,$p' "$out/$name.log" >"$out/$name.txt"
+}
 
-start=$SECONDS
-"$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit=90 \
-  --mode=ll --tokens=1,128 --hidden=7168 --topk=8 --experts=256 --dtype=fp8 --routing=uniform \
-  --graph --baseline=off --ceiling=off --iters=200 \
-  --out="$out/ll_fp8.json" >"$out/ll_fp8.log" 2> >(tee "$out/ll_fp8.progress.log" >&2)
-rc_fp8=$?
-fp8_s=$((SECONDS - start))
-[ $rc_fp8 -ne 0 ] && status=1
+common=(--hidden=7168 --topk=8 --experts=256)
+if [ "${LL:-1}" != 0 ]; then
+  bench ll_sweep 240 --mode=ll --tokens=1..256 "${common[@]}" --dtype=bf16 --routing=uniform \
+    --warmup=20 --iters=200 --graph
+  bench ll_paths 90 --mode=ll --tokens=1,128 "${common[@]}" --routing=skewed --hot-share=0.5 \
+    --masked=0.05 --send-only --graph --baseline=off --ceiling=off --iters=100
+  bench ll_fp8 90 --mode=ll --tokens=1,128 "${common[@]}" --dtype=fp8 --routing=uniform \
+    --graph --baseline=off --ceiling=off --iters=200
+fi
+if [ "${HT:-1}" != 0 ]; then
+  ht_sweep=(--mode=ht --tokens=1024..16384 "${common[@]}" --routing=uniform --ht-sizing=exact
+            --warmup=5 --iters=30 --large-from=8192 --large-warmup=3 --large-iters=10 --graph)
+  bench ht_sweep 300 "${ht_sweep[@]}" --dtype=bf16
+  bench ht_fp8 300 "${ht_sweep[@]}" --dtype=fp8
+  bench ht_capacity 120 --mode=ht --tokens=4096 "${common[@]}" --dtype=bf16 --routing=uniform \
+    --ht-sizing=capacity --warmup=5 --iters=30 --graph --baseline=off --ceiling=off
+fi
 
-for json in "$out/ll_sweep.json" "$out/ll_paths.json" "$out/ll_fp8.json"; do
-  [ -s "$json" ] || continue
-  python3 bench/plot.py "$json" --out "$out" >>"$out/plot.log" 2>&1 || { echo "plot.py failed on $json (see $out/plot.log)"; status=1; }
+for name in "${runs[@]}"; do
+  [ -s "$out/$name.json" ] || continue
+  python3 bench/plot.py "$out/$name.json" --out "$out" >>"$out/plot.log" 2>&1 ||
+    { echo "plot.py failed on $name.json (see $out/plot.log)"; status=1; }
 done
+if [ -s "$out/ht_sweep.json" ] && [ -s "$out/ht_fp8.json" ]; then
+  python3 bench/plot.py "$out/ht_sweep.json" "$out/ht_fp8.json" --out "$out" --name ht_bf16_vs_fp8 \
+    >>"$out/plot.log" 2>&1 || { echo "plot.py failed on the HT comparison (see $out/plot.log)"; status=1; }
+fi
 
 rc_moe=skipped
 if [ "${MOE:-1}" != 0 ]; then
@@ -82,12 +108,12 @@ if [ "$rc_moe" != skipped ]; then
   echo "== MoE layer: ours vs torch all_to_all_single (rc=$rc_moe, ${moe_s}s; log $out/moe_layer.log)"
   tail -n 12 "$out/moe_layer.log"
 fi
-echo "== run 2: send-only + graph, skewed and masked routing (rc=$rc_paths, ${paths_s}s; log $out/ll_paths.log)"
-sed -n '/^FORMAT SAMPLE\|^epcomm-bench /,$p' "$out/ll_paths.log"
-echo "== run 3: fp8 dispatch (rc=$rc_fp8, ${fp8_s}s; log $out/ll_fp8.log)"
-sed -n '/^FORMAT SAMPLE\|^epcomm-bench /,$p' "$out/ll_fp8.log"
-echo "== run 1: the low-latency sweep (rc=$rc_sweep, ${sweep_s}s; log $out/ll_sweep.log)"
-sed -n '/^FORMAT SAMPLE\|^epcomm-bench /,$p' "$out/ll_sweep.log"
-[ $rc_sweep -ne 0 ] && tail -n 30 "$out/ll_sweep.log"
+# The sweeps last, so that their tables end the output.
+for name in ll_paths ll_fp8 ht_capacity ht_fp8 ll_sweep ht_sweep; do
+  [ -n "${rc[$name]+set}" ] || continue
+  echo "== $name (rc=${rc[$name]}, ${secs[$name]}s; log $out/$name.log, table $out/$name.txt)"
+  cat "$out/$name.txt"
+  [ "${rc[$name]}" -ne 0 ] && tail -n 30 "$out/$name.log"
+done
 ls "$out"
 exit $status

@@ -1,0 +1,287 @@
+// Our high-throughput dispatch and combine (epc_ht_*, ABI 1.2). Per point:
+//  layout: handles for the point's routing are created with epc_ht_handle_create (collective;
+//          --ht-sizing=exact synchronises once inside), min(iters, 20) times, each creation
+//          timed on the host until the stream is done (ours.api.layout) and with CUDA events
+//          around the call (ours.kernel.layout); the last handle is kept. With capacity
+//          sizing the graph-safe epc_handle_update is also timed back to back
+//          (ours.kernel.layout_update), after the steps below.
+//  step:   epc_ht_dispatch then epc_ht_combine on that handle, timed as bench/mode_support.hpp
+//          says (kernel, api and, with --graph, graph replay of dispatch + combine only: the
+//          handle is created before the capture, so graphs work in either sizing).
+// The payload is bf16 1.0, or fp8 e4m3 1.0 with scales of 1.0 [B, H/128] filled once (the
+// caller's quantization is not timed). Combine returns rows of bf16 1.0, so a token's result
+// is the number of ranks that received it. After the kernel-timed steps the outputs are
+// checked: N (out_num_recv, and the handle's row count with exact sizing), the received
+// (token, entry) pairs per local expert (out_expert_counts), and combine's result.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "bench/device_fill.hpp"
+#include "bench/mode.hpp"
+#include "bench/mode_support.hpp"
+#include "bench/output_check.hpp"
+#include "bench/try_call.hpp"
+#include "epcomm/epcomm.h"
+
+namespace epc::bench {
+namespace {
+
+constexpr int kMaxLayoutSamples = 20;
+
+struct HtTensors {
+  EpcTensor x, x_scales, w, out_x, out_scales, out_idx, out_w, counts, num_recv, y, out;
+};
+
+class HtMode final : public Mode {
+ public:
+  ~HtMode() override { teardown(); }
+
+  bool setup(RankSession& session, const Options& options, std::string& error) override {
+    s_ = &session;
+    o_ = options;
+    fp8_ = o_.dtype == "fp8";
+    capacity_ = o_.ht_sizing == "capacity";
+    R_ = session.nranks();
+    T_ = o_.group_max_tokens();
+    H_ = o_.hidden;
+    K_ = o_.topk;
+    if (!group_.create(session, group_config(o_, EPC_MODE_HIGH_THROUGHPUT), error)) return false;
+    L_ = static_cast<int>(group_.info().local_experts);
+
+    // Every [rows, ...] tensor is sized for the most a handle can report (capacity sizing:
+    // ranks x max tokens), so one allocation serves every point and either sizing.
+    const size_t T = static_cast<size_t>(T_), H = static_cast<size_t>(H_), K = static_cast<size_t>(K_);
+    const size_t rows = static_cast<size_t>(R_) * T;
+    const size_t element = fp8_ ? 1 : 2;
+    const size_t scales = H / 128;
+    if (!x_.allocate(T * H * element, "cudaMalloc x", error) ||
+        !w_.allocate(T * K * 4, "cudaMalloc topk_weights", error) ||
+        !idx_.allocate(T * K * 8, "cudaMalloc topk_idx", error) ||
+        !out_x_.allocate(rows * H * element, "cudaMalloc out_x", error) ||
+        !out_idx_.allocate(rows * K * 4, "cudaMalloc out_topk_idx", error) ||
+        !out_w_.allocate(rows * K * 4, "cudaMalloc out_topk_weights", error) ||
+        !counts_.allocate(static_cast<size_t>(L_) * 4, "cudaMalloc out_expert_counts", error) ||
+        !num_recv_.allocate(4, "cudaMalloc out_num_recv", error) ||
+        !y_.allocate(rows * H * 2, "cudaMalloc combine input", error) ||
+        !out_.allocate(T * H * 2, "cudaMalloc combine output", error)) {
+      return false;
+    }
+    const cudaStream_t st = s_->stream();
+    if (fp8_) {
+      if (!x_scales_.allocate(T * scales * 4, "cudaMalloc x_scales", error) ||
+          !out_scales_.allocate(rows * scales * 4, "cudaMalloc out_scales", error)) {
+        return false;
+      }
+      TRY_CUDA(cudaMemsetAsync(x_.ptr, kFp8E4m3One, T * H, st), "filling x");
+      TRY_CUDA(fill_u32(x_scales_.ptr, kFp32One, T * scales, st), "filling x_scales");
+    } else {
+      TRY_CUDA(fill_u16(x_.ptr, kBf16One, T * H, st), "filling x");
+    }
+    TRY_CUDA(fill_u16(y_.ptr, kBf16One, rows * H, st), "filling the combine input");
+    TRY_CUDA(cudaStreamSynchronize(st), "filling buffers");
+    return true;
+  }
+
+  GroupFacts facts() const override { return group_.facts(); }
+
+  WireFormat wire() const override { return WireFormat::for_ht(H_, fp8_, K_); }
+
+  bool measure(const PointInput& in, MetricList& out, bool& checked, std::string& error) override {
+    checked = false;
+    const int B = in.tokens;
+    if (!upload_routing(*s_, in, K_, idx_.ptr, w_.ptr, error)) return false;
+    EpcHandle* handle = nullptr;
+    int64_t rows = 0;
+    if (!create_handles(B, std::max(1, std::min(in.iters, kMaxLayoutSamples)), handle, rows, out, error)) {
+      return false;
+    }
+    const bool ok = check_rows(rows, in, error) && measure_with(handle, B, rows, in, out, checked, error);
+    const EpcStatus destroyed = epc_handle_destroy(handle);
+    if (ok && destroyed != EPC_OK) {
+      error = epc_error("epc_handle_destroy", destroyed);
+      return false;
+    }
+    return ok;
+  }
+
+  void teardown() override {
+    group_.destroy();
+    for (DeviceBuffer* b : {&x_, &x_scales_, &w_, &idx_, &out_x_, &out_scales_, &out_idx_, &out_w_, &counts_,
+                            &num_recv_, &y_, &out_}) {
+      b->release();
+    }
+  }
+
+ private:
+  EpcHtSizing sizing() const { return capacity_ ? EPC_HT_SIZING_CAPACITY : EPC_HT_SIZING_EXACT; }
+
+  // Creates `samples` handles for the routing one after another, timing each, and keeps the
+  // last in `handle`. Every rank agrees after each creation (a host-side collective), so no
+  // rank enters a collective its peers will not join, and the ranks start each creation
+  // together: the host time is the creation's, not a wait for a late peer.
+  bool create_handles(int B, int samples, EpcHandle*& handle, int64_t& rows, MetricList& out,
+                      std::string& error) {
+    const cudaStream_t st = s_->stream();
+    const EpcTensor idx = tensor(idx_.ptr, EPC_DTYPE_INT64, {B, K_});
+    EventMarks marks(samples, 2);
+    std::vector<double> api;
+    for (int i = 0; i < samples; ++i) {
+      EpcHandle* h = nullptr;
+      int64_t r = 0;
+      marks.record(i, 0, st);
+      const Clock::time_point t0 = Clock::now();
+      const EpcStatus created = epc_ht_handle_create(group_.get(), &idx, sizing(), st, &h, &r);
+      marks.record(i, 1, st);
+      const cudaError_t synced = cudaStreamSynchronize(st);
+      const Clock::time_point t1 = Clock::now();
+      std::string mine;
+      if (created != EPC_OK) {
+        mine = epc_error("epc_ht_handle_create", created);
+      } else if (synced != cudaSuccess) {
+        mine = cuda_error("creating a high-throughput handle", synced);
+      }
+      if (!s_->all_true(mine.empty())) {
+        epc_handle_destroy(h);
+        epc_handle_destroy(handle);
+        handle = nullptr;
+        error = mine.empty() ? "another rank could not create its handle" : mine;
+        return false;
+      }
+      api.push_back(us_between(t0, t1));
+      epc_handle_destroy(handle);  // the previous sample's; NULL is a no-op
+      handle = h;
+      rows = r;
+    }
+    std::vector<double> kernel;
+    if (!marks.ok() || !marks.elapsed_us(0, 1, kernel)) {
+      error = "reading the CUDA events of the handle creations";
+      return false;
+    }
+    out.emplace_back("ours.kernel.layout", summarize(kernel));
+    out.emplace_back("ours.api.layout", summarize(api));
+    return true;
+  }
+
+  // The handle's row count: N with exact sizing, ranks x max tokens with capacity sizing.
+  bool check_rows(int64_t rows, const PointInput& in, std::string& error) {
+    const int64_t want = capacity_ ? static_cast<int64_t>(R_) * T_ : in.traffic->received_tokens;
+    const bool right = rows == want;
+    if (!right) {
+      error = "epc_ht_handle_create reported " + std::to_string(rows) + " rows; the routing (" +
+              o_.ht_sizing + " sizing) gives " + std::to_string(want);
+    }
+    if (!s_->all_true(right)) {
+      if (right) error = "another rank's handle has a wrong row count";
+      return false;
+    }
+    return true;
+  }
+
+  HtTensors tensors(int B, int64_t rows) const {
+    const EpcDtype xt = fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
+    HtTensors t;
+    t.x = tensor(x_.ptr, xt, {B, H_});
+    t.x_scales = tensor(x_scales_.ptr, EPC_DTYPE_FP32, {B, H_ / 128});
+    t.w = tensor(w_.ptr, EPC_DTYPE_FP32, {B, K_});
+    t.out_x = tensor(out_x_.ptr, xt, {rows, H_});
+    t.out_scales = tensor(out_scales_.ptr, EPC_DTYPE_FP32, {rows, H_ / 128});
+    t.out_idx = tensor(out_idx_.ptr, EPC_DTYPE_INT32, {rows, K_});
+    t.out_w = tensor(out_w_.ptr, EPC_DTYPE_FP32, {rows, K_});
+    t.counts = tensor(counts_.ptr, EPC_DTYPE_INT32, {L_});
+    t.num_recv = tensor(num_recv_.ptr, EPC_DTYPE_INT32, {1});
+    t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {rows, H_});
+    t.out = tensor(out_.ptr, EPC_DTYPE_BF16, {B, H_});
+    return t;
+  }
+
+  bool dispatch(EpcHandle* h, const HtTensors& t, EventMarks* m, int iter, std::string& error) {
+    const cudaStream_t st = s_->stream();
+    if (m) m->record(iter, kStart, st);
+    TRY_EPC(epc_ht_dispatch(h, &t.x, fp8_ ? &t.x_scales : nullptr, &t.w, &t.out_x,
+                            fp8_ ? &t.out_scales : nullptr, &t.out_idx, &t.out_w, &t.counts, &t.num_recv,
+                            0, st),
+            "epc_ht_dispatch");
+    if (m) m->record(iter, kDispatchDone, st);
+    return true;
+  }
+
+  bool combine(EpcHandle* h, const HtTensors& t, EventMarks* m, int iter, std::string& error) {
+    const cudaStream_t st = s_->stream();
+    TRY_EPC(epc_ht_combine(h, &t.y, nullptr, &t.out, nullptr, 0, st), "epc_ht_combine");
+    if (m) m->record(iter, kCombineDone, st);
+    return true;
+  }
+
+  bool measure_with(EpcHandle* h, int B, int64_t rows, const PointInput& in, MetricList& out, bool& checked,
+                    std::string& error) {
+    const HtTensors t = tensors(B, rows);
+    const StepCalls step{
+        [&](EventMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
+        [&](EventMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
+    if (!time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked,
+                    error)) {
+      return false;
+    }
+    return !capacity_ || time_layout_update(h, B, in, out, error);
+  }
+
+  bool check_outputs(int B, const PointInput& in, std::string& error) {
+    int32_t num_recv = -1;
+    std::vector<int32_t> counts(static_cast<size_t>(L_));
+    std::vector<uint16_t> combined(static_cast<size_t>(B) * H_);
+    TRY_CUDA(cudaMemcpy(&num_recv, num_recv_.ptr, 4, cudaMemcpyDeviceToHost), "reading out_num_recv");
+    TRY_CUDA(cudaMemcpy(counts.data(), counts_.ptr, counts.size() * 4, cudaMemcpyDeviceToHost),
+             "reading out_expert_counts");
+    TRY_CUDA(cudaMemcpy(combined.data(), out_.ptr, combined.size() * 2, cudaMemcpyDeviceToHost),
+             "reading the combine output");
+    std::string why;
+    if (num_recv != in.traffic->received_tokens) {
+      why = "dispatch received " + std::to_string(num_recv) + " tokens (out_num_recv); the routing sends " +
+            std::to_string(in.traffic->received_tokens);
+    } else if (check_counts(counts, in.traffic->expected_counts, why)) {
+      check_combined(combined, B, H_, expected_ht_combine(*in.routing, B, K_, L_, R_), why);
+    }
+    if (!why.empty()) {
+      error = "wrong results, so no times are reported: " + why;
+      return false;
+    }
+    return true;
+  }
+
+  // Capacity sizing: the per-step layout through epc_handle_update (collective, no host
+  // synchronisation), with the same routing, back to back.
+  bool time_layout_update(EpcHandle* h, int B, const PointInput& in, MetricList& out, std::string& error) {
+    const cudaStream_t st = s_->stream();
+    const EpcTensor idx = tensor(idx_.ptr, EPC_DTYPE_INT64, {B, K_});
+    for (int i = 0; i < in.warmup; ++i) TRY_EPC(epc_handle_update(h, &idx, st), "epc_handle_update");
+    EventMarks marks(in.iters, 2);
+    for (int i = 0; i < in.iters; ++i) {
+      marks.record(i, 0, st);
+      TRY_EPC(epc_handle_update(h, &idx, st), "epc_handle_update");
+      marks.record(i, 1, st);
+    }
+    TRY_CUDA(cudaStreamSynchronize(st), "running epc_handle_update");
+    std::vector<double> us;
+    if (!marks.ok() || !marks.elapsed_us(0, 1, us)) {
+      error = "reading the CUDA events of epc_handle_update";
+      return false;
+    }
+    out.emplace_back("ours.kernel.layout_update", summarize(us));
+    return true;
+  }
+
+  RankSession* s_ = nullptr;
+  Options o_;
+  bool fp8_ = false;
+  bool capacity_ = false;
+  int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;
+  OurGroup group_;
+  DeviceBuffer x_, x_scales_, w_, idx_, out_x_, out_scales_, out_idx_, out_w_, counts_, num_recv_, y_, out_;
+};
+
+}  // namespace
+
+std::unique_ptr<Mode> make_ht_mode() { return std::make_unique<HtMode>(); }
+
+}  // namespace epc::bench

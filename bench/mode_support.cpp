@@ -1,0 +1,227 @@
+#include "bench/mode_support.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "bench/try_call.hpp"
+
+namespace epc::bench {
+
+EpcGroupConfig group_config(const Options& o, EpcMode mode) {
+  EpcGroupConfig cfg = EPC_GROUP_CONFIG_INIT;
+  cfg.mode = mode;
+  cfg.num_experts = static_cast<uint32_t>(o.experts);
+  cfg.hidden = static_cast<uint32_t>(o.hidden);
+  cfg.max_tokens_per_rank = static_cast<uint32_t>(o.group_max_tokens());
+  cfg.max_topk = static_cast<uint32_t>(o.topk);
+  cfg.dtype = o.dtype == "fp8" ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
+  cfg.num_sms = static_cast<uint32_t>(o.sms);
+  cfg.timeout_ms = static_cast<uint32_t>(o.timeout_ms);
+  return cfg;
+}
+
+bool OurGroup::create(RankSession& session, const EpcGroupConfig& cfg, std::string& error) {
+  destroy();
+  TRY_EPC(epc_group_create(session.comm(), &cfg, &group_), "epc_group_create");
+  std::memset(&info_, 0, sizeof info_);
+  info_.struct_size = sizeof info_;
+  info_.abi_version = EPC_ABI_VERSION;
+  TRY_EPC(epc_group_query(group_, &info_), "epc_group_query");
+  std::memset(&plan_, 0, sizeof plan_);
+  plan_.struct_size = sizeof plan_;
+  plan_.abi_version = EPC_ABI_VERSION;
+  TRY_EPC(epc_plan_query(&cfg, session.nranks(), info_.lsa_size, info_.num_nodes, &plan_), "epc_plan_query");
+  return true;
+}
+
+void OurGroup::destroy() {
+  if (group_ != nullptr) epc_group_destroy(group_);
+  group_ = nullptr;
+}
+
+GroupFacts OurGroup::facts() const {
+  GroupFacts f;
+  f.symmetric_bytes = info_.symmetric_bytes;
+  f.workspace_bytes = info_.workspace_bytes;
+  f.message_bytes = plan_.message_bytes;
+  f.num_sms = info_.num_sms;
+  f.local_experts = info_.local_experts;
+  f.max_tokens = info_.max_tokens_per_rank;
+  return f;
+}
+
+EpcTensor tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape) {
+  EpcTensor t;
+  std::memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = static_cast<int32_t>(shape.size());
+  int i = 0;
+  for (int64_t s : shape) t.shape[i++] = s;
+  return t;
+}
+
+void DeviceBuffer::release() {
+  if (ptr != nullptr) cudaFree(ptr);
+  ptr = nullptr;
+}
+
+bool DeviceBuffer::allocate(size_t bytes, const char* what, std::string& error) {
+  release();
+  const cudaError_t c = cudaMalloc(&ptr, bytes == 0 ? 16 : bytes);
+  if (c != cudaSuccess) {
+    ptr = nullptr;
+    error = cuda_error(what, c);
+    return false;
+  }
+  return true;
+}
+
+bool time_kernels(const std::string& who, cudaStream_t st, int warmup, int iters, bool send_only,
+                  const StepCalls& step, MetricList& out, std::string& error) {
+  for (int i = 0; i < warmup; ++i) {
+    if (!step.dispatch(nullptr, 0, error) || !step.combine(nullptr, 0, error)) return false;
+  }
+  EventMarks marks(iters, kStepMarks);
+  if (!marks.ok()) {
+    error = "cudaEventCreate failed";
+    return false;
+  }
+  for (int i = 0; i < iters; ++i) {
+    if (!step.dispatch(&marks, i, error) || !step.combine(&marks, i, error)) return false;
+  }
+  TRY_CUDA(cudaStreamSynchronize(st), "running the timed steps");
+  struct Span {
+    const char* name;
+    StepMark from, to;
+    bool send_only;
+  };
+  const Span spans[] = {{"dispatch", kStart, kDispatchDone, false},
+                        {"combine", kDispatchDone, kCombineDone, false},
+                        {"step", kStart, kCombineDone, false},
+                        {"dispatch_send", kStart, kDispatchSent, true},
+                        {"dispatch_complete", kDispatchSent, kDispatchDone, true},
+                        {"combine_send", kDispatchDone, kCombineSent, true},
+                        {"combine_complete", kCombineSent, kCombineDone, true}};
+  for (const Span& span : spans) {
+    if (span.send_only && !send_only) continue;
+    const std::string name = who + ".kernel." + span.name;
+    std::vector<double> us;
+    if (!marks.elapsed_us(span.from, span.to, us)) {
+      error = "reading the CUDA events of " + name;
+      return false;
+    }
+    out.emplace_back(name, summarize(us));
+  }
+  return true;
+}
+
+bool time_api(const std::string& who, cudaStream_t st, int iters, const StepCalls& step, MetricList& out,
+              std::string& error) {
+  std::vector<double> d_total, c_total, total, d_call, c_call;
+  TRY_CUDA(cudaStreamSynchronize(st), "before the API timing");
+  for (int i = 0; i < iters; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    if (!step.dispatch(nullptr, 0, error)) return false;
+    const Clock::time_point t1 = Clock::now();
+    TRY_CUDA(cudaStreamSynchronize(st), "dispatch (API timing)");
+    const Clock::time_point t2 = Clock::now();
+    if (!step.combine(nullptr, 0, error)) return false;
+    const Clock::time_point t3 = Clock::now();
+    TRY_CUDA(cudaStreamSynchronize(st), "combine (API timing)");
+    const Clock::time_point t4 = Clock::now();
+    d_total.push_back(us_between(t0, t2));
+    c_total.push_back(us_between(t2, t4));
+    total.push_back(us_between(t0, t4));
+    d_call.push_back(us_between(t0, t1));
+    c_call.push_back(us_between(t2, t3));
+  }
+  out.emplace_back(who + ".api.dispatch", summarize(d_total));
+  out.emplace_back(who + ".api.combine", summarize(c_total));
+  out.emplace_back(who + ".api.step", summarize(total));
+  out.emplace_back(who + ".api.dispatch_call", summarize(d_call));
+  out.emplace_back(who + ".api.combine_call", summarize(c_call));
+  return true;
+}
+
+bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, MetricList& out,
+                std::string& error) {
+  const cudaStream_t st = session.stream();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::string capture_error;
+  // Thread-local: NCCL's own threads may make CUDA calls meanwhile, which global mode forbids.
+  cudaError_t c = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+  if (c != cudaSuccess) {
+    capture_error = cuda_error("cudaStreamBeginCapture", c);
+  } else {
+    for (int i = 0; i < iters && capture_error.empty(); ++i) {
+      if (!step.dispatch(nullptr, 0, capture_error)) break;
+      if (!step.combine(nullptr, 0, capture_error)) break;
+    }
+    c = cudaStreamEndCapture(st, &graph);
+    if (c != cudaSuccess && capture_error.empty()) capture_error = cuda_error("cudaStreamEndCapture", c);
+  }
+  if (capture_error.empty()) {
+    c = cudaGraphInstantiate(&exec, graph, 0);
+    if (c != cudaSuccess) capture_error = cuda_error("cudaGraphInstantiate", c);
+  }
+  if (!capture_error.empty()) cudaGetLastError();  // leave no stale error behind
+  // Replays are collective: every rank replays or none does.
+  const bool everyone = session.all_true(capture_error.empty());
+  bool ok = everyone;
+  if (!everyone) error = capture_error.empty() ? "graph capture failed on another rank" : capture_error;
+  std::vector<double> per_step;
+  if (ok) {
+    EventMarks marks(replays, 2);
+    // One untimed replay first: the first launch of an executable graph uploads it.
+    ok = cudaGraphLaunch(exec, st) == cudaSuccess;
+    for (int i = 0; ok && i < replays; ++i) {
+      marks.record(i, 0, st);
+      ok = cudaGraphLaunch(exec, st) == cudaSuccess;
+      marks.record(i, 1, st);
+    }
+    c = cudaStreamSynchronize(st);
+    std::vector<double> us;
+    if (!ok || c != cudaSuccess || !marks.ok() || !marks.elapsed_us(0, 1, us)) {
+      ok = false;
+      error = cuda_error("replaying the captured graph", c == cudaSuccess ? cudaGetLastError() : c);
+    }
+    for (double v : us) per_step.push_back(v / iters);
+  }
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (ok) out.emplace_back("ours.graph.step", summarize(per_step));
+  return ok;
+}
+
+bool time_point(RankSession& session, const Options& options, const PointInput& in, const StepCalls& step,
+                const std::function<bool(std::string& error)>& check, MetricList& out, bool& checked,
+                std::string& error) {
+  checked = false;
+  const cudaStream_t st = session.stream();
+  if (!time_kernels("ours", st, in.warmup, in.iters, options.send_only, step, out, error)) return false;
+  const bool right = check(error);
+  if (!session.all_true(right)) {
+    if (right) error = "another rank got wrong results";
+    return false;
+  }
+  checked = true;
+  if (!time_api("ours", st, in.iters, step, out, error)) return false;
+  return !options.graph || time_graph(session, in.iters, options.graph_replays, step, out, error);
+}
+
+bool upload_routing(RankSession& session, const PointInput& in, int topk, void* topk_idx, void* topk_weights,
+                    std::string& error) {
+  const cudaStream_t st = session.stream();
+  const std::vector<float> weights(static_cast<size_t>(in.tokens) * topk, 1.0f / static_cast<float>(topk));
+  TRY_CUDA(cudaMemcpyAsync(topk_idx, in.routing->data(), in.routing->size() * 8, cudaMemcpyHostToDevice, st),
+           "uploading topk_idx");
+  TRY_CUDA(cudaMemcpyAsync(topk_weights, weights.data(), weights.size() * 4, cudaMemcpyHostToDevice, st),
+           "uploading topk_weights");
+  // The weights live on this stack: wait before they go.
+  TRY_CUDA(cudaStreamSynchronize(st), "uploading the routing");
+  return true;
+}
+
+}  // namespace epc::bench

@@ -1,0 +1,99 @@
+// What the modes (ll_mode.cpp, ht_mode.cpp) share: the group, tensor descriptors, device
+// buffers, and the three ways a step of ours is timed (the baseline uses the first two):
+//  kernel: CUDA events before and after each call on the stream, `iters` back-to-back steps
+//          after `warmup` (no host synchronisation between steps, as a serving loop runs);
+//  api:    the host clock from the call until cudaStreamSynchronize returns, one op at a time
+//          (what a caller that waits for the result sees, launch overhead included);
+//  graph:  `iters` steps captured in one CUDA graph; each replay timed with events, divided
+//          by `iters`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+
+#include "bench/mode.hpp"
+#include "bench/options.hpp"
+#include "bench/rank_session.hpp"
+#include "bench/record.hpp"
+#include "bench/timing.hpp"
+#include "epcomm/epcomm.h"
+
+namespace epc::bench {
+
+// The group configuration the flags ask for (sizes, dtype, SM budget, timeout) in `mode`.
+EpcGroupConfig group_config(const Options& options, EpcMode mode);
+
+// The group a mode measures, with what epc_group_query and epc_plan_query say about it.
+class OurGroup {
+ public:
+  OurGroup() = default;
+  OurGroup(const OurGroup&) = delete;
+  OurGroup& operator=(const OurGroup&) = delete;
+  ~OurGroup() { destroy(); }
+  // Collective.
+  bool create(RankSession& session, const EpcGroupConfig& config, std::string& error);
+  // Collective; a no-op without a group.
+  void destroy();
+  EpcGroup* get() const { return group_; }
+  const EpcGroupInfo& info() const { return info_; }
+  GroupFacts facts() const;
+
+ private:
+  EpcGroup* group_ = nullptr;
+  EpcGroupInfo info_{};
+  EpcPlan plan_{};
+};
+
+// A contiguous tensor descriptor.
+EpcTensor tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape);
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { release(); }
+  void release();
+  bool allocate(size_t bytes, const char* what, std::string& error);
+};
+
+// Mark indices of one step: start, dispatch queued (send-only), dispatch done, combine
+// queued (send-only), combine done.
+enum StepMark { kStart, kDispatchSent, kDispatchDone, kCombineSent, kCombineDone, kStepMarks };
+
+// One half of a step (ours, or the baseline's): queues it on the stream and, when `marks` is
+// given, records its marks at `iter`.
+using StepHalf = std::function<bool(EventMarks* marks, int iter, std::string& error)>;
+struct StepCalls {
+  StepHalf dispatch;
+  StepHalf combine;
+};
+
+// Appends <who>.kernel.{dispatch,combine,step} and, with `send_only`, each half's spans.
+bool time_kernels(const std::string& who, cudaStream_t stream, int warmup, int iters, bool send_only,
+                  const StepCalls& step, MetricList& out, std::string& error);
+// Appends <who>.api.{dispatch,combine,step,dispatch_call,combine_call}.
+bool time_api(const std::string& who, cudaStream_t stream, int iters, const StepCalls& step, MetricList& out,
+              std::string& error);
+// Collective (every rank replays or none does). Appends ours.graph.step.
+bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, MetricList& out,
+                std::string& error);
+
+// Collective. What every mode does at a point once its handle exists: the kernel timing,
+// then `check` of the outputs those steps left (agreed by every rank, so that one with wrong
+// results does not leave its peers waiting in the next step), then the API timing and, with
+// --graph, the graph replay. `checked` says whether the outputs were right.
+bool time_point(RankSession& session, const Options& options, const PointInput& in, const StepCalls& step,
+                const std::function<bool(std::string& error)>& check, MetricList& out, bool& checked,
+                std::string& error);
+
+// Copies the point's routing ([B, K] int64) into `topk_idx` and top-k weights of 1/K into
+// `topk_weights` through the session's stream, and waits for the copies.
+bool upload_routing(RankSession& session, const PointInput& in, int topk, void* topk_idx, void* topk_weights,
+                    std::string& error);
+
+}  // namespace epc::bench
