@@ -119,6 +119,16 @@ mod tests {
         })
     }
 
+    /// This library's table as a library of `abi_version` fills it: `struct_size` says it
+    /// ends at byte `end`. The pointers past the end are left in place to prove that
+    /// struct_size, not the bytes, decides.
+    fn older_table(abi_version: u32, end: usize) -> sys::EpcApi {
+        let mut table = *library().expect("library");
+        table.struct_size = end as u32;
+        table.abi_version = abi_version;
+        table
+    }
+
     #[test]
     fn the_table_of_this_library_has_ll_dispatch_fp8() {
         let api = library().expect("library");
@@ -131,11 +141,8 @@ mod tests {
 
     #[test]
     fn an_entry_past_an_older_librarys_table_is_unsupported_and_never_called() {
-        // The table of an ABI 1.0 library: it ends where ll_dispatch_fp8 begins. The pointer
-        // past its end is left in place to prove that struct_size, not the bytes, decides.
-        let mut old = *library().expect("library");
-        old.struct_size = std::mem::offset_of!(sys::EpcApi, ll_dispatch_fp8) as u32;
-        old.abi_version = 10000;
+        // The table of an ABI 1.0 library: it ends where ll_dispatch_fp8 begins.
+        let old = older_table(10000, std::mem::offset_of!(sys::EpcApi, ll_dispatch_fp8));
         assert!(old.ll_dispatch_fp8.is_some());
         let error = dispatch_fp8(&old).unwrap_err();
         assert_eq!(error.status, Status::UNSUPPORTED);
@@ -195,9 +202,7 @@ mod tests {
     #[test]
     fn the_high_throughput_entries_past_an_abi_1_1_table_are_unsupported() {
         // An ABI 1.1 table ends where ht_handle_create begins; its ll_dispatch_fp8 works.
-        let mut old = *library().expect("library");
-        old.struct_size = std::mem::offset_of!(sys::EpcApi, ht_handle_create) as u32;
-        old.abi_version = 10100;
+        let mut old = older_table(10100, std::mem::offset_of!(sys::EpcApi, ht_handle_create));
         let error = ht_entries(&old).unwrap_err();
         assert_eq!(error.status, Status::UNSUPPORTED);
         assert!(error.message.contains("(ABI 1.1.0) has no ht_handle_create"), "{:?}", error.message);
