@@ -161,6 +161,10 @@ func TestHTHostModelReceivesEachTokenOncePerRank(t *testing.T) {
 				}
 			}
 			out, weights := c.htCombine(step, r)
+			// With these experts, HT combine equals the LL model's per-rank prereduced one.
+			if problem := firstDifference("HT vs LL combine", out, c.combine(step, r), c.hidden); problem != "" {
+				t.Errorf("step %d rank %d: %s", step, r, problem)
+			}
 			for _, v := range out[4*c.hidden : 5*c.hidden] {
 				if v != 0 {
 					t.Fatalf("step %d rank %d: the fully masked token 4 combines to %#04x", step, r, v)

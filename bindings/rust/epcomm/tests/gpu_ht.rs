@@ -235,6 +235,8 @@ fn the_ht_model_receives_each_token_once_per_rank() {
                 assert_eq!(holders, ranks.into_iter().collect::<Vec<_>>(), "step {step} token ({r}, {t})");
             }
             let (out, weights) = c.ht_combine(step, r);
+            // With these experts, HT combine equals the LL model's per-rank prereduced one.
+            assert_eq!(out, c.combine(step, r), "step {step} rank {r}");
             assert!(out[4 * c.hidden..5 * c.hidden].iter().all(|&v| v == 0), "token 4 is fully masked");
             assert_eq!(weights[2 * c.topk + 1], 0.0, "token 2's second entry is masked");
             let first = c.expert(step, r, 0, 0) as usize / c.experts_per_rank;
