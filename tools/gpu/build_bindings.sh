@@ -4,6 +4,8 @@
 #   rust-gpu_ll-linked   Rust LL dispatch/combine test, libepcomm linked (found at run time
 #                        through LD_LIBRARY_PATH, which takes precedence over its RUNPATH)
 #   rust-gpu_ll-dlopen   the same test with the dlopen feature (loads $EPCOMM_LIB)
+#   rust-gpu_ht-linked   Rust HT dispatch/combine test (EXACT and CAPACITY handles), linked
+#   rust-gpu_ht-dlopen   the same test with the dlopen feature
 #   rust-gpu-linked      the Rust group-lifecycle GPU test
 #   go-epcomm.test       the Go package's tests (go test -c), the GPU ones included
 # Run them with tools/gpu/run_bindings.sh. Usage: build_bindings.sh [BUILD_DIR] [OUT_DIR]
@@ -41,8 +43,8 @@ if command -v cargo >/dev/null; then
     features=()
     [ "$variant" = dlopen ] && features=(--features dlopen)
     messages=$(cargo test --offline --no-run --manifest-path "$root/bindings/rust/Cargo.toml" \
-      -p epcomm --test gpu_ll --test gpu "${features[@]}" --message-format=json)
-    for target in gpu_ll gpu; do
+      -p epcomm --test gpu_ll --test gpu_ht --test gpu "${features[@]}" --message-format=json)
+    for target in gpu_ll gpu_ht gpu; do
       [ "$target" = gpu ] && [ "$variant" = dlopen ] && continue
       exe=$(cargo_executable "$target" <<<"$messages")
       [ -n "$exe" ] || { log "cargo built no executable for test $target ($variant)"; exit 1; }

@@ -58,14 +58,16 @@ run() {
 }
 
 bins=$stage/bindings
-rust_pattern='^gpu (ll )?test|^test result'
-for variant in linked dlopen; do
-  if [ -x "$bins/rust-gpu_ll-$variant" ]; then
-    run "rust-gpu_ll-$variant" "$rust_pattern" "$bins/rust-gpu_ll-$variant" --nocapture
-  else
-    summary+=("rust-gpu_ll-$variant  MISSING: run tools/gpu/stage.sh on a machine with cargo")
-    failed=1
-  fi
+rust_pattern='^gpu (ll |ht )?test|^test result'
+for test in gpu_ll gpu_ht; do
+  for variant in linked dlopen; do
+    if [ -x "$bins/rust-$test-$variant" ]; then
+      run "rust-$test-$variant" "$rust_pattern" "$bins/rust-$test-$variant" --nocapture
+    else
+      summary+=("rust-$test-$variant  MISSING: run tools/gpu/stage.sh on a machine with cargo")
+      failed=1
+    fi
+  done
 done
 [ -x "$bins/rust-gpu-linked" ] && run rust-gpu-linked "$rust_pattern" "$bins/rust-gpu-linked" --nocapture
 

@@ -7,10 +7,10 @@
 //
 // As in the C header, every function's comment says whether it is collective (every rank of
 // the communicator must call it, in the same order) or local, and whether it blocks.
-// InitComm, NewGroup, Group.Barrier, Group.Close and Comm.Close are collective and
-// blocking; Handle.LLDispatch, Handle.LLDispatchFP8, Handle.LLCombine and Handle.Complete
-// are collective and stream-ordered (they return once the work is queued on the CUDA
-// stream).
+// InitComm, NewGroup, NewHTHandle, Group.Barrier, Group.Close and Comm.Close are
+// collective and blocking; Handle.LLDispatch, Handle.LLDispatchFP8, Handle.LLCombine,
+// Handle.Complete, HTHandle.Dispatch, HTHandle.Combine and HTHandle.Update are collective
+// and stream-ordered (they return once the work is queued on the CUDA stream).
 //
 // # The thread rule
 //
@@ -46,6 +46,12 @@
 // NewHandle creates the routing of one batch on a low-latency group; LLDispatch sends the
 // tokens to their experts' ranks (LLDispatchFP8 sends them as FP8 with per-128-channel
 // scales), LLCombine brings the expert outputs back, and with FlagSendOnly each half is
-// split in two, finished by Complete. Update gives the handle the next step's routing. Tensors are descriptors of device memory (Tensor); the package
-// never allocates device memory. Close handles before their group.
+// split in two, finished by Complete. Update gives the handle the next step's routing.
+//
+// NewHTHandle creates the routing and layout of one batch on a high-throughput group (ABI
+// 1.2), sized by HtSizing: Dispatch sends each token once to every rank hosting one of its
+// experts (its tensors in an HTDispatchArgs, optional ones as nil *Tensor), Combine sums
+// the returned rows per token, with FlagBackwardWeights carrying weights back too; the same
+// two calls run the backward pass. Tensors are descriptors of device memory (Tensor); the
+// package never allocates device memory. Close handles before their group.
 package epcomm

@@ -3,9 +3,7 @@ package epcomm
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,21 +49,26 @@ func tensorOn(b *cudadrv.Buffer, dtype Dtype, shape ...int64) Tensor {
 	return Tensor{Data: b.Pointer(), Dtype: dtype, Shape: shape}
 }
 
-// stage uploads rank's inputs of step and clears every output, so nothing left from an
-// earlier step can pass a check.
+// stage uploads rank's inputs of step and clears every output.
 func (b *llBuffers) stage(c llCase, step, rank int) error {
-	for _, out := range []*cudadrv.Buffer{b.outX, b.outCounts, b.expertOut, b.out} {
+	return stageStep(c, step, rank, b.topkIdx, b.x, b.weights, b.outX, b.outCounts, b.expertOut, b.out)
+}
+
+// stageStep clears outputs and uploads rank's routing, tokens and weights of step, so that
+// nothing left from an earlier step can pass a check.
+func stageStep(c llCase, step, rank int, topkIdx, x, weights *cudadrv.Buffer, outputs ...*cudadrv.Buffer) error {
+	for _, out := range outputs {
 		if err := out.Clear(); err != nil {
 			return err
 		}
 	}
-	if err := cudadrv.Upload(b.topkIdx, c.topkIdx(step, rank)); err != nil {
+	if err := cudadrv.Upload(topkIdx, c.topkIdx(step, rank)); err != nil {
 		return err
 	}
-	if err := cudadrv.Upload(b.x, c.x(step, rank)); err != nil {
+	if err := cudadrv.Upload(x, c.x(step, rank)); err != nil {
 		return err
 	}
-	return cudadrv.Upload(b.weights, c.topkWeights(step, rank))
+	return cudadrv.Upload(weights, c.topkWeights(step, rank))
 }
 
 // refused checks that err has status and a message containing words.
@@ -149,6 +152,8 @@ func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank i
 	checks := []error{refused("a 3-D topk_idx", err, ErrInvalidArgument, "3 dimensions")}
 	_, err = NewHandle(group, tensorOn(b.topkIdx, DtypeInt64, 4, llMaxTopK+1), nil)
 	checks = append(checks, refused("K above max_topk", err, ErrInvalidArgument, "max_topk"))
+	_, err = NewHTHandle(group, tensorOn(b.topkIdx, DtypeInt64, 4, 2), HTSizingExact, nil)
+	checks = append(checks, refused("an HTHandle on a low-latency group", err, ErrInvalidArgument, "low-latency mode"))
 	checks = append(checks, refused("an fp32 topk_idx", h.Update(tensorOn(b.topkIdx, DtypeFP32, 4, 2), nil),
 		ErrInvalidArgument, "dtype"))
 	checks = append(checks, refused("Complete with nothing pending", h.Complete(nil), ErrInvalidArgument, "nothing is pending"))
@@ -159,6 +164,11 @@ func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank i
 	checks = append(checks, refused("dispatch into a narrow out_x", err, ErrInvalidArgument, "tensor out_x has shape"))
 	err = h.LLCombine(tensorOn(b.expertOut, DtypeBF16, l, rows, hidden), tensorOn(b.out, DtypeBF16, tokens-1, hidden), FlagNone, nil)
 	checks = append(checks, refused("combine into too few tokens", err, ErrInvalidArgument, "tensor out has shape"))
+	return joinProblems(checks)
+}
+
+// joinProblems is nil when every check passed, else one error naming each failed check.
+func joinProblems(checks []error) error {
 	var problems []string
 	for _, check := range checks {
 		if check != nil {
@@ -241,38 +251,9 @@ func llRank(id UniqueID, c llCase, rank int) (err error) {
 }
 
 func TestLLDispatchCombineOnGPUs(t *testing.T) {
-	n := gpusUnderTest(t)
-	if n < 2 {
-		t.Skipf("GPU LL test: needs EPCOMM_TEST_GPUS >= 2, got %d", n)
-	}
-	id, err := NewUniqueID()
-	if err != nil {
-		t.Fatalf("NewUniqueID: %v", err)
-	}
+	n, id := twoOrMoreGPUs(t, "LL")
 	c := llCase{nranks: n, expertsPerRank: 4, hidden: 2048, topk: 2, maxTokens: 8}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for rank := 0; rank < n; rank++ {
-		wg.Add(1)
-		go func(rank int) {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			errs[rank] = llRank(id, c, rank)
-		}(rank)
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		t.Fatal("the ranks did not finish within 5 minutes")
-	}
-	for rank, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v", rank, err)
-		}
-	}
+	runRanksOnGPUs(t, n, func(rank int) error { return llRank(id, c, rank) })
 	if !t.Failed() {
 		t.Logf("2 steps of LL dispatch + combine matched the host model on %d GPUs", n)
 	}

@@ -24,16 +24,25 @@ func gpusUnderTest(t *testing.T) int {
 	return n
 }
 
-// One goroutine per GPU, each locked to its OS thread (the thread rule): bootstrap a
-// communicator, build a group, query it, cross the barrier, close everything.
-func TestGroupLifecycleOnGPUs(t *testing.T) {
+// twoOrMoreGPUs skips the test (named by what) unless EPCOMM_TEST_GPUS asks for at least 2
+// GPUs, and returns their number and a unique id for the ranks' communicator.
+func twoOrMoreGPUs(t *testing.T, what string) (int, UniqueID) {
+	t.Helper()
 	n := gpusUnderTest(t)
+	if n < 2 {
+		t.Skipf("GPU %s test: needs EPCOMM_TEST_GPUS >= 2, got %d", what, n)
+	}
 	id, err := NewUniqueID()
 	if err != nil {
 		t.Fatalf("NewUniqueID: %v", err)
 	}
-	cfg := GroupConfig{NumExperts: uint32(8 * n), Hidden: 2048}
-	infos := make([]GroupInfo, n)
+	return n, id
+}
+
+// runRanksOnGPUs runs rankMain(rank) for n ranks, one goroutine per rank locked to its OS
+// thread (the thread rule), and reports each rank's error; all must finish in 5 minutes.
+func runRanksOnGPUs(t *testing.T, n int, rankMain func(rank int) error) {
+	t.Helper()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for rank := 0; rank < n; rank++ {
@@ -42,7 +51,7 @@ func TestGroupLifecycleOnGPUs(t *testing.T) {
 			defer wg.Done()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			infos[rank], errs[rank] = runRank(id, n, rank, cfg)
+			errs[rank] = rankMain(rank)
 		}(rank)
 	}
 	done := make(chan struct{})
@@ -57,6 +66,22 @@ func TestGroupLifecycleOnGPUs(t *testing.T) {
 			t.Errorf("rank %d: %v", rank, err)
 		}
 	}
+}
+
+// One goroutine per GPU, each locked to its OS thread (the thread rule): bootstrap a
+// communicator, build a group, query it, cross the barrier, close everything.
+func TestGroupLifecycleOnGPUs(t *testing.T) {
+	n := gpusUnderTest(t)
+	id, err := NewUniqueID()
+	if err != nil {
+		t.Fatalf("NewUniqueID: %v", err)
+	}
+	cfg := GroupConfig{NumExperts: uint32(8 * n), Hidden: 2048}
+	infos := make([]GroupInfo, n)
+	runRanksOnGPUs(t, n, func(rank int) (err error) {
+		infos[rank], err = runRank(id, n, rank, cfg)
+		return err
+	})
 	if t.Failed() {
 		return
 	}

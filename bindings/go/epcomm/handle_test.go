@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// Handle calls against the real library without a GPU. A group or handle whose C pointer
+// Handle and HTHandle calls against the real library without a GPU. A group or handle whose C pointer
 // is zeroed memory (no live magic word) reaches the library, which must refuse it with
 // INVALID_ARGUMENT and a message; the library checks it before any tensor, so the fake
 // device addresses below are never dereferenced. Closed or nil objects must be refused by
@@ -34,11 +34,20 @@ func groupAt(pointer unsafe.Pointer) *Group {
 	return group
 }
 
-func handleAt(group *Group, pointer unsafe.Pointer) *Handle {
-	handle := &Handle{group: group}
-	*(*unsafe.Pointer)(unsafe.Pointer(&handle.handle)) = pointer
+// refAt is a handle of either mode at pointer, counted as open on group.
+func refAt(group *Group, pointer unsafe.Pointer) handleRef {
+	ref := handleRef{group: group}
+	*(*unsafe.Pointer)(unsafe.Pointer(&ref.handle)) = pointer
 	group.openHandles++
-	return handle
+	return ref
+}
+
+func handleAt(group *Group, pointer unsafe.Pointer) *Handle {
+	return &Handle{refAt(group, pointer)}
+}
+
+func htHandleAt(group *Group, pointer unsafe.Pointer) *HTHandle {
+	return &HTHandle{handleRef: refAt(group, pointer), rows: 256, sizing: HTSizingCapacity}
 }
 
 func wantError(t *testing.T, what string, err error, status Status, words string) {
@@ -111,7 +120,7 @@ func TestEveryCallOnADeadHandleIsRefusedByTheLibrary(t *testing.T) {
 
 func TestClosedAndNilHandlesAreRefusedWithoutTheLibrary(t *testing.T) {
 	group := groupAt(deadObject())
-	closed := &Handle{group: group} // what Close leaves behind
+	closed := &Handle{handleRef{group: group}} // what Close leaves behind
 	x := fakeTensor(DtypeBF16, 4, 2048)
 	for name, err := range map[string]error{
 		"Update":        closed.Update(fakeTensor(DtypeInt64, 4, 2), nil),
@@ -137,16 +146,108 @@ func TestClosedAndNilHandlesAreRefusedWithoutTheLibrary(t *testing.T) {
 func TestGroupCloseWaitsForItsHandles(t *testing.T) {
 	group := groupAt(deadObject())
 	handle := handleAt(group, deadObject())
+	htHandle := htHandleAt(group, deadObject())
 	err := group.Close()
-	wantError(t, "Group.Close with an open handle", err, ErrInvalidArgument, "1 handle(s)")
+	wantError(t, "Group.Close with open handles", err, ErrInvalidArgument, "2 handle(s)")
 	if group.handle == nil {
 		t.Fatal("the refused Close forgot the group")
 	}
 	handle.Close() // refused by the library (a dead handle) but forgotten here
+	err = group.Close()
+	wantError(t, "Group.Close with an open HTHandle", err, ErrInvalidArgument, "1 handle(s)")
+	htHandle.Close()
 	// Now the group closes: the library refuses the dead group, and the Group is gone.
 	wantError(t, "Group.Close", group.Close(), ErrInvalidArgument, "group is not a live EpcGroup")
 	if err := group.Close(); err != nil {
 		t.Errorf("second Group.Close: %v", err)
+	}
+}
+
+func TestNewHTHandleOnADeadGroupCarriesTheLibraryMessage(t *testing.T) {
+	for _, sizing := range []HtSizing{HTSizingExact, HTSizingCapacity} {
+		group := groupAt(deadObject())
+		handle, err := NewHTHandle(group, fakeTensor(DtypeInt32, 4, 2), sizing, nil)
+		if handle != nil {
+			t.Fatalf("%v: got a handle %v", sizing, handle)
+		}
+		wantError(t, sizing.String(), err, ErrInvalidArgument, "group is not a live EpcGroup")
+		if group.openHandles != 0 {
+			t.Errorf("%v: a failed NewHTHandle counted an open handle", sizing)
+		}
+	}
+	_, err := NewHTHandle(nil, fakeTensor(DtypeInt64, 4, 2), HTSizingExact, nil)
+	wantError(t, "nil group", err, ErrInvalidArgument, "NewHTHandle: the Group is nil")
+	_, err = NewHTHandle(&Group{comm: AdoptComm(nil)}, fakeTensor(DtypeInt64, 4, 2), HTSizingExact, nil)
+	wantError(t, "closed group", err, ErrInvalidArgument, "Group is closed")
+	_, err = NewHTHandle(groupAt(deadObject()), fakeTensor(DtypeInt64, 1, 1, 1, 1, 2), HTSizingCapacity, nil)
+	wantError(t, "5-D topk_idx", err, ErrInvalidArgument, "tensor topk_idx has 5 dimensions")
+}
+
+// htCalls makes every HTHandle call once (dispatch with no, all and fp8 optional tensors;
+// combine with and without backward weights), each with its name.
+func htCalls(h *HTHandle) map[string]error {
+	x, outX := fakeTensor(DtypeBF16, 4, 2048), fakeTensor(DtypeBF16, 256, 2048)
+	weights, outWeights := fakeTensor(DtypeFP32, 4, 2), fakeTensor(DtypeFP32, 256, 2)
+	outIdx, counts, numRecv := fakeTensor(DtypeInt32, 256, 2), fakeTensor(DtypeInt32, 4), fakeTensor(DtypeInt32, 1)
+	scales, outScales := fakeTensor(DtypeFP32, 4, 16), fakeTensor(DtypeFP32, 256, 16)
+	every := HTDispatchArgs{X: x, OutX: outX, TopkWeights: &weights, OutTopkWeights: &outWeights,
+		OutTopkIdx: &outIdx, OutExpertCounts: &counts, OutNumRecv: &numRecv}
+	fp8 := HTDispatchArgs{X: fakeTensor(DtypeFP8E4M3, 4, 2048), XScales: &scales,
+		OutX: fakeTensor(DtypeFP8E4M3, 256, 2048), OutScales: &outScales, Flags: 0x80}
+	return map[string]error{
+		"Update":                    h.Update(fakeTensor(DtypeInt64, 4, 2), nil),
+		"Dispatch":                  h.Dispatch(HTDispatchArgs{X: x, OutX: outX}, nil),
+		"Dispatch, every output":    h.Dispatch(every, nil),
+		"Dispatch, fp8":             h.Dispatch(fp8, nil),
+		"Combine":                   h.Combine(outX, nil, x, nil, FlagNone, nil),
+		"Combine, backward weights": h.Combine(outX, &outWeights, x, &weights, FlagBackwardWeights, nil),
+	}
+}
+
+func TestEveryHTCallOnADeadHandleIsRefusedByTheLibrary(t *testing.T) {
+	group := groupAt(deadObject())
+	handle := htHandleAt(group, deadObject())
+	if handle.Rows() != 256 || handle.Sizing() != HTSizingCapacity {
+		t.Errorf("Rows %d, Sizing %v", handle.Rows(), handle.Sizing())
+	}
+	const dead = "handle is not a live EpcHandle"
+	for name, err := range htCalls(handle) {
+		wantError(t, name, err, ErrInvalidArgument, dead)
+	}
+	wantError(t, "Close", handle.Close(), ErrInvalidArgument, dead)
+	if group.openHandles != 0 {
+		t.Errorf("Close left %d open handles counted", group.openHandles)
+	}
+	if err := handle.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestClosedAndNilHTHandlesAreRefusedWithoutTheLibrary(t *testing.T) {
+	closed := &HTHandle{handleRef: handleRef{group: groupAt(deadObject())}}
+	for name, err := range htCalls(closed) {
+		wantError(t, name, err, ErrInvalidArgument, "the HTHandle is closed")
+	}
+	var none *HTHandle
+	wantError(t, "nil Update", none.Update(fakeTensor(DtypeInt64, 4, 2), nil), ErrInvalidArgument, "the HTHandle is nil")
+	if err := none.Close(); err != nil {
+		t.Errorf("nil Close: %v", err)
+	}
+	// A bad optional tensor is reported by its C name before the handle is looked at.
+	x, bad := fakeTensor(DtypeBF16, 4, 2048), fakeTensor(DtypeFP32, 1, 1, 1, 1, 1)
+	err := closed.Dispatch(HTDispatchArgs{X: x, OutX: x, OutNumRecv: &bad}, nil)
+	wantError(t, "5-D out_num_recv", err, ErrInvalidArgument, "tensor out_num_recv has 5 dimensions")
+	err = closed.Combine(x, nil, x, &bad, FlagBackwardWeights, nil)
+	wantError(t, "5-D out_topk_weights", err, ErrInvalidArgument, "tensor out_topk_weights has 5 dimensions")
+}
+
+func TestHTSizingNames(t *testing.T) {
+	if HTSizingExact.String() != "HTSizingExact" || HTSizingCapacity.String() != "HTSizingCapacity" ||
+		HtSizing(7).String() != "HtSizing(7)" {
+		t.Errorf("names %v %v %v", HTSizingExact, HTSizingCapacity, HtSizing(7))
+	}
+	if FlagBackwardWeights&(FlagSendOnly|FlagFP8Pow2Scales) != 0 {
+		t.Errorf("FlagBackwardWeights %#x overlaps another flag", FlagBackwardWeights)
 	}
 }
 

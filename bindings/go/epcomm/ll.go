@@ -10,7 +10,8 @@ import "unsafe"
 // FlagNone runs both halves of a dispatch or combine in one call; FlagSendOnly (generated
 // from EPC_FLAG_SEND_ONLY) queues only the sending half, and Complete finishes it.
 // FlagFP8Pow2Scales (generated from EPC_FLAG_FP8_POW2_SCALES) makes LLDispatchFP8 round
-// every scale up to a power of two (UE8M0-representable).
+// every scale up to a power of two (UE8M0-representable). FlagBackwardWeights (generated
+// from EPC_FLAG_BACKWARD_WEIGHTS, ABI 1.2) makes HTHandle.Combine carry weights back too.
 const FlagNone Flags = 0
 
 // LLDispatch sends this rank's tokens to the ranks hosting their experts and receives this
@@ -29,20 +30,13 @@ const FlagNone Flags = 0
 // legacy default stream); graph-capturable. The memory must stay allocated until the stream
 // has passed the call (or its completion).
 func (h *Handle) LLDispatch(x, topkWeights, outX, outCounts Tensor, flags Flags, stream unsafe.Pointer) error {
-	var tensors [4]C.EpcTensor
-	for i, t := range []struct {
-		name   string
-		tensor Tensor
-	}{{"x", x}, {"topk_weights", topkWeights}, {"out_x", outX}, {"out_counts", outCounts}} {
-		c, err := t.tensor.toC(t.name)
-		if err != nil {
-			return err
-		}
-		tensors[i] = c
+	t, err := cTensors(tensorArg{"x", &x}, tensorArg{"topk_weights", &topkWeights}, tensorArg{"out_x", &outX},
+		tensorArg{"out_counts", &outCounts})
+	if err != nil {
+		return err
 	}
 	return h.run(func(handle *C.EpcHandle) C.EpcStatus {
-		return C.epc_ll_dispatch(handle, &tensors[0], &tensors[1], &tensors[2], &tensors[3],
-			C.EpcFlags(flags), stream)
+		return C.epc_ll_dispatch(handle, t[0], t[1], t[2], t[3], C.EpcFlags(flags), stream)
 	})
 }
 
@@ -61,20 +55,13 @@ func (h *Handle) LLDispatch(x, topkWeights, outX, outCounts Tensor, flags Flags,
 // the handle takes bf16 expert outputs as usual. Flags (FlagSendOnly too, finished by
 // Complete), collectiveness and stream rules as for LLDispatch.
 func (h *Handle) LLDispatchFP8(x, topkWeights, outX, outScales, outCounts Tensor, flags Flags, stream unsafe.Pointer) error {
-	var tensors [5]C.EpcTensor
-	for i, t := range []struct {
-		name   string
-		tensor Tensor
-	}{{"x", x}, {"topk_weights", topkWeights}, {"out_x", outX}, {"out_scales", outScales}, {"out_counts", outCounts}} {
-		c, err := t.tensor.toC(t.name)
-		if err != nil {
-			return err
-		}
-		tensors[i] = c
+	t, err := cTensors(tensorArg{"x", &x}, tensorArg{"topk_weights", &topkWeights}, tensorArg{"out_x", &outX},
+		tensorArg{"out_scales", &outScales}, tensorArg{"out_counts", &outCounts})
+	if err != nil {
+		return err
 	}
 	return h.run(func(handle *C.EpcHandle) C.EpcStatus {
-		return C.epc_ll_dispatch_fp8(handle, &tensors[0], &tensors[1], &tensors[2], &tensors[3], &tensors[4],
-			C.EpcFlags(flags), stream)
+		return C.epc_ll_dispatch_fp8(handle, t[0], t[1], t[2], t[3], t[4], C.EpcFlags(flags), stream)
 	})
 }
 
@@ -88,16 +75,12 @@ func (h *Handle) LLDispatchFP8(x, topkWeights, outX, outScales, outCounts Tensor
 //
 // expertOut must not overlap out. Flags, collectiveness and stream rules as for LLDispatch.
 func (h *Handle) LLCombine(expertOut, out Tensor, flags Flags, stream unsafe.Pointer) error {
-	cExpertOut, err := expertOut.toC("expert_out")
-	if err != nil {
-		return err
-	}
-	cOut, err := out.toC("out")
+	t, err := cTensors(tensorArg{"expert_out", &expertOut}, tensorArg{"out", &out})
 	if err != nil {
 		return err
 	}
 	return h.run(func(handle *C.EpcHandle) C.EpcStatus {
-		return C.epc_ll_combine(handle, &cExpertOut, &cOut, C.EpcFlags(flags), stream)
+		return C.epc_ll_combine(handle, t[0], t[1], C.EpcFlags(flags), stream)
 	})
 }
 

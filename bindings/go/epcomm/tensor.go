@@ -46,3 +46,29 @@ func (t Tensor) toC(name string) (C.EpcTensor, error) {
 	c.ndim = C.int32_t(len(t.Shape))
 	return c, nil
 }
+
+// tensorArg is one tensor argument of a call: its C parameter name and the tensor, nil for
+// an optional tensor that is absent.
+type tensorArg struct {
+	name   string
+	tensor *Tensor
+}
+
+// cTensors converts a call's tensor arguments in order (see toC); an absent optional one
+// stays a nil pointer, which the library reads as NULL.
+func cTensors(args ...tensorArg) ([]*C.EpcTensor, error) {
+	converted := make([]C.EpcTensor, len(args))
+	pointers := make([]*C.EpcTensor, len(args))
+	for i, arg := range args {
+		if arg.tensor == nil {
+			continue
+		}
+		c, err := arg.tensor.toC(arg.name)
+		if err != nil {
+			return nil, err
+		}
+		converted[i] = c
+		pointers[i] = &converted[i]
+	}
+	return pointers, nil
+}

@@ -17,23 +17,29 @@ with the library's status and its per-thread detail message.
             with epcomm.Handle.create(g, topk_idx) as h:           # torch/CuPy/... tensors
                 h.ll_dispatch(x, topk_weights, out_x, out_counts)  # collective
                 h.ll_combine(expert_out, out)                      # collective
+
+On a high-throughput group (GroupConfig(mode=Mode.HIGH_THROUGHPUT, ...)) handles are
+HtHandles: `HtHandle.create(g, topk_idx, sizing=HtSizing.EXACT)` (collective), then
+`h.dispatch(x, out_x, ...)` and `h.combine(y, out, ...)` with `h.rows` received rows.
 """
 from ._ffi import EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH
 from ._library import (BINDING_VERSION, ENV_LIBRARY, Library, Version, api_table, last_error,
                        load_library, status_string, version)
 from .bootstrap import Comm, UniqueId
 from .config import GroupConfig
-from .enums import Dtype, Mode, RegionKind, parse_dtype
+from .enums import Dtype, HtSizing, Mode, RegionKind, parse_dtype
 from .errors import EpcError, InvalidTensorError, Status
 from .group import Group, GroupInfo
 from .handle import Handle
+from .ht_handle import HtHandle
 from .plan import Plan, PlanRegion, plan_query
 from .tensor import EpcTensor, as_tensor, tensor_from_pointer
 
 __all__ = [
     "EPC_ABI_MAJOR", "EPC_ABI_MINOR", "EPC_ABI_PATCH", "BINDING_VERSION", "ENV_LIBRARY",
     "Library", "Version", "api_table", "last_error", "load_library", "status_string",
-    "version", "Comm", "UniqueId", "GroupConfig", "Dtype", "Mode", "RegionKind",
+    "version", "Comm", "UniqueId", "GroupConfig", "Dtype", "HtSizing", "Mode", "RegionKind",
     "parse_dtype", "EpcError", "InvalidTensorError", "Status", "Group", "GroupInfo", "Handle",
+    "HtHandle",
     "Plan", "PlanRegion", "plan_query", "EpcTensor", "as_tensor", "tensor_from_pointer",
 ]

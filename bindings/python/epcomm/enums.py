@@ -1,9 +1,9 @@
-"""The header's named constants as IntEnums: Dtype, Mode, RegionKind.
+"""The header's named constants as IntEnums: Dtype, Mode, RegionKind, HtSizing.
 
 Members are built from the generated constants by prefix (EPC_DTYPE_*, EPC_MODE_*,
-EPC_REGION_*), so a constant added to the header appears here after regeneration. Values
-read back from the library that this binding does not know stay plain ints (see
-`known_or_int`): the C ABI may grow within a major version.
+EPC_REGION_*, EPC_HT_SIZING_*), so a constant added to the header appears here after
+regeneration. Values read back from the library that this binding does not know stay plain
+ints (see `known_or_int`): the C ABI may grow within a major version.
 """
 import enum
 from typing import Any, Dict, Type, TypeVar, Union
@@ -24,6 +24,9 @@ Mode = enum.IntEnum("Mode", _members("EPC_MODE_"), module=__name__)
 Mode.__doc__ = "Group modes (EPC_MODE_*); 0 in a config means LOW_LATENCY."
 RegionKind = enum.IntEnum("RegionKind", _members("EPC_REGION_"), module=__name__)
 RegionKind.__doc__ = "What a region of a group's symmetric window holds (EPC_REGION_*)."
+HtSizing = enum.IntEnum("HtSizing", _members("EPC_HT_SIZING_"), module=__name__)
+HtSizing.__doc__ = ("How a high-throughput handle sizes its rows (EPC_HT_SIZING_*): EXACT "
+                    "(N, learnt with one host sync) or CAPACITY (the worst case, no sync).")
 
 
 def known_or_int(enum_type: Type[E], value: int) -> Union[E, int]:

@@ -1,9 +1,9 @@
 """Handle: the routing of one batch on a low-latency group, and the calls that use it
-(ll_dispatch, ll_dispatch_fp8, ll_combine, complete, update)."""
+(ll_dispatch, ll_dispatch_fp8, ll_combine, complete, update). HandleBase is what it shares
+with HtHandle (ht_handle.py): the C handle, the group's lock, the tensors in flight, close."""
 import ctypes
-import threading
 import warnings
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Collection, List, Optional, Sequence, Tuple
 
 from . import _ffi
 from ._handles import stream_address
@@ -19,30 +19,144 @@ _leaked: List[Any] = []
 _DLPACK_LEGACY_DEFAULT_STREAM = 1
 
 
-def _borrow(function: str, tensors: Sequence[Tuple[str, Any]], stream: Optional[int]) \
-        -> List[EpcTensor]:
+def _borrow(function: str, tensors: Sequence[Tuple[str, Any]], stream: Optional[int],
+            optional: Collection[str] = ()) -> List[Optional[EpcTensor]]:
     """Convert every (name, object) to a contiguous EpcTensor (the library takes only
     contiguous tensors; saying so here names the Python object), releasing the ones already
-    converted if one fails. DLPack producers are told the stream the call runs on, so they
-    order their pending work before it."""
+    converted if one fails. A None object is an error unless its name is in `optional`,
+    where it stays None (NULL for the library). DLPack producers are told the stream the
+    call runs on, so they order their pending work before it."""
     dlpack_stream = stream or _DLPACK_LEGACY_DEFAULT_STREAM
-    borrowed: List[EpcTensor] = []
+    borrowed: List[Optional[EpcTensor]] = []
     try:
         for name, obj in tensors:
             if obj is None:
+                if name in optional:
+                    borrowed.append(None)
+                    continue
                 raise InvalidTensorError(f"{name} is required (got None)", function=function)
             try:
                 borrowed.append(as_tensor(obj, stream=dlpack_stream, contiguous=True))
             except InvalidTensorError as error:
                 raise InvalidTensorError(f"{name}: {error.message}", function=function) from None
     except BaseException:
-        for tensor in borrowed:
-            tensor.release()
+        _release(borrowed)
         raise
     return borrowed
 
 
-class Handle:
+def _release(tensors: Sequence[Optional[EpcTensor]]) -> None:
+    for tensor in tensors:
+        if tensor is not None:
+            tensor.release()
+
+
+class HandleBase:
+    """What Handle and HtHandle share: an EpcHandle* of either mode, the group it was
+    created on (whose lock every call takes), the tensors of the latest call, close().
+    Not created directly: use Handle.create or HtHandle.create."""
+
+    def __init__(self, pointer: "ctypes._Pointer", group: Any):
+        self._pointer: Optional[ctypes._Pointer] = pointer
+        self._group = group
+        self._in_flight: List[Optional[EpcTensor]] = []
+        group._register_handle(self)  # noqa: SLF001
+
+    @staticmethod
+    def _create(function: str, group: Any, topk_idx: Any, stream: Any,
+                before_stream: Sequence[Any] = (), after_out: Sequence[Any] = ()) \
+            -> "ctypes._Pointer":
+        """Call `function(group, topk_idx, *before_stream, stream, &handle, *after_out)`
+        under the group's lock and return the new handle; the routing tensor is released
+        afterwards (the library copied it on the stream, as the header says)."""
+        stream = stream_address(stream)
+        (idx,) = _borrow(function, [("topk_idx", topk_idx)], stream)
+        out = ctypes.POINTER(_ffi.EpcHandle)()
+        try:
+            with group._calls:  # noqa: SLF001
+                call(function, group._live(), idx.byref(), *before_stream,  # noqa: SLF001
+                     ctypes.c_void_p(stream), ctypes.byref(out), *after_out)
+        finally:
+            idx.release()
+        return out
+
+    @property
+    def closed(self) -> bool:
+        return self._pointer is None
+
+    @property
+    def handle(self) -> int:
+        """The EpcHandle* as an int address (for other C code)."""
+        return ctypes.cast(self._live(), ctypes.c_void_p).value
+
+    @property
+    def group(self) -> Any:
+        return self._group
+
+    def _live(self) -> "ctypes._Pointer":
+        pointer = self._pointer
+        if pointer is None:
+            raise EpcError(Status.INVALID_ARGUMENT, "the handle is closed")
+        return pointer
+
+    def _run(self, function: str, tensors: Sequence[Tuple[str, Any]], stream: Any,
+             *args: Any, optional: Collection[str] = ()) -> None:
+        """Check the handle, borrow the tensors (those named in `optional` may be None),
+        call `function(handle, *tensors, *args, stream)` under the group's lock, and keep
+        the tensors until the next call."""
+        self._live()
+        stream = stream_address(stream)
+        borrowed = _borrow(function, tensors, stream, optional)
+        try:
+            with self._group._calls:  # noqa: SLF001
+                call(function, self._live(),
+                     *(None if t is None else t.byref() for t in borrowed), *args,
+                     ctypes.c_void_p(stream))
+        except BaseException:
+            _release(borrowed)
+            raise
+        self._hold(borrowed)
+
+    def _hold(self, tensors: List[Optional[EpcTensor]]) -> None:
+        previous, self._in_flight = self._in_flight, tensors
+        _release(previous)
+
+    def close(self) -> None:
+        """Free the handle's device memory once the work queued on it has finished
+        (epc_handle_destroy). Local; blocking; idempotent. The handle is gone afterwards
+        even when the library reports an error, which is then raised."""
+        with self._group._calls:  # noqa: SLF001
+            pointer, self._pointer = self._pointer, None
+            if pointer is None:
+                return
+            try:
+                call("epc_handle_destroy", pointer)
+            finally:
+                self._hold([])
+                self._group._unregister_handle(self)  # noqa: SLF001
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            if self._pointer is not None:
+                _leaked.append((self._pointer, self._in_flight))
+                warnings.warn(f"epcomm.{type(self).__name__} was garbage-collected while open "
+                              "and is leaked: call close() (before closing its group)",
+                              ResourceWarning, stacklevel=2)
+        except Exception:  # noqa: BLE001 (a finalizer must never raise)
+            pass
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        return f"{name}(closed)" if self._pointer is None else f"{name}({self.handle:#x})"
+
+
+class Handle(HandleBase):
     """One batch's routing on a low-latency group (EpcHandle*), and the device state a step
     needs.
 
@@ -66,71 +180,15 @@ class Handle:
     an open Handle that is collected is leaked, with a ResourceWarning.
     """
 
-    def __init__(self, pointer: "ctypes._Pointer", group: Any):
-        self._pointer: Optional[ctypes._Pointer] = pointer
-        self._group = group
-        self._in_flight: List[EpcTensor] = []
-        group._register_handle(self)  # noqa: SLF001
-
     @classmethod
     def create(cls, group: Any, topk_idx: Any, stream: Any = None) -> "Handle":
         """A handle on `group` for the routing `topk_idx` (epc_handle_create): [B, K] int64
         or int32 expert ids, -1 masking an entry; B <= max_tokens_per_rank, K <= max_topk.
         The routing is copied on `stream` (None: the legacy default stream; an int
         cudaStream_t or a stream object), so `topk_idx` may be reused once that stream has
-        passed this point. Allocates device memory. Local; stream-ordered; not
-        graph-capturable."""
-        stream = stream_address(stream)
-        (idx,) = _borrow("epc_handle_create", [("topk_idx", topk_idx)], stream)
-        out = ctypes.POINTER(_ffi.EpcHandle)()
-        try:
-            with group._calls:  # noqa: SLF001
-                call("epc_handle_create", group._live(), idx.byref(),  # noqa: SLF001
-                     ctypes.c_void_p(stream), ctypes.byref(out))
-        finally:
-            idx.release()  # the routing was copied on the stream, as the header says
-        return cls(out, group)
-
-    @property
-    def closed(self) -> bool:
-        return self._pointer is None
-
-    @property
-    def handle(self) -> int:
-        """The EpcHandle* as an int address (for other C code)."""
-        return ctypes.cast(self._live(), ctypes.c_void_p).value
-
-    @property
-    def group(self) -> Any:
-        return self._group
-
-    def _live(self) -> "ctypes._Pointer":
-        pointer = self._pointer
-        if pointer is None:
-            raise EpcError(Status.INVALID_ARGUMENT, "the handle is closed")
-        return pointer
-
-    def _run(self, function: str, tensors: Sequence[Tuple[str, Any]], stream: Any,
-             *args: Any) -> None:
-        """Check the handle, borrow the tensors, call `function(handle, *tensors, *args,
-        stream)` under the group's lock, and keep the tensors until the next call."""
-        self._live()
-        stream = stream_address(stream)
-        borrowed = _borrow(function, tensors, stream)
-        try:
-            with self._group._calls:  # noqa: SLF001
-                call(function, self._live(), *(t.byref() for t in borrowed), *args,
-                     ctypes.c_void_p(stream))
-        except BaseException:
-            for tensor in borrowed:
-                tensor.release()
-            raise
-        self._hold(borrowed)
-
-    def _hold(self, tensors: List[EpcTensor]) -> None:
-        previous, self._in_flight = self._in_flight, tensors
-        for tensor in previous:
-            tensor.release()
+        passed this point. Allocates device memory. A high-throughput group refuses it (its
+        handles are HtHandles). Local; stream-ordered; not graph-capturable."""
+        return cls(cls._create("epc_handle_create", group, topk_idx, stream), group)
 
     def update(self, topk_idx: Any, stream: Any = None) -> None:
         """Replace the routing with `topk_idx` for the next step (epc_handle_update): same
@@ -199,36 +257,3 @@ class Handle:
         self._live()
         with self._group._calls:  # noqa: SLF001
             call("epc_complete", self._live(), ctypes.c_void_p(stream_address(stream)))
-
-    def close(self) -> None:
-        """Free the handle's device memory once the work queued on it has finished
-        (epc_handle_destroy). Local; blocking; idempotent. The handle is gone afterwards
-        even when the library reports an error, which is then raised."""
-        with self._group._calls:  # noqa: SLF001
-            pointer, self._pointer = self._pointer, None
-            if pointer is None:
-                return
-            try:
-                call("epc_handle_destroy", pointer)
-            finally:
-                self._hold([])
-                self._group._unregister_handle(self)  # noqa: SLF001
-
-    def __enter__(self) -> "Handle":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            if self._pointer is not None:
-                _leaked.append((self._pointer, self._in_flight))
-                warnings.warn("epcomm.Handle was garbage-collected while open and is leaked: "
-                              "call close() (before closing its group)", ResourceWarning,
-                              stacklevel=2)
-        except Exception:  # noqa: BLE001 (a finalizer must never raise)
-            pass
-
-    def __repr__(self) -> str:
-        return "Handle(closed)" if self._pointer is None else f"Handle({self.handle:#x})"

@@ -38,3 +38,30 @@ def abi_snapshot() -> dict:
         pytest.fail(f"{path} has no snapshot of ABI {_ffi.HEADER_ABI_VERSION} (it has "
                     f"{sorted(versions)}): regenerate the bindings or update the snapshot")
     return versions[_ffi.HEADER_ABI_VERSION]
+
+
+@pytest.fixture
+def dead_group():
+    """A Group whose EpcGroup* is zeroed memory (tests/fakes.py DeadObject)."""
+    import epcomm
+    from epcomm import _ffi
+    from fakes import DeadObject
+
+    memory = DeadObject(_ffi.EpcGroup)
+    group = epcomm.Group(memory.pointer, None, epcomm.GroupConfig().to_struct())
+    group._memory = memory  # noqa: SLF001 (keeps the fake alive with the group)
+    yield group
+    group._handle = None  # noqa: SLF001 (nothing real to destroy)
+
+
+def dead_handle_of(make, group):
+    """A generator for fixtures: make(pointer, group) over zeroed memory, yielded, then
+    forgotten (nothing real to destroy)."""
+    from epcomm import _ffi
+    from fakes import DeadObject
+
+    memory = DeadObject(_ffi.EpcHandle)
+    handle = make(memory.pointer, group)
+    handle._memory = memory  # noqa: SLF001
+    yield handle
+    handle._pointer = None  # noqa: SLF001

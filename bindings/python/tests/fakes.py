@@ -88,3 +88,42 @@ class DLPackOnly:
 
     def __dlpack__(self, stream=None):
         return self._producer.__dlpack__()
+
+
+DEAD_HANDLE = "handle is not a live EpcHandle"
+
+
+class DeadObject:
+    """Zeroed memory standing in for a C object, kept alive as long as this is: the library
+    reads its first word, finds no live magic and refuses it."""
+
+    def __init__(self, c_type):
+        self.memory = ctypes.create_string_buffer(64)
+        self.pointer = ctypes.cast(self.memory, ctypes.POINTER(c_type))
+
+
+def expect(caught, function, words, status=None):
+    """The EpcError in `caught` came from C function `function` with `words` in its
+    message and `status` (default INVALID_ARGUMENT)."""
+    import epcomm
+
+    assert caught.value.status == (epcomm.Status.INVALID_ARGUMENT if status is None else status)
+    assert caught.value.function == function
+    assert words in caught.value.message, caught.value.message
+
+
+def refused_then_closed(handle, calls):
+    """Every (C function, call) in `calls` on a handle over dead memory raises the library's
+    refusal; so does close(), after which the handle is closed and unregistered anyway."""
+    import pytest
+
+    import epcomm
+
+    for function, make_call in calls:
+        with pytest.raises(epcomm.EpcError) as caught:
+            make_call()
+        expect(caught, function, DEAD_HANDLE)
+    with pytest.raises(epcomm.EpcError) as caught:
+        handle.close()
+    expect(caught, "epc_handle_destroy", DEAD_HANDLE)
+    assert handle.closed and not handle.group._handles  # noqa: SLF001

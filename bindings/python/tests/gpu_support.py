@@ -26,6 +26,19 @@ def requested_gpus():
     return wanted, torch
 
 
+def two_or_more_gpus(what):
+    """requested_gpus(), skipping the `what` test unless it asks for at least 2."""
+    nranks, torch = requested_gpus()
+    if nranks < 2:
+        pytest.skip(f"GPU {what} test: needs EPCOMM_TEST_GPUS >= 2, got {nranks}")
+    return nranks, torch
+
+
+def bits(torch, tensor):
+    """bf16 tensor -> nested lists of its bit patterns (as non-negative ints)."""
+    return (tensor.detach().cpu().view(torch.int16).to(torch.int32) & 0xFFFF).tolist()
+
+
 def run_ranks(nranks, rank_main):
     """Run rank_main(rank) on one daemon thread per rank; raise the first failure."""
     errors = []

@@ -83,11 +83,15 @@ def test_torch_cuda_tensors():
     assert t.dtype == epcomm.Dtype.FP8_E4M3 and t.data == fp8.data_ptr()
 
 
-def readme_example(repo_root):
+def readme_examples(repo_root):
     text = (repo_root / "bindings" / "python" / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks, "bindings/python/README.md has no ```python block"
-    return blocks[0]
+    return blocks
+
+
+def readme_example(repo_root):
+    return readme_examples(repo_root)[0]
 
 
 def test_readme_example_one_process_per_gpu(repo_root, tmp_path):
@@ -106,9 +110,13 @@ def test_readme_example_one_process_per_gpu(repo_root, tmp_path):
                          "inputs: True", result.stdout), result.stdout
 
 
-def test_readme_example_is_python(repo_root):
-    # Runs everywhere: the example at least compiles.
-    compile(readme_example(repo_root), "README.md example", "exec")
+def test_readme_examples_are_python(repo_root):
+    # Runs everywhere: every example (the low-latency one, the high-throughput one) at
+    # least compiles.
+    blocks = readme_examples(repo_root)
+    assert len(blocks) >= 2 and "HtHandle" in blocks[1]
+    for number, block in enumerate(blocks, start=1):
+        compile(block, f"README.md example {number}", "exec")
 
 
 def test_gpu_tests_say_why_they_skip(monkeypatch):

@@ -4,28 +4,19 @@ Every rank dispatches known tokens, checks what it received against the host mod
 (ll_model.py), feeds a known function of the received rows to combine, and checks the
 combined tokens bit for bit. Step 0 runs each call whole; step 1 updates the routing and
 runs each call as send_only + complete. Local errors that need a live group (tensor shapes,
-complete with nothing pending, a dispatch while one is pending) are checked too. Runs with
-EPCOMM_TEST_GPUS=N, N >= 2, where torch sees that many GPUs; skipped otherwise.
+complete with nothing pending, a dispatch while one is pending, high-throughput calls on a
+low-latency group or handle) are checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 2, where
+torch sees that many GPUs; skipped otherwise.
 """
 import pytest
 
 import epcomm
-from gpu_support import requested_gpus, run_ranks
+from epcomm import _ffi
+from epcomm._library import call
+from gpu_support import bits, run_ranks, two_or_more_gpus
 from ll_model import LlCase, first_difference
 
 MAX_TOPK = 4
-
-
-def two_or_more_gpus():
-    nranks, torch = requested_gpus()
-    if nranks < 2:
-        pytest.skip(f"GPU LL test: needs EPCOMM_TEST_GPUS >= 2, got {nranks}")
-    return nranks, torch
-
-
-def bits(torch, tensor):
-    """bf16 tensor -> nested lists of its bit patterns (as non-negative ints)."""
-    return (tensor.detach().cpu().view(torch.int16).to(torch.int32) & 0xFFFF).tolist()
 
 
 class Rank:
@@ -106,6 +97,12 @@ def local_errors(r, group, handle, x, weights, out):
         (lambda: epcomm.Handle.create(group, torch.zeros(4, MAX_TOPK + 1, dtype=torch.int64, **on)),
          "max_topk"),
         (lambda: handle.update(torch.zeros(4, 2, dtype=torch.float32, **on)), "dtype"),
+        (lambda: epcomm.HtHandle.create(group, torch.zeros(4, 2, dtype=torch.int64, **on)),
+         "low-latency mode"),
+        # The library itself refuses a low-latency handle in a high-throughput call.
+        (lambda: call("epc_ht_combine", handle._live(), None, None, None, None,  # noqa: SLF001
+                      _ffi.EpcFlags(0), None),
+         "epc_ht_combine: the handle belongs to a low-latency group"),
         (lambda: handle.complete(), "nothing is pending"),
         (lambda: handle.ll_dispatch(x, weights, r.out_x[:, :, : r.case.hidden // 2].contiguous(),
                                     r.out_counts), "tensor out_x has shape"),
@@ -124,7 +121,7 @@ def local_errors(r, group, handle, x, weights, out):
 
 
 def test_ll_dispatch_and_combine_match_the_host_model():
-    nranks, torch = two_or_more_gpus()
+    nranks, torch = two_or_more_gpus("LL")
     case = LlCase(nranks=nranks)
     config = epcomm.GroupConfig(num_experts=case.experts, hidden=case.hidden,
                                 max_tokens_per_rank=case.max_tokens, max_topk=MAX_TOPK,

@@ -1,4 +1,5 @@
-"""Handles, dispatch, combine and complete without a GPU.
+"""Handles, dispatch, combine and complete without a GPU (test_ht_handle.py: the
+high-throughput calls).
 
 Against the real library: a group or handle whose pointer is zeroed memory (no live magic
 word) must come back as EpcError(INVALID_ARGUMENT) with the library's message and the C
@@ -12,35 +13,14 @@ import pytest
 
 import epcomm
 from epcomm import _ffi, handle as handle_module
-from fakes import FAKE_DEVICE_POINTER, CudaArrayInterface, DLPackProducer
-
-DEAD_HANDLE = "handle is not a live EpcHandle"
-
-
-class DeadObject:
-    """Zeroed memory standing in for a C object, kept alive as long as this is."""
-
-    def __init__(self, c_type):
-        self.memory = ctypes.create_string_buffer(64)
-        self.pointer = ctypes.cast(self.memory, ctypes.POINTER(c_type))
-
-
-@pytest.fixture
-def dead_group():
-    memory = DeadObject(_ffi.EpcGroup)
-    group = epcomm.Group(memory.pointer, None, epcomm.GroupConfig().to_struct())
-    group._memory = memory  # noqa: SLF001 (keeps the fake alive with the group)
-    yield group
-    group._handle = None  # noqa: SLF001 (nothing real to destroy)
+from conftest import dead_handle_of
+from fakes import (DEAD_HANDLE, FAKE_DEVICE_POINTER, CudaArrayInterface, DLPackProducer,
+                   expect, refused_then_closed)
 
 
 @pytest.fixture
 def dead_handle(dead_group):
-    memory = DeadObject(_ffi.EpcHandle)
-    handle = epcomm.Handle(memory.pointer, dead_group)
-    handle._memory = memory  # noqa: SLF001
-    yield handle
-    handle._pointer = None  # noqa: SLF001
+    yield from dead_handle_of(epcomm.Handle, dead_group)
 
 
 def tensors():
@@ -63,31 +43,37 @@ def fp8_tensors():
     return t
 
 
-def expect(caught, function, words, status=epcomm.Status.INVALID_ARGUMENT):
-    assert caught.value.status == status
-    assert caught.value.function == function
-    assert words in caught.value.message, caught.value.message
+# Every way to create a handle, with the C function it calls.
+CREATORS = pytest.mark.parametrize("create, function", [
+    (epcomm.Handle.create, "epc_handle_create"),
+    (epcomm.HtHandle.create, "epc_ht_handle_create"),
+    (lambda group, idx: epcomm.HtHandle.create(group, idx, sizing="capacity"),
+     "epc_ht_handle_create"),
+], ids=["low-latency", "high-throughput exact", "high-throughput capacity"])
 
 
-def test_create_on_a_dead_group_carries_the_library_message(dead_group):
+@CREATORS
+def test_create_on_a_dead_group_carries_the_library_message(dead_group, create, function):
     with pytest.raises(epcomm.EpcError) as caught:
-        epcomm.Handle.create(dead_group, CudaArrayInterface((4, 2), "<i8"))
-    expect(caught, "epc_handle_create", "group is not a live EpcGroup")
+        create(dead_group, CudaArrayInterface((4, 2), "<i8"))
+    expect(caught, function, "group is not a live EpcGroup")
     assert not dead_group._handles  # noqa: SLF001 (nothing was registered)
 
 
-def test_create_on_a_null_group_pointer():
+@CREATORS
+def test_create_on_a_null_group_pointer(create, function):
     group = epcomm.Group(ctypes.POINTER(_ffi.EpcGroup)(), None, epcomm.GroupConfig().to_struct())
     with pytest.raises(epcomm.EpcError) as caught:
-        epcomm.Handle.create(group, CudaArrayInterface((4, 2), "<i8"))
-    expect(caught, "epc_handle_create", "group is NULL")
+        create(group, CudaArrayInterface((4, 2), "<i8"))
+    expect(caught, function, "group is NULL")
     group._handle = None  # noqa: SLF001
 
 
-def test_create_on_a_closed_group_is_refused_here(dead_group):
+@CREATORS
+def test_create_on_a_closed_group_is_refused_here(dead_group, create, function):
     dead_group._handle = None  # noqa: SLF001 (what close() leaves)
     with pytest.raises(epcomm.EpcError, match="the group is closed"):
-        epcomm.Handle.create(dead_group, CudaArrayInterface((4, 2), "<i8"))
+        create(dead_group, CudaArrayInterface((4, 2), "<i8"))
 
 
 def test_tensors_are_checked_and_named_before_the_library(dead_group):
@@ -121,15 +107,8 @@ def test_every_call_on_a_dead_handle_is_refused_by_the_library(dead_handle):
         ("epc_ll_combine", lambda: dead_handle.ll_combine(t["out_x"], t["x"], send_only=True)),
         ("epc_complete", lambda: dead_handle.complete()),
     ]
-    for function, make_call in calls:
-        with pytest.raises(epcomm.EpcError) as caught:
-            make_call()
-        expect(caught, function, DEAD_HANDLE)
     # close() reports the refusal too, and the handle is gone either way.
-    with pytest.raises(epcomm.EpcError) as caught:
-        dead_handle.close()
-    expect(caught, "epc_handle_destroy", DEAD_HANDLE)
-    assert dead_handle.closed and not dead_handle.group._handles  # noqa: SLF001
+    refused_then_closed(dead_handle, calls)
     dead_handle.close()  # idempotent
 
 

@@ -4,9 +4,9 @@
 EpComm with CUDA.jl: `Tensor(a::CuArray)` and CUDA.jl streams for the C ABI. Loaded by Julia
 when both EpComm and CUDA are (package extension, Julia >= 1.9).
 
-With it, `CuArray`s go straight into every call that takes tensors (`Handle`, `update!`,
-`ll_dispatch`, `ll_combine`: each argument passes through `Tensor`), and `CuStream`s into
-every `stream` keyword. bf16 data kept as `UInt16` is passed as `Tensor(a; dtype = :bf16)`.
+With it, `CuArray`s go straight into every call that takes tensors (`Handle`, `HtHandle`,
+`update!`, `ll_dispatch`, `ll_combine`, `ht_dispatch`, `ht_combine`: each argument passes
+through `Tensor`), and `CuStream`s into every `stream` keyword. bf16 data kept as `UInt16` is passed as `Tensor(a; dtype = :bf16)`.
 CUDA.jl queues its work on the task's stream (`CUDA.stream()`), not on the legacy default
 stream, so pass `stream = CUDA.stream()` to the stream-ordered calls to order them with it.
 
@@ -38,8 +38,9 @@ end
 """
     EpComm.to_tensor(a::CuArray)
 
-What `Handle`, `update!`, `ll_dispatch` and `ll_combine` do with a `CuArray` argument:
-`Tensor(a)`, which keeps `a` referenced (the handle holds its latest call's tensors).
+What `Handle`, `HtHandle`, `update!` and the dispatch and combine calls do with a `CuArray`
+argument: `Tensor(a)`, which keeps `a` referenced (the handle holds its latest call's
+tensors).
 """
 EpComm.to_tensor(a::CUDA.StridedCuArray) = EpComm.Tensor(a)
 

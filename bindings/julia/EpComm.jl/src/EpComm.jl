@@ -18,8 +18,9 @@ opened once, and a library of another ABI major version is refused with a
 Collective calls (`Comm`, `Group`, `barrier`, `close` of a comm or group) must be made by every
 rank, in the same order, from one thread per rank; they block the calling OS thread, which
 cannot reach a GC safepoint meanwhile (other Julia threads that need a collection wait for it).
-`ll_dispatch`, `ll_dispatch_fp8`, `ll_combine` and `complete` on a [`Handle`](@ref) are
-collective too, but
+`ll_dispatch`, `ll_dispatch_fp8`, `ll_combine` and `complete` on a [`Handle`](@ref), and
+`ht_dispatch`, `ht_combine` and `update!` on an [`HtHandle`](@ref) (high-throughput groups,
+whose constructor is collective and blocking with `sizing = :exact`) are collective too, but
 stream-ordered: they return once the work is queued.
 """
 module EpComm
@@ -41,10 +42,11 @@ include("group.jl")
 include("tensor.jl")
 include("handle.jl")
 include("ll.jl")
+include("ht.jl")
 
 export EpcError, LibraryError, UniqueId, create_unique_id, Comm, adopt_comm, GroupConfig,
     Plan, PlanRegion, plan_query, Group, GroupInfo, barrier, Tensor, Handle, update!,
-    ll_dispatch, ll_dispatch_fp8, ll_combine, complete
+    ll_dispatch, ll_dispatch_fp8, ll_combine, complete, HtHandle, ht_dispatch, ht_combine
 
 function __init__()
     try

@@ -1,4 +1,14 @@
-# Handles: the routing of one batch on a low-latency group.
+# Handles: the routing of one batch on a group. `Handle` (low-latency) and `HtHandle`
+# (high-throughput, ht.jl) share `AbstractHandle`: `update!`, `close`, `isopen`.
+
+"""
+    AbstractHandle
+
+A handle of either mode (`EpcHandle*`): [`Handle`](@ref) on a low-latency group,
+[`HtHandle`](@ref) on a high-throughput one. Both have [`update!`](@ref), `close` and
+`isopen`; both are closed before their group and never by a finalizer.
+"""
+abstract type AbstractHandle end
 
 """
     Handle
@@ -18,7 +28,7 @@ so that arrays handed to a stream-ordered call (or to a send-only step, until `c
 are not collected while the GPU may still use them. Calls on a handle are not thread-safe
 with other calls on the same group: drive a group and its handles from one task.
 """
-mutable struct Handle
+mutable struct Handle <: AbstractHandle
     handle::Ptr{EpcHandle}
     group::Group
     in_flight::Vector{Tensor}
@@ -32,8 +42,9 @@ Create a handle for the routing `topk_idx` (`epc_handle_create`): C shape `[B, K
 contiguous, on the group's device; `B <= max_tokens_per_rank`, `K <= max_topk`. `topk_idx` is a
 [`Tensor`](@ref) or anything `Tensor(x)` accepts (a `CuArray` with CUDA.jl loaded). The
 routing is copied on `stream` (see `barrier` for the stream forms), so `topk_idx` may be
-reused once that stream has passed this point. Allocates device memory. Local;
-stream-ordered; not graph-capturable.
+reused once that stream has passed this point. Allocates device memory. A high-throughput
+group refuses it (its handles are [`HtHandle`](@ref)s). Local; stream-ordered; not
+graph-capturable.
 """
 function Handle(group::Group, topk_idx; stream = nothing)
     idx = to_tensor(topk_idx)
@@ -42,10 +53,7 @@ function Handle(group::Group, topk_idx; stream = nothing)
         check(epc_handle_create(handle(group), Ref(idx.raw), stream_pointer(stream), out),
               :epc_handle_create)
     end
-    h = Handle(out[], group, Tensor[])
-    group.open_handles += 1
-    finalizer(count_if_unclosed, h)
-    return h
+    return registered(Handle(out[], group, Tensor[]))
 end
 
 """
@@ -54,8 +62,18 @@ end
 `Handle(group, topk_idx; stream)`, passed to `f` and closed when `f` returns or throws
 (`Handle(group, topk_idx) do h ... end`).
 """
-function Handle(f::Function, group::Group, topk_idx; stream = nothing)
-    h = Handle(group, topk_idx; stream)
+Handle(f::Function, group::Group, topk_idx; stream = nothing) =
+    closing(f, Handle(group, topk_idx; stream))
+
+"Count a new handle as open on its group, with the finalizer that counts it if never closed."
+function registered(h::AbstractHandle)
+    h.group.open_handles += 1
+    finalizer(count_if_unclosed, h)
+    return h
+end
+
+"`f(h)`, then `close(h)` however `f` ends: the do-block forms of the handle constructors."
+function closing(f, h::AbstractHandle)
     try
         return f(h)
     finally
@@ -64,13 +82,15 @@ function Handle(f::Function, group::Group, topk_idx; stream = nothing)
 end
 
 """
-    update!(h::Handle, topk_idx; stream = nothing) -> h
+    update!(h::AbstractHandle, topk_idx; stream = nothing) -> h
 
-Replace the routing with `topk_idx` for the next step (`epc_handle_update`): same rules as
-`Handle`; `B` may change, `K` may not. Call it after the previous step's combine. No
-allocation and no host synchronisation (graph-capturable). Local; stream-ordered.
+Replace the routing with `topk_idx` for the next step (`epc_handle_update`): same rules as the
+handle's constructor; `B` may change, `K` may not. Call it after the previous step's combine.
+No allocation and no host synchronisation (graph-capturable); stream-ordered. On a
+[`Handle`](@ref) it is local. On an [`HtHandle`](@ref) it also recomputes the layout, which is
+collective, and only a handle created with `sizing = :capacity` accepts it.
 """
-function update!(h::Handle, topk_idx; stream = nothing)
+function update!(h::AbstractHandle, topk_idx; stream = nothing)
     idx = to_tensor(topk_idx)
     GC.@preserve idx stream begin
         check(epc_handle_update(handle(h), Ref(idx.raw), stream_pointer(stream)), :epc_handle_update)
@@ -80,13 +100,13 @@ function update!(h::Handle, topk_idx; stream = nothing)
 end
 
 """
-    close(h::Handle)
+    close(h::AbstractHandle)
 
 Free the handle's device memory once the work queued on it has finished
 (`epc_handle_destroy`). Local; blocking. The handle is gone afterwards even when the library
 reports an error (then thrown as an [`EpcError`](@ref)); closing twice is a no-op.
 """
-function Base.close(h::Handle)
+function Base.close(h::AbstractHandle)
     h.handle == C_NULL && return nothing
     raw = h.handle
     h.handle = C_NULL
@@ -99,9 +119,9 @@ function Base.close(h::Handle)
     return nothing
 end
 
-Base.isopen(h::Handle) = h.handle != C_NULL
+Base.isopen(h::AbstractHandle) = h.handle != C_NULL
 
-function handle(h::Handle)
-    isopen(h) || throw(ArgumentError("the Handle is closed"))
+function handle(h::AbstractHandle)
+    isopen(h) || throw(ArgumentError("the $(nameof(typeof(h))) is closed"))
     return h.handle
 end

@@ -9,6 +9,25 @@ using Test
 using EpComm
 using EpComm.LibEpComm
 
+"What `call()` throws, or `nothing`."
+function failure_of(call)
+    try
+        call()
+    catch caught
+        return caught
+    end
+    return nothing
+end
+
+# Every (C function, call) in `calls` throws the library's refusal of a dead handle.
+function refused_as_dead(calls)
+    for (func, call) in calls
+        failure = failure_of(call)
+        @test failure isa EpcError && failure.func == func &&
+              occursin("handle is not a live EpcHandle", failure.message)
+    end
+end
+
 @testset "EpComm" begin
     @testset "library and version" begin
         @test isfile(EpComm.library_path())
@@ -19,14 +38,14 @@ using EpComm.LibEpComm
         @test EpComm.status_string(99) == "unknown status"
     end
 
-    @testset "struct sizes (capi/abi.json 1.1.0)" begin
+    @testset "struct sizes (capi/abi.json 1.2.0)" begin
         @test sizeof(EpcTensor) == 80
         @test sizeof(EpcUniqueId) == 128
         @test sizeof(EpcGroupConfig) == 72
         @test sizeof(EpcPlanRegion) == 56
         @test sizeof(EpcPlan) == 968
         @test sizeof(EpcGroupInfo) == 88
-        @test sizeof(EpcApi) == 152  # 17 entries in ABI 1.0 (144 bytes), ll_dispatch_fp8 in 1.1
+        @test sizeof(EpcApi) == 176  # 17 entries in ABI 1.0 (144 bytes), ll_dispatch_fp8 in 1.1, 3 ht_* in 1.2
         @test fieldoffset(EpcPlan, 17) == 72  # regions
         @test isbitstype(EpcPlan)
     end
@@ -97,6 +116,16 @@ using EpComm.LibEpComm
         @test EpComm.fp8_flags(false, true) == EPC_FLAG_FP8_POW2_SCALES
         @test EpComm.fp8_flags(true, true) == EPC_FLAG_SEND_ONLY | EPC_FLAG_FP8_POW2_SCALES
         @test EpComm.fp8_flags(true, true) isa EpcFlags
+        @test EpComm.backward_flags(false) == 0
+        @test EpComm.backward_flags(true) == EPC_FLAG_BACKWARD_WEIGHTS
+        @test EpComm.backward_flags(true) isa EpcFlags
+    end
+
+    @testset "high-throughput sizing" begin
+        @test EpComm.sizing_code(:exact) == EPC_HT_SIZING_EXACT
+        @test EpComm.sizing_code(:capacity) == EPC_HT_SIZING_CAPACITY
+        @test EpComm.sizing_code(EPC_HT_SIZING_CAPACITY) isa EpcHtSizing
+        @test_throws ArgumentError EpComm.sizing_code(:huge)
     end
 
     @testset "tensor descriptors" begin
@@ -151,15 +180,7 @@ using EpComm.LibEpComm
                                                                   send_only = true, pow2_scales = true)),
                      (:epc_ll_combine, () -> ll_combine(h, out_x, x)),
                      (:epc_complete, () -> complete(h))]
-            for (func, call) in calls
-                failure = try
-                    call()
-                catch caught
-                    caught
-                end
-                @test failure isa EpcError && failure.func == func &&
-                      occursin("handle is not a live EpcHandle", failure.message)
-            end
+            refused_as_dead(calls)
             @test_throws ArgumentError close(group)   # a handle is still open
             @test_throws EpcError close(h)            # the library refuses the dead handle...
             @test !isopen(h) && group.open_handles == 0  # ...which is gone anyway
@@ -167,6 +188,49 @@ using EpComm.LibEpComm
             @test_throws ArgumentError ll_dispatch(h, x, weights, out_x, counts)
             @test_throws ArgumentError ll_dispatch_fp8(h, x, weights, fp8_x, scales, counts)
             @test_throws ArgumentError EpComm.to_tensor(42)  # not describable as a tensor
+
+            # High-throughput handles: the same refusals through every HT call.
+            for sizing in (:exact, :capacity)
+                failure = failure_of(() -> HtHandle(group, idx; sizing))
+                @test failure isa EpcError && failure.func == :epc_ht_handle_create
+                @test occursin("group is not a live EpcGroup", failure.message)
+            end
+            @test group.open_handles == 0
+            fake_ht = zeros(UInt64, 8)
+            GC.@preserve fake_ht begin
+                ht = EpComm.HtHandle(Ptr{EpcHandle}(pointer(fake_ht)), group, 256, EPC_HT_SIZING_CAPACITY,
+                                     EpComm.Tensor[])
+                group.open_handles += 1
+                @test EpComm.rows(ht) == 256
+                rows_x = Tensor(device, (256, 2048); dtype = :bf16)
+                rows_k = Tensor(device, (256, 2); dtype = :fp32)
+                rows_idx = Tensor(device, (256, 2); dtype = :int32)
+                num_recv = Tensor(device, (1,); dtype = :int32)
+                fp8_tokens = Tensor(device, (4, 2048); dtype = :fp8_e4m3)
+                fp8_rows = Tensor(device, (256, 2048); dtype = :fp8_e4m3)
+                token_scales = Tensor(device, (4, 16); dtype = :fp32)
+                row_scales = Tensor(device, (256, 16); dtype = :fp32)
+                ht_calls = [(:epc_handle_update, () -> update!(ht, idx)),
+                            (:epc_ht_dispatch, () -> ht_dispatch(ht, x, rows_x)),
+                            (:epc_ht_dispatch, () -> ht_dispatch(ht, x, rows_x; topk_weights = weights,
+                                                                 out_topk_weights = rows_k,
+                                                                 out_topk_idx = rows_idx,
+                                                                 out_expert_counts = counts,
+                                                                 out_num_recv = num_recv)),
+                            (:epc_ht_dispatch, () -> ht_dispatch(ht, fp8_tokens, fp8_rows;
+                                                                 x_scales = token_scales,
+                                                                 out_scales = row_scales)),
+                            (:epc_ht_combine, () -> ht_combine(ht, rows_x, x)),
+                            (:epc_ht_combine, () -> ht_combine(ht, rows_x, x; topk_weights = rows_k,
+                                                                out_topk_weights = weights))]
+                refused_as_dead(ht_calls)
+                # One backward-weights tensor without the other: refused here.
+                @test_throws ArgumentError ht_combine(ht, rows_x, x; topk_weights = rows_k)
+                @test_throws EpcError close(ht)
+                @test !isopen(ht) && group.open_handles == 0
+                @test_throws ArgumentError ht_dispatch(ht, x, rows_x)  # closed: no library call
+                @test_throws ArgumentError update!(ht, idx)
+            end
             group.handle = C_NULL  # nothing real to destroy
         end
     end

@@ -60,11 +60,12 @@ fn a_library_without_epc_get_api_is_refused() {
     assert!(error.message.contains("epc_get_api"), "{}", error.message);
 }
 
-/// The handle and low-latency entries of a dlopen'd table reach the library: each refuses a
-/// NULL handle (or group) with INVALID_ARGUMENT and leaves this thread a message saying so.
-/// The library checks the handle first, so the NULL tensors are never looked at.
+/// The handle, low-latency and high-throughput entries of a dlopen'd table reach the
+/// library: each refuses a NULL handle (or group) with INVALID_ARGUMENT and leaves this
+/// thread a message saying so. The library checks the handle first, so the NULL tensors are
+/// never looked at.
 #[test]
-fn the_low_latency_entries_of_the_table_reach_the_library() {
+fn the_handle_entries_of_the_table_reach_the_library() {
     use std::ptr::{null, null_mut};
     let api = sys::api().expect("table");
     let message = || {
@@ -105,6 +106,40 @@ fn the_low_latency_entries_of_the_table_reach_the_library() {
         let status = api.ll_combine.unwrap()(null_mut(), null(), null(), sys::EPC_FLAG_SEND_ONLY, null_mut());
         expect_refusal("ll_combine", status, "handle is NULL");
         expect_refusal("complete", api.complete.unwrap()(null_mut(), null_mut()), "handle is NULL");
+
+        let ht_create = api.ht_handle_create.expect("ht_handle_create entry (ABI 1.2)");
+        let mut rows = -1i64;
+        let status =
+            ht_create(null_mut(), null(), sys::EPC_HT_SIZING_CAPACITY, null_mut(), &mut out, &mut rows);
+        expect_refusal("ht_handle_create", status, "group is NULL");
+        assert!(out.is_null() && rows == -1, "out-parameters are written only on success");
+        let ht_dispatch = api.ht_dispatch.expect("ht_dispatch entry (ABI 1.2)");
+        let status = ht_dispatch(
+            null_mut(),
+            null(),
+            null(),
+            null(),
+            null(),
+            null(),
+            null(),
+            null(),
+            null(),
+            null(),
+            0,
+            null_mut(),
+        );
+        expect_refusal("ht_dispatch", status, "handle is NULL");
+        let ht_combine = api.ht_combine.expect("ht_combine entry (ABI 1.2)");
+        let status = ht_combine(
+            null_mut(),
+            null(),
+            null(),
+            null(),
+            null(),
+            sys::EPC_FLAG_BACKWARD_WEIGHTS,
+            null_mut(),
+        );
+        expect_refusal("ht_combine", status, "handle is NULL");
         // destroy(NULL) is the documented no-op, and a success clears the message.
         assert_eq!(api.handle_destroy.unwrap()(null_mut()), sys::EPC_OK);
     }

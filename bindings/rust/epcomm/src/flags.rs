@@ -1,4 +1,4 @@
-//! [`Flags`]: the options of the low-latency dispatch and combine calls (`EpcFlags`).
+//! [`Flags`]: the options of the dispatch and combine calls (`EpcFlags`).
 
 use std::fmt;
 use std::ops::{BitOr, BitOrAssign};
@@ -21,10 +21,16 @@ impl Flags {
     /// [`Handle::ll_dispatch_fp8`](crate::Handle::ll_dispatch_fp8): round every scale up to
     /// a power of two, so that it is UE8M0-representable (`EPC_FLAG_FP8_POW2_SCALES`, ABI 1.1).
     pub const FP8_POW2_SCALES: Flags = Flags(sys::EPC_FLAG_FP8_POW2_SCALES);
+    /// [`HtHandle::combine`](crate::HtHandle::combine): also carry a `[rows, K]` FP32 tensor
+    /// back to the tokens' ranks (`EPC_FLAG_BACKWARD_WEIGHTS`, ABI 1.2).
+    pub const BACKWARD_WEIGHTS: Flags = Flags(sys::EPC_FLAG_BACKWARD_WEIGHTS);
 
     /// Every named flag with its name, for `Debug` and for checking against the header.
-    pub const NAMED: &'static [(&'static str, Flags)] =
-        &[("SEND_ONLY", Flags::SEND_ONLY), ("FP8_POW2_SCALES", Flags::FP8_POW2_SCALES)];
+    pub const NAMED: &'static [(&'static str, Flags)] = &[
+        ("SEND_ONLY", Flags::SEND_ONLY),
+        ("FP8_POW2_SCALES", Flags::FP8_POW2_SCALES),
+        ("BACKWARD_WEIGHTS", Flags::BACKWARD_WEIGHTS),
+    ];
 
     /// The raw bits, as the C ABI carries them.
     pub const fn bits(self) -> u32 {
@@ -91,5 +97,7 @@ mod tests {
             format!("{:?}", Flags::SEND_ONLY | Flags::FP8_POW2_SCALES),
             "Flags(SEND_ONLY | FP8_POW2_SCALES)"
         );
+        assert_eq!(Flags::BACKWARD_WEIGHTS.bits(), sys::EPC_FLAG_BACKWARD_WEIGHTS);
+        assert_eq!(format!("{:?}", Flags::BACKWARD_WEIGHTS | Flags(0x80)), "Flags(BACKWARD_WEIGHTS | 0x80)");
     }
 }

@@ -1,5 +1,6 @@
 //! [`Handle`]: the routing of one batch on a low-latency group, and the calls that use it:
-//! dispatch, combine and complete.
+//! dispatch, combine and complete. [`RawHandle`] is what it shares with
+//! [`HtHandle`](crate::HtHandle): the C handle, its group's call lock, and destruction.
 
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
@@ -11,7 +12,103 @@ use crate::group::lock;
 use crate::library::{check, entry, library};
 use crate::{Error, Flags, Group, Result, Status, StreamRef, TensorRef};
 
-/// One batch's routing on a group (`EpcHandle*`), and the device state a low-latency step
+/// An `EpcHandle*` of either mode and the call lock of the group it borrows for `'g`. Every
+/// call on it takes that lock; dropping it destroys the C handle, ignoring the result.
+pub(crate) struct RawHandle<'g> {
+    raw: NonNull<sys::EpcHandle>,
+    /// The group's call lock; borrowing it keeps the group borrowed for `'g`.
+    calls: &'g Mutex<()>,
+}
+
+// SAFETY: the C handle may be used from any thread as long as calls on it, and on its group,
+// do not overlap: the wrappers are not Sync, so only their owner calls them, and every call
+// takes the group's lock, which is all a handle shares with the group's thread.
+unsafe impl Send for RawHandle<'_> {}
+
+impl<'g> RawHandle<'g> {
+    /// Create a C handle on `group` under its lock: `create` gets the table, the group and
+    /// the out-parameter, and returns the status of the `function` it called.
+    pub(crate) fn create(
+        group: &'g Group<'_>,
+        function: &str,
+        create: impl FnOnce(&sys::EpcApi, *mut sys::EpcGroup, &mut *mut sys::EpcHandle) -> Result<sys::EpcStatus>,
+    ) -> Result<Self> {
+        let api = library()?;
+        let calls = group.calls();
+        let mut raw = std::ptr::null_mut();
+        let status = {
+            let _serialised = lock(calls);
+            create(api, group.as_raw(), &mut raw)?
+        };
+        check(api, status)?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::new(Status::INTERNAL, format!("{function} succeeded but returned no handle"))
+        })?;
+        Ok(RawHandle { raw, calls })
+    }
+
+    /// One call on the handle under the group's lock: `call` gets the table and the handle
+    /// and returns the status of the function it called.
+    pub(crate) fn call(
+        &self,
+        call: impl FnOnce(&sys::EpcApi, *mut sys::EpcHandle) -> Result<sys::EpcStatus>,
+    ) -> Result<()> {
+        let api = library()?;
+        let status = {
+            let _serialised = lock(self.calls);
+            call(api, self.raw.as_ptr())?
+        };
+        check(api, status)
+    }
+
+    /// `epc_handle_update`, which takes handles of both modes.
+    pub(crate) fn update(&self, topk_idx: TensorRef<'_>, stream: Option<StreamRef<'_>>) -> Result<()> {
+        self.call(|api, handle| {
+            let update = entry!(api, handle_update);
+            // SAFETY: the handle is live; the tensor and stream are valid by their contracts.
+            Ok(unsafe { update(handle, topk_idx.as_raw(), stream_raw(stream)) })
+        })
+    }
+
+    /// Destroy the C handle and report the result.
+    pub(crate) fn close(self) -> Result<()> {
+        let handle = ManuallyDrop::new(self);
+        handle.destroy()
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut sys::EpcHandle {
+        self.raw.as_ptr()
+    }
+
+    fn destroy(&self) -> Result<()> {
+        self.call(|api, handle| {
+            let destroy = entry!(api, handle_destroy);
+            // SAFETY: the handle is live and destroyed exactly once (close forgets self; drop
+            // runs only when close did not).
+            Ok(unsafe { destroy(handle) })
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn wrap_for_test(raw: NonNull<sys::EpcHandle>, calls: &'g Mutex<()>) -> Self {
+        RawHandle { raw, calls }
+    }
+}
+
+impl Drop for RawHandle<'_> {
+    /// Destroys a handle that was not closed, ignoring the result (see [`Handle`]'s docs).
+    fn drop(&mut self) {
+        let _ = self.destroy();
+    }
+}
+
+impl std::fmt::Debug for RawHandle<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.raw.fmt(f)
+    }
+}
+
+/// One batch's routing on a low-latency group (`EpcHandle*`), and the device state a step
 /// needs. It borrows its [`Group`] for `'g`, so the group cannot be closed while the handle
 /// exists.
 ///
@@ -26,15 +123,8 @@ use crate::{Error, Flags, Group, Result, Status, StreamRef, TensorRef};
 /// ignores the result and never panics. Destroying is local and waits for the work queued
 /// on the handle.
 pub struct Handle<'g> {
-    raw: NonNull<sys::EpcHandle>,
-    /// The group's call lock; borrowing it keeps the group borrowed for `'g`.
-    calls: &'g Mutex<()>,
+    inner: RawHandle<'g>,
 }
-
-// SAFETY: the C handle may be used from any thread as long as calls on it, and on its group,
-// do not overlap: `Handle` is not Sync, so only its owner calls it, and every call takes the
-// group's lock, which is all it shares with the group's thread.
-unsafe impl Send for Handle<'_> {}
 
 impl<'g> Handle<'g> {
     /// Create a handle on `group` for the routing `topk_idx` (`epc_handle_create`).
@@ -42,7 +132,8 @@ impl<'g> Handle<'g> {
     /// `topk_idx`: `[B, K]`, INT64 or INT32, contiguous, on the group's device; `-1` masks an
     /// entry; `B <= max_tokens_per_rank`, `K <= max_topk`. The routing is copied on `stream`
     /// (None: the legacy default stream), so `topk_idx` may be reused once that stream has
-    /// passed this point. Allocates device memory.
+    /// passed this point. Allocates device memory. A high-throughput group refuses it: its
+    /// handles are [`HtHandle`](crate::HtHandle)s.
     ///
     /// Local (no communication); stream-ordered; not graph-capturable.
     pub fn create(
@@ -50,21 +141,13 @@ impl<'g> Handle<'g> {
         topk_idx: TensorRef<'_>,
         stream: Option<StreamRef<'_>>,
     ) -> Result<Self> {
-        let api = library()?;
-        let create = entry!(api, handle_create);
-        let calls = group.calls();
-        let mut raw = std::ptr::null_mut();
-        let status = {
-            let _serialised = lock(calls);
+        let inner = RawHandle::create(group, "epc_handle_create", |api, group, out| {
+            let create = entry!(api, handle_create);
             // SAFETY: the group is live for 'g; the tensor and stream are valid by their
-            // constructors' contracts; raw is a valid out-parameter.
-            unsafe { create(group.as_raw(), topk_idx.as_raw(), stream_raw(stream), &mut raw) }
-        };
-        check(api, status)?;
-        let raw = NonNull::new(raw).ok_or_else(|| {
-            Error::new(Status::INTERNAL, "epc_handle_create succeeded but returned no handle")
+            // constructors' contracts; out is a valid out-parameter.
+            Ok(unsafe { create(group, topk_idx.as_raw(), stream_raw(stream), out) })
         })?;
-        Ok(Handle { raw, calls })
+        Ok(Handle { inner })
     }
 
     /// Replace the routing with `topk_idx` for the next step (`epc_handle_update`): same rules
@@ -73,12 +156,7 @@ impl<'g> Handle<'g> {
     ///
     /// Local; stream-ordered.
     pub fn update(&self, topk_idx: TensorRef<'_>, stream: Option<StreamRef<'_>>) -> Result<()> {
-        let api = library()?;
-        let update = entry!(api, handle_update);
-        let _serialised = lock(self.calls);
-        // SAFETY: the handle is live; the tensor and stream are valid by their contracts.
-        let status = unsafe { update(self.raw.as_ptr(), topk_idx.as_raw(), stream_raw(stream)) };
-        check(api, status)
+        self.inner.update(topk_idx, stream)
     }
 
     /// Send this rank's tokens to the ranks hosting their experts and receive this rank's
@@ -107,22 +185,21 @@ impl<'g> Handle<'g> {
         flags: Flags,
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let api = library()?;
-        let dispatch = entry!(api, ll_dispatch);
-        let _serialised = lock(self.calls);
-        // SAFETY: the handle is live; tensors and stream are valid by their contracts.
-        let status = unsafe {
-            dispatch(
-                self.raw.as_ptr(),
-                x.as_raw(),
-                topk_weights.as_raw(),
-                out_x.as_raw(),
-                out_counts.as_raw(),
-                flags.bits(),
-                stream_raw(stream),
-            )
-        };
-        check(api, status)
+        self.inner.call(|api, handle| {
+            let dispatch = entry!(api, ll_dispatch);
+            // SAFETY: the handle is live; tensors and stream are valid by their contracts.
+            Ok(unsafe {
+                dispatch(
+                    handle,
+                    x.as_raw(),
+                    topk_weights.as_raw(),
+                    out_x.as_raw(),
+                    out_counts.as_raw(),
+                    flags.bits(),
+                    stream_raw(stream),
+                )
+            })
+        })
     }
 
     /// [`ll_dispatch`](Handle::ll_dispatch) with the payload cast to FP8 in the send kernel
@@ -152,23 +229,22 @@ impl<'g> Handle<'g> {
         flags: Flags,
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let api = library()?;
-        let dispatch = entry!(api, ll_dispatch_fp8);
-        let _serialised = lock(self.calls);
-        // SAFETY: the handle is live; tensors and stream are valid by their contracts.
-        let status = unsafe {
-            dispatch(
-                self.raw.as_ptr(),
-                x.as_raw(),
-                topk_weights.as_raw(),
-                out_x.as_raw(),
-                out_scales.as_raw(),
-                out_counts.as_raw(),
-                flags.bits(),
-                stream_raw(stream),
-            )
-        };
-        check(api, status)
+        self.inner.call(|api, handle| {
+            let dispatch = entry!(api, ll_dispatch_fp8);
+            // SAFETY: the handle is live; tensors and stream are valid by their contracts.
+            Ok(unsafe {
+                dispatch(
+                    handle,
+                    x.as_raw(),
+                    topk_weights.as_raw(),
+                    out_x.as_raw(),
+                    out_scales.as_raw(),
+                    out_counts.as_raw(),
+                    flags.bits(),
+                    stream_raw(stream),
+                )
+            })
+        })
     }
 
     /// Return the expert outputs to their tokens' ranks and reduce them (`epc_ll_combine`).
@@ -187,63 +263,51 @@ impl<'g> Handle<'g> {
         flags: Flags,
         stream: Option<StreamRef<'_>>,
     ) -> Result<()> {
-        let api = library()?;
-        let combine = entry!(api, ll_combine);
-        let _serialised = lock(self.calls);
-        // SAFETY: the handle is live; tensors and stream are valid by their contracts.
-        let status = unsafe {
-            combine(self.raw.as_ptr(), expert_out.as_raw(), out.as_raw(), flags.bits(), stream_raw(stream))
-        };
-        check(api, status)
+        self.inner.call(|api, handle| {
+            let combine = entry!(api, ll_combine);
+            // SAFETY: the handle is live; tensors and stream are valid by their contracts.
+            Ok(unsafe {
+                combine(handle, expert_out.as_raw(), out.as_raw(), flags.bits(), stream_raw(stream))
+            })
+        })
     }
 
     /// Finish the step whose dispatch or combine was queued with [`Flags::SEND_ONLY`]
     /// (`epc_complete`): wait on the device for every peer's data and write that call's
     /// outputs. Collective; stream-ordered; graph-capturable.
     pub fn complete(&self, stream: Option<StreamRef<'_>>) -> Result<()> {
-        let api = library()?;
-        let complete = entry!(api, complete);
-        let _serialised = lock(self.calls);
-        // SAFETY: the handle is live; the stream is valid by its contract.
-        check(api, unsafe { complete(self.raw.as_ptr(), stream_raw(stream)) })
+        self.inner.call(|api, handle| {
+            let complete = entry!(api, complete);
+            // SAFETY: the handle is live; the stream is valid by its contract.
+            Ok(unsafe { complete(handle, stream_raw(stream)) })
+        })
     }
 
     /// Free the handle's device memory once the work queued on it has finished
     /// (`epc_handle_destroy`) and report the result. Local; blocking.
     pub fn close(self) -> Result<()> {
-        let handle = ManuallyDrop::new(self);
-        handle.destroy()
+        self.inner.close()
     }
 
     /// The `EpcHandle*`, borrowed, for calling epcomm-sys directly.
     pub fn as_raw(&self) -> *mut sys::EpcHandle {
-        self.raw.as_ptr()
+        self.inner.as_raw()
     }
 
-    fn destroy(&self) -> Result<()> {
-        let api = library()?;
-        let destroy = entry!(api, handle_destroy);
-        let _serialised = lock(self.calls);
-        // SAFETY: the handle is live and destroyed exactly once (close forgets self; drop
-        // runs only when close did not).
-        check(api, unsafe { destroy(self.raw.as_ptr()) })
-    }
-}
-
-impl Drop for Handle<'_> {
-    /// Destroys a handle that was not closed, ignoring the result (see the type's docs).
-    fn drop(&mut self) {
-        let _ = self.destroy();
+    #[cfg(test)]
+    pub(crate) fn wrap_for_test(raw: NonNull<sys::EpcHandle>, calls: &'g Mutex<()>) -> Self {
+        Handle { inner: RawHandle::wrap_for_test(raw, calls) }
     }
 }
 
 impl std::fmt::Debug for Handle<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handle").field("raw", &self.raw).finish()
+        f.debug_struct("Handle").field("raw", &self.inner).finish()
     }
 }
 
-fn stream_raw(stream: Option<StreamRef<'_>>) -> *mut std::ffi::c_void {
+/// A stream for the C ABI: None is the legacy default stream (NULL).
+pub(crate) fn stream_raw(stream: Option<StreamRef<'_>>) -> *mut std::ffi::c_void {
     stream.unwrap_or(StreamRef::LEGACY_DEFAULT).as_raw()
 }
 

@@ -17,14 +17,19 @@
 //!   [`Handle::ll_dispatch`] (or [`Handle::ll_dispatch_fp8`], FP8 on the wire),
 //!   [`Handle::ll_combine`], [`Handle::complete`] (after a call with [`Flags::SEND_ONLY`]),
 //!   [`Handle::update`] for the next step, [`Handle::close`].
+//! - [`HtHandle`]: one batch's routing and layout on a high-throughput group (ABI 1.2),
+//!   sized by [`HtSizing`], and the calls it drives, forward and backward:
+//!   [`HtHandle::dispatch`] (its tensors in an [`HtDispatch`]), [`HtHandle::combine`]
+//!   (with [`Flags::BACKWARD_WEIGHTS`] carrying weights back too), [`HtHandle::update`]
+//!   (capacity-sized handles), [`HtHandle::close`].
 //!
 //! Every fallible call returns [`Result`]; an [`Error`] carries the library's [`Status`]
 //! and the detail message the library left for the calling thread.
 //!
 //! Collective calls (every rank of the communicator must make them, in the same order) say
-//! so in their docs, as the C header does. Dropping a [`Group`], a [`Handle`] or an owned
-//! [`Comm`] without closing it still releases it, but ignores errors; call `close()` to see
-//! them.
+//! so in their docs, as the C header does. Dropping a [`Group`], a [`Handle`], an
+//! [`HtHandle`] or an owned [`Comm`] without closing it still releases it, but ignores
+//! errors; call `close()` to see them.
 
 mod comm;
 mod config;
@@ -32,6 +37,7 @@ mod error;
 mod flags;
 mod group;
 mod handle;
+mod ht_handle;
 mod library;
 mod open_enum;
 mod plan;
@@ -48,11 +54,12 @@ pub use error::{Error, Result};
 pub use flags::Flags;
 pub use group::{Group, GroupInfo};
 pub use handle::Handle;
+pub use ht_handle::{HtDispatch, HtHandle};
 pub use plan::{plan_query, Plan, PlanRegion};
 pub use status::Status;
 pub use stream::StreamRef;
 pub use tensor::TensorRef;
-pub use types::{Dtype, Mode, RegionKind};
+pub use types::{Dtype, HtSizing, Mode, RegionKind};
 pub use unique_id::UniqueId;
 pub use version::{version, Version, BINDINGS_ABI};
 

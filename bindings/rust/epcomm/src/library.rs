@@ -119,6 +119,16 @@ mod tests {
         })
     }
 
+    /// This library's table as a library of `abi_version` fills it: `struct_size` says it
+    /// ends at byte `end`. The pointers past the end are left in place to prove that
+    /// struct_size, not the bytes, decides.
+    fn older_table(abi_version: u32, end: usize) -> sys::EpcApi {
+        let mut table = *library().expect("library");
+        table.struct_size = end as u32;
+        table.abi_version = abi_version;
+        table
+    }
+
     #[test]
     fn the_table_of_this_library_has_ll_dispatch_fp8() {
         let api = library().expect("library");
@@ -131,11 +141,8 @@ mod tests {
 
     #[test]
     fn an_entry_past_an_older_librarys_table_is_unsupported_and_never_called() {
-        // The table of an ABI 1.0 library: it ends where ll_dispatch_fp8 begins. The pointer
-        // past its end is left in place to prove that struct_size, not the bytes, decides.
-        let mut old = *library().expect("library");
-        old.struct_size = std::mem::offset_of!(sys::EpcApi, ll_dispatch_fp8) as u32;
-        old.abi_version = 10000;
+        // The table of an ABI 1.0 library: it ends where ll_dispatch_fp8 begins.
+        let old = older_table(10000, std::mem::offset_of!(sys::EpcApi, ll_dispatch_fp8));
         assert!(old.ll_dispatch_fp8.is_some());
         let error = dispatch_fp8(&old).unwrap_err();
         assert_eq!(error.status, Status::UNSUPPORTED);
@@ -150,6 +157,60 @@ mod tests {
             unsafe { complete(std::ptr::null_mut(), std::ptr::null_mut()) },
             sys::EPC_ERR_INVALID_ARGUMENT
         );
+    }
+
+    /// The three ABI 1.2 entries through `api`, as `HtHandle` looks them up, each called
+    /// with a NULL group or handle; the first failing lookup is returned.
+    fn ht_entries(api: &sys::EpcApi) -> Result<[sys::EpcStatus; 3]> {
+        let create = entry!(api, ht_handle_create);
+        let dispatch = entry!(api, ht_dispatch);
+        let combine = entry!(api, ht_combine);
+        let (null, stream) = (std::ptr::null(), std::ptr::null_mut());
+        let (mut handle, mut rows) = (std::ptr::null_mut(), 0i64);
+        // SAFETY: NULL group and handles, refused by the library before anything else is read.
+        Ok(unsafe {
+            [
+                create(std::ptr::null_mut(), null, sys::EPC_HT_SIZING_EXACT, stream, &mut handle, &mut rows),
+                dispatch(
+                    std::ptr::null_mut(),
+                    null,
+                    null,
+                    null,
+                    null,
+                    null,
+                    null,
+                    null,
+                    null,
+                    null,
+                    0,
+                    stream,
+                ),
+                combine(std::ptr::null_mut(), null, null, null, null, Flags::BACKWARD_WEIGHTS.bits(), stream),
+            ]
+        })
+    }
+
+    #[test]
+    fn the_table_of_this_library_has_the_high_throughput_entries() {
+        let api = library().expect("library");
+        let statuses = ht_entries(api).expect("the ABI 1.2 entries");
+        assert_eq!(statuses, [sys::EPC_ERR_INVALID_ARGUMENT; 3]);
+        let error = check(api, statuses[2]).unwrap_err();
+        assert!(error.message.contains("handle is NULL"), "{:?}", error.message);
+    }
+
+    #[test]
+    fn the_high_throughput_entries_past_an_abi_1_1_table_are_unsupported() {
+        // An ABI 1.1 table ends where ht_handle_create begins; its ll_dispatch_fp8 works.
+        let mut old = older_table(10100, std::mem::offset_of!(sys::EpcApi, ht_handle_create));
+        let error = ht_entries(&old).unwrap_err();
+        assert_eq!(error.status, Status::UNSUPPORTED);
+        assert!(error.message.contains("(ABI 1.1.0) has no ht_handle_create"), "{:?}", error.message);
+        assert_eq!(dispatch_fp8(&old).expect("ll_dispatch_fp8 entry"), sys::EPC_ERR_INVALID_ARGUMENT);
+        // A table that ends inside the three entries has the ones before its end only.
+        old.struct_size = std::mem::offset_of!(sys::EpcApi, ht_combine) as u32;
+        let error = ht_entries(&old).unwrap_err();
+        assert!(error.message.contains("no ht_combine in its function table"), "{:?}", error.message);
     }
 
     #[test]

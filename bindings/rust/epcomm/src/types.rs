@@ -1,4 +1,5 @@
-//! The ABI's small enumerations: payload dtypes, group modes, plan region kinds.
+//! The ABI's small enumerations: payload dtypes, group modes, plan region kinds, and how a
+//! high-throughput handle sizes its rows.
 
 use epcomm_sys as sys;
 
@@ -59,6 +60,20 @@ open_enum! {
     }
 }
 
+open_enum! {
+    /// How a high-throughput handle sizes its received rows (`EpcHtSizing`, ABI 1.2); see
+    /// [`HtHandle::create`](crate::HtHandle::create).
+    pub struct HtSizing(u32) {
+        /// rows = N, the tokens this rank receives: creating the handle waits once for the
+        /// count exchange to learn N.
+        EXACT = sys::EPC_HT_SIZING_EXACT,
+        /// rows = nranks * max_tokens_per_rank (the worst case): no host synchronisation, so
+        /// creation, update, dispatch and combine are all graph-capturable. Rows at or past N
+        /// are left unspecified; N is on the device (`out_num_recv` of a dispatch).
+        CAPACITY = sys::EPC_HT_SIZING_CAPACITY,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +86,8 @@ mod tests {
         assert_eq!(format!("{:?}", Dtype::BF16), "Dtype::BF16");
         assert_eq!(Dtype::from(1u32), Dtype::BF16);
         assert_eq!(u32::from(Mode::HIGH_THROUGHPUT), sys::EPC_MODE_HIGH_THROUGHPUT);
+        assert_eq!(HtSizing::CAPACITY.raw(), sys::EPC_HT_SIZING_CAPACITY);
+        assert_eq!(format!("{:?}", HtSizing::EXACT), "HtSizing::EXACT");
     }
 
     #[test]

@@ -1,22 +1,10 @@
 //! The group lifecycle on real GPUs, one thread per GPU. Runs only when EPCOMM_TEST_GPUS=N
 //! (N >= 1) says how many GPUs to use; otherwise it reports that it is skipped and passes.
 
-use std::io::Write;
-use std::thread;
+mod support;
 
 use epcomm::{Comm, Group, GroupConfig, Mode, Result, UniqueId};
-
-/// Writes past the test harness's output capture, so the note shows in `meson test -v`.
-fn note(text: &str) {
-    let _ = writeln!(std::io::stderr(), "{text}");
-}
-
-fn gpu_count() -> Option<i32> {
-    let value = std::env::var("EPCOMM_TEST_GPUS").ok()?;
-    let count: i32 =
-        value.trim().parse().unwrap_or_else(|_| panic!("EPCOMM_TEST_GPUS={value:?} is not a number"));
-    (count >= 1).then_some(count)
-}
+use support::ranks::{gpu_count, note, run_ranks};
 
 /// One rank: bootstrap, create a group, check what it reports, barrier, close collectively.
 fn run_rank(id: UniqueId, nranks: i32, rank: i32) -> Result<()> {
@@ -38,20 +26,12 @@ fn run_rank(id: UniqueId, nranks: i32, rank: i32) -> Result<()> {
 
 #[test]
 fn group_lifecycle_on_every_gpu() {
-    let Some(nranks) = gpu_count() else {
+    let Some(nranks) = gpu_count(1) else {
         note("gpu test skipped: set EPCOMM_TEST_GPUS=N (N >= 1) to run it on N GPUs");
         return;
     };
     let id = UniqueId::new().expect("unique id");
-    let ranks: Vec<_> = (0..nranks).map(|rank| thread::spawn(move || run_rank(id, nranks, rank))).collect();
-    let mut failures = Vec::new();
-    for (rank, handle) in ranks.into_iter().enumerate() {
-        match handle.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => failures.push(format!("rank {rank}: {error}")),
-            Err(_) => failures.push(format!("rank {rank}: panicked")),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let n = nranks as i32;
+    run_ranks(nranks, move |rank| run_rank(id, n, rank as i32).map_err(|error| error.to_string()));
     note(&format!("gpu test: group lifecycle passed on {nranks} GPU(s)"));
 }

@@ -11,46 +11,16 @@
 
 mod support;
 
-use std::io::Write;
-use std::thread;
-
-use epcomm::{Comm, Dtype, Flags, Group, GroupConfig, Handle, Mode, Status, UniqueId};
+use epcomm::{Comm, Dtype, Flags, Group, Handle, HtHandle, HtSizing, Mode, Status, UniqueId};
 use support::cuda_driver::{use_device, DeviceBuffer};
 use support::ll_model::{first_difference, Case};
-
-type Check<T = ()> = std::result::Result<T, String>;
-
-fn note(text: &str) {
-    let _ = writeln!(std::io::stderr(), "{text}");
-}
+use support::ranks::{ensure, epc, gpu_count, note, refused, run_ranks, Check};
 
 fn case(nranks: usize) -> Case {
     Case { nranks, experts_per_rank: 4, hidden: 2048, topk: 2, max_tokens: 8 }
 }
 
 const MAX_TOPK: u32 = 4;
-
-fn ensure(condition: bool, what: impl FnOnce() -> String) -> Check {
-    if condition {
-        Ok(())
-    } else {
-        Err(what())
-    }
-}
-
-fn epc<T>(what: &str, result: epcomm::Result<T>) -> Check<T> {
-    result.map_err(|error| format!("{what}: {error}"))
-}
-
-/// `result` must be an error with `status` whose message contains `words`.
-fn refused<T>(what: &str, result: epcomm::Result<T>, status: Status, words: &str) -> Check {
-    match result {
-        Ok(_) => Err(format!("{what}: succeeded, expected {status:?} saying {words:?}")),
-        Err(error) => ensure(error.status == status && error.message.contains(words), || {
-            format!("{what}: got {error} ({:?}), expected {status:?} saying {words:?}", error.status)
-        }),
-    }
-}
 
 /// The device buffers of one rank, sized for the largest step.
 struct Buffers {
@@ -161,6 +131,13 @@ fn local_errors(
     )?;
     let too_wide = b.topk_idx.tensor(Dtype::INT64, &[4, MAX_TOPK as i64 + 1]);
     refused("K above max_topk", Handle::create(group, too_wide, None), Status::INVALID_ARGUMENT, "max_topk")?;
+    let idx = b.topk_idx.tensor(Dtype::INT64, &[4, 2]);
+    refused(
+        "a high-throughput handle on a low-latency group",
+        HtHandle::create(group, idx, HtSizing::EXACT, None),
+        Status::INVALID_ARGUMENT,
+        "low-latency mode",
+    )?;
     let fp32_idx = b.topk_idx.tensor(Dtype::FP32, &[4, 2]);
     refused("an fp32 topk_idx", handle.update(fp32_idx, None), Status::INVALID_ARGUMENT, "dtype")?;
     refused(
@@ -195,14 +172,7 @@ fn local_errors(
 fn run_rank(id: UniqueId, c: Case, rank: usize) -> Check {
     let comm = epc("Comm::init", Comm::init(&id, c.nranks as i32, rank as i32, rank as i32))?;
     use_device(rank as i32)?;
-    let config = GroupConfig::new()
-        .mode(Mode::LOW_LATENCY)
-        .num_experts(c.experts() as u32)
-        .hidden(c.hidden as u32)
-        .max_tokens_per_rank(c.max_tokens as u32)
-        .max_topk(MAX_TOPK)
-        .timeout_ms(20_000);
-    let group = epc("Group::create", Group::create(&comm, &config))?;
+    let group = epc("Group::create", Group::create(&comm, &c.group_config(Mode::LOW_LATENCY, MAX_TOPK)))?;
     let info = epc("Group::info", group.info())?;
     ensure(info.local_experts as usize == c.experts_per_rank, || format!("info {info:?}"))?;
     let b = Buffers::new(&c)?;
@@ -257,30 +227,14 @@ fn the_host_model_covers_the_cases_it_claims() {
     assert_eq!(c.expert(0, 0, 1, 0), c.expert(0, 0, 1, 1), "token 1 repeats its expert");
 }
 
-fn gpu_count() -> Option<usize> {
-    let value = std::env::var("EPCOMM_TEST_GPUS").ok()?;
-    let count: usize =
-        value.trim().parse().unwrap_or_else(|_| panic!("EPCOMM_TEST_GPUS={value:?} is not a number"));
-    (count >= 2).then_some(count)
-}
-
 #[test]
 fn ll_dispatch_and_combine_match_the_host_model_on_every_gpu() {
-    let Some(nranks) = gpu_count() else {
+    let Some(nranks) = gpu_count(2) else {
         note("gpu ll test skipped: set EPCOMM_TEST_GPUS=N (N >= 2) to run it on N GPUs");
         return;
     };
     let id = UniqueId::new().expect("unique id");
     let c = case(nranks);
-    let ranks: Vec<_> = (0..nranks).map(|rank| thread::spawn(move || run_rank(id, c, rank))).collect();
-    let mut failures = Vec::new();
-    for (rank, handle) in ranks.into_iter().enumerate() {
-        match handle.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(problem)) => failures.push(format!("rank {rank}: {problem}")),
-            Err(_) => failures.push(format!("rank {rank}: panicked")),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    run_ranks(nranks, move |rank| run_rank(id, c, rank));
     note(&format!("gpu ll test: 2 steps of dispatch + combine matched the host model on {nranks} GPUs"));
 }

@@ -45,7 +45,7 @@ fn every_status_code_of_the_header_has_a_constant() {
 }
 
 #[test]
-fn every_dtype_mode_region_kind_and_flag_of_the_header_has_a_constant() {
+fn every_dtype_mode_region_kind_sizing_and_flag_of_the_header_has_a_constant() {
     for (name, value) in sys::CONSTANT_VALUES {
         let known = if let Some(rest) = name.strip_prefix("EPC_DTYPE_") {
             epcomm::Dtype(*value as u32).name() == Some(rest)
@@ -53,6 +53,8 @@ fn every_dtype_mode_region_kind_and_flag_of_the_header_has_a_constant() {
             epcomm::Mode(*value as u32).name() == Some(rest)
         } else if let Some(rest) = name.strip_prefix("EPC_REGION_") {
             epcomm::RegionKind(*value as u32).name() == Some(rest)
+        } else if let Some(rest) = name.strip_prefix("EPC_HT_SIZING_") {
+            epcomm::HtSizing(*value as u32).name() == Some(rest)
         } else if let Some(rest) = name.strip_prefix("EPC_FLAG_") {
             epcomm::Flags::NAMED
                 .iter()

@@ -29,6 +29,17 @@ pub struct Case {
 }
 
 impl Case {
+    /// The group configuration of a test on this case: `mode`, `max_topk`, a 20 s timeout.
+    pub fn group_config(&self, mode: epcomm::Mode, max_topk: u32) -> epcomm::GroupConfig {
+        epcomm::GroupConfig::new()
+            .mode(mode)
+            .num_experts(self.experts() as u32)
+            .hidden(self.hidden as u32)
+            .max_tokens_per_rank(self.max_tokens as u32)
+            .max_topk(max_topk)
+            .timeout_ms(20_000)
+    }
+
     pub fn experts(&self) -> usize {
         self.nranks * self.experts_per_rank
     }

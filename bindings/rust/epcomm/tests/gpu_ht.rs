@@ -1,0 +1,250 @@
+//! High-throughput dispatch and combine through the safe API on real GPUs, one thread per
+//! GPU, on the low-latency test's tokens and routing (support/ll_model.rs) with the HT
+//! semantics of support/ht_model.rs. Step 0 runs on an EXACT-sized handle with every
+//! optional output and backward weights; step 1 on a CAPACITY-sized handle created with
+//! step 0's routing and updated to step 1's. Everything the library writes is compared bit
+//! for bit with the model. Local errors that need a live group (a low-latency handle on a
+//! high-throughput group, updating an EXACT handle, shapes) are checked too.
+//!
+//! Runs when EPCOMM_TEST_GPUS=N with N >= 2; otherwise it says it is skipped and passes.
+
+mod support;
+
+use epcomm::{Comm, Dtype, Flags, Group, Handle, HtDispatch, HtHandle, HtSizing, Mode, Status, UniqueId};
+use support::cuda_driver::{use_device, DeviceBuffer};
+use support::ht_model::HtReceived;
+use support::ll_model::{first_difference, Case};
+use support::ranks::{ensure, epc, gpu_count, note, refused, run_ranks, Check};
+
+const MAX_TOPK: u32 = 4;
+
+fn case(nranks: usize) -> Case {
+    Case { nranks, experts_per_rank: 4, hidden: 256, topk: 2, max_tokens: 8 }
+}
+
+/// One rank's device memory, sized for CAPACITY rows (the most either handle needs).
+struct Buffers {
+    topk_idx: DeviceBuffer,
+    x: DeviceBuffer,
+    weights: DeviceBuffer,
+    out_x: DeviceBuffer,
+    out_idx: DeviceBuffer,
+    out_weights: DeviceBuffer,
+    counts: DeviceBuffer,
+    num_recv: DeviceBuffer,
+    rows: DeviceBuffer,
+    returned: DeviceBuffer,
+    out: DeviceBuffer,
+    back_weights: DeviceBuffer,
+}
+
+impl Buffers {
+    fn new(c: &Case) -> Check<Buffers> {
+        let (t, k, h) = (c.max_tokens, c.topk, c.hidden);
+        let n = c.nranks * t;
+        let zeroed = DeviceBuffer::zeroed;
+        Ok(Buffers {
+            topk_idx: zeroed(t * k * 8)?,
+            x: zeroed(t * h * 2)?,
+            weights: zeroed(t * k * 4)?,
+            out_x: zeroed(n * h * 2)?,
+            out_idx: zeroed(n * k * 4)?,
+            out_weights: zeroed(n * k * 4)?,
+            counts: zeroed(c.experts_per_rank * 4)?,
+            num_recv: zeroed(4)?,
+            rows: zeroed(n * h * 2)?,
+            returned: zeroed(n * k * 4)?,
+            out: zeroed(t * h * 2)?,
+            back_weights: zeroed(t * k * 4)?,
+        })
+    }
+
+    /// Upload `step`'s inputs of `rank` and clear every output.
+    fn stage(&self, c: &Case, step: usize, rank: usize) -> Check {
+        let outputs = [&self.out_x, &self.out_idx, &self.out_weights, &self.counts, &self.num_recv];
+        for output in outputs.into_iter().chain([&self.out, &self.back_weights]) {
+            output.clear()?;
+        }
+        self.topk_idx.upload(&c.topk_idx(step, rank))?;
+        self.x.upload(&c.x(step, rank))?;
+        self.weights.upload(&c.topk_weights(step, rank))
+    }
+}
+
+/// What the library wrote for `want.sources.len()` rows must be the model's.
+fn check_received(
+    c: &Case,
+    b: &Buffers,
+    step: usize,
+    want: &HtReceived,
+) -> Check<(Vec<u16>, Vec<i32>, Vec<f32>)> {
+    let n = want.sources.len();
+    let what = |name: &str| format!("step {step}: {name}");
+    let num_recv: Vec<i32> = b.num_recv.download(1)?;
+    ensure(num_recv[0] as usize == n, || {
+        format!("{}: {} rows, expected {n}", what("num_recv"), num_recv[0])
+    })?;
+    let counts: Vec<i32> = b.counts.download(c.experts_per_rank)?;
+    ensure(counts == want.expert_counts, || {
+        format!("{}: {counts:?}, expected {:?}", what("expert counts"), want.expert_counts)
+    })?;
+    let idx: Vec<i32> = b.out_idx.download(n * c.topk)?;
+    ensure(idx == want.topk_idx, || format!("{}: {idx:?}, expected {:?}", what("topk_idx"), want.topk_idx))?;
+    let weights: Vec<f32> = b.out_weights.download(n * c.topk)?;
+    ensure(weights == want.topk_weights, || {
+        format!("{}: {weights:?}, expected {:?}", what("weights"), want.topk_weights)
+    })?;
+    let x: Vec<u16> = b.out_x.download(n * c.hidden)?;
+    first_difference(&what("received token"), &x, &want.x, c.hidden).map_or(Ok(()), Err)?;
+    Ok((x, idx, weights))
+}
+
+/// One step on `handle`, whose routing is `step`'s; `backward` adds the weights' way back.
+fn run_step(c: &Case, b: &Buffers, handle: &HtHandle<'_>, step: usize, rank: usize, backward: bool) -> Check {
+    let (tokens, h, k) = (c.tokens(step, rank) as i64, c.hidden as i64, c.topk as i64);
+    let rows = handle.rows();
+    let want = c.ht_dispatch(step, rank);
+    let args =
+        HtDispatch::new(b.x.tensor(Dtype::BF16, &[tokens, h]), b.out_x.tensor(Dtype::BF16, &[rows, h]))
+            .weights(
+                b.weights.tensor(Dtype::FP32, &[tokens, k]),
+                b.out_weights.tensor(Dtype::FP32, &[rows, k]),
+            )
+            .out_topk_idx(b.out_idx.tensor(Dtype::INT32, &[rows, k]))
+            .out_expert_counts(b.counts.tensor(Dtype::INT32, &[c.experts_per_rank as i64]))
+            .out_num_recv(b.num_recv.tensor(Dtype::INT32, &[1]));
+    epc("HtHandle::dispatch", handle.dispatch(args, None))?;
+    let (x, idx, weights) = check_received(c, b, step, &want)?;
+
+    // The experts, on the host: rows past N (CAPACITY) stay zero and are not read back.
+    b.rows.upload(&c.ht_expert_rows(rank, &x, &idx, &weights))?;
+    b.returned.upload(&c.ht_returned_weights(rank, &weights))?;
+    let (y, out) = (b.rows.tensor(Dtype::BF16, &[rows, h]), b.out.tensor(Dtype::BF16, &[tokens, h]));
+    if backward {
+        let (w, back) =
+            (b.returned.tensor(Dtype::FP32, &[rows, k]), b.back_weights.tensor(Dtype::FP32, &[tokens, k]));
+        epc("HtHandle::combine", handle.combine(y, Some(w), out, Some(back), Flags::BACKWARD_WEIGHTS, None))?;
+    } else {
+        epc("HtHandle::combine", handle.combine(y, None, out, None, Flags::NONE, None))?;
+    }
+    let (want_out, want_weights) = c.ht_combine(step, rank);
+    let got: Vec<u16> = b.out.download(tokens as usize * c.hidden)?;
+    first_difference(&format!("step {step}: combined token"), &got, &want_out, c.hidden)
+        .map_or(Ok(()), Err)?;
+    if backward {
+        let got: Vec<f32> = b.back_weights.download(want_weights.len())?;
+        ensure(got == want_weights, || {
+            format!("step {step}: backward weights {got:?}, expected {want_weights:?}")
+        })?;
+    }
+    Ok(())
+}
+
+/// Refused by the library before any communication; every rank makes the same calls.
+fn local_errors(c: &Case, b: &Buffers, group: &Group<'_>, exact: &HtHandle<'_>, rank: usize) -> Check {
+    let idx = b.topk_idx.tensor(Dtype::INT64, &[c.tokens(0, rank) as i64, c.topk as i64]);
+    refused(
+        "a low-latency handle",
+        Handle::create(group, idx, None),
+        Status::INVALID_ARGUMENT,
+        "high-throughput mode",
+    )?;
+    refused(
+        "updating an EXACT handle",
+        exact.update(idx, None),
+        Status::INVALID_ARGUMENT,
+        "EPC_HT_SIZING_EXACT",
+    )?;
+    let (tokens, h, k) = (c.tokens(0, rank) as i64, c.hidden as i64, c.topk as i64);
+    let x = b.x.tensor(Dtype::BF16, &[tokens, h]);
+    let one_row_more = b.out_x.tensor(Dtype::BF16, &[exact.rows() + 1, h]);
+    refused(
+        "dispatch into one row more",
+        exact.dispatch(HtDispatch::new(x, one_row_more), None),
+        Status::INVALID_ARGUMENT,
+        "tensor out_x has shape",
+    )?;
+    let y = b.rows.tensor(Dtype::BF16, &[exact.rows(), h]);
+    let w = b.returned.tensor(Dtype::FP32, &[exact.rows(), k]);
+    let out = b.out.tensor(Dtype::BF16, &[tokens, h]);
+    let back = b.back_weights.tensor(Dtype::FP32, &[tokens, k]);
+    refused(
+        "backward weights without the flag",
+        exact.combine(y, Some(w), out, Some(back), Flags::NONE, None),
+        Status::INVALID_ARGUMENT,
+        "EPC_FLAG_BACKWARD_WEIGHTS",
+    )
+}
+
+fn run_rank(id: UniqueId, c: Case, rank: usize) -> Check {
+    let comm = epc("Comm::init", Comm::init(&id, c.nranks as i32, rank as i32, rank as i32))?;
+    use_device(rank as i32)?;
+    let group = epc("Group::create", Group::create(&comm, &c.group_config(Mode::HIGH_THROUGHPUT, MAX_TOPK)))?;
+    let b = Buffers::new(&c)?;
+
+    b.stage(&c, 0, rank)?;
+    let idx = b.topk_idx.tensor(Dtype::INT64, &[c.tokens(0, rank) as i64, c.topk as i64]);
+    let exact = epc("HtHandle::create (EXACT)", HtHandle::create(&group, idx, HtSizing::EXACT, None))?;
+    let n = c.ht_dispatch(0, rank).sources.len() as i64;
+    ensure(exact.rows() == n, || format!("EXACT rows {}, expected N = {n}", exact.rows()))?;
+    run_step(&c, &b, &exact, 0, rank, true)?;
+    local_errors(&c, &b, &group, &exact, rank)?;
+    epc("HtHandle::close", exact.close())?;
+
+    let capacity =
+        epc("HtHandle::create (CAPACITY)", HtHandle::create(&group, idx, HtSizing::CAPACITY, None))?;
+    ensure(capacity.rows() == (c.nranks * c.max_tokens) as i64, || {
+        format!("CAPACITY rows {}", capacity.rows())
+    })?;
+    b.stage(&c, 1, rank)?;
+    let idx = b.topk_idx.tensor(Dtype::INT64, &[c.tokens(1, rank) as i64, c.topk as i64]);
+    epc("HtHandle::update", capacity.update(idx, None))?;
+    run_step(&c, &b, &capacity, 1, rank, false)?;
+    epc("HtHandle::close", capacity.close())?;
+    epc("Group::close", group.close())?;
+    epc("Comm::close", comm.close())
+}
+
+#[test]
+fn ht_dispatch_and_combine_match_the_host_model_on_every_gpu() {
+    let Some(nranks) = gpu_count(2) else {
+        note("gpu ht test skipped: set EPCOMM_TEST_GPUS=N (N >= 2) to run it on N GPUs");
+        return;
+    };
+    let id = UniqueId::new().expect("unique id");
+    let c = case(nranks);
+    run_ranks(nranks, move |rank| run_rank(id, c, rank));
+    note(&format!("gpu ht test: EXACT and CAPACITY steps matched the host model on {nranks} GPUs"));
+}
+
+/// Runs everywhere: every rank's rows come back to their tokens, and the backward weights
+/// come from the rank each entry's expert lives on.
+#[test]
+fn the_ht_model_receives_each_token_once_per_rank() {
+    let c = case(2);
+    for step in 0..2 {
+        let received: Vec<HtReceived> = (0..c.nranks).map(|q| c.ht_dispatch(step, q)).collect();
+        for r in 0..c.nranks {
+            for t in 0..c.tokens(step, r) {
+                let ranks: std::collections::BTreeSet<usize> = (0..c.topk)
+                    .filter_map(|k| usize::try_from(c.expert(step, r, t, k)).ok())
+                    .map(|e| e / c.experts_per_rank)
+                    .collect();
+                let holders: Vec<usize> =
+                    (0..c.nranks).filter(|&q| received[q].sources.contains(&(r, t))).collect();
+                assert_eq!(holders, ranks.into_iter().collect::<Vec<_>>(), "step {step} token ({r}, {t})");
+            }
+            let (out, weights) = c.ht_combine(step, r);
+            // With these experts, HT combine equals the LL model's per-rank prereduced one.
+            assert_eq!(out, c.combine(step, r), "step {step} rank {r}");
+            assert!(out[4 * c.hidden..5 * c.hidden].iter().all(|&v| v == 0), "token 4 is fully masked");
+            assert_eq!(weights[2 * c.topk + 1], 0.0, "token 2's second entry is masked");
+            let first = c.expert(step, r, 0, 0) as usize / c.experts_per_rank;
+            assert_eq!(weights[0], c.weight(step, r, 0, 0) + 16.0 * (first + 1) as f32);
+        }
+        let pairs: i32 = received.iter().map(|q| q.expert_counts.iter().sum::<i32>()).sum();
+        let unmasked =
+            (0..c.nranks).map(|r| c.topk_idx(step, r).iter().filter(|&&e| e >= 0).count()).sum::<usize>();
+        assert_eq!(pairs as usize, unmasked, "step {step}: duplicates count twice");
+    }
+}
