@@ -100,6 +100,14 @@ kernels::HtCommon HtHandle::common() const {
   return k;
 }
 
+kernels::HtChannel HtHandle::channel(EpcRegionKind data, EpcRegionKind signal) const {
+  kernels::HtChannel ch;
+  ch.data_offset = group_.plan().region(data).offset;
+  ch.flags_offset = group_.plan().region(signal).offset;
+  ch.acks_offset = ch.flags_offset + ht_acks_offset(group_.config(), group_.topology().nranks);
+  return ch;
+}
+
 void HtHandle::compute_layout(const EpcTensor* topk_idx, cudaStream_t stream) {
   const int tokens = copy_routing(group_, topk_idx, topk_, arrays_.topk_idx, stream);
   num_tokens_ = tokens;
@@ -185,9 +193,7 @@ void HtHandle::dispatch(const EpcTensor* x, const EpcTensor* x_scales, const Epc
   kernels::HtDispatchParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
-  p.channel.data_offset = group_.plan().region(EPC_REGION_DISPATCH_RECV).offset;
-  p.channel.flags_offset = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL).offset;
-  p.channel.acks_offset = p.channel.flags_offset + ht_acks_offset(c, group_.topology().nranks);
+  p.channel = channel(EPC_REGION_DISPATCH_RECV, EPC_REGION_DISPATCH_SIGNAL);
   p.x = x->data;
   p.x_scales = fp8 ? static_cast<const float*>(x_scales->data) : nullptr;
   p.weights = topk_weights != nullptr ? static_cast<const float*>(topk_weights->data) : nullptr;
@@ -227,9 +233,7 @@ void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const 
   kernels::HtCombineParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
-  p.channel.data_offset = group_.plan().region(EPC_REGION_COMBINE_RECV).offset;
-  p.channel.flags_offset = group_.plan().region(EPC_REGION_COMBINE_SIGNAL).offset;
-  p.channel.acks_offset = p.channel.flags_offset + ht_acks_offset(c, group_.topology().nranks);
+  p.channel = channel(EPC_REGION_COMBINE_RECV, EPC_REGION_COMBINE_SIGNAL);
   p.x = static_cast<const uint16_t*>(x->data);
   p.weights = backward ? static_cast<const float*>(topk_weights->data) : nullptr;
   p.out = static_cast<uint16_t*>(out->data);

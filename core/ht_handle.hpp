@@ -38,6 +38,8 @@ class HtHandle {
   // Copies the routing and queues the layout kernel (count exchange included).
   void compute_layout(const EpcTensor* topk_idx, cudaStream_t stream);
   kernels::HtCommon common() const;
+  // The window areas of one direction: its slots, and its signal region (flags, then acks).
+  kernels::HtChannel channel(EpcRegionKind data, EpcRegionKind signal) const;
 
   Group& group_;
   EpcHtSizing sizing_;
