@@ -24,9 +24,11 @@
 #     graph replay at 4096 tokens, without baseline and ceiling.
 # Then:
 #  7. the charts of every run, and HT bf16 against fp8 side by side (bench/plot.py);
-#  8. bench/moe_layer.py (torch): a real MoE layer on our LL path checked against one GPU and
-#     timed against torch.distributed.all_to_all_single (MOE=0 skips it).
-# Worst case (every step at its time limit): 240 + 90 + 90 + 300 + 300 + 120 + 200 s.
+#  8. bench/moe_layer.py (torch): a real MoE layer checked against one GPU and timed against
+#     torch.distributed.all_to_all_single, on our LL path at decode sizes (1..128 tokens per
+#     rank) and on our HT path at prefill sizes (1024 and 4096 tokens per rank, a handle per
+#     layer, 24 SMs) (MOE=0 skips it).
+# Worst case (every step at its time limit): 240 + 90 + 90 + 300 + 300 + 120 + 300 s.
 set -uo pipefail
 stage=${1:-.gpu}
 ranks=${2:-}
@@ -95,8 +97,8 @@ fi
 rc_moe=skipped
 if [ "${MOE:-1}" != 0 ]; then
   start=$SECONDS
-  timeout 200 python3 bench/moe_layer.py ${ranks:+--gpus=$ranks} --out "$out/moe_layer.json" \
-    >"$out/moe_layer.log" 2>&1
+  timeout 300 python3 bench/moe_layer.py ${ranks:+--gpus=$ranks} --tokens=1,4,16,64,128 \
+    --prefill-tokens=1024,4096 --ht-sms=24 --out "$out/moe_layer.json" >"$out/moe_layer.log" 2>&1
   rc_moe=$?
   moe_s=$((SECONDS - start))
   [ $rc_moe -ne 0 ] && status=1
@@ -105,8 +107,9 @@ fi
 echo "== machine"
 cat "$out/machine.txt"
 if [ "$rc_moe" != skipped ]; then
-  echo "== MoE layer: ours vs torch all_to_all_single (rc=$rc_moe, ${moe_s}s; log $out/moe_layer.log)"
-  tail -n 12 "$out/moe_layer.log"
+  echo "== MoE layer: ours (LL decode, HT prefill) vs torch all_to_all_single (rc=$rc_moe," \
+    "${moe_s}s; log $out/moe_layer.log)"
+  tail -n 16 "$out/moe_layer.log"
 fi
 # The sweeps last, so that their tables end the output.
 for name in ll_paths ll_fp8 ht_capacity ht_fp8 ll_sweep ht_sweep; do
