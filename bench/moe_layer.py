@@ -12,8 +12,8 @@ softmax weights -> dispatch -> experts -> combine, in three versions:
         Handle: update the routing -> ll_dispatch -> one matmul pair per local expert on
         its received rows -> ll_combine (bench/moe/ll_path.py);
   ours, ht (prefill sizes, --prefill-tokens; '' skips them): epcomm's high-throughput path
-        on a second group (--ht-sms SMs), through HtHandle: a handle per layer with EXACT
-        sizing (part of the timed layer, since routing changes per layer) -> dispatch with
+        on a second group (--ht-sms SMs), through HtHandle: one CAPACITY handle whose
+        routing and layout are updated every layer (part of the timed layer) -> dispatch with
         each row's local expert ids and weights -> per local expert, its rows' MLP,
         accumulated per row in fp32 in top-k slot order -> combine (bench/moe/ht_path.py);
   baseline, at every size: the same layer on torch.distributed.all_to_all_single: sort the

@@ -2,7 +2,7 @@
 import sys
 
 MODES = {"ll": "low-latency path, decode sizes",
-         "ht": "high-throughput path, prefill sizes (an EXACT handle per layer)"}
+         "ht": "high-throughput path, prefill sizes (a CAPACITY handle, updated per layer)"}
 
 
 def print_table(record, path, out=None):
