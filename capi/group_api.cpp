@@ -1,11 +1,8 @@
-// Groups, plans and bootstrap: argument checks and marshalling only; the work is in core/.
-#include <cstring>
-
+// Groups and bootstrap: argument checks and marshalling only; the work is in core/.
 #include "capi/call_guard.hpp"
 #include "capi/handles.hpp"
 #include "core/bootstrap.hpp"
 #include "core/config.hpp"
-#include "core/planner.hpp"
 #include "core/versioned_struct.hpp"
 
 namespace epc::capi {
@@ -25,35 +22,6 @@ void require(const T* ptr, const char* name) {
   if (ptr == nullptr) fail_argument(format("%s is NULL", name));
 }
 
-EpcPlan to_c_plan(const Plan& plan) {
-  EpcPlan out;
-  std::memset(&out, 0, sizeof out);
-  out.struct_size = sizeof out;
-  out.abi_version = EPC_ABI_VERSION;
-  out.mode = plan.mode;
-  out.num_slots = plan.num_slots;
-  out.symmetric_bytes = plan.symmetric_bytes;
-  out.workspace_bytes = plan.workspace_bytes;
-  out.num_sms = plan.num_sms;
-  out.warps_per_block = plan.warps_per_block;
-  out.lsa_barriers = plan.lsa_barriers;
-  out.gin_contexts = plan.gin_contexts;
-  out.gin_signals = plan.gin_signals;
-  out.message_bytes = plan.message_bytes;
-  out.dtype = plan.dtype;
-  out.num_regions = static_cast<uint32_t>(plan.regions.size());
-  for (size_t i = 0; i < plan.regions.size(); ++i) {
-    const Region& r = plan.regions[i];
-    EpcPlanRegion& o = out.regions[i];
-    o.kind = r.kind;
-    o.slot = r.slot;
-    o.offset = r.offset;
-    o.size = r.size;
-    std::strncpy(o.name, r.name.c_str(), sizeof o.name - 1);
-  }
-  return out;
-}
-
 }  // namespace
 }  // namespace epc::capi
 
@@ -61,14 +29,6 @@ using epc::capi::guarded;
 using epc::capi::require;
 
 extern "C" {
-
-EpcStatus epc_get_version(uint32_t* out_major, uint32_t* out_minor, uint32_t* out_patch) {
-  return guarded([&] {
-    if (out_major != nullptr) *out_major = EPC_ABI_MAJOR;
-    if (out_minor != nullptr) *out_minor = EPC_ABI_MINOR;
-    if (out_patch != nullptr) *out_patch = EPC_ABI_PATCH;
-  });
-}
 
 EpcStatus epc_unique_id_create(EpcUniqueId* out_id) {
   return guarded([&] {
@@ -89,16 +49,6 @@ EpcStatus epc_comm_init(const EpcUniqueId* id, int32_t nranks, int32_t rank, int
 EpcStatus epc_comm_destroy(void* comm) {
   return guarded([&] {
     if (comm != nullptr) epc::destroy_comm(comm);
-  });
-}
-
-EpcStatus epc_plan_query(const EpcGroupConfig* config, int32_t nranks, int32_t lsa_size,
-                         int32_t num_nodes, EpcPlan* out_plan) {
-  return guarded([&] {
-    epc::check_output_struct(out_plan, "EpcPlan");
-    epc::GroupConfig resolved = epc::resolve_config(config);
-    epc::Plan plan = epc::make_plan(resolved, epc::Topology{nranks, lsa_size, num_nodes});
-    epc::write_versioned(epc::capi::to_c_plan(plan), out_plan, "EpcPlan");
   });
 }
 

@@ -47,7 +47,11 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
   const uint64_t row = c.payload_row_bytes();
   const uint64_t combine_row = static_cast<uint64_t>(c.hidden) * 2;  // combine is always bf16
   plan.num_slots = kLlSlots;
-  plan.message_bytes = static_cast<uint32_t>(ll_message_header_bytes(c) + row);
+  // Receivers read payloads in 16-byte vectors from every message, so messages start
+  // 16-byte aligned: an fp8 row plus its scales (hidden + hidden / 32 bytes) is a multiple
+  // of 16 only when hidden is a multiple of 512, so pad the message up to one.
+  plan.message_bytes = static_cast<uint32_t>(
+      align_up(ll_message_header_bytes(c) + row, kernels::kLlMessageAlignment));
   for (uint32_t s = 0; s < kLlSlots; ++s) {
     b.add(EPC_REGION_DISPATCH_RECV, s, R * T * plan.message_bytes + ll_count_table_bytes(c, t.nranks),
           "dispatch_recv");

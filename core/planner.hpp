@@ -10,7 +10,8 @@
 //                                (source rank, source token); a message is a header (token,
 //                                entry count, then max_topk (local expert, position, weight)
 //                                entries naming the token's experts on this rank), then the
-//                                payload (kernels/ll_message.hpp); then the [nranks]
+//                                payload (kernels/ll_message.hpp), padded to 16 bytes
+//                                so every message starts 16-byte aligned; then the [nranks]
 //                                [local_experts] int32 table of entries per source and expert
 //     dispatch_signal[s]         [nranks] uint64 arrival words, one per source rank
 //     combine_recv[s]            [nranks][max_tokens][hidden] bf16: each expert rank's

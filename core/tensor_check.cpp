@@ -55,13 +55,25 @@ void check_tensor(const EpcTensor* t, const TensorRule& rule) {
     fail_argument(format("tensor %s has %d dimensions; expected %zu, shape %s", rule.name, t->ndim,
                          ndim, shape_text(want, ndim).c_str()));
   }
-  int64_t elements = 1;
+  bool empty = false;
   for (size_t i = 0; i < ndim; ++i) {
     if (t->shape[i] < 0 || (want[i] != kAnyExtent && t->shape[i] != want[i])) {
       fail_argument(format("tensor %s has shape %s; expected %s", rule.name,
                            shape_text(t->shape, ndim).c_str(), shape_text(want, ndim).c_str()));
     }
-    elements *= t->shape[i];
+    empty = empty || t->shape[i] == 0;
+  }
+  // Callers turn extents into element counts, byte counts and addresses: a tensor with
+  // elements must have a size in bytes that int64 holds (a free extent such as topk_idx's B
+  // is otherwise unbounded until later checks).
+  if (!empty) {
+    int64_t bytes = static_cast<int64_t>(dtype_size(t->dtype));
+    for (size_t i = 0; i < ndim; ++i) {
+      if (__builtin_mul_overflow(bytes, t->shape[i], &bytes)) {
+        fail_argument(format("tensor %s has shape %s: its size in bytes does not fit in 64 bits",
+                             rule.name, shape_text(t->shape, ndim).c_str()));
+      }
+    }
   }
   for (size_t i = ndim; i < EPC_TENSOR_MAX_DIMS; ++i) {
     if (t->shape[i] != 0 || t->strides[i] != 0) {
@@ -80,10 +92,12 @@ void check_tensor(const EpcTensor* t, const TensorRule& rule) {
                                          rule.name, static_cast<long long>(t->strides[i]), i,
                                          static_cast<long long>(expected)));
       }
-      expected *= t->shape[i];
+      // Only an empty tensor's extents can overflow here (the size check above bounds the
+      // rest); it addresses nothing, so the outer strides need no check.
+      if (__builtin_mul_overflow(expected, t->shape[i], &expected)) break;
     }
   }
-  if (elements > 0 && t->data == nullptr) fail_argument(format("tensor %s has NULL data", rule.name));
+  if (!empty && t->data == nullptr) fail_argument(format("tensor %s has NULL data", rule.name));
   if (rule.alignment > 1 && reinterpret_cast<uintptr_t>(t->data) % rule.alignment != 0) {
     fail_argument(format("tensor %s data %p is not %u-byte aligned", rule.name, t->data, rule.alignment));
   }

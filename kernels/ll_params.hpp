@@ -21,7 +21,7 @@ struct LlGeometry {
   int max_tokens;      // T
   int row_bytes;       // one token row: hidden * 2
   int hidden;
-  int message_bytes;   // header + row in a dispatch receive buffer
+  int message_bytes;   // header + row in a dispatch receive buffer, padded to 16 bytes
   int header_bytes;
   int max_entries;     // min(top-k, L): entries one message header can hold
 };

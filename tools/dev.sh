@@ -5,12 +5,20 @@
 #   tools/dev.sh test [meson test flags]    build, then run every test suite
 #                                           (the gpu suite is skipped where no GPU is visible)
 #   tools/dev.sh bench [epcomm-bench flags] build, then run the benchmark on every local GPU
-# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest, numpy, matplotlib) are installed from
-# PyPI and Debian's packages first. The CUDA toolkit (nvcc) and NCCL >= 2.28 must already be there;
-# the Meson configure step says precisely what is missing otherwise.
+#   tools/dev.sh asan [meson test flags]    build build-asan/ with AddressSanitizer and
+#                                           UndefinedBehaviorSanitizer, run the unit, abi and
+#                                           bindings suites there (any finding fails)
+#   tools/dev.sh fuzz [seconds]             build build-fuzz/ with clang and libFuzzer, run each
+#                                           fuzz target for that long (default 45) from its corpus
+# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest, numpy, matplotlib; clang
+# and its libFuzzer runtime for fuzz) are installed from PyPI and Debian's packages first. The CUDA
+# toolkit (nvcc) and NCCL >= 2.28 must already be there; the Meson configure step says precisely
+# what is missing otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${EPCOMM_BUILD_DIR:-build}
+ASAN_BUILD_DIR=${EPCOMM_ASAN_BUILD_DIR:-build-asan}
+FUZZ_BUILD_DIR=${EPCOMM_FUZZ_BUILD_DIR:-build-fuzz}
 
 log() { printf '[dev.sh] %s\n' "$*" >&2; }
 
@@ -49,6 +57,19 @@ ensure_tools() {
   python3 -c 'import matplotlib' 2>/dev/null || { log "installing matplotlib from PyPI"; python3 -m pip install -q matplotlib; }
 }
 
+# clang with the libFuzzer, ASan and UBSan runtimes (Debian: clang, libclang-rt-dev).
+ensure_clang() {
+  local probe
+  probe=$(mktemp -d)
+  printf '#include <cstddef>\n#include <cstdint>\nextern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }\n' \
+    > "$probe/probe.cpp"
+  if ! { command -v clang++ >/dev/null &&
+         clang++ -fsanitize=fuzzer,address,undefined "$probe/probe.cpp" -o "$probe/probe" 2>/dev/null; }; then
+    apt_install clang libclang-rt-dev
+  fi
+  rm -rf "$probe"
+}
+
 build() {
   ensure_tools
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
@@ -75,8 +96,32 @@ case "$cmd" in
   build)
     build
     ;;
+  asan)
+    # Meson adds -fsanitize=address,undefined to every C/C++ compile and link and to nvcc's
+    # host compiler; the project adds -fno-sanitize-recover=all, so any UBSan finding aborts.
+    # `meson test` builds only what the three suites need (not the GPU suite's programs).
+    ensure_tools
+    if [ ! -f "$ASAN_BUILD_DIR/build.ninja" ]; then
+      meson setup "$ASAN_BUILD_DIR" -Db_sanitize=address,undefined
+    fi
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
+    exec meson test -C "$ASAN_BUILD_DIR" --print-errorlogs --suite unit --suite abi --suite bindings "$@"
+    ;;
+  fuzz)
+    seconds=${1:-45}
+    ensure_tools
+    ensure_clang
+    if [ ! -f "$FUZZ_BUILD_DIR/build.ninja" ]; then
+      CC=clang CXX=clang++ meson setup "$FUZZ_BUILD_DIR" -Dfuzz=true -Dfuzz_seconds="$seconds"
+    else
+      meson configure "$FUZZ_BUILD_DIR" -Dfuzz_seconds="$seconds"
+    fi
+    # Builds only the fuzz targets (from the CPU sources), then runs each for $seconds.
+    exec meson test -C "$FUZZ_BUILD_DIR" --print-errorlogs --suite fuzz
+    ;;
   *)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -89,6 +89,27 @@ TEST(Planner, Fp8GroupsUseSmallerMessages) {
   EXPECT_EQ(p.dtype, static_cast<EpcDtype>(EPC_DTYPE_FP8_E4M3));
 }
 
+TEST(Planner, Fp8MessagesStartSixteenByteAligned) {
+  // Found by the planner fuzz target (tests/fuzz/corpus/planner/ll-fp8-hidden-128 and -1152):
+  // an fp8 row and its scales take hidden + hidden / 32 bytes, a multiple of 16 only when
+  // hidden is a multiple of 512, but receivers read every message's payload in 16-byte
+  // vectors. 112-byte header + 128 fp8 bytes + 1 scale = 244 bytes, padded to 256.
+  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
+  raw.num_experts = 64;
+  raw.hidden = 128;
+  raw.dtype = EPC_DTYPE_FP8_E4M3;
+  epc::Plan p = epc::make_plan(epc::resolve_config(&raw), {2, 2, 1});
+  EXPECT_EQ(p.message_bytes, 256u);
+  for (uint32_t hidden : {128u, 384u, 640u, 1152u, 2048u, 2944u, 7168u}) {
+    raw.hidden = hidden;
+    const epc::GroupConfig c = epc::resolve_config(&raw);
+    const uint32_t bytes = epc::make_plan(c, {4, 4, 1}).message_bytes;
+    EXPECT_EQ(bytes % 16, 0u) << "hidden " << hidden;
+    EXPECT_GE(bytes, epc::ll_message_header_bytes(c) + hidden + hidden / 128 * 4) << "hidden " << hidden;
+    EXPECT_LT(bytes, epc::ll_message_header_bytes(c) + hidden + hidden / 128 * 4 + 16) << "hidden " << hidden;
+  }
+}
+
 TEST(Planner, HeaderHoldsEveryTopkEntry) {
   // 8 experts on 4 ranks (2 local), top-8: with duplicate ids all 8 entries can land on one
   // rank, so the header holds 8 entries: 8 + 8 * 12 = 104 -> 112 bytes.

@@ -1,0 +1,195 @@
+// Fuzz target: the configuration rules and the planner (core/config.cpp, core/planner.cpp).
+//
+// Input: an EpcGroupConfig's fields and a topology (nranks, lsa_size, num_nodes), each raw or
+// picked from boundary values (fuzz_input.hpp). resolve_config + make_plan either throw
+// epc::Error with an argument status and a message, or return a configuration inside every
+// documented limit and a plan whose layout is sound: regions contiguous from offset 0,
+// aligned, each at least as large as the format it holds needs (recomputed here with
+// overflow-checked arithmetic), names that fit EpcPlanRegion.name, and a window that covers
+// them all. Anything else aborts.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/planner.hpp"
+#include "core/topology.hpp"
+#include "epcomm/epcomm.h"
+#include "kernels/ht_message.hpp"
+#include "kernels/ll_message.hpp"
+#include "tests/fuzz/fuzz_input.hpp"
+
+namespace {
+
+using epc::fuzz::FuzzInput;
+
+// Never called: resolve_config and the planner only look at whether they are set.
+int32_t alloc_must_not_run(void*, size_t, void**) { std::abort(); }
+void free_must_not_run(void*, void*) { std::abort(); }
+
+const uint32_t kU32Values[] = {0, 1, 2, 3, 4, 7, 8, 16, 24, 32, 33, 64, 127, 128, 129, 132, 256,
+                               1023, 1024, 1025, 2048, 2880, 4096, 7168, 65535, 65536, 65537,
+                               (1u << 20) - 8, 1u << 20, (1u << 20) + 8, 0x7FFFFFFFu, 0x80000000u,
+                               0xFFFFFFFFu};
+const int32_t kI32Values[] = {0, 1, 2, 3, 4, 8, 16, 72, 256, 65535, 65536, 65537, -1,
+                              INT32_MIN, INT32_MAX};
+
+uint64_t mul(uint64_t a, uint64_t b) {
+  uint64_t out = 0;
+  FUZZ_CHECK(!__builtin_mul_overflow(a, b, &out));
+  return out;
+}
+uint64_t add(uint64_t a, uint64_t b) {
+  uint64_t out = 0;
+  FUZZ_CHECK(!__builtin_add_overflow(a, b, &out));
+  return out;
+}
+
+void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
+  namespace limits = epc::limits;
+  const bool ll = c.mode == EPC_MODE_LOW_LATENCY;
+  FUZZ_CHECK(c.mode == EPC_MODE_LOW_LATENCY || c.mode == EPC_MODE_HIGH_THROUGHPUT);
+  FUZZ_CHECK(raw.mode == 0 || raw.mode == c.mode);
+  FUZZ_CHECK(c.num_experts >= 1 && c.num_experts <= limits::kMaxExperts);
+  FUZZ_CHECK(c.num_experts == raw.num_experts);
+  FUZZ_CHECK(c.hidden >= 1 && c.hidden <= limits::kMaxHidden && c.hidden % limits::kHiddenMultiple == 0);
+  FUZZ_CHECK(c.max_tokens_per_rank >= 1 &&
+             c.max_tokens_per_rank <= (ll ? limits::kMaxLlTokens : limits::kMaxHtTokens));
+  FUZZ_CHECK(raw.max_tokens_per_rank == 0 || raw.max_tokens_per_rank == c.max_tokens_per_rank);
+  FUZZ_CHECK(c.max_topk >= 1 && c.max_topk <= limits::kMaxTopk);
+  FUZZ_CHECK(c.dtype == EPC_DTYPE_BF16 || c.dtype == EPC_DTYPE_FP16 || c.dtype == EPC_DTYPE_FP8_E4M3);
+  FUZZ_CHECK(c.dtype != EPC_DTYPE_FP8_E4M3 || c.hidden % limits::kFp8BlockChannels == 0);
+  FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
+  FUZZ_CHECK(c.timeout_ms >= 1);
+  FUZZ_CHECK(raw.flags == 0 && raw.reserved0 == 0);
+  FUZZ_CHECK((c.alloc_fn == nullptr) == (c.free_fn == nullptr));
+}
+
+void check_region_names(const epc::Plan& plan) {
+  for (const epc::Region& r : plan.regions) {
+    FUZZ_CHECK(!r.name.empty());
+    // EpcPlanRegion.name holds 31 characters and a NUL: longer names would reach callers cut.
+    FUZZ_CHECK(r.name.size() < sizeof(EpcPlanRegion{}.name));
+  }
+}
+
+void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::Plan& plan) {
+  FUZZ_CHECK(!plan.regions.empty() && plan.regions.size() <= EPC_PLAN_MAX_REGIONS);
+  FUZZ_CHECK(plan.regions[0].kind == EPC_REGION_CONTROL && plan.regions[0].offset == 0);
+  uint64_t end = 0;
+  for (const epc::Region& r : plan.regions) {
+    FUZZ_CHECK(r.offset == end);  // contiguous, in order, no overlap
+    FUZZ_CHECK(r.offset % epc::kRegionAlignment == 0 && r.size % epc::kRegionAlignment == 0);
+    FUZZ_CHECK(r.size > 0);
+    end = add(r.offset, r.size);
+  }
+  FUZZ_CHECK(plan.symmetric_bytes >= end);
+  FUZZ_CHECK(plan.symmetric_bytes % epc::kWindowAlignment == 0);
+  FUZZ_CHECK(plan.symmetric_bytes - end < epc::kWindowAlignment);
+  check_region_names(plan);
+
+  const uint64_t R = static_cast<uint64_t>(t.nranks);
+  const uint64_t T = c.max_tokens_per_rank;
+  const uint64_t L = c.num_experts / R;
+  FUZZ_CHECK(L >= 1 && L * R == c.num_experts);
+  FUZZ_CHECK(plan.region(EPC_REGION_CONTROL).size >=
+             mul(mul(epc::kBarrierSlots, static_cast<uint64_t>(t.lsa_size)), sizeof(uint64_t)));
+  FUZZ_CHECK(plan.mode == c.mode && plan.dtype == c.dtype && plan.num_sms == c.num_sms);
+  FUZZ_CHECK(plan.lsa_barriers == 0);
+  FUZZ_CHECK((t.num_nodes > 1) == (plan.gin_contexts > 0));
+  if (c.mode == EPC_MODE_LOW_LATENCY) {
+    FUZZ_CHECK(plan.num_slots == 2 && plan.regions.size() == 9);
+    const uint64_t row = c.dtype == EPC_DTYPE_FP8_E4M3 ? add(c.hidden, c.hidden / 128 * 4) : mul(c.hidden, 2);
+    const uint64_t header = epc::kernels::ll_message_header_bytes(c.max_topk);
+    // The kernels address messages with the 32-bit plan.message_bytes and move payloads in
+    // 16-byte vectors (int4) from message + header: a message holds header and payload, and
+    // every message starts 16-byte aligned.
+    const uint64_t needed = add(header, row);
+    FUZZ_CHECK(plan.message_bytes >= needed && plan.message_bytes - needed < 16);
+    FUZZ_CHECK(plan.message_bytes % 16 == 0);
+    FUZZ_CHECK(epc::ll_message_header_bytes(c) == header);
+    for (uint32_t s = 0; s < 2; ++s) {
+      const uint64_t messages = mul(mul(R, T), plan.message_bytes);
+      FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV, s).size >= add(messages, mul(mul(R, L), 4)));
+      FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL, s).size >= mul(R, 8));
+      FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV, s).size >= mul(mul(R, T), mul(c.hidden, 2)));
+      FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL, s).size >= mul(R, 8));
+    }
+    FUZZ_CHECK(plan.workspace_bytes == add(256, mul(mul(2, c.num_experts), 4)));
+  } else {
+    FUZZ_CHECK(plan.num_slots == 1 && plan.regions.size() == 7);
+    const auto dispatch = epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk);
+    const auto combine = epc::kernels::ht_combine_slot(c.hidden, c.max_topk);
+    // The slot formats, recomputed in 64 bits: the 32-bit offsets the kernels use are exact.
+    const uint64_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
+    const uint64_t row = (mul(c.hidden, element) + 15) / 16 * 16;
+    const uint64_t scales = (mul((c.hidden + 127) / 128, 4) + 15) / 16 * 16;
+    const uint64_t topk = (mul(c.max_topk, 4) + 15) / 16 * 16;
+    FUZZ_CHECK(dispatch.scales_offset == row && dispatch.topk_offset == row + scales);
+    FUZZ_CHECK(dispatch.weights_offset == row + scales + topk && dispatch.bytes == row + scales + 2 * topk);
+    FUZZ_CHECK(combine.weights_offset == mul(c.hidden, 2) && combine.bytes == mul(c.hidden, 2) + topk);
+    FUZZ_CHECK(plan.message_bytes == dispatch.bytes);
+    for (uint32_t s = 0; s < epc::kHtLayoutSlots; ++s) {
+      const uint64_t words = mul(mul(R, epc::kernels::kHtLayoutHeaderWords + L), 4);
+      FUZZ_CHECK(epc::ht_layout_words_offset(t.nranks) >= mul(R, 8));
+      FUZZ_CHECK(plan.region(EPC_REGION_LAYOUT, s).size >= add(epc::ht_layout_words_offset(t.nranks), words));
+    }
+    const uint64_t chunks = static_cast<uint64_t>(epc::kernels::ht_chunks(static_cast<int>(T)));
+    FUZZ_CHECK(chunks * epc::kernels::kHtChunkTokens >= T);
+    FUZZ_CHECK(epc::ht_acks_offset(c, t.nranks) == mul(mul(R, chunks), 8));
+    FUZZ_CHECK(epc::ht_signal_bytes(c, t.nranks) == add(epc::ht_acks_offset(c, t.nranks), mul(R, 8)));
+    FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV).size >= mul(mul(R, T), dispatch.bytes));
+    FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV).size >= mul(mul(R, T), combine.bytes));
+    FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
+    FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
+    FUZZ_CHECK(plan.workspace_bytes == 256);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzInput in(data, size);
+  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
+  raw.mode = in.pick(kU32Values);
+  raw.num_experts = in.pick(kU32Values);
+  raw.hidden = in.pick(kU32Values);
+  raw.max_tokens_per_rank = in.pick(kU32Values);
+  raw.max_topk = in.pick(kU32Values);
+  raw.dtype = in.pick(kU32Values);
+  raw.num_sms = in.pick(kU32Values);
+  raw.timeout_ms = in.pick(kU32Values);
+  const uint8_t extras = in.byte();
+  if (extras & 1) raw.flags = in.raw<uint32_t>();
+  if (extras & 2) raw.reserved0 = in.raw<uint32_t>();
+  if (extras & 4) raw.alloc_fn = &alloc_must_not_run;
+  if (extras & 8) raw.free_fn = &free_must_not_run;
+  epc::Topology topo;
+  if (extras & 16) {  // any three numbers
+    topo.nranks = in.pick(kI32Values);
+    topo.lsa_size = in.pick(kI32Values);
+    topo.num_nodes = in.pick(kI32Values);
+  } else {  // a consistent machine: num_nodes teams of lsa_size ranks
+    topo.lsa_size = 1 + in.byte() % 72;
+    topo.num_nodes = 1 + in.byte() % 16;
+    topo.nranks = topo.lsa_size * topo.num_nodes;
+  }
+
+  try {
+    const epc::GroupConfig c = epc::resolve_config(&raw);
+    check_config(raw, c);
+    const epc::Plan plan = epc::make_plan(c, topo);
+    FUZZ_CHECK(topo.nranks >= 1 && topo.nranks <= epc::kMaxRanks);
+    FUZZ_CHECK(topo.lsa_size >= 1 && static_cast<int64_t>(topo.lsa_size) * topo.num_nodes == topo.nranks);
+    check_layout(c, topo, plan);
+    // Pure: the same input plans the same layout again.
+    const epc::Plan again = epc::make_plan(epc::resolve_config(&raw), topo);
+    FUZZ_CHECK(again.symmetric_bytes == plan.symmetric_bytes && again.regions.size() == plan.regions.size());
+  } catch (const epc::Error& e) {
+    FUZZ_CHECK(e.status() == EPC_ERR_INVALID_ARGUMENT || e.status() == EPC_ERR_UNSUPPORTED);
+    FUZZ_CHECK(std::strlen(e.what()) > 0);
+  }
+  return 0;
+}

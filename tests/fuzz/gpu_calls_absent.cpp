@@ -1,0 +1,52 @@
+// The fuzz build compiles only the GPU-free part of the C ABI (capi/last_error.cpp,
+// plan_api.cpp, api_table.cpp) with libFuzzer; epc_get_api's function table still names every
+// exported function, so the calls that need CUDA and NCCL are defined here as refusals. The
+// fuzz targets never call them (fuzz_c_api.cpp calls only the GPU-free functions); the real
+// ones are in capi/group_api.cpp, ll_api.cpp and ht_api.cpp.
+#include "capi/call_guard.hpp"
+#include "epcomm/epcomm.h"
+
+namespace {
+EpcStatus absent(const char* call) {
+  return epc::capi::guarded([&] {
+    epc::fail(EPC_ERR_UNSUPPORTED, epc::format("%s is not part of the fuzz build", call));
+  });
+}
+}  // namespace
+
+extern "C" {
+EpcStatus epc_unique_id_create(EpcUniqueId*) { return absent("epc_unique_id_create"); }
+EpcStatus epc_comm_init(const EpcUniqueId*, int32_t, int32_t, int32_t, void**) { return absent("epc_comm_init"); }
+EpcStatus epc_comm_destroy(void*) { return absent("epc_comm_destroy"); }
+EpcStatus epc_group_create(void*, const EpcGroupConfig*, EpcGroup**) { return absent("epc_group_create"); }
+EpcStatus epc_group_destroy(EpcGroup*) { return absent("epc_group_destroy"); }
+EpcStatus epc_group_query(const EpcGroup*, EpcGroupInfo*) { return absent("epc_group_query"); }
+EpcStatus epc_group_barrier(EpcGroup*, void*) { return absent("epc_group_barrier"); }
+EpcStatus epc_handle_create(EpcGroup*, const EpcTensor*, void*, EpcHandle**) { return absent("epc_handle_create"); }
+EpcStatus epc_handle_update(EpcHandle*, const EpcTensor*, void*) { return absent("epc_handle_update"); }
+EpcStatus epc_handle_destroy(EpcHandle*) { return absent("epc_handle_destroy"); }
+EpcStatus epc_ll_dispatch(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
+                          EpcFlags, void*) {
+  return absent("epc_ll_dispatch");
+}
+EpcStatus epc_ll_dispatch_fp8(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
+                              const EpcTensor*, const EpcTensor*, EpcFlags, void*) {
+  return absent("epc_ll_dispatch_fp8");
+}
+EpcStatus epc_ll_combine(EpcHandle*, const EpcTensor*, const EpcTensor*, EpcFlags, void*) {
+  return absent("epc_ll_combine");
+}
+EpcStatus epc_complete(EpcHandle*, void*) { return absent("epc_complete"); }
+EpcStatus epc_ht_handle_create(EpcGroup*, const EpcTensor*, EpcHtSizing, void*, EpcHandle**, int64_t*) {
+  return absent("epc_ht_handle_create");
+}
+EpcStatus epc_ht_dispatch(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
+                          const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
+                          const EpcTensor*, EpcFlags, void*) {
+  return absent("epc_ht_dispatch");
+}
+EpcStatus epc_ht_combine(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
+                         EpcFlags, void*) {
+  return absent("epc_ht_combine");
+}
+}  // extern "C"

@@ -1,0 +1,99 @@
+// The tensor descriptor checks every dispatch, combine and handle call runs before any launch
+// (core/tensor_check.cpp), without a GPU: the data pointers are never dereferenced.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/tensor_check.hpp"
+
+namespace {
+
+void* const kDevice = reinterpret_cast<void*>(uintptr_t{0x7f0000000000});
+
+EpcTensor tensor2(EpcDtype dtype, int64_t rows, int64_t cols, void* data = kDevice) {
+  return EpcTensor{data, dtype, 2, {rows, cols, 0, 0}, {0, 0, 0, 0}};
+}
+
+// The status check_tensor throws (EPC_OK when it accepts), and its message.
+EpcStatus status_of(const EpcTensor& t, const epc::TensorRule& rule, std::string* message = nullptr) {
+  try {
+    epc::check_tensor(&t, rule);
+    return EPC_OK;
+  } catch (const epc::Error& e) {
+    if (message != nullptr) *message = e.what();
+    return e.status();
+  }
+}
+
+const epc::TensorRule kTopkIdx{"topk_idx", {EPC_DTYPE_INT64, EPC_DTYPE_INT32}, {epc::kAnyExtent, 8}, 4};
+const epc::TensorRule kX{"x", {EPC_DTYPE_BF16}, {128, 7168}};
+
+TEST(TensorCheck, AcceptsWhatTheRuleAsks) {
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_INT64, 100, 8), kTopkIdx), EPC_OK);
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_INT32, 0, 8, nullptr), kTopkIdx), EPC_OK);  // empty: NULL is fine
+  EpcTensor strided = tensor2(EPC_DTYPE_BF16, 128, 7168);
+  strided.strides[0] = 7168;
+  strided.strides[1] = 1;
+  EXPECT_EQ(status_of(strided, kX), EPC_OK);
+}
+
+TEST(TensorCheck, RejectsByNameWithTheRightStatus) {
+  std::string msg;
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_FP32, 128, 7168), kX, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("tensor x has dtype fp32"), std::string::npos) << msg;
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_BF16, 127, 7168), kX, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("shape [127, 7168]; expected [128, 7168]"), std::string::npos) << msg;
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_BF16, 128, 7168, nullptr), kX, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("NULL data"), std::string::npos) << msg;
+  void* misaligned = reinterpret_cast<void*>(uintptr_t{0x7f0000000004});
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_BF16, 128, 7168, misaligned), kX, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("16-byte aligned"), std::string::npos) << msg;
+  EpcTensor strided = tensor2(EPC_DTYPE_BF16, 128, 7168);
+  strided.strides[0] = 8192;
+  strided.strides[1] = 1;
+  EXPECT_EQ(status_of(strided, kX, &msg), EPC_ERR_UNSUPPORTED);
+  EXPECT_NE(msg.find("not contiguous"), std::string::npos) << msg;
+  EpcTensor past = tensor2(EPC_DTYPE_BF16, 128, 7168);
+  past.shape[2] = 1;
+  EXPECT_EQ(status_of(past, kX, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EpcTensor rank3 = tensor2(EPC_DTYPE_BF16, 128, 7168);
+  rank3.ndim = -1;
+  EXPECT_EQ(status_of(rank3, kX, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("-1 dimensions"), std::string::npos) << msg;
+}
+
+// Found by the tensor-check fuzz target (tests/fuzz/corpus/tensor-check/topk-idx-huge-*):
+// a free extent was multiplied into an int64 element count unchecked, which overflowed
+// (undefined behaviour) for B = 2^62 with K = 8 and wrapped to 0 elements, so such a tensor
+// was accepted even with NULL data. Its size must fit in 64 bits, and NULL data with
+// elements is refused whatever the extents.
+TEST(TensorCheck, SizesThatOverflowAreRefused) {
+  std::string msg;
+  const int64_t huge = int64_t{1} << 62;
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_INT64, huge, 8, nullptr), kTopkIdx, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("does not fit in 64 bits"), std::string::npos) << msg;
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_INT64, huge, 8), kTopkIdx, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_INT32, std::numeric_limits<int64_t>::max(), 8), kTopkIdx),
+            EPC_ERR_INVALID_ARGUMENT);
+  // The largest B whose int32 routing still fits in int64 bytes is accepted here (later
+  // checks hold B to max_tokens_per_rank).
+  EXPECT_EQ(status_of(tensor2(EPC_DTYPE_INT32, std::numeric_limits<int64_t>::max() / 32, 8), kTopkIdx), EPC_OK);
+  EpcTensor row_major = tensor2(EPC_DTYPE_INT64, huge, 8);
+  row_major.strides[0] = 8;
+  row_major.strides[1] = 1;
+  EXPECT_EQ(status_of(row_major, kTopkIdx), EPC_ERR_INVALID_ARGUMENT);
+}
+
+TEST(TensorCheck, EmptyTensorsWithHugeExtentsAreFine) {
+  // No elements, so nothing is addressed: accepted with NULL data, and the stride check
+  // (whose running product overflows past the zero extent) stops instead of overflowing.
+  const int64_t huge = int64_t{1} << 62;
+  const epc::TensorRule rule{"out_x", {EPC_DTYPE_BF16}, {0, huge, huge}};
+  EpcTensor t{nullptr, EPC_DTYPE_BF16, 3, {0, huge, huge, 0}, {0, huge, 1, 0}};
+  EXPECT_EQ(status_of(t, rule), EPC_OK);
+}
+
+}  // namespace
