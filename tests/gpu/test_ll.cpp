@@ -250,6 +250,20 @@ TEST(LowLatency, Fp8DispatchMatchesTheReferenceCast) {
                "fp8 K=16", EPC_DTYPE_INT32, 0, 0, fp8);
 }
 
+// A group whose buffers hold fp8 rows only, with a hidden size whose fp8 row plus scales
+// (640 + 20 bytes) is not a multiple of 16: every message must still start 16-byte aligned
+// (found by the planner fuzz target; before the fix the receive kernel faulted).
+TEST(LowLatency, Fp8GroupWithUnalignedRowBytes) {
+  const LlShape shape = world_shape(8, 640, 32, 8);
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group, EPC_DTYPE_FP8_E4M3));
+  ref::LlDispatchOptions fp8;
+  fp8.use_fp8 = true;
+  std::vector<ref::Problem> problems;
+  for (uint64_t s = 0; s < 3; ++s) problems.push_back(ll::random_problem(shape, 8, 4950 + s, true, 0.1));
+  run_sequence(group.get(), shape, problems, 4960, "fp8 group, hidden 640", EPC_DTYPE_INT64, 0, 0, fp8);
+}
+
 // ---- 5. Back to back ------------------------------------------------------------------------
 
 // 1000 steps on one handle, new routing (epc_handle_update), new x, new y and a new B every
