@@ -12,7 +12,7 @@
 #include "kernels/device/launch_done.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
-#include "kernels/ll_step_kernel.cuh"
+#include "kernels/resident_blocks.cuh"
 
 namespace epc::kernels {
 

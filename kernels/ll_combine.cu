@@ -33,7 +33,7 @@ cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cu
 cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks,
                               cudaStream_t stream) {
   const int blocks = send_blocks > recv_blocks ? send_blocks : recv_blocks;
-  static ResidentBlocks fused_capacity;
+  static ResidentBlocks fused_capacity(kLlThreads);
   if (blocks <= fused_capacity.get(ll_combine_kernel<true, true>, send_shared(params))) {
     ll_combine_kernel<true, true><<<blocks, kLlThreads, send_shared(params), stream>>>(params);
     return cudaGetLastError();

@@ -34,7 +34,7 @@ cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, 
 cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks,
                                cudaStream_t stream) {
   const int blocks = send_blocks > recv_blocks ? send_blocks : recv_blocks;
-  static ResidentBlocks fused_capacity;
+  static ResidentBlocks fused_capacity(kLlThreads);
   if (blocks <= fused_capacity.get(ll_dispatch_kernel<true, true>, receive_shared(params))) {
     ll_dispatch_kernel<true, true><<<blocks, kLlThreads, receive_shared(params), stream>>>(params);
     return cudaGetLastError();

@@ -8,13 +8,6 @@
 
 namespace epc::kernels {
 
-__device__ __forceinline__ void warp_copy_row(void* dst, const void* src, int bytes) {
-  const int4* s = static_cast<const int4*>(src);
-  int4* d = static_cast<int4*>(dst);
-  const int vectors = bytes / 16;
-  for (int i = lane_id(); i < vectors; i += kWarpSize) d[i] = s[i];
-}
-
 // Vectors per lane loaded before any is stored: enough loads in flight to cover memory
 // latency (a lane that loads one vector and waits before its store crawls).
 constexpr int kRowSegment = 8;
