@@ -139,10 +139,6 @@ void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
                   "EPC_HT_SIZING_EXACT, whose row count is fixed at creation; create a new "
                   "handle for new routing, or use EPC_HT_SIZING_CAPACITY");
   }
-  if (topk_idx != nullptr && topk_idx->ndim == 2 && topk_idx->shape[1] != topk_) {
-    fail_argument(format("epc_handle_update: tensor topk_idx has K = %lld; the handle was "
-                         "created with K = %d", static_cast<long long>(topk_idx->shape[1]), topk_));
-  }
   compute_layout(topk_idx, stream);
 }
 
