@@ -78,7 +78,7 @@ GroupConfig resolve_config(const EpcGroupConfig* caller) {
 
   c.timeout_ms = or_default(raw.timeout_ms, limits::kDefaultTimeoutMs);
 
-  if (raw.reserved0 != 0) fail_argument("EpcGroupConfig.reserved0 must be 0");
+  c.virtual_node_size = raw.virtual_node_size;  // checked against the LSA team size later
   if (raw.flags != 0) {
     fail_argument(format("EpcGroupConfig.flags is 0x%x; no flags are defined in ABI %d.%d, it "
                          "must be 0", raw.flags, EPC_ABI_MAJOR, EPC_ABI_MINOR));

@@ -17,6 +17,7 @@ struct GroupConfig {
   EpcDtype dtype = EPC_DTYPE_BF16;
   uint32_t num_sms = 0;
   uint32_t timeout_ms = 0;
+  uint32_t virtual_node_size = 0;  // 0: nodes are the LSA teams
   EpcAllocFn alloc_fn = nullptr;
   EpcFreeFn free_fn = nullptr;
   void* alloc_ctx = nullptr;

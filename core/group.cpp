@@ -31,15 +31,16 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
                                      "teams of equal size (this rank's team has %d ranks)",
                                      nranks, lsa.nRanks));
   }
-  topo_ = Topology{nranks, lsa.nRanks, nranks / lsa.nRanks};
   lsa_rank_ = lsa.rank;
-  node_ = (rank_ - lsa_rank_) / lsa.nRanks;
   check_config_for_ranks(config_, nranks);
+  topo_ = with_virtual_nodes(Topology{nranks, lsa.nRanks, nranks / lsa.nRanks}, config_.virtual_node_size);
+  node_ = topo_.node_of(rank_);
   if (topo_.num_nodes > 1) {
     fail(EPC_ERR_UNSUPPORTED,
          format("the %d ranks span %d NVLink (LSA) domains of %d ranks, but this build of "
-                "epcomm moves data only inside one LSA domain: a network (GIN) transport "
-                "between domains is not available yet",
+                "epcomm has no GIN implementation of its network transport yet: it moves "
+                "data only inside one LSA domain (virtual nodes, EpcGroupConfig."
+                "virtual_node_size, exercise the network code paths there)",
                 nranks, topo_.num_nodes, topo_.lsa_size));
   }
   plan_ = make_plan(config_, topo_);
@@ -170,6 +171,19 @@ void Group::check_healthy() {
   raise_if_device_failed();
 }
 
+kernels::PeerTransport Group::transport() const {
+  kernels::PeerTransport t;
+  std::memset(&t, 0, sizeof t);
+  t.window = window_;
+  t.node_begin = node_ * topo_.node_size;
+  t.node_size = topo_.node_size;
+  t.staging.offset = plan_.net_staging.offset;
+  t.staging.span_begin = plan_.net_staging.span_begin;
+  t.staging.span_bytes = plan_.net_staging.span_bytes;
+  t.net.window = window_;
+  return t;
+}
+
 EpcGroupInfo Group::info() const {
   EpcGroupInfo i;
   std::memset(&i, 0, sizeof i);
@@ -180,7 +194,7 @@ EpcGroupInfo Group::info() const {
   i.lsa_rank = lsa_rank_;
   i.lsa_size = topo_.lsa_size;
   i.node = node_;
-  i.num_nodes = topo_.num_nodes;
+  i.num_nodes = topo_.nodes();
   i.cuda_device = device_;
   i.mode = config_.mode;
   i.num_experts = config_.num_experts;

@@ -46,6 +46,9 @@ class Group {
   int device() const { return device_; }
   const ncclDevComm& dev_comm() const { return dev_comm_; }
   ncclWindow_t window() const { return window_; }
+  // How this rank's kernels reach the others: NVLink stores inside its node, the network
+  // transport to other nodes (kernels/peer_transport.hpp).
+  kernels::PeerTransport transport() const;
   kernels::DeviceError* device_error() const { return error_device_; }
   kernels::LlState* ll_state() const { return ll_state_; }
   // [2][num_experts] int32 right behind the step counters (low-latency groups only).

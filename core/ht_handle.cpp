@@ -81,7 +81,7 @@ kernels::HtCommon HtHandle::common() const {
   const int R = group_.topology().nranks;
   kernels::HtCommon k;
   std::memset(&k, 0, sizeof k);
-  k.transport.window = group_.window();
+  k.transport = group_.transport();
   k.geo.nranks = R;
   k.geo.rank = group_.rank();
   k.geo.local_experts = static_cast<int>(c.local_experts(R));

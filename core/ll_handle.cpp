@@ -72,7 +72,7 @@ kernels::LlCommon LlHandle::common() const {
   kernels::LlCommon k;
   std::memset(&k, 0, sizeof k);
   k.dev_comm = group_.dev_comm();
-  k.transport.window = group_.window();
+  k.transport = group_.transport();
   k.geo.nranks = group_.topology().nranks;
   k.geo.rank = group_.rank();
   k.geo.local_experts = static_cast<int>(c.local_experts(group_.topology().nranks));

@@ -32,6 +32,7 @@ class LayoutBuilder {
     plan_.regions.push_back(r);
   }
 
+  uint64_t cursor() const { return cursor_; }
   uint64_t end() const { return align_up(cursor_, kWindowAlignment); }
 
  private:
@@ -124,8 +125,9 @@ uint32_t ll_message_header_bytes(const GroupConfig& c) {
   return static_cast<uint32_t>(kernels::ll_message_header_bytes(ll_message_entries(c)));
 }
 
-Plan make_plan(const GroupConfig& c, const Topology& t) {
-  check_topology(t);
+Plan make_plan(const GroupConfig& c, const Topology& topo) {
+  check_topology(topo);
+  const Topology t = with_virtual_nodes(topo, c.virtual_node_size);
   check_config_for_ranks(c, t.nranks);
   Plan plan;
   plan.mode = c.mode;
@@ -139,10 +141,25 @@ Plan make_plan(const GroupConfig& c, const Topology& t) {
   builder.add(EPC_REGION_CONTROL, EPC_SLOT_NONE,
               static_cast<uint64_t>(kBarrierSlots) * static_cast<uint64_t>(t.lsa_size) * sizeof(uint64_t),
               "control");
+  const uint64_t span_begin = builder.cursor();
   if (c.mode == EPC_MODE_LOW_LATENCY) {
     plan_low_latency(c, t, plan, builder);
   } else {
     plan_high_throughput(c, t, plan, builder);
+  }
+  if (t.remote_ranks() > 0) {
+    plan.net_staging.span_begin = span_begin;
+    plan.net_staging.span_bytes = builder.cursor() - span_begin;
+    if (plan.net_staging.span_bytes > kMaxWindowBytes / static_cast<uint64_t>(t.remote_ranks())) {
+      fail_argument(format("the window would need more than %llu bytes per rank: %d ranks outside "
+                           "the node each need a %llu-byte staging copy; use fewer tokens, a "
+                           "smaller hidden or larger nodes",
+                           static_cast<unsigned long long>(kMaxWindowBytes), t.remote_ranks(),
+                           static_cast<unsigned long long>(plan.net_staging.span_bytes)));
+    }
+    plan.net_staging.offset = builder.cursor();
+    builder.add(EPC_REGION_NET_STAGING, EPC_SLOT_NONE,
+                static_cast<uint64_t>(t.remote_ranks()) * plan.net_staging.span_bytes, "net_staging");
   }
   if (plan.regions.size() > EPC_PLAN_MAX_REGIONS) {
     fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS",

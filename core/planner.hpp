@@ -51,6 +51,17 @@ struct ControlLayout {
   uint64_t barrier_inbox_offset = 0;   // [barrier_slots][lsa_size] uint64, from region start
 };
 
+// Where the network transport stages what is bound for ranks outside this rank's node
+// (kernels/peer_transport.hpp): one mirror of the window span [span_begin, span_begin +
+// span_bytes) per remote rank, so a kernel writes what it would store into a remote peer's
+// window at `offset` into its own window at offset + (remote index) * span_bytes +
+// (offset - span_begin) instead, and the transport puts it from there.
+struct NetStagingLayout {
+  uint64_t offset = 0;      // the net_staging region; 0 when every rank is in one node
+  uint64_t span_begin = 0;  // the first byte a peer writes (after the control region)
+  uint64_t span_bytes = 0;
+};
+
 struct Plan {
   EpcMode mode = EPC_MODE_LOW_LATENCY;
   uint32_t num_slots = 0;
@@ -66,6 +77,7 @@ struct Plan {
   uint32_t message_bytes = 0;
   EpcDtype dtype = EPC_DTYPE_BF16;
   ControlLayout control;
+  NetStagingLayout net_staging;
   std::vector<Region> regions;
 
   // The region of `kind` in `slot` (EPC_SLOT_NONE for unslotted); throws if absent.
@@ -75,6 +87,9 @@ struct Plan {
 constexpr uint64_t kRegionAlignment = 256;
 constexpr uint64_t kWindowAlignment = 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
 constexpr uint32_t kBarrierSlots = 4;
+// No window is planned beyond this (far beyond any GPU's memory; keeps every offset sum
+// inside 64 bits).
+constexpr uint64_t kMaxWindowBytes = uint64_t{1} << 52;
 
 // (local expert, position, weight) entries a low-latency message header holds, and the header's bytes.
 uint32_t ll_message_entries(const GroupConfig& config);
@@ -90,7 +105,8 @@ uint64_t ht_layout_words_offset(int nranks);
 uint64_t ht_acks_offset(const GroupConfig& config, int nranks);
 uint64_t ht_signal_bytes(const GroupConfig& config, int nranks);
 
-// Throws epc::Error on an invalid configuration or topology.
+// Throws epc::Error on an invalid configuration or topology. The node size comes from
+// config.virtual_node_size (with_virtual_nodes); topo.node_size is ignored.
 Plan make_plan(const GroupConfig& config, const Topology& topo);
 
 }  // namespace epc

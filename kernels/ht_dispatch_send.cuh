@@ -99,6 +99,7 @@ __device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int R = g.nranks;
+  __syncwarp();  // lane d commits what every lane wrote for destination d
   for (int d = lane_id(); d < R; d += kWarpSize) {
     const int start = c.handle.chunk_start[chunk * R + d], end = c.handle.chunk_start[(chunk + 1) * R + d];
     if (end > start && d != g.rank) {

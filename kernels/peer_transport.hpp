@@ -1,17 +1,19 @@
-// How the low-latency kernels reach other ranks' windows; they use nothing else for it.
+// How kernels reach other ranks' windows; they use nothing else for it.
 //
 //   local(offset)                this rank's own window at `offset`, where peers' data lands
 //   buffer(offset, peer)         where to write bytes meant for `peer`'s window at `offset`
-//   commit(offset, bytes, peer)  after the block has written them (one thread, after a block
-//                                barrier): make them travel
-//   signal(offset, peer, value)  publish everything committed before it with a release store
+//   commit(offset, bytes, peer)  after the writers of those bytes have synchronised with the
+//                                calling thread (a block or warp barrier): make them travel
+//   signal(offset, peer, value)  publish everything committed before it (by this thread, or
+//                                by threads that synchronised with it) with a release store
 //                                of `value` into `peer`'s signal word at `offset`
 //
-// LsaTransport, for peers in this rank's NVLink (LSA) team, returns the peer's own memory
-// through NVLink, so stores land there directly and commit has nothing to do. A network
-// implementation (GIN, for peers outside the team: the multi-node issue) returns a local
-// staging slot at the same offset and puts it to the peer in commit, with the same ordering
-// promise for signal. Writers must not read back what they wrote through buffer().
+// Peers in this rank's node (its NVLink/LSA team, or its virtual node) are reached by direct
+// stores through NVLink: buffer() is the peer's own memory and commit has nothing to do.
+// Peers in other nodes are reached only through the network transport (NetTransport):
+// buffer() is a staging copy in this rank's own window (NetStaging), commit puts it to the
+// peer, and signal travels behind the puts. Writers must not read back what they wrote
+// through buffer().
 #pragma once
 
 #include <nccl.h>
@@ -19,27 +21,53 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#include "kernels/device/flags.cuh"
-#endif
+#include "kernels/net_transport.hpp"
 
 namespace epc::kernels {
 
+// Where the network-bound bytes wait (core/planner.hpp, NetStagingLayout): one mirror of the
+// window span [span_begin, span_begin + span_bytes) per rank outside this node, in the
+// order of their world ranks.
+struct NetStaging {
+  uint64_t offset;
+  uint64_t span_begin;
+  uint64_t span_bytes;
+};
+
 // Plain data, passed to kernels by value inside their parameter structs (host code fills
 // it; only device code calls it).
-struct LsaTransport {
+struct PeerTransport {
   ncclWindow_t window;
+  int node_begin;  // first world rank of this rank's node
+  int node_size;   // ranks in it; every rank when the group is one node
+  NetStaging staging;
+  NetTransport net;
 
 #ifdef __CUDACC__
+  __device__ bool in_node(int peer) const {
+    return static_cast<unsigned>(peer - node_begin) < static_cast<unsigned>(node_size);
+  }
+  // The staged copy of `offset` for a peer outside this node.
+  __device__ uint64_t staged(uint64_t offset, int peer) const {
+    const uint64_t remote = static_cast<uint64_t>(peer < node_begin ? peer : peer - node_size);
+    return staging.offset + remote * staging.span_bytes + (offset - staging.span_begin);
+  }
+
   __device__ void* local(uint64_t offset) const { return ncclGetLocalPointer(window, offset); }
-  __device__ void* buffer(uint64_t offset, int peer) const { return ncclGetPeerPointer(window, offset, peer); }
-  __device__ void commit(uint64_t /*offset*/, uint64_t /*bytes*/, int /*peer*/) const {}
+  __device__ void* buffer(uint64_t offset, int peer) const {
+    return in_node(peer) ? ncclGetPeerPointer(window, offset, peer) : local(staged(offset, peer));
+  }
+  __device__ void commit(uint64_t offset, uint64_t bytes, int peer) const {
+    if (!in_node(peer)) net.put(peer, offset, staged(offset, peer), bytes);
+  }
   __device__ void signal(uint64_t offset, int peer, uint64_t value) const {
-    store_release(static_cast<uint64_t*>(ncclGetPeerPointer(window, offset, peer)), value);
+    if (in_node(peer)) {
+      store_release(static_cast<uint64_t*>(ncclGetPeerPointer(window, offset, peer)), value);
+    } else {
+      net.signal(peer, offset, value);
+    }
   }
 #endif
 };
-
-using PeerTransport = LsaTransport;
 
 }  // namespace epc::kernels

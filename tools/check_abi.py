@@ -5,7 +5,7 @@
    (EPC_ABI_MAJOR.MINOR.PATCH): any ABI change is an explicit, reviewed re-record.
 2. Within one major the ABI only grows (ARCHITECTURE.md section 2), so the dump must be a
    superset of every snapshot entry with the same major: structs still exist and do not
-   shrink, fields keep offset and size, constants keep their values, typedefs keep their
+   shrink, fields keep offset and size (a reserved field may take a name), constants keep their values, typedefs keep their
    size, functions keep their signature, symbols keep their version node.
 3. Structs have no implicit padding (section 2: "explicit reserved padding"), because
    padding bytes are neither zeroed by EPC_*_INIT nor visible to bindings.
@@ -91,6 +91,12 @@ def superset_differences(old: dict, new: dict, version: str) -> List[str]:
                             f"({label}) to {new_struct['align']}")
         for field_name, old_field in old_struct["fields"].items():
             new_field = new_struct["fields"].get(field_name)
+            if new_field is None and field_name.startswith("reserved"):
+                # Reserved fields exist to be given a meaning later: one at the same offset
+                # and size under a new name is that, not a removal.
+                new_field = next((f for f in new_struct["fields"].values()
+                                  if f["offset"] == old_field["offset"]
+                                  and f["size"] == old_field["size"]), None)
             if new_field is None:
                 messages.append(f"field {name}.{field_name} (offset {old_field['offset']}, "
                                 f"{old_field['size']} bytes in {label}) was removed")

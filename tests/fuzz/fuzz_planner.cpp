@@ -63,7 +63,8 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.dtype != EPC_DTYPE_FP8_E4M3 || c.hidden % limits::kFp8BlockChannels == 0);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
-  FUZZ_CHECK(raw.flags == 0 && raw.reserved0 == 0);
+  FUZZ_CHECK(raw.flags == 0);
+  FUZZ_CHECK(c.virtual_node_size == raw.virtual_node_size);
   FUZZ_CHECK((c.alloc_fn == nullptr) == (c.free_fn == nullptr));
 }
 
@@ -99,8 +100,22 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
   FUZZ_CHECK(plan.mode == c.mode && plan.dtype == c.dtype && plan.num_sms == c.num_sms);
   FUZZ_CHECK(plan.lsa_barriers == 0);
   FUZZ_CHECK((t.num_nodes > 1) == (plan.gin_contexts > 0));
+  // Ranks outside a node (LSA team or virtual node) get one staging mirror each of the span
+  // peers write into: everything after the control region.
+  const epc::Topology nodes = epc::with_virtual_nodes(t, c.virtual_node_size);
+  const uint64_t remote = static_cast<uint64_t>(nodes.remote_ranks());
+  const size_t staging = remote > 0 ? 1 : 0;
+  FUZZ_CHECK((plan.net_staging.offset > 0) == (remote > 0));
+  if (remote > 0) {
+    const epc::Region& r = plan.region(EPC_REGION_NET_STAGING);
+    FUZZ_CHECK(&r == &plan.regions.back() && r.offset == plan.net_staging.offset);
+    FUZZ_CHECK(plan.net_staging.span_begin == plan.regions[1].offset);
+    FUZZ_CHECK(plan.net_staging.span_begin + plan.net_staging.span_bytes == r.offset);
+    FUZZ_CHECK(r.size >= mul(remote, plan.net_staging.span_bytes));
+    FUZZ_CHECK(plan.net_staging.span_bytes % epc::kRegionAlignment == 0);
+  }
   if (c.mode == EPC_MODE_LOW_LATENCY) {
-    FUZZ_CHECK(plan.num_slots == 2 && plan.regions.size() == 9);
+    FUZZ_CHECK(plan.num_slots == 2 && plan.regions.size() == 9 + staging);
     const uint64_t row = c.dtype == EPC_DTYPE_FP8_E4M3 ? add(c.hidden, c.hidden / 128 * 4) : mul(c.hidden, 2);
     const uint64_t header = epc::kernels::ll_message_header_bytes(c.max_topk);
     // The kernels address messages with the 32-bit plan.message_bytes and move payloads in
@@ -119,7 +134,7 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     }
     FUZZ_CHECK(plan.workspace_bytes == add(256, mul(mul(2, c.num_experts), 4)));
   } else {
-    FUZZ_CHECK(plan.num_slots == 1 && plan.regions.size() == 7);
+    FUZZ_CHECK(plan.num_slots == 1 && plan.regions.size() == 7 + staging);
     const auto dispatch = epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk);
     const auto combine = epc::kernels::ht_combine_slot(c.hidden, c.max_topk);
     // The slot formats, recomputed in 64 bits: the 32-bit offsets the kernels use are exact.
@@ -163,7 +178,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   raw.timeout_ms = in.pick(kU32Values);
   const uint8_t extras = in.byte();
   if (extras & 1) raw.flags = in.raw<uint32_t>();
-  if (extras & 2) raw.reserved0 = in.raw<uint32_t>();
+  if (extras & 2) raw.virtual_node_size = in.pick(kU32Values);
   if (extras & 4) raw.alloc_fn = &alloc_must_not_run;
   if (extras & 8) raw.free_fn = &free_must_not_run;
   epc::Topology topo;

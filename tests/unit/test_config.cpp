@@ -164,10 +164,10 @@ TEST(Config, Fp8NeedsWholeScaleBlocks) {
   EXPECT_NE(msg.find("128"), std::string::npos) << msg;
 }
 
-TEST(Config, ReservedFieldMustBeZero) {
+TEST(Config, VirtualNodeSizeIsKeptForThePlanner) {
   EpcGroupConfig raw = minimal();
-  raw.reserved0 = 5;
-  EXPECT_EQ(status_of(raw), EPC_ERR_INVALID_ARGUMENT);
+  raw.virtual_node_size = 2;  // checked against the LSA team size by the planner
+  EXPECT_EQ(epc::resolve_config(&raw).virtual_node_size, 2u);
 }
 
 }  // namespace

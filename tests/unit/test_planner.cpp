@@ -158,6 +158,36 @@ TEST(Planner, NetworkResourcesOnlyAcrossNodes) {
   EXPECT_EQ(two.gin_signals, 2u * 2u * 8u);  // slots * (dispatch, combine) * ranks
 }
 
+// Every rank outside the node gets a staging mirror of the span peers write into (all but
+// the control region); virtual nodes split an LSA team without asking for GIN resources.
+TEST(Planner, RanksOutsideTheNodeGetStagingMirrors) {
+  auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  const epc::Plan flat = epc::make_plan(c, {4, 4, 1});
+  EXPECT_EQ(flat.net_staging.offset, 0u);
+  EXPECT_EQ(flat.regions.back().kind, EPC_REGION_COMBINE_SIGNAL);
+  const uint64_t span = flat.regions.back().offset + flat.regions.back().size - flat.regions[1].offset;
+
+  for (uint32_t node_size : {1u, 2u}) {
+    c.virtual_node_size = node_size;
+    const epc::Plan plan = epc::make_plan(c, {4, 4, 1});
+    const uint64_t remote = 4 - node_size;
+    ASSERT_EQ(plan.regions.size(), flat.regions.size() + 1);
+    const epc::Region& staging = plan.region(EPC_REGION_NET_STAGING);
+    EXPECT_EQ(staging.name, "net_staging");
+    EXPECT_EQ(plan.net_staging.span_begin, flat.regions[1].offset);
+    EXPECT_EQ(plan.net_staging.span_bytes, span);
+    EXPECT_EQ(plan.net_staging.offset, staging.offset);
+    EXPECT_EQ(staging.offset, flat.regions.back().offset + flat.regions.back().size);
+    EXPECT_EQ(staging.size, remote * span);
+    EXPECT_EQ(plan.gin_contexts, 0u);  // one LSA team: the stand-in carries it
+  }
+  c.virtual_node_size = 4;  // the whole team: no network at all
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).net_staging.offset, 0u);
+  c.virtual_node_size = 0;
+  const epc::Plan two_nodes = epc::make_plan(c, {8, 4, 2});
+  EXPECT_EQ(two_nodes.region(EPC_REGION_NET_STAGING).size, 4 * two_nodes.net_staging.span_bytes);
+}
+
 EpcStatus plan_status(const epc::GroupConfig& c, epc::Topology t) {
   try {
     epc::make_plan(c, t);
@@ -174,6 +204,22 @@ TEST(Planner, RejectsInconsistentTopology) {
   EXPECT_EQ(plan_status(c, {4, 2, 1}), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(plan_status(c, {4, 8, 1}), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(plan_status(c, {4, 2, 2}), EPC_OK);
+}
+
+TEST(Planner, RejectsVirtualNodesThatDoNotDivideTheTeam) {
+  auto c = config(EPC_MODE_HIGH_THROUGHPUT, 64, 1024, 64, 4);
+  for (uint32_t bad : {3u, 5u, 8u}) {
+    c.virtual_node_size = bad;
+    EXPECT_EQ(plan_status(c, {4, 4, 1}), EPC_ERR_INVALID_ARGUMENT) << bad;
+  }
+  c.virtual_node_size = 2;
+  EXPECT_EQ(plan_status(c, {8, 4, 2}), EPC_OK);
+}
+
+TEST(Planner, RefusesStagingBeyondAnyMemory) {
+  auto c = config(EPC_MODE_HIGH_THROUGHPUT, 65536, 1u << 20, 65536, 32);
+  c.virtual_node_size = 1;
+  EXPECT_EQ(plan_status(c, {1024, 1024, 1}), EPC_ERR_INVALID_ARGUMENT);
 }
 
 TEST(Planner, RejectsExpertsNotDivisibleByRanks) {

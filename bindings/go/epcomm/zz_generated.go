@@ -12,19 +12,19 @@ import (
 	"unsafe"
 )
 
-// The declarations below were generated from ABI version 1.2.0 of the header.
+// The declarations below were generated from ABI version 1.3.0 of the header.
 
 // Constants of the header that belong to no typedef: versions, sizes, sentinels.
 const (
 	// ABIMajor is EPC_ABI_MAJOR.
 	ABIMajor = 1
 	// ABIMinor is EPC_ABI_MINOR.
-	ABIMinor = 2
+	ABIMinor = 3
 	// ABIPatch is EPC_ABI_PATCH.
 	ABIPatch = 0
 	// ABIVersion is EPC_ABI_VERSION, ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 +
 	// EPC_ABI_PATCH)).
-	ABIVersion = 10200
+	ABIVersion = 10300
 	// TensorMaxDims is EPC_TENSOR_MAX_DIMS.
 	TensorMaxDims = 4
 	// UniqueIDBytes is EPC_UNIQUE_ID_BYTES.
@@ -157,6 +157,9 @@ const (
 	RegionCombineSignal RegionKind = 5
 	// RegionLayout is EPC_REGION_LAYOUT: HT: per-rank token and expert counts exchanged.
 	RegionLayout RegionKind = 6
+	// RegionNetStaging is EPC_REGION_NET_STAGING: what is bound for ranks in other nodes,
+	// staged here until the network transport puts it (ABI 1.3).
+	RegionNetStaging RegionKind = 7
 )
 
 // String returns the Go name of a known RegionKind value, else RegionKind(<number>).
@@ -174,6 +177,8 @@ func (r RegionKind) String() string {
 		return "RegionCombineSignal"
 	case RegionLayout:
 		return "RegionLayout"
+	case RegionNetStaging:
+		return "RegionNetStaging"
 	}
 	return "RegionKind(" + strconv.FormatInt(int64(r), 10) + ")"
 }
@@ -262,6 +267,7 @@ func headerConstants() []headerConstant {
 		{"EPC_REGION_COMBINE_RECV", int64(RegionCombineRecv), int64(C.EPC_REGION_COMBINE_RECV)},
 		{"EPC_REGION_COMBINE_SIGNAL", int64(RegionCombineSignal), int64(C.EPC_REGION_COMBINE_SIGNAL)},
 		{"EPC_REGION_LAYOUT", int64(RegionLayout), int64(C.EPC_REGION_LAYOUT)},
+		{"EPC_REGION_NET_STAGING", int64(RegionNetStaging), int64(C.EPC_REGION_NET_STAGING)},
 		{"EPC_PLAN_MAX_REGIONS", int64(PlanMaxRegions), int64(C.EPC_PLAN_MAX_REGIONS)},
 		{"EPC_SLOT_NONE", int64(SlotNone), int64(C.EPC_SLOT_NONE)},
 		{"EPC_FLAG_SEND_ONLY", int64(FlagSendOnly), int64(C.EPC_FLAG_SEND_ONLY)},
@@ -298,7 +304,7 @@ func headerStructLayouts() []structLayout {
 			{"num_sms", unsafe.Offsetof(C.EpcGroupConfig{}.num_sms), unsafe.Sizeof(C.EpcGroupConfig{}.num_sms)},
 			{"timeout_ms", unsafe.Offsetof(C.EpcGroupConfig{}.timeout_ms), unsafe.Sizeof(C.EpcGroupConfig{}.timeout_ms)},
 			{"flags", unsafe.Offsetof(C.EpcGroupConfig{}.flags), unsafe.Sizeof(C.EpcGroupConfig{}.flags)},
-			{"reserved0", unsafe.Offsetof(C.EpcGroupConfig{}.reserved0), unsafe.Sizeof(C.EpcGroupConfig{}.reserved0)},
+			{"virtual_node_size", unsafe.Offsetof(C.EpcGroupConfig{}.virtual_node_size), unsafe.Sizeof(C.EpcGroupConfig{}.virtual_node_size)},
 			{"alloc_fn", unsafe.Offsetof(C.EpcGroupConfig{}.alloc_fn), unsafe.Sizeof(C.EpcGroupConfig{}.alloc_fn)},
 			{"free_fn", unsafe.Offsetof(C.EpcGroupConfig{}.free_fn), unsafe.Sizeof(C.EpcGroupConfig{}.free_fn)},
 			{"alloc_ctx", unsafe.Offsetof(C.EpcGroupConfig{}.alloc_ctx), unsafe.Sizeof(C.EpcGroupConfig{}.alloc_ctx)},

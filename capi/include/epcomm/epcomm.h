@@ -47,7 +47,7 @@ extern "C" {
 /* The ABI version: the single source of truth (the build reads these three lines).
  * Within one major version every change is additive. */
 #define EPC_ABI_MAJOR 1
-#define EPC_ABI_MINOR 2
+#define EPC_ABI_MINOR 3
 #define EPC_ABI_PATCH 0
 #define EPC_ABI_VERSION ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 + EPC_ABI_PATCH))
 
@@ -164,7 +164,13 @@ typedef struct EpcGroupConfig {
   uint32_t num_sms;     /* SM budget for the kernels; 0: mode default (LL 132, HT 24) */
   uint32_t timeout_ms;  /* bound on every device-side wait; 0: 10000 ms */
   uint32_t flags;       /* reserved, must be 0 */
-  uint32_t reserved0;   /* must be 0 */
+  uint32_t virtual_node_size; /* a testing and tuning aid (ABI 1.3; reserved0 before, which
+                           had to be 0). 0: a node is an NVLink (LSA) team. Otherwise every LSA
+                           team is split into virtual nodes of this many consecutive ranks (it
+                           must divide the team size): ranks in different virtual nodes then
+                           exchange data only through the network transport (between virtual
+                           nodes an NVLink-backed stand-in with the network's ordering rules),
+                           never through direct NVLink stores. */
   EpcAllocFn alloc_fn;  /* NULL: ncclMemAlloc. Set both or neither of alloc_fn/free_fn. */
   EpcFreeFn free_fn;
   void* alloc_ctx; /* passed to alloc_fn/free_fn */
@@ -181,6 +187,8 @@ typedef uint32_t EpcRegionKind;
 #define EPC_REGION_COMBINE_RECV 4   /* incoming combine rows */
 #define EPC_REGION_COMBINE_SIGNAL 5 /* per-source-rank arrival counters for combine */
 #define EPC_REGION_LAYOUT 6         /* HT: per-rank token and expert counts exchanged */
+#define EPC_REGION_NET_STAGING 7    /* what is bound for ranks in other nodes, staged here
+                                       until the network transport puts it (ABI 1.3) */
 
 #define EPC_PLAN_MAX_REGIONS 16
 #define EPC_SLOT_NONE 0xFFFFFFFFu
@@ -251,8 +259,9 @@ typedef struct EpcGroupInfo {
   int32_t nranks;
   int32_t lsa_rank;      /* in this rank's NVLink (LSA) team */
   int32_t lsa_size;
-  int32_t node;          /* index of this rank's LSA team */
-  int32_t num_nodes;
+  int32_t node;          /* index of this rank's node: its LSA team, or its virtual node
+                            when EpcGroupConfig.virtual_node_size is set */
+  int32_t num_nodes;     /* nodes as epcomm uses them (ranks / node size) */
   int32_t cuda_device;
   EpcMode mode;
   uint32_t num_experts;
