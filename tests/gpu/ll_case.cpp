@@ -308,4 +308,39 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
   return combine(handle, buffers, combine_flags, stream);
 }
 
+// ---- A sequence of steps on one handle ------------------------------------------------------
+
+void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems,
+                  uint64_t y_seed, const std::string& label, EpcDtype idx_dtype,
+                  EpcFlags dispatch_flags, EpcFlags combine_flags,
+                  const ref::LlDispatchOptions& options) {
+  ASSERT_FALSE(problems.empty());
+  const int topk = problems.front().topk;
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  LlBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, topk, idx_dtype));
+  HandlePtr handle;
+  int failing_steps = 0;
+  for (std::size_t s = 0; s < problems.size(); ++s) {
+    const LlStep step = make_step(problems[s], y_seed + s, my_rank(), options);
+    ASSERT_TRUE(buffers.upload(step, stream.get()));
+    if (s == 0) {
+      ASSERT_TRUE(create_handle(group, buffers, stream.get(), handle));
+    } else {
+      ASSERT_TRUE(update_handle(handle.get(), buffers, stream.get()));
+    }
+    ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get(), dispatch_flags,
+                                         combine_flags));
+    const std::string where = label + ", step " + std::to_string(s) + " (B=" +
+                              std::to_string(step.tokens()) + ")";
+    if (!buffers.check(step, stream.get(), where, failing_steps < kMaxReportedSteps)) {
+      ++failing_steps;
+    }
+  }
+  EXPECT_EQ(failing_steps, 0) << label << ": " << failing_steps << " of " << problems.size()
+                              << " steps differ from the reference (the first "
+                              << kMaxReportedSteps << " are printed above)";
+}
+
 }  // namespace epc::gputest::ll

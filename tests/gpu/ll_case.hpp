@@ -144,4 +144,13 @@ class LlBuffers {
                                                 cudaStream_t stream, EpcFlags dispatch_flags = 0,
                                                 EpcFlags combine_flags = 0);
 
+// Runs `problems` one after another on ONE handle of `group`: created from the first problem's
+// routing, updated (epc_handle_update) with each later one. Per step: upload x, routing,
+// weights and y; update; dispatch; combine (no host synchronisation between them); then wait
+// and compare with the reference. Problem s uses y seed y_seed + s.
+void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems,
+                  uint64_t y_seed, const std::string& label,
+                  EpcDtype idx_dtype = EPC_DTYPE_INT64, EpcFlags dispatch_flags = 0,
+                  EpcFlags combine_flags = 0, const ref::LlDispatchOptions& options = {});
+
 }  // namespace epc::gputest::ll

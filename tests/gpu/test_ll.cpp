@@ -25,43 +25,7 @@ namespace {
 using ll::LlBuffers;
 using ll::LlShape;
 using ll::LlStep;
-
-// Runs `problems` one after another on ONE handle of `group`: created from the first problem's
-// routing, updated (epc_handle_update) with each later one. Per step: upload x, routing,
-// weights and y; update; dispatch; combine (no host synchronisation between them); then wait
-// and compare with the reference. Problem s uses y seed y_seed + s.
-void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems,
-                  uint64_t y_seed, const std::string& label,
-                  EpcDtype idx_dtype = EPC_DTYPE_INT64, EpcFlags dispatch_flags = 0,
-                  EpcFlags combine_flags = 0, const ref::LlDispatchOptions& options = {}) {
-  ASSERT_FALSE(problems.empty());
-  const int topk = problems.front().topk;
-  Stream stream;
-  ASSERT_TRUE(stream.status());
-  LlBuffers buffers;
-  ASSERT_TRUE(buffers.allocate(shape, topk, idx_dtype));
-  HandlePtr handle;
-  int failing_steps = 0;
-  for (std::size_t s = 0; s < problems.size(); ++s) {
-    const LlStep step = ll::make_step(problems[s], y_seed + s, my_rank(), options);
-    ASSERT_TRUE(buffers.upload(step, stream.get()));
-    if (s == 0) {
-      ASSERT_TRUE(ll::create_handle(group, buffers, stream.get(), handle));
-    } else {
-      ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
-    }
-    ASSERT_TRUE(ll::dispatch_and_combine(handle.get(), buffers, stream.get(), dispatch_flags,
-                                         combine_flags));
-    const std::string where = label + ", step " + std::to_string(s) + " (B=" +
-                              std::to_string(step.tokens()) + ")";
-    if (!buffers.check(step, stream.get(), where, failing_steps < kMaxReportedSteps)) {
-      ++failing_steps;
-    }
-  }
-  EXPECT_EQ(failing_steps, 0) << label << ": " << failing_steps << " of " << problems.size()
-                              << " steps differ from the reference (the first "
-                              << kMaxReportedSteps << " are printed above)";
-}
+using ll::run_sequence;
 
 // Rotates every token's row of ids and weights by (rank + token) % K slots, so that the hot
 // expert (drawn into slot 0 by the generator) moves through all slots.

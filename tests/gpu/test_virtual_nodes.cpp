@@ -1,0 +1,135 @@
+// Virtual nodes (EpcGroupConfig.virtual_node_size): the NVLink domain split into nodes whose
+// ranks reach each other only through the network transport (staged, put on commit,
+// signalled behind the puts). Low-latency and high-throughput steps must give exactly the
+// reference model's outputs, as they do without virtual nodes, for every node size that
+// makes at least two nodes: on 4 ranks 2 nodes of 2 and 4 nodes of 1, on 2 and 3 ranks
+// nodes of 1.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/reference/reference.hpp"
+#include "tests/gpu/ht_case.hpp"
+#include "tests/gpu/ll_case.hpp"
+#include "tests/gpu/rank_context.hpp"
+
+namespace epc::gputest {
+namespace {
+
+// Node sizes that split this world into two nodes or more.
+std::vector<int> split_node_sizes() {
+  std::vector<int> sizes;
+  const int world = context().env.world_size;
+  for (int n = 1; n < world; ++n) {
+    if (world % n == 0) sizes.push_back(n);
+  }
+  return sizes;
+}
+
+std::string nodes_label(int node_size) {
+  const int world = context().env.world_size;
+  return std::to_string(world / node_size) + " nodes of " + std::to_string(node_size);
+}
+
+// A group of `mode` split into nodes of `node_size` ranks; checks that the group reports
+// the split (EpcGroupInfo.node / num_nodes).
+::testing::AssertionResult create_split_group(const Shape& shape, EpcMode mode, int node_size,
+                                              GroupPtr& out) {
+  EpcGroupConfig config = group_config(shape, mode);
+  config.virtual_node_size = static_cast<uint32_t>(node_size);
+  EpcGroup* raw = nullptr;
+  ::testing::AssertionResult created = epc_ok(epc_group_create(context().comm, &config, &raw),
+                                              "epc_group_create with virtual nodes");
+  if (!created) return created;
+  out.reset(raw);
+  EpcGroupInfo info;
+  info.struct_size = sizeof info;
+  info.abi_version = EPC_ABI_VERSION;
+  ::testing::AssertionResult queried = epc_ok(epc_group_query(raw, &info), "epc_group_query");
+  if (!queried) return queried;
+  const int world = context().env.world_size;
+  if (info.num_nodes != world / node_size || info.node != my_rank() / node_size) {
+    return ::testing::AssertionFailure() << "group reports node " << info.node << " of "
+                                         << info.num_nodes << " for " << nodes_label(node_size);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// LL: random routing with masked entries and random B, then skewed routing (a hot expert
+// on the last rank takes a third of the entries) with one rank empty; fp8 dispatch too.
+TEST(VirtualNodes, LowLatencyMatchesTheReference) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const ll::LlShape shape = world_shape(8, 2048, 48, 8);
+  for (int node_size : sizes) {
+    GroupPtr group;
+    ASSERT_TRUE(create_split_group(shape, EPC_MODE_LOW_LATENCY, node_size, group));
+    std::vector<ref::Problem> problems;
+    problems.push_back(ll::random_problem(shape, 8, 41000 + node_size, true, 0.1));
+    ref::ProblemGenOptions skewed = gen_options(shape, 8, 42000 + node_size);
+    skewed.hot_expert_share = 0.33;
+    skewed.hot_expert = shape.num_experts - 1;
+    skewed.masked_fraction = 0.05;
+    problems.push_back(ref::make_random_problem(skewed));
+    ll::clear_rank(problems.back(), 0);
+    problems.push_back(problems.front());  // the first routing again, in the other slot
+    const std::string label = "low latency, " + nodes_label(node_size);
+    ll::run_sequence(group.get(), shape, problems, 43000, label);
+
+    ref::LlDispatchOptions fp8;
+    fp8.use_fp8 = true;
+    ll::run_sequence(group.get(), shape, {problems[0], problems[1]}, 44000, label + ", fp8",
+                     EPC_DTYPE_INT64, 0, 0, fp8);
+  }
+}
+
+// HT: skewed routing with masked entries (and a fully masked token, an empty rank), on
+// EXACT and CAPACITY handles, forward then the backward pass of both operations.
+TEST(VirtualNodes, HighThroughputMatchesTheReferenceWithBackwardPass) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const ht::HtShape shape = world_shape(16, 2048, 256, 8);
+  for (int node_size : sizes) {
+    GroupPtr group;
+    ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group));
+    ht::ProblemSpec spec = ht::random_spec(8, 0);
+    spec.hot_expert_share = 0.3;
+    spec.hot_expert = 2;
+    spec.empty_rank = context().env.world_size - 1;
+    std::vector<ht::HtStep> steps;
+    for (uint64_t it = 0; it < 2; ++it) {
+      spec.seed = 45000 + 100 * it + node_size;
+      ref::Problem p = ht::make_problem(shape, spec);
+      steps.push_back(ht::make_step(p, spec.seed + 1, my_rank()));  // forward
+      ht::replace_payload(p, spec.seed + 2);                         // x := output gradient
+      steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank()));  // backward
+    }
+    ht::CallOptions forward;
+    ht::CallOptions backward = ht::payload_only();
+    backward.backward_weights = true;
+    const std::string label = "high throughput, " + nodes_label(node_size);
+    for (EpcHtSizing sizing : {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY}) {
+      ht::run_steps(group.get(), shape, steps, sizing, {forward, backward}, label);
+    }
+  }
+}
+
+// A node size that does not divide the NVLink team is refused on every rank before any
+// collective step, with a message naming the field.
+TEST(VirtualNodes, NodeSizeThatDoesNotDivideTheTeamIsRefused) {
+  const int world = context().env.world_size;
+  const Shape shape = world_shape(8, 1024, 16, 4);
+  for (int bad : {world + 1, world == 4 ? 3 : 2 * world}) {
+    EpcGroupConfig config = group_config(shape, EPC_MODE_LOW_LATENCY);
+    config.virtual_node_size = static_cast<uint32_t>(bad);
+    EpcGroup* raw = nullptr;
+    EXPECT_EQ(epc_group_create(context().comm, &config, &raw), EPC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(raw, nullptr);
+    EXPECT_NE(last_error().find("virtual_node_size"), std::string::npos) << last_error();
+  }
+}
+
+}  // namespace
+}  // namespace epc::gputest
