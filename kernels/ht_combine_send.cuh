@@ -48,8 +48,8 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
       char* slot = static_cast<char*>(c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, source));
       write_row(p, base + j, slot);
     }
-    __syncwarp();  // lane 0 commits what every lane wrote
-    if (lane_id() == 0) c.transport.commit(offset, static_cast<uint64_t>(end - first) * g.combine_slot.bytes, source);
+    __syncwarp();  // the warp commits together what its lanes wrote
+    c.transport.commit(offset, static_cast<uint64_t>(end - first) * g.combine_slot.bytes, source, lane_id(), kWarpSize);
     __threadfence_system();
     __syncwarp();
     if (lane_id() == 0) {

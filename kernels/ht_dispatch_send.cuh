@@ -99,13 +99,13 @@ __device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int R = g.nranks;
-  __syncwarp();  // lane d commits what every lane wrote for destination d
-  for (int d = lane_id(); d < R; d += kWarpSize) {
+  __syncwarp();  // the warp commits together what its lanes wrote
+  for (int d = 0; d < R; ++d) {
     const int start = c.handle.chunk_start[chunk * R + d], end = c.handle.chunk_start[(chunk + 1) * R + d];
     if (end > start && d != g.rank) {
       const uint64_t offset = p.channel.data_offset +
                               (static_cast<uint64_t>(g.rank) * g.max_tokens + start) * g.dispatch_slot.bytes;
-      c.transport.commit(offset, static_cast<uint64_t>(end - start) * g.dispatch_slot.bytes, d);
+      c.transport.commit(offset, static_cast<uint64_t>(end - start) * g.dispatch_slot.bytes, d, lane_id(), kWarpSize);
     }
   }
   __threadfence_system();

@@ -83,9 +83,12 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
     *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = value;
   }
   __syncthreads();
+  const uint64_t mine = static_cast<uint64_t>(g.rank) * words * sizeof(int32_t);
+  for (int d = 0; d < R; ++d) {
+    c.transport.commit(slot + p.words_offset + mine, words * sizeof(int32_t), d, threadIdx.x, blockDim.x);
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const uint64_t mine = static_cast<uint64_t>(g.rank) * words * sizeof(int32_t);
-    for (int d = 0; d < R; ++d) c.transport.commit(slot + p.words_offset + mine, words * sizeof(int32_t), d);
     __threadfence_system();
     for (int d = 0; d < R; ++d) c.transport.signal(slot + static_cast<uint64_t>(g.rank) * sizeof(uint64_t), d, step + 1);
   }

@@ -85,11 +85,12 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
       const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + m.token) * g.row_bytes;
       send_partial(p, entries, static_cast<int4*>(c.transport.buffer(offset, m.source)));
     }
-    __syncthreads();  // `entries` is rewritten for the next message
-    if (threadIdx.x == 0 && entries.entries > 0) {
+    __syncthreads();
+    if (entries.entries > 0) {
       c.transport.commit(p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + m.token) * g.row_bytes,
-                         g.row_bytes, m.source);
+                         g.row_bytes, m.source, threadIdx.x, blockDim.x);
     }
+    __syncthreads();  // `entries` is rewritten for the next message
   }
 
   if (last_block_to_finish(&c.state->combine_send_done) && threadIdx.x == 0) {

@@ -76,11 +76,9 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, int
     counts[e] = 0;
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint64_t bytes = static_cast<uint64_t>(g.local_experts) * sizeof(int32_t);
-    for (int d = 0; d < g.nranks; ++d) {
-      c.transport.commit(table_offset + static_cast<uint64_t>(g.rank) * bytes, bytes, d);
-    }
+  const uint64_t bytes = static_cast<uint64_t>(g.local_experts) * sizeof(int32_t);
+  for (int d = 0; d < g.nranks; ++d) {
+    c.transport.commit(table_offset + static_cast<uint64_t>(g.rank) * bytes, bytes, d, threadIdx.x, blockDim.x);
   }
 }
 
@@ -123,15 +121,14 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
     }
     __syncthreads();
     send_payload(p, static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2, messages, route);
-    __syncthreads();  // `route` and `messages` are rewritten for the next token
-    if (threadIdx.x == 0) {
-      // Every rank got a header; ranks hosting an entry also the payload.
-      const uint64_t offset = p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
-      for (int d = 0; d < g.nranks; ++d) {
-        c.transport.commit(offset, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d);
-      }
-    }
     __syncthreads();
+    // Every rank got a header; ranks hosting an entry also the payload.
+    const uint64_t offset = p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
+    for (int d = 0; d < g.nranks; ++d) {
+      c.transport.commit(offset, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d,
+                         threadIdx.x, blockDim.x);
+    }
+    __syncthreads();  // `route` and `messages` are rewritten for the next token
   }
 
   if (last_block_to_finish(&c.state->dispatch_send_done)) {

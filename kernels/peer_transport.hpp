@@ -2,8 +2,11 @@
 //
 //   local(offset)                this rank's own window at `offset`, where peers' data lands
 //   buffer(offset, peer)         where to write bytes meant for `peer`'s window at `offset`
-//   commit(offset, bytes, peer)  after the writers of those bytes have synchronised with the
-//                                calling thread (a block or warp barrier): make them travel
+//   commit(offset, bytes, peer, part, parts)
+//                                make those bytes travel; called together by `parts` threads
+//                                (this one is number `part`: a warp's lanes, a block's
+//                                threads) after every writer of the bytes has synchronised
+//                                with them (a block or warp barrier)
 //   signal(offset, peer, value)  publish everything committed before it (by this thread, or
 //                                by threads that synchronised with it) with a release store
 //                                of `value` into `peer`'s signal word at `offset`
@@ -57,8 +60,8 @@ struct PeerTransport {
   __device__ void* buffer(uint64_t offset, int peer) const {
     return in_node(peer) ? ncclGetPeerPointer(window, offset, peer) : local(staged(offset, peer));
   }
-  __device__ void commit(uint64_t offset, uint64_t bytes, int peer) const {
-    if (!in_node(peer)) net.put(peer, offset, staged(offset, peer), bytes);
+  __device__ void commit(uint64_t offset, uint64_t bytes, int peer, int part, int parts) const {
+    if (!in_node(peer)) net.put(peer, offset, staged(offset, peer), bytes, part, parts);
   }
   __device__ void signal(uint64_t offset, int peer, uint64_t value) const {
     if (in_node(peer)) {
