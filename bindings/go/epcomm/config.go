@@ -22,7 +22,7 @@ type GroupConfig struct {
 	MaxTokensPerRank uint32        // 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
 	MaxTopK          uint32        // 0: 8; at most 32
 	Dtype            Dtype         // payload the group carries; 0: DtypeBF16
-	NumSMs           uint32        // SM budget for the kernels; 0: mode default (LL 32, HT 24)
+	NumSMs           uint32        // SM budget for the kernels; 0: mode default (LL 132, HT 24)
 	Timeout          time.Duration // bound on every device-side wait, whole milliseconds (rounded up); 0: 10 s
 
 	// VirtualNodeSize (ABI 1.3) is a testing and tuning aid. 0: a node is an NVLink (LSA)

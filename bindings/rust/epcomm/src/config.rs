@@ -87,7 +87,7 @@ impl GroupConfig {
         self
     }
 
-    /// SM budget for the kernels; 0: the mode's default (LL 32, HT 24).
+    /// SM budget for the kernels; 0: the mode's default (LL 132, HT 24).
     pub fn num_sms(mut self, num_sms: u32) -> Self {
         self.raw.num_sms = num_sms;
         self
