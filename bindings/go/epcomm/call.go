@@ -56,17 +56,18 @@ func lastErrorOnThisThread() string {
 var (
 	libraryCheck    sync.Once
 	libraryCheckErr error
+	loadedVersion   LibraryVersion // the loaded library's, once libraryCheck passed
 )
 
 // checkLibraryOnce compares the loaded library's ABI major with EPC_ABI_MAJOR the first
-// time any call needs the library.
+// time any call needs the library, and keeps its version in loadedVersion.
 func checkLibraryOnce() error {
 	libraryCheck.Do(func() {
 		version, err := Version()
 		if err == nil {
 			err = checkABIMajor(version)
 		}
-		libraryCheckErr = err
+		loadedVersion, libraryCheckErr = version, err
 	})
 	return libraryCheckErr
 }

@@ -27,7 +27,7 @@ type Group struct {
 type GroupInfo struct {
 	Rank, NRanks     int // in the communicator
 	LSARank, LSASize int // in this rank's NVLink (LSA) team
-	Node, NumNodes   int // index of this rank's LSA team, and how many there are
+	Node, NumNodes   int // this rank's node (LSA team, or virtual node: GroupConfig.VirtualNodeSize), how many
 	CUDADevice       int
 	Mode             Mode
 	NumExperts       uint32
@@ -51,6 +51,9 @@ type GroupInfo struct {
 func NewGroup(comm *Comm, cfg GroupConfig) (*Group, error) {
 	cCfg, err := cfg.toC()
 	if err != nil {
+		return nil, err
+	}
+	if err := cfg.checkSupported(); err != nil {
 		return nil, err
 	}
 	if comm == nil { // the library names the NULL communicator

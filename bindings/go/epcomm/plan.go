@@ -34,10 +34,14 @@ type PlanRegion struct {
 
 // PlanQuery computes the layout cfg needs on nranks ranks whose NVLink (LSA) domains hold
 // lsaSize ranks each, on numNodes nodes, without touching a GPU (epc_plan_query). It
-// validates cfg exactly as NewGroup does. Local, blocking (pure CPU), thread-safe.
+// validates cfg exactly as NewGroup does. With cfg.VirtualNodeSize set, lsaSize is the
+// NVLink team that the virtual nodes split. Local, blocking (pure CPU), thread-safe.
 func PlanQuery(cfg GroupConfig, nranks, lsaSize, numNodes int) (Plan, error) {
 	cCfg, err := cfg.toC()
 	if err != nil {
+		return Plan{}, err
+	}
+	if err := cfg.checkSupported(); err != nil {
 		return Plan{}, err
 	}
 	cNranks, err := int32Arg("nranks", nranks)

@@ -81,3 +81,67 @@ func TestPlanQueryRejectsRankCountsOutsideInt32(t *testing.T) {
 		t.Errorf("nranks 2^31: %v", err)
 	}
 }
+
+// Virtual nodes of 2 on one NVLink team of 4 (ABI 1.3): the library reads the field and
+// gives the two ranks of the other virtual node a staging mirror, the window's last region.
+func TestPlanQueryVirtualNodesAddNetworkStaging(t *testing.T) {
+	cfg := GroupConfig{NumExperts: 256, Hidden: 7168}
+	wholeTeam, err := PlanQuery(cfg, 4, 4, 1)
+	if err != nil {
+		t.Fatalf("PlanQuery: %v", err)
+	}
+	cfg.VirtualNodeSize = 2
+	plan, err := PlanQuery(cfg, 4, 4, 1)
+	if err != nil {
+		t.Fatalf("PlanQuery with VirtualNodeSize 2: %v", err)
+	}
+	if len(plan.Regions) != len(wholeTeam.Regions)+1 {
+		t.Fatalf("%d regions, want %d: %+v", len(plan.Regions), len(wholeTeam.Regions)+1, plan.Regions)
+	}
+	last := plan.Regions[len(plan.Regions)-1]
+	if last.Kind != RegionNetStaging || last.Name != "net_staging" || last.Slot != SlotNone {
+		t.Errorf("last region = %+v (%v), want net_staging of kind RegionNetStaging", last, last.Kind)
+	}
+	if last.Offset+last.Size > plan.SymmetricBytes || plan.SymmetricBytes <= wholeTeam.SymmetricBytes {
+		t.Errorf("window %d bytes (without virtual nodes %d), staging %+v", plan.SymmetricBytes, wholeTeam.SymmetricBytes, last)
+	}
+	for _, r := range wholeTeam.Regions {
+		if r.Kind == RegionNetStaging {
+			t.Errorf("a single node has a staging region: %+v", r)
+		}
+	}
+}
+
+func TestPlanQueryVirtualNodeSizeMustDivideTheTeam(t *testing.T) {
+	_, err := PlanQuery(GroupConfig{NumExperts: 256, Hidden: 7168, VirtualNodeSize: 3}, 4, 4, 1)
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "virtual_node_size") {
+		t.Errorf("VirtualNodeSize 3 on a team of 4: %v, want ErrInvalidArgument naming virtual_node_size", err)
+	}
+}
+
+// A library older than ABI 1.3 reads the field as reserved0 (must be 0): the bindings
+// refuse a non-zero VirtualNodeSize before calling it.
+func TestVirtualNodeSizeNeedsABI13(t *testing.T) {
+	cfg := GroupConfig{NumExperts: 64, Hidden: 2048, VirtualNodeSize: 2}
+	err := cfg.supportedBy(LibraryVersion{1, 2, 0})
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("ABI 1.2.0: %v, want ErrUnsupported", err)
+	}
+	for _, part := range []string{"VirtualNodeSize (2)", "ABI 1.3.0 or newer", "implements ABI 1.2.0"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("message lacks %q: %v", part, err)
+		}
+	}
+	for _, v := range []LibraryVersion{{1, 3, 0}, {1, 4, 2}, BindingsVersion} {
+		if err := cfg.supportedBy(v); err != nil {
+			t.Errorf("ABI %v: %v", v, err)
+		}
+	}
+	cfg.VirtualNodeSize = 0
+	if err := cfg.supportedBy(LibraryVersion{1, 0, 0}); err != nil {
+		t.Errorf("VirtualNodeSize 0 on ABI 1.0.0: %v", err)
+	}
+	if c, err := (&GroupConfig{VirtualNodeSize: 4}).toC(); err != nil || c.virtual_node_size != 4 {
+		t.Errorf("toC: virtual_node_size %d, %v", c.virtual_node_size, err)
+	}
+}

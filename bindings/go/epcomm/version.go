@@ -17,6 +17,17 @@ func (v LibraryVersion) String() string {
 	return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
 }
 
+// older says whether v comes before other.
+func (v LibraryVersion) older(other LibraryVersion) bool {
+	if v.Major != other.Major {
+		return v.Major < other.Major
+	}
+	if v.Minor != other.Minor {
+		return v.Minor < other.Minor
+	}
+	return v.Patch < other.Patch
+}
+
 // BindingsVersion is the ABI version of the header these bindings were compiled against.
 var BindingsVersion = LibraryVersion{ABIMajor, ABIMinor, ABIPatch}
 

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional, Union
 from . import _ffi
 from ._handles import address
 from .enums import Mode, parse_dtype
+from .errors import EpcError, Status
 
 _UINT32_MAX = (1 << 32) - 1
 
@@ -44,6 +45,15 @@ class GroupConfig:
       be registrable as an NCCL window (ncclMemAlloc or CUDA VMM). The callbacks run on
       the thread that creates the group, and the Group keeps them alive until it is
       closed.
+    virtual_node_size: a testing and tuning aid (ABI 1.3). 0 = a node is an NVLink (LSA)
+      team. Otherwise every LSA team is split into virtual nodes of this many consecutive
+      ranks (it must divide the team size): ranks in different virtual nodes then exchange
+      data only through the network transport (between virtual nodes an NVLink-backed
+      stand-in with the network's ordering rules), never through direct NVLink stores, so
+      one host runs the code paths of a multi-node group. GroupInfo.node and num_nodes
+      then count virtual nodes, and the plan gains a RegionKind.NET_STAGING region. A
+      library older than ABI 1.3 has no such field: plan_query and Group.create raise
+      EpcError(UNSUPPORTED) for a non-zero value there, without calling it.
     """
 
     num_experts: int = 0
@@ -58,6 +68,7 @@ class GroupConfig:
     alloc_fn: Optional[Union[int, Callable]] = None
     free_fn: Optional[Union[int, Callable]] = None
     alloc_ctx: Optional[int] = None
+    virtual_node_size: int = 0  # last, so that positional arguments keep their meaning
 
     def to_struct(self) -> "_ffi.EpcGroupConfig":
         """The C struct, with struct_size = sizeof(EpcGroupConfig) and abi_version =
@@ -77,6 +88,23 @@ class GroupConfig:
             out.free_fn = _free_function(self.free_fn)
         out.alloc_ctx = address(self.alloc_ctx, "GroupConfig.alloc_ctx")
         return out
+
+
+# The first ABI whose EpcGroupConfig has virtual_node_size (reserved0 before, which had to be 0).
+VIRTUAL_NODES_ABI = (1, 3, 0)
+
+
+def check_supported(struct: "_ffi.EpcGroupConfig", library_version) -> None:
+    """Refuse a setting that a library of ABI `library_version` (major, minor, patch)
+    cannot read: a field newer than that library, which it takes for a reserved field that
+    must be 0. Raises EpcError(UNSUPPORTED)."""
+    if struct.virtual_node_size and tuple(library_version) < VIRTUAL_NODES_ABI:
+        have = ".".join(str(part) for part in library_version)
+        need = ".".join(str(part) for part in VIRTUAL_NODES_ABI)
+        raise EpcError(Status.UNSUPPORTED,
+                       f"GroupConfig.virtual_node_size ({struct.virtual_node_size}) needs "
+                       f"libepcomm ABI {need} or newer, but the loaded library implements ABI "
+                       f"{have}, which has no virtual nodes; leave it 0 there")
 
 
 def numeric_fields():

@@ -9,9 +9,9 @@ from typing import Any, List, Optional, Union
 
 from . import _ffi
 from ._handles import address, stream_address
-from ._library import call
+from ._library import call, library
 from .bootstrap import Comm
-from .config import GroupConfig
+from .config import GroupConfig, check_supported
 from .enums import Dtype, Mode, known_or_int
 from .errors import EpcError, Status
 
@@ -28,8 +28,9 @@ class GroupInfo:
     nranks: int
     lsa_rank: int        # rank in this rank's NVLink (LSA) team
     lsa_size: int
-    node: int            # index of this rank's LSA team
-    num_nodes: int
+    node: int            # this rank's node: its LSA team, or its virtual node when
+                         # GroupConfig.virtual_node_size is set
+    num_nodes: int       # nodes as epcomm uses them (ranks / node size)
     cuda_device: int
     mode: Union[Mode, int]
     num_experts: int
@@ -103,6 +104,7 @@ class Group:
         struct = config.to_struct() if isinstance(config, GroupConfig) else config
         if not isinstance(struct, _ffi.EpcGroupConfig):
             raise TypeError(f"config must be a GroupConfig, not {type(config).__name__}")
+        check_supported(struct, library().version)
         out = ctypes.POINTER(_ffi.EpcGroup)()
         call("epc_group_create", ctypes.c_void_p(comm_handle), ctypes.byref(struct),
              ctypes.byref(out))

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
 from . import _ffi
-from ._library import call
-from .config import GroupConfig
+from ._library import call, library
+from .config import GroupConfig, check_supported
 from .enums import Dtype, Mode, RegionKind, known_or_int
 
 
@@ -81,11 +81,13 @@ def plan_query(config: Union[GroupConfig, "_ffi.EpcGroupConfig"], nranks: int,
     `lsa_size` ranks each (default: all of them) on `num_nodes` nodes (epc_plan_query).
 
     Validates `config` exactly as Group.create does, so a bad config raises the same
-    EpcError here, without a GPU. Local, blocking (pure CPU), thread-safe.
+    EpcError here, without a GPU. With config.virtual_node_size set, `lsa_size` is the
+    NVLink team that the virtual nodes split. Local, blocking (pure CPU), thread-safe.
     """
     struct = config.to_struct() if isinstance(config, GroupConfig) else config
     if not isinstance(struct, _ffi.EpcGroupConfig):
         raise TypeError(f"config must be a GroupConfig, not {type(config).__name__}")
+    check_supported(struct, library().version)
     out = _ffi.EpcPlan()
     out.struct_size = ctypes.sizeof(out)
     out.abi_version = _ffi.EPC_ABI_VERSION

@@ -31,6 +31,57 @@ def test_plan_for_four_ranks_256_experts_hidden_7168():
     assert end <= plan.symmetric_bytes
 
 
+def test_virtual_nodes_of_two_ranks_plan_a_network_staging_region():
+    whole_team = epcomm.plan_query(deepseek_config(), nranks=4, lsa_size=4, num_nodes=1)
+    plan = epcomm.plan_query(deepseek_config(virtual_node_size=2), nranks=4, lsa_size=4,
+                             num_nodes=1)
+    # The library read the field: the two ranks of the other virtual node get a staging
+    # mirror, the last region of the window.
+    staging = plan.regions[-1]
+    assert staging.kind == epcomm.RegionKind.NET_STAGING == _ffi.EPC_REGION_NET_STAGING
+    assert staging.name == "net_staging" and staging.slot is None
+    assert len(plan.regions) == len(whole_team.regions) + 1
+    assert all(r.kind != epcomm.RegionKind.NET_STAGING for r in whole_team.regions)
+    assert staging.offset + staging.size <= plan.symmetric_bytes
+    assert plan.symmetric_bytes > whole_team.symmetric_bytes
+
+
+def test_a_virtual_node_size_that_does_not_divide_the_team_is_refused():
+    with pytest.raises(epcomm.EpcError) as caught:
+        epcomm.plan_query(deepseek_config(virtual_node_size=3), nranks=4, lsa_size=4,
+                          num_nodes=1)
+    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT
+    assert "virtual_node_size" in caught.value.message
+    assert caught.value.function == "epc_plan_query"
+
+
+def test_virtual_node_size_needs_a_library_of_abi_1_3(monkeypatch):
+    struct = deepseek_config(virtual_node_size=2).to_struct()
+    assert struct.virtual_node_size == 2
+    with pytest.raises(epcomm.EpcError) as caught:
+        config_module.check_supported(struct, (1, 2, 0))
+    assert caught.value.status == epcomm.Status.UNSUPPORTED
+    assert "virtual_node_size (2)" in caught.value.message
+    assert "ABI 1.3.0 or newer" in caught.value.message
+    assert "implements ABI 1.2.0" in caught.value.message
+    config_module.check_supported(struct, (1, 3, 0))
+    config_module.check_supported(struct, (1, 4, 1))
+    config_module.check_supported(deepseek_config().to_struct(), (1, 0, 0))
+
+    # Through the calls, as if the loaded library were an ABI 1.2 one: refused before the
+    # library sees the config (it would take the field for reserved0, which must be 0).
+    from epcomm import _library
+
+    monkeypatch.setattr(_library.library(), "version", _library.Version(1, 2, 0))
+    for call in (lambda: epcomm.plan_query(deepseek_config(virtual_node_size=2), 4),
+                 lambda: epcomm.Group.create(None, deepseek_config(virtual_node_size=2))):
+        with pytest.raises(epcomm.EpcError) as caught:
+            call()
+        assert caught.value.status == epcomm.Status.UNSUPPORTED
+        assert caught.value.function is None
+    assert epcomm.plan_query(deepseek_config(), 4).regions  # 0 still works there
+
+
 def test_lsa_size_defaults_to_every_rank():
     assert epcomm.plan_query(deepseek_config(), 4) == epcomm.plan_query(deepseek_config(), 4, 4, 1)
 
@@ -78,10 +129,11 @@ def test_config_struct_header_and_zero_defaults():
 def test_config_fields_reach_the_struct():
     struct = epcomm.GroupConfig(num_experts=64, hidden=2048, mode=epcomm.Mode.HIGH_THROUGHPUT,
                                 max_tokens_per_rank=512, max_topk=6, dtype="fp8_e4m3",
-                                num_sms=20, timeout_ms=5000).to_struct()
+                                num_sms=20, timeout_ms=5000, virtual_node_size=2).to_struct()
     assert (struct.num_experts, struct.hidden, struct.mode, struct.max_tokens_per_rank,
-            struct.max_topk, struct.dtype, struct.num_sms, struct.timeout_ms) == (
-        64, 2048, _ffi.EPC_MODE_HIGH_THROUGHPUT, 512, 6, _ffi.EPC_DTYPE_FP8_E4M3, 20, 5000)
+            struct.max_topk, struct.dtype, struct.num_sms, struct.timeout_ms,
+            struct.virtual_node_size) == (
+        64, 2048, _ffi.EPC_MODE_HIGH_THROUGHPUT, 512, 6, _ffi.EPC_DTYPE_FP8_E4M3, 20, 5000, 2)
 
 
 @pytest.mark.parametrize("field, value", [("hidden", -1), ("num_experts", 1 << 32)])

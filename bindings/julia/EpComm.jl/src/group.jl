@@ -26,6 +26,7 @@ CUDA device current on the calling thread, which must be the communicator's. Col
 every rank of `comm`; blocking; not thread-safe with other calls on the same communicator.
 """
 function Group(comm::Comm, config::GroupConfig)
+    check_supported(config)
     out = Ref{Ptr{EpcGroup}}(C_NULL)
     check(epc_group_create(handle(comm), Ref(c_config(config)), out), :epc_group_create)
     group = Group(out[], comm, 0)
@@ -53,7 +54,9 @@ end
     GroupInfo
 
 A group's topology (rank, LSA team, node), its configuration after defaults, and the device
-memory it holds (`EpcGroupInfo`).
+memory it holds (`EpcGroupInfo`). `node` is this rank's LSA team, or its virtual node when
+the group was created with `virtual_node_size` (see [`GroupConfig`](@ref)); `num_nodes`
+counts nodes the same way.
 """
 struct GroupInfo
     rank::Int

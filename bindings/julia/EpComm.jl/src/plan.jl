@@ -54,10 +54,12 @@ end
 
 The layout `config` needs on `nranks` ranks in NVLink (LSA) domains of `lsa_size` ranks on
 `num_nodes` nodes (`epc_plan_query`), without touching a GPU. Validates `config` exactly as
-group creation does. Local, blocking (pure CPU), thread-safe.
+group creation does. With `config.virtual_node_size` set, `lsa_size` is the NVLink team that
+the virtual nodes split. Local, blocking (pure CPU), thread-safe.
 """
 function plan_query(config::GroupConfig; nranks::Integer, lsa_size::Integer = nranks,
                     num_nodes::Integer = cld(nranks, lsa_size))
+    check_supported(config)
     plan = Ref(extensible(EpcPlan))
     check(epc_plan_query(Ref(c_config(config)), nranks, lsa_size, num_nodes, plan), :epc_plan_query)
     return Plan(plan[])

@@ -38,10 +38,11 @@ end
         @test EpComm.status_string(99) == "unknown status"
     end
 
-    @testset "struct sizes (capi/abi.json 1.2.0)" begin
+    @testset "struct sizes (capi/abi.json 1.3.0)" begin
         @test sizeof(EpcTensor) == 80
         @test sizeof(EpcUniqueId) == 128
         @test sizeof(EpcGroupConfig) == 72
+        @test fieldoffset(EpcGroupConfig, 12) == 44  # virtual_node_size (reserved0 before 1.3)
         @test sizeof(EpcPlanRegion) == 56
         @test sizeof(EpcPlan) == 968
         @test sizeof(EpcGroupInfo) == 88
@@ -67,6 +68,37 @@ end
         @test issorted([r.offset for r in plan.regions])
         @test last(plan.regions).offset + last(plan.regions).size <= plan.symmetric_bytes
         @test EpComm.last_error_message() == ""
+    end
+
+    @testset "virtual nodes (ABI 1.3)" begin
+        whole_team = plan_query(GroupConfig(num_experts = 256, hidden = 7168); nranks = 4,
+                                lsa_size = 4, num_nodes = 1)
+        config = GroupConfig(num_experts = 256, hidden = 7168, virtual_node_size = 2)
+        @test EpComm.c_config(config).virtual_node_size == 2
+        plan = plan_query(config; nranks = 4, lsa_size = 4, num_nodes = 1)
+        # The library read the field: the two ranks of the other virtual node get a staging
+        # mirror, the last region of the window.
+        staging = last(plan.regions)
+        @test staging.kind == EPC_REGION_NET_STAGING
+        @test staging.name == "net_staging"
+        @test staging.slot === nothing
+        @test length(plan.regions) == length(whole_team.regions) + 1
+        @test all(r -> r.kind != EPC_REGION_NET_STAGING, whole_team.regions)
+        @test staging.offset + staging.size <= plan.symmetric_bytes
+
+        failure = failure_of(() -> plan_query(GroupConfig(num_experts = 256, hidden = 7168,
+                                                          virtual_node_size = 3);
+                                              nranks = 4, lsa_size = 4, num_nodes = 1))
+        @test failure isa EpcError && failure.func == :epc_plan_query
+        @test failure.status == EPC_ERR_INVALID_ARGUMENT
+        @test occursin("virtual_node_size", failure.message)
+
+        # A library older than ABI 1.3 would take the field for reserved0 (must be 0).
+        failure = failure_of(() -> EpComm.check_supported(config, VersionNumber(1, 2, 0)))
+        @test failure isa ArgumentError && occursin("ABI 1.3.0 or newer", failure.msg)
+        @test EpComm.check_supported(config, VersionNumber(1, 3, 0)) === nothing
+        @test EpComm.check_supported(GroupConfig(num_experts = 8, hidden = 64),
+                                     VersionNumber(1, 0, 0)) === nothing
     end
 
     @testset "errors carry the library's message" begin

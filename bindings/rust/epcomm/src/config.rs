@@ -5,7 +5,11 @@ use std::fmt;
 
 use epcomm_sys as sys;
 
-use crate::{Dtype, Mode};
+use crate::{Dtype, Error, Mode, Result, Status, Version};
+
+/// The first ABI whose `EpcGroupConfig` has `virtual_node_size` (before it, the field was
+/// `reserved0` and had to be 0).
+const VIRTUAL_NODES_ABI: Version = Version { major: 1, minor: 3, patch: 0 };
 
 /// A group's configuration (`EpcGroupConfig`), built with chained setters:
 ///
@@ -83,7 +87,7 @@ impl GroupConfig {
         self
     }
 
-    /// SM budget for the kernels; 0: the mode's default (LL 32, HT 24).
+    /// SM budget for the kernels; 0: the mode's default (LL 132, HT 24).
     pub fn num_sms(mut self, num_sms: u32) -> Self {
         self.raw.num_sms = num_sms;
         self
@@ -92,6 +96,31 @@ impl GroupConfig {
     /// Bound on every device-side wait, in milliseconds; 0: 10000.
     pub fn timeout_ms(mut self, timeout_ms: u32) -> Self {
         self.raw.timeout_ms = timeout_ms;
+        self
+    }
+
+    /// Split every NVLink (LSA) team into virtual nodes of `ranks` consecutive ranks
+    /// (`virtual_node_size`, ABI 1.3); 0, the default, makes a node the whole LSA team.
+    /// `ranks` must divide the team size.
+    ///
+    /// A testing and tuning aid: ranks in different virtual nodes exchange data only through
+    /// the network transport (between virtual nodes an NVLink-backed stand-in with the
+    /// network's ordering rules), never through direct NVLink stores, so one host can run
+    /// the code paths of a multi-node group. [`GroupInfo`](crate::GroupInfo)'s `node` and
+    /// `num_nodes` then count virtual nodes, and the plan gains a
+    /// [`RegionKind::NET_STAGING`](crate::RegionKind::NET_STAGING) region.
+    ///
+    /// ```
+    /// use epcomm::GroupConfig;
+    /// let config = GroupConfig::new().num_experts(256).hidden(7168).virtual_node_size(2);
+    /// assert_eq!(config.as_raw().virtual_node_size, 2);
+    /// ```
+    ///
+    /// A library older than ABI 1.3 does not know the field: with a non-zero value,
+    /// [`plan_query`](crate::plan_query) and [`Group::create`](crate::Group::create) then
+    /// fail with [`Status::UNSUPPORTED`] without calling it.
+    pub fn virtual_node_size(mut self, ranks: u32) -> Self {
+        self.raw.virtual_node_size = ranks;
         self
     }
 
@@ -118,6 +147,23 @@ impl GroupConfig {
     pub fn as_raw(&self) -> &sys::EpcGroupConfig {
         &self.raw
     }
+
+    /// Refuse a setting that a library of ABI `library` cannot read: a field newer than that
+    /// library, which it takes for a reserved field that must be 0 (and would refuse with a
+    /// message about that reserved field).
+    pub(crate) fn check_supported_by(&self, library: Version) -> Result<()> {
+        if self.raw.virtual_node_size != 0 && library < VIRTUAL_NODES_ABI {
+            return Err(Error::new(
+                Status::UNSUPPORTED,
+                format!(
+                    "GroupConfig::virtual_node_size({}) needs libepcomm ABI {VIRTUAL_NODES_ABI} or newer, but the \
+                     loaded library implements ABI {library}, which has no virtual nodes; leave it 0 there",
+                    self.raw.virtual_node_size
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for GroupConfig {
@@ -132,7 +178,32 @@ impl fmt::Debug for GroupConfig {
             .field("dtype", &Dtype(raw.dtype))
             .field("num_sms", &raw.num_sms)
             .field("timeout_ms", &raw.timeout_ms)
+            .field("virtual_node_size", &raw.virtual_node_size)
             .field("custom_allocator", &raw.alloc_fn.is_some())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtual_node_size_needs_a_library_of_abi_1_3() {
+        let config = GroupConfig::new().num_experts(64).hidden(2048).virtual_node_size(2);
+        assert_eq!(config.as_raw().virtual_node_size, 2);
+        assert!(format!("{config:?}").contains("virtual_node_size: 2"), "{config:?}");
+
+        let old = Version { major: 1, minor: 2, patch: 0 };
+        let error = config.check_supported_by(old).unwrap_err();
+        assert_eq!(error.status, Status::UNSUPPORTED);
+        assert!(error.message.contains("virtual_node_size(2)"), "{:?}", error.message);
+        assert!(error.message.contains("ABI 1.3.0 or newer"), "{:?}", error.message);
+        assert!(error.message.contains("implements ABI 1.2.0"), "{:?}", error.message);
+
+        // Left at 0 the config works with the older library; 1.3 and later take any value.
+        assert_eq!(config.virtual_node_size(0).check_supported_by(old), Ok(()));
+        assert_eq!(config.check_supported_by(VIRTUAL_NODES_ABI), Ok(()));
+        assert_eq!(config.check_supported_by(Version { major: 1, minor: 4, patch: 1 }), Ok(()));
     }
 }

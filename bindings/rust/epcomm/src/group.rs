@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use epcomm_sys as sys;
 
-use crate::library::{check, entry, library};
+use crate::library::{check, entry, library, loaded_version};
 use crate::{Comm, Dtype, Error, GroupConfig, Mode, Result, Status, StreamRef};
 
 /// One rank's group (`EpcGroup*`), living no longer than the [`Comm`] it was created on.
@@ -45,8 +45,10 @@ pub struct GroupInfo {
     /// Rank in this rank's NVLink (LSA) team.
     pub lsa_rank: i32,
     pub lsa_size: i32,
-    /// Index of this rank's LSA team.
+    /// Index of this rank's node: its LSA team, or its virtual node when the group was
+    /// created with [`GroupConfig::virtual_node_size`].
     pub node: i32,
+    /// Nodes as epcomm uses them (ranks / node size).
     pub num_nodes: i32,
     pub cuda_device: i32,
     pub mode: Mode,
@@ -76,6 +78,7 @@ impl<'comm> Group<'comm> {
     pub fn create(comm: &'comm Comm, config: &GroupConfig) -> Result<Group<'comm>> {
         let api = library()?;
         let create = entry!(api, group_create);
+        config.check_supported_by(loaded_version(api)?)?;
         let mut raw = std::ptr::null_mut();
         let status = {
             let _serialised = comm.serialise();

@@ -4,7 +4,7 @@ use std::ffi::c_char;
 
 use epcomm_sys as sys;
 
-use crate::library::{check, entry, library};
+use crate::library::{check, entry, library, loaded_version};
 use crate::{Dtype, Error, GroupConfig, Mode, RegionKind, Result, Status};
 
 /// The byte layout of a group's symmetric window and its resource requests (`EpcPlan`).
@@ -52,11 +52,14 @@ pub struct PlanRegion {
 
 /// The layout `config` needs on `nranks` ranks whose NVLink (LSA) domains hold `lsa_size`
 /// ranks each, on `num_nodes` nodes (`epc_plan_query`), validated exactly as
-/// [`crate::Group::create`] validates it. Pure CPU, no GPU needed.
+/// [`crate::Group::create`] validates it. Pure CPU, no GPU needed. With
+/// [`GroupConfig::virtual_node_size`] set, `lsa_size` is the NVLink team that the virtual
+/// nodes split.
 /// Local, blocking, thread-safe.
 pub fn plan_query(config: &GroupConfig, nranks: i32, lsa_size: i32, num_nodes: i32) -> Result<Plan> {
     let api = library()?;
     let query = entry!(api, plan_query);
+    config.check_supported_by(loaded_version(api)?)?;
     let mut raw = sys::EpcPlan {
         struct_size: std::mem::size_of::<sys::EpcPlan>() as u32,
         abi_version: sys::EPC_ABI_VERSION,

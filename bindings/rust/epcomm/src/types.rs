@@ -57,6 +57,10 @@ open_enum! {
         COMBINE_SIGNAL = sys::EPC_REGION_COMBINE_SIGNAL,
         /// HT: per-rank token and expert counts exchanged.
         LAYOUT = sys::EPC_REGION_LAYOUT,
+        /// What is bound for ranks in other nodes, staged here until the network transport
+        /// puts it (ABI 1.3); planned only when the group spans several (virtual) nodes,
+        /// see [`GroupConfig::virtual_node_size`](crate::GroupConfig::virtual_node_size).
+        NET_STAGING = sys::EPC_REGION_NET_STAGING,
     }
 }
 

@@ -45,3 +45,30 @@ fn hidden_zero_is_an_invalid_argument_naming_hidden() {
     assert_eq!(error.status, Status::INVALID_ARGUMENT);
     assert!(error.message.contains("hidden"), "{:?}", error.message);
 }
+
+#[test]
+fn virtual_nodes_of_two_ranks_give_the_plan_a_network_staging_region() {
+    let config = GroupConfig::new().num_experts(256).hidden(7168);
+    let whole_team = plan_query(&config, 4, 4, 1).expect("plan_query");
+    let plan = plan_query(&config.virtual_node_size(2), 4, 4, 1).expect("plan_query, virtual nodes of 2");
+
+    // The library read the field: the two ranks of the other virtual node get a staging
+    // mirror, the last region of the window.
+    let staging = plan.regions.last().expect("regions");
+    assert_eq!(staging.kind, RegionKind::NET_STAGING);
+    assert_eq!(staging.name, "net_staging");
+    assert_eq!(staging.slot, None);
+    assert_eq!(plan.region("net_staging"), Some(staging));
+    assert_eq!(plan.regions.len(), whole_team.regions.len() + 1);
+    assert!(whole_team.regions.iter().all(|region| region.kind != RegionKind::NET_STAGING));
+    assert!(staging.offset + staging.size <= plan.symmetric_bytes);
+    assert!(plan.symmetric_bytes > whole_team.symmetric_bytes);
+}
+
+#[test]
+fn a_virtual_node_size_that_does_not_divide_the_team_is_refused() {
+    let config = GroupConfig::new().num_experts(256).hidden(7168).virtual_node_size(3);
+    let error = plan_query(&config, 4, 4, 1).unwrap_err();
+    assert_eq!(error.status, Status::INVALID_ARGUMENT);
+    assert!(error.message.contains("virtual_node_size"), "{:?}", error.message);
+}
