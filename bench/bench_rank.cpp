@@ -215,6 +215,12 @@ int rank_main(const harness::RankEnv& env, int argc, char** argv) {
     std::fprintf(stderr, "epcomm-bench: %s\n", error.c_str());
     return 2;
   }
+  // Another launcher may have started a world the node size does not divide (ours checks
+  // first). Every rank refuses alike; rank 0 says why.
+  if (!check_virtual_node_size(options, env.world_size, error)) {
+    if (env.rank == 0) std::fprintf(stderr, "epcomm-bench: %s\n", error.c_str());
+    return 2;
+  }
   std::string why;
   std::unique_ptr<Mode> mode = make_mode(options, why);
   if (!mode) {
