@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
     run.group.symmetric_bytes = 58982400;
     run.group.message_bytes = 14432;
     run.group.num_sms = 32;
-    run.wire = WireFormat::for_dtype(run.options.hidden, false);
+    run.wire = WireFormat::for_dtype(run.options.hidden, false, run.options.topk);
   }
   CeilingPeak peak;
   peak.bytes_per_peer = 32 << 20;
