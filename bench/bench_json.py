@@ -1,5 +1,5 @@
-"""Reading epcomm-bench JSON records (formats "epcomm-bench/2" and the older "/1", documented
-in bench/JSON.md).
+"""Reading epcomm-bench JSON records (format "epcomm-bench/3" and the older "/2" and "/1",
+documented in bench/JSON.md).
 
 load() checks the structure before anyone plots or compares it, and names the first thing
 that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
@@ -8,8 +8,10 @@ with holes. Standard library only.
 import json
 import re
 
-FORMAT = "epcomm-bench/2"
-FORMATS = ("epcomm-bench/1", FORMAT)  # /2 adds keys (below) and the ceiling_budget subject
+FORMAT = "epcomm-bench/3"
+# /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
+# network split of the wire bytes.
+FORMATS = ("epcomm-bench/1", "epcomm-bench/2", FORMAT)
 METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\.(kernel|api|graph)\.[a-z_]+$")
 SUMMARY_KEYS = ("median_us", "p10_us", "p90_us", "samples", "slowest_rank", "per_rank_median_us")
 BYTES_KEYS = ("selections", "logical_dispatch", "logical_combine", "wire_dispatch", "wire_combine",
@@ -23,6 +25,10 @@ CONFIG_KEYS = ("mode", "ranks", "tokens_per_rank", "max_tokens_per_rank", "hidde
 BYTES_KEYS_2 = ("token_ranks", "received_tokens", "wire_layout")
 CONFIG_KEYS_2 = ("ht_sizing", "large_from", "large_warmup", "large_iters")
 POINT_KEYS_2 = ("warmup", "iters")
+# Required from format /3 on; each split sums to its wire_* total, rank by rank.
+WIRE_SPLITS = ("wire_dispatch", "wire_combine", "wire_layout")
+BYTES_KEYS_3 = tuple(f"{total}_{path}" for total in WIRE_SPLITS for path in ("nvlink", "network"))
+CONFIG_KEYS_3 = ("virtual_node_size", "nodes")
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
                 "cuda_runtime", "nvidia_driver", "epcomm_abi")
 
@@ -61,12 +67,20 @@ def check(record):
     _need(record, TOP_KEYS, "record")
     if record["format"] not in FORMATS:
         raise FormatError(f"record.format is {record['format']!r}; this reader knows {', '.join(FORMATS)}")
-    v2 = record["format"] != FORMATS[0]
-    _need(record["config"], CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()), "config")
+    version = FORMATS.index(record["format"]) + 1
+    v2, v3 = version >= 2, version >= 3
+    _need(record["config"], CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()) + (CONFIG_KEYS_3 if v3 else ()),
+          "config")
     _need(record["machine"], MACHINE_KEYS, "machine")
     ranks = record["config"]["ranks"]
     if not isinstance(ranks, int) or ranks < 1:
         raise FormatError("config.ranks: expected a positive integer")
+    if v3:
+        node_size, nodes = record["config"]["virtual_node_size"], record["config"]["nodes"]
+        if not isinstance(nodes, int) or nodes < 1 or not isinstance(node_size, int) or node_size < 0 or \
+                (node_size > 0 and node_size * nodes != ranks):
+            raise FormatError(f"config: virtual_node_size {node_size!r} and nodes {nodes!r} do not fit "
+                              f"{ranks} ranks (nodes = ranks / virtual_node_size)")
     if record["ceiling_peak"] is not None:
         _need(record["ceiling_peak"], ("bytes_per_peer", "peers", "time", "egress_GBps"), "ceiling_peak")
         _summary(record["ceiling_peak"]["time"], "ceiling_peak.time", ranks)
@@ -76,12 +90,16 @@ def check(record):
         where = f"points[{i}]"
         _need(point, ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios")
               + (POINT_KEYS_2 if v2 else ()), where)
-        bytes_keys = BYTES_KEYS + (BYTES_KEYS_2 if v2 else ())
+        bytes_keys = BYTES_KEYS + (BYTES_KEYS_2 if v2 else ()) + (BYTES_KEYS_3 if v3 else ())
         _need(point["bytes"], bytes_keys, f"{where}.bytes")
         for key in bytes_keys:
             values = point["bytes"][key]
             if not isinstance(values, list) or len(values) != ranks:
                 raise FormatError(f"{where}.bytes.{key}: expected {ranks} values")
+        for total in WIRE_SPLITS if v3 else ():
+            b = point["bytes"]
+            if any(n + w != t for n, w, t in zip(b[f"{total}_nvlink"], b[f"{total}_network"], b[total])):
+                raise FormatError(f"{where}.bytes: {total}_nvlink + {total}_network is not {total}")
         for name, summary in point["times"].items():
             if not METRIC_NAME.match(name):
                 raise FormatError(f"{where}.times: unknown metric name {name!r}")

@@ -90,10 +90,25 @@ class Driver {
     return all;
   }
 
+  // Ranks per node as our group uses them (--virtual-node-size, else the NVLink team).
+  int node_size() const {
+    const int nodes = run_.group.num_nodes > 0 ? static_cast<int>(run_.group.num_nodes) : 1;
+    return s_.nranks() / nodes;
+  }
+
   bool setup() {
     if (!agree(mode_.setup(s_, o_, error_), "to create its group")) return false;
     run_.group = mode_.facts();
     run_.wire = mode_.wire();
+    // The network byte counts assume the library's receive slots (bench/tests/test_traffic.cpp
+    // checks them against the planner); refuse to report wrong ones if they drift apart.
+    if (node_size() < s_.nranks() &&
+        static_cast<int64_t>(run_.group.message_bytes) != run_.wire.net_dispatch_message_bytes) {
+      error_ = "the library's dispatch message is " + std::to_string(run_.group.message_bytes) +
+               " B but bench/traffic.cpp counts " + std::to_string(run_.wire.net_dispatch_message_bytes) +
+               " B: update WireFormat (kernels/ll_message.hpp, kernels/ht_message.hpp)";
+      return agree(false, "to match the library's message size");
+    }
     if (!agree(describe_machine(s_, run_.machine, error_), "to describe its GPU")) return false;
     if (o_.baseline && !agree(baseline_.setup(s_, o_, error_), "to set up the baseline")) return false;
     if (o_.ceiling && s_.nranks() > 1 && !setup_ceiling()) return false;
@@ -104,7 +119,7 @@ class Driver {
     const int64_t peak = static_cast<int64_t>(o_.ceiling_peak_mib) << 20;
     // The most one rank can send one peer at the largest point: every token with all its
     // entries there.
-    const int64_t point_max = run_.wire.max_bytes_to_peer(o_.group_max_tokens(), o_.topk);
+    const int64_t point_max = run_.wire.max_bytes_to_peer(o_.group_max_tokens(), o_.topk, node_size() < s_.nranks());
     if (!agree(ceiling_.setup(s_, std::max(peak, point_max), o_.timeout_ms, error_),
                "to set up the ceiling")) {
       return false;
@@ -136,7 +151,8 @@ class Driver {
     // LL's out_x holds R * max_tokens rows per expert; HT's rows have no per-expert cap.
     const int64_t capacity = run_.wire.ht ? INT64_MAX : static_cast<int64_t>(R) * o_.group_max_tokens();
     for (int r = 0; r < R; ++r) {
-      result.traffic.push_back(compute_traffic(routing, r, tokens, o_.topk, o_.experts, run_.wire, capacity));
+      result.traffic.push_back(
+          compute_traffic(routing, r, tokens, o_.topk, o_.experts, run_.wire, capacity, node_size()));
     }
     PointInput in;
     in.tokens = tokens;
@@ -213,6 +229,12 @@ int rank_main(const harness::RankEnv& env, int argc, char** argv) {
   std::string error;
   if (!parse_options(argc, argv, options, error)) {
     std::fprintf(stderr, "epcomm-bench: %s\n", error.c_str());
+    return 2;
+  }
+  // Another launcher may have started a world the node size does not divide (ours checks
+  // first). Every rank refuses alike; rank 0 says why.
+  if (!check_virtual_node_size(options, env.world_size, error)) {
+    if (env.rank == 0) std::fprintf(stderr, "epcomm-bench: %s\n", error.c_str());
     return 2;
   }
   std::string why;

@@ -53,7 +53,7 @@ class LlMode final : public Mode {
 
   GroupFacts facts() const override { return group_.facts(); }
 
-  WireFormat wire() const override { return WireFormat::for_dtype(H_, fp8_); }
+  WireFormat wire() const override { return WireFormat::for_dtype(H_, fp8_, K_); }
 
   bool measure(const PointInput& in, MetricList& out, bool& checked, std::string& error) override {
     checked = false;

@@ -16,6 +16,7 @@
 #include "bench/mode.hpp"
 #include "bench/options.hpp"
 #include "bench/output.hpp"
+#include "tests/gpu/harness/launcher_flags.hpp"
 
 namespace {
 
@@ -53,6 +54,23 @@ int check_out_path(const std::string& path) {
   return 0;
 }
 
+// The rank count the launcher will start when --ranks= (or EPC_TEST_RANKS) names it, else 0
+// (every visible GPU; a malformed value is the harness's to report).
+int requested_ranks(int argc, char** argv) {
+  epc::harness::LauncherFlags flags;
+  std::string ignored;
+  if (!epc::harness::parse_launcher_flags(argc, argv, epc::harness::default_options(), flags, ignored)) return 0;
+  return flags.ranks;
+}
+
+// Returns 0, or 2 when --virtual-node-size does not divide the rank count.
+int check_node_size(const epc::bench::Options& options, int nranks) {
+  std::string error;
+  if (epc::bench::check_virtual_node_size(options, nranks, error)) return 0;
+  std::fprintf(stderr, "epcomm-bench: %s\n", error.c_str());
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,7 +91,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "epcomm-bench: %s\n", why.c_str());
     return 1;
   }
+  // --virtual-node-size against the world the launcher will start: the named rank count
+  // before anything else, else every visible GPU once we know there are some.
+  const int named_ranks = requested_ranks(argc, argv);
+  if (named_ranks > 0) {
+    if (int code = check_node_size(options, named_ranks); code != 0) return code;
+  }
   if (int code = check_gpus(); code != 0) return code;
+  if (named_ranks == 0) {
+    int visible = 0;
+    if (cudaGetDeviceCount(&visible) == cudaSuccess) {
+      if (int code = check_node_size(options, visible); code != 0) return code;
+    }
+  }
   if (int code = check_out_path(options.out); code != 0) return code;
 
   // The table file rank 0 writes and we print after every rank has ended.

@@ -17,6 +17,7 @@ EpcGroupConfig group_config(const Options& o, EpcMode mode) {
   cfg.dtype = o.dtype == "fp8" ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
   cfg.num_sms = static_cast<uint32_t>(o.sms);
   cfg.timeout_ms = static_cast<uint32_t>(o.timeout_ms);
+  cfg.virtual_node_size = static_cast<uint32_t>(o.virtual_node_size);
   return cfg;
 }
 
@@ -30,7 +31,10 @@ bool OurGroup::create(RankSession& session, const EpcGroupConfig& cfg, std::stri
   std::memset(&plan_, 0, sizeof plan_);
   plan_.struct_size = sizeof plan_;
   plan_.abi_version = EPC_ABI_VERSION;
-  TRY_EPC(epc_plan_query(&cfg, session.nranks(), info_.lsa_size, info_.num_nodes, &plan_), "epc_plan_query");
+  // The plan query takes the NVLink (LSA) domains, not the nodes epcomm uses: with virtual
+  // nodes info_.num_nodes counts those, and lsa_size * num_nodes would not be the rank count.
+  const int lsa_domains = info_.lsa_size > 0 ? session.nranks() / info_.lsa_size : 1;
+  TRY_EPC(epc_plan_query(&cfg, session.nranks(), info_.lsa_size, lsa_domains, &plan_), "epc_plan_query");
   return true;
 }
 
@@ -47,6 +51,7 @@ GroupFacts OurGroup::facts() const {
   f.num_sms = info_.num_sms;
   f.local_experts = info_.local_experts;
   f.max_tokens = info_.max_tokens_per_rank;
+  f.num_nodes = static_cast<uint32_t>(info_.num_nodes);
   return f;
 }
 

@@ -136,6 +136,15 @@ const std::vector<Flag>& flags() {
        "When the budget is below the GPU's SM count the ceiling is also measured with that many "
        "blocks (ceiling_budget).",
        int_flag(&Options::sms, 0, 1024)},
+      {"--virtual-node-size", "N",
+       "split the NVLink team into virtual nodes of N consecutive ranks (EpcGroupConfig."
+       "virtual_node_size, ABI 1.3; rank r is in node r / N): our dispatch and combine then reach "
+       "ranks of other nodes only through the network transport (on one host an NVLink-backed "
+       "stand-in that stages the bytes and copies them on commit), and the JSON splits the wire "
+       "bytes into NVLink and network. N must divide the rank count. The baseline (NCCL) and the "
+       "ceiling (LSA copy) are unaffected: they always move their bytes over NVLink. Default 0: "
+       "off, a node is the whole NVLink team.",
+       int_flag(&Options::virtual_node_size, 0, 65536)},
       {"--routing", "uniform|skewed",
        "uniform: each token picks top-k distinct experts uniformly at random. skewed: each token "
        "also picks the hot expert with probability --hot-share. Default uniform.",
@@ -317,6 +326,15 @@ bool validate(const Options& o, std::string& error) {
 }
 
 }  // namespace
+
+bool check_virtual_node_size(const Options& o, int nranks, std::string& error) {
+  const int n = o.virtual_node_size;
+  if (n == 0 || (nranks > 0 && n <= nranks && nranks % n == 0)) return true;
+  error = "--virtual-node-size=" + std::to_string(n) + " does not divide the rank count " +
+          std::to_string(nranks) + ": virtual nodes hold the same number of consecutive ranks (use a "
+          "divisor of " + std::to_string(nranks) + ", or 0 for no virtual nodes)";
+  return false;
+}
 
 int Options::largest_tokens() const {
   return tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());

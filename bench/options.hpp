@@ -29,6 +29,10 @@ struct Options {
   std::string dtype = "bf16";  // bf16 | fp8
   bool pow2_scales = false;    // fp8: power-of-two scales
   int sms = 0;                 // SM budget of our kernels; 0: the library's default
+  // EpcGroupConfig.virtual_node_size of our groups (ABI 1.3): 0 off; else the NVLink team is
+  // split into nodes of this many consecutive ranks that reach each other only through the
+  // network transport. Must divide the rank count (check_virtual_node_size).
+  int virtual_node_size = 0;
   RoutingSpec routing;
   int warmup = 20;
   int iters = 200;
@@ -58,6 +62,11 @@ struct Options {
 // --fail-grace=, --allow-oversubscribe) are accepted and ignored here. Returns false with
 // `error` naming the flag when a flag is unknown, malformed or out of range.
 bool parse_options(int argc, char* const* argv, Options& out, std::string& error);
+
+// The rank count is known only once the launcher (or a rank) knows the world size: --ranks,
+// EPC_TEST_RANKS, the visible GPUs, or EPC_WORLD_SIZE. Returns false with `error` naming the
+// flag unless --virtual-node-size is 0 or divides `nranks`.
+bool check_virtual_node_size(const Options& options, int nranks, std::string& error);
 
 // Tokens per rank a mode accepts (the library's limits, checked early).
 constexpr int kMaxLlTokens = 1024;

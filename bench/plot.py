@@ -48,6 +48,7 @@ def label_of(path, record, several):
     gpus = record["machine"]["gpus"]
     config = record["config"]
     base = f"{MODE_NAMES.get(config['mode'], config['mode'])} {config['dtype']}, " + \
+        (f"{config['nodes']} virtual nodes, " if config.get("virtual_node_size", 0) > 0 else "") + \
         (f"{len(gpus)}x {gpus[0]['name']}" if gpus else "?")
     return f"{os.path.basename(path)}: {base}" if several else base
 
@@ -65,8 +66,9 @@ def describe(record):
     if c["mode"] == "ht" and c.get("ht_sizing", "none") != "none":
         mode += f" ({c['ht_sizing']} sizing)"
     gpus = record["machine"]["gpus"]
+    nodes = f" in {c['nodes']} virtual nodes" if c.get("virtual_node_size", 0) > 0 else ""
     return (f"{mode}, {c['dtype']}, hidden {c['hidden']}, top-{c['topk']}, {c['experts']} experts, "
-            f"{c['sms']} SMs, {c['ranks']} ranks" + (f" on {gpus[0]['name']}" if gpus else ""))
+            f"{c['sms']} SMs, {c['ranks']} ranks{nodes}" + (f" on {gpus[0]['name']}" if gpus else ""))
 
 
 def series(record, name, field="median_us"):

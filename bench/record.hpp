@@ -70,6 +70,9 @@ struct GroupFacts {
   uint32_t num_sms = 0;
   uint32_t local_experts = 0;
   uint32_t max_tokens = 0;
+  // Nodes as the group uses them (EpcGroupInfo.num_nodes): ranks / node size, where a node is
+  // the NVLink team or, with --virtual-node-size, a virtual node. 0: not known (treated as 1).
+  uint32_t num_nodes = 0;
 };
 
 struct RunRecord {

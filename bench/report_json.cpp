@@ -29,6 +29,9 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.field("dtype", o.dtype);
   j.field("fp8_pow2_scales", o.pow2_scales);
   j.field("sms", static_cast<int64_t>(run.group.num_sms));
+  // Ours only: the baseline and the ceiling always move their bytes over NVLink.
+  j.field("virtual_node_size", o.virtual_node_size);
+  j.field("nodes", static_cast<int64_t>(run.group.num_nodes > 0 ? run.group.num_nodes : 1));
   j.key("routing");
   j.begin_object();
   j.field("kind", routing_name(o.routing.kind));
@@ -113,6 +116,12 @@ void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
   per_rank(j, p, "wire_dispatch", &RankTraffic::wire_dispatch_bytes);
   per_rank(j, p, "wire_combine", &RankTraffic::wire_combine_bytes);
   per_rank(j, p, "wire_layout", &RankTraffic::wire_layout_bytes);
+  per_rank(j, p, "wire_dispatch_nvlink", &RankTraffic::wire_dispatch_nvlink_bytes);
+  per_rank(j, p, "wire_dispatch_network", &RankTraffic::wire_dispatch_network_bytes);
+  per_rank(j, p, "wire_combine_nvlink", &RankTraffic::wire_combine_nvlink_bytes);
+  per_rank(j, p, "wire_combine_network", &RankTraffic::wire_combine_network_bytes);
+  per_rank(j, p, "wire_layout_nvlink", &RankTraffic::wire_layout_nvlink_bytes);
+  per_rank(j, p, "wire_layout_network", &RankTraffic::wire_layout_network_bytes);
   per_rank(j, p, "baseline_wire_dispatch", &RankTraffic::baseline_wire_dispatch_bytes);
   per_rank(j, p, "baseline_wire_combine", &RankTraffic::baseline_wire_combine_bytes);
   j.end_object();

@@ -32,6 +32,15 @@ std::string num(double v, const char* format) {
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+// "812 B", "14.4 kB", "236.0 MB", "1.20 GB" (powers of 10, like the bandwidths).
+std::string bytes_text(double bytes) {
+  if (!std::isfinite(bytes)) return "-";
+  if (bytes < 1e3) return printf_string("%.0f B", bytes);
+  if (bytes < 1e6) return printf_string("%.1f kB", bytes / 1e3);
+  if (bytes < 1e9) return printf_string("%.1f MB", bytes / 1e6);
+  return printf_string("%.2f GB", bytes / 1e9);
+}
+
 bool any_point_has(const RunRecord& run, const std::string& name) {
   for (const PointResult& p : run.points) {
     if (p.find(name) != nullptr) return true;
@@ -59,6 +68,13 @@ std::string header(const RunRecord& run) {
                      mode.c_str(), run.nranks, o.hidden, o.topk, o.experts, o.dtype.c_str(), routing.c_str(),
                      run.group.num_sms, o.iters, o.warmup, large.c_str(),
                      o.send_only ? ", send-only + complete" : "", o.graph ? ", graph replay" : "");
+  if (o.virtual_node_size > 0) {
+    const unsigned nodes = run.group.num_nodes > 0 ? run.group.num_nodes : 1;
+    s += printf_string("virtual nodes: %u nodes of %d ranks (rank r in node r / %d); ours reaches other "
+                       "nodes only through the network transport; the baseline and the ceiling use "
+                       "NVLink throughout\n",
+                       nodes, o.virtual_node_size, o.virtual_node_size);
+  }
   const std::string gpu = run.machine.gpus.empty() ? std::string("?") : run.machine.gpus[0].name;
   s += printf_string("machine: %zu x %s, NCCL %s, driver %s; symmetric memory per GPU %.1f MiB "
                      "(max %u tokens per rank)\n",
@@ -125,6 +141,28 @@ std::string to_table(const RunRecord& run) {
     };
     s += printf_string("%6d | %-26s | %-26s | %-20s\n", p.tokens, three(d).c_str(), three(c).c_str(),
                        (num(bd.logical_GBps, "%.1f") + " / " + num(bc.logical_GBps, "%.1f")).c_str());
+  }
+  // Where our wire bytes go: to ranks in this rank's node over NVLink, to other nodes through
+  // the network transport (only with --virtual-node-size: otherwise every figure is NVLink).
+  bool layout_bytes = false;
+  for (const PointResult& p : run.points) layout_bytes = layout_bytes || mean_bytes(p, &RankTraffic::wire_layout_bytes) > 0;
+  s += "\nWire bytes per GPU (mean over ranks), NVLink / network (to other nodes, through the network "
+       "transport)\n";
+  s += printf_string("%6s | %-23s | %-23s", "tokens", "dispatch", "combine");
+  if (layout_bytes) s += printf_string(" | %-23s", "layout");
+  s += "\n";
+  for (const PointResult& p : run.points) {
+    auto two = [&p](int64_t RankTraffic::*nvlink, int64_t RankTraffic::*network) {
+      return bytes_text(mean_bytes(p, nvlink)) + " / " + bytes_text(mean_bytes(p, network));
+    };
+    s += printf_string("%6d | %-23s | %-23s", p.tokens,
+                       two(&RankTraffic::wire_dispatch_nvlink_bytes, &RankTraffic::wire_dispatch_network_bytes).c_str(),
+                       two(&RankTraffic::wire_combine_nvlink_bytes, &RankTraffic::wire_combine_network_bytes).c_str());
+    if (layout_bytes) {
+      s += printf_string(" | %-23s",
+                         two(&RankTraffic::wire_layout_nvlink_bytes, &RankTraffic::wire_layout_network_bytes).c_str());
+    }
+    s += "\n";
   }
   if (!run.complete) s += "\n(incomplete: not every requested point was measured)\n";
   return s;

@@ -4,30 +4,44 @@
 #include <cstdio>
 
 #include "kernels/ht_message.hpp"
+#include "kernels/ll_message.hpp"
 
 namespace epc::bench {
 
-WireFormat WireFormat::for_dtype(int hidden, bool fp8) {
+WireFormat WireFormat::for_dtype(int hidden, bool fp8, int topk) {
   WireFormat w;
   const int64_t h = hidden;
   w.dispatch_row_bytes = fp8 ? h + h / 128 * 4 : 2 * h;
   w.combine_row_bytes = 2 * h;
+  // The receive slot of a message (core/planner.cpp, plan_low_latency): a header with room for
+  // max_topk entries, then the payload, padded to 16 bytes. The network puts all of it, or
+  // the header alone when the token has no entry on that peer (kernels/ll_dispatch_send.cuh).
+  w.net_dispatch_header_bytes = static_cast<int64_t>(kernels::ll_message_header_bytes(static_cast<size_t>(topk)));
+  w.net_dispatch_message_bytes =
+      (w.net_dispatch_header_bytes + w.dispatch_row_bytes + static_cast<int64_t>(kernels::kLlMessageAlignment) - 1) /
+      static_cast<int64_t>(kernels::kLlMessageAlignment) * static_cast<int64_t>(kernels::kLlMessageAlignment);
+  w.net_combine_row_bytes = w.combine_row_bytes;  // kernels/ll_combine_parts.cuh commits the row
   return w;
 }
 
 WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
-  WireFormat w = for_dtype(hidden, fp8);
+  WireFormat w = for_dtype(hidden, fp8, topk);
   w.ht = true;
   // What the send kernels write into a slot (kernels/ht_dispatch_send.cuh): the payload, the
   // scales with fp8, and K int32 local ids and K fp32 weights (the handle's K, not max_topk).
   w.ht_meta_bytes = 8 * static_cast<int64_t>(topk);
   w.ht_chunk_tokens = kernels::kHtChunkTokens;
   w.ht_layout_header_words = kernels::kHtLayoutHeaderWords;
+  // What the network puts: whole slots, as many as the chunk's rows.
+  const uint32_t h = static_cast<uint32_t>(hidden), k = static_cast<uint32_t>(topk);
+  w.net_dispatch_message_bytes = kernels::ht_dispatch_slot(h, fp8 ? 1 : 2, k).bytes;
+  w.net_dispatch_header_bytes = 0;
+  w.net_combine_row_bytes = kernels::ht_combine_slot(h, k).bytes;
   return w;
 }
 
 std::string WireFormat::describe() const {
-  char text[640];
+  char text[1024];
   if (ht) {
     std::snprintf(text, sizeof text,
                   "high-throughput: dispatch sends a %lld B payload (row, and scales with fp8) + "
@@ -35,30 +49,44 @@ std::string WireFormat::describe() const {
                   "flag per peer per %lld source tokens and a %lld B acknowledgement per peer; "
                   "combine returns a %lld B row per (token, remote rank), a %lld B flag per peer "
                   "per %lld rows and a %lld B acknowledgement per peer; creating a handle sends "
-                  "each peer %lld + local experts uint32 layout words and a %lld B signal",
+                  "each peer %lld + local experts uint32 layout words and a %lld B signal; to a "
+                  "peer in another node the network transport puts whole slots instead: %lld B "
+                  "per dispatched token, %lld B per returned row",
                   static_cast<long long>(dispatch_row_bytes), static_cast<long long>(ht_meta_bytes),
                   static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
                   static_cast<long long>(ht_ack_bytes), static_cast<long long>(combine_row_bytes),
                   static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
                   static_cast<long long>(ht_ack_bytes), static_cast<long long>(ht_layout_header_words),
-                  static_cast<long long>(signal_bytes));
+                  static_cast<long long>(signal_bytes), static_cast<long long>(net_dispatch_message_bytes),
+                  static_cast<long long>(net_combine_row_bytes));
     return text;
   }
   std::snprintf(text, sizeof text,
                 "dispatch: per (token, remote rank) %lld B header + %lld B per entry, plus a "
                 "%lld B row when the token has an entry there; combine: a %lld B row per "
                 "(token, remote rank with entries); %lld B per local expert of each peer for the "
-                "count table; %lld B signal per peer per half",
+                "count table; %lld B signal per peer per half; to a peer in another node the "
+                "network transport puts whole messages instead: %lld B with entries, %lld B "
+                "(header) without, and %lld B per combined row",
                 static_cast<long long>(header_fixed_bytes), static_cast<long long>(header_entry_bytes),
                 static_cast<long long>(dispatch_row_bytes), static_cast<long long>(combine_row_bytes),
-                static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes));
+                static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes),
+                static_cast<long long>(net_dispatch_message_bytes),
+                static_cast<long long>(net_dispatch_header_bytes), static_cast<long long>(net_combine_row_bytes));
   return text;
 }
 
-int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk) const {
-  const int64_t dispatch = ht ? tokens * (dispatch_row_bytes + ht_meta_bytes)
-                              : tokens * (header_fixed_bytes + topk * header_entry_bytes + dispatch_row_bytes);
-  return std::max(dispatch, tokens * combine_row_bytes);
+int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, bool network) const {
+  int64_t dispatch, combine;
+  if (network) {
+    dispatch = tokens * net_dispatch_message_bytes;
+    combine = tokens * net_combine_row_bytes;
+  } else {
+    dispatch = ht ? tokens * (dispatch_row_bytes + ht_meta_bytes)
+                  : tokens * (header_fixed_bytes + topk * header_entry_bytes + dispatch_row_bytes);
+    combine = tokens * combine_row_bytes;
+  }
+  return std::max(dispatch, combine);
 }
 
 namespace {
@@ -68,9 +96,12 @@ int64_t chunks(int64_t items, int64_t per_chunk) { return (items + per_chunk - 1
 }  // namespace
 
 RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int tokens, int topk,
-                            int experts, const WireFormat& wire, int64_t row_capacity) {
+                            int experts, const WireFormat& wire, int64_t row_capacity, int node_size) {
   const int R = static_cast<int>(all.size());
   const int L = experts / R;
+  const int per_node = node_size > 0 && node_size < R ? node_size : R;
+  // A peer in another node is reached only through the network transport.
+  auto remote = [&](int peer) { return peer / per_node != rank / per_node; };
   RankTraffic t;
   t.dispatch_to.assign(static_cast<size_t>(R), 0);
   t.combine_to.assign(static_cast<size_t>(R), 0);
@@ -98,17 +129,24 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
           // LL's baseline sends a row per selection, HT's one per (token, destination).
           t.baseline_rows_to[static_cast<size_t>(d)] += wire.ht ? (n > 0 ? 1 : 0) : n;
           if (d != rank) {
-            t.dispatch_to[static_cast<size_t>(d)] +=
-                wire.ht ? (n > 0 ? wire.dispatch_row_bytes + wire.ht_meta_bytes : 0)
-                        : wire.header_fixed_bytes + n * wire.header_entry_bytes +
-                              (n > 0 ? wire.dispatch_row_bytes : 0);
+            int64_t bytes;
+            if (remote(d)) {  // the whole staged message (HT: the slot)
+              bytes = n > 0 ? wire.net_dispatch_message_bytes : wire.ht ? 0 : wire.net_dispatch_header_bytes;
+            } else if (wire.ht) {
+              bytes = n > 0 ? wire.dispatch_row_bytes + wire.ht_meta_bytes : 0;
+            } else {
+              bytes = wire.header_fixed_bytes + n * wire.header_entry_bytes + (n > 0 ? wire.dispatch_row_bytes : 0);
+            }
+            t.dispatch_to[static_cast<size_t>(d)] += bytes;
           }
         }
         if (d == rank) {
           if (n > 0) t.received_tokens++;
           t.baseline_rows_from[static_cast<size_t>(s)] += wire.ht ? (n > 0 ? 1 : 0) : n;
           // Combine returns one (pre-reduced, in LL) row per token that had entries here.
-          if (s != rank && n > 0) t.combine_to[static_cast<size_t>(s)] += wire.combine_row_bytes;
+          if (s != rank && n > 0) {
+            t.combine_to[static_cast<size_t>(s)] += remote(s) ? wire.net_combine_row_bytes : wire.combine_row_bytes;
+          }
         }
       }
     }
@@ -118,32 +156,34 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   const int64_t logical_rows = wire.ht ? t.token_ranks : t.selections;
   t.logical_dispatch_bytes = logical_rows * wire.dispatch_row_bytes;
   t.logical_combine_bytes = logical_rows * wire.combine_row_bytes;
-  const int64_t peers = R - 1;
-  if (wire.ht) {
-    t.wire_dispatch_bytes = peers * (chunks(tokens, wire.ht_chunk_tokens) * wire.ht_flag_bytes + wire.ht_ack_bytes);
-    t.wire_combine_bytes = peers * wire.ht_ack_bytes;
-    t.wire_layout_bytes = peers * ((wire.ht_layout_header_words + L) * 4 + wire.signal_bytes);
-  } else {
-    t.wire_dispatch_bytes = peers * (wire.signal_bytes + static_cast<int64_t>(L) * wire.count_entry_bytes);
-    t.wire_combine_bytes = peers * wire.signal_bytes;
-  }
   // The baseline exchanges counts first: LL one per local expert of the peer, HT one per peer.
   // Its rows: LL bf16 whatever --dtype says; HT the payload (fp8 with its scales) and the
   // token's top-k ids and weights.
   const int64_t counts_per_peer = wire.ht ? 1 : L;
   const int64_t baseline_row = wire.ht ? wire.dispatch_row_bytes + wire.ht_meta_bytes : wire.combine_row_bytes;
   for (int d = 0; d < R; ++d) {
-    t.wire_dispatch_bytes += t.dispatch_to[static_cast<size_t>(d)];
-    t.wire_combine_bytes += t.combine_to[static_cast<size_t>(d)];
     if (d == rank) continue;
+    const size_t i = static_cast<size_t>(d);
+    // Per peer: the payload, then what each op signals there (the same on either path).
+    int64_t dispatch = t.dispatch_to[i], combine = t.combine_to[i], layout = 0;
     if (wire.ht) {
-      t.wire_combine_bytes += chunks(t.baseline_rows_from[static_cast<size_t>(d)], wire.ht_chunk_tokens) *
-                              wire.ht_flag_bytes;
+      dispatch += chunks(tokens, wire.ht_chunk_tokens) * wire.ht_flag_bytes + wire.ht_ack_bytes;
+      combine += chunks(t.baseline_rows_from[i], wire.ht_chunk_tokens) * wire.ht_flag_bytes + wire.ht_ack_bytes;
+      layout = (wire.ht_layout_header_words + L) * 4 + wire.signal_bytes;
+    } else {
+      dispatch += wire.signal_bytes + static_cast<int64_t>(L) * wire.count_entry_bytes;
+      combine += wire.signal_bytes;
     }
-    t.baseline_wire_dispatch_bytes += t.baseline_rows_to[static_cast<size_t>(d)] * baseline_row +
-                                      counts_per_peer * wire.count_entry_bytes;
-    t.baseline_wire_combine_bytes += t.baseline_rows_from[static_cast<size_t>(d)] * wire.combine_row_bytes;
+    const bool net = remote(d);
+    (net ? t.wire_dispatch_network_bytes : t.wire_dispatch_nvlink_bytes) += dispatch;
+    (net ? t.wire_combine_network_bytes : t.wire_combine_nvlink_bytes) += combine;
+    (net ? t.wire_layout_network_bytes : t.wire_layout_nvlink_bytes) += layout;
+    t.baseline_wire_dispatch_bytes += t.baseline_rows_to[i] * baseline_row + counts_per_peer * wire.count_entry_bytes;
+    t.baseline_wire_combine_bytes += t.baseline_rows_from[i] * wire.combine_row_bytes;
   }
+  t.wire_dispatch_bytes = t.wire_dispatch_nvlink_bytes + t.wire_dispatch_network_bytes;
+  t.wire_combine_bytes = t.wire_combine_nvlink_bytes + t.wire_combine_network_bytes;
+  t.wire_layout_bytes = t.wire_layout_nvlink_bytes + t.wire_layout_network_bytes;
   for (int64_t c : counts) t.expected_counts.push_back(static_cast<int32_t>(std::min(c, row_capacity)));
   return t;
 }

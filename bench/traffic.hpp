@@ -4,7 +4,11 @@
 // included; payload only. Wire bytes are what leaves the GPU, that is what our kernels store
 // into other GPUs' memory, following their message format (the WireFormat below: keep it in
 // step with kernels/ll_message.hpp, ll_dispatch_send.cuh and ll_combine_parts.cuh for LL, and
-// kernels/ht_message.hpp for HT). Pure CPU.
+// kernels/ht_message.hpp for HT). With virtual nodes (--virtual-node-size) the bytes for peers
+// in other nodes go through the network transport instead (kernels/peer_transport.hpp): each
+// message is staged in this rank's own window and put whole, slot padding included, so the
+// network counts use the slot sizes below; signals, flags, acknowledgements, count tables and
+// layout words travel the same way on either path. Pure CPU.
 #pragma once
 
 #include <cstdint>
@@ -38,13 +42,23 @@ struct WireFormat {
   int64_t ht_flag_bytes = 8;
   int64_t ht_ack_bytes = 8;
   int64_t ht_layout_header_words = 0;  // kernels::kHtLayoutHeaderWords
+  // Through the network transport (a peer in another node) a message is put whole from its
+  // staging copy: LL dispatch a message with entries as the plan's message_bytes (header for
+  // K entries, then the payload, padded to 16 B) and a header-only one as the padded header;
+  // LL combine the bf16 row; HT dispatch and combine their whole slots (kernels/ht_message.hpp:
+  // every dispatch slot has room for fp8 scales and both top-k arrays, every combine slot
+  // for the backward weights).
+  int64_t net_dispatch_message_bytes = 0;  // LL: a message with entries; HT: a dispatch slot
+  int64_t net_dispatch_header_bytes = 0;   // LL: a message without entries; HT: 0 (none sent)
+  int64_t net_combine_row_bytes = 0;       // LL: the bf16 row; HT: a combine slot
 
-  static WireFormat for_dtype(int hidden, bool fp8);          // LL
-  static WireFormat for_ht(int hidden, bool fp8, int topk);  // HT
+  // `topk` is the group's max_topk (the bench creates its groups with --topk).
+  static WireFormat for_dtype(int hidden, bool fp8, int topk);  // LL
+  static WireFormat for_ht(int hidden, bool fp8, int topk);     // HT
   std::string describe() const;  // one line for the JSON record
   // The most one rank sends one peer in one op when every rank has `tokens` tokens with
-  // `topk` entries (sizes the ceiling's window).
-  int64_t max_bytes_to_peer(int64_t tokens, int topk) const;
+  // `topk` entries (sizes the ceiling's window); `network`: that peer is in another node.
+  int64_t max_bytes_to_peer(int64_t tokens, int topk, bool network = false) const;
 };
 
 struct RankTraffic {
@@ -54,11 +68,22 @@ struct RankTraffic {
                                 // (N of an HT handle)
   int64_t logical_dispatch_bytes = 0;
   int64_t logical_combine_bytes = 0;
-  std::vector<int64_t> dispatch_to;  // [R] payload bytes stored into rank d (0 for itself)
+  // [R] payload bytes that reach rank d (0 for itself): stored through NVLink for a peer in
+  // this rank's node, put by the network transport (whole slots) for a peer in another node.
+  std::vector<int64_t> dispatch_to;
   std::vector<int64_t> combine_to;   // [R]
   int64_t wire_dispatch_bytes = 0;   // sum of dispatch_to plus signals (flags, acks, count tables)
   int64_t wire_combine_bytes = 0;
   int64_t wire_layout_bytes = 0;     // HT handle creation: the layout exchange (LL: 0, local)
+  // The same three split by where the peer is, signals included: in this rank's node (NVLink
+  // stores) or in another (the network transport). nvlink + network == wire_*; without
+  // virtual nodes every peer is in the node and network is 0.
+  int64_t wire_dispatch_nvlink_bytes = 0;
+  int64_t wire_dispatch_network_bytes = 0;
+  int64_t wire_combine_nvlink_bytes = 0;
+  int64_t wire_combine_network_bytes = 0;
+  int64_t wire_layout_nvlink_bytes = 0;
+  int64_t wire_layout_network_bytes = 0;
   // The baseline's rows, grouped by destination (self included): LL one per selection, HT one
   // per (token, destination rank).
   std::vector<int64_t> baseline_rows_to;    // [R]
@@ -70,8 +95,10 @@ struct RankTraffic {
 
 // `all[r]` is rank r's [tokens, topk] routing; every rank has `tokens` tokens. Local experts
 // are experts / nranks. `row_capacity` caps expected_counts (LL's out_x has R * max_tokens
-// rows per expert; HT has no cap).
+// rows per expert; HT has no cap). `node_size`: ranks per node (rank r is in node
+// r / node_size; it divides the rank count); 0 or the rank count: one node, all NVLink.
 RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int tokens, int topk,
-                            int experts, const WireFormat& wire, int64_t row_capacity);
+                            int experts, const WireFormat& wire, int64_t row_capacity,
+                            int node_size = 0);
 
 }  // namespace epc::bench

@@ -6,8 +6,8 @@
 Checks: --help exits 0 and documents every flag; with the GPUs hidden
 (CUDA_VISIBLE_DEVICES="") the benchmark exits 1 with a message naming the missing GPU and no
 crash; --mode=ht (bf16 and fp8, either sizing) and --dtype=fp8 are accepted and stop at the
-GPU check; flags that do not apply to HT (--send-only, --fp8-pow2-scales) and bad flags exit 2
-naming the flag.
+GPU check; flags that do not apply to HT (--send-only, --fp8-pow2-scales), bad flags and a
+--virtual-node-size that does not divide --ranks exit 2 naming the flag.
 """
 import os
 import re
@@ -46,7 +46,7 @@ def main():
     for flag in ("--mode", "--tokens", "--hidden", "--topk", "--experts", "--dtype", "--sms", "--routing",
                  "--hot-share", "--masked", "--warmup", "--iters", "--graph", "--send-only", "--out",
                  "--baseline", "--ceiling", "--ranks", "--ht-sizing", "--large-from", "--large-warmup",
-                 "--large-iters"):
+                 "--large-iters", "--virtual-node-size"):
         expect(flag in flags, f"--help documents {flag}")
 
     rc, out, err = run(bench, ["--tokens=1..256"], hide_gpus=True)
@@ -74,6 +74,15 @@ def main():
                        (["--tokens=0"], "--tokens"), (["--routing=zipf"], "--routing")):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(rc == 2 and name in err, f"{args[0]} exits 2 naming {name}", out + err)
+
+    # The node size is checked against --ranks before any GPU is looked for.
+    rc, out, err = run(bench, ["--ranks=4", "--virtual-node-size=3"], hide_gpus=True)
+    expect(rc == 2 and "--virtual-node-size=3 does not divide the rank count 4" in err,
+           "--ranks=4 --virtual-node-size=3 exits 2 naming --virtual-node-size", out + err)
+    for args in (["--ranks=4", "--virtual-node-size=2"], ["--mode=ht", "--ranks=4", "--virtual-node-size=1"]):
+        rc, out, err = run(bench, args, hide_gpus=True)
+        expect(rc == 1 and "no CUDA GPU is visible" in err,
+               f"{' '.join(args)} is accepted and then stops at the GPU check", out + err)
 
     rc, out, err = run(bench, ["--out=/nonexistent-dir/run.json"])
     expect(rc == 1 and ("/nonexistent-dir/run.json" in err or "no CUDA GPU" in err),

@@ -4,10 +4,12 @@
     check_sample.py SAMPLE_WRITER COMMITTED_JSON [WRITER_FLAGS...]
 
 SAMPLE_WRITER is bench-json-sample (bench/tests/json_sample_main.cpp), run with WRITER_FLAGS
-(--ht for the high-throughput sample). When the format changes on purpose, regenerate:
+(--ht for the high-throughput sample), and once more with --virtual-node-size=2 to check the
+reader on a record with network bytes. When the format changes on purpose, regenerate:
     build/bench/bench-json-sample > bench/samples/format_sample.json
     build/bench/bench-json-sample --ht > bench/samples/format_sample_ht.json
 """
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +38,24 @@ def main():
     try:
         bench_json.check(broken)
         print("FAIL  the reader accepted a record without points")
+        return 1
+    except bench_json.FormatError:
+        pass
+    # A run with virtual nodes (not committed): valid, and some of its bytes cross nodes.
+    fresh = subprocess.run([writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True,
+                           check=True).stdout
+    nodes = bench_json.check(json.loads(fresh))
+    if nodes["config"]["nodes"] != 2 or not any(nodes["points"][0]["bytes"]["wire_dispatch_network"]):
+        print("FAIL  a record with --virtual-node-size=2 does not have 2 nodes and network bytes")
+        return 1
+    if any(record["points"][0]["bytes"]["wire_dispatch_network"]) or record["config"]["nodes"] != 1:
+        print("FAIL  the sample (no virtual nodes) has network bytes or more than one node")
+        return 1
+    broken = json.loads(fresh)
+    broken["points"][0]["bytes"]["wire_combine_network"][0] += 1
+    try:
+        bench_json.check(broken)
+        print("FAIL  the reader accepted wire_combine_nvlink + wire_combine_network != wire_combine")
         return 1
     except bench_json.FormatError:
         pass

@@ -3,8 +3,11 @@
 // byte counts are computed from real routing; every time is made up by a formula below and
 // the file says so (format_sample: true, a note, and "format sample" as machine names).
 // `--ht` writes a high-throughput record instead (bench/samples/format_sample_ht.json);
-// `--table` prints the table view of the record instead of its JSON.
+// `--table` prints the table view of the record instead of its JSON; `--virtual-node-size=N`
+// makes it a run with virtual nodes of N of the 4 ranks (not a committed sample: check_sample.py
+// feeds it to the reader, and it shows the table's network bytes).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "bench/report.hpp"
@@ -67,13 +70,18 @@ Invented ht_times(double t) {
 
 int main(int argc, char** argv) {
   bool table = false, ht = false;
+  int node_size = 0;
+  constexpr const char kNodes[] = "--virtual-node-size=";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--table") == 0) {
       table = true;
     } else if (std::strcmp(argv[i], "--ht") == 0) {
       ht = true;
+    } else if (std::strncmp(argv[i], kNodes, sizeof kNodes - 1) == 0 &&
+               (node_size = std::atoi(argv[i] + sizeof kNodes - 1)) > 0 && 4 % node_size == 0) {
+      continue;
     } else {
-      std::fprintf(stderr, "usage: bench-json-sample [--ht] [--table]\n");
+      std::fprintf(stderr, "usage: bench-json-sample [--ht] [--table] [--virtual-node-size=1|2|4]\n");
       return 2;
     }
   }
@@ -98,6 +106,9 @@ int main(int argc, char** argv) {
     run.options.out = "format_sample.json";
   }
   const int R = run.nranks;
+  run.options.virtual_node_size = node_size;
+  if (node_size > 0) run.command.insert(run.command.find(" --out="), " --virtual-node-size=" + std::to_string(node_size));
+  run.group.num_nodes = static_cast<uint32_t>(node_size > 0 ? R / node_size : 1);
   for (int r = 0; r < R; ++r) run.machine.gpus.push_back(GpuInfo{r, r, "format sample (no GPU)", "none"});
   run.machine.hostname = "format-sample";
   run.machine.nccl_runtime = run.machine.nccl_headers = "0.0.0";
@@ -110,15 +121,14 @@ int main(int argc, char** argv) {
   run.group.max_tokens = static_cast<uint32_t>(max_tokens);
   if (ht) {
     run.group.symmetric_bytes = 1946157056;
-    run.group.message_bytes = 14640;
     run.group.num_sms = 24;
     run.wire = WireFormat::for_ht(run.options.hidden, false, run.options.topk);
   } else {
     run.group.symmetric_bytes = 58982400;
-    run.group.message_bytes = 14432;
     run.group.num_sms = 32;
-    run.wire = WireFormat::for_dtype(run.options.hidden, false);
+    run.wire = WireFormat::for_dtype(run.options.hidden, false, run.options.topk);
   }
+  run.group.message_bytes = static_cast<uint32_t>(run.wire.net_dispatch_message_bytes);  // the planner's
   CeilingPeak peak;
   peak.bytes_per_peer = 32 << 20;
   peak.peers = R - 1;
@@ -135,7 +145,7 @@ int main(int argc, char** argv) {
                                                       run.options.experts);
     for (int r = 0; r < R; ++r) {
       p.traffic.push_back(compute_traffic(all, r, tokens, run.options.topk, run.options.experts, run.wire,
-                                          static_cast<int64_t>(R) * max_tokens));
+                                          static_cast<int64_t>(R) * max_tokens, node_size));
     }
     for (const auto& [name, us] : ht ? ht_times(tokens) : ll_times(tokens)) {
       p.metrics.push_back(Metric{name, invented(us, R)});

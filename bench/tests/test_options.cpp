@@ -33,6 +33,7 @@ TEST(Options, DefaultsMatchTheDocumentedOnes) {
   EXPECT_EQ(o.large_from, 0);
   EXPECT_EQ(o.warmup_at(1 << 16), 20);
   EXPECT_EQ(o.iters_at(1 << 16), 200);
+  EXPECT_EQ(o.virtual_node_size, 0);
 }
 
 TEST(Options, EveryFlagIsInTheHelp) {
@@ -54,7 +55,7 @@ TEST(Options, ParsesEveryFlag) {
                      "--iters=7", "--graph=on", "--graph-replays=3", "--send-only", "--baseline=off",
                      "--ceiling=off", "--ceiling-mib=8", "--timeout-ms=500", "--out=/tmp/x.json",
                      "--ht-sizing=capacity", "--large-from=128", "--large-warmup=1", "--large-iters=2",
-                     "--ranks=4", "--time-limit=60"},
+                     "--virtual-node-size=2", "--ranks=4", "--time-limit=60"},
                     o, error))
       << error;
   EXPECT_EQ(o.tokens, (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
@@ -86,6 +87,7 @@ TEST(Options, ParsesEveryFlag) {
   EXPECT_EQ(o.iters_at(64), 7);
   EXPECT_EQ(o.warmup_at(128), 1);
   EXPECT_EQ(o.iters_at(256), 2);
+  EXPECT_EQ(o.virtual_node_size, 2);
 }
 
 TEST(Options, HighThroughputSweep) {
@@ -153,6 +155,10 @@ TEST(Options, BadValuesAreRefusedByName) {
       {{"--mode=ht", "--tokens=65537"}, "--tokens"},
       {{"--mode=ht", "--send-only"}, "--send-only does not apply to --mode=ht"},
       {{"--mode=ht", "--dtype=fp8", "--fp8-pow2-scales"}, "--fp8-pow2-scales does not apply"},
+      {{"--virtual-node-size=-1"}, "--virtual-node-size"},
+      {{"--virtual-node-size=two"}, "--virtual-node-size"},
+      {{"--virtual-node-size"}, "--virtual-node-size needs a value"},
+      {{"--virtual-node-size=65537"}, "--virtual-node-size"},
   };
   for (const Case& c : cases) {
     Options o;
@@ -160,6 +166,30 @@ TEST(Options, BadValuesAreRefusedByName) {
     EXPECT_FALSE(parse(c.args, o, error)) << c.args[0];
     EXPECT_NE(error.find(c.names), std::string::npos) << "'" << error << "' should mention " << c.names;
   }
+}
+
+// The rank count is not a benchmark flag (the launcher's --ranks, or the visible GPUs), so the
+// node size is checked against it separately, by the launcher and again by every rank.
+TEST(Options, VirtualNodeSizeMustDivideTheRankCount) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"--virtual-node-size=2"}, o, error)) << error;
+  EXPECT_EQ(o.virtual_node_size, 2);
+  for (int ranks : {2, 4, 8}) EXPECT_TRUE(check_virtual_node_size(o, ranks, error)) << ranks;
+  for (int ranks : {1, 3, 5}) {
+    error.clear();
+    EXPECT_FALSE(check_virtual_node_size(o, ranks, error)) << ranks;
+    EXPECT_NE(error.find("--virtual-node-size=2 does not divide the rank count " + std::to_string(ranks)),
+              std::string::npos)
+        << error;
+  }
+  o.virtual_node_size = 1;  // every rank its own node
+  EXPECT_TRUE(check_virtual_node_size(o, 3, error));
+  o.virtual_node_size = 4;  // one node of every rank: allowed, no network traffic
+  EXPECT_TRUE(check_virtual_node_size(o, 4, error));
+  EXPECT_FALSE(check_virtual_node_size(o, 2, error));  // larger than the world
+  o.virtual_node_size = 0;  // off: any rank count
+  for (int ranks : {1, 3, 7}) EXPECT_TRUE(check_virtual_node_size(o, ranks, error)) << ranks;
 }
 
 TEST(Options, HelpSkipsValidation) {

@@ -77,7 +77,12 @@ TEST(Report, Ratios) {
 TEST(Report, JsonCarriesTheFigures) {
   RunRecord run = two_rank_run();
   const std::string json = to_json(run);
-  EXPECT_NE(json.find("\"format\": \"epcomm-bench/2\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"epcomm-bench/3\""), std::string::npos);
+  EXPECT_NE(json.find("\"virtual_node_size\": 0"), std::string::npos);
+  EXPECT_NE(json.find("\"nodes\": 1"), std::string::npos);
+  EXPECT_NE(json.find("\"wire_dispatch_nvlink\": [0, 0]"), std::string::npos);
+  EXPECT_NE(json.find("\"wire_combine_network\": [0, 0]"), std::string::npos);
+  EXPECT_NE(json.find("\"wire_layout_network\": [0, 0]"), std::string::npos);
   EXPECT_NE(json.find("\"ht_sizing\": \"none\""), std::string::npos);
   EXPECT_NE(json.find("\"wire_layout\": [0, 0]"), std::string::npos);
   EXPECT_NE(json.find("\"ours_over_ceiling_budget.step\": null"), std::string::npos);
@@ -129,6 +134,33 @@ TEST(Report, HighThroughputShowsLayoutAndTheBudgetCeiling) {
   EXPECT_NE(json.find("\"ours_over_ceiling_budget.dispatch\": 2"), std::string::npos);
   // A low-latency run without those figures has no such columns.
   EXPECT_EQ(to_table(two_rank_run()).find("layout"), std::string::npos);
+}
+
+TEST(Report, VirtualNodesShowInTheHeaderAndTheBytes) {
+  RunRecord run = two_rank_run();
+  EXPECT_EQ(to_table(run).find("virtual nodes"), std::string::npos);  // not asked for
+  run.options.virtual_node_size = 1;
+  run.group.num_nodes = 2;
+  RankTraffic& a = run.points[0].traffic[0];
+  RankTraffic& b = run.points[0].traffic[1];
+  a.wire_dispatch_nvlink_bytes = b.wire_dispatch_nvlink_bytes = 0;
+  a.wire_dispatch_network_bytes = 1000000;
+  b.wire_dispatch_network_bytes = 3000000;  // mean 2 MB
+  a.wire_combine_network_bytes = b.wire_combine_network_bytes = 250000;
+  a.wire_layout_network_bytes = b.wire_layout_network_bytes = 24;
+  a.wire_layout_bytes = b.wire_layout_bytes = 24;
+  const std::string table = to_table(run);
+  EXPECT_NE(table.find("virtual nodes: 2 nodes of 1 ranks"), std::string::npos) << table;
+  EXPECT_NE(table.find("the baseline and the ceiling use NVLink throughout"), std::string::npos) << table;
+  EXPECT_NE(table.find("NVLink / network"), std::string::npos) << table;
+  EXPECT_NE(table.find("0 B / 2.0 MB"), std::string::npos) << table;
+  EXPECT_NE(table.find("0 B / 250.0 kB"), std::string::npos) << table;
+  EXPECT_NE(table.find("0 B / 24 B"), std::string::npos) << table;  // HT's layout, when there is one
+  const std::string json = to_json(run);
+  EXPECT_NE(json.find("\"virtual_node_size\": 1"), std::string::npos);
+  EXPECT_NE(json.find("\"nodes\": 2"), std::string::npos);
+  EXPECT_NE(json.find("\"wire_dispatch_network\": [1000000, 3000000]"), std::string::npos);
+  EXPECT_NE(json.find("\"wire_layout_network\": [24, 24]"), std::string::npos);
 }
 
 TEST(Report, AtomicWriteReplacesTheFile) {

@@ -1,7 +1,12 @@
-// Byte counts worked out by hand for a tiny routing (2 ranks, 4 experts, top-2, hidden 8).
+// Byte counts worked out by hand for a tiny routing (2 ranks, 4 experts, top-2, hidden 8), and
+// their split into NVLink and network bytes with virtual nodes (4 ranks in nodes of 2).
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "bench/traffic.hpp"
+#include "core/config.hpp"
+#include "core/planner.hpp"
 
 namespace epc::bench {
 namespace {
@@ -12,7 +17,7 @@ namespace {
 std::vector<Routing> tiny() { return {{0, 2, 1, -1}, {3, 2, 0, 3}}; }
 
 TEST(Traffic, RankZero) {
-  const WireFormat w = WireFormat::for_dtype(8, false);
+  const WireFormat w = WireFormat::for_dtype(8, false, 2);
   ASSERT_EQ(w.dispatch_row_bytes, 16);
   ASSERT_EQ(w.combine_row_bytes, 16);
   const RankTraffic t = compute_traffic(tiny(), 0, 2, 2, 4, w, 100);
@@ -34,7 +39,7 @@ TEST(Traffic, RankZero) {
 }
 
 TEST(Traffic, RankOne) {
-  const WireFormat w = WireFormat::for_dtype(8, false);
+  const WireFormat w = WireFormat::for_dtype(8, false, 2);
   const RankTraffic t = compute_traffic(tiny(), 1, 2, 2, 4, w, 100);
   EXPECT_EQ(t.selections, 4);
   EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{44, 0}));
@@ -45,12 +50,12 @@ TEST(Traffic, RankOne) {
 }
 
 TEST(Traffic, CountsAreCappedAtTheRowCapacity) {
-  const RankTraffic t = compute_traffic(tiny(), 1, 2, 2, 4, WireFormat::for_dtype(8, false), 1);
+  const RankTraffic t = compute_traffic(tiny(), 1, 2, 2, 4, WireFormat::for_dtype(8, false, 2), 1);
   EXPECT_EQ(t.expected_counts, (std::vector<int32_t>{1, 1}));
 }
 
 TEST(Traffic, Fp8RowsCarryScales) {
-  const WireFormat w = WireFormat::for_dtype(7168, true);
+  const WireFormat w = WireFormat::for_dtype(7168, true, 8);
   EXPECT_EQ(w.dispatch_row_bytes, 7168 + 56 * 4);
   EXPECT_EQ(w.combine_row_bytes, 2 * 7168);
   EXPECT_NE(w.describe().find("7392"), std::string::npos);
@@ -119,13 +124,215 @@ TEST(Traffic, HighThroughputFp8AndChunks) {
 }
 
 TEST(Traffic, LowLatencyMaxBytesToPeer) {
-  const WireFormat w = WireFormat::for_dtype(8, false);
+  const WireFormat w = WireFormat::for_dtype(8, false, 2);
   EXPECT_EQ(w.max_bytes_to_peer(10, 2), 10 * (8 + 2 * 12 + 16));
+}
+
+TEST(Traffic, WithoutVirtualNodesEverythingIsNvlink) {
+  for (const WireFormat& w : {WireFormat::for_dtype(8, false, 2), WireFormat::for_ht(8, false, 2)}) {
+    for (int rank : {0, 1}) {
+      const RankTraffic t = compute_traffic(tiny(), rank, 2, 2, 4, w, 100);
+      EXPECT_EQ(t.wire_dispatch_network_bytes, 0);
+      EXPECT_EQ(t.wire_combine_network_bytes, 0);
+      EXPECT_EQ(t.wire_layout_network_bytes, 0);
+      EXPECT_EQ(t.wire_dispatch_nvlink_bytes, t.wire_dispatch_bytes);
+      EXPECT_EQ(t.wire_combine_nvlink_bytes, t.wire_combine_bytes);
+      EXPECT_EQ(t.wire_layout_nvlink_bytes, t.wire_layout_bytes);
+      // A node of every rank is the same as no virtual nodes.
+      const RankTraffic same = compute_traffic(tiny(), rank, 2, 2, 4, w, 100, 2);
+      EXPECT_EQ(same.wire_dispatch_bytes, t.wire_dispatch_bytes);
+      EXPECT_EQ(same.wire_combine_network_bytes, 0);
+      EXPECT_EQ(same.dispatch_to, t.dispatch_to);
+    }
+  }
+}
+
+// 4 ranks in virtual nodes of 2: node 0 = ranks {0, 1}, node 1 = ranks {2, 3}. 8 experts, two
+// per rank (rank r hosts 2r and 2r + 1), top-2, hidden 8, 2 tokens per rank:
+//   rank 0: token 0 -> {2, 5} (ranks 1, 2)   token 1 -> {7, -1} (rank 3)
+//   rank 1: token 0 -> {0, 1} (rank 0 twice) token 1 -> {4, 6}  (ranks 2, 3)
+//   rank 2: token 0 -> {1, 3} (ranks 0, 1)   token 1 -> {5, -1} (rank 2 itself)
+//   rank 3: token 0 -> {0, 7} (ranks 0, 3)   token 1 -> {2, 4}  (ranks 1, 2)
+std::vector<Routing> four_ranks() { return {{2, 5, 7, -1}, {0, 1, 4, 6}, {1, 3, 5, -1}, {0, 7, 2, 4}}; }
+
+// Message sizes, hidden 8, top-2 (bf16 rows of 16 B):
+//   LL over NVLink:  a header of 8 B + 12 B per entry there, and the 16 B row when it has one;
+//                    combine a 16 B row; per peer an 8 B count table (2 experts) and 8 B signal
+//                    in dispatch, an 8 B signal in combine.
+//   LL via network:  the whole slot: header room for 2 entries 8 + 24 -> 32 B; with entries
+//                    32 + 16 = 48 B, without 32 B; combine 16 B; tables and signals as above.
+//   HT over NVLink:  a 16 B row + 16 B of ids and weights = 32 B per (token, peer with entries);
+//                    combine a 16 B row; per peer one 8 B chunk flag (2 tokens, one chunk) and
+//                    an 8 B acknowledgement; combine one flag per 2 returned rows (none when
+//                    nothing returns) and an 8 B acknowledgement; layout (2 + 2) * 4 + 8 = 24 B.
+//   HT via network:  whole slots: dispatch row 16 + scales room 16 + ids 16 + weights 16 = 64 B,
+//                    combine row 16 + weights room 16 = 32 B; flags, acks and layout as above.
+TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
+  const WireFormat w = WireFormat::for_dtype(8, false, 2);
+  ASSERT_EQ(w.net_dispatch_header_bytes, 32);
+  ASSERT_EQ(w.net_dispatch_message_bytes, 48);
+  ASSERT_EQ(w.net_combine_row_bytes, 16);
+
+  // Rank 0 dispatch, a header to every peer for every token:
+  //   rank 1 (NVLink):  token 0 one entry 8 + 12 + 16 = 36, token 1 header 8;   + 8 + 8 = 60
+  //   rank 2 (network): token 0 with an entry 48, token 1 without 32;           + 8 + 8 = 96
+  //   rank 3 (network): token 0 without 32, token 1 with one 48;                + 8 + 8 = 96
+  // Rank 0 combine, a row per token of a peer with entries on rank 0, then a signal:
+  //   rank 1 (NVLink):  its token 0 (experts 0, 1): 16 + 8 = 24
+  //   rank 2 (network): its token 0 (expert 1):     16 + 8 = 24
+  //   rank 3 (network): its token 0 (expert 0):     16 + 8 = 24
+  const RankTraffic r0 = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 100, 2);
+  EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 44, 80, 80}));
+  EXPECT_EQ(r0.wire_dispatch_nvlink_bytes, 60);
+  EXPECT_EQ(r0.wire_dispatch_network_bytes, 192);
+  EXPECT_EQ(r0.wire_dispatch_bytes, 252);
+  EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 16, 16, 16}));
+  EXPECT_EQ(r0.wire_combine_nvlink_bytes, 24);
+  EXPECT_EQ(r0.wire_combine_network_bytes, 48);
+  EXPECT_EQ(r0.wire_combine_bytes, 72);
+  EXPECT_EQ(r0.wire_layout_bytes, 0);  // LL handles are local
+
+  // Rank 3 dispatch:
+  //   rank 0 (network): token 0 with an entry 48, token 1 without 32;          + 16 = 96
+  //   rank 1 (network): token 0 without 32, token 1 with one 48;               + 16 = 96
+  //   rank 2 (NVLink):  token 0 header 8, token 1 one entry 36;                + 16 = 60
+  // Rank 3 combine (experts 6, 7): rank 0's token 1 (7) and rank 1's token 1 (6) return over
+  // the network, nothing to rank 2 but its signal:
+  //   network (16 + 8) * 2 = 48, NVLink 8
+  const RankTraffic r3 = compute_traffic(four_ranks(), 3, 2, 2, 8, w, 100, 2);
+  EXPECT_EQ(r3.dispatch_to, (std::vector<int64_t>{80, 80, 44, 0}));
+  EXPECT_EQ(r3.wire_dispatch_nvlink_bytes, 60);
+  EXPECT_EQ(r3.wire_dispatch_network_bytes, 192);
+  EXPECT_EQ(r3.combine_to, (std::vector<int64_t>{16, 16, 0, 0}));
+  EXPECT_EQ(r3.wire_combine_nvlink_bytes, 8);
+  EXPECT_EQ(r3.wire_combine_network_bytes, 48);
+
+  // The same routing without virtual nodes: every peer over NVLink, in NVLink sizes
+  // (44 + 16 per peer), so the total counts what really moves: network puts whole slots.
+  const RankTraffic flat = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 100);
+  EXPECT_EQ(flat.wire_dispatch_bytes, 3 * 60);
+  EXPECT_EQ(flat.wire_dispatch_network_bytes, 0);
+  EXPECT_EQ(flat.wire_combine_bytes, 72);
+  // The baseline does not use virtual nodes: its bytes are the same either way.
+  EXPECT_EQ(flat.baseline_wire_dispatch_bytes, r0.baseline_wire_dispatch_bytes);
+  EXPECT_EQ(flat.baseline_wire_combine_bytes, r0.baseline_wire_combine_bytes);
+}
+
+TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
+  const WireFormat w = WireFormat::for_ht(8, false, 2);
+  ASSERT_EQ(w.net_dispatch_message_bytes, 64);
+  ASSERT_EQ(w.net_combine_row_bytes, 32);
+
+  // Rank 0 dispatch: token 0 to ranks 1 and 2, token 1 to rank 3; a flag and an ack per peer:
+  //   rank 1 (NVLink): 32 + 8 + 8 = 48;  ranks 2 and 3 (network): 64 + 8 + 8 = 80 each
+  // Rank 0 combine: one row back to each of ranks 1, 2, 3 (their token 0), a flag, an ack:
+  //   rank 1 (NVLink): 16 + 8 + 8 = 32;  ranks 2 and 3 (network): 32 + 8 + 8 = 48 each
+  // Layout: 24 B per peer, one over NVLink, two over the network.
+  const RankTraffic r0 = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 2);
+  EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 32, 64, 64}));
+  EXPECT_EQ(r0.wire_dispatch_nvlink_bytes, 48);
+  EXPECT_EQ(r0.wire_dispatch_network_bytes, 160);
+  EXPECT_EQ(r0.wire_dispatch_bytes, 208);
+  EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 16, 32, 32}));
+  EXPECT_EQ(r0.wire_combine_nvlink_bytes, 32);
+  EXPECT_EQ(r0.wire_combine_network_bytes, 96);
+  EXPECT_EQ(r0.wire_combine_bytes, 128);
+  EXPECT_EQ(r0.wire_layout_nvlink_bytes, 24);
+  EXPECT_EQ(r0.wire_layout_network_bytes, 48);
+  EXPECT_EQ(r0.wire_layout_bytes, 72);
+
+  // Rank 3 dispatch: token 0 to rank 0 (network), token 1 to ranks 1 (network) and 2 (NVLink):
+  //   network 2 * (64 + 16) = 160, NVLink 32 + 16 = 48
+  // Rank 3 combine: a row back to rank 0 (its token 1) and to rank 1 (its token 1), nothing
+  // to rank 2 (no rows, so no flag) but its acknowledgement:
+  //   network 2 * (32 + 8 + 8) = 96, NVLink 8
+  const RankTraffic r3 = compute_traffic(four_ranks(), 3, 2, 2, 8, w, 1 << 30, 2);
+  EXPECT_EQ(r3.wire_dispatch_nvlink_bytes, 48);
+  EXPECT_EQ(r3.wire_dispatch_network_bytes, 160);
+  EXPECT_EQ(r3.combine_to, (std::vector<int64_t>{32, 32, 0, 0}));
+  EXPECT_EQ(r3.wire_combine_nvlink_bytes, 8);
+  EXPECT_EQ(r3.wire_combine_network_bytes, 96);
+
+  // Nodes of one rank: every peer over the network.
+  const RankTraffic alone = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 1);
+  EXPECT_EQ(alone.wire_dispatch_nvlink_bytes, 0);
+  EXPECT_EQ(alone.wire_dispatch_network_bytes, 3 * 64 + 3 * 16);
+  EXPECT_EQ(alone.wire_combine_network_bytes, 3 * 48);
+  EXPECT_EQ(alone.wire_layout_network_bytes, 3 * 24);
+}
+
+// Whatever the routing: nvlink + network is the total, and network is 0 without virtual nodes.
+TEST(Traffic, NvlinkPlusNetworkIsTheTotal) {
+  std::mt19937 random(7);
+  const int R = 8, tokens = 37, topk = 4, experts = 32;
+  std::vector<Routing> all(R, Routing(static_cast<size_t>(tokens) * topk));
+  for (Routing& r : all) {
+    for (int64_t& e : r) e = static_cast<int64_t>(random() % (experts + 4)) - 4;  // some masked
+  }
+  for (const WireFormat& w : {WireFormat::for_dtype(256, false, topk), WireFormat::for_dtype(256, true, topk),
+                              WireFormat::for_ht(256, false, topk), WireFormat::for_ht(256, true, topk)}) {
+    for (int node_size : {0, 1, 2, 4, 8}) {
+      for (int rank = 0; rank < R; ++rank) {
+        const RankTraffic t = compute_traffic(all, rank, tokens, topk, experts, w, 1 << 30, node_size);
+        EXPECT_EQ(t.wire_dispatch_nvlink_bytes + t.wire_dispatch_network_bytes, t.wire_dispatch_bytes);
+        EXPECT_EQ(t.wire_combine_nvlink_bytes + t.wire_combine_network_bytes, t.wire_combine_bytes);
+        EXPECT_EQ(t.wire_layout_nvlink_bytes + t.wire_layout_network_bytes, t.wire_layout_bytes);
+        if (node_size == 0 || node_size == R) {
+          EXPECT_EQ(t.wire_dispatch_network_bytes + t.wire_combine_network_bytes + t.wire_layout_network_bytes, 0);
+        } else {
+          EXPECT_GT(t.wire_dispatch_network_bytes, 0);  // at least the signals
+        }
+        if (node_size == 1) {
+          EXPECT_EQ(t.wire_dispatch_nvlink_bytes + t.wire_combine_nvlink_bytes, 0);
+        }
+      }
+    }
+  }
+}
+
+// The network sizes are the library's receive slots: what the planner lays out (and the
+// group reports as EpcPlan.message_bytes) for LL messages and HT dispatch slots.
+TEST(Traffic, NetworkMessagesAreThePlannersSlots) {
+  for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
+    for (bool fp8 : {false, true}) {
+      for (uint32_t topk : {1u, 2u, 8u, 13u}) {
+        for (uint32_t hidden : {128u, 7168u}) {
+          EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
+          raw.mode = mode;
+          raw.num_experts = 64;
+          raw.hidden = hidden;
+          raw.max_tokens_per_rank = 64;
+          raw.max_topk = topk;
+          raw.dtype = fp8 ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
+          raw.virtual_node_size = 2;
+          const epc::Plan plan = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
+          const bool ht = mode == EPC_MODE_HIGH_THROUGHPUT;
+          const WireFormat w = ht ? WireFormat::for_ht(static_cast<int>(hidden), fp8, static_cast<int>(topk))
+                                  : WireFormat::for_dtype(static_cast<int>(hidden), fp8, static_cast<int>(topk));
+          EXPECT_EQ(w.net_dispatch_message_bytes, plan.message_bytes)
+              << (ht ? "HT" : "LL") << (fp8 ? " fp8" : " bf16") << " top-" << topk << " hidden " << hidden;
+          if (!ht) {
+            EXPECT_EQ(w.net_dispatch_header_bytes, epc::ll_message_header_bytes(epc::resolve_config(&raw)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Traffic, NetworkMessagesSizeTheCeilingWindow) {
+  const WireFormat ll = WireFormat::for_dtype(8, false, 2);
+  EXPECT_EQ(ll.max_bytes_to_peer(10, 2, true), 10 * 48);
+  const WireFormat ht = WireFormat::for_ht(8, false, 2);
+  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, true), 10 * 64);
+  EXPECT_EQ(ht.max_bytes_to_peer(10, 2), 10 * 32);
+  EXPECT_NE(ht.describe().find("whole slots instead: 64 B"), std::string::npos) << ht.describe();
+  EXPECT_NE(ll.describe().find("48 B with entries, 32 B (header) without"), std::string::npos) << ll.describe();
 }
 
 TEST(Traffic, AllMaskedMovesOnlyHeadersAndSignals) {
   const std::vector<Routing> all = {{-1, -1}, {-1, -1}};
-  const RankTraffic t = compute_traffic(all, 0, 1, 2, 4, WireFormat::for_dtype(8, false), 100);
+  const RankTraffic t = compute_traffic(all, 0, 1, 2, 4, WireFormat::for_dtype(8, false, 2), 100);
   EXPECT_EQ(t.selections, 0);
   EXPECT_EQ(t.logical_dispatch_bytes, 0);
   EXPECT_EQ(t.wire_dispatch_bytes, 8 + 8 + 8);  // header, signal, count table

@@ -3,7 +3,7 @@
 # tables (<run>.txt), PNG charts and logs into $OUT (or ./bench-out), and prints the tables
 # last.
 # Usage: tools/gpu/run_bench.sh [STAGE_DIR] [RANKS]   (default: .gpu, every visible GPU)
-#        LL=0, HT=0 or MOE=0 in the environment skip that part.
+#        LL=0, HT=0, VNODES=0 or MOE=0 in the environment skip that part.
 #
 # Low-latency (LL=0 skips):
 #  1. ll_sweep: 1, 2, 4, ..., 256 tokens per rank, hidden 7168, top-8, 256 experts, bf16,
@@ -22,13 +22,22 @@
 #  5. ht_fp8: the same sweep with caller-quantized fp8 payloads (e4m3 + fp32 scales);
 #  6. ht_capacity: capacity sizing (no host synchronisation; epc_handle_update timed) with
 #     graph replay at 4096 tokens, without baseline and ceiling.
+# Virtual nodes (VNODES=0 skips; LL=0 and HT=0 skip their half), one small point per run,
+# our side only (the baseline and the ceiling do not use virtual nodes), with graph replay:
+#  7. ll_vnodes2, ht_vnodes2: --virtual-node-size=2 (two nodes of 2 on 4 ranks; only when the
+#     rank count is even and above 2), LL at 32 tokens and HT at 1024 tokens per rank;
+#  8. ll_vnodes1, ht_vnodes1: --virtual-node-size=1 (every rank its own node: every peer
+#     through the network transport's NVLink stand-in). The outputs are checked as in every
+#     run; the JSON and tables split the wire bytes into NVLink and network. A few seconds
+#     each, mostly start-up.
 # Then:
-#  7. the charts of every run, and HT bf16 against fp8 side by side (bench/plot.py);
-#  8. bench/moe_layer.py (torch): a real MoE layer checked against one GPU and timed against
+#  9. the charts of every run but the one-point virtual-node runs, and HT bf16 against fp8
+#     side by side (bench/plot.py);
+# 10. bench/moe_layer.py (torch): a real MoE layer checked against one GPU and timed against
 #     torch.distributed.all_to_all_single, on our LL path at decode sizes (1..128 tokens per
 #     rank) and on our HT path at prefill sizes (1024 and 4096 tokens per rank, a handle per
 #     layer, 24 SMs) (MOE=0 skips it).
-# Worst case (every step at its time limit): 240 + 90 + 90 + 300 + 300 + 120 + 300 s.
+# Worst case (every step at its time limit): 240 + 90 + 90 + 300 + 300 + 120 + 4 x 60 + 300 s.
 set -uo pipefail
 stage=${1:-.gpu}
 ranks=${2:-}
@@ -84,8 +93,31 @@ if [ "${HT:-1}" != 0 ]; then
     --ht-sizing=capacity --warmup=5 --iters=30 --graph --baseline=off --ceiling=off
 fi
 
+if [ "${VNODES:-1}" != 0 ]; then
+  # The world the runs above used: RANKS, else what the launcher would start.
+  world=${ranks:-${EPC_TEST_RANKS:-}}
+  if [ -z "$world" ] && [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
+    world=$(awk -F, '{print NF}' <<<"$CUDA_VISIBLE_DEVICES")
+  fi
+  [ -n "$world" ] || world=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  node_sizes=()
+  [ "$world" -gt 2 ] && [ $((world % 2)) -eq 0 ] && node_sizes+=(2)
+  [ "$world" -ge 2 ] && node_sizes+=(1)
+  for n in "${node_sizes[@]}"; do
+    if [ "${LL:-1}" != 0 ]; then
+      bench "ll_vnodes$n" 60 --mode=ll --tokens=32 "${common[@]}" --dtype=bf16 --routing=uniform \
+        --virtual-node-size="$n" --warmup=5 --iters=50 --graph --baseline=off --ceiling=off
+    fi
+    if [ "${HT:-1}" != 0 ]; then
+      bench "ht_vnodes$n" 60 --mode=ht --tokens=1024 "${common[@]}" --dtype=bf16 --routing=uniform \
+        --ht-sizing=exact --virtual-node-size="$n" --warmup=3 --iters=10 --graph --baseline=off --ceiling=off
+    fi
+  done
+fi
+
 for name in "${runs[@]}"; do
   [ -s "$out/$name.json" ] || continue
+  case $name in *_vnodes*) continue ;; esac  # one point: nothing to chart
   python3 bench/plot.py "$out/$name.json" --out "$out" >>"$out/plot.log" 2>&1 ||
     { echo "plot.py failed on $name.json (see $out/plot.log)"; status=1; }
 done
@@ -112,7 +144,7 @@ if [ "$rc_moe" != skipped ]; then
   tail -n 16 "$out/moe_layer.log"
 fi
 # The sweeps last, so that their tables end the output.
-for name in ll_paths ll_fp8 ht_capacity ht_fp8 ll_sweep ht_sweep; do
+for name in ll_paths ll_fp8 ht_capacity ll_vnodes2 ht_vnodes2 ll_vnodes1 ht_vnodes1 ht_fp8 ll_sweep ht_sweep; do
   [ -n "${rc[$name]+set}" ] || continue
   echo "== $name (rc=${rc[$name]}, ${secs[$name]}s; log $out/$name.log, table $out/$name.txt)"
   cat "$out/$name.txt"
