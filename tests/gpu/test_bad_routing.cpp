@@ -7,14 +7,15 @@
 //     CAPACITY sizing return EPC_OK: the check runs on the device, later;
 //   - the first call on the group after the copy has run returns EPC_ERR_INVALID_ARGUMENT;
 //   - epc_ht_handle_create with EXACT sizing waits for the layout, so it returns the error.
-// Calls queued while the check has not run yet (the stream held by a host function) are
-// accepted; their kernels must end without a fault, since masked ids never become addresses
+// Calls queued while the check has not run yet (the stream held by a host function until
+// they are queued) are accepted; their kernels must end without a fault, since masked ids never become addresses
 // and waits stop early on a failed group. A new group on the same communicator then runs a
 // step that matches the reference. Every rank has bad ids, so every rank's group fails and no
 // rank waits for a peer that has stopped.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -32,7 +33,6 @@ namespace epc::gputest {
 namespace {
 
 constexpr int K = 4;
-constexpr int kHoldMs = 200;
 
 struct Case {
   const char* name;
@@ -73,15 +73,29 @@ struct BadIds {
   }
 };
 
-// Makes `stream` wait kHoldMs in a host function, so that the calls queued next are all on
-// the stream before any of their kernels (the routing check first) has run.
-::testing::AssertionResult hold_stream(cudaStream_t stream) {
-  return cuda_ok(cudaLaunchHostFunc(
-                     stream,
-                     [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(kHoldMs)); },
-                     nullptr),
-                 "cudaLaunchHostFunc (holding the stream)");
+// Holds a stream in a host function until the test has queued its calls, so that none of
+// their kernels (the routing check first) has run when they are queued. The host function
+// gives up after 10 s, so that a CUDA call that waits for the device meanwhile cannot hang.
+std::atomic<bool> g_hold_released{true};
+
+void wait_for_release(void*) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!g_hold_released.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
+
+// Releases the stream when it goes out of scope (or earlier, with release()).
+class StreamHold {
+ public:
+  ::testing::AssertionResult hold(cudaStream_t stream) {
+    g_hold_released.store(false);
+    return cuda_ok(cudaLaunchHostFunc(stream, wait_for_release, nullptr),
+                   "cudaLaunchHostFunc (holding the stream)");
+  }
+  void release() { g_hold_released.store(true); }
+  ~StreamHold() { release(); }
+};
 
 // `status`, the result of `call`, is the group's routing error: EPC_ERR_INVALID_ARGUMENT with
 // a message naming the check, the valid range and this rank. Returns the message.
@@ -112,8 +126,9 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
   const EpcTensor x = buffers.x(), weights = buffers.topk_weights(), out_x = buffers.out_x(),
                   counts = buffers.out_counts(), y = buffers.expert_out(), out = buffers.out(),
                   good_idx = buffers.topk_idx();
+  StreamHold hold;
   if (c.queued_first) {
-    ASSERT_TRUE(hold_stream(stream));
+    ASSERT_TRUE(hold.hold(stream));
   }
   EpcHandle* raw = nullptr;
   EXPECT_TRUE(epc_ok(epc_handle_create(group, &bad.tensor, stream, &raw),
@@ -129,6 +144,7 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
     EXPECT_TRUE(epc_ok(dispatch(), "epc_ll_dispatch queued before the check ran"));
     EXPECT_TRUE(epc_ok(combine(), "epc_ll_combine queued before the check ran"));
   }
+  hold.release();
   // Every kernel ends and none faults (a fault would be a sticky CUDA error here).
   EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
   const std::string message = expect_routing_error(dispatch(), "epc_ll_dispatch", E);
@@ -160,8 +176,9 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
                          c.idx_dtype, stream));
   const EpcTensor x = buffers.x(), out_x = buffers.out_x(), combine_x = buffers.combine_x(),
                   out = buffers.out(), good_idx = buffers.topk_idx();
+  StreamHold hold;
   if (c.queued_first) {
-    ASSERT_TRUE(hold_stream(stream));
+    ASSERT_TRUE(hold.hold(stream));
   }
   EpcHandle* raw = nullptr;
   int64_t rows = -1;
@@ -184,6 +201,7 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
       EXPECT_TRUE(ht::dispatch(handle.get(), buffers, stream));
       EXPECT_TRUE(ht::combine(handle.get(), buffers, stream));
     }
+    hold.release();
     EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
     message = expect_routing_error(
         epc_ht_dispatch(handle.get(), &x, nullptr, nullptr, &out_x, nullptr, nullptr, nullptr,
