@@ -33,8 +33,9 @@ LlHandle::LlHandle(Group& group, const EpcTensor* topk_idx, cudaStream_t stream)
     // already failed) writes none of the receive state, and a combine queued behind it before
     // the host saw the failure reads it as message counts and row addresses: start from
     // "nothing received" rather than from uninitialised memory.
-    check_cuda(cudaMemsetAsync(recv_tokens_, 0, R * sizeof(int32_t), stream), "zeroing the handle");
-    check_cuda(cudaMemsetAsync(msg_entries_, 0, R * T * sizeof(int32_t), stream), "zeroing the handle");
+    const char* zeroing = "zeroing the handle's receive state";
+    check_cuda(cudaMemsetAsync(recv_tokens_, 0, R * sizeof(int32_t), stream), zeroing);
+    check_cuda(cudaMemsetAsync(msg_entries_, 0, R * T * sizeof(int32_t), stream), zeroing);
     copy_routing(topk_idx, stream);
   } catch (...) {
     release();

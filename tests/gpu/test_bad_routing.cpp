@@ -8,10 +8,10 @@
 //   - the first call on the group after the copy has run returns EPC_ERR_INVALID_ARGUMENT;
 //   - epc_ht_handle_create with EXACT sizing waits for the layout, so it returns the error.
 // Calls queued while the check has not run yet (the stream held by a host function until
-// they are queued) are accepted; their kernels must end without a fault, since masked ids never become addresses
-// and waits stop early on a failed group. A new group on the same communicator then runs a
-// step that matches the reference. Every rank has bad ids, so every rank's group fails and no
-// rank waits for a peer that has stopped.
+// they are queued) are accepted; their kernels must end without a fault, since masked ids
+// never become addresses and waits stop early on a failed group. A new group on the same
+// communicator then runs a step that matches the reference. Every rank has bad ids, so every
+// rank's group fails and no rank waits for a peer that has stopped.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

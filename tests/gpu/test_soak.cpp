@@ -100,13 +100,15 @@ struct MemoryUse {
 
 ::testing::AssertionResult measure(MemoryUse& out) {
   std::size_t total = 0;
-  ::testing::AssertionResult r = cuda_ok(cudaMemGetInfo(&out.device_free, &total), "cudaMemGetInfo");
+  ::testing::AssertionResult r =
+      cuda_ok(cudaMemGetInfo(&out.device_free, &total), "cudaMemGetInfo");
   unsigned long long size = 0, resident = 0;
   FILE* statm = std::fopen("/proc/self/statm", "r");
   const bool read = statm != nullptr && std::fscanf(statm, "%llu %llu", &size, &resident) == 2;
   if (statm != nullptr) std::fclose(statm);
   if (!read) return ::testing::AssertionFailure() << "cannot read /proc/self/statm";
-  out.host_rss = static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  out.host_rss =
+      static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return r;
 }
 
@@ -134,7 +136,8 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
   // Handles from step 0's pooled routing; every step then updates them.
   EpcHandle* raw = nullptr;
   const EpcTensor ll_first = ll_pool.at(0), ht_first = ht_pool.at(0);
-  ASSERT_TRUE(epc_ok(epc_handle_create(ll_group.get(), &ll_first, stream, &raw), "epc_handle_create"));
+  ASSERT_TRUE(
+      epc_ok(epc_handle_create(ll_group.get(), &ll_first, stream, &raw), "epc_handle_create"));
   HandlePtr ll_handle(raw);
   int64_t rows = 0;
   raw = nullptr;
@@ -159,7 +162,8 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
       ASSERT_TRUE(ll::update_handle(ll_handle.get(), ll_buffers, stream));
     } else {
       const EpcTensor idx = ll_pool.at(s);
-      ASSERT_TRUE(epc_ok(epc_handle_update(ll_handle.get(), &idx, stream), "epc_handle_update (LL)"));
+      ASSERT_TRUE(
+          epc_ok(epc_handle_update(ll_handle.get(), &idx, stream), "epc_handle_update (LL)"));
     }
     ASSERT_TRUE(ll::dispatch_and_combine(ll_handle.get(), ll_buffers, stream));
     if (check) {
@@ -170,7 +174,8 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
       ASSERT_TRUE(ht::update_handle(ht_handle.get(), ht_buffers, stream));
     } else {
       const EpcTensor idx = ht_pool.at(s);
-      ASSERT_TRUE(epc_ok(epc_handle_update(ht_handle.get(), &idx, stream), "epc_handle_update (HT)"));
+      ASSERT_TRUE(
+          epc_ok(epc_handle_update(ht_handle.get(), &idx, stream), "epc_handle_update (HT)"));
     }
     ASSERT_TRUE(ht::dispatch_and_combine(ht_handle.get(), ht_buffers, stream));
     if (!check) continue;
@@ -201,7 +206,8 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
   }
   const std::size_t device_growth =
       baseline.device_free > end.device_free ? baseline.device_free - end.device_free : 0;
-  const std::size_t host_growth = end.host_rss > baseline.host_rss ? end.host_rss - baseline.host_rss : 0;
+  const std::size_t host_growth =
+      end.host_rss > baseline.host_rss ? end.host_rss - baseline.host_rss : 0;
   std::printf("rank %d: after step %d -> at the end: device free %.1f -> %.1f MiB (used %.2f MiB "
               "more), host RSS %.1f -> %.1f MiB (%.2f MiB more)\n",
               my_rank(), kCheckEvery, mib(baseline.device_free), mib(end.device_free),
