@@ -51,6 +51,17 @@ HtHandle::HtHandle(Group& group, const EpcTensor* topk_idx, EpcHtSizing sizing, 
     device_alloc(&arrays_.recv_base, R + 1, what);
     device_alloc(&arrays_.source_tokens, R, what);
     device_alloc(&arrays_.expert_counts, c.local_experts(static_cast<int>(R)), what);
+    // A layout that gives up (a timeout, or a group that a bad routing value has already
+    // failed) writes none of the received counts, and a CAPACITY handle's dispatch or combine
+    // queued behind it before the host saw the failure uses them as row offsets: start from
+    // "nothing received" rather than from uninitialised memory.
+    const char* zeroing = "zeroing the handle's layout";
+    check_cuda(cudaMemsetAsync(arrays_.recv_count, 0, R * sizeof(int32_t), stream), zeroing);
+    check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, (R + 1) * sizeof(int32_t), stream), zeroing);
+    check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, R * sizeof(int32_t), stream), zeroing);
+    check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0,
+                               c.local_experts(static_cast<int>(R)) * sizeof(int32_t), stream),
+               zeroing);
     compute_layout(topk_idx, stream);
   } catch (...) {
     release();

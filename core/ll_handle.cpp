@@ -29,6 +29,13 @@ LlHandle::LlHandle(Group& group, const EpcTensor* topk_idx, cudaStream_t stream)
     device_alloc(&msg_entries_, R * T, "cudaMalloc of the handle");
     device_alloc(&msg_rows_, R * T * static_cast<size_t>(max_entries_), "cudaMalloc of the handle");
     device_alloc(&msg_weights_, R * T * static_cast<size_t>(max_entries_), "cudaMalloc of the handle");
+    // A dispatch receive that gives up (a timeout, or a group that a bad routing value has
+    // already failed) writes none of the receive state, and a combine queued behind it before
+    // the host saw the failure reads it as message counts and row addresses: start from
+    // "nothing received" rather than from uninitialised memory.
+    const char* zeroing = "zeroing the handle's receive state";
+    check_cuda(cudaMemsetAsync(recv_tokens_, 0, R * sizeof(int32_t), stream), zeroing);
+    check_cuda(cudaMemsetAsync(msg_entries_, 0, R * T * sizeof(int32_t), stream), zeroing);
     copy_routing(topk_idx, stream);
   } catch (...) {
     release();

@@ -86,7 +86,7 @@ EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype dtype) {
   c.max_tokens_per_rank = static_cast<uint32_t>(shape.max_tokens);
   c.max_topk = static_cast<uint32_t>(shape.max_topk);
   c.dtype = dtype;
-  c.timeout_ms = 20000;
+  c.timeout_ms = test_timeout_ms();
   return c;
 }
 

@@ -106,7 +106,8 @@ struct Shape {
 // A shape for the current world: E = experts_per_rank * world size.
 Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk);
 
-// `mode`, `dtype`, E/H/T/max_topk from the shape, timeout_ms 20000.
+// `mode`, `dtype`, E/H/T/max_topk from the shape, timeout_ms test_timeout_ms() (20000 unless
+// EPCOMM_TEST_TIMEOUT_MS says otherwise).
 EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype dtype = EPC_DTYPE_BF16);
 
 // epc_group_create(group_config(...)) on the process's communicator.

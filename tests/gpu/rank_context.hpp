@@ -2,6 +2,7 @@
 // communicator created once for the whole process (through epcomm's bootstrap calls).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "epcomm/epcomm.h"
@@ -22,6 +23,12 @@ inline int my_rank() { return context().env.rank; }
 
 // The calling thread's epcomm error message.
 std::string last_error();
+
+// The timeout_ms of the groups the tests create (small_config, group_config): 20000, or the
+// value of EPCOMM_TEST_TIMEOUT_MS when it is set to a positive number of milliseconds
+// (tools/gpu/run_sanitizers.sh raises it: kernels run 10-100x slower under
+// compute-sanitizer). Tests of the timeout itself set their own.
+uint32_t test_timeout_ms();
 
 // A config most tests start from: a valid low-latency group for the current world.
 EpcGroupConfig small_config(EpcMode mode = EPC_MODE_LOW_LATENCY);

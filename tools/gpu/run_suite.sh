@@ -33,7 +33,7 @@ run() {
 }
 
 for n in $rank_counts; do
-  run "gpu-$n-ranks" "$stage/tests/gpu/epcomm-gpu-tests" --ranks="$n" --time-limit="${TIME_LIMIT:-240}"
+  run "gpu-$n-ranks" "$stage/tests/gpu/epcomm-gpu-tests" --ranks="$n" --time-limit="${TIME_LIMIT:-360}"
 done
 run gpu-threads "$stage/tests/gpu/epcomm-gpu-threads"
 run epcomm-info "$stage/bench/epcomm-info"

@@ -19,6 +19,16 @@
  *    caller) gets defaults for the missing tail; a longer one (a newer caller) is accepted
  *    only if every byte past the end this library knows is zero, else EPC_ERR_ABI_MISMATCH.
  *  - The library never aborts, exits, prints to stdout or lets a C++ exception escape.
+ *  - Threads: calls on different groups (and on their handles) may run at the same time
+ *    from different threads; each thread has its own last-error message. Calls on one group
+ *    or its handles must not overlap, and epc_group_create and epc_group_destroy, which are
+ *    collective over the communicator, must not overlap other calls on that communicator.
+ *  - Steps of different groups may also overlap on the GPU (different streams or threads).
+ *    Their kernels wait for their peers while holding their SMs, so groups whose steps
+ *    overlap must fit on the GPU together: keep the sum of their `num_sms` within the GPU's
+ *    SM count (the defaults, 132 for low-latency and 24 for high-throughput groups, add up
+ *    to more than an H100 or H200 has); a step whose kernels cannot all get SMs may wait
+ *    until the group's timeout and fail with EPC_ERR_TIMEOUT.
  *
  * Each declaration says whether it is collective (every rank of the communicator must call
  * it, in the same order) or local; blocking or stream-ordered; whether it may be captured in
@@ -248,7 +258,8 @@ EPC_API EpcStatus epc_group_create(void* comm, const EpcGroupConfig* config,
 
 /* Release everything the group holds (device communicator, window, memory). Collective
  * (every rank must destroy its group, since window deregistration is collective); blocking
- * (waits for the group's work to finish); not thread-safe with other calls on the group.
+ * (waits for all work on the device, other groups' included); not thread-safe with other
+ * calls on the group.
  * NULL is a no-op. */
 EPC_API EpcStatus epc_group_destroy(EpcGroup* group);
 
@@ -308,14 +319,15 @@ EPC_API EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, 
  * not; int64 and int32 may alternate) for the next step; call it after the previous step's
  * combine. No allocation and no host synchronisation: graph-capturable, so a captured step
  * reads new routing from the same device buffer at every replay (B, a host-side shape, is
- * fixed at capture). Local; stream-ordered; not thread-safe with other calls on the handle.
+ * fixed at capture). Local; stream-ordered; not thread-safe with other calls on the group.
  * On a high-throughput handle (since ABI 1.2) it also recomputes the layout, which makes it
  * collective; only handles created with EPC_HT_SIZING_CAPACITY accept it (an EXACT handle's
  * row count would change: create a new handle instead). */
 EPC_API EpcStatus epc_handle_update(EpcHandle* handle, const EpcTensor* topk_idx, void* stream);
 
 /* Free the handle's device memory after the work queued on it has finished. Local;
- * blocking; NULL is a no-op. */
+ * blocking (waits for all work on the device, other groups' included); not thread-safe
+ * with other calls on the group; NULL is a no-op. */
 EPC_API EpcStatus epc_handle_destroy(EpcHandle* handle);
 
 /* ---------------------------------------------------------------------------------------
@@ -341,7 +353,7 @@ typedef uint32_t EpcFlags;
  * ids in a token's row are allowed and received once per entry. Steps of one group run in
  * the order they are queued: a dispatch's combine may follow other handles' steps. Collective
  * over the group's ranks (every rank dispatches each step); stream-ordered; graph-capturable;
- * not thread-safe with other calls on the handle. Tensors must stay valid until the stream
+ * not thread-safe with other calls on the group. Tensors must stay valid until the stream
  * passes the call (or its completion). On a group whose dtype is EPC_DTYPE_FP8_E4M3 use
  * epc_ll_dispatch_fp8 (the buffers hold fp8 rows only). */
 EPC_API EpcStatus epc_ll_dispatch(EpcHandle* handle, const EpcTensor* x,
@@ -373,7 +385,7 @@ EPC_API EpcStatus epc_ll_combine(EpcHandle* handle, const EpcTensor* expert_out,
 
 /* Finish the step whose dispatch or combine was queued with EPC_FLAG_SEND_ONLY: wait (on
  * the device) for every peer's data and write the outputs given to that call. Collective;
- * stream-ordered; graph-capturable. */
+ * stream-ordered; graph-capturable; not thread-safe with other calls on the group. */
 EPC_API EpcStatus epc_complete(EpcHandle* handle, void* stream);
 
 /* ---------------------------------------------------------------------------------------

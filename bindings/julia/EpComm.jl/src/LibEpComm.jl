@@ -366,7 +366,8 @@ end
 
 Release everything the group holds (device communicator, window, memory). Collective
 (every rank must destroy its group, since window deregistration is collective); blocking
-(waits for the group's work to finish); not thread-safe with other calls on the group.
+(waits for all work on the device, other groups' included); not thread-safe with other
+calls on the group.
 NULL is a no-op.
 """
 function epc_group_destroy(group)
@@ -419,7 +420,7 @@ Replace the handle's routing with `topk_idx` (same rules as create; B may change
 not; int64 and int32 may alternate) for the next step; call it after the previous step's
 combine. No allocation and no host synchronisation: graph-capturable, so a captured step
 reads new routing from the same device buffer at every replay (B, a host-side shape, is
-fixed at capture). Local; stream-ordered; not thread-safe with other calls on the handle.
+fixed at capture). Local; stream-ordered; not thread-safe with other calls on the group.
 On a high-throughput handle (since ABI 1.2) it also recomputes the layout, which makes it
 collective; only handles created with EPC_HT_SIZING_CAPACITY accept it (an EXACT handle's
 row count would change: create a new handle instead).
@@ -432,7 +433,8 @@ end
     epc_handle_destroy(handle)  # C: EpcStatus epc_handle_destroy(EpcHandle* handle)
 
 Free the handle's device memory after the work queued on it has finished. Local;
-blocking; NULL is a no-op.
+blocking (waits for all work on the device, other groups' included); not thread-safe
+with other calls on the group; NULL is a no-op.
 """
 function epc_handle_destroy(handle)
     @ccall libepcomm().epc_handle_destroy(handle::Ptr{EpcHandle})::EpcStatus
@@ -453,7 +455,7 @@ before any other dispatch or combine of the group (on any handle) starts. Duplic
 ids in a token's row are allowed and received once per entry. Steps of one group run in
 the order they are queued: a dispatch's combine may follow other handles' steps. Collective
 over the group's ranks (every rank dispatches each step); stream-ordered; graph-capturable;
-not thread-safe with other calls on the handle. Tensors must stay valid until the stream
+not thread-safe with other calls on the group. Tensors must stay valid until the stream
 passes the call (or its completion). On a group whose dtype is EPC_DTYPE_FP8_E4M3 use
 epc_ll_dispatch_fp8 (the buffers hold fp8 rows only).
 """
@@ -497,7 +499,7 @@ end
 
 Finish the step whose dispatch or combine was queued with EPC_FLAG_SEND_ONLY: wait (on
 the device) for every peer's data and write the outputs given to that call. Collective;
-stream-ordered; graph-capturable.
+stream-ordered; graph-capturable; not thread-safe with other calls on the group.
 """
 function epc_complete(handle, stream)
     @ccall libepcomm().epc_complete(handle::Ptr{EpcHandle}, stream::Ptr{Cvoid})::EpcStatus

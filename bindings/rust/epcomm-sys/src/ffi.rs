@@ -464,7 +464,8 @@ extern "C" {
 
     /// Release everything the group holds (device communicator, window, memory). Collective
     /// (every rank must destroy its group, since window deregistration is collective); blocking
-    /// (waits for the group's work to finish); not thread-safe with other calls on the group.
+    /// (waits for all work on the device, other groups' included); not thread-safe with other
+    /// calls on the group.
     /// NULL is a no-op.
     pub fn epc_group_destroy(group: *mut EpcGroup) -> EpcStatus;
 
@@ -493,14 +494,15 @@ extern "C" {
     /// not; int64 and int32 may alternate) for the next step; call it after the previous step's
     /// combine. No allocation and no host synchronisation: graph-capturable, so a captured step
     /// reads new routing from the same device buffer at every replay (B, a host-side shape, is
-    /// fixed at capture). Local; stream-ordered; not thread-safe with other calls on the handle.
+    /// fixed at capture). Local; stream-ordered; not thread-safe with other calls on the group.
     /// On a high-throughput handle (since ABI 1.2) it also recomputes the layout, which makes it
     /// collective; only handles created with EPC_HT_SIZING_CAPACITY accept it (an EXACT handle's
     /// row count would change: create a new handle instead).
     pub fn epc_handle_update(handle: *mut EpcHandle, topk_idx: *const EpcTensor, stream: *mut c_void) -> EpcStatus;
 
     /// Free the handle's device memory after the work queued on it has finished. Local;
-    /// blocking; NULL is a no-op.
+    /// blocking (waits for all work on the device, other groups' included); not thread-safe
+    /// with other calls on the group; NULL is a no-op.
     pub fn epc_handle_destroy(handle: *mut EpcHandle) -> EpcStatus;
 
     /// Send each of this rank's B tokens `x` \[B, H\] (bf16 or fp16, the group's dtype size; B may
@@ -515,7 +517,7 @@ extern "C" {
     /// ids in a token's row are allowed and received once per entry. Steps of one group run in
     /// the order they are queued: a dispatch's combine may follow other handles' steps. Collective
     /// over the group's ranks (every rank dispatches each step); stream-ordered; graph-capturable;
-    /// not thread-safe with other calls on the handle. Tensors must stay valid until the stream
+    /// not thread-safe with other calls on the group. Tensors must stay valid until the stream
     /// passes the call (or its completion). On a group whose dtype is EPC_DTYPE_FP8_E4M3 use
     /// epc_ll_dispatch_fp8 (the buffers hold fp8 rows only).
     pub fn epc_ll_dispatch(handle: *mut EpcHandle, x: *const EpcTensor, topk_weights: *const EpcTensor, out_x: *const EpcTensor, out_counts: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus;
@@ -541,7 +543,7 @@ extern "C" {
 
     /// Finish the step whose dispatch or combine was queued with EPC_FLAG_SEND_ONLY: wait (on
     /// the device) for every peer's data and write the outputs given to that call. Collective;
-    /// stream-ordered; graph-capturable.
+    /// stream-ordered; graph-capturable; not thread-safe with other calls on the group.
     pub fn epc_complete(handle: *mut EpcHandle, stream: *mut c_void) -> EpcStatus;
 
     /// Create a handle for a high-throughput group: copy the routing `topk_idx` \[B, K\] (int64 or

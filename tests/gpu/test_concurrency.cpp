@@ -1,0 +1,229 @@
+// Concurrency on one communicator, compared bit for bit with the reference model:
+//   1. two low-latency groups stepping on two streams, queued alternately with no host
+//      synchronisation until every step is queued;
+//   2. three high-throughput handles of one group (EXACT, CAPACITY, EXACT) used in turn in
+//      changing orders, the CAPACITY one updated with new routing in between;
+//   3. two host threads per rank process, each driving its own group (an LL and an HT group,
+//      created beforehand on the main thread: creation is collective and blocking) on its own
+//      stream at the same time.
+// In 1 and 3 kernels of two groups run on the GPU at the same time, and each spins on its
+// peers, so the groups' SM budgets are set to fit on the GPU together (the header's
+// conventions say why).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/gpu/ht_case.hpp"
+#include "tests/gpu/ll_case.hpp"
+#include "tests/gpu/rank_context.hpp"
+
+namespace epc::gputest {
+namespace {
+
+constexpr uint32_t kLlSms = 32;  // two such groups, or one with an HT group of 24, fit on any
+constexpr uint32_t kHtSms = 24;  // GPU of 64 SMs or more
+
+::testing::AssertionResult create_group_with_sms(const Shape& shape, EpcMode mode,
+                                                 uint32_t num_sms, GroupPtr& out) {
+  EpcGroupConfig config = group_config(shape, mode);
+  config.num_sms = num_sms;
+  EpcGroup* group = nullptr;
+  ::testing::AssertionResult r =
+      epc_ok(epc_group_create(context().comm, &config, &group),
+             "epc_group_create (num_sms " + std::to_string(num_sms) + ")");
+  if (r) out.reset(group);
+  return r;
+}
+
+// ---- 1. Two groups, two streams ---------------------------------------------------------------
+
+TEST(Concurrency, TwoGroupsStepOnTwoStreamsWithoutHostSync) {
+  constexpr int kSteps = 8;
+  constexpr int K = 4;
+  const Shape shape = world_shape(8, 1024, 32, K);
+  GroupPtr groups[2];
+  Stream streams[2];
+  std::vector<ll::LlStep> steps[2];
+  std::vector<ll::LlBuffers> buffers[2];
+  for (int g = 0; g < 2; ++g) {
+    ASSERT_TRUE(create_group_with_sms(shape, EPC_MODE_LOW_LATENCY, kLlSms, groups[g]));
+    ASSERT_TRUE(streams[g].status());
+    buffers[g].resize(kSteps);
+    for (int s = 0; s < kSteps; ++s) {
+      const uint64_t seed = 81000 + 100 * static_cast<uint64_t>(g) + 2 * static_cast<uint64_t>(s);
+      steps[g].push_back(
+          ll::make_step(ll::random_problem(shape, K, seed, true, 0.1), seed + 1, my_rank()));
+      ASSERT_TRUE(buffers[g][s].allocate(shape, K));
+      ASSERT_TRUE(buffers[g][s].upload(steps[g][s], streams[g].get()));
+    }
+    ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(streams[g].get()), "uploads"));
+  }
+  HandlePtr handles[2];
+  for (int g = 0; g < 2; ++g) {
+    ASSERT_TRUE(ll::create_handle(groups[g].get(), buffers[g][0], streams[g].get(), handles[g]));
+  }
+  // Every step of both groups is queued before the host waits for anything.
+  for (int s = 0; s < kSteps; ++s) {
+    for (int g = 0; g < 2; ++g) {
+      if (s > 0) {
+        ASSERT_TRUE(ll::update_handle(handles[g].get(), buffers[g][s], streams[g].get()));
+      }
+      ASSERT_TRUE(ll::dispatch_and_combine(handles[g].get(), buffers[g][s], streams[g].get()));
+    }
+  }
+  int failing_steps = 0;
+  for (int g = 0; g < 2; ++g) {
+    for (int s = 0; s < kSteps; ++s) {
+      const std::string where = "group " + std::to_string(g) + " step " + std::to_string(s) +
+                                " (B=" + std::to_string(steps[g][s].tokens()) + ")";
+      if (!buffers[g][s].check(steps[g][s], streams[g].get(), where,
+                               failing_steps < kMaxReportedSteps)) {
+        ++failing_steps;
+      }
+    }
+  }
+  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << 2 * kSteps
+                              << " steps differ from the reference";
+}
+
+// ---- 2. Three handles of one HT group ---------------------------------------------------------
+
+TEST(Concurrency, ThreeHighThroughputHandlesOfOneGroupUsedInTurn) {
+  constexpr int K = 8;
+  constexpr int kRounds = 4;
+  const int orders[kRounds][3] = {{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}};
+  const EpcHtSizing sizing[3] = {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY, EPC_HT_SIZING_EXACT};
+  const Shape shape = world_shape(8, 1024, 128, K);
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const ht::CallOptions options;
+  std::vector<ref::Problem> problems;
+  ht::HtBuffers buffers[3];
+  HandlePtr handles[3];
+  for (int h = 0; h < 3; ++h) {
+    problems.push_back(ht::make_problem(shape, ht::random_spec(K, 82000 + 100 * h)));
+    ASSERT_TRUE(buffers[h].allocate(shape, K));
+    const ht::HtStep first = ht::make_step(problems[h], 82001 + 100 * h, my_rank());
+    ASSERT_TRUE(buffers[h].upload(first, options, stream.get()));
+    ASSERT_TRUE(ht::create_handle(group.get(), buffers[h], sizing[h], stream.get(), handles[h]));
+  }
+  int failing_steps = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    // New payloads for every handle; new routing too for the CAPACITY handle in rounds 1, 3.
+    std::vector<ht::HtStep> steps(3);
+    const bool new_routing = round % 2 == 1;
+    for (int h = 0; h < 3; ++h) {
+      const uint64_t seed = 83000 + 100 * static_cast<uint64_t>(round) + 10 * h;
+      if (h == 1 && new_routing) {
+        problems[h] = ht::make_problem(shape, ht::random_spec(K, seed));
+      } else {
+        ht::replace_payload(problems[h], seed);
+      }
+      steps[h] = ht::make_step(problems[h], seed + 1, my_rank());
+    }
+    for (int i = 0; i < 3; ++i) {
+      const int h = orders[round][i];
+      ASSERT_TRUE(buffers[h].upload(steps[h], options, stream.get()));
+      if (h == 1 && new_routing) {
+        ASSERT_TRUE(ht::update_handle(handles[h].get(), buffers[h], stream.get()));
+      }
+      ASSERT_TRUE(ht::dispatch_and_combine(handles[h].get(), buffers[h], stream.get()));
+    }
+    for (int h = 0; h < 3; ++h) {
+      const std::string where = "handle " + std::to_string(h) + " (" + ht::sizing_name(sizing[h]) +
+                                "), round " + std::to_string(round) + " (B=" +
+                                std::to_string(steps[h].tokens()) + ", N=" +
+                                std::to_string(steps[h].num_recv()) + ")";
+      if (!buffers[h].check(steps[h], stream.get(), where, failing_steps < kMaxReportedSteps)) {
+        ++failing_steps;
+      }
+    }
+  }
+  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << 3 * kRounds
+                              << " steps differ from the reference";
+}
+
+// ---- 3. Two threads, each with its own group ---------------------------------------------------
+
+constexpr int kThreadSteps = 50;
+
+// `steps` LL steps on `group` from the calling thread, on a stream of its own; counts the
+// steps that differ from the reference into `failing`.
+void drive_low_latency(EpcGroup* group, const Shape& shape, int* failing) {
+  ASSERT_TRUE(cuda_ok(cudaSetDevice(context().env.device), "cudaSetDevice in the LL thread"));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  ll::LlBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, shape.max_topk));
+  HandlePtr handle;
+  for (int s = 0; s < kThreadSteps; ++s) {
+    const uint64_t seed = 84000 + 2 * static_cast<uint64_t>(s);
+    const ll::LlStep step = ll::make_step(
+        ll::random_problem(shape, shape.max_topk, seed, true, 0.1), seed + 1, my_rank());
+    ASSERT_TRUE(buffers.upload(step, stream.get()));
+    if (s == 0) {
+      ASSERT_TRUE(ll::create_handle(group, buffers, stream.get(), handle));
+    } else {
+      ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
+    }
+    ASSERT_TRUE(ll::dispatch_and_combine(handle.get(), buffers, stream.get()));
+    if (!buffers.check(step, stream.get(), "LL thread, step " + std::to_string(s),
+                       *failing < kMaxReportedSteps)) {
+      ++*failing;
+    }
+  }
+}
+
+// The same with HT steps on one CAPACITY handle, updated with new routing every step.
+void drive_high_throughput(EpcGroup* group, const Shape& shape, int* failing) {
+  ASSERT_TRUE(cuda_ok(cudaSetDevice(context().env.device), "cudaSetDevice in the HT thread"));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  ht::HtBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, shape.max_topk));
+  const ht::CallOptions options;
+  HandlePtr handle;
+  for (int s = 0; s < kThreadSteps; ++s) {
+    const uint64_t seed = 85000 + 2 * static_cast<uint64_t>(s);
+    const ht::HtStep step = ht::make_step(
+        ht::make_problem(shape, ht::random_spec(shape.max_topk, seed)), seed + 1, my_rank());
+    ASSERT_TRUE(buffers.upload(step, options, stream.get()));
+    if (s == 0) {
+      ASSERT_TRUE(
+          ht::create_handle(group, buffers, EPC_HT_SIZING_CAPACITY, stream.get(), handle));
+    } else {
+      ASSERT_TRUE(ht::update_handle(handle.get(), buffers, stream.get()));
+    }
+    ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), buffers, stream.get()));
+    if (!buffers.check(step, stream.get(), "HT thread, step " + std::to_string(s),
+                       *failing < kMaxReportedSteps)) {
+      ++*failing;
+    }
+  }
+}
+
+TEST(Concurrency, TwoThreadsEachDriveTheirOwnGroup) {
+  const Shape ll_shape = world_shape(8, 1024, 32, 4);
+  const Shape ht_shape = world_shape(8, 1024, 128, 4);
+  GroupPtr ll_group, ht_group;
+  ASSERT_TRUE(create_group_with_sms(ll_shape, EPC_MODE_LOW_LATENCY, kLlSms, ll_group));
+  ASSERT_TRUE(create_group_with_sms(ht_shape, EPC_MODE_HIGH_THROUGHPUT, kHtSms, ht_group));
+  int ll_failing = 0, ht_failing = 0;
+  std::thread ll_thread(drive_low_latency, ll_group.get(), ll_shape, &ll_failing);
+  std::thread ht_thread(drive_high_throughput, ht_group.get(), ht_shape, &ht_failing);
+  ll_thread.join();
+  ht_thread.join();
+  EXPECT_EQ(ll_failing, 0) << ll_failing << " of " << kThreadSteps
+                           << " LL steps differ from the reference";
+  EXPECT_EQ(ht_failing, 0) << ht_failing << " of " << kThreadSteps
+                           << " HT steps differ from the reference";
+}
+
+}  // namespace
+}  // namespace epc::gputest
