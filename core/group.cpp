@@ -92,6 +92,10 @@ void Group::allocate_window() {
   std::memset(error_host_, 0, sizeof(kernels::DeviceError));
   check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host_, 0),
              "cudaHostGetDevicePointer of the error record");
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&error_claim_), sizeof(uint32_t)),
+             "cudaMalloc of the error record's claim word");
+  check_cuda(cudaMemset(error_claim_, 0, sizeof(uint32_t)), "zeroing the error record's claim word");
+  error_host_->claim = error_claim_;
 
   // The step counters, then (low-latency mode) two slots of per-expert entry counts, which
   // the dispatch send kernel accumulates and leaves zeroed behind it.
@@ -146,7 +150,7 @@ void Group::raise_if_device_failed() {
   if (error_host_ == nullptr) return;
   volatile kernels::DeviceError* record = error_host_;
   uint32_t status = record->status;
-  if (status == 0 || status == 0xFFFFFFFFu) return;  // none, or still being written
+  if (status == 0) return;  // written last, after the fields it announces
   if (failed_status_ == EPC_OK) {
     failed_status_ = static_cast<EpcStatus>(status);
     if (record->phase == kernels::kPhaseRouting) {
@@ -251,6 +255,10 @@ std::string Group::release() noexcept {
   }
   ll_state_ = nullptr;
   ht_state_ = nullptr;
+  if (error_claim_ != nullptr) {
+    cudaFree(error_claim_);
+    error_claim_ = nullptr;
+  }
   if (error_host_ != nullptr) {
     cudaFreeHost(error_host_);
     error_host_ = nullptr;

@@ -84,6 +84,7 @@ class Group {
   ncclDevComm dev_comm_{};
   kernels::DeviceError* error_host_ = nullptr;    // pinned, mapped
   kernels::DeviceError* error_device_ = nullptr;  // its device view
+  uint32_t* error_claim_ = nullptr;                // device memory (DeviceError::claim)
   uint64_t barrier_epoch_ = 0;
   kernels::LlState* ll_state_ = nullptr;  // device memory beside the window
   kernels::HtState* ht_state_ = nullptr;

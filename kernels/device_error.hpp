@@ -22,11 +22,15 @@ enum Phase : uint32_t {
 const char* phase_name(uint32_t phase);
 
 struct DeviceError {
-  uint32_t status;     // 0 or an EpcStatus; the first kernel to fail sets it, once
+  uint32_t status;     // 0 or an EpcStatus; the first kernel to fail sets it, once, last
   uint32_t phase;      // a Phase
   int32_t rank;        // world rank that was waiting
   int32_t peer;        // world rank it waited for
   uint64_t waited_ns;  // how long it waited before giving up
+  // A word in device memory that the first failing thread takes with an atomic exchange:
+  // atomics on this record itself would be system-scope atomics on host memory over PCIe,
+  // which the GPU does not support (compute-sanitizer memcheck reports them).
+  uint32_t* claim;
 };
 
 }  // namespace epc::kernels

@@ -11,21 +11,21 @@ namespace epc::kernels {
 
 __device__ __forceinline__ void report_failure(DeviceError* error, uint32_t status, uint32_t phase,
                                                int rank, int peer, uint64_t waited_ns) {
-  cuda::atomic_ref<uint32_t, cuda::thread_scope_system> word(error->status);
-  uint32_t expected = 0;
-  if (word.compare_exchange_strong(expected, 0xFFFFFFFFu, cuda::memory_order_acq_rel)) {
-    error->phase = phase;
-    error->rank = rank;
-    error->peer = peer;
-    error->waited_ns = waited_ns;
-    word.store(status, cuda::memory_order_release);
-  }
+  // Every kernel of a group runs on the group's GPU: a device-scope claim decides the first.
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_device> claim(*error->claim);
+  if (claim.exchange(1u, cuda::memory_order_relaxed) != 0u) return;
+  volatile DeviceError* record = error;
+  record->phase = phase;
+  record->rank = rank;
+  record->peer = peer;
+  record->waited_ns = waited_ns;
+  __threadfence_system();  // the fields before the status that announces them
+  record->status = status;
 }
 
 // True once any kernel of the group has recorded a failure: waits stop early then.
 __device__ __forceinline__ bool group_failed(const DeviceError* error) {
-  cuda::atomic_ref<const uint32_t, cuda::thread_scope_system> word(error->status);
-  return word.load(cuda::memory_order_relaxed) != 0;
+  return static_cast<const volatile DeviceError*>(error)->status != 0;
 }
 
 }  // namespace epc::kernels
