@@ -102,6 +102,9 @@ kernels::HtCommon HtHandle::common() const {
   k.geo.topk = topk_;
   k.geo.dispatch_slot = kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk);
   k.geo.combine_slot = kernels::ht_combine_slot(c.hidden, c.max_topk);
+  k.geo.node_size = group_.topology().node_size;
+  k.geo.num_nodes = group_.topology().nodes();
+  k.geo.rail_slot = kernels::ht_rail_slot(k.geo.dispatch_slot, static_cast<uint32_t>(k.geo.node_size));
   k.handle = arrays_;
   k.state = group_.ht_state();
   k.error = group_.device_error();
@@ -212,6 +215,11 @@ void HtHandle::dispatch(const EpcTensor* x, const EpcTensor* x_scales, const Epc
   p.out_num_recv = out_num_recv != nullptr ? static_cast<int32_t*>(out_num_recv->data) : nullptr;
   p.row_bytes = static_cast<int>(H * static_cast<int64_t>(dtype_size(x->dtype)));
   p.fp8 = fp8;
+  if (group_.topology().nodes() > 1) {  // tokens cross between nodes once, then are forwarded
+    p.common.forward_warps = kernels::kHtForwardWarps;
+    p.rail_data_offset = group_.plan().region(EPC_REGION_RAIL_RECV).offset;
+    p.rail_flags_offset = group_.plan().region(EPC_REGION_RAIL_SIGNAL).offset;
+  }
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_dispatch(p, static_cast<int>(c.num_sms), stream),
              "launching the high-throughput dispatch");

@@ -83,6 +83,15 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
   b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "dispatch_signal");
   b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * combine.bytes, "combine_recv");
   b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "combine_signal");
+  if (t.nodes() > 1) {
+    // Dispatch crosses between nodes once per (token, node), to the rail peer, which
+    // forwards inside its node (kernels/ht_message.hpp).
+    const uint64_t M = static_cast<uint64_t>(t.nodes());
+    const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size));
+    b.add(EPC_REGION_RAIL_RECV, EPC_SLOT_NONE, M * T * rail.bytes, "rail_recv");
+    b.add(EPC_REGION_RAIL_SIGNAL, EPC_SLOT_NONE,
+          M * static_cast<uint64_t>(kernels::ht_chunks(static_cast<int>(T))) * sizeof(uint64_t), "rail_signal");
+  }
   if (t.num_nodes > 1) {
     plan.gin_contexts = 1;
     plan.gin_signals = 2 * static_cast<uint32_t>(t.nranks);

@@ -25,6 +25,10 @@
 //                                then [nranks] uint64 acknowledgements (written by receivers)
 //     combine_recv               [nranks][max_tokens] combine slots: row, top-k weights
 //     combine_signal             like dispatch_signal
+//     rail_recv, rail_signal     with more than one node: [nodes][max_tokens] rail slots
+//                                (tokens from the rail peer of each node, to forward inside
+//                                this node) and [nodes][max_tokens / kHtChunkTokens] uint64
+//                                chunk flags carrying which of the chunk's tokens came
 #pragma once
 
 #include <cstdint>

@@ -16,6 +16,8 @@ struct CombineParts {
   __device__ static void prologue(const Params&) {}
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_send::run(p, step, r); }
   __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_recv::run(p, step, r); }
+  // Combine crosses between nodes directly from every rank (no forwarding warps yet).
+  __device__ static void forward(const Params&, uint64_t, const WarpRole&) {}
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
-// High-throughput dispatch: the sending part (ht_dispatch_send.cuh) and the receiving part
-// (ht_dispatch_recv.cuh), launched as ht_step_kernel.cuh says.
+// High-throughput dispatch: the sending part (ht_dispatch_send.cuh), across nodes the
+// forwarding part (ht_dispatch_forward.cuh), and the receiving part (ht_dispatch_recv.cuh),
+// launched as ht_step_kernel.cuh says.
+#include "kernels/ht_dispatch_forward.cuh"
 #include "kernels/ht_dispatch_recv.cuh"
 #include "kernels/ht_dispatch_send.cuh"
 #include "kernels/ht_step_kernel.cuh"
@@ -16,6 +18,7 @@ struct DispatchParts {
   __device__ static void prologue(const Params& p) { ht_dispatch_recv::write_counts(p); }
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_send::run(p, step, r); }
   __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_recv::run(p, step, r); }
+  __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_forward::run(p, step, r); }
 };
 
 }  // namespace

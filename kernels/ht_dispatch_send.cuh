@@ -10,6 +10,7 @@
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/peer_wait.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/ht_dispatch_rail.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
 
@@ -59,18 +60,25 @@ __device__ __forceinline__ void write_own_extras(const HtDispatchParams& p, int 
   if (p.out_topk_weights != nullptr) p.out_topk_weights[static_cast<size_t>(row) * g.topk + k] = weight;
 }
 
-// Rows a token sends itself skip the window: the payload goes straight to out_x (at the row
-// the receiving part would have copied it to) along with its scales and entries.
+// The ranks of this rank's node: every rank when the group is one node.
+__device__ __forceinline__ int node_begin(const HtGeometry& g) { return g.node_of(g.rank) * g.node_size; }
+
+// Ranks of this node get the token directly; other nodes once each, through their rail peer
+// (ht_dispatch_rail.cuh). Rows a token sends itself skip the window: the payload goes
+// straight to out_x (at the row the receiving part would have copied it to) along with its
+// scales and entries.
 __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
   const int4* payload = reinterpret_cast<const int4*>(static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.row_bytes);
   const int own_row = c.handle.recv_base[g.rank];
-  for (int first = 0; first < g.nranks; first += kWarpSize) {
+  const int node_end = node_begin(g) + g.node_size;
+  if (g.num_nodes > 1) ht_dispatch_rail::send_token(p, t, payload);
+  for (int first = node_begin(g); first < node_end; first += kWarpSize) {
     // Lane i serves destination first + i: where the row goes there, if the token goes there.
     const int mine = first + lane_id();
-    const int row = mine < g.nranks ? rows[mine] : -1;
+    const int row = mine < node_end ? rows[mine] : -1;
     char* my_dst = nullptr;
     if (row >= 0 && mine == g.rank) {
       my_dst = static_cast<char*>(p.out_x) + static_cast<size_t>(own_row + row) * p.row_bytes;
@@ -94,13 +102,16 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
   }
 }
 
-// Commits the chunk's rows to every rank and raises its flags there.
+// Commits the chunk's rows to every rank of this node and raises its flags there (and the
+// same for the rails to other nodes).
 __device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_t step, int chunk) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int R = g.nranks;
+  const int node_end = node_begin(g) + g.node_size;
   __syncwarp();  // the warp commits together what its lanes wrote
-  for (int d = 0; d < R; ++d) {
+  if (g.num_nodes > 1) ht_dispatch_rail::commit_chunk(p, chunk);
+  for (int d = node_begin(g); d < node_end; ++d) {
     const int start = c.handle.chunk_start[chunk * R + d], end = c.handle.chunk_start[(chunk + 1) * R + d];
     if (end > start && d != g.rank) {
       const uint64_t offset = p.channel.data_offset +
@@ -112,7 +123,8 @@ __device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_
   __syncwarp();
   const uint64_t flags = p.channel.flags_offset +
                          (static_cast<uint64_t>(g.rank) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
-  for (int d = lane_id(); d < R; d += kWarpSize) {
+  if (g.num_nodes > 1) ht_dispatch_rail::signal_chunk(p, step, chunk);
+  for (int d = node_begin(g) + lane_id(); d < node_end; d += kWarpSize) {
     if (d == g.rank) continue;  // rows for this rank went straight to out_x
     const int start = c.handle.chunk_start[chunk * R + d], end = c.handle.chunk_start[(chunk + 1) * R + d];
     c.transport.signal(flags, d, chunk_flag(step, static_cast<uint32_t>(start), static_cast<uint32_t>(end)));

@@ -55,6 +55,21 @@ constexpr HtCombineSlot ht_combine_slot(uint32_t hidden, uint32_t max_topk) {
                        static_cast<uint32_t>(row + ht_align16(uint64_t{max_topk} * 4))};
 }
 
+// Across nodes, a source sends each token once to its rail peer in every other node that
+// hosts one of the token's experts (the rank with the source's local index there), into
+// that peer's rail slot [source node][token]: a dispatch slot whose topk and weights hold
+// the token's global expert ids and weights for every entry, followed by the token's row
+// on each rank of the peer's node (-1 where it has no entry). The peer forwards it into
+// those ranks' dispatch slots as if the source had written them.
+struct HtRailSlot {
+  uint32_t rows_offset;  // node_size int32
+  uint32_t bytes;
+};
+
+constexpr HtRailSlot ht_rail_slot(const HtDispatchSlot& dispatch, uint32_t node_size) {
+  return HtRailSlot{dispatch.bytes, static_cast<uint32_t>(dispatch.bytes + ht_align16(uint64_t{node_size} * 4))};
+}
+
 // Chunks a stream of `items` tokens or rows is cut into.
 constexpr int ht_chunks(int items) { return (items + kHtChunkTokens - 1) / kHtChunkTokens; }
 

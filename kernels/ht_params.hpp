@@ -15,6 +15,9 @@ namespace epc::kernels {
 // combine, 16: 722 / 804, 22: 782 / 942. Sending is bound by each SM's NVLink store rate,
 // not by warps, and receivers need enough loads in flight.
 constexpr int kHtSendWarps = 12;
+// Across nodes, warps per block that forward tokens arriving from rail peers into the
+// ranks of this node (taken from the receiving warps; dispatch only). Not yet tuned.
+constexpr int kHtForwardWarps = 6;
 
 // Per-group device state. Step counters live on the device so that captured graphs advance
 // them at every replay; every rank runs the same sequence of calls, so they agree.
@@ -36,6 +39,13 @@ struct HtGeometry {
   int topk;           // K of the handle
   HtDispatchSlot dispatch_slot;
   HtCombineSlot combine_slot;
+  int node_size;         // ranks per node (every rank when the group is one node)
+  int num_nodes;
+  HtRailSlot rail_slot;  // with num_nodes > 1
+
+  __device__ __host__ int node_of(int r) const { return r / node_size; }
+  // The rank with this rank's local index in node m: its peer on the rail to that node.
+  __device__ __host__ int rail_peer(int m) const { return m * node_size + rank % node_size; }
 };
 
 // The handle's layout, written by the layout kernel and read by dispatch and combine.
@@ -58,7 +68,8 @@ struct HtCommon {
   DeviceError* error;
   uint64_t timeout_ns;
   int num_tokens;  // B of this rank
-  int send_warps;  // of each block's kHtThreads / 32 warps in a fused launch, the sending ones
+  int send_warps;     // of each block's kHtThreads / 32 warps in a fused launch, the sending ones
+  int forward_warps;  // then the forwarding ones (dispatch across nodes, else 0)
 };
 
 // Layout: two slots used alternately by successive layouts, each [R] uint64 signals then
@@ -90,6 +101,8 @@ struct HtDispatchParams {
   int32_t* out_num_recv;     // [1] or null
   int row_bytes;             // payload bytes of one row: H * element size of x
   bool fp8;
+  uint64_t rail_data_offset;   // [nodes][T] rail slots, with more than one node
+  uint64_t rail_flags_offset;  // [nodes][T/C] uint64 flags: chunk_flag(step, token mask, 0)
 };
 
 struct HtCombineParams {

@@ -1,6 +1,6 @@
 // The launch shape shared by high-throughput dispatch and combine. `Parts` names the
 // operation's parameters, its step and finished-block counters in HtState, a prologue run
-// by receiving launches, and its sending and receiving parts. Sending and receiving warps
+// by receiving launches, and its sending, forwarding (across nodes) and receiving parts. Sending and receiving warps
 // run in one launch when the whole grid fits on the GPU at once (receivers spin on flags
 // that senders of the same launch raise, so every block must be resident), else the two
 // parts run one after the other. The last block to finish acknowledges the step to every
@@ -21,10 +21,12 @@ __global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Par
   const HtCommon& c = p.common;
   uint64_t* step_counter = Parts::step_counter(c.state);
   const uint64_t step = *step_counter;
-  const WarpRole role = warp_role<kSend, kReceive>(c.send_warps);
+  const WarpRole role = warp_role<kSend, kReceive>(c.send_warps, c.forward_warps);
   if (kReceive) Parts::prologue(p);
-  if (role.sends) {
+  if (role.kind == HtRole::kSend) {
     Parts::send(p, step, role);
+  } else if (role.kind == HtRole::kForward) {
+    Parts::forward(p, step, role);
   } else {
     Parts::receive(p, step, role);
   }

@@ -12,23 +12,29 @@ namespace epc::kernels {
 constexpr int kHtThreads = 1024;
 constexpr int kHtWarps = kHtThreads / kWarpSize;
 
+enum class HtRole { kSend, kForward, kReceive };
+
 struct WarpRole {
-  bool sends;
+  HtRole kind;
   int index;  // among the warps of this role in the grid
   int count;  // warps of this role in the grid
 };
 
-// `send_warps`: warps per block that send in a fused launch (the rest receive).
+// `send_warps` / `forward_warps`: warps per block that send / forward in a fused launch (the
+// rest receive); a launch with the sending part only gives it every warp, one with the
+// receiving part only gives its first `forward_warps` to forwarding.
 template <bool kSend, bool kReceive>
-__device__ __forceinline__ WarpRole warp_role(int send_warps) {
+__device__ __forceinline__ WarpRole warp_role(int send_warps, int forward_warps) {
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int blocks = static_cast<int>(gridDim.x), block = static_cast<int>(blockIdx.x);
-  if (kSend && kReceive) {
-    if (warp < send_warps) return WarpRole{true, warp * blocks + block, send_warps * blocks};
-    return WarpRole{false, (warp - send_warps) * blocks + block, (kHtWarps - send_warps) * blocks};
+  if (kSend && !kReceive) return WarpRole{HtRole::kSend, warp * blocks + block, kHtWarps * blocks};
+  const int senders = kSend ? send_warps : 0;
+  if (warp < senders) return WarpRole{HtRole::kSend, warp * blocks + block, senders * blocks};
+  if (warp < senders + forward_warps) {
+    return WarpRole{HtRole::kForward, (warp - senders) * blocks + block, forward_warps * blocks};
   }
-  return WarpRole{kSend, warp * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x),
-                  kHtWarps * static_cast<int>(gridDim.x)};
+  const int receivers = kHtWarps - senders - forward_warps;
+  return WarpRole{HtRole::kReceive, (warp - senders - forward_warps) * blocks + block, receivers * blocks};
 }
 
 // Work spread over one stream per rank (rows from each source, rows back to each source)

@@ -134,7 +134,17 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     }
     FUZZ_CHECK(plan.workspace_bytes == add(256, mul(mul(2, c.num_experts), 4)));
   } else {
-    FUZZ_CHECK(plan.num_slots == 1 && plan.regions.size() == 7 + staging);
+    const size_t rail = nodes.nodes() > 1 ? 2 : 0;  // rail_recv, rail_signal
+    FUZZ_CHECK(plan.num_slots == 1 && plan.regions.size() == 7 + rail + staging);
+    if (rail > 0) {
+      const auto slot = epc::kernels::ht_rail_slot(epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk),
+                                                   static_cast<uint32_t>(nodes.node_size));
+      FUZZ_CHECK(slot.rows_offset % 16 == 0 && slot.bytes >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size));
+      const uint64_t M = static_cast<uint64_t>(nodes.nodes());
+      FUZZ_CHECK(plan.region(EPC_REGION_RAIL_RECV).size >= mul(mul(M, T), slot.bytes));
+      FUZZ_CHECK(plan.region(EPC_REGION_RAIL_SIGNAL).size >=
+                 mul(mul(M, static_cast<uint64_t>(epc::kernels::ht_chunks(static_cast<int>(T)))), 8));
+    }
     const auto dispatch = epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk);
     const auto combine = epc::kernels::ht_combine_slot(c.hidden, c.max_topk);
     // The slot formats, recomputed in 64 bits: the 32-bit offsets the kernels use are exact.

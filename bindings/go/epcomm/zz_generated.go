@@ -160,6 +160,12 @@ const (
 	// RegionNetStaging is EPC_REGION_NET_STAGING: what is bound for ranks in other nodes,
 	// staged here until the network transport puts it (ABI 1.3).
 	RegionNetStaging RegionKind = 7
+	// RegionRailRecv is EPC_REGION_RAIL_RECV: HT across nodes: tokens from this rank's rail
+	// peers (its local index in every other node), to be forwarded inside the node (ABI 1.3).
+	RegionRailRecv RegionKind = 8
+	// RegionRailSignal is EPC_REGION_RAIL_SIGNAL: HT across nodes: one flag per rail peer and
+	// chunk.
+	RegionRailSignal RegionKind = 9
 )
 
 // String returns the Go name of a known RegionKind value, else RegionKind(<number>).
@@ -179,6 +185,10 @@ func (r RegionKind) String() string {
 		return "RegionLayout"
 	case RegionNetStaging:
 		return "RegionNetStaging"
+	case RegionRailRecv:
+		return "RegionRailRecv"
+	case RegionRailSignal:
+		return "RegionRailSignal"
 	}
 	return "RegionKind(" + strconv.FormatInt(int64(r), 10) + ")"
 }
@@ -268,6 +278,8 @@ func headerConstants() []headerConstant {
 		{"EPC_REGION_COMBINE_SIGNAL", int64(RegionCombineSignal), int64(C.EPC_REGION_COMBINE_SIGNAL)},
 		{"EPC_REGION_LAYOUT", int64(RegionLayout), int64(C.EPC_REGION_LAYOUT)},
 		{"EPC_REGION_NET_STAGING", int64(RegionNetStaging), int64(C.EPC_REGION_NET_STAGING)},
+		{"EPC_REGION_RAIL_RECV", int64(RegionRailRecv), int64(C.EPC_REGION_RAIL_RECV)},
+		{"EPC_REGION_RAIL_SIGNAL", int64(RegionRailSignal), int64(C.EPC_REGION_RAIL_SIGNAL)},
 		{"EPC_PLAN_MAX_REGIONS", int64(PlanMaxRegions), int64(C.EPC_PLAN_MAX_REGIONS)},
 		{"EPC_SLOT_NONE", int64(SlotNone), int64(C.EPC_SLOT_NONE)},
 		{"EPC_FLAG_SEND_ONLY", int64(FlagSendOnly), int64(C.EPC_FLAG_SEND_ONLY)},

@@ -199,6 +199,10 @@ typedef uint32_t EpcRegionKind;
 #define EPC_REGION_LAYOUT 6         /* HT: per-rank token and expert counts exchanged */
 #define EPC_REGION_NET_STAGING 7    /* what is bound for ranks in other nodes, staged here
                                        until the network transport puts it (ABI 1.3) */
+#define EPC_REGION_RAIL_RECV 8      /* HT across nodes: tokens from this rank's rail peers
+                                       (its local index in every other node), to be
+                                       forwarded inside the node (ABI 1.3) */
+#define EPC_REGION_RAIL_SIGNAL 9    /* HT across nodes: one flag per rail peer and chunk */
 
 #define EPC_PLAN_MAX_REGIONS 16
 #define EPC_SLOT_NONE 0xFFFFFFFFu

@@ -23,14 +23,14 @@ export libepcomm, libepcomm_path, EpcStatus, EpcDtype, EpcTensor, EpcUniqueId, E
     EPC_DTYPE_INT64, EPC_TENSOR_MAX_DIMS, EPC_UNIQUE_ID_BYTES, EPC_MODE_LOW_LATENCY,
     EPC_MODE_HIGH_THROUGHPUT, EPC_REGION_CONTROL, EPC_REGION_DISPATCH_RECV,
     EPC_REGION_DISPATCH_SIGNAL, EPC_REGION_COMBINE_RECV, EPC_REGION_COMBINE_SIGNAL,
-    EPC_REGION_LAYOUT, EPC_REGION_NET_STAGING, EPC_PLAN_MAX_REGIONS, EPC_SLOT_NONE,
-    EPC_FLAG_SEND_ONLY, EPC_FLAG_FP8_POW2_SCALES, EPC_FLAG_BACKWARD_WEIGHTS,
-    EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY, epc_status_string, epc_last_error,
-    epc_get_version, epc_unique_id_create, epc_comm_init, epc_comm_destroy, epc_plan_query,
-    epc_group_create, epc_group_destroy, epc_group_query, epc_group_barrier,
-    epc_handle_create, epc_handle_update, epc_handle_destroy, epc_ll_dispatch,
-    epc_ll_dispatch_fp8, epc_ll_combine, epc_complete, epc_ht_handle_create,
-    epc_ht_dispatch, epc_ht_combine, epc_get_api
+    EPC_REGION_LAYOUT, EPC_REGION_NET_STAGING, EPC_REGION_RAIL_RECV, EPC_REGION_RAIL_SIGNAL,
+    EPC_PLAN_MAX_REGIONS, EPC_SLOT_NONE, EPC_FLAG_SEND_ONLY, EPC_FLAG_FP8_POW2_SCALES,
+    EPC_FLAG_BACKWARD_WEIGHTS, EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY,
+    epc_status_string, epc_last_error, epc_get_version, epc_unique_id_create, epc_comm_init,
+    epc_comm_destroy, epc_plan_query, epc_group_create, epc_group_destroy, epc_group_query,
+    epc_group_barrier, epc_handle_create, epc_handle_update, epc_handle_destroy,
+    epc_ll_dispatch, epc_ll_dispatch_fp8, epc_ll_combine, epc_complete,
+    epc_ht_handle_create, epc_ht_dispatch, epc_ht_combine, epc_get_api
 
 # ---- Library -----------------------------------------------------------------------
 
@@ -107,6 +107,10 @@ const EPC_REGION_COMBINE_RECV = EpcRegionKind(4)  # incoming combine rows
 const EPC_REGION_COMBINE_SIGNAL = EpcRegionKind(5)  # per-source-rank arrival counters for combine
 const EPC_REGION_LAYOUT = EpcRegionKind(6)  # HT: per-rank token and expert counts exchanged
 const EPC_REGION_NET_STAGING = EpcRegionKind(7)  # what is bound for ranks in other nodes, staged here until the network transport puts it (ABI 1.3)
+
+const EPC_REGION_RAIL_RECV = EpcRegionKind(8)  # HT across nodes: tokens from this rank's rail peers (its local index in every other node), to be forwarded inside the node (ABI 1.3)
+
+const EPC_REGION_RAIL_SIGNAL = EpcRegionKind(9)  # HT across nodes: one flag per rail peer and chunk
 
 const EPC_PLAN_MAX_REGIONS = Int32(16)
 const EPC_SLOT_NONE = UInt32(0xffffffff)

@@ -204,6 +204,14 @@ pub const EPC_REGION_LAYOUT: EpcRegionKind = 6;
 /// until the network transport puts it (ABI 1.3)
 pub const EPC_REGION_NET_STAGING: EpcRegionKind = 7;
 
+/// HT across nodes: tokens from this rank's rail peers
+/// (its local index in every other node), to be
+/// forwarded inside the node (ABI 1.3)
+pub const EPC_REGION_RAIL_RECV: EpcRegionKind = 8;
+
+/// HT across nodes: one flag per rail peer and chunk
+pub const EPC_REGION_RAIL_SIGNAL: EpcRegionKind = 9;
+
 pub const EPC_PLAN_MAX_REGIONS: u32 = 16;
 
 pub const EPC_SLOT_NONE: u32 = 0xFFFFFFFF;
@@ -841,6 +849,8 @@ pub const CONSTANT_VALUES: &[(&str, i128)] = &[
     ("EPC_REGION_COMBINE_SIGNAL", EPC_REGION_COMBINE_SIGNAL as i128),
     ("EPC_REGION_LAYOUT", EPC_REGION_LAYOUT as i128),
     ("EPC_REGION_NET_STAGING", EPC_REGION_NET_STAGING as i128),
+    ("EPC_REGION_RAIL_RECV", EPC_REGION_RAIL_RECV as i128),
+    ("EPC_REGION_RAIL_SIGNAL", EPC_REGION_RAIL_SIGNAL as i128),
     ("EPC_PLAN_MAX_REGIONS", EPC_PLAN_MAX_REGIONS as i128),
     ("EPC_SLOT_NONE", EPC_SLOT_NONE as i128),
     ("EPC_FLAG_SEND_ONLY", EPC_FLAG_SEND_ONLY as i128),

@@ -61,6 +61,11 @@ open_enum! {
         /// puts it (ABI 1.3); planned only when the group spans several (virtual) nodes,
         /// see [`GroupConfig::virtual_node_size`](crate::GroupConfig::virtual_node_size).
         NET_STAGING = sys::EPC_REGION_NET_STAGING,
+        /// HT across nodes: tokens from this rank's rail peers (its local index in every
+        /// other node), to be forwarded inside the node (ABI 1.3).
+        RAIL_RECV = sys::EPC_REGION_RAIL_RECV,
+        /// HT across nodes: one flag per rail peer and chunk (ABI 1.3).
+        RAIL_SIGNAL = sys::EPC_REGION_RAIL_SIGNAL,
     }
 }
 
