@@ -36,8 +36,8 @@ std::string nodes_label(int node_size) {
 // A group of `mode` split into nodes of `node_size` ranks; checks that the group reports
 // the split (EpcGroupInfo.node / num_nodes).
 ::testing::AssertionResult create_split_group(const Shape& shape, EpcMode mode, int node_size,
-                                              GroupPtr& out) {
-  EpcGroupConfig config = group_config(shape, mode);
+                                              GroupPtr& out, EpcDtype dtype = EPC_DTYPE_BF16) {
+  EpcGroupConfig config = group_config(shape, mode, dtype);
   config.virtual_node_size = static_cast<uint32_t>(node_size);
   EpcGroup* raw = nullptr;
   ::testing::AssertionResult created = epc_ok(epc_group_create(context().comm, &config, &raw),
@@ -113,6 +113,27 @@ TEST(VirtualNodes, HighThroughputMatchesTheReferenceWithBackwardPass) {
     for (EpcHtSizing sizing : {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY}) {
       ht::run_steps(group.get(), shape, steps, sizing, {forward, backward}, label);
     }
+  }
+}
+
+// HT fp8 payloads (e4m3 bytes and scales, NaN patterns included) on an fp8 group: the rail
+// slots and the forwarders carry the scales too.
+TEST(VirtualNodes, HighThroughputFp8PayloadIsCopiedUnchanged) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const ht::HtShape shape = world_shape(16, 2048, 128, 8);
+  for (int node_size : sizes) {
+    GroupPtr group;
+    ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group, EPC_DTYPE_FP8_E4M3));
+    ht::ProblemSpec spec = ht::random_spec(8, 46000 + node_size);
+    spec.fp8 = true;
+    ref::Problem p = ht::make_problem(shape, spec);
+    std::vector<ht::HtStep> steps;
+    steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), /*fp8=*/true));
+    ht::replace_payload(p, spec.seed + 2);
+    steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), true));
+    ht::run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {ht::CallOptions{}},
+                  "high throughput fp8, " + nodes_label(node_size));
   }
 }
 
