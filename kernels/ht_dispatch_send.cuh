@@ -1,8 +1,9 @@
 // High-throughput dispatch, sending part. Each warp takes chunks of kHtChunkTokens source
-// tokens; for each token it writes one slot into every rank hosting one of its entries
-// (payload, fp8 scales, the entries that are local there and their weights) at the row the
-// layout gave it, then publishes the chunk to every other rank with one flag carrying the
-// chunk's row range there (possibly empty). Rows for this rank itself go straight into the
+// tokens; for each token it writes one slot into every rank of this node hosting one of its
+// entries (payload, fp8 scales, the entries that are local there and their weights) at the
+// row the layout gave it, then publishes the chunk to every other rank of the node with one
+// flag carrying the chunk's row range there (possibly empty). Other nodes get each token
+// once, through their rail peer, which forwards it (ht_dispatch_rail.cuh). Rows for this rank itself go straight into the
 // caller's outputs. Before writing anything it waits until every rank has
 // acknowledged the previous dispatch, so no slot is overwritten while still being read.
 #pragma once
