@@ -43,7 +43,7 @@ WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
 }
 
 std::string WireFormat::describe() const {
-  char text[1024];
+  char text[2048];
   if (ht) {
     std::snprintf(text, sizeof text,
                   "high-throughput: dispatch sends a %lld B payload (row, and scales with fp8) + "
@@ -53,14 +53,20 @@ std::string WireFormat::describe() const {
                   "per %lld rows and a %lld B acknowledgement per peer; creating a handle sends "
                   "each peer %lld + local experts uint32 layout words and a %lld B signal; to a "
                   "peer in another node the network transport puts whole slots instead: %lld B "
-                  "per dispatched token, %lld B per returned row",
+                  "per returned row; dispatch across nodes goes by rail: a token crosses once per "
+                  "other node hosting its experts, as one rail slot (the %lld B dispatch slot + "
+                  "4 B per rank of a node, padded to 16 B) to the rank with the source's local "
+                  "index there, which forwards it over NVLink into the slots of the ranks of its "
+                  "node with entries and raises a flag at every rank of its node for every chunk "
+                  "of the source; the source's own chunk flags then go only to the ranks of its "
+                  "node, and one rail flag per chunk to each other node's rail peer",
                   static_cast<long long>(dispatch_row_bytes), static_cast<long long>(ht_meta_bytes),
                   static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
                   static_cast<long long>(ht_ack_bytes), static_cast<long long>(combine_row_bytes),
                   static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
                   static_cast<long long>(ht_ack_bytes), static_cast<long long>(ht_layout_header_words),
-                  static_cast<long long>(signal_bytes), static_cast<long long>(net_dispatch_message_bytes),
-                  static_cast<long long>(net_combine_row_bytes));
+                  static_cast<long long>(signal_bytes), static_cast<long long>(net_combine_row_bytes),
+                  static_cast<long long>(net_dispatch_message_bytes));
     return text;
   }
   std::snprintf(text, sizeof text,

@@ -486,7 +486,10 @@ TEST(Traffic, NetworkMessagesSizeTheCeilingWindow) {
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 8, 1), 10 * 80);
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2), 10 * 32);
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 4, 4), 10 * 32);  // one node
-  EXPECT_NE(ht.describe().find("whole slots instead: 64 B"), std::string::npos) << ht.describe();
+  EXPECT_NE(ht.describe().find("whole slots instead: 32 B per returned row"), std::string::npos)
+      << ht.describe();
+  EXPECT_NE(ht.describe().find("the 64 B dispatch slot + 4 B per rank of a node"), std::string::npos)
+      << ht.describe();
   EXPECT_NE(ll.describe().find("48 B with entries, 32 B (header) without"), std::string::npos) << ll.describe();
 }
 
