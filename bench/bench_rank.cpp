@@ -118,8 +118,9 @@ class Driver {
   bool setup_ceiling() {
     const int64_t peak = static_cast<int64_t>(o_.ceiling_peak_mib) << 20;
     // The most one rank can send one peer at the largest point: every token with all its
-    // entries there.
-    const int64_t point_max = run_.wire.max_bytes_to_peer(o_.group_max_tokens(), o_.topk, node_size() < s_.nranks());
+    // entries there (across nodes in HT, also every token it forwards there).
+    const int64_t point_max =
+        run_.wire.max_bytes_to_peer(o_.group_max_tokens(), o_.topk, s_.nranks(), node_size());
     if (!agree(ceiling_.setup(s_, std::max(peak, point_max), o_.timeout_ms, error_),
                "to set up the ceiling")) {
       return false;

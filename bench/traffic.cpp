@@ -1,6 +1,7 @@
 #include "bench/traffic.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 
 #include "kernels/ht_message.hpp"
@@ -32,7 +33,8 @@ WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
   w.ht_meta_bytes = 8 * static_cast<int64_t>(topk);
   w.ht_chunk_tokens = kernels::kHtChunkTokens;
   w.ht_layout_header_words = kernels::kHtLayoutHeaderWords;
-  // What the network puts: whole slots, as many as the chunk's rows.
+  // What the network puts: whole slots, as many as the chunk's rows (dispatch: whole rail
+  // slots, net_rail_slot_bytes, built on the dispatch slot).
   const uint32_t h = static_cast<uint32_t>(hidden), k = static_cast<uint32_t>(topk);
   w.net_dispatch_message_bytes = kernels::ht_dispatch_slot(h, fp8 ? 1 : 2, k).bytes;
   w.net_dispatch_header_bytes = 0;
@@ -41,7 +43,7 @@ WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
 }
 
 std::string WireFormat::describe() const {
-  char text[1024];
+  char text[2048];
   if (ht) {
     std::snprintf(text, sizeof text,
                   "high-throughput: dispatch sends a %lld B payload (row, and scales with fp8) + "
@@ -51,14 +53,20 @@ std::string WireFormat::describe() const {
                   "per %lld rows and a %lld B acknowledgement per peer; creating a handle sends "
                   "each peer %lld + local experts uint32 layout words and a %lld B signal; to a "
                   "peer in another node the network transport puts whole slots instead: %lld B "
-                  "per dispatched token, %lld B per returned row",
+                  "per returned row; dispatch across nodes goes by rail: a token crosses once per "
+                  "other node hosting its experts, as one rail slot (the %lld B dispatch slot + "
+                  "4 B per rank of a node, padded to 16 B) to the rank with the source's local "
+                  "index there, which forwards it over NVLink into the slots of the ranks of its "
+                  "node with entries and raises a flag at every rank of its node for every chunk "
+                  "of the source; the source's own chunk flags then go only to the ranks of its "
+                  "node, and one rail flag per chunk to each other node's rail peer",
                   static_cast<long long>(dispatch_row_bytes), static_cast<long long>(ht_meta_bytes),
                   static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
                   static_cast<long long>(ht_ack_bytes), static_cast<long long>(combine_row_bytes),
                   static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
                   static_cast<long long>(ht_ack_bytes), static_cast<long long>(ht_layout_header_words),
-                  static_cast<long long>(signal_bytes), static_cast<long long>(net_dispatch_message_bytes),
-                  static_cast<long long>(net_combine_row_bytes));
+                  static_cast<long long>(signal_bytes), static_cast<long long>(net_combine_row_bytes),
+                  static_cast<long long>(net_dispatch_message_bytes));
     return text;
   }
   std::snprintf(text, sizeof text,
@@ -76,15 +84,29 @@ std::string WireFormat::describe() const {
   return text;
 }
 
-int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, bool network) const {
+int64_t WireFormat::net_rail_slot_bytes(int node_size) const {
+  kernels::HtDispatchSlot dispatch{};
+  dispatch.bytes = static_cast<uint32_t>(net_dispatch_message_bytes);
+  return kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(node_size)).bytes;
+}
+
+int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, int nranks, int node_size) const {
+  const int nodes = node_size > 0 && node_size < nranks ? nranks / node_size : 1;
   int64_t dispatch, combine;
-  if (network) {
-    dispatch = tokens * net_dispatch_message_bytes;
-    combine = tokens * net_combine_row_bytes;
-  } else {
+  if (nodes == 1) {
     dispatch = ht ? tokens * (dispatch_row_bytes + ht_meta_bytes)
                   : tokens * (header_fixed_bytes + topk * header_entry_bytes + dispatch_row_bytes);
     combine = tokens * combine_row_bytes;
+  } else if (ht) {
+    // A rail peer gets a rail slot per token; another rank of this node (if any) a slot per
+    // token from this rank, and one per token of each of the nodes - 1 sources this rank
+    // forwards for.
+    const int64_t in_node = node_size > 1 ? nodes * tokens * (dispatch_row_bytes + ht_meta_bytes) : 0;
+    dispatch = std::max(tokens * net_rail_slot_bytes(node_size), in_node);
+    combine = tokens * net_combine_row_bytes;  // a whole combine slot is at least the row
+  } else {
+    dispatch = tokens * net_dispatch_message_bytes;  // at least the NVLink message
+    combine = tokens * net_combine_row_bytes;
   }
   return std::max(dispatch, combine);
 }
@@ -100,8 +122,19 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   const int R = static_cast<int>(all.size());
   const int L = experts / R;
   const int per_node = node_size > 0 && node_size < R ? node_size : R;
+  const int nodes = R / per_node, own_node = rank / per_node;
   // A peer in another node is reached only through the network transport.
-  auto remote = [&](int peer) { return peer / per_node != rank / per_node; };
+  auto remote = [&](int peer) { return peer / per_node != own_node; };
+  // Ranks of other nodes with this rank's local index are its rail peers: it sends them its
+  // tokens for their nodes and forwards theirs into its own node (kernels/ht_dispatch_rail.cuh,
+  // ht_dispatch_forward.cuh).
+  auto same_rail = [&](int peer) { return peer % per_node == rank % per_node; };
+  // HT dispatch across nodes goes by rail: a rail slot once per (token, other node hosting
+  // its experts) to the rail peer there, which forwards the token into the dispatch slots of
+  // the ranks of its node, as a source there would.
+  const bool rails = wire.ht && nodes > 1;
+  const int64_t rail_slot = rails ? wire.net_rail_slot_bytes(per_node) : 0;
+  const int64_t ht_slot = wire.dispatch_row_bytes + wire.ht_meta_bytes;  // what NVLink stores carry
   RankTraffic t;
   t.dispatch_to.assign(static_cast<size_t>(R), 0);
   t.combine_to.assign(static_cast<size_t>(R), 0);
@@ -121,6 +154,22 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
         entries_on[static_cast<size_t>(d)]++;
         if (d == rank) counts[static_cast<size_t>(e % L)]++;
       }
+      if (rails && s == rank) {
+        // This rank's token crosses once to every other node it has entries in.
+        for (int m = 0; m < nodes; ++m) {
+          if (m == own_node) continue;
+          const auto first = entries_on.begin() + static_cast<std::ptrdiff_t>(m) * per_node;
+          if (std::any_of(first, first + per_node, [](int n) { return n > 0; })) {
+            t.dispatch_to[static_cast<size_t>(m * per_node + rank % per_node)] += rail_slot;
+          }
+        }
+      } else if (rails && remote(s) && same_rail(s)) {
+        // This rank is s's rail peer here: it forwards the token to the other ranks of its
+        // node that host its experts (into its own window for itself: not wire bytes).
+        for (int d = own_node * per_node; d < (own_node + 1) * per_node; ++d) {
+          if (d != rank && entries_on[static_cast<size_t>(d)] > 0) t.dispatch_to[static_cast<size_t>(d)] += ht_slot;
+        }
+      }
       for (int d = 0; d < R; ++d) {
         const int n = entries_on[static_cast<size_t>(d)];
         if (s == rank) {
@@ -128,12 +177,12 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
           if (n > 0) t.token_ranks++;
           // LL's baseline sends a row per selection, HT's one per (token, destination).
           t.baseline_rows_to[static_cast<size_t>(d)] += wire.ht ? (n > 0 ? 1 : 0) : n;
-          if (d != rank) {
+          if (d != rank && !(rails && remote(d))) {  // HT across nodes: the rail slots above
             int64_t bytes;
-            if (remote(d)) {  // the whole staged message (HT: the slot)
-              bytes = n > 0 ? wire.net_dispatch_message_bytes : wire.ht ? 0 : wire.net_dispatch_header_bytes;
+            if (remote(d)) {  // the whole staged message
+              bytes = n > 0 ? wire.net_dispatch_message_bytes : wire.net_dispatch_header_bytes;
             } else if (wire.ht) {
-              bytes = n > 0 ? wire.dispatch_row_bytes + wire.ht_meta_bytes : 0;
+              bytes = n > 0 ? ht_slot : 0;
             } else {
               bytes = wire.header_fixed_bytes + n * wire.header_entry_bytes + (n > 0 ? wire.dispatch_row_bytes : 0);
             }
@@ -167,7 +216,12 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
     // Per peer: the payload, then what each op signals there (the same on either path).
     int64_t dispatch = t.dispatch_to[i], combine = t.combine_to[i], layout = 0;
     if (wire.ht) {
-      dispatch += chunks(tokens, wire.ht_chunk_tokens) * wire.ht_flag_bytes + wire.ht_ack_bytes;
+      // Dispatch chunk flags: one per chunk of source tokens to every rank of this node; by
+      // rail, as many again for each of the nodes - 1 sources this rank forwards for, one rail
+      // flag per chunk to each rail peer, none to the other ranks of other nodes.
+      int64_t flags = chunks(tokens, wire.ht_chunk_tokens);
+      if (rails) flags *= !remote(d) ? nodes : same_rail(d) ? 1 : 0;
+      dispatch += flags * wire.ht_flag_bytes + wire.ht_ack_bytes;
       combine += chunks(t.baseline_rows_from[i], wire.ht_chunk_tokens) * wire.ht_flag_bytes + wire.ht_ack_bytes;
       layout = (wire.ht_layout_header_words + L) * 4 + wire.signal_bytes;
     } else {

@@ -8,7 +8,11 @@
 // in other nodes go through the network transport instead (kernels/peer_transport.hpp): each
 // message is staged in this rank's own window and put whole, slot padding included, so the
 // network counts use the slot sizes below; signals, flags, acknowledgements, count tables and
-// layout words travel the same way on either path. Pure CPU.
+// layout words travel the same way on either path. HT dispatch across nodes goes by rail
+// (kernels/ht_dispatch_rail.cuh, ht_dispatch_forward.cuh): a token crosses once per other
+// node hosting its experts, into a rail slot of the rank with the source's local index
+// there, which forwards it over NVLink into the dispatch slots of the ranks of its node.
+// Pure CPU.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +40,11 @@ struct WireFormat {
   // weights. Dispatch publishes every chunk of `ht_chunk_tokens` source tokens with one uint64
   // flag per peer, combine every chunk of returned rows with one flag, and each op writes one
   // uint64 acknowledgement per peer. Creating a handle sends every peer (2 + its local experts)
-  // uint32 layout words and a uint64 signal.
+  // uint32 layout words and a uint64 signal. Across nodes, dispatch goes by rail instead: per
+  // chunk one flag per rank of this node and one rail flag per other node (to the rail peer);
+  // per (token, other node with entries) one rail slot; the rail peer forwards each token into
+  // the slots of its node's ranks with entries and raises their flags for every chunk of the
+  // source, each write the same as a direct one.
   int64_t ht_meta_bytes = 0;    // 8 * K: the slot's top-k ids and weights
   int64_t ht_chunk_tokens = 0;  // kernels::kHtChunkTokens
   int64_t ht_flag_bytes = 8;
@@ -45,9 +53,10 @@ struct WireFormat {
   // Through the network transport (a peer in another node) a message is put whole from its
   // staging copy: LL dispatch a message with entries as the plan's message_bytes (header for
   // K entries, then the payload, padded to 16 B) and a header-only one as the padded header;
-  // LL combine the bf16 row; HT dispatch and combine their whole slots (kernels/ht_message.hpp:
-  // every dispatch slot has room for fp8 scales and both top-k arrays, every combine slot
-  // for the backward weights).
+  // LL combine the bf16 row; HT combine its whole slot and HT dispatch a whole rail slot
+  // (kernels/ht_message.hpp: every dispatch slot has room for fp8 scales and both top-k
+  // arrays, every combine slot for the backward weights; a rail slot is a dispatch slot and
+  // one int32 per rank of the node, padded to 16 B: net_rail_slot_bytes).
   int64_t net_dispatch_message_bytes = 0;  // LL: a message with entries; HT: a dispatch slot
   int64_t net_dispatch_header_bytes = 0;   // LL: a message without entries; HT: 0 (none sent)
   int64_t net_combine_row_bytes = 0;       // LL: the bf16 row; HT: a combine slot
@@ -56,9 +65,12 @@ struct WireFormat {
   static WireFormat for_dtype(int hidden, bool fp8, int topk);  // LL
   static WireFormat for_ht(int hidden, bool fp8, int topk);     // HT
   std::string describe() const;  // one line for the JSON record
+  // HT: the rail slot (kernels::ht_rail_slot) for nodes of `node_size` ranks.
+  int64_t net_rail_slot_bytes(int node_size) const;
   // The most one rank sends one peer in one op when every rank has `tokens` tokens with
-  // `topk` entries (sizes the ceiling's window); `network`: that peer is in another node.
-  int64_t max_bytes_to_peer(int64_t tokens, int topk, bool network = false) const;
+  // `topk` entries (sizes the ceiling's window): payload, as dispatch_to / combine_to count
+  // it. `nranks`, `node_size` as compute_traffic's (0 or nranks: one node, all NVLink).
+  int64_t max_bytes_to_peer(int64_t tokens, int topk, int nranks = 1, int node_size = 0) const;
 };
 
 struct RankTraffic {
@@ -68,8 +80,11 @@ struct RankTraffic {
                                 // (N of an HT handle)
   int64_t logical_dispatch_bytes = 0;
   int64_t logical_combine_bytes = 0;
-  // [R] payload bytes that reach rank d (0 for itself): stored through NVLink for a peer in
-  // this rank's node, put by the network transport (whole slots) for a peer in another node.
+  // [R] payload bytes this rank sends rank d (0 for itself): stored through NVLink for a
+  // peer in this rank's node, put by the network transport (whole slots) for a peer in
+  // another node. HT dispatch across nodes: rail slots to the rail peers (none to the other
+  // ranks of other nodes), and to the ranks of this node the slots of its own tokens plus
+  // those it forwards for its rail peers.
   std::vector<int64_t> dispatch_to;
   std::vector<int64_t> combine_to;   // [R]
   int64_t wire_dispatch_bytes = 0;   // sum of dispatch_to plus signals (flags, acks, count tables)

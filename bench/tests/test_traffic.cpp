@@ -2,6 +2,7 @@
 // their split into NVLink and network bytes with virtual nodes (4 ranks in nodes of 2).
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <random>
 
 #include "bench/traffic.hpp"
@@ -218,21 +219,41 @@ TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
   EXPECT_EQ(flat.baseline_wire_combine_bytes, r0.baseline_wire_combine_bytes);
 }
 
+// HT dispatch across nodes goes by rail (kernels/ht_dispatch_rail.cuh, ht_dispatch_forward.cuh).
+// In nodes of 2 the rank with local index i of one node is the rail peer of the rank with
+// local index i of the other: 0 <-> 2, 1 <-> 3. A source stores each token's 32 B slot over
+// NVLink into the other rank of its node when that rank has entries; it puts one 80 B rail
+// slot (the 64 B dispatch slot + 2 int32 rows padded to 16 B) per token with entries in the
+// other node into its rail peer there, whichever ranks of that node have them. The rail peer
+// forwards the token over NVLink into the 32 B slot of the other rank of its node when that
+// rank has entries (its own rows land in its own window: no wire bytes). Flags: one chunk
+// (2 tokens) per source; a source flags the other rank of its node once and its rail peer once
+// (a rail flag); the forwarder flags the other rank of its node once more for the chunk it
+// forwarded. Acknowledgements: 8 B to every peer (remote ones over the network). Combine is
+// not by rail: rows return directly, as before.
 TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   const WireFormat w = WireFormat::for_ht(8, false, 2);
   ASSERT_EQ(w.net_dispatch_message_bytes, 64);
+  ASSERT_EQ(w.net_rail_slot_bytes(2), 64 + 16);
   ASSERT_EQ(w.net_combine_row_bytes, 32);
 
-  // Rank 0 dispatch: token 0 to ranks 1 and 2, token 1 to rank 3; a flag and an ack per peer:
-  //   rank 1 (NVLink): 32 + 8 + 8 = 48;  ranks 2 and 3 (network): 64 + 8 + 8 = 80 each
+  // Rank 0 (node 0; rail peer 2, forwards for 2):
+  //   own token 0 (ranks 1, 2): slot to rank 1 over NVLink 32, rail slot to rank 2 80
+  //   own token 1 (rank 3):     rail slot to rank 2 80 (rank 3 gets it from rank 2)
+  //   rank 2's token 0 (ranks 0, 1), forwarded: slot to rank 1 32 (its own row: local)
+  //   rank 2's token 1 (rank 2 itself): does not come to node 0
+  //   dispatch_to {0, 32 + 32, 80 + 80, 0}
+  //   NVLink:  64 + two flags to rank 1 (its own chunk, rank 2's chunk) 16 + ack 8 = 88
+  //   network: 160 + rail flag to rank 2 8 + acks to ranks 2 and 3 16          = 184
+  //   (direct to every rank, as before the rails: NVLink 48, network 160)
   // Rank 0 combine: one row back to each of ranks 1, 2, 3 (their token 0), a flag, an ack:
   //   rank 1 (NVLink): 16 + 8 + 8 = 32;  ranks 2 and 3 (network): 32 + 8 + 8 = 48 each
   // Layout: 24 B per peer, one over NVLink, two over the network.
   const RankTraffic r0 = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 2);
-  EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 32, 64, 64}));
-  EXPECT_EQ(r0.wire_dispatch_nvlink_bytes, 48);
-  EXPECT_EQ(r0.wire_dispatch_network_bytes, 160);
-  EXPECT_EQ(r0.wire_dispatch_bytes, 208);
+  EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 64, 160, 0}));
+  EXPECT_EQ(r0.wire_dispatch_nvlink_bytes, 88);
+  EXPECT_EQ(r0.wire_dispatch_network_bytes, 184);
+  EXPECT_EQ(r0.wire_dispatch_bytes, 272);
   EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 16, 32, 32}));
   EXPECT_EQ(r0.wire_combine_nvlink_bytes, 32);
   EXPECT_EQ(r0.wire_combine_network_bytes, 96);
@@ -240,38 +261,110 @@ TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   EXPECT_EQ(r0.wire_layout_nvlink_bytes, 24);
   EXPECT_EQ(r0.wire_layout_network_bytes, 48);
   EXPECT_EQ(r0.wire_layout_bytes, 72);
+  // The logical bytes do not depend on the path: 3 (token, destination) rows of 16 B.
+  EXPECT_EQ(r0.logical_dispatch_bytes, 3 * 16);
 
-  // Rank 3 dispatch: token 0 to rank 0 (network), token 1 to ranks 1 (network) and 2 (NVLink):
-  //   network 2 * (64 + 16) = 160, NVLink 32 + 16 = 48
+  // Rank 1 (node 0; rail peer 3, forwards for 3):
+  //   own token 0 (rank 0 twice): slot to rank 0 32
+  //   own token 1 (ranks 2, 3):   rail slot to rank 3 80
+  //   rank 3's token 0 (ranks 0, 3), forwarded: slot to rank 0 32
+  //   rank 3's token 1 (ranks 1, 2): its row here is local
+  //   NVLink:  64 + two flags to rank 0 16 + ack 8 = 88
+  //   network: 80 + rail flag to rank 3 8 + acks to ranks 2 and 3 16 = 104
+  const RankTraffic r1 = compute_traffic(four_ranks(), 1, 2, 2, 8, w, 1 << 30, 2);
+  EXPECT_EQ(r1.dispatch_to, (std::vector<int64_t>{64, 0, 0, 80}));
+  EXPECT_EQ(r1.wire_dispatch_nvlink_bytes, 88);
+  EXPECT_EQ(r1.wire_dispatch_network_bytes, 104);
+
+  // Rank 2 (node 1; rail peer 0, forwards for 0):
+  //   own token 0 (ranks 0, 1): rail slot to rank 0 80 (rank 0 forwards to rank 1)
+  //   own token 1 (rank 2 itself): nothing on the wire
+  //   rank 0's token 0 (ranks 1, 2): its row here is local
+  //   rank 0's token 1 (rank 3), forwarded: slot to rank 3 32
+  //   NVLink:  32 + two flags to rank 3 16 + ack 8 = 56
+  //   network: 80 + rail flag to rank 0 8 + acks to ranks 0 and 1 16 = 104
+  const RankTraffic r2 = compute_traffic(four_ranks(), 2, 2, 2, 8, w, 1 << 30, 2);
+  EXPECT_EQ(r2.dispatch_to, (std::vector<int64_t>{80, 0, 0, 32}));
+  EXPECT_EQ(r2.wire_dispatch_nvlink_bytes, 56);
+  EXPECT_EQ(r2.wire_dispatch_network_bytes, 104);
+
+  // Rank 3 (node 1; rail peer 1, forwards for 1):
+  //   own token 0 (ranks 0, 3): rail slot to rank 1 80 (its own row: local)
+  //   own token 1 (ranks 1, 2): slot to rank 2 32, rail slot to rank 1 80
+  //   rank 1's token 0 (rank 0): does not come to node 1
+  //   rank 1's token 1 (ranks 2, 3), forwarded: slot to rank 2 32
+  //   NVLink:  64 + two flags to rank 2 16 + ack 8 = 88
+  //   network: 160 + rail flag to rank 1 8 + acks to ranks 0 and 1 16 = 184
   // Rank 3 combine: a row back to rank 0 (its token 1) and to rank 1 (its token 1), nothing
   // to rank 2 (no rows, so no flag) but its acknowledgement:
   //   network 2 * (32 + 8 + 8) = 96, NVLink 8
   const RankTraffic r3 = compute_traffic(four_ranks(), 3, 2, 2, 8, w, 1 << 30, 2);
-  EXPECT_EQ(r3.wire_dispatch_nvlink_bytes, 48);
-  EXPECT_EQ(r3.wire_dispatch_network_bytes, 160);
+  EXPECT_EQ(r3.dispatch_to, (std::vector<int64_t>{0, 160, 64, 0}));
+  EXPECT_EQ(r3.wire_dispatch_nvlink_bytes, 88);
+  EXPECT_EQ(r3.wire_dispatch_network_bytes, 184);
   EXPECT_EQ(r3.combine_to, (std::vector<int64_t>{32, 32, 0, 0}));
   EXPECT_EQ(r3.wire_combine_nvlink_bytes, 8);
   EXPECT_EQ(r3.wire_combine_network_bytes, 96);
 
-  // Nodes of one rank: every peer over the network.
+  // Six (token, other node) pairs cross in all (rank 0: 2, rank 1: 1, rank 2: 1, rank 3: 2),
+  // each once as an 80 B rail slot.
+  EXPECT_EQ(r0.dispatch_to[2] + r1.dispatch_to[3] + r2.dispatch_to[0] + r3.dispatch_to[1], 6 * 80);
+}
+
+// Nodes of one rank: every peer is another node and its own rail peer; a rail slot carries
+// one row index (64 + 16 = 80 B), nobody forwards to anyone but itself, nothing is NVLink.
+TEST(Traffic, VirtualNodesOfOneRank) {
+  const WireFormat w = WireFormat::for_ht(8, false, 2);
+  ASSERT_EQ(w.net_rail_slot_bytes(1), 64 + 16);
+  // Rank 0: token 0 to nodes 1 and 2, token 1 to node 3: 3 rail slots of 80 B; a rail flag
+  // (one chunk) and an acknowledgement to each of the 3 peers.
   const RankTraffic alone = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 1);
+  EXPECT_EQ(alone.dispatch_to, (std::vector<int64_t>{0, 80, 80, 80}));
   EXPECT_EQ(alone.wire_dispatch_nvlink_bytes, 0);
-  EXPECT_EQ(alone.wire_dispatch_network_bytes, 3 * 64 + 3 * 16);
+  EXPECT_EQ(alone.wire_dispatch_network_bytes, 3 * 80 + 3 * 8 + 3 * 8);
+  EXPECT_EQ(alone.wire_combine_nvlink_bytes, 0);
   EXPECT_EQ(alone.wire_combine_network_bytes, 3 * 48);
   EXPECT_EQ(alone.wire_layout_network_bytes, 3 * 24);
+  // Rank 2: token 0 to nodes 0 and 1, token 1 to itself only: 2 rail slots; rank 3 gets
+  // only its flag and acknowledgement.
+  const RankTraffic two = compute_traffic(four_ranks(), 2, 2, 2, 8, w, 1 << 30, 1);
+  EXPECT_EQ(two.dispatch_to, (std::vector<int64_t>{80, 80, 0, 0}));
+  EXPECT_EQ(two.wire_dispatch_network_bytes, 2 * 80 + 3 * 8 + 3 * 8);
+  // LL does not go by rail: whole messages to every peer (with entries 48 B, without 32 B).
+  const RankTraffic ll = compute_traffic(four_ranks(), 0, 2, 2, 8, WireFormat::for_dtype(8, false, 2), 100, 1);
+  EXPECT_EQ(ll.dispatch_to, (std::vector<int64_t>{0, 48 + 32, 48 + 32, 32 + 48}));
+  EXPECT_EQ(ll.wire_dispatch_nvlink_bytes, 0);
 }
 
 // Whatever the routing: nvlink + network is the total, and network is 0 without virtual nodes.
+// HT dispatch with several nodes, counted here another way: the network carries one rail slot
+// per (token, other node with entries), one rail flag per chunk per other node and an
+// acknowledgement per remote rank; NVLink one slot per (token, other rank of the node with
+// entries) of the rank's own tokens and of those it forwards (from the rank with its local
+// index in every other node), a flag per chunk per source it stands for (itself and nodes - 1
+// others) per other rank of the node, and an acknowledgement per other rank of the node.
 TEST(Traffic, NvlinkPlusNetworkIsTheTotal) {
   std::mt19937 random(7);
-  const int R = 8, tokens = 37, topk = 4, experts = 32;
+  const int R = 8, tokens = 37, topk = 4, experts = 32, L = experts / R;
   std::vector<Routing> all(R, Routing(static_cast<size_t>(tokens) * topk));
   for (Routing& r : all) {
     for (int64_t& e : r) e = static_cast<int64_t>(random() % (experts + 4)) - 4;  // some masked
   }
+  // Whether token `tok` of rank `s` has an entry on rank `d`.
+  auto has_entry = [&](int s, int tok, int d) {
+    for (int k = 0; k < topk; ++k) {
+      const int64_t e = all[static_cast<size_t>(s)][static_cast<size_t>(tok) * topk + k];
+      if (e >= 0 && e / L == d) return true;
+    }
+    return false;
+  };
   for (const WireFormat& w : {WireFormat::for_dtype(256, false, topk), WireFormat::for_dtype(256, true, topk),
                               WireFormat::for_ht(256, false, topk), WireFormat::for_ht(256, true, topk)}) {
     for (int node_size : {0, 1, 2, 4, 8}) {
+      const int N = node_size == 0 ? R : node_size, nodes = R / N;
+      const int64_t chunks = w.ht ? (tokens + w.ht_chunk_tokens - 1) / w.ht_chunk_tokens : 0;
+      const int64_t slot = w.dispatch_row_bytes + w.ht_meta_bytes;
+      int64_t nvlink_payload_all = 0, expected_nvlink_payload_all = 0;
       for (int rank = 0; rank < R; ++rank) {
         const RankTraffic t = compute_traffic(all, rank, tokens, topk, experts, w, 1 << 30, node_size);
         EXPECT_EQ(t.wire_dispatch_nvlink_bytes + t.wire_dispatch_network_bytes, t.wire_dispatch_bytes);
@@ -285,13 +378,68 @@ TEST(Traffic, NvlinkPlusNetworkIsTheTotal) {
         if (node_size == 1) {
           EXPECT_EQ(t.wire_dispatch_nvlink_bytes + t.wire_combine_nvlink_bytes, 0);
         }
+        // The ceiling's window holds what this rank sends any one peer.
+        for (int d = 0; d < R; ++d) {
+          EXPECT_LE(t.dispatch_to[static_cast<size_t>(d)], w.max_bytes_to_peer(tokens, topk, R, node_size));
+          EXPECT_LE(t.combine_to[static_cast<size_t>(d)], w.max_bytes_to_peer(tokens, topk, R, node_size));
+        }
+        if (!w.ht || nodes == 1) continue;
+        const int own = rank / N;
+        int64_t crossings = 0, direct = 0, forwarded = 0;
+        for (int tok = 0; tok < tokens; ++tok) {
+          for (int m = 0; m < nodes; ++m) {
+            bool goes = false;
+            for (int d = m * N; d < (m + 1) * N; ++d) goes = goes || has_entry(rank, tok, d);
+            if (m != own && goes) crossings++;
+          }
+          for (int d = own * N; d < (own + 1) * N; ++d) {
+            if (d == rank) continue;
+            if (has_entry(rank, tok, d)) direct++;
+            for (int m = 0; m < nodes; ++m) {
+              if (m != own && has_entry(m * N + rank % N, tok, d)) forwarded++;
+            }
+          }
+        }
+        EXPECT_EQ(t.wire_dispatch_network_bytes,
+                  crossings * w.net_rail_slot_bytes(N) + (nodes - 1) * chunks * w.ht_flag_bytes + (R - N) * w.ht_ack_bytes)
+            << "rank " << rank << " nodes of " << N;
+        EXPECT_EQ(t.wire_dispatch_nvlink_bytes,
+                  (direct + forwarded) * slot + (N - 1) * nodes * chunks * w.ht_flag_bytes + (N - 1) * w.ht_ack_bytes)
+            << "rank " << rank << " nodes of " << N;
+        // Logical bytes follow DeepEP's rule whatever the path.
+        const RankTraffic flat = compute_traffic(all, rank, tokens, topk, experts, w, 1 << 30);
+        EXPECT_EQ(t.logical_dispatch_bytes, flat.logical_dispatch_bytes);
+        EXPECT_EQ(t.logical_combine_bytes, flat.logical_combine_bytes);
+        // Combine is not by rail: every row returns directly to its source.
+        for (int src = 0; src < R; ++src) {
+          if (src == rank) continue;
+          const size_t i = static_cast<size_t>(src);
+          EXPECT_EQ(t.combine_to[i], t.baseline_rows_from[i] * (src / N != own ? w.net_combine_row_bytes
+                                                                                : w.combine_row_bytes));
+        }
+        nvlink_payload_all += std::accumulate(t.dispatch_to.begin() + own * N, t.dispatch_to.begin() + (own + 1) * N,
+                                              int64_t{0});
       }
+      if (!w.ht || nodes == 1) continue;
+      // Across all ranks, every (token, other destination rank) pair is stored over NVLink
+      // exactly once, except when the destination is the source's rail peer itself (it
+      // stores into its own window).
+      for (int s = 0; s < R; ++s) {
+        for (int tok = 0; tok < tokens; ++tok) {
+          for (int d = 0; d < R; ++d) {
+            const bool rail_peer = d / N != s / N && d % N == s % N;
+            if (d != s && !rail_peer && has_entry(s, tok, d)) expected_nvlink_payload_all += slot;
+          }
+        }
+      }
+      EXPECT_EQ(nvlink_payload_all, expected_nvlink_payload_all) << "nodes of " << N;
     }
   }
 }
 
 // The network sizes are the library's receive slots: what the planner lays out (and the
-// group reports as EpcPlan.message_bytes) for LL messages and HT dispatch slots.
+// group reports as EpcPlan.message_bytes) for LL messages and HT dispatch slots, and the
+// planner's rail_recv region for HT rail slots.
 TEST(Traffic, NetworkMessagesAreThePlannersSlots) {
   for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
     for (bool fp8 : {false, true}) {
@@ -313,6 +461,11 @@ TEST(Traffic, NetworkMessagesAreThePlannersSlots) {
               << (ht ? "HT" : "LL") << (fp8 ? " fp8" : " bf16") << " top-" << topk << " hidden " << hidden;
           if (!ht) {
             EXPECT_EQ(w.net_dispatch_header_bytes, epc::ll_message_header_bytes(epc::resolve_config(&raw)));
+          } else {
+            // The rail slots: [2 nodes][64 tokens] of them for nodes of 2.
+            EXPECT_EQ(static_cast<int64_t>(plan.region(EPC_REGION_RAIL_RECV, EPC_SLOT_NONE).size),
+                      2 * 64 * w.net_rail_slot_bytes(2))
+                << (fp8 ? "fp8" : "bf16") << " top-" << topk << " hidden " << hidden;
           }
         }
       }
@@ -322,11 +475,21 @@ TEST(Traffic, NetworkMessagesAreThePlannersSlots) {
 
 TEST(Traffic, NetworkMessagesSizeTheCeilingWindow) {
   const WireFormat ll = WireFormat::for_dtype(8, false, 2);
-  EXPECT_EQ(ll.max_bytes_to_peer(10, 2, true), 10 * 48);
+  EXPECT_EQ(ll.max_bytes_to_peer(10, 2, 4, 2), 10 * 48);
   const WireFormat ht = WireFormat::for_ht(8, false, 2);
-  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, true), 10 * 64);
+  // 4 ranks in nodes of 2: a rail peer gets 10 rail slots of 80 B, the other rank of the node
+  // 10 slots of 32 B from this rank and 10 more it forwards: 800 B.
+  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 4, 2), 10 * 80);
+  // 8 ranks in nodes of 2 (4 nodes): the rank of this node gets 4 * 10 slots of 32 B.
+  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 8, 2), 4 * 10 * 32);
+  // Nodes of one rank: rail slots only (nobody else in the node to forward to).
+  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 8, 1), 10 * 80);
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2), 10 * 32);
-  EXPECT_NE(ht.describe().find("whole slots instead: 64 B"), std::string::npos) << ht.describe();
+  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 4, 4), 10 * 32);  // one node
+  EXPECT_NE(ht.describe().find("whole slots instead: 32 B per returned row"), std::string::npos)
+      << ht.describe();
+  EXPECT_NE(ht.describe().find("the 64 B dispatch slot + 4 B per rank of a node"), std::string::npos)
+      << ht.describe();
   EXPECT_NE(ll.describe().find("48 B with entries, 32 B (header) without"), std::string::npos) << ll.describe();
 }
 
