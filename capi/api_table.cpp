@@ -42,6 +42,7 @@ extern "C" EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api) {
     api.ht_handle_create = &epc_ht_handle_create;
     api.ht_dispatch = &epc_ht_dispatch;
     api.ht_combine = &epc_ht_combine;
+    api.group_async_error = &epc_group_async_error;
     // The caller learns our size from struct_size, even when it knows a longer table.
     uint32_t caller_size = out_api->struct_size;
     size_t n = caller_size < sizeof api ? caller_size : sizeof api;

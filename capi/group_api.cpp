@@ -87,4 +87,8 @@ EpcStatus epc_group_barrier(EpcGroup* group, void* stream) {
   });
 }
 
+EpcStatus epc_group_async_error(const EpcGroup* group) {
+  return guarded([&] { epc::capi::group_of(group).check_async_error(); });
+}
+
 }  // extern "C"

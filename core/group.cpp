@@ -1,6 +1,8 @@
 #include "core/group.hpp"
 
+#include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
@@ -139,40 +141,62 @@ void Group::barrier(cudaStream_t stream) {
     check_cuda(cudaStreamSynchronize(stream), "waiting for the group barrier kernel");
   } catch (const Error& e) {
     // The epoch sequence is now out of step with the peers: the group cannot be used again.
-    failed_status_ = e.status();
-    failed_message_ = e.what();
+    record_failure(e.status(), e.what());
     throw;
   }
   raise_if_device_failed();
 }
 
-void Group::raise_if_device_failed() {
-  if (error_host_ == nullptr) return;
-  volatile kernels::DeviceError* record = error_host_;
-  uint32_t status = record->status;
-  if (status == 0) return;  // written last, after the fields it announces
-  if (failed_status_ == EPC_OK) {
-    failed_status_ = static_cast<EpcStatus>(status);
-    if (record->phase == kernels::kPhaseRouting) {
-      failed_message_ = format("%s: rank %d was given an expert id outside [-1, %u) or more "
-                               "entries for one expert than it has rows; the group is "
-                               "unusable, destroy it",
-                               kernels::phase_name(record->phase), record->rank,
-                               config_.num_experts);
-    } else {
-      failed_message_ = format(
-          "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the "
-          "group is unusable, destroy it",
-          kernels::phase_name(record->phase), record->rank,
-          static_cast<double>(record->waited_ns) / 1e6, record->peer, config_.timeout_ms);
-    }
+bool Group::device_failure(EpcStatus* status, std::string* message) const {
+  if (error_host_ == nullptr) return false;
+  const volatile kernels::DeviceError* record = error_host_;
+  const uint32_t recorded = record->status;
+  if (recorded == 0) return false;  // written last, after the fields it announces
+  // The fields are read after the status (the kernel fenced them before writing it).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const uint32_t phase = record->phase;
+  const int32_t rank = record->rank;
+  if (phase == kernels::kPhaseRouting) {
+    *message = format("%s: rank %d was given an expert id outside [-1, %u) or more entries for "
+                      "one expert than it has rows; the group is unusable, destroy it",
+                      kernels::phase_name(phase), rank, config_.num_experts);
+  } else {
+    *message = format(
+        "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the "
+        "group is unusable, destroy it",
+        kernels::phase_name(phase), rank, static_cast<double>(record->waited_ns) / 1e6,
+        static_cast<int>(record->peer), config_.timeout_ms);
   }
-  fail(failed_status_, failed_message_);
+  *status = static_cast<EpcStatus>(recorded);
+  return true;
+}
+
+void Group::record_failure(EpcStatus status, std::string message) {
+  if (failed_status_.load(std::memory_order_relaxed) != EPC_OK) return;
+  failed_message_ = std::move(message);
+  failed_status_.store(status, std::memory_order_release);
+}
+
+void Group::raise_if_device_failed() {
+  EpcStatus status = EPC_OK;
+  std::string message;
+  if (!device_failure(&status, &message)) return;
+  record_failure(status, std::move(message));
+  fail(failed_status_.load(std::memory_order_relaxed), failed_message_);
 }
 
 void Group::check_healthy() {
-  if (failed_status_ != EPC_OK) fail(failed_status_, failed_message_);
+  const EpcStatus failed = failed_status_.load(std::memory_order_relaxed);
+  if (failed != EPC_OK) fail(failed, failed_message_);
   raise_if_device_failed();
+}
+
+void Group::check_async_error() const {
+  const EpcStatus failed = failed_status_.load(std::memory_order_acquire);
+  if (failed != EPC_OK) fail(failed, failed_message_);
+  EpcStatus status = EPC_OK;
+  std::string message;
+  if (device_failure(&status, &message)) fail(status, message);
 }
 
 kernels::PeerTransport Group::transport() const {

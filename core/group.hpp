@@ -7,6 +7,7 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -32,8 +33,15 @@ class Group {
   // EPC_ERR_TIMEOUT when a peer did not arrive, and the group stays failed.
   void barrier(cudaStream_t stream);
 
-  // Throws the recorded asynchronous failure, if any (every call on a failed group does).
+  // Throws the recorded asynchronous failure, if any (every call on a failed group does),
+  // and keeps it as the group's sticky failure.
   void check_healthy();
+
+  // Throws what check_healthy would throw now, with the same status and message, but
+  // records nothing: it reads the sticky failure and the device error record only, so it
+  // never waits and never makes a CUDA call. Safe while another thread makes any other
+  // call on the group (but destroy): see failed_status_.
+  void check_async_error() const;
 
   // Collective: releases everything; throws the first failure after releasing all of it.
   void destroy();
@@ -68,6 +76,12 @@ class Group {
   // Releases whatever was acquired; returns the first failure's message ("" if none).
   std::string release() noexcept;
   void raise_if_device_failed();
+  // Keeps the first failure as the sticky one (later ones are dropped).
+  void record_failure(EpcStatus status, std::string message);
+  // The failure a kernel recorded in the error record, if any: its status and the message
+  // every call reports for it. The record does not change once its status is set (the
+  // claim word admits one writer), so every reader formats the same message.
+  bool device_failure(EpcStatus* status, std::string* message) const;
 
   ncclComm_t comm_;
   GroupConfig config_;
@@ -90,8 +104,12 @@ class Group {
   kernels::HtState* ht_state_ = nullptr;
   const void* ll_pending_owner_ = nullptr;
 
-  // Sticky failure: once set, every call on the group fails with it.
-  EpcStatus failed_status_ = EPC_OK;
+  // Sticky failure: once set, every call on the group fails with it. Set once, by the
+  // thread making a call on the group (calls on a group do not overlap): the message is
+  // written first and never again, then the status is published with release order, so
+  // check_async_error on another thread reads the message only after an acquire load has
+  // seen a status, and never while it is being written.
+  std::atomic<EpcStatus> failed_status_{EPC_OK};
   std::string failed_message_;
 };
 

@@ -127,6 +127,20 @@ int main(int argc, char** argv) {
     expect(message[0] != '\0', what);
   }
 
+  /* The ABI 1.3 entry: the last one of the table, refusing a NULL group like every group
+   * call (no group can be created without a GPU). */
+  {
+    EpcStatus status;
+    expect(offsetof(EpcApi, group_async_error) + sizeof api.group_async_error == sizeof(EpcApi),
+           "group_async_error is the table's last entry");
+    status = api.group_async_error(NULL);
+    last_error(&api, message, sizeof message);
+    snprintf(what, sizeof what, "group_async_error(NULL) = %d (%s) \"%s\", expected "
+             "EPC_ERR_INVALID_ARGUMENT saying the group is NULL", (int)status,
+             api.status_string(status), message);
+    expect(status == EPC_ERR_INVALID_ARGUMENT && strstr(message, "group is NULL") != NULL, what);
+  }
+
   /* A caller built for another major must be refused, not handed a table. */
   {
     EpcStatus status;

@@ -22,6 +22,7 @@ EpcStatus epc_group_create(void*, const EpcGroupConfig*, EpcGroup**) { return ab
 EpcStatus epc_group_destroy(EpcGroup*) { return absent("epc_group_destroy"); }
 EpcStatus epc_group_query(const EpcGroup*, EpcGroupInfo*) { return absent("epc_group_query"); }
 EpcStatus epc_group_barrier(EpcGroup*, void*) { return absent("epc_group_barrier"); }
+EpcStatus epc_group_async_error(const EpcGroup*) { return absent("epc_group_async_error"); }
 EpcStatus epc_handle_create(EpcGroup*, const EpcTensor*, void*, EpcHandle**) { return absent("epc_handle_create"); }
 EpcStatus epc_handle_update(EpcHandle*, const EpcTensor*, void*) { return absent("epc_handle_update"); }
 EpcStatus epc_handle_destroy(EpcHandle*) { return absent("epc_handle_destroy"); }

@@ -3,7 +3,9 @@
 
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "core/reference/numeric.hpp"
 #include "tests/gpu/rank_context.hpp"
@@ -26,6 +28,27 @@ namespace epc::gputest {
   return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank
                                        << ": " << cudaGetErrorName(error) << ": "
                                        << cudaGetErrorString(error);
+}
+
+// ---- The group's asynchronous error -----------------------------------------------------
+
+AsyncError async_error(const EpcGroup* group) {
+  AsyncError result;
+  result.status = epc_group_async_error(group);
+  if (result.status != EPC_OK) result.message = last_error();  // at once, on this thread
+  return result;
+}
+
+AsyncError poll_async_error(const EpcGroup* group, double limit_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(limit_seconds));
+  AsyncError result = async_error(group);
+  while (result.status == EPC_OK && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    result = async_error(group);
+  }
+  return result;
 }
 
 // ---- Owners -----------------------------------------------------------------------------

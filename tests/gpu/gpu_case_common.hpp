@@ -36,6 +36,19 @@ constexpr int kMaxReportedSteps = 3;
 ::testing::AssertionResult epc_ok(EpcStatus status, const std::string& what);
 ::testing::AssertionResult cuda_ok(cudaError_t error, const std::string& what);
 
+// ---- The group's asynchronous error -----------------------------------------------------
+
+// What epc_group_async_error returned, and the message it left ("" with EPC_OK).
+struct AsyncError {
+  EpcStatus status = EPC_OK;
+  std::string message;
+};
+AsyncError async_error(const EpcGroup* group);
+
+// epc_group_async_error, again every millisecond and without synchronising anything, until
+// it reports a failure or `limit_seconds` have passed: its last answer. Local.
+AsyncError poll_async_error(const EpcGroup* group, double limit_seconds);
+
 // ---- Owners -----------------------------------------------------------------------------
 
 // epc_group_destroy / epc_handle_destroy on scope exit; a failure there is a test failure.

@@ -6,7 +6,9 @@
 //   - epc_handle_create / epc_handle_update (LL) and epc_ht_handle_create / update with
 //     CAPACITY sizing return EPC_OK: the check runs on the device, later;
 //   - the first call on the group after the copy has run returns EPC_ERR_INVALID_ARGUMENT;
-//   - epc_ht_handle_create with EXACT sizing waits for the layout, so it returns the error.
+//   - epc_ht_handle_create with EXACT sizing waits for the layout, so it returns the error;
+//   - epc_group_async_error returns EPC_OK while the check has not run (a held stream) and,
+//     once it has (the stream synchronised), the error with the message the next call gives.
 // Calls queued while the check has not run yet (the stream held by a host function until
 // they are queued) are accepted; their kernels must end without a fault, since masked ids
 // never become addresses and waits stop early on a failed group. A new group on the same
@@ -110,6 +112,13 @@ std::string expect_routing_error(EpcStatus status, const std::string& call, int 
   return message;
 }
 
+// epc_group_async_error on `group` after the routing check has run: the routing error,
+// word for word as `message`, the next call's.
+void expect_async_routing_error(const EpcGroup* group, const std::string& message, int num_experts) {
+  const EpcStatus status = epc_group_async_error(group);
+  EXPECT_EQ(expect_routing_error(status, "epc_group_async_error", num_experts), message);
+}
+
 // ---- The group that gets bad routing ------------------------------------------------------
 
 void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
@@ -126,6 +135,7 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
   const EpcTensor x = buffers.x(), weights = buffers.topk_weights(), out_x = buffers.out_x(),
                   counts = buffers.out_counts(), y = buffers.expert_out(), out = buffers.out(),
                   good_idx = buffers.topk_idx();
+  EXPECT_TRUE(epc_ok(epc_group_async_error(group), "epc_group_async_error before the bad ids"));
   StreamHold hold;
   if (c.queued_first) {
     ASSERT_TRUE(hold.hold(stream));
@@ -143,11 +153,17 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
     // The stream is still held: nothing on the host can know yet, so both are queued.
     EXPECT_TRUE(epc_ok(dispatch(), "epc_ll_dispatch queued before the check ran"));
     EXPECT_TRUE(epc_ok(combine(), "epc_ll_combine queued before the check ran"));
+    // Nor can the query: the check has not run. It does not wait for the stream either.
+    EXPECT_TRUE(epc_ok(epc_group_async_error(group), "epc_group_async_error, stream held"));
   }
   hold.release();
   // Every kernel ends and none faults (a fault would be a sticky CUDA error here).
   EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
+  // The check has run: the query reports it, and the next call fails with the same message.
+  const std::string queried =
+      expect_routing_error(epc_group_async_error(group), "epc_group_async_error", E);
   const std::string message = expect_routing_error(dispatch(), "epc_ll_dispatch", E);
+  EXPECT_EQ(queried, message);
   std::printf("rank %d, %s: %s\n", my_rank(), c.name, message.c_str());
   // Sticky: every later call on the group fails the same way, whatever its arguments.
   expect_routing_error(combine(), "epc_ll_combine", E);
@@ -158,6 +174,7 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
                        "epc_handle_create with good routing", E);
   EXPECT_EQ(other, nullptr);
   expect_routing_error(epc_group_barrier(group, stream), "epc_group_barrier", E);
+  expect_async_routing_error(group, message, E);
 }
 
 void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c,
@@ -176,6 +193,7 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
                          c.idx_dtype, stream));
   const EpcTensor x = buffers.x(), out_x = buffers.out_x(), combine_x = buffers.combine_x(),
                   out = buffers.out(), good_idx = buffers.topk_idx();
+  EXPECT_TRUE(epc_ok(epc_group_async_error(group), "epc_group_async_error before the bad ids"));
   StreamHold hold;
   if (c.queued_first) {
     ASSERT_TRUE(hold.hold(stream));
@@ -192,6 +210,8 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
     EXPECT_EQ(raw, nullptr);
     EXPECT_EQ(rows, -1);
     EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
+    // The query reports what creation returned.
+    expect_async_routing_error(group, message, E);
   } else {
     EXPECT_TRUE(epc_ok(created, "epc_ht_handle_create (CAPACITY) with bad ids (checked later)"));
     ASSERT_TRUE(handle != nullptr);
@@ -200,13 +220,19 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
       // Queued behind the held stream, before the check (and the layout) ran.
       EXPECT_TRUE(ht::dispatch(handle.get(), buffers, stream));
       EXPECT_TRUE(ht::combine(handle.get(), buffers, stream));
+      // Nor can the query: the check has not run. It does not wait for the stream either.
+      EXPECT_TRUE(epc_ok(epc_group_async_error(group), "epc_group_async_error, stream held"));
     }
     hold.release();
     EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
+    // The check has run: the query reports it, and the next call fails with the same message.
+    const std::string queried =
+        expect_routing_error(epc_group_async_error(group), "epc_group_async_error", E);
     message = expect_routing_error(
         epc_ht_dispatch(handle.get(), &x, nullptr, nullptr, &out_x, nullptr, nullptr, nullptr,
                         nullptr, nullptr, 0, stream),
         "epc_ht_dispatch", E);
+    EXPECT_EQ(queried, message);
     expect_routing_error(
         epc_ht_combine(handle.get(), &combine_x, nullptr, &out, nullptr, 0, stream),
         "epc_ht_combine", E);
@@ -221,6 +247,7 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
       "epc_ht_handle_create with good routing", E);
   EXPECT_EQ(other, nullptr);
   expect_routing_error(epc_group_barrier(group, stream), "epc_group_barrier", E);
+  expect_async_routing_error(group, message, E);
 }
 
 // ---- A new group afterwards ---------------------------------------------------------------

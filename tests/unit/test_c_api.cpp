@@ -171,6 +171,24 @@ TEST(CApi, GroupCallsRejectNullAndBadConfigBeforeTouchingAGpu) {
   EXPECT_EQ(epc_group_barrier(nullptr, nullptr), EPC_ERR_INVALID_ARGUMENT);
 }
 
+TEST(CApi, AsyncErrorRejectsNullAndObjectsThatAreNotLiveGroups) {
+  EXPECT_EQ(epc_group_async_error(nullptr), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("group is NULL"), std::string::npos) << last_error();
+  // Zeroed memory (what a destroyed group's magic word becomes) and another object's bytes
+  // are refused by the magic word, never read as a group's error record.
+  uint64_t zeroed[8] = {};
+  EXPECT_EQ(epc_group_async_error(reinterpret_cast<const EpcGroup*>(zeroed)),
+            EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("not a live EpcGroup"), std::string::npos) << last_error();
+  uint64_t not_a_group[8] = {0x6c646e6148435045ull, 2, 3, 4, 5, 6, 7, 8};  // a handle's magic
+  EXPECT_EQ(epc_group_async_error(reinterpret_cast<const EpcGroup*>(not_a_group)),
+            EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("not a live EpcGroup"), std::string::npos) << last_error();
+  // Like every call, it clears the thread's message on entry.
+  EXPECT_EQ(epc_get_version(nullptr, nullptr, nullptr), EPC_OK);
+  EXPECT_EQ(last_error(), "");
+}
+
 TEST(CApi, BootstrapRejectsBadArguments) {
   EXPECT_EQ(epc_unique_id_create(nullptr), EPC_ERR_INVALID_ARGUMENT);
   EpcUniqueId id;
@@ -200,6 +218,10 @@ TEST(CApi, FunctionTable) {
   EXPECT_EQ(api.abi_version, EPC_ABI_VERSION);
   EXPECT_EQ(api.plan_query, &epc_plan_query);
   EXPECT_EQ(api.group_barrier, &epc_group_barrier);
+  // The ABI 1.3 entry, appended at the end of the table.
+  EXPECT_EQ(api.group_async_error, &epc_group_async_error);
+  EXPECT_EQ(offsetof(EpcApi, group_async_error) + sizeof api.group_async_error, sizeof(EpcApi));
+  EXPECT_EQ(api.group_async_error(nullptr), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_STREQ(api.status_string(EPC_ERR_NCCL), "NCCL error");
 
   // An older caller knowing only the first three entries gets exactly those.
@@ -211,6 +233,15 @@ TEST(CApi, FunctionTable) {
   ASSERT_EQ(epc_get_api(EPC_ABI_MAJOR, old), EPC_OK);
   EXPECT_EQ(old->get_version, &epc_get_version);
   EXPECT_EQ(buffer[old_size], 0xEE);
+
+  // An ABI 1.2 caller's table ends before the 1.3 entry: nothing past it is written.
+  std::memset(buffer, 0xEE, sizeof buffer);
+  const uint32_t v12_size = static_cast<uint32_t>(offsetof(EpcApi, group_async_error));
+  old->struct_size = v12_size;
+  ASSERT_EQ(epc_get_api(EPC_ABI_MAJOR, old), EPC_OK);
+  EXPECT_EQ(old->ht_combine, &epc_ht_combine);
+  EXPECT_EQ(old->struct_size, sizeof(EpcApi));  // the library says how long its table is
+  for (size_t i = v12_size; i < sizeof buffer; ++i) EXPECT_EQ(buffer[i], 0xEE) << i;
 }
 
 }  // namespace

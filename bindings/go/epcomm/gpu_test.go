@@ -122,6 +122,9 @@ func runRank(id UniqueID, n, rank int, cfg GroupConfig) (info GroupInfo, err err
 	if err = group.Barrier(nil); err != nil {
 		return info, fmt.Errorf("Barrier: %w", err)
 	}
+	if err = group.AsyncError(); err != nil { // a healthy group has nothing to report (ABI 1.3)
+		return info, fmt.Errorf("AsyncError: %w", err)
+	}
 	if err = comm.Close(); !errors.Is(err, ErrInvalidArgument) {
 		return info, fmt.Errorf("Comm.Close with an open group: got %v, want ErrInvalidArgument", err)
 	}
@@ -133,6 +136,9 @@ func runRank(id UniqueID, n, rank int, cfg GroupConfig) (info GroupInfo, err err
 	}
 	if _, err = group.Info(); !errors.Is(err, ErrInvalidArgument) {
 		return info, fmt.Errorf("Info after Close: got %v, want ErrInvalidArgument", err)
+	}
+	if err = group.AsyncError(); !errors.Is(err, ErrInvalidArgument) {
+		return info, fmt.Errorf("AsyncError after Close: got %v, want ErrInvalidArgument", err)
 	}
 	return info, nil
 }

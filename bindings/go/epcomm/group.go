@@ -13,11 +13,14 @@ import (
 
 // Group is one rank's epcomm group (EpcGroup): the communicator, its symmetric window and
 // its NCCL device communicator. Create it with NewGroup and release it with Close on every
-// rank. Info may run concurrently with anything; Barrier, Close and the calls of the
-// group's Handles wait for each other.
+// rank. Info and AsyncError may run concurrently with anything; Barrier, Close and the calls
+// of the group's Handles wait for each other. AsyncError waits only for Close.
 type Group struct {
-	mu          sync.RWMutex
-	handle      *C.EpcGroup // nil once closed
+	mu sync.RWMutex
+	// closing is held by Close while it takes the handle away, and by AsyncError for its
+	// call, which therefore never waits for mu (the group's other calls).
+	closing     sync.RWMutex
+	handle      *C.EpcGroup // nil once closed; written under both locks, read under either
 	comm        *Comm
 	openHandles int // Handles created on the group and not closed yet
 }
@@ -121,6 +124,34 @@ func (g *Group) Barrier(stream unsafe.Pointer) error {
 	return call(func() C.EpcStatus { return C.epc_group_barrier(handle, stream) })
 }
 
+// AsyncError says whether the group has failed asynchronously (epc_group_async_error, ABI
+// 1.3), without waiting for anything: nil while no kernel of the group has recorded a
+// failure (and no Barrier has failed on the host); otherwise the *Error that every later
+// call on the group and its handles returns, with the same Status and, word for word, the
+// same message: ErrTimeout when a kernel gave up waiting for a peer (the phase, the waiting
+// rank, the peer, how long it waited), ErrInvalidArgument when the routing check found an
+// expert id outside [-1, NumExperts). The failure is sticky until the group is closed.
+//
+// It reads the group's error record, which kernels write in mapped host memory, with no
+// stream or device synchronisation, so a failure of work still queued shows once its kernel
+// has recorded it; nil says nothing about work the GPU has not finished. Local;
+// non-blocking; not stream-ordered; may be called during CUDA graph capture (it launches
+// nothing); safe from any goroutine, also while another is inside a call on the group or
+// its handles, which it does not wait for (it waits only for Close). A library older than
+// ABI 1.3 has no such call: ErrUnsupported, without calling it (the package reaches it
+// through the library's function table, so programs still load against ABI 1.2).
+func (g *Group) AsyncError() error {
+	if g == nil {
+		return argumentError("AsyncError: the Group is nil")
+	}
+	g.closing.RLock()
+	defer g.closing.RUnlock()
+	if g.handle == nil {
+		return errGroupClosed()
+	}
+	return groupAsyncError(g.handle)
+}
+
 // Close releases everything the group holds (epc_group_destroy) once its work has finished.
 // Collective: every rank must close its group, because window deregistration is
 // collective; blocking. The group is gone afterwards even when Close reports an error, and
@@ -136,8 +167,10 @@ func (g *Group) Close() error {
 		return argumentError("%d handle(s) created on this Group are still open: Close them first "+
 			"(their device state belongs to the group)", g.openHandles)
 	}
+	g.closing.Lock() // waits for an AsyncError in progress
 	handle := g.handle
 	g.handle = nil
+	g.closing.Unlock()
 	err := call(func() C.EpcStatus { return C.epc_group_destroy(handle) })
 	g.comm.mu.Lock()
 	g.comm.openGroups--

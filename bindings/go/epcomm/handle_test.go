@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -263,5 +264,56 @@ func TestTensorDescriptor(t *testing.T) {
 	c, err = Tensor{Dtype: DtypeFP32, Shape: []int64{4, 8}, Strides: []int64{16, 1}}.toC("w")
 	if err != nil || c.strides[0] != 16 || c.strides[1] != 1 {
 		t.Errorf("strided descriptor %+v, %v", c, err)
+	}
+}
+
+func TestAsyncErrorOfADeadGroupCarriesTheLibraryMessage(t *testing.T) {
+	wantError(t, "dead group", groupAt(deadObject()).AsyncError(), ErrInvalidArgument,
+		"group is not a live EpcGroup")
+	wantError(t, "closed group", (&Group{comm: AdoptComm(nil)}).AsyncError(), ErrInvalidArgument,
+		"Group is closed")
+	var none *Group
+	wantError(t, "nil group", none.AsyncError(), ErrInvalidArgument, "AsyncError: the Group is nil")
+}
+
+func TestAsyncErrorDoesNotWaitForTheGroupsOtherCalls(t *testing.T) {
+	group := groupAt(deadObject())
+	group.mu.Lock() // as a Barrier or a handle's call in progress holds it
+	defer group.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- group.AsyncError() }()
+	select {
+	case err := <-done:
+		wantError(t, "while the group's lock is held", err, ErrInvalidArgument, "not a live EpcGroup")
+	case <-time.After(10 * time.Second):
+		t.Fatal("AsyncError waited for the lock of the group's other calls")
+	}
+}
+
+func TestGroupAsyncErrorIsTheLastEntryOfTheTable(t *testing.T) {
+	size, version, err := functionTableHeader()
+	if err != nil {
+		t.Fatalf("the function table: %v", err)
+	}
+	end := groupAsyncErrorEntry.offset + groupAsyncErrorEntry.size
+	if uintptr(size) != end || version != ABIVersion {
+		t.Errorf("this library's table has %d bytes (ABI %d); group_async_error ends at byte %d (ABI %d)",
+			size, version, end, ABIVersion)
+	}
+	if err := groupAsyncErrorEntry.missingFrom(size, version, false); err != nil {
+		t.Errorf("this library's table: %v", err)
+	}
+}
+
+func TestGroupAsyncErrorPastAnOlderTableIsUnsupported(t *testing.T) {
+	// An ABI 1.2 table ends where group_async_error begins.
+	older := uint32(groupAsyncErrorEntry.offset)
+	wantError(t, "ABI 1.2 table", groupAsyncErrorEntry.missingFrom(older, 10200, false), ErrUnsupported,
+		"(ABI 1.2.0) has no group_async_error in its function table")
+	full := uint32(groupAsyncErrorEntry.offset + groupAsyncErrorEntry.size)
+	wantError(t, "NULL entry", groupAsyncErrorEntry.missingFrom(full, 10300, true), ErrUnsupported,
+		"left group_async_error NULL")
+	if err := groupAsyncErrorEntry.missingFrom(full, 10300, false); err != nil {
+		t.Errorf("a table that has the entry: %v", err)
 	}
 }

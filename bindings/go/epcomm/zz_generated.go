@@ -393,6 +393,7 @@ func headerStructLayouts() []structLayout {
 			{"ht_handle_create", unsafe.Offsetof(C.EpcApi{}.ht_handle_create), unsafe.Sizeof(C.EpcApi{}.ht_handle_create)},
 			{"ht_dispatch", unsafe.Offsetof(C.EpcApi{}.ht_dispatch), unsafe.Sizeof(C.EpcApi{}.ht_dispatch)},
 			{"ht_combine", unsafe.Offsetof(C.EpcApi{}.ht_combine), unsafe.Sizeof(C.EpcApi{}.ht_combine)},
+			{"group_async_error", unsafe.Offsetof(C.EpcApi{}.group_async_error), unsafe.Sizeof(C.EpcApi{}.group_async_error)},
 		}},
 	}
 }

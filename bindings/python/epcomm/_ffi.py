@@ -213,6 +213,7 @@ class EpcApi(ctypes.Structure):
         ("ht_handle_create", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcGroup), ctypes.POINTER(EpcTensor), EpcHtSizing, ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(EpcHandle)), ctypes.POINTER(ctypes.c_int64))),
         ("ht_dispatch", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcHandle), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), EpcFlags, ctypes.c_void_p)),
         ("ht_combine", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcHandle), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), ctypes.POINTER(EpcTensor), EpcFlags, ctypes.c_void_p)),
+        ("group_async_error", ctypes.CFUNCTYPE(EpcStatus, ctypes.POINTER(EpcGroup))),
     ]
 
 
@@ -246,6 +247,8 @@ PROTOTYPES = {
     "epc_group_query": (EpcStatus, [ctypes.POINTER(EpcGroup), ctypes.POINTER(EpcGroupInfo)]),
     # EpcStatus epc_group_barrier(EpcGroup* group, void* stream)
     "epc_group_barrier": (EpcStatus, [ctypes.POINTER(EpcGroup), ctypes.c_void_p]),
+    # EpcStatus epc_group_async_error(const EpcGroup* group)
+    "epc_group_async_error": (EpcStatus, [ctypes.POINTER(EpcGroup)]),
     # EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, void* stream, EpcHandle** out_handle)
     "epc_handle_create": (EpcStatus, [ctypes.POINTER(EpcGroup), ctypes.POINTER(EpcTensor), ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(EpcHandle))]),
     # EpcStatus epc_handle_update(EpcHandle* handle, const EpcTensor* topk_idx, void* stream)

@@ -71,11 +71,12 @@ class Group:
     collective work could hang or corrupt the other ranks, at a moment chosen by the
     garbage collector. So __del__ never raises and never calls the library.
 
-    Thread-safety follows the header: info() may be called from any thread; barrier() and
-    close() must not run concurrently with other calls on the same group. barrier() and the
-    calls of the group's Handles take one lock of the group, since the library keeps
-    per-group step state they update. Different groups may be used from different threads
-    (one thread per rank is the usual layout).
+    Thread-safety follows the header: info() and async_error() may be called from any
+    thread; barrier() and close() must not run concurrently with other calls on the same
+    group. barrier() and the calls of the group's Handles take one lock of the group, since
+    the library keeps per-group step state they update; async_error() does not wait for it.
+    Different groups may be used from different threads (one thread per rank is the usual
+    layout).
 
     close() refuses while a Handle created on the group is open: close the handles first.
     """
@@ -85,7 +86,7 @@ class Group:
         self._handle: Optional[ctypes._Pointer] = handle
         self._comm = comm
         self._config = config  # keeps allocator callbacks alive while the group lives
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # close() taking the handle away; async_error()'s call
         self._calls = threading.Lock()  # barrier and handle calls (see the class doc)
         self._handles: "weakref.WeakSet" = weakref.WeakSet()
         if comm is not None:
@@ -145,6 +146,27 @@ class Group:
         stream = stream_address(stream)
         with self._calls:
             call("epc_group_barrier", self._live(), ctypes.c_void_p(stream))
+
+    def async_error(self) -> None:
+        """Raise the group's asynchronous error, if it has one (epc_group_async_error, ABI
+        1.3), without waiting for anything; return None on a healthy group.
+
+        A kernel that gives up records its failure in the group, and every later call on
+        the group or its handles raises it. This raises the same EpcError, same status and
+        word for word the same message, without such a call: TIMEOUT when a kernel gave up
+        waiting for a peer ("<phase>: rank R waited N ms for rank P, which did not arrive
+        ..."), INVALID_ARGUMENT when the routing check found an expert id outside
+        [-1, num_experts) ("routing check: rank R was given an expert id outside ...").
+        It reads the group's error record, which kernels write in mapped host memory, with
+        no stream or device synchronisation: a failure of work still queued shows once its
+        kernel has recorded it, and None says nothing about work the GPU has not finished.
+
+        Local; non-blocking; not stream-ordered; may be called during CUDA graph capture
+        (it launches nothing). Thread-safe, also while another thread is inside barrier() or
+        a handle's call, which it does not wait for (only for close()). A library older
+        than ABI 1.3 lacks the function: EpcError(UNSUPPORTED), without calling it."""
+        with self._lock:
+            call("epc_group_async_error", self._live())
 
     def _register_handle(self, handle: Any) -> None:
         self._handles.add(handle)

@@ -34,7 +34,10 @@ def test_group_on_every_gpu_one_thread_per_rank():
                 stream = torch.cuda.Stream(device=rank)
                 group.barrier(stream)
                 group.barrier(stream.cuda_stream)
+                assert group.async_error() is None  # a healthy group (ABI 1.3)
             assert group.closed
+            with pytest.raises(epcomm.EpcError, match="closed"):
+                group.async_error()
 
     run_ranks(nranks, rank_main)
     for rank, info in enumerate(infos):

@@ -268,6 +268,60 @@ def test_closed_groups_refuse_calls_and_close_is_idempotent():
         group.barrier()
 
 
+def test_async_error_of_a_dead_group_carries_the_library_message(dead_group):
+    with pytest.raises(epcomm.EpcError) as caught:
+        dead_group.async_error()
+    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT
+    assert caught.value.function == "epc_group_async_error"
+    assert "group is not a live EpcGroup" in caught.value.message
+
+
+def test_async_error_of_a_null_group_pointer():
+    group = epcomm.Group(ctypes.POINTER(_ffi.EpcGroup)(), None, epcomm.GroupConfig().to_struct())
+    with pytest.raises(epcomm.EpcError) as caught:
+        group.async_error()
+    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT
+    assert "group is NULL" in caught.value.message
+    group._handle = None
+
+
+def test_async_error_of_a_closed_group_is_refused_here(dead_group):
+    dead_group._handle = None  # what close() leaves
+    with pytest.raises(epcomm.EpcError, match="the group is closed") as caught:
+        dead_group.async_error()
+    assert caught.value.function is None
+
+
+def test_async_error_does_not_wait_for_the_groups_other_calls(dead_group):
+    import threading
+
+    outcome = []
+
+    def query():
+        try:
+            dead_group.async_error()
+        except epcomm.EpcError as error:
+            outcome.append(error)
+
+    with dead_group._calls:  # as a barrier or a handle's call in progress holds it
+        thread = threading.Thread(target=query)
+        thread.start()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "async_error waited for the lock of the group's calls"
+    assert "not a live EpcGroup" in outcome[0].message
+
+
+def test_async_error_needs_a_library_of_abi_1_3(dead_group, monkeypatch):
+    from epcomm import _library
+
+    library = _library.library()
+    monkeypatch.setattr(library, "missing", library.missing | {"epc_group_async_error"})
+    with pytest.raises(epcomm.EpcError) as caught:
+        dead_group.async_error()
+    assert caught.value.status == epcomm.Status.UNSUPPORTED
+    assert "epc_group_async_error is not exported" in caught.value.message
+
+
 def test_an_owned_comm_refuses_to_close_under_an_open_group():
     comm = epcomm.Comm(0xBEEF000, owned=True)
     group = _fake_group()

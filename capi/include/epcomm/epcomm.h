@@ -21,8 +21,9 @@
  *  - The library never aborts, exits, prints to stdout or lets a C++ exception escape.
  *  - Threads: calls on different groups (and on their handles) may run at the same time
  *    from different threads; each thread has its own last-error message. Calls on one group
- *    or its handles must not overlap, and epc_group_create and epc_group_destroy, which are
- *    collective over the communicator, must not overlap other calls on that communicator.
+ *    or its handles must not overlap (but epc_group_query and epc_group_async_error, which
+ *    may), and epc_group_create and epc_group_destroy, which are collective over the
+ *    communicator, must not overlap other calls on that communicator.
  *  - Steps of different groups may also overlap on the GPU (different streams or threads).
  *    Their kernels wait for their peers while holding their SMs, so groups whose steps
  *    overlap must fit on the GPU together: keep the sum of their `num_sms` within the GPU's
@@ -303,6 +304,37 @@ EPC_API EpcStatus epc_group_query(const EpcGroup* group, EpcGroupInfo* out_info)
  * thread-safe with other groups, not with other calls on the same group. */
 EPC_API EpcStatus epc_group_barrier(EpcGroup* group, void* stream);
 
+/* Ask whether the group has failed asynchronously, without waiting for anything.
+ * Returns EPC_OK while no kernel of the group has recorded a failure (and no
+ * epc_group_barrier has failed on the host); otherwise the status the group failed with,
+ * and epc_last_error() gives the message that the group's next call will fail with, word
+ * for word:
+ *   EPC_ERR_TIMEOUT           a kernel gave up waiting for a peer: the phase, the waiting
+ *                             rank, the peer that did not arrive, how long it waited;
+ *   EPC_ERR_INVALID_ARGUMENT  the routing check found an expert id outside
+ *                             [-1, num_experts) (or more entries for one expert than it has
+ *                             rows): the phase and the rank;
+ *   EPC_ERR_CUDA, ...         epc_group_barrier failed on the host (its kernel could not be
+ *                             launched or waited for).
+ * The failure is sticky: once reported, it is reported until the group is destroyed, and
+ * every call on the group or its handles fails with it, but epc_group_query and the
+ * destroy calls.
+ * Never waits: it reads the group's error record, which kernels write in mapped host memory,
+ * with no stream or device synchronisation and no CUDA call, so a failure of work still
+ * queued is reported once its kernel has recorded it (a timeout: once the deadline has
+ * passed on the device), and EPC_OK says nothing about work the GPU has not finished.
+ * EPC_ERR_INVALID_ARGUMENT for NULL or a pointer that is not a live group (destroyed, or
+ * another object), as for every group call.
+ * Local; non-blocking; not stream-ordered (it sees what the GPU has done so far, not the
+ * work queued before it on some stream). May be called during CUDA graph capture: it
+ * launches nothing, and it reports failures of work that ran before, never of captured
+ * work, which runs only when the graph is replayed. Thread-safe, an exception to the rule
+ * that calls on one group must not overlap: it may run at any time from any thread, also
+ * while another thread is inside a call on the same group or its handles (it records
+ * nothing: it reads the group's failure and formats the message anew), but not during or
+ * after epc_group_destroy of the group. `group` is read during the call only. Since ABI 1.3. */
+EPC_API EpcStatus epc_group_async_error(const EpcGroup* group);
+
 /* ---------------------------------------------------------------------------------------
  * Handles: the routing of one batch, reused by dispatch, combine and complete
  * ------------------------------------------------------------------------------------- */
@@ -507,6 +539,8 @@ typedef struct EpcApi {
   EpcStatus (*ht_combine)(EpcHandle* handle, const EpcTensor* x, const EpcTensor* topk_weights,
                           const EpcTensor* out, const EpcTensor* out_topk_weights,
                           EpcFlags flags, void* stream);
+  /* ABI 1.3 */
+  EpcStatus (*group_async_error)(const EpcGroup* group);
 } EpcApi;
 
 /* Fill `*out_api` with this library's function table if `abi_major` equals its

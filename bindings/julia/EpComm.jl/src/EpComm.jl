@@ -45,7 +45,7 @@ include("ll.jl")
 include("ht.jl")
 
 export EpcError, LibraryError, UniqueId, create_unique_id, Comm, adopt_comm, GroupConfig,
-    Plan, PlanRegion, plan_query, Group, GroupInfo, barrier, Tensor, Handle, update!,
+    Plan, PlanRegion, plan_query, Group, GroupInfo, barrier, async_error, Tensor, Handle, update!,
     ll_dispatch, ll_dispatch_fp8, ll_combine, complete, HtHandle, ht_dispatch, ht_combine
 
 function __init__()

@@ -28,8 +28,8 @@ export libepcomm, libepcomm_path, EpcStatus, EpcDtype, EpcTensor, EpcUniqueId, E
     EPC_FLAG_BACKWARD_WEIGHTS, EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY,
     epc_status_string, epc_last_error, epc_get_version, epc_unique_id_create, epc_comm_init,
     epc_comm_destroy, epc_plan_query, epc_group_create, epc_group_destroy, epc_group_query,
-    epc_group_barrier, epc_handle_create, epc_handle_update, epc_handle_destroy,
-    epc_ll_dispatch, epc_ll_dispatch_fp8, epc_ll_combine, epc_complete,
+    epc_group_barrier, epc_group_async_error, epc_handle_create, epc_handle_update,
+    epc_handle_destroy, epc_ll_dispatch, epc_ll_dispatch_fp8, epc_ll_combine, epc_complete,
     epc_ht_handle_create, epc_ht_dispatch, epc_ht_combine, epc_get_api
 
 # ---- Library -----------------------------------------------------------------------
@@ -267,6 +267,7 @@ struct EpcApi
     ht_handle_create::Ptr{Cvoid}  # C: EpcStatus (*)(EpcGroup*, const EpcTensor*, EpcHtSizing, void*, EpcHandle**, int64_t*)
     ht_dispatch::Ptr{Cvoid}  # C: EpcStatus (*)(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, EpcFlags, void*)
     ht_combine::Ptr{Cvoid}  # C: EpcStatus (*)(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, EpcFlags, void*)
+    group_async_error::Ptr{Cvoid}  # C: EpcStatus (*)(const EpcGroup*)
 end
 
 # ---- Functions (one thin @ccall wrapper each) ---------------------------------------
@@ -400,6 +401,43 @@ thread-safe with other groups, not with other calls on the same group.
 """
 function epc_group_barrier(group, stream)
     @ccall libepcomm().epc_group_barrier(group::Ptr{EpcGroup}, stream::Ptr{Cvoid})::EpcStatus
+end
+
+"""
+    epc_group_async_error(group)  # C: EpcStatus epc_group_async_error(const EpcGroup* group)
+
+Ask whether the group has failed asynchronously, without waiting for anything.
+Returns EPC_OK while no kernel of the group has recorded a failure (and no
+epc_group_barrier has failed on the host); otherwise the status the group failed with,
+and epc_last_error() gives the message that the group's next call will fail with, word
+for word:
+  EPC_ERR_TIMEOUT           a kernel gave up waiting for a peer: the phase, the waiting
+                            rank, the peer that did not arrive, how long it waited;
+  EPC_ERR_INVALID_ARGUMENT  the routing check found an expert id outside
+                            [-1, num_experts) (or more entries for one expert than it has
+                            rows): the phase and the rank;
+  EPC_ERR_CUDA, ...         epc_group_barrier failed on the host (its kernel could not be
+                            launched or waited for).
+The failure is sticky: once reported, it is reported until the group is destroyed, and
+every call on the group or its handles fails with it, but epc_group_query and the
+destroy calls.
+Never waits: it reads the group's error record, which kernels write in mapped host memory,
+with no stream or device synchronisation and no CUDA call, so a failure of work still
+queued is reported once its kernel has recorded it (a timeout: once the deadline has
+passed on the device), and EPC_OK says nothing about work the GPU has not finished.
+EPC_ERR_INVALID_ARGUMENT for NULL or a pointer that is not a live group (destroyed, or
+another object), as for every group call.
+Local; non-blocking; not stream-ordered (it sees what the GPU has done so far, not the
+work queued before it on some stream). May be called during CUDA graph capture: it
+launches nothing, and it reports failures of work that ran before, never of captured
+work, which runs only when the graph is replayed. Thread-safe, an exception to the rule
+that calls on one group must not overlap: it may run at any time from any thread, also
+while another thread is inside a call on the same group or its handles (it records
+nothing: it reads the group's failure and formats the message anew), but not during or
+after epc_group_destroy of the group. `group` is read during the call only. Since ABI 1.3.
+"""
+function epc_group_async_error(group)
+    @ccall libepcomm().epc_group_async_error(group::Ptr{EpcGroup})::EpcStatus
 end
 
 """

@@ -109,6 +109,50 @@ function barrier(group::Group; stream = nothing)
     return nothing
 end
 
+"The first ABI with `epc_group_async_error`."
+const ASYNC_ERROR_ABI = VersionNumber(1, 3, 0)
+
+"""
+    require_abi(required::VersionNumber, func::Symbol, library::VersionNumber = version())
+
+Throw an [`EpcError`](@ref) with `EPC_ERR_UNSUPPORTED` for `func` when the loaded library, of
+ABI `library`, is older than `required`, the ABI that added `func`: the call is refused
+before `@ccall` looks for a symbol that library does not have.
+"""
+function require_abi(required::VersionNumber, func::Symbol, library::VersionNumber = version())
+    library >= required && return nothing
+    throw(EpcError(EPC_ERR_UNSUPPORTED, func,
+                   "$func needs libepcomm ABI $required or newer, but the loaded library " *
+                   "implements ABI $library"))
+end
+
+"""
+    async_error(group) -> nothing
+
+Throw the group's asynchronous error, if it has one (`epc_group_async_error`, ABI 1.3), without
+waiting for anything; return `nothing` on a healthy group.
+
+A kernel that gives up records its failure in the group, and every later call on the group or
+its handles throws it. This throws the same [`EpcError`](@ref), same status and word for word
+the same message, without such a call: `EPC_ERR_TIMEOUT` when a kernel gave up waiting for a
+peer (the phase, the waiting rank, the peer that did not arrive, how long it waited),
+`EPC_ERR_INVALID_ARGUMENT` when the routing check found an expert id outside
+`[-1, num_experts)`. It reads the group's error record, which kernels write in mapped host
+memory, with no stream or device synchronisation: a failure of work still queued shows once its
+kernel has recorded it, and `nothing` says nothing about work the GPU has not finished.
+
+Local; non-blocking; not stream-ordered; may be called during CUDA graph capture (it launches
+nothing). Thread-safe, also while another thread is inside a call on the same group or its
+handles, but not concurrently with `close(group)`. A library older than ABI 1.3 lacks it: an
+`EpcError` with `EPC_ERR_UNSUPPORTED`, without calling it. A closed group throws an
+`ArgumentError`.
+"""
+function async_error(group::Group)
+    require_abi(ASYNC_ERROR_ABI, :epc_group_async_error)
+    check(epc_group_async_error(handle(group)), :epc_group_async_error)
+    return nothing
+end
+
 """
     close(group::Group)
 

@@ -46,7 +46,8 @@ end
         @test sizeof(EpcPlanRegion) == 56
         @test sizeof(EpcPlan) == 968
         @test sizeof(EpcGroupInfo) == 88
-        @test sizeof(EpcApi) == 176  # 17 entries in ABI 1.0 (144 bytes), ll_dispatch_fp8 in 1.1, 3 ht_* in 1.2
+        @test sizeof(EpcApi) == 184  # 17 entries in ABI 1.0 (144 bytes), ll_dispatch_fp8 in 1.1, 3 ht_* in 1.2,
+                                     # group_async_error in 1.3
         @test fieldoffset(EpcPlan, 17) == 72  # regions
         @test isbitstype(EpcPlan)
     end
@@ -195,6 +196,10 @@ end
             @test failure isa EpcError && failure.func == :epc_handle_create
             @test occursin("group is not a live EpcGroup", failure.message)
             @test group.open_handles == 0
+            failure = failure_of(() -> async_error(group))
+            @test failure isa EpcError && failure.func == :epc_group_async_error &&
+                  failure.status == EPC_ERR_INVALID_ARGUMENT
+            @test occursin("group is not a live EpcGroup", failure.message)
 
             h = EpComm.Handle(Ptr{EpcHandle}(pointer(fake_handle)), group, EpComm.Tensor[])
             group.open_handles += 1
@@ -264,7 +269,20 @@ end
                 @test_throws ArgumentError update!(ht, idx)
             end
             group.handle = C_NULL  # nothing real to destroy
+            @test_throws ArgumentError async_error(group)  # closed: refused without the library
         end
+    end
+
+    @testset "async_error needs ABI 1.3" begin
+        @test EpComm.require_abi(v"1.3.0", :epc_group_async_error, v"1.3.0") === nothing
+        @test EpComm.require_abi(v"1.3.0", :epc_group_async_error, v"1.4.2") === nothing
+        failure = failure_of(() -> EpComm.require_abi(v"1.3.0", :epc_group_async_error, v"1.2.0"))
+        @test failure isa EpcError && failure.status == EPC_ERR_UNSUPPORTED &&
+              failure.func == :epc_group_async_error
+        @test occursin("needs libepcomm ABI 1.3.0 or newer", failure.message)
+        @test occursin("implements ABI 1.2.0", failure.message)
+        failure = failure_of(() -> async_error(EpComm.Group(Ptr{EpcGroup}(C_NULL), adopt_comm(Ptr{Cvoid}(UInt(0x1000))), 0)))
+        @test failure isa ArgumentError  # a NULL handle is a closed group here
     end
 
     if get(ENV, "EPCOMM_JULIA_GPU", "0") == "1"

@@ -405,6 +405,8 @@ pub struct EpcApi {
     pub ht_handle_create: Option<unsafe extern "C" fn(group: *mut EpcGroup, topk_idx: *const EpcTensor, sizing: EpcHtSizing, stream: *mut c_void, out_handle: *mut *mut EpcHandle, out_rows: *mut i64) -> EpcStatus>,
     pub ht_dispatch: Option<unsafe extern "C" fn(handle: *mut EpcHandle, x: *const EpcTensor, x_scales: *const EpcTensor, topk_weights: *const EpcTensor, out_x: *const EpcTensor, out_scales: *const EpcTensor, out_topk_idx: *const EpcTensor, out_topk_weights: *const EpcTensor, out_expert_counts: *const EpcTensor, out_num_recv: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus>,
     pub ht_combine: Option<unsafe extern "C" fn(handle: *mut EpcHandle, x: *const EpcTensor, topk_weights: *const EpcTensor, out: *const EpcTensor, out_topk_weights: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus>,
+    /// ABI 1.3
+    pub group_async_error: Option<unsafe extern "C" fn(group: *const EpcGroup) -> EpcStatus>,
 }
 
 impl Default for EpcApi {
@@ -488,6 +490,37 @@ extern "C" {
     /// the group stays failed. Collective over the LSA team; blocking; not graph-capturable;
     /// thread-safe with other groups, not with other calls on the same group.
     pub fn epc_group_barrier(group: *mut EpcGroup, stream: *mut c_void) -> EpcStatus;
+
+    /// Ask whether the group has failed asynchronously, without waiting for anything.
+    /// Returns EPC_OK while no kernel of the group has recorded a failure (and no
+    /// epc_group_barrier has failed on the host); otherwise the status the group failed with,
+    /// and epc_last_error() gives the message that the group's next call will fail with, word
+    /// for word:
+    /// EPC_ERR_TIMEOUT           a kernel gave up waiting for a peer: the phase, the waiting
+    /// rank, the peer that did not arrive, how long it waited;
+    /// EPC_ERR_INVALID_ARGUMENT  the routing check found an expert id outside
+    /// \[-1, num_experts) (or more entries for one expert than it has
+    /// rows): the phase and the rank;
+    /// EPC_ERR_CUDA, ...         epc_group_barrier failed on the host (its kernel could not be
+    /// launched or waited for).
+    /// The failure is sticky: once reported, it is reported until the group is destroyed, and
+    /// every call on the group or its handles fails with it, but epc_group_query and the
+    /// destroy calls.
+    /// Never waits: it reads the group's error record, which kernels write in mapped host memory,
+    /// with no stream or device synchronisation and no CUDA call, so a failure of work still
+    /// queued is reported once its kernel has recorded it (a timeout: once the deadline has
+    /// passed on the device), and EPC_OK says nothing about work the GPU has not finished.
+    /// EPC_ERR_INVALID_ARGUMENT for NULL or a pointer that is not a live group (destroyed, or
+    /// another object), as for every group call.
+    /// Local; non-blocking; not stream-ordered (it sees what the GPU has done so far, not the
+    /// work queued before it on some stream). May be called during CUDA graph capture: it
+    /// launches nothing, and it reports failures of work that ran before, never of captured
+    /// work, which runs only when the graph is replayed. Thread-safe, an exception to the rule
+    /// that calls on one group must not overlap: it may run at any time from any thread, also
+    /// while another thread is inside a call on the same group or its handles (it records
+    /// nothing: it reads the group's failure and formats the message anew), but not during or
+    /// after epc_group_destroy of the group. `group` is read during the call only. Since ABI 1.3.
+    pub fn epc_group_async_error(group: *const EpcGroup) -> EpcStatus;
 
     /// Create a handle holding the routing `topk_idx` \[B, K\] (int64 or int32, contiguous, on
     /// the group's device; -1 masks an entry; B <= max_tokens_per_rank, K <= max_topk) and the
@@ -620,6 +653,7 @@ pub mod fn_types {
     pub type epc_group_destroy = unsafe extern "C" fn(group: *mut EpcGroup) -> EpcStatus;
     pub type epc_group_query = unsafe extern "C" fn(group: *const EpcGroup, out_info: *mut EpcGroupInfo) -> EpcStatus;
     pub type epc_group_barrier = unsafe extern "C" fn(group: *mut EpcGroup, stream: *mut c_void) -> EpcStatus;
+    pub type epc_group_async_error = unsafe extern "C" fn(group: *const EpcGroup) -> EpcStatus;
     pub type epc_handle_create = unsafe extern "C" fn(group: *mut EpcGroup, topk_idx: *const EpcTensor, stream: *mut c_void, out_handle: *mut *mut EpcHandle) -> EpcStatus;
     pub type epc_handle_update = unsafe extern "C" fn(handle: *mut EpcHandle, topk_idx: *const EpcTensor, stream: *mut c_void) -> EpcStatus;
     pub type epc_handle_destroy = unsafe extern "C" fn(handle: *mut EpcHandle) -> EpcStatus;
@@ -798,6 +832,7 @@ pub const STRUCT_LAYOUTS: &[StructLayout] = &[
             FieldLayout { name: "ht_handle_create", offset: core::mem::offset_of!(EpcApi, ht_handle_create), size: core::mem::size_of::<Option<unsafe extern "C" fn(group: *mut EpcGroup, topk_idx: *const EpcTensor, sizing: EpcHtSizing, stream: *mut c_void, out_handle: *mut *mut EpcHandle, out_rows: *mut i64) -> EpcStatus>>() },
             FieldLayout { name: "ht_dispatch", offset: core::mem::offset_of!(EpcApi, ht_dispatch), size: core::mem::size_of::<Option<unsafe extern "C" fn(handle: *mut EpcHandle, x: *const EpcTensor, x_scales: *const EpcTensor, topk_weights: *const EpcTensor, out_x: *const EpcTensor, out_scales: *const EpcTensor, out_topk_idx: *const EpcTensor, out_topk_weights: *const EpcTensor, out_expert_counts: *const EpcTensor, out_num_recv: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus>>() },
             FieldLayout { name: "ht_combine", offset: core::mem::offset_of!(EpcApi, ht_combine), size: core::mem::size_of::<Option<unsafe extern "C" fn(handle: *mut EpcHandle, x: *const EpcTensor, topk_weights: *const EpcTensor, out: *const EpcTensor, out_topk_weights: *const EpcTensor, flags: EpcFlags, stream: *mut c_void) -> EpcStatus>>() },
+            FieldLayout { name: "group_async_error", offset: core::mem::offset_of!(EpcApi, group_async_error), size: core::mem::size_of::<Option<unsafe extern "C" fn(group: *const EpcGroup) -> EpcStatus>>() },
         ],
     },
 ];
@@ -873,6 +908,7 @@ pub const FUNCTION_NAMES: &[&str] = &[
     "epc_group_destroy",
     "epc_group_query",
     "epc_group_barrier",
+    "epc_group_async_error",
     "epc_handle_create",
     "epc_handle_update",
     "epc_handle_destroy",

@@ -60,7 +60,7 @@ fn a_library_without_epc_get_api_is_refused() {
     assert!(error.message.contains("epc_get_api"), "{}", error.message);
 }
 
-/// The handle, low-latency and high-throughput entries of a dlopen'd table reach the
+/// The handle, low-latency, high-throughput and async-error entries of a dlopen'd table reach the
 /// library: each refuses a NULL handle (or group) with INVALID_ARGUMENT and leaves this
 /// thread a message saying so. The library checks the handle first, so the NULL tensors are
 /// never looked at.
@@ -140,6 +140,8 @@ fn the_handle_entries_of_the_table_reach_the_library() {
             null_mut(),
         );
         expect_refusal("ht_combine", status, "handle is NULL");
+        let async_error = api.group_async_error.expect("group_async_error entry (ABI 1.3)");
+        expect_refusal("group_async_error", async_error(null()), "group is NULL");
         // destroy(NULL) is the documented no-op, and a success clears the message.
         assert_eq!(api.handle_destroy.unwrap()(null_mut()), sys::EPC_OK);
     }

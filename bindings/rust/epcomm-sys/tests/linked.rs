@@ -25,4 +25,9 @@ fn the_linked_table_has_every_entry() {
     let text = unsafe { CStr::from_ptr(status_string(sys::EPC_ERR_INVALID_ARGUMENT)) };
     assert_eq!(text.to_str().unwrap(), "invalid argument");
     assert!(api.group_barrier.is_some());
+    assert_eq!(
+        api.group_async_error.map(|f| f as usize),
+        Some(sys::epc_group_async_error as *const () as usize),
+        "the ABI 1.3 entry is the linked epc_group_async_error"
+    );
 }

@@ -25,9 +25,10 @@ use crate::{Comm, Dtype, Error, GroupConfig, Mode, Result, Status, StreamRef};
 pub struct Group<'comm> {
     raw: NonNull<sys::EpcGroup>,
     comm: &'comm Comm,
-    /// Held across every call on the group or on one of its handles except `info` (which
-    /// the C API declares thread-safe): the library keeps per-group step state that those
-    /// calls update, and handles may be used from threads other than the group's.
+    /// Held across every call on the group or on one of its handles except `info` and
+    /// `async_error` (which the C API declares thread-safe): the library keeps per-group step
+    /// state that those calls update, and handles may be used from threads other than the
+    /// group's.
     calls: Mutex<()>,
 }
 
@@ -123,6 +124,32 @@ impl<'comm> Group<'comm> {
             unsafe { barrier(self.raw.as_ptr(), stream.as_raw()) }
         };
         check(api, status)
+    }
+
+    /// Whether the group has failed asynchronously (`epc_group_async_error`, ABI 1.3), without
+    /// waiting for anything: `Ok(())` while no kernel of the group has recorded a failure
+    /// (and no [`barrier`](Group::barrier) has failed on the host); otherwise the error that
+    /// every later call on the group and its handles returns, with the same status and,
+    /// word for word, the same message: [`Status::TIMEOUT`] when a kernel gave up waiting
+    /// for a peer (the phase, the waiting rank, the peer, how long it waited),
+    /// [`Status::INVALID_ARGUMENT`] when the routing check found an expert id outside
+    /// `[-1, num_experts)`. The failure is sticky until the group is closed.
+    ///
+    /// It reads the group's error record, which kernels write in mapped host memory, with no
+    /// stream or device synchronisation: a failure of work still queued shows once its kernel
+    /// has recorded it, and `Ok(())` says nothing about work the GPU has not finished.
+    ///
+    /// Local; non-blocking; not stream-ordered; may be called during CUDA graph capture (it
+    /// launches nothing). It does not take the lock of the group's calls (the library allows
+    /// it while a [`Handle`](crate::Handle) of the group is inside a call on another thread),
+    /// so it never waits for them either. A library older than ABI 1.3 has no such call:
+    /// [`Status::UNSUPPORTED`], without calling it.
+    pub fn async_error(&self) -> Result<()> {
+        let api = library()?;
+        let query = entry!(api, group_async_error);
+        // SAFETY: the group is live (only close and drop destroy it, and they take it by
+        // value or exclusively); the library only reads it during the call.
+        check(api, unsafe { query(self.raw.as_ptr()) })
     }
 
     /// Release everything the group holds (`epc_group_destroy`) and report the result.

@@ -51,6 +51,15 @@ fn create_on_a_dead_group_is_an_invalid_argument_with_the_library_message() {
 }
 
 #[test]
+fn async_error_of_a_dead_group_is_an_invalid_argument_with_the_library_message() {
+    let comm = unsafe { Comm::from_raw_unowned(std::ptr::null_mut()) };
+    let mut fake = FakeObject::new();
+    let group = Group::wrap_for_test(fake.as_ptr(), &comm);
+    assert_not_live(group.async_error(), "async_error", "EpcGroup");
+    drop(group);
+}
+
+#[test]
 fn every_call_on_a_dead_handle_is_refused_by_the_library() {
     let mut fake = FakeObject::new();
     let calls = Mutex::new(());

@@ -10,7 +10,8 @@
 //! - [`GroupConfig`] and [`plan_query()`]: what a configuration costs, on the CPU, before
 //!   any GPU work.
 //! - [`Group`]: the communicator's symmetric window and device communicator
-//!   ([`Group::create`], [`Group::info`], [`Group::barrier`], [`Group::close`]).
+//!   ([`Group::create`], [`Group::info`], [`Group::barrier`], [`Group::async_error`] (ABI
+//!   1.3: the group's failure without waiting), [`Group::close`]).
 //! - [`TensorRef`] and [`StreamRef`]: borrowed device memory and CUDA streams, as the
 //!   stream-ordered calls take them.
 //! - [`Handle`]: one batch's routing on a low-latency group, and the step it drives:

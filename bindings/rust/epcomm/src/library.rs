@@ -213,6 +213,38 @@ mod tests {
         assert!(error.message.contains("no ht_combine in its function table"), "{:?}", error.message);
     }
 
+    /// `group_async_error` through `api`, as `Group::async_error` looks it up, with a NULL
+    /// group.
+    fn async_error(api: &sys::EpcApi) -> Result<sys::EpcStatus> {
+        let query = entry!(api, group_async_error);
+        // SAFETY: a NULL group, which the library refuses without reading anything.
+        Ok(unsafe { query(std::ptr::null()) })
+    }
+
+    #[test]
+    fn the_table_of_this_library_has_group_async_error_last() {
+        let api = library().expect("library");
+        assert_eq!(
+            std::mem::offset_of!(sys::EpcApi, group_async_error) + std::mem::size_of::<usize>(),
+            std::mem::size_of::<sys::EpcApi>()
+        );
+        let status = async_error(api).expect("the ABI 1.3 entry");
+        assert_eq!(status, sys::EPC_ERR_INVALID_ARGUMENT);
+        let error = check(api, status).unwrap_err();
+        assert!(error.message.contains("group is NULL"), "{:?}", error.message);
+    }
+
+    #[test]
+    fn group_async_error_past_an_abi_1_2_table_is_unsupported() {
+        // An ABI 1.2 table ends where group_async_error begins; its HT entries work.
+        let old = older_table(10200, std::mem::offset_of!(sys::EpcApi, group_async_error));
+        assert!(old.group_async_error.is_some());
+        let error = async_error(&old).unwrap_err();
+        assert_eq!(error.status, Status::UNSUPPORTED);
+        assert!(error.message.contains("(ABI 1.2.0) has no group_async_error"), "{:?}", error.message);
+        assert_eq!(ht_entries(&old).expect("the ABI 1.2 entries"), [sys::EPC_ERR_INVALID_ARGUMENT; 3]);
+    }
+
     #[test]
     fn a_null_entry_within_the_table_is_unsupported() {
         let mut api = *library().expect("library");
