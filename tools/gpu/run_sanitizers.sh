@@ -60,7 +60,10 @@ memcheck_skip=(
   '*Tokens4096*' '*ThousandTokens*' '*Hidden16384*' '*7168*' '*FiveHundredSteps*'
   '*ThousandSteps*' 'Soak.*' '*Faults.*' 'GroupErrors.BarrierTimeout*'
 )
-# racecheck: a few small cases of each kind of kernel.
+# racecheck: a few small cases of each kind of kernel. (With memcheck's filter, 31 tests ran
+# clean on 2 H200 before Concurrency.TwoThreadsEachDriveTheirOwnGroup hung until the time
+# limit: its two groups need their kernels resident at once, which racecheck seems not to
+# do; leave it out of racecheck runs.)
 racecheck_cases=(
   GroupLifecycle.CreateBarrierQueryDestroyAndCreateAgain LowLatency.RandomRoutingWithMaskedEntries
   LowLatency.SendOnlyThenComplete LowLatency.Fp8DispatchMatchesTheReferenceCast
