@@ -65,6 +65,17 @@
 // output w_out [B_r, K] with w_out[t][k] = w_per_rank[d][row of (r,t) on d][k] where d is
 // the rank of entry k's expert, and 0.0f where entry k is masked.
 //
+// Across nodes (node_size ranks per node, node of rank q = q / node_size), combine reduces
+// inside each node first and crosses between nodes once per (token, node). The order is:
+//   acc = 0; for each node n ascending: if n is the source's node, for each d in n ascending
+//   that received (r, t): acc = acc + float(x_d); else, if any rank of n received (r, t):
+//   partial = 0; for each such d ascending: partial = partial + float(x_d);
+//   acc = acc + float(bf16(partial)).   out[t][c] = bf16(acc).
+// With one node, or nodes of one rank (a partial of one bf16 term is that term), this is
+// the order above; with larger nodes the rounding can differ from it. The kernels do not
+// reduce inside nodes yet (every rank returns its rows to the source, and the one-node
+// order applies); this is the order they will follow.
+//
 // ---- Backward pass ---------------------------------------------------------------------
 // The gradient of a dispatch is a combine over the same routing (the same Problem): HT
 // dispatch's gradient is ht_combine of the row gradients (an unweighted sum over destination
@@ -231,8 +242,10 @@ struct HtCombineResult {
 
 // x_per_rank[q]: bf16 [N_q, H]. topk_weights_per_rank: empty (no backward weights) or, per
 // q, float [N_q, K].
+// node_size: 0 (one node) or ranks per node; see "Across nodes" above.
 HtCombineResult ht_combine(const Problem& problem,
                            const std::vector<std::vector<uint16_t>>& x_per_rank,
-                           const std::vector<std::vector<float>>& topk_weights_per_rank = {});
+                           const std::vector<std::vector<float>>& topk_weights_per_rank = {},
+                           int node_size = 0);
 
 }  // namespace epc::ref

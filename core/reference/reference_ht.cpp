@@ -145,9 +145,14 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem,
 
 HtCombineResult ht_combine(const Problem& problem,
                            const std::vector<std::vector<uint16_t>>& x_per_rank,
-                           const std::vector<std::vector<float>>& topk_weights_per_rank) {
+                           const std::vector<std::vector<float>>& topk_weights_per_rank,
+                           int node_size) {
   const Problem& p = problem;
   const HtLayout layout = ht_layout(p);  // validates the problem
+  if (node_size == 0) node_size = p.nranks;
+  if (node_size < 1 || p.nranks % node_size != 0) {
+    throw std::invalid_argument("ht_combine: node_size must divide nranks (or be 0)");
+  }
   validate_combine_input(p, layout, x_per_rank, topk_weights_per_rank);
   const bool with_weights = !topk_weights_per_rank.empty();
   const std::size_t H = static_cast<std::size_t>(p.hidden);
@@ -162,12 +167,25 @@ HtCombineResult ht_combine(const Problem& problem,
     result.x[r].assign(tokens * H, 0);
     for (int t = 0; t < rank.num_tokens; ++t) {
       for (std::size_t c = 0; c < H; ++c) {
+        // Nodes ascending; the source's own node rank by rank, every other node as one
+        // partial sum rounded to bf16 (what crosses the network once per (token, node)).
         float acc = 0.0f;
-        for (int d = 0; d < p.nranks; ++d) {
-          const int32_t row = layout.token_row[r][token_rank_index(p, t, d)];
-          if (row == -1) continue;
-          const float term = bf16_to_float(x_per_rank[d][static_cast<std::size_t>(row) * H + c]);
-          acc = acc + term;
+        for (int node = 0; node < p.nranks / node_size; ++node) {
+          const bool own = node == r / node_size;
+          float partial = 0.0f;
+          bool any = false;
+          for (int d = node * node_size; d < (node + 1) * node_size; ++d) {
+            const int32_t row = layout.token_row[r][token_rank_index(p, t, d)];
+            if (row == -1) continue;
+            const float term = bf16_to_float(x_per_rank[d][static_cast<std::size_t>(row) * H + c]);
+            if (own) {
+              acc = acc + term;
+            } else {
+              partial = partial + term;
+              any = true;
+            }
+          }
+          if (any) acc = acc + bf16_to_float(float_to_bf16(partial));
         }
         result.x[r][t * H + c] = float_to_bf16(acc);
       }

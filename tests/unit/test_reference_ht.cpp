@@ -165,6 +165,32 @@ TEST(HtCombine, DestinationRankOrderIsTheSummationOrder) {
             std::vector<uint16_t>(8, 0x3F81));
 }
 
+TEST(HtCombine, AcrossNodesEachOtherNodeAddsOneBf16Partial) {
+  // R=4, one expert per rank, rank 0's token goes to all four. Rows in rank order
+  // 1, 2^-9, 2^-9, 2^-17.
+  // One node (or nodes of 1): 1 + 2^-9 + 2^-9 + 2^-17 = 1 + 2^-8 + 2^-17 in float, above
+  //   the bf16 tie 1 + 2^-8 -> 0x3F81.
+  // Nodes of 2: own node 1 + 2^-9; node 1's partial 2^-9 + 2^-17 = 2^-9 (1 + 2^-8) is a
+  //   bf16 tie -> 2^-9; 1 + 2^-9 + 2^-9 = 1 + 2^-8, the tie itself -> even -> 0x3F80.
+  Problem p;
+  p.nranks = 4;
+  p.num_experts = 4;
+  p.hidden = 8;
+  p.topk = 4;
+  p.max_tokens = 1;
+  p.ranks.resize(4);
+  p.ranks[0].num_tokens = 1;
+  p.ranks[0].topk_idx = {0, 1, 2, 3};
+  p.ranks[0].topk_weights = {1, 1, 1, 1};
+  std::vector<std::vector<uint16_t>> rows;
+  for (uint16_t v : {0x3F80, 0x3B00, 0x3B00, 0x3700}) rows.emplace_back(8, v);
+  for (int node_size : {0, 1, 4}) {
+    EXPECT_EQ(ht_combine(p, rows, {}, node_size).x[0], std::vector<uint16_t>(8, 0x3F81)) << node_size;
+  }
+  EXPECT_EQ(ht_combine(p, rows, {}, 2).x[0], std::vector<uint16_t>(8, 0x3F80));
+  EXPECT_THROW(ht_combine(p, rows, {}, 3), std::invalid_argument);
+}
+
 TEST(HtDispatch, Fp8PayloadIsCopiedUnchanged) {
   // R=2, E=2, H=256, K=1; rank 0 token 0 -> expert 1 (rank 1), token 1 masked.
   Problem p;
