@@ -3,6 +3,7 @@
 // problems, and validation.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -19,6 +20,29 @@ namespace {
 using hand_case::exact_bf16;
 using hand_case::hand_problem;
 using hand_case::payload;
+
+// R ranks with one expert each (H = 8); rank 0 holds one token with entries `topk_idx`, the
+// other ranks none: the token's rows come back from every rank it names.
+Problem one_token_of_rank0(int nranks, std::vector<int64_t> topk_idx) {
+  Problem p;
+  p.nranks = nranks;
+  p.num_experts = nranks;
+  p.hidden = 8;
+  p.topk = static_cast<int>(topk_idx.size());
+  p.max_tokens = 1;
+  p.ranks.resize(static_cast<std::size_t>(nranks));
+  p.ranks[0].num_tokens = 1;
+  p.ranks[0].topk_weights.assign(topk_idx.size(), 1.0f);
+  p.ranks[0].topk_idx = std::move(topk_idx);
+  return p;
+}
+
+// Combine input: rank d's single row holds values[d] in all 8 channels.
+std::vector<std::vector<uint16_t>> rows_of(const std::vector<uint16_t>& values) {
+  std::vector<std::vector<uint16_t>> rows;
+  for (uint16_t v : values) rows.emplace_back(8, v);
+  return rows;
+}
 
 TEST(HtDispatch, HandCheckedRouting) {
   const auto results = ht_dispatch(hand_problem());
@@ -116,49 +140,19 @@ TEST(HtCombine, AccumulatesInFloatInRankOrder) {
   // R=3, one expert per rank, rank 0's single token goes everywhere.
   // Rows: rank 0 = 1.0, rank 1 = 2^-8, rank 2 = 2^-8: the float sum 1 + 2^-7 is exact ->
   // 0x3F81. (Rounding each pairwise sum to bf16 would stop at the tie 1 + 2^-8 -> 1.0.)
-  Problem p;
-  p.nranks = 3;
-  p.num_experts = 3;
-  p.hidden = 8;
-  p.topk = 3;
-  p.max_tokens = 1;
-  p.ranks.resize(3);
-  p.ranks[0].num_tokens = 1;
-  p.ranks[0].topk_idx = {0, 1, 2};
-  p.ranks[0].topk_weights = {1, 1, 1};
-  const std::vector<std::vector<uint16_t>> rows = {
-      std::vector<uint16_t>(8, 0x3F80), std::vector<uint16_t>(8, 0x3B80),
-      std::vector<uint16_t>(8, 0x3B80)};
-  const HtCombineResult result = ht_combine(p, rows);
+  const Problem p = one_token_of_rank0(3, {0, 1, 2});
+  const HtCombineResult result = ht_combine(p, rows_of({0x3F80, 0x3B80, 0x3B80}));
   EXPECT_EQ(result.x[0], std::vector<uint16_t>(8, 0x3F81));
   // Two ties: 1 + 2^-8 alone rounds to even (1.0); -0 + -0 from +0.0f start gives +0.
-  const std::vector<std::vector<uint16_t>> tie = {
-      std::vector<uint16_t>(8, 0x3F80), std::vector<uint16_t>(8, 0x3B80),
-      std::vector<uint16_t>(8, 0x8000)};
-  EXPECT_EQ(ht_combine(p, tie).x[0], std::vector<uint16_t>(8, 0x3F80));
-  const std::vector<std::vector<uint16_t>> zeros(3, std::vector<uint16_t>(8, 0x8000));
-  EXPECT_EQ(ht_combine(p, zeros).x[0], std::vector<uint16_t>(8, 0x0000));
+  EXPECT_EQ(ht_combine(p, rows_of({0x3F80, 0x3B80, 0x8000})).x[0], std::vector<uint16_t>(8, 0x3F80));
+  EXPECT_EQ(ht_combine(p, rows_of({0x8000, 0x8000, 0x8000})).x[0], std::vector<uint16_t>(8, 0x0000));
 }
 
 TEST(HtCombine, DestinationRankOrderIsTheSummationOrder) {
   // R=4, one expert per rank, the token goes to all four. Rows in rank order
   // 1, 2^-8, 2^-24, 2^-24: the 2^-24 additions are float ties that stay at 1 + 2^-8, a bf16
   // tie -> 0x3F80. Reversed (2^-24, 2^-24, 2^-8, 1): exactly 1 + 2^-8 + 2^-23 -> 0x3F81.
-  Problem p;
-  p.nranks = 4;
-  p.num_experts = 4;
-  p.hidden = 8;
-  p.topk = 4;
-  p.max_tokens = 1;
-  p.ranks.resize(4);
-  p.ranks[0].num_tokens = 1;
-  p.ranks[0].topk_idx = {3, 1, 0, 2};  // slot order must not matter, only rank order
-  p.ranks[0].topk_weights = {1, 1, 1, 1};
-  const auto rows_of = [](std::vector<uint16_t> values) {
-    std::vector<std::vector<uint16_t>> rows;
-    for (uint16_t v : values) rows.emplace_back(8, v);
-    return rows;
-  };
+  const Problem p = one_token_of_rank0(4, {3, 1, 0, 2});  // slot order must not matter, only rank order
   EXPECT_EQ(ht_combine(p, rows_of({0x3F80, 0x3B80, 0x3380, 0x3380})).x[0],
             std::vector<uint16_t>(8, 0x3F80));
   EXPECT_EQ(ht_combine(p, rows_of({0x3380, 0x3380, 0x3B80, 0x3F80})).x[0],
@@ -172,18 +166,8 @@ TEST(HtCombine, AcrossNodesEachOtherNodeAddsOneBf16Partial) {
   //   the bf16 tie 1 + 2^-8 -> 0x3F81.
   // Nodes of 2: own node 1 + 2^-9; node 1's partial 2^-9 + 2^-17 = 2^-9 (1 + 2^-8) is a
   //   bf16 tie -> 2^-9; 1 + 2^-9 + 2^-9 = 1 + 2^-8, the tie itself -> even -> 0x3F80.
-  Problem p;
-  p.nranks = 4;
-  p.num_experts = 4;
-  p.hidden = 8;
-  p.topk = 4;
-  p.max_tokens = 1;
-  p.ranks.resize(4);
-  p.ranks[0].num_tokens = 1;
-  p.ranks[0].topk_idx = {0, 1, 2, 3};
-  p.ranks[0].topk_weights = {1, 1, 1, 1};
-  std::vector<std::vector<uint16_t>> rows;
-  for (uint16_t v : {0x3F80, 0x3B00, 0x3B00, 0x3700}) rows.emplace_back(8, v);
+  const Problem p = one_token_of_rank0(4, {0, 1, 2, 3});
+  const std::vector<std::vector<uint16_t>> rows = rows_of({0x3F80, 0x3B00, 0x3B00, 0x3700});
   for (int node_size : {0, 1, 4}) {
     EXPECT_EQ(ht_combine(p, rows, {}, node_size).x[0], std::vector<uint16_t>(8, 0x3F81)) << node_size;
   }
