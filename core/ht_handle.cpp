@@ -51,6 +51,12 @@ HtHandle::HtHandle(Group& group, const EpcTensor* topk_idx, EpcHtSizing sizing, 
     device_alloc(&arrays_.recv_base, R + 1, what);
     device_alloc(&arrays_.source_tokens, R, what);
     device_alloc(&arrays_.expert_counts, c.local_experts(static_cast<int>(R)), what);
+    const size_t nodes = static_cast<size_t>(group_.topology().nodes());
+    if (nodes > 1) {  // where dispatch forwarded each token, for combine to reduce there
+      const size_t node_size = static_cast<size_t>(group_.topology().node_size);
+      device_alloc(&arrays_.forwarded_rows, nodes * T * node_size, what);
+      device_alloc(&arrays_.forwarded_topk, nodes * T * topk_, what);
+    }
     // A layout that gives up (a timeout, or a group that a bad routing value has already
     // failed) writes none of the received counts, and a CAPACITY handle's dispatch or combine
     // queued behind it before the host saw the failure uses them as row offsets: start from
@@ -80,7 +86,8 @@ void HtHandle::release() noexcept {
   for (void* p : {static_cast<void*>(arrays_.topk_idx), static_cast<void*>(arrays_.token_row),
                   static_cast<void*>(arrays_.chunk_start), static_cast<void*>(arrays_.entry_counts),
                   static_cast<void*>(arrays_.recv_count), static_cast<void*>(arrays_.recv_base),
-                  static_cast<void*>(arrays_.source_tokens), static_cast<void*>(arrays_.expert_counts)}) {
+                  static_cast<void*>(arrays_.source_tokens), static_cast<void*>(arrays_.expert_counts),
+                  static_cast<void*>(arrays_.forwarded_rows), static_cast<void*>(arrays_.forwarded_topk)}) {
     if (p != nullptr) cudaFree(p);
   }
   arrays_ = kernels::HtHandleArrays{};
@@ -125,6 +132,7 @@ kernels::HtChannel HtHandle::channel(EpcRegionKind data, EpcRegionKind signal) c
 void HtHandle::compute_layout(const EpcTensor* topk_idx, cudaStream_t stream) {
   const int tokens = copy_routing(group_, topk_idx, topk_, arrays_.topk_idx, stream);
   num_tokens_ = tokens;
+  dispatched_ = false;
   kernels::HtLayoutParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
@@ -223,6 +231,7 @@ void HtHandle::dispatch(const EpcTensor* x, const EpcTensor* x_scales, const Epc
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_dispatch(p, static_cast<int>(c.num_sms), stream),
              "launching the high-throughput dispatch");
+  dispatched_ = true;
 }
 
 void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out,
@@ -232,6 +241,13 @@ void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const 
     fail_argument(format("epc_ht_combine: unknown flags 0x%x", flags & ~EPC_FLAG_BACKWARD_WEIGHTS));
   }
   const GroupConfig& c = group_.config();
+  const int nodes = group_.topology().nodes();
+  if (nodes > 1 && !dispatched_) {
+    fail_argument(format("epc_ht_combine: this group spans %d nodes, and combine sums each token's "
+                         "rows inside a node where dispatch forwarded it; call epc_ht_dispatch on "
+                         "this handle (since its creation or last update) before epc_ht_combine",
+                         nodes));
+  }
   const int64_t B = num_tokens_, H = c.hidden, K = topk_, N = rows_;
   check_tensor(x, {"x", {EPC_DTYPE_BF16}, {N, H}});
   check_tensor(out, {"out", {EPC_DTYPE_BF16}, {B, H}});
@@ -253,6 +269,7 @@ void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const 
   p.weights = backward ? static_cast<const float*>(topk_weights->data) : nullptr;
   p.out = static_cast<uint16_t*>(out->data);
   p.out_weights = backward ? static_cast<float*>(out_topk_weights->data) : nullptr;
+  if (nodes > 1) p.common.forward_warps = kernels::kHtForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_combine(p, static_cast<int>(c.num_sms), stream),
              "launching the high-throughput combine");

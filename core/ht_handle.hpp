@@ -46,6 +46,8 @@ class HtHandle {
   int topk_ = 0;
   int num_tokens_ = 0;
   int64_t rows_ = 0;
+  // Across nodes combine needs the record dispatch's forwarders keep (HtHandleArrays).
+  bool dispatched_ = false;
   kernels::HtHandleArrays arrays_{};
 };
 

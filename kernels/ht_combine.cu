@@ -1,5 +1,7 @@
-// High-throughput combine: the sending part (ht_combine_send.cuh) and the receiving part
-// (ht_combine_recv.cuh), launched as ht_step_kernel.cuh says.
+// High-throughput combine: the sending part (ht_combine_send.cuh), across nodes the reducing
+// part (ht_combine_forward.cuh), and the receiving part (ht_combine_recv.cuh), launched as
+// ht_step_kernel.cuh says.
+#include "kernels/ht_combine_forward.cuh"
 #include "kernels/ht_combine_recv.cuh"
 #include "kernels/ht_combine_send.cuh"
 #include "kernels/ht_step_kernel.cuh"
@@ -16,8 +18,9 @@ struct CombineParts {
   __device__ static void prologue(const Params&) {}
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_send::run(p, step, r); }
   __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_recv::run(p, step, r); }
-  // Combine crosses between nodes directly from every rank (no forwarding warps yet).
-  __device__ static void forward(const Params&, uint64_t, const WarpRole&) {}
+  __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
+    ht_combine_forward::run(p, step, r);
+  }
 };
 
 }  // namespace

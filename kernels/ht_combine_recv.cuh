@@ -1,22 +1,32 @@
 // High-throughput combine, receiving part. Each warp takes tokens of this rank: it waits for
-// the flags of the returned-row chunks holding the token's rows (the layout says which row
-// of each rank's stream the token is), then sums each token's rows over
-// the ranks that received it, in ascending rank order, in fp32, rounding once to bf16; for
-// the backward pass, entry k's weight comes from the rank hosting entry k's expert. Rows
-// this rank returned to itself are never copied: they are read from the caller's x.
+// the flags of the chunks holding the token's returned rows (the layout says which row of
+// each rank's stream the token is), then sums them in fp32, rounding once to bf16, in the
+// order of the reference model: ranks ascending, where a rank of this node adds the row it
+// returned and, across nodes, another node adds once, at its rank on this rank's rail, the
+// partial sum of its rows that rank returned at slot [it][t] (ht_combine_forward.cuh). For
+// the backward pass, entry k's weight comes from the rank hosting entry k's expert (through
+// its node's partial when that is another node). Rows this rank returned to itself are
+// never copied: they are read from the caller's x.
 #pragma once
 
-#include "kernels/device/bf16.cuh"
+#include "kernels/device/bf16_row_sum.cuh"
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/peer_wait.cuh"
+#include "kernels/ht_combine_slots.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
 
 namespace epc::kernels::ht_combine_recv {
 
-constexpr int kChannelsPerVector = 8;
+// What rank d contributes to token t (whose rows on every rank are `rows`): the slot row
+// index of the term in d's stream into this rank, or -1 for none. A rank of this node: the
+// row it returned; across nodes, this rank's rail peer in another node: token t's partial.
+__device__ __forceinline__ int term_row(const HtGeometry& g, const int32_t* rows, int t, int d) {
+  if (g.in_own_node(d)) return rows[d];
+  return g.is_rail_peer(d) && g.node_receives(rows, g.node_of(d)) ? t : -1;
+}
 
-// The flags of the returned-row chunks holding token t's rows, lanes splitting the ranks.
+// The flags of the chunks holding token t's terms, lanes splitting the ranks.
 __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -24,8 +34,8 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
   const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
   bool ok = true;
   for (int d = lane_id(); d < g.nranks && ok; d += kWarpSize) {
-    const int row = rows[d];
-    if (row < 0 || d == g.rank) continue;  // not sent there, or this rank's own row (the caller's x)
+    const int row = term_row(g, rows, t, d);
+    if (row < 0 || d == g.rank) continue;  // no term, or this rank's own row (the caller's x)
     auto* word = static_cast<uint64_t*>(c.transport.local(
         p.channel.flags_offset + (static_cast<uint64_t>(d) * per_source + row / kHtChunkTokens) * sizeof(uint64_t)));
     uint64_t flag = 0;
@@ -35,98 +45,24 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
   return __all_sync(0xffffffffu, ok);
 }
 
-__device__ __forceinline__ const char* returned_slot(const HtCombineParams& p, int dest, int row) {
-  const HtGeometry& g = p.common.geo;
-  return static_cast<const char*>(p.common.transport.local(
-      p.channel.data_offset + (static_cast<uint64_t>(dest) * g.max_tokens + row) * g.combine_slot.bytes));
-}
-
-// The bf16 row rank `dest` returned for a token: this rank's own rows are read in place.
-__device__ __forceinline__ const int4* returned_row(const HtCombineParams& p, int dest, int row) {
-  const HtGeometry& g = p.common.geo;
-  if (dest == g.rank) {
-    return reinterpret_cast<const int4*>(p.x + static_cast<size_t>(p.common.handle.recv_base[dest] + row) * g.hidden);
-  }
-  return reinterpret_cast<const int4*>(returned_slot(p, dest, row));
-}
-
-// The backward weight of entry k that rank `dest` returned for a token.
-__device__ __forceinline__ float returned_weight(const HtCombineParams& p, int dest, int row, int k) {
-  const HtGeometry& g = p.common.geo;
-  if (dest == g.rank) return p.weights[static_cast<size_t>(p.common.handle.recv_base[dest] + row) * g.topk + k];
-  return __ldcg(reinterpret_cast<const float*>(returned_slot(p, dest, row) + g.combine_slot.weights_offset) + k);
-}
-
-// Vectors per lane, and source rows, whose loads are in flight together.
-constexpr int kReduceVectors = 2;
-constexpr int kReduceSources = 4;
-
 __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
-  const int lane = lane_id();
   const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
-  const int vectors = g.hidden / kChannelsPerVector;
-  int4* out = reinterpret_cast<int4*>(p.out + static_cast<size_t>(t) * g.hidden);
-  for (int base = 0; base < vectors; base += kReduceVectors * kWarpSize) {
-    float acc[kReduceVectors][kChannelsPerVector];
-#pragma unroll
-    for (int u = 0; u < kReduceVectors; ++u) {
-#pragma unroll
-      for (int e = 0; e < kChannelsPerVector; ++e) acc[u][e] = 0.0f;
-    }
-    for (int first = 0; first < g.nranks; first += kWarpSize) {
-      // Lane i holds the row rank first + i returned for this token, if it received it.
-      const int mine = first + lane;
-      const int row = mine < g.nranks ? rows[mine] : -1;
-      const int4* my_src = row >= 0 ? returned_row(p, mine, row) : nullptr;
-      unsigned rest = __ballot_sync(0xffffffffu, row >= 0);
-      while (rest != 0) {
-        // Up to kReduceSources rows loaded at once, then added in ascending rank order.
-        int4 raw[kReduceSources][kReduceVectors];
-        int taken = 0;
-#pragma unroll
-        for (int s = 0; s < kReduceSources; ++s) {
-          if (rest == 0) break;
-          const int owner = __ffs(rest) - 1;
-          rest &= rest - 1;
-          const int4* src = reinterpret_cast<const int4*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_src), owner));
-#pragma unroll
-          for (int u = 0; u < kReduceVectors; ++u) {
-            const int i = base + u * kWarpSize + lane;
-            raw[s][u] = i < vectors ? __ldcg(src + i) : make_int4(0, 0, 0, 0);
-          }
-          ++taken;
-        }
-#pragma unroll
-        for (int s = 0; s < kReduceSources; ++s) {
-          if (s >= taken) break;
-#pragma unroll
-          for (int u = 0; u < kReduceVectors; ++u) {
-            const uint16_t* bits = reinterpret_cast<const uint16_t*>(&raw[s][u]);
-#pragma unroll
-            for (int e = 0; e < kChannelsPerVector; ++e) acc[u][e] = __fadd_rn(acc[u][e], bf16_bits_to_float(bits[e]));
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kReduceVectors; ++u) {
-      const int i = base + u * kWarpSize + lane;
-      if (i >= vectors) continue;
-      uint16_t packed[kChannelsPerVector];
-#pragma unroll
-      for (int e = 0; e < kChannelsPerVector; ++e) packed[e] = float_to_bf16_bits(acc[u][e]);
-      out[i] = *reinterpret_cast<const int4*>(packed);
-    }
-  }
+  auto term = [&](int d) -> const int4* {
+    const int row = term_row(g, rows, t, d);
+    return row >= 0 ? returned_row(p, g.rank, d, row) : nullptr;
+  };
+  warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector,
+                     reinterpret_cast<int4*>(p.out + static_cast<size_t>(t) * g.hidden));
   const int k = lane_id();
   if (p.out_weights != nullptr && k < g.topk) {
     const int expert = c.handle.topk_idx[t * g.topk + k];
     float weight = 0.0f;
     if (expert >= 0) {
-      const int dest = expert / g.local_experts;
-      weight = returned_weight(p, dest, rows[dest], k);
+      const int owner = expert / g.local_experts;
+      const int dest = g.in_own_node(owner) ? owner : g.rail_peer(g.node_of(owner));
+      weight = returned_weight(p, g.rank, dest, term_row(g, rows, t, dest), k);
     }
     p.out_weights[static_cast<size_t>(t) * g.topk + k] = weight;
   }

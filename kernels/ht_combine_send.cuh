@@ -1,8 +1,12 @@
 // High-throughput combine, sending part. Rows received from source s occupy rows
 // recv_base[s] + j of the caller's tensor; each warp takes chunks of kHtChunkTokens rows of
-// one source, writes them (and, for the backward pass, their top-k weights) into that
-// source's slots [this rank][j], and raises one flag per chunk there. Like dispatch, it
-// first waits until every rank has acknowledged the previous combine.
+// one source, writes them (and, for the backward pass, their top-k weights) into slots
+// [this rank's rail peer in s's node][j] of their target, and raises one flag per chunk
+// there. The target is s itself when s is in this node (the slot index is then this rank);
+// across nodes it is s's rail peer in this node, which reduces the node's rows for each of
+// s's tokens into one (ht_combine_forward.cuh, ht_message.hpp). Rows whose target is this
+// rank are read in place. Like dispatch, it first waits until every rank has acknowledged
+// the previous combine.
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
@@ -38,24 +42,27 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
   }
   for (int item = role.index; item < items; item += role.count) {
     const int source = (item + g.rank) % g.nranks, chunk = item / g.nranks;
-    if (chunk >= chunks_of(source) || source == g.rank) continue;  // own rows: read in place by the receivers
+    if (chunk >= chunks_of(source)) continue;
+    const int target = g.in_own_node(source) ? source : g.rail_peer_here(source);
+    if (target == g.rank) continue;  // read in place by this rank's receivers or reducers
+    const int index = g.rail_peer(g.node_of(source));  // this rank, when source is in its node
     const int first = chunk * kHtChunkTokens;
     const int end = min(c.handle.recv_count[source], first + kHtChunkTokens);
     const int base = c.handle.recv_base[source];
     const uint64_t offset = p.channel.data_offset +
-                            (static_cast<uint64_t>(g.rank) * g.max_tokens + first) * g.combine_slot.bytes;
+                            (static_cast<uint64_t>(index) * g.max_tokens + first) * g.combine_slot.bytes;
     for (int j = first; j < end; ++j) {
-      char* slot = static_cast<char*>(c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, source));
+      char* slot = static_cast<char*>(c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, target));
       write_row(p, base + j, slot);
     }
     __syncwarp();  // the warp commits together what its lanes wrote
-    c.transport.commit(offset, static_cast<uint64_t>(end - first) * g.combine_slot.bytes, source, lane_id(), kWarpSize);
+    c.transport.commit(offset, static_cast<uint64_t>(end - first) * g.combine_slot.bytes, target, lane_id(), kWarpSize);
     __threadfence_system();
     __syncwarp();
     if (lane_id() == 0) {
       const uint64_t flag = p.channel.flags_offset +
-                            (static_cast<uint64_t>(g.rank) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
-      c.transport.signal(flag, source, chunk_flag(step, static_cast<uint32_t>(first), static_cast<uint32_t>(end)));
+                            (static_cast<uint64_t>(index) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+      c.transport.signal(flag, target, chunk_flag(step, static_cast<uint32_t>(first), static_cast<uint32_t>(end)));
     }
   }
   return true;

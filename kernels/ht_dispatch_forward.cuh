@@ -6,7 +6,8 @@
 // there, and then raises those ranks' flags for (source, chunk) with the rows the chunk
 // filled, exactly as the source would have: receivers cannot tell forwarded rows from
 // direct ones. Like the senders, it first waits until every rank has acknowledged the
-// previous dispatch, so no slot is overwritten while it is still being read.
+// previous dispatch, so no slot is overwritten while it is still being read. It also records
+// where the tokens went, which combine's reducers need (ht_combine_forward.cuh).
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
@@ -32,6 +33,30 @@ __device__ __forceinline__ void copy_extras(const HtDispatchParams& p, const cha
     const bool local = expert >= 0 && expert / g.local_experts == dest;
     reinterpret_cast<int32_t*>(slot + g.dispatch_slot.topk_offset)[lane] = local ? expert - dest * g.local_experts : -1;
     reinterpret_cast<float*>(slot + g.dispatch_slot.weights_offset)[lane] = local ? weight : 0.0f;
+  }
+}
+
+// Keeps, for combine's reducers, where each token of the chunk went on this node's ranks
+// and its global entries (HtHandleArrays::forwarded_rows / forwarded_topk); a token that
+// did not come gets rows of -1.
+__device__ __forceinline__ void record_chunk(const HtDispatchParams& p, int m, int chunk, uint32_t mask) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  const int lane = lane_id();
+  const int first = chunk * kHtChunkTokens;
+  const int end = min(c.handle.source_tokens[g.rail_peer(m)], first + kHtChunkTokens);
+  for (int t = first; t < end; ++t) {
+    const bool came = ((mask >> (t - first)) & 1u) != 0;
+    const size_t record = static_cast<size_t>(m) * g.max_tokens + t;
+    const char* rail = static_cast<const char*>(c.transport.local(p.rail_data_offset + record * g.rail_slot.bytes));
+    int32_t* rows = c.handle.forwarded_rows + record * g.node_size;
+    for (int i = lane; i < g.node_size; i += kWarpSize) {
+      rows[i] = came ? __ldcg(reinterpret_cast<const int32_t*>(rail + g.rail_slot.rows_offset) + i) : -1;
+    }
+    if (came && lane < g.topk) {
+      c.handle.forwarded_topk[record * g.topk + lane] =
+          __ldcg(reinterpret_cast<const int32_t*>(rail + g.dispatch_slot.topk_offset) + lane);
+    }
   }
 }
 
@@ -116,6 +141,7 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     __syncwarp();
     if (!__shfl_sync(0xffffffffu, ok, 0)) return false;
     const uint32_t mask = static_cast<uint32_t>(chunk_flag_start(__shfl_sync(0xffffffffu, flag, 0)));
+    record_chunk(p, m, chunk, mask);
     for (int first = node_begin; first < node_end; first += kWarpSize) {
       forward_chunk(p, step, source, chunk, mask, first, node_begin, node_end);
     }

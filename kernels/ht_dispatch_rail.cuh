@@ -12,14 +12,6 @@
 
 namespace epc::kernels::ht_dispatch_rail {
 
-// True when the token (its rows on every rank, token_row) has an entry on a rank of node m.
-__device__ __forceinline__ bool goes_to_node(const HtGeometry& g, const int32_t* rows, int m) {
-  for (int i = 0; i < g.node_size; ++i) {
-    if (rows[m * g.node_size + i] >= 0) return true;
-  }
-  return false;
-}
-
 // Window offset of this rank's rail slot for token t in every rail peer's window.
 __device__ __forceinline__ uint64_t slot_offset(const HtDispatchParams& p, int t) {
   const HtGeometry& g = p.common.geo;
@@ -57,7 +49,7 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t, con
   const int own_node = g.node_of(g.rank);
   for (int first = 0; first < g.num_nodes; first += kWarpSize) {
     const int m = first + lane_id();  // lane i serves node first + i
-    const bool goes = m < g.num_nodes && m != own_node && goes_to_node(g, rows, m);
+    const bool goes = m < g.num_nodes && m != own_node && g.node_receives(rows, m);
     char* my_dst = goes ? static_cast<char*>(c.transport.buffer(slot_offset(p, t), g.rail_peer(m))) : nullptr;
     const unsigned nodes = __ballot_sync(0xffffffffu, goes);
     if (nodes == 0) continue;
@@ -76,35 +68,35 @@ __device__ __forceinline__ uint32_t chunk_mask(const HtDispatchParams& p, int ch
   const int first = chunk * kHtChunkTokens, end = min(c.num_tokens, first + kHtChunkTokens);
   uint32_t mask = 0;
   for (int t = first; t < end; ++t) {
-    if (goes_to_node(c.geo, c.handle.token_row + static_cast<size_t>(t) * c.geo.nranks, m)) mask |= 1u << (t - first);
+    if (c.geo.node_receives(c.handle.token_row + static_cast<size_t>(t) * c.geo.nranks, m)) mask |= 1u << (t - first);
   }
   return mask;
 }
 
-// The whole warp, after the chunk's slots are written: make them travel.
-__device__ __forceinline__ void commit_chunk(const HtDispatchParams& p, int chunk) {
-  const HtCommon& c = p.common;
-  const HtGeometry& g = c.geo;
-  for (int m = 0; m < g.num_nodes; ++m) {
-    if (m == g.node_of(g.rank)) continue;
-    const uint32_t mask = chunk_mask(p, chunk, m);
-    for (int j = 0; j < kHtChunkTokens; ++j) {
-      if (((mask >> j) & 1u) == 0) continue;
-      const int t = chunk * kHtChunkTokens + j;
-      c.transport.commit(slot_offset(p, t), g.rail_slot.bytes, g.rail_peer(m), lane_id(), kWarpSize);
-    }
-  }
-}
-
-// After commit_chunk and a system fence: one rail flag per other node.
-__device__ __forceinline__ void signal_chunk(const HtDispatchParams& p, uint64_t step, int chunk) {
+// The whole warp, after the chunk's rail slots are written: puts them to the rail peers and
+// raises one rail flag at each. Nodes are taken 32 at a time, lane i holding node
+// first + i's token mask.
+__device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_t step, int chunk) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int own_node = g.node_of(g.rank);
   const uint64_t flag = p.rail_flags_offset +
                         (static_cast<uint64_t>(own_node) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
-  for (int m = lane_id(); m < g.num_nodes; m += kWarpSize) {
-    if (m != own_node) c.transport.signal(flag, g.rail_peer(m), chunk_flag(step, chunk_mask(p, chunk, m), 0));
+  for (int first = 0; first < g.num_nodes; first += kWarpSize) {
+    const int m = first + lane_id();
+    const bool other = m < g.num_nodes && m != own_node;
+    const uint32_t my_mask = other ? chunk_mask(p, chunk, m) : 0;
+    for (int i = 0; i < kWarpSize && first + i < g.num_nodes; ++i) {
+      const uint32_t mask = __shfl_sync(0xffffffffu, my_mask, i);
+      for (int j = 0; j < kHtChunkTokens; ++j) {
+        if (((mask >> j) & 1u) == 0) continue;
+        const int t = chunk * kHtChunkTokens + j;
+        c.transport.commit(slot_offset(p, t), g.rail_slot.bytes, g.rail_peer(first + i), lane_id(), kWarpSize);
+      }
+    }
+    __threadfence_system();
+    __syncwarp();
+    if (other) c.transport.signal(flag, g.rail_peer(m), chunk_flag(step, my_mask, 0));
   }
 }
 

@@ -103,28 +103,20 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
   }
 }
 
-// Commits the chunk's rows to every rank of this node and raises its flags there (and the
-// same for the rails to other nodes).
+// Raises the chunk's flags at every other rank of this node (and publishes the rails to
+// other nodes). Ranks of this node were written directly (buffer() is their memory), so
+// there is nothing to commit for them.
 __device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_t step, int chunk) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int R = g.nranks;
   const int node_end = node_begin(g) + g.node_size;
   __syncwarp();  // the warp commits together what its lanes wrote
-  if (g.num_nodes > 1) ht_dispatch_rail::commit_chunk(p, chunk);
-  for (int d = node_begin(g); d < node_end; ++d) {
-    const int start = c.handle.chunk_start[chunk * R + d], end = c.handle.chunk_start[(chunk + 1) * R + d];
-    if (end > start && d != g.rank) {
-      const uint64_t offset = p.channel.data_offset +
-                              (static_cast<uint64_t>(g.rank) * g.max_tokens + start) * g.dispatch_slot.bytes;
-      c.transport.commit(offset, static_cast<uint64_t>(end - start) * g.dispatch_slot.bytes, d, lane_id(), kWarpSize);
-    }
-  }
+  if (g.num_nodes > 1) ht_dispatch_rail::publish_chunk(p, step, chunk);
   __threadfence_system();
   __syncwarp();
   const uint64_t flags = p.channel.flags_offset +
                          (static_cast<uint64_t>(g.rank) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
-  if (g.num_nodes > 1) ht_dispatch_rail::signal_chunk(p, step, chunk);
   for (int d = node_begin(g) + lane_id(); d < node_end; d += kWarpSize) {
     if (d == g.rank) continue;  // rows for this rank went straight to out_x
     const int start = c.handle.chunk_start[chunk * R + d], end = c.handle.chunk_start[(chunk + 1) * R + d];

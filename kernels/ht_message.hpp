@@ -10,6 +10,13 @@
 // Combine: rank d returns the row it received at [s][j] into s's slot [d][j]:
 //   row      H bf16
 //   weights  K fp32 (with EPC_FLAG_BACKWARD_WEIGHTS)
+// Across nodes (node size S), a row for a source s in another node goes instead to s's
+// rail peer p in d's node, into p's slot [d's rail peer in s's node][j] (a rank of s's node,
+// which never writes to p itself); p sums its node's rows for each of s's tokens t and puts
+// the one partial row into s's slot [p][t] (indexed by token, not row). So at rank y,
+// slots [x][.] hold: for x in y's node, the rows x returned for y's tokens; for x = y's
+// rail peer in another node, that node's partials for y's tokens; for any other x in a node
+// A, the rows that y's node-mate with x's local index returned for y's rail peer in A.
 //
 // Work moves in chunks of kHtChunkTokens: dispatch publishes each chunk of source tokens
 // with one flag per destination, combine each chunk of returned rows with one flag.

@@ -16,7 +16,8 @@ namespace epc::kernels {
 // not by warps, and receivers need enough loads in flight.
 constexpr int kHtSendWarps = 12;
 // Across nodes, warps per block that forward tokens arriving from rail peers into the
-// ranks of this node (taken from the receiving warps; dispatch only). Not yet tuned.
+// ranks of this node (dispatch) or reduce the node's rows for them (combine), taken from
+// the receiving warps. Not yet tuned.
 constexpr int kHtForwardWarps = 6;
 
 // Per-group device state. Step counters live on the device so that captured graphs advance
@@ -44,8 +45,19 @@ struct HtGeometry {
   HtRailSlot rail_slot;  // with num_nodes > 1
 
   __device__ __host__ int node_of(int r) const { return r / node_size; }
+  __device__ __host__ bool in_own_node(int r) const { return node_of(r) == node_of(rank); }
   // The rank with this rank's local index in node m: its peer on the rail to that node.
   __device__ __host__ int rail_peer(int m) const { return m * node_size + rank % node_size; }
+  // The rank of this node with r's local index: r's rail peer here.
+  __device__ __host__ int rail_peer_here(int r) const { return node_of(rank) * node_size + r % node_size; }
+  __device__ __host__ bool is_rail_peer(int r) const { return r % node_size == rank % node_size; }
+  // True when a token whose rows on every rank are `rows` (token_row) has one on node m.
+  __device__ __host__ bool node_receives(const int32_t* rows, int m) const {
+    for (int i = 0; i < node_size; ++i) {
+      if (rows[m * node_size + i] >= 0) return true;
+    }
+    return false;
+  }
 };
 
 // The handle's layout, written by the layout kernel and read by dispatch and combine.
@@ -58,6 +70,12 @@ struct HtHandleArrays {
   int32_t* recv_base;      // [R + 1]: first row of each source; recv_base[R] = N
   int32_t* source_tokens;  // [R]: each source's B
   int32_t* expert_counts;  // [L]: received (token, entry) pairs per local expert
+  // Across nodes only (else null), written by the dispatch forwarders, read by combine's
+  // reducers: for token t of this rank's rail peer in node m, its row on each rank i of
+  // this node (-1: none there; all -1 for a token that did not come) and its global
+  // expert ids (for the backward weights).
+  int32_t* forwarded_rows;  // [nodes, T, node_size]
+  int32_t* forwarded_topk;  // [nodes, T, K]
 };
 
 struct HtCommon {

@@ -72,9 +72,9 @@
 //   partial = 0; for each such d ascending: partial = partial + float(x_d);
 //   acc = acc + float(bf16(partial)).   out[t][c] = bf16(acc).
 // With one node, or nodes of one rank (a partial of one bf16 term is that term), this is
-// the order above; with larger nodes the rounding can differ from it. The kernels do not
-// reduce inside nodes yet (every rank returns its rows to the source, and the one-node
-// order applies); this is the order they will follow.
+// the order above; with larger nodes the rounding can differ from it. The kernels follow
+// it on groups split into nodes (EpcGroupConfig.virtual_node_size, or several NVLink
+// domains).
 //
 // ---- Backward pass ---------------------------------------------------------------------
 // The gradient of a dispatch is a combine over the same routing (the same Problem): HT

@@ -70,7 +70,7 @@ void replace_payload(ref::Problem& problem, uint64_t seed) {
 
 // ---- Steps ----------------------------------------------------------------------------------
 
-HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8) {
+HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8, int node_size) {
   HtStep step;
   step.rank = rank;
   step.fp8 = fp8;
@@ -91,7 +91,7 @@ HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8
     weights[q].resize(n * K);
     for (float& v : weights[q]) v = unit_float(engine);
   }
-  ref::HtCombineResult combined = ref::ht_combine(problem, rows, weights);
+  ref::HtCombineResult combined = ref::ht_combine(problem, rows, weights, node_size);
 
   step.want = std::move(dispatched[rank]);
   step.combine_x = std::move(rows[rank]);

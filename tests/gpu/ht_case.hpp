@@ -83,8 +83,10 @@ struct HtStep {
 // Runs ht_dispatch (payload x, or x_fp8 with `fp8`) and ht_combine (with backward weights)
 // over all ranks, with combine inputs for every rank q drawn from `combine_seed`: rows bf16
 // uniform in [-2, 2), weights uniform in [0, 1). Keeps this rank's part. Throws (via the
-// reference model) on an invalid problem.
-HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8 = false);
+// reference model) on an invalid problem. `node_size`: the group's ranks per node, for the
+// combine order across nodes (0: one node).
+HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8 = false,
+                 int node_size = 0);
 
 // `count` steps with new routing each: step s is make_problem with seed spec.seed + 100 s,
 // combined with seed spec.seed + 100 s + 1, as seen from `rank`.

@@ -102,9 +102,9 @@ TEST(VirtualNodes, HighThroughputMatchesTheReferenceWithBackwardPass) {
     for (uint64_t it = 0; it < 2; ++it) {
       spec.seed = 45000 + 100 * it + node_size;
       ref::Problem p = ht::make_problem(shape, spec);
-      steps.push_back(ht::make_step(p, spec.seed + 1, my_rank()));  // forward
-      ht::replace_payload(p, spec.seed + 2);                         // x := output gradient
-      steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank()));  // backward
+      steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), false, node_size));  // forward
+      ht::replace_payload(p, spec.seed + 2);  // x := output gradient
+      steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), false, node_size));  // backward
     }
     ht::CallOptions forward;
     ht::CallOptions backward = ht::payload_only();
@@ -129,11 +129,42 @@ TEST(VirtualNodes, HighThroughputFp8PayloadIsCopiedUnchanged) {
     spec.fp8 = true;
     ref::Problem p = ht::make_problem(shape, spec);
     std::vector<ht::HtStep> steps;
-    steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), /*fp8=*/true));
+    steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), /*fp8=*/true, node_size));
     ht::replace_payload(p, spec.seed + 2);
-    steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), true));
+    steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), true, node_size));
     ht::run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {ht::CallOptions{}},
                   "high throughput fp8, " + nodes_label(node_size));
+  }
+}
+
+// Across nodes combine reduces where dispatch forwarded each token, so a handle must
+// dispatch (after creation and after every update) before it combines: otherwise the call
+// is refused on every rank, before anything is queued, and the group stays usable.
+TEST(VirtualNodes, CombineBeforeDispatchIsRefused) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const ht::HtShape shape = world_shape(8, 1024, 64, 8);
+  const int node_size = sizes.back();
+  GroupPtr group;
+  ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const cudaStream_t s = stream.get();
+  const ht::HtStep step =
+      ht::make_step(ht::make_problem(shape, ht::random_spec(8, 47000)), 47001, my_rank(), false, node_size);
+  ht::HtBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, 8));
+  ASSERT_TRUE(buffers.upload(step, ht::CallOptions{}, s));
+  HandlePtr handle;
+  ASSERT_TRUE(ht::create_handle(group.get(), buffers, EPC_HT_SIZING_CAPACITY, s, handle));
+  const EpcTensor x = buffers.combine_x(), w = buffers.combine_w(), out = buffers.out(), out_w = buffers.out_w();
+  for (const char* when : {"after creation", "after an update"}) {
+    EXPECT_EQ(epc_ht_combine(handle.get(), &x, &w, &out, &out_w, EPC_FLAG_BACKWARD_WEIGHTS, s),
+              EPC_ERR_INVALID_ARGUMENT) << when;
+    EXPECT_NE(last_error().find("call epc_ht_dispatch"), std::string::npos) << when << ": " << last_error();
+    ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), buffers, s)) << when;
+    EXPECT_TRUE(buffers.check(step, s, std::string("combine after dispatch, ") + when));
+    ASSERT_TRUE(ht::update_handle(handle.get(), buffers, s));
   }
 }
 

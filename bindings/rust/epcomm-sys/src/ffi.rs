@@ -623,6 +623,10 @@ extern "C" {
     /// weighted and summed its local experts' outputs) to their tokens' ranks and write `out`
     /// \[B, H\] bf16: per token, the fp32 sum over the ranks that received it, in ascending rank
     /// order, rounded once: the reference model's ht_combine. Tokens sent nowhere get zeros.
+    /// On a group of several nodes (EpcGroupInfo.num_nodes > 1) each other node's rows for a
+    /// token are first summed into one bf16 partial inside that node, which crosses once (the
+    /// reference model's node order), and the handle must have dispatched since its creation or
+    /// last update (else EPC_ERR_INVALID_ARGUMENT): combine reduces where dispatch forwarded.
     /// With EPC_FLAG_BACKWARD_WEIGHTS also carries `topk_weights` \[rows, K\] fp32 back into
     /// `out_topk_weights` \[B, K\] fp32: entry k of a token takes the value the rank hosting entry
     /// k's expert holds for it (0 where masked); without the flag both must be NULL. The

@@ -1,0 +1,78 @@
+// A warp sums bf16 rows element by element in fp32, in a fixed order of terms, and rounds
+// once to bf16: the order the reference model states for combine (core/reference), so the
+// GPU result is bit-exact. Used for a token's final sum and, across nodes, for the partial
+// sum of the rows a node returns for it.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/device/bf16.cuh"
+#include "kernels/device/warp.cuh"
+
+namespace epc::kernels {
+
+constexpr int kBf16PerVector = 8;
+// Vectors per lane, and term rows, whose loads are in flight together.
+constexpr int kRowSumVectors = 2;
+constexpr int kRowSumTerms = 4;
+
+// out[i] = bf16(sum over terms n = 0 .. terms-1 ascending of float(row_n[i])), +0 with no
+// term. `row_of(n)` returns term n's row of `vectors` 16-byte vectors, or nullptr where term
+// n is absent; a lane calls it for the terms it looks up (n = first + lane), so it may read
+// per-lane state. Rows are read with __ldcg (peers wrote them). Every lane must call.
+template <typename RowOf>
+__device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int vectors, int4* out) {
+  const int lane = lane_id();
+  for (int base = 0; base < vectors; base += kRowSumVectors * kWarpSize) {
+    float acc[kRowSumVectors][kBf16PerVector];
+#pragma unroll
+    for (int u = 0; u < kRowSumVectors; ++u) {
+#pragma unroll
+      for (int e = 0; e < kBf16PerVector; ++e) acc[u][e] = 0.0f;
+    }
+    for (int first = 0; first < terms; first += kWarpSize) {
+      // Lane i holds term first + i's row, if present.
+      const int4* my_src = first + lane < terms ? row_of(first + lane) : nullptr;
+      unsigned rest = __ballot_sync(0xffffffffu, my_src != nullptr);
+      while (rest != 0) {
+        // Up to kRowSumTerms rows loaded at once, then added in ascending term order.
+        int4 raw[kRowSumTerms][kRowSumVectors];
+        int taken = 0;
+#pragma unroll
+        for (int s = 0; s < kRowSumTerms; ++s) {
+          if (rest == 0) break;
+          const int owner = __ffs(rest) - 1;
+          rest &= rest - 1;
+          const int4* src = reinterpret_cast<const int4*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_src), owner));
+#pragma unroll
+          for (int u = 0; u < kRowSumVectors; ++u) {
+            const int i = base + u * kWarpSize + lane;
+            raw[s][u] = i < vectors ? __ldcg(src + i) : make_int4(0, 0, 0, 0);
+          }
+          ++taken;
+        }
+#pragma unroll
+        for (int s = 0; s < kRowSumTerms; ++s) {
+          if (s >= taken) break;
+#pragma unroll
+          for (int u = 0; u < kRowSumVectors; ++u) {
+            const uint16_t* bits = reinterpret_cast<const uint16_t*>(&raw[s][u]);
+#pragma unroll
+            for (int e = 0; e < kBf16PerVector; ++e) acc[u][e] = __fadd_rn(acc[u][e], bf16_bits_to_float(bits[e]));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kRowSumVectors; ++u) {
+      const int i = base + u * kWarpSize + lane;
+      if (i >= vectors) continue;
+      uint16_t packed[kBf16PerVector];
+#pragma unroll
+      for (int e = 0; e < kBf16PerVector; ++e) packed[e] = float_to_bf16_bits(acc[u][e]);
+      out[i] = *reinterpret_cast<const int4*>(packed);
+    }
+  }
+}
+
+}  // namespace epc::kernels
