@@ -59,7 +59,10 @@ std::string WireFormat::describe() const {
                   "index there, which forwards it over NVLink into the slots of the ranks of its "
                   "node with entries and raises a flag at every rank of its node for every chunk "
                   "of the source; the source's own chunk flags then go only to the ranks of its "
-                  "node, and one rail flag per chunk to each other node's rail peer",
+                  "node, and one rail flag per chunk to each other node's rail peer; combine "
+                  "across nodes returns a remote source's rows over NVLink to its rail peer in "
+                  "this node, which puts one partial (a whole combine slot) per (token, node) "
+                  "and a flag per chunk of tokens that had one",
                   static_cast<long long>(dispatch_row_bytes), static_cast<long long>(ht_meta_bytes),
                   static_cast<long long>(ht_flag_bytes), static_cast<long long>(ht_chunk_tokens),
                   static_cast<long long>(ht_ack_bytes), static_cast<long long>(combine_row_bytes),
@@ -103,7 +106,10 @@ int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, int nranks, int 
     // forwards for.
     const int64_t in_node = node_size > 1 ? nodes * tokens * (dispatch_row_bytes + ht_meta_bytes) : 0;
     dispatch = std::max(tokens * net_rail_slot_bytes(node_size), in_node);
-    combine = tokens * net_combine_row_bytes;  // a whole combine slot is at least the row
+    // A rail peer gets one partial (a whole combine slot) per token; another rank of this node
+    // (if any) a row per token from this rank for its own tokens and one per token of each of
+    // the nodes - 1 sources it reduces for.
+    combine = std::max(tokens * net_combine_row_bytes, node_size > 1 ? nodes * tokens * combine_row_bytes : 0);
   } else {
     dispatch = tokens * net_dispatch_message_bytes;  // at least the NVLink message
     combine = tokens * net_combine_row_bytes;
@@ -143,8 +149,13 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   std::vector<int64_t> counts(static_cast<size_t>(L), 0);
   std::vector<int> entries_on(static_cast<size_t>(R));
 
+  // The rank of this node with r's local index: where HT combine returns r's rows across nodes.
+  auto rail_here = [&](int r) { return own_node * per_node + r % per_node; };
+  std::vector<int64_t> combine_flags_to(static_cast<size_t>(R), 0);  // HT chunk flags
+
   for (int s = 0; s < R; ++s) {
     const Routing& routing = all[static_cast<size_t>(s)];
+    int last_partial_chunk = -1;
     for (int tok = 0; tok < tokens; ++tok) {
       std::fill(entries_on.begin(), entries_on.end(), 0);
       for (int k = 0; k < topk; ++k) {
@@ -165,9 +176,19 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
         }
       } else if (rails && remote(s) && same_rail(s)) {
         // This rank is s's rail peer here: it forwards the token to the other ranks of its
-        // node that host its experts (into its own window for itself: not wire bytes).
+        // node that host its experts (into its own window for itself: not wire bytes), and
+        // in combine returns the node's one partial row for it, a flag per chunk that had one.
+        bool came = false;
         for (int d = own_node * per_node; d < (own_node + 1) * per_node; ++d) {
-          if (d != rank && entries_on[static_cast<size_t>(d)] > 0) t.dispatch_to[static_cast<size_t>(d)] += ht_slot;
+          if (entries_on[static_cast<size_t>(d)] == 0) continue;
+          came = true;
+          if (d != rank) t.dispatch_to[static_cast<size_t>(d)] += ht_slot;
+        }
+        if (came) {
+          t.combine_to[static_cast<size_t>(s)] += wire.net_combine_row_bytes;
+          const int chunk = tok / wire.ht_chunk_tokens;
+          if (chunk != last_partial_chunk) combine_flags_to[static_cast<size_t>(s)]++;
+          last_partial_chunk = chunk;
         }
       }
       for (int d = 0; d < R; ++d) {
@@ -192,9 +213,15 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
         if (d == rank) {
           if (n > 0) t.received_tokens++;
           t.baseline_rows_from[static_cast<size_t>(s)] += wire.ht ? (n > 0 ? 1 : 0) : n;
-          // Combine returns one (pre-reduced, in LL) row per token that had entries here.
+          // Combine returns one (pre-reduced, in LL) row per token that had entries here; HT
+          // across nodes returns a remote source's rows to its rail peer in this node (none
+          // when that is this rank: read in place), which reduces them (below).
           if (s != rank && n > 0) {
-            t.combine_to[static_cast<size_t>(s)] += remote(s) ? wire.net_combine_row_bytes : wire.combine_row_bytes;
+            if (!rails || !remote(s)) {
+              t.combine_to[static_cast<size_t>(s)] += remote(s) ? wire.net_combine_row_bytes : wire.combine_row_bytes;
+            } else if (rail_here(s) != rank) {
+              t.combine_to[static_cast<size_t>(rail_here(s))] += wire.combine_row_bytes;
+            }
           }
         }
       }
@@ -209,6 +236,13 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   // Its rows: LL bf16 whatever --dtype says; HT the payload (fp8 with its scales) and the
   // token's top-k ids and weights.
   const int64_t counts_per_peer = wire.ht ? 1 : L;
+  // HT combine flags: one per chunk of the rows returned, at the rank they were returned to.
+  for (int s = 0; s < R && wire.ht; ++s) {
+    const int target = rails && remote(s) ? rail_here(s) : s;
+    if (s != rank && target != rank) {
+      combine_flags_to[static_cast<size_t>(target)] += chunks(t.baseline_rows_from[static_cast<size_t>(s)], wire.ht_chunk_tokens);
+    }
+  }
   const int64_t baseline_row = wire.ht ? wire.dispatch_row_bytes + wire.ht_meta_bytes : wire.combine_row_bytes;
   for (int d = 0; d < R; ++d) {
     if (d == rank) continue;
@@ -222,7 +256,7 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
       int64_t flags = chunks(tokens, wire.ht_chunk_tokens);
       if (rails) flags *= !remote(d) ? nodes : same_rail(d) ? 1 : 0;
       dispatch += flags * wire.ht_flag_bytes + wire.ht_ack_bytes;
-      combine += chunks(t.baseline_rows_from[i], wire.ht_chunk_tokens) * wire.ht_flag_bytes + wire.ht_ack_bytes;
+      combine += combine_flags_to[i] * wire.ht_flag_bytes + wire.ht_ack_bytes;
       layout = (wire.ht_layout_header_words + L) * 4 + wire.signal_bytes;
     } else {
       dispatch += wire.signal_bytes + static_cast<int64_t>(L) * wire.count_entry_bytes;

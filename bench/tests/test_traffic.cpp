@@ -229,8 +229,10 @@ TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
 // rank has entries (its own rows land in its own window: no wire bytes). Flags: one chunk
 // (2 tokens) per source; a source flags the other rank of its node once and its rail peer once
 // (a rail flag); the forwarder flags the other rank of its node once more for the chunk it
-// forwarded. Acknowledgements: 8 B to every peer (remote ones over the network). Combine is
-// not by rail: rows return directly, as before.
+// forwarded. Acknowledgements: 8 B to every peer (remote ones over the network). Combine goes
+// by rail too: a row for a source in the other node returns over NVLink to the source's rail
+// peer in this node (read in place when that is this rank), which puts one 32 B partial per
+// token of its rail source that had rows in its node, and a flag per chunk that had one.
 TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   const WireFormat w = WireFormat::for_ht(8, false, 2);
   ASSERT_EQ(w.net_dispatch_message_bytes, 64);
@@ -246,18 +248,23 @@ TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   //   NVLink:  64 + two flags to rank 1 (its own chunk, rank 2's chunk) 16 + ack 8 = 88
   //   network: 160 + rail flag to rank 2 8 + acks to ranks 2 and 3 16          = 184
   //   (direct to every rank, as before the rails: NVLink 48, network 160)
-  // Rank 0 combine: one row back to each of ranks 1, 2, 3 (their token 0), a flag, an ack:
-  //   rank 1 (NVLink): 16 + 8 + 8 = 32;  ranks 2 and 3 (network): 32 + 8 + 8 = 48 each
+  // Rank 0 combine (experts 0, 1): rows of ranks 1, 2, 3's token 0.
+  //   rank 1's row: back to rank 1 over NVLink 16, a flag
+  //   rank 2's row: rank 2's rail peer here is rank 0 itself: read in place
+  //   rank 3's row: to rank 3's rail peer here, rank 1, over NVLink 16, a flag
+  //   partials for rank 2 (rank 0's rail source): its token 0 had rows on ranks 0 and 1: one
+  //   32 B partial over the network and a flag; its token 1 did not come
+  //   rank 1 (NVLink): 32 + 2 flags 16 + ack 8 = 56; rank 2: 32 + 8 + 8 = 48; rank 3: ack 8
   // Layout: 24 B per peer, one over NVLink, two over the network.
   const RankTraffic r0 = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 2);
   EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 64, 160, 0}));
   EXPECT_EQ(r0.wire_dispatch_nvlink_bytes, 88);
   EXPECT_EQ(r0.wire_dispatch_network_bytes, 184);
   EXPECT_EQ(r0.wire_dispatch_bytes, 272);
-  EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 16, 32, 32}));
-  EXPECT_EQ(r0.wire_combine_nvlink_bytes, 32);
-  EXPECT_EQ(r0.wire_combine_network_bytes, 96);
-  EXPECT_EQ(r0.wire_combine_bytes, 128);
+  EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 32, 32, 0}));
+  EXPECT_EQ(r0.wire_combine_nvlink_bytes, 56);
+  EXPECT_EQ(r0.wire_combine_network_bytes, 56);
+  EXPECT_EQ(r0.wire_combine_bytes, 112);
   EXPECT_EQ(r0.wire_layout_nvlink_bytes, 24);
   EXPECT_EQ(r0.wire_layout_network_bytes, 48);
   EXPECT_EQ(r0.wire_layout_bytes, 72);
@@ -295,16 +302,19 @@ TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   //   rank 1's token 1 (ranks 2, 3), forwarded: slot to rank 2 32
   //   NVLink:  64 + two flags to rank 2 16 + ack 8 = 88
   //   network: 160 + rail flag to rank 1 8 + acks to ranks 0 and 1 16 = 184
-  // Rank 3 combine: a row back to rank 0 (its token 1) and to rank 1 (its token 1), nothing
-  // to rank 2 (no rows, so no flag) but its acknowledgement:
-  //   network 2 * (32 + 8 + 8) = 96, NVLink 8
+  // Rank 3 combine (experts 6, 7): rows of rank 0's token 1 and rank 1's token 1.
+  //   rank 0's row: to rank 0's rail peer here, rank 2, over NVLink 16, a flag
+  //   rank 1's row: rank 3 is rank 1's rail peer here: read in place
+  //   partials for rank 1: its token 1 had rows on ranks 2 and 3: 32 B and a flag; its token 0
+  //   did not come
+  //   NVLink 16 + 8 + 8 = 32; network: rank 1 32 + 8 + 8, rank 0 its acknowledgement 8 = 56
   const RankTraffic r3 = compute_traffic(four_ranks(), 3, 2, 2, 8, w, 1 << 30, 2);
   EXPECT_EQ(r3.dispatch_to, (std::vector<int64_t>{0, 160, 64, 0}));
   EXPECT_EQ(r3.wire_dispatch_nvlink_bytes, 88);
   EXPECT_EQ(r3.wire_dispatch_network_bytes, 184);
-  EXPECT_EQ(r3.combine_to, (std::vector<int64_t>{32, 32, 0, 0}));
-  EXPECT_EQ(r3.wire_combine_nvlink_bytes, 8);
-  EXPECT_EQ(r3.wire_combine_network_bytes, 96);
+  EXPECT_EQ(r3.combine_to, (std::vector<int64_t>{0, 32, 16, 0}));
+  EXPECT_EQ(r3.wire_combine_nvlink_bytes, 32);
+  EXPECT_EQ(r3.wire_combine_network_bytes, 56);
 
   // Six (token, other node) pairs cross in all (rank 0: 2, rank 1: 1, rank 2: 1, rank 3: 2),
   // each once as an 80 B rail slot.
@@ -312,7 +322,8 @@ TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
 }
 
 // Nodes of one rank: every peer is another node and its own rail peer; a rail slot carries
-// one row index (64 + 16 = 80 B), nobody forwards to anyone but itself, nothing is NVLink.
+// one row index (64 + 16 = 80 B), nobody forwards to anyone but itself, nothing is NVLink;
+// a combine partial is the one row of its node.
 TEST(Traffic, VirtualNodesOfOneRank) {
   const WireFormat w = WireFormat::for_ht(8, false, 2);
   ASSERT_EQ(w.net_rail_slot_bytes(1), 64 + 16);
@@ -410,12 +421,24 @@ TEST(Traffic, NvlinkPlusNetworkIsTheTotal) {
         const RankTraffic flat = compute_traffic(all, rank, tokens, topk, experts, w, 1 << 30);
         EXPECT_EQ(t.logical_dispatch_bytes, flat.logical_dispatch_bytes);
         EXPECT_EQ(t.logical_combine_bytes, flat.logical_combine_bytes);
-        // Combine is not by rail: every row returns directly to its source.
-        for (int src = 0; src < R; ++src) {
-          if (src == rank) continue;
-          const size_t i = static_cast<size_t>(src);
-          EXPECT_EQ(t.combine_to[i], t.baseline_rows_from[i] * (src / N != own ? w.net_combine_row_bytes
-                                                                                : w.combine_row_bytes));
+        // Combine by rail: a rank of this node gets the rows of its own tokens that this rank
+        // received and those of every remote source whose rail peer here it is; a remote rail
+        // peer one partial slot per token of its own that had rows on this node.
+        for (int x = 0; x < R; ++x) {
+          if (x == rank) continue;
+          int64_t expected = 0;
+          for (int tok = 0; tok < tokens; ++tok) {
+            for (int src = 0; src < R; ++src) {
+              const bool returned_to_x = src / N == own ? src == x : x == own * N + src % N;
+              if (returned_to_x && has_entry(src, tok, rank)) expected += w.combine_row_bytes;
+            }
+            if (x / N != own && x % N == rank % N) {
+              bool came = false;
+              for (int d = own * N; d < (own + 1) * N; ++d) came = came || has_entry(x, tok, d);
+              if (came) expected += w.net_combine_row_bytes;
+            }
+          }
+          EXPECT_EQ(t.combine_to[static_cast<size_t>(x)], expected) << "rank " << rank << " to " << x << " nodes of " << N;
         }
         nvlink_payload_all += std::accumulate(t.dispatch_to.begin() + own * N, t.dispatch_to.begin() + (own + 1) * N,
                                               int64_t{0});
