@@ -208,7 +208,7 @@ kernels::PeerTransport Group::transport() const {
   t.staging.offset = plan_.net_staging.offset;
   t.staging.span_begin = plan_.net_staging.span_begin;
   t.staging.span_bytes = plan_.net_staging.span_bytes;
-  t.net.window = window_;
+  t.net.kind = kernels::NetKind::kLsaStandIn;  // groups spanning LSA teams are refused
   return t;
 }
 
