@@ -6,11 +6,17 @@
 
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
+#include "core/gin_support.hpp"
 #include "core/gpu_check.hpp"
 #include "core/nccl_runtime.hpp"
 #include "kernels/launch.hpp"
 
 namespace epc {
+
+static_assert(kGinBackendProxy == NCCL_NET_DEVICE_GIN_PROXY && kGinBackendGdaki == NCCL_NET_DEVICE_GIN_GDAKI,
+              "core/gin_support.hpp names NCCL's GIN backends by these values");
+static_assert(kNcclInternalErrorCode == ncclInternalError && kNcclInvalidUsageCode == ncclInvalidUsage,
+              "core/gin_support.hpp names NCCL's results by these values");
 
 Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(config) {
   if (comm == nullptr) fail_argument("comm is NULL; pass an ncclComm_t (e.g. from epc_comm_init)");
@@ -37,19 +43,16 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
   check_config_for_ranks(config_, nranks);
   topo_ = with_virtual_nodes(Topology{nranks, lsa.nRanks, nranks / lsa.nRanks}, config_.virtual_node_size);
   node_ = topo_.node_of(rank_);
-  if (topo_.num_nodes > 1) {
-    fail(EPC_ERR_UNSUPPORTED,
-         format("the %d ranks span %d NVLink (LSA) domains of %d ranks, but this build of "
-                "epcomm has no GIN implementation of its network transport yet: it moves "
-                "data only inside one LSA domain (virtual nodes, EpcGroupConfig."
-                "virtual_node_size, exercise the network code paths there)",
-                nranks, topo_.num_nodes, topo_.lsa_size));
-  }
   plan_ = make_plan(config_, topo_);
 
   try {
     allocate_window();
     create_device_comm();
+    if (spans_lsa_teams()) {
+      // NCCL provides GIN (create_device_comm checked), but the kernels still wait on
+      // window words that GIN never writes (kernels/peer_transport.hpp, read_signal).
+      fail(EPC_ERR_UNSUPPORTED, gin_waits_not_routed_message(topo_, gin_report_));
+    }
     barrier(nullptr);
   } catch (...) {
     release();
@@ -120,8 +123,38 @@ void Group::create_device_comm() {
   reqs.lsaBarrierCount = static_cast<int>(plan_.lsa_barriers);
   reqs.ginContextCount = static_cast<int>(plan_.gin_contexts);
   reqs.ginSignalCount = static_cast<int>(plan_.gin_signals);
-  check_nccl(ncclDevCommCreate(comm_, &reqs, &dev_comm_), "ncclDevCommCreate", comm_);
-  dev_comm_created_ = true;
+  const ncclResult_t res = ncclDevCommCreate(comm_, &reqs, &dev_comm_);
+  if (!spans_lsa_teams()) {
+    check_nccl(res, "ncclDevCommCreate", comm_);
+    dev_comm_created_ = true;
+    return;
+  }
+  // NCCL 2.28.9 cannot be asked whether it has GIN: creating a device communicator with GIN
+  // signals is the question, and its outcome the answer (core/gin_support.hpp).
+  gin_report_.signals_requested = plan_.gin_signals;
+  gin_report_.created = res == ncclSuccess;
+  gin_report_.nccl_result = static_cast<int>(res);
+  gin_report_.nccl_result_text = ncclGetErrorString(res);
+  if (res == ncclSuccess) {
+    dev_comm_created_ = true;
+    gin_report_.contexts = dev_comm_.ginContextCount;
+    gin_report_.backend = dev_comm_.ginContextCount > 0 ? dev_comm_.ginTypes[0] : 0;
+    gin_report_.signal_base = dev_comm_.ginSignalBase;
+    gin_report_.signal_count = static_cast<uint64_t>(dev_comm_.ginSignalCount);
+  } else {
+    const char* last = ncclGetLastError(comm_);
+    gin_report_.nccl_last_error = last != nullptr ? last : "";
+  }
+  const GinVerdict verdict = judge_gin(topo_, gin_report_);
+  if (verdict.status != EPC_OK) fail(verdict.status, verdict.message);
+
+  // What the kernels' GIN calls read (kernels/net_transport_gin.hpp), beside the window.
+  kernels::GinState state;
+  std::memset(&state, 0, sizeof state);
+  state.comm = dev_comm_;
+  state.signals = plan_.gin_signal_map;
+  check_cuda(cudaMalloc(reinterpret_cast<void**>(&gin_state_), sizeof state), "cudaMalloc of the GIN state");
+  check_cuda(cudaMemcpy(gin_state_, &state, sizeof state, cudaMemcpyHostToDevice), "copying the GIN state");
 }
 
 void Group::barrier(cudaStream_t stream) {
@@ -208,7 +241,12 @@ kernels::PeerTransport Group::transport() const {
   t.staging.offset = plan_.net_staging.offset;
   t.staging.span_begin = plan_.net_staging.span_begin;
   t.staging.span_bytes = plan_.net_staging.span_bytes;
-  t.net.window = window_;
+  t.net.kind = kernels::NetKind::kLsaStandIn;
+  if (spans_lsa_teams()) {
+    t.net.kind = kernels::NetKind::kGin;
+    t.net.gin.state = gin_state_;
+    t.net.gin.context = 0;  // the one context the planner asks for; senders and readers agree
+  }
   return t;
 }
 
@@ -274,11 +312,12 @@ std::string Group::release() noexcept {
     }
     window_memory_ = nullptr;
   }
-  for (void* state : {static_cast<void*>(ll_state_), static_cast<void*>(ht_state_)}) {
+  for (void* state : {static_cast<void*>(ll_state_), static_cast<void*>(ht_state_), static_cast<void*>(gin_state_)}) {
     if (state != nullptr) cudaFree(state);
   }
   ll_state_ = nullptr;
   ht_state_ = nullptr;
+  gin_state_ = nullptr;
   if (error_claim_ != nullptr) {
     cudaFree(error_claim_);
     error_claim_ = nullptr;

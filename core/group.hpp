@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/config.hpp"
+#include "core/gin_support.hpp"
 #include "core/planner.hpp"
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
@@ -72,7 +73,11 @@ class Group {
 
  private:
   void allocate_window();
+  // Also the GIN check when the ranks span LSA teams: throws EPC_ERR_UNSUPPORTED (or
+  // EPC_ERR_NCCL) with what NCCL reported when GIN cannot carry the group.
   void create_device_comm();
+  // Ranks in several LSA teams: the network transport is GIN, not the stand-in.
+  bool spans_lsa_teams() const { return topo_.num_nodes > 1; }
   // Releases whatever was acquired; returns the first failure's message ("" if none).
   std::string release() noexcept;
   void raise_if_device_failed();
@@ -96,6 +101,8 @@ class Group {
   ncclWindow_t window_ = nullptr;
   bool dev_comm_created_ = false;
   ncclDevComm dev_comm_{};
+  GinReport gin_report_;  // what NCCL said about GIN (when the ranks span LSA teams)
+  kernels::GinState* gin_state_ = nullptr;  // device memory, when the ranks span LSA teams
   kernels::DeviceError* error_host_ = nullptr;    // pinned, mapped
   kernels::DeviceError* error_device_ = nullptr;  // its device view
   uint32_t* error_claim_ = nullptr;                // device memory (DeviceError::claim)

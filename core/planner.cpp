@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/gin_signal_plan.hpp"
 #include "kernels/ht_message.hpp"
 #include "kernels/ll_message.hpp"
 
@@ -60,10 +61,6 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
     b.add(EPC_REGION_COMBINE_RECV, s, R * T * combine_row, "combine_recv");
     b.add(EPC_REGION_COMBINE_SIGNAL, s, signal_bytes(t.nranks), "combine_signal");
   }
-  if (t.num_nodes > 1) {
-    plan.gin_contexts = 1;
-    plan.gin_signals = kLlSlots * 2 * static_cast<uint32_t>(t.nranks);
-  }
 }
 
 void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, LayoutBuilder& b) {
@@ -91,10 +88,6 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
     b.add(EPC_REGION_RAIL_RECV, EPC_SLOT_NONE, M * T * rail.bytes, "rail_recv");
     b.add(EPC_REGION_RAIL_SIGNAL, EPC_SLOT_NONE,
           M * static_cast<uint64_t>(kernels::ht_chunks(static_cast<int>(T))) * sizeof(uint64_t), "rail_signal");
-  }
-  if (t.num_nodes > 1) {
-    plan.gin_contexts = 1;
-    plan.gin_signals = 2 * static_cast<uint32_t>(t.nranks);
   }
 }
 
@@ -169,6 +162,13 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
     plan.net_staging.offset = builder.cursor();
     builder.add(EPC_REGION_NET_STAGING, EPC_SLOT_NONE,
                 static_cast<uint64_t>(t.remote_ranks()) * plan.net_staging.span_bytes, "net_staging");
+  }
+  // GIN only between LSA teams: virtual nodes inside one team use the stand-in, and asking
+  // NCCL for any GIN signal makes it set up GIN, which fails on hosts without it.
+  if (t.num_nodes > 1) {
+    plan.gin_signal_map = plan_gin_signals(c, t, plan);
+    plan.gin_contexts = 1;
+    plan.gin_signals = plan.gin_signal_map.total_ids;
   }
   if (plan.regions.size() > EPC_PLAN_MAX_REGIONS) {
     fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS",

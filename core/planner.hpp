@@ -38,6 +38,7 @@
 #include "core/config.hpp"
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
+#include "kernels/gin_signal_map.hpp"
 
 namespace epc {
 
@@ -76,8 +77,12 @@ struct Plan {
   // Barriers are epcomm's own (in the control region) because every wait must time out;
   // NCCL's LSA barriers spin without a bound, so none are requested.
   uint32_t lsa_barriers = 0;
+  // GIN resources, only when the ranks span several LSA teams: one context (NCCL 2.28.9
+  // treats the count as a hint and may give more) and one signal per window word a rank of
+  // another node writes (gin_signal_map, core/gin_signal_plan.hpp).
   uint32_t gin_contexts = 0;
   uint32_t gin_signals = 0;
+  kernels::GinSignalMap gin_signal_map{};
   uint32_t message_bytes = 0;
   EpcDtype dtype = EPC_DTYPE_BF16;
   ControlLayout control;

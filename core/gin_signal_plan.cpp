@@ -1,0 +1,78 @@
+#include "core/gin_signal_plan.hpp"
+
+#include "core/error.hpp"
+#include "core/planner.hpp"
+#include "kernels/ht_message.hpp"
+
+namespace epc {
+
+namespace {
+
+class MapBuilder {
+ public:
+  explicit MapBuilder(kernels::GinSignalMap& map) : map_(map) {}
+
+  // Rows indexed by the writer's rank.
+  void by_rank(uint64_t offset, uint32_t row_words, const Topology& t) {
+    add(offset, static_cast<uint32_t>(t.nranks), row_words, static_cast<uint32_t>(t.node_size));
+  }
+  // Rows indexed by the writer's node.
+  void by_node(uint64_t offset, uint32_t row_words, const Topology& t) {
+    add(offset, static_cast<uint32_t>(t.nodes()), row_words, 1);
+  }
+
+ private:
+  void add(uint64_t offset, uint32_t rows, uint32_t row_words, uint32_t rows_per_node) {
+    if (map_.count == static_cast<uint32_t>(kernels::kMaxGinSignalArrays)) {
+      fail(EPC_ERR_INTERNAL, "more GIN signal arrays than kernels::kMaxGinSignalArrays");
+    }
+    const uint64_t ids = static_cast<uint64_t>(rows - rows_per_node) * row_words;
+    if (total_ + ids > kMaxGinSignalIds) {
+      fail(EPC_ERR_UNSUPPORTED,
+           format("the plan needs more than %llu GIN signals (one per flag or counter a rank of "
+                  "another node writes), more than NCCL can provide; use fewer tokens per rank "
+                  "or fewer ranks",
+                  static_cast<unsigned long long>(kMaxGinSignalIds)));
+    }
+    kernels::GinSignalArray& a = map_.arrays[map_.count++];
+    a.offset = offset;
+    a.rows = rows;
+    a.row_words = row_words;
+    a.rows_per_node = rows_per_node;
+    a.first_id = static_cast<uint32_t>(total_);
+    total_ += ids;
+    map_.total_ids = static_cast<uint32_t>(total_);
+  }
+
+  kernels::GinSignalMap& map_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace
+
+kernels::GinSignalMap plan_gin_signals(const GroupConfig& c, const Topology& t, const Plan& plan) {
+  kernels::GinSignalMap map{};
+  if (t.nodes() < 2) return map;
+  MapBuilder b(map);
+  if (c.mode == EPC_MODE_LOW_LATENCY) {
+    // Every rank signals every rank, in its own word of each slot's arrays.
+    for (uint32_t s = 0; s < plan.num_slots; ++s) {
+      b.by_rank(plan.region(EPC_REGION_DISPATCH_SIGNAL, s).offset, 1, t);
+      b.by_rank(plan.region(EPC_REGION_COMBINE_SIGNAL, s).offset, 1, t);
+    }
+    return map;
+  }
+  const uint32_t chunks = static_cast<uint32_t>(kernels::ht_chunks(static_cast<int>(c.max_tokens_per_rank)));
+  const uint64_t acks = ht_acks_offset(c, t.nranks);
+  for (uint32_t s = 0; s < kHtLayoutSlots; ++s) b.by_rank(plan.region(EPC_REGION_LAYOUT, s).offset, 1, t);
+  // Dispatch chunk flags from other nodes are raised by this node's forwarders (the rail
+  // scheme), so only the acknowledgements of the dispatch signal region cross the network.
+  b.by_rank(plan.region(EPC_REGION_DISPATCH_SIGNAL).offset + acks, 1, t);
+  // Combine returns rows directly from every rank: its chunk flags and acknowledgements.
+  b.by_rank(plan.region(EPC_REGION_COMBINE_SIGNAL).offset, chunks, t);
+  b.by_rank(plan.region(EPC_REGION_COMBINE_SIGNAL).offset + acks, 1, t);
+  b.by_node(plan.region(EPC_REGION_RAIL_SIGNAL).offset, chunks, t);
+  return map;
+}
+
+}  // namespace epc
