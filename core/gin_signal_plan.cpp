@@ -20,13 +20,18 @@ class MapBuilder {
   void by_node(uint64_t offset, uint32_t row_words, const Topology& t) {
     add(offset, static_cast<uint32_t>(t.nodes()), row_words, 1);
   }
+  // Rows indexed by rank, of which only the reader's rail peers write across the network.
+  void by_rail(uint64_t offset, uint32_t row_words, const Topology& t) {
+    add(offset, static_cast<uint32_t>(t.nranks), row_words, static_cast<uint32_t>(t.node_size), 1);
+  }
 
  private:
-  void add(uint64_t offset, uint32_t rows, uint32_t row_words, uint32_t rows_per_node) {
+  void add(uint64_t offset, uint32_t rows, uint32_t row_words, uint32_t rows_per_node, uint32_t rail = 0) {
     if (map_.count == static_cast<uint32_t>(kernels::kMaxGinSignalArrays)) {
       fail(EPC_ERR_INTERNAL, "more GIN signal arrays than kernels::kMaxGinSignalArrays");
     }
-    const uint64_t ids = static_cast<uint64_t>(rows - rows_per_node) * row_words;
+    const uint64_t id_rows = rail != 0 ? rows / rows_per_node - 1 : rows - rows_per_node;
+    const uint64_t ids = id_rows * row_words;
     if (total_ + ids > kMaxGinSignalIds) {
       fail(EPC_ERR_UNSUPPORTED,
            format("the plan needs more than %llu GIN signals (one per flag or counter a rank of "
@@ -40,6 +45,7 @@ class MapBuilder {
     a.row_words = row_words;
     a.rows_per_node = rows_per_node;
     a.first_id = static_cast<uint32_t>(total_);
+    a.rail = rail;
     total_ += ids;
     map_.total_ids = static_cast<uint32_t>(total_);
   }
@@ -68,8 +74,9 @@ kernels::GinSignalMap plan_gin_signals(const GroupConfig& c, const Topology& t, 
   // Dispatch chunk flags from other nodes are raised by this node's forwarders (the rail
   // scheme), so only the acknowledgements of the dispatch signal region cross the network.
   b.by_rank(plan.region(EPC_REGION_DISPATCH_SIGNAL).offset + acks, 1, t);
-  // Combine returns rows directly from every rank: its chunk flags and acknowledgements.
-  b.by_rank(plan.region(EPC_REGION_COMBINE_SIGNAL).offset, chunks, t);
+  // Combine chunk flags cross the network only as partials from the reader's rail peer in
+  // every other node (rows of the other ranks there are returned by this node's ranks).
+  b.by_rail(plan.region(EPC_REGION_COMBINE_SIGNAL).offset, chunks, t);
   b.by_rank(plan.region(EPC_REGION_COMBINE_SIGNAL).offset + acks, 1, t);
   b.by_node(plan.region(EPC_REGION_RAIL_SIGNAL).offset, chunks, t);
   return map;

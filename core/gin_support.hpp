@@ -59,9 +59,10 @@ struct GinVerdict {
 // name what NCCL reported.
 GinVerdict judge_gin(const Topology& topo, const GinReport& report);
 
-// Why a group that could use GIN is refused all the same: the transport is compiled, but
-// the kernels' receive-side waits do not read through it yet (and it has never run on
-// network hardware).
-std::string gin_waits_not_routed_message(const Topology& topo, const GinReport& report);
+// Why a group that could use GIN is refused all the same: the transport is compiled and the
+// kernels read signals through it, but creation does not reset GIN signals behind a bounded
+// world barrier, the group barrier is LSA-only, nothing flushes before destroy, and it has
+// never run on network hardware.
+std::string gin_not_ready_message(const Topology& topo, const GinReport& report);
 
 }  // namespace epc

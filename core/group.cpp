@@ -46,12 +46,13 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
   plan_ = make_plan(config_, topo_);
 
   try {
+    reserve_kernel_stack();
     allocate_window();
     create_device_comm();
     if (spans_lsa_teams()) {
-      // NCCL provides GIN (create_device_comm checked), but the kernels still wait on
-      // window words that GIN never writes (kernels/peer_transport.hpp, read_signal).
-      fail(EPC_ERR_UNSUPPORTED, gin_waits_not_routed_message(topo_, gin_report_));
+      // NCCL provides GIN (create_device_comm checked), but the group's set-up and tear-down
+      // across LSA teams are not there yet (gin_not_ready_message says what is missing).
+      fail(EPC_ERR_UNSUPPORTED, gin_not_ready_message(topo_, gin_report_));
     }
     barrier(nullptr);
   } catch (...) {
@@ -113,6 +114,26 @@ void Group::allocate_window() {
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&ht_state_), sizeof(kernels::HtState)),
                "cudaMalloc of the high-throughput step counters");
     check_cuda(cudaMemset(ht_state_, 0, sizeof(kernels::HtState)), "zeroing the step counters");
+  }
+}
+
+void Group::reserve_kernel_stack() {
+  // Two ways a launch can wait behind a kernel already running on the device, which for a
+  // kernel of another group waiting for its peers ends only by timing out: a launch needing
+  // more per-thread local memory than the device has reserved (the driver grows the
+  // reservation once the device is idle; NCCL sizes its own stack up front for this reason),
+  // and, with CUDA's lazy module loading, the first launch of a kernel. Reading every
+  // kernel's attributes loads them all now, and the limit is raised before any of them runs.
+  // Setting the limit itself waits for the device, so it is set only when it must grow.
+  // (Seen once: an LL and an HT group driven from two threads timed out in 4 of 5 runs on
+  // 3 H200 of one machine, and in none of 6 on the next after this change; the cause was
+  // not proven.)
+  DeviceGuard guard(device_);
+  const size_t needed = kernels::max_kernel_local_bytes();
+  size_t reserved = 0;
+  check_cuda(cudaDeviceGetLimit(&reserved, cudaLimitStackSize), "reading the device's stack size limit");
+  if (reserved < needed) {
+    check_cuda(cudaDeviceSetLimit(cudaLimitStackSize, needed), "reserving the kernels' stack on the device");
   }
 }
 

@@ -76,6 +76,8 @@ class Group {
   // Also the GIN check when the ranks span LSA teams: throws EPC_ERR_UNSUPPORTED (or
   // EPC_ERR_NCCL) with what NCCL reported when GIN cannot carry the group.
   void create_device_comm();
+  // Raises the device's per-thread stack limit to what epcomm's kernels need.
+  void reserve_kernel_stack();
   // Ranks in several LSA teams: the network transport is GIN, not the stand-in.
   bool spans_lsa_teams() const { return topo_.num_nodes > 1; }
   // Releases whatever was acquired; returns the first failure's message ("" if none).

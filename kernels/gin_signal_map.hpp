@@ -9,11 +9,14 @@
 // is carried by its own GIN signal, and its reader reads that signal instead of the word.
 //
 // A signal array is a [rows][row_words] block of uint64 words whose rows are indexed by the
-// writer: its world rank (acknowledgements, layout and low-latency signals, combine chunk
-// flags) or its node (rail flags). Rows written from inside the reader's own node travel
-// over NVLink and get no id, so a reader in node n numbers only the other rows, in order:
+// writer: its world rank (acknowledgements, layout and low-latency signals) or its node
+// (rail flags). Rows written from inside the reader's own node travel over NVLink and get no
+// id, so a reader in node n numbers only the other rows, in order:
 //   id = first_id + remote_row * row_words + word,   remote_row = row, less
 //        rows_per_node when row is past node n's rows
+// HT combine's chunk flags are rows indexed by rank of which only the reader's rail peers
+// (one per other node) write across the network (kernels/ht_message.hpp): such a "rail"
+// array numbers a row by its node, remote_row = the row's node, less 1 past node n.
 // The sender computes the same id from the reader's node. Every rank gets the same
 // first_id per array, so the ids a rank needs are [0, total_ids).
 #pragma once
@@ -31,10 +34,12 @@ struct GinSignalArray {
   uint32_t row_words;      // uint64 words per row
   uint32_t rows_per_node;  // the node size when rows are indexed by rank, 1 when by node
   uint32_t first_id;
+  uint32_t rail;           // 1: only the reader's rail peers write across nodes (one id row per node)
 
   constexpr uint64_t bytes() const { return uint64_t{rows} * row_words * sizeof(uint64_t); }
-  // Ids the array needs: its rows outside any one node.
-  constexpr uint32_t ids() const { return (rows - rows_per_node) * row_words; }
+  constexpr uint32_t id_rows() const { return rail != 0 ? rows / rows_per_node - 1 : rows - rows_per_node; }
+  // Ids the array needs: its rows outside any one node (one per other node for a rail array).
+  constexpr uint32_t ids() const { return id_rows() * row_words; }
 };
 
 // Plain data, passed to kernels by value inside the transport.
@@ -56,7 +61,8 @@ struct GinSignalMap {
       const uint64_t row = word / a.row_words, column = word % a.row_words;
       const uint64_t own_first = static_cast<uint64_t>(reader_node) * a.rows_per_node;
       if (row >= own_first && row < own_first + a.rows_per_node) return kNoGinSignal;
-      const uint64_t remote_row = row < own_first ? row : row - a.rows_per_node;
+      uint64_t remote_row = row < own_first ? row : row - a.rows_per_node;
+      if (a.rail != 0) remote_row /= a.rows_per_node;  // the rank's node, counted without node n
       return a.first_id + static_cast<uint32_t>(remote_row * a.row_words + column);
     }
     return kNoGinSignal;

@@ -29,4 +29,6 @@ cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStr
   return launch_ht_step<CombineParts>(params, blocks, stream);
 }
 
+size_t ht_combine_local_bytes() { return ht_step_local_bytes<CombineParts>(); }
+
 }  // namespace epc::kernels

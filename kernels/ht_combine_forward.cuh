@@ -12,7 +12,7 @@
 
 #include "kernels/device/bf16_row_sum.cuh"
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/ht_combine_slots.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
@@ -36,12 +36,12 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
     const int row = rows[i];
     const int index = slot_index(g, m, i);
     if (row < 0 || index == g.rank) continue;
-    auto* word = static_cast<uint64_t*>(c.transport.local(
-        p.channel.flags_offset +
-        (static_cast<uint64_t>(index) * ht_chunks(g.max_tokens) + row / kHtChunkTokens) * sizeof(uint64_t)));
+    const uint64_t word = p.channel.flags_offset +
+                          (static_cast<uint64_t>(index) * ht_chunks(g.max_tokens) + row / kHtChunkTokens) * sizeof(uint64_t);
+    const int writer = g.node_of(g.rank) * g.node_size + i;
     uint64_t flag = 0;
-    ok = wait_for_flag(word, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error, kPhaseHtCombine, g.rank,
-                       g.node_of(g.rank) * g.node_size + i);
+    ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
+                         kPhaseHtCombine, g.rank, writer);
   }
   __syncwarp();
   return __all_sync(0xffffffffu, ok);
@@ -78,8 +78,8 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
   auto chunks_of = [&](int m) { return m == own_node ? 0 : ht_chunks(c.handle.source_tokens[g.rail_peer(m)]); };
   const int items = round_robin_items(g.num_nodes, chunks_of);
   if (role.index >= items) return true;
-  auto* acks = static_cast<uint64_t*>(c.transport.local(p.channel.acks_offset));
-  if (!warp_wait_for_every_peer(acks, g.nranks, AtLeast{step}, c.timeout_ns, c.error, kPhaseHtCombine, g.rank)) {
+  if (!warp_wait_for_every_peer_signal(c.transport, p.channel.acks_offset, g.nranks, AtLeast{step}, c.timeout_ns,
+                                       c.error, kPhaseHtCombine, g.rank)) {
     return false;
   }
   for (int item = role.index; item < items; item += role.count) {

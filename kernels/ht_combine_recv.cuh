@@ -11,7 +11,7 @@
 
 #include "kernels/device/bf16_row_sum.cuh"
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/ht_combine_slots.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
@@ -36,10 +36,11 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
   for (int d = lane_id(); d < g.nranks && ok; d += kWarpSize) {
     const int row = term_row(g, rows, t, d);
     if (row < 0 || d == g.rank) continue;  // no term, or this rank's own row (the caller's x)
-    auto* word = static_cast<uint64_t*>(c.transport.local(
-        p.channel.flags_offset + (static_cast<uint64_t>(d) * per_source + row / kHtChunkTokens) * sizeof(uint64_t)));
+    const uint64_t word =
+        p.channel.flags_offset + (static_cast<uint64_t>(d) * per_source + row / kHtChunkTokens) * sizeof(uint64_t);
     uint64_t flag = 0;
-    ok = wait_for_flag(word, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error, kPhaseHtCombine, g.rank, d);
+    ok = wait_for_signal(c.transport, word, d, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
+                         kPhaseHtCombine, g.rank, d);
   }
   __syncwarp();
   return __all_sync(0xffffffffu, ok);

@@ -10,7 +10,7 @@
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
@@ -36,8 +36,8 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
   auto chunks_of = [&c](int s) { return ht_chunks(c.handle.recv_count[s]); };
   const int items = round_robin_items(g.nranks, chunks_of);
   if (role.index >= items) return true;
-  auto* acks = static_cast<uint64_t*>(c.transport.local(p.channel.acks_offset));
-  if (!warp_wait_for_every_peer(acks, g.nranks, AtLeast{step}, c.timeout_ns, c.error, kPhaseHtCombine, g.rank)) {
+  if (!warp_wait_for_every_peer_signal(c.transport, p.channel.acks_offset, g.nranks, AtLeast{step}, c.timeout_ns,
+                                       c.error, kPhaseHtCombine, g.rank)) {
     return false;
   }
   for (int item = role.index; item < items; item += role.count) {

@@ -27,4 +27,6 @@ cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaS
   return launch_ht_step<DispatchParts>(params, blocks, stream);
 }
 
+size_t ht_dispatch_local_bytes() { return ht_step_local_bytes<DispatchParts>(); }
+
 }  // namespace epc::kernels

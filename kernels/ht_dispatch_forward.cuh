@@ -11,7 +11,7 @@
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
@@ -122,8 +122,8 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
   auto chunks_of = [&](int m) { return m == own_node ? 0 : ht_chunks(c.handle.source_tokens[g.rail_peer(m)]); };
   const int items = round_robin_items(g.num_nodes, chunks_of);
   if (role.index >= items) return true;
-  auto* acks = static_cast<uint64_t*>(c.transport.local(p.channel.acks_offset));
-  if (!warp_wait_for_every_peer(acks, g.nranks, AtLeast{step}, c.timeout_ns, c.error, kPhaseHtDispatch, g.rank)) {
+  if (!warp_wait_for_every_peer_signal(c.transport, p.channel.acks_offset, g.nranks, AtLeast{step}, c.timeout_ns,
+                                       c.error, kPhaseHtDispatch, g.rank)) {
     return false;
   }
   for (int item = role.index; item < items; item += role.count) {
@@ -133,10 +133,10 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     uint64_t flag = 0;
     bool ok = true;
     if (lane_id() == 0) {
-      auto* word = static_cast<uint64_t*>(c.transport.local(
-          p.rail_flags_offset + (static_cast<uint64_t>(m) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t)));
-      ok = wait_for_flag(word, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error, kPhaseHtDispatch,
-                         g.rank, source);
+      const uint64_t word =
+          p.rail_flags_offset + (static_cast<uint64_t>(m) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+      ok = wait_for_signal(c.transport, word, source, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
+                           kPhaseHtDispatch, g.rank, source);
     }
     __syncwarp();
     if (!__shfl_sync(0xffffffffu, ok, 0)) return false;

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
@@ -56,10 +56,12 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     uint64_t flag = 0;
     bool ok = true;
     if (lane_id() == 0) {
-      auto* word = static_cast<uint64_t*>(c.transport.local(
-          p.channel.flags_offset + (static_cast<uint64_t>(source) * chunks_per_source + chunk) * sizeof(uint64_t)));
-      ok = wait_for_flag(word, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error, kPhaseHtDispatch,
-                         g.rank, source);
+      const uint64_t word =
+          p.channel.flags_offset + (static_cast<uint64_t>(source) * chunks_per_source + chunk) * sizeof(uint64_t);
+      // Across nodes the source's rail peer in this node forwards its rows and raises the flag.
+      const int writer = g.in_own_node(source) ? source : g.rail_peer_here(source);
+      ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
+                           kPhaseHtDispatch, g.rank, source);
     }
     __syncwarp();
     if (!__shfl_sync(0xffffffffu, ok, 0)) return false;

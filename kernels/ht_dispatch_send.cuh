@@ -9,7 +9,7 @@
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/ht_dispatch_rail.cuh"
 #include "kernels/ht_params.hpp"
@@ -130,8 +130,8 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
   const HtGeometry& g = c.geo;
   const int chunks = ht_chunks(c.num_tokens);
   if (role.index >= chunks) return true;
-  auto* acks = static_cast<uint64_t*>(c.transport.local(p.channel.acks_offset));
-  if (!warp_wait_for_every_peer(acks, g.nranks, AtLeast{step}, c.timeout_ns, c.error, kPhaseHtDispatch, g.rank)) {
+  if (!warp_wait_for_every_peer_signal(c.transport, p.channel.acks_offset, g.nranks, AtLeast{step}, c.timeout_ns,
+                                       c.error, kPhaseHtDispatch, g.rank)) {
     return false;
   }
   for (int chunk = role.index; chunk < chunks; chunk += role.count) {

@@ -9,7 +9,8 @@
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
+#include "kernels/kernel_stack.hpp"
 #include "kernels/launch.hpp"
 
 namespace epc::kernels {
@@ -92,9 +93,8 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
     __threadfence_system();
     for (int d = 0; d < R; ++d) c.transport.signal(slot + static_cast<uint64_t>(g.rank) * sizeof(uint64_t), d, step + 1);
   }
-  auto* signals = static_cast<uint64_t*>(c.transport.local(slot));
-  if (!wait_for_every_peer(signals, R, AtLeast{step + 1}, nullptr, c.timeout_ns, c.error,
-                           kPhaseHtLayout, g.rank)) {
+  if (!wait_for_every_peer_signal(c.transport, slot, R, AtLeast{step + 1}, nullptr, c.timeout_ns, c.error,
+                                  kPhaseHtLayout, g.rank)) {
     return;  // the step counter stays: the group is failed and every later call says so
   }
 
@@ -127,5 +127,7 @@ cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream) 
   ht_layout_kernel<<<1, kLayoutThreads, shared, stream>>>(params);
   return cudaGetLastError();
 }
+
+size_t ht_layout_local_bytes() { return max_local_bytes(ht_layout_kernel); }
 
 }  // namespace epc::kernels

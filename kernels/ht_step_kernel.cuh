@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device/launch_done.cuh"
+#include "kernels/kernel_stack.hpp"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
 #include "kernels/resident_blocks.cuh"
@@ -49,6 +50,12 @@ cudaError_t launch_ht_step(const typename Parts::Params& params, int blocks, cud
   if (sent != cudaSuccess) return sent;
   ht_step_kernel<Parts, false, true><<<blocks, kHtThreads, 0, stream>>>(params);
   return cudaGetLastError();
+}
+
+template <typename Parts>
+size_t ht_step_local_bytes() {
+  return max_local_bytes(ht_step_kernel<Parts, true, true>, ht_step_kernel<Parts, true, false>,
+                         ht_step_kernel<Parts, false, true>);
 }
 
 }  // namespace epc::kernels

@@ -58,4 +58,13 @@ cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream);
 cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream);
 
+// The most per-thread local memory (bytes, stack frames and spills) any kernel above needs,
+// and its parts per file (kernels/kernel_stack.hpp says why group creation reserves it).
+size_t max_kernel_local_bytes();
+size_t ll_dispatch_local_bytes();
+size_t ll_combine_local_bytes();
+size_t ht_layout_local_bytes();
+size_t ht_dispatch_local_bytes();
+size_t ht_combine_local_bytes();
+
 }  // namespace epc::kernels

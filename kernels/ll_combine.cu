@@ -1,5 +1,6 @@
 // Low-latency combine kernels: the sending part, the receiving part (ll_combine_parts.cuh),
 // or both in one launch (ll_step_kernel.cuh says when).
+#include "kernels/kernel_stack.hpp"
 #include "kernels/launch.hpp"
 #include "kernels/ll_combine_parts.cuh"
 #include "kernels/ll_step_kernel.cuh"
@@ -40,6 +41,10 @@ cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, in
   }
   const cudaError_t sent = launch_ll_combine_send(params, send_blocks, stream);
   return sent != cudaSuccess ? sent : launch_ll_combine_recv(params, recv_blocks, stream);
+}
+
+size_t ll_combine_local_bytes() {
+  return max_local_bytes(ll_combine_kernel<true, true>, ll_combine_kernel<true, false>, ll_combine_kernel<false, true>);
 }
 
 }  // namespace epc::kernels

@@ -130,8 +130,7 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
 
-  auto* signals = static_cast<uint64_t*>(c.transport.local(p.signal_offset[slot]));
-  if (!wait_for_step(signals, g.nranks, step_epoch(step), &c.state->combine_ready, nullptr, nullptr,
+  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->combine_ready, nullptr, nullptr,
                      c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
     return;
   }

@@ -1,5 +1,6 @@
 // Low-latency dispatch kernels: the sending part (ll_dispatch_send.cuh), the receiving part
 // (ll_dispatch_recv.cuh), or both in one launch (ll_step_kernel.cuh says when).
+#include "kernels/kernel_stack.hpp"
 #include "kernels/launch.hpp"
 #include "kernels/ll_dispatch_recv.cuh"
 #include "kernels/ll_dispatch_send.cuh"
@@ -41,6 +42,10 @@ cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, 
   }
   const cudaError_t sent = launch_ll_dispatch_send(params, send_blocks, stream);
   return sent != cudaSuccess ? sent : launch_ll_dispatch_recv(params, recv_blocks, stream);
+}
+
+size_t ll_dispatch_local_bytes() {
+  return max_local_bytes(ll_dispatch_kernel<true, true>, ll_dispatch_kernel<true, false>, ll_dispatch_kernel<false, true>);
 }
 
 }  // namespace epc::kernels

@@ -33,8 +33,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks]
 
-  auto* signals = static_cast<uint64_t*>(c.transport.local(p.signal_offset[slot]));
-  if (!wait_for_step(signals, g.nranks, step_epoch(step), &c.state->dispatch_ready, c.handle.recv_tokens,
+  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->dispatch_ready, c.handle.recv_tokens,
                      tokens_from, c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
     return;  // the failure is recorded; the step counter stays, the group is failed
   }

@@ -1,16 +1,12 @@
-// Waiting for peers' signals through the transport, bounded by the group's timeout: the
-// form every wait must take once groups span LSA teams, because a word written from another
-// node may never appear in the window (GIN delivers it as a signal of its own; see
-// kernels/peer_transport.hpp). The same loops as peer_wait.cuh, which loads window words
-// directly and is correct only while every writer is in this node or on the stand-in;
-// peer_wait.cuh's pointer forms can go once every wait site uses these.
+// Waiting for peers' signals, bounded by the group's timeout. Every wait reads through the
+// transport (PeerTransport::read_signal, naming the rank that writes the word), because a
+// word written from another node may never appear in the window: GIN delivers it as a
+// signal of its own (kernels/peer_transport.hpp).
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/device/deadline.cuh"
 #include "kernels/device/peer_wait.cuh"
-#include "kernels/device/report.cuh"
 #include "kernels/peer_transport.hpp"
 
 namespace epc::kernels {
@@ -23,19 +19,8 @@ template <typename Reached>
 __device__ __forceinline__ bool wait_for_signal(const PeerTransport& transport, uint64_t offset, int writer,
                                                 Reached reached, uint64_t* value, uint64_t timeout_ns,
                                                 DeviceError* error, uint32_t phase, int rank, int peer) {
-  Deadline deadline(timeout_ns);
-  for (uint32_t spins = 0; !reached(*value = transport.read_signal(offset, writer)); ++spins) {
-    // As in wait_for_flag: the error word is in host memory, so it and the deadline are
-    // checked every kPollsPerCheck polls only.
-    __nanosleep(kPollSleepNs);
-    if (spins % kPollsPerCheck != kPollsPerCheck - 1) continue;
-    if (deadline.expired()) {
-      report_failure(error, EPC_ERR_TIMEOUT, phase, rank, peer, deadline.elapsed_ns());
-      return false;
-    }
-    if (group_failed(error)) return false;
-  }
-  return true;
+  return poll_until([&] { return transport.read_signal(offset, writer); }, reached, value, timeout_ns, error,
+                    phase, rank, peer);
 }
 
 // Threads of the block split the peers; every thread returns the block's outcome. Waits
@@ -71,6 +56,15 @@ __device__ __forceinline__ bool warp_wait_for_every_peer_signal(const PeerTransp
     ok = wait_for_signal(transport, word, p, reached, &value, timeout_ns, error, phase, rank, p);
   }
   return __all_sync(0xffffffffu, ok);
+}
+
+// The low-latency step signal: waits until word p >> 32 == epoch for every peer p.
+__device__ __forceinline__ bool wait_for_peers_signal(const PeerTransport& transport, uint64_t offset, int nranks,
+                                                      uint32_t epoch, uint32_t* payload, uint64_t timeout_ns,
+                                                      DeviceError* error, uint32_t phase, int rank) {
+  return wait_for_every_peer_signal(
+      transport, offset, nranks, [epoch](uint64_t v) { return static_cast<uint32_t>(v >> 32) == epoch; }, payload,
+      timeout_ns, error, phase, rank);
 }
 
 }  // namespace epc::kernels

@@ -1,12 +1,12 @@
 // A receive kernel's wait for every peer's signal of the current step, done once per launch:
-// block 0 polls the peers' flags (one thread per peer), copies their payloads to a global
+// block 0 polls the peers' signals through the transport (one thread per peer), copies their payloads to a global
 // mailbox and releases a local "ready" word; every other block waits on that word. Only
 // nranks threads then poll memory that peers write over NVLink.
 #pragma once
 
 #include <cstdint>
 
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
 
 namespace epc::kernels {
 
@@ -16,12 +16,13 @@ constexpr uint64_t kReadyFailed = 1ull << 63;
 // (shared, [nranks], may be null) then holds their low 32 bits, through `mailbox` (global,
 // [nranks], needed when payload is not null). Returns false in every thread on a timeout or
 // a failed group (recorded in `error`).
-__device__ __forceinline__ bool wait_for_step(uint64_t* signals, int nranks, uint32_t epoch,
+__device__ __forceinline__ bool wait_for_step(const PeerTransport& transport, uint64_t signal_offset, int nranks,
+                                              uint32_t epoch,
                                               uint64_t* ready, int32_t* mailbox, uint32_t* payload,
                                               uint64_t timeout_ns, DeviceError* error,
                                               uint32_t phase, int rank) {
   if (blockIdx.x == 0) {
-    const bool ok = wait_for_peers(signals, nranks, epoch, payload, timeout_ns, error, phase, rank);
+    const bool ok = wait_for_peers_signal(transport, signal_offset, nranks, epoch, payload, timeout_ns, error, phase, rank);
     if (ok && payload != nullptr) {
       for (int s = threadIdx.x; s < nranks; s += blockDim.x) mailbox[s] = static_cast<int32_t>(payload[s]);
     }

@@ -31,6 +31,10 @@ epc::GroupConfig config(EpcMode mode, uint32_t experts, uint32_t tokens) {
 struct SignalWord {
   uint64_t offset;
   int writer;
+  // A word of a row outside the reader's node that a rank of its node writes (HT combine
+  // rows returned to a rail peer): never read through GIN (the writer is in the node), and
+  // the rail array's numbering gives it its node's id, unused for this reader.
+  bool written_in_node_for_another_node = false;
 };
 
 // Every signal word of a low-latency plan a rank receives: each writer's word of the two
@@ -47,7 +51,9 @@ std::vector<SignalWord> ll_words(const epc::Plan& p, int nranks) {
 
 // Every signal word of a high-throughput plan across nodes that a rank receives from the
 // network or from its node: layout signals (ht_layout.cu), acknowledgements
-// (ht_step_kernel.cuh), combine chunk flags (ht_combine_send.cuh), rail flags
+// (ht_step_kernel.cuh), combine chunk flags (ht_combine_send.cuh, ht_combine_forward.cuh:
+// row x is written by x when x is in the reader's node or is its rail peer in another node
+// (the partials), else by the reader's node-mate with x's local index), rail flags
 // (ht_dispatch_rail.cuh; row = the writer's node, written by the writer's rank with this
 // rank's local index). Dispatch chunk flags are left out: forwarders in the reader's node
 // raise them.
@@ -61,8 +67,11 @@ std::vector<SignalWord> ht_words(const epc::GroupConfig& c, const epc::Plan& p, 
   for (int w = 0; w < R; ++w) {
     words.push_back({p.region(EPC_REGION_DISPATCH_SIGNAL).offset + acks + 8ull * w, w});
     words.push_back({p.region(EPC_REGION_COMBINE_SIGNAL).offset + acks + 8ull * w, w});
+    const bool direct = w / t.node_size == reader / t.node_size || w % t.node_size == reader % t.node_size;
+    const int writer = direct ? w : reader / t.node_size * t.node_size + w % t.node_size;
     for (int chunk = 0; chunk < C; ++chunk) {
-      words.push_back({p.region(EPC_REGION_COMBINE_SIGNAL).offset + 8ull * (static_cast<uint64_t>(w) * C + chunk), w});
+      words.push_back(
+          {p.region(EPC_REGION_COMBINE_SIGNAL).offset + 8ull * (static_cast<uint64_t>(w) * C + chunk), writer, !direct});
     }
   }
   for (int m = 0; m < t.nodes(); ++m) {
@@ -75,7 +84,7 @@ std::vector<SignalWord> ht_words(const epc::GroupConfig& c, const epc::Plan& p, 
 }
 
 // For every reader: words from other nodes get distinct ids covering [0, gin_signals);
-// words from the reader's own node get none.
+// words of the reader's own node's rows get none.
 void expect_dense_ids(const epc::Plan& p, const epc::Topology& t,
                       const std::vector<std::vector<SignalWord>>& words_of_reader) {
   for (int reader = 0; reader < t.nranks; ++reader) {
@@ -83,6 +92,7 @@ void expect_dense_ids(const epc::Plan& p, const epc::Topology& t,
     std::set<uint32_t> ids;
     for (const SignalWord& w : words_of_reader[reader]) {
       const uint32_t id = p.gin_signal_map.id(w.offset, node);
+      if (w.written_in_node_for_another_node) continue;
       if (w.writer / t.node_size == node) {
         EXPECT_EQ(id, kNoGinSignal) << "reader " << reader << " writer " << w.writer << " offset " << w.offset;
         continue;
@@ -121,8 +131,8 @@ TEST(GinSignalPlan, HighThroughputAcrossTwoAndFourNodes) {
     const uint32_t remote_ranks = static_cast<uint32_t>(t.nranks - t.node_size);
     const uint32_t remote_nodes = static_cast<uint32_t>(t.num_nodes - 1);
     // Layout (2 slots) and two acknowledgement arrays: one id per remote rank each; combine
-    // flags 32 per remote rank; rail flags 32 per remote node.
-    EXPECT_EQ(p.gin_signals, 4 * remote_ranks + 32 * remote_ranks + 32 * remote_nodes) << t.num_nodes;
+    // flags (partials from the rail peers) and rail flags 32 per remote node each.
+    EXPECT_EQ(p.gin_signals, 4 * remote_ranks + 32 * remote_nodes + 32 * remote_nodes) << t.num_nodes;
     EXPECT_EQ(p.gin_signal_map.count, 6u);
     std::vector<std::vector<SignalWord>> words;
     for (int reader = 0; reader < t.nranks; ++reader) words.push_back(ht_words(c, p, t, reader));
@@ -171,10 +181,11 @@ TEST(GinSignalPlan, VirtualNodesAcrossLsaTeamsNumberByNode) {
 TEST(GinSignalPlan, RefusesMoreSignalsThanNcclCanHold) {
   const auto small = config(EPC_MODE_HIGH_THROUGHPUT, 64, 64);
   const epc::Plan p = epc::make_plan(small, {16, 8, 2});
-  // 65536 tokens: 32768 chunk flags per source; 65536 ranks in nodes of 8.
+  // 65536 tokens: 32768 chunk flags per source; 65536 ranks each its own node: combine and
+  // rail flags alone need 2 x 65535 x 32768 ids, past 2^30.
   const auto big = config(EPC_MODE_HIGH_THROUGHPUT, 65536, 65536);
   try {
-    epc::plan_gin_signals(big, {65536, 8, 8192, 8}, p);
+    epc::plan_gin_signals(big, {65536, 1, 65536, 1}, p);
     FAIL() << "expected a refusal";
   } catch (const epc::Error& e) {
     EXPECT_EQ(e.status(), EPC_ERR_UNSUPPORTED);
