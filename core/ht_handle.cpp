@@ -1,5 +1,6 @@
 #include "core/ht_handle.hpp"
 
+
 #include <cstring>
 
 #include "core/device_guard.hpp"
@@ -269,7 +270,7 @@ void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const 
   p.weights = backward ? static_cast<const float*>(topk_weights->data) : nullptr;
   p.out = static_cast<uint16_t*>(out->data);
   p.out_weights = backward ? static_cast<float*>(out_topk_weights->data) : nullptr;
-  if (nodes > 1) p.common.forward_warps = kernels::kHtForwardWarps;  // reduce inside each node
+  if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_combine(p, static_cast<int>(c.num_sms), stream),
              "launching the high-throughput combine");
