@@ -358,7 +358,9 @@ Create a group on `comm` (an ncclComm_t, which must outlive the group). Allocate
 symmetric window the plan describes, registers it with NCCL, creates the NCCL device
 communicator and proves every LSA peer reachable with a barrier kernel (bounded by
 `timeout_ms`). Uses the CUDA device current on the calling thread, which must be the
-communicator's device.
+communicator's device. Loads every epcomm kernel and, if the device's per-thread stack
+limit (cudaLimitStackSize) is below what they need, raises it (a process-wide setting
+that waits for the device), so that no later launch waits behind a running kernel.
 Collective over every rank of `comm`; blocking; not graph-capturable; not thread-safe
 with respect to other calls on the same communicator. `config` is read during the call.
 """
