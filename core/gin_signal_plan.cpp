@@ -30,23 +30,16 @@ class MapBuilder {
     if (map_.count == static_cast<uint32_t>(kernels::kMaxGinSignalArrays)) {
       fail(EPC_ERR_INTERNAL, "more GIN signal arrays than kernels::kMaxGinSignalArrays");
     }
-    const uint64_t id_rows = rail != 0 ? rows / rows_per_node - 1 : rows - rows_per_node;
-    const uint64_t ids = id_rows * row_words;
-    if (total_ + ids > kMaxGinSignalIds) {
+    const kernels::GinSignalArray a{offset, rows, row_words, rows_per_node, static_cast<uint32_t>(total_), rail};
+    if (total_ + a.ids() > kMaxGinSignalIds) {
       fail(EPC_ERR_UNSUPPORTED,
            format("the plan needs more than %llu GIN signals (one per flag or counter a rank of "
                   "another node writes), more than NCCL can provide; use fewer tokens per rank "
                   "or fewer ranks",
                   static_cast<unsigned long long>(kMaxGinSignalIds)));
     }
-    kernels::GinSignalArray& a = map_.arrays[map_.count++];
-    a.offset = offset;
-    a.rows = rows;
-    a.row_words = row_words;
-    a.rows_per_node = rows_per_node;
-    a.first_id = static_cast<uint32_t>(total_);
-    a.rail = rail;
-    total_ += ids;
+    map_.arrays[map_.count++] = a;
+    total_ += a.ids();
     map_.total_ids = static_cast<uint32_t>(total_);
   }
 
@@ -60,6 +53,8 @@ kernels::GinSignalMap plan_gin_signals(const GroupConfig& c, const Topology& t, 
   kernels::GinSignalMap map{};
   if (t.nodes() < 2) return map;
   MapBuilder b(map);
+  // The group barrier: every rank signals its epoch into every rank's inbox.
+  b.by_rank(plan.region(EPC_REGION_CONTROL).offset + plan.control.barrier_inbox_offset, 1, t);
   if (c.mode == EPC_MODE_LOW_LATENCY) {
     // Every rank signals every rank, in its own word of each slot's arrays.
     for (uint32_t s = 0; s < plan.num_slots; ++s) {

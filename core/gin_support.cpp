@@ -19,12 +19,6 @@ std::string nccl_said(const GinReport& r) {
 
 }  // namespace
 
-std::string gin_backend_name(int backend) {
-  if (backend == kGinBackendProxy) return "proxy";
-  if (backend == kGinBackendGdaki) return "GDAKI";
-  return format("%d", backend);
-}
-
 GinVerdict judge_gin(const Topology& t, const GinReport& r) {
   GinVerdict v;
   if (!r.created) {
@@ -62,18 +56,6 @@ GinVerdict judge_gin(const Topology& t, const GinReport& r) {
   }
   v.status = EPC_OK;
   return v;
-}
-
-std::string gin_not_ready_message(const Topology& t, const GinReport& r) {
-  return format("%s and NCCL provides GIN (%d context%s, %s backend), but epcomm cannot run across "
-                "LSA domains yet: its GIN transport is compiled into the library and the kernels "
-                "read every signal through it, but group creation does not reset the group's GIN "
-                "signals behind a bounded barrier of all ranks, epc_group_barrier reaches only the "
-                "LSA team, nothing flushes outstanding puts before the group is destroyed, and the "
-                "GIN path has never run on network hardware. Inside one LSA domain, virtual nodes "
-                "(EpcGroupConfig.virtual_node_size) run the multi-node code paths",
-                spanning(t).c_str(), r.contexts, r.contexts == 1 ? "" : "s",
-                gin_backend_name(r.backend).c_str());
 }
 
 }  // namespace epc

@@ -44,9 +44,6 @@ struct GinReport {
   uint64_t signal_count = 0;       // ginSignalCount
 };
 
-// "proxy", "GDAKI", or the number.
-std::string gin_backend_name(int backend);
-
 struct GinVerdict {
   EpcStatus status = EPC_OK;  // EPC_OK: GIN can carry the group's traffic
   std::string message;
@@ -58,11 +55,5 @@ struct GinVerdict {
 // carry); EPC_ERR_NCCL when creating the device communicator failed otherwise. Messages
 // name what NCCL reported.
 GinVerdict judge_gin(const Topology& topo, const GinReport& report);
-
-// Why a group that could use GIN is refused all the same: the transport is compiled and the
-// kernels read signals through it, but creation does not reset GIN signals behind a bounded
-// world barrier, the group barrier is LSA-only, nothing flushes before destroy, and it has
-// never run on network hardware.
-std::string gin_not_ready_message(const Topology& topo, const GinReport& report);
 
 }  // namespace epc

@@ -1,11 +1,14 @@
 #include "core/group.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
+#include "core/gin_probe.hpp"
 #include "core/gin_support.hpp"
 #include "core/gpu_check.hpp"
 #include "core/nccl_runtime.hpp"
@@ -47,13 +50,10 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
 
   try {
     reserve_kernel_stack();
-    allocate_window();
+    allocate_memory();
     create_device_comm();
-    if (spans_lsa_teams()) {
-      // NCCL provides GIN (create_device_comm checked), but the group's set-up and tear-down
-      // across LSA teams are not there yet (gin_not_ready_message says what is missing).
-      fail(EPC_ERR_UNSUPPORTED, gin_not_ready_message(topo_, gin_report_));
-    }
+    if (spans_lsa_teams()) reset_gin_signals();
+    register_window();
     barrier(nullptr);
   } catch (...) {
     release();
@@ -63,7 +63,7 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
 
 Group::~Group() { release(); }
 
-void Group::allocate_window() {
+void Group::allocate_memory() {
   const size_t bytes = plan_.symmetric_bytes;
   if (config_.alloc_fn != nullptr) {
     void* ptr = nullptr;
@@ -76,21 +76,8 @@ void Group::allocate_window() {
   } else {
     check_nccl(ncclMemAlloc(&window_memory_, bytes), "ncclMemAlloc of the symmetric window", comm_);
   }
-  // Peers write into this memory only after the window registration below, which every rank
-  // enters after its own zeroing has finished: registration exchanges handles among all
-  // ranks, so no rank can leave it before every rank has zeroed.
   check_cuda(cudaMemset(window_memory_, 0, bytes), "zeroing the symmetric window");
   check_cuda(cudaDeviceSynchronize(), "zeroing the symmetric window");
-
-  ncclResult_t res = ncclCommWindowRegister(comm_, window_memory_, bytes, &window_,
-                                            NCCL_WIN_COLL_SYMMETRIC);
-  if (res != ncclSuccess && config_.alloc_fn != nullptr) {
-    fail(EPC_ERR_NCCL, format("NCCL could not register the %zu bytes from EpcGroupConfig."
-                              "alloc_fn as a window (%s: %s): the allocator must return memory "
-                              "from ncclMemAlloc or CUDA's VMM API (cuMemCreate + cuMemMap)",
-                              bytes, ncclGetErrorString(res), ncclGetLastError(comm_)));
-  }
-  check_nccl(res, "ncclCommWindowRegister", comm_);
 
   check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&error_host_), sizeof(kernels::DeviceError),
                            cudaHostAllocMapped),
@@ -115,6 +102,29 @@ void Group::allocate_window() {
                "cudaMalloc of the high-throughput step counters");
     check_cuda(cudaMemset(ht_state_, 0, sizeof(kernels::HtState)), "zeroing the step counters");
   }
+}
+
+void Group::register_window() {
+  // Peers write into the window, and signal this rank's GIN signals, only from kernels of
+  // this group, launched after creation. Registration exchanges every rank's window handle,
+  // so no rank leaves it before every rank has entered it, which each does only after
+  // zeroing its window and (across LSA teams) resetting its GIN signals: nothing a peer
+  // sends can be erased by those.
+  const size_t bytes = plan_.symmetric_bytes;
+  ncclResult_t res = ncclCommWindowRegister(comm_, window_memory_, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC);
+  if (res != ncclSuccess && config_.alloc_fn != nullptr) {
+    fail(EPC_ERR_NCCL, format("NCCL could not register the %zu bytes from EpcGroupConfig."
+                              "alloc_fn as a window (%s: %s): the allocator must return memory "
+                              "from ncclMemAlloc or CUDA's VMM API (cuMemCreate + cuMemMap)",
+                              bytes, ncclGetErrorString(res), ncclGetLastError(comm_)));
+  }
+  check_nccl(res, "ncclCommWindowRegister", comm_);
+}
+
+void Group::reset_gin_signals() {
+  check_cuda(kernels::launch_gin_reset_signals(gin_state_, static_cast<uint32_t>(dev_comm_.ginSignalCount), nullptr),
+             "launching the GIN signal reset");
+  check_cuda(cudaStreamSynchronize(nullptr), "resetting the GIN signals");
 }
 
 void Group::reserve_kernel_stack() {
@@ -144,29 +154,20 @@ void Group::create_device_comm() {
   reqs.lsaBarrierCount = static_cast<int>(plan_.lsa_barriers);
   reqs.ginContextCount = static_cast<int>(plan_.gin_contexts);
   reqs.ginSignalCount = static_cast<int>(plan_.gin_signals);
-  const ncclResult_t res = ncclDevCommCreate(comm_, &reqs, &dev_comm_);
   if (!spans_lsa_teams()) {
-    check_nccl(res, "ncclDevCommCreate", comm_);
+    check_nccl(ncclDevCommCreate(comm_, &reqs, &dev_comm_), "ncclDevCommCreate", comm_);
     dev_comm_created_ = true;
     return;
   }
-  // NCCL 2.28.9 cannot be asked whether it has GIN: creating a device communicator with GIN
-  // signals is the question, and its outcome the answer (core/gin_support.hpp).
-  gin_report_.signals_requested = plan_.gin_signals;
-  gin_report_.created = res == ncclSuccess;
-  gin_report_.nccl_result = static_cast<int>(res);
-  gin_report_.nccl_result_text = ncclGetErrorString(res);
-  if (res == ncclSuccess) {
-    dev_comm_created_ = true;
-    gin_report_.contexts = dev_comm_.ginContextCount;
-    gin_report_.backend = dev_comm_.ginContextCount > 0 ? dev_comm_.ginTypes[0] : 0;
-    gin_report_.signal_base = dev_comm_.ginSignalBase;
-    gin_report_.signal_count = static_cast<uint64_t>(dev_comm_.ginSignalCount);
-  } else {
-    const char* last = ncclGetLastError(comm_);
-    gin_report_.nccl_last_error = last != nullptr ? last : "";
+  // Whether NCCL can set GIN up, asked where a "no" does no harm (core/gin_probe.hpp).
+  const GinReport probed = probe_gin(comm_, rank_, reqs);
+  if (!probed.created) {
+    const GinVerdict verdict = judge_gin(topo_, probed);
+    fail(verdict.status, verdict.message);
   }
-  const GinVerdict verdict = judge_gin(topo_, gin_report_);
+  const GinReport report = create_gin_device_comm(comm_, reqs, &dev_comm_);
+  dev_comm_created_ = report.created;
+  const GinVerdict verdict = judge_gin(topo_, report);
   if (verdict.status != EPC_OK) fail(verdict.status, verdict.message);
 
   // What the kernels' GIN calls read (kernels/net_transport_gin.hpp), beside the window.
@@ -183,11 +184,11 @@ void Group::barrier(cudaStream_t stream) {
   DeviceGuard guard(device_);
   kernels::GroupBarrierParams p;
   std::memset(&p, 0, sizeof p);
-  p.dev_comm = dev_comm_;
-  p.window = window_;
+  p.transport = transport();
   p.inbox_offset = plan_.region(EPC_REGION_CONTROL).offset + plan_.control.barrier_inbox_offset;
-  p.slot = 0;
   p.epoch = ++barrier_epoch_;
+  p.rank = rank_;
+  p.nranks = topo_.nranks;
   p.timeout_ns = static_cast<uint64_t>(config_.timeout_ms) * 1000000ull;
   p.error = error_device_;
   try {
@@ -298,30 +299,66 @@ EpcGroupInfo Group::info() const {
 }
 
 void Group::destroy() {
-  std::string failure = release();
-  if (!failure.empty()) fail(EPC_ERR_NCCL, failure);
+  const ReleaseFailure failure = release();
+  if (!failure.message.empty()) fail(failure.status, failure.message);
 }
 
-std::string Group::release() noexcept {
-  std::string first;
-  auto note = [&first](bool failed, const std::string& what) {
-    if (failed && first.empty()) first = what;
+bool Group::flush_gin(std::string* why) noexcept {
+  cudaStream_t stream = nullptr;
+  cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = kernels::launch_gin_flush(gin_state_, stream);
+  if (e != cudaSuccess) {
+    *why = format("flushing GIN before releasing the group: %s", cudaGetErrorString(e));
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    return true;  // nothing is running: the memory can go
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.timeout_ms);
+  while ((e = cudaStreamQuery(stream)) == cudaErrorNotReady) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      *why = format("GIN did not finish this rank's outstanding puts within the group's timeout (%u ms) "
+                    "at destroy: the network may still read the group's memory, so its window, device "
+                    "communicator and GIN signals are left allocated (leaked)",
+                    config_.timeout_ms);
+      cudaStreamDestroy(stream);  // released once the flush kernel ends, if it ever does
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (e != cudaSuccess) *why = format("flushing GIN before releasing the group: %s", cudaGetErrorString(e));
+  cudaStreamDestroy(stream);
+  return true;
+}
+
+Group::ReleaseFailure Group::release() noexcept {
+  ReleaseFailure first;
+  auto note = [&first](bool failed, EpcStatus status, const std::string& what) {
+    if (failed && first.message.empty()) first = ReleaseFailure{status, what};
   };
   int previous = -1;
   cudaGetDevice(&previous);
   if (device_ >= 0) cudaSetDevice(device_);
   // Nothing may still write into the window when it goes away.
   cudaError_t sync = cudaDeviceSynchronize();
-  note(sync != cudaSuccess, format("cudaDeviceSynchronize before releasing the group: %s",
-                                   cudaGetErrorString(sync)));
+  note(sync != cudaSuccess, EPC_ERR_CUDA,
+       format("cudaDeviceSynchronize before releasing the group: %s", cudaGetErrorString(sync)));
+  // Nor may the network still read from it: GIN puts can outlive the kernels that posted them.
+  if (gin_state_ != nullptr && dev_comm_created_) {
+    std::string why;
+    const bool flushed = flush_gin(&why);
+    note(!why.empty(), flushed ? EPC_ERR_CUDA : EPC_ERR_TIMEOUT, why);
+    if (!flushed) {
+      if (previous >= 0) cudaSetDevice(previous);
+      return first;
+    }
+  }
   if (dev_comm_created_) {
     ncclResult_t r = ncclDevCommDestroy(comm_, &dev_comm_);
-    note(r != ncclSuccess, format("ncclDevCommDestroy: %s", ncclGetErrorString(r)));
+    note(r != ncclSuccess, EPC_ERR_NCCL, format("ncclDevCommDestroy: %s", ncclGetErrorString(r)));
     dev_comm_created_ = false;
   }
   if (window_ != nullptr) {
     ncclResult_t r = ncclCommWindowDeregister(comm_, window_);
-    note(r != ncclSuccess, format("ncclCommWindowDeregister: %s", ncclGetErrorString(r)));
+    note(r != ncclSuccess, EPC_ERR_NCCL, format("ncclCommWindowDeregister: %s", ncclGetErrorString(r)));
     window_ = nullptr;
   }
   if (window_memory_ != nullptr) {
@@ -329,7 +366,7 @@ std::string Group::release() noexcept {
       config_.free_fn(config_.alloc_ctx, window_memory_);
     } else {
       ncclResult_t r = ncclMemFree(window_memory_);
-      note(r != ncclSuccess, format("ncclMemFree: %s", ncclGetErrorString(r)));
+      note(r != ncclSuccess, EPC_ERR_NCCL, format("ncclMemFree: %s", ncclGetErrorString(r)));
     }
     window_memory_ = nullptr;
   }

@@ -12,7 +12,6 @@
 #include <string>
 
 #include "core/config.hpp"
-#include "core/gin_support.hpp"
 #include "core/planner.hpp"
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
@@ -30,7 +29,7 @@ class Group {
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
-  // Collective over the LSA team; blocks until the barrier kernel ends. Throws
+  // Collective over every rank of the group; blocks until the barrier kernel ends. Throws
   // EPC_ERR_TIMEOUT when a peer did not arrive, and the group stays failed.
   void barrier(cudaStream_t stream);
 
@@ -72,7 +71,12 @@ class Group {
   uint64_t timeout_ns() const { return static_cast<uint64_t>(config_.timeout_ms) * 1000000ull; }
 
  private:
-  void allocate_window();
+  // The window's memory (zeroed), the error record and the step counters.
+  void allocate_memory();
+  // Collective; also the ordering point of creation (register_window says why).
+  void register_window();
+  // Across LSA teams: zeroes the GIN signals NCCL gave this device communicator.
+  void reset_gin_signals();
   // Also the GIN check when the ranks span LSA teams: throws EPC_ERR_UNSUPPORTED (or
   // EPC_ERR_NCCL) with what NCCL reported when GIN cannot carry the group.
   void create_device_comm();
@@ -80,8 +84,16 @@ class Group {
   void reserve_kernel_stack();
   // Ranks in several LSA teams: the network transport is GIN, not the stand-in.
   bool spans_lsa_teams() const { return topo_.num_nodes > 1; }
-  // Releases whatever was acquired; returns the first failure's message ("" if none).
-  std::string release() noexcept;
+  struct ReleaseFailure {
+    EpcStatus status = EPC_OK;
+    std::string message;  // "" if none
+  };
+  // Releases whatever was acquired; returns the first failure. When GIN could not flush
+  // within the timeout, what the network may still touch stays allocated.
+  ReleaseFailure release() noexcept;
+  // Waits, bounded by the group's timeout, until GIN has read the sources of this rank's
+  // puts. False on a timeout (the flush kernel may still be running); `why` says what failed.
+  bool flush_gin(std::string* why) noexcept;
   void raise_if_device_failed();
   // Keeps the first failure as the sticky one (later ones are dropped).
   void record_failure(EpcStatus status, std::string message);
@@ -103,7 +115,6 @@ class Group {
   ncclWindow_t window_ = nullptr;
   bool dev_comm_created_ = false;
   ncclDevComm dev_comm_{};
-  GinReport gin_report_;  // what NCCL said about GIN (when the ranks span LSA teams)
   kernels::GinState* gin_state_ = nullptr;  // device memory, when the ranks span LSA teams
   kernels::DeviceError* error_host_ = nullptr;    // pinned, mapped
   kernels::DeviceError* error_device_ = nullptr;  // its device view

@@ -136,14 +136,12 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   plan.num_sms = c.num_sms;
   plan.dtype = c.dtype;
   plan.warps_per_block = kWarpsPerBlock;
-  plan.control.barrier_slots = kBarrierSlots;
   plan.control.barrier_inbox_offset = 0;
 
   LayoutBuilder builder(plan);
-  builder.add(EPC_REGION_CONTROL, EPC_SLOT_NONE,
-              static_cast<uint64_t>(kBarrierSlots) * static_cast<uint64_t>(t.lsa_size) * sizeof(uint64_t),
-              "control");
+  // Peers write from the control region on (the barrier inbox is signalled across nodes too).
   const uint64_t span_begin = builder.cursor();
+  builder.add(EPC_REGION_CONTROL, EPC_SLOT_NONE, static_cast<uint64_t>(t.nranks) * sizeof(uint64_t), "control");
   if (c.mode == EPC_MODE_LOW_LATENCY) {
     plan_low_latency(c, t, plan, builder);
   } else {

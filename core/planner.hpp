@@ -3,8 +3,9 @@
 // exactly this; epc_plan_query shows it to users before they allocate anything.
 //
 // Layout of one rank's window (offsets from its start; every region 256-byte aligned):
-//   control                      barrier inboxes (one uint64 epoch per LSA peer and barrier
-//                                slot), written by peers with release stores
+//   control                      the group barrier's inbox: [nranks] uint64 epochs, one per
+//                                rank of the group, signalled by that rank (across nodes
+//                                through the network transport)
 //   Low-latency mode, per double-buffer slot s in {0, 1}:
 //     dispatch_recv[s]           [nranks][max_tokens][message_bytes]: token messages, one per
 //                                (source rank, source token); a message is a header (token,
@@ -52,8 +53,7 @@ struct Region {
 
 // Inside the control region.
 struct ControlLayout {
-  uint32_t barrier_slots = 0;          // independent barriers (slot 0: the host barrier)
-  uint64_t barrier_inbox_offset = 0;   // [barrier_slots][lsa_size] uint64, from region start
+  uint64_t barrier_inbox_offset = 0;  // [nranks] uint64, from region start
 };
 
 // Where the network transport stages what is bound for ranks outside this rank's node
@@ -63,7 +63,7 @@ struct ControlLayout {
 // (offset - span_begin) instead, and the transport puts it from there.
 struct NetStagingLayout {
   uint64_t offset = 0;      // the net_staging region; 0 when every rank is in one node
-  uint64_t span_begin = 0;  // the first byte a peer writes (after the control region)
+  uint64_t span_begin = 0;  // the first byte a peer writes (the control region's start)
   uint64_t span_bytes = 0;
 };
 
@@ -95,7 +95,6 @@ struct Plan {
 
 constexpr uint64_t kRegionAlignment = 256;
 constexpr uint64_t kWindowAlignment = 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
-constexpr uint32_t kBarrierSlots = 4;
 // No window is planned beyond this (far beyond any GPU's memory; keeps every offset sum
 // inside 64 bits).
 constexpr uint64_t kMaxWindowBytes = uint64_t{1} << 52;

@@ -39,7 +39,7 @@ struct GinSignalArray {
   constexpr uint64_t bytes() const { return uint64_t{rows} * row_words * sizeof(uint64_t); }
   constexpr uint32_t id_rows() const { return rail != 0 ? rows / rows_per_node - 1 : rows - rows_per_node; }
   // Ids the array needs: its rows outside any one node (one per other node for a rail array).
-  constexpr uint32_t ids() const { return id_rows() * row_words; }
+  constexpr uint64_t ids() const { return uint64_t{id_rows()} * row_words; }
 };
 
 // Plain data, passed to kernels by value inside the transport.

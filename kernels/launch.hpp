@@ -14,17 +14,17 @@
 
 namespace epc::kernels {
 
-// Every rank of the LSA team stores `epoch` into its own inbox slot in every peer's window,
-// then waits until every peer's slot in its own window holds at least `epoch`.
+// Every rank of the group signals `epoch` into its own word of every rank's inbox (its own
+// included), then waits until every word of its own inbox holds at least `epoch`. Ranks of
+// other nodes are reached through the network transport, like every other signal.
 struct GroupBarrierParams {
-  ncclDevComm dev_comm;
-  ncclWindow_t window;
-  uint64_t inbox_offset;   // window offset of the [slots][lsa_size] uint64 inboxes
-  uint32_t slot;           // which barrier (independent epoch sequences)
-  uint32_t reserved;
-  uint64_t epoch;          // strictly increasing per slot, identical on every rank
+  PeerTransport transport;
+  uint64_t inbox_offset;   // window offset of the [nranks] uint64 inbox
+  uint64_t epoch;          // strictly increasing, identical on every rank
   uint64_t timeout_ns;
   DeviceError* error;      // device view of the group's error record
+  int rank;
+  int nranks;
 };
 
 cudaError_t launch_group_barrier(const GroupBarrierParams& params, cudaStream_t stream);
@@ -58,9 +58,20 @@ cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream);
 cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream);
 
+// GIN set-up and tear-down (groups spanning LSA teams; `state` is the group's GinState in
+// device memory). Zeroes signals [0, count) of context 0 (NCCL leaves a freed device
+// communicator's signals as they were, and hands their ids out again); and waits until
+// context 0's puts have read their sources (NCCL's flush, which spins without a bound: the
+// host bounds it by polling the stream).
+cudaError_t launch_gin_reset_signals(const GinState* state, uint32_t count, cudaStream_t stream);
+cudaError_t launch_gin_flush(const GinState* state, cudaStream_t stream);
+
 // The most per-thread local memory (bytes, stack frames and spills) any kernel above needs,
 // and its parts per file (kernels/kernel_stack.hpp says why group creation reserves it).
 size_t max_kernel_local_bytes();
+size_t group_barrier_local_bytes();
+size_t routing_copy_local_bytes();
+size_t gin_lifecycle_local_bytes();
 size_t ll_dispatch_local_bytes();
 size_t ll_combine_local_bytes();
 size_t ht_layout_local_bytes();

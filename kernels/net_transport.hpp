@@ -26,9 +26,8 @@
 //                  (EpcGroupConfig.virtual_node_size) run the network code paths, their
 //                  ordering and the add-only signals on one host.
 //   GinNetTransport  ncclGin puts and signals on the context the planner reserved; used when
-//                  the ranks span LSA teams. Compiled, never run (no NICs where it was
-//                  written), and group creation still refuses such groups until every
-//                  receive-side wait reads through read_signal.
+//                  the ranks span LSA teams and NCCL provides GIN. Compiled, never run on
+//                  network hardware (there were no NICs where it was written).
 #pragma once
 
 #include <nccl.h>

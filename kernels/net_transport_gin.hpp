@@ -2,9 +2,10 @@
 // different LSA teams. One of the two implementations behind NetTransport
 // (net_transport.hpp); kernels reach it only through PeerTransport.
 //
-// Compiled into the library, never run: the machines this was written on have no NICs,
-// and group creation still refuses ranks that span LSA teams (core/gin_support.hpp says
-// why). Everything below follows the contract in nccl_device/gin.h of NCCL 2.28.9.
+// Compiled into the library and chosen when the ranks span LSA teams and NCCL provides GIN
+// (core/gin_support.hpp), but never run on network hardware: the machines this was written
+// on have no NICs. Everything below follows the contract in nccl_device/gin.h of NCCL
+// 2.28.9. Group creation zeroes the signals and destroy flushes (kernels/gin_lifecycle.cu).
 //
 // What GIN guarantees, and how the transport uses it:
 //   - A put is ordered only through signals: a signal applied at the receiver becomes

@@ -2,6 +2,7 @@
 // outside [-1, num_experts) is replaced by -1 (masked) and reported in the group's error
 // record, so a bad value can never become an address in the communication kernels.
 #include "kernels/device/report.cuh"
+#include "kernels/kernel_stack.hpp"
 #include "kernels/launch.hpp"
 
 namespace epc::kernels {
@@ -27,5 +28,7 @@ cudaError_t launch_routing_copy(const RoutingCopyParams& params, cudaStream_t st
   routing_copy_kernel<<<blocks, threads, 0, stream>>>(params);
   return cudaGetLastError();
 }
+
+size_t routing_copy_local_bytes() { return max_local_bytes(routing_copy_kernel); }
 
 }  // namespace epc::kernels

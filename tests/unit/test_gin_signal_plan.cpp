@@ -37,10 +37,18 @@ struct SignalWord {
   bool written_in_node_for_another_node = false;
 };
 
-// Every signal word of a low-latency plan a rank receives: each writer's word of the two
-// slots' dispatch and combine arrays (kernels/device/step_signal.cuh).
-std::vector<SignalWord> ll_words(const epc::Plan& p, int nranks) {
+// The group barrier's inbox (kernels/group_barrier.cu): each writer's word, in both modes.
+std::vector<SignalWord> barrier_words(const epc::Plan& p, int nranks) {
   std::vector<SignalWord> words;
+  const uint64_t inbox = p.region(EPC_REGION_CONTROL).offset + p.control.barrier_inbox_offset;
+  for (int w = 0; w < nranks; ++w) words.push_back({inbox + 8ull * w, w});
+  return words;
+}
+
+// Every signal word of a low-latency plan a rank receives: the barrier's, and each writer's
+// word of the two slots' dispatch and combine arrays (kernels/device/step_signal.cuh).
+std::vector<SignalWord> ll_words(const epc::Plan& p, int nranks) {
+  std::vector<SignalWord> words = barrier_words(p, nranks);
   for (uint32_t s = 0; s < 2; ++s) {
     for (EpcRegionKind kind : {EPC_REGION_DISPATCH_SIGNAL, EPC_REGION_COMBINE_SIGNAL}) {
       for (int w = 0; w < nranks; ++w) words.push_back({p.region(kind, s).offset + 8ull * w, w});
@@ -50,7 +58,7 @@ std::vector<SignalWord> ll_words(const epc::Plan& p, int nranks) {
 }
 
 // Every signal word of a high-throughput plan across nodes that a rank receives from the
-// network or from its node: layout signals (ht_layout.cu), acknowledgements
+// network or from its node: the barrier's, layout signals (ht_layout.cu), acknowledgements
 // (ht_step_kernel.cuh), combine chunk flags (ht_combine_send.cuh, ht_combine_forward.cuh:
 // row x is written by x when x is in the reader's node or is its rail peer in another node
 // (the partials), else by the reader's node-mate with x's local index), rail flags
@@ -60,7 +68,7 @@ std::vector<SignalWord> ll_words(const epc::Plan& p, int nranks) {
 std::vector<SignalWord> ht_words(const epc::GroupConfig& c, const epc::Plan& p, const epc::Topology& t, int reader) {
   const int R = t.nranks, C = epc::kernels::ht_chunks(static_cast<int>(c.max_tokens_per_rank));
   const uint64_t acks = epc::ht_acks_offset(c, R);
-  std::vector<SignalWord> words;
+  std::vector<SignalWord> words = barrier_words(p, R);
   for (uint32_t s = 0; s < epc::kHtLayoutSlots; ++s) {
     for (int w = 0; w < R; ++w) words.push_back({p.region(EPC_REGION_LAYOUT, s).offset + 8ull * w, w});
   }
@@ -109,19 +117,22 @@ TEST(GinSignalPlan, LowLatencyOneIdPerRemoteWriterAndSlotArray) {
   const auto c = config(EPC_MODE_LOW_LATENCY, 64, 64);
   const epc::Topology t{8, 4, 2, 4};
   const epc::Plan p = epc::make_plan(c, t);
-  // 2 slots * (dispatch, combine) * 4 writers in the other node.
-  EXPECT_EQ(p.gin_signals, 16u);
+  // (barrier + 2 slots * (dispatch, combine)) * 4 writers in the other node.
+  EXPECT_EQ(p.gin_signals, 20u);
   EXPECT_EQ(p.gin_contexts, 1u);
-  EXPECT_EQ(p.gin_signal_map.count, 4u);
+  EXPECT_EQ(p.gin_signal_map.count, 5u);
   std::vector<std::vector<SignalWord>> words(8, ll_words(p, 8));
   expect_dense_ids(p, t, words);
-  // Reader 0 (node 0) numbers writers 4..7, reader 5 (node 1) writers 0..3, from id 0 on.
+  // Reader 0 (node 0) numbers writers 4..7, reader 5 (node 1) writers 0..3, from id 0 on
+  // (the barrier's), then the dispatch signals of slot 0 from id 4 on.
+  EXPECT_EQ(p.gin_signal_map.id(8 * 4, 0), 0u);
+  EXPECT_EQ(p.gin_signal_map.id(8 * 3, 1), 3u);
   const uint64_t dispatch0 = p.region(EPC_REGION_DISPATCH_SIGNAL, 0).offset;
-  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 4, 0), 0u);
-  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 7, 0), 3u);
-  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 0, 1), 0u);
-  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 3, 1), 3u);
-  EXPECT_EQ(p.gin_signal_map.id(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset + 8 * 4, 0), 4u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 4, 0), 4u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 7, 0), 7u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 0, 1), 4u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 3, 1), 7u);
+  EXPECT_EQ(p.gin_signal_map.id(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset + 8 * 4, 0), 8u);
 }
 
 TEST(GinSignalPlan, HighThroughputAcrossTwoAndFourNodes) {
@@ -130,10 +141,10 @@ TEST(GinSignalPlan, HighThroughputAcrossTwoAndFourNodes) {
     const epc::Plan p = epc::make_plan(c, t);
     const uint32_t remote_ranks = static_cast<uint32_t>(t.nranks - t.node_size);
     const uint32_t remote_nodes = static_cast<uint32_t>(t.num_nodes - 1);
-    // Layout (2 slots) and two acknowledgement arrays: one id per remote rank each; combine
-    // flags (partials from the rail peers) and rail flags 32 per remote node each.
-    EXPECT_EQ(p.gin_signals, 4 * remote_ranks + 32 * remote_nodes + 32 * remote_nodes) << t.num_nodes;
-    EXPECT_EQ(p.gin_signal_map.count, 6u);
+    // The barrier, layout (2 slots) and two acknowledgement arrays: one id per remote rank
+    // each; combine flags (partials from the rail peers) and rail flags 32 per remote node each.
+    EXPECT_EQ(p.gin_signals, 5 * remote_ranks + 32 * remote_nodes + 32 * remote_nodes) << t.num_nodes;
+    EXPECT_EQ(p.gin_signal_map.count, 7u);
     std::vector<std::vector<SignalWord>> words;
     for (int reader = 0; reader < t.nranks; ++reader) words.push_back(ht_words(c, p, t, reader));
     expect_dense_ids(p, t, words);
@@ -145,7 +156,7 @@ TEST(GinSignalPlan, WordsThatNoRemoteRankSignalsHaveNoId) {
   const epc::Plan p = epc::make_plan(c, {16, 8, 2, 8});
   const epc::kernels::GinSignalMap& map = p.gin_signal_map;
   // Dispatch chunk flags (raised by forwarders inside the node), payload slots, staging,
-  // the control region, a misaligned offset inside an array.
+  // the barrier word of a rank of the reader's node, a misaligned offset inside an array.
   EXPECT_EQ(map.id(p.region(EPC_REGION_DISPATCH_SIGNAL).offset + 8 * 9 * 32, 0), kNoGinSignal);
   EXPECT_EQ(map.id(p.region(EPC_REGION_COMBINE_RECV).offset, 0), kNoGinSignal);
   EXPECT_EQ(map.id(p.region(EPC_REGION_NET_STAGING).offset, 0), kNoGinSignal);
@@ -173,7 +184,7 @@ TEST(GinSignalPlan, VirtualNodesAcrossLsaTeamsNumberByNode) {
   c.virtual_node_size = 2;
   const epc::Topology t{8, 4, 2, 2};
   const epc::Plan p = epc::make_plan(c, {8, 4, 2});
-  EXPECT_EQ(p.gin_signals, 2u * 2u * 6u);
+  EXPECT_EQ(p.gin_signals, (1u + 2u * 2u) * 6u);
   std::vector<std::vector<SignalWord>> words(8, ll_words(p, 8));
   expect_dense_ids(p, t, words);
 }

@@ -72,16 +72,4 @@ TEST(GinSupport, ProxySignalIdsMustFitSixteenBits) {
   EXPECT_EQ(epc::judge_gin(kTwoNodes, created(4, epc::kGinBackendGdaki, 65536 - 319, 320)).status, EPC_OK);
 }
 
-TEST(GinSupport, AvailableGinIsStillRefusedUntilSetUpAndTearDownExist) {
-  const std::string one = epc::gin_not_ready_message(kTwoNodes, created(1, epc::kGinBackendGdaki, 0, 320));
-  EXPECT_TRUE(contains(one, "the 16 ranks span 2 NVLink (LSA) domains of 8 ranks and NCCL provides GIN "
-                            "(1 context, GDAKI backend)")) << one;
-  EXPECT_TRUE(contains(one, "GIN transport is compiled into the library")) << one;
-  EXPECT_TRUE(contains(one, "read every signal through it")) << one;
-  EXPECT_TRUE(contains(one, "reset the group's GIN signals")) << one;
-  EXPECT_TRUE(contains(one, "never run on network hardware")) << one;
-  const std::string four = epc::gin_not_ready_message(kTwoNodes, created(4, epc::kGinBackendProxy, 0, 320));
-  EXPECT_TRUE(contains(four, "(4 contexts, proxy backend)")) << four;
-}
-
 }  // namespace

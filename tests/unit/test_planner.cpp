@@ -27,7 +27,7 @@ TEST(Planner, LowLatencyDecodeLayoutByHand) {
   EXPECT_EQ(p.message_bytes, 112u + 14336u);
   EXPECT_EQ(p.num_slots, 2u);
   ASSERT_EQ(p.regions.size(), 9u);
-  // control: 4 barrier slots * 4 peers * 8 B = 128 -> 256.
+  // control: the barrier inbox, 4 ranks * 8 B = 32 -> 256.
   EXPECT_EQ(p.region(EPC_REGION_CONTROL).offset, 0u);
   EXPECT_EQ(p.region(EPC_REGION_CONTROL).size, 256u);
   // dispatch_recv[0]: 4 * 128 * 14448 = 7397376 messages + the count table 4 * 64 * 4 = 1024
@@ -155,19 +155,20 @@ TEST(Planner, NetworkResourcesOnlyAcrossNodes) {
   EXPECT_EQ(one.gin_contexts, 0u);
   EXPECT_EQ(one.gin_signals, 0u);
   EXPECT_EQ(two.gin_contexts, 1u);
-  // slots * (dispatch, combine) * ranks of the other node (words the own node writes
-  // travel over NVLink and need no GIN signal; tests/unit/test_gin_signal_plan.cpp)
-  EXPECT_EQ(two.gin_signals, 2u * 2u * 4u);
+  // (barrier + slots * (dispatch, combine)) * ranks of the other node (words the own node
+  // writes travel over NVLink and need no GIN signal; tests/unit/test_gin_signal_plan.cpp)
+  EXPECT_EQ(two.gin_signals, (1u + 2u * 2u) * 4u);
 }
 
-// Every rank outside the node gets a staging mirror of the span peers write into (all but
-// the control region); virtual nodes split an LSA team without asking for GIN resources.
+// Every rank outside the node gets a staging mirror of the span peers write into (the
+// whole window before it, the barrier inbox included); virtual nodes split an LSA team
+// without asking for GIN resources.
 TEST(Planner, RanksOutsideTheNodeGetStagingMirrors) {
   auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
   const epc::Plan flat = epc::make_plan(c, {4, 4, 1});
   EXPECT_EQ(flat.net_staging.offset, 0u);
   EXPECT_EQ(flat.regions.back().kind, EPC_REGION_COMBINE_SIGNAL);
-  const uint64_t span = flat.regions.back().offset + flat.regions.back().size - flat.regions[1].offset;
+  const uint64_t span = flat.regions.back().offset + flat.regions.back().size;
 
   for (uint32_t node_size : {1u, 2u}) {
     c.virtual_node_size = node_size;
@@ -176,7 +177,7 @@ TEST(Planner, RanksOutsideTheNodeGetStagingMirrors) {
     ASSERT_EQ(plan.regions.size(), flat.regions.size() + 1);
     const epc::Region& staging = plan.region(EPC_REGION_NET_STAGING);
     EXPECT_EQ(staging.name, "net_staging");
-    EXPECT_EQ(plan.net_staging.span_begin, flat.regions[1].offset);
+    EXPECT_EQ(plan.net_staging.span_begin, 0u);
     EXPECT_EQ(plan.net_staging.span_bytes, span);
     EXPECT_EQ(plan.net_staging.offset, staging.offset);
     EXPECT_EQ(staging.offset, flat.regions.back().offset + flat.regions.back().size);

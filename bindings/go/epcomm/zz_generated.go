@@ -143,7 +143,7 @@ func (m Mode) String() string {
 type RegionKind uint32
 
 const (
-	// RegionControl is EPC_REGION_CONTROL: error word, barrier epochs, step counters.
+	// RegionControl is EPC_REGION_CONTROL: barrier epochs, one per rank.
 	RegionControl RegionKind = 1
 	// RegionDispatchRecv is EPC_REGION_DISPATCH_RECV: incoming dispatch messages (LL: one per
 	// slot).

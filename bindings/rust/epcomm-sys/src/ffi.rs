@@ -182,7 +182,7 @@ impl Default for EpcGroupConfig {
 /// What a region of the symmetric window holds.
 pub type EpcRegionKind = u32;
 
-/// error word, barrier epochs, step counters
+/// barrier epochs, one per rank
 pub const EPC_REGION_CONTROL: EpcRegionKind = 1;
 
 /// incoming dispatch messages (LL: one per slot)
@@ -464,9 +464,13 @@ extern "C" {
     pub fn epc_plan_query(config: *const EpcGroupConfig, nranks: i32, lsa_size: i32, num_nodes: i32, out_plan: *mut EpcPlan) -> EpcStatus;
 
     /// Create a group on `comm` (an ncclComm_t, which must outlive the group). Allocates the
-    /// symmetric window the plan describes, registers it with NCCL, creates the NCCL device
-    /// communicator and proves every LSA peer reachable with a barrier kernel (bounded by
-    /// `timeout_ms`). Uses the CUDA device current on the calling thread, which must be the
+    /// symmetric window the plan describes, creates the NCCL device communicator, registers the
+    /// window with NCCL and proves every rank reachable with a barrier kernel (bounded by
+    /// `timeout_ms`). When the ranks span several NVLink (LSA) domains, the device communicator
+    /// gets NCCL's GPU-initiated networking (GIN), and creation fails with
+    /// EPC_ERR_UNSUPPORTED, quoting NCCL, where NCCL cannot provide it; each rank zeroes its GIN
+    /// signals before the (collective) window registration, so no peer's traffic can precede the
+    /// reset. (The GIN path has never run on network hardware; see the README.) Uses the CUDA device current on the calling thread, which must be the
     /// communicator's device. Loads every epcomm kernel and, if the device's per-thread stack
     /// limit (cudaLimitStackSize) is below what they need, raises it (a process-wide setting
     /// that waits for the device), so that no later launch waits behind a running kernel.
@@ -477,7 +481,10 @@ extern "C" {
     /// Release everything the group holds (device communicator, window, memory). Collective
     /// (every rank must destroy its group, since window deregistration is collective); blocking
     /// (waits for all work on the device, other groups' included); not thread-safe with other
-    /// calls on the group.
+    /// calls on the group. Across LSA domains it first waits, up to the group's timeout, until
+    /// GIN has read the sources of this rank's puts; if that does not happen in time it returns
+    /// EPC_ERR_TIMEOUT and leaves the window and device communicator allocated (the network may
+    /// still touch them: leaked rather than freed under it).
     /// NULL is a no-op.
     pub fn epc_group_destroy(group: *mut EpcGroup) -> EpcStatus;
 
@@ -485,11 +492,12 @@ extern "C" {
     /// `out_info->struct_size` bytes are written. Local, non-blocking, thread-safe.
     pub fn epc_group_query(group: *const EpcGroup, out_info: *mut EpcGroupInfo) -> EpcStatus;
 
-    /// Run the group's LSA barrier kernel on `stream` (a cudaStream_t; NULL = legacy default
-    /// stream) and wait for it: every rank of the LSA team arrives before any leaves. Proves the
-    /// window and device communicator work; also useful to fence phases. A peer that does not
-    /// arrive within the group's timeout makes this return EPC_ERR_TIMEOUT naming that peer, and
-    /// the group stays failed. Collective over the LSA team; blocking; not graph-capturable;
+    /// Run the group's barrier kernel on `stream` (a cudaStream_t; NULL = legacy default
+    /// stream) and wait for it: every rank of the group arrives before any leaves (ranks of other
+    /// nodes are reached through the network transport). Proves the window and device
+    /// communicator work; also useful to fence phases. A peer that does not arrive within the
+    /// group's timeout makes this return EPC_ERR_TIMEOUT naming that peer, and the group stays
+    /// failed. Collective over every rank of the group; blocking; not graph-capturable;
     /// thread-safe with other groups, not with other calls on the same group.
     pub fn epc_group_barrier(group: *mut EpcGroup, stream: *mut c_void) -> EpcStatus;
 

@@ -1,0 +1,39 @@
+#include "core/gin_probe.hpp"
+
+#include "core/gpu_check.hpp"
+
+namespace epc {
+
+GinReport create_gin_device_comm(ncclComm_t comm, const ncclDevCommRequirements& reqs, ncclDevComm* out) {
+  const ncclResult_t res = ncclDevCommCreate(comm, &reqs, out);
+  GinReport report;
+  report.signals_requested = static_cast<uint32_t>(reqs.ginSignalCount);
+  report.created = res == ncclSuccess;
+  report.nccl_result = static_cast<int>(res);
+  report.nccl_result_text = ncclGetErrorString(res);
+  if (res == ncclSuccess) {
+    report.contexts = out->ginContextCount;
+    report.backend = out->ginContextCount > 0 ? out->ginTypes[0] : 0;
+    report.signal_base = out->ginSignalBase;
+    report.signal_count = static_cast<uint64_t>(out->ginSignalCount);
+  } else {
+    const char* last = ncclGetLastError(comm);
+    report.nccl_last_error = last != nullptr ? last : "";
+  }
+  return report;
+}
+
+GinReport probe_gin(ncclComm_t comm, int rank, const ncclDevCommRequirements& reqs) {
+  ncclComm_t probe = nullptr;
+  check_nccl(ncclCommSplit(comm, 0, rank, &probe, nullptr),
+             "ncclCommSplit (a throw-away communicator to ask NCCL for GIN on)", comm);
+  ncclDevComm dev{};
+  const GinReport report = create_gin_device_comm(probe, reqs, &dev);
+  // Failures of the clean-up change nothing about the answer, and the group's own
+  // communicator does not depend on them.
+  if (report.created) ncclDevCommDestroy(probe, &dev);
+  ncclCommDestroy(probe);
+  return report;
+}
+
+}  // namespace epc
