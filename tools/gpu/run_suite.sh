@@ -35,6 +35,9 @@ run() {
 for n in $rank_counts; do
   run "gpu-$n-ranks" "$stage/tests/gpu/epcomm-gpu-tests" --ranks="$n" --time-limit="${TIME_LIMIT:-360}"
 done
+# Every rank on a "host" of its own: groups need GIN, which these machines lack, so creation
+# must be refused with NCCL's reason (or, given GIN, match the reference).
+run gpu-separate-hosts "$stage/tests/gpu/epcomm-gpu-hosts" --ranks=2 --time-limit="${TIME_LIMIT:-360}"
 run gpu-threads "$stage/tests/gpu/epcomm-gpu-threads"
 run epcomm-info "$stage/bench/epcomm-info"
 

@@ -10,7 +10,7 @@ stage=${2:-.gpu}
 rm -rf "$stage"
 mkdir -p "$stage/capi" "$stage/tests/gpu" "$stage/bench"
 cp -a "$build"/capi/libepcomm.so* "$stage/capi/"
-for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-threads bench/epcomm-info \
+for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-hosts tests/gpu/epcomm-gpu-threads bench/epcomm-info \
            bench/epcomm-bench; do
   if [ ! -f "$build/$exe" ]; then
     echo "stage.sh: $build/$exe is missing: build first (ninja -C $build)" >&2
