@@ -109,11 +109,11 @@ func (g *Group) Info() (GroupInfo, error) {
 	}, nil
 }
 
-// Barrier runs the group's LSA barrier kernel on stream (a cudaStream_t; nil = the legacy
-// default stream) and waits for it (epc_group_barrier): every rank of the NVLink team
-// arrives before any leaves. A peer that does not arrive within the group's timeout makes
-// it return ErrTimeout naming the peer, and the group stays failed. Collective over the LSA
-// team; blocking; not graph-capturable; serialized with other calls on this Group.
+// Barrier runs the group's barrier kernel on stream (a cudaStream_t; nil = the legacy
+// default stream) and waits for it (epc_group_barrier): every rank of the group arrives
+// before any leaves. A peer that does not arrive within the group's timeout makes it return
+// ErrTimeout naming the peer, and the group stays failed. Collective over every rank of the
+// group; blocking; not graph-capturable; serialized with other calls on this Group.
 func (g *Group) Barrier(stream unsafe.Pointer) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -136,11 +136,11 @@ class Group:
         return info_from_struct(out)
 
     def barrier(self, stream: Any = None) -> None:
-        """Run the group's LSA barrier on `stream` and wait for it (epc_group_barrier).
+        """Run the group's barrier on `stream` and wait for it (epc_group_barrier).
 
         `stream`: None (the legacy default stream), an int cudaStream_t, or a stream object
         (torch.cuda.Stream, CuPy, numba, or anything with __cuda_stream__). Collective over
-        the LSA team; blocking; not graph-capturable. A peer that does not arrive within
+        every rank of the group; blocking; not graph-capturable. A peer that does not arrive within
         the group's timeout raises EpcError(TIMEOUT) naming it, and the group stays failed.
         """
         stream = stream_address(stream)

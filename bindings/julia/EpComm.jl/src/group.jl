@@ -95,12 +95,12 @@ end
 """
     barrier(group; stream = nothing)
 
-Run the group's NVLink (LSA) barrier kernel on `stream` and wait for it
-(`epc_group_barrier`): every rank of the LSA team arrives before any leaves. `stream` is a
+Run the group's barrier kernel on `stream` and wait for it (`epc_group_barrier`): every
+rank of the group arrives before any leaves. `stream` is a
 `CuStream` (with CUDA.jl loaded), a `Ptr` to a `cudaStream_t`, or `nothing` for the legacy
 default stream. A peer that does not arrive within the group's timeout raises an
 [`EpcError`](@ref) with `EPC_ERR_TIMEOUT` naming it, and the group stays failed. Collective
-over the LSA team; blocking; not thread-safe with other calls on the same group.
+over every rank of the group; blocking; not thread-safe with other calls on the same group.
 """
 function barrier(group::Group; stream = nothing)
     GC.@preserve stream begin

@@ -108,12 +108,11 @@ impl<'comm> Group<'comm> {
         Ok(GroupInfo::from_raw(&raw))
     }
 
-    /// Run the group's NVLink (LSA) barrier on `stream` (None: the legacy default stream)
-    /// and wait for it (`epc_group_barrier`): every rank of the LSA team arrives before any
-    /// leaves. A peer that does not arrive within the group's timeout gives
+    /// Run the group's barrier on `stream` (None: the legacy default stream) and wait for
+    /// it (`epc_group_barrier`): every rank of the group arrives before any leaves. A peer that does not arrive within the group's timeout gives
     /// [`Status::TIMEOUT`] naming it, and the group stays failed.
     ///
-    /// Collective over the LSA team; blocking; not graph-capturable.
+    /// Collective over every rank of the group; blocking; not graph-capturable.
     pub fn barrier(&self, stream: Option<StreamRef<'_>>) -> Result<()> {
         let api = library()?;
         let barrier = entry!(api, group_barrier);
