@@ -18,8 +18,6 @@ struct Topology {
   int node_of(int rank) const { return rank / node_size; }
   // Ranks outside one's own node: how many peers the network transport serves.
   int remote_ranks() const { return nranks - node_size; }
-  // The LSA teams are split into virtual nodes.
-  bool virtual_nodes() const { return node_size < lsa_size; }
 };
 
 constexpr int kMaxRanks = 65536;

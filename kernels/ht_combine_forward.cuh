@@ -27,13 +27,16 @@ __device__ __forceinline__ int slot_index(const HtGeometry& g, int m, int i) {
 }
 
 // The flags of the chunks holding the token's rows on this node (`rows`: node_size entries),
-// lanes splitting the node's ranks.
-__device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int m, const int32_t* rows) {
+// lanes splitting the node's ranks. `*came` (every lane, valid when it returns true): the
+// token has a row on this node; without one there is nothing to wait for.
+__device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int m, const int32_t* rows,
+                                              bool* came) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
-  bool ok = true;
+  bool ok = true, any = false;
   for (int i = lane_id(); i < g.node_size && ok; i += kWarpSize) {
     const int row = rows[i];
+    any = any || row >= 0;
     const int index = slot_index(g, m, i);
     if (row < 0 || index == g.rank) continue;
     const uint64_t word = p.channel.flags_offset +
@@ -44,6 +47,7 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
                          kPhaseHtCombine, g.rank, writer);
   }
   __syncwarp();
+  *came = __any_sync(0xffffffffu, any);
   return __all_sync(0xffffffffu, ok);
 }
 
@@ -92,11 +96,10 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
     uint32_t came = 0;  // bit j: token first + j has rows on this node
     for (int t = first; t < end; ++t) {
       const int32_t* rows = c.handle.forwarded_rows + (static_cast<size_t>(m) * g.max_tokens + t) * g.node_size;
-      bool any = false;
-      for (int i = 0; i < g.node_size; ++i) any = any || rows[i] >= 0;
-      if (!any) continue;
+      bool here = false;
+      if (!wait_for_rows(p, step, m, rows, &here)) return false;
+      if (!here) continue;
       came |= 1u << (t - first);
-      if (!wait_for_rows(p, step, m, rows)) return false;
       const uint64_t at = offset + static_cast<uint64_t>(t) * g.combine_slot.bytes;
       reduce_token(p, m, source, t, rows, static_cast<char*>(c.transport.buffer(at, source)));
     }

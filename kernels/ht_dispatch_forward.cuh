@@ -37,8 +37,9 @@ __device__ __forceinline__ void copy_extras(const HtDispatchParams& p, const cha
 }
 
 // Keeps, for combine's reducers, where each token of the chunk went on this node's ranks
-// and its global entries (HtHandleArrays::forwarded_rows / forwarded_topk); a token that
-// did not come gets rows of -1.
+// and its global entries (HtHandleArrays::forwarded_rows / forwarded_topk). Here: rows of
+// -1 for a token that did not come, and the entries of one that did; the rows of a token
+// that came are recorded by forward_chunk, which reads them from the rail slot anyway.
 __device__ __forceinline__ void record_chunk(const HtDispatchParams& p, int m, int chunk, uint32_t mask) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -50,9 +51,7 @@ __device__ __forceinline__ void record_chunk(const HtDispatchParams& p, int m, i
     const size_t record = static_cast<size_t>(m) * g.max_tokens + t;
     const char* rail = static_cast<const char*>(c.transport.local(p.rail_data_offset + record * g.rail_slot.bytes));
     int32_t* rows = c.handle.forwarded_rows + record * g.node_size;
-    for (int i = lane; i < g.node_size; i += kWarpSize) {
-      rows[i] = came ? __ldcg(reinterpret_cast<const int32_t*>(rail + g.rail_slot.rows_offset) + i) : -1;
-    }
+    for (int i = lane; i < g.node_size && !came; i += kWarpSize) rows[i] = -1;
     if (came && lane < g.topk) {
       c.handle.forwarded_topk[record * g.topk + lane] =
           __ldcg(reinterpret_cast<const int32_t*>(rail + g.dispatch_slot.topk_offset) + lane);
@@ -62,7 +61,7 @@ __device__ __forceinline__ void record_chunk(const HtDispatchParams& p, int m, i
 
 // Forwards chunk `chunk` of `source` (whose rail flag said `mask`) to the ranks
 // first .. first + 31 of this node [node_begin, node_end) (lane i: rank first + i), then
-// raises their flags.
+// raises their flags. Records the rows of the tokens that came (record_chunk).
 __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_t step, int source, int chunk,
                                               uint32_t mask, int first, int node_begin, int node_end) {
   const HtCommon& c = p.common;
@@ -73,9 +72,10 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
   for (int j = 0; j < kHtChunkTokens; ++j) {
     if (((mask >> j) & 1u) == 0) continue;
     const int t = chunk * kHtChunkTokens + j;
-    const char* rail = static_cast<const char*>(c.transport.local(
-        p.rail_data_offset + (static_cast<uint64_t>(g.node_of(source)) * g.max_tokens + t) * g.rail_slot.bytes));
+    const uint64_t record = static_cast<uint64_t>(g.node_of(source)) * g.max_tokens + t;
+    const char* rail = static_cast<const char*>(c.transport.local(p.rail_data_offset + record * g.rail_slot.bytes));
     const int row = mine ? __ldcg(reinterpret_cast<const int32_t*>(rail + g.rail_slot.rows_offset) + (dest - node_begin)) : -1;
+    if (mine) c.handle.forwarded_rows[record * g.node_size + (dest - node_begin)] = row;
     if (row >= 0) {
       if (end == start) start = row;
       end = row + 1;

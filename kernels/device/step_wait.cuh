@@ -34,23 +34,13 @@ __device__ __forceinline__ bool wait_for_step(const PeerTransport& transport, ui
   if (threadIdx.x == 0) {
     // A longer bound than block 0's, so that block 0, which knows which peer is missing,
     // is the one to report a timeout.
-    Deadline deadline(timeout_ns + timeout_ns / 4);
-    uint64_t value;
-    failed = 0;
-    for (uint32_t spins = 0; ((value = load_acquire_gpu(ready)) & ~kReadyFailed) != epoch; ++spins) {
-      __nanosleep(kPollSleepNs);
-      if (spins % kPollsPerCheck != kPollsPerCheck - 1) continue;
-      if (deadline.expired()) {
-        report_failure(error, EPC_ERR_TIMEOUT, phase, rank, -1, deadline.elapsed_ns());
-        failed = 1;
-        break;
-      }
-      if (group_failed(error)) {
-        failed = 1;
-        break;
-      }
-    }
-    if ((value & kReadyFailed) != 0) failed = 1;
+    // A timeout here names no peer (-1); block 0's own failure arrives as the epoch with
+    // kReadyFailed set.
+    uint64_t value = 0;
+    const bool ok = poll_until([&] { return load_acquire_gpu(ready); },
+                               [&](uint64_t v) { return (v & ~kReadyFailed) == epoch; }, &value,
+                               timeout_ns + timeout_ns / 4, error, phase, rank, -1);
+    failed = ok && (value & kReadyFailed) == 0 ? 0 : 1;
   }
   __syncthreads();
   if (failed == 0 && payload != nullptr) {
