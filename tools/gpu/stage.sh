@@ -17,6 +17,9 @@ for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-hosts tests/gpu/epcom
     exit 1
   fi
   cp -a "$build/$exe" "$stage/$exe"
+  # Host debug info only: the library keeps its own, and the stage must stay small enough
+  # to carry to a GPU machine (64 MiB with the working tree).
+  if command -v strip >/dev/null; then strip --strip-debug "$stage/$exe"; fi
 done
 # The Python tools (bench/plot.py, bench/moe_layer.py, bindings/python) run from the
 # working tree, which the GPU machine has too.
