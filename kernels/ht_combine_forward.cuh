@@ -14,6 +14,7 @@
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/ht_combine_slots.cuh"
+#include "kernels/ht_rail_chunks.cuh"
 #include "kernels/ht_params.hpp"
 #include "kernels/ht_warp_roles.cuh"
 
@@ -77,19 +78,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int m, in
 __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
-  const int own_node = g.node_of(g.rank);
-  // Items as in dispatch's forwarders: chunk i / M of the rail peer in node (i + own node) % M.
-  auto chunks_of = [&](int m) { return m == own_node ? 0 : ht_chunks(c.handle.source_tokens[g.rail_peer(m)]); };
-  const int items = round_robin_items(g.num_nodes, chunks_of);
-  if (role.index >= items) return true;
-  if (!warp_wait_for_every_peer_signal(c.transport, p.channel.acks_offset, g.nranks, AtLeast{step}, c.timeout_ns,
-                                       c.error, kPhaseHtCombine, g.rank)) {
-    return false;
-  }
-  for (int item = role.index; item < items; item += role.count) {
-    const int m = (item + own_node) % g.num_nodes, chunk = item / g.num_nodes;
-    if (chunk >= chunks_of(m)) continue;
-    const int source = g.rail_peer(m);
+  return for_each_rail_chunk(c, p.channel.acks_offset, step, kPhaseHtCombine, role, [&](int m, int chunk, int source) {
     const int first = chunk * kHtChunkTokens;
     const int end = min(c.handle.source_tokens[source], first + kHtChunkTokens);
     const uint64_t offset = p.channel.data_offset + static_cast<uint64_t>(g.rank) * g.max_tokens * g.combine_slot.bytes;
@@ -103,7 +92,7 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
       const uint64_t at = offset + static_cast<uint64_t>(t) * g.combine_slot.bytes;
       reduce_token(p, m, source, t, rows, static_cast<char*>(c.transport.buffer(at, source)));
     }
-    if (came == 0) continue;  // the source waits only for tokens that came here
+    if (came == 0) return true;  // the source waits only for tokens that came here
     __syncwarp();  // the warp commits together what its lanes wrote
     for (int t = first; t < end; ++t) {
       if (((came >> (t - first)) & 1u) == 0) continue;
@@ -117,8 +106,8 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
                             (static_cast<uint64_t>(g.rank) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
       c.transport.signal(flag, source, chunk_flag(step, static_cast<uint32_t>(first), static_cast<uint32_t>(end)));
     }
-  }
-  return true;
+    return true;
+  });
 }
 
 }  // namespace epc::kernels::ht_combine_forward

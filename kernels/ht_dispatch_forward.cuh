@@ -14,6 +14,7 @@
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/ht_params.hpp"
+#include "kernels/ht_rail_chunks.cuh"
 #include "kernels/ht_warp_roles.cuh"
 
 namespace epc::kernels::ht_dispatch_forward {
@@ -116,20 +117,8 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
 __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
-  const int own_node = g.node_of(g.rank);
-  const int node_begin = own_node * g.node_size, node_end = node_begin + g.node_size;
-  // Items: chunk i / M of the rail peer in node (i + own node) % M; own node's chunks skipped.
-  auto chunks_of = [&](int m) { return m == own_node ? 0 : ht_chunks(c.handle.source_tokens[g.rail_peer(m)]); };
-  const int items = round_robin_items(g.num_nodes, chunks_of);
-  if (role.index >= items) return true;
-  if (!warp_wait_for_every_peer_signal(c.transport, p.channel.acks_offset, g.nranks, AtLeast{step}, c.timeout_ns,
-                                       c.error, kPhaseHtDispatch, g.rank)) {
-    return false;
-  }
-  for (int item = role.index; item < items; item += role.count) {
-    const int m = (item + own_node) % g.num_nodes, chunk = item / g.num_nodes;
-    if (chunk >= chunks_of(m)) continue;
-    const int source = g.rail_peer(m);
+  const int node_begin = g.node_of(g.rank) * g.node_size, node_end = node_begin + g.node_size;
+  return for_each_rail_chunk(c, p.channel.acks_offset, step, kPhaseHtDispatch, role, [&](int m, int chunk, int source) {
     uint64_t flag = 0;
     bool ok = true;
     if (lane_id() == 0) {
@@ -145,8 +134,8 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     for (int first = node_begin; first < node_end; first += kWarpSize) {
       forward_chunk(p, step, source, chunk, mask, first, node_begin, node_end);
     }
-  }
-  return true;
+    return true;
+  });
 }
 
 }  // namespace epc::kernels::ht_dispatch_forward
