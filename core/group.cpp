@@ -260,6 +260,7 @@ kernels::PeerTransport Group::transport() const {
   t.window = window_;
   t.node_begin = node_ * topo_.node_size;
   t.node_size = topo_.node_size;
+  t.one_node = topo_.nodes() == 1;
   t.staging.offset = plan_.net_staging.offset;
   t.staging.span_begin = plan_.net_staging.span_begin;
   t.staging.span_bytes = plan_.net_staging.span_bytes;

@@ -33,18 +33,18 @@ __device__ __forceinline__ void write_row(const HtCombineParams& p, int row, cha
 __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
+  auto source_of = [&g](int k) { return g.combine_send_source(k); };
   auto chunks_of = [&c](int s) { return ht_chunks(c.handle.recv_count[s]); };
-  const int items = round_robin_items(g.nranks, chunks_of);
-  if (role.index >= items) return true;
+  const RoundRobinDeal deal(g.combine_send_streams(), source_of, chunks_of);
+  if (role.index >= deal.items) return true;
   if (!warp_wait_for_every_peer_signal(c.transport, p.channel.acks_offset, g.nranks, AtLeast{step}, c.timeout_ns,
                                        c.error, kPhaseHtCombine, g.rank)) {
     return false;
   }
-  for (int item = role.index; item < items; item += role.count) {
-    const int source = (item + g.rank) % g.nranks, chunk = item / g.nranks;
-    if (chunk >= chunks_of(source)) continue;
+  for (int item = role.index; item < deal.items; item += role.count) {
+    int source, chunk;
+    if (!deal.item(item, &source, &chunk)) continue;
     const int target = g.in_own_node(source) ? source : g.rail_peer_here(source);
-    if (target == g.rank) continue;  // read in place by this rank's receivers or reducers
     const int index = g.rail_peer(g.node_of(source));  // this rank, when source is in its node
     const int first = chunk * kHtChunkTokens;
     const int end = min(c.handle.recv_count[source], first + kHtChunkTokens);

@@ -48,11 +48,13 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int chunks_per_source = ht_chunks(g.max_tokens);
+  // Every source but this rank, whose own rows the senders wrote straight to out_x.
+  auto other_source = [&g](int k) { return ring_member_after(g.rank, k, g.nranks); };
   auto chunks_of = [&c](int s) { return ht_chunks(c.handle.source_tokens[s]); };
-  const int items = round_robin_items(g.nranks, chunks_of);
-  for (int item = role.index; item < items; item += role.count) {
-    const int source = (item + g.rank) % g.nranks, chunk = item / g.nranks;
-    if (chunk >= chunks_of(source) || source == g.rank) continue;  // own rows: written by the senders
+  const RoundRobinDeal deal(g.nranks - 1, other_source, chunks_of);
+  for (int item = role.index; item < deal.items; item += role.count) {
+    int source, chunk;
+    if (!deal.item(item, &source, &chunk)) continue;
     uint64_t flag = 0;
     bool ok = true;
     if (lane_id() == 0) {

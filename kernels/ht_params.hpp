@@ -34,6 +34,9 @@ struct HtState {
   uint32_t combine_done;
 };
 
+// The k-th of the n - 1 members of a ring of n other than `me`, counted from the one after it.
+__device__ __host__ inline int ring_member_after(int me, int k, int n) { return (me + 1 + k) % n; }
+
 struct HtGeometry {
   int nranks;
   int rank;
@@ -49,12 +52,23 @@ struct HtGeometry {
   HtRailSlot rail_slot;  // with num_nodes > 1
 
   __device__ __host__ int node_of(int r) const { return r / node_size; }
-  __device__ __host__ bool in_own_node(int r) const { return node_of(r) == node_of(rank); }
+  // num_nodes first: kernels compiled for one node fold it (ht_step_kernel.cuh).
+  __device__ __host__ bool in_own_node(int r) const { return num_nodes == 1 || node_of(r) == node_of(rank); }
   // The rank with this rank's local index in node m: its peer on the rail to that node.
   __device__ __host__ int rail_peer(int m) const { return m * node_size + rank % node_size; }
   // The rank of this node with r's local index: r's rail peer here.
   __device__ __host__ int rail_peer_here(int r) const { return node_of(rank) * node_size + r % node_size; }
   __device__ __host__ bool is_rail_peer(int r) const { return r % node_size == rank % node_size; }
+  // Combine's sending streams: the sources not on this rank's rail (the same local index in
+  // any node), whose rows it returns; rows for those on its rail are read in place by its
+  // receivers or reducers. Local indices vary first, so consecutive streams go to different
+  // targets.
+  __device__ __host__ int combine_send_streams() const { return num_nodes * (node_size - 1); }
+  __device__ __host__ int combine_send_source(int k) const {
+    const int others = node_size - 1;
+    const int local = ring_member_after(rank % node_size, k % others, node_size);
+    return (node_of(rank) + k / others) % num_nodes * node_size + local;
+  }
   // True when a token whose rows on every rank are `rows` (token_row) has one on node m.
   __device__ __host__ bool node_receives(const int32_t* rows, int m) const {
     for (int i = 0; i < node_size; ++i) {

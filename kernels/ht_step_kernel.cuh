@@ -17,20 +17,31 @@
 
 namespace epc::kernels {
 
-// kForward: the launch has forwarding warps (groups of several nodes). A template flag, not
-// only forward_warps, so that one-node groups run kernels without the forwarding code: it
-// raised the spills of the whole HT combine kernel (ptxas, sm_90: spill loads 268 -> 712
-// bytes) and made one-node combine 10% slower (2 H200, 4096 tokens: 292 -> 322 us).
-template <typename Parts, bool kSend, bool kReceive, bool kForward>
-__global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Params p) {
+// Restates, as constants of a kernel's own copy of its parameters, what is true of every
+// one-node group: the compiler then folds the transport's and the geometry's node tests
+// and drops the network branches from the kernel (ptxas, sm_90, fused one-node kernels:
+// combine spill loads 268 -> 164 bytes, dispatch 240 -> 180; 2 H200, 4096 tokens: combine
+// 310-312 -> 307-310 us).
+__device__ __forceinline__ void fold_one_node(HtCommon& c) {
+  c.transport.one_node = true;
+  c.geo.num_nodes = 1;
+}
+
+// kAcrossNodes: the group has several nodes, and the launch forwarding warps. A template
+// flag, not only forward_warps, so that one-node groups run kernels compiled for one node:
+// without the forwarding code, whose inlining raised the spills of the whole HT combine
+// kernel (ptxas, sm_90: spill loads 268 -> 712 bytes) and made one-node combine 10% slower
+// (2 H200, 4096 tokens: 292 -> 322 us), and with every node test folded (fold_one_node).
+template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
+__device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
   const HtCommon& c = p.common;
   uint64_t* step_counter = Parts::step_counter(c.state);
   const uint64_t step = *step_counter;
-  const WarpRole role = warp_role<kSend, kReceive>(c.send_warps, kForward ? c.forward_warps : 0);
+  const WarpRole role = warp_role<kSend, kReceive>(c.send_warps, kAcrossNodes ? c.forward_warps : 0);
   if (kReceive) Parts::prologue(p);
   if (role.kind == HtRole::kSend) {
     Parts::send(p, step, role);
-  } else if (kForward && role.kind == HtRole::kForward) {
+  } else if (kAcrossNodes && role.kind == HtRole::kForward) {
     Parts::forward(p, step, role);
   } else {
     Parts::receive(p, step, role);
@@ -42,17 +53,33 @@ __global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Par
   }
 }
 
-template <typename Parts, bool kForward>
+// kAcrossNodes: the group has several nodes, and the launch forwarding warps. A template
+// flag, not only forward_warps, so that one-node groups run kernels compiled for one node:
+// without the forwarding code, whose inlining raised the spills of the whole HT combine
+// kernel (ptxas, sm_90: spill loads 268 -> 712 bytes) and made one-node combine 10% slower
+// (2 H200, 4096 tokens: 292 -> 322 us), and with every node test folded (fold_one_node).
+template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
+__global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Params params) {
+  if constexpr (kAcrossNodes) {
+    ht_step<Parts, kSend, kReceive, true>(params);
+  } else {
+    typename Parts::Params p = params;
+    fold_one_node(p.common);
+    ht_step<Parts, kSend, kReceive, false>(p);
+  }
+}
+
+template <typename Parts, bool kAcrossNodes>
 cudaError_t launch_ht_step_kernels(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
   static ResidentBlocks fused_capacity(kHtThreads);
-  if (blocks <= fused_capacity.get(ht_step_kernel<Parts, true, true, kForward>, 0)) {
-    ht_step_kernel<Parts, true, true, kForward><<<blocks, kHtThreads, 0, stream>>>(params);
+  if (blocks <= fused_capacity.get(ht_step_kernel<Parts, true, true, kAcrossNodes>, 0)) {
+    ht_step_kernel<Parts, true, true, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
     return cudaGetLastError();
   }
-  ht_step_kernel<Parts, true, false, kForward><<<blocks, kHtThreads, 0, stream>>>(params);
+  ht_step_kernel<Parts, true, false, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
   const cudaError_t sent = cudaGetLastError();
   if (sent != cudaSuccess) return sent;
-  ht_step_kernel<Parts, false, true, kForward><<<blocks, kHtThreads, 0, stream>>>(params);
+  ht_step_kernel<Parts, false, true, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }
 

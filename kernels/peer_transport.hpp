@@ -58,12 +58,16 @@ struct PeerTransport {
   ncclWindow_t window;
   int node_begin;  // first world rank of this rank's node
   int node_size;   // ranks in it; every rank when the group is one node
+  // The group is one node: no peer is behind the network. Redundant with node_size, but a
+  // kernel compiled for one-node groups sets it in its own copy of the parameters, and the
+  // compiler then folds every in_node() test and drops the network branches.
+  bool one_node;
   NetStaging staging;
   NetTransport net;
 
 #ifdef __CUDACC__
   __device__ bool in_node(int peer) const {
-    return static_cast<unsigned>(peer - node_begin) < static_cast<unsigned>(node_size);
+    return one_node || static_cast<unsigned>(peer - node_begin) < static_cast<unsigned>(node_size);
   }
   // The staged copy of `offset` for a peer outside this node.
   __device__ uint64_t staged(uint64_t offset, int peer) const {
