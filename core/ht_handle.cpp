@@ -118,7 +118,6 @@ kernels::HtCommon HtHandle::common() const {
   k.error = group_.device_error();
   k.timeout_ns = group_.timeout_ns();
   k.num_tokens = num_tokens_;
-  k.send_warps = kernels::kHtSendWarps;
   return k;
 }
 
@@ -224,6 +223,7 @@ void HtHandle::dispatch(const EpcTensor* x, const EpcTensor* x_scales, const Epc
   p.out_num_recv = out_num_recv != nullptr ? static_cast<int32_t*>(out_num_recv->data) : nullptr;
   p.row_bytes = static_cast<int>(H * static_cast<int64_t>(dtype_size(x->dtype)));
   p.fp8 = fp8;
+  p.common.send_warps = kernels::kHtDispatchSendWarps;
   if (group_.topology().nodes() > 1) {  // tokens cross between nodes once, then are forwarded
     p.common.forward_warps = kernels::kHtForwardWarps;
     p.rail_data_offset = group_.plan().region(EPC_REGION_RAIL_RECV).offset;
@@ -270,6 +270,8 @@ void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const 
   p.weights = backward ? static_cast<const float*>(topk_weights->data) : nullptr;
   p.out = static_cast<uint16_t*>(out->data);
   p.out_weights = backward ? static_cast<float*>(out_topk_weights->data) : nullptr;
+  // In nodes of one rank every row goes back through this rank's reducers: nothing to send.
+  p.common.send_warps = group_.topology().node_size > 1 ? kernels::kHtCombineSendWarps : 0;
   if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_combine(p, static_cast<int>(c.num_sms), stream),

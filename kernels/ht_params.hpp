@@ -10,18 +10,25 @@
 
 namespace epc::kernels {
 
-// Warps per block that send in a fused dispatch or combine (of 32; the others receive).
-// Measured on 4 H200, 4096 tokens, hidden 7168, 24 SMs: 10 senders 692 us dispatch / 791 us
-// combine, 16: 722 / 804, 22: 782 / 942. Sending is bound by each SM's NVLink store rate,
-// not by warps, and receivers need enough loads in flight.
-constexpr int kHtSendWarps = 12;
+// Warps per block that send in a fused dispatch / combine (of 32; the others receive, or
+// forward). Measured on 2 H200, 4096 tokens, hidden 7168, top-8, 24 SMs, graph replay, once
+// every SM got its share of the streams (RoundRobinDeal): dispatch with 8 senders 287 us,
+// 10: 266, 12: 269, 14: 263, 16: 255, 18: 248, 20: 254, 24: 247; combine with 4: 312,
+// 5: 297, 6: 287, 7: 292, 8: 300, 10: 313, 12: 332. Combine's receivers sum several rows
+// per token, and more senders starve them. (Earlier, on 4 H200 with a quarter of the SMs
+// idle in each role: dispatch / combine with 10 senders 692 / 791 us, 16: 722 / 804.)
+// Not yet measured on more than 2 GPUs with the even deal.
+constexpr int kHtDispatchSendWarps = 16;
+constexpr int kHtCombineSendWarps = 6;
 // Across nodes, warps per block that forward tokens arriving from rail peers into the
 // ranks of this node (dispatch; not yet tuned), taken from the receiving warps.
 constexpr int kHtForwardWarps = 6;
 // The same for combine, whose forwarding warps sum the node's rows for a remote source and
 // put the partials. Measured on 4 H200, 1024 tokens, hidden 7168, top-8, 24 SMs, combine in
 // 2 virtual nodes of 2 / 4 nodes of 1: 6 warps 657 / 946 us, 9: 467 / 672, 12: 406 / 555,
-// 14: 389 / 493, 16: 447 / 435, 18: 699 / 674 (too few receivers left).
+// 14: 389 / 493, 16: 447 / 435, 18: 699 / 674 (too few receivers left); with the even deal,
+// on 2 H200 as 2 nodes of 1 (no combine senders then): 8 warps 232 us, 10: 234, 12: 181,
+// 14: 189, 16: 180.
 constexpr int kHtCombineForwardWarps = 14;
 
 // Per-group device state. Step counters live on the device so that captured graphs advance
@@ -104,7 +111,7 @@ struct HtCommon {
   DeviceError* error;
   uint64_t timeout_ns;
   int num_tokens;  // B of this rank
-  int send_warps;     // of each block's kHtThreads / 32 warps in a fused launch, the sending ones
+  int send_warps;     // of each block's kHtThreads / 32 warps in a fused launch, the sending ones (may be 0)
   int forward_warps;  // then the forwarding ones (dispatch across nodes, else 0)
 };
 
