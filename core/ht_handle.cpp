@@ -270,8 +270,7 @@ void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const 
   p.weights = backward ? static_cast<const float*>(topk_weights->data) : nullptr;
   p.out = static_cast<uint16_t*>(out->data);
   p.out_weights = backward ? static_cast<float*>(out_topk_weights->data) : nullptr;
-  // In nodes of one rank every row goes back through this rank's reducers: nothing to send.
-  p.common.send_warps = group_.topology().node_size > 1 ? kernels::kHtCombineSendWarps : 0;
+  p.common.send_warps = kernels::ht_combine_send_warps(group_.topology().node_size);
   if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_combine(p, static_cast<int>(c.num_sms), stream),
