@@ -27,11 +27,7 @@ __device__ __forceinline__ void fold_one_node(HtCommon& c) {
   c.geo.num_nodes = 1;
 }
 
-// kAcrossNodes: the group has several nodes, and the launch forwarding warps. A template
-// flag, not only forward_warps, so that one-node groups run kernels compiled for one node:
-// without the forwarding code, whose inlining raised the spills of the whole HT combine
-// kernel (ptxas, sm_90: spill loads 268 -> 712 bytes) and made one-node combine 10% slower
-// (2 H200, 4096 tokens: 292 -> 322 us), and with every node test folded (fold_one_node).
+// One launch's part of a step, as ht_step_kernel below instantiates it.
 template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
 __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
   const HtCommon& c = p.common;
