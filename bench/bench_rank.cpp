@@ -106,7 +106,7 @@ class Driver {
         static_cast<int64_t>(run_.group.message_bytes) != run_.wire.net_dispatch_message_bytes) {
       error_ = "the library's dispatch message is " + std::to_string(run_.group.message_bytes) +
                " B but bench/traffic.cpp counts " + std::to_string(run_.wire.net_dispatch_message_bytes) +
-               " B: update WireFormat (kernels/ll_message.hpp, kernels/ht_message.hpp)";
+               " B: update WireFormat (kernels/wire/ll_message.hpp, kernels/wire/ht_message.hpp)";
       return agree(false, "to match the library's message size");
     }
     if (!agree(describe_machine(s_, run_.machine, error_), "to describe its GPU")) return false;

@@ -1,7 +1,7 @@
-// The body of one rank process (see tests/gpu/harness/harness.hpp for how ranks start).
+// The body of one rank process (see tests/harness/harness.hpp for how ranks start).
 #pragma once
 
-#include "tests/gpu/harness/harness.hpp"
+#include "tests/harness/harness.hpp"
 
 namespace epc::bench {
 

@@ -16,7 +16,7 @@
 #include "bench/mode.hpp"
 #include "bench/options.hpp"
 #include "bench/output.hpp"
-#include "tests/gpu/harness/launcher_flags.hpp"
+#include "tests/harness/launcher_flags.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/gpu/harness/harness.hpp"
+#include "tests/harness/harness.hpp"
 
 namespace epc::bench {
 

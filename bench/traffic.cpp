@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdio>
 
-#include "kernels/ht_message.hpp"
-#include "kernels/ll_message.hpp"
+#include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_message.hpp"
 
 namespace epc::bench {
 
@@ -16,19 +16,19 @@ WireFormat WireFormat::for_dtype(int hidden, bool fp8, int topk) {
   w.combine_row_bytes = 2 * h;
   // The receive slot of a message (core/planner.cpp, plan_low_latency): a header with room for
   // max_topk entries, then the payload, padded to 16 bytes. The network puts all of it, or
-  // the header alone when the token has no entry on that peer (kernels/ll_dispatch_send.cuh).
+  // the header alone when the token has no entry on that peer (kernels/ll/ll_dispatch_send.cuh).
   w.net_dispatch_header_bytes = static_cast<int64_t>(kernels::ll_message_header_bytes(static_cast<size_t>(topk)));
   w.net_dispatch_message_bytes =
       (w.net_dispatch_header_bytes + w.dispatch_row_bytes + static_cast<int64_t>(kernels::kLlMessageAlignment) - 1) /
       static_cast<int64_t>(kernels::kLlMessageAlignment) * static_cast<int64_t>(kernels::kLlMessageAlignment);
-  w.net_combine_row_bytes = w.combine_row_bytes;  // kernels/ll_combine_parts.cuh commits the row
+  w.net_combine_row_bytes = w.combine_row_bytes;  // kernels/ll/ll_combine_parts.cuh commits the row
   return w;
 }
 
 WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
   WireFormat w = for_dtype(hidden, fp8, topk);
   w.ht = true;
-  // What the send kernels write into a slot (kernels/ht_dispatch_send.cuh): the payload, the
+  // What the send kernels write into a slot (kernels/ht/ht_dispatch_send.cuh): the payload, the
   // scales with fp8, and K int32 local ids and K fp32 weights (the handle's K, not max_topk).
   w.ht_meta_bytes = 8 * static_cast<int64_t>(topk);
   w.ht_chunk_tokens = kernels::kHtChunkTokens;
@@ -132,7 +132,7 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   // A peer in another node is reached only through the network transport.
   auto remote = [&](int peer) { return peer / per_node != own_node; };
   // Ranks of other nodes with this rank's local index are its rail peers: it sends them its
-  // tokens for their nodes and forwards theirs into its own node (kernels/ht_dispatch_rail.cuh,
+  // tokens for their nodes and forwards theirs into its own node (kernels/ht/ht_dispatch_rail.cuh,
   // ht_dispatch_forward.cuh).
   auto same_rail = [&](int peer) { return peer % per_node == rank % per_node; };
   // HT dispatch across nodes goes by rail: a rail slot once per (token, other node hosting

@@ -3,13 +3,13 @@
 // expert) selection, high-throughput mode one row per (token, destination rank), self
 // included; payload only. Wire bytes are what leaves the GPU, that is what our kernels store
 // into other GPUs' memory, following their message format (the WireFormat below: keep it in
-// step with kernels/ll_message.hpp, ll_dispatch_send.cuh and ll_combine_parts.cuh for LL, and
-// kernels/ht_message.hpp for HT). With virtual nodes (--virtual-node-size) the bytes for peers
-// in other nodes go through the network transport instead (kernels/peer_transport.hpp): each
+// step with kernels/wire/ll_message.hpp, ll_dispatch_send.cuh and ll_combine_parts.cuh for LL, and
+// kernels/wire/ht_message.hpp for HT). With virtual nodes (--virtual-node-size) the bytes for peers
+// in other nodes go through the network transport instead (kernels/transport/peer_transport.hpp): each
 // message is staged in this rank's own window and put whole, slot padding included, so the
 // network counts use the slot sizes below; signals, flags, acknowledgements, count tables and
 // layout words travel the same way on either path. HT dispatch across nodes goes by rail
-// (kernels/ht_dispatch_rail.cuh, ht_dispatch_forward.cuh): a token crosses once per other
+// (kernels/ht/ht_dispatch_rail.cuh, ht_dispatch_forward.cuh): a token crosses once per other
 // node hosting its experts, into a rail slot of the rank with the source's local index
 // there, which forwards it over NVLink into the dispatch slots of the ranks of its node.
 // Pure CPU.
@@ -29,13 +29,13 @@ struct WireFormat {
   int64_t combine_row_bytes = 0;   // 2H: combine is bf16
   // LL: every (token, remote rank) gets a header: token index and entry count, then one
   // (local expert, position, weight) entry per entry on that rank; the row follows if there
-  // is one (kernels/ll_message.hpp). Each dispatch also sends every peer a table of int32
+  // is one (kernels/wire/ll_message.hpp). Each dispatch also sends every peer a table of int32
   // entry counts, one per local expert of that peer.
   int64_t header_fixed_bytes = 8;
   int64_t header_entry_bytes = 12;
   int64_t count_entry_bytes = 4;
   int64_t signal_bytes = 8;  // LL: per peer per half, one release-stored uint64
-  // HT (kernels/ht_message.hpp): a token goes once to every rank hosting one of its entries,
+  // HT (kernels/wire/ht_message.hpp): a token goes once to every rank hosting one of its entries,
   // into a slot: the payload row (fp8: then its scales), K int32 local expert ids and K fp32
   // weights. Dispatch publishes every chunk of `ht_chunk_tokens` source tokens with one uint64
   // flag per peer, combine every chunk of returned rows with one flag, and each op writes one
@@ -54,7 +54,7 @@ struct WireFormat {
   // staging copy: LL dispatch a message with entries as the plan's message_bytes (header for
   // K entries, then the payload, padded to 16 B) and a header-only one as the padded header;
   // LL combine the bf16 row; HT combine its whole slot and HT dispatch a whole rail slot
-  // (kernels/ht_message.hpp: every dispatch slot has room for fp8 scales and both top-k
+  // (kernels/wire/ht_message.hpp: every dispatch slot has room for fp8 scales and both top-k
   // arrays, every combine slot for the backward weights; a rail slot is a dispatch slot and
   // one int32 per rank of the node, padded to 16 B: net_rail_slot_bytes).
   int64_t net_dispatch_message_bytes = 0;  // LL: a message with entries; HT: a dispatch slot

@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "core/group.hpp"
-#include "core/ht_handle.hpp"
-#include "core/ll_handle.hpp"
+#include "core/ht/ht_handle.hpp"
+#include "core/ll/ll_handle.hpp"
 
 struct EpcGroup {
   static constexpr uint64_t kLiveMagic = 0x70757247435045ull;  // "EPCGrup"

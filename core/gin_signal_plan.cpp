@@ -2,7 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/planner.hpp"
-#include "kernels/ht_message.hpp"
+#include "kernels/wire/ht_message.hpp"
 
 namespace epc {
 

@@ -1,12 +1,12 @@
 // The GIN signal ids of a plan: which window words peers in other nodes signal, numbered
-// as kernels/gin_signal_map.hpp describes. Pure layout math, part of the planner.
+// as kernels/wire/gin_signal_map.hpp describes. Pure layout math, part of the planner.
 #pragma once
 
 #include <cstdint>
 
 #include "core/config.hpp"
 #include "core/topology.hpp"
-#include "kernels/gin_signal_map.hpp"
+#include "kernels/wire/gin_signal_map.hpp"
 
 namespace epc {
 

@@ -4,8 +4,8 @@
 
 #include "core/error.hpp"
 #include "core/gin_signal_plan.hpp"
-#include "kernels/ht_message.hpp"
-#include "kernels/ll_message.hpp"
+#include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_message.hpp"
 
 namespace epc {
 
@@ -82,7 +82,7 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
   b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "combine_signal");
   if (t.nodes() > 1) {
     // Dispatch crosses between nodes once per (token, node), to the rail peer, which
-    // forwards inside its node (kernels/ht_message.hpp).
+    // forwards inside its node (kernels/wire/ht_message.hpp).
     const uint64_t M = static_cast<uint64_t>(t.nodes());
     const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size));
     b.add(EPC_REGION_RAIL_RECV, EPC_SLOT_NONE, M * T * rail.bytes, "rail_recv");
@@ -173,7 +173,7 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
                                   plan.regions.size()));
   }
   plan.symmetric_bytes = builder.end();
-  // Beside the window: the low-latency step counters (kernels/ll_state.hpp) and, per slot,
+  // Beside the window: the low-latency step counters (kernels/wire/ll_state.hpp) and, per slot,
   // the entry count of every expert in this rank's current dispatch.
   // (High-throughput handles hold their layout arrays themselves.)
   plan.workspace_bytes = 256;

@@ -11,14 +11,14 @@
 //                                (source rank, source token); a message is a header (token,
 //                                entry count, then max_topk (local expert, position, weight)
 //                                entries naming the token's experts on this rank), then the
-//                                payload (kernels/ll_message.hpp), padded to 16 bytes
+//                                payload (kernels/wire/ll_message.hpp), padded to 16 bytes
 //                                so every message starts 16-byte aligned; then the [nranks]
 //                                [local_experts] int32 table of entries per source and expert
 //     dispatch_signal[s]         [nranks] uint64 arrival words, one per source rank
 //     combine_recv[s]            [nranks][max_tokens][hidden] bf16: each expert rank's
 //                                pre-reduced partial sum for each of this rank's tokens
 //     combine_signal[s]          [nranks] uint64
-//   High-throughput mode (kernels/ht_message.hpp has the slot formats):
+//   High-throughput mode (kernels/wire/ht_message.hpp has the slot formats):
 //     layout[s], s in {0, 1}     [nranks] uint64 signals, then [nranks][2 + local_experts]
 //                                uint32 counts from each source; successive layouts alternate
 //     dispatch_recv              [nranks][max_tokens] dispatch slots: row, fp8 scales, top-k
@@ -39,7 +39,7 @@
 #include "core/config.hpp"
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
-#include "kernels/gin_signal_map.hpp"
+#include "kernels/wire/gin_signal_map.hpp"
 
 namespace epc {
 
@@ -57,7 +57,7 @@ struct ControlLayout {
 };
 
 // Where the network transport stages what is bound for ranks outside this rank's node
-// (kernels/peer_transport.hpp): one mirror of the window span [span_begin, span_begin +
+// (kernels/transport/peer_transport.hpp): one mirror of the window span [span_begin, span_begin +
 // span_bytes) per remote rank, so a kernel writes what it would store into a remote peer's
 // window at `offset` into its own window at offset + (remote index) * span_bytes +
 // (offset - span_begin) instead, and the transport puts it from there.

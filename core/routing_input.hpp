@@ -1,5 +1,5 @@
 // How a handle takes in the caller's routing: the checks every mode applies to `topk_idx`
-// and the device copy that turns it into validated int32 (kernels/routing.cu), plus the
+// and the device copy that turns it into validated int32 (kernels/common/routing_copy.cu), plus the
 // small device allocation helper handles share.
 #pragma once
 

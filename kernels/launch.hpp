@@ -8,9 +8,9 @@
 
 #include <cstdint>
 
-#include "kernels/device_error.hpp"
-#include "kernels/ht_params.hpp"
-#include "kernels/ll_params.hpp"
+#include "kernels/wire/device_error.hpp"
+#include "kernels/wire/ht_params.hpp"
+#include "kernels/wire/ll_params.hpp"
 
 namespace epc::kernels {
 
@@ -50,7 +50,7 @@ cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, in
                               cudaStream_t stream);
 
 // High-throughput layout: one block numbers this rank's rows on every rank, exchanges the
-// counts with every rank and fills the handle's layout arrays (kernels/ht_params.hpp).
+// counts with every rank and fills the handle's layout arrays (kernels/wire/ht_params.hpp).
 cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream);
 
 // High-throughput dispatch and combine over `blocks` blocks (the SM budget): sending and
@@ -67,7 +67,7 @@ cudaError_t launch_gin_reset_signals(const GinState* state, uint32_t count, cuda
 cudaError_t launch_gin_flush(const GinState* state, cudaStream_t stream);
 
 // The most per-thread local memory (bytes, stack frames and spills) any kernel above needs,
-// and its parts per file (kernels/kernel_stack.hpp says why group creation reserves it).
+// and its parts per file (kernels/common/kernel_stack.hpp says why group creation reserves it).
 size_t max_kernel_local_bytes();
 size_t group_barrier_local_bytes();
 size_t routing_copy_local_bytes();

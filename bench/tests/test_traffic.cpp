@@ -108,7 +108,7 @@ TEST(Traffic, HighThroughputFp8AndChunks) {
   EXPECT_NE(w.describe().find("high-throughput"), std::string::npos);
   EXPECT_EQ(w.max_bytes_to_peer(100, 8), 100 * 2 * 7168);  // combine rows are the larger
   EXPECT_EQ(WireFormat::for_ht(7168, false, 8).max_bytes_to_peer(10, 8), 10 * (2 * 7168 + 64));
-  // The chunk size is the kernels' (kernels/ht_message.hpp).
+  // The chunk size is the kernels' (kernels/wire/ht_message.hpp).
   const WireFormat one = WireFormat::for_ht(8, false, 1);
   ASSERT_GT(one.ht_chunk_tokens, 0);
   // Two chunks and one token: every token's one entry on rank 1.
@@ -219,7 +219,7 @@ TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
   EXPECT_EQ(flat.baseline_wire_combine_bytes, r0.baseline_wire_combine_bytes);
 }
 
-// HT dispatch across nodes goes by rail (kernels/ht_dispatch_rail.cuh, ht_dispatch_forward.cuh).
+// HT dispatch across nodes goes by rail (kernels/ht/ht_dispatch_rail.cuh, ht_dispatch_forward.cuh).
 // In nodes of 2 the rank with local index i of one node is the rail peer of the rank with
 // local index i of the other: 0 <-> 2, 1 <-> 3. A source stores each token's 32 B slot over
 // NVLink into the other rank of its node when that rank has entries; it puts one 80 B rail

@@ -5,7 +5,7 @@
 #include <cuda/atomic>
 
 #include "epcomm/epcomm.h"
-#include "kernels/device_error.hpp"
+#include "kernels/wire/device_error.hpp"
 
 namespace epc::kernels {
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/peer_transport.hpp"
+#include "kernels/transport/peer_transport.hpp"
 
 namespace epc::kernels {
 

@@ -17,8 +17,8 @@
 #include "core/planner.hpp"
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
-#include "kernels/ht_message.hpp"
-#include "kernels/ll_message.hpp"
+#include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_message.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "core/reference/numeric.hpp"
+#include "tests/reference/numeric.hpp"
 #include "tests/gpu/rank_context.hpp"
 
 namespace epc::gputest {

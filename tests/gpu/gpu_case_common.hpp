@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/reference/problem_gen.hpp"
+#include "tests/reference/problem_gen.hpp"
 #include "epcomm/epcomm.h"
 
 namespace epc::gputest {

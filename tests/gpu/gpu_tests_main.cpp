@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "tests/gpu/harness/harness.hpp"
+#include "tests/harness/harness.hpp"
 #include "tests/gpu/rank_context.hpp"
 
 namespace {

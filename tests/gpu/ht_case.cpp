@@ -5,7 +5,7 @@
 #include <random>
 #include <utility>
 
-#include "core/reference/numeric.hpp"
+#include "tests/reference/numeric.hpp"
 
 namespace epc::gputest::ht {
 namespace {

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "core/reference/problem_gen.hpp"
-#include "core/reference/reference.hpp"
+#include "tests/reference/problem_gen.hpp"
+#include "tests/reference/reference.hpp"
 #include "epcomm/epcomm.h"
 #include "tests/gpu/gpu_case_common.hpp"
 

@@ -5,7 +5,7 @@
 #include <random>
 #include <utility>
 
-#include "core/reference/numeric.hpp"
+#include "tests/reference/numeric.hpp"
 #include "tests/gpu/rank_context.hpp"
 
 namespace epc::gputest::ll {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "epcomm/epcomm.h"
-#include "tests/gpu/harness/harness.hpp"
+#include "tests/harness/harness.hpp"
 
 namespace epc::gputest {
 

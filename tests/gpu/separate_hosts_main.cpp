@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "tests/gpu/harness/harness.hpp"
+#include "tests/harness/harness.hpp"
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"

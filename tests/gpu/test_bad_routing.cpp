@@ -1,5 +1,5 @@
 // Expert ids outside [-1, num_experts) on the GPU. Routing enters a handle only through the
-// routing copy kernel (kernels/routing.cu), which masks such an id (-1) and records
+// routing copy kernel (kernels/common/routing_copy.cu), which masks such an id (-1) and records
 // EPC_ERR_INVALID_ARGUMENT (phase "routing check") in the group's error record; the host turns
 // the record into a status at the next call on the group (Group::check_healthy), and every
 // call fails with it until the group is destroyed. What a caller sees, and when:

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/reference/reference.hpp"
+#include "tests/reference/reference.hpp"
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/rank_context.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/reference/reference.hpp"
+#include "tests/reference/reference.hpp"
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/rank_context.hpp"
 

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/reference/problem_gen.hpp"
-#include "core/reference/reference.hpp"
+#include "tests/reference/problem_gen.hpp"
+#include "tests/reference/reference.hpp"
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"
 

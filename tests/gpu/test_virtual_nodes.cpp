@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/reference/reference.hpp"
+#include "tests/reference/reference.hpp"
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/reference/reference.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace epc::ref::hand_case {
 

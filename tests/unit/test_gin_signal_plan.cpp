@@ -1,4 +1,4 @@
-// The GIN signal ids of a plan (core/gin_signal_plan.cpp, kernels/gin_signal_map.hpp):
+// The GIN signal ids of a plan (core/gin_signal_plan.cpp, kernels/wire/gin_signal_map.hpp):
 // every window word a rank of another node signals, as the kernels address it, has an id;
 // for each reader the ids are exactly [0, gin_signals), one per word; words written from
 // inside the reader's node, and words that are not signals, have none.
@@ -10,8 +10,8 @@
 #include "core/error.hpp"
 #include "core/gin_signal_plan.hpp"
 #include "core/planner.hpp"
-#include "kernels/gin_signal_map.hpp"
-#include "kernels/ht_message.hpp"
+#include "kernels/wire/gin_signal_map.hpp"
+#include "kernels/wire/ht_message.hpp"
 
 namespace {
 
@@ -37,7 +37,7 @@ struct SignalWord {
   bool written_in_node_for_another_node = false;
 };
 
-// The group barrier's inbox (kernels/group_barrier.cu): each writer's word, in both modes.
+// The group barrier's inbox (kernels/transport/group_barrier.cu): each writer's word, in both modes.
 std::vector<SignalWord> barrier_words(const epc::Plan& p, int nranks) {
   std::vector<SignalWord> words;
   const uint64_t inbox = p.region(EPC_REGION_CONTROL).offset + p.control.barrier_inbox_offset;

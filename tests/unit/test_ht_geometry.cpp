@@ -1,11 +1,11 @@
-// How the high-throughput kernels deal their streams (kernels/ht_params.hpp): combine's
+// How the high-throughput kernels deal their streams (kernels/wire/ht_params.hpp): combine's
 // senders must serve every source whose rows leave this rank exactly once and no other
 // (a source missed loses rows, one served twice writes them twice), for every node shape.
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "kernels/ht_params.hpp"
+#include "kernels/wire/ht_params.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/reference/numeric.hpp"
+#include "tests/reference/numeric.hpp"
 
 namespace epc::ref {
 namespace {

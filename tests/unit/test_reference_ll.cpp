@@ -12,8 +12,8 @@
 #include <tuple>
 #include <vector>
 
-#include "core/reference/problem_gen.hpp"
-#include "core/reference/reference.hpp"
+#include "tests/reference/problem_gen.hpp"
+#include "tests/reference/reference.hpp"
 #include "tests/unit/reference_hand_case.hpp"
 
 namespace epc::ref {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The high-throughput semantics (the header and core/reference/reference.hpp, HT section)
+// The high-throughput semantics (the header and tests/reference/reference.hpp, HT section)
 // on the low-latency test's llCase: the same tokens, routing and weights, received
 // token-major.
 //

@@ -8,7 +8,7 @@ import (
 
 // llCase is a low-latency step whose inputs every rank can compute for every rank, with
 // what the library must produce for it, computed on the host the way the header and the
-// reference model (core/reference/reference.hpp) define it. The values keep every
+// reference model (tests/reference/reference.hpp) define it. The values keep every
 // intermediate exact in bf16 and float32 (integers in [-8, 8], expert scales 1-3, weights
 // that are powers of two), yet the expected bits are still computed step by step, in the
 // defined order and with the defined roundings, rather than written down.

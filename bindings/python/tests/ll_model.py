@@ -1,6 +1,6 @@
 """A low-latency step whose inputs every rank can compute for every rank, and what the
 library must produce for it, computed on the host the way the header and the reference
-model (core/reference/reference.hpp) define it. Pure Python, so the model itself is tested
+model (tests/reference/reference.hpp) define it. Pure Python, so the model itself is tested
 without torch (test_ll_model.py).
 
 The values keep every intermediate exact in bf16 and float32 (integers in [-8, 8], expert

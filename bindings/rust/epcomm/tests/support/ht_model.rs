@@ -1,4 +1,4 @@
-//! The high-throughput semantics (header and core/reference/reference.hpp, HT section) on the
+//! The high-throughput semantics (header and tests/reference/reference.hpp, HT section) on the
 //! low-latency test's [`Case`]: the same tokens, routing and weights, received token-major.
 //!
 //! - dispatch: a token goes once to each rank hosting one of its unmasked entries; a rank's

@@ -1,6 +1,6 @@
 //! A low-latency step whose inputs every rank can compute for every rank, and what the
 //! library must produce for it, computed on the host the way the header and the reference
-//! model (core/reference/reference.hpp) define it.
+//! model (tests/reference/reference.hpp) define it.
 //!
 //! The values are chosen so that every intermediate is exact in bf16 and fp32 (integers in
 //! [-8, 8], expert scales 1-3, weights that are powers of two): the expected bits do not

@@ -1,0 +1,113 @@
+// High-throughput combine across nodes, the reducing part: this rank stands in, inside its
+// node, for its rail peer s in every other node m. The ranks of this node returned the rows
+// they received from s to this rank, into slots [their rail peer in m][j]
+// (ht_combine_send.cuh); each warp takes (node, chunk of s's tokens) items and, for each
+// token of the chunk that came to this node, waits for those rows, sums them in fp32 in
+// ascending rank order and rounds once to bf16 (the reference model's partial), and puts
+// that one row into s's slot [this rank][t] (with the backward weights of the entries
+// hosted here). Then it raises s's flag [this rank][chunk]. Where the token's rows are on
+// this node comes from the dispatch forwarders' record (HtHandleArrays::forwarded_rows).
+// Like the senders, it first waits until every rank has acknowledged the previous combine.
+#pragma once
+
+#include "kernels/device/bf16_row_sum.cuh"
+#include "kernels/device/chunk_flag.cuh"
+#include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_combine_slots.cuh"
+#include "kernels/ht/ht_rail_chunks.cuh"
+#include "kernels/wire/ht_params.hpp"
+#include "kernels/ht/ht_warp_roles.cuh"
+
+namespace epc::kernels::ht_combine_forward {
+
+// The slot index at which rank i of this node returned its row for a token of node m's
+// source: its rail peer in m; this rank's own row is read in place (index = this rank).
+__device__ __forceinline__ int slot_index(const HtGeometry& g, int m, int i) {
+  const int own = g.rank % g.node_size;
+  return i == own ? g.rank : m * g.node_size + i;
+}
+
+// The flags of the chunks holding the token's rows on this node (`rows`: node_size entries),
+// lanes splitting the node's ranks. `*came` (every lane, valid when it returns true): the
+// token has a row on this node; without one there is nothing to wait for.
+__device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int m, const int32_t* rows,
+                                              bool* came) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  bool ok = true, any = false;
+  for (int i = lane_id(); i < g.node_size && ok; i += kWarpSize) {
+    const int row = rows[i];
+    any = any || row >= 0;
+    const int index = slot_index(g, m, i);
+    if (row < 0 || index == g.rank) continue;
+    const uint64_t word = p.channel.flags_offset +
+                          (static_cast<uint64_t>(index) * ht_chunks(g.max_tokens) + row / kHtChunkTokens) * sizeof(uint64_t);
+    const int writer = g.node_of(g.rank) * g.node_size + i;
+    uint64_t flag = 0;
+    ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
+                         kPhaseHtCombine, g.rank, writer);
+  }
+  __syncwarp();
+  *came = __any_sync(0xffffffffu, any);
+  return __all_sync(0xffffffffu, ok);
+}
+
+// Token t's partial (and backward weights) into `slot`, s's slot [this rank][t] as buffer()
+// gave it.
+__device__ __forceinline__ void reduce_token(const HtCombineParams& p, int m, int source, int t, const int32_t* rows,
+                                             char* slot) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  auto term = [&](int i) -> const int4* {
+    return rows[i] >= 0 ? returned_row(p, source, slot_index(g, m, i), rows[i]) : nullptr;
+  };
+  warp_sum_bf16_rows(g.node_size, term, g.hidden / kBf16PerVector, reinterpret_cast<int4*>(slot));
+  const int k = lane_id();
+  if (p.weights == nullptr || k >= g.topk) return;
+  const int expert = c.handle.forwarded_topk[(static_cast<size_t>(m) * g.max_tokens + t) * g.topk + k];
+  const int owner = expert >= 0 ? expert / g.local_experts : -1;
+  float weight = 0.0f;  // entries hosted on other nodes come with those nodes' partials
+  if (owner >= 0 && g.in_own_node(owner)) {
+    const int i = owner % g.node_size;
+    weight = returned_weight(p, source, slot_index(g, m, i), rows[i], k);
+  }
+  reinterpret_cast<float*>(slot + g.combine_slot.weights_offset)[k] = weight;
+}
+
+// Returns false when a wait failed (recorded in the group's error).
+__device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  return for_each_rail_chunk(c, p.channel.acks_offset, step, kPhaseHtCombine, role, [&](int m, int chunk, int source) {
+    const int first = chunk * kHtChunkTokens;
+    const int end = min(c.handle.source_tokens[source], first + kHtChunkTokens);
+    const uint64_t offset = p.channel.data_offset + static_cast<uint64_t>(g.rank) * g.max_tokens * g.combine_slot.bytes;
+    uint32_t came = 0;  // bit j: token first + j has rows on this node
+    for (int t = first; t < end; ++t) {
+      const int32_t* rows = c.handle.forwarded_rows + (static_cast<size_t>(m) * g.max_tokens + t) * g.node_size;
+      bool here = false;
+      if (!wait_for_rows(p, step, m, rows, &here)) return false;
+      if (!here) continue;
+      came |= 1u << (t - first);
+      const uint64_t at = offset + static_cast<uint64_t>(t) * g.combine_slot.bytes;
+      reduce_token(p, m, source, t, rows, static_cast<char*>(c.transport.buffer(at, source)));
+    }
+    if (came == 0) return true;  // the source waits only for tokens that came here
+    __syncwarp();  // the warp commits together what its lanes wrote
+    for (int t = first; t < end; ++t) {
+      if (((came >> (t - first)) & 1u) == 0) continue;
+      c.transport.commit(offset + static_cast<uint64_t>(t) * g.combine_slot.bytes, g.combine_slot.bytes, source,
+                         lane_id(), kWarpSize);
+    }
+    __threadfence_system();
+    __syncwarp();
+    if (lane_id() == 0) {
+      const uint64_t flag = p.channel.flags_offset +
+                            (static_cast<uint64_t>(g.rank) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+      c.transport.signal(flag, source, chunk_flag(step, static_cast<uint32_t>(first), static_cast<uint32_t>(end)));
+    }
+    return true;
+  });
+}
+
+}  // namespace epc::kernels::ht_combine_forward

@@ -1,0 +1,83 @@
+// High-throughput combine, receiving part. Each warp takes tokens of this rank: it waits for
+// the flags of the chunks holding the token's returned rows (the layout says which row of
+// each rank's stream the token is), then sums them in fp32, rounding once to bf16, in the
+// order of the reference model: ranks ascending, where a rank of this node adds the row it
+// returned and, across nodes, another node adds once, at its rank on this rank's rail, the
+// partial sum of its rows that rank returned at slot [it][t] (ht_combine_forward.cuh). For
+// the backward pass, entry k's weight comes from the rank hosting entry k's expert (through
+// its node's partial when that is another node). Rows this rank returned to itself are
+// never copied: they are read from the caller's x.
+#pragma once
+
+#include "kernels/device/bf16_row_sum.cuh"
+#include "kernels/device/chunk_flag.cuh"
+#include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_combine_slots.cuh"
+#include "kernels/wire/ht_params.hpp"
+#include "kernels/ht/ht_warp_roles.cuh"
+
+namespace epc::kernels::ht_combine_recv {
+
+// What rank d contributes to token t (whose rows on every rank are `rows`): the slot row
+// index of the term in d's stream into this rank, or -1 for none. A rank of this node: the
+// row it returned; across nodes, this rank's rail peer in another node: token t's partial.
+__device__ __forceinline__ int term_row(const HtGeometry& g, const int32_t* rows, int t, int d) {
+  if (g.in_own_node(d)) return rows[d];
+  return g.is_rail_peer(d) && g.node_receives(rows, g.node_of(d)) ? t : -1;
+}
+
+// The flags of the chunks holding token t's terms, lanes splitting the ranks.
+__device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int t) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  const int per_source = ht_chunks(g.max_tokens);
+  const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
+  bool ok = true;
+  for (int d = lane_id(); d < g.nranks && ok; d += kWarpSize) {
+    const int row = term_row(g, rows, t, d);
+    if (row < 0 || d == g.rank) continue;  // no term, or this rank's own row (the caller's x)
+    const uint64_t word =
+        p.channel.flags_offset + (static_cast<uint64_t>(d) * per_source + row / kHtChunkTokens) * sizeof(uint64_t);
+    uint64_t flag = 0;
+    ok = wait_for_signal(c.transport, word, d, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
+                         kPhaseHtCombine, g.rank, d);
+  }
+  __syncwarp();
+  return __all_sync(0xffffffffu, ok);
+}
+
+__device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
+  auto term = [&](int d) -> const int4* {
+    const int row = term_row(g, rows, t, d);
+    return row >= 0 ? returned_row(p, g.rank, d, row) : nullptr;
+  };
+  warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector,
+                     reinterpret_cast<int4*>(p.out + static_cast<size_t>(t) * g.hidden));
+  const int k = lane_id();
+  if (p.out_weights != nullptr && k < g.topk) {
+    const int expert = c.handle.topk_idx[t * g.topk + k];
+    float weight = 0.0f;
+    if (expert >= 0) {
+      const int owner = expert / g.local_experts;
+      const int dest = g.in_own_node(owner) ? owner : g.rail_peer(g.node_of(owner));
+      weight = returned_weight(p, g.rank, dest, term_row(g, rows, t, dest), k);
+    }
+    p.out_weights[static_cast<size_t>(t) * g.topk + k] = weight;
+  }
+}
+
+// Returns false when a wait failed (recorded in the group's error). Tokens, not chunks, are
+// dealt to warps: a token's reduction is the slow part, so a warp holding a whole chunk at
+// the end would stretch the tail.
+__device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
+  for (int t = role.index; t < p.common.num_tokens; t += role.count) {
+    if (!wait_for_rows(p, step, t)) return false;
+    reduce_token(p, t);
+  }
+  return true;
+}
+
+}  // namespace epc::kernels::ht_combine_recv

@@ -1,0 +1,33 @@
+// Reading the rows and weights returned into this rank's combine slots [dest][row]
+// (ht_message.hpp), shared by the receivers and, across nodes, the reducers. A row whose
+// slot would be this rank's own ([rank][row]) was never copied: it is the caller's x.
+#pragma once
+
+#include "kernels/wire/ht_params.hpp"
+
+namespace epc::kernels {
+
+__device__ __forceinline__ const char* returned_slot(const HtCombineParams& p, int dest, int row) {
+  const HtGeometry& g = p.common.geo;
+  return static_cast<const char*>(p.common.transport.local(
+      p.channel.data_offset + (static_cast<uint64_t>(dest) * g.max_tokens + row) * g.combine_slot.bytes));
+}
+
+// The bf16 row at [dest][row]: rows this rank returned for its own tokens, or for tokens of a
+// source it reduces for (whose rows start at recv_base[source]), are read in place.
+__device__ __forceinline__ const int4* returned_row(const HtCombineParams& p, int source, int dest, int row) {
+  const HtGeometry& g = p.common.geo;
+  if (dest == g.rank) {
+    return reinterpret_cast<const int4*>(p.x + static_cast<size_t>(p.common.handle.recv_base[source] + row) * g.hidden);
+  }
+  return reinterpret_cast<const int4*>(returned_slot(p, dest, row));
+}
+
+// The backward weight of entry k at [dest][row], read in place like returned_row.
+__device__ __forceinline__ float returned_weight(const HtCombineParams& p, int source, int dest, int row, int k) {
+  const HtGeometry& g = p.common.geo;
+  if (dest == g.rank) return p.weights[static_cast<size_t>(p.common.handle.recv_base[source] + row) * g.topk + k];
+  return __ldcg(reinterpret_cast<const float*>(returned_slot(p, dest, row) + g.combine_slot.weights_offset) + k);
+}
+
+}  // namespace epc::kernels

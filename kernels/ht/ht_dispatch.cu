@@ -1,0 +1,32 @@
+// High-throughput dispatch: the sending part (ht_dispatch_send.cuh), across nodes the
+// forwarding part (ht_dispatch_forward.cuh), and the receiving part (ht_dispatch_recv.cuh),
+// launched as ht_step_kernel.cuh says.
+#include "kernels/ht/ht_dispatch_forward.cuh"
+#include "kernels/ht/ht_dispatch_recv.cuh"
+#include "kernels/ht/ht_dispatch_send.cuh"
+#include "kernels/ht/ht_step_kernel.cuh"
+#include "kernels/launch.hpp"
+
+namespace epc::kernels {
+
+namespace {
+
+struct DispatchParts {
+  using Params = HtDispatchParams;
+  __device__ static uint64_t* step_counter(HtState* s) { return &s->dispatch_step; }
+  __device__ static uint32_t* done_counter(HtState* s) { return &s->dispatch_done; }
+  __device__ static void prologue(const Params& p) { ht_dispatch_recv::write_counts(p); }
+  __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_send::run(p, step, r); }
+  __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_recv::run(p, step, r); }
+  __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_forward::run(p, step, r); }
+};
+
+}  // namespace
+
+cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream) {
+  return launch_ht_step<DispatchParts>(params, blocks, stream);
+}
+
+size_t ht_dispatch_local_bytes() { return ht_step_local_bytes<DispatchParts>(); }
+
+}  // namespace epc::kernels

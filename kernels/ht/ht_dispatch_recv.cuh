@@ -1,0 +1,81 @@
+// High-throughput dispatch, receiving part. Each warp takes (source rank, chunk) items:
+// it waits for the chunk's flag, which carries the row range [start, end) the chunk filled
+// in this rank's slots of that source, and copies those rows to the caller's outputs at row
+// recv_base[source] + j, so rows come out ordered by (source rank, source token).
+#pragma once
+
+#include "kernels/device/chunk_flag.cuh"
+#include "kernels/device/signal_wait.cuh"
+#include "kernels/device/row_copy.cuh"
+#include "kernels/wire/ht_params.hpp"
+#include "kernels/ht/ht_warp_roles.cuh"
+
+namespace epc::kernels::ht_dispatch_recv {
+
+__device__ __forceinline__ void copy_row(const HtDispatchParams& p, const char* slot, int row) {
+  const HtGeometry& g = p.common.geo;
+  const int lane = lane_id();
+  int4* dst = reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * p.row_bytes);
+  warp_copy_row_segmented<RowLoad::kCoherent>(dst, reinterpret_cast<const int4*>(slot), p.row_bytes / 16);
+  if (p.fp8) {
+    const int blocks = g.hidden / 128;
+    const float* scales = reinterpret_cast<const float*>(slot + g.dispatch_slot.scales_offset);
+    for (int b = lane; b < blocks; b += kWarpSize) p.out_scales[static_cast<size_t>(row) * blocks + b] = __ldcg(scales + b);
+  }
+  if (lane < g.topk) {
+    const size_t at = static_cast<size_t>(row) * g.topk + lane;
+    if (p.out_topk_idx != nullptr) {
+      p.out_topk_idx[at] = __ldcg(reinterpret_cast<const int32_t*>(slot + g.dispatch_slot.topk_offset) + lane);
+    }
+    if (p.out_topk_weights != nullptr) {
+      p.out_topk_weights[at] = __ldcg(reinterpret_cast<const float*>(slot + g.dispatch_slot.weights_offset) + lane);
+    }
+  }
+}
+
+// The layout's counts, for callers who asked for them.
+__device__ __forceinline__ void write_counts(const HtDispatchParams& p) {
+  const HtCommon& c = p.common;
+  if (blockIdx.x != 0) return;
+  if (p.out_expert_counts != nullptr) {
+    for (int l = threadIdx.x; l < c.geo.local_experts; l += blockDim.x) p.out_expert_counts[l] = c.handle.expert_counts[l];
+  }
+  if (p.out_num_recv != nullptr && threadIdx.x == 0) *p.out_num_recv = c.handle.recv_base[c.geo.nranks];
+}
+
+// Returns false when a wait failed (recorded in the group's error).
+__device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, const WarpRole& role) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  const int chunks_per_source = ht_chunks(g.max_tokens);
+  // Every source but this rank, whose own rows the senders wrote straight to out_x.
+  auto other_source = [&g](int k) { return ring_member_after(g.rank, k, g.nranks); };
+  auto chunks_of = [&c](int s) { return ht_chunks(c.handle.source_tokens[s]); };
+  const RoundRobinDeal deal(g.nranks - 1, other_source, chunks_of);
+  for (int item = role.index; item < deal.items; item += role.count) {
+    int source, chunk;
+    if (!deal.item(item, &source, &chunk)) continue;
+    uint64_t flag = 0;
+    bool ok = true;
+    if (lane_id() == 0) {
+      const uint64_t word =
+          p.channel.flags_offset + (static_cast<uint64_t>(source) * chunks_per_source + chunk) * sizeof(uint64_t);
+      // Across nodes the source's rail peer in this node forwards its rows and raises the flag.
+      const int writer = g.in_own_node(source) ? source : g.rail_peer_here(source);
+      ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
+                           kPhaseHtDispatch, g.rank, source);
+    }
+    __syncwarp();
+    if (!__shfl_sync(0xffffffffu, ok, 0)) return false;
+    flag = __shfl_sync(0xffffffffu, flag, 0);
+    const int base = c.handle.recv_base[source];
+    for (int j = chunk_flag_start(flag); j < chunk_flag_end(flag); ++j) {
+      const uint64_t offset = p.channel.data_offset +
+                              (static_cast<uint64_t>(source) * g.max_tokens + j) * g.dispatch_slot.bytes;
+      copy_row(p, static_cast<const char*>(c.transport.local(offset)), base + j);
+    }
+  }
+  return true;
+}
+
+}  // namespace epc::kernels::ht_dispatch_recv

@@ -1,0 +1,133 @@
+// The high-throughput layout: one block computes, for this rank's tokens, the row each
+// token takes among the tokens it sends to every rank (a prefix scan per destination), the
+// chunk boundaries the dispatch flags carry, and the entries per expert; it then writes
+// each rank its counts (tokens it will receive from here, this rank's B, entries per local
+// expert), signals, waits for every rank's counts and derives where each source's rows
+// start on this rank, N and the per-expert counts. Layouts are rare (once per handle), so
+// one block is enough; successive layouts alternate between two window slots because a
+// fast peer may start the next layout before a slow one has read this one.
+#include <cub/block/block_scan.cuh>
+
+#include "kernels/device/chunk_flag.cuh"
+#include "kernels/device/signal_wait.cuh"
+#include "kernels/common/kernel_stack.hpp"
+#include "kernels/launch.hpp"
+
+namespace epc::kernels {
+
+namespace {
+
+constexpr int kLayoutThreads = 1024;
+using Scan = cub::BlockScan<int, kLayoutThreads>;
+
+__device__ __forceinline__ bool token_goes_to(const int32_t* topk, int K, int local_experts, int dest) {
+  for (int k = 0; k < K; ++k) {
+    if (topk[k] >= 0 && topk[k] / local_experts == dest) return true;
+  }
+  return false;
+}
+
+// Fills token_row, chunk_start and `sent[d]` (shared) for every destination.
+__device__ void number_rows(const HtCommon& c, int* sent, Scan::TempStorage& scan) {
+  const HtGeometry& g = c.geo;
+  const int B = c.num_tokens, R = g.nranks, K = g.topk;
+  const int per_thread = (B + blockDim.x - 1) / blockDim.x;
+  const int first = min(B, static_cast<int>(threadIdx.x) * per_thread);
+  const int last = min(B, first + per_thread);
+  for (int d = 0; d < R; ++d) {
+    int mine = 0;
+    for (int t = first; t < last; ++t) mine += token_goes_to(c.handle.topk_idx + t * K, K, g.local_experts, d);
+    int row = 0, total = 0;
+    Scan(scan).ExclusiveSum(mine, row, total);
+    for (int t = first; t < last; ++t) {
+      if (t % kHtChunkTokens == 0) c.handle.chunk_start[(t / kHtChunkTokens) * R + d] = row;
+      const bool goes = token_goes_to(c.handle.topk_idx + t * K, K, g.local_experts, d);
+      c.handle.token_row[static_cast<size_t>(t) * R + d] = goes ? row++ : -1;
+    }
+    if (threadIdx.x == 0) {
+      c.handle.chunk_start[ht_chunks(B) * R + d] = total;
+      sent[d] = total;
+    }
+    __syncthreads();  // the scan storage is reused
+  }
+}
+
+__device__ void count_entries(const HtCommon& c) {
+  const HtGeometry& g = c.geo;
+  for (int e = threadIdx.x; e < g.num_experts; e += blockDim.x) c.handle.entry_counts[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < c.num_tokens * g.topk; i += blockDim.x) {
+    const int expert = c.handle.topk_idx[i];
+    if (expert >= 0) atomicAdd(&c.handle.entry_counts[expert], 1);
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParams p) {
+  extern __shared__ int sent[];  // [R]
+  __shared__ Scan::TempStorage scan;
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  const int R = g.nranks, L = g.local_experts;
+  const int words = static_cast<int>(kHtLayoutHeaderWords) + L;
+  const uint64_t step = c.state->layout_step;
+  const uint64_t slot = p.slot_offset[step & 1];
+
+  count_entries(c);
+  number_rows(c, sent, scan);
+
+  // This rank's words in every rank's slot, then one release signal per rank.
+  for (int i = threadIdx.x; i < R * words; i += blockDim.x) {
+    const int dest = i / words, w = i % words;
+    const int value = w == 0 ? sent[dest] : w == 1 ? c.num_tokens : c.handle.entry_counts[dest * L + w - 2];
+    const uint64_t offset = slot + p.words_offset + (static_cast<uint64_t>(g.rank) * words + w) * sizeof(int32_t);
+    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = value;
+  }
+  __syncthreads();
+  const uint64_t mine = static_cast<uint64_t>(g.rank) * words * sizeof(int32_t);
+  for (int d = 0; d < R; ++d) {
+    c.transport.commit(slot + p.words_offset + mine, words * sizeof(int32_t), d, threadIdx.x, blockDim.x);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    for (int d = 0; d < R; ++d) c.transport.signal(slot + static_cast<uint64_t>(g.rank) * sizeof(uint64_t), d, step + 1);
+  }
+  if (!wait_for_every_peer_signal(c.transport, slot, R, AtLeast{step + 1}, nullptr, c.timeout_ns, c.error,
+                                  kPhaseHtLayout, g.rank)) {
+    return;  // the step counter stays: the group is failed and every later call says so
+  }
+
+  const auto* received = static_cast<const volatile int32_t*>(c.transport.local(slot + p.words_offset));
+  for (int s = threadIdx.x; s < R; s += blockDim.x) {
+    c.handle.recv_count[s] = received[s * words];
+    c.handle.source_tokens[s] = received[s * words + 1];
+  }
+  for (int l = threadIdx.x; l < L; l += blockDim.x) {
+    int sum = 0;
+    for (int s = 0; s < R; ++s) sum += received[s * words + 2 + l];
+    c.handle.expert_counts[l] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int base = 0;
+    for (int s = 0; s < R; ++s) {
+      c.handle.recv_base[s] = base;
+      base += c.handle.recv_count[s];
+    }
+    c.handle.recv_base[R] = base;
+    c.state->layout_step = step + 1;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream) {
+  const size_t shared = static_cast<size_t>(params.common.geo.nranks) * sizeof(int);
+  ht_layout_kernel<<<1, kLayoutThreads, shared, stream>>>(params);
+  return cudaGetLastError();
+}
+
+size_t ht_layout_local_bytes() { return max_local_bytes(ht_layout_kernel); }
+
+}  // namespace epc::kernels

@@ -1,0 +1,95 @@
+// The launch shape shared by high-throughput dispatch and combine. `Parts` names the
+// operation's parameters, its step and finished-block counters in HtState, a prologue run
+// by receiving launches, and its sending, forwarding (across nodes) and receiving parts. Sending and receiving warps
+// run in one launch when the whole grid fits on the GPU at once (receivers spin on flags
+// that senders of the same launch raise, so every block must be resident), else the two
+// parts run one after the other. The last block to finish acknowledges the step to every
+// rank that wrote into this rank's slots, which lets them overwrite those slots next time.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/device/launch_done.cuh"
+#include "kernels/common/kernel_stack.hpp"
+#include "kernels/wire/ht_params.hpp"
+#include "kernels/ht/ht_warp_roles.cuh"
+#include "kernels/common/resident_blocks.hpp"
+
+namespace epc::kernels {
+
+// Restates, as constants of a kernel's own copy of its parameters, what is true of every
+// one-node group: the compiler then folds the transport's and the geometry's node tests
+// and drops the network branches from the kernel (ptxas, sm_90, fused one-node kernels:
+// combine spill loads 268 -> 164 bytes, dispatch 240 -> 180; 2 H200, 4096 tokens: combine
+// 310-312 -> 307-310 us).
+__device__ __forceinline__ void fold_one_node(HtCommon& c) {
+  c.transport.one_node = true;
+  c.geo.num_nodes = 1;
+}
+
+// One launch's part of a step, as ht_step_kernel below instantiates it.
+template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
+__device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
+  const HtCommon& c = p.common;
+  uint64_t* step_counter = Parts::step_counter(c.state);
+  const uint64_t step = *step_counter;
+  const WarpRole role = warp_role<kSend, kReceive>(c.send_warps, kAcrossNodes ? c.forward_warps : 0);
+  if (kReceive) Parts::prologue(p);
+  if (role.kind == HtRole::kSend) {
+    Parts::send(p, step, role);
+  } else if (kAcrossNodes && role.kind == HtRole::kForward) {
+    Parts::forward(p, step, role);
+  } else {
+    Parts::receive(p, step, role);
+  }
+  if (last_block_to_finish(Parts::done_counter(c.state)) && kReceive && threadIdx.x == 0) {
+    const uint64_t mine = p.channel.acks_offset + static_cast<uint64_t>(c.geo.rank) * sizeof(uint64_t);
+    for (int s = 0; s < c.geo.nranks; ++s) c.transport.signal(mine, s, step + 1);
+    *step_counter = step + 1;
+  }
+}
+
+// kAcrossNodes: the group has several nodes, and the launch forwarding warps. A template
+// flag, not only forward_warps, so that one-node groups run kernels compiled for one node:
+// without the forwarding code, whose inlining raised the spills of the whole HT combine
+// kernel (ptxas, sm_90: spill loads 268 -> 712 bytes) and made one-node combine 10% slower
+// (2 H200, 4096 tokens: 292 -> 322 us), and with every node test folded (fold_one_node).
+template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
+__global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Params params) {
+  if constexpr (kAcrossNodes) {
+    ht_step<Parts, kSend, kReceive, true>(params);
+  } else {
+    typename Parts::Params p = params;
+    fold_one_node(p.common);
+    ht_step<Parts, kSend, kReceive, false>(p);
+  }
+}
+
+template <typename Parts, bool kAcrossNodes>
+cudaError_t launch_ht_step_kernels(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
+  static ResidentBlocks fused_capacity(kHtThreads);
+  if (blocks <= fused_capacity.get(ht_step_kernel<Parts, true, true, kAcrossNodes>, 0)) {
+    ht_step_kernel<Parts, true, true, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
+    return cudaGetLastError();
+  }
+  ht_step_kernel<Parts, true, false, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
+  const cudaError_t sent = cudaGetLastError();
+  if (sent != cudaSuccess) return sent;
+  ht_step_kernel<Parts, false, true, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
+  return cudaGetLastError();
+}
+
+template <typename Parts>
+cudaError_t launch_ht_step(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
+  return params.common.forward_warps > 0 ? launch_ht_step_kernels<Parts, true>(params, blocks, stream)
+                                         : launch_ht_step_kernels<Parts, false>(params, blocks, stream);
+}
+
+template <typename Parts>
+size_t ht_step_local_bytes() {
+  return max_local_bytes(ht_step_kernel<Parts, true, true, false>, ht_step_kernel<Parts, true, false, false>,
+                         ht_step_kernel<Parts, false, true, false>, ht_step_kernel<Parts, true, true, true>,
+                         ht_step_kernel<Parts, true, false, true>, ht_step_kernel<Parts, false, true, true>);
+}
+
+}  // namespace epc::kernels

@@ -1,0 +1,167 @@
+// Low-latency combine. Send: one block per message this rank received in the last dispatch
+// sums, in fp32 and in the token's top-k order, weight x expert output over this rank's
+// entries of the token, rounds the partial to bf16 and stores it into the token's home rank
+// at [this rank][token]; the last block then signals every rank. Receive: waits for every
+// rank, then one block per token adds the partials of the ranks hosting its entries in
+// ascending rank order (fp32) and writes bf16. This is the reference model's ll_combine
+// with CombineOrder::kPerRankPrereduce.
+#pragma once
+
+#include "kernels/device/bf16.cuh"
+#include "kernels/device/launch_done.cuh"
+#include "kernels/device/step_wait.cuh"
+#include "kernels/device/step_signal.cuh"
+#include "kernels/device/warp.cuh"
+#include "kernels/wire/ll_params.hpp"
+#include "kernels/ll/ll_received.cuh"
+
+namespace epc::kernels::combine {
+
+constexpr int kChannelsPerVector = 8;  // 16 bytes of bf16
+constexpr int kRowsInFlight = 4;       // expert rows a thread loads before adding them
+constexpr int kRanksInFlight = 4;      // partials a thread loads before adding them
+
+union Vector {
+  int4 raw;
+  uint16_t bf16[kChannelsPerVector];
+};
+
+// The entries of one received message, read by its first warp into shared memory.
+struct MessageEntries {
+  int entries;
+  int flat_row[kWarpSize];  // -1 for an entry dispatch could not place (reported there)
+  float weight[kWarpSize];
+};
+
+// Pre-reduces one message with the whole block: partial = sum over its entries (top-k
+// order) of weight x row, with up to kRowsInFlight rows loaded before they are added.
+__device__ __forceinline__ void send_partial(const LlCombineParams& p, const MessageEntries& m, int4* dst) {
+  const int vectors = p.common.geo.hidden / kChannelsPerVector;
+  for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+    float acc[kChannelsPerVector] = {};
+    for (int j0 = 0; j0 < m.entries; j0 += kRowsInFlight) {
+      Vector y[kRowsInFlight];
+      for (int k = 0; k < kRowsInFlight && j0 + k < m.entries; ++k) {
+        const int row = m.flat_row[j0 + k];
+        if (row >= 0) y[k].raw = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * p.common.geo.hidden)[v];
+      }
+      for (int k = 0; k < kRowsInFlight && j0 + k < m.entries; ++k) {
+        if (m.flat_row[j0 + k] < 0) continue;
+        const float w = m.weight[j0 + k];
+        for (int e = 0; e < kChannelsPerVector; ++e) acc[e] = add_rounded_product(acc[e], w, bf16_bits_to_float(y[k].bf16[e]));
+      }
+    }
+    Vector out;
+    for (int e = 0; e < kChannelsPerVector; ++e) out.bf16[e] = float_to_bf16_bits(acc[e]);
+    dst[v] = out.raw;
+  }
+}
+
+// The whole part, run by every thread of every block.
+__device__ __forceinline__ void send(const LlCombineParams& p) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  const uint64_t step = c.state->combine_step;
+  const int slot = static_cast<int>(step & 1);
+  const int lane = lane_id();
+  extern __shared__ uint32_t tokens_from[];  // [nranks], as the last dispatch received
+  for (int s = threadIdx.x; s < g.nranks; s += blockDim.x) tokens_from[s] = static_cast<uint32_t>(c.handle.recv_tokens[s]);
+  __syncthreads();
+
+  __shared__ MessageEntries entries;
+  const int messages = received_messages(tokens_from, g.nranks);
+  for (int i = blockIdx.x; i < messages; i += gridDim.x) {
+    const ReceivedMessage m = received_message(i, tokens_from, g.nranks, g.max_tokens);
+    if (threadIdx.x < kWarpSize) {
+      const int n = c.handle.msg_entries[m.index];
+      if (lane == 0) entries.entries = n;
+      if (lane < n) {
+        entries.flat_row[lane] = c.handle.msg_rows[static_cast<size_t>(m.index) * g.max_entries + lane];
+        entries.weight[lane] = c.handle.msg_weights[static_cast<size_t>(m.index) * g.max_entries + lane];
+      }
+    }
+    __syncthreads();
+    if (entries.entries > 0) {
+      const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + m.token) * g.row_bytes;
+      send_partial(p, entries, static_cast<int4*>(c.transport.buffer(offset, m.source)));
+    }
+    __syncthreads();
+    if (entries.entries > 0) {
+      c.transport.commit(p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + m.token) * g.row_bytes,
+                         g.row_bytes, m.source, threadIdx.x, blockDim.x);
+    }
+    __syncthreads();  // `entries` is rewritten for the next message
+  }
+
+  if (last_block_to_finish(&c.state->combine_send_done) && threadIdx.x == 0) {
+    signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step, 0);
+  }
+}
+
+// The ranks hosting token t's unmasked entries, ascending, into shared `ranks`; returns
+// their number in every thread.
+__device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks) {
+  __shared__ int count;
+  if (threadIdx.x < kWarpSize) {
+    const int j = threadIdx.x;
+    const int expert = j < c.topk ? c.handle.topk_idx[t * c.topk + j] : -1;
+    const int rank = expert >= 0 ? expert / c.geo.local_experts : -1;
+    const unsigned same = __match_any_sync(0xffffffffu, rank);
+    const bool leader = rank >= 0 && (same & ((1u << j) - 1u)) == 0;
+    const unsigned leaders = __ballot_sync(0xffffffffu, leader);
+    int below = 0;  // distinct ranks smaller than this lane's
+    for (int k = 0; k < kWarpSize; ++k) {
+      const int other = __shfl_sync(0xffffffffu, rank, k);
+      below += ((leaders >> k) & 1u) && other < rank;
+    }
+    if (leader) ranks[below] = rank;
+    if (j == 0) count = __popc(leaders);
+  }
+  __syncthreads();
+  return count;
+}
+
+// The whole part, run by every thread of every block.
+__device__ __forceinline__ void receive(const LlCombineParams& p) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  const uint64_t step = c.state->combine_step;
+  const int slot = static_cast<int>(step & 1);
+  const int vectors = g.hidden / kChannelsPerVector;
+  __shared__ int ranks[kWarpSize];
+
+  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->combine_ready, nullptr, nullptr,
+                     c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
+    return;
+  }
+  const char* partials = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
+
+  for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
+    const int num_ranks = token_ranks(c, t, ranks);
+    auto* out = reinterpret_cast<int4*>(p.out + static_cast<size_t>(t) * g.hidden);
+    for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+      float acc[kChannelsPerVector] = {};
+      for (int r0 = 0; r0 < num_ranks; r0 += kRanksInFlight) {
+        Vector part[kRanksInFlight];
+        for (int k = 0; k < kRanksInFlight; ++k) {
+          if (r0 + k >= num_ranks) break;
+          part[k].raw = reinterpret_cast<const int4*>(
+              partials + (static_cast<size_t>(ranks[r0 + k]) * g.max_tokens + t) * g.row_bytes)[v];
+        }
+        for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
+          for (int e = 0; e < kChannelsPerVector; ++e) acc[e] = __fadd_rn(acc[e], bf16_bits_to_float(part[k].bf16[e]));
+        }
+      }
+      Vector result;
+      for (int e = 0; e < kChannelsPerVector; ++e) result.bf16[e] = float_to_bf16_bits(acc[e]);
+      out[v] = result.raw;
+    }
+    __syncthreads();  // `ranks` is rewritten for the next token
+  }
+
+  if (last_block_to_finish(&c.state->combine_recv_done) && threadIdx.x == 0) {
+    c.state->combine_step = step + 1;
+  }
+}
+
+}  // namespace epc::kernels::combine

@@ -1,0 +1,112 @@
+// Low-latency dispatch, receiving half. Waits for every source's signal, then places each
+// message on its own: an entry's packed row inside its expert is the number of that
+// expert's entries from lower source ranks (the count tables the sources sent) plus the
+// entry's position, which gives the reference order (source rank, source token, top-k slot)
+// with no scan. One block per message copies the payload once into every row it feeds, and
+// records the rows and weights that combine will need.
+#pragma once
+
+#include "kernels/device/launch_done.cuh"
+#include "kernels/device/step_wait.cuh"
+#include "kernels/device/step_signal.cuh"
+#include "kernels/device/warp.cuh"
+#include "kernels/wire/ll_params.hpp"
+#include "kernels/wire/ll_message.hpp"
+#include "kernels/ll/ll_received.cuh"
+
+namespace epc::kernels::dispatch_recv {
+
+constexpr int kMaxEntries = 32;  // the configuration's top-k limit
+
+// Where the entries of one message go, worked out by its first warp into shared memory.
+struct MessageRows {
+  int entries;
+  int flat_row[kMaxEntries];  // l * R*T + row, or -1 for an entry that did not fit
+};
+
+// The whole part, run by every thread of every block.
+__device__ __forceinline__ void run(const LlDispatchParams& p) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  const uint64_t step = c.state->dispatch_step;
+  const int slot = static_cast<int>(step & 1);
+  const int lane = lane_id();
+  extern __shared__ uint32_t tokens_from[];  // [nranks]
+
+  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->dispatch_ready, c.handle.recv_tokens,
+                     tokens_from, c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
+    return;  // the failure is recorded; the step counter stays, the group is failed
+  }
+
+  const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
+  const int32_t* table = reinterpret_cast<const int32_t*>(
+      slots + static_cast<size_t>(g.nranks) * g.max_tokens * g.message_bytes);  // [R][L]
+  const int expert_rows = g.nranks * g.max_tokens;
+  for (int l = blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts; l += gridDim.x * blockDim.x) {
+    int rows = 0;
+    for (int s = 0; s < g.nranks; ++s) rows += table[s * g.local_experts + l];
+    p.out_counts[l] = rows < expert_rows ? rows : expert_rows;
+  }
+
+  const bool fp8 = p.payload == LlPayload::kFp8;
+  const size_t out_row_bytes = static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
+  const int scales = g.hidden / 128;
+  const int messages = received_messages(tokens_from, g.nranks);
+  __shared__ MessageRows placed;
+  for (int i = blockIdx.x; i < messages; i += gridDim.x) {
+    const ReceivedMessage m = received_message(i, tokens_from, g.nranks, g.max_tokens);
+    const char* message = slots + static_cast<size_t>(m.index) * g.message_bytes;
+    if (threadIdx.x < kWarpSize) {
+      const int entries = reinterpret_cast<const LlMessageHeader*>(message)->entries;
+      if (lane == 0) {
+        c.handle.msg_entries[m.index] = entries;
+        placed.entries = entries;
+      }
+      if (lane < entries) {
+        const LlMessageEntry entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
+        const int l = entry.local_expert;
+        int row = entry.position;
+        for (int s = 0; s < m.source; ++s) row += table[s * g.local_experts + l];
+        int flat_row = -1;
+        // Only duplicate expert ids in a row can overfill an expert; never write past it.
+        if (row < expert_rows) {
+          flat_row = l * expert_rows + row;
+        } else {
+          report_failure(c.error, EPC_ERR_INVALID_ARGUMENT, kPhaseRouting, c.dev_comm.rank, m.source, 0);
+        }
+        placed.flat_row[lane] = flat_row;
+        const size_t at = static_cast<size_t>(m.index) * g.max_entries + lane;
+        c.handle.msg_rows[at] = flat_row;
+        c.handle.msg_weights[at] = entry.weight;
+      }
+    }
+    __syncthreads();
+    // The payload, loaded once per vector and stored into every row it feeds.
+    const char* payload = message + g.header_bytes;
+    const int vectors = static_cast<int>(out_row_bytes / 16);
+    for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+      const int4 data = reinterpret_cast<const int4*>(payload)[v];
+      for (int j = 0; j < placed.entries; ++j) {
+        const int row = placed.flat_row[j];
+        if (row >= 0) reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * out_row_bytes)[v] = data;
+      }
+    }
+    if (fp8) {
+      const float* src_scales = reinterpret_cast<const float*>(payload + g.hidden);
+      for (int k = threadIdx.x; k < scales; k += blockDim.x) {
+        const float value = src_scales[k];
+        for (int j = 0; j < placed.entries; ++j) {
+          const int row = placed.flat_row[j];
+          if (row >= 0) p.out_scales[static_cast<size_t>(row) * scales + k] = value;
+        }
+      }
+    }
+    __syncthreads();  // `placed` is rewritten for the next message
+  }
+
+  if (last_block_to_finish(&c.state->dispatch_recv_done) && threadIdx.x == 0) {
+    c.state->dispatch_step = step + 1;
+  }
+}
+
+}  // namespace epc::kernels::dispatch_recv

@@ -1,0 +1,146 @@
+// Low-latency dispatch, sending half. One block per token: it names the token's entries on
+// every rank (local expert, position among this rank's entries for that expert, weight),
+// writes a header into each rank's slot [this rank][token] (zero entries where the token
+// has none, so receivers never read a stale header), and stores the payload once into every
+// rank that hosts one of its entries: the row as it is, or quantized to e4m3 on the way.
+// The last block to finish sends each rank the table of entries per local expert, then
+// signals every rank with (epoch, B).
+#pragma once
+
+#include "kernels/device/fp8.cuh"
+#include "kernels/device/half_bits.cuh"
+#include "kernels/device/launch_done.cuh"
+#include "kernels/device/step_signal.cuh"
+#include "kernels/wire/ll_params.hpp"
+#include "kernels/wire/ll_message.hpp"
+#include "kernels/ll/ll_token_routing.cuh"
+
+namespace epc::kernels::dispatch_send {
+
+constexpr int kChannelsPerVector = 8;  // 16 bytes of a 16-bit row
+constexpr int kVectorsPerFp8Block = kFp8BlockChannels / kChannelsPerVector;  // 16 lanes
+
+// Stores the token's payload into every destination in `route`. Each thread owns one
+// 16-byte vector of the source row per round; for fp8 the 16 lanes holding one 128-channel
+// block agree on its scale through shuffles, so rounds are warp-uniform.
+__device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, char* const* messages,
+                             const TokenRoute& route) {
+  const LlGeometry& g = p.common.geo;
+  const int vectors = g.hidden / kChannelsPerVector;
+  const int rounds_end = (vectors + kWarpSize - 1) / kWarpSize * kWarpSize;
+  for (int v = threadIdx.x; v < rounds_end; v += blockDim.x) {
+    const bool valid = v < vectors;
+    int4 raw = make_int4(0, 0, 0, 0);
+    if (valid) raw = reinterpret_cast<const int4*>(row)[v];
+    if (p.payload == LlPayload::kHalf) {
+      if (!valid) continue;
+      for (int d = 0; d < route.num_dests; ++d) {
+        reinterpret_cast<int4*>(messages[d] + g.header_bytes)[v] = raw;
+      }
+      continue;
+    }
+    const uint16_t* half = reinterpret_cast<const uint16_t*>(&raw);
+    float values[kChannelsPerVector];
+    float amax = 0.0f;
+    for (int e = 0; e < kChannelsPerVector; ++e) {
+      values[e] = half_bits_to_float(half[e], p.x_is_fp16);
+      amax = amax_combine(amax, fabsf(values[e]));
+    }
+    for (int offset = kVectorsPerFp8Block / 2; offset > 0; offset /= 2) {
+      amax = amax_combine(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    }
+    if (!valid) continue;
+    const float scale = fp8_block_scale(amax, p.round_scale_ue8m0);
+    uint8_t q[kChannelsPerVector];
+    for (int e = 0; e < kChannelsPerVector; ++e) q[e] = float_to_e4m3(__fdiv_rn(values[e], scale));
+    const uint2 packed = *reinterpret_cast<const uint2*>(q);
+    const int block = v / kVectorsPerFp8Block;
+    for (int d = 0; d < route.num_dests; ++d) {
+      char* payload = messages[d] + g.header_bytes;
+      reinterpret_cast<uint2*>(payload)[v] = packed;
+      if (v % kVectorsPerFp8Block == 0) reinterpret_cast<float*>(payload + g.hidden)[block] = scale;
+    }
+  }
+}
+
+// Sends every rank the number of entries this rank has for each of its local experts, and
+// zeroes the slot's counters for the step after next.
+__device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, int32_t* counts, uint64_t table_offset) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  const int experts = g.nranks * g.local_experts;
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    const int dest = e / g.local_experts;
+    const size_t offset = table_offset + (static_cast<size_t>(g.rank) * g.local_experts + e % g.local_experts) * sizeof(int32_t);
+    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = counts[e];
+    counts[e] = 0;
+  }
+  __syncthreads();
+  const uint64_t bytes = static_cast<uint64_t>(g.local_experts) * sizeof(int32_t);
+  for (int d = 0; d < g.nranks; ++d) {
+    c.transport.commit(table_offset + static_cast<uint64_t>(g.rank) * bytes, bytes, d, threadIdx.x, blockDim.x);
+  }
+}
+
+// The whole part, run by every thread of every block.
+__device__ __forceinline__ void run(const LlDispatchParams& p) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  const uint64_t step = c.state->dispatch_step;
+  const int slot = static_cast<int>(step & 1);
+  int32_t* counts = p.expert_counts + static_cast<size_t>(slot) * g.nranks * g.local_experts;
+  __shared__ TokenRoute route;
+  __shared__ char* messages[kMaxRouteEntries];
+
+  for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
+    route_token(c, p.weights, t, &route);  // ends with __syncthreads
+    if (threadIdx.x < kWarpSize) {
+      // Headers: one per rank, entries in top-k order.
+      for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
+        const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
+        auto* header = static_cast<LlMessageHeader*>(c.transport.buffer(offset, d));
+        header->token = t;
+        header->entries = route.entries_on_rank(d);
+      }
+      const int j = threadIdx.x;
+      if (j < c.topk && route.expert[j] >= 0) {
+        const int dest = route.expert[j] / g.local_experts;
+        const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
+        char* message = static_cast<char*>(c.transport.buffer(offset, dest));
+        LlMessageEntry entry;
+        entry.local_expert = route.expert[j] - dest * g.local_experts;
+        entry.position = route.position[j];
+        entry.weight = route.weight[j];
+        reinterpret_cast<LlMessageEntry*>(message + sizeof(LlMessageHeader))[route.index_on_rank[j]] = entry;
+        atomicAdd(&counts[route.expert[j]], 1);
+      }
+      for (int d = threadIdx.x; d < route.num_dests; d += kWarpSize) {
+        const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
+        messages[d] = static_cast<char*>(c.transport.buffer(offset, route.dest[d]));
+      }
+    }
+    __syncthreads();
+    send_payload(p, static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2, messages, route);
+    __syncthreads();
+    // Every rank got a header; ranks hosting an entry also the payload.
+    const uint64_t offset = p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
+    for (int d = 0; d < g.nranks; ++d) {
+      c.transport.commit(offset, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d,
+                         threadIdx.x, blockDim.x);
+    }
+    __syncthreads();  // `route` and `messages` are rewritten for the next token
+  }
+
+  if (last_block_to_finish(&c.state->dispatch_send_done)) {
+    const uint64_t table = p.recv_offset[slot] + static_cast<uint64_t>(g.nranks) * g.max_tokens * g.message_bytes;
+    send_count_tables(p, counts, table);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step,
+                        static_cast<uint32_t>(c.num_tokens));
+    }
+  }
+}
+
+}  // namespace epc::kernels::dispatch_send

@@ -1,0 +1,166 @@
+// Parameters of the high-throughput kernels, passed by value. Offsets are into the group's
+// symmetric window (regions planned in core/planner.hpp, slots in kernels/wire/ht_message.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/wire/device_error.hpp"
+#include "kernels/wire/ht_message.hpp"
+#include "kernels/transport/peer_transport.hpp"
+
+namespace epc::kernels {
+
+// Warps per block that send in a fused dispatch (of 32; the others receive, or forward).
+// Measured with every SM given its share of the streams (RoundRobinDeal), 4096 tokens,
+// hidden 7168, top-8, 24 SMs, graph replay: on 2 H200 8 senders 287 us, 10: 266, 12: 269,
+// 14: 263, 16: 255, 18: 248, 20: 254, 24: 247; on 4 H200 12: 638, 16: 636, 20: 655.
+// (Earlier, on 4 H200 with a quarter of the SMs idle in each role: 10 senders 692 us,
+// 16: 722, 22: 782.)
+constexpr int kHtDispatchSendWarps = 16;
+// The same for combine, whose receivers sum several rows per token, so that more senders
+// starve them; the best count grows with the NVLink peers the rows go to: 3 per rank of
+// the node, at most 12, none in nodes of one rank (every row goes to this rank's reducers).
+// Measured as above: 2 H200 (node of 2) 4 senders 312 us, 5: 297, 6: 287, 7: 292, 8: 300,
+// 10: 313, 12: 332; 4 H200 (node of 4) 6: 738, 8: 669, 10: 629, 12: 620, 14: 637; 4 H200
+// as 2 nodes of 2, 1024 tokens: 6: 304, 10: 330. Nodes of 3 and above 4 are not measured.
+__host__ __device__ constexpr int ht_combine_send_warps(int node_size) {
+  return node_size <= 1 ? 0 : (3 * node_size < 12 ? 3 * node_size : 12);
+}
+// Across nodes, warps per block that forward tokens arriving from rail peers into the
+// ranks of this node (dispatch; not yet tuned), taken from the receiving warps.
+constexpr int kHtForwardWarps = 6;
+// The same for combine, whose forwarding warps sum the node's rows for a remote source and
+// put the partials. Measured on 4 H200, 1024 tokens, hidden 7168, top-8, 24 SMs, combine in
+// 2 virtual nodes of 2 / 4 nodes of 1: 6 warps 657 / 946 us, 9: 467 / 672, 12: 406 / 555,
+// 14: 389 / 493, 16: 447 / 435, 18: 699 / 674 (too few receivers left); with the even deal,
+// on 2 H200 as 2 nodes of 1 (no combine senders then): 8 warps 232 us, 10: 234, 12: 181,
+// 14: 189, 16: 180.
+constexpr int kHtCombineForwardWarps = 14;
+
+// Per-group device state. Step counters live on the device so that captured graphs advance
+// them at every replay; every rank runs the same sequence of calls, so they agree.
+struct HtState {
+  uint64_t layout_step;
+  uint64_t dispatch_step;
+  uint64_t combine_step;
+  uint32_t dispatch_done;  // blocks of the current launch that finished
+  uint32_t combine_done;
+};
+
+// The k-th of the n - 1 members of a ring of n other than `me`, counted from the one after it.
+__device__ __host__ inline int ring_member_after(int me, int k, int n) { return (me + 1 + k) % n; }
+
+struct HtGeometry {
+  int nranks;
+  int rank;
+  int local_experts;  // L
+  int num_experts;    // E
+  int max_tokens;     // T
+  int hidden;         // H
+  int topk;           // K of the handle
+  HtDispatchSlot dispatch_slot;
+  HtCombineSlot combine_slot;
+  int node_size;         // ranks per node (every rank when the group is one node)
+  int num_nodes;
+  HtRailSlot rail_slot;  // with num_nodes > 1
+
+  __device__ __host__ int node_of(int r) const { return r / node_size; }
+  // num_nodes first: kernels compiled for one node fold it (ht_step_kernel.cuh).
+  __device__ __host__ bool in_own_node(int r) const { return num_nodes == 1 || node_of(r) == node_of(rank); }
+  // The rank with this rank's local index in node m: its peer on the rail to that node.
+  __device__ __host__ int rail_peer(int m) const { return m * node_size + rank % node_size; }
+  // The rank of this node with r's local index: r's rail peer here.
+  __device__ __host__ int rail_peer_here(int r) const { return node_of(rank) * node_size + r % node_size; }
+  __device__ __host__ bool is_rail_peer(int r) const { return r % node_size == rank % node_size; }
+  // Combine's sending streams: the sources not on this rank's rail (the same local index in
+  // any node), whose rows it returns; rows for those on its rail are read in place by its
+  // receivers or reducers. Local indices vary first, so consecutive streams go to different
+  // targets.
+  __device__ __host__ int combine_send_streams() const { return num_nodes * (node_size - 1); }
+  __device__ __host__ int combine_send_source(int k) const {
+    const int others = node_size - 1;
+    const int local = ring_member_after(rank % node_size, k % others, node_size);
+    return (node_of(rank) + k / others) % num_nodes * node_size + local;
+  }
+  // True when a token whose rows on every rank are `rows` (token_row) has one on node m.
+  __device__ __host__ bool node_receives(const int32_t* rows, int m) const {
+    for (int i = 0; i < node_size; ++i) {
+      if (rows[m * node_size + i] >= 0) return true;
+    }
+    return false;
+  }
+};
+
+// The handle's layout, written by the layout kernel and read by dispatch and combine.
+struct HtHandleArrays {
+  int32_t* topk_idx;       // [T, K] validated routing
+  int32_t* token_row;      // [T, R]: row j of token t among this rank's tokens for rank d, or -1
+  int32_t* chunk_start;    // [T/C + 1, R]: tokens for rank d before chunk c (C = kHtChunkTokens)
+  int32_t* entry_counts;   // [E] scratch: this rank's entries per global expert
+  int32_t* recv_count;     // [R]: rows received from each source
+  int32_t* recv_base;      // [R + 1]: first row of each source; recv_base[R] = N
+  int32_t* source_tokens;  // [R]: each source's B
+  int32_t* expert_counts;  // [L]: received (token, entry) pairs per local expert
+  // Across nodes only (else null), written by the dispatch forwarders, read by combine's
+  // reducers: for token t of this rank's rail peer in node m, its row on each rank i of
+  // this node (-1: none there; all -1 for a token that did not come) and its global
+  // expert ids (for the backward weights).
+  int32_t* forwarded_rows;  // [nodes, T, node_size]
+  int32_t* forwarded_topk;  // [nodes, T, K]
+};
+
+struct HtCommon {
+  PeerTransport transport;
+  HtGeometry geo;
+  HtHandleArrays handle;
+  HtState* state;
+  DeviceError* error;
+  uint64_t timeout_ns;
+  int num_tokens;  // B of this rank
+  int send_warps;     // of each block's kHtThreads / 32 warps in a fused launch, the sending ones (may be 0)
+  int forward_warps;  // then the forwarding ones (dispatch across nodes, else 0)
+};
+
+// Layout: two slots used alternately by successive layouts, each [R] uint64 signals then
+// [R][2 + L] uint32 words (kernels/wire/ht_message.hpp).
+struct HtLayoutParams {
+  HtCommon common;
+  uint64_t slot_offset[2];
+  uint64_t words_offset;  // within a slot, where the words start
+};
+
+// The three window areas of one direction (dispatch or combine).
+struct HtChannel {
+  uint64_t data_offset;   // [R][T] slots
+  uint64_t flags_offset;  // [R][T/C] uint64 chunk flags
+  uint64_t acks_offset;   // [R] uint64: "rank r has consumed my last step"
+};
+
+struct HtDispatchParams {
+  HtCommon common;
+  HtChannel channel;
+  const void* x;             // [B, H] 16-bit or e4m3
+  const float* x_scales;     // [B, H/128] with fp8, else null
+  const float* weights;      // [B, K] or null
+  void* out_x;               // [rows, H]
+  float* out_scales;         // [rows, H/128] with fp8
+  int32_t* out_topk_idx;     // [rows, K] or null
+  float* out_topk_weights;   // [rows, K] or null
+  int32_t* out_expert_counts;  // [L] or null
+  int32_t* out_num_recv;     // [1] or null
+  int row_bytes;             // payload bytes of one row: H * element size of x
+  bool fp8;
+  uint64_t rail_data_offset;   // [nodes][T] rail slots, with more than one node
+  uint64_t rail_flags_offset;  // [nodes][T/C] uint64 flags: chunk_flag(step, token mask, 0)
+};
+
+struct HtCombineParams {
+  HtCommon common;
+  HtChannel channel;
+  const uint16_t* x;      // [rows, H] bf16
+  const float* weights;   // [rows, K] with backward weights, else null
+  uint16_t* out;          // [B, H] bf16
+  float* out_weights;     // [B, K] or null
+};
+
+}  // namespace epc::kernels

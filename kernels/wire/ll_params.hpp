@@ -1,0 +1,87 @@
+// Parameters of the low-latency kernels, passed by value. Offsets are into the group's
+// symmetric window; the per-slot pairs are indexed by the step's double-buffer slot.
+#pragma once
+
+#include <nccl.h>
+#include <nccl_device.h>
+
+#include <cstdint>
+
+#include "kernels/transport/peer_transport.hpp"
+#include "kernels/wire/device_error.hpp"
+#include "kernels/wire/ll_state.hpp"
+
+namespace epc::kernels {
+
+// Geometry shared by every low-latency kernel of a group.
+struct LlGeometry {
+  int nranks;
+  int rank;
+  int local_experts;   // L
+  int max_tokens;      // T
+  int row_bytes;       // one token row: hidden * 2
+  int hidden;
+  int message_bytes;   // header + row in a dispatch receive buffer, padded to 16 bytes
+  int header_bytes;
+  int max_entries;     // min(top-k, L): entries one message header can hold
+};
+
+// The handle's device arrays, written by the dispatch receive and read by combine.
+struct LlHandleArrays {
+  const int32_t* topk_idx;  // [B, K] int32, validated
+  int32_t* recv_tokens;     // [R] tokens each source sent in the last dispatch
+  int32_t* msg_entries;     // [R, T] entries of message (s, t) that landed here
+  int32_t* msg_rows;        // [R, T, max_entries] flat row l * R*T + row of each entry
+  float* msg_weights;       // [R, T, max_entries]
+};
+
+struct LlCommon {
+  ncclDevComm dev_comm;
+  PeerTransport transport;  // this rank's window and the peers' (the only way to them)
+  LlGeometry geo;
+  LlHandleArrays handle;
+  LlState* state;
+  DeviceError* error;
+  uint64_t timeout_ns;
+  int num_tokens;  // B of this rank
+  int topk;        // K
+};
+
+// What a dispatch carries: the caller's 16-bit rows unchanged, or e4m3 bytes plus one fp32
+// scale per 128 channels, quantized by the send kernel.
+enum class LlPayload : int32_t { kHalf = 0, kFp8 = 1 };
+
+struct LlDispatchParams {
+  LlCommon common;
+  uint64_t recv_offset[2];
+  uint64_t signal_offset[2];
+  const void* x;            // [B, H] bf16 or fp16
+  const float* weights;     // [B, K]
+  void* out_x;              // [L, R*T, H] of x's dtype, or e4m3 bytes
+  float* out_scales;        // [L, R*T, H/128] with kFp8, else null
+  int32_t* out_counts;      // [L]
+  int32_t* expert_counts;   // [2][num_experts] scratch: this rank's entries per expert, per slot
+  LlPayload payload;
+  bool x_is_fp16;
+  bool round_scale_ue8m0;
+};
+
+struct LlCombineParams {
+  LlCommon common;
+  uint64_t recv_offset[2];
+  uint64_t signal_offset[2];
+  const uint16_t* expert_out;  // [L, R*T, H] bf16
+  uint16_t* out;               // [B, H] bf16
+};
+
+struct RoutingCopyParams {
+  const void* topk_idx;  // [B, K] int64 or int32
+  int index_bytes;       // 8 or 4
+  int count;             // B * K
+  int num_experts;
+  int rank;
+  int32_t* out;          // [B, K] int32
+  DeviceError* error;
+};
+
+}  // namespace epc::kernels

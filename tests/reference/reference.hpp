@@ -1,0 +1,251 @@
+// The CPU reference model of expert-parallel dispatch and combine.
+//
+// This header IS the specification of what the GPU kernels must produce: every output below
+// is defined exactly (order, counts, padding, bit patterns, the order of every float
+// operation), and GPU tests compare kernel output with this model bit for bit. The model runs
+// over ALL ranks' inputs at once, in plain C++ (no CUDA), deterministically.
+//
+// ---- Notation --------------------------------------------------------------------------
+//   R = nranks, E = num_experts, L = E / R local experts per rank, H = hidden, K = topk,
+//   T = max_tokens per rank, B_r = ranks[r].num_tokens <= T.
+//   Expert e lives on rank e / L and has local id e % L there.
+//   An "entry" is one (source rank r, token t, top-k slot k); it is masked when
+//   topk_idx[r][t][k] == -1. Duplicate expert ids within one token's row are allowed and each
+//   entry is treated independently (a token choosing expert 5 twice is received twice by
+//   expert 5 in LL and counted twice in HT expert_counts).
+//   bf16(v) means float_to_bf16 (round to nearest even); float(b) means the exact widening.
+//   All float accumulations start at +0.0f and add terms one at a time in the stated order;
+//   "acc + w * y" means add_rounded_product(acc, w, y): the product is rounded to float
+//   first, then added (no FMA). Kernels: -fmad=false, or __fmul_rn / __fadd_rn.
+//   Because accumulators start at +0.0f, a sum whose terms are all -0.0 is +0.0.
+//
+// ---- Low-Latency (LL) mode -------------------------------------------------------------
+// ll_dispatch, per receiving rank q: expert-major buffers [L, R*T, ...]. For local expert l
+// (global expert q*L + l) the rows are packed from row 0 and hold every entry (r, t, k) with
+// topk_idx[r][t][k] == q*L + l, ordered by (r ascending, t ascending, k ascending);
+// counts[l] is their number. Each row carries the source token's payload:
+//   16-bit: the token's bits copied exactly (dtype bf16 or fp16, as given);
+//   fp8:    quantize_row_fp8(float(x[r][t]), ...) of the SOURCE token (numeric.hpp): e4m3
+//           bytes [H] and float scales [H/128]; the same bytes for every entry of the token.
+// and a SourceRef {r, t, k, topk_weights[r][t][k]}. Rows at or past counts[l] are all-zero
+// here with SourceRef {-1, -1, -1, 0.0f}; kernels may leave them unspecified, and tests
+// compare only the first counts[l] rows. If some expert would receive more than R*T rows
+// (only possible with duplicate ids) the buffer cannot hold them: std::invalid_argument.
+//
+// ll_combine: y_per_rank[q] is bf16 [L, R*T, H] in the dispatch layout (only the first
+// counts[l] rows of each expert are read). y_row(r,t,k) is the row that ll_dispatch put entry
+// (r, t, k) into, w_k = topk_weights[r][t][k]. Output per source rank r: bf16 [B_r, H]:
+//   kTopkOrder:        acc = 0; for k = 0..K-1 unmasked: acc = acc + w_k * float(y_row[c]);
+//                      out[t][c] = bf16(acc).
+//   kPerRankPrereduce: acc = 0; for each destination rank d ascending that hosts at least one
+//                      unmasked entry of t: partial = 0; for k ascending with entry k on d:
+//                      partial = partial + w_k * float(y_row[c]); acc = acc +
+//                      float(bf16(partial)) (the partial crosses the wire as bf16);
+//                      out[t][c] = bf16(acc).
+// A token whose entries are all masked gives +0.0 (0x0000) everywhere in both orders.
+// Combine data is always bf16 (Problem::dtype describes only the dispatch input).
+//
+// ---- High-Throughput (HT) mode ---------------------------------------------------------
+// ht_dispatch, per receiving rank q: token (r, t) is received ONCE if at least one of its
+// unmasked entries has its expert on q. Received rows are ordered by (r ascending, t
+// ascending); num_recv = N. Per received row i:
+//   x [N, H]: the token's 16-bit bits, or (HtPayload::kFp8) the caller's x_fp8 [H] bytes and
+//             fp8_scales [H/128], copied unchanged;
+//   recv_topk_idx [N, K] int32: e - q*L where entry k's expert e is on q, else -1;
+//   recv_topk_weights [N, K] float: topk_weights[r][t][k] where local, else 0.0f;
+//   src [N]: {r, t}.
+// expert_counts[L]: number of (received token, entry) pairs per local expert (a duplicate
+// entry counts twice); tokens_from_rank[R]: rows received from each source rank.
+//
+// ht_combine: x_per_rank[q] is bf16 [N_q, H], already weighted/reduced by the caller, in
+// ht_dispatch's row order. Output per source rank r: bf16 [B_r, H]:
+//   acc = 0; for each destination rank d ascending that received (r, t):
+//   acc = acc + float(x_per_rank[d][row of (r,t) on d][c]); out[t][c] = bf16(acc).
+// Tokens sent nowhere give +0.0. Optional backward weights: w_per_rank[q] float [N_q, K];
+// output w_out [B_r, K] with w_out[t][k] = w_per_rank[d][row of (r,t) on d][k] where d is
+// the rank of entry k's expert, and 0.0f where entry k is masked.
+//
+// Across nodes (node_size ranks per node, node of rank q = q / node_size), combine reduces
+// inside each node first and crosses between nodes once per (token, node). The order is:
+//   acc = 0; for each node n ascending: if n is the source's node, for each d in n ascending
+//   that received (r, t): acc = acc + float(x_d); else, if any rank of n received (r, t):
+//   partial = 0; for each such d ascending: partial = partial + float(x_d);
+//   acc = acc + float(bf16(partial)).   out[t][c] = bf16(acc).
+// With one node, or nodes of one rank (a partial of one bf16 term is that term), this is
+// the order above; with larger nodes the rounding can differ from it. The kernels follow
+// it on groups split into nodes (EpcGroupConfig.virtual_node_size, or several NVLink
+// domains).
+//
+// ---- Backward pass ---------------------------------------------------------------------
+// The gradient of a dispatch is a combine over the same routing (the same Problem): HT
+// dispatch's gradient is ht_combine of the row gradients (an unweighted sum over destination
+// ranks); LL dispatch's gradient is ll_combine with all weights 1.0 (set topk_weights so).
+// The gradient of a combine is a dispatch of the output gradient: put it in RankTokens::x
+// and call ht_dispatch / ll_dispatch on the same routing. No extra functions are needed.
+//
+// ---- Input validation ------------------------------------------------------------------
+// Every function validates its inputs and throws std::invalid_argument naming the offending
+// field: nranks < 1, num_experts < 1, E % R != 0, H == 0, H % 8 != 0, K == 0 or K > 32,
+// max_tokens < 0, ranks.size() != R, B_r < 0 or B_r > T, array sizes that do not match the
+// shapes above, topk_idx outside [-1, E), fp8 (LL or HT) with H % 128 != 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tests/reference/numeric.hpp"
+
+namespace epc::ref {
+
+// The largest top-k the model (and the kernels) accept.
+constexpr int kMaxTopk = 32;
+
+// One rank's dispatch input. Row-major arrays; which payload is needed depends on the call.
+struct RankTokens {
+  int num_tokens = 0;               // B_r
+  std::vector<uint16_t> x;          // [B_r, H] bits of Problem::dtype (LL, HT 16-bit)
+  std::vector<int64_t> topk_idx;    // [B_r, K] expert ids, -1 = masked entry
+  std::vector<float> topk_weights;  // [B_r, K]
+  std::vector<uint8_t> x_fp8;       // [B_r, H] e4m3 (HT fp8 dispatch only)
+  std::vector<float> fp8_scales;    // [B_r, H/128] (HT fp8 dispatch only)
+};
+
+// All ranks' inputs of one step.
+struct Problem {
+  int nranks = 0;
+  int num_experts = 0;
+  int hidden = 0;
+  int topk = 0;
+  int max_tokens = 0;
+  Dtype dtype = Dtype::kBf16;
+  std::vector<RankTokens> ranks;  // [nranks]
+
+  int local_experts() const { return num_experts / nranks; }
+  int rank_of_expert(int64_t expert) const {
+    return static_cast<int>(expert / local_experts());
+  }
+  int local_id_of_expert(int64_t expert) const {
+    return static_cast<int>(expert % local_experts());
+  }
+};
+
+// Shapes and routing (everything except the payload arrays x / x_fp8 / fp8_scales).
+void validate_problem(const Problem& problem);
+// The payload checks below assume validate_problem has passed.
+// The 16-bit payload: ranks[r].x has B_r * H elements.
+void validate_x16_payload(const Problem& problem);
+// The HT fp8 payload: H % 128 == 0, x_fp8 has B_r * H bytes, fp8_scales B_r * H/128.
+void validate_fp8_payload(const Problem& problem);
+
+// ---- Low-Latency mode -------------------------------------------------------------------
+
+struct LlDispatchOptions {
+  bool use_fp8 = false;            // quantize the payload to e4m3 + per-128-channel scales
+  bool round_scale_ue8m0 = false;  // with use_fp8: scales rounded up to powers of two
+};
+
+// Where one LL row came from; combine routes the row back with it.
+struct SourceRef {
+  int32_t src_rank = -1;
+  int32_t src_token = -1;
+  int32_t topk_slot = -1;
+  float weight = 0.0f;
+};
+
+// What rank q holds after LL dispatch. Row (l, i) is at index l * rows_per_expert + i.
+struct LlDispatchResult {
+  int local_experts = 0;
+  int rows_per_expert = 0;  // R * T
+  int hidden = 0;
+  bool is_fp8 = false;
+  std::vector<int32_t> counts;    // [L]
+  std::vector<uint16_t> x;        // [L, R*T, H] when !is_fp8, else empty
+  std::vector<uint8_t> x_fp8;     // [L, R*T, H] when is_fp8, else empty
+  std::vector<float> fp8_scales;  // [L, R*T, H/128] when is_fp8, else empty
+  std::vector<SourceRef> src;     // [L, R*T]
+
+  std::size_t row_index(int local_expert, int row) const {
+    return static_cast<std::size_t>(local_expert) * rows_per_expert + row;
+  }
+};
+
+// The LL routing alone: where every entry lands. Shared by dispatch and combine, and useful
+// to GPU tests that want to locate a row.
+struct LlLayout {
+  int rows_per_expert = 0;                      // R * T
+  std::vector<std::vector<int32_t>> counts;     // [q][L]
+  std::vector<std::vector<int32_t>> entry_row;  // [r][t * K + k]: row within the expert's
+                                                // block on its rank; -1 if masked
+};
+
+LlLayout ll_layout(const Problem& problem);
+
+// One result per receiving rank q (index q).
+std::vector<LlDispatchResult> ll_dispatch(const Problem& problem,
+                                          const LlDispatchOptions& options = {});
+
+enum class CombineOrder { kTopkOrder, kPerRankPrereduce };
+
+// y_per_rank[q]: bf16 [L, R*T, H]. Returns, per source rank r, bf16 [B_r, H].
+std::vector<std::vector<uint16_t>> ll_combine(const Problem& problem,
+                                              const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                              CombineOrder order);
+
+// ---- High-Throughput mode ---------------------------------------------------------------
+
+enum class HtPayload {
+  k16Bit,  // RankTokens::x in Problem::dtype
+  kFp8,    // RankTokens::x_fp8 + fp8_scales, quantized by the caller, copied unchanged
+};
+
+struct HtDispatchOptions {
+  HtPayload payload = HtPayload::k16Bit;
+};
+
+struct TokenRef {
+  int32_t src_rank = -1;
+  int32_t src_token = -1;
+};
+
+// What rank q holds after HT dispatch.
+struct HtDispatchResult {
+  int num_recv = 0;  // N
+  bool is_fp8 = false;
+  std::vector<uint16_t> x;                // [N, H] when !is_fp8, else empty
+  std::vector<uint8_t> x_fp8;             // [N, H] when is_fp8, else empty
+  std::vector<float> fp8_scales;          // [N, H/128] when is_fp8, else empty
+  std::vector<int32_t> recv_topk_idx;     // [N, K] local expert id or -1
+  std::vector<float> recv_topk_weights;   // [N, K] weight or 0.0f
+  std::vector<int32_t> expert_counts;     // [L]
+  std::vector<int32_t> tokens_from_rank;  // [R]
+  std::vector<TokenRef> src;              // [N]
+};
+
+// The HT routing alone: which row each token occupies on each destination rank.
+struct HtLayout {
+  std::vector<int32_t> num_recv;                // [q]
+  std::vector<std::vector<int32_t>> token_row;  // [r][t * R + d]: row of (r, t) on rank d,
+                                                // -1 if not sent there
+};
+
+HtLayout ht_layout(const Problem& problem);
+
+// One result per receiving rank q (index q).
+std::vector<HtDispatchResult> ht_dispatch(const Problem& problem,
+                                          const HtDispatchOptions& options = {});
+
+struct HtCombineResult {
+  std::vector<std::vector<uint16_t>> x;          // per source rank r: bf16 [B_r, H]
+  std::vector<std::vector<float>> topk_weights;  // per r: [B_r, K]; empty if not requested
+};
+
+// x_per_rank[q]: bf16 [N_q, H]. topk_weights_per_rank: empty (no backward weights) or, per
+// q, float [N_q, K].
+// node_size: 0 (one node) or ranks per node; see "Across nodes" above.
+HtCombineResult ht_combine(const Problem& problem,
+                           const std::vector<std::vector<uint16_t>>& x_per_rank,
+                           const std::vector<std::vector<float>>& topk_weights_per_rank = {},
+                           int node_size = 0);
+
+}  // namespace epc::ref
