@@ -7,11 +7,13 @@
 #include <cstring>
 #include <functional>
 
+#include "kernels/wire/limits.hpp"
+
 namespace epc::bench {
 namespace {
 
 // Limits the library enforces too; checked here so a typo fails before any GPU work.
-constexpr int kMaxTopk = 32;
+using kernels::kMaxTopk;
 
 using Setter = std::function<bool(const std::string& value, Options& o, std::string& error)>;
 

@@ -5,7 +5,7 @@
 // into other GPUs' memory, following their message format (the WireFormat below: keep it in
 // step with kernels/wire/ll_message.hpp, ll_dispatch_send.cuh and ll_combine_parts.cuh for LL, and
 // kernels/wire/ht_message.hpp for HT). With virtual nodes (--virtual-node-size) the bytes for peers
-// in other nodes go through the network transport instead (kernels/transport/peer_transport.hpp): each
+// in other nodes go through the network transport instead (kernels/wire/transport.hpp): each
 // message is staged in this rank's own window and put whole, slot padding included, so the
 // network counts use the slot sizes below; signals, flags, acknowledgements, count tables and
 // layout words travel the same way on either path. HT dispatch across nodes goes by rail

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "epcomm/epcomm.h"
+#include "kernels/wire/limits.hpp"
 
 namespace epc {
 
@@ -25,27 +26,27 @@ struct GroupConfig {
   // Bytes of one token's payload in transit: the row, plus one fp32 scale per 128
   // channels for fp8.
   uint64_t payload_row_bytes() const {
-    return dtype == EPC_DTYPE_FP8_E4M3 ? uint64_t{hidden} + uint64_t{hidden} / 128 * 4
+    return dtype == EPC_DTYPE_FP8_E4M3 ? uint64_t{hidden} + uint64_t{hidden} / kernels::kFp8BlockChannels * 4
                                        : uint64_t{hidden} * 2;
   }
   uint32_t local_experts(int nranks) const { return num_experts / static_cast<uint32_t>(nranks); }
 };
 
-// Limits and defaults, in one place so docs, planner and validation agree.
+// Defaults, and the limits a configuration is checked against. Those the kernels rely on
+// too are defined in kernels/wire/limits.hpp.
 namespace limits {
+using kernels::kFp8BlockChannels;
+using kernels::kMaxHtTokens;
+using kernels::kMaxLlTokens;
+using kernels::kMaxTopk;
 constexpr uint32_t kDefaultLlMaxTokens = 128;
 constexpr uint32_t kDefaultHtMaxTokens = 4096;
-constexpr uint32_t kMaxLlTokens = 1024;
-constexpr uint32_t kMaxHtTokens = 65536;
 constexpr uint32_t kDefaultTopk = 8;
-constexpr uint32_t kMaxTopk = 32;
 // LL: every SM of an H100/H200 SXM (fewer on smaller parts just means no fused launch).
 constexpr uint32_t kDefaultLlSms = 132;
 constexpr uint32_t kDefaultHtSms = 24;
 constexpr uint32_t kMaxSms = 1024;
 constexpr uint32_t kDefaultTimeoutMs = 10000;
-// FP8 scales cover blocks of this many channels.
-constexpr uint32_t kFp8BlockChannels = 128;
 // Rows move in 16-byte vectors: a bf16 row of `hidden` channels must be a multiple of 16 B.
 constexpr uint32_t kHiddenMultiple = 8;
 // Keeps every per-rank buffer size comfortably inside 64-bit arithmetic and 32-bit indices.

@@ -1,7 +1,7 @@
 #include "core/gin_signal_plan.hpp"
 
 #include "core/error.hpp"
-#include "core/planner.hpp"
+#include "core/plan.hpp"
 #include "kernels/wire/ht_message.hpp"
 
 namespace epc {

@@ -5,12 +5,11 @@
 #include <cstdint>
 
 #include "core/config.hpp"
+#include "core/plan.hpp"
 #include "core/topology.hpp"
 #include "kernels/wire/gin_signal_map.hpp"
 
 namespace epc {
-
-struct Plan;
 
 // NCCL 2.28.9 refuses a GIN signal pool of 2^30 signals or more (NCCL_GIN_SIGNAL_POOL_SIZE),
 // so no plan may ask for that many.

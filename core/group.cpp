@@ -170,7 +170,7 @@ void Group::create_device_comm() {
   const GinVerdict verdict = judge_gin(topo_, report);
   if (verdict.status != EPC_OK) fail(verdict.status, verdict.message);
 
-  // What the kernels' GIN calls read (kernels/transport/gin_transport.hpp), beside the window.
+  // What the kernels' GIN calls read (kernels/transport/gin_transport.cuh), beside the window.
   kernels::GinState state;
   std::memset(&state, 0, sizeof state);
   state.comm = dev_comm_;

@@ -55,7 +55,7 @@ class Group {
   const ncclDevComm& dev_comm() const { return dev_comm_; }
   ncclWindow_t window() const { return window_; }
   // How this rank's kernels reach the others: NVLink stores inside its node, the network
-  // transport to other nodes (kernels/transport/peer_transport.hpp).
+  // transport to other nodes (kernels/wire/transport.hpp).
   kernels::PeerTransport transport() const;
   kernels::DeviceError* device_error() const { return error_device_; }
   kernels::LlState* ll_state() const { return ll_state_; }

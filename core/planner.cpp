@@ -55,10 +55,13 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
   plan.message_bytes = static_cast<uint32_t>(
       align_up(ll_message_header_bytes(c) + row, kernels::kLlMessageAlignment));
   for (uint32_t s = 0; s < kLlSlots; ++s) {
-    b.add(EPC_REGION_DISPATCH_RECV, s, R * T * plan.message_bytes + ll_count_table_bytes(c, t.nranks),
+    b.add(EPC_REGION_DISPATCH_RECV, s,
+          kernels::ll_count_table_offset(t.nranks, static_cast<int>(T), plan.message_bytes) +
+              ll_count_table_bytes(c, t.nranks),
           "dispatch_recv");
     b.add(EPC_REGION_DISPATCH_SIGNAL, s, signal_bytes(t.nranks), "dispatch_signal");
-    b.add(EPC_REGION_COMBINE_RECV, s, R * T * combine_row, "combine_recv");
+    b.add(EPC_REGION_COMBINE_RECV, s, kernels::ll_record_offset(t.nranks, 0, static_cast<int>(T), combine_row),
+          "combine_recv");
     b.add(EPC_REGION_COMBINE_SIGNAL, s, signal_bytes(t.nranks), "combine_signal");
   }
 }
@@ -92,40 +95,6 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
 }
 
 }  // namespace
-
-const Region& Plan::region(EpcRegionKind kind, uint32_t slot) const {
-  for (const Region& r : regions) {
-    if (r.kind == kind && r.slot == slot) return r;
-  }
-  fail(EPC_ERR_INTERNAL, format("plan has no region of kind %u in slot %u", kind, slot));
-}
-
-uint32_t ll_message_entries(const GroupConfig& c) {
-  // Every top-k entry may land on one rank: duplicate expert ids are allowed, so a token
-  // can hold more entries on a rank than the rank has experts.
-  return c.max_topk;
-}
-
-uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {
-  return static_cast<uint64_t>(nranks) * c.local_experts(nranks) * sizeof(int32_t);
-}
-
-uint64_t ht_layout_words_offset(int nranks) {
-  return align_up(static_cast<uint64_t>(nranks) * sizeof(uint64_t), 16);
-}
-
-uint64_t ht_acks_offset(const GroupConfig& c, int nranks) {
-  return static_cast<uint64_t>(nranks) * kernels::ht_chunks(static_cast<int>(c.max_tokens_per_rank)) *
-         sizeof(uint64_t);
-}
-
-uint64_t ht_signal_bytes(const GroupConfig& c, int nranks) {
-  return ht_acks_offset(c, nranks) + static_cast<uint64_t>(nranks) * sizeof(uint64_t);
-}
-
-uint32_t ll_message_header_bytes(const GroupConfig& c) {
-  return static_cast<uint32_t>(kernels::ll_message_header_bytes(ll_message_entries(c)));
-}
 
 Plan make_plan(const GroupConfig& c, const Topology& topo) {
   check_topology(topo);

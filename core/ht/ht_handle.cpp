@@ -176,13 +176,14 @@ void HtHandle::dispatch(const EpcTensor* x, const EpcTensor* x_scales, const Epc
   if (x == nullptr) fail_argument("tensor x is NULL");
   const bool fp8 = x->dtype == EPC_DTYPE_FP8_E4M3;
   if (fp8) {
-    if (c.hidden % 128 != 0) {
-      fail_argument(format("epc_ht_dispatch: fp8 x carries one scale per 128 channels, but hidden "
-                           "is %u (not a multiple of 128)", c.hidden));
+    if (c.hidden % limits::kFp8BlockChannels != 0) {
+      fail_argument(format("epc_ht_dispatch: fp8 x carries one scale per %d channels, but hidden "
+                           "is %u (not a multiple of %d)",
+                           limits::kFp8BlockChannels, c.hidden, limits::kFp8BlockChannels));
     }
     check_tensor(x, {"x", {EPC_DTYPE_FP8_E4M3}, {B, H}});
-    check_tensor(x_scales, {"x_scales", {EPC_DTYPE_FP32}, {B, H / 128}, 4});
-    check_tensor(out_scales, {"out_scales", {EPC_DTYPE_FP32}, {N, H / 128}, 4});
+    check_tensor(x_scales, {"x_scales", {EPC_DTYPE_FP32}, {B, H / limits::kFp8BlockChannels}, 4});
+    check_tensor(out_scales, {"out_scales", {EPC_DTYPE_FP32}, {N, H / limits::kFp8BlockChannels}, 4});
   } else {
     if (c.dtype == EPC_DTYPE_FP8_E4M3) {
       fail_argument(format("epc_ht_dispatch: the group was created with dtype EPC_DTYPE_FP8_E4M3, so "

@@ -189,9 +189,10 @@ void LlHandle::dispatch_fp8(const EpcTensor* x, const EpcTensor* topk_weights, c
                             const EpcTensor* out_scales, const EpcTensor* out_counts, EpcFlags flags,
                             cudaStream_t stream) {
   const GroupConfig& c = group_.config();
-  if (c.hidden % 128 != 0) {
-    fail_argument(format("epc_ll_dispatch_fp8: hidden is %u; fp8 carries one scale per 128 "
-                         "channels, so hidden must be a multiple of 128", c.hidden));
+  if (c.hidden % limits::kFp8BlockChannels != 0) {
+    fail_argument(format("epc_ll_dispatch_fp8: hidden is %u; fp8 carries one scale per %d "
+                         "channels, so hidden must be a multiple of %d",
+                         c.hidden, limits::kFp8BlockChannels, limits::kFp8BlockChannels));
   }
   kernels::LlDispatchParams p = dispatch_params("epc_ll_dispatch_fp8", x, topk_weights, out_counts, flags,
                                                 EPC_FLAG_SEND_ONLY | EPC_FLAG_FP8_POW2_SCALES, true);
@@ -199,7 +200,7 @@ void LlHandle::dispatch_fp8(const EpcTensor* x, const EpcTensor* topk_weights, c
   const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
   const int64_t H = c.hidden;
   check_tensor(out_x, {"out_x", {EPC_DTYPE_FP8_E4M3}, {L, RT, H}});
-  check_tensor(out_scales, {"out_scales", {EPC_DTYPE_FP32}, {L, RT, H / 128}, 4});
+  check_tensor(out_scales, {"out_scales", {EPC_DTYPE_FP32}, {L, RT, H / limits::kFp8BlockChannels}, 4});
   p.out_x = out_x->data;
   p.out_scales = static_cast<float*>(out_scales->data);
   launch_dispatch(p, flags, stream);

@@ -7,9 +7,10 @@
 
 #include <cstdint>
 
+#include "kernels/wire/limits.hpp"
+
 namespace epc::kernels {
 
-constexpr int kFp8BlockChannels = 128;
 constexpr float kFp8MinAmax = 1e-4f;
 constexpr float kE4m3Max = 448.0f;
 

@@ -1,13 +1,13 @@
 // Waiting for peers' signals, bounded by the group's timeout. Every wait reads through the
 // transport (PeerTransport::read_signal, naming the rank that writes the word), because a
 // word written from another node may never appear in the window: GIN delivers it as a
-// signal of its own (kernels/transport/peer_transport.hpp).
+// signal of its own (kernels/transport/peer_transport.cuh).
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/device/peer_wait.cuh"
-#include "kernels/transport/peer_transport.hpp"
+#include "kernels/transport/peer_transport.cuh"
 
 namespace epc::kernels {
 

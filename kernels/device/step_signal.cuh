@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/transport/peer_transport.hpp"
+#include "kernels/transport/peer_transport.cuh"
 
 namespace epc::kernels {
 

@@ -15,6 +15,7 @@
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/ht/ht_combine_slots.cuh"
 #include "kernels/ht/ht_rail_chunks.cuh"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_warp_roles.cuh"
 
@@ -40,8 +41,7 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
     any = any || row >= 0;
     const int index = slot_index(g, m, i);
     if (row < 0 || index == g.rank) continue;
-    const uint64_t word = p.channel.flags_offset +
-                          (static_cast<uint64_t>(index) * ht_chunks(g.max_tokens) + row / kHtChunkTokens) * sizeof(uint64_t);
+    const uint64_t word = ht_chunk_flag_word(p.channel.flags_offset, index, row / kHtChunkTokens, g.max_tokens);
     const int writer = g.node_of(g.rank) * g.node_size + i;
     uint64_t flag = 0;
     ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
@@ -81,7 +81,6 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
   return for_each_rail_chunk(c, p.channel.acks_offset, step, kPhaseHtCombine, role, [&](int m, int chunk, int source) {
     const int first = chunk * kHtChunkTokens;
     const int end = min(c.handle.source_tokens[source], first + kHtChunkTokens);
-    const uint64_t offset = p.channel.data_offset + static_cast<uint64_t>(g.rank) * g.max_tokens * g.combine_slot.bytes;
     uint32_t came = 0;  // bit j: token first + j has rows on this node
     for (int t = first; t < end; ++t) {
       const int32_t* rows = c.handle.forwarded_rows + (static_cast<size_t>(m) * g.max_tokens + t) * g.node_size;
@@ -89,21 +88,20 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
       if (!wait_for_rows(p, step, m, rows, &here)) return false;
       if (!here) continue;
       came |= 1u << (t - first);
-      const uint64_t at = offset + static_cast<uint64_t>(t) * g.combine_slot.bytes;
+      const uint64_t at = ht_slot_offset(p.channel.data_offset, g.rank, t, g.max_tokens, g.combine_slot.bytes);
       reduce_token(p, m, source, t, rows, static_cast<char*>(c.transport.buffer(at, source)));
     }
     if (came == 0) return true;  // the source waits only for tokens that came here
     __syncwarp();  // the warp commits together what its lanes wrote
     for (int t = first; t < end; ++t) {
       if (((came >> (t - first)) & 1u) == 0) continue;
-      c.transport.commit(offset + static_cast<uint64_t>(t) * g.combine_slot.bytes, g.combine_slot.bytes, source,
-                         lane_id(), kWarpSize);
+      c.transport.commit(ht_slot_offset(p.channel.data_offset, g.rank, t, g.max_tokens, g.combine_slot.bytes),
+                         g.combine_slot.bytes, source, lane_id(), kWarpSize);
     }
     __threadfence_system();
     __syncwarp();
     if (lane_id() == 0) {
-      const uint64_t flag = p.channel.flags_offset +
-                            (static_cast<uint64_t>(g.rank) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+      const uint64_t flag = ht_chunk_flag_word(p.channel.flags_offset, g.rank, chunk, g.max_tokens);
       c.transport.signal(flag, source, chunk_flag(step, static_cast<uint32_t>(first), static_cast<uint32_t>(end)));
     }
     return true;

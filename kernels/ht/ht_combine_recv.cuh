@@ -30,14 +30,13 @@ __device__ __forceinline__ int term_row(const HtGeometry& g, const int32_t* rows
 __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
-  const int per_source = ht_chunks(g.max_tokens);
   const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
   bool ok = true;
   for (int d = lane_id(); d < g.nranks && ok; d += kWarpSize) {
     const int row = term_row(g, rows, t, d);
     if (row < 0 || d == g.rank) continue;  // no term, or this rank's own row (the caller's x)
     const uint64_t word =
-        p.channel.flags_offset + (static_cast<uint64_t>(d) * per_source + row / kHtChunkTokens) * sizeof(uint64_t);
+        ht_chunk_flag_word(p.channel.flags_offset, d, row / kHtChunkTokens, g.max_tokens);
     uint64_t flag = 0;
     ok = wait_for_signal(c.transport, word, d, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
                          kPhaseHtCombine, g.rank, d);

@@ -12,6 +12,7 @@
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_warp_roles.cuh"
 
@@ -49,8 +50,7 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
     const int first = chunk * kHtChunkTokens;
     const int end = min(c.handle.recv_count[source], first + kHtChunkTokens);
     const int base = c.handle.recv_base[source];
-    const uint64_t offset = p.channel.data_offset +
-                            (static_cast<uint64_t>(index) * g.max_tokens + first) * g.combine_slot.bytes;
+    const uint64_t offset = ht_slot_offset(p.channel.data_offset, index, first, g.max_tokens, g.combine_slot.bytes);
     for (int j = first; j < end; ++j) {
       char* slot = static_cast<char*>(c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, target));
       write_row(p, base + j, slot);
@@ -60,8 +60,7 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
     __threadfence_system();
     __syncwarp();
     if (lane_id() == 0) {
-      const uint64_t flag = p.channel.flags_offset +
-                            (static_cast<uint64_t>(index) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+      const uint64_t flag = ht_chunk_flag_word(p.channel.flags_offset, index, chunk, g.max_tokens);
       c.transport.signal(flag, target, chunk_flag(step, static_cast<uint32_t>(first), static_cast<uint32_t>(end)));
     }
   }

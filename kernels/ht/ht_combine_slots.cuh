@@ -3,6 +3,7 @@
 // slot would be this rank's own ([rank][row]) was never copied: it is the caller's x.
 #pragma once
 
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 
 namespace epc::kernels {
@@ -10,7 +11,7 @@ namespace epc::kernels {
 __device__ __forceinline__ const char* returned_slot(const HtCombineParams& p, int dest, int row) {
   const HtGeometry& g = p.common.geo;
   return static_cast<const char*>(p.common.transport.local(
-      p.channel.data_offset + (static_cast<uint64_t>(dest) * g.max_tokens + row) * g.combine_slot.bytes));
+      ht_slot_offset(p.channel.data_offset, dest, row, g.max_tokens, g.combine_slot.bytes)));
 }
 
 // The bf16 row at [dest][row]: rows this rank returned for its own tokens, or for tokens of a

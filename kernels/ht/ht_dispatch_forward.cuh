@@ -13,6 +13,7 @@
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_rail_chunks.cuh"
 #include "kernels/ht/ht_warp_roles.cuh"
@@ -26,7 +27,7 @@ __device__ __forceinline__ void copy_extras(const HtDispatchParams& p, const cha
   if (p.fp8) {
     const float* from = reinterpret_cast<const float*>(rail + g.dispatch_slot.scales_offset);
     float* to = reinterpret_cast<float*>(slot + g.dispatch_slot.scales_offset);
-    for (int b = lane; b < g.hidden / 128; b += kWarpSize) to[b] = __ldcg(from + b);
+    for (int b = lane; b < g.hidden / kFp8BlockChannels; b += kWarpSize) to[b] = __ldcg(from + b);
   }
   if (lane < g.topk) {
     const int expert = __ldcg(reinterpret_cast<const int32_t*>(rail + g.dispatch_slot.topk_offset) + lane);
@@ -50,7 +51,8 @@ __device__ __forceinline__ void record_chunk(const HtDispatchParams& p, int m, i
   for (int t = first; t < end; ++t) {
     const bool came = ((mask >> (t - first)) & 1u) != 0;
     const size_t record = static_cast<size_t>(m) * g.max_tokens + t;
-    const char* rail = static_cast<const char*>(c.transport.local(p.rail_data_offset + record * g.rail_slot.bytes));
+    const char* rail = static_cast<const char*>(
+        c.transport.local(ht_slot_offset(p.rail_data_offset, m, t, g.max_tokens, g.rail_slot.bytes)));
     int32_t* rows = c.handle.forwarded_rows + record * g.node_size;
     for (int i = lane; i < g.node_size && !came; i += kWarpSize) rows[i] = -1;
     if (came && lane < g.topk) {
@@ -74,7 +76,8 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
     if (((mask >> j) & 1u) == 0) continue;
     const int t = chunk * kHtChunkTokens + j;
     const uint64_t record = static_cast<uint64_t>(g.node_of(source)) * g.max_tokens + t;
-    const char* rail = static_cast<const char*>(c.transport.local(p.rail_data_offset + record * g.rail_slot.bytes));
+    const char* rail = static_cast<const char*>(
+        c.transport.local(ht_slot_offset(p.rail_data_offset, g.node_of(source), t, g.max_tokens, g.rail_slot.bytes)));
     const int row = mine ? __ldcg(reinterpret_cast<const int32_t*>(rail + g.rail_slot.rows_offset) + (dest - node_begin)) : -1;
     if (mine) c.handle.forwarded_rows[record * g.node_size + (dest - node_begin)] = row;
     if (row >= 0) {
@@ -84,7 +87,7 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
     char* my_dst = nullptr;
     if (row >= 0) {
       my_dst = static_cast<char*>(c.transport.buffer(
-          p.channel.data_offset + (static_cast<uint64_t>(source) * g.max_tokens + row) * g.dispatch_slot.bytes, dest));
+          ht_slot_offset(p.channel.data_offset, source, row, g.max_tokens, g.dispatch_slot.bytes), dest));
     }
     const unsigned dests = __ballot_sync(0xffffffffu, row >= 0);
     if (dests == 0) continue;
@@ -100,15 +103,14 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
   for (int i = 0; i < kWarpSize && first + i < node_end; ++i) {
     const int s = __shfl_sync(0xffffffffu, start, i), e = __shfl_sync(0xffffffffu, end, i);
     if (e > s) {
-      const uint64_t offset = p.channel.data_offset + (static_cast<uint64_t>(source) * g.max_tokens + s) * g.dispatch_slot.bytes;
+      const uint64_t offset = ht_slot_offset(p.channel.data_offset, source, s, g.max_tokens, g.dispatch_slot.bytes);
       c.transport.commit(offset, static_cast<uint64_t>(e - s) * g.dispatch_slot.bytes, first + i, lane_id(), kWarpSize);
     }
   }
   __threadfence_system();
   __syncwarp();
   if (mine) {
-    const uint64_t flag = p.channel.flags_offset +
-                          (static_cast<uint64_t>(source) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+    const uint64_t flag = ht_chunk_flag_word(p.channel.flags_offset, source, chunk, g.max_tokens);
     c.transport.signal(flag, dest, chunk_flag(step, static_cast<uint32_t>(start), static_cast<uint32_t>(end)));
   }
 }
@@ -123,7 +125,7 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     bool ok = true;
     if (lane_id() == 0) {
       const uint64_t word =
-          p.rail_flags_offset + (static_cast<uint64_t>(m) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+          ht_chunk_flag_word(p.rail_flags_offset, m, chunk, g.max_tokens);
       ok = wait_for_signal(c.transport, word, source, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
                            kPhaseHtDispatch, g.rank, source);
     }

@@ -8,6 +8,7 @@
 
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 
 namespace epc::kernels::ht_dispatch_rail {
@@ -15,8 +16,7 @@ namespace epc::kernels::ht_dispatch_rail {
 // Window offset of this rank's rail slot for token t in every rail peer's window.
 __device__ __forceinline__ uint64_t slot_offset(const HtDispatchParams& p, int t) {
   const HtGeometry& g = p.common.geo;
-  return p.rail_data_offset +
-         (static_cast<uint64_t>(g.node_of(g.rank)) * g.max_tokens + t) * g.rail_slot.bytes;
+  return ht_slot_offset(p.rail_data_offset, g.node_of(g.rank), t, g.max_tokens, g.rail_slot.bytes);
 }
 
 // Scales, the token's global entries and weights, and its rows on node m's ranks.
@@ -24,7 +24,7 @@ __device__ __forceinline__ void write_extras(const HtDispatchParams& p, int t, i
   const HtGeometry& g = p.common.geo;
   const int lane = lane_id();
   if (p.fp8) {
-    const int blocks = g.hidden / 128;
+    const int blocks = g.hidden / kFp8BlockChannels;
     const float* scales = p.x_scales + static_cast<size_t>(t) * blocks;
     for (int b = lane; b < blocks; b += kWarpSize) {
       reinterpret_cast<float*>(slot + g.dispatch_slot.scales_offset)[b] = __ldg(scales + b);
@@ -80,8 +80,7 @@ __device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int own_node = g.node_of(g.rank);
-  const uint64_t flag = p.rail_flags_offset +
-                        (static_cast<uint64_t>(own_node) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+  const uint64_t flag = ht_chunk_flag_word(p.rail_flags_offset, own_node, chunk, g.max_tokens);
   for (int first = 0; first < g.num_nodes; first += kWarpSize) {
     const int m = first + lane_id();
     const bool other = m < g.num_nodes && m != own_node;

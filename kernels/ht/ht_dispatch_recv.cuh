@@ -7,6 +7,7 @@
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_warp_roles.cuh"
 
@@ -18,7 +19,7 @@ __device__ __forceinline__ void copy_row(const HtDispatchParams& p, const char* 
   int4* dst = reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * p.row_bytes);
   warp_copy_row_segmented<RowLoad::kCoherent>(dst, reinterpret_cast<const int4*>(slot), p.row_bytes / 16);
   if (p.fp8) {
-    const int blocks = g.hidden / 128;
+    const int blocks = g.hidden / kFp8BlockChannels;
     const float* scales = reinterpret_cast<const float*>(slot + g.dispatch_slot.scales_offset);
     for (int b = lane; b < blocks; b += kWarpSize) p.out_scales[static_cast<size_t>(row) * blocks + b] = __ldcg(scales + b);
   }
@@ -47,7 +48,6 @@ __device__ __forceinline__ void write_counts(const HtDispatchParams& p) {
 __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
-  const int chunks_per_source = ht_chunks(g.max_tokens);
   // Every source but this rank, whose own rows the senders wrote straight to out_x.
   auto other_source = [&g](int k) { return ring_member_after(g.rank, k, g.nranks); };
   auto chunks_of = [&c](int s) { return ht_chunks(c.handle.source_tokens[s]); };
@@ -59,7 +59,7 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     bool ok = true;
     if (lane_id() == 0) {
       const uint64_t word =
-          p.channel.flags_offset + (static_cast<uint64_t>(source) * chunks_per_source + chunk) * sizeof(uint64_t);
+          ht_chunk_flag_word(p.channel.flags_offset, source, chunk, g.max_tokens);
       // Across nodes the source's rail peer in this node forwards its rows and raises the flag.
       const int writer = g.in_own_node(source) ? source : g.rail_peer_here(source);
       ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
@@ -70,8 +70,7 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     flag = __shfl_sync(0xffffffffu, flag, 0);
     const int base = c.handle.recv_base[source];
     for (int j = chunk_flag_start(flag); j < chunk_flag_end(flag); ++j) {
-      const uint64_t offset = p.channel.data_offset +
-                              (static_cast<uint64_t>(source) * g.max_tokens + j) * g.dispatch_slot.bytes;
+      const uint64_t offset = ht_slot_offset(p.channel.data_offset, source, j, g.max_tokens, g.dispatch_slot.bytes);
       copy_row(p, static_cast<const char*>(c.transport.local(offset)), base + j);
     }
   }

@@ -12,6 +12,7 @@
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/ht/ht_dispatch_rail.cuh"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_warp_roles.cuh"
 
@@ -20,7 +21,7 @@ namespace epc::kernels::ht_dispatch_send {
 // The scales of an fp8 token (the payload itself moves with warp_copy_row_to_lanes).
 __device__ __forceinline__ void write_scales(const HtDispatchParams& p, int t, float* out) {
   const HtGeometry& g = p.common.geo;
-  const int blocks = g.hidden / 128;
+  const int blocks = g.hidden / kFp8BlockChannels;
   const float* scales = p.x_scales + static_cast<size_t>(t) * blocks;
   for (int b = lane_id(); b < blocks; b += kWarpSize) out[b] = __ldg(scales + b);
 }
@@ -51,7 +52,7 @@ __device__ __forceinline__ void write_slot_extras(const HtDispatchParams& p, int
 // The same for a token this rank sends itself: straight into the caller's outputs at `row`.
 __device__ __forceinline__ void write_own_extras(const HtDispatchParams& p, int t, int row) {
   const HtGeometry& g = p.common.geo;
-  if (p.fp8) write_scales(p, t, p.out_scales + static_cast<size_t>(row) * (g.hidden / 128));
+  if (p.fp8) write_scales(p, t, p.out_scales + static_cast<size_t>(row) * (g.hidden / kFp8BlockChannels));
   const int k = lane_id();
   if (k >= g.topk) return;
   int32_t local_expert;
@@ -84,8 +85,7 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
     if (row >= 0 && mine == g.rank) {
       my_dst = static_cast<char*>(p.out_x) + static_cast<size_t>(own_row + row) * p.row_bytes;
     } else if (row >= 0) {
-      const uint64_t offset = p.channel.data_offset +
-                              (static_cast<uint64_t>(g.rank) * g.max_tokens + row) * g.dispatch_slot.bytes;
+      const uint64_t offset = ht_slot_offset(p.channel.data_offset, g.rank, row, g.max_tokens, g.dispatch_slot.bytes);
       my_dst = static_cast<char*>(c.transport.buffer(offset, mine));
     }
     const unsigned dests = __ballot_sync(0xffffffffu, row >= 0);
@@ -115,8 +115,7 @@ __device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_
   if (g.num_nodes > 1) ht_dispatch_rail::publish_chunk(p, step, chunk);
   __threadfence_system();
   __syncwarp();
-  const uint64_t flags = p.channel.flags_offset +
-                         (static_cast<uint64_t>(g.rank) * ht_chunks(g.max_tokens) + chunk) * sizeof(uint64_t);
+  const uint64_t flags = ht_chunk_flag_word(p.channel.flags_offset, g.rank, chunk, g.max_tokens);
   for (int d = node_begin(g) + lane_id(); d < node_end; d += kWarpSize) {
     if (d == g.rank) continue;  // rows for this rank went straight to out_x
     const int start = c.handle.chunk_start[chunk * R + d], end = c.handle.chunk_start[(chunk + 1) * R + d];

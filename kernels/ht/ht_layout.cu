@@ -12,6 +12,7 @@
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/launch.hpp"
+#include "kernels/transport/peer_transport.cuh"
 
 namespace epc::kernels {
 
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();
-    for (int d = 0; d < R; ++d) c.transport.signal(slot + static_cast<uint64_t>(g.rank) * sizeof(uint64_t), d, step + 1);
+    for (int d = 0; d < R; ++d) c.transport.signal(ht_ack_word(slot, g.rank), d, step + 1);
   }
   if (!wait_for_every_peer_signal(c.transport, slot, R, AtLeast{step + 1}, nullptr, c.timeout_ns, c.error,
                                   kPhaseHtLayout, g.rank)) {

@@ -11,6 +11,7 @@
 
 #include "kernels/device/launch_done.cuh"
 #include "kernels/common/kernel_stack.hpp"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/common/resident_blocks.hpp"
@@ -43,7 +44,7 @@ __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
     Parts::receive(p, step, role);
   }
   if (last_block_to_finish(Parts::done_counter(c.state)) && kReceive && threadIdx.x == 0) {
-    const uint64_t mine = p.channel.acks_offset + static_cast<uint64_t>(c.geo.rank) * sizeof(uint64_t);
+    const uint64_t mine = ht_ack_word(p.channel.acks_offset, c.geo.rank);
     for (int s = 0; s < c.geo.nranks; ++s) c.transport.signal(mine, s, step + 1);
     *step_counter = step + 1;
   }

@@ -6,8 +6,12 @@
 #pragma once
 
 #include "kernels/device/warp.cuh"
+#include "kernels/wire/limits.hpp"
 
 namespace epc::kernels {
+
+// Every part handles a token's top-k entries one per lane of the warp that holds it.
+static_assert(kMaxTopk <= kWarpSize, "one lane per top-k entry");
 
 constexpr int kHtThreads = 1024;
 constexpr int kHtWarps = kHtThreads / kWarpSize;

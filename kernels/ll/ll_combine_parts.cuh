@@ -12,6 +12,7 @@
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_params.hpp"
 #include "kernels/ll/ll_received.cuh"
 
@@ -82,12 +83,12 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
     }
     __syncthreads();
     if (entries.entries > 0) {
-      const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + m.token) * g.row_bytes;
+      const uint64_t offset = g.partial_offset(p.recv_offset[slot], g.rank, m.token);
       send_partial(p, entries, static_cast<int4*>(c.transport.buffer(offset, m.source)));
     }
     __syncthreads();
     if (entries.entries > 0) {
-      c.transport.commit(p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + m.token) * g.row_bytes,
+      c.transport.commit(g.partial_offset(p.recv_offset[slot], g.rank, m.token),
                          g.row_bytes, m.source, threadIdx.x, blockDim.x);
     }
     __syncthreads();  // `entries` is rewritten for the next message

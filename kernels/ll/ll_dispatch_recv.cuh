@@ -10,18 +10,20 @@
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/transport/peer_transport.cuh"
+#include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_params.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/ll/ll_received.cuh"
 
 namespace epc::kernels::dispatch_recv {
 
-constexpr int kMaxEntries = 32;  // the configuration's top-k limit
+static_assert(kMaxTopk <= kWarpSize, "a message's entries are placed one per lane of a warp");
 
 // Where the entries of one message go, worked out by its first warp into shared memory.
 struct MessageRows {
   int entries;
-  int flat_row[kMaxEntries];  // l * R*T + row, or -1 for an entry that did not fit
+  int flat_row[kMaxTopk];  // l * R*T + row, or -1 for an entry that did not fit
 };
 
 // The whole part, run by every thread of every block.
@@ -40,7 +42,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
 
   const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
   const int32_t* table = reinterpret_cast<const int32_t*>(
-      slots + static_cast<size_t>(g.nranks) * g.max_tokens * g.message_bytes);  // [R][L]
+      slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes));  // [R][L]
   const int expert_rows = g.nranks * g.max_tokens;
   for (int l = blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts; l += gridDim.x * blockDim.x) {
     int rows = 0;
@@ -50,7 +52,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
 
   const bool fp8 = p.payload == LlPayload::kFp8;
   const size_t out_row_bytes = static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
-  const int scales = g.hidden / 128;
+  const int scales = g.hidden / kFp8BlockChannels;
   const int messages = received_messages(tokens_from, g.nranks);
   __shared__ MessageRows placed;
   for (int i = blockIdx.x; i < messages; i += gridDim.x) {

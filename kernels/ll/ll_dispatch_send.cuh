@@ -11,6 +11,7 @@
 #include "kernels/device/half_bits.cuh"
 #include "kernels/device/launch_done.cuh"
 #include "kernels/device/step_signal.cuh"
+#include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_params.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/ll/ll_token_routing.cuh"
@@ -71,14 +72,14 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, int
   const int experts = g.nranks * g.local_experts;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     const int dest = e / g.local_experts;
-    const size_t offset = table_offset + (static_cast<size_t>(g.rank) * g.local_experts + e % g.local_experts) * sizeof(int32_t);
+    const uint64_t offset = table_offset + ll_count_offset(g.rank, e % g.local_experts, g.local_experts);
     *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = counts[e];
     counts[e] = 0;
   }
   __syncthreads();
   const uint64_t bytes = static_cast<uint64_t>(g.local_experts) * sizeof(int32_t);
   for (int d = 0; d < g.nranks; ++d) {
-    c.transport.commit(table_offset + static_cast<uint64_t>(g.rank) * bytes, bytes, d, threadIdx.x, blockDim.x);
+    c.transport.commit(table_offset + ll_count_offset(g.rank, 0, g.local_experts), bytes, d, threadIdx.x, blockDim.x);
   }
 }
 
@@ -90,23 +91,22 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   const int slot = static_cast<int>(step & 1);
   int32_t* counts = p.expert_counts + static_cast<size_t>(slot) * g.nranks * g.local_experts;
   __shared__ TokenRoute route;
-  __shared__ char* messages[kMaxRouteEntries];
+  __shared__ char* messages[kMaxTopk];
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
     route_token(c, p.weights, t, &route);  // ends with __syncthreads
+    const uint64_t message_at = g.message_offset(p.recv_offset[slot], g.rank, t);
     if (threadIdx.x < kWarpSize) {
       // Headers: one per rank, entries in top-k order.
       for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
-        const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
-        auto* header = static_cast<LlMessageHeader*>(c.transport.buffer(offset, d));
+        auto* header = static_cast<LlMessageHeader*>(c.transport.buffer(message_at, d));
         header->token = t;
         header->entries = route.entries_on_rank(d);
       }
       const int j = threadIdx.x;
       if (j < c.topk && route.expert[j] >= 0) {
         const int dest = route.expert[j] / g.local_experts;
-        const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
-        char* message = static_cast<char*>(c.transport.buffer(offset, dest));
+        char* message = static_cast<char*>(c.transport.buffer(message_at, dest));
         LlMessageEntry entry;
         entry.local_expert = route.expert[j] - dest * g.local_experts;
         entry.position = route.position[j];
@@ -115,25 +115,22 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
         atomicAdd(&counts[route.expert[j]], 1);
       }
       for (int d = threadIdx.x; d < route.num_dests; d += kWarpSize) {
-        const size_t offset = p.recv_offset[slot] + (static_cast<size_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
-        messages[d] = static_cast<char*>(c.transport.buffer(offset, route.dest[d]));
+        messages[d] = static_cast<char*>(c.transport.buffer(message_at, route.dest[d]));
       }
     }
     __syncthreads();
     send_payload(p, static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2, messages, route);
     __syncthreads();
     // Every rank got a header; ranks hosting an entry also the payload.
-    const uint64_t offset = p.recv_offset[slot] + (static_cast<uint64_t>(g.rank) * g.max_tokens + t) * g.message_bytes;
     for (int d = 0; d < g.nranks; ++d) {
-      c.transport.commit(offset, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d,
+      c.transport.commit(message_at, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d,
                          threadIdx.x, blockDim.x);
     }
     __syncthreads();  // `route` and `messages` are rewritten for the next token
   }
 
   if (last_block_to_finish(&c.state->dispatch_send_done)) {
-    const uint64_t table = p.recv_offset[slot] + static_cast<uint64_t>(g.nranks) * g.max_tokens * g.message_bytes;
-    send_count_tables(p, counts, table);
+    send_count_tables(p, counts, g.count_table_offset(p.recv_offset[slot]));
     __syncthreads();
     if (threadIdx.x == 0) {
       __threadfence_system();

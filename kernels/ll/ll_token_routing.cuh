@@ -5,19 +5,22 @@
 #pragma once
 
 #include "kernels/device/warp.cuh"
+#include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_params.hpp"
 
 namespace epc::kernels {
 
-constexpr int kMaxRouteEntries = 32;  // the configuration's top-k limit; one lane per entry
+// The first warp of the block routes the token, lane j holding entry j, and fills arrays of
+// one element per lane.
+static_assert(kMaxTopk == kWarpSize, "route_token gives each top-k entry one lane of a warp");
 
 struct TokenRoute {
-  int expert[kMaxRouteEntries];         // global expert id, -1 when masked or j >= K
-  float weight[kMaxRouteEntries];
-  int position[kMaxRouteEntries];       // entries for the same expert before this one
-  int index_on_rank[kMaxRouteEntries];  // entry's index in its rank's message header
-  int dest[kMaxRouteEntries];           // distinct ranks hosting an entry
-  int dest_entries[kMaxRouteEntries];   // entries on dest[i]
+  int expert[kMaxTopk];         // global expert id, -1 when masked or j >= K
+  float weight[kMaxTopk];
+  int position[kMaxTopk];       // entries for the same expert before this one
+  int index_on_rank[kMaxTopk];  // entry's index in its rank's message header
+  int dest[kMaxTopk];           // distinct ranks hosting an entry
+  int dest_entries[kMaxTopk];   // entries on dest[i]
   int num_dests;
 
   __device__ int entries_on_rank(int rank) const {

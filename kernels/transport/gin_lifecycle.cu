@@ -1,6 +1,6 @@
 // GIN set-up and tear-down of a group whose ranks span LSA teams (core/group.cpp calls
 // them; kernels/launch.hpp says what each does). Every other GIN call is in the transport
-// (gin_transport.hpp), which the data and barrier kernels reach through PeerTransport.
+// (gin_transport.cuh), which the data and barrier kernels reach through PeerTransport.
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/launch.hpp"
 

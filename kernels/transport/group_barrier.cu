@@ -7,6 +7,7 @@
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/launch.hpp"
+#include "kernels/transport/peer_transport.cuh"
 
 namespace epc::kernels {
 

@@ -1,6 +1,6 @@
 // Which words of a rank's window are signalled across the network, and the GIN signal id
 // each one has. Shared by the planner (core/gin_signal_plan.cpp fills it and sizes the GIN
-// signal request from it) and the GIN transport (gin_transport.hpp looks ids up).
+// signal request from it) and the GIN transport (kernels/transport/gin_transport.cuh looks ids up).
 //
 // Why ids at all: GIN cannot store into a window word and order the store behind earlier
 // puts. Only a signal (an add onto a counter NCCL keeps for the receiver, outside our

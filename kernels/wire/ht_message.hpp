@@ -24,13 +24,10 @@
 
 #include <cstdint>
 
+#include "kernels/wire/limits.hpp"
+
 namespace epc::kernels {
 
-// Small chunks keep the tail short (the last chunk of every warp is what the step waits
-// for). Measured on 4 H200, 4096 tokens, hidden 7168, 24 SMs, bf16 dispatch / combine:
-// 32 tokens per chunk 715 / 780 us (with per-chunk combine receivers), 8: 694 / 631,
-// 4: 661 / 609, 2: 633 / 625.
-constexpr int kHtChunkTokens = 2;
 
 constexpr uint64_t ht_align16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
 
@@ -44,7 +41,7 @@ struct HtDispatchSlot {
 // `element_bytes`: 2 for groups of a 16-bit dtype, 1 for fp8 groups.
 constexpr HtDispatchSlot ht_dispatch_slot(uint32_t hidden, uint32_t element_bytes, uint32_t max_topk) {
   const uint64_t row = ht_align16(uint64_t{hidden} * element_bytes);
-  const uint64_t scales = ht_align16(uint64_t{(hidden + 127) / 128} * 4);
+  const uint64_t scales = ht_align16(uint64_t{(hidden + kFp8BlockChannels - 1) / kFp8BlockChannels} * 4);
   const uint64_t topk = ht_align16(uint64_t{max_topk} * 4);
   return HtDispatchSlot{static_cast<uint32_t>(row), static_cast<uint32_t>(row + scales),
                         static_cast<uint32_t>(row + scales + topk),
@@ -79,6 +76,27 @@ constexpr HtRailSlot ht_rail_slot(const HtDispatchSlot& dispatch, uint32_t node_
 
 // Chunks a stream of `items` tokens or rows is cut into.
 constexpr int ht_chunks(int items) { return (items + kHtChunkTokens - 1) / kHtChunkTokens; }
+
+// Named offsets into a [streams][max_tokens] area of fixed-size slots and its chunk flags
+// (a stream is a source rank, a destination rank or a node). Planner and kernels alike
+// compute window addresses through these.
+//
+// Slot `row` of `stream`, in an area of slots of `slot_bytes` starting at `data_offset`.
+constexpr uint64_t ht_slot_offset(uint64_t data_offset, int stream, int row, int max_tokens, uint32_t slot_bytes) {
+  return data_offset + (static_cast<uint64_t>(stream) * max_tokens + row) * slot_bytes;
+}
+// The uint64 flag of chunk `chunk` of `stream`, in flags starting at `flags_offset`.
+constexpr uint64_t ht_chunk_flag_word(uint64_t flags_offset, int stream, int chunk, int max_tokens) {
+  return flags_offset + (static_cast<uint64_t>(stream) * ht_chunks(max_tokens) + chunk) * sizeof(uint64_t);
+}
+// Bytes of the chunk flags of `streams` streams; a signal region's acknowledgements follow.
+constexpr uint64_t ht_chunk_flags_bytes(int streams, int max_tokens) {
+  return static_cast<uint64_t>(streams) * ht_chunks(max_tokens) * sizeof(uint64_t);
+}
+// The uint64 word rank `rank` writes in an [nranks] array of acknowledgements or signals.
+constexpr uint64_t ht_ack_word(uint64_t acks_offset, int rank) {
+  return acks_offset + static_cast<uint64_t>(rank) * sizeof(uint64_t);
+}
 
 // Words one source writes into a destination's layout slot: tokens it sends there, its
 // batch size B, then its entry count for each of the destination's local experts.

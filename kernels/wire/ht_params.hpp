@@ -6,7 +6,7 @@
 
 #include "kernels/wire/device_error.hpp"
 #include "kernels/wire/ht_message.hpp"
-#include "kernels/transport/peer_transport.hpp"
+#include "kernels/wire/transport.hpp"
 
 namespace epc::kernels {
 

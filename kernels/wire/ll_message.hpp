@@ -28,6 +28,25 @@ struct LlMessageEntry {
 
 constexpr size_t kLlMessageAlignment = 16;
 
+// Named offsets inside a receive slot, which holds one record of `record_bytes` per (source
+// rank, source token), [nranks][max_tokens]: dispatch messages, or combine's partial rows.
+// Planner and kernels alike compute window addresses through these.
+constexpr uint64_t ll_record_offset(int source, int token, int max_tokens, uint64_t record_bytes) {
+  return (static_cast<uint64_t>(source) * max_tokens + token) * record_bytes;
+}
+// Behind a dispatch slot's messages, the [nranks][local_experts] int32 table of entries per
+// source and local expert.
+constexpr uint64_t ll_count_table_offset(int nranks, int max_tokens, uint64_t message_bytes) {
+  return static_cast<uint64_t>(nranks) * max_tokens * message_bytes;
+}
+constexpr uint64_t ll_count_table_bytes(int nranks, int local_experts) {
+  return static_cast<uint64_t>(nranks) * local_experts * sizeof(int32_t);
+}
+// Source `source`'s count for `local_expert`, from the table's start.
+constexpr uint64_t ll_count_offset(int source, int local_expert, int local_experts) {
+  return (static_cast<uint64_t>(source) * local_experts + local_expert) * sizeof(int32_t);
+}
+
 // Header bytes for `max_entries` entries, rounded so the payload starts 16-byte aligned.
 constexpr size_t ll_message_header_bytes(size_t max_entries) {
   return (sizeof(LlMessageHeader) + max_entries * sizeof(LlMessageEntry) + kLlMessageAlignment - 1) /

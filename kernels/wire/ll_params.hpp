@@ -7,8 +7,9 @@
 
 #include <cstdint>
 
-#include "kernels/transport/peer_transport.hpp"
+#include "kernels/wire/transport.hpp"
 #include "kernels/wire/device_error.hpp"
+#include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_state.hpp"
 
 namespace epc::kernels {
@@ -24,6 +25,17 @@ struct LlGeometry {
   int message_bytes;   // header + row in a dispatch receive buffer, padded to 16 bytes
   int header_bytes;
   int max_entries;     // min(top-k, L): entries one message header can hold
+
+  // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp).
+  __device__ __host__ uint64_t message_offset(uint64_t slot, int source, int token) const {
+    return slot + ll_record_offset(source, token, max_tokens, static_cast<uint64_t>(message_bytes));
+  }
+  __device__ __host__ uint64_t count_table_offset(uint64_t slot) const {
+    return slot + ll_count_table_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes));
+  }
+  __device__ __host__ uint64_t partial_offset(uint64_t slot, int source, int token) const {
+    return slot + ll_record_offset(source, token, max_tokens, static_cast<uint64_t>(row_bytes));
+  }
 };
 
 // The handle's device arrays, written by the dispatch receive and read by combine.

@@ -158,21 +158,21 @@ float fp8_block_scale(float amax, bool round_scale_ue8m0) {
 
 void quantize_row_fp8(const float* x, int hidden, bool round_scale_ue8m0, uint8_t* q_out,
                       float* scales_out) {
-  if (hidden <= 0 || hidden % kFp8BlockSize != 0) {
+  if (hidden <= 0 || hidden % kFp8BlockChannels != 0) {
     throw std::invalid_argument("epc::ref::quantize_row_fp8: hidden must be a positive multiple "
                                 "of 128 for fp8 block quantization, got " +
                                 std::to_string(hidden));
   }
-  for (int block = 0; block < hidden / kFp8BlockSize; ++block) {
-    const int begin = block * kFp8BlockSize;
+  for (int block = 0; block < hidden / kFp8BlockChannels; ++block) {
+    const int begin = block * kFp8BlockChannels;
     float amax = 0.0f;
-    for (int i = begin; i < begin + kFp8BlockSize; ++i) {
+    for (int i = begin; i < begin + kFp8BlockChannels; ++i) {
       const float magnitude = float_of(bits_of(x[i]) & kFloatAbsMask);
       if (magnitude > amax) amax = magnitude;
     }
     const float scale = fp8_block_scale(amax, round_scale_ue8m0);
     scales_out[block] = scale;
-    for (int i = begin; i < begin + kFp8BlockSize; ++i) {
+    for (int i = begin; i < begin + kFp8BlockChannels; ++i) {
       q_out[i] = float_to_e4m3_satfinite(x[i] / scale);
     }
   }

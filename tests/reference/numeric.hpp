@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/wire/limits.hpp"
+
 namespace epc::ref {
 
 // The 16-bit element type of token rows handed to dispatch.
@@ -66,7 +68,7 @@ float e4m3_to_float(uint8_t bits);
 // ---- per-128-channel fp8 block quantization ---------------------------------------------
 
 // Channels per scale: one float scale covers this many consecutive channels of a row.
-constexpr int kFp8BlockSize = 128;
+using kernels::kFp8BlockChannels;
 
 // Scales never get smaller than this amax would give, so all-zero blocks have a finite scale.
 constexpr float kFp8MinAmax = 1e-4f;

@@ -74,11 +74,11 @@ void validate_x16_payload(const Problem& problem) {
 }
 
 void validate_fp8_payload(const Problem& problem) {
-  if (problem.hidden % kFp8BlockSize != 0) {
+  if (problem.hidden % kFp8BlockChannels != 0) {
     reject("fp8 needs hidden to be a multiple of 128 (one scale per 128 channels), got " +
            std::to_string(problem.hidden));
   }
-  const std::size_t blocks = static_cast<std::size_t>(problem.hidden / kFp8BlockSize);
+  const std::size_t blocks = static_cast<std::size_t>(problem.hidden / kFp8BlockChannels);
   for (int r = 0; r < problem.nranks; ++r) {
     const RankTokens& rank = problem.ranks[r];
     const std::size_t tokens = static_cast<std::size_t>(rank.num_tokens);

@@ -57,7 +57,7 @@ void validate_options(const ProblemGenOptions& o) {
   if (o.hot_expert < 0 || o.hot_expert >= o.num_experts) {
     reject("hot_expert must be in [0, num_experts), got " + std::to_string(o.hot_expert));
   }
-  if (o.with_fp8 && o.hidden % kFp8BlockSize != 0) {
+  if (o.with_fp8 && o.hidden % kFp8BlockChannels != 0) {
     reject("with_fp8 needs hidden to be a multiple of 128, got " + std::to_string(o.hidden));
   }
 }
@@ -123,7 +123,7 @@ Problem make_random_problem(const ProblemGenOptions& options) {
       for (std::size_t k = 0; k < K; ++k) rank.topk_weights[t * K + k] = draws.unit_float();
     }
     if (o.with_fp8) {
-      const std::size_t blocks = H / kFp8BlockSize;
+      const std::size_t blocks = H / kFp8BlockChannels;
       rank.x_fp8.resize(tokens * H);
       rank.fp8_scales.resize(tokens * blocks);
       std::vector<float> row(H);

@@ -94,12 +94,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/wire/limits.hpp"
 #include "tests/reference/numeric.hpp"
 
 namespace epc::ref {
 
 // The largest top-k the model (and the kernels) accept.
-constexpr int kMaxTopk = 32;
+using kernels::kMaxTopk;
 
 // One rank's dispatch input. Row-major arrays; which payload is needed depends on the call.
 struct RankTokens {

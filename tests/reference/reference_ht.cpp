@@ -91,7 +91,7 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem,
   const int L = p.local_experts();
   const std::size_t H = static_cast<std::size_t>(p.hidden);
   const std::size_t K = static_cast<std::size_t>(p.topk);
-  const std::size_t blocks = H / kFp8BlockSize;
+  const std::size_t blocks = H / kFp8BlockChannels;
 
   std::vector<HtDispatchResult> results(p.nranks);
   for (int q = 0; q < p.nranks; ++q) {

@@ -127,13 +127,13 @@ std::vector<LlDispatchResult> ll_dispatch(const Problem& problem,
   const Problem& p = problem;
   const LlLayout layout = ll_layout(p);  // validates the problem
   validate_x16_payload(p);
-  if (options.use_fp8 && p.hidden % kFp8BlockSize != 0) {
+  if (options.use_fp8 && p.hidden % kFp8BlockChannels != 0) {
     throw std::invalid_argument("epc::ref::ll_dispatch: fp8 needs hidden to be a multiple of "
                                 "128, got " + std::to_string(p.hidden));
   }
   const int L = p.local_experts();
   const std::size_t H = static_cast<std::size_t>(p.hidden);
-  const std::size_t blocks = H / kFp8BlockSize;
+  const std::size_t blocks = H / kFp8BlockChannels;
   const std::size_t rows = static_cast<std::size_t>(L) * layout.rows_per_expert;
 
   std::vector<LlDispatchResult> results(p.nranks);

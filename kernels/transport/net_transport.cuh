@@ -1,5 +1,5 @@
 // The network transport: how data and signals cross between nodes. Kernels reach it only
-// through PeerTransport (peer_transport.hpp), for peers outside their node, and never know
+// through PeerTransport (peer_transport.cuh), for peers outside their node, and never know
 // which implementation they run on.
 //
 //   put(window, peer, dst_offset, src_offset, bytes, part, parts)
@@ -17,7 +17,7 @@
 //                          the signal that made it readable
 //   flush()                the sources of this thread's earlier puts may be rewritten
 //
-// Signals only add because GIN's only add (gin_transport.hpp); PeerTransport turns the
+// Signals only add because GIN's only add (gin_transport.cuh); PeerTransport turns the
 // kernels' "store value" into "add value - previous value" for both implementations, so a
 // word reads the last value stored. Two implementations, chosen at group creation (kind):
 //
@@ -30,27 +30,20 @@
 //                  network hardware (there were no NICs where it was written).
 #pragma once
 
+#include <cuda/atomic>
 #include <nccl.h>
 #include <nccl_device.h>
 
 #include <cstdint>
 
-#include "kernels/transport/gin_transport.hpp"
-
-#ifdef __CUDACC__
-#include <cuda/atomic>
-
 #include "kernels/device/flags.cuh"
-#endif
+#include "kernels/transport/gin_transport.cuh"
+#include "kernels/wire/transport.hpp"
 
 namespace epc::kernels {
 
-// Zero (a zeroed PeerTransport) is the stand-in.
-enum class NetKind : int32_t { kLsaStandIn = 0, kGin = 1 };
-
 // Stateless: the window comes from PeerTransport with every call.
 struct LsaNetStandIn {
-#ifdef __CUDACC__
   // Split over the `parts` calling threads in the widest words both ends' alignment allows
   // (staging mirrors the window span, so source and destination agree modulo 256).
   __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes,
@@ -82,39 +75,32 @@ struct LsaNetStandIn {
     return load_acquire(static_cast<uint64_t*>(ncclGetLocalPointer(window, offset)));
   }
   __device__ void flush() const {}  // puts are synchronous copies
-#endif
 };
 
-// Plain data, passed to kernels by value inside PeerTransport. The branch on `kind` is
-// uniform across every launch (a kernel parameter), so it costs no divergence.
-struct NetTransport {
-  NetKind kind;
-  int32_t reserved;
-  GinNetTransport gin;  // used when kind == kGin
+__device__ inline void NetTransport::put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset,
+                                       uint64_t bytes, int part, int parts) const {
+  if (kind == NetKind::kGin) {
+    gin.put(window, peer, dst_offset, src_offset, bytes, part, parts);
+  } else {
+    LsaNetStandIn{}.put(window, peer, dst_offset, src_offset, bytes, part, parts);
+  }
+}
 
-#ifdef __CUDACC__
-  __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes,
-                      int part, int parts) const {
-    if (kind == NetKind::kGin) {
-      gin.put(window, peer, dst_offset, src_offset, bytes, part, parts);
-    } else {
-      LsaNetStandIn{}.put(window, peer, dst_offset, src_offset, bytes, part, parts);
-    }
+__device__ inline void NetTransport::signal(ncclWindow_t window, int peer, int peer_node, uint64_t offset,
+                                          uint64_t delta) const {
+  if (kind == NetKind::kGin) {
+    gin.signal(peer, peer_node, offset, delta);
+  } else {
+    LsaNetStandIn{}.signal(window, peer, offset, delta);
   }
-  __device__ void signal(ncclWindow_t window, int peer, int peer_node, uint64_t offset, uint64_t delta) const {
-    if (kind == NetKind::kGin) {
-      gin.signal(peer, peer_node, offset, delta);
-    } else {
-      LsaNetStandIn{}.signal(window, peer, offset, delta);
-    }
-  }
-  __device__ uint64_t read_signal(ncclWindow_t window, uint64_t offset, int own_node) const {
-    return kind == NetKind::kGin ? gin.read_signal(offset, own_node) : LsaNetStandIn{}.read_signal(window, offset);
-  }
-  __device__ void flush() const {
-    if (kind == NetKind::kGin) gin.flush();
-  }
-#endif
-};
+}
+
+__device__ inline uint64_t NetTransport::read_signal(ncclWindow_t window, uint64_t offset, int own_node) const {
+  return kind == NetKind::kGin ? gin.read_signal(offset, own_node) : LsaNetStandIn{}.read_signal(window, offset);
+}
+
+__device__ inline void NetTransport::flush() const {
+  if (kind == NetKind::kGin) gin.flush();
+}
 
 }  // namespace epc::kernels

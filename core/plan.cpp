@@ -1,0 +1,42 @@
+#include "core/plan.hpp"
+
+#include "core/error.hpp"
+#include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_message.hpp"
+
+namespace epc {
+
+const Region& Plan::region(EpcRegionKind kind, uint32_t slot) const {
+  for (const Region& r : regions) {
+    if (r.kind == kind && r.slot == slot) return r;
+  }
+  fail(EPC_ERR_INTERNAL, format("plan has no region of kind %u in slot %u", kind, slot));
+}
+
+uint32_t ll_message_entries(const GroupConfig& c) {
+  // Every top-k entry may land on one rank: duplicate expert ids are allowed, so a token
+  // can hold more entries on a rank than the rank has experts.
+  return c.max_topk;
+}
+
+uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {
+  return kernels::ll_count_table_bytes(nranks, static_cast<int>(c.local_experts(nranks)));
+}
+
+uint64_t ht_layout_words_offset(int nranks) {
+  return (static_cast<uint64_t>(nranks) * sizeof(uint64_t) + 15) / 16 * 16;
+}
+
+uint64_t ht_acks_offset(const GroupConfig& c, int nranks) {
+  return kernels::ht_chunk_flags_bytes(nranks, static_cast<int>(c.max_tokens_per_rank));
+}
+
+uint64_t ht_signal_bytes(const GroupConfig& c, int nranks) {
+  return kernels::ht_ack_word(ht_acks_offset(c, nranks), nranks);
+}
+
+uint32_t ll_message_header_bytes(const GroupConfig& c) {
+  return static_cast<uint32_t>(kernels::ll_message_header_bytes(ll_message_entries(c)));
+}
+
+}  // namespace epc

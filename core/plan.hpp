@@ -1,0 +1,89 @@
+// What the planner produces: the byte layout of one rank's symmetric window (regions,
+// double-buffer slots, staging, signal areas) and the device resources a group needs, plus
+// the small layout rules both the planner and its users (group creation, handles, the GIN
+// signal plan) read offsets from. Plain data; core/planner.hpp computes it, and
+// kernels/wire/ holds the byte formats inside each region.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "epcomm/epcomm.h"
+#include "kernels/wire/gin_signal_map.hpp"
+
+namespace epc {
+
+
+struct Region {
+  EpcRegionKind kind = 0;
+  uint32_t slot = EPC_SLOT_NONE;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::string name;
+};
+
+// Inside the control region.
+struct ControlLayout {
+  uint64_t barrier_inbox_offset = 0;  // [nranks] uint64, from region start
+};
+
+// Where the network transport stages what is bound for ranks outside this rank's node
+// (kernels/wire/transport.hpp): one mirror of the window span [span_begin, span_begin +
+// span_bytes) per remote rank, so a kernel writes what it would store into a remote peer's
+// window at `offset` into its own window at offset + (remote index) * span_bytes +
+// (offset - span_begin) instead, and the transport puts it from there.
+struct NetStagingLayout {
+  uint64_t offset = 0;      // the net_staging region; 0 when every rank is in one node
+  uint64_t span_begin = 0;  // the first byte a peer writes (the control region's start)
+  uint64_t span_bytes = 0;
+};
+
+struct Plan {
+  EpcMode mode = EPC_MODE_LOW_LATENCY;
+  uint32_t num_slots = 0;
+  uint64_t symmetric_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  uint32_t num_sms = 0;
+  uint32_t warps_per_block = 0;
+  // Barriers are epcomm's own (in the control region) because every wait must time out;
+  // NCCL's LSA barriers spin without a bound, so none are requested.
+  uint32_t lsa_barriers = 0;
+  // GIN resources, only when the ranks span several LSA teams: one context (NCCL 2.28.9
+  // treats the count as a hint and may give more) and one signal per window word a rank of
+  // another node writes (gin_signal_map, core/gin_signal_plan.hpp).
+  uint32_t gin_contexts = 0;
+  uint32_t gin_signals = 0;
+  kernels::GinSignalMap gin_signal_map{};
+  uint32_t message_bytes = 0;
+  EpcDtype dtype = EPC_DTYPE_BF16;
+  ControlLayout control;
+  NetStagingLayout net_staging;
+  std::vector<Region> regions;
+
+  // The region of `kind` in `slot` (EPC_SLOT_NONE for unslotted); throws if absent.
+  const Region& region(EpcRegionKind kind, uint32_t slot = EPC_SLOT_NONE) const;
+};
+
+constexpr uint64_t kRegionAlignment = 256;
+constexpr uint64_t kWindowAlignment = 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
+// No window is planned beyond this (far beyond any GPU's memory; keeps every offset sum
+// inside 64 bits).
+constexpr uint64_t kMaxWindowBytes = uint64_t{1} << 52;
+
+// (local expert, position, weight) entries a low-latency message header holds, and the header's bytes.
+uint32_t ll_message_entries(const GroupConfig& config);
+uint32_t ll_message_header_bytes(const GroupConfig& config);
+// Bytes of the [nranks][local_experts] int32 entry-count table behind a dispatch_recv slot's
+// messages.
+uint64_t ll_count_table_bytes(const GroupConfig& config, int nranks);
+
+// High-throughput: where a layout slot's count words start (after its signals); where the
+// acknowledgements start inside a signal region, and that region's size.
+constexpr uint32_t kHtLayoutSlots = 2;
+uint64_t ht_layout_words_offset(int nranks);
+uint64_t ht_acks_offset(const GroupConfig& config, int nranks);
+uint64_t ht_signal_bytes(const GroupConfig& config, int nranks);
+
+}  // namespace epc

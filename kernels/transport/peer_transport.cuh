@@ -1,0 +1,90 @@
+// How kernels reach other ranks' windows; they use nothing else for it.
+//
+//   local(offset)                this rank's own window at `offset`, where peers' data lands
+//   buffer(offset, peer)         where to write bytes meant for `peer`'s window at `offset`
+//   commit(offset, bytes, peer, part, parts)
+//                                make those bytes travel; called together by `parts` threads
+//                                (this one is number `part`: a warp's lanes, a block's
+//                                threads) after every writer of the bytes has synchronised
+//                                with them (a block or warp barrier)
+//   signal(offset, peer, value)  publish everything committed before it (by this thread, or
+//                                by threads that synchronised with it) by making `peer`'s
+//                                signal word at `offset` read `value`
+//   read_signal(offset, writer)  acquire read of this rank's signal word at `offset`, which
+//                                rank `writer` signals: after seeing a value, every byte
+//                                committed before the signal that made it may be read
+//   flush()                      the sources of this thread's earlier commits may be rewritten
+//
+// Peers in this rank's node (its NVLink/LSA team, or its virtual node) are reached by direct
+// stores through NVLink: buffer() is the peer's own memory, commit has nothing to do, signal
+// is a release store and read_signal an acquire load of the word. Peers in other nodes are
+// reached only through the network transport (NetTransport, net_transport.cuh): buffer() is
+// a staging copy in this rank's own window (NetStaging), commit puts it to the peer, and
+// signal travels behind the puts. Writers must not read back what they wrote through
+// buffer().
+//
+// Signal words follow two rules, which the kernels' flags and counters already keep:
+//   - One rank writes a given word of a given peer (rows of signal arrays are per writer),
+//     and its successive signals to it are ordered (one per step, steps in order).
+//   - A word is signalled again only after its reader saw the previous value (set flags,
+//     acknowledged before they are rewritten), or its values only grow and readers test
+//     "at least" (acknowledgements, layout signals).
+// Across nodes the network may deliver the word somewhere other than the window (GIN keeps
+// it in a signal of its own), so a word written from another node must be read with
+// read_signal naming that writer, never by loading local(offset).
+#pragma once
+
+#include <nccl.h>
+#include <nccl_device.h>
+
+#include <cstdint>
+
+#include "kernels/device/flags.cuh"
+#include "kernels/transport/net_transport.cuh"
+#include "kernels/wire/transport.hpp"
+
+namespace epc::kernels {
+
+__device__ inline bool PeerTransport::in_node(int peer) const {
+  return one_node || static_cast<unsigned>(peer - node_begin) < static_cast<unsigned>(node_size);
+}
+
+// The staged copy of `offset` for a peer outside this node.
+__device__ inline uint64_t PeerTransport::staged(uint64_t offset, int peer) const {
+  const uint64_t remote = static_cast<uint64_t>(peer < node_begin ? peer : peer - node_size);
+  return staging.offset + remote * staging.span_bytes + (offset - staging.span_begin);
+}
+
+__device__ inline void* PeerTransport::local(uint64_t offset) const { return ncclGetLocalPointer(window, offset); }
+
+__device__ inline void* PeerTransport::buffer(uint64_t offset, int peer) const {
+  return in_node(peer) ? ncclGetPeerPointer(window, offset, peer) : local(staged(offset, peer));
+}
+
+__device__ inline void PeerTransport::commit(uint64_t offset, uint64_t bytes, int peer, int part, int parts) const {
+  if (!in_node(peer)) net.put(window, peer, offset, staged(offset, peer), bytes, part, parts);
+}
+
+// Across nodes the network only adds, so the word gets value - (the value last signalled
+// into it). That previous value is kept in the staging copy of the word, which nothing
+// else writes (signal words are never written through buffer()) and which starts zeroed,
+// like the word itself.
+__device__ inline void PeerTransport::signal(uint64_t offset, int peer, uint64_t value) const {
+  if (in_node(peer)) {
+    store_release(static_cast<uint64_t*>(ncclGetPeerPointer(window, offset, peer)), value);
+    return;
+  }
+  uint64_t* last = static_cast<uint64_t*>(local(staged(offset, peer)));
+  const uint64_t delta = value - *last;
+  *last = value;
+  net.signal(window, peer, peer / node_size, offset, delta);
+}
+
+__device__ inline uint64_t PeerTransport::read_signal(uint64_t offset, int writer) const {
+  if (in_node(writer)) return load_acquire(static_cast<uint64_t*>(local(offset)));
+  return net.read_signal(window, offset, node_begin / node_size);
+}
+
+__device__ inline void PeerTransport::flush() const { net.flush(); }
+
+}  // namespace epc::kernels
