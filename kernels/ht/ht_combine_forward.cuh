@@ -13,6 +13,7 @@
 #include "kernels/device/bf16_row_sum.cuh"
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_chunk_wait.cuh"
 #include "kernels/ht/ht_combine_slots.cuh"
 #include "kernels/ht/ht_rail_chunks.cuh"
 #include "kernels/transport/peer_transport.cuh"
@@ -33,23 +34,19 @@ __device__ __forceinline__ int slot_index(const HtGeometry& g, int m, int i) {
 // token has a row on this node; without one there is nothing to wait for.
 __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int m, const int32_t* rows,
                                               bool* came) {
-  const HtCommon& c = p.common;
-  const HtGeometry& g = c.geo;
-  bool ok = true, any = false;
-  for (int i = lane_id(); i < g.node_size && ok; i += kWarpSize) {
-    const int row = rows[i];
-    any = any || row >= 0;
-    const int index = slot_index(g, m, i);
-    if (row < 0 || index == g.rank) continue;
-    const uint64_t word = ht_chunk_flag_word(p.channel.flags_offset, index, row / kHtChunkTokens, g.max_tokens);
-    const int writer = g.node_of(g.rank) * g.node_size + i;
-    uint64_t flag = 0;
-    ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
-                         kPhaseHtCombine, g.rank, writer);
-  }
-  __syncwarp();
+  const HtGeometry& g = p.common.geo;
+  bool any = false;
+  const bool ok = warp_wait_for_chunk_rows(p.common, p.channel.flags_offset, step, g.node_size, kPhaseHtCombine,
+                                           [&](int i, ChunkRow* r) {
+                                             const int row = rows[i];
+                                             any = any || row >= 0;
+                                             const int index = slot_index(g, m, i);
+                                             if (row < 0 || index == g.rank) return false;
+                                             *r = ChunkRow{index, row, g.node_of(g.rank) * g.node_size + i};
+                                             return true;
+                                           });
   *came = __any_sync(0xffffffffu, any);
-  return __all_sync(0xffffffffu, ok);
+  return ok;
 }
 
 // Token t's partial (and backward weights) into `slot`, s's slot [this rank][t] as buffer()

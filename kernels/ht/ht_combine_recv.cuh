@@ -12,6 +12,7 @@
 #include "kernels/device/bf16_row_sum.cuh"
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_chunk_wait.cuh"
 #include "kernels/ht/ht_combine_slots.cuh"
 #include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_warp_roles.cuh"
@@ -28,21 +29,16 @@ __device__ __forceinline__ int term_row(const HtGeometry& g, const int32_t* rows
 
 // The flags of the chunks holding token t's terms, lanes splitting the ranks.
 __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int t) {
-  const HtCommon& c = p.common;
-  const HtGeometry& g = c.geo;
-  const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
-  bool ok = true;
-  for (int d = lane_id(); d < g.nranks && ok; d += kWarpSize) {
-    const int row = term_row(g, rows, t, d);
-    if (row < 0 || d == g.rank) continue;  // no term, or this rank's own row (the caller's x)
-    const uint64_t word =
-        ht_chunk_flag_word(p.channel.flags_offset, d, row / kHtChunkTokens, g.max_tokens);
-    uint64_t flag = 0;
-    ok = wait_for_signal(c.transport, word, d, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
-                         kPhaseHtCombine, g.rank, d);
-  }
-  __syncwarp();
-  return __all_sync(0xffffffffu, ok);
+  const HtGeometry& g = p.common.geo;
+  const int32_t* rows = p.common.handle.token_row + static_cast<size_t>(t) * g.nranks;
+  return warp_wait_for_chunk_rows(p.common, p.channel.flags_offset, step, g.nranks, kPhaseHtCombine,
+                                  [&](int d, ChunkRow* r) {
+                                    const int row = term_row(g, rows, t, d);
+                                    // No term, or this rank's own row (the caller's x).
+                                    if (row < 0 || d == g.rank) return false;
+                                    *r = ChunkRow{d, row, d};
+                                    return true;
+                                  });
 }
 
 __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {

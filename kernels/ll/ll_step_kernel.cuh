@@ -4,12 +4,60 @@
 // all its blocks can be resident at once (else a waiting block could keep a sending block
 // of the same launch off the GPU until the timeout); otherwise the two parts run as two
 // kernels, as they always do for EPC_FLAG_SEND_ONLY.
+//
+// `Parts` names an operation: its parameter struct (Params), its two parts (send, receive,
+// run by every thread of every block) and the dynamic shared memory each needs
+// (send_shared, receive_shared).
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include "kernels/common/kernel_stack.hpp"
 #include "kernels/common/resident_blocks.hpp"
 
 namespace epc::kernels {
 
 constexpr int kLlThreads = 512;
+
+template <typename Parts, bool kSend, bool kReceive>
+__global__ void __launch_bounds__(kLlThreads) ll_step_kernel(typename Parts::Params p) {
+  if (kSend) Parts::send(p);
+  if (kReceive) Parts::receive(p);
+}
+
+template <typename Parts>
+cudaError_t launch_ll_send(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
+  ll_step_kernel<Parts, true, false><<<blocks, kLlThreads, Parts::send_shared(params), stream>>>(params);
+  return cudaGetLastError();
+}
+
+template <typename Parts>
+cudaError_t launch_ll_receive(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
+  ll_step_kernel<Parts, false, true><<<blocks, kLlThreads, Parts::receive_shared(params), stream>>>(params);
+  return cudaGetLastError();
+}
+
+// Both parts: fused over the larger of the two block counts when it fits, else one after
+// the other.
+template <typename Parts>
+cudaError_t launch_ll_step(const typename Parts::Params& params, int send_blocks, int receive_blocks,
+                           cudaStream_t stream) {
+  const int blocks = send_blocks > receive_blocks ? send_blocks : receive_blocks;
+  const size_t send_shared = Parts::send_shared(params), receive_shared = Parts::receive_shared(params);
+  const size_t shared = send_shared > receive_shared ? send_shared : receive_shared;
+  static ResidentBlocks fused_capacity(kLlThreads);
+  if (blocks <= fused_capacity.get(ll_step_kernel<Parts, true, true>, shared)) {
+    ll_step_kernel<Parts, true, true><<<blocks, kLlThreads, shared, stream>>>(params);
+    return cudaGetLastError();
+  }
+  const cudaError_t sent = launch_ll_send<Parts>(params, send_blocks, stream);
+  return sent != cudaSuccess ? sent : launch_ll_receive<Parts>(params, receive_blocks, stream);
+}
+
+template <typename Parts>
+size_t ll_step_local_bytes() {
+  return max_local_bytes(ll_step_kernel<Parts, true, true>, ll_step_kernel<Parts, true, false>,
+                         ll_step_kernel<Parts, false, true>);
+}
 
 }  // namespace epc::kernels
