@@ -15,6 +15,18 @@ epc::Group& group_of(const EpcGroup* handle) {
   return *handle->group;
 }
 
+epc::LlSteps& ll_steps_of(const EpcGroup* handle) {
+  group_of(handle);
+  if (!handle->ll_steps) fail_argument("the group is not in low-latency mode");
+  return *handle->ll_steps;
+}
+
+epc::HtSteps& ht_steps_of(const EpcGroup* handle) {
+  group_of(handle);
+  if (!handle->ht_steps) fail_argument("the group is not in high-throughput mode");
+  return *handle->ht_steps;
+}
+
 namespace {
 
 template <typename T>
@@ -58,6 +70,11 @@ EpcStatus epc_group_create(void* comm, const EpcGroupConfig* config, EpcGroup** 
     epc::GroupConfig resolved = epc::resolve_config(config);
     auto handle = std::make_unique<EpcGroup>();
     handle->group = std::make_unique<epc::Group>(static_cast<ncclComm_t>(comm), resolved);
+    if (resolved.mode == EPC_MODE_LOW_LATENCY) {
+      handle->ll_steps = std::make_unique<epc::LlSteps>(*handle->group);
+    } else {
+      handle->ht_steps = std::make_unique<epc::HtSteps>(*handle->group);
+    }
     *out_group = handle.release();
   });
 }

@@ -8,12 +8,17 @@
 
 #include "core/group.hpp"
 #include "core/ht/ht_handle.hpp"
+#include "core/ht/ht_steps.hpp"
 #include "core/ll/ll_handle.hpp"
+#include "core/ll/ll_steps.hpp"
 
 struct EpcGroup {
   static constexpr uint64_t kLiveMagic = 0x70757247435045ull;  // "EPCGrup"
   uint64_t magic = kLiveMagic;
   std::unique_ptr<epc::Group> group;
+  // What the handles of the group's mode share; exactly one is set.
+  std::unique_ptr<epc::LlSteps> ll_steps;
+  std::unique_ptr<epc::HtSteps> ht_steps;
 };
 
 // Exactly one of the two is set: the mode of the group it was created on.
@@ -28,6 +33,9 @@ namespace epc::capi {
 
 // Throws EPC_ERR_INVALID_ARGUMENT for NULL or a pointer without the live magic word.
 epc::Group& group_of(const EpcGroup* handle);
+// The same, with what its mode's handles share (the group must be of that mode).
+epc::LlSteps& ll_steps_of(const EpcGroup* handle);
+epc::HtSteps& ht_steps_of(const EpcGroup* handle);
 
 // The same for handles; throws a message naming the right call when the handle belongs to
 // a group of the other mode.

@@ -23,7 +23,7 @@ EpcStatus epc_ht_handle_create(EpcGroup* group, const EpcTensor* topk_idx, EpcHt
                                      sizing));
     }
     auto handle = std::make_unique<EpcHandle>();
-    handle->ht = std::make_unique<epc::HtHandle>(g, topk_idx, sizing, static_cast<cudaStream_t>(stream));
+    handle->ht = std::make_unique<epc::HtHandle>(g, epc::capi::ht_steps_of(group), topk_idx, sizing, static_cast<cudaStream_t>(stream));
     *out_rows = handle->ht->rows();
     *out_handle = handle.release();
   });

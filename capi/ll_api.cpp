@@ -21,7 +21,7 @@ EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, void* st
                          "handles with epc_ht_handle_create");
     }
     auto handle = std::make_unique<EpcHandle>();
-    handle->ll = std::make_unique<epc::LlHandle>(g, topk_idx, as_stream(stream));
+    handle->ll = std::make_unique<epc::LlHandle>(g, epc::capi::ll_steps_of(group), topk_idx, as_stream(stream));
     *out_handle = handle.release();
   });
 }

@@ -12,6 +12,7 @@
 #include "core/gin_support.hpp"
 #include "core/gpu_check.hpp"
 #include "core/nccl_runtime.hpp"
+#include "core/planner.hpp"
 #include "kernels/launch.hpp"
 
 namespace epc {
@@ -48,6 +49,7 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
   node_ = topo_.node_of(rank_);
   plan_ = make_plan(config_, topo_);
 
+  owned_ = std::make_unique<Owned>(device_);
   try {
     reserve_kernel_stack();
     allocate_memory();
@@ -56,52 +58,30 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
     register_window();
     barrier(nullptr);
   } catch (...) {
-    release();
+    shut_down();
     throw;
   }
 }
 
-Group::~Group() { release(); }
+Group::~Group() { shut_down(); }
 
 void Group::allocate_memory() {
   const size_t bytes = plan_.symmetric_bytes;
-  if (config_.alloc_fn != nullptr) {
-    void* ptr = nullptr;
-    int32_t rc = config_.alloc_fn(config_.alloc_ctx, bytes, &ptr);
-    if (rc != 0 || ptr == nullptr) {
-      fail(EPC_ERR_OUT_OF_MEMORY, format("EpcGroupConfig.alloc_fn returned %d and pointer %p "
-                                         "for %zu bytes", rc, ptr, bytes));
-    }
-    window_memory_ = ptr;
-  } else {
-    check_nccl(ncclMemAlloc(&window_memory_, bytes), "ncclMemAlloc of the symmetric window", comm_);
-  }
-  check_cuda(cudaMemset(window_memory_, 0, bytes), "zeroing the symmetric window");
+  owned_->memory.allocate(comm_, bytes, config_.alloc_fn, config_.free_fn, config_.alloc_ctx);
+  check_cuda(cudaMemset(owned_->memory.get(), 0, bytes), "zeroing the symmetric window");
   check_cuda(cudaDeviceSynchronize(), "zeroing the symmetric window");
 
-  check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&error_host_), sizeof(kernels::DeviceError),
-                           cudaHostAllocMapped),
+  void* record = nullptr;
+  check_cuda(cudaHostAlloc(&record, sizeof(kernels::DeviceError), cudaHostAllocMapped),
              "cudaHostAlloc of the error record");
+  owned_->error_host.reset(static_cast<kernels::DeviceError*>(record));
+  error_host_ = owned_->error_host.get();
   std::memset(error_host_, 0, sizeof(kernels::DeviceError));
   check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host_, 0),
              "cudaHostGetDevicePointer of the error record");
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&error_claim_), sizeof(uint32_t)),
-             "cudaMalloc of the error record's claim word");
-  check_cuda(cudaMemset(error_claim_, 0, sizeof(uint32_t)), "zeroing the error record's claim word");
-  error_host_->claim = error_claim_;
-
-  // The step counters, then (low-latency mode) two slots of per-expert entry counts, which
-  // the dispatch send kernel accumulates and leaves zeroed behind it.
-  const size_t counts = config_.mode == EPC_MODE_LOW_LATENCY ? 2ull * config_.num_experts : 0;
-  const size_t state_bytes = sizeof(kernels::LlState) + counts * sizeof(int32_t);
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&ll_state_), state_bytes),
-             "cudaMalloc of the step counters");
-  check_cuda(cudaMemset(ll_state_, 0, state_bytes), "zeroing the step counters");
-  if (config_.mode == EPC_MODE_HIGH_THROUGHPUT) {
-    check_cuda(cudaMalloc(reinterpret_cast<void**>(&ht_state_), sizeof(kernels::HtState)),
-               "cudaMalloc of the high-throughput step counters");
-    check_cuda(cudaMemset(ht_state_, 0, sizeof(kernels::HtState)), "zeroing the step counters");
-  }
+  uint32_t* claim = owned_->device.allocate<uint32_t>(1, "cudaMalloc of the error record's claim word");
+  check_cuda(cudaMemset(claim, 0, sizeof(uint32_t)), "zeroing the error record's claim word");
+  error_host_->claim = claim;
 }
 
 void Group::register_window() {
@@ -111,7 +91,7 @@ void Group::register_window() {
   // zeroing its window and (across LSA teams) resetting its GIN signals: nothing a peer
   // sends can be erased by those.
   const size_t bytes = plan_.symmetric_bytes;
-  ncclResult_t res = ncclCommWindowRegister(comm_, window_memory_, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC);
+  const ncclResult_t res = owned_->registration.register_window(comm_, owned_->memory.get(), bytes);
   if (res != ncclSuccess && config_.alloc_fn != nullptr) {
     fail(EPC_ERR_NCCL, format("NCCL could not register the %zu bytes from EpcGroupConfig."
                               "alloc_fn as a window (%s: %s): the allocator must return memory "
@@ -122,7 +102,7 @@ void Group::register_window() {
 }
 
 void Group::reset_gin_signals() {
-  check_cuda(kernels::launch_gin_reset_signals(gin_state_, static_cast<uint32_t>(dev_comm_.ginSignalCount), nullptr),
+  check_cuda(kernels::launch_gin_reset_signals(gin_state_, static_cast<uint32_t>(dev_comm().ginSignalCount), nullptr),
              "launching the GIN signal reset");
   check_cuda(cudaStreamSynchronize(nullptr), "resetting the GIN signals");
 }
@@ -154,9 +134,10 @@ void Group::create_device_comm() {
   reqs.lsaBarrierCount = static_cast<int>(plan_.lsa_barriers);
   reqs.ginContextCount = static_cast<int>(plan_.gin_contexts);
   reqs.ginSignalCount = static_cast<int>(plan_.gin_signals);
+  ncclDevComm dev_comm{};
   if (!spans_lsa_teams()) {
-    check_nccl(ncclDevCommCreate(comm_, &reqs, &dev_comm_), "ncclDevCommCreate", comm_);
-    dev_comm_created_ = true;
+    check_nccl(ncclDevCommCreate(comm_, &reqs, &dev_comm), "ncclDevCommCreate", comm_);
+    owned_->dev_comm.adopt(comm_, dev_comm);
     return;
   }
   // Whether NCCL can set GIN up, asked where a "no" does no harm (core/gin_probe.hpp).
@@ -165,17 +146,17 @@ void Group::create_device_comm() {
     const GinVerdict verdict = judge_gin(topo_, probed);
     fail(verdict.status, verdict.message);
   }
-  const GinReport report = create_gin_device_comm(comm_, reqs, &dev_comm_);
-  dev_comm_created_ = report.created;
+  const GinReport report = create_gin_device_comm(comm_, reqs, &dev_comm);
+  if (report.created) owned_->dev_comm.adopt(comm_, dev_comm);
   const GinVerdict verdict = judge_gin(topo_, report);
   if (verdict.status != EPC_OK) fail(verdict.status, verdict.message);
 
   // What the kernels' GIN calls read (kernels/transport/gin_transport.cuh), beside the window.
   kernels::GinState state;
   std::memset(&state, 0, sizeof state);
-  state.comm = dev_comm_;
+  state.comm = dev_comm;
   state.signals = plan_.gin_signal_map;
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&gin_state_), sizeof state), "cudaMalloc of the GIN state");
+  gin_state_ = owned_->device.allocate<kernels::GinState>(1, "cudaMalloc of the GIN state");
   check_cuda(cudaMemcpy(gin_state_, &state, sizeof state, cudaMemcpyHostToDevice), "copying the GIN state");
 }
 
@@ -254,10 +235,15 @@ void Group::check_async_error() const {
   if (device_failure(&status, &message)) fail(status, message);
 }
 
+const ncclDevComm& Group::dev_comm() const {
+  static const ncclDevComm kNone{};
+  return owned_ ? owned_->dev_comm.get() : kNone;
+}
+
 kernels::PeerTransport Group::transport() const {
   kernels::PeerTransport t;
   std::memset(&t, 0, sizeof t);
-  t.window = window_;
+  t.window = window();
   t.node_begin = node_ * topo_.node_size;
   t.node_size = topo_.node_size;
   t.one_node = topo_.nodes() == 1;
@@ -294,13 +280,13 @@ EpcGroupInfo Group::info() const {
   i.dtype = config_.dtype;
   i.num_sms = config_.num_sms;
   i.timeout_ms = config_.timeout_ms;
-  i.symmetric_bytes = window_memory_ != nullptr ? plan_.symmetric_bytes : 0;
+  i.symmetric_bytes = owned_ && owned_->memory.get() != nullptr ? plan_.symmetric_bytes : 0;
   i.workspace_bytes = plan_.workspace_bytes;
   return i;
 }
 
 void Group::destroy() {
-  const ReleaseFailure failure = release();
+  const CloseFailure failure = shut_down();
   if (!failure.message.empty()) fail(failure.status, failure.message);
 }
 
@@ -330,62 +316,41 @@ bool Group::flush_gin(std::string* why) noexcept {
   return true;
 }
 
-Group::ReleaseFailure Group::release() noexcept {
-  ReleaseFailure first;
-  auto note = [&first](bool failed, EpcStatus status, const std::string& what) {
-    if (failed && first.message.empty()) first = ReleaseFailure{status, what};
+CloseFailure Group::shut_down() noexcept {
+  CloseFailure first;
+  if (!owned_) return first;
+  auto note = [&first](const CloseFailure& failure) {
+    if (!failure.message.empty() && first.message.empty()) first = failure;
   };
   int previous = -1;
   cudaGetDevice(&previous);
   if (device_ >= 0) cudaSetDevice(device_);
   // Nothing may still write into the window when it goes away.
-  cudaError_t sync = cudaDeviceSynchronize();
-  note(sync != cudaSuccess, EPC_ERR_CUDA,
-       format("cudaDeviceSynchronize before releasing the group: %s", cudaGetErrorString(sync)));
+  const cudaError_t sync = cudaDeviceSynchronize();
+  if (sync != cudaSuccess) {
+    note({EPC_ERR_CUDA, format("cudaDeviceSynchronize before releasing the group: %s", cudaGetErrorString(sync))});
+  }
   // Nor may the network still read from it: GIN puts can outlive the kernels that posted them.
-  if (gin_state_ != nullptr && dev_comm_created_) {
+  if (gin_state_ != nullptr && owned_->dev_comm.created()) {
     std::string why;
     const bool flushed = flush_gin(&why);
-    note(!why.empty(), flushed ? EPC_ERR_CUDA : EPC_ERR_TIMEOUT, why);
+    if (!why.empty()) note({flushed ? EPC_ERR_CUDA : EPC_ERR_TIMEOUT, why});
     if (!flushed) {
+      owned_.release();  // deliberately leaked: the flush kernel and the NIC may still use it
+      error_host_ = error_device_ = nullptr;
+      gin_state_ = nullptr;
       if (previous >= 0) cudaSetDevice(previous);
       return first;
     }
   }
-  if (dev_comm_created_) {
-    ncclResult_t r = ncclDevCommDestroy(comm_, &dev_comm_);
-    note(r != ncclSuccess, EPC_ERR_NCCL, format("ncclDevCommDestroy: %s", ncclGetErrorString(r)));
-    dev_comm_created_ = false;
-  }
-  if (window_ != nullptr) {
-    ncclResult_t r = ncclCommWindowDeregister(comm_, window_);
-    note(r != ncclSuccess, EPC_ERR_NCCL, format("ncclCommWindowDeregister: %s", ncclGetErrorString(r)));
-    window_ = nullptr;
-  }
-  if (window_memory_ != nullptr) {
-    if (config_.free_fn != nullptr) {
-      config_.free_fn(config_.alloc_ctx, window_memory_);
-    } else {
-      ncclResult_t r = ncclMemFree(window_memory_);
-      note(r != ncclSuccess, EPC_ERR_NCCL, format("ncclMemFree: %s", ncclGetErrorString(r)));
-    }
-    window_memory_ = nullptr;
-  }
-  for (void* state : {static_cast<void*>(ll_state_), static_cast<void*>(ht_state_), static_cast<void*>(gin_state_)}) {
-    if (state != nullptr) cudaFree(state);
-  }
-  ll_state_ = nullptr;
-  ht_state_ = nullptr;
+  // NCCL's objects in Owned's order, so that their failures can be reported; the rest goes
+  // with Owned.
+  note(owned_->dev_comm.close());
+  note(owned_->registration.close());
+  note(owned_->memory.close());
+  owned_.reset();
+  error_host_ = error_device_ = nullptr;
   gin_state_ = nullptr;
-  if (error_claim_ != nullptr) {
-    cudaFree(error_claim_);
-    error_claim_ = nullptr;
-  }
-  if (error_host_ != nullptr) {
-    cudaFreeHost(error_host_);
-    error_host_ = nullptr;
-    error_device_ = nullptr;
-  }
   if (previous >= 0) cudaSetDevice(previous);
   return first;
 }

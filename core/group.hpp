@@ -1,6 +1,8 @@
 // A group: one rank's share of an expert-parallel setup on an NCCL communicator. It owns
 // the symmetric window the planner laid out, its NCCL registration, the NCCL device
-// communicator, and the error record kernels report into.
+// communicator, and the error record kernels report into. What one mode's handles share
+// (step counters, the pending send-only step) lives beside it, in core/ll/ll_steps.hpp and
+// core/ht/ht_steps.hpp.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,15 +11,17 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/config.hpp"
-#include "core/planner.hpp"
+#include "core/device_memory.hpp"
+#include "core/nccl_resources.hpp"
+#include "core/plan.hpp"
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/device_error.hpp"
-#include "kernels/wire/ht_params.hpp"
-#include "kernels/wire/ll_state.hpp"
+#include "kernels/wire/transport.hpp"
 
 namespace epc {
 
@@ -52,26 +56,28 @@ class Group {
   const Topology& topology() const { return topo_; }
   int rank() const { return rank_; }
   int device() const { return device_; }
-  const ncclDevComm& dev_comm() const { return dev_comm_; }
-  ncclWindow_t window() const { return window_; }
+  const ncclDevComm& dev_comm() const;
+  ncclWindow_t window() const { return owned_ ? owned_->registration.get() : nullptr; }
   // How this rank's kernels reach the others: NVLink stores inside its node, the network
   // transport to other nodes (kernels/wire/transport.hpp).
   kernels::PeerTransport transport() const;
   kernels::DeviceError* device_error() const { return error_device_; }
-  kernels::LlState* ll_state() const { return ll_state_; }
-  // [2][num_experts] int32 right behind the step counters (low-latency groups only).
-  int32_t* ll_expert_counts() const { return reinterpret_cast<int32_t*>(ll_state_ + 1); }
-  // High-throughput step counters (high-throughput groups only).
-  kernels::HtState* ht_state() const { return ht_state_; }
-  // The handle whose EPC_FLAG_SEND_ONLY step is waiting for epc_complete, if any: a step's
-  // slot and epoch come from the group's step counters, so no other step of the group may
-  // start before it completes.
-  const void* ll_pending_owner() const { return ll_pending_owner_; }
-  void set_ll_pending_owner(const void* owner) { ll_pending_owner_ = owner; }
   uint64_t timeout_ns() const { return static_cast<uint64_t>(config_.timeout_ms) * 1000000ull; }
 
  private:
-  // The window's memory (zeroed), the error record and the step counters.
+  // Everything the group owns on the device and in NCCL. Declared in the order it is
+  // released (the reverse of the declarations): the device communicator, the window's
+  // registration, its memory, then the plain device and host memory.
+  struct Owned {
+    explicit Owned(int device) : device(device) {}
+    std::unique_ptr<kernels::DeviceError, PinnedHostFree> error_host;  // pinned, mapped
+    DeviceAllocations device;  // the error record's claim word; the GIN state
+    WindowMemory memory;
+    WindowRegistration registration;
+    DeviceCommunicator dev_comm;
+  };
+
+  // The window's memory (zeroed) and the error record.
   void allocate_memory();
   // Collective; also the ordering point of creation (register_window says why).
   void register_window();
@@ -84,13 +90,10 @@ class Group {
   void reserve_kernel_stack();
   // Ranks in several LSA teams: the network transport is GIN, not the stand-in.
   bool spans_lsa_teams() const { return topo_.num_nodes > 1; }
-  struct ReleaseFailure {
-    EpcStatus status = EPC_OK;
-    std::string message;  // "" if none
-  };
-  // Releases whatever was acquired; returns the first failure. When GIN could not flush
-  // within the timeout, what the network may still touch stays allocated.
-  ReleaseFailure release() noexcept;
+  // Releases everything (once the GPU, and the network, are done with it) in the order Owned
+  // states; returns the first failure. When GIN could not flush within the timeout,
+  // everything stays allocated (leaked): the network may still touch the window.
+  CloseFailure shut_down() noexcept;
   // Waits, bounded by the group's timeout, until GIN has read the sources of this rank's
   // puts. False on a timeout (the flush kernel may still be running); `why` says what failed.
   bool flush_gin(std::string* why) noexcept;
@@ -111,18 +114,11 @@ class Group {
   int device_ = -1;
   Plan plan_;
 
-  void* window_memory_ = nullptr;
-  ncclWindow_t window_ = nullptr;
-  bool dev_comm_created_ = false;
-  ncclDevComm dev_comm_{};
-  kernels::GinState* gin_state_ = nullptr;  // device memory, when the ranks span LSA teams
-  kernels::DeviceError* error_host_ = nullptr;    // pinned, mapped
+  std::unique_ptr<Owned> owned_;
+  kernels::DeviceError* error_host_ = nullptr;    // owned_->error_host
   kernels::DeviceError* error_device_ = nullptr;  // its device view
-  uint32_t* error_claim_ = nullptr;                // device memory (DeviceError::claim)
+  kernels::GinState* gin_state_ = nullptr;  // in owned_->device, when the ranks span LSA teams
   uint64_t barrier_epoch_ = 0;
-  kernels::LlState* ll_state_ = nullptr;  // device memory beside the window
-  kernels::HtState* ht_state_ = nullptr;
-  const void* ll_pending_owner_ = nullptr;
 
   // Sticky failure: once set, every call on the group fails with it. Set once, by the
   // thread making a call on the group (calls on a group do not overlap): the message is

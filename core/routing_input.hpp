@@ -1,6 +1,5 @@
 // How a handle takes in the caller's routing: the checks every mode applies to `topk_idx`
-// and the device copy that turns it into validated int32 (kernels/common/routing_copy.cu), plus the
-// small device allocation helper handles share.
+// and the device copy that turns it into validated int32 (kernels/common/routing_copy.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,10 +19,5 @@ int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_
 
 // The K of a routing tensor, checked against the group's max_topk.
 int routing_topk(const Group& group, const EpcTensor* topk_idx);
-
-template <typename T>
-void device_alloc(T** ptr, size_t count, const char* what) {
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(ptr), (count == 0 ? 1 : count) * sizeof(T)), what);
-}
 
 }  // namespace epc

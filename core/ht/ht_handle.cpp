@@ -29,8 +29,9 @@ bool overlaps(const EpcTensor* a, const EpcTensor* b) {
 
 }  // namespace
 
-HtHandle::HtHandle(Group& group, const EpcTensor* topk_idx, EpcHtSizing sizing, cudaStream_t stream)
-    : group_(group), sizing_(sizing) {
+HtHandle::HtHandle(Group& group, HtSteps& steps, const EpcTensor* topk_idx, EpcHtSizing sizing,
+                   cudaStream_t stream)
+    : group_(group), steps_(steps), sizing_(sizing), memory_(group.device()) {
   group_.check_healthy();
   const GroupConfig& c = group_.config();
   if (c.mode != EPC_MODE_HIGH_THROUGHPUT) {
@@ -42,57 +43,33 @@ HtHandle::HtHandle(Group& group, const EpcTensor* topk_idx, EpcHtSizing sizing, 
   const size_t T = c.max_tokens_per_rank;
   const size_t chunks = static_cast<size_t>(kernels::ht_chunks(static_cast<int>(T)));
   DeviceGuard guard(group_.device());
-  try {
-    const char* what = "cudaMalloc of the handle's layout";
-    device_alloc(&arrays_.topk_idx, T * topk_, "cudaMalloc of the handle's routing");
-    device_alloc(&arrays_.token_row, T * R, what);
-    device_alloc(&arrays_.chunk_start, (chunks + 1) * R, what);
-    device_alloc(&arrays_.entry_counts, c.num_experts, what);
-    device_alloc(&arrays_.recv_count, R, what);
-    device_alloc(&arrays_.recv_base, R + 1, what);
-    device_alloc(&arrays_.source_tokens, R, what);
-    device_alloc(&arrays_.expert_counts, c.local_experts(static_cast<int>(R)), what);
-    const size_t nodes = static_cast<size_t>(group_.topology().nodes());
-    if (nodes > 1) {  // where dispatch forwarded each token, for combine to reduce there
-      const size_t node_size = static_cast<size_t>(group_.topology().node_size);
-      device_alloc(&arrays_.forwarded_rows, nodes * T * node_size, what);
-      device_alloc(&arrays_.forwarded_topk, nodes * T * topk_, what);
-    }
-    // A layout that gives up (a timeout, or a group that a bad routing value has already
-    // failed) writes none of the received counts, and a CAPACITY handle's dispatch or combine
-    // queued behind it before the host saw the failure uses them as row offsets: start from
-    // "nothing received" rather than from uninitialised memory.
-    const char* zeroing = "zeroing the handle's layout";
-    check_cuda(cudaMemsetAsync(arrays_.recv_count, 0, R * sizeof(int32_t), stream), zeroing);
-    check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, (R + 1) * sizeof(int32_t), stream), zeroing);
-    check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, R * sizeof(int32_t), stream), zeroing);
-    check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0,
-                               c.local_experts(static_cast<int>(R)) * sizeof(int32_t), stream),
-               zeroing);
-    compute_layout(topk_idx, stream);
-  } catch (...) {
-    release();
-    throw;
+  const char* what = "cudaMalloc of the handle's layout";
+  arrays_.topk_idx = memory_.allocate<int32_t>(T * topk_, "cudaMalloc of the handle's routing");
+  arrays_.token_row = memory_.allocate<int32_t>(T * R, what);
+  arrays_.chunk_start = memory_.allocate<int32_t>((chunks + 1) * R, what);
+  arrays_.entry_counts = memory_.allocate<int32_t>(c.num_experts, what);
+  arrays_.recv_count = memory_.allocate<int32_t>(R, what);
+  arrays_.recv_base = memory_.allocate<int32_t>(R + 1, what);
+  arrays_.source_tokens = memory_.allocate<int32_t>(R, what);
+  arrays_.expert_counts = memory_.allocate<int32_t>(c.local_experts(static_cast<int>(R)), what);
+  const size_t nodes = static_cast<size_t>(group_.topology().nodes());
+  if (nodes > 1) {  // where dispatch forwarded each token, for combine to reduce there
+    const size_t node_size = static_cast<size_t>(group_.topology().node_size);
+    arrays_.forwarded_rows = memory_.allocate<int32_t>(nodes * T * node_size, what);
+    arrays_.forwarded_topk = memory_.allocate<int32_t>(nodes * T * topk_, what);
   }
-}
-
-HtHandle::~HtHandle() { release(); }
-
-void HtHandle::release() noexcept {
-  int previous = -1;
-  cudaGetDevice(&previous);
-  cudaSetDevice(group_.device());
-  // Kernels queued on this handle may still read these arrays.
-  cudaDeviceSynchronize();
-  for (void* p : {static_cast<void*>(arrays_.topk_idx), static_cast<void*>(arrays_.token_row),
-                  static_cast<void*>(arrays_.chunk_start), static_cast<void*>(arrays_.entry_counts),
-                  static_cast<void*>(arrays_.recv_count), static_cast<void*>(arrays_.recv_base),
-                  static_cast<void*>(arrays_.source_tokens), static_cast<void*>(arrays_.expert_counts),
-                  static_cast<void*>(arrays_.forwarded_rows), static_cast<void*>(arrays_.forwarded_topk)}) {
-    if (p != nullptr) cudaFree(p);
-  }
-  arrays_ = kernels::HtHandleArrays{};
-  if (previous >= 0) cudaSetDevice(previous);
+  // A layout that gives up (a timeout, or a group that a bad routing value has already
+  // failed) writes none of the received counts, and a CAPACITY handle's dispatch or combine
+  // queued behind it before the host saw the failure uses them as row offsets: start from
+  // "nothing received" rather than from uninitialised memory.
+  const char* zeroing = "zeroing the handle's layout";
+  check_cuda(cudaMemsetAsync(arrays_.recv_count, 0, R * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, (R + 1) * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, R * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0,
+                             c.local_experts(static_cast<int>(R)) * sizeof(int32_t), stream),
+             zeroing);
+  compute_layout(topk_idx, stream);
 }
 
 kernels::HtCommon HtHandle::common() const {
@@ -114,7 +91,7 @@ kernels::HtCommon HtHandle::common() const {
   k.geo.num_nodes = group_.topology().nodes();
   k.geo.rail_slot = kernels::ht_rail_slot(k.geo.dispatch_slot, static_cast<uint32_t>(k.geo.node_size));
   k.handle = arrays_;
-  k.state = group_.ht_state();
+  k.state = steps_.state();
   k.error = group_.device_error();
   k.timeout_ns = group_.timeout_ns();
   k.num_tokens = num_tokens_;

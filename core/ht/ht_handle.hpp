@@ -8,7 +8,9 @@
 
 #include <cstdint>
 
+#include "core/device_memory.hpp"
 #include "core/group.hpp"
+#include "core/ht/ht_steps.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/ht_params.hpp"
 
@@ -17,8 +19,7 @@ namespace epc {
 class HtHandle {
  public:
   // Collective. With EPC_HT_SIZING_EXACT waits for the count exchange (one host sync).
-  HtHandle(Group& group, const EpcTensor* topk_idx, EpcHtSizing sizing, cudaStream_t stream);
-  ~HtHandle();
+  HtHandle(Group& group, HtSteps& steps, const EpcTensor* topk_idx, EpcHtSizing sizing, cudaStream_t stream);
   HtHandle(const HtHandle&) = delete;
   HtHandle& operator=(const HtHandle&) = delete;
 
@@ -34,7 +35,6 @@ class HtHandle {
                const EpcTensor* out_topk_weights, EpcFlags flags, cudaStream_t stream);
 
  private:
-  void release() noexcept;
   // Copies the routing and queues the layout kernel (count exchange included).
   void compute_layout(const EpcTensor* topk_idx, cudaStream_t stream);
   kernels::HtCommon common() const;
@@ -42,12 +42,14 @@ class HtHandle {
   kernels::HtChannel channel(EpcRegionKind data, EpcRegionKind signal) const;
 
   Group& group_;
+  HtSteps& steps_;
   EpcHtSizing sizing_;
   int topk_ = 0;
   int num_tokens_ = 0;
   int64_t rows_ = 0;
   // Across nodes combine needs the record dispatch's forwarders keep (HtHandleArrays).
   bool dispatched_ = false;
+  DeviceAllocations memory_;  // every array of arrays_
   kernels::HtHandleArrays arrays_{};
 };
 

@@ -11,7 +11,8 @@
 
 namespace epc {
 
-LlHandle::LlHandle(Group& group, const EpcTensor* topk_idx, cudaStream_t stream) : group_(group) {
+LlHandle::LlHandle(Group& group, LlSteps& steps, const EpcTensor* topk_idx, cudaStream_t stream)
+    : group_(group), steps_(steps), memory_(group.device()) {
   group_.check_healthy();
   const GroupConfig& c = group_.config();
   if (c.mode != EPC_MODE_LOW_LATENCY) {
@@ -23,44 +24,25 @@ LlHandle::LlHandle(Group& group, const EpcTensor* topk_idx, cudaStream_t stream)
   const size_t R = static_cast<size_t>(group_.topology().nranks);
   const size_t T = c.max_tokens_per_rank;
   DeviceGuard guard(group_.device());
-  try {
-    device_alloc(&topk_idx_, T * static_cast<size_t>(topk_), "cudaMalloc of the handle's routing");
-    device_alloc(&recv_tokens_, R, "cudaMalloc of the handle");
-    device_alloc(&msg_entries_, R * T, "cudaMalloc of the handle");
-    device_alloc(&msg_rows_, R * T * static_cast<size_t>(max_entries_), "cudaMalloc of the handle");
-    device_alloc(&msg_weights_, R * T * static_cast<size_t>(max_entries_), "cudaMalloc of the handle");
-    // A dispatch receive that gives up (a timeout, or a group that a bad routing value has
-    // already failed) writes none of the receive state, and a combine queued behind it before
-    // the host saw the failure reads it as message counts and row addresses: start from
-    // "nothing received" rather than from uninitialised memory.
-    const char* zeroing = "zeroing the handle's receive state";
-    check_cuda(cudaMemsetAsync(recv_tokens_, 0, R * sizeof(int32_t), stream), zeroing);
-    check_cuda(cudaMemsetAsync(msg_entries_, 0, R * T * sizeof(int32_t), stream), zeroing);
-    copy_routing(topk_idx, stream);
-  } catch (...) {
-    release();
-    throw;
-  }
+  const char* what = "cudaMalloc of the handle";
+  topk_idx_ = memory_.allocate<int32_t>(T * static_cast<size_t>(topk_), "cudaMalloc of the handle's routing");
+  recv_tokens_ = memory_.allocate<int32_t>(R, what);
+  msg_entries_ = memory_.allocate<int32_t>(R * T, what);
+  msg_rows_ = memory_.allocate<int32_t>(R * T * static_cast<size_t>(max_entries_), what);
+  msg_weights_ = memory_.allocate<float>(R * T * static_cast<size_t>(max_entries_), what);
+  // A dispatch receive that gives up (a timeout, or a group that a bad routing value has
+  // already failed) writes none of the receive state, and a combine queued behind it before
+  // the host saw the failure reads it as message counts and row addresses: start from
+  // "nothing received" rather than from uninitialised memory.
+  const char* zeroing = "zeroing the handle's receive state";
+  check_cuda(cudaMemsetAsync(recv_tokens_, 0, R * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(msg_entries_, 0, R * T * sizeof(int32_t), stream), zeroing);
+  copy_routing(topk_idx, stream);
 }
 
-LlHandle::~LlHandle() { release(); }
-
-void LlHandle::release() noexcept {
-  if (group_.ll_pending_owner() == this) group_.set_ll_pending_owner(nullptr);
-  int previous = -1;
-  cudaGetDevice(&previous);
-  cudaSetDevice(group_.device());
-  // Kernels queued on this handle may still read these arrays.
-  cudaDeviceSynchronize();
-  for (void* p : {static_cast<void*>(topk_idx_), static_cast<void*>(recv_tokens_),
-                  static_cast<void*>(msg_entries_), static_cast<void*>(msg_rows_),
-                  static_cast<void*>(msg_weights_)}) {
-    if (p != nullptr) cudaFree(p);
-  }
-  topk_idx_ = nullptr;
-  recv_tokens_ = msg_entries_ = msg_rows_ = nullptr;
-  msg_weights_ = nullptr;
-  if (previous >= 0) cudaSetDevice(previous);
+// The arrays go with memory_, once the device is done with them.
+LlHandle::~LlHandle() {
+  if (steps_.pending_owner() == this) steps_.set_pending_owner(nullptr);
 }
 
 void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
@@ -94,7 +76,7 @@ kernels::LlCommon LlHandle::common() const {
   k.handle.msg_entries = msg_entries_;
   k.handle.msg_rows = msg_rows_;
   k.handle.msg_weights = msg_weights_;
-  k.state = group_.ll_state();
+  k.state = steps_.state();
   k.error = group_.device_error();
   k.timeout_ns = group_.timeout_ns();
   k.num_tokens = num_tokens_;
@@ -115,7 +97,7 @@ void LlHandle::require_no_pending(const char* call, bool starts_step) const {
                          "call epc_complete first", call,
                          pending_ == Pending::kDispatch ? "dispatch" : "combine"));
   }
-  if (starts_step && group_.ll_pending_owner() != nullptr) {
+  if (starts_step && steps_.pending_owner() != nullptr) {
     fail_argument(format("%s: another handle of this group has a step queued with "
                          "EPC_FLAG_SEND_ONLY; call epc_complete on it first", call));
   }
@@ -151,7 +133,7 @@ kernels::LlDispatchParams LlHandle::dispatch_params(const char* call, const EpcT
   p.x_is_fp16 = x->dtype == EPC_DTYPE_FP16;
   p.weights = static_cast<const float*>(topk_weights->data);
   p.out_counts = static_cast<int32_t*>(out_counts->data);
-  p.expert_counts = group_.ll_expert_counts();
+  p.expert_counts = steps_.expert_counts();
   p.payload = fp8 ? kernels::LlPayload::kFp8 : kernels::LlPayload::kHalf;
   p.round_scale_ue8m0 = (flags & EPC_FLAG_FP8_POW2_SCALES) != 0;
   return p;
@@ -166,7 +148,7 @@ void LlHandle::launch_dispatch(const kernels::LlDispatchParams& p, EpcFlags flag
   check_cuda(kernels::launch_ll_dispatch_send(p, blocks(num_tokens_), stream), "launching the dispatch send");
   pending_ = Pending::kDispatch;
   pending_dispatch_ = p;
-  group_.set_ll_pending_owner(this);
+  steps_.set_pending_owner(this);
 }
 
 void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
@@ -236,7 +218,7 @@ void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFla
   check_cuda(kernels::launch_ll_combine_send(p, blocks(), stream), "launching the combine send");
   pending_ = Pending::kCombine;
   pending_combine_ = p;
-  group_.set_ll_pending_owner(this);
+  steps_.set_pending_owner(this);
 }
 
 void LlHandle::complete(cudaStream_t stream) {
@@ -256,7 +238,7 @@ void LlHandle::complete(cudaStream_t stream) {
       break;
   }
   pending_ = Pending::kNone;
-  group_.set_ll_pending_owner(nullptr);
+  steps_.set_pending_owner(nullptr);
 }
 
 }  // namespace epc

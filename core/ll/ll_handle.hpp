@@ -8,7 +8,9 @@
 
 #include <cstdint>
 
+#include "core/device_memory.hpp"
 #include "core/group.hpp"
+#include "core/ll/ll_steps.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/ll_params.hpp"
 
@@ -16,7 +18,7 @@ namespace epc {
 
 class LlHandle {
  public:
-  LlHandle(Group& group, const EpcTensor* topk_idx, cudaStream_t stream);
+  LlHandle(Group& group, LlSteps& steps, const EpcTensor* topk_idx, cudaStream_t stream);
   ~LlHandle();
   LlHandle(const LlHandle&) = delete;
   LlHandle& operator=(const LlHandle&) = delete;
@@ -35,7 +37,6 @@ class LlHandle {
  private:
   enum class Pending { kNone, kDispatch, kCombine };
 
-  void release() noexcept;
   // Checks what both dispatch flavours share and fills their kernel parameters.
   kernels::LlDispatchParams dispatch_params(const char* call, const EpcTensor* x,
                                             const EpcTensor* topk_weights,
@@ -51,9 +52,11 @@ class LlHandle {
   void require_no_pending(const char* call, bool starts_step) const;
 
   Group& group_;
+  LlSteps& steps_;
   int num_tokens_ = 0;
   int topk_ = 0;
   int max_entries_ = 0;
+  DeviceAllocations memory_;  // the arrays below
   int32_t* topk_idx_ = nullptr;     // [T, K]
   int32_t* recv_tokens_ = nullptr;  // [R]
   int32_t* msg_entries_ = nullptr;  // [R, T]

@@ -1,0 +1,25 @@
+#include "core/device_memory.hpp"
+
+#include "core/gpu_check.hpp"
+
+namespace epc {
+
+DeviceAllocations::~DeviceAllocations() {
+  if (arrays_.empty()) return;
+  int previous = -1;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device_);
+  cudaDeviceSynchronize();
+  for (void* array : arrays_) cudaFree(array);
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
+void* DeviceAllocations::allocate_bytes(size_t bytes, const char* what) {
+  arrays_.reserve(arrays_.size() + 1);  // so that keeping the pointer cannot fail after cudaMalloc
+  void* array = nullptr;
+  check_cuda(cudaMalloc(&array, bytes), what);
+  arrays_.push_back(array);
+  return array;
+}
+
+}  // namespace epc

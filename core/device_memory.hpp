@@ -1,0 +1,42 @@
+// Device memory owned by type. A DeviceAllocations holds every array of one owner (a
+// handle, a mode's step state, a group) and frees them together when it goes away, on
+// error paths too: adding an array is one allocate() call and nothing else.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace epc {
+
+class DeviceAllocations {
+ public:
+  // Arrays on CUDA device `device`.
+  explicit DeviceAllocations(int device) : device_(device) {}
+  // Waits for the device first (kernels queued on these arrays may still use them), then
+  // frees every array. The caller's current device is restored.
+  ~DeviceAllocations();
+  DeviceAllocations(const DeviceAllocations&) = delete;
+  DeviceAllocations& operator=(const DeviceAllocations&) = delete;
+
+  // `count` elements of T (one when count is 0, so every array has an address). Throws
+  // epc::Error naming `what` when CUDA cannot allocate. The device must be current.
+  template <typename T>
+  T* allocate(size_t count, const char* what) {
+    return static_cast<T*>(allocate_bytes((count == 0 ? 1 : count) * sizeof(T), what));
+  }
+
+ private:
+  void* allocate_bytes(size_t bytes, const char* what);
+
+  int device_;
+  std::vector<void*> arrays_;
+};
+
+// Frees pinned host memory (cudaHostAlloc), for std::unique_ptr.
+struct PinnedHostFree {
+  void operator()(void* ptr) const noexcept { cudaFreeHost(ptr); }
+};
+
+}  // namespace epc

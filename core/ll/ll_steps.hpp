@@ -1,0 +1,37 @@
+// What the low-latency handles of one group share: the device step counters that pick each
+// step's double-buffer slot and epoch (kernels/wire/ll_state.hpp), the per-slot entry count
+// of every expert the dispatch send kernel keeps, and the handle whose EPC_FLAG_SEND_ONLY
+// step is waiting for epc_complete. One per low-latency group, created with it.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device_memory.hpp"
+#include "core/group.hpp"
+#include "kernels/wire/ll_state.hpp"
+
+namespace epc {
+
+class LlSteps {
+ public:
+  // Allocates and zeroes the state on the group's device.
+  explicit LlSteps(const Group& group);
+
+  kernels::LlState* state() const { return state_; }
+  // [2][num_experts] int32, one row per slot: accumulated by the dispatch send kernel, which
+  // leaves its row zeroed behind it.
+  int32_t* expert_counts() const { return expert_counts_; }
+
+  // The handle whose send-only step is pending, if any: a step's slot and epoch come from
+  // the group's step counters, so no other step of the group may start before it completes.
+  const void* pending_owner() const { return pending_owner_; }
+  void set_pending_owner(const void* owner) { pending_owner_ = owner; }
+
+ private:
+  DeviceAllocations memory_;
+  kernels::LlState* state_ = nullptr;
+  int32_t* expert_counts_ = nullptr;
+  const void* pending_owner_ = nullptr;
+};
+
+}  // namespace epc
