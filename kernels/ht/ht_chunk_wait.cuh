@@ -12,29 +12,24 @@
 
 namespace epc::kernels {
 
-// A row to wait for: row `row` of stream `stream` in the flags at `flags_offset`, whose flag
-// rank `writer` raises.
-struct ChunkRow {
-  int stream;
-  int row;
-  int writer;
-};
-
-// `row_of(i, &r)` names candidate i (0 <= i < count) in r, or returns false when there is
-// nothing to wait for. Every lane returns the warp's outcome: false when a wait failed
-// (recorded in the group's error as `phase`).
-template <typename RowOf>
+// Candidate i (0 <= i < count) is row `row_of(i)` (-1: nothing to wait for) of stream
+// `stream_of(i)` in the flags at `flags_offset`, whose flag rank `writer_of(i)` raises.
+// Every lane returns the warp's outcome: false when a wait failed (recorded in the group's
+// error as `phase`).
+template <typename RowOf, typename StreamOf, typename WriterOf>
 __device__ __forceinline__ bool warp_wait_for_chunk_rows(const HtCommon& c, uint64_t flags_offset, uint64_t step,
-                                                         int count, uint32_t phase, RowOf row_of) {
+                                                         int count, uint32_t phase, RowOf row_of, StreamOf stream_of,
+                                                         WriterOf writer_of) {
   const HtGeometry& g = c.geo;
   bool ok = true;
   for (int i = lane_id(); i < count && ok; i += kWarpSize) {
-    ChunkRow r;
-    if (!row_of(i, &r)) continue;
-    const uint64_t word = ht_chunk_flag_word(flags_offset, r.stream, r.row / kHtChunkTokens, g.max_tokens);
+    const int row = row_of(i);
+    if (row < 0) continue;
+    const uint64_t word = ht_chunk_flag_word(flags_offset, stream_of(i), row / kHtChunkTokens, g.max_tokens);
+    const int writer = writer_of(i);
     uint64_t flag = 0;
-    ok = wait_for_signal(c.transport, word, r.writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
-                         phase, g.rank, r.writer);
+    ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
+                         phase, g.rank, writer);
   }
   __syncwarp();
   return __all_sync(0xffffffffu, ok);

@@ -36,15 +36,15 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
                                               bool* came) {
   const HtGeometry& g = p.common.geo;
   bool any = false;
+  auto row_of = [&](int i) {
+    const int row = rows[i];
+    any = any || row >= 0;
+    return slot_index(g, m, i) == g.rank ? -1 : row;
+  };
+  auto stream_of = [&](int i) { return slot_index(g, m, i); };
+  auto writer_of = [&](int i) { return g.node_of(g.rank) * g.node_size + i; };
   const bool ok = warp_wait_for_chunk_rows(p.common, p.channel.flags_offset, step, g.node_size, kPhaseHtCombine,
-                                           [&](int i, ChunkRow* r) {
-                                             const int row = rows[i];
-                                             any = any || row >= 0;
-                                             const int index = slot_index(g, m, i);
-                                             if (row < 0 || index == g.rank) return false;
-                                             *r = ChunkRow{index, row, g.node_of(g.rank) * g.node_size + i};
-                                             return true;
-                                           });
+                                           row_of, stream_of, writer_of);
   *came = __any_sync(0xffffffffu, any);
   return ok;
 }

@@ -31,14 +31,11 @@ __device__ __forceinline__ int term_row(const HtGeometry& g, const int32_t* rows
 __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t step, int t) {
   const HtGeometry& g = p.common.geo;
   const int32_t* rows = p.common.handle.token_row + static_cast<size_t>(t) * g.nranks;
-  return warp_wait_for_chunk_rows(p.common, p.channel.flags_offset, step, g.nranks, kPhaseHtCombine,
-                                  [&](int d, ChunkRow* r) {
-                                    const int row = term_row(g, rows, t, d);
-                                    // No term, or this rank's own row (the caller's x).
-                                    if (row < 0 || d == g.rank) return false;
-                                    *r = ChunkRow{d, row, d};
-                                    return true;
-                                  });
+  // No term, or this rank's own row (the caller's x): nothing to wait for.
+  auto row_of = [&](int d) { return d == g.rank ? -1 : term_row(g, rows, t, d); };
+  auto rank_d = [](int d) { return d; };
+  return warp_wait_for_chunk_rows(p.common, p.channel.flags_offset, step, g.nranks, kPhaseHtCombine, row_of, rank_d,
+                                  rank_d);
 }
 
 __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
