@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/wire/limits.hpp"
+
 namespace epc::bench {
 
 enum class RoutingKind { uniform, skewed };
@@ -69,8 +71,8 @@ bool parse_options(int argc, char* const* argv, Options& out, std::string& error
 bool check_virtual_node_size(const Options& options, int nranks, std::string& error);
 
 // Tokens per rank a mode accepts (the library's limits, checked early).
-constexpr int kMaxLlTokens = 1024;
-constexpr int kMaxHtTokens = 65536;
+using kernels::kMaxHtTokens;
+using kernels::kMaxLlTokens;
 
 // "1..256" (doubling from the first to the second), "1,2,8" or "64"; values up to
 // kMaxHtTokens (the per-mode limit is checked after every flag is read).

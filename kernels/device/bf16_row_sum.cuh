@@ -8,10 +8,11 @@
 
 #include "kernels/device/bf16.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/wire/limits.hpp"
 
 namespace epc::kernels {
 
-constexpr int kBf16PerVector = 8;
+constexpr int kBf16PerVector = kHalfChannelsPerVector;
 // Vectors per lane, and term rows, whose loads are in flight together.
 constexpr int kRowSumVectors = 2;
 constexpr int kRowSumTerms = 4;

@@ -11,8 +11,6 @@
 
 namespace epc::kernels {
 
-constexpr float kFp8MinAmax = 1e-4f;
-constexpr float kE4m3Max = 448.0f;
 
 __device__ __forceinline__ float ue8m0_round_up(float scale) {
   uint32_t bits = __float_as_uint(scale);

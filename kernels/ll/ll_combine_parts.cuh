@@ -18,7 +18,7 @@
 
 namespace epc::kernels::combine {
 
-constexpr int kChannelsPerVector = 8;  // 16 bytes of bf16
+constexpr int kChannelsPerVector = kHalfChannelsPerVector;  // of a bf16 row
 constexpr int kRowsInFlight = 4;       // expert rows a thread loads before adding them
 constexpr int kRanksInFlight = 4;      // partials a thread loads before adding them
 

@@ -18,7 +18,7 @@
 
 namespace epc::kernels::dispatch_send {
 
-constexpr int kChannelsPerVector = 8;  // 16 bytes of a 16-bit row
+constexpr int kChannelsPerVector = kHalfChannelsPerVector;
 constexpr int kVectorsPerFp8Block = kFp8BlockChannels / kChannelsPerVector;  // 16 lanes
 
 // Stores the token's payload into every destination in `route`. Each thread owns one

@@ -8,8 +8,11 @@ namespace epc::kernels {
 // Top-k entries per token. Kernels give each entry of a token one lane of a warp.
 constexpr int kMaxTopk = 32;
 
-// Channels that share one fp8 scale (one fp32 scale per block of a row).
+// fp8 (e4m3) payloads: channels that share one fp32 scale, the smallest amax a scale is
+// computed from (so an all-zero block has a finite scale), and the largest finite e4m3.
 constexpr int kFp8BlockChannels = 128;
+constexpr float kFp8MinAmax = 1e-4f;
+constexpr float kE4m3Max = 448.0f;
 
 // Tokens per rank, per mode.
 constexpr int kMaxLlTokens = 1024;
@@ -18,10 +21,12 @@ constexpr int kMaxHtTokens = 65536;
 // High-throughput rows travel in chunks of this many, one flag per chunk.
 constexpr int kHtChunkTokens = 2;
 
-// Rows move in vectors of this many bytes, so every row is a multiple of it.
+// Rows move in vectors of this many bytes, so every row is a multiple of it; a vector holds
+// this many channels of a 16-bit (bf16, fp16) row.
 constexpr int kVectorBytes = 16;
+constexpr int kHalfChannelsPerVector = kVectorBytes / 2;
 
-static_assert(kFp8BlockChannels % (kVectorBytes / 2) == 0, "an fp8 block is whole 16-bit vectors");
+static_assert(kFp8BlockChannels % kHalfChannelsPerVector == 0, "an fp8 block is whole 16-bit vectors");
 static_assert(kMaxHtTokens % kHtChunkTokens == 0, "chunks tile the largest batch");
 
 }  // namespace epc::kernels

@@ -49,7 +49,7 @@ float to_float(Dtype dtype, uint16_t bits);
 // ---- fp8 e4m3 -----------------------------------------------------------------------------
 
 // Largest finite e4m3 magnitude and its bit pattern (without sign).
-constexpr float kE4m3Max = 448.0f;
+using kernels::kE4m3Max;
 constexpr uint8_t kE4m3MaxBits = 0x7E;
 // The NaN this model produces (CUDA produces 0x7F for any NaN input, whatever its sign).
 constexpr uint8_t kE4m3NaNBits = 0x7F;
@@ -71,7 +71,7 @@ float e4m3_to_float(uint8_t bits);
 using kernels::kFp8BlockChannels;
 
 // Scales never get smaller than this amax would give, so all-zero blocks have a finite scale.
-constexpr float kFp8MinAmax = 1e-4f;
+using kernels::kFp8MinAmax;
 
 // Rounds a positive float UP to the next power of two (unchanged if it already is one):
 // if any mantissa bit is set, clear the mantissa and add one to the exponent. Meant for the
