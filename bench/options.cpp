@@ -424,7 +424,7 @@ std::string usage() {
   text +=
       "  --help, -h\n      print this text and exit.\n"
       "\n"
-      "Launcher flags (read by the multi-process launcher, tests/gpu/harness):\n"
+      "Launcher flags (read by the multi-process launcher, tests/harness):\n"
       "  --ranks=N\n      processes (GPUs) to start; default: every visible GPU.\n"
       "  --time-limit=SECONDS\n      stop every rank after this long; default 300, 0: none.\n"
       "  --fail-grace=SECONDS\n      how long other ranks may run on after one failed; default 30.\n"

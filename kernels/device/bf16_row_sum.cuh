@@ -1,5 +1,5 @@
 // A warp sums bf16 rows element by element in fp32, in a fixed order of terms, and rounds
-// once to bf16: the order the reference model states for combine (core/reference), so the
+// once to bf16: the order the reference model states for combine (tests/reference), so the
 // GPU result is bit-exact. Used for a token's final sum and, across nodes, for the partial
 // sum of the rows a node returns for it.
 #pragma once
