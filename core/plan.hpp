@@ -12,6 +12,7 @@
 #include "core/config.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/gin_signal_map.hpp"
+#include "kernels/wire/limits.hpp"
 
 namespace epc {
 
@@ -81,7 +82,7 @@ uint64_t ll_count_table_bytes(const GroupConfig& config, int nranks);
 
 // High-throughput: where a layout slot's count words start (after its signals); where the
 // acknowledgements start inside a signal region, and that region's size.
-constexpr uint32_t kHtLayoutSlots = 2;
+using kernels::kHtLayoutSlots;
 uint64_t ht_layout_words_offset(int nranks);
 uint64_t ht_acks_offset(const GroupConfig& config, int nranks);
 uint64_t ht_signal_bytes(const GroupConfig& config, int nranks);

@@ -11,7 +11,7 @@ namespace epc {
 
 namespace {
 
-constexpr uint32_t kLlSlots = 2;
+using kernels::kLlSlots;
 constexpr uint32_t kWarpsPerBlock = 32;
 
 uint64_t align_up(uint64_t value, uint64_t alignment) {
@@ -44,8 +44,7 @@ class LayoutBuilder {
 uint64_t signal_bytes(int nranks) { return static_cast<uint64_t>(nranks) * sizeof(uint64_t); }
 
 void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, LayoutBuilder& b) {
-  const uint64_t R = static_cast<uint64_t>(t.nranks);
-  const uint64_t T = c.max_tokens_per_rank;
+  const int T = static_cast<int>(c.max_tokens_per_rank);
   const uint64_t row = c.payload_row_bytes();
   const uint64_t combine_row = static_cast<uint64_t>(c.hidden) * 2;  // combine is always bf16
   plan.num_slots = kLlSlots;
@@ -56,11 +55,11 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
       align_up(ll_message_header_bytes(c) + row, kernels::kLlMessageAlignment));
   for (uint32_t s = 0; s < kLlSlots; ++s) {
     b.add(EPC_REGION_DISPATCH_RECV, s,
-          kernels::ll_count_table_offset(t.nranks, static_cast<int>(T), plan.message_bytes) +
+          kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes) +
               ll_count_table_bytes(c, t.nranks),
           "dispatch_recv");
     b.add(EPC_REGION_DISPATCH_SIGNAL, s, signal_bytes(t.nranks), "dispatch_signal");
-    b.add(EPC_REGION_COMBINE_RECV, s, kernels::ll_record_offset(t.nranks, 0, static_cast<int>(T), combine_row),
+    b.add(EPC_REGION_COMBINE_RECV, s, kernels::ll_record_offset(t.nranks, 0, T, combine_row),
           "combine_recv");
     b.add(EPC_REGION_COMBINE_SIGNAL, s, signal_bytes(t.nranks), "combine_signal");
   }
@@ -146,7 +145,7 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   // the entry count of every expert in this rank's current dispatch.
   // (High-throughput handles hold their layout arrays themselves.)
   plan.workspace_bytes = 256;
-  if (c.mode == EPC_MODE_LOW_LATENCY) plan.workspace_bytes += 2ull * c.num_experts * sizeof(int32_t);
+  if (c.mode == EPC_MODE_LOW_LATENCY) plan.workspace_bytes += uint64_t{kLlSlots} * c.num_experts * sizeof(int32_t);
   return plan;
 }
 

@@ -125,7 +125,7 @@ kernels::LlDispatchParams LlHandle::dispatch_params(const char* call, const EpcT
   kernels::LlDispatchParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
-  for (uint32_t s = 0; s < 2; ++s) {
+  for (int s = 0; s < kernels::kLlSlots; ++s) {
     p.recv_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_RECV, s).offset;
     p.signal_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL, s).offset;
   }
@@ -203,7 +203,7 @@ void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFla
   kernels::LlCombineParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
-  for (uint32_t s = 0; s < 2; ++s) {
+  for (int s = 0; s < kernels::kLlSlots; ++s) {
     p.recv_offset[s] = group_.plan().region(EPC_REGION_COMBINE_RECV, s).offset;
     p.signal_offset[s] = group_.plan().region(EPC_REGION_COMBINE_SIGNAL, s).offset;
   }

@@ -18,7 +18,7 @@ class LlSteps {
   explicit LlSteps(const Group& group);
 
   kernels::LlState* state() const { return state_; }
-  // [2][num_experts] int32, one row per slot: accumulated by the dispatch send kernel, which
+  // [kLlSlots][num_experts] int32, one row per slot: accumulated by the dispatch send kernel, which
   // leaves its row zeroed behind it.
   int32_t* expert_counts() const { return expert_counts_; }
 

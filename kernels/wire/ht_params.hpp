@@ -125,7 +125,7 @@ struct HtCommon {
 // [R][2 + L] uint32 words (kernels/wire/ht_message.hpp).
 struct HtLayoutParams {
   HtCommon common;
-  uint64_t slot_offset[2];
+  uint64_t slot_offset[kHtLayoutSlots];
   uint64_t words_offset;  // within a slot, where the words start
 };
 

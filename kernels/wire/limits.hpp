@@ -18,6 +18,11 @@ constexpr float kE4m3Max = 448.0f;
 constexpr int kMaxLlTokens = 1024;
 constexpr int kMaxHtTokens = 65536;
 
+// Double buffers: low-latency receive slots, and high-throughput layout slots. A step uses
+// slot step % 2, which kernels compute as step & 1.
+constexpr int kLlSlots = 2;
+constexpr int kHtLayoutSlots = 2;
+
 // High-throughput rows travel in chunks of this many, one flag per chunk.
 constexpr int kHtChunkTokens = 2;
 
@@ -28,5 +33,6 @@ constexpr int kHalfChannelsPerVector = kVectorBytes / 2;
 
 static_assert(kFp8BlockChannels % kHalfChannelsPerVector == 0, "an fp8 block is whole 16-bit vectors");
 static_assert(kMaxHtTokens % kHtChunkTokens == 0, "chunks tile the largest batch");
+static_assert(kLlSlots == 2 && kHtLayoutSlots == 2, "kernels pick a step's slot as step & 1");
 
 }  // namespace epc::kernels

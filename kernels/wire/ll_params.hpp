@@ -9,6 +9,7 @@
 
 #include "kernels/wire/transport.hpp"
 #include "kernels/wire/device_error.hpp"
+#include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_state.hpp"
 
@@ -65,14 +66,14 @@ enum class LlPayload : int32_t { kHalf = 0, kFp8 = 1 };
 
 struct LlDispatchParams {
   LlCommon common;
-  uint64_t recv_offset[2];
-  uint64_t signal_offset[2];
+  uint64_t recv_offset[kLlSlots];
+  uint64_t signal_offset[kLlSlots];
   const void* x;            // [B, H] bf16 or fp16
   const float* weights;     // [B, K]
   void* out_x;              // [L, R*T, H] of x's dtype, or e4m3 bytes
   float* out_scales;        // [L, R*T, H/128] with kFp8, else null
   int32_t* out_counts;      // [L]
-  int32_t* expert_counts;   // [2][num_experts] scratch: this rank's entries per expert, per slot
+  int32_t* expert_counts;   // [kLlSlots][num_experts] scratch: this rank's entries per expert, per slot
   LlPayload payload;
   bool x_is_fp16;
   bool round_scale_ue8m0;
@@ -80,8 +81,8 @@ struct LlDispatchParams {
 
 struct LlCombineParams {
   LlCommon common;
-  uint64_t recv_offset[2];
-  uint64_t signal_offset[2];
+  uint64_t recv_offset[kLlSlots];
+  uint64_t signal_offset[kLlSlots];
   const uint16_t* expert_out;  // [L, R*T, H] bf16
   uint16_t* out;               // [B, H] bf16
 };

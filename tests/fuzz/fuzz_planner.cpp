@@ -56,7 +56,7 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.num_experts == raw.num_experts);
   FUZZ_CHECK(c.hidden >= 1 && c.hidden <= limits::kMaxHidden && c.hidden % limits::kHiddenMultiple == 0);
   FUZZ_CHECK(c.max_tokens_per_rank >= 1 &&
-             c.max_tokens_per_rank <= (ll ? limits::kMaxLlTokens : limits::kMaxHtTokens));
+             c.max_tokens_per_rank <= uint32_t(ll ? limits::kMaxLlTokens : limits::kMaxHtTokens));
   FUZZ_CHECK(raw.max_tokens_per_rank == 0 || raw.max_tokens_per_rank == c.max_tokens_per_rank);
   FUZZ_CHECK(c.max_topk >= 1 && c.max_topk <= limits::kMaxTopk);
   FUZZ_CHECK(c.dtype == EPC_DTYPE_BF16 || c.dtype == EPC_DTYPE_FP16 || c.dtype == EPC_DTYPE_FP8_E4M3);
