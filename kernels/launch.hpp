@@ -1,5 +1,6 @@
-// The one narrow interface from core/ into kernels/: parameter structs (passed by value to
-// the kernels) and launch functions returning the CUDA launch status. Nothing here blocks.
+// The launch functions core/ calls, each returning the CUDA launch status; their parameter
+// structs (passed by value to the kernels) are in kernels/wire/. With wire/, the only part
+// of kernels/ that core/ may include (docs/design.md). Nothing here blocks.
 #pragma once
 
 #include <cuda_runtime.h>
