@@ -73,7 +73,9 @@ ensure_clang() {
 build() {
   ensure_tools
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-    meson setup "$BUILD_DIR"
+    # Everything, and a clear failure when something it needs is missing (the options
+    # default to "auto", which would quietly leave a part out).
+    meson setup "$BUILD_DIR" -Dtests=enabled -Dbench=enabled -Dbindings=enabled
   fi
   meson compile -C "$BUILD_DIR"
 }
@@ -102,7 +104,7 @@ case "$cmd" in
     # `meson test` builds only what the three suites need (not the GPU suite's programs).
     ensure_tools
     if [ ! -f "$ASAN_BUILD_DIR/build.ninja" ]; then
-      meson setup "$ASAN_BUILD_DIR" -Db_sanitize=address,undefined
+      meson setup "$ASAN_BUILD_DIR" -Db_sanitize=address,undefined -Dtests=enabled -Dbindings=enabled
     fi
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}
@@ -113,7 +115,7 @@ case "$cmd" in
     ensure_tools
     ensure_clang
     if [ ! -f "$FUZZ_BUILD_DIR/build.ninja" ]; then
-      CC=clang CXX=clang++ meson setup "$FUZZ_BUILD_DIR" -Dfuzz=true -Dfuzz_seconds="$seconds"
+      CC=clang CXX=clang++ meson setup "$FUZZ_BUILD_DIR" -Dfuzz=true -Dfuzz_seconds="$seconds" -Dtests=enabled
     else
       meson configure "$FUZZ_BUILD_DIR" -Dfuzz_seconds="$seconds"
     fi
