@@ -42,7 +42,8 @@ using kernels::kMaxTopk;
 constexpr uint32_t kDefaultLlMaxTokens = 128;
 constexpr uint32_t kDefaultHtMaxTokens = 4096;
 constexpr uint32_t kDefaultTopk = 8;
-// LL: every SM of an H100/H200 SXM (fewer on smaller parts just means no fused launch).
+// LL: 132 SMs, every SM of the GPUs the library is tuned on (fewer SMs only mean no fused
+// launch); HT: a budget that leaves most SMs to the caller's compute (docs/tuning.md).
 constexpr uint32_t kDefaultLlSms = 132;
 constexpr uint32_t kDefaultHtSms = 24;
 constexpr uint32_t kMaxSms = 1024;

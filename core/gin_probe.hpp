@@ -2,8 +2,7 @@
 // communicator with GIN resources is the question. Asked of the group's own communicator,
 // a "no" would break it: NCCL marks GIN enabled before it tries to connect and never clears
 // the mark, so the next ncclDevCommCreate on that communicator skips the connection and
-// crashes on the state it never set up (seen on 2 H200 whose ranks NCCL took for two hosts:
-// the second group creation after a refusal died with SIGSEGV). So the question is first
+// crashes on the state it never set up (docs/reliability.md). So the question is first
 // asked of a throw-away communicator split from it (the same ranks on the same hosts).
 #pragma once
 

@@ -115,9 +115,7 @@ void Group::reserve_kernel_stack() {
   // and, with CUDA's lazy module loading, the first launch of a kernel. Reading every
   // kernel's attributes loads them all now, and the limit is raised before any of them runs.
   // Setting the limit itself waits for the device, so it is set only when it must grow.
-  // (Seen once: an LL and an HT group driven from two threads timed out in 4 of 5 runs on
-  // 3 H200 of one machine, and in none of 6 on the next after this change; the cause was
-  // not proven.)
+  // (docs/reliability.md says what this was seen to fix.)
   DeviceGuard guard(device_);
   const size_t needed = kernels::max_kernel_local_bytes();
   size_t reserved = 0;

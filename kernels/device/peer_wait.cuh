@@ -22,9 +22,8 @@ __device__ __forceinline__ bool poll_until(Read read, Reached reached, uint64_t*
   Deadline deadline(timeout_ns);
   for (uint32_t spins = 0; !reached(*value = read()); ++spins) {
     // The group's error word lives in host memory: reading it over PCIe at every poll
-    // from every waiting block stretched each step by hundreds of microseconds on 4 H200
-    // with 132 blocks (measured), so it and the deadline are checked every
-    // kPollsPerCheck polls only (about every 0.3 ms).
+    // from every waiting block stretches each step (docs/tuning.md), so it and the
+    // deadline are checked every kPollsPerCheck polls only (about every 0.3 ms).
     __nanosleep(kPollSleepNs);
     if (spins % kPollsPerCheck != kPollsPerCheck - 1) continue;
     if (deadline.expired()) {

@@ -20,9 +20,8 @@ namespace epc::kernels {
 
 // Restates, as constants of a kernel's own copy of its parameters, what is true of every
 // one-node group: the compiler then folds the transport's and the geometry's node tests
-// and drops the network branches from the kernel (ptxas, sm_90, fused one-node kernels:
-// combine spill loads 268 -> 164 bytes, dispatch 240 -> 180; 2 H200, 4096 tokens: combine
-// 310-312 -> 307-310 us).
+// and drops the network branches from the kernel, which lowers its register spills
+// (docs/tuning.md).
 __device__ __forceinline__ void fold_one_node(HtCommon& c) {
   c.transport.one_node = true;
   c.geo.num_nodes = 1;
@@ -52,9 +51,9 @@ __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
 
 // kAcrossNodes: the group has several nodes, and the launch forwarding warps. A template
 // flag, not only forward_warps, so that one-node groups run kernels compiled for one node:
-// without the forwarding code, whose inlining raised the spills of the whole HT combine
-// kernel (ptxas, sm_90: spill loads 268 -> 712 bytes) and made one-node combine 10% slower
-// (2 H200, 4096 tokens: 292 -> 322 us), and with every node test folded (fold_one_node).
+// without the forwarding code, whose inlining raises the spills of the whole HT combine
+// kernel and slows one-node combine (docs/tuning.md), and with every node test folded
+// (fold_one_node).
 template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
 __global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Params params) {
   if constexpr (kAcrossNodes) {

@@ -35,11 +35,11 @@
 namespace epc::kernels {
 
 // Every kernel that moves data contains this path (NetTransport chooses at run time), so
-// its work is out of line: inlined, the two GIN backends' code raised the register pressure
-// of the high-throughput kernels (ptxas, sm_90: the fused dispatch's spill loads went from
-// 564 to 816 bytes; out of line 652), and NVLink-only groups would pay for a path they never
-// take. The functions take the transport by value: a member function would take the address
-// of the kernel parameter, which made ptxas copy every parameter to the stack (800 bytes).
+// its work is out of line: inlined, the two GIN backends' code raises the register pressure
+// of the high-throughput kernels (docs/tuning.md), and NVLink-only groups would pay for a
+// path they never take. The functions take the transport by value: a member function would
+// take the address of the kernel parameter, which makes ptxas copy every parameter to the
+// stack.
 namespace gin_calls {
 
 // The system-scope fence makes the bytes the group wrote (ordered before this thread by

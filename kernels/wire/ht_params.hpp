@@ -10,19 +10,14 @@
 
 namespace epc::kernels {
 
-// Warps per block that send in a fused dispatch (of 32; the others receive, or forward).
-// Measured with every SM given its share of the streams (RoundRobinDeal), 4096 tokens,
-// hidden 7168, top-8, 24 SMs, graph replay: on 2 H200 8 senders 287 us, 10: 266, 12: 269,
-// 14: 263, 16: 255, 18: 248, 20: 254, 24: 247; on 4 H200 12: 638, 16: 636, 20: 655.
-// (Earlier, on 4 H200 with a quarter of the SMs idle in each role: 10 senders 692 us,
-// 16: 722, 22: 782.)
+// Tuned constants; docs/tuning.md has the sweeps behind each.
+//
+// Warps per block that send in a fused dispatch (of 32; the others receive, or forward):
+// half, since receiving a row costs about what sending it does.
 constexpr int kHtDispatchSendWarps = 16;
 // The same for combine, whose receivers sum several rows per token, so that more senders
 // starve them; the best count grows with the NVLink peers the rows go to: 3 per rank of
 // the node, at most 12, none in nodes of one rank (every row goes to this rank's reducers).
-// Measured as above: 2 H200 (node of 2) 4 senders 312 us, 5: 297, 6: 287, 7: 292, 8: 300,
-// 10: 313, 12: 332; 4 H200 (node of 4) 6: 738, 8: 669, 10: 629, 12: 620, 14: 637; 4 H200
-// as 2 nodes of 2, 1024 tokens: 6: 304, 10: 330. Nodes of 3 and above 4 are not measured.
 __host__ __device__ constexpr int ht_combine_send_warps(int node_size) {
   return node_size <= 1 ? 0 : (3 * node_size < 12 ? 3 * node_size : 12);
 }
@@ -30,11 +25,8 @@ __host__ __device__ constexpr int ht_combine_send_warps(int node_size) {
 // ranks of this node (dispatch; not yet tuned), taken from the receiving warps.
 constexpr int kHtForwardWarps = 6;
 // The same for combine, whose forwarding warps sum the node's rows for a remote source and
-// put the partials. Measured on 4 H200, 1024 tokens, hidden 7168, top-8, 24 SMs, combine in
-// 2 virtual nodes of 2 / 4 nodes of 1: 6 warps 657 / 946 us, 9: 467 / 672, 12: 406 / 555,
-// 14: 389 / 493, 16: 447 / 435, 18: 699 / 674 (too few receivers left); with the even deal,
-// on 2 H200 as 2 nodes of 1 (no combine senders then): 8 warps 232 us, 10: 234, 12: 181,
-// 14: 189, 16: 180.
+// put the partials: summing is the slow part, but fewer than about half the warps left to
+// receive starve the receivers.
 constexpr int kHtCombineForwardWarps = 14;
 
 // Per-group device state. Step counters live on the device so that captured graphs advance
