@@ -23,7 +23,8 @@ constexpr int kMaxHtTokens = 65536;
 constexpr int kLlSlots = 2;
 constexpr int kHtLayoutSlots = 2;
 
-// High-throughput rows travel in chunks of this many, one flag per chunk.
+// High-throughput rows travel in chunks of this many, one flag per chunk. Small chunks keep
+// the tail short: the last chunk of every warp is what a step waits for (docs/tuning.md).
 constexpr int kHtChunkTokens = 2;
 
 // Rows move in vectors of this many bytes, so every row is a multiple of it; a vector holds
