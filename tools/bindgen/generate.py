@@ -23,6 +23,14 @@ sys.path.insert(0, str(ROOT / "tools" / "bindgen"))
 import epcomm_header  # noqa: E402
 
 BACKENDS = ["rust", "go", "julia", "python"]
+# Every generated file starts with the project's licence line, in its language's comments.
+SPDX = "SPDX-License-Identifier: Apache-2.0"
+COMMENT = {".rs": "//", ".go": "//", ".jl": "#", ".py": "#"}
+
+
+def with_licence(relative: str, text: str) -> str:
+    prefix = COMMENT[pathlib.Path(relative).suffix]
+    return f"{prefix} {SPDX}\n{text}"
 HEADER = ROOT / "capi" / "include" / "epcomm" / "epcomm.h"
 
 
@@ -36,7 +44,7 @@ def render_all(header) -> dict:
         rendered = backend.render(header)
         if sorted(rendered) != sorted(backend.OUTPUTS):
             raise SystemExit(f"backend {name} rendered {sorted(rendered)}, declared {backend.OUTPUTS}")
-        files.update(rendered)
+        files.update({relative: with_licence(relative, text) for relative, text in rendered.items()})
     return files
 
 

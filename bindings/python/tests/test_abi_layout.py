@@ -76,3 +76,13 @@ def test_exported_symbols_are_all_bound(abi_snapshot):
     for symbol in abi_snapshot["symbols"]:
         assert hasattr(cdll, symbol), symbol
         assert getattr(cdll, symbol).argtypes is not None or symbol not in _ffi.PROTOTYPES
+
+
+def test_package_version_is_the_headers():
+    # pyproject.toml cannot read the header, so its version is written out there; this keeps
+    # it from drifting from EPC_ABI_MAJOR.MINOR.PATCH.
+    import pathlib
+    import re
+    pyproject = (pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    assert version == f"{_ffi.EPC_ABI_MAJOR}.{_ffi.EPC_ABI_MINOR}.{_ffi.EPC_ABI_PATCH}"
