@@ -1,0 +1,74 @@
+// The named window offsets of kernels/wire/ (what kernels address) against the planner's
+// regions (what group creation allocates), on the layouts test_planner.cpp works out by
+// hand: every address a kernel computes lies inside the region the planner sized for it.
+#include <gtest/gtest.h>
+
+#include "core/planner.hpp"
+#include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_params.hpp"
+
+namespace {
+
+epc::GroupConfig config(EpcMode mode, uint32_t experts, uint32_t hidden, uint32_t tokens, uint32_t topk) {
+  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
+  raw.mode = mode;
+  raw.num_experts = experts;
+  raw.hidden = hidden;
+  raw.max_tokens_per_rank = tokens;
+  raw.max_topk = topk;
+  return epc::resolve_config(&raw);
+}
+
+TEST(WireOffsets, LowLatencyRecordsByHand) {
+  // Record (source 2, token 5) of [ranks][8 tokens] records of 100 bytes: (2 * 8 + 5) * 100.
+  EXPECT_EQ(epc::kernels::ll_record_offset(2, 5, 8, 100), 2100u);
+  // Behind 4 ranks x 8 tokens of 100-byte messages; source 3's count of local expert 1 of 6.
+  EXPECT_EQ(epc::kernels::ll_count_table_offset(4, 8, 100), 3200u);
+  EXPECT_EQ(epc::kernels::ll_count_offset(3, 1, 6), (3u * 6 + 1) * 4);
+  EXPECT_EQ(epc::kernels::ll_count_table_bytes(4, 6), 96u);
+}
+
+TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
+  // 4 ranks, 256 experts (64 local), hidden 7168, 128 tokens, top-8 (test_planner.cpp).
+  const auto c = config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  epc::kernels::LlGeometry g{};
+  g.nranks = 4;
+  g.local_experts = 64;
+  g.max_tokens = 128;
+  g.message_bytes = static_cast<int>(p.message_bytes);
+  g.row_bytes = 7168 * 2;
+  for (uint32_t s = 0; s < p.num_slots; ++s) {
+    const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV, s);
+    // The last message ends where the count table starts; the table ends inside the region.
+    EXPECT_EQ(g.message_offset(recv.offset, 3, 127) + g.message_bytes, g.count_table_offset(recv.offset));
+    EXPECT_LE(g.count_table_offset(recv.offset) + epc::kernels::ll_count_table_bytes(4, 64), recv.offset + recv.size);
+    const epc::Region& partials = p.region(EPC_REGION_COMBINE_RECV, s);
+    EXPECT_EQ(g.partial_offset(partials.offset, 3, 127) + g.row_bytes, partials.offset + partials.size);
+  }
+}
+
+TEST(WireOffsets, HighThroughputSlotsAndFlagsByHand) {
+  // Slot (stream 3, row 7) of [streams][4096] slots of 14624 bytes from offset 2816.
+  EXPECT_EQ(epc::kernels::ht_slot_offset(2816, 3, 7, 4096, 14624), 2816u + (3u * 4096 + 7) * 14624);
+  // Chunk flag 9 of stream 2, 4096 tokens in chunks of 2 (2048 per stream), from offset 64.
+  EXPECT_EQ(epc::kernels::ht_chunk_flag_word(64, 2, 9, 4096), 64u + (2u * 2048 + 9) * 8);
+  EXPECT_EQ(epc::kernels::ht_chunk_flags_bytes(4, 4096), 65536u);
+  EXPECT_EQ(epc::kernels::ht_ack_word(100, 3), 124u);
+}
+
+TEST(WireOffsets, HighThroughputAddressesFitThePlannedRegions) {
+  const auto c = config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  const auto slot = epc::kernels::ht_dispatch_slot(7168, 2, 8);
+  const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV);
+  EXPECT_EQ(epc::kernels::ht_slot_offset(recv.offset, 3, 4095, 4096, slot.bytes) + slot.bytes, recv.offset + recv.size);
+  // The flags, then one acknowledgement per rank, fill the signal region's planned bytes.
+  const epc::Region& signal = p.region(EPC_REGION_DISPATCH_SIGNAL);
+  const uint64_t acks = signal.offset + epc::ht_acks_offset(c, 4);
+  EXPECT_EQ(epc::kernels::ht_chunk_flag_word(signal.offset, 3, 2047, 4096) + 8, acks);
+  EXPECT_EQ(epc::kernels::ht_ack_word(acks, 3) + 8, signal.offset + epc::ht_signal_bytes(c, 4));
+  EXPECT_LE(signal.offset + epc::ht_signal_bytes(c, 4), signal.offset + signal.size);
+}
+
+}  // namespace
