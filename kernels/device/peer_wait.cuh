@@ -10,8 +10,11 @@
 
 namespace epc::kernels {
 
-constexpr uint32_t kPollsPerCheck = 1024;
+// A waiting thread rests this long between polls, so many waiting warps leave the memory
+// system to the senders; short against a step (docs/tuning.md).
 constexpr uint32_t kPollSleepNs = 100;
+// Polls between two looks at the deadline and the group's host-memory error word.
+constexpr uint32_t kPollsPerCheck = 1024;
 
 // One thread polls `read()` until `reached(value)`; `*value` receives the last value read.
 // Returns false on a timeout (recorded as `phase`, waiting `rank`, missing `peer`) or when
