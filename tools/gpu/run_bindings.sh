@@ -15,7 +15,7 @@ limit=${TIME_LIMIT:-300}
 
 # Never let NCCL, PyTorch or NVSHMEM use NVLink multicast on shared machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-# An NCCL of the series the library was compiled against (GPU.md), then the staged library
+# An NCCL of the series the library was compiled against, then the staged library
 # (ahead of the RUNPATH of the linked Rust binaries, which names this machine's build).
 for d in /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -35,7 +35,7 @@ mkdir -p "$out"
 
 # Never let NCCL, PyTorch or NVSHMEM use NVLink multicast on shared machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-# Prefer an NCCL of the same series as the headers we compiled against (GPU.md).
+# Prefer an NCCL of the same series as the headers we compiled against.
 for d in /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
