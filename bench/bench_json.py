@@ -1,5 +1,5 @@
-"""Reading epcomm-bench JSON records (format "epcomm-bench/3" and the older "/2" and "/1",
-documented in bench/JSON.md).
+"""Reading epcomm-bench JSON records (format "epcomm-bench/4" and the older "/3", "/2" and
+"/1", documented in bench/JSON.md).
 
 load() checks the structure before anyone plots or compares it, and names the first thing
 that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
@@ -8,10 +8,10 @@ with holes. Standard library only.
 import json
 import re
 
-FORMAT = "epcomm-bench/3"
+FORMAT = "epcomm-bench/4"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
-# network split of the wire bytes.
-FORMATS = ("epcomm-bench/1", "epcomm-bench/2", FORMAT)
+# network split of the wire bytes; /4 the mean of every summary.
+FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", FORMAT)
 METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\.(kernel|api|graph)\.[a-z_]+$")
 SUMMARY_KEYS = ("median_us", "p10_us", "p90_us", "samples", "slowest_rank", "per_rank_median_us")
 BYTES_KEYS = ("selections", "logical_dispatch", "logical_combine", "wire_dispatch", "wire_combine",
@@ -29,6 +29,8 @@ POINT_KEYS_2 = ("warmup", "iters")
 WIRE_SPLITS = ("wire_dispatch", "wire_combine", "wire_layout")
 BYTES_KEYS_3 = tuple(f"{total}_{path}" for total in WIRE_SPLITS for path in ("nvlink", "network"))
 CONFIG_KEYS_3 = ("virtual_node_size", "nodes")
+# Required from format /4 on.
+SUMMARY_KEYS_4 = ("mean_us",)
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
                 "cuda_runtime", "nvidia_driver", "epcomm_abi")
 
@@ -52,9 +54,10 @@ def _number(value, where, nullable=False):
         raise FormatError(f"{where}: expected a number, got {value!r}")
 
 
-def _summary(obj, where, ranks):
-    _need(obj, SUMMARY_KEYS, where)
-    for key in ("median_us", "p10_us", "p90_us"):
+def _summary(obj, where, ranks, version):
+    v4 = version >= 4
+    _need(obj, SUMMARY_KEYS + (SUMMARY_KEYS_4 if v4 else ()), where)
+    for key in ("median_us", "p10_us", "p90_us") + (SUMMARY_KEYS_4 if v4 else ()):
         _number(obj[key], f"{where}.{key}")
     if not obj["p10_us"] <= obj["median_us"] <= obj["p90_us"]:
         raise FormatError(f"{where}: p10 <= median <= p90 does not hold")
@@ -83,7 +86,7 @@ def check(record):
                               f"{ranks} ranks (nodes = ranks / virtual_node_size)")
     if record["ceiling_peak"] is not None:
         _need(record["ceiling_peak"], ("bytes_per_peer", "peers", "time", "egress_GBps"), "ceiling_peak")
-        _summary(record["ceiling_peak"]["time"], "ceiling_peak.time", ranks)
+        _summary(record["ceiling_peak"]["time"], "ceiling_peak.time", ranks, version)
     if not isinstance(record["points"], list):
         raise FormatError("points: expected a list")
     for i, point in enumerate(record["points"]):
@@ -103,7 +106,7 @@ def check(record):
         for name, summary in point["times"].items():
             if not METRIC_NAME.match(name):
                 raise FormatError(f"{where}.times: unknown metric name {name!r}")
-            _summary(summary, f"{where}.times.{name}", ranks)
+            _summary(summary, f"{where}.times.{name}", ranks, version)
         for name, bw in point["bandwidth"].items():
             _need(bw, ("logical_GBps", "wire_GBps", "wire_over_ceiling"), f"{where}.bandwidth.{name}")
             for key, value in bw.items():

@@ -84,6 +84,7 @@ void write_summary(JsonWriter& j, const AcrossRanks& a) {
   j.field("median_us", a.slowest.median_us);
   j.field("p10_us", a.slowest.p10_us);
   j.field("p90_us", a.slowest.p90_us);
+  j.field("mean_us", a.slowest.mean_us);
   j.field("samples", a.slowest.samples);
   j.field("slowest_rank", a.slowest_rank);
   j.key("per_rank_median_us");

@@ -41,6 +41,15 @@ def main():
         return 1
     except bench_json.FormatError:
         pass
+    broken = json.loads(saved)
+    first = next(iter(broken["points"][0]["times"]))
+    del broken["points"][0]["times"][first]["mean_us"]
+    try:
+        bench_json.check(broken)
+        print("FAIL  the reader accepted a format /4 summary without mean_us")
+        return 1
+    except bench_json.FormatError:
+        pass
     # A run with virtual nodes (not committed): valid, and some of its bytes cross nodes.
     fresh = subprocess.run([writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True,
                            check=True).stdout

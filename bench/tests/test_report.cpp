@@ -14,6 +14,7 @@ AcrossRanks median(double us) {
   a.slowest.median_us = us;
   a.slowest.p90_us = us * 1.1;
   a.slowest.samples = 10;
+  a.slowest.mean_us = us * 1.25;
   a.slowest_rank = 1;
   a.per_rank_median_us = {us * 0.5, us};
   return a;
@@ -77,7 +78,9 @@ TEST(Report, Ratios) {
 TEST(Report, JsonCarriesTheFigures) {
   RunRecord run = two_rank_run();
   const std::string json = to_json(run);
-  EXPECT_NE(json.find("\"format\": \"epcomm-bench/3\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"epcomm-bench/4\""), std::string::npos);
+  EXPECT_NE(json.find("\"median_us\": 100,"), std::string::npos);
+  EXPECT_NE(json.find("\"mean_us\": 125,"), std::string::npos);
   EXPECT_NE(json.find("\"virtual_node_size\": 0"), std::string::npos);
   EXPECT_NE(json.find("\"nodes\": 1"), std::string::npos);
   EXPECT_NE(json.find("\"wire_dispatch_nvlink\": [0, 0]"), std::string::npos);
