@@ -10,9 +10,9 @@ import re
 
 FORMAT = "epcomm-bench/4"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
-# network split of the wire bytes; /4 the mean of every summary.
+# network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans.
 FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", FORMAT)
-METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\.(kernel|api|graph)\.[a-z_]+$")
+METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\.(kernel|api|graph|cupti|cupti_graph)\.[a-z_]+$")
 SUMMARY_KEYS = ("median_us", "p10_us", "p90_us", "samples", "slowest_rank", "per_rank_median_us")
 BYTES_KEYS = ("selections", "logical_dispatch", "logical_combine", "wire_dispatch", "wire_combine",
               "baseline_wire_dispatch", "baseline_wire_combine")
@@ -31,6 +31,9 @@ BYTES_KEYS_3 = tuple(f"{total}_{path}" for total in WIRE_SPLITS for path in ("nv
 CONFIG_KEYS_3 = ("virtual_node_size", "nodes")
 # Required from format /4 on.
 SUMMARY_KEYS_4 = ("mean_us",)
+TOP_KEYS_4 = ("cupti",)
+CONFIG_KEYS_4 = ("cupti",)
+CUPTI_KEYS = ("active", "library", "why_not")
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
                 "cuda_runtime", "nvidia_driver", "epcomm_abi")
 
@@ -71,9 +74,16 @@ def check(record):
     if record["format"] not in FORMATS:
         raise FormatError(f"record.format is {record['format']!r}; this reader knows {', '.join(FORMATS)}")
     version = FORMATS.index(record["format"]) + 1
-    v2, v3 = version >= 2, version >= 3
-    _need(record["config"], CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()) + (CONFIG_KEYS_3 if v3 else ()),
-          "config")
+    v2, v3, v4 = version >= 2, version >= 3, version >= 4
+    _need(record, TOP_KEYS_4 if v4 else (), "record")
+    _need(record["config"], CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()) + (CONFIG_KEYS_3 if v3 else ())
+          + (CONFIG_KEYS_4 if v4 else ()), "config")
+    if v4:
+        cupti = record["cupti"]
+        _need(cupti, CUPTI_KEYS, "cupti")
+        if not isinstance(cupti["active"], bool) or (cupti["library"] is None) == cupti["active"] or \
+                (cupti["why_not"] is None) != cupti["active"]:
+            raise FormatError("cupti: expected a library when active and a reason (why_not) when not")
     _need(record["machine"], MACHINE_KEYS, "machine")
     ranks = record["config"]["ranks"]
     if not isinstance(ranks, int) or ranks < 1:

@@ -112,7 +112,33 @@ class Driver {
     if (!agree(describe_machine(s_, run_.machine, error_), "to describe its GPU")) return false;
     if (o_.baseline && !agree(baseline_.setup(s_, o_, error_), "to set up the baseline")) return false;
     if (o_.ceiling && s_.nranks() > 1 && !setup_ceiling()) return false;
+    setup_cupti();
     return true;
+  }
+
+  // Collective. Kernel spans are recorded only when every rank can record them (every rank
+  // must report the same figures). Without them the run goes on: one line says why, from
+  // rank 0 when it failed itself, else from the ranks that did.
+  void setup_cupti() {
+    if (!o_.cupti) {
+      run_.cupti.why_not = "--cupti=off";
+      return;
+    }
+    std::string why;
+    const bool mine = tracer_.open(why);
+    const bool everyone = s_.all_true(mine);
+    const bool rank0 = s_.all_true(s_.rank() != 0 || mine);
+    run_.cupti.active = everyone;
+    run_.cupti.library = tracer_.library();
+    if (everyone) return;
+    run_.cupti.why_not = mine ? "another rank could not use CUPTI" : why;
+    if (mine || (s_.rank() != 0 && !rank0)) return;
+    if (s_.rank() == 0) {
+      out_.progress("kernel spans (the cupti columns) are off: " + why);
+    } else {
+      std::fprintf(stderr, "epcomm-bench: rank %d: kernel spans (the cupti columns) are off: %s\n", s_.rank(),
+                   why.c_str());
+    }
   }
 
   bool setup_ceiling() {
@@ -161,6 +187,7 @@ class Driver {
     in.iters = result.iters;
     in.routing = &routing[static_cast<size_t>(s_.rank())];
     in.traffic = &result.traffic[static_cast<size_t>(s_.rank())];
+    in.tracer = run_.cupti.active ? &tracer_ : nullptr;
 
     const std::string what = "at " + std::to_string(tokens) + " tokens per rank";
     MetricList mine;
@@ -198,6 +225,7 @@ class Driver {
     const PointResult& p = run_.points.back();
     std::string extra;
     if (p.find("ours.api.layout") != nullptr) extra += ", layout " + fixed(p.median_us("ours.api.layout"), 1) + " us";
+    if (p.find("ours.cupti.step") != nullptr) extra += ", GPU time " + fixed(p.median_us("ours.cupti.step"), 1) + " us";
     if (p.find("ceiling_budget.kernel.step") != nullptr) {
       extra += ", ceiling at " + std::to_string(run_.group.num_sms) + " SMs " +
                fixed(p.median_us("ceiling_budget.kernel.step"), 1) + " us";
@@ -218,6 +246,7 @@ class Driver {
   Output out_;
   NcclBaseline baseline_;
   LsaCeiling ceiling_;
+  KernelTracer tracer_;
   RunRecord run_;
   std::string error_;
   bool write_failed_ = false;

@@ -110,7 +110,7 @@ class LlMode final : public Mode {
   }
 
   // One dispatch (send + complete with --send-only), recording marks when given.
-  bool dispatch(EpcHandle* h, const StepTensors& t, EventMarks* m, int iter, std::string& error) {
+  bool dispatch(EpcHandle* h, const StepTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     if (m) m->record(iter, kStart, st);
     if (o_.send_only) {
@@ -124,7 +124,7 @@ class LlMode final : public Mode {
     return true;
   }
 
-  bool combine(EpcHandle* h, const StepTensors& t, EventMarks* m, int iter, std::string& error) {
+  bool combine(EpcHandle* h, const StepTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     if (o_.send_only) {
       TRY_EPC(epc_ll_combine(h, &t.y, &t.out, EPC_FLAG_SEND_ONLY, st), "epc_ll_combine (send-only)");
@@ -141,8 +141,8 @@ class LlMode final : public Mode {
                     std::string& error) {
     const StepTensors t = tensors(B);
     const StepCalls step{
-        [&](EventMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
-        [&](EventMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
+        [&](StepMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
+        [&](StepMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
     return time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked,
                       error);
   }

@@ -16,8 +16,9 @@ namespace epc::bench {
 
 // A timed quantity, named "<who>.<how>.<what>": who is ours, baseline, ceiling (every SM) or
 // ceiling_budget (our SM budget); how is kernel (CUDA events), api (host wall clock through
-// the call until the stream is done) or graph (replay of a captured graph, per step).
-// bench/JSON.md lists every name.
+// the call until the stream is done), graph (replay of a captured graph, per step), cupti
+// (CUPTI's kernel records: the GPU time of what a call or step launched) or cupti_graph (the
+// same per step of a graph replay). bench/JSON.md lists every name.
 struct Metric {
   std::string name;
   AcrossRanks value;
@@ -75,6 +76,13 @@ struct GroupFacts {
   uint32_t num_nodes = 0;
 };
 
+// Whether the kernel spans ("cupti" metrics) were recorded, and if not why.
+struct CuptiStatus {
+  bool active = false;  // every rank recorded CUPTI's kernel records
+  std::string library;  // rank 0's CUPTI, when active
+  std::string why_not;  // when not: "--cupti=off", or why CUPTI could not be used
+};
+
 struct RunRecord {
   bool format_sample = false;  // true only for bench/samples: invented numbers
   std::string command;
@@ -85,6 +93,7 @@ struct RunRecord {
   GroupFacts group;
   WireFormat wire;
   std::optional<CeilingPeak> ceiling_peak;
+  CuptiStatus cupti;
   std::vector<PointResult> points;
   bool complete = false;  // every requested point was measured
 };

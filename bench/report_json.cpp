@@ -51,6 +51,7 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.field("baseline", o.baseline);
   j.field("ceiling", o.ceiling);
   j.field("ceiling_peak_bytes_per_peer", static_cast<int64_t>(o.ceiling_peak_mib) << 20);
+  j.field("cupti", o.cupti);
   j.end_object();
 }
 
@@ -77,6 +78,15 @@ void write_machine(JsonWriter& j, const MachineInfo& m) {
   j.field("nvidia_driver", m.nvidia_driver);
   j.field("epcomm_abi", m.epcomm_abi);
   j.end_object();
+}
+
+void text_or_null(JsonWriter& j, const char* name, bool present, const std::string& text) {
+  j.key(name);
+  if (present) {
+    j.value(text);
+  } else {
+    j.null();
+  }
 }
 
 void write_summary(JsonWriter& j, const AcrossRanks& a) {
@@ -204,6 +214,12 @@ std::string to_json(const RunRecord& run) {
   } else {
     j.null();
   }
+  j.key("cupti");
+  j.begin_object();
+  j.field("active", run.cupti.active);
+  text_or_null(j, "library", run.cupti.active, run.cupti.library);
+  text_or_null(j, "why_not", !run.cupti.active, run.cupti.why_not);
+  j.end_object();
   j.key("points");
   j.begin_array();
   for (const PointResult& p : run.points) write_point(j, run, p);

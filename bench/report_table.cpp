@@ -26,6 +26,13 @@ std::string us(const PointResult& p, const std::string& name, bool with_range) {
                        m->slowest.p90_us);
 }
 
+// "12.3 (12.9)": the slowest rank's median and its mean.
+std::string median_mean(const PointResult& p, const std::string& name) {
+  const AcrossRanks* m = p.find(name);
+  if (m == nullptr) return "-";
+  return printf_string("%.1f (%.1f)", m->slowest.median_us, m->slowest.mean_us);
+}
+
 std::string num(double v, const char* format) {
   return std::isfinite(v) ? printf_string(format, v) : std::string("-");
 }
@@ -81,11 +88,36 @@ std::string header(const RunRecord& run) {
                      run.machine.gpus.size(), gpu.c_str(), run.machine.nccl_runtime.c_str(),
                      run.machine.nvidia_driver.c_str(), mib(run.group.symmetric_bytes),
                      run.group.max_tokens);
+  s += run.cupti.active ? "kernel spans: CUPTI activity records (" + run.cupti.library + ")\n"
+                        : "kernel spans: off (" + run.cupti.why_not + ")\n";
   if (run.ceiling_peak) {
     s += printf_string("ceiling: LSA peer-store copy of %.0f MiB to each of %d peers at once: "
                        "%.1f GB/s egress per GPU\n",
                        mib(static_cast<uint64_t>(run.ceiling_peak->bytes_per_peer)),
                        run.ceiling_peak->peers, run.ceiling_peak->egress_GBps());
+  }
+  return s;
+}
+
+// The kernels' own time beside the event-timed latency table: what peers' kernel durations
+// compare with (docs/measuring.md).
+std::string gpu_time_table(const RunRecord& run) {
+  if (!any_point_has(run, "ours.cupti.step")) return {};
+  const bool graph = any_point_has(run, "ours.cupti_graph.step");
+  const bool update = any_point_has(run, "ours.cupti.layout_update");
+  std::string s =
+      "\nGPU time in us, median (mean) of the slowest rank, from CUPTI's kernel records: from the first "
+      "kernel's start to the last kernel's end of what each call (step) launched\n";
+  s += printf_string("%6s | %-15s | %-15s | %-15s", "tokens", "cupti dispatch", "cupti combine", "cupti step");
+  if (graph) s += printf_string(" | %-15s", "cupti graph");
+  if (update) s += printf_string(" | %-15s", "layout update");
+  s += "\n";
+  for (const PointResult& p : run.points) {
+    s += printf_string("%6d | %-15s | %-15s | %-15s", p.tokens, median_mean(p, "ours.cupti.dispatch").c_str(),
+                       median_mean(p, "ours.cupti.combine").c_str(), median_mean(p, "ours.cupti.step").c_str());
+    if (graph) s += printf_string(" | %-15s", median_mean(p, "ours.cupti_graph.step").c_str());
+    if (update) s += printf_string(" | %-15s", median_mean(p, "ours.cupti.layout_update").c_str());
+    s += "\n";
   }
   return s;
 }
@@ -123,6 +155,7 @@ std::string to_table(const RunRecord& run) {
     s += "layout = creating the point's handle (epc_ht_handle_create) until the stream is done, "
          "not part of a step\n";
   }
+  s += gpu_time_table(run);
   s += run.options.mode == "ht"
            ? "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule: a row per (token, "
              "destination rank), self included) / wire (bytes leaving the GPU) / wire over the ceiling\n"

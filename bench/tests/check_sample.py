@@ -50,6 +50,14 @@ def main():
         return 1
     except bench_json.FormatError:
         pass
+    broken = json.loads(saved)
+    broken["cupti"]["library"] = None
+    try:
+        bench_json.check(broken)
+        print("FAIL  the reader accepted an active cupti without its library")
+        return 1
+    except bench_json.FormatError:
+        pass
     # A run with virtual nodes (not committed): valid, and some of its bytes cross nodes.
     fresh = subprocess.run([writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True,
                            check=True).stdout

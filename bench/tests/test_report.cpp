@@ -166,6 +166,37 @@ TEST(Report, VirtualNodesShowInTheHeaderAndTheBytes) {
   EXPECT_NE(json.find("\"wire_layout_network\": [24, 24]"), std::string::npos);
 }
 
+TEST(Report, KernelSpansShowBesideTheEventTimes) {
+  RunRecord run = two_rank_run();
+  run.cupti.why_not = "CUPTI could not be loaded (libcupti.so.13: cannot open shared object file)";
+  std::string table = to_table(run);
+  EXPECT_NE(table.find("kernel spans: off (CUPTI could not be loaded (libcupti.so.13"), std::string::npos) << table;
+  EXPECT_EQ(table.find("GPU time"), std::string::npos) << table;  // no figures, no table
+  std::string json = to_json(run);
+  EXPECT_NE(json.find("\"active\": false,\n    \"library\": null,\n    \"why_not\": \"CUPTI could not be loaded"),
+            std::string::npos) << json;
+  EXPECT_NE(json.find("\"cupti\": true"), std::string::npos);  // the flag, in config
+
+  run.cupti = CuptiStatus{true, "libcupti.so.13", ""};
+  PointResult& p = run.points[0];
+  p.metrics.push_back({"ours.cupti.dispatch", median(40)});
+  p.metrics.push_back({"ours.cupti.combine", median(30)});
+  p.metrics.push_back({"ours.cupti.step", median(72)});
+  table = to_table(run);
+  EXPECT_NE(table.find("kernel spans: CUPTI activity records (libcupti.so.13)"), std::string::npos) << table;
+  EXPECT_NE(table.find("GPU time in us"), std::string::npos) << table;
+  EXPECT_NE(table.find("40.0 (50.0)     | 30.0 (37.5)     | 72.0 (90.0)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("cupti graph"), std::string::npos) << table;  // not measured: no column
+  p.metrics.push_back({"ours.cupti_graph.step", median(60)});
+  EXPECT_NE(to_table(run).find("| 60.0 (75.0)"), std::string::npos) << to_table(run);
+  json = to_json(run);
+  EXPECT_NE(json.find("\"active\": true,\n    \"library\": \"libcupti.so.13\",\n    \"why_not\": null"),
+            std::string::npos) << json;
+  const size_t step = json.find("\"ours.cupti.step\": {");
+  ASSERT_NE(step, std::string::npos) << json;
+  EXPECT_EQ(json.find("\"median_us\": 72,", step), json.find("\"median_us\"", step)) << json;
+}
+
 TEST(Report, AtomicWriteReplacesTheFile) {
   const std::string path = ::testing::TempDir() + "/bench_report_test.json";
   std::string error;
