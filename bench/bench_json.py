@@ -31,7 +31,7 @@ BYTES_KEYS_3 = tuple(f"{total}_{path}" for total in WIRE_SPLITS for path in ("nv
 CONFIG_KEYS_3 = ("virtual_node_size", "nodes")
 # Required from format /4 on.
 SUMMARY_KEYS_4 = ("mean_us",)
-TOP_KEYS_4 = ("cupti",)
+TOP_KEYS_4 = ("cupti", "floor")
 CONFIG_KEYS_4 = ("cupti",)
 CUPTI_KEYS = ("active", "library", "why_not")
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
@@ -88,6 +88,10 @@ def check(record):
     ranks = record["config"]["ranks"]
     if not isinstance(ranks, int) or ranks < 1:
         raise FormatError("config.ranks: expected a positive integer")
+    if v4 and record["floor"] is not None:
+        _need(record["floor"], ("blocks", "threads", "call", "step"), "floor")
+        for key in ("call", "step"):
+            _summary(record["floor"][key], f"floor.{key}", ranks, version)
     if v3:
         node_size, nodes = record["config"]["virtual_node_size"], record["config"]["nodes"]
         if not isinstance(nodes, int) or nodes < 1 or not isinstance(node_size, int) or node_size < 0 or \

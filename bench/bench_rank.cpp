@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bench/cupti_timing.hpp"
 #include "bench/gather.hpp"
+#include "bench/latency_floor.hpp"
 #include "bench/lsa_ceiling.hpp"
 #include "bench/machine.hpp"
 #include "bench/mode.hpp"
@@ -113,6 +115,25 @@ class Driver {
     if (o_.baseline && !agree(baseline_.setup(s_, o_, error_), "to set up the baseline")) return false;
     if (o_.ceiling && s_.nranks() > 1 && !setup_ceiling()) return false;
     setup_cupti();
+    return !run_.cupti.active || o_.mode != "ll" || measure_floor();
+  }
+
+  // Collective. The latency floor on our LL grid, kept when every rank measured it.
+  bool measure_floor() {
+    const int blocks = static_cast<int>(run_.group.num_sms);
+    const int iters = std::max(10, std::min(o_.iters, 200));
+    Summary call, step;
+    std::string problem;
+    if (!agree(measure_latency_floor(s_, tracer_, blocks, iters, call, step, problem, error_),
+               "to measure the latency floor")) {
+      return false;
+    }
+    MetricList kept;
+    keep_if_every_rank_has(s_, "latency floor", {{"floor.call", call}, {"floor.step", step}}, problem, kept);
+    if (kept.empty()) return true;
+    std::vector<Metric> all;
+    if (!agree(gather_metrics(s_, kept, all, error_), "to gather the latency floor")) return false;
+    run_.floor = LatencyFloor{blocks, ll_block_threads(), all[0].value, all[1].value};
     return true;
   }
 

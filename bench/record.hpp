@@ -83,6 +83,14 @@ struct CuptiStatus {
   std::string why_not;  // when not: "--cupti=off", or why CUPTI could not be used
 };
 
+// The latency floor (bench/latency_floor.hpp): once per low-latency run with kernel spans.
+struct LatencyFloor {
+  int blocks = 0;   // the grid of our LL launches
+  int threads = 0;
+  AcrossRanks call;  // one empty kernel
+  AcrossRanks step;  // two empty kernels back to back
+};
+
 struct RunRecord {
   bool format_sample = false;  // true only for bench/samples: invented numbers
   std::string command;
@@ -94,6 +102,7 @@ struct RunRecord {
   WireFormat wire;
   std::optional<CeilingPeak> ceiling_peak;
   CuptiStatus cupti;
+  std::optional<LatencyFloor> floor;
   std::vector<PointResult> points;
   bool complete = false;  // every requested point was measured
 };

@@ -220,6 +220,19 @@ std::string to_json(const RunRecord& run) {
   text_or_null(j, "library", run.cupti.active, run.cupti.library);
   text_or_null(j, "why_not", !run.cupti.active, run.cupti.why_not);
   j.end_object();
+  j.key("floor");
+  if (run.floor) {
+    j.begin_object();
+    j.field("blocks", run.floor->blocks);
+    j.field("threads", run.floor->threads);
+    j.key("call");
+    write_summary(j, run.floor->call);
+    j.key("step");
+    write_summary(j, run.floor->step);
+    j.end_object();
+  } else {
+    j.null();
+  }
   j.key("points");
   j.begin_array();
   for (const PointResult& p : run.points) write_point(j, run, p);

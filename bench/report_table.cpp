@@ -90,6 +90,12 @@ std::string header(const RunRecord& run) {
                      run.group.max_tokens);
   s += run.cupti.active ? "kernel spans: CUPTI activity records (" + run.cupti.library + ")\n"
                         : "kernel spans: off (" + run.cupti.why_not + ")\n";
+  if (run.floor) {
+    s += printf_string("floor: an empty kernel on our grid (%d blocks of %d threads), CUPTI: call %.1f us, step "
+                       "(two back to back) %.1f us, medians\n",
+                       run.floor->blocks, run.floor->threads, run.floor->call.slowest.median_us,
+                       run.floor->step.slowest.median_us);
+  }
   if (run.ceiling_peak) {
     s += printf_string("ceiling: LSA peer-store copy of %.0f MiB to each of %d peers at once: "
                        "%.1f GB/s egress per GPU\n",
@@ -111,13 +117,22 @@ std::string gpu_time_table(const RunRecord& run) {
   s += printf_string("%6s | %-15s | %-15s | %-15s", "tokens", "cupti dispatch", "cupti combine", "cupti step");
   if (graph) s += printf_string(" | %-15s", "cupti graph");
   if (update) s += printf_string(" | %-15s", "layout update");
+  if (run.floor) s += printf_string(" | %-15s", "floor step");
   s += "\n";
+  const std::string floor = run.floor ? printf_string("%.1f (%.1f)", run.floor->step.slowest.median_us,
+                                                      run.floor->step.slowest.mean_us)
+                                      : std::string();
   for (const PointResult& p : run.points) {
     s += printf_string("%6d | %-15s | %-15s | %-15s", p.tokens, median_mean(p, "ours.cupti.dispatch").c_str(),
                        median_mean(p, "ours.cupti.combine").c_str(), median_mean(p, "ours.cupti.step").c_str());
     if (graph) s += printf_string(" | %-15s", median_mean(p, "ours.cupti_graph.step").c_str());
     if (update) s += printf_string(" | %-15s", median_mean(p, "ours.cupti.layout_update").c_str());
+    if (run.floor) s += printf_string(" | %-15s", floor.c_str());
     s += "\n";
+  }
+  if (run.floor) {
+    s += "floor step = two empty kernels on our grid back to back: the least a step of two launches on that grid "
+         "takes\n";
   }
   return s;
 }

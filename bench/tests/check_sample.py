@@ -58,6 +58,18 @@ def main():
         return 1
     except bench_json.FormatError:
         pass
+    if record["config"]["mode"] == "ll" and record["floor"] is None:
+        print("FAIL  the LL sample has no latency floor")
+        return 1
+    broken = json.loads(saved)
+    if broken["floor"] is not None:
+        del broken["floor"]["step"]["mean_us"]
+        try:
+            bench_json.check(broken)
+            print("FAIL  the reader accepted a floor whose step summary lacks mean_us")
+            return 1
+        except bench_json.FormatError:
+            pass
     # A run with virtual nodes (not committed): valid, and some of its bytes cross nodes.
     fresh = subprocess.run([writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True,
                            check=True).stdout

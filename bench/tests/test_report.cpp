@@ -189,7 +189,17 @@ TEST(Report, KernelSpansShowBesideTheEventTimes) {
   EXPECT_EQ(table.find("cupti graph"), std::string::npos) << table;  // not measured: no column
   p.metrics.push_back({"ours.cupti_graph.step", median(60)});
   EXPECT_NE(to_table(run).find("| 60.0 (75.0)"), std::string::npos) << to_table(run);
+  EXPECT_EQ(to_table(run).find("floor"), std::string::npos);  // not measured (HT, or no CUPTI)
+  EXPECT_NE(to_json(run).find("\"floor\": null"), std::string::npos);
+  run.floor = LatencyFloor{132, 512, median(3), median(7)};
+  table = to_table(run);
+  EXPECT_NE(table.find("floor: an empty kernel on our grid (132 blocks of 512 threads), CUPTI: call 3.0 us, step "
+                       "(two back to back) 7.0 us"),
+            std::string::npos) << table;
+  EXPECT_NE(table.find("| 60.0 (75.0)     | 7.0 (8.8)"), std::string::npos) << table;  // beside every row
   json = to_json(run);
+  EXPECT_NE(json.find("\"floor\": {\n    \"blocks\": 132,\n    \"threads\": 512,\n    \"call\": {"), std::string::npos)
+      << json;
   EXPECT_NE(json.find("\"active\": true,\n    \"library\": \"libcupti.so.13\",\n    \"why_not\": null"),
             std::string::npos) << json;
   const size_t step = json.find("\"ours.cupti.step\": {");
