@@ -31,7 +31,10 @@ BYTES_KEYS_3 = tuple(f"{total}_{path}" for total in WIRE_SPLITS for path in ("nv
 CONFIG_KEYS_3 = ("virtual_node_size", "nodes")
 # Required from format /4 on.
 SUMMARY_KEYS_4 = ("mean_us",)
-TOP_KEYS_4 = ("cupti", "floor")
+TOP_KEYS_4 = ("cupti", "floor", "memory_copy")
+BYTES_KEYS_4 = ("memory_dispatch", "memory_combine")
+POINT_KEYS_4 = ("roofline",)
+ROOFLINE_KEYS = ("memory_bytes", "wire_bytes", "memory_us", "wire_us", "us")
 CONFIG_KEYS_4 = ("cupti",)
 CUPTI_KEYS = ("active", "library", "why_not")
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
@@ -88,6 +91,9 @@ def check(record):
     ranks = record["config"]["ranks"]
     if not isinstance(ranks, int) or ranks < 1:
         raise FormatError("config.ranks: expected a positive integer")
+    if v4 and record["memory_copy"] is not None:
+        _need(record["memory_copy"], ("bytes", "time", "copy_GBps"), "memory_copy")
+        _summary(record["memory_copy"]["time"], "memory_copy.time", ranks, version)
     if v4 and record["floor"] is not None:
         _need(record["floor"], ("blocks", "threads", "call", "step"), "floor")
         for key in ("call", "step"):
@@ -106,8 +112,9 @@ def check(record):
     for i, point in enumerate(record["points"]):
         where = f"points[{i}]"
         _need(point, ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios")
-              + (POINT_KEYS_2 if v2 else ()), where)
-        bytes_keys = BYTES_KEYS + (BYTES_KEYS_2 if v2 else ()) + (BYTES_KEYS_3 if v3 else ())
+              + (POINT_KEYS_2 if v2 else ()) + (POINT_KEYS_4 if v4 else ()), where)
+        bytes_keys = BYTES_KEYS + (BYTES_KEYS_2 if v2 else ()) + (BYTES_KEYS_3 if v3 else ()) \
+            + (BYTES_KEYS_4 if v4 else ())
         _need(point["bytes"], bytes_keys, f"{where}.bytes")
         for key in bytes_keys:
             values = point["bytes"][key]
@@ -127,6 +134,14 @@ def check(record):
                 _number(value, f"{where}.bandwidth.{name}.{key}", nullable=True)
         for name, value in point["ratios"].items():
             _number(value, f"{where}.ratios.{name}", nullable=True)
+        if v4:
+            roof = point["roofline"]
+            _need(roof, ("dispatch", "combine", "step_us"), f"{where}.roofline")
+            for op in ("dispatch", "combine"):
+                _need(roof[op], ROOFLINE_KEYS, f"{where}.roofline.{op}")
+                for key in ROOFLINE_KEYS:
+                    _number(roof[op][key], f"{where}.roofline.{op}.{key}", nullable=key.endswith("_us"))
+            _number(roof["step_us"], f"{where}.roofline.step_us", nullable=True)
     return record
 
 

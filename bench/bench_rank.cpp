@@ -14,6 +14,7 @@
 #include "bench/latency_floor.hpp"
 #include "bench/lsa_ceiling.hpp"
 #include "bench/machine.hpp"
+#include "bench/memory_copy.hpp"
 #include "bench/mode.hpp"
 #include "bench/nccl_baseline.hpp"
 #include "bench/output.hpp"
@@ -34,9 +35,13 @@ class Driver {
   int run() {
     const Clock::time_point start = Clock::now();
     if (!setup()) return 1;
+    std::string bounds;
+    if (run_.ceiling_peak) bounds += ", ceiling " + fixed(run_.ceiling_peak->egress_GBps(), 1) + " GB/s egress";
+    if (run_.memory_copy) bounds += ", memory copy " + fixed(run_.memory_copy->copy_GBps(), 1) + " GB/s";
+    if (run_.floor) bounds += ", floor step " + fixed(run_.floor->step.slowest.median_us, 1) + " us";
     say("%d ranks ready in %.1f s: symmetric memory %.1f MiB per GPU%s", s_.nranks(),
         us_between(start, Clock::now()) / 1e6, static_cast<double>(run_.group.symmetric_bytes) / (1 << 20),
-        run_.ceiling_peak ? (", ceiling " + fixed(run_.ceiling_peak->egress_GBps(), 1) + " GB/s egress").c_str() : "");
+        bounds.c_str());
     for (size_t i = 0; i < o_.tokens.size(); ++i) {
       const Clock::time_point t0 = Clock::now();
       if (!point(o_.tokens[i])) return 1;
@@ -114,6 +119,7 @@ class Driver {
     if (!agree(describe_machine(s_, run_.machine, error_), "to describe its GPU")) return false;
     if (o_.baseline && !agree(baseline_.setup(s_, o_, error_), "to set up the baseline")) return false;
     if (o_.ceiling && s_.nranks() > 1 && !setup_ceiling()) return false;
+    if (!setup_memory_copy()) return false;
     setup_cupti();
     return !run_.cupti.active || o_.mode != "ll" || measure_floor();
   }
@@ -134,6 +140,25 @@ class Driver {
     std::vector<Metric> all;
     if (!agree(gather_metrics(s_, kept, all, error_), "to gather the latency floor")) return false;
     run_.floor = LatencyFloor{blocks, ll_block_threads(), all[0].value, all[1].value};
+    return true;
+  }
+
+  // Collective. The device-memory copy bandwidth the roofline divides by, kept when every
+  // rank measured it.
+  bool setup_memory_copy() {
+    Summary mine;
+    std::string problem;
+    if (!agree(measure_memory_copy(s_, kMemoryCopyBytes, 3, 20, mine, problem, error_),
+               "to time a device-memory copy")) {
+      return false;
+    }
+    MetricList kept;
+    keep_if_every_rank_has(s_, "device-memory copy bandwidth (so no roofline)", {{"memory.copy", mine}}, problem,
+                           kept);
+    if (kept.empty()) return true;
+    std::vector<Metric> all;
+    if (!agree(gather_metrics(s_, kept, all, error_), "to gather the copy bandwidth")) return false;
+    run_.memory_copy = MemoryCopy{kMemoryCopyBytes, all[0].value};
     return true;
   }
 

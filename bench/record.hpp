@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,16 @@ struct CeilingPeak {
   int peers = 0;
   AcrossRanks time;
   double egress_GBps() const;  // per GPU: bytes to all peers over the slowest median
+};
+
+// The device-memory copy bandwidth of this run's GPUs (bench/memory_copy.hpp): `bytes`
+// copied from one device buffer to another, timed.
+struct MemoryCopy {
+  int64_t bytes = 0;
+  AcrossRanks time;
+  // Bytes read and written per second (2 x bytes over the slowest median), in GB/s: the
+  // rate device memory serves a copy, in the units the roofline divides by.
+  double copy_GBps() const;
 };
 
 struct GpuInfo {
@@ -101,6 +112,7 @@ struct RunRecord {
   GroupFacts group;
   WireFormat wire;
   std::optional<CeilingPeak> ceiling_peak;
+  std::optional<MemoryCopy> memory_copy;
   CuptiStatus cupti;
   std::optional<LatencyFloor> floor;
   std::vector<PointResult> points;
@@ -123,6 +135,23 @@ struct Bandwidth {
 // are the mean over ranks, time the slowest rank's median kernel time of that op.
 Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::string& who,
                     const std::string& op);
+
+// The least time an op can take on these GPUs, from its bytes and this run's measured
+// bandwidths (bench/JSON.md, "roofline"): the op's device-memory bytes (RankTraffic::
+// memory_*) over the copy bandwidth, and its wire bytes over the NVLink egress of the
+// ceiling peak; the larger of the two (either alone when the other's bandwidth was not
+// measured). Bytes are the largest over ranks: a collective op waits for its slowest rank.
+struct Roofline {
+  double memory_bytes = 0;
+  double wire_bytes = 0;
+  double memory_us = std::numeric_limits<double>::quiet_NaN();  // without a memory copy measurement
+  double wire_us = std::numeric_limits<double>::quiet_NaN();    // without a ceiling peak (one rank, --ceiling=off)
+  double us = std::numeric_limits<double>::quiet_NaN();         // when neither is known
+};
+// op: "dispatch" or "combine".
+Roofline roofline(const RunRecord& run, const PointResult& p, const std::string& op);
+// Dispatch's and combine's added (a step runs one after the other); NaN when either is.
+double roofline_step_us(const RunRecord& run, const PointResult& p);
 
 // a's median over b's; NaN when either is missing.
 double ratio(const PointResult& p, const std::string& a, const std::string& b);

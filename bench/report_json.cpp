@@ -135,6 +135,8 @@ void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
   per_rank(j, p, "wire_layout_network", &RankTraffic::wire_layout_network_bytes);
   per_rank(j, p, "baseline_wire_dispatch", &RankTraffic::baseline_wire_dispatch_bytes);
   per_rank(j, p, "baseline_wire_combine", &RankTraffic::baseline_wire_combine_bytes);
+  per_rank(j, p, "memory_dispatch", &RankTraffic::memory_dispatch_bytes);
+  per_rank(j, p, "memory_combine", &RankTraffic::memory_combine_bytes);
   j.end_object();
 
   j.key("times");
@@ -160,6 +162,22 @@ void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
       j.end_object();
     }
   }
+  j.end_object();
+
+  j.key("roofline");
+  j.begin_object();
+  for (const char* op : {"dispatch", "combine"}) {
+    const Roofline r = roofline(run, p, op);
+    j.key(op);
+    j.begin_object();
+    j.field("memory_bytes", r.memory_bytes);
+    j.field("wire_bytes", r.wire_bytes);
+    j.field("memory_us", r.memory_us);
+    j.field("wire_us", r.wire_us);
+    j.field("us", r.us);
+    j.end_object();
+  }
+  j.field("step_us", roofline_step_us(run, p));
   j.end_object();
 
   j.key("ratios");
@@ -210,6 +228,17 @@ std::string to_json(const RunRecord& run) {
     j.key("time");
     write_summary(j, run.ceiling_peak->time);
     j.field("egress_GBps", run.ceiling_peak->egress_GBps());
+    j.end_object();
+  } else {
+    j.null();
+  }
+  j.key("memory_copy");
+  if (run.memory_copy) {
+    j.begin_object();
+    j.field("bytes", run.memory_copy->bytes);
+    j.key("time");
+    write_summary(j, run.memory_copy->time);
+    j.field("copy_GBps", run.memory_copy->copy_GBps());
     j.end_object();
   } else {
     j.null();

@@ -88,6 +88,10 @@ std::string header(const RunRecord& run) {
                      run.machine.gpus.size(), gpu.c_str(), run.machine.nccl_runtime.c_str(),
                      run.machine.nvidia_driver.c_str(), mib(run.group.symmetric_bytes),
                      run.group.max_tokens);
+  if (run.memory_copy) {
+    s += printf_string("memory: device-to-device copy of %.0f MiB: %.1f GB/s read + write per GPU\n",
+                       mib(static_cast<uint64_t>(run.memory_copy->bytes)), run.memory_copy->copy_GBps());
+  }
   s += run.cupti.active ? "kernel spans: CUPTI activity records (" + run.cupti.library + ")\n"
                         : "kernel spans: off (" + run.cupti.why_not + ")\n";
   if (run.floor) {
@@ -147,9 +151,12 @@ std::string to_table(const RunRecord& run) {
   // some point has them.
   const bool layout = any_point_has(run, "ours.api.layout");
   const bool budget = any_point_has(run, "ceiling_budget.kernel.step");
+  bool roof = false;
+  for (const PointResult& p : run.points) roof = roof || std::isfinite(roofline_step_us(run, p));
   const std::string budget_title = printf_string("ceil@%u", run.group.num_sms);
   s += printf_string("%6s | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s", "tokens", "dispatch", "combine",
                      "step (both)", "api step", "graph", "baseline", "ceiling");
+  if (roof) s += printf_string(" | %8s", "roofline");
   if (budget) s += printf_string(" | %8s", budget_title.c_str());
   if (layout) s += printf_string(" | %8s", "layout");
   s += printf_string(" | %8s\n", "ours/base");
@@ -161,10 +168,15 @@ std::string to_table(const RunRecord& run) {
                        us(p, "ours.graph.step", false).c_str(),
                        us(p, "baseline.kernel.step", false).c_str(),
                        us(p, "ceiling.kernel.step", false).c_str());
+    if (roof) s += printf_string(" | %8s", num(roofline_step_us(run, p), "%.1f").c_str());
     if (budget) s += printf_string(" | %8s", us(p, "ceiling_budget.kernel.step", false).c_str());
     if (layout) s += printf_string(" | %8s", us(p, "ours.api.layout", false).c_str());
     s += printf_string(" | %8s%s\n", num(ratio(p, "ours.kernel.step", "baseline.kernel.step"), "%.2f").c_str(),
                        p.output_checked ? "" : "  (outputs NOT checked)");
+  }
+  if (roof) {
+    s += "roofline = a lower bound of the step from this run's bandwidths: per op the larger of its device-memory "
+         "bytes over the copy bandwidth and its wire bytes over the ceiling's egress (bench/JSON.md)\n";
   }
   if (layout) {
     s += "layout = creating the point's handle (epc_ht_handle_create) until the stream is done, "

@@ -70,6 +70,17 @@ def main():
             return 1
         except bench_json.FormatError:
             pass
+    if not all(isinstance(p["roofline"]["step_us"], (int, float)) for p in record["points"]):
+        print("FAIL  the sample has a point without a roofline")
+        return 1
+    broken = json.loads(saved)
+    del broken["points"][0]["roofline"]["combine"]["wire_us"]
+    try:
+        bench_json.check(broken)
+        print("FAIL  the reader accepted a roofline without wire_us")
+        return 1
+    except bench_json.FormatError:
+        pass
     # A run with virtual nodes (not committed): valid, and some of its bytes cross nodes.
     fresh = subprocess.run([writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True,
                            check=True).stdout

@@ -166,6 +166,48 @@ TEST(Report, VirtualNodesShowInTheHeaderAndTheBytes) {
   EXPECT_NE(json.find("\"wire_layout_network\": [24, 24]"), std::string::npos);
 }
 
+TEST(Report, RooflineFromBytesAndBandwidths) {
+  RunRecord run = two_rank_run();
+  PointResult& p = run.points[0];
+  // The ceiling's 100 GB/s egress only: wire bytes, the largest over ranks.
+  Roofline d = roofline(run, p, "dispatch");
+  EXPECT_EQ(d.wire_bytes, 1e6);
+  EXPECT_DOUBLE_EQ(d.wire_us, 10.0);
+  EXPECT_TRUE(std::isnan(d.memory_us));
+  EXPECT_DOUBLE_EQ(d.us, 10.0);
+  EXPECT_DOUBLE_EQ(roofline_step_us(run, p), 12.5);  // combine: 250 kB at 100 GB/s
+  // With a copy of 1 MB in 1 us: 2000 GB/s read + write.
+  run.memory_copy = MemoryCopy{1000000, median(1)};
+  EXPECT_DOUBLE_EQ(run.memory_copy->copy_GBps(), 2000.0);
+  p.traffic[0].memory_dispatch_bytes = 4000000;
+  p.traffic[1].memory_dispatch_bytes = 2000000;
+  p.traffic[0].memory_combine_bytes = 1000000;
+  p.traffic[1].memory_combine_bytes = 10000000;
+  d = roofline(run, p, "dispatch");
+  EXPECT_EQ(d.memory_bytes, 4e6);
+  EXPECT_DOUBLE_EQ(d.memory_us, 2.0);
+  EXPECT_DOUBLE_EQ(d.us, 10.0);  // the wire is the bound
+  const Roofline c = roofline(run, p, "combine");
+  EXPECT_DOUBLE_EQ(c.memory_us, 5.0);
+  EXPECT_DOUBLE_EQ(c.us, 5.0);  // device memory is the bound
+  EXPECT_DOUBLE_EQ(roofline_step_us(run, p), 15.0);
+  const std::string table = to_table(run);
+  EXPECT_NE(table.find("memory: device-to-device copy of 1 MiB: 2000.0 GB/s read + write per GPU"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| roofline |"), std::string::npos) << table;
+  EXPECT_NE(table.find("|     15.0 |"), std::string::npos) << table;
+  const std::string json = to_json(run);
+  EXPECT_NE(json.find("\"memory_dispatch\": [4000000, 2000000]"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"step_us\": 15"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"copy_GBps\": 2000"), std::string::npos) << json;
+  // One rank without a memory copy: no bound at all.
+  run.ceiling_peak.reset();
+  run.memory_copy.reset();
+  EXPECT_TRUE(std::isnan(roofline_step_us(run, p)));
+  EXPECT_EQ(to_table(run).find("roofline"), std::string::npos);
+  EXPECT_NE(to_json(run).find("\"step_us\": null"), std::string::npos);
+}
+
 TEST(Report, KernelSpansShowBesideTheEventTimes) {
   RunRecord run = two_rank_run();
   run.cupti.why_not = "CUPTI could not be loaded (libcupti.so.13: cannot open shared object file)";
