@@ -12,7 +12,8 @@ FORMAT = "epcomm-bench/4"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
 # network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans.
 FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", FORMAT)
-METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\.(kernel|api|graph|cupti|cupti_graph)\.[a-z_]+$")
+METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\."
+                         r"(kernel|api|graph|cupti|cupti_graph|phase)\.[a-z_]+$")
 SUMMARY_KEYS = ("median_us", "p10_us", "p90_us", "samples", "slowest_rank", "per_rank_median_us")
 BYTES_KEYS = ("selections", "logical_dispatch", "logical_combine", "wire_dispatch", "wire_combine",
               "baseline_wire_dispatch", "baseline_wire_combine")
@@ -35,7 +36,7 @@ TOP_KEYS_4 = ("cupti", "floor", "memory_copy")
 BYTES_KEYS_4 = ("memory_dispatch", "memory_combine")
 POINT_KEYS_4 = ("roofline",)
 ROOFLINE_KEYS = ("memory_bytes", "wire_bytes", "memory_us", "wire_us", "us")
-CONFIG_KEYS_4 = ("cupti",)
+CONFIG_KEYS_4 = ("cupti", "phase_trace")
 CUPTI_KEYS = ("active", "library", "why_not")
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
                 "cuda_runtime", "nvidia_driver", "epcomm_abi")

@@ -30,6 +30,9 @@ class Driver {
     run_.command = command;
     run_.created_utc = utc_now();
     run_.nranks = session.nranks();
+#ifdef EPC_PHASE_TRACE
+    run_.phase_trace = true;
+#endif
   }
 
   int run() {

@@ -213,6 +213,7 @@ bool time_point(RankSession& session, const Options& options, const PointInput& 
   checked = false;
   const cudaStream_t st = session.stream();
   if (!time_kernels("ours", st, in.warmup, in.iters, options.send_only, step, out, error)) return false;
+  if (step.after_kernel_timing && !step.after_kernel_timing(in.iters, out, error)) return false;
   const bool right = check(error);
   if (!session.all_true(right)) {
     if (right) error = "another rank got wrong results";

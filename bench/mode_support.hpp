@@ -82,6 +82,10 @@ using StepHalf = std::function<bool(StepMarks* marks, int iter, std::string& err
 struct StepCalls {
   StepHalf dispatch;
   StepHalf combine;
+  // Optional. Collective. What a mode reads back from the steps the kernel timing just ran
+  // (their count is `steps`), called by time_point before anything else runs: the LL phase
+  // trace in -Dphase_trace=true builds.
+  std::function<bool(int steps, MetricList& out, std::string& error)> after_kernel_timing = nullptr;
 };
 
 // Appends <who>.kernel.{dispatch,combine,step} and, with `send_only`, each half's spans.

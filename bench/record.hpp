@@ -114,6 +114,7 @@ struct RunRecord {
   std::optional<CeilingPeak> ceiling_peak;
   std::optional<MemoryCopy> memory_copy;
   CuptiStatus cupti;
+  bool phase_trace = false;  // built with -Dphase_trace=true: LL kernels stamp their phases
   std::optional<LatencyFloor> floor;
   std::vector<PointResult> points;
   bool complete = false;  // every requested point was measured

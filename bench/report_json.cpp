@@ -52,6 +52,7 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.field("ceiling", o.ceiling);
   j.field("ceiling_peak_bytes_per_peer", static_cast<int64_t>(o.ceiling_peak_mib) << 20);
   j.field("cupti", o.cupti);
+  j.field("phase_trace", run.phase_trace);
   j.end_object();
 }
 

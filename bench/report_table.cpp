@@ -70,6 +70,7 @@ std::string header(const RunRecord& run) {
   const std::string large = o.large_from > 0 ? printf_string(" (%d after %d from %d tokens)", o.large_iters,
                                                               o.large_warmup, o.large_from)
                                              : std::string();
+  if (run.phase_trace) s += "PHASE TRACE BUILD (-Dphase_trace=true): the LL kernels stamp their phases\n";
   s += printf_string("epcomm-bench %s: %d ranks, hidden %d, top-%d, %d experts, %s, %s, %u SMs, "
                      "%d timed steps after %d warm-up%s%s%s\n",
                      mode.c_str(), run.nranks, o.hidden, o.topk, o.experts, o.dtype.c_str(), routing.c_str(),
@@ -141,6 +142,28 @@ std::string gpu_time_table(const RunRecord& run) {
   return s;
 }
 
+// The LL phase trace of a -Dphase_trace=true build: where a step's time goes.
+std::string phase_table(const RunRecord& run) {
+  if (!any_point_has(run, "ours.phase.dispatch_total")) return {};
+  std::string s =
+      "\nLL phase trace (a -Dphase_trace=true build: the kernels stamp %globaltimer, so its times are not for "
+      "comparison), mean us per step of the slowest rank: send / signal / wait / receive = total (docs/measuring.md)\n";
+  s += printf_string("%6s | %-40s | %-40s\n", "tokens", "dispatch", "combine");
+  auto phases = [](const PointResult& p, const std::string& op) {
+    std::string text;
+    for (const char* phase : {"send", "signal", "wait", "receive", "total"}) {
+      const AcrossRanks* m = p.find("ours.phase." + op + "_" + phase);
+      if (!text.empty()) text += std::string(phase) == "total" ? " = " : " / ";
+      text += m == nullptr ? "-" : printf_string("%.2f", m->slowest.mean_us);
+    }
+    return text;
+  };
+  for (const PointResult& p : run.points) {
+    s += printf_string("%6d | %-40s | %-40s\n", p.tokens, phases(p, "dispatch").c_str(), phases(p, "combine").c_str());
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string to_table(const RunRecord& run) {
@@ -183,6 +206,7 @@ std::string to_table(const RunRecord& run) {
          "not part of a step\n";
   }
   s += gpu_time_table(run);
+  s += phase_table(run);
   s += run.options.mode == "ht"
            ? "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule: a row per (token, "
              "destination rank), self included) / wire (bytes leaving the GPU) / wire over the ceiling\n"

@@ -81,6 +81,18 @@ def main():
         return 1
     except bench_json.FormatError:
         pass
+    # A phase-trace build's figures are metrics like the others; an unknown kind is refused.
+    traced = json.loads(saved)
+    times = traced["points"][0]["times"]
+    times["ours.phase.dispatch_send"] = dict(next(iter(times.values())))
+    bench_json.check(traced)
+    times["ours.bogus.dispatch"] = times.pop("ours.phase.dispatch_send")
+    try:
+        bench_json.check(traced)
+        print("FAIL  the reader accepted a metric of an unknown kind")
+        return 1
+    except bench_json.FormatError:
+        pass
     # A run with virtual nodes (not committed): valid, and some of its bytes cross nodes.
     fresh = subprocess.run([writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True,
                            check=True).stdout

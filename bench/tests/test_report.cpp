@@ -249,6 +249,25 @@ TEST(Report, KernelSpansShowBesideTheEventTimes) {
   EXPECT_EQ(json.find("\"median_us\": 72,", step), json.find("\"median_us\"", step)) << json;
 }
 
+TEST(Report, PhaseTraceShowsWhereAStepGoes) {
+  RunRecord run = two_rank_run();
+  EXPECT_EQ(to_table(run).find("phase trace"), std::string::npos);
+  EXPECT_NE(to_json(run).find("\"phase_trace\": false"), std::string::npos);
+  run.phase_trace = true;
+  PointResult& p = run.points[0];
+  const char* phases[] = {"send", "signal", "wait", "receive", "total"};
+  for (int i = 0; i < 5; ++i) {
+    p.metrics.push_back({std::string("ours.phase.dispatch_") + phases[i], median(i + 1)});  // means 1.25 x
+    p.metrics.push_back({std::string("ours.phase.combine_") + phases[i], median(2 * (i + 1))});
+  }
+  const std::string table = to_table(run);
+  EXPECT_EQ(table.rfind("PHASE TRACE BUILD", 0), 0u) << table;
+  EXPECT_NE(table.find("LL phase trace"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 1.25 / 2.50 / 3.75 / 5.00 = 6.25"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 2.50 / 5.00 / 7.50 / 10.00 = 12.50"), std::string::npos) << table;
+  EXPECT_NE(to_json(run).find("\"phase_trace\": true"), std::string::npos);
+}
+
 TEST(Report, AtomicWriteReplacesTheFile) {
   const std::string path = ::testing::TempDir() + "/bench_report_test.json";
   std::string error;
