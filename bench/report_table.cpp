@@ -113,29 +113,33 @@ std::string header(const RunRecord& run) {
 // The kernels' own time beside the event-timed latency table: what peers' kernel durations
 // compare with (docs/measuring.md).
 std::string gpu_time_table(const RunRecord& run) {
-  if (!any_point_has(run, "ours.cupti.step")) return {};
-  const bool graph = any_point_has(run, "ours.cupti_graph.step");
-  const bool update = any_point_has(run, "ours.cupti.layout_update");
+  if (run.points.empty()) return {};
+  // Columns follow the flags, not the figures: where CUPTI was off or a pass had no figures
+  // the cell shows "-", and the header says why.
+  const bool graph = run.options.graph;
+  const bool update = run.options.mode == "ht" && run.options.ht_sizing == "capacity";
+  const bool floor = run.options.mode == "ll";
   std::string s =
       "\nGPU time in us, median (mean) of the slowest rank, from CUPTI's kernel records: from the first "
       "kernel's start to the last kernel's end of what each call (step) launched\n";
+  if (!run.cupti.active) s += "(kernel spans are off: " + run.cupti.why_not + ")\n";
   s += printf_string("%6s | %-15s | %-15s | %-15s", "tokens", "cupti dispatch", "cupti combine", "cupti step");
   if (graph) s += printf_string(" | %-15s", "cupti graph");
   if (update) s += printf_string(" | %-15s", "layout update");
-  if (run.floor) s += printf_string(" | %-15s", "floor step");
+  if (floor) s += printf_string(" | %-15s", "floor step");
   s += "\n";
-  const std::string floor = run.floor ? printf_string("%.1f (%.1f)", run.floor->step.slowest.median_us,
-                                                      run.floor->step.slowest.mean_us)
-                                      : std::string();
+  const std::string floor_text = run.floor ? printf_string("%.1f (%.1f)", run.floor->step.slowest.median_us,
+                                                           run.floor->step.slowest.mean_us)
+                                           : std::string("-");
   for (const PointResult& p : run.points) {
     s += printf_string("%6d | %-15s | %-15s | %-15s", p.tokens, median_mean(p, "ours.cupti.dispatch").c_str(),
                        median_mean(p, "ours.cupti.combine").c_str(), median_mean(p, "ours.cupti.step").c_str());
     if (graph) s += printf_string(" | %-15s", median_mean(p, "ours.cupti_graph.step").c_str());
     if (update) s += printf_string(" | %-15s", median_mean(p, "ours.cupti.layout_update").c_str());
-    if (run.floor) s += printf_string(" | %-15s", floor.c_str());
+    if (floor) s += printf_string(" | %-15s", floor_text.c_str());
     s += "\n";
   }
-  if (run.floor) {
+  if (floor) {
     s += "floor step = two empty kernels on our grid back to back: the least a step of two launches on that grid "
          "takes\n";
   }

@@ -213,7 +213,11 @@ TEST(Report, KernelSpansShowBesideTheEventTimes) {
   run.cupti.why_not = "CUPTI could not be loaded (libcupti.so.13: cannot open shared object file)";
   std::string table = to_table(run);
   EXPECT_NE(table.find("kernel spans: off (CUPTI could not be loaded (libcupti.so.13"), std::string::npos) << table;
-  EXPECT_EQ(table.find("GPU time"), std::string::npos) << table;  // no figures, no table
+  // The columns stay, each cell "-", with the reason beside them.
+  EXPECT_NE(table.find("GPU time"), std::string::npos) << table;
+  EXPECT_NE(table.find("(kernel spans are off: CUPTI could not be loaded"), std::string::npos) << table;
+  EXPECT_NE(table.find("     4 | -               | -               | -               | -"), std::string::npos)
+      << table;  // LL: the floor column too
   std::string json = to_json(run);
   EXPECT_NE(json.find("\"active\": false,\n    \"library\": null,\n    \"why_not\": \"CUPTI could not be loaded"),
             std::string::npos) << json;
@@ -228,10 +232,12 @@ TEST(Report, KernelSpansShowBesideTheEventTimes) {
   EXPECT_NE(table.find("kernel spans: CUPTI activity records (libcupti.so.13)"), std::string::npos) << table;
   EXPECT_NE(table.find("GPU time in us"), std::string::npos) << table;
   EXPECT_NE(table.find("40.0 (50.0)     | 30.0 (37.5)     | 72.0 (90.0)"), std::string::npos) << table;
-  EXPECT_EQ(table.find("cupti graph"), std::string::npos) << table;  // not measured: no column
+  EXPECT_EQ(table.find("cupti graph"), std::string::npos) << table;  // no --graph: no column
+  EXPECT_EQ(table.find("kernel spans are off"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 72.0 (90.0)     | -"), std::string::npos) << table;  // the floor was not measured
+  run.options.graph = true;
   p.metrics.push_back({"ours.cupti_graph.step", median(60)});
   EXPECT_NE(to_table(run).find("| 60.0 (75.0)"), std::string::npos) << to_table(run);
-  EXPECT_EQ(to_table(run).find("floor"), std::string::npos);  // not measured (HT, or no CUPTI)
   EXPECT_NE(to_json(run).find("\"floor\": null"), std::string::npos);
   run.floor = LatencyFloor{132, 512, median(3), median(7)};
   table = to_table(run);
