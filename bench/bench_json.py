@@ -1,5 +1,5 @@
-"""Reading epcomm-bench JSON records (format "epcomm-bench/3" and the older "/2" and "/1",
-documented in bench/JSON.md).
+"""Reading epcomm-bench JSON records (format "epcomm-bench/4" and the older "/3", "/2" and
+"/1", documented in bench/JSON.md).
 
 load() checks the structure before anyone plots or compares it, and names the first thing
 that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
@@ -8,11 +8,12 @@ with holes. Standard library only.
 import json
 import re
 
-FORMAT = "epcomm-bench/3"
+FORMAT = "epcomm-bench/4"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
-# network split of the wire bytes.
-FORMATS = ("epcomm-bench/1", "epcomm-bench/2", FORMAT)
-METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\.(kernel|api|graph)\.[a-z_]+$")
+# network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans.
+FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", FORMAT)
+METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\."
+                         r"(kernel|api|graph|cupti|cupti_graph|phase)\.[a-z_]+$")
 SUMMARY_KEYS = ("median_us", "p10_us", "p90_us", "samples", "slowest_rank", "per_rank_median_us")
 BYTES_KEYS = ("selections", "logical_dispatch", "logical_combine", "wire_dispatch", "wire_combine",
               "baseline_wire_dispatch", "baseline_wire_combine")
@@ -29,6 +30,14 @@ POINT_KEYS_2 = ("warmup", "iters")
 WIRE_SPLITS = ("wire_dispatch", "wire_combine", "wire_layout")
 BYTES_KEYS_3 = tuple(f"{total}_{path}" for total in WIRE_SPLITS for path in ("nvlink", "network"))
 CONFIG_KEYS_3 = ("virtual_node_size", "nodes")
+# Required from format /4 on.
+SUMMARY_KEYS_4 = ("mean_us",)
+TOP_KEYS_4 = ("cupti", "floor", "memory_copy")
+BYTES_KEYS_4 = ("memory_dispatch", "memory_combine")
+POINT_KEYS_4 = ("roofline",)
+ROOFLINE_KEYS = ("memory_bytes", "wire_bytes", "memory_us", "wire_us", "us")
+CONFIG_KEYS_4 = ("cupti", "phase_trace")
+CUPTI_KEYS = ("active", "library", "why_not")
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
                 "cuda_runtime", "nvidia_driver", "epcomm_abi")
 
@@ -52,9 +61,10 @@ def _number(value, where, nullable=False):
         raise FormatError(f"{where}: expected a number, got {value!r}")
 
 
-def _summary(obj, where, ranks):
-    _need(obj, SUMMARY_KEYS, where)
-    for key in ("median_us", "p10_us", "p90_us"):
+def _summary(obj, where, ranks, version):
+    v4 = version >= 4
+    _need(obj, SUMMARY_KEYS + (SUMMARY_KEYS_4 if v4 else ()), where)
+    for key in ("median_us", "p10_us", "p90_us") + (SUMMARY_KEYS_4 if v4 else ()):
         _number(obj[key], f"{where}.{key}")
     if not obj["p10_us"] <= obj["median_us"] <= obj["p90_us"]:
         raise FormatError(f"{where}: p10 <= median <= p90 does not hold")
@@ -68,13 +78,27 @@ def check(record):
     if record["format"] not in FORMATS:
         raise FormatError(f"record.format is {record['format']!r}; this reader knows {', '.join(FORMATS)}")
     version = FORMATS.index(record["format"]) + 1
-    v2, v3 = version >= 2, version >= 3
-    _need(record["config"], CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()) + (CONFIG_KEYS_3 if v3 else ()),
-          "config")
+    v2, v3, v4 = version >= 2, version >= 3, version >= 4
+    _need(record, TOP_KEYS_4 if v4 else (), "record")
+    _need(record["config"], CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()) + (CONFIG_KEYS_3 if v3 else ())
+          + (CONFIG_KEYS_4 if v4 else ()), "config")
+    if v4:
+        cupti = record["cupti"]
+        _need(cupti, CUPTI_KEYS, "cupti")
+        if not isinstance(cupti["active"], bool) or (cupti["library"] is None) == cupti["active"] or \
+                (cupti["why_not"] is None) != cupti["active"]:
+            raise FormatError("cupti: expected a library when active and a reason (why_not) when not")
     _need(record["machine"], MACHINE_KEYS, "machine")
     ranks = record["config"]["ranks"]
     if not isinstance(ranks, int) or ranks < 1:
         raise FormatError("config.ranks: expected a positive integer")
+    if v4 and record["memory_copy"] is not None:
+        _need(record["memory_copy"], ("bytes", "time", "copy_GBps"), "memory_copy")
+        _summary(record["memory_copy"]["time"], "memory_copy.time", ranks, version)
+    if v4 and record["floor"] is not None:
+        _need(record["floor"], ("blocks", "threads", "call", "step"), "floor")
+        for key in ("call", "step"):
+            _summary(record["floor"][key], f"floor.{key}", ranks, version)
     if v3:
         node_size, nodes = record["config"]["virtual_node_size"], record["config"]["nodes"]
         if not isinstance(nodes, int) or nodes < 1 or not isinstance(node_size, int) or node_size < 0 or \
@@ -83,14 +107,15 @@ def check(record):
                               f"{ranks} ranks (nodes = ranks / virtual_node_size)")
     if record["ceiling_peak"] is not None:
         _need(record["ceiling_peak"], ("bytes_per_peer", "peers", "time", "egress_GBps"), "ceiling_peak")
-        _summary(record["ceiling_peak"]["time"], "ceiling_peak.time", ranks)
+        _summary(record["ceiling_peak"]["time"], "ceiling_peak.time", ranks, version)
     if not isinstance(record["points"], list):
         raise FormatError("points: expected a list")
     for i, point in enumerate(record["points"]):
         where = f"points[{i}]"
         _need(point, ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios")
-              + (POINT_KEYS_2 if v2 else ()), where)
-        bytes_keys = BYTES_KEYS + (BYTES_KEYS_2 if v2 else ()) + (BYTES_KEYS_3 if v3 else ())
+              + (POINT_KEYS_2 if v2 else ()) + (POINT_KEYS_4 if v4 else ()), where)
+        bytes_keys = BYTES_KEYS + (BYTES_KEYS_2 if v2 else ()) + (BYTES_KEYS_3 if v3 else ()) \
+            + (BYTES_KEYS_4 if v4 else ())
         _need(point["bytes"], bytes_keys, f"{where}.bytes")
         for key in bytes_keys:
             values = point["bytes"][key]
@@ -103,13 +128,21 @@ def check(record):
         for name, summary in point["times"].items():
             if not METRIC_NAME.match(name):
                 raise FormatError(f"{where}.times: unknown metric name {name!r}")
-            _summary(summary, f"{where}.times.{name}", ranks)
+            _summary(summary, f"{where}.times.{name}", ranks, version)
         for name, bw in point["bandwidth"].items():
             _need(bw, ("logical_GBps", "wire_GBps", "wire_over_ceiling"), f"{where}.bandwidth.{name}")
             for key, value in bw.items():
                 _number(value, f"{where}.bandwidth.{name}.{key}", nullable=True)
         for name, value in point["ratios"].items():
             _number(value, f"{where}.ratios.{name}", nullable=True)
+        if v4:
+            roof = point["roofline"]
+            _need(roof, ("dispatch", "combine", "step_us"), f"{where}.roofline")
+            for op in ("dispatch", "combine"):
+                _need(roof[op], ROOFLINE_KEYS, f"{where}.roofline.{op}")
+                for key in ROOFLINE_KEYS:
+                    _number(roof[op][key], f"{where}.roofline.{op}.{key}", nullable=key.endswith("_us"))
+            _number(roof["step_us"], f"{where}.roofline.step_us", nullable=True)
     return record
 
 

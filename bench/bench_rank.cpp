@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bench/cupti_timing.hpp"
 #include "bench/gather.hpp"
+#include "bench/latency_floor.hpp"
 #include "bench/lsa_ceiling.hpp"
 #include "bench/machine.hpp"
+#include "bench/memory_copy.hpp"
 #include "bench/mode.hpp"
 #include "bench/nccl_baseline.hpp"
 #include "bench/output.hpp"
@@ -27,14 +30,21 @@ class Driver {
     run_.command = command;
     run_.created_utc = utc_now();
     run_.nranks = session.nranks();
+#ifdef EPC_PHASE_TRACE
+    run_.phase_trace = true;
+#endif
   }
 
   int run() {
     const Clock::time_point start = Clock::now();
     if (!setup()) return 1;
+    std::string bounds;
+    if (run_.ceiling_peak) bounds += ", ceiling " + fixed(run_.ceiling_peak->egress_GBps(), 1) + " GB/s egress";
+    if (run_.memory_copy) bounds += ", memory copy " + fixed(run_.memory_copy->copy_GBps(), 1) + " GB/s";
+    if (run_.floor) bounds += ", floor step " + fixed(run_.floor->step.slowest.median_us, 1) + " us";
     say("%d ranks ready in %.1f s: symmetric memory %.1f MiB per GPU%s", s_.nranks(),
         us_between(start, Clock::now()) / 1e6, static_cast<double>(run_.group.symmetric_bytes) / (1 << 20),
-        run_.ceiling_peak ? (", ceiling " + fixed(run_.ceiling_peak->egress_GBps(), 1) + " GB/s egress").c_str() : "");
+        bounds.c_str());
     for (size_t i = 0; i < o_.tokens.size(); ++i) {
       const Clock::time_point t0 = Clock::now();
       if (!point(o_.tokens[i])) return 1;
@@ -112,7 +122,72 @@ class Driver {
     if (!agree(describe_machine(s_, run_.machine, error_), "to describe its GPU")) return false;
     if (o_.baseline && !agree(baseline_.setup(s_, o_, error_), "to set up the baseline")) return false;
     if (o_.ceiling && s_.nranks() > 1 && !setup_ceiling()) return false;
+    if (!setup_memory_copy()) return false;
+    setup_cupti();
+    return !run_.cupti.active || o_.mode != "ll" || measure_floor();
+  }
+
+  // Collective. The latency floor on our LL grid, kept when every rank measured it.
+  bool measure_floor() {
+    const int blocks = static_cast<int>(run_.group.num_sms);
+    const int iters = std::max(10, std::min(o_.iters, 200));
+    Summary call, step;
+    std::string problem;
+    if (!agree(measure_latency_floor(s_, tracer_, blocks, iters, call, step, problem, error_),
+               "to measure the latency floor")) {
+      return false;
+    }
+    MetricList kept;
+    keep_if_every_rank_has(s_, "latency floor", {{"floor.call", call}, {"floor.step", step}}, problem, kept);
+    if (kept.empty()) return true;
+    std::vector<Metric> all;
+    if (!agree(gather_metrics(s_, kept, all, error_), "to gather the latency floor")) return false;
+    run_.floor = LatencyFloor{blocks, ll_block_threads(), all[0].value, all[1].value};
     return true;
+  }
+
+  // Collective. The device-memory copy bandwidth the roofline divides by, kept when every
+  // rank measured it.
+  bool setup_memory_copy() {
+    Summary mine;
+    std::string problem;
+    if (!agree(measure_memory_copy(s_, kMemoryCopyBytes, 3, 20, mine, problem, error_),
+               "to time a device-memory copy")) {
+      return false;
+    }
+    MetricList kept;
+    keep_if_every_rank_has(s_, "device-memory copy bandwidth (so no roofline)", {{"memory.copy", mine}}, problem,
+                           kept);
+    if (kept.empty()) return true;
+    std::vector<Metric> all;
+    if (!agree(gather_metrics(s_, kept, all, error_), "to gather the copy bandwidth")) return false;
+    run_.memory_copy = MemoryCopy{kMemoryCopyBytes, all[0].value};
+    return true;
+  }
+
+  // Collective. Kernel spans are recorded only when every rank can record them (every rank
+  // must report the same figures). Without them the run goes on: one line says why, from
+  // rank 0 when it failed itself, else from the ranks that did.
+  void setup_cupti() {
+    if (!o_.cupti) {
+      run_.cupti.why_not = "--cupti=off";
+      return;
+    }
+    std::string why;
+    const bool mine = tracer_.open(why);
+    const bool everyone = s_.all_true(mine);
+    const bool rank0 = s_.all_true(s_.rank() != 0 || mine);
+    run_.cupti.active = everyone;
+    run_.cupti.library = tracer_.library();
+    if (everyone) return;
+    run_.cupti.why_not = mine ? "another rank could not use CUPTI" : why;
+    if (mine || (s_.rank() != 0 && !rank0)) return;
+    if (s_.rank() == 0) {
+      out_.progress("kernel spans (the cupti columns) are off: " + why);
+    } else {
+      std::fprintf(stderr, "epcomm-bench: rank %d: kernel spans (the cupti columns) are off: %s\n", s_.rank(),
+                   why.c_str());
+    }
   }
 
   bool setup_ceiling() {
@@ -161,6 +236,7 @@ class Driver {
     in.iters = result.iters;
     in.routing = &routing[static_cast<size_t>(s_.rank())];
     in.traffic = &result.traffic[static_cast<size_t>(s_.rank())];
+    in.tracer = run_.cupti.active ? &tracer_ : nullptr;
 
     const std::string what = "at " + std::to_string(tokens) + " tokens per rank";
     MetricList mine;
@@ -198,6 +274,7 @@ class Driver {
     const PointResult& p = run_.points.back();
     std::string extra;
     if (p.find("ours.api.layout") != nullptr) extra += ", layout " + fixed(p.median_us("ours.api.layout"), 1) + " us";
+    if (p.find("ours.cupti.step") != nullptr) extra += ", GPU time " + fixed(p.median_us("ours.cupti.step"), 1) + " us";
     if (p.find("ceiling_budget.kernel.step") != nullptr) {
       extra += ", ceiling at " + std::to_string(run_.group.num_sms) + " SMs " +
                fixed(p.median_us("ceiling_budget.kernel.step"), 1) + " us";
@@ -218,6 +295,7 @@ class Driver {
   Output out_;
   NcclBaseline baseline_;
   LsaCeiling ceiling_;
+  KernelTracer tracer_;
   RunRecord run_;
   std::string error_;
   bool write_failed_ = false;

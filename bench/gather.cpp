@@ -36,7 +36,7 @@ bool gather_metrics(RankSession& session, const MetricList& mine, std::vector<Me
   std::vector<double> values;
   for (const auto& m : mine) {
     values.insert(values.end(), {m.second.p10_us, m.second.median_us, m.second.p90_us,
-                                 static_cast<double>(m.second.samples)});
+                                 static_cast<double>(m.second.samples), m.second.mean_us});
   }
   std::vector<uint8_t> all;
   const size_t bytes = values.size() * sizeof(double);
@@ -45,13 +45,14 @@ bool gather_metrics(RankSession& session, const MetricList& mine, std::vector<Me
   for (size_t i = 0; i < mine.size(); ++i) {
     std::vector<Summary> per_rank;
     for (int r = 0; r < R; ++r) {
-      double v[4];
+      double v[5];
       std::memcpy(v, all.data() + static_cast<size_t>(r) * bytes + i * sizeof v, sizeof v);
       Summary s;
       s.p10_us = v[0];
       s.median_us = v[1];
       s.p90_us = v[2];
       s.samples = static_cast<int>(v[3]);
+      s.mean_us = v[4];
       per_rank.push_back(s);
     }
     out.push_back(Metric{mine[i].first, across_ranks(per_rank)});

@@ -4,7 +4,8 @@
 //          timed on the host until the stream is done (ours.api.layout) and with CUDA events
 //          around the call (ours.kernel.layout); the last handle is kept. With capacity
 //          sizing the graph-safe epc_handle_update is also timed back to back
-//          (ours.kernel.layout_update), after the steps below.
+//          (ours.kernel.layout_update, and its GPU time ours.cupti.layout_update), after the
+//          steps below.
 //  step:   epc_ht_dispatch then epc_ht_combine on that handle, timed as bench/mode_support.hpp
 //          says (kernel, api and, with --graph, graph replay of dispatch + combine only: the
 //          handle is created before the capture, so graphs work in either sizing).
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 
+#include "bench/cupti_timing.hpp"
 #include "bench/device_fill.hpp"
 #include "bench/mode.hpp"
 #include "bench/mode_support.hpp"
@@ -195,7 +197,7 @@ class HtMode final : public Mode {
     return t;
   }
 
-  bool dispatch(EpcHandle* h, const HtTensors& t, EventMarks* m, int iter, std::string& error) {
+  bool dispatch(EpcHandle* h, const HtTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     if (m) m->record(iter, kStart, st);
     TRY_EPC(epc_ht_dispatch(h, &t.x, fp8_ ? &t.x_scales : nullptr, &t.w, &t.out_x,
@@ -206,7 +208,7 @@ class HtMode final : public Mode {
     return true;
   }
 
-  bool combine(EpcHandle* h, const HtTensors& t, EventMarks* m, int iter, std::string& error) {
+  bool combine(EpcHandle* h, const HtTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     TRY_EPC(epc_ht_combine(h, &t.y, nullptr, &t.out, nullptr, 0, st), "epc_ht_combine");
     if (m) m->record(iter, kCombineDone, st);
@@ -217,8 +219,8 @@ class HtMode final : public Mode {
                     std::string& error) {
     const HtTensors t = tensors(B, rows);
     const StepCalls step{
-        [&](EventMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
-        [&](EventMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
+        [&](StepMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
+        [&](StepMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
     if (!time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked,
                     error)) {
       return false;
@@ -250,16 +252,26 @@ class HtMode final : public Mode {
   }
 
   // Capacity sizing: the per-step layout through epc_handle_update (collective, no host
-  // synchronisation), with the same routing, back to back.
+  // synchronisation), with the same routing, back to back; with a tracer also its GPU time.
   bool time_layout_update(EpcHandle* h, int B, const PointInput& in, MetricList& out, std::string& error) {
     const cudaStream_t st = s_->stream();
     const EpcTensor idx = tensor(idx_.ptr, EPC_DTYPE_INT64, {B, K_});
-    for (int i = 0; i < in.warmup; ++i) TRY_EPC(epc_handle_update(h, &idx, st), "epc_handle_update");
+    const StepHalf update = [&](StepMarks* m, int iter, std::string& e) {
+      if (m) m->record(iter, 0, st);
+      const EpcStatus status = epc_handle_update(h, &idx, st);
+      if (status != EPC_OK) {
+        e = epc_error("epc_handle_update", status);
+        return false;
+      }
+      if (m) m->record(iter, 1, st);
+      return true;
+    };
+    for (int i = 0; i < in.warmup; ++i) {
+      if (!update(nullptr, 0, error)) return false;
+    }
     EventMarks marks(in.iters, 2);
     for (int i = 0; i < in.iters; ++i) {
-      marks.record(i, 0, st);
-      TRY_EPC(epc_handle_update(h, &idx, st), "epc_handle_update");
-      marks.record(i, 1, st);
+      if (!update(&marks, i, error)) return false;
     }
     TRY_CUDA(cudaStreamSynchronize(st), "running epc_handle_update");
     std::vector<double> us;
@@ -268,7 +280,8 @@ class HtMode final : public Mode {
       return false;
     }
     out.emplace_back("ours.kernel.layout_update", summarize(us));
-    return true;
+    return in.tracer == nullptr ||
+           time_cupti_calls(*s_, *in.tracer, "ours.cupti.layout_update", in.iters, update, out, error);
   }
 
   RankSession* s_ = nullptr;

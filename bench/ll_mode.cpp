@@ -1,6 +1,7 @@
 // Our low-latency dispatch and combine, timed per point as bench/mode_support.hpp describes
-// (kernel, api and, with --graph, graph replay; with --send-only each half separately).
-// After the kernel-timed steps the outputs are checked (bench/output_check.hpp).
+// (kernel, api, CUPTI and, with --graph, graph replay; with --send-only each half
+// separately). After the kernel-timed steps the outputs are checked (bench/output_check.hpp)
+// and, in builds configured with -Dphase_trace=true, the phase trace of those steps is read.
 #include <cuda_runtime.h>
 
 #include "bench/device_fill.hpp"
@@ -9,6 +10,13 @@
 #include "bench/output_check.hpp"
 #include "bench/try_call.hpp"
 #include "epcomm/epcomm.h"
+#ifdef EPC_PHASE_TRACE
+#include <memory>
+
+#include "bench/cupti_timing.hpp"
+#include "bench/phase_trace.hpp"
+#include "capi/phase_trace.h"
+#endif
 
 namespace epc::bench {
 namespace {
@@ -110,7 +118,7 @@ class LlMode final : public Mode {
   }
 
   // One dispatch (send + complete with --send-only), recording marks when given.
-  bool dispatch(EpcHandle* h, const StepTensors& t, EventMarks* m, int iter, std::string& error) {
+  bool dispatch(EpcHandle* h, const StepTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     if (m) m->record(iter, kStart, st);
     if (o_.send_only) {
@@ -124,7 +132,7 @@ class LlMode final : public Mode {
     return true;
   }
 
-  bool combine(EpcHandle* h, const StepTensors& t, EventMarks* m, int iter, std::string& error) {
+  bool combine(EpcHandle* h, const StepTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     if (o_.send_only) {
       TRY_EPC(epc_ll_combine(h, &t.y, &t.out, EPC_FLAG_SEND_ONLY, st), "epc_ll_combine (send-only)");
@@ -140,12 +148,31 @@ class LlMode final : public Mode {
   bool measure_with(EpcHandle* h, int B, const PointInput& in, MetricList& out, bool& checked,
                     std::string& error) {
     const StepTensors t = tensors(B);
-    const StepCalls step{
-        [&](EventMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
-        [&](EventMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
+    StepCalls step{[&](StepMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
+                   [&](StepMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
+#ifdef EPC_PHASE_TRACE
+    step.after_kernel_timing = [this](int steps, MetricList& o, std::string&) { return read_phases(steps, o); };
+#endif
     return time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked,
                       error);
   }
+
+#ifdef EPC_PHASE_TRACE
+  // Collective. The phases of the last `steps` steps, kept when every rank could read them.
+  bool read_phases(int steps, MetricList& out) {
+    auto trace = std::make_unique<kernels::LlPhaseTrace>();
+    MetricList figures;
+    std::string problem;
+    const EpcStatus status = epc_debug_ll_phase_trace(group_.get(), trace.get(), sizeof *trace);
+    if (status != EPC_OK) {
+      problem = epc_error("epc_debug_ll_phase_trace", status);
+    } else {
+      phase_metrics(*trace, steps, figures, problem);
+    }
+    keep_if_every_rank_has(*s_, "LL phase trace", figures, problem, out);
+    return true;
+  }
+#endif
 
   bool check_outputs(int B, const PointInput& in, std::string& error) {
     std::vector<int32_t> counts(static_cast<size_t>(L_));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/kernel_tracer.hpp"
 #include "bench/options.hpp"
 #include "bench/rank_session.hpp"
 #include "bench/record.hpp"
@@ -22,6 +23,8 @@ struct PointInput {
   int iters = 0;   // timed steps per measurement (Options::iters_at)
   const Routing* routing = nullptr;      // this rank's [tokens, topk]
   const RankTraffic* traffic = nullptr;  // this rank's, with the expected counts
+  // CUPTI's kernel records, when every rank could open them (--cupti); else nullptr.
+  KernelTracer* tracer = nullptr;
 };
 
 class Mode {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench/cupti_timing.hpp"
 #include "bench/try_call.hpp"
 
 namespace epc::bench {
@@ -82,6 +83,14 @@ bool DeviceBuffer::allocate(size_t bytes, const char* what, std::string& error) 
   return true;
 }
 
+const StepSpan kStepSpans[7] = {{"dispatch", kStart, kDispatchDone, false},
+                                 {"combine", kDispatchDone, kCombineDone, false},
+                                 {"step", kStart, kCombineDone, false},
+                                 {"dispatch_send", kStart, kDispatchSent, true},
+                                 {"dispatch_complete", kDispatchSent, kDispatchDone, true},
+                                 {"combine_send", kDispatchDone, kCombineSent, true},
+                                 {"combine_complete", kCombineSent, kCombineDone, true}};
+
 bool time_kernels(const std::string& who, cudaStream_t st, int warmup, int iters, bool send_only,
                   const StepCalls& step, MetricList& out, std::string& error) {
   for (int i = 0; i < warmup; ++i) {
@@ -96,19 +105,7 @@ bool time_kernels(const std::string& who, cudaStream_t st, int warmup, int iters
     if (!step.dispatch(&marks, i, error) || !step.combine(&marks, i, error)) return false;
   }
   TRY_CUDA(cudaStreamSynchronize(st), "running the timed steps");
-  struct Span {
-    const char* name;
-    StepMark from, to;
-    bool send_only;
-  };
-  const Span spans[] = {{"dispatch", kStart, kDispatchDone, false},
-                        {"combine", kDispatchDone, kCombineDone, false},
-                        {"step", kStart, kCombineDone, false},
-                        {"dispatch_send", kStart, kDispatchSent, true},
-                        {"dispatch_complete", kDispatchSent, kDispatchDone, true},
-                        {"combine_send", kDispatchDone, kCombineSent, true},
-                        {"combine_complete", kCombineSent, kCombineDone, true}};
-  for (const Span& span : spans) {
+  for (const StepSpan& span : kStepSpans) {
     if (span.send_only && !send_only) continue;
     const std::string name = who + ".kernel." + span.name;
     std::vector<double> us;
@@ -149,11 +146,12 @@ bool time_api(const std::string& who, cudaStream_t st, int iters, const StepCall
   return true;
 }
 
-bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, MetricList& out,
-                std::string& error) {
-  const cudaStream_t st = session.stream();
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
+CapturedSteps::~CapturedSteps() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  if (graph_ != nullptr) cudaGraphDestroy(graph_);
+}
+
+bool CapturedSteps::capture(cudaStream_t st, int iters, const StepCalls& step, std::string& error) {
   std::string capture_error;
   // Thread-local: NCCL's own threads may make CUDA calls meanwhile, which global mode forbids.
   cudaError_t c = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
@@ -164,40 +162,49 @@ bool time_graph(RankSession& session, int iters, int replays, const StepCalls& s
       if (!step.dispatch(nullptr, 0, capture_error)) break;
       if (!step.combine(nullptr, 0, capture_error)) break;
     }
-    c = cudaStreamEndCapture(st, &graph);
+    c = cudaStreamEndCapture(st, &graph_);
     if (c != cudaSuccess && capture_error.empty()) capture_error = cuda_error("cudaStreamEndCapture", c);
   }
   if (capture_error.empty()) {
-    c = cudaGraphInstantiate(&exec, graph, 0);
+    c = cudaGraphInstantiate(&exec_, graph_, 0);
     if (c != cudaSuccess) capture_error = cuda_error("cudaGraphInstantiate", c);
   }
-  if (!capture_error.empty()) cudaGetLastError();  // leave no stale error behind
+  if (capture_error.empty()) return true;
+  cudaGetLastError();  // leave no stale error behind
+  error = capture_error;
+  return false;
+}
+
+bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, KernelTracer* tracer,
+                int kernels_per_step, MetricList& out, std::string& error) {
+  const cudaStream_t st = session.stream();
+  CapturedSteps captured;
+  std::string capture_error;
+  const bool mine = captured.capture(st, iters, step, capture_error);
   // Replays are collective: every rank replays or none does.
-  const bool everyone = session.all_true(capture_error.empty());
-  bool ok = everyone;
-  if (!everyone) error = capture_error.empty() ? "graph capture failed on another rank" : capture_error;
-  std::vector<double> per_step;
-  if (ok) {
-    EventMarks marks(replays, 2);
-    // One untimed replay first: the first launch of an executable graph uploads it.
-    ok = cudaGraphLaunch(exec, st) == cudaSuccess;
-    for (int i = 0; ok && i < replays; ++i) {
-      marks.record(i, 0, st);
-      ok = cudaGraphLaunch(exec, st) == cudaSuccess;
-      marks.record(i, 1, st);
-    }
-    c = cudaStreamSynchronize(st);
-    std::vector<double> us;
-    if (!ok || c != cudaSuccess || !marks.ok() || !marks.elapsed_us(0, 1, us)) {
-      ok = false;
-      error = cuda_error("replaying the captured graph", c == cudaSuccess ? cudaGetLastError() : c);
-    }
-    for (double v : us) per_step.push_back(v / iters);
+  if (!session.all_true(mine)) {
+    error = mine ? "graph capture failed on another rank" : capture_error;
+    return false;
   }
-  if (exec != nullptr) cudaGraphExecDestroy(exec);
-  if (graph != nullptr) cudaGraphDestroy(graph);
-  if (ok) out.emplace_back("ours.graph.step", summarize(per_step));
-  return ok;
+  EventMarks marks(replays, 2);
+  // One untimed replay first: the first launch of an executable graph uploads it.
+  bool ok = cudaGraphLaunch(captured.exec(), st) == cudaSuccess;
+  for (int i = 0; ok && i < replays; ++i) {
+    marks.record(i, 0, st);
+    ok = cudaGraphLaunch(captured.exec(), st) == cudaSuccess;
+    marks.record(i, 1, st);
+  }
+  const cudaError_t c = cudaStreamSynchronize(st);
+  std::vector<double> us;
+  if (!ok || c != cudaSuccess || !marks.ok() || !marks.elapsed_us(0, 1, us)) {
+    error = cuda_error("replaying the captured graph", c == cudaSuccess ? cudaGetLastError() : c);
+    return false;
+  }
+  std::vector<double> per_step;
+  for (double v : us) per_step.push_back(v / iters);
+  out.emplace_back("ours.graph.step", summarize(per_step));
+  return tracer == nullptr ||
+         time_cupti_graph(session, *tracer, captured.graph(), iters, replays, kernels_per_step, out, error);
 }
 
 bool time_point(RankSession& session, const Options& options, const PointInput& in, const StepCalls& step,
@@ -206,6 +213,7 @@ bool time_point(RankSession& session, const Options& options, const PointInput& 
   checked = false;
   const cudaStream_t st = session.stream();
   if (!time_kernels("ours", st, in.warmup, in.iters, options.send_only, step, out, error)) return false;
+  if (step.after_kernel_timing && !step.after_kernel_timing(in.iters, out, error)) return false;
   const bool right = check(error);
   if (!session.all_true(right)) {
     if (right) error = "another rank got wrong results";
@@ -213,7 +221,14 @@ bool time_point(RankSession& session, const Options& options, const PointInput& 
   }
   checked = true;
   if (!time_api("ours", st, in.iters, step, out, error)) return false;
-  return !options.graph || time_graph(session, in.iters, options.graph_replays, step, out, error);
+  int kernels_per_step = 0;
+  if (in.tracer != nullptr &&
+      !time_cupti_steps(session, *in.tracer, in.warmup, in.iters, options.send_only, step, out, kernels_per_step,
+                        error)) {
+    return false;
+  }
+  return !options.graph ||
+         time_graph(session, in.iters, options.graph_replays, step, in.tracer, kernels_per_step, out, error);
 }
 
 bool upload_routing(RankSession& session, const PointInput& in, int topk, void* topk_idx, void* topk_weights,

@@ -1,11 +1,13 @@
 // What the modes (ll_mode.cpp, ht_mode.cpp) share: the group, tensor descriptors, device
-// buffers, and the three ways a step of ours is timed (the baseline uses the first two):
+// buffers, and the ways a step of ours is timed (the baseline uses the first two):
 //  kernel: CUDA events before and after each call on the stream, `iters` back-to-back steps
 //          after `warmup` (no host synchronisation between steps, as a serving loop runs);
 //  api:    the host clock from the call until cudaStreamSynchronize returns, one op at a time
 //          (what a caller that waits for the result sees, launch overhead included);
 //  graph:  `iters` steps captured in one CUDA graph; each replay timed with events, divided
-//          by `iters`.
+//          by `iters`;
+//  cupti, cupti_graph: the GPU time of the kernels themselves, from CUPTI's records, in
+//          passes of their own (bench/cupti_timing.hpp).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -65,12 +67,25 @@ struct DeviceBuffer {
 // queued (send-only), combine done.
 enum StepMark { kStart, kDispatchSent, kDispatchDone, kCombineSent, kCombineDone, kStepMarks };
 
+// The spans of a step the kernel and CUPTI timings report, from one mark to a later one
+// ("<who>.<how>.<name>"); the send-only ones only with --send-only.
+struct StepSpan {
+  const char* name;
+  StepMark from, to;
+  bool send_only;
+};
+extern const StepSpan kStepSpans[7];
+
 // One half of a step (ours, or the baseline's): queues it on the stream and, when `marks` is
 // given, records its marks at `iter`.
-using StepHalf = std::function<bool(EventMarks* marks, int iter, std::string& error)>;
+using StepHalf = std::function<bool(StepMarks* marks, int iter, std::string& error)>;
 struct StepCalls {
   StepHalf dispatch;
   StepHalf combine;
+  // Optional. Collective. What a mode reads back from the steps the kernel timing just ran
+  // (their count is `steps`), called by time_point before anything else runs: the LL phase
+  // trace in -Dphase_trace=true builds.
+  std::function<bool(int steps, MetricList& out, std::string& error)> after_kernel_timing = nullptr;
 };
 
 // Appends <who>.kernel.{dispatch,combine,step} and, with `send_only`, each half's spans.
@@ -79,14 +94,34 @@ bool time_kernels(const std::string& who, cudaStream_t stream, int warmup, int i
 // Appends <who>.api.{dispatch,combine,step,dispatch_call,combine_call}.
 bool time_api(const std::string& who, cudaStream_t stream, int iters, const StepCalls& step, MetricList& out,
               std::string& error);
-// Collective (every rank replays or none does). Appends ours.graph.step.
-bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, MetricList& out,
-                std::string& error);
+// `iters` steps captured in one CUDA graph on `stream`, and its executable. Local.
+class CapturedSteps {
+ public:
+  CapturedSteps() = default;
+  ~CapturedSteps();
+  CapturedSteps(const CapturedSteps&) = delete;
+  CapturedSteps& operator=(const CapturedSteps&) = delete;
+  // False with `error` when the capture or the instantiation failed (no error is left
+  // pending in CUDA).
+  bool capture(cudaStream_t stream, int iters, const StepCalls& step, std::string& error);
+  cudaGraph_t graph() const { return graph_; }
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// Collective (every rank replays or none does). Appends ours.graph.step and, with a tracer,
+// ours.cupti_graph.step (`kernels_per_step`: what an eager step launched, 0 if unknown).
+bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, KernelTracer* tracer,
+                int kernels_per_step, MetricList& out, std::string& error);
 
 // Collective. What every mode does at a point once its handle exists: the kernel timing,
 // then `check` of the outputs those steps left (agreed by every rank, so that one with wrong
-// results does not leave its peers waiting in the next step), then the API timing and, with
-// --graph, the graph replay. `checked` says whether the outputs were right.
+// results does not leave its peers waiting in the next step), then the API timing, the
+// CUPTI timing (with `in.tracer`) and, with --graph, the graph replays. `checked` says
+// whether the outputs were right.
 bool time_point(RankSession& session, const Options& options, const PointInput& in, const StepCalls& step,
                 const std::function<bool(std::string& error)>& check, MetricList& out, bool& checked,
                 std::string& error);

@@ -151,7 +151,7 @@ bool NcclBaseline::exchange_rows(const std::vector<Lane>& lanes, bool back, cons
   return true;
 }
 
-bool NcclBaseline::dispatch(EventMarks* m, int iter, std::string& error) {
+bool NcclBaseline::dispatch(StepMarks* m, int iter, std::string& error) {
   const cudaStream_t st = s_->stream();
   const ncclComm_t comm = static_cast<ncclComm_t>(s_->comm());
   const int bins = plan_.count_bins, per_peer = plan_.counts_per_peer;
@@ -203,7 +203,7 @@ bool NcclBaseline::dispatch(EventMarks* m, int iter, std::string& error) {
   return true;
 }
 
-bool NcclBaseline::combine(EventMarks* m, int iter, std::string& error) {
+bool NcclBaseline::combine(StepMarks* m, int iter, std::string& error) {
   const cudaStream_t st = s_->stream();
   const std::vector<Lane> back = {Lane{nullptr, expert_out_, returned_, static_cast<size_t>(H_) * 2}};
   if (!exchange_rows(back, true, "grouped ncclSend/ncclRecv (expert outputs)", error)) return false;
@@ -246,8 +246,8 @@ bool NcclBaseline::check(const PointInput& in, std::string& error) {
 
 bool NcclBaseline::measure(const PointInput& in, MetricList& out, std::string& error) {
   if (!prepare(in, error)) return false;
-  const StepCalls step{[this](EventMarks* m, int iter, std::string& e) { return dispatch(m, iter, e); },
-                       [this](EventMarks* m, int iter, std::string& e) { return combine(m, iter, e); }};
+  const StepCalls step{[this](StepMarks* m, int iter, std::string& e) { return dispatch(m, iter, e); },
+                       [this](StepMarks* m, int iter, std::string& e) { return combine(m, iter, e); }};
   MetricList kernel;
   if (!time_kernels("baseline", s_->stream(), in.warmup, in.iters, false, step, kernel, error) ||
       !check(in, error)) {

@@ -50,8 +50,8 @@ class NcclBaseline {
 
   bool allocate(void*& p, size_t bytes, const char* what, std::string& error);
   bool prepare(const PointInput& in, std::string& error);
-  bool dispatch(EventMarks* marks, int iter, std::string& error);
-  bool combine(EventMarks* marks, int iter, std::string& error);
+  bool dispatch(StepMarks* marks, int iter, std::string& error);
+  bool combine(StepMarks* marks, int iter, std::string& error);
   // Grouped ncclSend/ncclRecv of every lane's rows with every rank: forward sends rows_to_
   // rows from send_offset_ and receives rows_from_ rows at recv_offset_; back the reverse.
   bool exchange_rows(const std::vector<Lane>& lanes, bool back, const char* what, std::string& error);

@@ -224,6 +224,14 @@ const std::vector<Flag>& flags() {
        "point with every SM, and with our SM budget when that is below the GPU's SM count). "
        "Default on.",
        switch_flag(&Options::ceiling)},
+      {"--cupti", nullptr,
+       "also time our kernels themselves from CUPTI's activity records (loaded at run time: "
+       "libcupti.so.13, libcupti.so, then beside the bench and in the CUDA toolkit it was built "
+       "with), in passes of their own: per call and per step the span from the first kernel's start "
+       "to the last kernel's end (the \"cupti\" columns, comparable with peers' kernel durations), "
+       "in eager steps and graph replays, and for LL the floor (an empty kernel on our grid). Where "
+       "CUPTI cannot be loaded the run says why and shows \"-\". Default on.",
+       switch_flag(&Options::cupti)},
       {"--ceiling-mib", "N", "MiB per peer for the peak-bandwidth ceiling. Default 32.",
        int_flag(&Options::ceiling_peak_mib, 1, 4096)},
       {"--timeout-ms", "N", "bound on every device-side wait of the group; 0: library default.",

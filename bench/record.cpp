@@ -1,5 +1,6 @@
 #include "bench/record.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <limits>
@@ -25,6 +26,8 @@ double PointResult::median_us(const std::string& name) const {
 double CeilingPeak::egress_GBps() const {
   return gbps(static_cast<double>(bytes_per_peer) * peers, time.slowest.median_us);
 }
+
+double MemoryCopy::copy_GBps() const { return gbps(2.0 * static_cast<double>(bytes), time.slowest.median_us); }
 
 double gbps(double bytes, double us) { return us > 0 ? bytes / us / 1e3 : kNaN; }
 
@@ -56,6 +59,38 @@ Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::strin
   const double peak = run.ceiling_peak ? run.ceiling_peak->egress_GBps() : kNaN;
   b.wire_over_ceiling = peak > 0 ? b.wire_GBps / peak : kNaN;
   return b;
+}
+
+namespace {
+
+double max_bytes(const PointResult& p, int64_t RankTraffic::*field) {
+  double most = 0;
+  for (const RankTraffic& t : p.traffic) most = std::max(most, static_cast<double>(t.*field));
+  return most;
+}
+
+// Microseconds to move `bytes` at `GBps`; NaN when the rate is unknown.
+double us_at(double bytes, double GBps) { return GBps > 0 ? bytes / GBps / 1e3 : kNaN; }
+
+}  // namespace
+
+Roofline roofline(const RunRecord& run, const PointResult& p, const std::string& op) {
+  const bool dispatch = op == "dispatch";
+  Roofline r;
+  r.memory_bytes = max_bytes(p, dispatch ? &RankTraffic::memory_dispatch_bytes : &RankTraffic::memory_combine_bytes);
+  r.wire_bytes = max_bytes(p, dispatch ? &RankTraffic::wire_dispatch_bytes : &RankTraffic::wire_combine_bytes);
+  r.memory_us = us_at(r.memory_bytes, run.memory_copy ? run.memory_copy->copy_GBps() : kNaN);
+  r.wire_us = us_at(r.wire_bytes, run.ceiling_peak ? run.ceiling_peak->egress_GBps() : kNaN);
+  if (std::isnan(r.memory_us)) {
+    r.us = r.wire_us;
+  } else {
+    r.us = std::isnan(r.wire_us) ? r.memory_us : std::max(r.memory_us, r.wire_us);
+  }
+  return r;
+}
+
+double roofline_step_us(const RunRecord& run, const PointResult& p) {
+  return roofline(run, p, "dispatch").us + roofline(run, p, "combine").us;
 }
 
 double ratio(const PointResult& p, const std::string& a, const std::string& b) {

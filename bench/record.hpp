@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,8 +17,9 @@ namespace epc::bench {
 
 // A timed quantity, named "<who>.<how>.<what>": who is ours, baseline, ceiling (every SM) or
 // ceiling_budget (our SM budget); how is kernel (CUDA events), api (host wall clock through
-// the call until the stream is done) or graph (replay of a captured graph, per step).
-// bench/JSON.md lists every name.
+// the call until the stream is done), graph (replay of a captured graph, per step), cupti
+// (CUPTI's kernel records: the GPU time of what a call or step launched) or cupti_graph (the
+// same per step of a graph replay). bench/JSON.md lists every name.
 struct Metric {
   std::string name;
   AcrossRanks value;
@@ -42,6 +44,16 @@ struct CeilingPeak {
   int peers = 0;
   AcrossRanks time;
   double egress_GBps() const;  // per GPU: bytes to all peers over the slowest median
+};
+
+// The device-memory copy bandwidth of this run's GPUs (bench/memory_copy.hpp): `bytes`
+// copied from one device buffer to another, timed.
+struct MemoryCopy {
+  int64_t bytes = 0;
+  AcrossRanks time;
+  // Bytes read and written per second (2 x bytes over the slowest median), in GB/s: the
+  // rate device memory serves a copy, in the units the roofline divides by.
+  double copy_GBps() const;
 };
 
 struct GpuInfo {
@@ -75,6 +87,21 @@ struct GroupFacts {
   uint32_t num_nodes = 0;
 };
 
+// Whether the kernel spans ("cupti" metrics) were recorded, and if not why.
+struct CuptiStatus {
+  bool active = false;  // every rank recorded CUPTI's kernel records
+  std::string library;  // rank 0's CUPTI, when active
+  std::string why_not;  // when not: "--cupti=off", or why CUPTI could not be used
+};
+
+// The latency floor (bench/latency_floor.hpp): once per low-latency run with kernel spans.
+struct LatencyFloor {
+  int blocks = 0;   // the grid of our LL launches
+  int threads = 0;
+  AcrossRanks call;  // one empty kernel
+  AcrossRanks step;  // two empty kernels back to back
+};
+
 struct RunRecord {
   bool format_sample = false;  // true only for bench/samples: invented numbers
   std::string command;
@@ -85,6 +112,10 @@ struct RunRecord {
   GroupFacts group;
   WireFormat wire;
   std::optional<CeilingPeak> ceiling_peak;
+  std::optional<MemoryCopy> memory_copy;
+  CuptiStatus cupti;
+  bool phase_trace = false;  // built with -Dphase_trace=true: LL kernels stamp their phases
+  std::optional<LatencyFloor> floor;
   std::vector<PointResult> points;
   bool complete = false;  // every requested point was measured
 };
@@ -105,6 +136,23 @@ struct Bandwidth {
 // are the mean over ranks, time the slowest rank's median kernel time of that op.
 Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::string& who,
                     const std::string& op);
+
+// The least time an op can take on these GPUs, from its bytes and this run's measured
+// bandwidths (bench/JSON.md, "roofline"): the op's device-memory bytes (RankTraffic::
+// memory_*) over the copy bandwidth, and its wire bytes over the NVLink egress of the
+// ceiling peak; the larger of the two (either alone when the other's bandwidth was not
+// measured). Bytes are the largest over ranks: a collective op waits for its slowest rank.
+struct Roofline {
+  double memory_bytes = 0;
+  double wire_bytes = 0;
+  double memory_us = std::numeric_limits<double>::quiet_NaN();  // without a memory copy measurement
+  double wire_us = std::numeric_limits<double>::quiet_NaN();    // without a ceiling peak (one rank, --ceiling=off)
+  double us = std::numeric_limits<double>::quiet_NaN();         // when neither is known
+};
+// op: "dispatch" or "combine".
+Roofline roofline(const RunRecord& run, const PointResult& p, const std::string& op);
+// Dispatch's and combine's added (a step runs one after the other); NaN when either is.
+double roofline_step_us(const RunRecord& run, const PointResult& p);
 
 // a's median over b's; NaN when either is missing.
 double ratio(const PointResult& p, const std::string& a, const std::string& b);

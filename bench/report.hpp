@@ -8,7 +8,7 @@
 
 namespace epc::bench {
 
-constexpr const char kJsonFormat[] = "epcomm-bench/3";
+constexpr const char kJsonFormat[] = "epcomm-bench/4";
 
 std::string to_json(const RunRecord& run);
 std::string to_table(const RunRecord& run);

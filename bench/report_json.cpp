@@ -51,6 +51,8 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.field("baseline", o.baseline);
   j.field("ceiling", o.ceiling);
   j.field("ceiling_peak_bytes_per_peer", static_cast<int64_t>(o.ceiling_peak_mib) << 20);
+  j.field("cupti", o.cupti);
+  j.field("phase_trace", run.phase_trace);
   j.end_object();
 }
 
@@ -79,11 +81,21 @@ void write_machine(JsonWriter& j, const MachineInfo& m) {
   j.end_object();
 }
 
+void text_or_null(JsonWriter& j, const char* name, bool present, const std::string& text) {
+  j.key(name);
+  if (present) {
+    j.value(text);
+  } else {
+    j.null();
+  }
+}
+
 void write_summary(JsonWriter& j, const AcrossRanks& a) {
   j.begin_object();
   j.field("median_us", a.slowest.median_us);
   j.field("p10_us", a.slowest.p10_us);
   j.field("p90_us", a.slowest.p90_us);
+  j.field("mean_us", a.slowest.mean_us);
   j.field("samples", a.slowest.samples);
   j.field("slowest_rank", a.slowest_rank);
   j.key("per_rank_median_us");
@@ -124,6 +136,8 @@ void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
   per_rank(j, p, "wire_layout_network", &RankTraffic::wire_layout_network_bytes);
   per_rank(j, p, "baseline_wire_dispatch", &RankTraffic::baseline_wire_dispatch_bytes);
   per_rank(j, p, "baseline_wire_combine", &RankTraffic::baseline_wire_combine_bytes);
+  per_rank(j, p, "memory_dispatch", &RankTraffic::memory_dispatch_bytes);
+  per_rank(j, p, "memory_combine", &RankTraffic::memory_combine_bytes);
   j.end_object();
 
   j.key("times");
@@ -149,6 +163,22 @@ void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
       j.end_object();
     }
   }
+  j.end_object();
+
+  j.key("roofline");
+  j.begin_object();
+  for (const char* op : {"dispatch", "combine"}) {
+    const Roofline r = roofline(run, p, op);
+    j.key(op);
+    j.begin_object();
+    j.field("memory_bytes", r.memory_bytes);
+    j.field("wire_bytes", r.wire_bytes);
+    j.field("memory_us", r.memory_us);
+    j.field("wire_us", r.wire_us);
+    j.field("us", r.us);
+    j.end_object();
+  }
+  j.field("step_us", roofline_step_us(run, p));
   j.end_object();
 
   j.key("ratios");
@@ -199,6 +229,36 @@ std::string to_json(const RunRecord& run) {
     j.key("time");
     write_summary(j, run.ceiling_peak->time);
     j.field("egress_GBps", run.ceiling_peak->egress_GBps());
+    j.end_object();
+  } else {
+    j.null();
+  }
+  j.key("memory_copy");
+  if (run.memory_copy) {
+    j.begin_object();
+    j.field("bytes", run.memory_copy->bytes);
+    j.key("time");
+    write_summary(j, run.memory_copy->time);
+    j.field("copy_GBps", run.memory_copy->copy_GBps());
+    j.end_object();
+  } else {
+    j.null();
+  }
+  j.key("cupti");
+  j.begin_object();
+  j.field("active", run.cupti.active);
+  text_or_null(j, "library", run.cupti.active, run.cupti.library);
+  text_or_null(j, "why_not", !run.cupti.active, run.cupti.why_not);
+  j.end_object();
+  j.key("floor");
+  if (run.floor) {
+    j.begin_object();
+    j.field("blocks", run.floor->blocks);
+    j.field("threads", run.floor->threads);
+    j.key("call");
+    write_summary(j, run.floor->call);
+    j.key("step");
+    write_summary(j, run.floor->step);
     j.end_object();
   } else {
     j.null();

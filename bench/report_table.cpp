@@ -26,6 +26,13 @@ std::string us(const PointResult& p, const std::string& name, bool with_range) {
                        m->slowest.p90_us);
 }
 
+// "12.3 (12.9)": the slowest rank's median and its mean.
+std::string median_mean(const PointResult& p, const std::string& name) {
+  const AcrossRanks* m = p.find(name);
+  if (m == nullptr) return "-";
+  return printf_string("%.1f (%.1f)", m->slowest.median_us, m->slowest.mean_us);
+}
+
 std::string num(double v, const char* format) {
   return std::isfinite(v) ? printf_string(format, v) : std::string("-");
 }
@@ -63,6 +70,7 @@ std::string header(const RunRecord& run) {
   const std::string large = o.large_from > 0 ? printf_string(" (%d after %d from %d tokens)", o.large_iters,
                                                               o.large_warmup, o.large_from)
                                              : std::string();
+  if (run.phase_trace) s += "PHASE TRACE BUILD (-Dphase_trace=true): the LL kernels stamp their phases\n";
   s += printf_string("epcomm-bench %s: %d ranks, hidden %d, top-%d, %d experts, %s, %s, %u SMs, "
                      "%d timed steps after %d warm-up%s%s%s\n",
                      mode.c_str(), run.nranks, o.hidden, o.topk, o.experts, o.dtype.c_str(), routing.c_str(),
@@ -81,11 +89,81 @@ std::string header(const RunRecord& run) {
                      run.machine.gpus.size(), gpu.c_str(), run.machine.nccl_runtime.c_str(),
                      run.machine.nvidia_driver.c_str(), mib(run.group.symmetric_bytes),
                      run.group.max_tokens);
+  if (run.memory_copy) {
+    s += printf_string("memory: device-to-device copy of %.0f MiB: %.1f GB/s read + write per GPU\n",
+                       mib(static_cast<uint64_t>(run.memory_copy->bytes)), run.memory_copy->copy_GBps());
+  }
+  s += run.cupti.active ? "kernel spans: CUPTI activity records (" + run.cupti.library + ")\n"
+                        : "kernel spans: off (" + run.cupti.why_not + ")\n";
+  if (run.floor) {
+    s += printf_string("floor: an empty kernel on our grid (%d blocks of %d threads), CUPTI: call %.1f us, step "
+                       "(two back to back) %.1f us, medians\n",
+                       run.floor->blocks, run.floor->threads, run.floor->call.slowest.median_us,
+                       run.floor->step.slowest.median_us);
+  }
   if (run.ceiling_peak) {
     s += printf_string("ceiling: LSA peer-store copy of %.0f MiB to each of %d peers at once: "
                        "%.1f GB/s egress per GPU\n",
                        mib(static_cast<uint64_t>(run.ceiling_peak->bytes_per_peer)),
                        run.ceiling_peak->peers, run.ceiling_peak->egress_GBps());
+  }
+  return s;
+}
+
+// The kernels' own time beside the event-timed latency table: what peers' kernel durations
+// compare with (docs/measuring.md).
+std::string gpu_time_table(const RunRecord& run) {
+  if (run.points.empty()) return {};
+  // Columns follow the flags, not the figures: where CUPTI was off or a pass had no figures
+  // the cell shows "-", and the header says why.
+  const bool graph = run.options.graph;
+  const bool update = run.options.mode == "ht" && run.options.ht_sizing == "capacity";
+  const bool floor = run.options.mode == "ll";
+  std::string s =
+      "\nGPU time in us, median (mean) of the slowest rank, from CUPTI's kernel records: from the first "
+      "kernel's start to the last kernel's end of what each call (step) launched\n";
+  if (!run.cupti.active) s += "(kernel spans are off: " + run.cupti.why_not + ")\n";
+  s += printf_string("%6s | %-15s | %-15s | %-15s", "tokens", "cupti dispatch", "cupti combine", "cupti step");
+  if (graph) s += printf_string(" | %-15s", "cupti graph");
+  if (update) s += printf_string(" | %-15s", "layout update");
+  if (floor) s += printf_string(" | %-15s", "floor step");
+  s += "\n";
+  const std::string floor_text = run.floor ? printf_string("%.1f (%.1f)", run.floor->step.slowest.median_us,
+                                                           run.floor->step.slowest.mean_us)
+                                           : std::string("-");
+  for (const PointResult& p : run.points) {
+    s += printf_string("%6d | %-15s | %-15s | %-15s", p.tokens, median_mean(p, "ours.cupti.dispatch").c_str(),
+                       median_mean(p, "ours.cupti.combine").c_str(), median_mean(p, "ours.cupti.step").c_str());
+    if (graph) s += printf_string(" | %-15s", median_mean(p, "ours.cupti_graph.step").c_str());
+    if (update) s += printf_string(" | %-15s", median_mean(p, "ours.cupti.layout_update").c_str());
+    if (floor) s += printf_string(" | %-15s", floor_text.c_str());
+    s += "\n";
+  }
+  if (floor) {
+    s += "floor step = two empty kernels on our grid back to back: the least a step of two launches on that grid "
+         "takes\n";
+  }
+  return s;
+}
+
+// The LL phase trace of a -Dphase_trace=true build: where a step's time goes.
+std::string phase_table(const RunRecord& run) {
+  if (!any_point_has(run, "ours.phase.dispatch_total")) return {};
+  std::string s =
+      "\nLL phase trace (a -Dphase_trace=true build: the kernels stamp %globaltimer, so its times are not for "
+      "comparison), mean us per step of the slowest rank: send / signal / wait / receive = total (docs/measuring.md)\n";
+  s += printf_string("%6s | %-40s | %-40s\n", "tokens", "dispatch", "combine");
+  auto phases = [](const PointResult& p, const std::string& op) {
+    std::string text;
+    for (const char* phase : {"send", "signal", "wait", "receive", "total"}) {
+      const AcrossRanks* m = p.find("ours.phase." + op + "_" + phase);
+      if (!text.empty()) text += std::string(phase) == "total" ? " = " : " / ";
+      text += m == nullptr ? "-" : printf_string("%.2f", m->slowest.mean_us);
+    }
+    return text;
+  };
+  for (const PointResult& p : run.points) {
+    s += printf_string("%6d | %-40s | %-40s\n", p.tokens, phases(p, "dispatch").c_str(), phases(p, "combine").c_str());
   }
   return s;
 }
@@ -100,9 +178,12 @@ std::string to_table(const RunRecord& run) {
   // some point has them.
   const bool layout = any_point_has(run, "ours.api.layout");
   const bool budget = any_point_has(run, "ceiling_budget.kernel.step");
+  bool roof = false;
+  for (const PointResult& p : run.points) roof = roof || std::isfinite(roofline_step_us(run, p));
   const std::string budget_title = printf_string("ceil@%u", run.group.num_sms);
   s += printf_string("%6s | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s", "tokens", "dispatch", "combine",
                      "step (both)", "api step", "graph", "baseline", "ceiling");
+  if (roof) s += printf_string(" | %8s", "roofline");
   if (budget) s += printf_string(" | %8s", budget_title.c_str());
   if (layout) s += printf_string(" | %8s", "layout");
   s += printf_string(" | %8s\n", "ours/base");
@@ -114,15 +195,22 @@ std::string to_table(const RunRecord& run) {
                        us(p, "ours.graph.step", false).c_str(),
                        us(p, "baseline.kernel.step", false).c_str(),
                        us(p, "ceiling.kernel.step", false).c_str());
+    if (roof) s += printf_string(" | %8s", num(roofline_step_us(run, p), "%.1f").c_str());
     if (budget) s += printf_string(" | %8s", us(p, "ceiling_budget.kernel.step", false).c_str());
     if (layout) s += printf_string(" | %8s", us(p, "ours.api.layout", false).c_str());
     s += printf_string(" | %8s%s\n", num(ratio(p, "ours.kernel.step", "baseline.kernel.step"), "%.2f").c_str(),
                        p.output_checked ? "" : "  (outputs NOT checked)");
   }
+  if (roof) {
+    s += "roofline = a lower bound of the step from this run's bandwidths: per op the larger of its device-memory "
+         "bytes over the copy bandwidth and its wire bytes over the ceiling's egress (bench/JSON.md)\n";
+  }
   if (layout) {
     s += "layout = creating the point's handle (epc_ht_handle_create) until the stream is done, "
          "not part of a step\n";
   }
+  s += gpu_time_table(run);
+  s += phase_table(run);
   s += run.options.mode == "ht"
            ? "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule: a row per (token, "
              "destination rank), self included) / wire (bytes leaving the GPU) / wire over the ceiling\n"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace epc::bench {
 
@@ -15,6 +16,7 @@ Summary summarize(std::vector<double> samples_us) {
   s.median_us = at(0.5);
   s.p90_us = at(0.9);
   s.samples = static_cast<int>(samples_us.size());
+  s.mean_us = std::accumulate(samples_us.begin(), samples_us.end(), 0.0) / static_cast<double>(s.samples);
   return s;
 }
 

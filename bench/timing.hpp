@@ -13,17 +13,25 @@
 
 namespace epc::bench {
 
+// Where the calls of a step report its marks (StepMark, bench/mode_support.hpp): CUDA events
+// (EventMarks), or tags for CUPTI (TagMarks, bench/kernel_tracer.hpp).
+class StepMarks {
+ public:
+  virtual ~StepMarks() = default;
+  virtual void record(int iter, int mark, cudaStream_t stream) = 0;
+};
+
 // Events for `iters` iterations x `marks` marks, created up front so that recording costs
 // nothing but the record itself.
-class EventMarks {
+class EventMarks final : public StepMarks {
  public:
   EventMarks(int iters, int marks);
-  ~EventMarks();
+  ~EventMarks() override;
   EventMarks(const EventMarks&) = delete;
   EventMarks& operator=(const EventMarks&) = delete;
 
   bool ok() const { return ok_; }
-  void record(int iter, int mark, cudaStream_t stream);
+  void record(int iter, int mark, cudaStream_t stream) override;
   // Microseconds from mark `from` to mark `to` of every iteration; call after the stream has
   // been synchronised. False if an event was not recorded or CUDA failed.
   bool elapsed_us(int from, int to, std::vector<double>& out) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <numeric>
 
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_message.hpp"
@@ -273,6 +274,11 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   t.wire_combine_bytes = t.wire_combine_nvlink_bytes + t.wire_combine_network_bytes;
   t.wire_layout_bytes = t.wire_layout_nvlink_bytes + t.wire_layout_network_bytes;
   for (int64_t c : counts) t.expected_counts.push_back(static_cast<int32_t>(std::min(c, row_capacity)));
+  const int64_t received_rows =
+      wire.ht ? t.received_tokens : std::accumulate(t.expected_counts.begin(), t.expected_counts.end(), int64_t{0});
+  const int64_t input_row = wire.ht ? wire.dispatch_row_bytes : wire.combine_row_bytes;  // LL casts in the kernel
+  t.memory_dispatch_bytes = tokens * input_row + received_rows * wire.dispatch_row_bytes;
+  t.memory_combine_bytes = (received_rows + tokens) * wire.combine_row_bytes;
   return t;
 }
 

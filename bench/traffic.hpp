@@ -80,6 +80,14 @@ struct RankTraffic {
                                 // (N of an HT handle)
   int64_t logical_dispatch_bytes = 0;
   int64_t logical_combine_bytes = 0;
+  // What each op must read and write in this GPU's own memory at the least, whatever its
+  // method: its input rows once and its output rows once (the roofline's device-memory
+  // bytes; bench/JSON.md). Dispatch reads the rank's tokens (LL: bf16, cast in the kernel;
+  // HT: the payload as given) and writes the rows it receives (LL: one per (token, entry)
+  // received, capped like expected_counts; HT: one per received token); combine reads the
+  // received rows (bf16) and writes the rank's tokens (bf16).
+  int64_t memory_dispatch_bytes = 0;
+  int64_t memory_combine_bytes = 0;
   // [R] payload bytes this rank sends rank d (0 for itself): stored through NVLink for a
   // peer in this rank's node, put by the network transport (whole slots) for a peer in
   // another node. HT dispatch across nodes: rail slots to the rail peers (none to the other

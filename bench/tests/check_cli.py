@@ -46,7 +46,7 @@ def main():
     for flag in ("--mode", "--tokens", "--hidden", "--topk", "--experts", "--dtype", "--sms", "--routing",
                  "--hot-share", "--masked", "--warmup", "--iters", "--graph", "--send-only", "--out",
                  "--baseline", "--ceiling", "--ranks", "--ht-sizing", "--large-from", "--large-warmup",
-                 "--large-iters", "--virtual-node-size"):
+                 "--large-iters", "--virtual-node-size", "--cupti"):
         expect(flag in flags, f"--help documents {flag}")
 
     rc, out, err = run(bench, ["--tokens=1..256"], hide_gpus=True)

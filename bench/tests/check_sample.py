@@ -41,6 +41,58 @@ def main():
         return 1
     except bench_json.FormatError:
         pass
+    broken = json.loads(saved)
+    first = next(iter(broken["points"][0]["times"]))
+    del broken["points"][0]["times"][first]["mean_us"]
+    try:
+        bench_json.check(broken)
+        print("FAIL  the reader accepted a format /4 summary without mean_us")
+        return 1
+    except bench_json.FormatError:
+        pass
+    broken = json.loads(saved)
+    broken["cupti"]["library"] = None
+    try:
+        bench_json.check(broken)
+        print("FAIL  the reader accepted an active cupti without its library")
+        return 1
+    except bench_json.FormatError:
+        pass
+    if record["config"]["mode"] == "ll" and record["floor"] is None:
+        print("FAIL  the LL sample has no latency floor")
+        return 1
+    broken = json.loads(saved)
+    if broken["floor"] is not None:
+        del broken["floor"]["step"]["mean_us"]
+        try:
+            bench_json.check(broken)
+            print("FAIL  the reader accepted a floor whose step summary lacks mean_us")
+            return 1
+        except bench_json.FormatError:
+            pass
+    if not all(isinstance(p["roofline"]["step_us"], (int, float)) for p in record["points"]):
+        print("FAIL  the sample has a point without a roofline")
+        return 1
+    broken = json.loads(saved)
+    del broken["points"][0]["roofline"]["combine"]["wire_us"]
+    try:
+        bench_json.check(broken)
+        print("FAIL  the reader accepted a roofline without wire_us")
+        return 1
+    except bench_json.FormatError:
+        pass
+    # A phase-trace build's figures are metrics like the others; an unknown kind is refused.
+    traced = json.loads(saved)
+    times = traced["points"][0]["times"]
+    times["ours.phase.dispatch_send"] = dict(next(iter(times.values())))
+    bench_json.check(traced)
+    times["ours.bogus.dispatch"] = times.pop("ours.phase.dispatch_send")
+    try:
+        bench_json.check(traced)
+        print("FAIL  the reader accepted a metric of an unknown kind")
+        return 1
+    except bench_json.FormatError:
+        pass
     # A run with virtual nodes (not committed): valid, and some of its bytes cross nodes.
     fresh = subprocess.run([writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True,
                            check=True).stdout

@@ -24,6 +24,7 @@ AcrossRanks invented(double median_us, int nranks) {
   a.slowest.median_us = median_us;
   a.slowest.p90_us = median_us * 1.1;
   a.slowest.samples = 200;
+  a.slowest.mean_us = median_us * 1.02;
   a.slowest_rank = nranks - 1;
   for (int r = 0; r < nranks; ++r) a.per_rank_median_us.push_back(median_us * (0.97 + 0.01 * r));
   return a;
@@ -44,7 +45,8 @@ Invented ll_times(double t) {
           {"baseline.api.combine", bc + 10}, {"baseline.api.step", bd + bc + 20},
           {"baseline.api.dispatch_call", bd + 4}, {"baseline.api.combine_call", 8},
           {"ceiling.kernel.dispatch", cd}, {"ceiling.kernel.combine", cc},
-          {"ceiling.kernel.step", cd + cc}};
+          {"ceiling.kernel.step", cd + cc},
+          {"ours.cupti.dispatch", d - 4}, {"ours.cupti.combine", c - 4}, {"ours.cupti.step", d + c - 7}};
 }
 
 // HT: 1024..16384 tokens per rank, times roughly linear in the bytes.
@@ -63,7 +65,9 @@ Invented ht_times(double t) {
           {"baseline.api.dispatch_call", bd + 4}, {"baseline.api.combine_call", 12},
           {"ceiling.kernel.dispatch", cd}, {"ceiling.kernel.combine", cc}, {"ceiling.kernel.step", cd + cc},
           {"ceiling_budget.kernel.dispatch", sd}, {"ceiling_budget.kernel.combine", sc},
-          {"ceiling_budget.kernel.step", sd + sc}};
+          {"ceiling_budget.kernel.step", sd + sc},
+          {"ours.cupti.dispatch", d - 5}, {"ours.cupti.combine", c - 5}, {"ours.cupti.step", d + c - 9},
+          {"ours.cupti_graph.step", d + c - 10}};
 }
 
 }  // namespace
@@ -115,6 +119,8 @@ int main(int argc, char** argv) {
   run.machine.nccl_library = run.machine.cuda_driver = run.machine.cuda_runtime = "none";
   run.machine.nvidia_driver = "none";
   run.machine.epcomm_abi = "1.0.0";
+  run.cupti.active = true;
+  run.cupti.library = "libcupti.so.13 (format sample, not loaded)";
   const int max_tokens = run.options.largest_tokens();
   run.group.workspace_bytes = 256;
   run.group.local_experts = 64;
@@ -134,6 +140,8 @@ int main(int argc, char** argv) {
   peak.peers = R - 1;
   peak.time = invented(300.0, R);
   run.ceiling_peak = peak;
+  run.memory_copy = MemoryCopy{int64_t{256} << 20, invented(180.0, R)};
+  if (!ht) run.floor = LatencyFloor{static_cast<int>(run.group.num_sms), 512, invented(2.5, R), invented(5.5, R)};
 
   for (int tokens : run.options.tokens) {
     PointResult p;

@@ -34,6 +34,7 @@ TEST(Options, DefaultsMatchTheDocumentedOnes) {
   EXPECT_EQ(o.warmup_at(1 << 16), 20);
   EXPECT_EQ(o.iters_at(1 << 16), 200);
   EXPECT_EQ(o.virtual_node_size, 0);
+  EXPECT_TRUE(o.cupti);
 }
 
 TEST(Options, EveryFlagIsInTheHelp) {
@@ -55,7 +56,7 @@ TEST(Options, ParsesEveryFlag) {
                      "--iters=7", "--graph=on", "--graph-replays=3", "--send-only", "--baseline=off",
                      "--ceiling=off", "--ceiling-mib=8", "--timeout-ms=500", "--out=/tmp/x.json",
                      "--ht-sizing=capacity", "--large-from=128", "--large-warmup=1", "--large-iters=2",
-                     "--virtual-node-size=2", "--ranks=4", "--time-limit=60"},
+                     "--virtual-node-size=2", "--cupti=off", "--ranks=4", "--time-limit=60"},
                     o, error))
       << error;
   EXPECT_EQ(o.tokens, (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
@@ -88,6 +89,7 @@ TEST(Options, ParsesEveryFlag) {
   EXPECT_EQ(o.warmup_at(128), 1);
   EXPECT_EQ(o.iters_at(256), 2);
   EXPECT_EQ(o.virtual_node_size, 2);
+  EXPECT_FALSE(o.cupti);
 }
 
 TEST(Options, HighThroughputSweep) {
@@ -159,6 +161,7 @@ TEST(Options, BadValuesAreRefusedByName) {
       {{"--virtual-node-size=two"}, "--virtual-node-size"},
       {{"--virtual-node-size"}, "--virtual-node-size needs a value"},
       {{"--virtual-node-size=65537"}, "--virtual-node-size"},
+      {{"--cupti=maybe"}, "--cupti"},
   };
   for (const Case& c : cases) {
     Options o;

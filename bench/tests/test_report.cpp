@@ -14,6 +14,7 @@ AcrossRanks median(double us) {
   a.slowest.median_us = us;
   a.slowest.p90_us = us * 1.1;
   a.slowest.samples = 10;
+  a.slowest.mean_us = us * 1.25;
   a.slowest_rank = 1;
   a.per_rank_median_us = {us * 0.5, us};
   return a;
@@ -77,7 +78,9 @@ TEST(Report, Ratios) {
 TEST(Report, JsonCarriesTheFigures) {
   RunRecord run = two_rank_run();
   const std::string json = to_json(run);
-  EXPECT_NE(json.find("\"format\": \"epcomm-bench/3\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"epcomm-bench/4\""), std::string::npos);
+  EXPECT_NE(json.find("\"median_us\": 100,"), std::string::npos);
+  EXPECT_NE(json.find("\"mean_us\": 125,"), std::string::npos);
   EXPECT_NE(json.find("\"virtual_node_size\": 0"), std::string::npos);
   EXPECT_NE(json.find("\"nodes\": 1"), std::string::npos);
   EXPECT_NE(json.find("\"wire_dispatch_nvlink\": [0, 0]"), std::string::npos);
@@ -161,6 +164,114 @@ TEST(Report, VirtualNodesShowInTheHeaderAndTheBytes) {
   EXPECT_NE(json.find("\"nodes\": 2"), std::string::npos);
   EXPECT_NE(json.find("\"wire_dispatch_network\": [1000000, 3000000]"), std::string::npos);
   EXPECT_NE(json.find("\"wire_layout_network\": [24, 24]"), std::string::npos);
+}
+
+TEST(Report, RooflineFromBytesAndBandwidths) {
+  RunRecord run = two_rank_run();
+  PointResult& p = run.points[0];
+  // The ceiling's 100 GB/s egress only: wire bytes, the largest over ranks.
+  Roofline d = roofline(run, p, "dispatch");
+  EXPECT_EQ(d.wire_bytes, 1e6);
+  EXPECT_DOUBLE_EQ(d.wire_us, 10.0);
+  EXPECT_TRUE(std::isnan(d.memory_us));
+  EXPECT_DOUBLE_EQ(d.us, 10.0);
+  EXPECT_DOUBLE_EQ(roofline_step_us(run, p), 12.5);  // combine: 250 kB at 100 GB/s
+  // With a copy of 1 MB in 1 us: 2000 GB/s read + write.
+  run.memory_copy = MemoryCopy{1000000, median(1)};
+  EXPECT_DOUBLE_EQ(run.memory_copy->copy_GBps(), 2000.0);
+  p.traffic[0].memory_dispatch_bytes = 4000000;
+  p.traffic[1].memory_dispatch_bytes = 2000000;
+  p.traffic[0].memory_combine_bytes = 1000000;
+  p.traffic[1].memory_combine_bytes = 10000000;
+  d = roofline(run, p, "dispatch");
+  EXPECT_EQ(d.memory_bytes, 4e6);
+  EXPECT_DOUBLE_EQ(d.memory_us, 2.0);
+  EXPECT_DOUBLE_EQ(d.us, 10.0);  // the wire is the bound
+  const Roofline c = roofline(run, p, "combine");
+  EXPECT_DOUBLE_EQ(c.memory_us, 5.0);
+  EXPECT_DOUBLE_EQ(c.us, 5.0);  // device memory is the bound
+  EXPECT_DOUBLE_EQ(roofline_step_us(run, p), 15.0);
+  const std::string table = to_table(run);
+  EXPECT_NE(table.find("memory: device-to-device copy of 1 MiB: 2000.0 GB/s read + write per GPU"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| roofline |"), std::string::npos) << table;
+  EXPECT_NE(table.find("|     15.0 |"), std::string::npos) << table;
+  const std::string json = to_json(run);
+  EXPECT_NE(json.find("\"memory_dispatch\": [4000000, 2000000]"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"step_us\": 15"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"copy_GBps\": 2000"), std::string::npos) << json;
+  // One rank without a memory copy: no bound at all.
+  run.ceiling_peak.reset();
+  run.memory_copy.reset();
+  EXPECT_TRUE(std::isnan(roofline_step_us(run, p)));
+  EXPECT_EQ(to_table(run).find("roofline"), std::string::npos);
+  EXPECT_NE(to_json(run).find("\"step_us\": null"), std::string::npos);
+}
+
+TEST(Report, KernelSpansShowBesideTheEventTimes) {
+  RunRecord run = two_rank_run();
+  run.cupti.why_not = "CUPTI could not be loaded (libcupti.so.13: cannot open shared object file)";
+  std::string table = to_table(run);
+  EXPECT_NE(table.find("kernel spans: off (CUPTI could not be loaded (libcupti.so.13"), std::string::npos) << table;
+  // The columns stay, each cell "-", with the reason beside them.
+  EXPECT_NE(table.find("GPU time"), std::string::npos) << table;
+  EXPECT_NE(table.find("(kernel spans are off: CUPTI could not be loaded"), std::string::npos) << table;
+  EXPECT_NE(table.find("     4 | -               | -               | -               | -"), std::string::npos)
+      << table;  // LL: the floor column too
+  std::string json = to_json(run);
+  EXPECT_NE(json.find("\"active\": false,\n    \"library\": null,\n    \"why_not\": \"CUPTI could not be loaded"),
+            std::string::npos) << json;
+  EXPECT_NE(json.find("\"cupti\": true"), std::string::npos);  // the flag, in config
+
+  run.cupti = CuptiStatus{true, "libcupti.so.13", ""};
+  PointResult& p = run.points[0];
+  p.metrics.push_back({"ours.cupti.dispatch", median(40)});
+  p.metrics.push_back({"ours.cupti.combine", median(30)});
+  p.metrics.push_back({"ours.cupti.step", median(72)});
+  table = to_table(run);
+  EXPECT_NE(table.find("kernel spans: CUPTI activity records (libcupti.so.13)"), std::string::npos) << table;
+  EXPECT_NE(table.find("GPU time in us"), std::string::npos) << table;
+  EXPECT_NE(table.find("40.0 (50.0)     | 30.0 (37.5)     | 72.0 (90.0)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("cupti graph"), std::string::npos) << table;  // no --graph: no column
+  EXPECT_EQ(table.find("kernel spans are off"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 72.0 (90.0)     | -"), std::string::npos) << table;  // the floor was not measured
+  run.options.graph = true;
+  p.metrics.push_back({"ours.cupti_graph.step", median(60)});
+  EXPECT_NE(to_table(run).find("| 60.0 (75.0)"), std::string::npos) << to_table(run);
+  EXPECT_NE(to_json(run).find("\"floor\": null"), std::string::npos);
+  run.floor = LatencyFloor{132, 512, median(3), median(7)};
+  table = to_table(run);
+  EXPECT_NE(table.find("floor: an empty kernel on our grid (132 blocks of 512 threads), CUPTI: call 3.0 us, step "
+                       "(two back to back) 7.0 us"),
+            std::string::npos) << table;
+  EXPECT_NE(table.find("| 60.0 (75.0)     | 7.0 (8.8)"), std::string::npos) << table;  // beside every row
+  json = to_json(run);
+  EXPECT_NE(json.find("\"floor\": {\n    \"blocks\": 132,\n    \"threads\": 512,\n    \"call\": {"), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"active\": true,\n    \"library\": \"libcupti.so.13\",\n    \"why_not\": null"),
+            std::string::npos) << json;
+  const size_t step = json.find("\"ours.cupti.step\": {");
+  ASSERT_NE(step, std::string::npos) << json;
+  EXPECT_EQ(json.find("\"median_us\": 72,", step), json.find("\"median_us\"", step)) << json;
+}
+
+TEST(Report, PhaseTraceShowsWhereAStepGoes) {
+  RunRecord run = two_rank_run();
+  EXPECT_EQ(to_table(run).find("phase trace"), std::string::npos);
+  EXPECT_NE(to_json(run).find("\"phase_trace\": false"), std::string::npos);
+  run.phase_trace = true;
+  PointResult& p = run.points[0];
+  const char* phases[] = {"send", "signal", "wait", "receive", "total"};
+  for (int i = 0; i < 5; ++i) {
+    p.metrics.push_back({std::string("ours.phase.dispatch_") + phases[i], median(i + 1)});  // means 1.25 x
+    p.metrics.push_back({std::string("ours.phase.combine_") + phases[i], median(2 * (i + 1))});
+  }
+  const std::string table = to_table(run);
+  EXPECT_EQ(table.rfind("PHASE TRACE BUILD", 0), 0u) << table;
+  EXPECT_NE(table.find("LL phase trace"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 1.25 / 2.50 / 3.75 / 5.00 = 6.25"), std::string::npos) << table;
+  EXPECT_NE(table.find("| 2.50 / 5.00 / 7.50 / 10.00 = 12.50"), std::string::npos) << table;
+  EXPECT_NE(to_json(run).find("\"phase_trace\": true"), std::string::npos);
 }
 
 TEST(Report, AtomicWriteReplacesTheFile) {

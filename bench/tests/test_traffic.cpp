@@ -37,6 +37,9 @@ TEST(Traffic, RankZero) {
   EXPECT_EQ(t.baseline_wire_dispatch_bytes, 16 + 2 * 4);  // one row and 2 counts to rank 1
   EXPECT_EQ(t.baseline_wire_combine_bytes, 16);
   EXPECT_EQ(t.expected_counts, (std::vector<int32_t>{2, 1}));
+  // Its 2 tokens read (bf16 rows of 16 B), the 3 entries received here written.
+  EXPECT_EQ(t.memory_dispatch_bytes, (2 + 3) * 16);
+  EXPECT_EQ(t.memory_combine_bytes, (3 + 2) * 16);
 }
 
 TEST(Traffic, RankOne) {
@@ -48,11 +51,14 @@ TEST(Traffic, RankOne) {
   EXPECT_EQ(t.baseline_rows_to, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(t.baseline_rows_from, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(t.expected_counts, (std::vector<int32_t>{2, 2}));
+  EXPECT_EQ(t.memory_dispatch_bytes, (2 + 4) * 16);
+  EXPECT_EQ(t.memory_combine_bytes, (4 + 2) * 16);
 }
 
 TEST(Traffic, CountsAreCappedAtTheRowCapacity) {
   const RankTraffic t = compute_traffic(tiny(), 1, 2, 2, 4, WireFormat::for_dtype(8, false, 2), 1);
   EXPECT_EQ(t.expected_counts, (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(t.memory_dispatch_bytes, (2 + 2) * 16);  // only the rows that fit are written
 }
 
 TEST(Traffic, Fp8RowsCarryScales) {
@@ -60,6 +66,10 @@ TEST(Traffic, Fp8RowsCarryScales) {
   EXPECT_EQ(w.dispatch_row_bytes, 7168 + 56 * 4);
   EXPECT_EQ(w.combine_row_bytes, 2 * 7168);
   EXPECT_NE(w.describe().find("7392"), std::string::npos);
+  // LL fp8 dispatch reads bf16 tokens (cast in the kernel) and writes e4m3 rows with scales.
+  const RankTraffic t = compute_traffic(tiny(), 0, 2, 2, 4, WireFormat::for_dtype(128, true, 2), 100);
+  EXPECT_EQ(t.memory_dispatch_bytes, 2 * 256 + 3 * (128 + 4));
+  EXPECT_EQ(t.memory_combine_bytes, (3 + 2) * 256);
 }
 
 // High-throughput: each token once per destination rank, self included (same tiny routing).
@@ -86,6 +96,9 @@ TEST(Traffic, HighThroughputRankZero) {
   EXPECT_EQ(t.baseline_wire_dispatch_bytes, 32 + 4);  // one row with its routing, one count
   EXPECT_EQ(t.baseline_wire_combine_bytes, 16);
   EXPECT_EQ(t.expected_counts, (std::vector<int32_t>{2, 1}));
+  // Its 2 tokens read, the 3 tokens received written once each (not once per entry).
+  EXPECT_EQ(t.memory_dispatch_bytes, (2 + 3) * 16);
+  EXPECT_EQ(t.memory_combine_bytes, (3 + 2) * 16);
 }
 
 TEST(Traffic, HighThroughputRankOne) {

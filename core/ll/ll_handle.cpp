@@ -81,6 +81,9 @@ kernels::LlCommon LlHandle::common() const {
   k.timeout_ns = group_.timeout_ns();
   k.num_tokens = num_tokens_;
   k.topk = topk_;
+#ifdef EPC_PHASE_TRACE
+  k.phase_trace = steps_.phase_trace();
+#endif
   return k;
 }
 

@@ -9,6 +9,9 @@
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
 #include "kernels/wire/ll_state.hpp"
+#ifdef EPC_PHASE_TRACE
+#include "kernels/wire/ll_phase_trace.hpp"
+#endif
 
 namespace epc {
 
@@ -27,10 +30,23 @@ class LlSteps {
   const void* pending_owner() const { return pending_owner_; }
   void set_pending_owner(const void* owner) { pending_owner_ = owner; }
 
+#ifdef EPC_PHASE_TRACE
+  // The ring the LL kernels stamp their phases into (kernels/wire/ll_phase_trace.hpp), zeroed
+  // at creation: -Dphase_trace=true builds only.
+  kernels::LlPhaseTrace* phase_trace() const { return phase_trace_; }
+  // Copies it into `out` (`bytes` must be sizeof(LlPhaseTrace)) once the group's device is
+  // idle. Throws EPC_ERR_INVALID_ARGUMENT for a wrong size, EPC_ERR_CUDA when CUDA fails.
+  void read_phase_trace(void* out, size_t bytes) const;
+#endif
+
  private:
   DeviceAllocations memory_;
   kernels::LlState* state_ = nullptr;
   int32_t* expert_counts_ = nullptr;
+#ifdef EPC_PHASE_TRACE
+  kernels::LlPhaseTrace* phase_trace_ = nullptr;
+  int device_ = 0;
+#endif
   const void* pending_owner_ = nullptr;
 };
 

@@ -9,6 +9,9 @@
 
 #include "kernels/device/bf16.cuh"
 #include "kernels/device/launch_done.cuh"
+#ifdef EPC_PHASE_TRACE
+#include "kernels/device/phase_stamp.cuh"
+#endif
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/warp.cuh"
@@ -66,6 +69,9 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
   const int slot = static_cast<int>(step & 1);
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks], as the last dispatch received
+#ifdef EPC_PHASE_TRACE
+  if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseStart);
+#endif
   for (int s = threadIdx.x; s < g.nranks; s += blockDim.x) tokens_from[s] = static_cast<uint32_t>(c.handle.recv_tokens[s]);
   __syncthreads();
 
@@ -93,9 +99,15 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
     }
     __syncthreads();  // `entries` is rewritten for the next message
   }
+#ifdef EPC_PHASE_TRACE
+  if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhasePayloadSent);
+#endif
 
   if (last_block_to_finish(&c.state->combine_send_done) && threadIdx.x == 0) {
     signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step, 0);
+#ifdef EPC_PHASE_TRACE
+    stamp_phase(c.phase_trace->combine, step, kLlPhaseSignalsSent);
+#endif
   }
 }
 
@@ -135,6 +147,9 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
                      c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
     return;
   }
+#ifdef EPC_PHASE_TRACE
+  if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseWaitDone);
+#endif
   const char* partials = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
@@ -161,6 +176,9 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
   }
 
   if (last_block_to_finish(&c.state->combine_recv_done) && threadIdx.x == 0) {
+#ifdef EPC_PHASE_TRACE
+    stamp_phase(c.phase_trace->combine, step, kLlPhaseReceiveDone);
+#endif
     c.state->combine_step = step + 1;
   }
 }

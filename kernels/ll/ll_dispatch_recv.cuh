@@ -7,6 +7,9 @@
 #pragma once
 
 #include "kernels/device/launch_done.cuh"
+#ifdef EPC_PHASE_TRACE
+#include "kernels/device/phase_stamp.cuh"
+#endif
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/warp.cuh"
@@ -39,6 +42,9 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
                      tokens_from, c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
     return;  // the failure is recorded; the step counter stays, the group is failed
   }
+#ifdef EPC_PHASE_TRACE
+  if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseWaitDone);
+#endif
 
   const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
   const int32_t* table = reinterpret_cast<const int32_t*>(
@@ -107,6 +113,9 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   }
 
   if (last_block_to_finish(&c.state->dispatch_recv_done) && threadIdx.x == 0) {
+#ifdef EPC_PHASE_TRACE
+    stamp_phase(c.phase_trace->dispatch, step, kLlPhaseReceiveDone);
+#endif
     c.state->dispatch_step = step + 1;
   }
 }

@@ -10,6 +10,9 @@
 #include "kernels/device/fp8.cuh"
 #include "kernels/device/half_bits.cuh"
 #include "kernels/device/launch_done.cuh"
+#ifdef EPC_PHASE_TRACE
+#include "kernels/device/phase_stamp.cuh"
+#endif
 #include "kernels/device/step_signal.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_params.hpp"
@@ -92,6 +95,9 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   int32_t* counts = p.expert_counts + static_cast<size_t>(slot) * g.nranks * g.local_experts;
   __shared__ TokenRoute route;
   __shared__ char* messages[kMaxTopk];
+#ifdef EPC_PHASE_TRACE
+  if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseStart);
+#endif
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
     route_token(c, p.weights, t, &route);  // ends with __syncthreads
@@ -128,6 +134,9 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
     }
     __syncthreads();  // `route` and `messages` are rewritten for the next token
   }
+#ifdef EPC_PHASE_TRACE
+  if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhasePayloadSent);
+#endif
 
   if (last_block_to_finish(&c.state->dispatch_send_done)) {
     send_count_tables(p, counts, g.count_table_offset(p.recv_offset[slot]));
@@ -136,6 +145,9 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
       __threadfence_system();
       signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step,
                         static_cast<uint32_t>(c.num_tokens));
+#ifdef EPC_PHASE_TRACE
+      stamp_phase(c.phase_trace->dispatch, step, kLlPhaseSignalsSent);
+#endif
     }
   }
 }

@@ -12,6 +12,9 @@
 #include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_state.hpp"
+#ifdef EPC_PHASE_TRACE
+#include "kernels/wire/ll_phase_trace.hpp"
+#endif
 
 namespace epc::kernels {
 
@@ -58,6 +61,9 @@ struct LlCommon {
   uint64_t timeout_ns;
   int num_tokens;  // B of this rank
   int topk;        // K
+#ifdef EPC_PHASE_TRACE
+  LlPhaseTrace* phase_trace;  // the group's (core/ll/ll_steps.hpp), stamped by the LL kernels
+#endif
 };
 
 // What a dispatch carries: the caller's 16-bit rows unchanged, or e4m3 bytes plus one fp32

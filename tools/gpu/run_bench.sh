@@ -3,7 +3,8 @@
 # tables (<run>.txt), PNG charts and logs into $OUT (or ./bench-out), and prints the tables
 # last.
 # Usage: tools/gpu/run_bench.sh [STAGE_DIR] [RANKS]   (default: .gpu, every visible GPU)
-#        LL=0, HT=0, VNODES=0 or MOE=0 in the environment skip that part.
+#        LL=0, HT=0, VNODES=0 or MOE=0 in the environment skip that part; CUPTI=0 runs every
+#        benchmark with --cupti=off (no kernel-span columns, no LL floor; docs/measuring.md).
 #
 # Low-latency (LL=0 skips):
 #  1. ll_sweep: 1, 2, 4, ..., 256 tokens per rank, hidden 7168, top-8, 256 experts, bf16,
@@ -52,6 +53,8 @@ for d in /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib; do
 done
 rank_flag=()
 [ -n "$ranks" ] && rank_flag=(--ranks="$ranks")
+cupti_flag=()
+[ "${CUPTI:-1}" = 0 ] && cupti_flag=(--cupti=off)
 
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$out/machine.txt" 2>&1
 
@@ -66,7 +69,7 @@ bench() {
   local name=$1 limit=$2
   shift 2
   local start=$SECONDS
-  "$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit="$limit" "$@" --out="$out/$name.json" \
+  "$stage/bench/epcomm-bench" "${rank_flag[@]}" --time-limit="$limit" "${cupti_flag[@]}" "$@" --out="$out/$name.json" \
     >"$out/$name.log" 2> >(tee "$out/$name.progress.log" >&2)
   rc[$name]=$?
   secs[$name]=$((SECONDS - start))

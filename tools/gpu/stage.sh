@@ -21,6 +21,15 @@ for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-hosts tests/gpu/epcom
   # to carry to a GPU machine (64 MiB with the working tree).
   if command -v strip >/dev/null; then strip --strip-debug "$stage/$exe"; fi
 done
+# CUPTI beside the bench, which looks for it there when the loader cannot find one (its
+# kernel-span columns; bench/cupti_library.hpp): the GPU machine need not have a toolkit.
+cuda_home=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+for dir in "$cuda_home/lib64" "$cuda_home/lib" "$cuda_home/extras/CUPTI/lib64"; do
+  if [ -e "$dir/libcupti.so.13" ]; then
+    cp -L "$dir/libcupti.so.13" "$stage/bench/"
+    break
+  fi
+done
 # The Python tools (bench/plot.py, bench/moe_layer.py, bindings/python) run from the
 # working tree, which the GPU machine has too.
 tools_dir=$(dirname "$0")
