@@ -40,6 +40,7 @@ CONFIG_KEYS_4 = ("cupti", "phase_trace")
 CUPTI_KEYS = ("active", "library", "why_not")
 MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
                 "cuda_runtime", "nvidia_driver", "epcomm_abi")
+MACHINE_KEYS_4 = ("epcomm_commit",)
 
 
 class FormatError(ValueError):
@@ -88,7 +89,7 @@ def check(record):
         if not isinstance(cupti["active"], bool) or (cupti["library"] is None) == cupti["active"] or \
                 (cupti["why_not"] is None) != cupti["active"]:
             raise FormatError("cupti: expected a library when active and a reason (why_not) when not")
-    _need(record["machine"], MACHINE_KEYS, "machine")
+    _need(record["machine"], MACHINE_KEYS + (MACHINE_KEYS_4 if v4 else ()), "machine")
     ranks = record["config"]["ranks"]
     if not isinstance(ranks, int) or ranks < 1:
         raise FormatError("config.ranks: expected a positive integer")

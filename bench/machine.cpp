@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench/build_commit.hpp"
 #include "epcomm/epcomm.h"
 
 namespace epc::bench {
@@ -90,6 +91,7 @@ bool describe_machine(RankSession& session, MachineInfo& out, std::string& error
   uint32_t major = 0, minor = 0, patch = 0;
   epc_get_version(&major, &minor, &patch);
   m.epcomm_abi = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  m.epcomm_commit = kBuildCommit;
   out = m;
   return true;
 }

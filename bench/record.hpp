@@ -73,6 +73,7 @@ struct MachineInfo {
   std::string cuda_runtime;
   std::string nvidia_driver;   // kernel module version, "570.86.15", or "unknown"
   std::string epcomm_abi;      // "1.0.0"
+  std::string epcomm_commit;   // the bench's build commit (git describe), "unknown" outside git
 };
 
 struct GroupFacts {

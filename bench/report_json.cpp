@@ -78,6 +78,7 @@ void write_machine(JsonWriter& j, const MachineInfo& m) {
   j.field("cuda_runtime", m.cuda_runtime);
   j.field("nvidia_driver", m.nvidia_driver);
   j.field("epcomm_abi", m.epcomm_abi);
+  j.field("epcomm_commit", m.epcomm_commit);
   j.end_object();
 }
 

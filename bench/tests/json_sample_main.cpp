@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
   run.machine.nccl_library = run.machine.cuda_driver = run.machine.cuda_runtime = "none";
   run.machine.nvidia_driver = "none";
   run.machine.epcomm_abi = "1.0.0";
+  run.machine.epcomm_commit = "0123456789ab";
   run.cupti.active = true;
   run.cupti.library = "libcupti.so.13 (format sample, not loaded)";
   const int max_tokens = run.options.largest_tokens();
