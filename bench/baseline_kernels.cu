@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/baseline_kernels.hpp"
 
 namespace epc::bench {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The small kernels a user without an EP library writes around NCCL's all-to-all: count
 // tokens per expert or per destination, pack rows by destination, and sum the returned rows
 // with the weights.

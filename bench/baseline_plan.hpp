@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host-side part of the NCCL baseline (bench/nccl_baseline.hpp): from one rank's routing,
 // the order in which it packs rows for its peers and where each returned row lands. Computed
 // per point outside the timing (which favours the baseline; bench/JSON.md says so). Pure CPU.

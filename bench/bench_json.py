@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reading epcomm-bench JSON records (format "epcomm-bench/4" and the older "/3", "/2" and
 "/1", documented in bench/JSON.md).
 

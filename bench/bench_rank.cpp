@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank of the benchmark: brings up the mode's group, the baseline and the ceiling, then
 // for every point measures all three on the same routing and gathers the figures; rank 0
 // records, reports progress and rewrites the outputs after every point.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The body of one rank process (see tests/harness/harness.hpp for how ranks start).
 #pragma once
 

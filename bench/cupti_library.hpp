@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The few CUPTI functions the bench calls, resolved at run time (dlopen, dlsym) with the
 // types of the CUPTI headers, so that the bench links and runs where CUPTI is absent: there
 // the CUPTI columns show "-" and the run says which libraries could not be loaded. CPU code

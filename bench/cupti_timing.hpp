@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU time of our kernels themselves, from CUPTI's kernel records (bench/kernel_tracer.hpp,
 // attributed as bench/kernel_spans.hpp says), beside the CUDA-event and host-clock timings:
 //  cupti:       `iters` back-to-back steps after `warmup`, run as the kernel timing runs them;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Filling device buffers with a 16- or 32-bit pattern (bf16 and fp32 constants), which
 // cudaMemset cannot do.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // epcomm-info: the first thing to run on a new machine. Prints the memory plan of a
 // configuration and, when GPUs are present, brings up an epcomm group on every local GPU
 // (one thread per GPU, through the public C API only) and prints what each rank sees.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bringing every rank's figures to every rank (an all-gather; rank 0 reports them).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Our high-throughput dispatch and combine (epc_ht_*, ABI 1.2). Per point:
 //  layout: handles for the point's routing are created with epc_ht_handle_create (collective;
 //          --ht-sizing=exact synchronises once inside), min(iters, 20) times, each creation

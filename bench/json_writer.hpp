@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A small streaming JSON writer: pretty-printed objects, arrays of scalars on one line,
 // strings escaped, numbers in their shortest round-trip form, non-finite numbers as null.
 // Misuse (a value where a key is due, unbalanced ends) is a bug in the caller and throws

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // From CUPTI's kernel records to the durations the bench reports: which kernels belong to
 // which measured call, step or graph replay, and the span each took on the GPU (the first
 // kernel's start to the last kernel's end). Pure CPU: the records come from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Records the kernels this process runs, through CUPTI's activity API, for the kernel spans
 // of bench/kernel_spans.hpp: CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL (start and end of every
 // kernel, without serialising them as the KERNEL kind would), the runtime and driver API

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/latency_floor.hpp"
 
 #include "bench/cupti_timing.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The latency floor of a low-latency step, measured in the same run: the GPU time of an
 // empty kernel launched on our grid (the group's SM budget in blocks of kLlThreads threads,
 // the grid of the LL launches, kernels/ll/ll_step_kernel.cuh), from CUPTI's kernel records

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Our low-latency dispatch and combine, timed per point as bench/mode_support.hpp describes
 // (kernel, api, CUPTI and, with --graph, graph replay; with --send-only each half
 // separately). After the kernel-timed steps the outputs are checked (bench/output_check.hpp)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ceiling: the simplest kernel that moves bytes to every NVLink peer at once. Each rank
 // stores its bytes into every peer's window (ncclMemAlloc + ncclCommWindowRegister, peer
 // pointers from ncclGetLsaPointer in the kernel), then signals every peer and waits for all

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the JSON record says about the machine: every rank's GPU, and the NCCL, CUDA and
 // driver versions actually loaded (not only those compiled against).
 #pragma once

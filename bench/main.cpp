@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // epcomm-bench: the benchmark. Started plainly it is the launcher: it checks the flags and
 // that the requested mode, dtype and GPUs exist, then starts one rank process per GPU through
 // the shared harness, and prints the table last. Started with EPC_RANK/EPC_WORLD_SIZE/

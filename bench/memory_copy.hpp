@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device-memory bandwidth of this run's GPUs, for the roofline (bench/record.hpp): a
 // cudaMemcpyAsync of one large device buffer into another, timed with CUDA events (a copy of
 // this size takes long enough that the events' own cost does not matter).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A measured mode of the library (LL: ll_mode.cpp, HT: ht_mode.cpp). The driver
 // (bench_rank.cpp) runs the same sweep, baseline and ceiling for every mode; a mode only
 // brings up its group and times its own dispatch and combine. Add a mode by implementing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the modes (ll_mode.cpp, ht_mode.cpp) share: the group, tensor descriptors, device
 // buffers, and the ways a step of ours is timed (the baseline uses the first two):
 //  kernel: CUDA events before and after each call on the stream, `iters` back-to-back steps

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A real MoE layer on epcomm, checked against one GPU and timed against torch.
 
     python3 bench/moe_layer.py [--gpus N] [--tokens 1,4,16,64,128]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The baseline: what a user without an EP library writes with NCCL's host API, measured in
 // the same processes and on the same routing as ours. The host-side pack order comes from
 // bench/baseline_plan.hpp (computed per point, outside the timing).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark's flags: one table drives parsing, validation and --help, so a flag cannot
 // exist without being documented. Pure CPU (unit-tested without a GPU).
 #pragma once

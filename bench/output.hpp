@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where rank 0's results go. The launcher (main.cpp) passes two things through the
 // environment of the ranks it starts: EPC_BENCH_TABLE, a file for the final table, which the
 // launcher prints on its own stdout after every rank has ended (so the table comes last, not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What dispatch and combine must produce in the benchmark's set-up, so a run that measured
 // wrong results says so instead of reporting their times. Expert outputs are all bf16 1.0
 // and every weight is 1/K; then (LL) a token's combined row is, in every channel, the sum

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/phase_trace.hpp"
 
 #include <algorithm>

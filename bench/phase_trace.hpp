@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The low-latency phase trace as figures: per step, how long each phase between two stamped
 // boundaries took (kernels/wire/ll_phase_trace.hpp), for the steps a timing just ran. The
 // stamps exist only in builds configured with -Dphase_trace=true; this reading of them is pure

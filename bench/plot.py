@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Charts from epcomm-bench JSON records (bench/JSON.md).
 
     python3 bench/plot.py RUN.json [MORE.json ...] [--out DIR] [--name NAME]

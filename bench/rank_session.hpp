@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank's process-wide resources: its GPU, the NCCL communicator (created through
 // epcomm's bootstrap, shared by our groups, the baseline and the ceiling), one stream, and
 // the few host-side collectives the benchmark needs to agree and to gather figures.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Everything one run measured, as rank 0 holds it after gathering every rank's figures, and
 // the figures derived from it (bandwidths, ratios). The JSON and the table are two views of
 // this record. Pure CPU.

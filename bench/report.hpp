@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two views of a run: the JSON record (format in bench/JSON.md) and the table printed on
 // stdout. Pure CPU.
 #pragma once

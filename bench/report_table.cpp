@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The human view: a header naming the configuration and the machine, a latency table and a
 // bandwidth table, one row per point. Missing figures print as "-".
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routing of one benchmark point: which experts each token of each rank picks. Deterministic
 // in (seed, rank, tokens), so every rank can compute every other rank's routing without
 // communication (the traffic model and the count check need all of it). Pure CPU.

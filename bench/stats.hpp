@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Percentiles of one rank's samples, and the slowest rank's figures across ranks. Pure CPU.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Timing tools shared by the three measured subjects (ours, baseline, ceiling): CUDA events
 // recorded at named marks of every iteration, and the host clock for time through the API.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bytes a benchmark point moves, counted from the routing of every rank (bench/JSON.md,
 // "bytes"). Logical bytes follow DeepEP's rule: low-latency mode counts one row per (token,
 // expert) selection, high-throughput mode one row per (token, destination rank), self

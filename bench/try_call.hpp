@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Early returns for the benchmark's setup and step code: on failure, `error` (a std::string
 // in the caller's scope) gets a message naming the call and the function returns false.
 #pragma once

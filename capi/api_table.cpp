@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // epc_get_api: the function table for callers that dlopen the library and resolve a single
 // symbol. Append-only; the caller's struct_size says how much of it they know.
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The boundary between C callers and the C++ core: every exported function runs its body
 // through guarded(), which clears the calling thread's message, turns any exception into a
 // status plus message, and never lets one escape into C.

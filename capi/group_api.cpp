@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Groups and bootstrap: argument checks and marshalling only; the work is in core/.
 #include "capi/call_guard.hpp"
 #include "capi/handles.hpp"

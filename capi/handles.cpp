@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turning an EpcHandle* from a caller into the handle of the right mode, or a clear error.
 #include "capi/handles.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the ABI's opaque handles are. A magic word lets calls reject a pointer that is not a
 // live handle of the expected type (a destroyed one, or another object) with a message
 // instead of undefined behaviour in the common cases.

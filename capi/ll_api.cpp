@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Handles and the low-latency calls: argument checks and marshalling only.
 #include "capi/call_guard.hpp"
 #include "capi/handles.hpp"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A debugging hook, not part of epcomm's ABI: builds configured with -Dphase_trace=true
  * (EPC_PHASE_TRACE) export it, under its own version node (capi/epcomm_phase_trace.map);
  * other builds have no such symbol. Neither installed nor in capi/abi.json. The benchmark

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The low-latency phase trace of a group, for builds configured with -Dphase_trace=true only
 // (capi/phase_trace.h says why it is not part of the ABI).
 #include "capi/phase_trace.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The calls that need no GPU, CUDA or NCCL: the version and the plan. Argument checks and
 // marshalling only; the work is in core/. Kept apart from the GPU calls so the fuzz targets
 // (tests/fuzz) can build them with clang and libFuzzer without the CUDA toolkit.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communicator bootstrap for callers without an NCCL binding of their own.
 #pragma once
 

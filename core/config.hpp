@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A group configuration after the ABI struct rules and defaults have been applied, and the
 // checks every configuration must pass (shared by epc_plan_query and epc_group_create).
 #pragma once

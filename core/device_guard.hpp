@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Makes a group's CUDA device current for the duration of a call and restores the caller's
 // afterwards, so a thread driving several GPUs does not have to juggle cudaSetDevice.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/device_memory.hpp"
 
 #include "core/gpu_check.hpp"

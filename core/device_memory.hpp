@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device memory owned by type. A DeviceAllocations holds every array of one owner (a
 // handle, a mode's step state, a group) and frees them together when it goes away, on
 // error paths too: adding an array is one allocate() call and nothing else.

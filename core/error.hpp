@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors inside the C++ core. Core code reports a failure by throwing epc::Error with the
 // status the C ABI should return and a message for the caller; only capi/ catches it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Asking NCCL 2.28.9 for GIN. It has no query (core/gin_support.hpp): creating a device
 // communicator with GIN resources is the question. Asked of the group's own communicator,
 // a "no" would break it: NCCL marks GIN enabled before it tries to connect and never clears

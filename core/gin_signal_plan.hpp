@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GIN signal ids of a plan: which window words peers in other nodes signal, numbered
 // as kernels/wire/gin_signal_map.hpp describes. Pure layout math, part of the planner.
 #pragma once

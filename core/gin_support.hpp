@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether a group whose ranks span LSA teams can use GIN, from what NCCL reported, and the
 // messages group creation fails with. Pure logic (group.cpp gathers the report), so the
 // decisions and their wording are unit-tested without NCCL.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turning CUDA and NCCL failures into epc::Error with the call that failed and the
 // library's own explanation.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A group: one rank's share of an expert-parallel setup on an NCCL communicator. It owns
 // the symmetric window the planner laid out, its NCCL registration, the NCCL device
 // communicator, and the error record kernels report into. What one mode's handles share

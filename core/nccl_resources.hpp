@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The NCCL objects a group owns, each by a type: the symmetric window's memory, its
 // registration as an NCCL window, and the NCCL device communicator. Each releases what it
 // holds when destroyed; close() does the same earlier and says what failed, for a caller

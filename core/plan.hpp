@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the planner produces: the byte layout of one rank's symmetric window (regions,
 // double-buffer slots, staging, signal areas) and the device resources a group needs, plus
 // the small layout rules both the planner and its users (group creation, handles, the GIN

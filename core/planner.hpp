@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The planner: a pure function from (configuration, topology) to the byte layout of a
 // group's symmetric window and the device resources it needs. Group creation allocates
 // exactly this; epc_plan_query shows it to users before they allocate anything.

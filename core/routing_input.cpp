@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/routing_input.hpp"
 
 #include "core/device_guard.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a handle takes in the caller's routing: the checks every mode applies to `topk_idx`
 // and the device copy that turns it into validated int32 (kernels/common/routing_copy.cu).
 #pragma once

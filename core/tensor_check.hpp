@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks of a caller's tensor descriptor against what a call needs, so a wrong shape, dtype,
 // stride or alignment is rejected at the ABI with a message naming the tensor, before any
 // launch.

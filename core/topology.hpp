@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where the ranks are: how many, how many share one NVLink (LSA) domain, how many domains.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ABI's rules for extensible structs (see epcomm.h): every such struct begins with
 // `uint32_t struct_size; uint32_t abi_version;`. An older caller passes a shorter struct and
 // gets defaults (zeros) for the tail it does not know; a newer caller may pass a longer one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The launch functions core/ calls, each returning the CUDA launch status; their parameter
 // structs (passed by value to the kernels) are in kernels/wire/. With wire/, the only part
 // of kernels/ that core/ may include (docs/design.md). Nothing here blocks.

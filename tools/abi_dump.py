@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Dump epcomm's binary interface as JSON: struct layouts, constants, typedef sizes,
 function signatures and (with --library) the exported symbols with their version nodes.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Test: the built ABI (header + library) against the committed snapshot capi/abi.json.
 
 1. The dump of this build must equal the snapshot's entry for the header's version

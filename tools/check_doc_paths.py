@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Fails when a page names a file or folder of this repository that does not exist.
 
 Checked: README.md, CHANGELOG.md, docs/*.md and the bindings' READMEs; every markdown link

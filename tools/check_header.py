@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Test: the public header is self-contained C99 and C++17, and includes only
 <stdint.h> and <stddef.h> (ARCHITECTURE.md section 2), so that any C toolchain, FFI
 generator or binding can consume it without CUDA, NCCL or C++ headers.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Fails when a source file includes across a boundary the design forbids.
 
 The layers (docs/design.md states them the same way):

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Compiles the README's complete C examples against the public header, so the
 documentation cannot drift from the API. A ```c block counts as complete when it has an
 #include line; snippets without one are fragments and are skipped."""

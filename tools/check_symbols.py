@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Test: the shared library exports exactly the header's functions, properly versioned.
 
 - Every defined dynamic symbol (nm -D --defined-only; the version-definition absolute

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The commands of the README, and what they need:
 #   tools/dev.sh demo [epcomm-info flags]   build, then bring up a group on every local GPU
 #                                           (on a machine without GPU: print the plan)

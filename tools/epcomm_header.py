@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A small parser for epcomm.h, the library's public C ABI header (Python 3 standard library).
 
 It understands exactly the C subset that ARCHITECTURE.md section 2 allows in the header:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes docs/benchmarks.md from the committed results in bench/results/.
 
 Every `*.json` written by epcomm-bench becomes a section with its stamp (date, machine,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Print the LD_PRELOAD list (colon-separated absolute paths) that lets a program which was
 not built with AddressSanitizer load a libepcomm.so that was.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The parts of bench/moe_layer.py (a real MoE layer on epcomm, checked and timed against
 torch.distributed.all_to_all_single):
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The baseline: the same layer on torch.distributed.all_to_all_single.
 
 Sort the (token, expert) selections by expert, exchange counts, all_to_all the rows (one

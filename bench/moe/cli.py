@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """moe_layer.py's command line, and where it finds libepcomm. Needs no torch."""
 import argparse
 import os

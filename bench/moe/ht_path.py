@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ours at prefill sizes: the layer on epcomm's high-throughput dispatch and combine.
 
 Per layer (routing changes every layer, so the layout is part of the layer):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every version of the layer shares: the weights, the router, one expert's MLP, and
 the layer computed on one GPU (the reference every version is checked against).
 

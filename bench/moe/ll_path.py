@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ours at decode sizes: the layer on epcomm's low-latency dispatch and combine.
 
 Per layer: router -> top-k -> softmax weights -> Handle.update (one Handle per batch size,

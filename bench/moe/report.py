@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The table moe_layer.py prints from its JSON record. Needs no torch."""
 import sys
 

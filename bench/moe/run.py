@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One rank of moe_layer.py (one process per GPU): build the layers, then for every point
 check ours and the baseline against the layer on one GPU and time both.
 

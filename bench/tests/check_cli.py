@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """epcomm-bench's command line where no GPU may be used (CI, or GPUs hidden on purpose).
 
     check_cli.py BENCH

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench/moe_layer.py's command line where it cannot run (no torch, or no visible GPU):
 --help exits 0, a bad flag exits 2 naming it, and a run with good flags exits 1 with a
 message saying why nothing was measured, never a traceback. Also, without torch: the parsed

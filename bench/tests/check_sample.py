@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The committed format sample is what the JSON writer makes now, and it passes the reader.
 
     check_sample.py SAMPLE_WRITER COMMITTED_JSON [WRITER_FLAGS...]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes bench/samples/format_sample.json: the JSON format filled with INVENTED numbers, so
 // that plot.py and readers of bench/JSON.md have a file to work with before any GPU run. The
 // byte counts are computed from real routing; every time is made up by a formula below and

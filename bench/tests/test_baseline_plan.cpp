@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The baseline's pack order and return positions, worked out by hand.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Loading CUPTI where it may be absent: the candidates, and what a failed load says.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Attributing CUPTI kernel records to measured calls, steps and graph replays.
 #include <gtest/gtest.h>
 

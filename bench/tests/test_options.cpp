@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Flags: every flag parses and is documented; bad values are refused by name.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading the low-latency phase trace: which steps count, and each phase's duration.
 #include <gtest/gtest.h>
 

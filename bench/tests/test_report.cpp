@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Derived figures (bandwidths, ratios) and what the JSON and the table show.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routing: deterministic, distinct experts per token, and the skew and mask it promises.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Byte counts worked out by hand for a tiny routing (2 ranks, 4 experts, top-2, hidden 8), and
 // their split into NVLink and network bytes with virtual nodes (4 ranks in nodes of 2).
 #include <gtest/gtest.h>

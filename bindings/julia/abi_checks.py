@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ABI checks of check_julia.py: foreign calls, wrappers, declarations, struct layouts.
 
 Each check takes the header model (tools/epcomm_header.py), what julia_syntax.py parsed from

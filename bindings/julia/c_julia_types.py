@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How C types of epcomm.h map to Julia types, and Julia's layout of isbits structs.
 
 Used by check_julia.py. Two questions are answered here:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Static check of the Julia binding, bindings/julia/EpComm.jl (Python 3 standard library).
 
 No Julia runs on the project's machines, in CI or on the GPU machines, so instead of running

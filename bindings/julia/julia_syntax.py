@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Just enough Julia syntax for check_julia.py (Python 3 standard library only).
 
 No Julia runs on the project's machines, so the binding is checked statically. This module

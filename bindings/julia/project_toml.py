@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Project.toml of EpComm.jl: parse it and check what Julia's package manager would.
 
 Python 3.11+ has tomllib; older Pythons get `parse_minimal`, which reads the subset a Julia

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Proves check_julia.py can fail: runs it on deliberately broken copies of EpComm.jl.
 
 Each case copies the package to a temporary directory, applies one edit (a wrong argument

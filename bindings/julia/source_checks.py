@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The source checks of check_julia.py: how the safe layer, the extension, the tests and the
 README use LibEpComm, and what __init__ and the exports promise.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A high-throughput handle: one batch's routing on one group and its layout (which rank
 // receives which token, at which row, and how many rows each rank receives), computed once
 // on the GPU and exchanged between ranks when the handle is created (or updated), then

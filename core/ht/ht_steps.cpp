@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/ht/ht_steps.hpp"
 
 #include "core/device_guard.hpp"

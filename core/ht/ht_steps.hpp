@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the high-throughput handles of one group share: the device step counters of its
 // layout, dispatch and combine (kernels/wire/ht_params.hpp, HtState). One per
 // high-throughput group, created with it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A low-latency handle: one batch's routing on one group, the device arrays that connect a
 // dispatch to its combine, and a step split by EPC_FLAG_SEND_ONLY waiting for completion.
 // Nothing here allocates or synchronises after construction, so steps can be captured in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the low-latency handles of one group share: the device step counters that pick each
 // step's double-buffer slot and epoch (kernels/wire/ll_state.hpp), the per-slot entry count
 // of every expert the dispatch send kernel keeps, and the handle whose EPC_FLAG_SEND_ONLY

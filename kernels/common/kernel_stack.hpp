@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-thread local memory (stack frames and spills) a set of kernels needs, read from
 // their compiled attributes (which also loads them, under CUDA's lazy module loading).
 // Group creation reserves the largest before any kernel of the group runs (core/group.cpp,

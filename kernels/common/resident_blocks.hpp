@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether a launch may be fused: kernels whose receiving part spins on flags that sending
 // blocks of the same launch raise must have every block resident at once. Shared by the
 // low-latency (ll_step_kernel.cuh) and high-throughput (ht_step_kernel.cuh) launches.

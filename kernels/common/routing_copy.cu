@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routing enters a handle through this copy: int64 or int32 ids become int32, and an id
 // outside [-1, num_experts) is replaced by -1 (masked) and reported in the group's error
 // record, so a bad value can never become an address in the communication kernels.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // bf16 <-> fp32 on raw 16-bit values, with the rounding the reference model defines
 // (round to nearest even), and products rounded before adds (no FMA).
 #pragma once

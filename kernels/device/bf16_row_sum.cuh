@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A warp sums bf16 rows element by element in fp32, in a fixed order of terms, and rounds
 // once to bf16: the order the reference model states for combine (tests/reference), so the
 // GPU result is bit-exact. Used for a token's final sum and, across nodes, for the partial

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A chunk flag of the high-throughput kernels: one uint64 that says "chunk c of step e has
 // landed, and it covers rows [start, end)". The epoch (step + 1, so a zeroed window never
 // matches) takes the top 24 bits, start and end 20 bits each (rows < 2^20 > 65536 tokens).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A bound on a spin-wait, read from the GPU's global nanosecond timer so it means the same
 // on every SM and does not depend on clocks.
 #pragma once

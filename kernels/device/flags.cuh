@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // System-scope release stores and acquire loads of 64-bit flags: a flag written into a
 // peer's window over NVLink must publish every store made before it.
 #pragma once

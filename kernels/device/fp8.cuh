@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-128-channel e4m3 quantization exactly as the reference model defines it
 // (tests/reference/numeric.hpp): amax over the block (NaN never wins), scale = max(amax,
 // 1e-4) / 448 (optionally rounded up to a power of two, UE8M0), q = satfinite(x / scale).

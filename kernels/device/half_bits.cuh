@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 16-bit float payloads (bf16 or fp16) read as raw bits and widened to fp32 exactly.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "Has every block of this launch finished its part?" Each block, once all its threads are
 // past their writes, fences them from one thread and counts itself; the block that
 // completes the count learns it is last and may publish the launch's results to peers

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Polling for a value that peers publish, bounded by the group's timeout. The reads go
 // through the transport (signal_wait.cuh), so this file only holds the loop and its pace.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stamping a phase boundary of a low-latency step into the phase trace
 // (kernels/wire/ll_phase_trace.hpp). Exists only in builds configured with
 // -Dphase_trace=true: every use in the kernels sits inside #ifdef EPC_PHASE_TRACE, so

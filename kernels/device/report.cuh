@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Recording a device-side failure in the group's DeviceError: the first failure wins, so
 // the host sees the root cause rather than the timeouts it caused further down.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Warp-wide row copies in 16-byte vectors (rows are multiples of 16 bytes by the
 // configuration rules), so each lane moves whole vectors and the warp's accesses coalesce.
 #pragma once

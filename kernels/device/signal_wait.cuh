@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Waiting for peers' signals, bounded by the group's timeout. Every wait reads through the
 // transport (PeerTransport::read_signal, naming the rank that writes the word), because a
 // word written from another node may never appear in the window: GIN delivers it as a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A low-latency step's signal: the step's epoch (step + 1, so a zeroed window never matches)
 // in the high 32 bits and a payload (the sender's token count, for dispatch) in the low 32,
 // stored with release order into this rank's slot of every peer's signal array.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A receive kernel's wait for every peer's signal of the current step, done once per launch:
 // block 0 polls the peers' signals through the transport (one thread per peer), copies their payloads to a global
 // mailbox and releases a local "ready" word; every other block waits on that word. Only

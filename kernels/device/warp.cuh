@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Warp-level indexing shared by kernels that give one warp per item.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A warp's wait for the chunk flags of the rows one token is made of (combine's receivers
 // and, across nodes, its reducers): lanes split the token's candidate rows, and each lane
 // waits, bounded by the group's timeout, for the flag of the chunk holding its row.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput combine: the sending part (ht_combine_send.cuh), across nodes the reducing
 // part (ht_combine_forward.cuh), and the receiving part (ht_combine_recv.cuh), launched as
 // ht_step_kernel.cuh says.

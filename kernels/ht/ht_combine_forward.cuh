@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput combine across nodes, the reducing part: this rank stands in, inside its
 // node, for its rail peer s in every other node m. The ranks of this node returned the rows
 // they received from s to this rank, into slots [their rail peer in m][j]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput combine, receiving part. Each warp takes tokens of this rank: it waits for
 // the flags of the chunks holding the token's returned rows (the layout says which row of
 // each rank's stream the token is), then sums them in fp32, rounding once to bf16, in the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput combine, sending part. Rows received from source s occupy rows
 // recv_base[s] + j of the caller's tensor; each warp takes chunks of kHtChunkTokens rows of
 // one source, writes them (and, for the backward pass, their top-k weights) into slots

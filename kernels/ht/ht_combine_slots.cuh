@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading the rows and weights returned into this rank's combine slots [dest][row]
 // (ht_message.hpp), shared by the receivers and, across nodes, the reducers. A row whose
 // slot would be this rank's own ([rank][row]) was never copied: it is the caller's x.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput dispatch: the sending part (ht_dispatch_send.cuh), across nodes the
 // forwarding part (ht_dispatch_forward.cuh), and the receiving part (ht_dispatch_recv.cuh),
 // launched as ht_step_kernel.cuh says.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput dispatch across nodes, the forwarding part: this rank stands in, inside
 // its node, for its rail peer in every other node. Each warp takes (source node, chunk)
 // items: it waits for the rail flag of that chunk (which of its tokens came), copies each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput dispatch across nodes, the sending side of the rails: a token crosses to
 // another node once, into the rail slot of this rank's peer there (ht_message.hpp,
 // HtRailSlot), whatever number of that node's ranks host its experts; the peer forwards it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput dispatch, receiving part. Each warp takes (source rank, chunk) items:
 // it waits for the chunk's flag, which carries the row range [start, end) the chunk filled
 // in this rank's slots of that source, and copies those rows to the caller's outputs at row

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput dispatch, sending part. Each warp takes chunks of kHtChunkTokens source
 // tokens; for each token it writes one slot into every rank of this node hosting one of its
 // entries (payload, fp8 scales, the entries that are local there and their weights) at the

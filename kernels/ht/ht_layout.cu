@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The high-throughput layout: one block computes, for this rank's tokens, the row each
 // token takes among the tokens it sends to every rank (a prefix scan per destination), the
 // chunk boundaries the dispatch flags carry, and the entries per expert; it then writes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The work of a forwarding warp, in dispatch and in combine across nodes: the chunks of this
 // rank's rail peer in every other node (the sources whose tokens this rank forwards, and
 // whose partials it reduces), dealt round-robin over the other nodes (RoundRobinDeal), so

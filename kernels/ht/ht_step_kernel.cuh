@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The launch shape shared by high-throughput dispatch and combine. `Parts` names the
 // operation's parameters, its step and finished-block counters in HtState, a prologue run
 // by receiving launches, and its sending, forwarding (across nodes) and receiving parts. Sending and receiving warps

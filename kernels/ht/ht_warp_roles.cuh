@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a high-throughput launch splits its warps. Fused, every block gives its first warps
 // to sending and the others to receiving, so the receiving ranks copy rows
 // out while the senders are still writing them; a launch with one part gives it every warp.

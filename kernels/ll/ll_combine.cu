@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Low-latency combine kernels: the sending part, the receiving part (ll_combine_parts.cuh),
 // or both in one launch (ll_step_kernel.cuh says when).
 #include "kernels/launch.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Low-latency combine. Send: one block per message this rank received in the last dispatch
 // sums, in fp32 and in the token's top-k order, weight x expert output over this rank's
 // entries of the token, rounds the partial to bf16 and stores it into the token's home rank

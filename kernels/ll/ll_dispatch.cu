@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Low-latency dispatch kernels: the sending part (ll_dispatch_send.cuh), the receiving part
 // (ll_dispatch_recv.cuh), or both in one launch (ll_step_kernel.cuh says when).
 #include "kernels/launch.hpp"

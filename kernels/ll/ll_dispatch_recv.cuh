@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Low-latency dispatch, receiving half. Waits for every source's signal, then places each
 // message on its own: an entry's packed row inside its expert is the number of that
 // expert's entries from lower source ranks (the count tables the sources sent) plus the

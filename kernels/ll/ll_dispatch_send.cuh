@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Low-latency dispatch, sending half. One block per token: it names the token's entries on
 // every rank (local expert, position among this rank's entries for that expert, weight),
 // writes a header into each rank's slot [this rank][token] (zero entries where the token

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The messages a low-latency receive half walks: slot [source][token] for every token each
 // source sent in the step, numbered 0.. in (source, token) order so warps can share them out.
 #pragma once

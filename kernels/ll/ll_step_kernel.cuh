@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One launch per low-latency operation when it can be: the sending and receiving parts of a
 // dispatch (or combine) as one kernel saves a launch and the gap between two kernels. The
 // receiving part spins until every peer has sent, so the fused kernel is only launched when

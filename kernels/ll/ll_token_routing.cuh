@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where one token goes in a low-latency dispatch, worked out by a whole block into shared
 // memory: its unmasked entries, the ranks hosting them, each entry's index inside its
 // rank's message, and each entry's position among this rank's entries for the same expert

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GIN set-up and tear-down of a group whose ranks span LSA teams (core/group.cpp calls
 // them; kernels/launch.hpp says what each does). Every other GIN call is in the transport
 // (gin_transport.cuh), which the data and barrier kernels reach through PeerTransport.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GIN network transport: NCCL's GPU-initiated networking (ncclGin) between ranks of
 // different LSA teams. One of the two implementations behind NetTransport
 // (net_transport.cuh); kernels reach it only through PeerTransport.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The group barrier over every rank of the group: proves every peer's window is mapped and
 // reachable (through NVLink inside a node, the network transport between nodes), and
 // separates phases that reuse memory. Unlike NCCL's barriers, every wait is bounded: a peer

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The network transport: how data and signals cross between nodes. Kernels reach it only
 // through PeerTransport (peer_transport.cuh), for peers outside their node, and never know
 // which implementation they run on.

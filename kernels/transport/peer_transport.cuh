@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How kernels reach other ranks' windows; they use nothing else for it.
 //
 //   local(offset)                this rank's own window at `offset`, where peers' data lands

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The record through which kernels report a failure to the host. It lives in pinned,
 // device-mapped host memory, so the host can read it without a stream synchronisation and
 // a kernel that gives up can still say why.

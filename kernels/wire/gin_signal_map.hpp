@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which words of a rank's window are signalled across the network, and the GIN signal id
 // each one has. Shared by the planner (core/gin_signal_plan.cpp fills it and sizes the GIN
 // signal request from it) and the GIN transport (kernels/transport/gin_transport.cuh looks ids up).

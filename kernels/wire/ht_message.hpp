@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The byte layout of high-throughput rows in the symmetric window, shared by the planner
 // (which sizes the regions) and the kernels (which write and read them).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parameters of the high-throughput kernels, passed by value. Offsets are into the group's
 // symmetric window (regions planned in core/planner.hpp, slots in kernels/wire/ht_message.hpp).
 #pragma once

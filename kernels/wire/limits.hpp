@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The limits that host code (configuration checks, planner, reference model, benchmark) and
 // device code rely on alike, each defined once, here. Code that depends on a value says so
 // with a static_assert beside it.

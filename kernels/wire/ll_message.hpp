@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The wire format of a low-latency dispatch message, shared by the planner (which sizes the
 // receive slots) and the kernels (which write and read them).
 //

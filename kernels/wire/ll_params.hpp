@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Parameters of the low-latency kernels, passed by value. Offsets are into the group's
 // symmetric window; the per-slot pairs are indexed by the step's double-buffer slot.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The low-latency phase trace: where the LL kernels of a build configured with
 // -Dphase_trace=true (EPC_PHASE_TRACE) stamp the phase boundaries of every dispatch and
 // combine, and what the benchmark reads back (bench/phase_trace.hpp). The layout is always

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-group device state of the low-latency mode. Step counters live on the device so that
 // a captured CUDA graph advances them at every replay: each rank runs the same sequence of
 // steps, so the counters agree across ranks without any host involvement. The "done"

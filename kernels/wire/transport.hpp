@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What kernels are given to reach other ranks' windows: plain data that the group fills on
 // the host (core/group.cpp) and kernels receive by value inside their parameter structs.
 // The operations are declared here and defined in kernels/transport/, which is the only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The dlopen path of the C ABI, as a runtime without a link-time dependency would use it:
  * open the library, resolve the single symbol epc_get_api, and do everything else through

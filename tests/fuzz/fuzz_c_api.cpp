@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the C ABI's argument and versioned-struct handling, through the exported
 // functions only (so the same file also runs, as a corpus replay, against the real
 // libepcomm.so in the normal and ASan builds).

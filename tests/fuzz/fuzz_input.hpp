@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Decoding a fuzzer's bytes into values, deterministically: the same bytes always give the
 // same calls, so a crash reproduces from its input file alone (also in the GCC replay build,
 // which has no <fuzzer/FuzzedDataProvider.h>). Reads past the end give zeros.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the configuration rules and the planner (core/config.cpp, core/planner.cpp).
 //
 // Input: an EpcGroupConfig's fields and a topology (nranks, lsa_size, num_nodes), each raw or

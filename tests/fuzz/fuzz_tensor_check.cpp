@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fuzz target: the tensor descriptor checks every dispatch, combine and handle call runs on
 // each caller tensor before anything is launched (core/tensor_check.cpp). Those calls need a
 // live group, which needs GPUs, so the check is fuzzed directly, with the rules the calls use

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fuzz build compiles only the GPU-free part of the C ABI (capi/last_error.cpp,
 // plan_api.cpp, api_table.cpp) with libFuzzer; epc_get_api's function table still names every
 // exported function, so the calls that need CUDA and NCCL are defined here as refusals. The

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Write the seed corpus of each fuzz target into tests/fuzz/corpus/<target>/.
 
     python3 tests/fuzz/make_seeds.py          # (re)write the seeds

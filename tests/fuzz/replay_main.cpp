@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A main() for the fuzz targets where libFuzzer is not linked (the GCC builds, normal and
 // ASan): runs LLVMFuzzerTestOneInput once on every file given, or every file in a directory
 // given, in name order. The unit suite replays each target's committed corpus this way, so

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Run one libFuzzer target for a bounded time, starting from its committed seed corpus.
 
     run_fuzzer.py FUZZER --seeds tests/fuzz/corpus/NAME --work BUILD/fuzz/NAME --seconds 45

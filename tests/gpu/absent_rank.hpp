@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Never hang: what every present rank must see when the last rank stays away from a step,
 // shared by the low-latency and high-throughput fault tests. The step's queued call succeeds,
 // its kernel gives up after the group's timeout; epc_group_async_error reports that at once

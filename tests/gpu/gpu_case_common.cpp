@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the dispatch/combine GPU tests of both modes share; see gpu_case_common.hpp.
 #include "tests/gpu/gpu_case_common.hpp"
 

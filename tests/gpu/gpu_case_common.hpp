@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the dispatch/combine GPU tests of both modes share (ll_case, ht_case): status helpers
 // that turn epcomm and CUDA results into AssertionResults, owners for groups, handles,
 // streams, device memory and CUDA graphs, tensor descriptors, deterministic random values,

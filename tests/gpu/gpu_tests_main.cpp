@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The multi-process GPU suite: the harness starts one process per rank; each creates its
 // NCCL communicator through epcomm's bootstrap calls and runs the same GoogleTest cases in
 // the same order, so the collective calls inside them line up across ranks.

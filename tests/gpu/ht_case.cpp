@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the high-throughput dispatch/combine GPU tests; see ht_case.hpp.
 #include "tests/gpu/ht_case.hpp"
 

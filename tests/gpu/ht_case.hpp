@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the high-throughput dispatch/combine GPU tests (test_ht.cpp).
 //
 // As in the low-latency tests, every rank builds the SAME reference Problem from the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the low-latency dispatch/combine GPU tests; see ll_case.hpp.
 #include "tests/gpu/ll_case.hpp"
 

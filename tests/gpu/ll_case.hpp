@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared pieces of the low-latency dispatch/combine GPU tests (test_ll.cpp); what both modes
 // share (status helpers, owners, comparison) is in gpu_case_common.hpp.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every GPU test in a rank process shares: its place in the world and the NCCL
 // communicator created once for the whole process (through epcomm's bootstrap calls).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ranks that NCCL believes are on separate hosts: every rank process gets an NCCL_HOSTID of
 // its own before NCCL starts, so NCCL puts each rank in an NVLink (LSA) team of its own, as
 // on a cluster of one GPU per node, and a group must use GIN between them.

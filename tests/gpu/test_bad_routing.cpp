@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Expert ids outside [-1, num_experts) on the GPU. Routing enters a handle only through the
 // routing copy kernel (kernels/common/routing_copy.cu), which masks such an id (-1) and records
 // EPC_ERR_INVALID_ARGUMENT (phase "routing check") in the group's error record; the host turns

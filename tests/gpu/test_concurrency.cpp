@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Concurrency on one communicator, compared bit for bit with the reference model:
 //   1. two low-latency groups stepping on two streams, queued alternately with no host
 //      synchronisation until every step is queued;

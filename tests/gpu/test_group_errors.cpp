@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad input and failing peers on real GPUs: specific statuses and messages, no collective
 // left half-done, and a communicator that stays usable afterwards.
 #include <cuda_runtime.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Group lifecycle on real GPUs: create (window, device communicator, barrier kernel),
 // query, barriers, destroy, and create again on the same communicator.
 #include <cuda_runtime.h>

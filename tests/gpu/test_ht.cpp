@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput dispatch and combine on real GPUs, compared bit for bit with the CPU
 // reference model (ref::ht_dispatch, ref::ht_combine, with backward weights).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad arguments to the high-throughput calls: EPC_ERR_INVALID_ARGUMENT with a message naming
 // the offending argument, nothing written to out-parameters, nothing queued (every rank makes
 // the same bad calls, and the handles still give exact results afterwards).

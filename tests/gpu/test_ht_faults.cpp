@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Never hang, high-throughput mode: when a rank does not take part in a dispatch, every other
 // rank's dispatch gives up after the group's timeout, and the group says which phase stalled
 // and which rank it waited for (tests/gpu/absent_rank.hpp: epc_group_async_error and the next

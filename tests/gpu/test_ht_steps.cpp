@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-throughput steps without a host synchronisation per step: captured in a CUDA graph and
 // replayed with new routing, and 500 steps back to back. Compared bit for bit with the CPU
 // reference model, as in test_ht.cpp (see ht_case.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Low-latency dispatch and combine on real GPUs, compared bit for bit with the CPU reference
 // model (ref::ll_dispatch, and ref::ll_combine with CombineOrder::kPerRankPrereduce).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Never hang, low-latency mode: when a rank does not take part in a step, every other rank's
 // receive gives up after the group's timeout, and the group says which phase stalled and which
 // rank it waited for (tests/gpu/absent_rank.hpp: epc_group_async_error and the next calls).

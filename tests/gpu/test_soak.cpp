@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Soak: one communicator with a low-latency and a high-throughput group alive together, and
 // EPCOMM_SOAK_STEPS (default 10000) steps on one stream, each an LL step (epc_handle_update,
 // epc_ll_dispatch, epc_ll_combine on the LL group) followed by an HT step (epc_handle_update

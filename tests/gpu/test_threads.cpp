@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One process driving several GPUs, one thread per rank: the bootstrap, group creation,
 // barriers and destruction must all work concurrently inside one process.
 #include <cuda_runtime.h>

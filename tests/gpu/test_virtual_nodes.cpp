@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Virtual nodes (EpcGroupConfig.virtual_node_size): the NVLink domain split into nodes whose
 // ranks reach each other only through the network transport (staged, put on commit,
 // signalled behind the puts). Low-latency and high-throughput steps must give exactly the

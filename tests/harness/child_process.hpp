@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Starting a rank process and signalling it together with everything it started.
 #ifndef EPC_TESTS_GPU_HARNESS_CHILD_PROCESS_HPP
 #define EPC_TESTS_GPU_HARNESS_CHILD_PROCESS_HPP

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "device_count.hpp"
 
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How many CUDA devices this process can see.
 #ifndef EPC_TESTS_GPU_HARNESS_DEVICE_COUNT_HPP
 #define EPC_TESTS_GPU_HARNESS_DEVICE_COUNT_HPP

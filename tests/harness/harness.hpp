@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-process harness for epcomm's GPU tests and benchmark.
 //
 // A test's main() calls epc::harness::run(). Started plainly, the process becomes the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hex text for binary ids that travel through environment variables.
 #ifndef EPC_TESTS_GPU_HARNESS_HEX_HPP
 #define EPC_TESTS_GPU_HARNESS_HEX_HPP

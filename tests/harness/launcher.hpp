@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launcher mode: start one child process per rank and report how they ended.
 #ifndef EPC_TESTS_GPU_HARNESS_LAUNCHER_HPP
 #define EPC_TESTS_GPU_HARNESS_LAUNCHER_HPP

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The flags (and their environment fallbacks) that only the launcher reads. Ranks never see
 // them: they are stripped from the argv passed to children and to rank_main.
 #ifndef EPC_TESTS_GPU_HARNESS_LAUNCHER_FLAGS_HPP

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "line_relay.hpp"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Turns a child's output byte stream into whole prefixed lines on the launcher's stdout.
 #ifndef EPC_TESTS_GPU_HARNESS_LINE_RELAY_HPP
 #define EPC_TESTS_GPU_HARNESS_LINE_RELAY_HPP

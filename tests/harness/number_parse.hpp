@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Strict parsing of the numbers that flags and environment variables carry: the whole text
 // must be the number, so "4x" or " 4" is rejected rather than read as 4.
 #ifndef EPC_TESTS_GPU_HARNESS_NUMBER_PARSE_HPP

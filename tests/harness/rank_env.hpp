@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rank mode: the process was started as one rank of a world and its environment says which.
 #ifndef EPC_TESTS_GPU_HARNESS_RANK_ENV_HPP
 #define EPC_TESTS_GPU_HARNESS_RANK_ENV_HPP

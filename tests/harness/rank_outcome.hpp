@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How one rank ended, and the launcher's end-of-run summary built from those endings.
 #ifndef EPC_TESTS_GPU_HARNESS_RANK_OUTCOME_HPP
 #define EPC_TESTS_GPU_HARNESS_RANK_OUTCOME_HPP

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // run(): picks rank mode or launcher mode from the environment.
 #include <cstdio>
 #include <string>

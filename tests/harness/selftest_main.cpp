@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exercises the launcher without CUDA work in the ranks, on a machine with or without GPUs.
 // The device count and the unique id are faked, so this program links neither epcomm nor
 // unique_id_default.cpp.

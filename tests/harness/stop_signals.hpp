@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The launcher's handling of the signals that ask it to stop.
 //
 // Ranks lead their own process groups, so a terminal's Ctrl-C or a test runner's SIGTERM

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Watches the running ranks until every one has ended: relays their output, reaps them,
 // and stops them when the time limit expires, when a peer failed long enough ago, or when
 // the launcher is asked to stop.

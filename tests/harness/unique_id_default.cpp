@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The default unique-id creator. Kept apart from the rest of the harness because it is the
 // only part that links against epcomm: the harness self-test injects its own creator and
 // is built without this file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bit-level conversions between float and the 16- and 8-bit formats; see numeric.hpp for the
 // exact rules. Everything works on integer bit patterns so the result never depends on the
 // host FPU's rounding mode or on which conversion instructions the compiler picks.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bit-exact number formats of the CPU reference model.
 //
 // The GPU kernels must reproduce the reference model bit for bit, so every conversion here is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validation of a reference Problem: every shape and routing rule of reference.hpp, checked
 // before any mode reads the arrays, so the modes can index without further checks.
 #include <cstddef>

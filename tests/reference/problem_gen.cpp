@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deterministic random Problems; see problem_gen.hpp. The draw order (per rank: token count,
 // then per token: its row values, then its top-k entries, then its weights) is part of what
 // makes a seed reproducible, so changing it changes every generated Problem.

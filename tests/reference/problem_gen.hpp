@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Deterministic random Problems for tests and benchmarks.
 //
 // The same options (seed included) give the same Problem on every platform and standard

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU reference model of expert-parallel dispatch and combine.
 //
 // This header IS the specification of what the GPU kernels must produce: every output below

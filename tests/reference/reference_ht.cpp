@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-Throughput mode of the reference model: token-major dispatch (one row per token and
 // destination rank) and the unweighted fp32 combine. Semantics are specified in
 // reference.hpp; this file follows them literally.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Low-Latency mode of the reference model: expert-major dispatch and weighted combine.
 // The semantics are specified in reference.hpp; this file follows them literally, one float
 // operation per statement, so the code can be read side by side with the specification.

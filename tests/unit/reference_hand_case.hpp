@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hand-worked routing shared by the LL and HT reference-model tests, and helpers to
 // write expected values literally.
 #pragma once

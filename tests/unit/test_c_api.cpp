@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C ABI's behaviour on bad input, through the real shared library: a specific status,
 // a message naming the problem, out-parameters untouched, never a crash. None of these
 // calls needs a GPU.

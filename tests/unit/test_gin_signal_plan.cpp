@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GIN signal ids of a plan (core/gin_signal_plan.cpp, kernels/wire/gin_signal_map.hpp):
 // every window word a rank of another node signals, as the kernels address it, has an id;
 // for each reader the ids are exactly [0, gin_signals), one per word; words written from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GIN decision of group creation (core/gin_support.cpp): what NCCL reported when asked
 // for GIN resources, turned into a status and a message that names it.
 #include <gtest/gtest.h>

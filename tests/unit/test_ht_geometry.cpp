@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the high-throughput kernels deal their streams (kernels/wire/ht_params.hpp): combine's
 // senders must serve every source whose rows leave this rank exactly once and no other
 // (a source missed loses rows, one served twice writes them twice), for every node shape.

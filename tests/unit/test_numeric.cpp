@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bit-exact conversions and fp8 block quantization of the reference model. Expected bit
 // patterns are worked out by hand (see the comments) rather than by the code under test.
 #include <gtest/gtest.h>

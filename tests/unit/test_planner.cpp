@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The planner's byte layouts (core/planner.cpp). Expected numbers are worked out by hand in
 // the comments from the layout rules documented in planner.hpp.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // High-Throughput reference model: a small routing checked by hand (dispatch, combine and
 // backward weights), fp32 accumulation order, the fp8 pass-through, properties over random
 // problems, and validation.

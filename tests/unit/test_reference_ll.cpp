@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Low-Latency reference model: a small routing checked by hand, rounding-order cases whose
 // expected bits are derived in the comments, properties over random problems, validation,
 // and the deterministic problem generator.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tensor descriptor checks every dispatch, combine and handle call runs before any launch
 // (core/tensor_check.cpp), without a GPU: the data pointers are never dereferenced.
 #include <gtest/gtest.h>

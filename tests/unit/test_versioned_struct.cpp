@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ABI's struct_size/abi_version rules (core/versioned_struct.*), exercised on
 // EpcGroupConfig as a caller built against older and newer headers would pass it.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The named window offsets of kernels/wire/ (what kernels address) against the planner's
 // regions (what group creation allocates), on the layouts test_planner.cpp works out by
 // hand: every address a kernel computes lies inside the region the planner sized for it.

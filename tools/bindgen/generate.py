@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes every binding's raw declarations from the one public header.
 
     python3 tools/bindgen/generate.py           # regenerate the committed files
@@ -30,7 +31,9 @@ COMMENT = {".rs": "//", ".go": "//", ".jl": "#", ".py": "#"}
 
 def with_licence(relative: str, text: str) -> str:
     prefix = COMMENT[pathlib.Path(relative).suffix]
-    return f"{prefix} {SPDX}\n{text}"
+    # A blank line keeps it out of a Go package's doc comment.
+    gap = "\n" if relative.endswith(".go") else ""
+    return f"{prefix} {SPDX}\n{gap}{text}"
 HEADER = ROOT / "capi" / "include" / "epcomm" / "epcomm.h"
 
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Go backend of the binding generator: bindings/go/epcomm/zz_generated.go.
 
 What it writes, all derived from the header model (tools/epcomm_header.py):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Julia backend of the binding generator: writes EpComm.jl's raw layer, LibEpComm.jl.
 
 The output is one module, `LibEpComm`, that mirrors capi/include/epcomm/epcomm.h one to one:

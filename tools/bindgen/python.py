@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Python backend of the binding generator: ctypes declarations for epcomm.h.
 
 Renders bindings/python/epcomm/_ffi.py from tools/epcomm_header.py's model of the header:

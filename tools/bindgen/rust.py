@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Rust backend of the binding generator: bindings/rust/epcomm-sys/src/ffi.rs.
 
 Everything comes from tools/epcomm_header.py's model of the header, so a new function,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the bindings' GPU test binaries here, for a GPU machine that has no Rust or Go
 # toolchain, into OUT_DIR (default .gpu/bindings; tools/gpu/stage.sh calls this):
 #   rust-gpu_ll-linked   Rust LL dispatch/combine test, libepcomm linked (found at run time

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the benchmark on a GPU machine from staged binaries (tools/gpu/stage.sh), writing JSON,
 # tables (<run>.txt), PNG charts and logs into $OUT (or ./bench-out), and prints the tables
 # last.

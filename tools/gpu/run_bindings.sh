@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the bindings' GPU tests on a GPU machine from a staging folder made here by
 # tools/gpu/stage.sh (Rust and Go test binaries in STAGE_DIR/bindings, the library in
 # STAGE_DIR/capi) plus the Python tests from this checkout, all against

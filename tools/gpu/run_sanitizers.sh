@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the GPU suite under compute-sanitizer on a GPU machine from staged binaries
 # (tools/gpu/stage.sh): memcheck (out-of-bounds and misaligned device accesses, hardware
 # exceptions) and racecheck (shared-memory hazards), logging to $OUT (or ./gpu-logs) and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the GPU suite and the main job on a GPU machine from staged binaries
 # (tools/gpu/stage.sh), logging everything to $OUT (or ./gpu-logs) and printing a summary
 # last. Usage: tools/gpu/run_suite.sh [STAGE_DIR] [RANK_COUNTS...]   (default: .gpu 2 3 4)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Copies the GPU-relevant build outputs into a small, git-ignored folder (default .gpu/) with
 # the same relative layout, so their $ORIGIN run paths still find libepcomm.so.1. Used to
 # carry a build made here to a GPU machine: `tools/gpu/stage.sh build .gpu`. It also builds

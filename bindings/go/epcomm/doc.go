@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package epcomm is the Go binding of libepcomm, expert-parallel (Mixture-of-Experts)
 // communication on NCCL's Device API. It wraps the C ABI of <epcomm/epcomm.h> with cgo and
 // links -lepcomm (libepcomm.so.1); point CGO_CFLAGS at the header's directory and

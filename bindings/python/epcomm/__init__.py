@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """epcomm: Mixture-of-Experts expert-parallel communication on NCCL's Device API.
 
 Pure-ctypes bindings of libepcomm's C ABI (capi/include/epcomm/epcomm.h). Importing this

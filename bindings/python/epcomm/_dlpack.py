@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reading DLPack capsules with ctypes: no compiled extension needed.
 
 A producer's `__dlpack__()` returns a PyCapsule named "dltensor" (or "dltensor_versioned",

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Turning Python objects that stand for C handles (streams, communicators) into addresses."""
 import ctypes
 from typing import Any, Optional

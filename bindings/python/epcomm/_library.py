@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Finding, loading and calling libepcomm.
 
 The library is loaded on first use (importing epcomm loads nothing), from $EPCOMM_LIB if

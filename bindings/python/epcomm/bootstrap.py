@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bootstrap: unique ids and NCCL communicators, for programs without an NCCL binding.
 
 One process creates a UniqueId and shares its bytes (hex() is convenient for environment

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GroupConfig: what a group carries, as a dataclass that becomes an EpcGroupConfig.
 
 Zero (the default of every field) means "the library's default", exactly as in C;

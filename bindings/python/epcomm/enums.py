@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The header's named constants as IntEnums: Dtype, Mode, RegionKind, HtSizing.
 
 Members are built from the generated constants by prefix (EPC_DTYPE_*, EPC_MODE_*,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Status codes and the exceptions epcomm raises.
 
 Every C function returns an EpcStatus; the bindings turn a non-zero one into EpcError,

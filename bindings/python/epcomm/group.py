@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Group: a communicator, its symmetric window and its NCCL device communicator."""
 import ctypes
 import dataclasses

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Handle: the routing of one batch on a low-latency group, and the calls that use it
 (ll_dispatch, ll_dispatch_fp8, ll_combine, complete, update). HandleBase is what it shares
 with HtHandle (ht_handle.py): the C handle, the group's lock, the tensors in flight, close."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """plan_query: what a configuration costs, computed on the CPU before any GPU work."""
 import ctypes
 import dataclasses

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tensors: borrowing device memory from other libraries as EpcTensor descriptors.
 
 as_tensor(obj) accepts

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared set-up of the Python binding tests.
 
 `meson test --suite bindings` runs them with the library, header and ABI snapshot of the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stand-ins for GPU tensor producers, so that conversions are tested without a GPU.
 
 Nothing here dereferences the (fake) device pointers; the bindings never do either.

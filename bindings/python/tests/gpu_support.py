@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the GPU tests share: whether to run (EPCOMM_TEST_GPUS and torch), and one thread per
 rank with a time limit."""
 import os

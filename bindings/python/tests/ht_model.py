@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The high-throughput semantics (the header and tests/reference/reference.hpp, HT section)
 on the low-latency test's LlCase: the same tokens, routing and weights, received
 token-major. Pure Python, so the model itself is tested without torch (test_ht_model.py).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The generated ctypes declarations against the ABI snapshot (capi/abi.json or
 $EPCOMM_ABI_JSON): every struct's size, every field's offset and size, every constant,
 every function's arity, every typedef's size."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python backend of tools/bindgen: up to date, and ready for the header to grow."""
 import ctypes
 import sys

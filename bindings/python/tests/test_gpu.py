@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU tests: groups on real GPUs, torch tensors, the README example.
 
 They run only where torch sees CUDA devices and EPCOMM_TEST_GPUS=N asks for N of them;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """High-throughput dispatch and combine with torch on real GPUs, one thread per GPU.
 
 Every rank dispatches the low-latency test's tokens and routing (ll_model.py) on a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Low-latency dispatch and combine with torch on real GPUs, one thread per GPU.
 
 Every rank dispatches known tokens, checks what it received against the host model

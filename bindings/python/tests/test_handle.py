@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Handles, dispatch, combine and complete without a GPU (test_ht_handle.py: the
 high-throughput calls).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """High-throughput handles, dispatch and combine without a GPU (creation on dead, NULL and
 closed groups is tested with the low-latency handles' in test_handle.py).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loading the library, versions, status codes and the per-thread last error."""
 import ctypes
 import shutil

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Configuration, plan query and the CPU-checkable parts of groups and communicators."""
 import ctypes
 import gc

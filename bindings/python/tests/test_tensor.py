@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tensor conversion: raw pointers, __cuda_array_interface__, DLPack (no GPU needed)."""
 import ctypes
 import gc

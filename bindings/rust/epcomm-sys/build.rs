@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Finds libepcomm for linking (std only, no build dependencies).
 //!
 //! Where the library is looked for, first match wins:

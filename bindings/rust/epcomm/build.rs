@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Puts the directory epcomm-sys linked libepcomm from into this crate's run path (for its
 //! tests and examples): link arguments of epcomm-sys's build script apply to epcomm-sys's
 //! own targets only, so each crate that links the library has to say it again.

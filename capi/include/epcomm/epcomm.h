@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * epcomm: expert-parallel (Mixture-of-Experts) communication on NCCL's Device API.
  *

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cudadrv is the little CUDA the binding's GPU tests need (make a device current,
 // allocate, copy, wait), through the CUDA driver API loaded at run time from libcuda.so.1.
 // Loading it at run time keeps CUDA off the link line: the tests build on machines without

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Building and reading the C structs of LibEpComm.
 
 zero_value(::Type{T}) where {T<:Number} = zero(T)

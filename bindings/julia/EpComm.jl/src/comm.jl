@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Communicators: an NCCL communicator rank, created here or adopted from the caller.
 
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Group configuration: what a group carries and how much room it reserves.
 
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Element types: Julia types (or names) -> the C ABI's EpcDtype codes.
 
 """

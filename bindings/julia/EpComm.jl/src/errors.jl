@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Errors: an epcomm call that fails throws EpcError with the library's message for it.
 
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Groups: a communicator's symmetric window and NCCL device communicator.
 
 """

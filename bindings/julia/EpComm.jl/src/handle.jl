@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Handles: the routing of one batch on a group. `Handle` (low-latency) and `HtHandle`
 # (high-throughput, ht.jl) share `AbstractHandle`: `update!`, `close`, `isopen`.
 

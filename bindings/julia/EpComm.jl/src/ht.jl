@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # High-throughput handles (ABI 1.2): dispatch and combine, forward and backward.
 
 """

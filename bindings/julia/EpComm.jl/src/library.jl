@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Loading the C library: which file, and whether its ABI is one this binding can call.
 
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Low-latency dispatch, combine and complete on a Handle.
 
 "The `EpcFlags` of a call: `EPC_FLAG_SEND_ONLY` or none."

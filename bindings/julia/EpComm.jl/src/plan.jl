@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The plan: the memory and resources a configuration needs, computed on the CPU.
 
 """

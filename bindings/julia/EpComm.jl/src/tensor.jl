@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Tensor descriptors: device memory described for the C ABI (DLPack's meaning).
 
 const MAX_DIMS = Int(EPC_TENSOR_MAX_DIMS)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Bootstrap ids: the bytes every rank of a new communicator needs.
 
 """

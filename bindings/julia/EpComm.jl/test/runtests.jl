@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Tests of EpComm.jl against the real C library (ENV["EPCOMM_LIB"], as Meson's bindings_env
 # sets it). No Julia runs on the project's machines: bindings/julia/check_julia.py checks this
 # package statically instead; these tests are for machines that have Julia.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The `dlopen` feature: nothing is linked at build time. The library is opened at run time
 //! and exactly one symbol, `epc_get_api`, is resolved; everything else goes through the
 //! function table it fills. This is how inference engines load epcomm.

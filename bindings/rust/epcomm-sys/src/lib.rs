@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Raw bindings of libepcomm, the expert-parallel (Mixture-of-Experts) communication library.
 //!
 //! - [`ffi`] (re-exported at the crate root) is generated from `capi/include/epcomm/epcomm.h`

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The default: libepcomm is linked (see build.rs), and the table comes from the linked
 //! `epc_get_api`.
 

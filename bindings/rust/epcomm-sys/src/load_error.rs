@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 use std::fmt;
 
 /// Why the library's function table could not be obtained: the library was not found or

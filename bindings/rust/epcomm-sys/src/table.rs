@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Filling an [`EpcApi`] from a library's `epc_get_api`, shared by the linked and the
 //! dlopen paths so that both check the same things.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The generated declarations against the ABI snapshot capi/abi.json: every struct's size,
 //! alignment and field offsets and sizes as Rust lays them out, every typedef's size,
 //! every constant's value and the set of functions must equal the snapshot entry of the

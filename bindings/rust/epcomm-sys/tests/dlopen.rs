@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The `dlopen` feature: nothing is linked; the library named by EPCOMM_LIB (or
 //! libepcomm.so.1 on the loader's path) is opened at run time and only epc_get_api is
 //! resolved. Run with `cargo test --features dlopen`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The default build links libepcomm: direct calls work, and the table from the linked
 //! epc_get_api is complete for this ABI version.
 #![cfg(not(feature = "dlopen"))]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Comm`]: an NCCL communicator, created here or adopted from a framework.
 
 use std::ffi::c_void;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`GroupConfig`]: what a group carries and how; every field left alone means "default".
 
 use std::ffi::c_void;

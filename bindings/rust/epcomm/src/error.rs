@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Error`]: a failed call's status and the library's detail message.
 
 use std::fmt;

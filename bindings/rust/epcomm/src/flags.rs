@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Flags`]: the options of the dispatch and combine calls (`EpcFlags`).
 
 use std::fmt;

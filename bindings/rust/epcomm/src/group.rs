@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Group`]: a communicator's symmetric window and NCCL device communicator, on which
 //! dispatch and combine run.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Handle`]: the routing of one batch on a low-latency group, and the calls that use it:
 //! dispatch, combine and complete. [`RawHandle`] is what it shares with
 //! [`HtHandle`](crate::HtHandle): the C handle, its group's call lock, and destruction.

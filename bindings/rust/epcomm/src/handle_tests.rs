@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Handle calls (low-latency and high-throughput) against the real library without a GPU: a
 //! group or handle pointer that is not a live object (zeroed memory, which has no live magic
 //! word) must come back as INVALID_ARGUMENT with the library's message, through every

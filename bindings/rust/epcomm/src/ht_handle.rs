@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`HtHandle`]: the routing and layout of one batch on a high-throughput group (ABI 1.2),
 //! and the calls that use it: [`HtHandle::dispatch`] (arguments in an [`HtDispatch`]) and
 //! [`HtHandle::combine`], forward and backward.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Safe Rust API of epcomm, expert-parallel communication for Mixture-of-Experts models on
 //! NCCL's Device API.
 //!

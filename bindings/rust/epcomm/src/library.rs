@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The loaded library: its function table, checked once per process, and the helpers every
 //! wrapper uses to call through it.
 

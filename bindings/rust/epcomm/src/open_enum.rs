@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! `open_enum!`: a C "enum" (a typedef'd integer plus named constants) as a Rust newtype
 //! with associated constants. Unlike a Rust `enum`, it keeps values this version of the
 //! bindings does not know, which a newer library may return (the ABI may add codes).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`plan_query()`]: the memory and resources a configuration needs, computed on the CPU.
 
 use std::ffi::c_char;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`Status`]: the library's status codes, including ones these bindings do not know.
 
 use std::ffi::CStr;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`StreamRef`]: a borrowed CUDA stream.
 
 use std::ffi::c_void;

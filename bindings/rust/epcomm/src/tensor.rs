@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`TensorRef`]: a borrowed view of device memory, as dispatch and combine will take it.
 
 use std::ffi::c_void;

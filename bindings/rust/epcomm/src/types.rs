@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The ABI's small enumerations: payload dtypes, group modes, plan region kinds, and how a
 //! high-throughput handle sizes its rows.
 

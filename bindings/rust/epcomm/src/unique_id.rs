@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! [`UniqueId`]: the token every rank needs to join one communicator.
 
 use std::fmt;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! ABI versions: the loaded library's, and the one these bindings were generated for.
 
 use std::fmt;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The group lifecycle on real GPUs, one thread per GPU. Runs only when EPCOMM_TEST_GPUS=N
 //! (N >= 1) says how many GPUs to use; otherwise it reports that it is skipped and passes.
 

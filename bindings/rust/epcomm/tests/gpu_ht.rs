@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! High-throughput dispatch and combine through the safe API on real GPUs, one thread per
 //! GPU, on the low-latency test's tokens and routing (support/ll_model.rs) with the HT
 //! semantics of support/ht_model.rs. Step 0 runs on an EXACT-sized handle with every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Low-latency dispatch and combine through the safe API on real GPUs, one thread per GPU:
 //! every rank dispatches known tokens, checks what it received against the host model
 //! (support/ll_model.rs), feeds a known function of the received rows to combine, and checks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! Group and communicator calls that fail before touching a GPU, and the thread-safety
 //! contract of the types (checked at compile time).
 

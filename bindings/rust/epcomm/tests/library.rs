@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! CPU-only calls against the real library: version, status strings, error messages.
 
 use epcomm::{sys, GroupConfig, Status};

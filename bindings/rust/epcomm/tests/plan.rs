@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! plan_query against the real planner (pure CPU).
 
 use epcomm::{plan_query, Dtype, GroupConfig, Mode, RegionKind, Status};

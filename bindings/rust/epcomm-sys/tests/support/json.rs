@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! A small JSON reader for the tests (no serde: the bindings have no crates.io
 //! dependencies). It reads all of RFC 8259; numbers keep their text, since the ABI snapshot
 //! holds integers up to 2^32 and beyond what f64 represents exactly is never needed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The few CUDA calls the GPU tests need (make a device current, allocate, copy, wait),
 //! through the CUDA driver API loaded at run time from `libcuda.so.1`. Loading it at run
 //! time keeps CUDA out of the crates and out of the test binaries' link line: the binaries

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! The high-throughput semantics (header and tests/reference/reference.hpp, HT section) on the
 //! low-latency test's [`Case`]: the same tokens, routing and weights, received token-major.
 //!

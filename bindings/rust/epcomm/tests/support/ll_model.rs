@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! A low-latency step whose inputs every rank can compute for every rank, and what the
 //! library must produce for it, computed on the host the way the header and the reference
 //! model (tests/reference/reference.hpp) define it.

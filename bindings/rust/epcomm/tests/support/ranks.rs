@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 //! What the multi-GPU tests share: whether to run (EPCOMM_TEST_GPUS), one thread per rank,
 //! and checks that report a problem as text instead of panicking on a rank's thread.
 
