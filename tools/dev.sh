@@ -11,6 +11,8 @@
 #                                           bindings suites there (any finding fails)
 #   tools/dev.sh fuzz [seconds]             build build-fuzz/ with clang and libFuzzer, run each
 #                                           fuzz target for that long (default 45) from its corpus
+#   tools/dev.sh format                     format every source file (tools/format.sh)
+#   tools/dev.sh format-check               fail when a file is not formatted (CI)
 # Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest, numpy, matplotlib; clang
 # and its libFuzzer runtime for fuzz) are installed from PyPI and Debian's packages first. The CUDA
 # toolkit (nvcc) and NCCL >= 2.28 must already be there; the Meson configure step says precisely
@@ -71,6 +73,25 @@ ensure_clang() {
   rm -rf "$probe"
 }
 
+# The formatters at the versions tools/format.sh pins, from PyPI (clang-format, ruff) and
+# Debian's packages (gofmt); rustfmt comes with cargo.
+ensure_format_tools() {
+  local clang_format ruff
+  clang_format=$(sed -n 's/^CLANG_FORMAT_VERSION=//p' tools/format.sh)
+  ruff=$(sed -n 's/^RUFF_VERSION=//p' tools/format.sh)
+  command -v python3 >/dev/null || apt_install python3 python3-pip
+  if ! clang-format --version 2>/dev/null | grep -q "version $clang_format"; then
+    log "installing clang-format $clang_format from PyPI"
+    python3 -m pip install -q "clang-format==$clang_format"
+  fi
+  if ! ruff --version 2>/dev/null | grep -q "^ruff $ruff"; then
+    log "installing ruff $ruff from PyPI"
+    python3 -m pip install -q "ruff==$ruff"
+  fi
+  command -v gofmt >/dev/null || apt_install golang-go
+  hash -r
+}
+
 build() {
   ensure_tools
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then
@@ -123,8 +144,16 @@ case "$cmd" in
     # Builds only the fuzz targets (from the CPU sources), then runs each for $seconds.
     exec meson test -C "$FUZZ_BUILD_DIR" --print-errorlogs --suite fuzz
     ;;
+  format)
+    ensure_format_tools
+    exec tools/format.sh
+    ;;
+  format-check)
+    ensure_format_tools
+    exec tools/format.sh --check
+    ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
