@@ -33,8 +33,8 @@ __device__ uint16_t float_to_bf16(float f) {
 }
 
 // One block per token, 8 channels (16 bytes) per thread and step.
-__global__ void weighted_sum(const uint16_t* rows, const int32_t* pos, const float* weights,
-                             int topk, int hidden, uint16_t* out) {
+__global__ void weighted_sum(const uint16_t* rows, const int32_t* pos, const float* weights, int topk, int hidden,
+                             uint16_t* out) {
   const int t = blockIdx.x;
   const int vectors = hidden / 8;
   for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
@@ -66,8 +66,8 @@ unsigned blocks_for(int n) {
 
 }  // namespace
 
-cudaError_t launch_histogram(const int32_t* values, int rows, int per_row, int row_stride, int first,
-                             int bins, int32_t* counts, cudaStream_t stream) {
+cudaError_t launch_histogram(const int32_t* values, int rows, int per_row, int row_stride, int first, int bins,
+                             int32_t* counts, cudaStream_t stream) {
   cudaError_t c = cudaMemsetAsync(counts, 0, static_cast<size_t>(bins) * sizeof(int32_t), stream);
   if (c != cudaSuccess) return c;
   const int n = rows * per_row;
@@ -77,24 +77,23 @@ cudaError_t launch_histogram(const int32_t* values, int rows, int per_row, int r
   return cudaGetLastError();
 }
 
-cudaError_t launch_gather_rows(const void* x, const int32_t* src_token, int rows, int row_bytes,
-                               void* out, cudaStream_t stream) {
+cudaError_t launch_gather_rows(const void* x, const int32_t* src_token, int rows, int row_bytes, void* out,
+                               cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  const bool wide = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool wide =
+      row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   if (wide) {
     gather_rows<int4><<<rows, kThreads, 0, stream>>>(static_cast<const int4*>(x), src_token, row_bytes / 16,
                                                      static_cast<int4*>(out));
   } else {
-    gather_rows<int><<<rows, kThreads, 0, stream>>>(static_cast<const int*>(x), src_token, row_bytes / 4,
-                                                    static_cast<int*>(out));
+    gather_rows<int>
+        <<<rows, kThreads, 0, stream>>>(static_cast<const int*>(x), src_token, row_bytes / 4, static_cast<int*>(out));
   }
   return cudaGetLastError();
 }
 
-cudaError_t launch_weighted_sum(const uint16_t* rows, const int32_t* pos, const float* weights,
-                                int tokens, int topk, int hidden, uint16_t* out,
-                                cudaStream_t stream) {
+cudaError_t launch_weighted_sum(const uint16_t* rows, const int32_t* pos, const float* weights, int tokens, int topk,
+                                int hidden, uint16_t* out, cudaStream_t stream) {
   if (tokens > 0) weighted_sum<<<tokens, kThreads, 0, stream>>>(rows, pos, weights, topk, hidden, out);
   return cudaGetLastError();
 }

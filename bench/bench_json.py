@@ -6,6 +6,7 @@ load() checks the structure before anyone plots or compares it, and names the fi
 that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
 with holes. Standard library only.
 """
+
 import json
 import re
 
@@ -13,16 +14,55 @@ FORMAT = "epcomm-bench/4"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
 # network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans.
 FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", FORMAT)
-METRIC_NAME = re.compile(r"^(ours|baseline|ceiling|ceiling_budget)\."
-                         r"(kernel|api|graph|cupti|cupti_graph|phase)\.[a-z_]+$")
+METRIC_NAME = re.compile(
+    r"^(ours|baseline|ceiling|ceiling_budget)\."
+    r"(kernel|api|graph|cupti|cupti_graph|phase)\.[a-z_]+$"
+)
 SUMMARY_KEYS = ("median_us", "p10_us", "p90_us", "samples", "slowest_rank", "per_rank_median_us")
-BYTES_KEYS = ("selections", "logical_dispatch", "logical_combine", "wire_dispatch", "wire_combine",
-              "baseline_wire_dispatch", "baseline_wire_combine")
-TOP_KEYS = ("format", "format_sample", "complete", "created_utc", "command", "config", "machine",
-            "group", "wire_format", "ceiling_peak", "points")
-CONFIG_KEYS = ("mode", "ranks", "tokens_per_rank", "max_tokens_per_rank", "hidden", "topk", "experts",
-               "local_experts", "dtype", "fp8_pow2_scales", "sms", "routing", "warmup", "iters", "graph",
-               "graph_replays", "send_only", "baseline", "ceiling", "ceiling_peak_bytes_per_peer")
+BYTES_KEYS = (
+    "selections",
+    "logical_dispatch",
+    "logical_combine",
+    "wire_dispatch",
+    "wire_combine",
+    "baseline_wire_dispatch",
+    "baseline_wire_combine",
+)
+TOP_KEYS = (
+    "format",
+    "format_sample",
+    "complete",
+    "created_utc",
+    "command",
+    "config",
+    "machine",
+    "group",
+    "wire_format",
+    "ceiling_peak",
+    "points",
+)
+CONFIG_KEYS = (
+    "mode",
+    "ranks",
+    "tokens_per_rank",
+    "max_tokens_per_rank",
+    "hidden",
+    "topk",
+    "experts",
+    "local_experts",
+    "dtype",
+    "fp8_pow2_scales",
+    "sms",
+    "routing",
+    "warmup",
+    "iters",
+    "graph",
+    "graph_replays",
+    "send_only",
+    "baseline",
+    "ceiling",
+    "ceiling_peak_bytes_per_peer",
+)
 # Required from format /2 on.
 BYTES_KEYS_2 = ("token_ranks", "received_tokens", "wire_layout")
 CONFIG_KEYS_2 = ("ht_sizing", "large_from", "large_warmup", "large_iters")
@@ -39,8 +79,17 @@ POINT_KEYS_4 = ("roofline",)
 ROOFLINE_KEYS = ("memory_bytes", "wire_bytes", "memory_us", "wire_us", "us")
 CONFIG_KEYS_4 = ("cupti", "phase_trace")
 CUPTI_KEYS = ("active", "library", "why_not")
-MACHINE_KEYS = ("hostname", "gpus", "nccl_runtime", "nccl_headers", "nccl_library", "cuda_driver",
-                "cuda_runtime", "nvidia_driver", "epcomm_abi")
+MACHINE_KEYS = (
+    "hostname",
+    "gpus",
+    "nccl_runtime",
+    "nccl_headers",
+    "nccl_library",
+    "cuda_driver",
+    "cuda_runtime",
+    "nvidia_driver",
+    "epcomm_abi",
+)
 MACHINE_KEYS_4 = ("epcomm_commit",)
 
 
@@ -82,13 +131,19 @@ def check(record):
     version = FORMATS.index(record["format"]) + 1
     v2, v3, v4 = version >= 2, version >= 3, version >= 4
     _need(record, TOP_KEYS_4 if v4 else (), "record")
-    _need(record["config"], CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()) + (CONFIG_KEYS_3 if v3 else ())
-          + (CONFIG_KEYS_4 if v4 else ()), "config")
+    _need(
+        record["config"],
+        CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()) + (CONFIG_KEYS_3 if v3 else ()) + (CONFIG_KEYS_4 if v4 else ()),
+        "config",
+    )
     if v4:
         cupti = record["cupti"]
         _need(cupti, CUPTI_KEYS, "cupti")
-        if not isinstance(cupti["active"], bool) or (cupti["library"] is None) == cupti["active"] or \
-                (cupti["why_not"] is None) != cupti["active"]:
+        if (
+            not isinstance(cupti["active"], bool)
+            or (cupti["library"] is None) == cupti["active"]
+            or (cupti["why_not"] is None) != cupti["active"]
+        ):
             raise FormatError("cupti: expected a library when active and a reason (why_not) when not")
     _need(record["machine"], MACHINE_KEYS + (MACHINE_KEYS_4 if v4 else ()), "machine")
     ranks = record["config"]["ranks"]
@@ -103,10 +158,17 @@ def check(record):
             _summary(record["floor"][key], f"floor.{key}", ranks, version)
     if v3:
         node_size, nodes = record["config"]["virtual_node_size"], record["config"]["nodes"]
-        if not isinstance(nodes, int) or nodes < 1 or not isinstance(node_size, int) or node_size < 0 or \
-                (node_size > 0 and node_size * nodes != ranks):
-            raise FormatError(f"config: virtual_node_size {node_size!r} and nodes {nodes!r} do not fit "
-                              f"{ranks} ranks (nodes = ranks / virtual_node_size)")
+        if (
+            not isinstance(nodes, int)
+            or nodes < 1
+            or not isinstance(node_size, int)
+            or node_size < 0
+            or (node_size > 0 and node_size * nodes != ranks)
+        ):
+            raise FormatError(
+                f"config: virtual_node_size {node_size!r} and nodes {nodes!r} do not fit "
+                f"{ranks} ranks (nodes = ranks / virtual_node_size)"
+            )
     if record["ceiling_peak"] is not None:
         _need(record["ceiling_peak"], ("bytes_per_peer", "peers", "time", "egress_GBps"), "ceiling_peak")
         _summary(record["ceiling_peak"]["time"], "ceiling_peak.time", ranks, version)
@@ -114,10 +176,16 @@ def check(record):
         raise FormatError("points: expected a list")
     for i, point in enumerate(record["points"]):
         where = f"points[{i}]"
-        _need(point, ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios")
-              + (POINT_KEYS_2 if v2 else ()) + (POINT_KEYS_4 if v4 else ()), where)
-        bytes_keys = BYTES_KEYS + (BYTES_KEYS_2 if v2 else ()) + (BYTES_KEYS_3 if v3 else ()) \
-            + (BYTES_KEYS_4 if v4 else ())
+        _need(
+            point,
+            ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios")
+            + (POINT_KEYS_2 if v2 else ())
+            + (POINT_KEYS_4 if v4 else ()),
+            where,
+        )
+        bytes_keys = (
+            BYTES_KEYS + (BYTES_KEYS_2 if v2 else ()) + (BYTES_KEYS_3 if v3 else ()) + (BYTES_KEYS_4 if v4 else ())
+        )
         _need(point["bytes"], bytes_keys, f"{where}.bytes")
         for key in bytes_keys:
             values = point["bytes"][key]

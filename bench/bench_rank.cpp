@@ -157,8 +157,7 @@ class Driver {
       return false;
     }
     MetricList kept;
-    keep_if_every_rank_has(s_, "device-memory copy bandwidth (so no roofline)", {{"memory.copy", mine}}, problem,
-                           kept);
+    keep_if_every_rank_has(s_, "device-memory copy bandwidth (so no roofline)", {{"memory.copy", mine}}, problem, kept);
     if (kept.empty()) return true;
     std::vector<Metric> all;
     if (!agree(gather_metrics(s_, kept, all, error_), "to gather the copy bandwidth")) return false;
@@ -195,10 +194,8 @@ class Driver {
     const int64_t peak = static_cast<int64_t>(o_.ceiling_peak_mib) << 20;
     // The most one rank can send one peer at the largest point: every token with all its
     // entries there (across nodes in HT, also every token it forwards there).
-    const int64_t point_max =
-        run_.wire.max_bytes_to_peer(o_.group_max_tokens(), o_.topk, s_.nranks(), node_size());
-    if (!agree(ceiling_.setup(s_, std::max(peak, point_max), o_.timeout_ms, error_),
-               "to set up the ceiling")) {
+    const int64_t point_max = run_.wire.max_bytes_to_peer(o_.group_max_tokens(), o_.topk, s_.nranks(), node_size());
+    if (!agree(ceiling_.setup(s_, std::max(peak, point_max), o_.timeout_ms, error_), "to set up the ceiling")) {
       return false;
     }
     Summary mine;
@@ -283,11 +280,9 @@ class Driver {
     say("point %zu/%zu, %d tokens per rank: ours step %s us (dispatch %s, combine %s), baseline %s us, "
         "ceiling %s us%s, ours/baseline %s [%.1f s]",
         index + 1, o_.tokens.size(), p.tokens, fixed(p.median_us("ours.kernel.step"), 1).c_str(),
-        fixed(p.median_us("ours.kernel.dispatch"), 1).c_str(),
-        fixed(p.median_us("ours.kernel.combine"), 1).c_str(),
-        fixed(p.median_us("baseline.kernel.step"), 1).c_str(),
-        fixed(p.median_us("ceiling.kernel.step"), 1).c_str(), extra.c_str(),
-        fixed(ratio(p, "ours.kernel.step", "baseline.kernel.step"), 2).c_str(), seconds);
+        fixed(p.median_us("ours.kernel.dispatch"), 1).c_str(), fixed(p.median_us("ours.kernel.combine"), 1).c_str(),
+        fixed(p.median_us("baseline.kernel.step"), 1).c_str(), fixed(p.median_us("ceiling.kernel.step"), 1).c_str(),
+        extra.c_str(), fixed(ratio(p, "ours.kernel.step", "baseline.kernel.step"), 2).c_str(), seconds);
   }
 
   RankSession& s_;

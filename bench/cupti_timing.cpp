@@ -79,8 +79,8 @@ bool time_cupti_steps(RankSession& session, KernelTracer& tracer, int warmup, in
     figures.emplace_back(std::string("ours.cupti.") + span.name, summarize(us));
   }
   if (problem.empty()) {
-    kernels_per_step = std::max(0, kernels_per_iteration(by_tag, iters, {kStart, kDispatchSent, kDispatchDone,
-                                                                         kCombineSent}));
+    kernels_per_step =
+        std::max(0, kernels_per_iteration(by_tag, iters, {kStart, kDispatchSent, kDispatchDone, kCombineSent}));
   }
   keep_if_every_rank_has(session, "CUPTI kernel spans", figures, problem, out);
   return true;

@@ -21,8 +21,8 @@ struct Options {
   uint32_t topk = 8;
   uint32_t ll_tokens = 128;
   uint32_t ht_tokens = 4096;
-  int gpus = -1;           // -1: all visible
-  int plan_ranks = 8;      // topology shown when there is no GPU
+  int gpus = -1;       // -1: all visible
+  int plan_ranks = 8;  // topology shown when there is no GPU
 };
 
 const char* kUsage =
@@ -60,8 +60,14 @@ Options parse(int argc, char** argv) {
         parse_u32(argv[i], "--ht-tokens=", o.ht_tokens)) {
       continue;
     }
-    if (parse_u32(argv[i], "--gpus=", v)) { o.gpus = static_cast<int>(v); continue; }
-    if (parse_u32(argv[i], "--plan-ranks=", v)) { o.plan_ranks = static_cast<int>(v); continue; }
+    if (parse_u32(argv[i], "--gpus=", v)) {
+      o.gpus = static_cast<int>(v);
+      continue;
+    }
+    if (parse_u32(argv[i], "--plan-ranks=", v)) {
+      o.plan_ranks = static_cast<int>(v);
+      continue;
+    }
     std::fprintf(stderr, "epcomm-info: unknown argument %s\n%s", argv[i], kUsage);
     std::exit(2);
   }
@@ -99,12 +105,13 @@ bool print_plan(const Options& o, EpcMode mode, int ranks) {
     std::printf("%s plan: %s: %s\n", mode_name(mode), epc_status_string(s), error_text().c_str());
     return false;
   }
-  std::printf("\n%s plan: %d ranks, %u experts, hidden %u, top-%u, %u tokens/rank\n",
-              mode_name(mode), ranks, c.num_experts, c.hidden, c.max_topk, c.max_tokens_per_rank);
-  std::printf("  symmetric window per rank: %.2f MiB (%llu bytes), %u slot(s), %u B per token "
-              "message, %u SMs\n",
-              mib(plan.symmetric_bytes), static_cast<unsigned long long>(plan.symmetric_bytes),
-              plan.num_slots, plan.message_bytes, plan.num_sms);
+  std::printf("\n%s plan: %d ranks, %u experts, hidden %u, top-%u, %u tokens/rank\n", mode_name(mode), ranks,
+              c.num_experts, c.hidden, c.max_topk, c.max_tokens_per_rank);
+  std::printf(
+      "  symmetric window per rank: %.2f MiB (%llu bytes), %u slot(s), %u B per token "
+      "message, %u SMs\n",
+      mib(plan.symmetric_bytes), static_cast<unsigned long long>(plan.symmetric_bytes), plan.num_slots,
+      plan.message_bytes, plan.num_sms);
   std::printf("  %-20s %14s %14s\n", "region", "offset", "bytes");
   for (uint32_t i = 0; i < plan.num_regions; ++i) {
     const EpcPlanRegion& r = plan.regions[i];
@@ -115,8 +122,7 @@ bool print_plan(const Options& o, EpcMode mode, int ranks) {
 }
 
 // One rank (thread) brings up a group in each mode and reports.
-std::string run_rank(const Options& o, const EpcUniqueId& id, int nranks, int rank,
-                     std::string& report) {
+std::string run_rank(const Options& o, const EpcUniqueId& id, int nranks, int rank, std::string& report) {
   void* comm = nullptr;
   if (epc_comm_init(&id, nranks, rank, rank, &comm) != EPC_OK) return "comm init: " + error_text();
   std::string failure;
@@ -139,9 +145,9 @@ std::string run_rank(const Options& o, const EpcUniqueId& id, int nranks, int ra
     std::snprintf(line, sizeof line,
                   "  rank %d/%d  %-15s GPU %d (%s)  NVLink team %d/%d  node %d/%d  "
                   "%u local experts  window %.2f MiB  barrier %s\n",
-                  info.rank, info.nranks, mode_name(mode), info.cuda_device, prop.name,
-                  info.lsa_rank, info.lsa_size, info.node, info.num_nodes, info.local_experts,
-                  mib(info.symmetric_bytes), b == EPC_OK ? "ok" : error_text().c_str());
+                  info.rank, info.nranks, mode_name(mode), info.cuda_device, prop.name, info.lsa_rank, info.lsa_size,
+                  info.node, info.num_nodes, info.local_experts, mib(info.symmetric_bytes),
+                  b == EPC_OK ? "ok" : error_text().c_str());
     report += line;
     if (b != EPC_OK) failure = "barrier: " + error_text();
     if (epc_group_destroy(group) != EPC_OK && failure.empty()) failure = "destroy: " + error_text();
@@ -162,11 +168,12 @@ int main(int argc, char** argv) {
   int devices = 0;
   cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
-    std::printf("No CUDA GPU is usable here (cudaGetDeviceCount: %s): showing the plan for %d "
-                "ranks only.\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", o.plan_ranks);
-    bool ok = print_plan(o, EPC_MODE_LOW_LATENCY, o.plan_ranks) &&
-              print_plan(o, EPC_MODE_HIGH_THROUGHPUT, o.plan_ranks);
+    std::printf(
+        "No CUDA GPU is usable here (cudaGetDeviceCount: %s): showing the plan for %d "
+        "ranks only.\n",
+        err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", o.plan_ranks);
+    bool ok =
+        print_plan(o, EPC_MODE_LOW_LATENCY, o.plan_ranks) && print_plan(o, EPC_MODE_HIGH_THROUGHPUT, o.plan_ranks);
     return ok ? 0 : 1;
   }
   int nranks = o.gpus > 0 ? o.gpus : devices;
@@ -187,9 +194,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> reports(static_cast<size_t>(nranks)), failures(static_cast<size_t>(nranks));
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      failures[static_cast<size_t>(r)] = run_rank(o, id, nranks, r, reports[static_cast<size_t>(r)]);
-    });
+    threads.emplace_back(
+        [&, r] { failures[static_cast<size_t>(r)] = run_rank(o, id, nranks, r, reports[static_cast<size_t>(r)]); });
   }
   for (auto& t : threads) t.join();
   std::printf("\nGroups brought up:\n");
@@ -201,7 +207,6 @@ int main(int argc, char** argv) {
       failed++;
     }
   }
-  std::printf("%s: %d of %d ranks brought up both groups\n", failed == 0 ? "OK" : "FAILED",
-              nranks - failed, nranks);
+  std::printf("%s: %d of %d ranks brought up both groups\n", failed == 0 ? "OK" : "FAILED", nranks - failed, nranks);
   return failed == 0 ? 0 : 1;
 }

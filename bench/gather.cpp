@@ -16,8 +16,7 @@ uint64_t names_fingerprint(const MetricList& metrics) {
   return h;
 }
 
-bool gather_metrics(RankSession& session, const MetricList& mine, std::vector<Metric>& out,
-                    std::string& error) {
+bool gather_metrics(RankSession& session, const MetricList& mine, std::vector<Metric>& out, std::string& error) {
   const int R = session.nranks();
   struct Head {
     uint64_t fingerprint;
@@ -29,8 +28,8 @@ bool gather_metrics(RankSession& session, const MetricList& mine, std::vector<Me
     Head other;
     std::memcpy(&other, heads.data() + static_cast<size_t>(r) * sizeof other, sizeof other);
     if (other.fingerprint != head.fingerprint || other.count != head.count) {
-      error = "rank " + std::to_string(r) + " measured other figures than rank " +
-              std::to_string(session.rank()) + " (a bug in epcomm-bench)";
+      error = "rank " + std::to_string(r) + " measured other figures than rank " + std::to_string(session.rank()) +
+              " (a bug in epcomm-bench)";
       return false;
     }
   }

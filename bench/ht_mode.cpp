@@ -110,8 +110,8 @@ class HtMode final : public Mode {
 
   void teardown() override {
     group_.destroy();
-    for (DeviceBuffer* b : {&x_, &x_scales_, &w_, &idx_, &out_x_, &out_scales_, &out_idx_, &out_w_, &counts_,
-                            &num_recv_, &y_, &out_}) {
+    for (DeviceBuffer* b :
+         {&x_, &x_scales_, &w_, &idx_, &out_x_, &out_scales_, &out_idx_, &out_w_, &counts_, &num_recv_, &y_, &out_}) {
       b->release();
     }
   }
@@ -123,8 +123,7 @@ class HtMode final : public Mode {
   // last in `handle`. Every rank agrees after each creation (a host-side collective), so no
   // rank enters a collective its peers will not join, and the ranks start each creation
   // together: the host time is the creation's, not a wait for a late peer.
-  bool create_handles(int B, int samples, EpcHandle*& handle, int64_t& rows, MetricList& out,
-                      std::string& error) {
+  bool create_handles(int B, int samples, EpcHandle*& handle, int64_t& rows, MetricList& out, std::string& error) {
     const cudaStream_t st = s_->stream();
     const EpcTensor idx = tensor(idx_.ptr, EPC_DTYPE_INT64, {B, K_});
     EventMarks marks(samples, 2);
@@ -171,8 +170,8 @@ class HtMode final : public Mode {
     const int64_t want = capacity_ ? static_cast<int64_t>(R_) * T_ : in.traffic->received_tokens;
     const bool right = rows == want;
     if (!right) {
-      error = "epc_ht_handle_create reported " + std::to_string(rows) + " rows; the routing (" +
-              o_.ht_sizing + " sizing) gives " + std::to_string(want);
+      error = "epc_ht_handle_create reported " + std::to_string(rows) + " rows; the routing (" + o_.ht_sizing +
+              " sizing) gives " + std::to_string(want);
     }
     if (!s_->all_true(right)) {
       if (right) error = "another rank's handle has a wrong row count";
@@ -201,9 +200,8 @@ class HtMode final : public Mode {
   bool dispatch(EpcHandle* h, const HtTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     if (m) m->record(iter, kStart, st);
-    TRY_EPC(epc_ht_dispatch(h, &t.x, fp8_ ? &t.x_scales : nullptr, &t.w, &t.out_x,
-                            fp8_ ? &t.out_scales : nullptr, &t.out_idx, &t.out_w, &t.counts, &t.num_recv,
-                            0, st),
+    TRY_EPC(epc_ht_dispatch(h, &t.x, fp8_ ? &t.x_scales : nullptr, &t.w, &t.out_x, fp8_ ? &t.out_scales : nullptr,
+                            &t.out_idx, &t.out_w, &t.counts, &t.num_recv, 0, st),
             "epc_ht_dispatch");
     if (m) m->record(iter, kDispatchDone, st);
     return true;
@@ -219,11 +217,9 @@ class HtMode final : public Mode {
   bool measure_with(EpcHandle* h, int B, int64_t rows, const PointInput& in, MetricList& out, bool& checked,
                     std::string& error) {
     const HtTensors t = tensors(B, rows);
-    const StepCalls step{
-        [&](StepMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
-        [&](StepMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
-    if (!time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked,
-                    error)) {
+    const StepCalls step{[&](StepMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
+                         [&](StepMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
+    if (!time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked, error)) {
       return false;
     }
     return !capacity_ || time_layout_update(h, B, in, out, error);

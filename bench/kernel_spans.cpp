@@ -56,8 +56,8 @@ bool spans_by_tag(const std::vector<KernelRecord>& kernels, const std::vector<Ta
   for (const TagLink& link : links) {
     const auto [it, inserted] = tag_of.emplace(link.correlation, link.tag);
     if (!inserted && it->second != link.tag) {
-      error = "CUPTI linked the API call with correlation id " + std::to_string(link.correlation) +
-              " to two tags (" + std::to_string(it->second) + " and " + std::to_string(link.tag) + ")";
+      error = "CUPTI linked the API call with correlation id " + std::to_string(link.correlation) + " to two tags (" +
+              std::to_string(it->second) + " and " + std::to_string(link.tag) + ")";
       return false;
     }
   }
@@ -92,8 +92,7 @@ bool iteration_spans(const std::map<uint64_t, KernelSpan>& by_tag, int iteration
   return true;
 }
 
-int kernels_per_iteration(const std::map<uint64_t, KernelSpan>& by_tag, int iterations,
-                          const std::vector<int>& parts) {
+int kernels_per_iteration(const std::map<uint64_t, KernelSpan>& by_tag, int iterations, const std::vector<int>& parts) {
   int common = -1;
   for (int i = 0; i < iterations; ++i) {
     int n = 0;

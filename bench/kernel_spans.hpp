@@ -77,8 +77,7 @@ bool iteration_spans(const std::map<uint64_t, KernelSpan>& by_tag, int iteration
 
 // The kernels each iteration's parts launched, when every iteration launched as many; else
 // -1 (a graph's steps are checked against it).
-int kernels_per_iteration(const std::map<uint64_t, KernelSpan>& by_tag, int iterations,
-                          const std::vector<int>& parts);
+int kernels_per_iteration(const std::map<uint64_t, KernelSpan>& by_tag, int iterations, const std::vector<int>& parts);
 
 // Graph replays (the second rule above): the span of each of `replays` x `steps` steps, in
 // replay order, in us. `kernels_per_step` is what one eager step launched (0: unknown, not

@@ -112,8 +112,7 @@ class LlMode final : public Mode {
   EpcStatus call_dispatch(EpcHandle* h, const StepTensors& t, EpcFlags flags) const {
     if (fp8_) {
       if (o_.pow2_scales) flags |= EPC_FLAG_FP8_POW2_SCALES;
-      return epc_ll_dispatch_fp8(h, &t.x, &t.w, &t.out_x, &t.out_scales, &t.counts, flags,
-                                 s_->stream());
+      return epc_ll_dispatch_fp8(h, &t.x, &t.w, &t.out_x, &t.out_scales, &t.counts, flags, s_->stream());
     }
     return epc_ll_dispatch(h, &t.x, &t.w, &t.out_x, &t.counts, flags, s_->stream());
   }
@@ -146,16 +145,14 @@ class LlMode final : public Mode {
     return true;
   }
 
-  bool measure_with(EpcHandle* h, int B, const PointInput& in, MetricList& out, bool& checked,
-                    std::string& error) {
+  bool measure_with(EpcHandle* h, int B, const PointInput& in, MetricList& out, bool& checked, std::string& error) {
     const StepTensors t = tensors(B);
     StepCalls step{[&](StepMarks* m, int iter, std::string& e) { return dispatch(h, t, m, iter, e); },
                    [&](StepMarks* m, int iter, std::string& e) { return combine(h, t, m, iter, e); }};
 #ifdef EPC_PHASE_TRACE
     step.after_kernel_timing = [this](int steps, MetricList& o, std::string&) { return read_phases(steps, o); };
 #endif
-    return time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked,
-                      error);
+    return time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked, error);
   }
 
 #ifdef EPC_PHASE_TRACE
@@ -178,14 +175,13 @@ class LlMode final : public Mode {
   bool check_outputs(int B, const PointInput& in, std::string& error) {
     std::vector<int32_t> counts(static_cast<size_t>(L_));
     std::vector<uint16_t> combined(static_cast<size_t>(B) * H_);
-    TRY_CUDA(cudaMemcpy(counts.data(), counts_.ptr, counts.size() * 4, cudaMemcpyDeviceToHost),
-             "reading out_counts");
+    TRY_CUDA(cudaMemcpy(counts.data(), counts_.ptr, counts.size() * 4, cudaMemcpyDeviceToHost), "reading out_counts");
     TRY_CUDA(cudaMemcpy(combined.data(), out_.ptr, combined.size() * 2, cudaMemcpyDeviceToHost),
              "reading the combine output");
     std::string why;
     if (!check_counts(counts, in.traffic->expected_counts, why) ||
-        !check_combined(combined, B, H_,
-                        expected_combine(*in.routing, B, K_, L_, R_, /*per_rank_partials=*/true), why)) {
+        !check_combined(combined, B, H_, expected_combine(*in.routing, B, K_, L_, R_, /*per_rank_partials=*/true),
+                        why)) {
       error = "wrong results, so no times are reported: " + why;
       return false;
     }

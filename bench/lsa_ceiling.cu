@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bench/lsa_ceiling.hpp"
 
-#include <cuda/atomic>
 #include <nccl.h>
 #include <nccl_device.h>
+#include <cuda/atomic>
 
 #include <algorithm>
 #include <cstring>
@@ -13,7 +13,7 @@
 namespace epc::bench {
 namespace {
 
-constexpr int kMaxLsa = 128;  // per-peer sizes travel in the kernel's parameters
+constexpr int kMaxLsa = 128;          // per-peer sizes travel in the kernel's parameters
 constexpr int kThreads = 512;         // all SMs: two blocks of 512 threads per SM
 constexpr int kBudgetThreads = 1024;  // an SM budget: one block of 1024 threads per SM
 constexpr int64_t kAlign = 4096;
@@ -48,8 +48,7 @@ __global__ void __launch_bounds__(kBudgetThreads) ceiling_copy(CopyParams p) {
   const int chunk = static_cast<int>(blockIdx.x) / peers;
   const int peer = (p.lsa_rank + 1 + which) % p.lsa_size;
   const int64_t n = p.vectors_to[peer];
-  int4* dst = static_cast<int4*>(
-      ncclGetLsaPointer(p.window, static_cast<size_t>(p.lsa_rank) * p.slot_bytes, peer));
+  int4* dst = static_cast<int4*>(ncclGetLsaPointer(p.window, static_cast<size_t>(p.lsa_rank) * p.slot_bytes, peer));
   const int64_t stride = static_cast<int64_t>(p.blocks_per_peer) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(chunk) * blockDim.x + threadIdx.x; i < n; i += stride) {
     dst[i] = p.source[i];
@@ -65,8 +64,8 @@ __global__ void __launch_bounds__(kBudgetThreads) ceiling_copy(CopyParams p) {
   __threadfence_system();
   for (int q = threadIdx.x; q < p.lsa_size; q += blockDim.x) {
     if (q == p.lsa_rank) continue;
-    auto* flag = static_cast<uint64_t*>(
-        ncclGetLsaPointer(p.window, p.signal_offset + static_cast<size_t>(p.lsa_rank) * 8, q));
+    auto* flag =
+        static_cast<uint64_t*>(ncclGetLsaPointer(p.window, p.signal_offset + static_cast<size_t>(p.lsa_rank) * 8, q));
     cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*flag).store(p.epoch, cuda::memory_order_release);
   }
   for (int q = threadIdx.x; q < p.lsa_size; q += blockDim.x) {
@@ -96,8 +95,7 @@ bool LsaCeiling::setup(RankSession& session, int64_t slot_bytes, int timeout_ms,
   const ncclTeam_t lsa = ncclTeamLsa(comm);
   if (lsa.nRanks != session.nranks()) {
     error = "the ceiling needs every rank in one NVLink (LSA) domain, but this rank's has " +
-            std::to_string(lsa.nRanks) + " of " + std::to_string(session.nranks()) +
-            " ranks; run with --ceiling=off";
+            std::to_string(lsa.nRanks) + " of " + std::to_string(session.nranks()) + " ranks; run with --ceiling=off";
     return false;
   }
   if (lsa.nRanks < 2 || lsa.nRanks > kMaxLsa) {
@@ -136,8 +134,7 @@ bool LsaCeiling::setup(RankSession& session, int64_t slot_bytes, int timeout_ms,
   *fail_host_ = 0;
   TRY_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&fail_device_), fail_host_, 0),
            "cudaHostGetDevicePointer (ceiling failure flag)");
-  TRY_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, session.device()),
-           "cudaDeviceGetAttribute");
+  TRY_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, session.device()), "cudaDeviceGetAttribute");
   // Two blocks per SM, dealt evenly to the peers.
   const int peers = lsa_size_ - 1;
   blocks_ = std::max(1, (2 * sms_ + peers - 1) / peers) * peers;
@@ -180,8 +177,10 @@ bool LsaCeiling::launch(const std::vector<int64_t>& bytes_to, int blocks, int th
   for (int q = 0; q < lsa_size_; ++q) {
     const int64_t bytes = q == lsa_rank_ ? 0 : round_up(bytes_to[static_cast<size_t>(q)], 16);
     if (bytes > slot_bytes_) {
-      error = "the ceiling was asked to send " + std::to_string(bytes) + " bytes to a peer; its "
-              "window holds " + std::to_string(slot_bytes_);
+      error = "the ceiling was asked to send " + std::to_string(bytes) +
+              " bytes to a peer; its "
+              "window holds " +
+              std::to_string(slot_bytes_);
       return false;
     }
     p.vectors_to[q] = bytes / 16;
@@ -202,13 +201,11 @@ bool LsaCeiling::launch(const std::vector<int64_t>& bytes_to, int blocks, int th
 
 bool LsaCeiling::failed(std::string& error) {
   if (*static_cast<volatile int*>(fail_host_) == 0) return false;
-  error = "ceiling copy: a peer did not signal within the timeout (rank " +
-          std::to_string(s_->rank()) + " waited)";
+  error = "ceiling copy: a peer did not signal within the timeout (rank " + std::to_string(s_->rank()) + " waited)";
   return true;
 }
 
-bool LsaCeiling::measure_peak(int64_t bytes_per_peer, int warmup, int iters, Summary& out,
-                              std::string& error) {
+bool LsaCeiling::measure_peak(int64_t bytes_per_peer, int warmup, int iters, Summary& out, std::string& error) {
   const std::vector<int64_t> bytes_to(static_cast<size_t>(lsa_size_), bytes_per_peer);
   EventMarks marks(iters, 2);
   for (int i = 0; i < warmup; ++i) {
@@ -230,14 +227,13 @@ bool LsaCeiling::measure_peak(int64_t bytes_per_peer, int warmup, int iters, Sum
   return true;
 }
 
-bool LsaCeiling::measure_point(const RankTraffic& traffic, int warmup, int iters, const std::string& who,
-                               int sms, MetricList& out, std::string& error) {
+bool LsaCeiling::measure_point(const RankTraffic& traffic, int warmup, int iters, const std::string& who, int sms,
+                               MetricList& out, std::string& error) {
   const int blocks = sms > 0 ? budget_blocks(sms) : blocks_;
   const int threads = sms > 0 ? kBudgetThreads : kThreads;
   EventMarks marks(iters, 3);
   for (int i = 0; i < warmup; ++i) {
-    if (!launch(traffic.dispatch_to, blocks, threads, error) ||
-        !launch(traffic.combine_to, blocks, threads, error)) {
+    if (!launch(traffic.dispatch_to, blocks, threads, error) || !launch(traffic.combine_to, blocks, threads, error)) {
       return false;
     }
   }
@@ -251,8 +247,7 @@ bool LsaCeiling::measure_point(const RankTraffic& traffic, int warmup, int iters
   TRY_CUDA(cudaStreamSynchronize(s_->stream()), "running the ceiling copy");
   if (failed(error)) return false;
   std::vector<double> d, c, step;
-  if (!marks.ok() || !marks.elapsed_us(0, 1, d) || !marks.elapsed_us(1, 2, c) ||
-      !marks.elapsed_us(0, 2, step)) {
+  if (!marks.ok() || !marks.elapsed_us(0, 1, d) || !marks.elapsed_us(1, 2, c) || !marks.elapsed_us(0, 2, step)) {
     error = "reading the ceiling's CUDA events";
     return false;
   }

@@ -50,13 +50,13 @@ class LsaCeiling {
   bool failed(std::string& error);
 
   RankSession* s_ = nullptr;
-  void* memory_ = nullptr;  // ncclMemAlloc
-  void* window_ = nullptr;  // ncclWindow_t
+  void* memory_ = nullptr;    // ncclMemAlloc
+  void* window_ = nullptr;    // ncclWindow_t
   void* dev_comm_ = nullptr;  // ncclDevComm, heap-held so this header needs no NCCL device headers
   bool dev_comm_created_ = false;
-  void* source_ = nullptr;   // local bytes to copy from
-  uint32_t* done_ = nullptr; // device: blocks finished in the current launch
-  int* fail_host_ = nullptr; // mapped: set when a wait timed out
+  void* source_ = nullptr;    // local bytes to copy from
+  uint32_t* done_ = nullptr;  // device: blocks finished in the current launch
+  int* fail_host_ = nullptr;  // mapped: set when a wait timed out
   int* fail_device_ = nullptr;
   int64_t slot_bytes_ = 0;
   uint64_t epoch_ = 0;

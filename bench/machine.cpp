@@ -25,13 +25,10 @@ struct GpuRecord {  // fixed size: it travels through an all-gather
 
 std::string nccl_version_text(int code) {
   // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
-  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
-         std::to_string(code % 100);
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
 }
 
-std::string cuda_version_text(int code) {
-  return std::to_string(code / 1000) + "." + std::to_string(code % 1000 / 10);
-}
+std::string cuda_version_text(int code) { return std::to_string(code / 1000) + "." + std::to_string(code % 1000 / 10); }
 
 // The kernel module's version from /proc/driver/nvidia/version, whose first line reads
 // "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release Build ...":
@@ -43,8 +40,8 @@ std::string nvidia_driver_version() {
   std::istringstream words(line);
   std::string word;
   while (words >> word) {
-    const bool version_like = word.find('.') != std::string::npos &&
-                              word.find_first_not_of("0123456789.") == std::string::npos;
+    const bool version_like =
+        word.find('.') != std::string::npos && word.find_first_not_of("0123456789.") == std::string::npos;
     if (version_like) return word;
   }
   return "unknown";

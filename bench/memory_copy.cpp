@@ -9,8 +9,8 @@
 
 namespace epc::bench {
 
-bool measure_memory_copy(RankSession& session, int64_t bytes, int warmup, int iters, Summary& out,
-                         std::string& problem, std::string& error) {
+bool measure_memory_copy(RankSession& session, int64_t bytes, int warmup, int iters, Summary& out, std::string& problem,
+                         std::string& error) {
   problem.clear();
   if (bytes <= 0 || iters < 1) {
     problem = "the memory copy needs bytes and at least one copy";

@@ -16,7 +16,7 @@ constexpr int64_t kMemoryCopyBytes = int64_t{256} << 20;
 
 // Local (no other rank takes part). `iters` copies of `bytes` after `warmup`. False only when
 // CUDA failed; when the buffers cannot be allocated it returns true with `problem` set.
-bool measure_memory_copy(RankSession& session, int64_t bytes, int warmup, int iters, Summary& out,
-                         std::string& problem, std::string& error);
+bool measure_memory_copy(RankSession& session, int64_t bytes, int warmup, int iters, Summary& out, std::string& problem,
+                         std::string& error);
 
 }  // namespace epc::bench

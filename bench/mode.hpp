@@ -20,8 +20,8 @@ namespace epc::bench {
 
 struct PointInput {
   int tokens = 0;
-  int warmup = 0;  // untimed steps before each measurement (Options::warmup_at)
-  int iters = 0;   // timed steps per measurement (Options::iters_at)
+  int warmup = 0;                        // untimed steps before each measurement (Options::warmup_at)
+  int iters = 0;                         // timed steps per measurement (Options::iters_at)
   const Routing* routing = nullptr;      // this rank's [tokens, topk]
   const RankTraffic* traffic = nullptr;  // this rank's, with the expected counts
   // CUPTI's kernel records, when every rank could open them (--cupti); else nullptr.
@@ -37,8 +37,7 @@ class Mode {
   virtual WireFormat wire() const = 0;
   // Collective. Appends this rank's "ours.*" figures; `counts_ok` says whether dispatch
   // delivered exactly the expected rows to every local expert.
-  virtual bool measure(const PointInput& in, MetricList& out, bool& counts_ok,
-                       std::string& error) = 0;
+  virtual bool measure(const PointInput& in, MetricList& out, bool& counts_ok, std::string& error) = 0;
   // Collective. Releases the group.
   virtual void teardown() = 0;
 };

@@ -85,15 +85,15 @@ bool DeviceBuffer::allocate(size_t bytes, const char* what, std::string& error) 
 }
 
 const StepSpan kStepSpans[7] = {{"dispatch", kStart, kDispatchDone, false},
-                                 {"combine", kDispatchDone, kCombineDone, false},
-                                 {"step", kStart, kCombineDone, false},
-                                 {"dispatch_send", kStart, kDispatchSent, true},
-                                 {"dispatch_complete", kDispatchSent, kDispatchDone, true},
-                                 {"combine_send", kDispatchDone, kCombineSent, true},
-                                 {"combine_complete", kCombineSent, kCombineDone, true}};
+                                {"combine", kDispatchDone, kCombineDone, false},
+                                {"step", kStart, kCombineDone, false},
+                                {"dispatch_send", kStart, kDispatchSent, true},
+                                {"dispatch_complete", kDispatchSent, kDispatchDone, true},
+                                {"combine_send", kDispatchDone, kCombineSent, true},
+                                {"combine_complete", kCombineSent, kCombineDone, true}};
 
-bool time_kernels(const std::string& who, cudaStream_t st, int warmup, int iters, bool send_only,
-                  const StepCalls& step, MetricList& out, std::string& error) {
+bool time_kernels(const std::string& who, cudaStream_t st, int warmup, int iters, bool send_only, const StepCalls& step,
+                  MetricList& out, std::string& error) {
   for (int i = 0; i < warmup; ++i) {
     if (!step.dispatch(nullptr, 0, error) || !step.combine(nullptr, 0, error)) return false;
   }
@@ -223,9 +223,8 @@ bool time_point(RankSession& session, const Options& options, const PointInput& 
   checked = true;
   if (!time_api("ours", st, in.iters, step, out, error)) return false;
   int kernels_per_step = 0;
-  if (in.tracer != nullptr &&
-      !time_cupti_steps(session, *in.tracer, in.warmup, in.iters, options.send_only, step, out, kernels_per_step,
-                        error)) {
+  if (in.tracer != nullptr && !time_cupti_steps(session, *in.tracer, in.warmup, in.iters, options.send_only, step, out,
+                                                kernels_per_step, error)) {
     return false;
   }
   return !options.graph ||

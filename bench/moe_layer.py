@@ -27,6 +27,7 @@ Host synchronisations per layer: the baseline reads its split sizes; ll reads ou
 ht learns its row count when creating the handle, reads out_expert_counts, and closing the
 handle waits for the device.
 """
+
 import json
 import os
 import sys
@@ -39,6 +40,7 @@ from moe.report import print_table  # noqa: E402
 
 def free_port():
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -60,20 +62,19 @@ def main(argv=None):
         sys.exit(f"moe_layer.py: --experts={args.experts} is not divisible by {nranks} ranks")
     library = find_library()
     if library is None:
-        sys.exit("moe_layer.py: libepcomm.so.1 not found: set EPCOMM_LIB (or build into build/, "
-                 "or stage into .gpu/)")
+        sys.exit("moe_layer.py: libepcomm.so.1 not found: set EPCOMM_LIB (or build into build/, or stage into .gpu/)")
     os.environ["EPCOMM_LIB"] = library
     sys.path.insert(0, BINDINGS)
     import epcomm
     from moe.run import rank_main
+
     uid = epcomm.UniqueId.create()  # this process keeps NCCL's bootstrap root alive
     result_path = args.out or os.path.join(os.getcwd(), "moe_layer.json")
     if os.path.exists(result_path):
         os.remove(result_path)  # a stale file must not pass for this run's result
     failed = False
     try:
-        mp.spawn(rank_main, args=(nranks, uid.hex(), free_port(), args, library, result_path),
-                 nprocs=nranks, join=True)
+        mp.spawn(rank_main, args=(nranks, uid.hex(), free_port(), args, library, result_path), nprocs=nranks, join=True)
     except Exception as error:  # noqa: BLE001 (a rank failed: report and exit non-zero)
         print(f"moe_layer.py: a rank failed: {error}", file=sys.stderr)
         failed = True

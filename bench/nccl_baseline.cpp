@@ -93,15 +93,13 @@ bool NcclBaseline::setup(RankSession& session, const Options& options, std::stri
     }
     lanes_.push_back(Lane{meta_, send_meta, recv_meta_, meta_row});
   }
-  TRY_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_counts_), (bins + peer_counts) * 4),
-           "baseline pinned counts");
+  TRY_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_counts_), (bins + peer_counts) * 4), "baseline pinned counts");
   if (fp8) {
     TRY_CUDA(cudaMemsetAsync(x_, kFp8E4m3One, T * payload_row, s_->stream()), "filling baseline x");
   } else {
     TRY_CUDA(fill_u16(x_, kBf16One, T * H_, s_->stream()), "filling baseline x");
   }
-  TRY_CUDA(fill_u16(expert_out_, kBf16One, received_rows * H_, s_->stream()),
-           "filling baseline expert outputs");
+  TRY_CUDA(fill_u16(expert_out_, kBf16One, received_rows * H_, s_->stream()), "filling baseline expert outputs");
   TRY_CUDA(cudaStreamSynchronize(s_->stream()), "filling baseline buffers");
   return true;
 }
@@ -126,8 +124,7 @@ bool NcclBaseline::prepare(const PointInput& in, std::string& error) {
   return true;
 }
 
-bool NcclBaseline::exchange_rows(const std::vector<Lane>& lanes, bool back, const char* what,
-                                 std::string& error) {
+bool NcclBaseline::exchange_rows(const std::vector<Lane>& lanes, bool back, const char* what, std::string& error) {
   const cudaStream_t st = s_->stream();
   const ncclComm_t comm = static_cast<ncclComm_t>(s_->comm());
   const std::vector<int64_t>& out_rows = back ? rows_from_ : rows_to_;
@@ -140,11 +137,13 @@ bool NcclBaseline::exchange_rows(const std::vector<Lane>& lanes, bool back, cons
     for (const Lane& lane : lanes) {
       if (out_rows[q] > 0) {
         TRY_NCCL(ncclSend(static_cast<const char*>(lane.send) + out_offset[q] * lane.row_bytes,
-                          out_rows[q] * lane.row_bytes, ncclChar, p, comm, st), what);
+                          out_rows[q] * lane.row_bytes, ncclChar, p, comm, st),
+                 what);
       }
       if (in_rows[q] > 0) {
-        TRY_NCCL(ncclRecv(static_cast<char*>(lane.recv) + in_offset[q] * lane.row_bytes,
-                          in_rows[q] * lane.row_bytes, ncclChar, p, comm, st), what);
+        TRY_NCCL(ncclRecv(static_cast<char*>(lane.recv) + in_offset[q] * lane.row_bytes, in_rows[q] * lane.row_bytes,
+                          ncclChar, p, comm, st),
+                 what);
       }
     }
   }
@@ -157,24 +156,29 @@ bool NcclBaseline::dispatch(StepMarks* m, int iter, std::string& error) {
   const ncclComm_t comm = static_cast<ncclComm_t>(s_->comm());
   const int bins = plan_.count_bins, per_peer = plan_.counts_per_peer;
   if (m) m->record(iter, kStart, st);
-  TRY_CUDA(launch_histogram(static_cast<const int32_t*>(count_input_), static_cast<int>(plan_.count_input.size()),
-                            1, 1, 0, bins, static_cast<int32_t*>(counts_), st), "baseline counts");
+  TRY_CUDA(launch_histogram(static_cast<const int32_t*>(count_input_), static_cast<int>(plan_.count_input.size()), 1, 1,
+                            0, bins, static_cast<int32_t*>(counts_), st),
+           "baseline counts");
   for (const Lane& lane : lanes_) {
     TRY_CUDA(launch_gather_rows(lane.source, static_cast<const int32_t*>(src_token_), rows_,
-                                static_cast<int>(lane.row_bytes), lane.send, st), "baseline pack");
+                                static_cast<int>(lane.row_bytes), lane.send, st),
+             "baseline pack");
   }
   TRY_NCCL(ncclGroupStart(), "ncclGroupStart");
   for (int p = 0; p < R_; ++p) {
-    TRY_NCCL(ncclSend(static_cast<int32_t*>(counts_) + static_cast<size_t>(p) * per_peer, per_peer, ncclInt32,
-                      p, comm, st), "ncclSend (counts)");
-    TRY_NCCL(ncclRecv(static_cast<int32_t*>(peer_counts_) + static_cast<size_t>(p) * per_peer, per_peer,
-                      ncclInt32, p, comm, st), "ncclRecv (counts)");
+    TRY_NCCL(
+        ncclSend(static_cast<int32_t*>(counts_) + static_cast<size_t>(p) * per_peer, per_peer, ncclInt32, p, comm, st),
+        "ncclSend (counts)");
+    TRY_NCCL(ncclRecv(static_cast<int32_t*>(peer_counts_) + static_cast<size_t>(p) * per_peer, per_peer, ncclInt32, p,
+                      comm, st),
+             "ncclRecv (counts)");
   }
   TRY_NCCL(ncclGroupEnd(), "ncclGroupEnd (counts)");
   TRY_CUDA(cudaMemcpyAsync(host_counts_, counts_, static_cast<size_t>(bins) * 4, cudaMemcpyDeviceToHost, st),
            "copying counts to the host");
   TRY_CUDA(cudaMemcpyAsync(host_counts_ + bins, peer_counts_, static_cast<size_t>(R_) * per_peer * 4,
-                           cudaMemcpyDeviceToHost, st), "copying counts to the host");
+                           cudaMemcpyDeviceToHost, st),
+           "copying counts to the host");
   TRY_CUDA(cudaStreamSynchronize(st), "waiting for the count exchange");
   rows_to_.assign(static_cast<size_t>(R_), 0);
   rows_from_.assign(static_cast<size_t>(R_), 0);
@@ -196,8 +200,8 @@ bool NcclBaseline::dispatch(StepMarks* m, int iter, std::string& error) {
   if (!exchange_rows(lanes_, false, "grouped ncclSend/ncclRecv (rows)", error)) return false;
   if (ht_) {
     // Received (token, entry) pairs per local expert: the routing each row carried.
-    TRY_CUDA(launch_histogram(static_cast<const int32_t*>(recv_meta_), received_, K_, 2 * K_,
-                              s_->rank() * L_, L_, static_cast<int32_t*>(recv_expert_counts_), st),
+    TRY_CUDA(launch_histogram(static_cast<const int32_t*>(recv_meta_), received_, K_, 2 * K_, s_->rank() * L_, L_,
+                              static_cast<int32_t*>(recv_expert_counts_), st),
              "baseline expert counts");
   }
   if (m) m->record(iter, kDispatchDone, st);
@@ -208,9 +212,10 @@ bool NcclBaseline::combine(StepMarks* m, int iter, std::string& error) {
   const cudaStream_t st = s_->stream();
   const std::vector<Lane> back = {Lane{nullptr, expert_out_, returned_, static_cast<size_t>(H_) * 2}};
   if (!exchange_rows(back, true, "grouped ncclSend/ncclRecv (expert outputs)", error)) return false;
-  TRY_CUDA(launch_weighted_sum(static_cast<const uint16_t*>(returned_), static_cast<const int32_t*>(pos_),
-                               static_cast<const float*>(weights_), B_, plan_.width, H_,
-                               static_cast<uint16_t*>(out_), st), "baseline combine sum");
+  TRY_CUDA(
+      launch_weighted_sum(static_cast<const uint16_t*>(returned_), static_cast<const int32_t*>(pos_),
+                          static_cast<const float*>(weights_), B_, plan_.width, H_, static_cast<uint16_t*>(out_), st),
+      "baseline combine sum");
   if (m) m->record(iter, kCombineDone, st);
   return true;
 }
@@ -219,8 +224,7 @@ bool NcclBaseline::check(const PointInput& in, std::string& error) {
   for (int p = 0; p < R_; ++p) {
     if (rows_to_[static_cast<size_t>(p)] != in.traffic->baseline_rows_to[static_cast<size_t>(p)] ||
         rows_from_[static_cast<size_t>(p)] != in.traffic->baseline_rows_from[static_cast<size_t>(p)]) {
-      error = "the baseline's count exchange with rank " + std::to_string(p) +
-              " disagrees with the routing";
+      error = "the baseline's count exchange with rank " + std::to_string(p) + " disagrees with the routing";
       return false;
     }
   }
@@ -236,8 +240,8 @@ bool NcclBaseline::check(const PointInput& in, std::string& error) {
   }
   std::vector<uint16_t> out(static_cast<size_t>(B_) * H_);
   TRY_CUDA(cudaMemcpy(out.data(), out_, out.size() * 2, cudaMemcpyDeviceToHost), "reading the baseline output");
-  const std::vector<float> expected = ht_ ? expected_ht_combine(*in.routing, B_, K_, L_, R_)
-                                          : expected_combine(*in.routing, B_, K_, L_, R_, false);
+  const std::vector<float> expected =
+      ht_ ? expected_ht_combine(*in.routing, B_, K_, L_, R_) : expected_combine(*in.routing, B_, K_, L_, R_, false);
   if (!check_combined(out, B_, H_, expected, why)) {
     error = "the baseline computed a wrong result: " + why;
     return false;
@@ -250,8 +254,7 @@ bool NcclBaseline::measure(const PointInput& in, MetricList& out, std::string& e
   const StepCalls step{[this](StepMarks* m, int iter, std::string& e) { return dispatch(m, iter, e); },
                        [this](StepMarks* m, int iter, std::string& e) { return combine(m, iter, e); }};
   MetricList kernel;
-  if (!time_kernels("baseline", s_->stream(), in.warmup, in.iters, false, step, kernel, error) ||
-      !check(in, error)) {
+  if (!time_kernels("baseline", s_->stream(), in.warmup, in.iters, false, step, kernel, error) || !check(in, error)) {
     return false;
   }
   out.insert(out.end(), kernel.begin(), kernel.end());

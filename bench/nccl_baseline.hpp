@@ -67,9 +67,9 @@ class NcclBaseline {
   int received_ = 0;  // rows it received in the last dispatch
   BaselinePlan plan_;
   std::vector<void*> buffers_;  // every cudaMalloc, freed by teardown
-  void* x_ = nullptr;          // [T, payload row]
-  void* x_scales_ = nullptr;   // HT fp8: [T, H/128] fp32
-  void* meta_ = nullptr;       // HT: [T, 2K] top-k ids and weights
+  void* x_ = nullptr;           // [T, payload row]
+  void* x_scales_ = nullptr;    // HT fp8: [T, H/128] fp32
+  void* meta_ = nullptr;        // HT: [T, 2K] top-k ids and weights
   void* count_input_ = nullptr;
   void* src_token_ = nullptr;
   void* pos_ = nullptr;
@@ -81,7 +81,7 @@ class NcclBaseline {
   void* expert_out_ = nullptr;
   void* returned_ = nullptr;
   void* out_ = nullptr;
-  std::vector<Lane> lanes_;  // what dispatch moves per row
+  std::vector<Lane> lanes_;         // what dispatch moves per row
   int32_t* host_counts_ = nullptr;  // pinned: [count_bins] mine, then [R * counts_per_peer] received
   std::vector<int64_t> rows_to_, rows_from_, send_offset_, recv_offset_;
 };

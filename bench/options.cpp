@@ -58,7 +58,7 @@ bool to_switch(const std::string& text, bool& out) {
   return false;
 }
 
-Setter int_flag(int Options::*field, long min, long max) {
+Setter int_flag(int Options::* field, long min, long max) {
   return [field, min, max](const std::string& v, Options& o, std::string& error) {
     if (to_int(v, min, max, o.*field)) return true;
     error = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
@@ -66,7 +66,7 @@ Setter int_flag(int Options::*field, long min, long max) {
   };
 }
 
-Setter switch_flag(bool Options::*field) {
+Setter switch_flag(bool Options::* field) {
   return [field](const std::string& v, Options& o, std::string& error) {
     if (to_switch(v, o.*field)) return true;
     error = "on or off";
@@ -93,9 +93,7 @@ const std::vector<Flag>& flags() {
       {"--tokens", "LIST",
        "tokens per rank, one measured point each: N, A,B,C, or A..B (A, 2A, 4A, ... up to B, and B "
        "itself). Default 128. LL allows 1..1024, HT 1..65536.",
-       [](const std::string& v, Options& o, std::string& e) {
-         return parse_token_list(v, o.tokens, e);
-       }},
+       [](const std::string& v, Options& o, std::string& e) { return parse_token_list(v, o.tokens, e); }},
       {"--max-tokens", "N",
        "the group's max_tokens_per_rank (buffer size; a real engine sizes it for its largest "
        "batch; HT's window grows with it: about 2 GB per GPU for 16384 tokens of hidden 7168 on 4 "
@@ -163,8 +161,7 @@ const std::vector<Flag>& flags() {
          e = "uniform or skewed";
          return false;
        }},
-      {"--hot-share", "F",
-       "skewed: probability in [0, 1] that a token's top-k contains the hot expert. Default 0.5.",
+      {"--hot-share", "F", "skewed: probability in [0, 1] that a token's top-k contains the hot expert. Default 0.5.",
        [](const std::string& v, Options& o, std::string& e) {
          if (to_fraction(v, 0.0, 1.0, false, o.routing.hot_share)) return true;
          e = "a number in [0, 1]";
@@ -176,8 +173,7 @@ const std::vector<Flag>& flags() {
          e = "a non-negative integer";
          return false;
        }},
-      {"--masked", "F",
-       "probability in [0, 1) that a top-k entry is masked (-1), for any routing. Default 0.",
+      {"--masked", "F", "probability in [0, 1) that a top-k entry is masked (-1), for any routing. Default 0.",
        [](const std::string& v, Options& o, std::string& e) {
          if (to_fraction(v, 0.0, 1.0, true, o.routing.masked)) return true;
          e = "a number in [0, 1)";
@@ -193,8 +189,7 @@ const std::vector<Flag>& flags() {
          e = "a non-negative integer";
          return false;
        }},
-      {"--warmup", "N", "untimed steps before each measurement. Default 20.",
-       int_flag(&Options::warmup, 0, 1000000)},
+      {"--warmup", "N", "untimed steps before each measurement. Default 20.", int_flag(&Options::warmup, 0, 1000000)},
       {"--iters", "N", "timed steps per measurement (the statistics' sample). Default 200.",
        int_flag(&Options::iters, 1, 1000000)},
       {"--large-from", "N",
@@ -250,8 +245,7 @@ const std::vector<Flag>& flags() {
   return table;
 }
 
-constexpr const char* kLauncherFlags[] = {"--ranks=", "--time-limit=", "--fail-grace=",
-                                          "--allow-oversubscribe"};
+constexpr const char* kLauncherFlags[] = {"--ranks=", "--time-limit=", "--fail-grace=", "--allow-oversubscribe"};
 
 bool is_launcher_flag(const std::string& arg) {
   for (const char* f : kLauncherFlags) {
@@ -294,8 +288,8 @@ std::string wrapped(const std::string& text) {
 bool validate(const Options& o, std::string& error) {
   const int largest = o.largest_tokens();
   if (o.max_tokens > 0 && o.max_tokens < largest) {
-    error = "--max-tokens=" + std::to_string(o.max_tokens) + " is smaller than the largest " +
-            "--tokens value " + std::to_string(largest);
+    error = "--max-tokens=" + std::to_string(o.max_tokens) + " is smaller than the largest " + "--tokens value " +
+            std::to_string(largest);
     return false;
   }
   if (o.topk > o.experts) {
@@ -303,7 +297,8 @@ bool validate(const Options& o, std::string& error) {
     return false;
   }
   if (o.hidden % 8 != 0) {
-    error = "--hidden=" + std::to_string(o.hidden) + " is not a multiple of 8 (rows move in 16-byte "
+    error = "--hidden=" + std::to_string(o.hidden) +
+            " is not a multiple of 8 (rows move in 16-byte "
             "vectors)";
     return false;
   }
@@ -319,18 +314,20 @@ bool validate(const Options& o, std::string& error) {
     return false;
   }
   if (ht && o.send_only) {
-    error = "--send-only does not apply to --mode=ht: high-throughput dispatch and combine have no "
-            "send-only split (EPC_FLAG_SEND_ONLY and epc_complete are low-latency calls)";
+    error =
+        "--send-only does not apply to --mode=ht: high-throughput dispatch and combine have no "
+        "send-only split (EPC_FLAG_SEND_ONLY and epc_complete are low-latency calls)";
     return false;
   }
   if (ht && o.pow2_scales) {
-    error = "--fp8-pow2-scales does not apply to --mode=ht: HT fp8 takes the caller's e4m3 rows "
-            "and scales unchanged (the benchmark fills them once)";
+    error =
+        "--fp8-pow2-scales does not apply to --mode=ht: HT fp8 takes the caller's e4m3 rows "
+        "and scales unchanged (the benchmark fills them once)";
     return false;
   }
   if (o.routing.kind == RoutingKind::skewed && o.routing.hot_expert >= o.experts) {
-    error = "--hot-expert=" + std::to_string(o.routing.hot_expert) + " is not below --experts=" +
-            std::to_string(o.experts);
+    error =
+        "--hot-expert=" + std::to_string(o.routing.hot_expert) + " is not below --experts=" + std::to_string(o.experts);
     return false;
   }
   return true;
@@ -341,15 +338,14 @@ bool validate(const Options& o, std::string& error) {
 bool check_virtual_node_size(const Options& o, int nranks, std::string& error) {
   const int n = o.virtual_node_size;
   if (n == 0 || (nranks > 0 && n <= nranks && nranks % n == 0)) return true;
-  error = "--virtual-node-size=" + std::to_string(n) + " does not divide the rank count " +
-          std::to_string(nranks) + ": virtual nodes hold the same number of consecutive ranks (use a "
-          "divisor of " + std::to_string(nranks) + ", or 0 for no virtual nodes)";
+  error = "--virtual-node-size=" + std::to_string(n) + " does not divide the rank count " + std::to_string(nranks) +
+          ": virtual nodes hold the same number of consecutive ranks (use a "
+          "divisor of " +
+          std::to_string(nranks) + ", or 0 for no virtual nodes)";
   return false;
 }
 
-int Options::largest_tokens() const {
-  return tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());
-}
+int Options::largest_tokens() const { return tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end()); }
 
 bool parse_token_list(const std::string& text, std::vector<int>& out, std::string& error) {
   std::vector<int> list;

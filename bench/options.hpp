@@ -22,9 +22,9 @@ struct RoutingSpec {
 };
 
 struct Options {
-  std::string mode = "ll";       // ll | ht
-  std::vector<int> tokens{128};  // tokens per rank, one point each
-  int max_tokens = 0;            // the group's max_tokens_per_rank; 0: largest of `tokens`
+  std::string mode = "ll";          // ll | ht
+  std::vector<int> tokens{128};     // tokens per rank, one point each
+  int max_tokens = 0;               // the group's max_tokens_per_rank; 0: largest of `tokens`
   std::string ht_sizing = "exact";  // ht: exact | capacity (EpcHtSizing of each point's handle)
   int hidden = 7168;
   int topk = 8;

@@ -23,8 +23,8 @@ uint16_t float_to_bf16(float value) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-std::vector<float> expected_combine(const Routing& routing, int tokens, int topk,
-                                    int local_experts, int nranks, bool per_rank_partials) {
+std::vector<float> expected_combine(const Routing& routing, int tokens, int topk, int local_experts, int nranks,
+                                    bool per_rank_partials) {
   const float w = 1.0f / static_cast<float>(topk);
   std::vector<float> expected(static_cast<size_t>(tokens));
   for (int t = 0; t < tokens; ++t) {
@@ -52,8 +52,7 @@ std::vector<float> expected_combine(const Routing& routing, int tokens, int topk
   return expected;
 }
 
-std::vector<float> expected_ht_combine(const Routing& routing, int tokens, int topk,
-                                       int local_experts, int nranks) {
+std::vector<float> expected_ht_combine(const Routing& routing, int tokens, int topk, int local_experts, int nranks) {
   std::vector<float> expected(static_cast<size_t>(tokens));
   std::vector<char> hosts(static_cast<size_t>(nranks));
   for (int t = 0; t < tokens; ++t) {
@@ -69,8 +68,8 @@ std::vector<float> expected_ht_combine(const Routing& routing, int tokens, int t
   return expected;
 }
 
-bool check_combined(const std::vector<uint16_t>& out, int tokens, int hidden,
-                    const std::vector<float>& expected, std::string& error) {
+bool check_combined(const std::vector<uint16_t>& out, int tokens, int hidden, const std::vector<float>& expected,
+                    std::string& error) {
   for (int t = 0; t < tokens; ++t) {
     const float want = expected[static_cast<size_t>(t)];
     const float tolerance = std::ldexp(std::fabs(want), -7);  // once per token: HT checks 10^8 values
@@ -78,8 +77,7 @@ bool check_combined(const std::vector<uint16_t>& out, int tokens, int hidden,
       const float got = bf16_to_float(out[static_cast<size_t>(t) * hidden + h]);
       if (!(std::fabs(got - want) <= tolerance)) {
         char text[200];
-        std::snprintf(text, sizeof text,
-                      "combine output of token %d, channel %d is %g; expected %g", t, h,
+        std::snprintf(text, sizeof text, "combine output of token %d, channel %d is %g; expected %g", t, h,
                       static_cast<double>(got), static_cast<double>(want));
         error = text;
         return false;
@@ -89,17 +87,15 @@ bool check_combined(const std::vector<uint16_t>& out, int tokens, int hidden,
   return true;
 }
 
-bool check_counts(const std::vector<int32_t>& got, const std::vector<int32_t>& expected,
-                  std::string& error) {
+bool check_counts(const std::vector<int32_t>& got, const std::vector<int32_t>& expected, std::string& error) {
   if (got.size() != expected.size()) {
-    error = "got " + std::to_string(got.size()) + " expert counts, expected " +
-            std::to_string(expected.size());
+    error = "got " + std::to_string(got.size()) + " expert counts, expected " + std::to_string(expected.size());
     return false;
   }
   for (size_t l = 0; l < got.size(); ++l) {
     if (got[l] != expected[l]) {
-      error = "dispatch delivered " + std::to_string(got[l]) + " rows to local expert " +
-              std::to_string(l) + "; the routing sends " + std::to_string(expected[l]);
+      error = "dispatch delivered " + std::to_string(got[l]) + " rows to local expert " + std::to_string(l) +
+              "; the routing sends " + std::to_string(expected[l]);
       return false;
     }
   }

@@ -21,21 +21,19 @@ uint16_t float_to_bf16(float value);  // round to nearest even
 // Expected combined value of every token of one rank ([tokens]), for `local_experts`
 // experts per rank. `per_rank_partials`: ours pre-reduces per rank and rounds each partial
 // to bf16; the baseline sums all K weighted rows in fp32 at once.
-std::vector<float> expected_combine(const Routing& routing, int tokens, int topk,
-                                    int local_experts, int nranks, bool per_rank_partials);
+std::vector<float> expected_combine(const Routing& routing, int tokens, int topk, int local_experts, int nranks,
+                                    bool per_rank_partials);
 
 // HT: the rows dispatch delivered come back as bf16 1.0 (the caller's already weighted
 // expert outputs), so a token's combined value is the number of ranks that received it.
-std::vector<float> expected_ht_combine(const Routing& routing, int tokens, int topk,
-                                       int local_experts, int nranks);
+std::vector<float> expected_ht_combine(const Routing& routing, int tokens, int topk, int local_experts, int nranks);
 
 // Compares a [tokens, hidden] bf16 output with the expected value per token, allowing one
 // bf16 rounding step (2^-7 relative). Returns false with `error` naming the first mismatch.
-bool check_combined(const std::vector<uint16_t>& out, int tokens, int hidden,
-                    const std::vector<float>& expected, std::string& error);
+bool check_combined(const std::vector<uint16_t>& out, int tokens, int hidden, const std::vector<float>& expected,
+                    std::string& error);
 
 // Compares per-expert counts. Returns false with `error` naming the first mismatch.
-bool check_counts(const std::vector<int32_t>& got, const std::vector<int32_t>& expected,
-                  std::string& error);
+bool check_counts(const std::vector<int32_t>& got, const std::vector<int32_t>& expected, std::string& error);
 
 }  // namespace epc::bench

@@ -44,8 +44,7 @@ bool one_operation(const LlPhaseRecord* ring, const char* op, int steps, MetricL
     }
   }
   if (us[0].empty()) {
-    problem = std::string("the phase trace has no complete ") + op + " step among the last " +
-              std::to_string(wanted);
+    problem = std::string("the phase trace has no complete ") + op + " step among the last " + std::to_string(wanted);
     return false;
   }
   for (size_t k = 0; k < sizeof kSpans / sizeof kSpans[0]; ++k) {

@@ -20,6 +20,7 @@ Works for LL and HT records alike (tokens per rank on a log axis). Several files
 side by side (one line style per file), e.g. an HT bf16 and an HT fp8 run. A format sample
 (format_sample: true) is stamped as such on every chart.
 """
+
 import argparse
 import os
 import sys
@@ -38,19 +39,21 @@ def import_pyplot():
     try:
         import matplotlib
     except ImportError:
-        sys.exit("plot.py: matplotlib is not installed: python3 -m pip install matplotlib "
-                 "(tools/dev.sh installs it)")
+        sys.exit("plot.py: matplotlib is not installed: python3 -m pip install matplotlib (tools/dev.sh installs it)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
 def label_of(path, record, several):
     gpus = record["machine"]["gpus"]
     config = record["config"]
-    base = f"{MODE_NAMES.get(config['mode'], config['mode'])} {config['dtype']}, " + \
-        (f"{config['nodes']} virtual nodes, " if config.get("virtual_node_size", 0) > 0 else "") + \
-        (f"{len(gpus)}x {gpus[0]['name']}" if gpus else "?")
+    base = (
+        f"{MODE_NAMES.get(config['mode'], config['mode'])} {config['dtype']}, "
+        + (f"{config['nodes']} virtual nodes, " if config.get("virtual_node_size", 0) > 0 else "")
+        + (f"{len(gpus)}x {gpus[0]['name']}" if gpus else "?")
+    )
     return f"{os.path.basename(path)}: {base}" if several else base
 
 
@@ -68,8 +71,10 @@ def describe(record):
         mode += f" ({c['ht_sizing']} sizing)"
     gpus = record["machine"]["gpus"]
     nodes = f" in {c['nodes']} virtual nodes" if c.get("virtual_node_size", 0) > 0 else ""
-    return (f"{mode}, {c['dtype']}, hidden {c['hidden']}, top-{c['topk']}, {c['experts']} experts, "
-            f"{c['sms']} SMs, {c['ranks']} ranks{nodes}" + (f" on {gpus[0]['name']}" if gpus else ""))
+    return (
+        f"{mode}, {c['dtype']}, hidden {c['hidden']}, top-{c['topk']}, {c['experts']} experts, "
+        f"{c['sms']} SMs, {c['ranks']} ranks{nodes}" + (f" on {gpus[0]['name']}" if gpus else "")
+    )
 
 
 def series(record, name, field="median_us"):
@@ -95,8 +100,9 @@ def bandwidth_series(record, name, field):
 def stamp(fig, records):
     title = describe(records[0]) if len(records) == 1 else ""
     if any(r["format_sample"] for r in records):
-        fig.text(0.5, 0.5, "FORMAT SAMPLE", fontsize=60, color="grey", alpha=0.25, ha="center",
-                 va="center", rotation=25)
+        fig.text(
+            0.5, 0.5, "FORMAT SAMPLE", fontsize=60, color="grey", alpha=0.25, ha="center", va="center", rotation=25
+        )
         fig.suptitle(SAMPLE_STAMP + (f"\n{title}" if title else ""), color="darkred", fontweight="bold")
     elif title:
         fig.suptitle(title)
@@ -126,9 +132,11 @@ def plot_layout(ax, runs):
     """HT: creating a handle (host until done, and CUDA events) and epc_handle_update."""
     for i, (label, record) in enumerate(runs):
         style = FILE_STYLES[i % len(FILE_STYLES)]
-        for name, colour, marker in (("ours.api.layout", "tab:purple", "x"),
-                                     ("ours.kernel.layout", "tab:blue", "o"),
-                                     ("ours.kernel.layout_update", "tab:cyan", "s")):
+        for name, colour, marker in (
+            ("ours.api.layout", "tab:purple", "x"),
+            ("ours.kernel.layout", "tab:blue", "o"),
+            ("ours.kernel.layout_update", "tab:cyan", "s"),
+        ):
             plot_band(ax, record, name, style, colour, marker, f"{name} ({label})")
     ax.set_yscale("log")
     axis_tokens(ax)
@@ -145,8 +153,15 @@ def plot_latency(plt, runs, path):
         for i, (label, record) in enumerate(runs):
             style = FILE_STYLES[i % len(FILE_STYLES)]
             for who in WHO:
-                plot_band(ax, record, f"{who}.kernel.{op}", style, WHO_COLOURS[who], "o",
-                          f"{who_label(who, record)} ({label})")
+                plot_band(
+                    ax,
+                    record,
+                    f"{who}.kernel.{op}",
+                    style,
+                    WHO_COLOURS[who],
+                    "o",
+                    f"{who_label(who, record)} ({label})",
+                )
             for extra, colour in ((f"ours.api.{op}", "tab:purple"), (f"ours.graph.{op}", "tab:orange")):
                 xs, ys = series(record, extra)
                 if xs:
@@ -170,11 +185,12 @@ def plot_bandwidth(plt, runs, path):
         for i, (label, record) in enumerate(runs):
             style = FILE_STYLES[i % len(FILE_STYLES)]
             for name, field, colour, marker in (
-                    (f"ours.{op}", "logical_GBps", "tab:blue", "o"),
-                    (f"ours.{op}", "wire_GBps", "tab:cyan", "s"),
-                    (f"baseline.{op}", "logical_GBps", "tab:red", "o"),
-                    (f"ceiling.{op}", "wire_GBps", "tab:green", "s"),
-                    (f"ceiling_budget.{op}", "wire_GBps", "tab:olive", "s")):
+                (f"ours.{op}", "logical_GBps", "tab:blue", "o"),
+                (f"ours.{op}", "wire_GBps", "tab:cyan", "s"),
+                (f"baseline.{op}", "logical_GBps", "tab:red", "o"),
+                (f"ceiling.{op}", "wire_GBps", "tab:green", "s"),
+                (f"ceiling_budget.{op}", "wire_GBps", "tab:olive", "s"),
+            ):
                 xs, ys = bandwidth_series(record, name, field)
                 if xs:
                     kind = field.split("_")[0]
@@ -182,8 +198,12 @@ def plot_bandwidth(plt, runs, path):
                     ax.plot(xs, ys, style, marker=marker, color=colour, label=f"{who} {op} {kind} ({label})")
             peak = record.get("ceiling_peak")
             if peak:
-                ax.axhline(peak["egress_GBps"], linestyle=style, color="grey",
-                           label=f"peak ceiling {peak['egress_GBps']:.0f} GB/s ({label})")
+                ax.axhline(
+                    peak["egress_GBps"],
+                    linestyle=style,
+                    color="grey",
+                    label=f"peak ceiling {peak['egress_GBps']:.0f} GB/s ({label})",
+                )
         axis_tokens(ax)
         ax.set_ylabel("GB/s per GPU")
         modes = {record["config"]["mode"] for _, record in runs}
@@ -201,8 +221,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", help="epcomm-bench JSON records")
     parser.add_argument("--out", help="directory for the PNGs (default: the first file's)")
-    parser.add_argument("--name", help="base name of the PNGs (default: the input's name, or "
-                                       "'comparison' for several files)")
+    parser.add_argument(
+        "--name", help="base name of the PNGs (default: the input's name, or 'comparison' for several files)"
+    )
     args = parser.parse_args(argv)
     runs = []
     for path in args.files:
@@ -216,8 +237,7 @@ def main(argv=None):
     plt = import_pyplot()
     out = args.out or os.path.dirname(os.path.abspath(args.files[0]))
     os.makedirs(out, exist_ok=True)
-    name = args.name or (os.path.splitext(os.path.basename(args.files[0]))[0] if len(args.files) == 1
-                         else "comparison")
+    name = args.name or (os.path.splitext(os.path.basename(args.files[0]))[0] if len(args.files) == 1 else "comparison")
     written = []
     for suffix, draw in (("latency", plot_latency), ("bandwidth", plot_bandwidth)):
         path = os.path.join(out, f"{name}-{suffix}.png")

@@ -57,8 +57,7 @@ bool RankSession::all_true(bool mine) {
   return true;
 }
 
-bool RankSession::allgather(const void* mine, size_t bytes, std::vector<uint8_t>& all,
-                            std::string& error) {
+bool RankSession::allgather(const void* mine, size_t bytes, std::vector<uint8_t>& all, std::string& error) {
   const size_t total = bytes * static_cast<size_t>(nranks_);
   if (total > scratch_bytes_) {
     if (scratch_ != nullptr) cudaFree(scratch_);

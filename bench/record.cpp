@@ -32,24 +32,23 @@ double MemoryCopy::copy_GBps() const { return gbps(2.0 * static_cast<double>(byt
 
 double gbps(double bytes, double us) { return us > 0 ? bytes / us / 1e3 : kNaN; }
 
-double mean_bytes(const PointResult& p, int64_t RankTraffic::*field) {
+double mean_bytes(const PointResult& p, int64_t RankTraffic::* field) {
   if (p.traffic.empty()) return kNaN;
   double sum = 0;
   for (const RankTraffic& t : p.traffic) sum += static_cast<double>(t.*field);
   return sum / static_cast<double>(p.traffic.size());
 }
 
-Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::string& who,
-                    const std::string& op) {
+Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::string& who, const std::string& op) {
   const bool dispatch = op == "dispatch";
   const double us = p.median_us(who + ".kernel." + op);
   // Logical bytes are the same for everyone: they measure the work, not the method.
-  const double logical = mean_bytes(p, dispatch ? &RankTraffic::logical_dispatch_bytes
-                                                : &RankTraffic::logical_combine_bytes);
+  const double logical =
+      mean_bytes(p, dispatch ? &RankTraffic::logical_dispatch_bytes : &RankTraffic::logical_combine_bytes);
   double wire;
   if (who == "baseline") {
-    wire = mean_bytes(p, dispatch ? &RankTraffic::baseline_wire_dispatch_bytes
-                                  : &RankTraffic::baseline_wire_combine_bytes);
+    wire = mean_bytes(
+        p, dispatch ? &RankTraffic::baseline_wire_dispatch_bytes : &RankTraffic::baseline_wire_combine_bytes);
   } else {
     // The ceiling copies exactly our payload bytes (signals aside: it sends its own).
     wire = mean_bytes(p, dispatch ? &RankTraffic::wire_dispatch_bytes : &RankTraffic::wire_combine_bytes);
@@ -64,7 +63,7 @@ Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::strin
 
 namespace {
 
-double max_bytes(const PointResult& p, int64_t RankTraffic::*field) {
+double max_bytes(const PointResult& p, int64_t RankTraffic::* field) {
   double most = 0;
   for (const RankTraffic& t : p.traffic) most = std::max(most, static_cast<double>(t.*field));
   return most;

@@ -28,8 +28,8 @@ struct Metric {
 
 struct PointResult {
   int tokens = 0;
-  int warmup = 0;  // untimed steps before each measurement at this point
-  int iters = 0;   // timed steps per measurement
+  int warmup = 0;                    // untimed steps before each measurement at this point
+  int iters = 0;                     // timed steps per measurement
   std::vector<RankTraffic> traffic;  // per rank
   std::vector<Metric> metrics;
   // Our dispatch delivered the expected rows per expert and combine the expected sums
@@ -67,14 +67,14 @@ struct GpuInfo {
 struct MachineInfo {
   std::string hostname;
   std::vector<GpuInfo> gpus;
-  std::string nccl_runtime;    // "2.28.9"
-  std::string nccl_headers;    // the version epcomm was compiled against
-  std::string nccl_library;    // path of the libnccl that was loaded
-  std::string cuda_driver;     // CUDA driver API version, "13.0"
+  std::string nccl_runtime;  // "2.28.9"
+  std::string nccl_headers;  // the version epcomm was compiled against
+  std::string nccl_library;  // path of the libnccl that was loaded
+  std::string cuda_driver;   // CUDA driver API version, "13.0"
   std::string cuda_runtime;
-  std::string nvidia_driver;   // kernel module version, "570.86.15", or "unknown"
-  std::string epcomm_abi;      // "1.0.0"
-  std::string epcomm_commit;   // the bench's build commit (git describe), "unknown" outside git
+  std::string nvidia_driver;  // kernel module version, "570.86.15", or "unknown"
+  std::string epcomm_abi;     // "1.0.0"
+  std::string epcomm_commit;  // the bench's build commit (git describe), "unknown" outside git
 };
 
 struct GroupFacts {
@@ -98,7 +98,7 @@ struct CuptiStatus {
 
 // The latency floor (bench/latency_floor.hpp): once per low-latency run with kernel spans.
 struct LatencyFloor {
-  int blocks = 0;   // the grid of our LL launches
+  int blocks = 0;  // the grid of our LL launches
   int threads = 0;
   AcrossRanks call;  // one empty kernel
   AcrossRanks step;  // two empty kernels back to back
@@ -126,7 +126,7 @@ struct RunRecord {
 double gbps(double bytes, double us);
 
 // Mean over ranks of one RankTraffic field.
-double mean_bytes(const PointResult& p, int64_t RankTraffic::*field);
+double mean_bytes(const PointResult& p, int64_t RankTraffic::* field);
 
 struct Bandwidth {
   double logical_GBps;
@@ -136,8 +136,7 @@ struct Bandwidth {
 
 // who: "ours", "baseline", "ceiling" or "ceiling_budget"; op: "dispatch" or "combine". Bytes
 // are the mean over ranks, time the slowest rank's median kernel time of that op.
-Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::string& who,
-                    const std::string& op);
+Bandwidth bandwidth(const RunRecord& run, const PointResult& p, const std::string& who, const std::string& op);
 
 // The least time an op can take on these GPUs, from its bytes and this run's measured
 // bandwidths (bench/JSON.md, "roofline"): the op's device-memory bytes (RankTraffic::

@@ -107,7 +107,7 @@ void write_summary(JsonWriter& j, const AcrossRanks& a) {
   j.end_object();
 }
 
-void per_rank(JsonWriter& j, const PointResult& p, const char* name, int64_t RankTraffic::*field) {
+void per_rank(JsonWriter& j, const PointResult& p, const char* name, int64_t RankTraffic::* field) {
   j.key(name);
   j.begin_array(true);
   for (const RankTraffic& t : p.traffic) j.value(t.*field);
@@ -208,8 +208,9 @@ std::string to_json(const RunRecord& run) {
   j.field("format", kJsonFormat);
   j.field("format_sample", run.format_sample);
   if (run.format_sample) {
-    j.field("note", "FORMAT SAMPLE: every number in this file is invented to show the format; "
-                    "it is not a measurement");
+    j.field("note",
+            "FORMAT SAMPLE: every number in this file is invented to show the format; "
+            "it is not a measurement");
   }
   j.field("complete", run.complete);
   j.field("created_utc", run.created_utc);

@@ -23,8 +23,7 @@ std::string us(const PointResult& p, const std::string& name, bool with_range) {
   const AcrossRanks* m = p.find(name);
   if (m == nullptr) return "-";
   if (!with_range) return printf_string("%.1f", m->slowest.median_us);
-  return printf_string("%.1f [%.1f-%.1f]", m->slowest.median_us, m->slowest.p10_us,
-                       m->slowest.p90_us);
+  return printf_string("%.1f [%.1f-%.1f]", m->slowest.median_us, m->slowest.p10_us, m->slowest.p90_us);
 }
 
 // "12.3 (12.9)": the slowest rank's median and its mean.
@@ -34,9 +33,7 @@ std::string median_mean(const PointResult& p, const std::string& name) {
   return printf_string("%.1f (%.1f)", m->slowest.median_us, m->slowest.mean_us);
 }
 
-std::string num(double v, const char* format) {
-  return std::isfinite(v) ? printf_string(format, v) : std::string("-");
-}
+std::string num(double v, const char* format) { return std::isfinite(v) ? printf_string(format, v) : std::string("-"); }
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
@@ -59,8 +56,8 @@ bool any_point_has(const RunRecord& run, const std::string& name) {
 std::string header(const RunRecord& run) {
   const Options& o = run.options;
   std::string routing = o.routing.kind == RoutingKind::skewed
-                            ? printf_string("skewed routing (hot expert %d in %.0f%% of tokens)",
-                                            o.routing.hot_expert, 100 * o.routing.hot_share)
+                            ? printf_string("skewed routing (hot expert %d in %.0f%% of tokens)", o.routing.hot_expert,
+                                            100 * o.routing.hot_share)
                             : std::string("uniform routing");
   if (o.routing.masked > 0) routing += printf_string(", %.0f%% of entries masked", 100 * o.routing.masked);
   std::string s;
@@ -68,28 +65,29 @@ std::string header(const RunRecord& run) {
   const std::string mode = o.mode == "ll"   ? std::string("low-latency")
                            : o.mode == "ht" ? "high-throughput (" + o.ht_sizing + " sizing)"
                                             : o.mode;
-  const std::string large = o.large_from > 0 ? printf_string(" (%d after %d from %d tokens)", o.large_iters,
-                                                              o.large_warmup, o.large_from)
-                                             : std::string();
+  const std::string large =
+      o.large_from > 0 ? printf_string(" (%d after %d from %d tokens)", o.large_iters, o.large_warmup, o.large_from)
+                       : std::string();
   if (run.phase_trace) s += "PHASE TRACE BUILD (-Dphase_trace=true): the LL kernels stamp their phases\n";
-  s += printf_string("epcomm-bench %s: %d ranks, hidden %d, top-%d, %d experts, %s, %s, %u SMs, "
-                     "%d timed steps after %d warm-up%s%s%s\n",
-                     mode.c_str(), run.nranks, o.hidden, o.topk, o.experts, o.dtype.c_str(), routing.c_str(),
-                     run.group.num_sms, o.iters, o.warmup, large.c_str(),
-                     o.send_only ? ", send-only + complete" : "", o.graph ? ", graph replay" : "");
+  s += printf_string(
+      "epcomm-bench %s: %d ranks, hidden %d, top-%d, %d experts, %s, %s, %u SMs, "
+      "%d timed steps after %d warm-up%s%s%s\n",
+      mode.c_str(), run.nranks, o.hidden, o.topk, o.experts, o.dtype.c_str(), routing.c_str(), run.group.num_sms,
+      o.iters, o.warmup, large.c_str(), o.send_only ? ", send-only + complete" : "", o.graph ? ", graph replay" : "");
   if (o.virtual_node_size > 0) {
     const unsigned nodes = run.group.num_nodes > 0 ? run.group.num_nodes : 1;
-    s += printf_string("virtual nodes: %u nodes of %d ranks (rank r in node r / %d); ours reaches other "
-                       "nodes only through the network transport; the baseline and the ceiling use "
-                       "NVLink throughout\n",
-                       nodes, o.virtual_node_size, o.virtual_node_size);
+    s += printf_string(
+        "virtual nodes: %u nodes of %d ranks (rank r in node r / %d); ours reaches other "
+        "nodes only through the network transport; the baseline and the ceiling use "
+        "NVLink throughout\n",
+        nodes, o.virtual_node_size, o.virtual_node_size);
   }
   const std::string gpu = run.machine.gpus.empty() ? std::string("?") : run.machine.gpus[0].name;
-  s += printf_string("machine: %zu x %s, NCCL %s, driver %s; symmetric memory per GPU %.1f MiB "
-                     "(max %u tokens per rank)\n",
-                     run.machine.gpus.size(), gpu.c_str(), run.machine.nccl_runtime.c_str(),
-                     run.machine.nvidia_driver.c_str(), mib(run.group.symmetric_bytes),
-                     run.group.max_tokens);
+  s += printf_string(
+      "machine: %zu x %s, NCCL %s, driver %s; symmetric memory per GPU %.1f MiB "
+      "(max %u tokens per rank)\n",
+      run.machine.gpus.size(), gpu.c_str(), run.machine.nccl_runtime.c_str(), run.machine.nvidia_driver.c_str(),
+      mib(run.group.symmetric_bytes), run.group.max_tokens);
   if (run.memory_copy) {
     s += printf_string("memory: device-to-device copy of %.0f MiB: %.1f GB/s read + write per GPU\n",
                        mib(static_cast<uint64_t>(run.memory_copy->bytes)), run.memory_copy->copy_GBps());
@@ -97,16 +95,17 @@ std::string header(const RunRecord& run) {
   s += run.cupti.active ? "kernel spans: CUPTI activity records (" + run.cupti.library + ")\n"
                         : "kernel spans: off (" + run.cupti.why_not + ")\n";
   if (run.floor) {
-    s += printf_string("floor: an empty kernel on our grid (%d blocks of %d threads), CUPTI: call %.1f us, step "
-                       "(two back to back) %.1f us, medians\n",
-                       run.floor->blocks, run.floor->threads, run.floor->call.slowest.median_us,
-                       run.floor->step.slowest.median_us);
+    s += printf_string(
+        "floor: an empty kernel on our grid (%d blocks of %d threads), CUPTI: call %.1f us, step "
+        "(two back to back) %.1f us, medians\n",
+        run.floor->blocks, run.floor->threads, run.floor->call.slowest.median_us, run.floor->step.slowest.median_us);
   }
   if (run.ceiling_peak) {
-    s += printf_string("ceiling: LSA peer-store copy of %.0f MiB to each of %d peers at once: "
-                       "%.1f GB/s egress per GPU\n",
-                       mib(static_cast<uint64_t>(run.ceiling_peak->bytes_per_peer)),
-                       run.ceiling_peak->peers, run.ceiling_peak->egress_GBps());
+    s += printf_string(
+        "ceiling: LSA peer-store copy of %.0f MiB to each of %d peers at once: "
+        "%.1f GB/s egress per GPU\n",
+        mib(static_cast<uint64_t>(run.ceiling_peak->bytes_per_peer)), run.ceiling_peak->peers,
+        run.ceiling_peak->egress_GBps());
   }
   return s;
 }
@@ -129,7 +128,7 @@ std::string gpu_time_table(const RunRecord& run) {
   if (update) s += printf_string(" | %-15s", "layout update");
   if (floor) s += printf_string(" | %-15s | %-15s", "floor call", "floor step");
   s += "\n";
-  auto floor_text = [&run](AcrossRanks LatencyFloor::*part) {
+  auto floor_text = [&run](AcrossRanks LatencyFloor::* part) {
     if (!run.floor) return std::string("-");
     const AcrossRanks& figure = (*run.floor).*part;
     return printf_string("%.1f (%.1f)", figure.slowest.median_us, figure.slowest.mean_us);
@@ -194,11 +193,9 @@ std::string to_table(const RunRecord& run) {
   s += printf_string(" | %8s\n", "ours/base");
   for (const PointResult& p : run.points) {
     s += printf_string("%6d | %-22s | %-22s | %-22s | %8s | %8s | %9s | %8s", p.tokens,
-                       us(p, "ours.kernel.dispatch", true).c_str(),
-                       us(p, "ours.kernel.combine", true).c_str(),
+                       us(p, "ours.kernel.dispatch", true).c_str(), us(p, "ours.kernel.combine", true).c_str(),
                        us(p, "ours.kernel.step", true).c_str(), us(p, "ours.api.step", false).c_str(),
-                       us(p, "ours.graph.step", false).c_str(),
-                       us(p, "baseline.kernel.step", false).c_str(),
+                       us(p, "ours.graph.step", false).c_str(), us(p, "baseline.kernel.step", false).c_str(),
                        us(p, "ceiling.kernel.step", false).c_str());
     if (roof) s += printf_string(" | %8s", num(roofline_step_us(run, p), "%.1f").c_str());
     if (budget) s += printf_string(" | %8s", us(p, "ceiling_budget.kernel.step", false).c_str());
@@ -221,16 +218,14 @@ std::string to_table(const RunRecord& run) {
              "destination rank), self included) / wire (bytes leaving the GPU) / wire over the ceiling\n"
            : "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule: a row per (token, "
              "expert)) / wire (bytes leaving the GPU) / wire over the ceiling\n";
-  s += printf_string("%6s | %-26s | %-26s | %-20s\n", "tokens", "dispatch", "combine",
-                     "baseline disp/comb logical");
+  s += printf_string("%6s | %-26s | %-26s | %-20s\n", "tokens", "dispatch", "combine", "baseline disp/comb logical");
   for (const PointResult& p : run.points) {
     const Bandwidth d = bandwidth(run, p, "ours", "dispatch");
     const Bandwidth c = bandwidth(run, p, "ours", "combine");
     const Bandwidth bd = bandwidth(run, p, "baseline", "dispatch");
     const Bandwidth bc = bandwidth(run, p, "baseline", "combine");
     auto three = [](const Bandwidth& b) {
-      return num(b.logical_GBps, "%.1f") + " / " + num(b.wire_GBps, "%.1f") + " / " +
-             num(b.wire_over_ceiling, "%.2f");
+      return num(b.logical_GBps, "%.1f") + " / " + num(b.wire_GBps, "%.1f") + " / " + num(b.wire_over_ceiling, "%.2f");
     };
     s += printf_string("%6d | %-26s | %-26s | %-20s\n", p.tokens, three(d).c_str(), three(c).c_str(),
                        (num(bd.logical_GBps, "%.1f") + " / " + num(bc.logical_GBps, "%.1f")).c_str());
@@ -238,14 +233,15 @@ std::string to_table(const RunRecord& run) {
   // Where our wire bytes go: to ranks in this rank's node over NVLink, to other nodes through
   // the network transport (only with --virtual-node-size: otherwise every figure is NVLink).
   bool layout_bytes = false;
-  for (const PointResult& p : run.points) layout_bytes = layout_bytes || mean_bytes(p, &RankTraffic::wire_layout_bytes) > 0;
+  for (const PointResult& p : run.points)
+    layout_bytes = layout_bytes || mean_bytes(p, &RankTraffic::wire_layout_bytes) > 0;
   s += "\nWire bytes per GPU (mean over ranks), NVLink / network (to other nodes, through the network "
        "transport)\n";
   s += printf_string("%6s | %-23s | %-23s", "tokens", "dispatch", "combine");
   if (layout_bytes) s += printf_string(" | %-23s", "layout");
   s += "\n";
   for (const PointResult& p : run.points) {
-    auto two = [&p](int64_t RankTraffic::*nvlink, int64_t RankTraffic::*network) {
+    auto two = [&p](int64_t RankTraffic::* nvlink, int64_t RankTraffic::* network) {
       return bytes_text(mean_bytes(p, nvlink)) + " / " + bytes_text(mean_bytes(p, network));
     };
     s += printf_string("%6d | %-23s | %-23s", p.tokens,

@@ -27,8 +27,7 @@ double Rng::unit() { return static_cast<double>(next() >> 11) * (1.0 / 900719925
 
 Routing make_routing(const RoutingSpec& spec, int rank, int tokens, int topk, int experts) {
   // Distinct streams per (seed, rank, tokens): a sweep's points do not share routing.
-  Rng rng(spec.seed * 0x100000001B3ull ^ (static_cast<uint64_t>(rank) << 32) ^
-          static_cast<uint64_t>(tokens));
+  Rng rng(spec.seed * 0x100000001B3ull ^ (static_cast<uint64_t>(rank) << 32) ^ static_cast<uint64_t>(tokens));
   Routing routing(static_cast<size_t>(tokens) * topk);
   std::vector<int64_t> pool(static_cast<size_t>(experts));
   for (int t = 0; t < tokens; ++t) {
@@ -59,8 +58,7 @@ Routing make_routing(const RoutingSpec& spec, int rank, int tokens, int topk, in
   return routing;
 }
 
-std::vector<Routing> make_all_routing(const RoutingSpec& spec, int nranks, int tokens, int topk,
-                                      int experts) {
+std::vector<Routing> make_all_routing(const RoutingSpec& spec, int nranks, int tokens, int topk, int experts) {
   std::vector<Routing> all;
   for (int r = 0; r < nranks; ++r) all.push_back(make_routing(spec, r, tokens, topk, experts));
   return all;

@@ -17,8 +17,7 @@ using Routing = std::vector<int64_t>;
 Routing make_routing(const RoutingSpec& spec, int rank, int tokens, int topk, int experts);
 
 // Every rank's routing for one point, indexed by rank.
-std::vector<Routing> make_all_routing(const RoutingSpec& spec, int nranks, int tokens, int topk,
-                                      int experts);
+std::vector<Routing> make_all_routing(const RoutingSpec& spec, int nranks, int tokens, int topk, int experts);
 
 // A small, portable generator (splitmix64): the same stream on every compiler and library,
 // unlike std::uniform_int_distribution.

@@ -84,8 +84,8 @@ std::string WireFormat::describe() const {
                 static_cast<long long>(header_fixed_bytes), static_cast<long long>(header_entry_bytes),
                 static_cast<long long>(dispatch_row_bytes), static_cast<long long>(combine_row_bytes),
                 static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes),
-                static_cast<long long>(net_dispatch_message_bytes),
-                static_cast<long long>(net_dispatch_header_bytes), static_cast<long long>(net_combine_row_bytes));
+                static_cast<long long>(net_dispatch_message_bytes), static_cast<long long>(net_dispatch_header_bytes),
+                static_cast<long long>(net_combine_row_bytes));
   return text;
 }
 
@@ -125,8 +125,8 @@ int64_t chunks(int64_t items, int64_t per_chunk) { return (items + per_chunk - 1
 
 }  // namespace
 
-RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int tokens, int topk,
-                            int experts, const WireFormat& wire, int64_t row_capacity, int node_size) {
+RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int tokens, int topk, int experts,
+                            const WireFormat& wire, int64_t row_capacity, int node_size) {
   const int R = static_cast<int>(all.size());
   const int L = experts / R;
   const int per_node = node_size > 0 && node_size < R ? node_size : R;
@@ -242,7 +242,8 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   for (int s = 0; s < R && wire.ht; ++s) {
     const int target = rails && remote(s) ? rail_here(s) : s;
     if (s != rank && target != rank) {
-      combine_flags_to[static_cast<size_t>(target)] += chunks(t.baseline_rows_from[static_cast<size_t>(s)], wire.ht_chunk_tokens);
+      combine_flags_to[static_cast<size_t>(target)] +=
+          chunks(t.baseline_rows_from[static_cast<size_t>(s)], wire.ht_chunk_tokens);
     }
   }
   const int64_t baseline_row = wire.ht ? wire.dispatch_row_bytes + wire.ht_meta_bytes : wire.combine_row_bytes;

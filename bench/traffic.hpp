@@ -65,7 +65,7 @@ struct WireFormat {
   // `topk` is the group's max_topk (the bench creates its groups with --topk).
   static WireFormat for_dtype(int hidden, bool fp8, int topk);  // LL
   static WireFormat for_ht(int hidden, bool fp8, int topk);     // HT
-  std::string describe() const;  // one line for the JSON record
+  std::string describe() const;                                 // one line for the JSON record
   // HT: the rail slot (kernels::ht_rail_slot) for nodes of `node_size` ranks.
   int64_t net_rail_slot_bytes(int node_size) const;
   // The most one rank sends one peer in one op when every rank has `tokens` tokens with
@@ -75,8 +75,8 @@ struct WireFormat {
 };
 
 struct RankTraffic {
-  int64_t selections = 0;   // unmasked (token, expert) entries of this rank's tokens
-  int64_t token_ranks = 0;  // (token, destination rank) pairs of this rank's tokens, self included
+  int64_t selections = 0;       // unmasked (token, expert) entries of this rank's tokens
+  int64_t token_ranks = 0;      // (token, destination rank) pairs of this rank's tokens, self included
   int64_t received_tokens = 0;  // (source rank, token) pairs with an entry here, self included
                                 // (N of an HT handle)
   int64_t logical_dispatch_bytes = 0;
@@ -95,10 +95,10 @@ struct RankTraffic {
   // ranks of other nodes), and to the ranks of this node the slots of its own tokens plus
   // those it forwards for its rail peers.
   std::vector<int64_t> dispatch_to;
-  std::vector<int64_t> combine_to;   // [R]
-  int64_t wire_dispatch_bytes = 0;   // sum of dispatch_to plus signals (flags, acks, count tables)
+  std::vector<int64_t> combine_to;  // [R]
+  int64_t wire_dispatch_bytes = 0;  // sum of dispatch_to plus signals (flags, acks, count tables)
   int64_t wire_combine_bytes = 0;
-  int64_t wire_layout_bytes = 0;     // HT handle creation: the layout exchange (LL: 0, local)
+  int64_t wire_layout_bytes = 0;  // HT handle creation: the layout exchange (LL: 0, local)
   // The same three split by where the peer is, signals included: in this rank's node (NVLink
   // stores) or in another (the network transport). nvlink + network == wire_*; without
   // virtual nodes every peer is in the node and network is 0.
@@ -110,8 +110,8 @@ struct RankTraffic {
   int64_t wire_layout_network_bytes = 0;
   // The baseline's rows, grouped by destination (self included): LL one per selection, HT one
   // per (token, destination rank).
-  std::vector<int64_t> baseline_rows_to;    // [R]
-  std::vector<int64_t> baseline_rows_from;  // [R]
+  std::vector<int64_t> baseline_rows_to;     // [R]
+  std::vector<int64_t> baseline_rows_from;   // [R]
   int64_t baseline_wire_dispatch_bytes = 0;  // remote rows + the count exchange
   int64_t baseline_wire_combine_bytes = 0;
   std::vector<int32_t> expected_counts;  // [L] (token, entry) pairs received per local expert
@@ -121,8 +121,7 @@ struct RankTraffic {
 // are experts / nranks. `row_capacity` caps expected_counts (LL's out_x has R * max_tokens
 // rows per expert; HT has no cap). `node_size`: ranks per node (rank r is in node
 // r / node_size; it divides the rank count); 0 or the rank count: one node, all NVLink.
-RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int tokens, int topk,
-                            int experts, const WireFormat& wire, int64_t row_capacity,
-                            int node_size = 0);
+RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int tokens, int topk, int experts,
+                            const WireFormat& wire, int64_t row_capacity, int node_size = 0);
 
 }  // namespace epc::bench

@@ -11,13 +11,13 @@
 #include "bench/rank_session.hpp"
 #include "epcomm/epcomm.h"
 
-#define TRY_EPC(call, what)         \
-  do {                              \
-    const EpcStatus s_ = (call);    \
-    if (s_ != EPC_OK) {             \
-      error = epc_error(what, s_);  \
-      return false;                 \
-    }                               \
+#define TRY_EPC(call, what)        \
+  do {                             \
+    const EpcStatus s_ = (call);   \
+    if (s_ != EPC_OK) {            \
+      error = epc_error(what, s_); \
+      return false;                \
+    }                              \
   } while (0)
 
 #define TRY_CUDA(call, what)        \

@@ -10,8 +10,7 @@ extern "C" EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api) {
   return epc::capi::guarded([&] {
     if (abi_major != EPC_ABI_MAJOR) {
       epc::fail(EPC_ERR_ABI_MISMATCH,
-                epc::format("the caller wants ABI major %u; this library implements %d",
-                            abi_major, EPC_ABI_MAJOR));
+                epc::format("the caller wants ABI major %u; this library implements %d", abi_major, EPC_ABI_MAJOR));
     }
     if (out_api == nullptr) epc::fail_argument("out_api is NULL");
     if (out_api->struct_size < epc::kMinStructSize) {

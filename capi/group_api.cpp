@@ -50,8 +50,7 @@ EpcStatus epc_unique_id_create(EpcUniqueId* out_id) {
   });
 }
 
-EpcStatus epc_comm_init(const EpcUniqueId* id, int32_t nranks, int32_t rank, int32_t cuda_device,
-                        void** out_comm) {
+EpcStatus epc_comm_init(const EpcUniqueId* id, int32_t nranks, int32_t rank, int32_t cuda_device, void** out_comm) {
   return guarded([&] {
     require(id, "id");
     require(out_comm, "out_comm");
@@ -100,9 +99,7 @@ EpcStatus epc_group_query(const EpcGroup* group, EpcGroupInfo* out_info) {
 }
 
 EpcStatus epc_group_barrier(EpcGroup* group, void* stream) {
-  return guarded([&] {
-    epc::capi::group_of(group).barrier(static_cast<cudaStream_t>(stream));
-  });
+  return guarded([&] { epc::capi::group_of(group).barrier(static_cast<cudaStream_t>(stream)); });
 }
 
 EpcStatus epc_group_async_error(const EpcGroup* group) {

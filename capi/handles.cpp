@@ -17,8 +17,10 @@ EpcHandle& live_handle(const EpcHandle* handle) {
 epc::LlHandle& ll_handle_of(const EpcHandle* handle, const char* call) {
   EpcHandle& h = live_handle(handle);
   if (!h.ll) {
-    fail_argument(format("%s: the handle belongs to a high-throughput group; use the epc_ht_* "
-                         "calls with it", call));
+    fail_argument(
+        format("%s: the handle belongs to a high-throughput group; use the epc_ht_* "
+               "calls with it",
+               call));
   }
   return *h.ll;
 }
@@ -26,8 +28,10 @@ epc::LlHandle& ll_handle_of(const EpcHandle* handle, const char* call) {
 epc::HtHandle& ht_handle_of(const EpcHandle* handle, const char* call) {
   EpcHandle& h = live_handle(handle);
   if (!h.ht) {
-    fail_argument(format("%s: the handle belongs to a low-latency group; use the epc_ll_* "
-                         "calls with it", call));
+    fail_argument(
+        format("%s: the handle belongs to a low-latency group; use the epc_ll_* "
+               "calls with it",
+               call));
   }
   return *h.ht;
 }

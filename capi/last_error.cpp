@@ -43,17 +43,29 @@ extern "C" EpcStatus epc_last_error(char* buf, size_t buf_size, size_t* out_leng
 
 extern "C" const char* epc_status_string(EpcStatus status) {
   switch (status) {
-    case EPC_OK: return "success";
-    case EPC_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case EPC_ERR_ABI_MISMATCH: return "ABI mismatch between caller and library";
-    case EPC_ERR_UNSUPPORTED: return "unsupported by this build or machine";
-    case EPC_ERR_OUT_OF_MEMORY: return "out of memory";
-    case EPC_ERR_CUDA: return "CUDA error";
-    case EPC_ERR_NCCL: return "NCCL error";
-    case EPC_ERR_TIMEOUT: return "timeout: a peer did not arrive";
-    case EPC_ERR_NO_DEVICE: return "no CUDA device";
-    case EPC_ERR_BUFFER_TOO_SMALL: return "buffer too small";
-    case EPC_ERR_INTERNAL: return "internal error in epcomm";
-    default: return "unknown status";
+    case EPC_OK:
+      return "success";
+    case EPC_ERR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case EPC_ERR_ABI_MISMATCH:
+      return "ABI mismatch between caller and library";
+    case EPC_ERR_UNSUPPORTED:
+      return "unsupported by this build or machine";
+    case EPC_ERR_OUT_OF_MEMORY:
+      return "out of memory";
+    case EPC_ERR_CUDA:
+      return "CUDA error";
+    case EPC_ERR_NCCL:
+      return "NCCL error";
+    case EPC_ERR_TIMEOUT:
+      return "timeout: a peer did not arrive";
+    case EPC_ERR_NO_DEVICE:
+      return "no CUDA device";
+    case EPC_ERR_BUFFER_TOO_SMALL:
+      return "buffer too small";
+    case EPC_ERR_INTERNAL:
+      return "internal error in epcomm";
+    default:
+      return "unknown status";
   }
 }

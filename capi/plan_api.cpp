@@ -56,8 +56,8 @@ EpcStatus epc_get_version(uint32_t* out_major, uint32_t* out_minor, uint32_t* ou
   });
 }
 
-EpcStatus epc_plan_query(const EpcGroupConfig* config, int32_t nranks, int32_t lsa_size,
-                         int32_t num_nodes, EpcPlan* out_plan) {
+EpcStatus epc_plan_query(const EpcGroupConfig* config, int32_t nranks, int32_t lsa_size, int32_t num_nodes,
+                         EpcPlan* out_plan) {
   return guarded([&] {
     epc::check_output_struct(out_plan, "EpcPlan");
     epc::GroupConfig resolved = epc::resolve_config(config);

@@ -31,8 +31,7 @@ void* init_comm(const EpcUniqueId& id, int nranks, int rank, int cuda_device) {
   int device_count = 0;
   check_cuda(cudaGetDeviceCount(&device_count), "cudaGetDeviceCount");
   if (cuda_device >= device_count) {
-    fail_argument(format("cuda_device is %d but only %d CUDA devices are visible", cuda_device,
-                         device_count));
+    fail_argument(format("cuda_device is %d but only %d CUDA devices are visible", cuda_device, device_count));
   }
   if (cuda_device >= 0) check_cuda(cudaSetDevice(cuda_device), "cudaSetDevice");
   ncclUniqueId nccl_id;

@@ -12,8 +12,7 @@ namespace epc {
 
 class Error : public std::runtime_error {
  public:
-  Error(EpcStatus status, const std::string& message)
-      : std::runtime_error(message), status_(status) {}
+  Error(EpcStatus status, const std::string& message) : std::runtime_error(message), status_(status) {}
   EpcStatus status() const noexcept { return status_; }
 
  private:
@@ -26,8 +25,6 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 [[noreturn]] void fail(EpcStatus status, const std::string& message);
 
 // Shorthand for the most common failure: a caller's argument is not acceptable.
-[[noreturn]] inline void fail_argument(const std::string& message) {
-  fail(EPC_ERR_INVALID_ARGUMENT, message);
-}
+[[noreturn]] inline void fail_argument(const std::string& message) { fail(EPC_ERR_INVALID_ARGUMENT, message); }
 
 }  // namespace epc

@@ -33,11 +33,10 @@ class MapBuilder {
     }
     const kernels::GinSignalArray a{offset, rows, row_words, rows_per_node, static_cast<uint32_t>(total_), rail};
     if (total_ + a.ids() > kMaxGinSignalIds) {
-      fail(EPC_ERR_UNSUPPORTED,
-           format("the plan needs more than %llu GIN signals (one per flag or counter a rank of "
-                  "another node writes), more than NCCL can provide; use fewer tokens per rank "
-                  "or fewer ranks",
-                  static_cast<unsigned long long>(kMaxGinSignalIds)));
+      fail(EPC_ERR_UNSUPPORTED, format("the plan needs more than %llu GIN signals (one per flag or counter a rank of "
+                                       "another node writes), more than NCCL can provide; use fewer tokens per rank "
+                                       "or fewer ranks",
+                                       static_cast<unsigned long long>(kMaxGinSignalIds)));
     }
     map_.arrays[map_.count++] = a;
     total_ += a.ids();

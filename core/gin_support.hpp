@@ -39,10 +39,10 @@ struct GinReport {
   std::string nccl_result_text;    // ncclGetErrorString of it
   std::string nccl_last_error;     // ncclGetLastError(comm), possibly empty
   // From the device communicator, when created:
-  int contexts = 0;                // ginContextCount
-  int backend = 0;                 // ginTypes[0]
-  uint64_t signal_base = 0;        // ginSignalBase
-  uint64_t signal_count = 0;       // ginSignalCount
+  int contexts = 0;           // ginContextCount
+  int backend = 0;            // ginTypes[0]
+  uint64_t signal_base = 0;   // ginSignalBase
+  uint64_t signal_count = 0;  // ginSignalCount
 };
 
 struct GinVerdict {

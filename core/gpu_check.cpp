@@ -18,8 +18,7 @@ void check_nccl(ncclResult_t res, const char* what, ncclComm_t comm) {
   if (res == ncclSuccess) return;
   const char* detail = ncclGetLastError(comm);
   fail(EPC_ERR_NCCL, format("%s failed: %s%s%s", what, ncclGetErrorString(res),
-                            detail != nullptr && detail[0] != '\0' ? ": " : "",
-                            detail != nullptr ? detail : ""));
+                            detail != nullptr && detail[0] != '\0' ? ": " : "", detail != nullptr ? detail : ""));
 }
 
 }  // namespace epc

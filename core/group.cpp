@@ -33,9 +33,10 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
   int current = -1;
   check_cuda(cudaGetDevice(&current), "cudaGetDevice");
   if (current != device_) {
-    fail_argument(format("the calling thread's current CUDA device is %d but the communicator "
-                         "uses device %d: call cudaSetDevice(%d) before epc_group_create",
-                         current, device_, device_));
+    fail_argument(
+        format("the calling thread's current CUDA device is %d but the communicator "
+               "uses device %d: call cudaSetDevice(%d) before epc_group_create",
+               current, device_, device_));
   }
 
   ncclTeam_t lsa = ncclTeamLsa(comm);
@@ -192,15 +193,16 @@ bool Group::device_failure(EpcStatus* status, std::string* message) const {
   const uint32_t phase = record->phase;
   const int32_t rank = record->rank;
   if (phase == kernels::kPhaseRouting) {
-    *message = format("%s: rank %d was given an expert id outside [-1, %u) or more entries for "
-                      "one expert than it has rows; the group is unusable, destroy it",
-                      kernels::phase_name(phase), rank, config_.num_experts);
+    *message = format(
+        "%s: rank %d was given an expert id outside [-1, %u) or more entries for "
+        "one expert than it has rows; the group is unusable, destroy it",
+        kernels::phase_name(phase), rank, config_.num_experts);
   } else {
     *message = format(
         "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the "
         "group is unusable, destroy it",
-        kernels::phase_name(phase), rank, static_cast<double>(record->waited_ns) / 1e6,
-        static_cast<int>(record->peer), config_.timeout_ms);
+        kernels::phase_name(phase), rank, static_cast<double>(record->waited_ns) / 1e6, static_cast<int>(record->peer),
+        config_.timeout_ms);
   }
   *status = static_cast<EpcStatus>(recorded);
   return true;
@@ -301,10 +303,11 @@ bool Group::flush_gin(std::string* why) noexcept {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.timeout_ms);
   while ((e = cudaStreamQuery(stream)) == cudaErrorNotReady) {
     if (std::chrono::steady_clock::now() > deadline) {
-      *why = format("GIN did not finish this rank's outstanding puts within the group's timeout (%u ms) "
-                    "at destroy: the network may still read the group's memory, so its window, device "
-                    "communicator and GIN signals are left allocated (leaked)",
-                    config_.timeout_ms);
+      *why = format(
+          "GIN did not finish this rank's outstanding puts within the group's timeout (%u ms) "
+          "at destroy: the network may still read the group's memory, so its window, device "
+          "communicator and GIN signals are left allocated (leaked)",
+          config_.timeout_ms);
       cudaStreamDestroy(stream);  // released once the flush kernel ends, if it ever does
       return false;
     }

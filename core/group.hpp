@@ -72,7 +72,7 @@ class Group {
   struct Owned {
     explicit Owned(int device) : device(device) {}
     std::unique_ptr<kernels::DeviceError, PinnedHostFree> error_host;  // pinned, mapped
-    DeviceAllocations device;  // the error record's claim word; the GIN state
+    DeviceAllocations device;                                          // the error record's claim word; the GIN state
     WindowMemory memory;
     WindowRegistration registration;
     DeviceCommunicator dev_comm;
@@ -118,7 +118,7 @@ class Group {
   std::unique_ptr<Owned> owned_;
   kernels::DeviceError* error_host_ = nullptr;    // owned_->error_host
   kernels::DeviceError* error_device_ = nullptr;  // its device view
-  kernels::GinState* gin_state_ = nullptr;  // in owned_->device, when the ranks span LSA teams
+  kernels::GinState* gin_state_ = nullptr;        // in owned_->device, when the ranks span LSA teams
   uint64_t barrier_epoch_ = 0;
 
   // Sticky failure: once set, every call on the group fails with it. Set once, by the

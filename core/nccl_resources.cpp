@@ -6,14 +6,14 @@
 
 namespace epc {
 
-void WindowMemory::allocate(ncclComm_t comm, size_t bytes, EpcAllocFn alloc_fn, EpcFreeFn free_fn,
-                            void* alloc_ctx) {
+void WindowMemory::allocate(ncclComm_t comm, size_t bytes, EpcAllocFn alloc_fn, EpcFreeFn free_fn, void* alloc_ctx) {
   if (alloc_fn != nullptr) {
     void* ptr = nullptr;
     const int32_t rc = alloc_fn(alloc_ctx, bytes, &ptr);
     if (rc != 0 || ptr == nullptr) {
       fail(EPC_ERR_OUT_OF_MEMORY, format("EpcGroupConfig.alloc_fn returned %d and pointer %p "
-                                         "for %zu bytes", rc, ptr, bytes));
+                                         "for %zu bytes",
+                                         rc, ptr, bytes));
     }
     ptr_ = ptr;
     free_fn_ = free_fn;

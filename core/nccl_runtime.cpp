@@ -34,13 +34,11 @@ void check_once() {
   const int compiled = NCCL_VERSION_CODE;
   bool same_series = runtime / 100 == compiled / 100;
   if (!same_series || runtime < compiled) {
-    fail(EPC_ERR_NCCL,
-         format("the NCCL loaded at run time (%s, from %s) does not provide the Device API "
-                "epcomm was compiled against (NCCL %s): load NCCL %d.%d.x with x >= %d, e.g. "
-                "by putting its lib directory first in LD_LIBRARY_PATH",
-                version_text(runtime).c_str(), library_path().c_str(),
-                version_text(compiled).c_str(), compiled / 10000, compiled / 100 % 100,
-                compiled % 100));
+    fail(EPC_ERR_NCCL, format("the NCCL loaded at run time (%s, from %s) does not provide the Device API "
+                              "epcomm was compiled against (NCCL %s): load NCCL %d.%d.x with x >= %d, e.g. "
+                              "by putting its lib directory first in LD_LIBRARY_PATH",
+                              version_text(runtime).c_str(), library_path().c_str(), version_text(compiled).c_str(),
+                              compiled / 10000, compiled / 100 % 100, compiled % 100));
   }
 }
 

@@ -17,7 +17,6 @@
 
 namespace epc {
 
-
 struct Region {
   EpcRegionKind kind = 0;
   uint32_t slot = EPC_SLOT_NONE;

@@ -15,9 +15,7 @@ namespace {
 using kernels::kLlSlots;
 constexpr uint32_t kWarpsPerBlock = 32;
 
-uint64_t align_up(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
+uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 
 class LayoutBuilder {
  public:
@@ -52,16 +50,13 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
   // Receivers read payloads in 16-byte vectors from every message, so messages start
   // 16-byte aligned: an fp8 row plus its scales (hidden + hidden / 32 bytes) is a multiple
   // of 16 only when hidden is a multiple of 512, so pad the message up to one.
-  plan.message_bytes = static_cast<uint32_t>(
-      align_up(ll_message_header_bytes(c) + row, kernels::kLlMessageAlignment));
+  plan.message_bytes = static_cast<uint32_t>(align_up(ll_message_header_bytes(c) + row, kernels::kLlMessageAlignment));
   for (uint32_t s = 0; s < kLlSlots; ++s) {
     b.add(EPC_REGION_DISPATCH_RECV, s,
-          kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes) +
-              ll_count_table_bytes(c, t.nranks),
+          kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes) + ll_count_table_bytes(c, t.nranks),
           "dispatch_recv");
     b.add(EPC_REGION_DISPATCH_SIGNAL, s, signal_bytes(t.nranks), "dispatch_signal");
-    b.add(EPC_REGION_COMBINE_RECV, s, kernels::ll_record_offset(t.nranks, 0, T, combine_row),
-          "combine_recv");
+    b.add(EPC_REGION_COMBINE_RECV, s, kernels::ll_record_offset(t.nranks, 0, T, combine_row), "combine_recv");
     b.add(EPC_REGION_COMBINE_SIGNAL, s, signal_bytes(t.nranks), "combine_signal");
   }
 }
@@ -120,11 +115,12 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
     plan.net_staging.span_begin = span_begin;
     plan.net_staging.span_bytes = builder.cursor() - span_begin;
     if (plan.net_staging.span_bytes > kMaxWindowBytes / static_cast<uint64_t>(t.remote_ranks())) {
-      fail_argument(format("the window would need more than %llu bytes per rank: %d ranks outside "
-                           "the node each need a %llu-byte staging copy; use fewer tokens, a "
-                           "smaller hidden or larger nodes",
-                           static_cast<unsigned long long>(kMaxWindowBytes), t.remote_ranks(),
-                           static_cast<unsigned long long>(plan.net_staging.span_bytes)));
+      fail_argument(
+          format("the window would need more than %llu bytes per rank: %d ranks outside "
+                 "the node each need a %llu-byte staging copy; use fewer tokens, a "
+                 "smaller hidden or larger nodes",
+                 static_cast<unsigned long long>(kMaxWindowBytes), t.remote_ranks(),
+                 static_cast<unsigned long long>(plan.net_staging.span_bytes)));
     }
     plan.net_staging.offset = builder.cursor();
     builder.add(EPC_REGION_NET_STAGING, EPC_SLOT_NONE,
@@ -138,8 +134,7 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
     plan.gin_signals = plan.gin_signal_map.total_ids;
   }
   if (plan.regions.size() > EPC_PLAN_MAX_REGIONS) {
-    fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS",
-                                  plan.regions.size()));
+    fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS", plan.regions.size()));
   }
   plan.symmetric_bytes = builder.end();
   // Beside the window: the low-latency step counters (kernels/wire/ll_state.hpp) and, per slot,

@@ -16,8 +16,8 @@ int routing_topk(const Group& group, const EpcTensor* topk_idx) {
   }
   const int64_t topk = topk_idx->shape[1];
   if (topk < 1 || topk > static_cast<int64_t>(c.max_topk)) {
-    fail_argument(format("tensor topk_idx has K = %lld; it must be in [1, max_topk = %u]",
-                         static_cast<long long>(topk), c.max_topk));
+    fail_argument(format("tensor topk_idx has K = %lld; it must be in [1, max_topk = %u]", static_cast<long long>(topk),
+                         c.max_topk));
   }
   return static_cast<int>(topk);
 }
@@ -27,9 +27,10 @@ int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_
   check_tensor(topk_idx, {"topk_idx", {EPC_DTYPE_INT64, EPC_DTYPE_INT32}, {kAnyExtent, topk}, 4});
   const int64_t tokens = topk_idx->shape[0];
   if (tokens > static_cast<int64_t>(c.max_tokens_per_rank)) {
-    fail_argument(format("tensor topk_idx has B = %lld tokens; the group holds at most "
-                         "max_tokens_per_rank = %u", static_cast<long long>(tokens),
-                         c.max_tokens_per_rank));
+    fail_argument(
+        format("tensor topk_idx has B = %lld tokens; the group holds at most "
+               "max_tokens_per_rank = %u",
+               static_cast<long long>(tokens), c.max_tokens_per_rank));
   }
   kernels::RoutingCopyParams p{};
   p.topk_idx = topk_idx->data;

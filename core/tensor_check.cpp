@@ -11,12 +11,17 @@ namespace epc {
 size_t dtype_size(EpcDtype dtype) {
   switch (dtype) {
     case EPC_DTYPE_BF16:
-    case EPC_DTYPE_FP16: return 2;
+    case EPC_DTYPE_FP16:
+      return 2;
     case EPC_DTYPE_FP32:
-    case EPC_DTYPE_INT32: return 4;
-    case EPC_DTYPE_INT64: return 8;
-    case EPC_DTYPE_FP8_E4M3: return 1;
-    default: return 0;
+    case EPC_DTYPE_INT32:
+      return 4;
+    case EPC_DTYPE_INT64:
+      return 8;
+    case EPC_DTYPE_FP8_E4M3:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -53,14 +58,14 @@ void check_tensor(const EpcTensor* t, const TensorRule& rule) {
   const size_t ndim = rule.shape.size();
   const int64_t* want = rule.shape.begin();
   if (t->ndim != static_cast<int32_t>(ndim)) {
-    fail_argument(format("tensor %s has %d dimensions; expected %zu, shape %s", rule.name, t->ndim,
-                         ndim, shape_text(want, ndim).c_str()));
+    fail_argument(format("tensor %s has %d dimensions; expected %zu, shape %s", rule.name, t->ndim, ndim,
+                         shape_text(want, ndim).c_str()));
   }
   bool empty = false;
   for (size_t i = 0; i < ndim; ++i) {
     if (t->shape[i] < 0 || (want[i] != kAnyExtent && t->shape[i] != want[i])) {
-      fail_argument(format("tensor %s has shape %s; expected %s", rule.name,
-                           shape_text(t->shape, ndim).c_str(), shape_text(want, ndim).c_str()));
+      fail_argument(format("tensor %s has shape %s; expected %s", rule.name, shape_text(t->shape, ndim).c_str(),
+                           shape_text(want, ndim).c_str()));
     }
     empty = empty || t->shape[i] == 0;
   }
@@ -71,8 +76,8 @@ void check_tensor(const EpcTensor* t, const TensorRule& rule) {
     int64_t bytes = static_cast<int64_t>(dtype_size(t->dtype));
     for (size_t i = 0; i < ndim; ++i) {
       if (__builtin_mul_overflow(bytes, t->shape[i], &bytes)) {
-        fail_argument(format("tensor %s has shape %s: its size in bytes does not fit in 64 bits",
-                             rule.name, shape_text(t->shape, ndim).c_str()));
+        fail_argument(format("tensor %s has shape %s: its size in bytes does not fit in 64 bits", rule.name,
+                             shape_text(t->shape, ndim).c_str()));
       }
     }
   }
@@ -88,10 +93,10 @@ void check_tensor(const EpcTensor* t, const TensorRule& rule) {
     int64_t expected = 1;
     for (size_t i = ndim; i-- > 0;) {
       if (t->shape[i] > 1 && t->strides[i] != expected) {
-        fail(EPC_ERR_UNSUPPORTED, format("tensor %s is not contiguous (stride %lld in dimension "
-                                         "%zu, expected %lld); pass a contiguous tensor",
-                                         rule.name, static_cast<long long>(t->strides[i]), i,
-                                         static_cast<long long>(expected)));
+        fail(EPC_ERR_UNSUPPORTED,
+             format("tensor %s is not contiguous (stride %lld in dimension "
+                    "%zu, expected %lld); pass a contiguous tensor",
+                    rule.name, static_cast<long long>(t->strides[i]), i, static_cast<long long>(expected)));
       }
       // Only an empty tensor's extents can overflow here (the size check above bounds the
       // rest); it addresses nothing, so the outer strides need no check.

@@ -14,7 +14,7 @@ namespace epc {
 constexpr int64_t kAnyExtent = -1;
 
 struct TensorRule {
-  const char* name;                       // for messages, e.g. "x"
+  const char* name;                        // for messages, e.g. "x"
   std::initializer_list<EpcDtype> dtypes;  // accepted dtypes
   std::initializer_list<int64_t> shape;    // exact extents, kAnyExtent where free
   uint32_t alignment = 16;                 // required byte alignment of data

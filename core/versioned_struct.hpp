@@ -25,8 +25,7 @@ constexpr uint32_t kMinStructSize = sizeof(VersionedHeader);
 
 // Checks `struct_size`/`abi_version` of a caller's struct named `name` (for messages) whose
 // full size in this build is `known_size`. For inputs also checks the unknown tail is zero.
-void check_versioned_header(const void* caller, size_t known_size, const char* name,
-                            bool is_input);
+void check_versioned_header(const void* caller, size_t known_size, const char* name, bool is_input);
 
 // Copies a caller's input struct into a T, applying the shorter/longer rules above.
 template <typename T>
@@ -52,8 +51,7 @@ void write_versioned(const T& value, T* caller, const char* name) {
   size_t n = caller_size < sizeof(T) ? caller_size : sizeof(T);
   std::memcpy(caller, &value, n);
   if (caller_size > sizeof(T)) {
-    std::memset(reinterpret_cast<unsigned char*>(caller) + sizeof(T), 0,
-                caller_size - sizeof(T));
+    std::memset(reinterpret_cast<unsigned char*>(caller) + sizeof(T), 0, caller_size - sizeof(T));
   }
   caller->struct_size = caller_size;
   caller->abi_version = caller_version;

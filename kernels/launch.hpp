@@ -21,10 +21,10 @@ namespace epc::kernels {
 // other nodes are reached through the network transport, like every other signal.
 struct GroupBarrierParams {
   PeerTransport transport;
-  uint64_t inbox_offset;   // window offset of the [nranks] uint64 inbox
-  uint64_t epoch;          // strictly increasing, identical on every rank
+  uint64_t inbox_offset;  // window offset of the [nranks] uint64 inbox
+  uint64_t epoch;         // strictly increasing, identical on every rank
   uint64_t timeout_ns;
-  DeviceError* error;      // device view of the group's error record
+  DeviceError* error;  // device view of the group's error record
   int rank;
   int nranks;
 };
@@ -41,15 +41,13 @@ cudaError_t launch_routing_copy(const RoutingCopyParams& params, cudaStream_t st
 cudaError_t launch_ll_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream);
 // Both halves: one fused launch when every block fits on the GPU at once, else the two above.
-cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks,
-                               cudaStream_t stream);
+cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks, cudaStream_t stream);
 
 // Low-latency combine: the send half pre-reduces each received token over this rank's
 // experts and returns it; the receive half sums the partials per token.
 cudaError_t launch_ll_combine_send(const LlCombineParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cudaStream_t stream);
-cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks,
-                              cudaStream_t stream);
+cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks, cudaStream_t stream);
 
 // High-throughput layout: one block numbers this rank's rows on every rank, exchanges the
 // counts with every rank and fills the handle's layout arrays (kernels/wire/ht_params.hpp).

@@ -54,7 +54,8 @@ def generate_probe(header: Header, include_name: str) -> str:
         "/* alignof without C11: the offset of a member placed right after a char. */",
     ]
     aligned = [s for s in header.structs] + [
-        t.name for t in header.typedefs.values() if t.kind in ("alias", "function_pointer")]
+        t.name for t in header.typedefs.values() if t.kind in ("alias", "function_pointer")
+    ]
     for name in aligned:
         out.append(f"struct epc_probe_align_{name} {{ char c; {name} t; }};")
     out += [
@@ -69,18 +70,21 @@ def generate_probe(header: Header, include_name: str) -> str:
         "int main(void) {",
     ]
     for s in header.structs.values():
-        out.append(f'  printf("S {s.name} %zu %zu\\n", sizeof({s.name}), '
-                   f"offsetof(struct epc_probe_align_{s.name}, t));")
+        out.append(
+            f'  printf("S {s.name} %zu %zu\\n", sizeof({s.name}), offsetof(struct epc_probe_align_{s.name}, t));'
+        )
         for f in s.fields:
-            out.append(f'  printf("F {s.name} {f.name} %zu %zu\\n", offsetof({s.name}, {f.name}), '
-                       f"sizeof((({s.name}*)0)->{f.name}));")
+            out.append(
+                f'  printf("F {s.name} {f.name} %zu %zu\\n", offsetof({s.name}, {f.name}), '
+                f"sizeof((({s.name}*)0)->{f.name}));"
+            )
     for t in header.typedefs.values():
         if t.kind in ("alias", "function_pointer"):
-            out.append(f'  printf("T {t.name} %zu %zu\\n", sizeof({t.name}), '
-                       f"offsetof(struct epc_probe_align_{t.name}, t));")
+            out.append(
+                f'  printf("T {t.name} %zu %zu\\n", sizeof({t.name}), offsetof(struct epc_probe_align_{t.name}, t));'
+            )
     for c in header.constants.values():
-        out.append(f'  constant("{c.name}", ({c.name}) < 0, (long long)({c.name}), '
-                   f"(unsigned long long)({c.name}));")
+        out.append(f'  constant("{c.name}", ({c.name}) < 0, (long long)({c.name}), (unsigned long long)({c.name}));')
     out += ["  return 0;", "}", ""]
     return "\n".join(out)
 
@@ -103,8 +107,9 @@ def run_probe(header: Header, cc: Sequence[str]) -> ProbeResult:
         cmd = [*cc, "-std=c99", "-I", str(header_path.parent), str(src), "-o", str(exe)]
         built = subprocess.run(cmd, capture_output=True, text=True)
         if built.returncode != 0:
-            raise DumpError(f"compiling the ABI probe failed ({shlex.join(cmd)}):\n"
-                            f"{built.stderr}\n--- probe source ---\n{source}")
+            raise DumpError(
+                f"compiling the ABI probe failed ({shlex.join(cmd)}):\n{built.stderr}\n--- probe source ---\n{source}"
+            )
         ran = subprocess.run([str(exe)], capture_output=True, text=True)
         if ran.returncode != 0:
             raise DumpError(f"the ABI probe exited with {ran.returncode}: {ran.stderr}")
@@ -114,8 +119,7 @@ def run_probe(header: Header, cc: Sequence[str]) -> ProbeResult:
         if kind == "S":
             result.structs[rest[0]] = {"size": int(rest[1]), "align": int(rest[2]), "fields": {}}
         elif kind == "F":
-            result.structs[rest[0]]["fields"][rest[1]] = {"offset": int(rest[2]),
-                                                          "size": int(rest[3])}
+            result.structs[rest[0]]["fields"][rest[1]] = {"offset": int(rest[2]), "size": int(rest[3])}
         elif kind == "T":
             result.typedef_sizes[rest[0]] = {"size": int(rest[1]), "align": int(rest[2])}
         elif kind == "C":
@@ -192,16 +196,19 @@ def symbol_versions(symbols: DynamicSymbols) -> Dict[str, Optional[str]]:
 # ---------------------------------------------------------------------------------------
 
 
-def dump_abi(header_path: str, cc: Sequence[str], library: Optional[str] = None,
-             nm: str = "nm") -> dict:
+def dump_abi(header_path: str, cc: Sequence[str], library: Optional[str] = None, nm: str = "nm") -> dict:
     header = parse_header(header_path)
     probe = run_probe(header, cc)
 
-    mismatched = [f"{name}: the parser says {c.value}, the compiler says {probe.constants.get(name)}"
-                  for name, c in header.constants.items() if probe.constants.get(name) != c.value]
+    mismatched = [
+        f"{name}: the parser says {c.value}, the compiler says {probe.constants.get(name)}"
+        for name, c in header.constants.items()
+        if probe.constants.get(name) != c.value
+    ]
     if mismatched:
-        raise DumpError("epcomm_header.py evaluates constants differently from the compiler:\n  "
-                        + "\n  ".join(mismatched))
+        raise DumpError(
+            "epcomm_header.py evaluates constants differently from the compiler:\n  " + "\n  ".join(mismatched)
+        )
 
     structs = {}
     for s in header.structs.values():
@@ -217,9 +224,10 @@ def dump_abi(header_path: str, cc: Sequence[str], library: Optional[str] = None,
         elif t.kind in ("alias", "function_pointer"):
             typedefs[t.name] = {"kind": t.kind, "type": t.target, **probe.typedef_sizes[t.name]}
 
-    functions = [{"name": f.name, "return_type": f.return_type,
-                  "params": [p.type for p in f.params]}
-                 for f in sorted(header.functions.values(), key=lambda f: f.name)]
+    functions = [
+        {"name": f.name, "return_type": f.return_type, "params": [p.type for p in f.params]}
+        for f in sorted(header.functions.values(), key=lambda f: f.name)
+    ]
 
     dump = {
         "structs": structs,
@@ -241,7 +249,7 @@ def record(snapshot_path: str, version: str, dump: dict) -> None:
     path = Path(snapshot_path)
     snapshot = json.loads(path.read_text()) if path.exists() else {"versions": {}}
     if not isinstance(snapshot.get("versions"), dict):
-        raise DumpError(f"{snapshot_path} has no \"versions\" object")
+        raise DumpError(f'{snapshot_path} has no "versions" object')
     snapshot["versions"][version] = dump
     path.write_text(to_json(snapshot))
 
@@ -249,13 +257,13 @@ def record(snapshot_path: str, version: str, dump: dict) -> None:
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--header", default=str(DEFAULT_HEADER), help="path to epcomm.h")
-    parser.add_argument("--cc", default="cc",
-                        help="C compiler command (split like a shell would), default: cc")
+    parser.add_argument("--cc", default="cc", help="C compiler command (split like a shell would), default: cc")
     parser.add_argument("--library", help="libepcomm.so to read exported symbols from")
     parser.add_argument("--nm", default="nm", help="nm program, default: nm")
     parser.add_argument("--output", help="write the dump here instead of stdout")
-    parser.add_argument("--record", metavar="SNAPSHOT",
-                        help="add/replace this ABI version's entry in SNAPSHOT (capi/abi.json)")
+    parser.add_argument(
+        "--record", metavar="SNAPSHOT", help="add/replace this ABI version's entry in SNAPSHOT (capi/abi.json)"
+    )
     args = parser.parse_args(argv)
 
     if args.record and not args.library:

@@ -56,16 +56,14 @@ def exact_differences(snapshot: object, build: object, path: str, version: str) 
                 messages += exact_differences(snapshot[key], build[key], where, version)
         return messages
     if snapshot != build:
-        return [f"{path}: {json.dumps(snapshot)} in the {version} snapshot, "
-                f"{json.dumps(build)} in this build"]
+        return [f"{path}: {json.dumps(snapshot)} in the {version} snapshot, {json.dumps(build)} in this build"]
     return []
 
 
 def is_extensible(struct: dict) -> bool:
     """Extensible structs start with struct_size and abi_version (section 2)."""
     fields = struct["fields"]
-    return (fields.get("struct_size", {}).get("offset") == 0
-            and fields.get("abi_version", {}).get("offset") == 4)
+    return fields.get("struct_size", {}).get("offset") == 0 and fields.get("abi_version", {}).get("offset") == 4
 
 
 def superset_differences(old: dict, new: dict, version: str) -> List[str]:
@@ -79,33 +77,43 @@ def superset_differences(old: dict, new: dict, version: str) -> List[str]:
             messages.append(f"struct {name} (in {label}) was removed")
             continue
         if new_struct["size"] < old_struct["size"]:
-            messages.append(f"struct {name} shrank from {old_struct['size']} bytes ({label}) "
-                            f"to {new_struct['size']}")
+            messages.append(f"struct {name} shrank from {old_struct['size']} bytes ({label}) to {new_struct['size']}")
         elif new_struct["size"] != old_struct["size"] and not is_extensible(old_struct):
             # Callers allocate these (and EpcPlanRegion sits in an array), so any growth
             # moves data under an older caller's feet.
-            messages.append(f"struct {name} is not extensible (no struct_size/abi_version "
-                            f"header) yet its size changed from {old_struct['size']} bytes "
-                            f"({label}) to {new_struct['size']}")
+            messages.append(
+                f"struct {name} is not extensible (no struct_size/abi_version "
+                f"header) yet its size changed from {old_struct['size']} bytes "
+                f"({label}) to {new_struct['size']}"
+            )
         if new_struct["align"] != old_struct["align"]:
-            messages.append(f"struct {name} alignment changed from {old_struct['align']} "
-                            f"({label}) to {new_struct['align']}")
+            messages.append(
+                f"struct {name} alignment changed from {old_struct['align']} ({label}) to {new_struct['align']}"
+            )
         for field_name, old_field in old_struct["fields"].items():
             new_field = new_struct["fields"].get(field_name)
             if new_field is None and field_name.startswith("reserved"):
                 # Reserved fields exist to be given a meaning later: one at the same offset
                 # and size under a new name is that, not a removal.
-                new_field = next((f for f in new_struct["fields"].values()
-                                  if f["offset"] == old_field["offset"]
-                                  and f["size"] == old_field["size"]), None)
+                new_field = next(
+                    (
+                        f
+                        for f in new_struct["fields"].values()
+                        if f["offset"] == old_field["offset"] and f["size"] == old_field["size"]
+                    ),
+                    None,
+                )
             if new_field is None:
-                messages.append(f"field {name}.{field_name} (offset {old_field['offset']}, "
-                                f"{old_field['size']} bytes in {label}) was removed")
+                messages.append(
+                    f"field {name}.{field_name} (offset {old_field['offset']}, "
+                    f"{old_field['size']} bytes in {label}) was removed"
+                )
                 continue
             for key in ("offset", "size"):
                 if new_field[key] != old_field[key]:
-                    messages.append(f"field {name}.{field_name}: {key} changed from "
-                                    f"{old_field[key]} ({label}) to {new_field[key]}")
+                    messages.append(
+                        f"field {name}.{field_name}: {key} changed from {old_field[key]} ({label}) to {new_field[key]}"
+                    )
 
     for name, value in old.get("constants", {}).items():
         if name in VERSION_CONSTANTS:
@@ -113,8 +121,7 @@ def superset_differences(old: dict, new: dict, version: str) -> List[str]:
         if name not in new["constants"]:
             messages.append(f"constant {name} (= {value} in {label}) was removed")
         elif new["constants"][name] != value:
-            messages.append(f"constant {name} changed from {value} ({label}) to "
-                            f"{new['constants'][name]}")
+            messages.append(f"constant {name} changed from {value} ({label}) to {new['constants'][name]}")
 
     for name, old_typedef in old.get("typedefs", {}).items():
         new_typedef = new.get("typedefs", {}).get(name)
@@ -123,8 +130,9 @@ def superset_differences(old: dict, new: dict, version: str) -> List[str]:
             continue
         for key in ("kind", "type", "size", "align"):
             if old_typedef.get(key) != new_typedef.get(key):
-                messages.append(f"typedef {name}: {key} changed from {old_typedef.get(key)!r} "
-                                f"({label}) to {new_typedef.get(key)!r}")
+                messages.append(
+                    f"typedef {name}: {key} changed from {old_typedef.get(key)!r} ({label}) to {new_typedef.get(key)!r}"
+                )
 
     new_functions = {f["name"]: f for f in new.get("functions", [])}
     for old_function in old.get("functions", []):
@@ -136,8 +144,9 @@ def superset_differences(old: dict, new: dict, version: str) -> List[str]:
         old_sig = (old_function["return_type"], old_function["params"])
         new_sig = (new_function["return_type"], new_function["params"])
         if old_sig != new_sig:
-            messages.append(f"function {name}: signature changed from {signature(old_sig)} "
-                            f"({label}) to {signature(new_sig)}")
+            messages.append(
+                f"function {name}: signature changed from {signature(old_sig)} ({label}) to {signature(new_sig)}"
+            )
 
     old_symbols: Dict[str, str] = old.get("symbols", {})
     new_symbols: Dict[str, str] = new.get("symbols", {})
@@ -145,15 +154,16 @@ def superset_differences(old: dict, new: dict, version: str) -> List[str]:
         if name not in new_symbols:
             messages.append(f"symbol {name}@@{node} (in {label}) is no longer exported")
         elif new_symbols[name] != node:
-            messages.append(f"symbol {name} moved from version node {node} ({label}) to "
-                            f"{new_symbols[name]}")
+            messages.append(f"symbol {name} moved from version node {node} ({label}) to {new_symbols[name]}")
     # A symbol added since `old` must sit at a node `old` did not have; otherwise a program
     # linked against this build would load against the old library and fail only at call time.
     old_nodes = set(old_symbols.values())
     for name, node in new_symbols.items():
         if name not in old_symbols and node in old_nodes:
-            messages.append(f"symbol {name} is new since {label} but bound at its node {node}; "
-                            "add a new version node (EPCOMM_<major>.<minor>) to capi/epcomm.map")
+            messages.append(
+                f"symbol {name} is new since {label} but bound at its node {node}; "
+                "add a new version node (EPCOMM_<major>.<minor>) to capi/epcomm.map"
+            )
     return messages
 
 
@@ -167,19 +177,24 @@ def padding_differences(dump: dict) -> List[str]:
         end = 0
         for field_name, f in sorted(struct["fields"].items(), key=lambda item: item[1]["offset"]):
             if f["offset"] != end:
-                messages.append(f"struct {name}: {f['offset'] - end} bytes of implicit padding "
-                                f"before {field_name} (offset {f['offset']}); add an explicit "
-                                "reserved field")
+                messages.append(
+                    f"struct {name}: {f['offset'] - end} bytes of implicit padding "
+                    f"before {field_name} (offset {f['offset']}); add an explicit "
+                    "reserved field"
+                )
             end = f["offset"] + f["size"]
         if struct["size"] != end:
-            messages.append(f"struct {name}: {struct['size'] - end} bytes of implicit tail "
-                            "padding; add an explicit reserved field")
+            messages.append(
+                f"struct {name}: {struct['size'] - end} bytes of implicit tail padding; add an explicit reserved field"
+            )
     return messages
 
 
 def record_hint(header: str, library: str, snapshot: str) -> str:
-    return (f"python3 tools/abi_dump.py --header {shlex.quote(header)} "
-            f"--library {shlex.quote(library)} --record {shlex.quote(snapshot)}")
+    return (
+        f"python3 tools/abi_dump.py --header {shlex.quote(header)} "
+        f"--library {shlex.quote(library)} --record {shlex.quote(snapshot)}"
+    )
 
 
 def check(header: str, library: str, snapshot_path: str, cc: Sequence[str], nm: str) -> List[str]:
@@ -195,7 +210,8 @@ def check(header: str, library: str, snapshot_path: str, cc: Sequence[str], nm: 
         failures.append(
             f"{snapshot_path} has no entry for ABI {version} (the version in {header}). "
             "An ABI change needs a new version: bump EPC_ABI_MINOR in the header (additive "
-            f"changes only), then run: {record_hint(header, library, snapshot_path)}")
+            f"changes only), then run: {record_hint(header, library, snapshot_path)}"
+        )
     else:
         differences = exact_differences(keyed(entry), keyed(dump), "", version)
         failures += [f"snapshot {version}: {d}" for d in differences]
@@ -203,20 +219,22 @@ def check(header: str, library: str, snapshot_path: str, cc: Sequence[str], nm: 
             failures.append(
                 f"this build's ABI differs from the committed snapshot of {version}. A released "
                 "version must not change: make the change additive, bump EPC_ABI_MINOR, and "
-                f"record the new version with: {record_hint(header, library, snapshot_path)}")
+                f"record the new version with: {record_hint(header, library, snapshot_path)}"
+            )
 
     for other in sorted(versions, key=version_tuple):
         if other == version or other.split(".")[0] != major:
             continue
-        failures += [f"superset of {other}: {d}"
-                     for d in superset_differences(versions[other], dump, other)]
+        failures += [f"superset of {other}: {d}" for d in superset_differences(versions[other], dump, other)]
 
     failures += padding_differences(dump)
     compared = [v for v in versions if v.split(".")[0] == major]
-    print(f"check_abi: ABI {version}; snapshot versions with major {major}: "
-          f"{', '.join(sorted(compared, key=version_tuple)) or 'none'}; "
-          f"{len(dump['structs'])} structs, {len(dump['constants'])} constants, "
-          f"{len(dump['functions'])} functions, {len(dump['symbols'])} symbols")
+    print(
+        f"check_abi: ABI {version}; snapshot versions with major {major}: "
+        f"{', '.join(sorted(compared, key=version_tuple)) or 'none'}; "
+        f"{len(dump['structs'])} structs, {len(dump['constants'])} constants, "
+        f"{len(dump['functions'])} functions, {len(dump['symbols'])} symbols"
+    )
     return failures
 
 

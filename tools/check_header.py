@@ -46,8 +46,10 @@ def check(header_path: str, cc: Sequence[str], cxx: Sequence[str]) -> List[str]:
     for include in parse_header(header).includes:
         if not include.system or include.name not in ALLOWED_INCLUDES:
             spelled = f"<{include.name}>" if include.system else f'"{include.name}"'
-            failures.append(f"{header}:{include.line}: #include {spelled} is not allowed; the "
-                            "header may include only <stdint.h> and <stddef.h>")
+            failures.append(
+                f"{header}:{include.line}: #include {spelled} is not allowed; the "
+                "header may include only <stdint.h> and <stddef.h>"
+            )
     failures += compile_standalone(header, cc, "c", "c99")
     failures += compile_standalone(header, cxx, "c++", "c++17")
     return failures

@@ -3,6 +3,7 @@
 """Compiles the README's complete C examples against the public header, so the
 documentation cannot drift from the API. A ```c block counts as complete when it has an
 #include line; snippets without one are fragments and are skipped."""
+
 import argparse
 import pathlib
 import re
@@ -31,8 +32,17 @@ def main() -> int:
     for number, block in enumerate(blocks, 1):
         with tempfile.NamedTemporaryFile("w", suffix=".c", delete=False) as source:
             source.write(block)
-        cmd = shlex.split(args.cc) + ["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
-                                      "-fsyntax-only", "-I", args.include, source.name]
+        cmd = shlex.split(args.cc) + [
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Wpedantic",
+            "-Werror",
+            "-fsyntax-only",
+            "-I",
+            args.include,
+            source.name,
+        ]
         result = subprocess.run(cmd, capture_output=True, text=True)
         status = "ok" if result.returncode == 0 else "FAILED"
         print(f"README C example {number}: {status}")

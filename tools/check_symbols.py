@@ -57,40 +57,43 @@ def check(library: str, header_path: str, map_path: str, nm: str, readelf: str) 
     soname = read_soname(library, readelf)
     expected_soname = f"libepcomm.so.{major}"
     if soname != expected_soname:
-        failures.append(f"SONAME is {soname or '(none)'!r}, expected {expected_soname!r} "
-                        f"(EPC_ABI_MAJOR is {major})")
+        failures.append(f"SONAME is {soname or '(none)'!r}, expected {expected_soname!r} (EPC_ABI_MAJOR is {major})")
 
     symbols = read_dynamic_symbols(library, nm)
     exported: Set[str] = set()
     for s in symbols.symbols:
         where = f"{s.name}" + (f"@{'@' if s.default else ''}{s.version}" if s.version else "")
         if not s.name.startswith("epc_"):
-            failures.append(f"exported symbol {where} (type {s.type}) is not epc_*: the "
-                            "version script must keep it local")
+            failures.append(
+                f"exported symbol {where} (type {s.type}) is not epc_*: the version script must keep it local"
+            )
             continue
         exported.add(s.name)
         if s.version is None:
-            failures.append(f"exported symbol {where} has no version node; link with "
-                            f"-Wl,--version-script={map_path}")
+            failures.append(f"exported symbol {where} has no version node; link with -Wl,--version-script={map_path}")
         elif not s.default:
-            failures.append(f"exported symbol {where} is a non-default (@) binding; "
-                            "epc_* symbols must be the default (@@) version")
+            failures.append(
+                f"exported symbol {where} is a non-default (@) binding; epc_* symbols must be the default (@@) version"
+            )
         elif not node_pattern.fullmatch(s.version):
-            failures.append(f"exported symbol {where} is bound at node {s.version}, expected "
-                            f"EPCOMM_{major}.<n>")
+            failures.append(f"exported symbol {where} is bound at node {s.version}, expected EPCOMM_{major}.<n>")
         elif s.version not in nodes_in_map:
-            failures.append(f"exported symbol {where} is bound at node {s.version}, which "
-                            f"{map_path} does not define (it has: "
-                            f"{', '.join(sorted(nodes_in_map)) or 'none'})")
+            failures.append(
+                f"exported symbol {where} is bound at node {s.version}, which "
+                f"{map_path} does not define (it has: "
+                f"{', '.join(sorted(nodes_in_map)) or 'none'})"
+            )
 
     for name in sorted(declared - exported):
         failures.append(f"{name} is declared in {header_path} but not exported by {library}")
     for name in sorted(exported - declared):
         failures.append(f"{name} is exported by {library} but not declared in {header_path}")
 
-    print(f"check_symbols: {library}: SONAME {soname!r}, {len(symbols.symbols)} exported "
-          f"symbols, version definitions {symbols.version_definitions}, "
-          f"{len(declared)} functions declared in the header, map nodes {sorted(nodes_in_map)}")
+    print(
+        f"check_symbols: {library}: SONAME {soname!r}, {len(symbols.symbols)} exported "
+        f"symbols, version definitions {symbols.version_definitions}, "
+        f"{len(declared)} functions declared in the header, map nodes {sorted(nodes_in_map)}"
+    )
     return failures
 
 

@@ -31,22 +31,47 @@ DEFAULT_HEADER = Path(__file__).resolve().parent.parent / "capi/include/epcomm/e
 # Fixed-width integer types an integer cast in a constant expression may use, with
 # (bits, signed). Used to wrap values exactly as the C compiler does.
 INTEGER_CASTS: Dict[str, Tuple[int, bool]] = {
-    "int8_t": (8, True), "int16_t": (16, True), "int32_t": (32, True), "int64_t": (64, True),
-    "uint8_t": (8, False), "uint16_t": (16, False), "uint32_t": (32, False),
-    "uint64_t": (64, False), "size_t": (64, False),
+    "int8_t": (8, True),
+    "int16_t": (16, True),
+    "int32_t": (32, True),
+    "int64_t": (64, True),
+    "uint8_t": (8, False),
+    "uint16_t": (16, False),
+    "uint32_t": (32, False),
+    "uint64_t": (64, False),
+    "size_t": (64, False),
 }
 
 # Base types a declaration may use besides the header's own typedefs. `char` is allowed
 # for strings and fixed name buffers; `void` for pointers and empty parameter lists.
 BUILTIN_TYPES = set(INTEGER_CASTS) | {
-    "void", "char", "float", "double", "intptr_t", "uintptr_t", "ptrdiff_t",
+    "void",
+    "char",
+    "float",
+    "double",
+    "intptr_t",
+    "uintptr_t",
+    "ptrdiff_t",
 }
 
 # Spelled out so the error says why, rather than "unknown type": section 2 of the
 # architecture forbids these in the ABI.
 FORBIDDEN_TYPE_WORDS = {
-    "int", "long", "short", "unsigned", "signed", "bool", "_Bool", "enum", "union",
-    "volatile", "restrict", "static", "inline", "extern", "register",
+    "int",
+    "long",
+    "short",
+    "unsigned",
+    "signed",
+    "bool",
+    "_Bool",
+    "enum",
+    "union",
+    "volatile",
+    "restrict",
+    "static",
+    "inline",
+    "extern",
+    "register",
 }
 
 
@@ -161,8 +186,7 @@ class Header:
     def abi_version(self) -> Tuple[int, int, int]:
         """EPC_ABI_MAJOR/MINOR/PATCH, the single source of truth for the version."""
         try:
-            return tuple(self.constants[f"EPC_ABI_{part}"].value
-                         for part in ("MAJOR", "MINOR", "PATCH"))  # type: ignore[return-value]
+            return tuple(self.constants[f"EPC_ABI_{part}"].value for part in ("MAJOR", "MINOR", "PATCH"))  # type: ignore[return-value]
         except KeyError as missing:
             raise HeaderError(self.path, 1, f"the header does not define {missing.args[0]}")
 
@@ -189,7 +213,7 @@ def strip_comments(text: str, path: str) -> str:
             end = text.find("*/", i + 2)
             if end < 0:
                 raise HeaderError(path, line, "unterminated /* comment")
-            chunk = text[i:end + 2]
+            chunk = text[i : end + 2]
             out.append(re.sub(r"[^\n]", " ", chunk))
             line += chunk.count("\n")
             i = end + 2
@@ -204,7 +228,7 @@ def strip_comments(text: str, path: str) -> str:
                 if text[j] == "\n":
                     raise HeaderError(path, line, "unterminated string or character literal")
                 j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
+            out.append(text[i : j + 1])
             i = j + 1
         else:
             if c == "\n":
@@ -236,7 +260,8 @@ def logical_lines(text: str) -> List[Tuple[int, str]]:
 CODE_TOKEN = re.compile(r"\s*(?:([A-Za-z_]\w*)|(0[xX][0-9A-Fa-f]+[uUlL]*|\d+[uUlL]*)|([(){}\[\];,*:]))")
 EXPR_TOKEN = re.compile(
     r"\s*(?:([A-Za-z_]\w*)|(0[xX][0-9A-Fa-f]+[uUlL]*|\d+[uUlL]*)"
-    r"|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()~!<>&|^?:]))")
+    r"|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()~!<>&|^?:]))"
+)
 
 
 @dataclass
@@ -280,8 +305,16 @@ class ExpressionEvaluator:
 
     # Binary operators by precedence level, loosest first.
     LEVELS: Sequence[Sequence[str]] = (
-        ("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="),
-        ("<<", ">>"), ("+", "-"), ("*", "/", "%"),
+        ("||",),
+        ("&&",),
+        ("|",),
+        ("^",),
+        ("&",),
+        ("==", "!="),
+        ("<", "<=", ">", ">="),
+        ("<<", ">>"),
+        ("+", "-"),
+        ("*", "/", "%"),
     )
 
     def __init__(self, text: str, line: int, path: str, resolve: Callable[[str], int]):
@@ -350,13 +383,22 @@ class ExpressionEvaluator:
         if op == "%":
             return a - b * self.apply("/", a, b)
         return {
-            "||": lambda: int(bool(a) or bool(b)), "&&": lambda: int(bool(a) and bool(b)),
-            "|": lambda: a | b, "^": lambda: a ^ b, "&": lambda: a & b,
-            "==": lambda: int(a == b), "!=": lambda: int(a != b),
-            "<": lambda: int(a < b), "<=": lambda: int(a <= b),
-            ">": lambda: int(a > b), ">=": lambda: int(a >= b),
-            "<<": lambda: a << b, ">>": lambda: a >> b,
-            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+            "||": lambda: int(bool(a) or bool(b)),
+            "&&": lambda: int(bool(a) and bool(b)),
+            "|": lambda: a | b,
+            "^": lambda: a ^ b,
+            "&": lambda: a & b,
+            "==": lambda: int(a == b),
+            "!=": lambda: int(a != b),
+            "<": lambda: int(a < b),
+            "<=": lambda: int(a <= b),
+            ">": lambda: int(a > b),
+            ">=": lambda: int(a >= b),
+            "<<": lambda: a << b,
+            ">>": lambda: a >> b,
+            "+": lambda: a + b,
+            "-": lambda: a - b,
+            "*": lambda: a * b,
         }[op]()
 
     def unary(self) -> int:
@@ -460,16 +502,14 @@ class _Parser:
                 branch.seen_else = True
                 take = not branch.taken
             else:
-                take = (not branch.taken and branch.parent_active
-                        and bool(self.condition(line, rest)))
+                take = not branch.taken and branch.parent_active and bool(self.condition(line, rest))
             branch.active = branch.parent_active and take
             branch.taken = branch.taken or take
         elif word == "include":
             m = re.fullmatch(r'<([^>]+)>|"([^"]+)"', rest)
             if not m:
                 self.fail(line, f"cannot parse #include {rest}")
-            self.header.includes.append(
-                Include(m.group(1) or m.group(2), m.group(1) is not None, self.active(), line))
+            self.header.includes.append(Include(m.group(1) or m.group(2), m.group(1) is not None, self.active(), line))
         elif word == "define":
             if self.active():
                 self.define(line, rest)
@@ -515,11 +555,14 @@ class _Parser:
                 self.fail(line, f"unbalanced braces in the initializer macro {name}")
             self.header.macros[name] = Macro(name, "initializer", body, line)
         else:
+
             def resolve(identifier: str) -> int:
                 constant = self.header.constants.get(identifier)
                 if constant is None:
-                    self.fail(line, f"{name} uses {identifier}, which is not an integer "
-                                    "constant defined earlier in the header")
+                    self.fail(
+                        line,
+                        f"{name} uses {identifier}, which is not an integer constant defined earlier in the header",
+                    )
                 return constant.value  # type: ignore[union-attr]
 
             value = ExpressionEvaluator(body, line, self.path, resolve).evaluate()
@@ -556,16 +599,18 @@ class _Parser:
         while attributes < len(words) and self.is_attribute_macro(words[attributes]):
             attributes += 1
         if attributes == 0:
-            self.fail(line, f"unsupported declaration starting with {' '.join(words[:4])!r} "
-                            "(expected a typedef or an EPC_API function)")
+            self.fail(
+                line,
+                f"unsupported declaration starting with {' '.join(words[:4])!r} "
+                "(expected a typedef or an EPC_API function)",
+            )
         declared = self.declarator(tokens[attributes:], line, allow_function=True)
         if declared.function is None or declared.is_function_pointer:
             self.fail(line, "only function declarations may carry EPC_API")
         name = declared.name
         if name in self.header.functions:
             self.fail(line, f"function {name} is declared twice")
-        self.header.functions[name] = Function(
-            name, declared.function.return_type, declared.function.params, line)
+        self.header.functions[name] = Function(name, declared.function.return_type, declared.function.params, line)
 
     def is_attribute_macro(self, word: str) -> bool:
         macro = self.header.macros.get(word)
@@ -578,17 +623,17 @@ class _Parser:
             self.check_identifier(tag, line)
             if len(words) == 3:
                 if words[2] != tag:
-                    self.fail(line, f"typedef struct {tag} {words[2]}: the tag and the typedef "
-                                    "name must be the same")
+                    self.fail(line, f"typedef struct {tag} {words[2]}: the tag and the typedef name must be the same")
                 self.add_typedef(Typedef(tag, "opaque", None, None, line))
                 return
             if len(words) < 3 or words[2] != "{":
                 self.fail(line, f"cannot parse typedef struct {tag} ...")
             close = self.matching(tokens, 2)
-            after = words[close + 1:]
+            after = words[close + 1 :]
             if after != [tag]:
-                self.fail(line, f"typedef struct {tag} {{...}} must be followed by exactly "
-                                f"'{tag};', got {' '.join(after)!r}")
+                self.fail(
+                    line, f"typedef struct {tag} {{...}} must be followed by exactly '{tag};', got {' '.join(after)!r}"
+                )
             if tag in self.header.typedefs:
                 self.fail(line, f"{tag} is already declared (opaque structs cannot be completed)")
             fields = self.struct_fields(tag, tokens[3:close], line)
@@ -599,8 +644,9 @@ class _Parser:
         if declared.array_tokens is not None:
             self.fail(line, f"array typedef {declared.name} is not supported")
         if declared.function is not None:
-            self.add_typedef(Typedef(declared.name, "function_pointer",
-                                     declared.function.spelling(), declared.function, line))
+            self.add_typedef(
+                Typedef(declared.name, "function_pointer", declared.function.spelling(), declared.function, line)
+            )
         else:
             self.add_typedef(Typedef(declared.name, "alias", declared.type, None, line))
 
@@ -654,8 +700,11 @@ class _Parser:
         line = tokens[0].line
         for token in tokens:
             if token.text in (":", "{"):
-                self.fail(line, f"unsupported field syntax in {struct} near {token.text!r} "
-                                "(bitfields and nested structs are not allowed)")
+                self.fail(
+                    line,
+                    f"unsupported field syntax in {struct} near {token.text!r} "
+                    "(bitfields and nested structs are not allowed)",
+                )
         declared = self.declarator(tokens, line, allow_function=False)
         if declared.name is None:
             self.fail(line, f"unnamed field in {struct}")
@@ -667,15 +716,15 @@ class _Parser:
             def resolve(name: str) -> int:
                 constant = self.header.constants.get(name)
                 if constant is None:
-                    self.fail(line, f"array length of {struct}.{declared.name} uses {name}, "
-                                    "which is not an integer constant")
+                    self.fail(
+                        line, f"array length of {struct}.{declared.name} uses {name}, which is not an integer constant"
+                    )
                 return constant.value  # type: ignore[union-attr]
 
             length = ExpressionEvaluator(expr, line, self.path, resolve).evaluate()
             if length <= 0:
                 self.fail(line, f"array length of {struct}.{declared.name} is {length}")
-        type_spelling = (declared.function.spelling() if declared.function is not None
-                         else declared.type)
+        type_spelling = declared.function.spelling() if declared.function is not None else declared.type
         return Field(declared.name, type_spelling, length, expr, declared.function, line)
 
     def check_identifier(self, word: str, line: int) -> None:
@@ -702,8 +751,11 @@ class _Parser:
             if word == "const":
                 const = True
             elif word in FORBIDDEN_TYPE_WORDS:
-                self.fail(line, f"'{word}' is not allowed in the C ABI (ARCHITECTURE.md section 2: "
-                                "fixed-width types only, no enums, unions or bool)")
+                self.fail(
+                    line,
+                    f"'{word}' is not allowed in the C ABI (ARCHITECTURE.md section 2: "
+                    "fixed-width types only, no enums, unions or bool)",
+                )
             elif base is None and word == "struct":
                 if i + 1 >= len(tokens):
                     self.fail(line, "'struct' without a tag")
@@ -714,8 +766,9 @@ class _Parser:
                 i += 1
             elif base is None and re.fullmatch(r"[A-Za-z_]\w*", word):
                 if word not in BUILTIN_TYPES and word not in self.header.typedefs:
-                    self.fail(line, f"unknown type {word!r} (not a fixed-width C type and not "
-                                    "declared earlier in the header)")
+                    self.fail(
+                        line, f"unknown type {word!r} (not a fixed-width C type and not declared earlier in the header)"
+                    )
                 base = word
             else:
                 break
@@ -728,8 +781,9 @@ class _Parser:
             i += 1
         return spelling, i  # type: ignore[return-value]
 
-    def declarator(self, tokens: List[Token], line: int, allow_function: bool,
-                   allow_unnamed: bool = False) -> "_Parser.Declared":
+    def declarator(
+        self, tokens: List[Token], line: int, allow_function: bool, allow_unnamed: bool = False
+    ) -> "_Parser.Declared":
         type_spelling, i = self.base_type(tokens, line)
         rest = tokens[i:]
         words = [t.text for t in rest]
@@ -740,16 +794,16 @@ class _Parser:
         # (*name)(params): a function pointer.
         if words[:2] == ["(", "*"]:
             if len(words) < 5 or words[3] != ")" or words[4] != "(":
-                self.fail(line, "cannot parse the function-pointer declarator "
-                                f"{' '.join(words)!r}")
+                self.fail(line, f"cannot parse the function-pointer declarator {' '.join(words)!r}")
             name = words[2]
             self.check_identifier(name, line)
             close = self.matching(rest, 4)
             if close != len(rest) - 1:
                 self.fail(line, f"unexpected {words[close + 1]!r} after the function pointer {name}")
             params = self.parameters(rest[5:close], line)
-            return self.Declared(name, type_spelling, None, FunctionType(type_spelling, params),
-                                 is_function_pointer=True)
+            return self.Declared(
+                name, type_spelling, None, FunctionType(type_spelling, params), is_function_pointer=True
+            )
         name = words[0]
         self.check_identifier(name, line)
         if name in FORBIDDEN_TYPE_WORDS:
@@ -759,8 +813,10 @@ class _Parser:
         if words[1] == "[":
             close = self.matching(rest, 1)
             if close != len(rest) - 1:
-                self.fail(line, f"unexpected {words[close + 1]!r} after {name}[...] "
-                                "(multidimensional arrays are not supported)")
+                self.fail(
+                    line,
+                    f"unexpected {words[close + 1]!r} after {name}[...] (multidimensional arrays are not supported)",
+                )
             if close == 2:
                 self.fail(line, f"array {name}[] without a length")
             return self.Declared(name, type_spelling, rest[2:close])
@@ -791,12 +847,10 @@ class _Parser:
             if token.text == "," and depth == 0:
                 if not current:
                     self.fail(line, "empty parameter")
-                declared = self.declarator(current, current[0].line, allow_function=False,
-                                           allow_unnamed=True)
+                declared = self.declarator(current, current[0].line, allow_function=False, allow_unnamed=True)
                 if declared.array_tokens is not None:
                     self.fail(line, f"array parameter {declared.name}: use a pointer")
-                ptype = (declared.function.spelling() if declared.function is not None
-                         else declared.type)
+                ptype = declared.function.spelling() if declared.function is not None else declared.type
                 if ptype == "void":
                     self.fail(line, "a 'void' parameter next to others")
                 params.append(Param(declared.name, ptype))

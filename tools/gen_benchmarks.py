@@ -12,13 +12,14 @@ Usage: gen_benchmarks.py           rewrite docs/benchmarks.md
        gen_benchmarks.py --check   fail (exit 1) when docs/benchmarks.md is not what this
                                    script writes from bench/results/ now
 """
+
 import json
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, 'bench', 'results')
-PAGE = os.path.join(ROOT, 'docs', 'benchmarks.md')
+RESULTS = os.path.join(ROOT, "bench", "results")
+PAGE = os.path.join(ROOT, "docs", "benchmarks.md")
 
 HEADER = """# Benchmarks
 
@@ -37,144 +38,156 @@ the same bytes.
 # (column, key in a point's "times"), in the order printed; a column none of a run's points
 # has is left out.
 LATENCY_COLUMNS = [
-    ('dispatch', 'ours.kernel.dispatch'),
-    ('combine', 'ours.kernel.combine'),
-    ('step', 'ours.kernel.step'),
-    ('api step', 'ours.api.step'),
-    ('graph', 'ours.graph.step'),
-    ('layout', 'ours.kernel.layout'),
-    ('baseline', 'baseline.kernel.step'),
-    ('ceiling', 'ceiling.kernel.step'),
+    ("dispatch", "ours.kernel.dispatch"),
+    ("combine", "ours.kernel.combine"),
+    ("step", "ours.kernel.step"),
+    ("api step", "ours.api.step"),
+    ("graph", "ours.graph.step"),
+    ("layout", "ours.kernel.layout"),
+    ("baseline", "baseline.kernel.step"),
+    ("ceiling", "ceiling.kernel.step"),
 ]
 
 
 def fmt(value):
-    return f'{value:.1f}'
+    return f"{value:.1f}"
 
 
 def machine_line(machine):
-    gpus = machine.get('gpus', [])
-    names = sorted({g.get('name', '?') for g in gpus})
-    parts = [f"{len(gpus)} x {', '.join(names)}" if gpus else 'machine not recorded']
-    if machine.get('nccl_runtime'):
+    gpus = machine.get("gpus", [])
+    names = sorted({g.get("name", "?") for g in gpus})
+    parts = [f"{len(gpus)} x {', '.join(names)}" if gpus else "machine not recorded"]
+    if machine.get("nccl_runtime"):
         parts.append(f"NCCL {machine['nccl_runtime']}")
-    if machine.get('nvidia_driver'):
+    if machine.get("nvidia_driver"):
         parts.append(f"driver {machine['nvidia_driver']}")
-    return ', '.join(parts)
+    return ", ".join(parts)
 
 
 def commit_line(run):
-    commit = run.get('commit') or run.get('machine', {}).get('epcomm_commit')
+    commit = run.get("commit") or run.get("machine", {}).get("epcomm_commit")
     if commit:
         return commit
-    abi = run.get('machine', {}).get('epcomm_abi', 'unknown')
+    abi = run.get("machine", {}).get("epcomm_abi", "unknown")
     return f"commit not recorded, ABI {'.'.join(abi.split('.')[:2])}"
 
 
 def describe(config):
-    mode = {'ll': 'low latency', 'ht': 'high throughput'}.get(config.get('mode'), config.get('mode', '?'))
-    text = (f"{mode}, {config.get('ranks', '?')} ranks, hidden {config.get('hidden')}, top-{config.get('topk')}, "
-            f"{config.get('experts')} experts, {config.get('dtype')}, {config.get('routing', {}).get('kind', '?')} "
-            f"routing, {config.get('sms')} SMs")
-    if config.get('mode') == 'ht':
+    mode = {"ll": "low latency", "ht": "high throughput"}.get(config.get("mode"), config.get("mode", "?"))
+    text = (
+        f"{mode}, {config.get('ranks', '?')} ranks, hidden {config.get('hidden')}, top-{config.get('topk')}, "
+        f"{config.get('experts')} experts, {config.get('dtype')}, {config.get('routing', {}).get('kind', '?')} "
+        f"routing, {config.get('sms')} SMs"
+    )
+    if config.get("mode") == "ht":
         text += f", {config.get('ht_sizing')} sizing"
-    if config.get('virtual_node_size'):
+    if config.get("virtual_node_size"):
         text += f", virtual nodes of {config['virtual_node_size']}"
     return text
 
 
 def bench_section(name, run):
-    lines = [f'## {name}', '']
+    lines = [f"## {name}", ""]
     lines.append(f"- What: {describe(run.get('config', {}))}")
     lines.append(f"- Date: {run.get('created_utc', 'not recorded')}")
     lines.append(f"- Machine: {machine_line(run.get('machine', {}))}")
     lines.append(f"- Commit: {commit_line(run)}")
     lines.append(f"- Command: `{run.get('command', 'not recorded')}`")
-    lines.append('')
-    points = run.get('points', [])
-    columns = [(title, key) for title, key in LATENCY_COLUMNS if any(key in p.get('times', {}) for p in points)]
+    lines.append("")
+    points = run.get("points", [])
+    columns = [(title, key) for title, key in LATENCY_COLUMNS if any(key in p.get("times", {}) for p in points)]
     if points and columns:
-        lines.append('| tokens | ' + ' | '.join(title for title, _ in columns) + ' |')
-        lines.append('| ---: | ' + ' | '.join('---:' for _ in columns) + ' |')
+        lines.append("| tokens | " + " | ".join(title for title, _ in columns) + " |")
+        lines.append("| ---: | " + " | ".join("---:" for _ in columns) + " |")
         for p in points:
-            times = p.get('times', {})
-            cells = [fmt(times[key]['median_us']) if key in times else '-' for _, key in columns]
-            lines.append(f"| {p.get('tokens_per_rank')} | " + ' | '.join(cells) + ' |')
-        lines.append('')
+            times = p.get("times", {})
+            cells = [fmt(times[key]["median_us"]) if key in times else "-" for _, key in columns]
+            lines.append(f"| {p.get('tokens_per_rank')} | " + " | ".join(cells) + " |")
+        lines.append("")
     return lines
 
 
 def moe_section(name, run):
-    config = run.get('config', {})
-    lines = [f'## {name}', '']
-    lines.append(f"- What: bench/moe_layer.py, a MoE layer (hidden {config.get('hidden')}, ffn {config.get('ffn')}, "
-                 f"{config.get('experts')} experts, top-{config.get('topk')}) on {run.get('gpus')} GPUs, against "
-                 f"torch.distributed.all_to_all_single")
+    config = run.get("config", {})
+    lines = [f"## {name}", ""]
+    lines.append(
+        f"- What: bench/moe_layer.py, a MoE layer (hidden {config.get('hidden')}, ffn {config.get('ffn')}, "
+        f"{config.get('experts')} experts, top-{config.get('topk')}) on {run.get('gpus')} GPUs, against "
+        f"torch.distributed.all_to_all_single"
+    )
     lines.append(f"- Date: {run.get('created_utc', 'not recorded')}")
     lines.append(f"- Machine: {run.get('gpus')} x {run.get('gpu_name')}, torch {run.get('torch')}")
     lines.append(f"- Commit: {run.get('commit') or 'commit not recorded, ABI 1.3'}")
     lines.append(f"- Command: `{run.get('command', 'python3 bench/moe_layer.py (flags in config)')}`")
-    lines.append('')
-    lines.append('| mode | tokens per rank | ours us | all_to_all us | checked |')
-    lines.append('| --- | ---: | ---: | ---: | --- |')
-    for p in run.get('points', []):
-        lines.append(f"| {p.get('mode')} | {p.get('tokens_per_rank')} | {fmt(p['ours_us'])} | {fmt(p['baseline_us'])} | "
-                     f"{'yes' if p.get('checked') else 'no'} |")
-    lines.append('')
+    lines.append("")
+    lines.append("| mode | tokens per rank | ours us | all_to_all us | checked |")
+    lines.append("| --- | ---: | ---: | ---: | --- |")
+    for p in run.get("points", []):
+        lines.append(
+            f"| {p.get('mode')} | {p.get('tokens_per_rank')} | {fmt(p['ours_us'])} | {fmt(p['baseline_us'])} | "
+            f"{'yes' if p.get('checked') else 'no'} |"
+        )
+    lines.append("")
     return lines
 
 
 def render():
-    lines = HEADER.rstrip('\n').split('\n') + ['']
+    lines = HEADER.rstrip("\n").split("\n") + [""]
     names = sorted(os.listdir(RESULTS))
     for file in names:
         path = os.path.join(RESULTS, file)
         stem, ext = os.path.splitext(file)
-        if ext == '.json':
-            with open(path, encoding='utf-8') as f:
+        if ext == ".json":
+            with open(path, encoding="utf-8") as f:
                 run = json.load(f)
-            section = moe_section(stem, run) if 'ours_us' in json.dumps(run.get('points', [])[:1]) else bench_section(stem, run)
-            charts = [n for n in names if n.startswith(stem + '-') and n.endswith('.png')]
+            section = (
+                moe_section(stem, run)
+                if "ours_us" in json.dumps(run.get("points", [])[:1])
+                else bench_section(stem, run)
+            )
+            charts = [n for n in names if n.startswith(stem + "-") and n.endswith(".png")]
             for chart in charts:
-                section.append(f'![{chart}](../bench/results/{chart})')
+                section.append(f"![{chart}](../bench/results/{chart})")
             if charts:
-                section.append('')
+                section.append("")
             lines += section
-        elif ext == '.md':
-            with open(path, encoding='utf-8') as f:
-                text = f.read().strip('\n').split('\n')
+        elif ext == ".md":
+            with open(path, encoding="utf-8") as f:
+                text = f.read().strip("\n").split("\n")
             # The file's own title becomes a section of this page.
-            if text and text[0].startswith('# '):
-                text[0] = '#' + text[0]
-            lines += text + ['']
-    linked = {line.split('(../bench/results/')[1].rstrip(')') for line in lines if '(../bench/results/' in line}
-    others = [n for n in names if n.endswith('.png') and n not in linked]
+            if text and text[0].startswith("# "):
+                text[0] = "#" + text[0]
+            lines += text + [""]
+    linked = {line.split("(../bench/results/")[1].rstrip(")") for line in lines if "(../bench/results/" in line}
+    others = [n for n in names if n.endswith(".png") and n not in linked]
     if others:
-        lines += ['## Other charts', '']
-        lines += [f'![{n}](../bench/results/{n})' for n in others] + ['']
-    return '\n'.join(lines).rstrip('\n') + '\n'
+        lines += ["## Other charts", ""]
+        lines += [f"![{n}](../bench/results/{n})" for n in others] + [""]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def main():
     page = render()
-    if len(sys.argv) > 1 and sys.argv[1] == '--check':
+    if len(sys.argv) > 1 and sys.argv[1] == "--check":
         try:
-            with open(PAGE, encoding='utf-8') as f:
+            with open(PAGE, encoding="utf-8") as f:
                 current = f.read()
         except FileNotFoundError:
-            current = ''
+            current = ""
         if current != page:
-            print('docs/benchmarks.md is stale: it differs from what bench/results/ gives now; '
-                  'run python3 tools/gen_benchmarks.py and commit the page')
+            print(
+                "docs/benchmarks.md is stale: it differs from what bench/results/ gives now; "
+                "run python3 tools/gen_benchmarks.py and commit the page"
+            )
             return 1
-        print('docs/benchmarks.md matches bench/results/')
+        print("docs/benchmarks.md matches bench/results/")
         return 0
     os.makedirs(os.path.dirname(PAGE), exist_ok=True)
-    with open(PAGE, 'w', encoding='utf-8') as f:
+    with open(PAGE, "w", encoding="utf-8") as f:
         f.write(page)
-    print(f'wrote {os.path.relpath(PAGE, ROOT)}')
+    print(f"wrote {os.path.relpath(PAGE, ROOT)}")
     return 0
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     sys.exit(main())

@@ -25,12 +25,15 @@ import sys
 
 
 def library_path(compiler: list[str], name: str) -> str:
-    printed = subprocess.run(compiler + [f"-print-file-name={name}"], check=True,
-                             capture_output=True, text=True).stdout.strip()
+    printed = subprocess.run(
+        compiler + [f"-print-file-name={name}"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     # GCC prints the bare name back when it does not know the file.
     if not os.path.isabs(printed) or not os.path.exists(printed):
-        raise SystemExit(f"sanitizer_preload: {' '.join(compiler)} does not know {name} "
-                         f"(it printed {printed!r}); install GCC's libasan / libstdc++")
+        raise SystemExit(
+            f"sanitizer_preload: {' '.join(compiler)} does not know {name} "
+            f"(it printed {printed!r}); install GCC's libasan / libstdc++"
+        )
     return os.path.realpath(printed)
 
 
@@ -39,8 +42,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cc", required=True, help="the C compiler command (shell words)")
     parser.add_argument("--cxx", required=True, help="the C++ compiler command (shell words)")
     args = parser.parse_args(argv)
-    paths = [library_path(shlex.split(args.cc), "libasan.so"),
-             library_path(shlex.split(args.cxx), "libstdc++.so")]
+    paths = [library_path(shlex.split(args.cc), "libasan.so"), library_path(shlex.split(args.cxx), "libstdc++.so")]
     print(":".join(paths), end="")
     return 0
 

@@ -6,6 +6,7 @@ per selection), run each local expert on its rows, all_to_all them back, weighte
 Reading the split sizes on the host is the layer's one synchronisation. The same code runs
 at decode and prefill sizes.
 """
+
 from .layer import expert, route
 
 
@@ -36,14 +37,15 @@ class AllToAllLayer:
         local_expert = torch.repeat_interleave(
             torch.arange(L, device=x.device).repeat(R),
             torch.tensor([c for row in per_expert for c in row], device=x.device),
-            output_size=sum(recv_splits))
+            output_size=sum(recv_splits),
+        )
         by_expert = torch.argsort(local_expert, stable=True)
         y = torch.empty_like(recv)
         start = 0
         for l in range(L):
             n = sum(per_expert[s][l] for s in range(R))
             if n:
-                rows = by_expert[start:start + n]
+                rows = by_expert[start : start + n]
                 y[rows] = expert(torch, recv[rows], self.w1[l], self.w2[l])
             start += n
         back = torch.empty_like(send)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """moe_layer.py's command line, and where it finds libepcomm. Needs no torch."""
+
 import argparse
 import os
 
@@ -31,14 +32,20 @@ def token_list(parser, flag, text, allow_empty=False, at_most=None):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=DESCRIPTION)
     p.add_argument("--gpus", type=int, default=0, help="ranks (default: every visible GPU)")
-    p.add_argument("--tokens", default="1,4,16,64,128",
-                   help="decode sizes: tokens per rank on the low-latency path, comma-separated "
-                        "(default: %(default)s)")
-    p.add_argument("--prefill-tokens", default="1024,4096",
-                   help="prefill sizes: tokens per rank on the high-throughput path, "
-                        "comma-separated; '' skips them (default: %(default)s)")
-    p.add_argument("--ht-sms", type=int, default=24,
-                   help="SM budget (num_sms) of the high-throughput group (default: %(default)s)")
+    p.add_argument(
+        "--tokens",
+        default="1,4,16,64,128",
+        help="decode sizes: tokens per rank on the low-latency path, comma-separated (default: %(default)s)",
+    )
+    p.add_argument(
+        "--prefill-tokens",
+        default="1024,4096",
+        help="prefill sizes: tokens per rank on the high-throughput path, "
+        "comma-separated; '' skips them (default: %(default)s)",
+    )
+    p.add_argument(
+        "--ht-sms", type=int, default=24, help="SM budget (num_sms) of the high-throughput group (default: %(default)s)"
+    )
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--ffn", type=int, default=1024, help="expert intermediate size")
     p.add_argument("--experts", type=int, default=64)
@@ -46,13 +53,13 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--tolerance", type=float, default=2e-2,
-                   help="max |out - reference| / max |reference| allowed (bf16 layer)")
+    p.add_argument(
+        "--tolerance", type=float, default=2e-2, help="max |out - reference| / max |reference| allowed (bf16 layer)"
+    )
     p.add_argument("--out", help="write the figures as JSON here")
     args = p.parse_args(argv)
     args.token_list = token_list(p, "--tokens", args.tokens)
-    args.prefill_list = token_list(p, "--prefill-tokens", args.prefill_tokens, allow_empty=True,
-                                   at_most=HT_MAX_TOKENS)
+    args.prefill_list = token_list(p, "--prefill-tokens", args.prefill_tokens, allow_empty=True, at_most=HT_MAX_TOKENS)
     if args.ht_sms < 1:
         p.error("--ht-sms must be at least 1")
     if args.hidden % 8:

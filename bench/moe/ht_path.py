@@ -16,6 +16,7 @@ Reading N and the per-expert counts on the host is the layer's one synchronisati
 handle per layer measured 0.6-0.7x of the all_to_all baseline: creating and destroying a
 handle allocates, frees and synchronises.)
 """
+
 from .layer import expert, route
 
 
@@ -38,8 +39,8 @@ def expert_rows(torch, rows_x, local_idx, local_w, counts, w1, w2):
     start = 0
     for l, count in enumerate(counts):
         if count:
-            rows = pairs[start:start + count] // k_slots
-            y[start:start + count] = expert(torch, rows_x[rows], w1[l], w2[l])
+            rows = pairs[start : start + count] // k_slots
+            y[start : start + count] = expert(torch, rows_x[rows], w1[l], w2[l])
         start += count
     # y_of[i, k]: the row of y holding slot k of received row i.
     y_of = torch.full((n * k_slots,), total, dtype=torch.long, device=device)
@@ -47,7 +48,7 @@ def expert_rows(torch, rows_x, local_idx, local_w, counts, w1, w2):
     y_of = y_of.view(n, k_slots)
     acc = torch.zeros(n, hidden, dtype=torch.float32, device=device)
     for k in range(k_slots):
-        acc += y[y_of[:, k]].float() * local_w[:, k:k + 1]
+        acc += y[y_of[:, k]].float() * local_w[:, k : k + 1]
     return acc.to(torch.bfloat16)
 
 
@@ -57,9 +58,14 @@ class HtLayer:
         SMs; `weights` is layer.local_weights of this rank."""
         self.torch, self.epcomm, self.args = torch, epcomm, args
         self.local = args.experts // nranks
-        config = epcomm.GroupConfig(mode=epcomm.Mode.HIGH_THROUGHPUT, num_experts=args.experts,
-                                    hidden=args.hidden, max_tokens_per_rank=max_tokens,
-                                    max_topk=args.topk, num_sms=args.ht_sms)
+        config = epcomm.GroupConfig(
+            mode=epcomm.Mode.HIGH_THROUGHPUT,
+            num_experts=args.experts,
+            hidden=args.hidden,
+            max_tokens_per_rank=max_tokens,
+            max_topk=args.topk,
+            num_sms=args.ht_sms,
+        )
         self.group = epcomm.Group.create(comm, config)
         self.router, self.w1, self.w2 = weights
         self.handle = None  # created by the first layer, updated by the next ones
@@ -69,8 +75,7 @@ class HtLayer:
         stream = torch.cuda.current_stream()
         idx, weights = route(torch, x, self.router, k_slots)
         if self.handle is None:
-            self.handle = epcomm.HtHandle.create(self.group, idx, sizing=epcomm.HtSizing.CAPACITY,
-                                                 stream=stream)
+            self.handle = epcomm.HtHandle.create(self.group, idx, sizing=epcomm.HtSizing.CAPACITY, stream=stream)
         else:
             self.handle.update(idx, stream=stream)
         handle = self.handle
@@ -79,14 +84,20 @@ class HtLayer:
         local_idx = torch.empty(rows, k_slots, dtype=torch.int32, **on)
         local_w = torch.empty(rows, k_slots, dtype=torch.float32, **on)
         counts = torch.empty(self.local + 1, dtype=torch.int32, **on)  # [N, per-expert counts]
-        handle.dispatch(x, rows_x, topk_weights=weights, out_topk_idx=local_idx,
-                        out_topk_weights=local_w, out_expert_counts=counts[1:],
-                        out_num_recv=counts[:1], stream=stream)
+        handle.dispatch(
+            x,
+            rows_x,
+            topk_weights=weights,
+            out_topk_idx=local_idx,
+            out_topk_weights=local_w,
+            out_expert_counts=counts[1:],
+            out_num_recv=counts[:1],
+            stream=stream,
+        )
         host = counts.tolist()
         n = host[0]
         y = x.new_empty(rows, x.shape[1])  # rows past N are never read by combine
-        y[:n] = expert_rows(torch, rows_x[:n], local_idx[:n], local_w[:n], host[1:], self.w1,
-                            self.w2)
+        y[:n] = expert_rows(torch, rows_x[:n], local_idx[:n], local_w[:n], host[1:], self.w1, self.w2)
         out = torch.empty_like(x)
         handle.combine(y, out, stream=stream)
         return out

@@ -10,14 +10,14 @@ def make_weights(torch, args, experts, device):
     """Router and the given experts' weights, identical on every rank (seeded per expert)."""
     g = torch.Generator(device=device)
     g.manual_seed(args.seed)
-    router = torch.randn(args.hidden, args.experts, generator=g, device=device) / args.hidden ** 0.5
+    router = torch.randn(args.hidden, args.experts, generator=g, device=device) / args.hidden**0.5
     w1, w2 = [], []
     for e in experts:
         g.manual_seed(args.seed * 1000003 + e)
-        w1.append((torch.randn(args.hidden, args.ffn, generator=g, device=device)
-                   / args.hidden ** 0.5).to(torch.bfloat16))
-        w2.append((torch.randn(args.ffn, args.hidden, generator=g, device=device)
-                   / args.ffn ** 0.5).to(torch.bfloat16))
+        w1.append(
+            (torch.randn(args.hidden, args.ffn, generator=g, device=device) / args.hidden**0.5).to(torch.bfloat16)
+        )
+        w2.append((torch.randn(args.ffn, args.hidden, generator=g, device=device) / args.ffn**0.5).to(torch.bfloat16))
     return router, w1, w2
 
 

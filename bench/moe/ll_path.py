@@ -7,6 +7,7 @@ count) -> one matmul pair per local expert on its received rows -> ll_combine (w
 applied and summed by the library: per rank in top-k order, then over ranks). Reading the
 per-expert counts on the host is the layer's one synchronisation.
 """
+
 from .layer import expert, route
 
 
@@ -16,8 +17,9 @@ class LlLayer:
         layer.local_weights of this rank."""
         self.torch, self.epcomm, self.args = torch, epcomm, args
         self.local = args.experts // nranks
-        config = epcomm.GroupConfig(num_experts=args.experts, hidden=args.hidden,
-                                    max_tokens_per_rank=max_tokens, max_topk=args.topk)
+        config = epcomm.GroupConfig(
+            num_experts=args.experts, hidden=args.hidden, max_tokens_per_rank=max_tokens, max_topk=args.topk
+        )
         self.group = epcomm.Group.create(comm, config)
         dev = torch.device("cuda", torch.cuda.current_device())
         rows = nranks * max_tokens

@@ -7,6 +7,7 @@ Points: the decode sizes (--tokens) on the low-latency path ("ll"), then the pre
 all_to_all_single layer at every size. Times are CUDA events around the whole layer, the
 median over --iters layers after --warmup, of the slowest rank.
 """
+
 import json
 import os
 import sys
@@ -48,8 +49,7 @@ class Rank:
     def tokens(self, count):
         g = self.torch.Generator(device=self.device)
         g.manual_seed(self.args.seed * 7919 + self.rank * 104729 + count)
-        return self.torch.randn(count, self.args.hidden, generator=g,
-                                device=self.device).to(self.torch.bfloat16)
+        return self.torch.randn(count, self.args.hidden, generator=g, device=self.device).to(self.torch.bfloat16)
 
     def errors(self, x, y_ours, y_base):
         """max |y - reference| / max |reference| of ours and of the baseline, over every
@@ -83,18 +83,31 @@ class Rank:
         t_ours, t_base = slowest.tolist()
         if self.rank == 0:
             if ok:
-                print(f"[moe_layer] {mode} {tokens} tokens per rank: ours {t_ours:.1f} us, "
-                      f"all_to_all {t_base:.1f} us", file=sys.stderr, flush=True)
+                print(
+                    f"[moe_layer] {mode} {tokens} tokens per rank: ours {t_ours:.1f} us, all_to_all {t_base:.1f} us",
+                    file=sys.stderr,
+                    flush=True,
+                )
             else:
-                print(f"moe_layer: {mode} {tokens} tokens per rank: result differs from the "
-                      f"one-GPU reference (ours {err_ours:.3g}, baseline {err_base:.3g}, "
-                      f"tolerance {args.tolerance}); not timed", file=sys.stderr, flush=True)
+                print(
+                    f"moe_layer: {mode} {tokens} tokens per rank: result differs from the "
+                    f"one-GPU reference (ours {err_ours:.3g}, baseline {err_base:.3g}, "
+                    f"tolerance {args.tolerance}); not timed",
+                    file=sys.stderr,
+                    flush=True,
+                )
         per_s = self.nranks * tokens * 1e6
-        return {"mode": mode, "tokens_per_rank": tokens, "ours_us": t_ours, "baseline_us": t_base,
-                "ours_tokens_per_s": per_s / t_ours if ok else None,
-                "baseline_tokens_per_s": per_s / t_base if ok else None,
-                "ours_max_rel_error": err_ours, "baseline_max_rel_error": err_base,
-                "checked": ok}
+        return {
+            "mode": mode,
+            "tokens_per_rank": tokens,
+            "ours_us": t_ours,
+            "baseline_us": t_base,
+            "ours_tokens_per_s": per_s / t_ours if ok else None,
+            "baseline_tokens_per_s": per_s / t_base if ok else None,
+            "ours_max_rel_error": err_ours,
+            "baseline_max_rel_error": err_base,
+            "checked": ok,
+        }
 
 
 def rank_main(rank, nranks, uid_hex, port, args, library, result_path):
@@ -106,15 +119,14 @@ def rank_main(rank, nranks, uid_hex, port, args, library, result_path):
 
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=nranks, device_id=dev)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=nranks, device_id=dev)
     comm = epcomm.Comm.init(epcomm.UniqueId.from_hex(uid_hex), nranks, rank, device=rank)
     weights = local_weights(torch, args, rank, nranks, dev)  # shared by every version
-    layers = [("ll", LlLayer(torch, epcomm, comm, args, nranks, max(args.token_list), weights),
-               args.token_list)]
+    layers = [("ll", LlLayer(torch, epcomm, comm, args, nranks, max(args.token_list), weights), args.token_list)]
     if args.prefill_list:
-        layers.append(("ht", HtLayer(torch, epcomm, comm, args, nranks, max(args.prefill_list),
-                                     weights), args.prefill_list))
+        layers.append(
+            ("ht", HtLayer(torch, epcomm, comm, args, nranks, max(args.prefill_list), weights), args.prefill_list)
+        )
     me = Rank(torch, dist, args, rank, nranks, AllToAllLayer(torch, dist, args, nranks, weights))
     points = [me.point(mode, ours, tokens) for mode, ours, sizes in layers for tokens in sizes]
     for _, ours, _ in reversed(layers):
@@ -123,8 +135,16 @@ def rank_main(rank, nranks, uid_hex, port, args, library, result_path):
     dist.destroy_process_group()
     if rank == 0:
         with open(result_path, "w", encoding="utf-8") as f:
-            json.dump({"gpus": nranks, "gpu_name": torch.cuda.get_device_name(dev),
-                       "torch": torch.__version__, "config": recorded_config(args),
-                       "points": points}, f, indent=2)
+            json.dump(
+                {
+                    "gpus": nranks,
+                    "gpu_name": torch.cuda.get_device_name(dev),
+                    "torch": torch.__version__,
+                    "config": recorded_config(args),
+                    "points": points,
+                },
+                f,
+                indent=2,
+            )
     if not all(p["checked"] for p in points):
         sys.exit(1)

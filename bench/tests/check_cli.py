@@ -10,6 +10,7 @@ crash; --mode=ht (bf16 and fp8, either sizing) and --dtype=fp8 are accepted and 
 GPU check; flags that do not apply to HT (--send-only, --fp8-pow2-scales), bad flags and a
 --virtual-node-size that does not divide --ranks exit 2 naming the flag.
 """
+
 import os
 import re
 import subprocess
@@ -44,50 +45,95 @@ def main():
     rc, out, err = run(bench, ["--help"])
     expect(rc == 0, "--help exits 0", err)
     flags = set(re.findall(r"^  (--[a-z0-9-]+)", out, re.M))
-    for flag in ("--mode", "--tokens", "--hidden", "--topk", "--experts", "--dtype", "--sms", "--routing",
-                 "--hot-share", "--masked", "--warmup", "--iters", "--graph", "--send-only", "--out",
-                 "--baseline", "--ceiling", "--ranks", "--ht-sizing", "--large-from", "--large-warmup",
-                 "--large-iters", "--virtual-node-size", "--cupti"):
+    for flag in (
+        "--mode",
+        "--tokens",
+        "--hidden",
+        "--topk",
+        "--experts",
+        "--dtype",
+        "--sms",
+        "--routing",
+        "--hot-share",
+        "--masked",
+        "--warmup",
+        "--iters",
+        "--graph",
+        "--send-only",
+        "--out",
+        "--baseline",
+        "--ceiling",
+        "--ranks",
+        "--ht-sizing",
+        "--large-from",
+        "--large-warmup",
+        "--large-iters",
+        "--virtual-node-size",
+        "--cupti",
+    ):
         expect(flag in flags, f"--help documents {flag}")
 
     rc, out, err = run(bench, ["--tokens=1..256"], hide_gpus=True)
     expect(rc == 1, f"with GPUs hidden: exit code 1 (got {rc})", out + err)
     expect("no CUDA GPU is visible" in err, "with GPUs hidden: the message says no GPU is visible", out + err)
 
-    for args in (["--mode=ht", "--tokens=1024..16384"],
-                 ["--mode=ht", "--tokens=4096", "--dtype=fp8", "--ht-sizing=capacity", "--graph"]):
+    for args in (
+        ["--mode=ht", "--tokens=1024..16384"],
+        ["--mode=ht", "--tokens=4096", "--dtype=fp8", "--ht-sizing=capacity", "--graph"],
+    ):
         rc, out, err = run(bench, args, hide_gpus=True)
-        expect(rc == 1 and "no CUDA GPU is visible" in err,
-               f"{' '.join(args)} is accepted and then stops at the GPU check", out + err)
+        expect(
+            rc == 1 and "no CUDA GPU is visible" in err,
+            f"{' '.join(args)} is accepted and then stops at the GPU check",
+            out + err,
+        )
 
-    for args, name in ((["--mode=ht", "--send-only"], "--send-only"),
-                       (["--mode=ht", "--dtype=fp8", "--fp8-pow2-scales"], "--fp8-pow2-scales"),
-                       (["--tokens=2048"], "--mode=ll allows at most 1024"),
-                       (["--mode=ht", "--ht-sizing=lazy"], "--ht-sizing")):
+    for args, name in (
+        (["--mode=ht", "--send-only"], "--send-only"),
+        (["--mode=ht", "--dtype=fp8", "--fp8-pow2-scales"], "--fp8-pow2-scales"),
+        (["--tokens=2048"], "--mode=ll allows at most 1024"),
+        (["--mode=ht", "--ht-sizing=lazy"], "--ht-sizing"),
+    ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(rc == 2 and name in err, f"{' '.join(args)} exits 2 naming {name}", out + err)
 
     rc, out, err = run(bench, ["--dtype=fp8"], hide_gpus=True)
-    expect(rc == 1 and "no CUDA GPU is visible" in err,
-           "--dtype=fp8 is accepted and then stops at the GPU check", out + err)
+    expect(
+        rc == 1 and "no CUDA GPU is visible" in err,
+        "--dtype=fp8 is accepted and then stops at the GPU check",
+        out + err,
+    )
 
-    for args, name in ((["--hidden=100"], "--hidden"), (["--frobnicate"], "--frobnicate"),
-                       (["--tokens=0"], "--tokens"), (["--routing=zipf"], "--routing")):
+    for args, name in (
+        (["--hidden=100"], "--hidden"),
+        (["--frobnicate"], "--frobnicate"),
+        (["--tokens=0"], "--tokens"),
+        (["--routing=zipf"], "--routing"),
+    ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(rc == 2 and name in err, f"{args[0]} exits 2 naming {name}", out + err)
 
     # The node size is checked against --ranks before any GPU is looked for.
     rc, out, err = run(bench, ["--ranks=4", "--virtual-node-size=3"], hide_gpus=True)
-    expect(rc == 2 and "--virtual-node-size=3 does not divide the rank count 4" in err,
-           "--ranks=4 --virtual-node-size=3 exits 2 naming --virtual-node-size", out + err)
+    expect(
+        rc == 2 and "--virtual-node-size=3 does not divide the rank count 4" in err,
+        "--ranks=4 --virtual-node-size=3 exits 2 naming --virtual-node-size",
+        out + err,
+    )
     for args in (["--ranks=4", "--virtual-node-size=2"], ["--mode=ht", "--ranks=4", "--virtual-node-size=1"]):
         rc, out, err = run(bench, args, hide_gpus=True)
-        expect(rc == 1 and "no CUDA GPU is visible" in err,
-               f"{' '.join(args)} is accepted and then stops at the GPU check", out + err)
+        expect(
+            rc == 1 and "no CUDA GPU is visible" in err,
+            f"{' '.join(args)} is accepted and then stops at the GPU check",
+            out + err,
+        )
 
     rc, out, err = run(bench, ["--out=/nonexistent-dir/run.json"])
-    expect(rc == 1 and ("/nonexistent-dir/run.json" in err or "no CUDA GPU" in err),
-           "an unwritable --out (or no GPU) fails before any work", out + err)
+    expect(
+        rc == 1 and ("/nonexistent-dir/run.json" in err or "no CUDA GPU" in err),
+        "an unwritable --out (or no GPU) fails before any work",
+        out + err,
+    )
 
     if failures:
         print(f"{len(failures)} check(s) failed")

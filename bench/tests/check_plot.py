@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """plot.py draws PNGs from a record, and refuses a broken record with a message.
 
-    check_plot.py PLOT_PY SAMPLE_JSON
+check_plot.py PLOT_PY SAMPLE_JSON
 """
+
 import json
 import os
 import subprocess

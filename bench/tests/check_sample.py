@@ -10,6 +10,7 @@ reader on a record with network bytes. When the format changes on purpose, regen
     build/bench/bench-json-sample > bench/samples/format_sample.json
     build/bench/bench-json-sample --ht > bench/samples/format_sample_ht.json
 """
+
 import json
 import os
 import subprocess
@@ -25,9 +26,11 @@ def main():
     with open(committed, encoding="utf-8") as f:
         saved = f.read()
     if fresh != saved:
-        print(f"FAIL  {committed} differs from what {os.path.basename(writer)} writes now; if the "
-              f"format changed on purpose, regenerate it:\n      {' '.join([writer] + flags)} > {committed}\n"
-              f"      (and update bench/JSON.md)")
+        print(
+            f"FAIL  {committed} differs from what {os.path.basename(writer)} writes now; if the "
+            f"format changed on purpose, regenerate it:\n      {' '.join([writer] + flags)} > {committed}\n"
+            f"      (and update bench/JSON.md)"
+        )
         return 1
     record = bench_json.load(committed)
     if not record["format_sample"] or "not a measurement" not in record.get("note", ""):
@@ -95,8 +98,9 @@ def main():
     except bench_json.FormatError:
         pass
     # A run with virtual nodes (not committed): valid, and some of its bytes cross nodes.
-    fresh = subprocess.run([writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True,
-                           check=True).stdout
+    fresh = subprocess.run(
+        [writer] + flags + ["--virtual-node-size=2"], capture_output=True, text=True, check=True
+    ).stdout
     nodes = bench_json.check(json.loads(fresh))
     if nodes["config"]["nodes"] != 2 or not any(nodes["points"][0]["bytes"]["wire_dispatch_network"]):
         print("FAIL  a record with --virtual-node-size=2 does not have 2 nodes and network bytes")

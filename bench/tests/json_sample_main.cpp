@@ -38,16 +38,15 @@ Invented ll_times(double t) {
   const double d = 15 + 0.8 * t, c = 18 + 0.9 * t;    // invented
   const double bd = 60 + 2.0 * t, bc = 40 + 1.8 * t;  // invented
   const double cd = 6 + 0.25 * t, cc = 6 + 0.2 * t;   // invented
-  return {{"ours.kernel.dispatch", d}, {"ours.kernel.combine", c}, {"ours.kernel.step", d + c},
-          {"ours.api.dispatch", d + 12}, {"ours.api.combine", c + 12}, {"ours.api.step", d + c + 24},
-          {"ours.api.dispatch_call", 6}, {"ours.api.combine_call", 5},
-          {"baseline.kernel.dispatch", bd}, {"baseline.kernel.combine", bc},
-          {"baseline.kernel.step", bd + bc}, {"baseline.api.dispatch", bd + 10},
-          {"baseline.api.combine", bc + 10}, {"baseline.api.step", bd + bc + 20},
-          {"baseline.api.dispatch_call", bd + 4}, {"baseline.api.combine_call", 8},
-          {"ceiling.kernel.dispatch", cd}, {"ceiling.kernel.combine", cc},
-          {"ceiling.kernel.step", cd + cc},
-          {"ours.cupti.dispatch", d - 4}, {"ours.cupti.combine", c - 4}, {"ours.cupti.step", d + c - 7}};
+  return {
+      {"ours.kernel.dispatch", d},       {"ours.kernel.combine", c},          {"ours.kernel.step", d + c},
+      {"ours.api.dispatch", d + 12},     {"ours.api.combine", c + 12},        {"ours.api.step", d + c + 24},
+      {"ours.api.dispatch_call", 6},     {"ours.api.combine_call", 5},        {"baseline.kernel.dispatch", bd},
+      {"baseline.kernel.combine", bc},   {"baseline.kernel.step", bd + bc},   {"baseline.api.dispatch", bd + 10},
+      {"baseline.api.combine", bc + 10}, {"baseline.api.step", bd + bc + 20}, {"baseline.api.dispatch_call", bd + 4},
+      {"baseline.api.combine_call", 8},  {"ceiling.kernel.dispatch", cd},     {"ceiling.kernel.combine", cc},
+      {"ceiling.kernel.step", cd + cc},  {"ours.cupti.dispatch", d - 4},      {"ours.cupti.combine", c - 4},
+      {"ours.cupti.step", d + c - 7}};
 }
 
 // HT: 1024..16384 tokens per rank, times roughly linear in the bytes.
@@ -56,18 +55,34 @@ Invented ht_times(double t) {
   const double bd = 300 + 0.3 * t, bc = 150 + 0.25 * t;  // invented
   const double cd = 15 + 0.13 * t, cc = 15 + 0.13 * t;   // invented
   const double sd = 20 + 0.16 * t, sc = 20 + 0.16 * t;   // invented
-  return {{"ours.kernel.layout", 60 + 0.004 * t}, {"ours.api.layout", 180 + 0.006 * t},
-          {"ours.kernel.dispatch", d}, {"ours.kernel.combine", c}, {"ours.kernel.step", d + c},
-          {"ours.api.dispatch", d + 15}, {"ours.api.combine", c + 15}, {"ours.api.step", d + c + 30},
-          {"ours.api.dispatch_call", 7}, {"ours.api.combine_call", 6}, {"ours.graph.step", d + c - 8},
-          {"baseline.kernel.dispatch", bd}, {"baseline.kernel.combine", bc},
-          {"baseline.kernel.step", bd + bc}, {"baseline.api.dispatch", bd + 10},
-          {"baseline.api.combine", bc + 10}, {"baseline.api.step", bd + bc + 20},
-          {"baseline.api.dispatch_call", bd + 4}, {"baseline.api.combine_call", 12},
-          {"ceiling.kernel.dispatch", cd}, {"ceiling.kernel.combine", cc}, {"ceiling.kernel.step", cd + cc},
-          {"ceiling_budget.kernel.dispatch", sd}, {"ceiling_budget.kernel.combine", sc},
+  return {{"ours.kernel.layout", 60 + 0.004 * t},
+          {"ours.api.layout", 180 + 0.006 * t},
+          {"ours.kernel.dispatch", d},
+          {"ours.kernel.combine", c},
+          {"ours.kernel.step", d + c},
+          {"ours.api.dispatch", d + 15},
+          {"ours.api.combine", c + 15},
+          {"ours.api.step", d + c + 30},
+          {"ours.api.dispatch_call", 7},
+          {"ours.api.combine_call", 6},
+          {"ours.graph.step", d + c - 8},
+          {"baseline.kernel.dispatch", bd},
+          {"baseline.kernel.combine", bc},
+          {"baseline.kernel.step", bd + bc},
+          {"baseline.api.dispatch", bd + 10},
+          {"baseline.api.combine", bc + 10},
+          {"baseline.api.step", bd + bc + 20},
+          {"baseline.api.dispatch_call", bd + 4},
+          {"baseline.api.combine_call", 12},
+          {"ceiling.kernel.dispatch", cd},
+          {"ceiling.kernel.combine", cc},
+          {"ceiling.kernel.step", cd + cc},
+          {"ceiling_budget.kernel.dispatch", sd},
+          {"ceiling_budget.kernel.combine", sc},
           {"ceiling_budget.kernel.step", sd + sc},
-          {"ours.cupti.dispatch", d - 5}, {"ours.cupti.combine", c - 5}, {"ours.cupti.step", d + c - 9},
+          {"ours.cupti.dispatch", d - 5},
+          {"ours.cupti.combine", c - 5},
+          {"ours.cupti.step", d + c - 9},
           {"ours.cupti_graph.step", d + c - 10}};
 }
 
@@ -96,8 +111,9 @@ int main(int argc, char** argv) {
   run.created_utc = "1970-01-01T00:00:00Z";
   run.nranks = 4;
   if (ht) {
-    run.command = "epcomm-bench --mode=ht --tokens=1024..16384 --warmup=5 --iters=30 --large-from=8192 "
-                  "--graph --out=format_sample_ht.json (format sample, not run)";
+    run.command =
+        "epcomm-bench --mode=ht --tokens=1024..16384 --warmup=5 --iters=30 --large-from=8192 "
+        "--graph --out=format_sample_ht.json (format sample, not run)";
     run.options.mode = "ht";
     run.options.warmup = 5;
     run.options.iters = 30;
@@ -112,7 +128,8 @@ int main(int argc, char** argv) {
   }
   const int R = run.nranks;
   run.options.virtual_node_size = node_size;
-  if (node_size > 0) run.command.insert(run.command.find(" --out="), " --virtual-node-size=" + std::to_string(node_size));
+  if (node_size > 0)
+    run.command.insert(run.command.find(" --out="), " --virtual-node-size=" + std::to_string(node_size));
   run.group.num_nodes = static_cast<uint32_t>(node_size > 0 ? R / node_size : 1);
   for (int r = 0; r < R; ++r) run.machine.gpus.push_back(GpuInfo{r, r, "format sample (no GPU)", "none"});
   run.machine.hostname = "format-sample";
@@ -151,8 +168,8 @@ int main(int argc, char** argv) {
     p.warmup = run.options.warmup_at(tokens);
     p.iters = run.options.iters_at(tokens);
     p.output_checked = true;
-    const std::vector<Routing> all = make_all_routing(run.options.routing, R, tokens, run.options.topk,
-                                                      run.options.experts);
+    const std::vector<Routing> all =
+        make_all_routing(run.options.routing, R, tokens, run.options.topk, run.options.experts);
     for (int r = 0; r < R; ++r) {
       p.traffic.push_back(compute_traffic(all, r, tokens, run.options.topk, run.options.experts, run.wire,
                                           static_cast<int64_t>(R) * max_tokens, node_size));

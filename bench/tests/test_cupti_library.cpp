@@ -11,15 +11,15 @@ namespace epc::bench {
 namespace {
 
 TEST(CuptiLibrary, CandidatesTryTheLoaderThenTheBenchThenTheToolkit) {
-  EXPECT_EQ(cupti_candidates("/stage/bench", {"/cuda/lib64", "/cuda/extras/CUPTI/lib64"}),
-            (std::vector<std::string>{"libcupti.so.13", "libcupti.so", "/stage/bench/libcupti.so.13",
-                                      "/stage/bench/libcupti.so", "/cuda/lib64/libcupti.so.13",
-                                      "/cuda/lib64/libcupti.so", "/cuda/extras/CUPTI/lib64/libcupti.so.13",
-                                      "/cuda/extras/CUPTI/lib64/libcupti.so"}));
+  EXPECT_EQ(
+      cupti_candidates("/stage/bench", {"/cuda/lib64", "/cuda/extras/CUPTI/lib64"}),
+      (std::vector<std::string>{"libcupti.so.13", "libcupti.so", "/stage/bench/libcupti.so.13",
+                                "/stage/bench/libcupti.so", "/cuda/lib64/libcupti.so.13", "/cuda/lib64/libcupti.so",
+                                "/cuda/extras/CUPTI/lib64/libcupti.so.13", "/cuda/extras/CUPTI/lib64/libcupti.so"}));
   EXPECT_EQ(cupti_candidates("", {}), (std::vector<std::string>{"libcupti.so.13", "libcupti.so"}));
-  EXPECT_EQ(toolkit_lib_dirs("/usr/local/cuda"),
-            (std::vector<std::string>{"/usr/local/cuda/lib64", "/usr/local/cuda/lib",
-                                      "/usr/local/cuda/extras/CUPTI/lib64"}));
+  EXPECT_EQ(
+      toolkit_lib_dirs("/usr/local/cuda"),
+      (std::vector<std::string>{"/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/extras/CUPTI/lib64"}));
   EXPECT_TRUE(toolkit_lib_dirs("").empty());
 }
 
@@ -60,7 +60,8 @@ TEST(CuptiLibrary, ALibraryWithoutTheFunctionsIsRefused) {
   EXPECT_FALSE(cupti.load({"libm.so.6"}, error));  // loads, but is no CUPTI
   EXPECT_FALSE(cupti.loaded());
   EXPECT_NE(error.find("libm.so.6 lacks cuptiGetVersion, cuptiGetResultString, cuptiActivityRegisterCallbacks"),
-            std::string::npos) << error;
+            std::string::npos)
+      << error;
   EXPECT_NE(error.find("cuptiActivityPopExternalCorrelationId)"), std::string::npos) << error;
   EXPECT_EQ(cupti.describe(CUPTI_ERROR_UNKNOWN),
             "CUPTI error " + std::to_string(static_cast<int>(CUPTI_ERROR_UNKNOWN)));

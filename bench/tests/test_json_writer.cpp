@@ -31,9 +31,7 @@ TEST(JsonWriter, NestedDocument) {
   EXPECT_EQ(j.str(), "{\n  \"a\": 1,\n  \"b\": [1.5, 2],\n  \"c\": {},\n  \"d\": [\n    true,\n    null\n  ]\n}");
 }
 
-TEST(JsonWriter, StringsAreEscaped) {
-  EXPECT_EQ(json_escape("a\"b\\c\n\t\x01"), "\"a\\\"b\\\\c\\n\\t\\u0001\"");
-}
+TEST(JsonWriter, StringsAreEscaped) { EXPECT_EQ(json_escape("a\"b\\c\n\t\x01"), "\"a\\\"b\\\\c\\n\\t\\u0001\""); }
 
 TEST(JsonWriter, NumbersRoundTripAndNonFiniteIsNull) {
   EXPECT_EQ(json_number(0.1), "0.1");

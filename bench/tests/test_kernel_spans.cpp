@@ -38,18 +38,17 @@ TEST(KernelSpans, TagsAreDistinctAndNeverZero) {
 // ran, so only the links say which kernel is whose. The combine launches two kernels.
 struct TwoSteps {
   std::vector<KernelRecord> kernels = {
-      kernel(1000, 1500, 11),        // step 0 dispatch
-      kernel(1600, 1700, 12),        // step 0 combine, sending part
-      kernel(1650, 2000, 13),        // step 0 combine, receiving part
-      kernel(1800, 1900, 99),        // NCCL's, never linked: left out
-      kernel(2100, 2400, 21),        // step 1 dispatch
-      kernel(2500, 2600, 22),        // step 1 combine, sending part
-      kernel(2700, 3300, 23),        // step 1 combine, receiving part
-      kernel(100, 200000, 21, 1),    // same correlation id on another device: left out
+      kernel(1000, 1500, 11),      // step 0 dispatch
+      kernel(1600, 1700, 12),      // step 0 combine, sending part
+      kernel(1650, 2000, 13),      // step 0 combine, receiving part
+      kernel(1800, 1900, 99),      // NCCL's, never linked: left out
+      kernel(2100, 2400, 21),      // step 1 dispatch
+      kernel(2500, 2600, 22),      // step 1 combine, sending part
+      kernel(2700, 3300, 23),      // step 1 combine, receiving part
+      kernel(100, 200000, 21, 1),  // same correlation id on another device: left out
   };
-  std::vector<TagLink> links = {{11, call_tag(0, kDispatch)}, {12, call_tag(0, kCombine)},
-                                {13, call_tag(0, kCombine)},  {21, call_tag(1, kDispatch)},
-                                {22, call_tag(1, kCombine)},  {23, call_tag(1, kCombine)},
+  std::vector<TagLink> links = {{11, call_tag(0, kDispatch)}, {12, call_tag(0, kCombine)}, {13, call_tag(0, kCombine)},
+                                {21, call_tag(1, kDispatch)}, {22, call_tag(1, kCombine)}, {23, call_tag(1, kCombine)},
                                 {21, call_tag(1, kDispatch)}};  // runtime and driver records alike
 };
 
@@ -144,7 +143,8 @@ TEST(KernelSpans, GraphCutsThatDoNotFitAreErrors) {
   std::string error;
   EXPECT_FALSE(graph_step_spans(two_replays(), 0, 2, 4, 0, us, error));  // 12 kernels, 8 steps
   EXPECT_NE(error.find("12 kernels launched by graphs, which do not divide into 2 replays of 4 steps"),
-            std::string::npos) << error;
+            std::string::npos)
+      << error;
   EXPECT_FALSE(graph_step_spans(two_replays(), 0, 2, 3, 1, us, error));  // the eager step had one kernel
   EXPECT_NE(error.find("a replayed step launched 2 kernels, an eager step 1"), std::string::npos) << error;
   EXPECT_FALSE(graph_step_spans(two_replays(), 1, 2, 3, 0, us, error));  // nothing on device 1

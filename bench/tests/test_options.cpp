@@ -51,13 +51,38 @@ TEST(Options, EveryFlagIsInTheHelp) {
 TEST(Options, ParsesEveryFlag) {
   Options o;
   std::string error;
-  ASSERT_TRUE(parse({"--mode=ll", "--tokens=1..256", "--max-tokens=512", "--hidden=4096", "--topk=4",
-                     "--experts=64", "--dtype=fp8", "--fp8-pow2-scales", "--sms=16", "--routing=skewed",
-                     "--hot-share=0.25", "--hot-expert=3", "--masked=0.1", "--seed=9", "--warmup=2",
-                     "--iters=7", "--graph=on", "--graph-replays=3", "--send-only", "--baseline=off",
-                     "--ceiling=off", "--ceiling-mib=8", "--timeout-ms=500", "--out=/tmp/x.json",
-                     "--ht-sizing=capacity", "--large-from=128", "--large-warmup=1", "--large-iters=2",
-                     "--virtual-node-size=2", "--cupti=off", "--ranks=4", "--time-limit=60"},
+  ASSERT_TRUE(parse({"--mode=ll",
+                     "--tokens=1..256",
+                     "--max-tokens=512",
+                     "--hidden=4096",
+                     "--topk=4",
+                     "--experts=64",
+                     "--dtype=fp8",
+                     "--fp8-pow2-scales",
+                     "--sms=16",
+                     "--routing=skewed",
+                     "--hot-share=0.25",
+                     "--hot-expert=3",
+                     "--masked=0.1",
+                     "--seed=9",
+                     "--warmup=2",
+                     "--iters=7",
+                     "--graph=on",
+                     "--graph-replays=3",
+                     "--send-only",
+                     "--baseline=off",
+                     "--ceiling=off",
+                     "--ceiling-mib=8",
+                     "--timeout-ms=500",
+                     "--out=/tmp/x.json",
+                     "--ht-sizing=capacity",
+                     "--large-from=128",
+                     "--large-warmup=1",
+                     "--large-iters=2",
+                     "--virtual-node-size=2",
+                     "--cupti=off",
+                     "--ranks=4",
+                     "--time-limit=60"},
                     o, error))
       << error;
   EXPECT_EQ(o.tokens, (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
@@ -96,8 +121,7 @@ TEST(Options, ParsesEveryFlag) {
 TEST(Options, HighThroughputSweep) {
   Options o;
   std::string error;
-  ASSERT_TRUE(parse({"--mode=ht", "--tokens=1024..16384", "--dtype=fp8", "--graph", "--large-from=8192"}, o,
-                    error))
+  ASSERT_TRUE(parse({"--mode=ht", "--tokens=1024..16384", "--dtype=fp8", "--graph", "--large-from=8192"}, o, error))
       << error;
   EXPECT_EQ(o.mode, "ht");
   EXPECT_EQ(o.tokens, (std::vector<int>{1024, 2048, 4096, 8192, 16384}));
@@ -192,7 +216,7 @@ TEST(Options, VirtualNodeSizeMustDivideTheRankCount) {
   o.virtual_node_size = 4;  // one node of every rank: allowed, no network traffic
   EXPECT_TRUE(check_virtual_node_size(o, 4, error));
   EXPECT_FALSE(check_virtual_node_size(o, 2, error));  // larger than the world
-  o.virtual_node_size = 0;  // off: any rank count
+  o.virtual_node_size = 0;                             // off: any rank count
   for (int ranks : {1, 3, 7}) EXPECT_TRUE(check_virtual_node_size(o, ranks, error)) << ranks;
 }
 

@@ -60,7 +60,7 @@ TEST(PhaseTrace, TheLastStepsGiveEachPhase) {
 
 TEST(PhaseTrace, IncompleteStepsAreLeftOut) {
   auto trace = trace_of(10);
-  trace->dispatch[8].stamp[kLlPhaseWaitDone].step_plus_one = 0;  // step 8 failed before its wait ended
+  trace->dispatch[8].stamp[kLlPhaseWaitDone].step_plus_one = 0;     // step 8 failed before its wait ended
   trace->dispatch[9].stamp[kLlPhaseSignalsSent].step_plus_one = 7;  // a stale stamp of an earlier lap
   MetricList out;
   std::string problem;

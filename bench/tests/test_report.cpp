@@ -221,7 +221,8 @@ TEST(Report, KernelSpansShowBesideTheEventTimes) {
       << table;  // LL: the floor column too
   std::string json = to_json(run);
   EXPECT_NE(json.find("\"active\": false,\n    \"library\": null,\n    \"why_not\": \"CUPTI could not be loaded"),
-            std::string::npos) << json;
+            std::string::npos)
+      << json;
   EXPECT_NE(json.find("\"cupti\": true"), std::string::npos);  // the flag, in config
 
   run.cupti = CuptiStatus{true, "libcupti.so.13", ""};
@@ -244,13 +245,15 @@ TEST(Report, KernelSpansShowBesideTheEventTimes) {
   table = to_table(run);
   EXPECT_NE(table.find("floor: an empty kernel on our grid (132 blocks of 512 threads), CUPTI: call 3.0 us, step "
                        "(two back to back) 7.0 us"),
-            std::string::npos) << table;
+            std::string::npos)
+      << table;
   EXPECT_NE(table.find("| 60.0 (75.0)     | 3.0 (3.8)       | 7.0 (8.8)"), std::string::npos) << table;  // every row
   json = to_json(run);
   EXPECT_NE(json.find("\"floor\": {\n    \"blocks\": 132,\n    \"threads\": 512,\n    \"call\": {"), std::string::npos)
       << json;
   EXPECT_NE(json.find("\"active\": true,\n    \"library\": \"libcupti.so.13\",\n    \"why_not\": null"),
-            std::string::npos) << json;
+            std::string::npos)
+      << json;
   const size_t step = json.find("\"ours.cupti.step\": {");
   ASSERT_NE(step, std::string::npos) << json;
   EXPECT_EQ(json.find("\"median_us\": 72,", step), json.find("\"median_us\"", step)) << json;

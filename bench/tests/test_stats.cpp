@@ -41,7 +41,7 @@ TEST(Stats, SlowestRankByMedian) {
   const AcrossRanks x = across_ranks({a, b, c});
   EXPECT_EQ(x.slowest_rank, 1);
   EXPECT_EQ(x.slowest.median_us, 12);
-  EXPECT_EQ(x.slowest.p90_us, 13);  // that rank's own p90, not the largest one
+  EXPECT_EQ(x.slowest.p90_us, 13);   // that rank's own p90, not the largest one
   EXPECT_EQ(x.slowest.mean_us, 11);  // and its own mean
   EXPECT_EQ(x.per_rank_median_us, (std::vector<double>{10, 12, 11}));
 }

@@ -425,8 +425,8 @@ TEST(Traffic, NvlinkPlusNetworkIsTheTotal) {
             }
           }
         }
-        EXPECT_EQ(t.wire_dispatch_network_bytes,
-                  crossings * w.net_rail_slot_bytes(N) + (nodes - 1) * chunks * w.ht_flag_bytes + (R - N) * w.ht_ack_bytes)
+        EXPECT_EQ(t.wire_dispatch_network_bytes, crossings * w.net_rail_slot_bytes(N) +
+                                                     (nodes - 1) * chunks * w.ht_flag_bytes + (R - N) * w.ht_ack_bytes)
             << "rank " << rank << " nodes of " << N;
         EXPECT_EQ(t.wire_dispatch_nvlink_bytes,
                   (direct + forwarded) * slot + (N - 1) * nodes * chunks * w.ht_flag_bytes + (N - 1) * w.ht_ack_bytes)
@@ -452,10 +452,11 @@ TEST(Traffic, NvlinkPlusNetworkIsTheTotal) {
               if (came) expected += w.net_combine_row_bytes;
             }
           }
-          EXPECT_EQ(t.combine_to[static_cast<size_t>(x)], expected) << "rank " << rank << " to " << x << " nodes of " << N;
+          EXPECT_EQ(t.combine_to[static_cast<size_t>(x)], expected)
+              << "rank " << rank << " to " << x << " nodes of " << N;
         }
-        nvlink_payload_all += std::accumulate(t.dispatch_to.begin() + own * N, t.dispatch_to.begin() + (own + 1) * N,
-                                              int64_t{0});
+        nvlink_payload_all +=
+            std::accumulate(t.dispatch_to.begin() + own * N, t.dispatch_to.begin() + (own + 1) * N, int64_t{0});
       }
       if (!w.ht || nodes == 1) continue;
       // Across all ranks, every (token, other destination rank) pair is stored over NVLink
@@ -523,10 +524,8 @@ TEST(Traffic, NetworkMessagesSizeTheCeilingWindow) {
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 8, 1), 10 * 80);
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2), 10 * 32);
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 4, 4), 10 * 32);  // one node
-  EXPECT_NE(ht.describe().find("whole slots instead: 32 B per returned row"), std::string::npos)
-      << ht.describe();
-  EXPECT_NE(ht.describe().find("the 64 B dispatch slot + 4 B per rank of a node"), std::string::npos)
-      << ht.describe();
+  EXPECT_NE(ht.describe().find("whole slots instead: 32 B per returned row"), std::string::npos) << ht.describe();
+  EXPECT_NE(ht.describe().find("the 64 B dispatch slot + 4 B per rank of a node"), std::string::npos) << ht.describe();
   EXPECT_NE(ll.describe().find("48 B with entries, 32 B (header) without"), std::string::npos) << ll.describe();
 }
 

@@ -11,6 +11,7 @@ Used by check_julia.py. Two questions are answered here:
     to their size (x86_64 and aarch64 Linux, up to 8 bytes), `NTuple{N,T}` to `T`'s alignment
     with size `N * sizeof(T)`, pointers (`Ptr{T}`, `Cstring`) are 8 bytes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,24 +21,56 @@ from julia_syntax import StructDef, TypeExpr
 
 # C type -> the Julia spellings that denote it (C's `char` is a byte either way).
 C_TO_JULIA: Dict[str, set] = {
-    "int8_t": {"Int8"}, "int16_t": {"Int16", "Cshort"}, "int32_t": {"Int32", "Cint"},
-    "int64_t": {"Int64", "Clonglong"}, "uint8_t": {"UInt8", "Cuchar"},
-    "uint16_t": {"UInt16", "Cushort"}, "uint32_t": {"UInt32", "Cuint"},
-    "uint64_t": {"UInt64", "Culonglong"}, "size_t": {"Csize_t", "UInt"},
-    "intptr_t": {"Int", "Cintptr_t"}, "uintptr_t": {"UInt", "Cuintptr_t"},
-    "ptrdiff_t": {"Cptrdiff_t", "Int"}, "float": {"Float32", "Cfloat"},
-    "double": {"Float64", "Cdouble"}, "char": {"UInt8", "Int8", "Cchar", "Cuchar"},
+    "int8_t": {"Int8"},
+    "int16_t": {"Int16", "Cshort"},
+    "int32_t": {"Int32", "Cint"},
+    "int64_t": {"Int64", "Clonglong"},
+    "uint8_t": {"UInt8", "Cuchar"},
+    "uint16_t": {"UInt16", "Cushort"},
+    "uint32_t": {"UInt32", "Cuint"},
+    "uint64_t": {"UInt64", "Culonglong"},
+    "size_t": {"Csize_t", "UInt"},
+    "intptr_t": {"Int", "Cintptr_t"},
+    "uintptr_t": {"UInt", "Cuintptr_t"},
+    "ptrdiff_t": {"Cptrdiff_t", "Int"},
+    "float": {"Float32", "Cfloat"},
+    "double": {"Float64", "Cdouble"},
+    "char": {"UInt8", "Int8", "Cchar", "Cuchar"},
 }
 
 # Julia primitive type -> (size, alignment) on 64-bit Linux.
 PRIMITIVES: Dict[str, Tuple[int, int]] = {
-    "Int8": (1, 1), "UInt8": (1, 1), "Cchar": (1, 1), "Cuchar": (1, 1), "Bool": (1, 1),
-    "Int16": (2, 2), "UInt16": (2, 2), "Cshort": (2, 2), "Cushort": (2, 2), "Float16": (2, 2),
-    "Int32": (4, 4), "UInt32": (4, 4), "Cint": (4, 4), "Cuint": (4, 4), "Float32": (4, 4),
-    "Cfloat": (4, 4), "Int64": (8, 8), "UInt64": (8, 8), "Clonglong": (8, 8),
-    "Culonglong": (8, 8), "Float64": (8, 8), "Cdouble": (8, 8), "Int": (8, 8), "UInt": (8, 8),
-    "Csize_t": (8, 8), "Cssize_t": (8, 8), "Cptrdiff_t": (8, 8), "Cintptr_t": (8, 8),
-    "Cuintptr_t": (8, 8), "Cstring": (8, 8), "Ptr": (8, 8),
+    "Int8": (1, 1),
+    "UInt8": (1, 1),
+    "Cchar": (1, 1),
+    "Cuchar": (1, 1),
+    "Bool": (1, 1),
+    "Int16": (2, 2),
+    "UInt16": (2, 2),
+    "Cshort": (2, 2),
+    "Cushort": (2, 2),
+    "Float16": (2, 2),
+    "Int32": (4, 4),
+    "UInt32": (4, 4),
+    "Cint": (4, 4),
+    "Cuint": (4, 4),
+    "Float32": (4, 4),
+    "Cfloat": (4, 4),
+    "Int64": (8, 8),
+    "UInt64": (8, 8),
+    "Clonglong": (8, 8),
+    "Culonglong": (8, 8),
+    "Float64": (8, 8),
+    "Cdouble": (8, 8),
+    "Int": (8, 8),
+    "UInt": (8, 8),
+    "Csize_t": (8, 8),
+    "Cssize_t": (8, 8),
+    "Cptrdiff_t": (8, 8),
+    "Cintptr_t": (8, 8),
+    "Cuintptr_t": (8, 8),
+    "Cstring": (8, 8),
+    "Ptr": (8, 8),
 }
 
 
@@ -115,8 +148,7 @@ class JuliaTypes:
         "pointee"); else a sentence saying why not."""
         written = julia
         julia = self.resolve(julia)
-        if written.base in self.aliases and written.base.startswith("Epc") \
-                and written.base != c.typedef:
+        if written.base in self.aliases and written.base.startswith("Epc") and written.base != c.typedef:
             # the header's typedefs are distinct types even where their layout agrees
             return f"written as {written.base} but C declares {c.typedef or c}"
         if c.kind == "fnptr":
@@ -185,7 +217,9 @@ class JuliaTypes:
             return size, align
         raise ValueError(f"{t} has no known C-compatible layout")
 
-    def struct_layout(self, definition: StructDef, seen: Tuple[str, ...] = ()) -> Tuple[int, int, List[Tuple[str, int, int]]]:
+    def struct_layout(
+        self, definition: StructDef, seen: Tuple[str, ...] = ()
+    ) -> Tuple[int, int, List[Tuple[str, int, int]]]:
         """(size, alignment, [(field, offset, size)]) by Julia's rules for isbits structs."""
         offset, max_align, fields = 0, 1, []
         for name, t, _line in definition.fields:

@@ -34,6 +34,7 @@ Defaults come from the environment Meson's `bindings_env` sets (EPCOMM_INCLUDE,
 EPCOMM_ABI_JSON) or from this repository. Exit status 0 when every check passes, 1 otherwise;
 each failure is printed as `file:line: what is wrong`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -117,12 +118,18 @@ def load_snapshot(path: Path, version: str) -> Tuple[Optional[dict], Optional[st
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--package", default=str(HERE / "EpComm.jl"))
-    default_header = (Path(os.environ["EPCOMM_INCLUDE"]) / "epcomm" / "epcomm.h"
-                      if os.environ.get("EPCOMM_INCLUDE") else ROOT / "capi/include/epcomm/epcomm.h")
+    default_header = (
+        Path(os.environ["EPCOMM_INCLUDE"]) / "epcomm" / "epcomm.h"
+        if os.environ.get("EPCOMM_INCLUDE")
+        else ROOT / "capi/include/epcomm/epcomm.h"
+    )
     parser.add_argument("--header", default=str(default_header))
     parser.add_argument("--abi-json", default=os.environ.get("EPCOMM_ABI_JSON", str(ROOT / "capi/abi.json")))
-    parser.add_argument("--fallback-toml", action="store_true",
-                        help="read Project.toml with the fallback parser only (as on Python < 3.11)")
+    parser.add_argument(
+        "--fallback-toml",
+        action="store_true",
+        help="read Project.toml with the fallback parser only (as on Python < 3.11)",
+    )
     args = parser.parse_args(argv)
     if args.fallback_toml:
         project_toml.tomllib = None
@@ -136,25 +143,29 @@ def main(argv: List[str]) -> int:
         return 1
     version = header.abi_version_string()
     snapshot, problem = load_snapshot(Path(args.abi_json), version)
-    print(f"check_julia: package {package_dir}\n"
-          f"             header {args.header} (ABI {version}), snapshot {args.abi_json}\n"
-          "             (static checks: no Julia runs here)")
+    print(
+        f"check_julia: package {package_dir}\n"
+        f"             header {args.header} (ABI {version}), snapshot {args.abi_json}\n"
+        "             (static checks: no Julia runs here)"
+    )
     if problem:
         print(f"snapshot  FAIL {problem}")
         return 1
 
     package = Package(package_dir, report)
-    report.section("syntax", package.syntax_errors,
-                   f"{len(package.files)} .jl files lexed, {sum(map(len, package.blocks.values()))} "
-                   "blocks matched with their `end`")
+    report.section(
+        "syntax",
+        package.syntax_errors,
+        f"{len(package.files)} .jl files lexed, {sum(map(len, package.blocks.values()))} "
+        "blocks matched with their `end`",
+    )
     if package.lib_path not in package.files:
         print(f"LibEpComm FAIL {package.lib_path} is missing or unreadable; run python3 tools/bindgen/generate.py")
         return 1
 
     lib_tokens = package.files[package.lib_path]
     try:
-        consts, structs, functions = jl.definitions(lib_tokens, package.blocks[package.lib_path],
-                                                    str(package.lib_path))
+        consts, structs, functions = jl.definitions(lib_tokens, package.blocks[package.lib_path], str(package.lib_path))
     except jl.JuliaSyntaxError as error:
         print(f"LibEpComm FAIL {report.where(package.lib_path, error.line)}: {error.message}")
         return 1
@@ -180,15 +191,18 @@ def main(argv: List[str]) -> int:
     errors, summary = check_calls(sites, header, ctypes, julia, report)
     report.section("calls", site_errors + errors, summary)
     report.section("wrappers", *check_wrappers(header, functions, sites, package.lib_path, report))
-    report.section("decls", *check_declarations(header, snapshot, consts, structs, julia, ctypes,
-                                                package.lib_path, report))
+    report.section(
+        "decls", *check_declarations(header, snapshot, consts, structs, julia, ctypes, package.lib_path, report)
+    )
     report.section("layout", *check_layout(structs, julia, snapshot, version, package.lib_path, report))
     report.section("uses", *check_uses(package, header, lib_names, sites, report))
     report.section("coverage", *check_coverage(package, header, sites, report))
     report.section("package", *check_project(package_dir, report))
     report.section("init", *check_init(package, report))
     report.section("api", *check_exports_and_readme(package, report))
-    print(f"check_julia: {'FAILED, ' + str(report.failures) + ' problem(s)' if report.failures else 'all checks passed'}")
+    print(
+        f"check_julia: {'FAILED, ' + str(report.failures) + ' problem(s)' if report.failures else 'all checks passed'}"
+    )
     return 1 if report.failures else 0
 
 

@@ -9,6 +9,7 @@ and parses the few forms the checks need: type expressions (`Ptr{NTuple{4, Int64
 `struct` definitions and function definitions. Anything it cannot parse is reported, not
 skipped.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,17 +32,61 @@ class Token:
 
 
 KEYWORDS = {
-    "abstract", "baremodule", "begin", "break", "catch", "const", "continue", "do", "else",
-    "elseif", "end", "export", "finally", "for", "function", "global", "if", "import", "let",
-    "local", "macro", "module", "mutable", "primitive", "quote", "return", "struct", "try",
-    "type", "using", "while",
+    "abstract",
+    "baremodule",
+    "begin",
+    "break",
+    "catch",
+    "const",
+    "continue",
+    "do",
+    "else",
+    "elseif",
+    "end",
+    "export",
+    "finally",
+    "for",
+    "function",
+    "global",
+    "if",
+    "import",
+    "let",
+    "local",
+    "macro",
+    "module",
+    "mutable",
+    "primitive",
+    "quote",
+    "return",
+    "struct",
+    "try",
+    "type",
+    "using",
+    "while",
 }
-BLOCK_OPENERS = {"function", "macro", "module", "baremodule", "struct", "if", "for", "while",
-                 "let", "begin", "try", "do", "quote"}
-OPERATORS = sorted("""
+BLOCK_OPENERS = {
+    "function",
+    "macro",
+    "module",
+    "baremodule",
+    "struct",
+    "if",
+    "for",
+    "while",
+    "let",
+    "begin",
+    "try",
+    "do",
+    "quote",
+}
+OPERATORS = sorted(
+    """
     ::= ... === !== <<= >>= .+= -> => == != <= >= && || <: >: :: .. += -= *= /= |= &= ^= << >> |> <| ÷ ≠ ≤ ≥
     + - * / \\ ^ % & | ! ~ < > = . , ; : ? $ @ ( ) [ ] { } '
-""".split(), key=len, reverse=True)
+""".split(),
+    key=len,
+    reverse=True,
+)
 IDENT_START = re.compile(r"[A-Za-z_\u00a0-\uffff]")
 IDENT_REST = re.compile(r"[A-Za-z0-9_!\u00a0-\uffff]*")
 NUMBER = re.compile(r"0x[0-9A-Fa-f_]+|0b[01_]+|0o[0-7_]+|(\d[\d_]*\.?[\d_]*|\.\d[\d_]*)([eEf][-+]?\d+)?")
@@ -92,24 +137,24 @@ class Lexer:
             start_line, start = self.line, self.pos
             if c == '"' or c == "`":
                 self.string(c, interpolate=True)
-                self.emit("string", text[start:self.pos], start_line, space)
+                self.emit("string", text[start : self.pos], start_line, space)
             elif c == "'" and self.is_char_literal(space):
                 self.char_literal()
-                self.emit("char", text[start:self.pos], start_line, space)
+                self.emit("char", text[start : self.pos], start_line, space)
             elif IDENT_START.match(c):
                 m = IDENT_REST.match(text, self.pos + 1)
-                word = text[self.pos:m.end()]
-                if word.endswith("!") and text[m.end():m.end() + 1] == "=":
+                word = text[self.pos : m.end()]
+                if word.endswith("!") and text[m.end() : m.end() + 1] == "=":
                     word = word[:-1]  # `a!=b` is `a != b`
                 self.pos += len(word)
                 if self.pos < len(text) and text[self.pos] == '"':  # raw"...", r"...", b"..."
                     self.string('"', interpolate=False)
-                    self.emit("string", text[start:self.pos], start_line, space)
+                    self.emit("string", text[start : self.pos], start_line, space)
                 else:
                     self.emit("keyword" if word in KEYWORDS else "ident", word, start_line, space)
             elif c == "@" and self.pos + 1 < len(text) and IDENT_START.match(text[self.pos + 1]):
                 m = IDENT_REST.match(text, self.pos + 2)
-                self.emit("macro", text[self.pos:m.end()], start_line, space)
+                self.emit("macro", text[self.pos : m.end()], start_line, space)
                 self.pos = m.end()
             elif c.isdigit() or (c == "." and self.pos + 1 < len(text) and text[self.pos + 1].isdigit()):
                 m = NUMBER.match(text, self.pos)
@@ -135,8 +180,9 @@ class Lexer:
         if not self.tokens or space:
             return True
         previous = self.tokens[-1]
-        return not (previous.kind in ("ident", "number", "string", "char")
-                    or previous.text in (")", "]", "}", "'", "end"))
+        return not (
+            previous.kind in ("ident", "number", "string", "char") or previous.text in (")", "]", "}", "'", "end")
+        )
 
     def block_comment(self) -> None:
         depth = 0
@@ -166,13 +212,13 @@ class Lexer:
                 return
             c = text[self.pos]
             if c == "\\":
-                if text[self.pos + 1:self.pos + 2] == "\n":
+                if text[self.pos + 1 : self.pos + 2] == "\n":
                     self.line += 1
                 self.pos += 2
                 continue
             if c == "\n":
                 self.line += 1
-            if interpolate and c == "$" and text[self.pos + 1:self.pos + 2] == "(":
+            if interpolate and c == "$" and text[self.pos + 1 : self.pos + 2] == "(":
                 self.pos += 2
                 saved = self.tokens
                 self.tokens = []
@@ -223,8 +269,7 @@ def blocks(tokens: List[Token], path: str) -> List[Block]:
         if tok.kind != "keyword":
             continue
         previous = tokens[i - 1] if i else None
-        if previous is not None and previous.text in (".", ":") and not tok.space_before \
-                and previous.kind == "op":
+        if previous is not None and previous.text in (".", ":") and not tok.space_before and previous.kind == "op":
             continue  # x.end, :end (a symbol)
         word = tok.text
         if word in ("begin", "end") and "[" in brackets:
@@ -245,8 +290,7 @@ def blocks(tokens: List[Token], path: str) -> List[Block]:
         raise JuliaSyntaxError(path, tokens[-1].line if tokens else 1, f"unclosed {brackets[-1]!r}")
     if stack:
         open_block = stack[-1]
-        raise JuliaSyntaxError(path, tokens[open_block.start].line,
-                               f"`{open_block.keyword}` is never closed by `end`")
+        raise JuliaSyntaxError(path, tokens[open_block.start].line, f"`{open_block.keyword}` is never closed by `end`")
     return sorted(found, key=lambda b: b.start)
 
 
@@ -342,7 +386,7 @@ def parse_type_prefix(tokens: List[Token], path: str) -> Tuple[TypeExpr, List[To
     args: List[TypeExpr] = []
     if i < len(tokens) and tokens[i].text == "{" and not tokens[i].space_before:
         close = matching(tokens, i)
-        for part in split_top(tokens[i + 1:close]):
+        for part in split_top(tokens[i + 1 : close]):
             args.append(parse_type(part, path))
         i = close + 1
     return TypeExpr(name, args), tokens[i:]
@@ -378,8 +422,13 @@ def parse_at_ccall(tokens: List[Token], i: int, path: str) -> CallSite:
         tok = tokens[k]
         if tok.kind == "op" and tok.text in "([{":
             end = matching(tokens, k)
-            if tok.text == "(" and k > j and tokens[k - 1].kind == "ident" \
-                    and end + 1 < len(tokens) and tokens[end + 1].text == "::":
+            if (
+                tok.text == "("
+                and k > j
+                and tokens[k - 1].kind == "ident"
+                and end + 1 < len(tokens)
+                and tokens[end + 1].text == "::"
+            ):
                 close = end
                 break
             k = end + 1
@@ -391,12 +440,12 @@ def parse_at_ccall(tokens: List[Token], i: int, path: str) -> CallSite:
     if k - 1 == j:
         library_tokens = []
     elif tokens[k - 2].text == "." and k - 2 > j:
-        library_tokens = tokens[j:k - 2]
+        library_tokens = tokens[j : k - 2]
     else:
-        library_tokens = tokens[j:k - 1]  # e.g. `$fptr(...)`: an indirect call
+        library_tokens = tokens[j : k - 1]  # e.g. `$fptr(...)`: an indirect call
         name = ""
     values, types, varargs = [], [], False
-    for part in split_top(tokens[k + 1:close], (",", ";")):
+    for part in split_top(tokens[k + 1 : close], (",", ";")):
         if part and part[0].text == ";":
             varargs = True
             part = part[1:]
@@ -405,13 +454,12 @@ def parse_at_ccall(tokens: List[Token], i: int, path: str) -> CallSite:
             raise JuliaSyntaxError(path, line, f"@ccall {name}: argument {text_of(part)!r} has no ::Type")
         cut = colons[-1]
         values.append(text_of(part[:cut]))
-        types.append(parse_type(part[cut + 1:], path))
+        types.append(parse_type(part[cut + 1 :], path))
     if close + 1 >= len(tokens) or tokens[close + 1].text != "::":
         raise JuliaSyntaxError(path, line, f"@ccall {name}: missing ::ReturnType")
-    return_type, rest = parse_type_prefix(tokens[close + 2:], path)
+    return_type, rest = parse_type_prefix(tokens[close + 2 :], path)
     stop = len(tokens) - len(rest)
-    return CallSite(path, line, "@ccall", name, text_of(library_tokens), values, types,
-                    return_type, i, stop, varargs)
+    return CallSite(path, line, "@ccall", name, text_of(library_tokens), values, types, return_type, i, stop, varargs)
 
 
 CALLING_CONVENTIONS = {"cdecl", "stdcall", "fastcall", "thiscall", "llvmcall"}
@@ -421,7 +469,7 @@ def parse_ccall(tokens: List[Token], i: int, path: str) -> CallSite:
     """tokens[i] is `ccall`, tokens[i + 1] is `(`."""
     line = tokens[i].line
     close = matching(tokens, i + 1)
-    parts = split_top(tokens[i + 2:close])
+    parts = split_top(tokens[i + 2 : close])
     if parts and len(parts) > 1 and text_of(parts[1]) in CALLING_CONVENTIONS:
         parts = parts[:1] + parts[2:]
     if len(parts) < 3:
@@ -429,7 +477,7 @@ def parse_ccall(tokens: List[Token], i: int, path: str) -> CallSite:
     target = parts[0]
     name, library = "", ""
     if target and target[0].text == "(":
-        inner = split_top(target[1:matching(target, 0)])
+        inner = split_top(target[1 : matching(target, 0)])
         name, library = text_of(inner[0]), text_of(inner[1]) if len(inner) > 1 else ""
     else:
         name = text_of(target)
@@ -439,8 +487,7 @@ def parse_ccall(tokens: List[Token], i: int, path: str) -> CallSite:
         raise JuliaSyntaxError(path, line, f"ccall {name}: argument types must be a literal tuple")
     types = [parse_type(p, path) for p in split_top(types_part[1:-1])]
     values = [text_of(p) for p in parts[3:]]
-    return CallSite(path, line, "ccall", name, library, values, types,
-                    parse_type(parts[1], path), i, close + 1)
+    return CallSite(path, line, "ccall", name, library, values, types, parse_type(parts[1], path), i, close + 1)
 
 
 def call_sites(tokens: List[Token], path: str) -> List[CallSite]:
@@ -448,8 +495,13 @@ def call_sites(tokens: List[Token], path: str) -> List[CallSite]:
     for i, tok in enumerate(tokens):
         if tok.kind == "macro" and tok.text == "@ccall":
             sites.append(parse_at_ccall(tokens, i, path))
-        elif tok.kind == "ident" and tok.text == "ccall" and i + 1 < len(tokens) \
-                and tokens[i + 1].text == "(" and not tokens[i + 1].space_before:
+        elif (
+            tok.kind == "ident"
+            and tok.text == "ccall"
+            and i + 1 < len(tokens)
+            and tokens[i + 1].text == "("
+            and not tokens[i + 1].space_before
+        ):
             sites.append(parse_ccall(tokens, i, path))
     return sites
 
@@ -514,27 +566,33 @@ def definitions(tokens: List[Token], block_list: List[Block], path: str):
             header_end = i + 2  # the body starts after `struct Name{T} <: Super`
             while header_end < ends[i] and tokens[header_end].kind != "newline":
                 header_end += 1
-            body = tokens[header_end:ends[i]]
+            body = tokens[header_end : ends[i]]
             for part in split_lines(body):
                 if part and part[0].kind == "string":
                     continue  # a field docstring
                 colons = [n for n, t in enumerate(part) if t.text == "::"]
                 if len(colons) != 1 or colons[0] != 1 or part[0].kind not in ("ident", "keyword"):
-                    raise JuliaSyntaxError(path, part[0].line,
-                                           f"struct {name_tok.text}: cannot parse the field {text_of(part)!r}")
+                    raise JuliaSyntaxError(
+                        path, part[0].line, f"struct {name_tok.text}: cannot parse the field {text_of(part)!r}"
+                    )
                 fields.append((part[0].text, parse_type(part[2:], path), part[0].line))
             structs.append(StructDef(name_tok.text, mutable, fields, tok.line))
         elif tok.kind == "keyword" and tok.text == "function" and i in ends:
             name_tok = tokens[i + 1]
             params: List[str] = []
             if i + 2 < len(tokens) and tokens[i + 2].text == "(":
-                params = positional(tokens[i + 3:matching(tokens, i + 2)])
+                params = positional(tokens[i + 3 : matching(tokens, i + 2)])
             functions.append(FunctionDef(name_tok.text, params, tok.line, i, ends[i]))
-        elif tok.kind == "ident" and (i == 0 or tokens[i - 1].kind == "newline") \
-                and i + 1 < len(tokens) and tokens[i + 1].text == "(" and not tokens[i + 1].space_before:
+        elif (
+            tok.kind == "ident"
+            and (i == 0 or tokens[i - 1].kind == "newline")
+            and i + 1 < len(tokens)
+            and tokens[i + 1].text == "("
+            and not tokens[i + 1].space_before
+        ):
             close = matching(tokens, i + 1)
             if close + 1 < len(tokens) and tokens[close + 1].text == "=":
-                params = positional(tokens[i + 2:close])
+                params = positional(tokens[i + 2 : close])
                 stop = i + len(statement(tokens, i))
                 functions.append(FunctionDef(tok.text, params, tok.line, i, stop))
     return consts, structs, functions

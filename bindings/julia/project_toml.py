@@ -5,6 +5,7 @@ Python 3.11+ has tomllib; older Pythons get `parse_minimal`, which reads the sub
 Project.toml uses (tables, `key = "string"`, one-line string arrays, numbers, booleans). Where
 tomllib exists both parsers run and must agree, so the fallback stays honest.
 """
+
 from __future__ import annotations
 
 import re
@@ -81,8 +82,10 @@ def parse_value(value: str, number: int):
         if not inner:
             return []
         return [parse_value(v.strip(), number) for v in inner.rstrip(",").split(",")]
-    raise TomlError(f"line {number}: unsupported value {value!r} (the fallback parser reads "
-                    "strings, one-line arrays, integers and booleans)")
+    raise TomlError(
+        f"line {number}: unsupported value {value!r} (the fallback parser reads "
+        "strings, one-line arrays, integers and booleans)"
+    )
 
 
 def julia_lower_bound(spec: str) -> Tuple[int, ...]:
@@ -116,11 +119,10 @@ def check_project(package_dir: Path, report) -> Tuple[List[str], str]:
             return [f"{where}: not valid TOML: {error}"], ""
         parsers = "tomllib and the fallback parser agree"
         if data != minimal:
-            errors.append(f"{where}: tomllib and the fallback parser read it differently: "
-                          f"{data!r} vs {minimal!r}")
+            errors.append(f"{where}: tomllib and the fallback parser read it differently: {data!r} vs {minimal!r}")
 
     if data.get("name") != "EpComm":
-        errors.append(f"{where}: name must be \"EpComm\", not {data.get('name')!r}")
+        errors.append(f'{where}: name must be "EpComm", not {data.get("name")!r}')
     uuid = str(data.get("uuid", ""))
     if not UUID.fullmatch(uuid) or uuid in STDLIBS.values() or uuid == CUDA_UUID:
         errors.append(f"{where}: uuid {uuid!r} must be the package's own lower-case UUID")
@@ -130,14 +132,16 @@ def check_project(package_dir: Path, report) -> Tuple[List[str], str]:
     deps = data.get("deps", {})
     for name, value in deps.items():
         if STDLIBS.get(name) != value:
-            errors.append(f"{where}: [deps] {name} = {value!r} is not a known standard library "
-                          f"(allowed: {', '.join(f'{k} = {v}' for k, v in STDLIBS.items())})")
+            errors.append(
+                f"{where}: [deps] {name} = {value!r} is not a known standard library "
+                f"(allowed: {', '.join(f'{k} = {v}' for k, v in STDLIBS.items())})"
+            )
     weakdeps = data.get("weakdeps", {})
     if weakdeps != {"CUDA": CUDA_UUID}:
-        errors.append(f"{where}: [weakdeps] must be exactly CUDA = \"{CUDA_UUID}\", not {weakdeps!r}")
+        errors.append(f'{where}: [weakdeps] must be exactly CUDA = "{CUDA_UUID}", not {weakdeps!r}')
     extensions = {k: ([v] if isinstance(v, str) else v) for k, v in data.get("extensions", {}).items()}
     if extensions != EXPECTED_EXTENSIONS:
-        errors.append(f"{where}: [extensions] must be EpCommCUDAExt = \"CUDA\", not {extensions!r}")
+        errors.append(f'{where}: [extensions] must be EpCommCUDAExt = "CUDA", not {extensions!r}')
     for name in extensions:
         candidates = [package_dir / "ext" / f"{name}.jl", package_dir / "ext" / name / f"{name}.jl"]
         found = [c for c in candidates if c.exists()]
@@ -156,18 +160,21 @@ def check_project(package_dir: Path, report) -> Tuple[List[str], str]:
     compat = data.get("compat", {})
     julia = compat.get("julia")
     if julia is None:
-        errors.append(f"{where}: [compat] needs julia = \"1.9\" (package extensions need Julia 1.9)")
+        errors.append(f'{where}: [compat] needs julia = "1.9" (package extensions need Julia 1.9)')
     else:
         try:
             if julia_lower_bound(julia)[:2] < MINIMUM_JULIA:
-                errors.append(f"{where}: [compat] julia = {julia!r} allows Julia before 1.9, "
-                              "which has no package extensions")
+                errors.append(
+                    f"{where}: [compat] julia = {julia!r} allows Julia before 1.9, which has no package extensions"
+                )
         except TomlError as error:
             errors.append(f"{where}: {error}")
     for name in weakdeps:
         if name not in compat:
             errors.append(f"{where}: [compat] has no entry for the weak dependency {name}")
-    summary = (f"Project.toml ({parsers}): name EpComm, deps {sorted(deps)} (stdlib only), "
-               f"weakdeps CUDA {CUDA_UUID}, extension EpCommCUDAExt -> ext/EpCommCUDAExt.jl, "
-               f"compat julia {julia!r}")
+    summary = (
+        f"Project.toml ({parsers}): name EpComm, deps {sorted(deps)} (stdlib only), "
+        f"weakdeps CUDA {CUDA_UUID}, extension EpCommCUDAExt -> ext/EpCommCUDAExt.jl, "
+        f"compat julia {julia!r}"
+    )
     return errors, summary

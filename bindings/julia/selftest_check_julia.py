@@ -9,6 +9,7 @@ Python 3 standard library only; run by `meson test --suite bindings` (julia-stat
 
     selftest_check_julia.py [--keep DIR]   # --keep: leave the broken copies in DIR
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,121 +25,251 @@ LIB = "src/LibEpComm.jl"
 
 # (name, file, text to replace, replacement, message the checker must print)
 CASES = [
-    ("wrong argument count", LIB,
-     "out_plan::Ptr{EpcPlan})::EpcStatus", ")::EpcStatus",
-     "epc_plan_query is called with 4 arguments; C declares 5"),
-    ("wrong argument type", LIB,
-     "nranks::Int32, lsa_size::Int32", "nranks::Int64, lsa_size::Int32",
-     "epc_plan_query argument 2 (nranks, C int32_t): C int32_t must be Cint or Int32, not Int64"),
-    ("Cstring for a buffer the library writes", LIB,
-     "buf::Ptr{UInt8}", "buf::Cstring",
-     "a buffer it writes is Ptr{UInt8}"),
-    ("wrong pointee type", LIB,
-     "out_info::Ptr{EpcGroupInfo}", "out_info::Ptr{EpcPlan}",
-     "C EpcGroupInfo must be EpcGroupInfo, not EpcPlan"),
-    ("wrong return type", LIB,
-     "stream::Ptr{Cvoid})::EpcStatus", "stream::Ptr{Cvoid})::UInt32",
-     "epc_group_barrier returns C EpcStatus"),
-    ("missing wrapper", LIB,
-     "function epc_group_barrier(group, stream)\n"
-     "    @ccall libepcomm().epc_group_barrier(group::Ptr{EpcGroup}, stream::Ptr{Cvoid})::EpcStatus\n"
-     "end\n", "",
-     "epc_group_barrier (EpcStatus epc_group_barrier(EpcGroup* group, void* stream)) has no wrapper"),
-    ("wrapper passes its arguments out of order", LIB,
-     "epc_group_query(group::Ptr{EpcGroup}, out_info::Ptr{EpcGroupInfo})",
-     "epc_group_query(out_info::Ptr{EpcGroup}, group::Ptr{EpcGroupInfo})",
-     "it must pass its parameters in order"),
-    ("call through another library", LIB,
-     "@ccall libepcomm().epc_comm_destroy(", '@ccall "libepcomm".epc_comm_destroy(',
-     "epc_comm_destroy is called through the library"),
-    ("wrong struct field type, same layout", LIB,
-     "    num_experts::UInt32  # required", "    num_experts::Int32  # required",
-     "EpcGroupConfig.num_experts (C uint32_t): C uint32_t must be Cuint or UInt32, not Int32"),
-    ("wrong struct field type, other layout", LIB,
-     "    hidden::UInt32  # required", "    hidden::UInt64  # required",
-     "EpcGroupConfig.max_tokens_per_rank is at offset 24 with size 4; the snapshot says offset 20"),
-    ("wrong fixed-array length", LIB,
-     "name::NTuple{32, UInt8}", "name::NTuple{31, UInt8}",
-     "NTuple length 31; C declares [32] = 32"),
-    ("mutable struct for a C struct", LIB,
-     "\nstruct EpcPlanRegion\n", "\nmutable struct EpcPlanRegion\n",
-     "EpcPlanRegion must be an immutable struct"),
-    ("wrong constant value", LIB,
-     "const EPC_ERR_TIMEOUT = EpcStatus(7)", "const EPC_ERR_TIMEOUT = EpcStatus(8)",
-     "EPC_ERR_TIMEOUT is 8; the header says 7"),
-    ("typedef written as another typedef", LIB,
-     "    dtype::EpcDtype  # the payload dtype", "    dtype::EpcMode  # the payload dtype",
-     "written as EpcMode but C declares EpcDtype"),
-    ("safe layer passes too few arguments", "src/plan.jl",
-     "epc_plan_query(Ref(c_config(config)), nranks, lsa_size, num_nodes, plan)",
-     "epc_plan_query(Ref(c_config(config)), nranks, lsa_size, plan)",
-     "epc_plan_query is called with 4 arguments; C declares 5"),
-    ("safe layer names an unknown constant", "src/plan.jl",
-     "EPC_SLOT_NONE", "EPC_SLOT_NOTHING",
-     "EPC_SLOT_NOTHING is not a constant of epcomm.h"),
-    ("mirrored struct field missing in C", "src/group.jl",
-     "    local_experts::Int\n", "    local_expert_count::Int\n",
-     "GroupInfo.local_expert_count is copied by name from EpcGroupInfo, which has no field"),
-    ("C struct field the mirror leaves out", "src/config.jl",
-     "    virtual_node_size::UInt32\n", "",
-     "EpcGroupConfig.virtual_node_size has no field in GroupConfig"),
-    ("struct built with an unknown field", "src/tensor.jl",
-     "c_struct(EpcTensor; data, dtype, ndim,", "c_struct(EpcTensor; data, dtype, rank = ndim,",
-     "c_struct(EpcTensor; rank = ...): EpcTensor has no field rank"),
-    ("direct ccall of a function the header lacks", "src/errors.jl",
-     "status_string(status::Integer) = unsafe_string(epc_status_string(status))",
-     "status_string(status::Integer) = unsafe_string(@ccall libepcomm().epc_status_name(status::Int32)::Cstring)",
-     "@ccall calls epc_status_name, which epcomm.h does not declare"),
-    ("a block without its end", "src/comm.jl",
-     "    comm.handle = C_NULL\n    return nothing\nend\n", "    comm.handle = C_NULL\n    return nothing\n",
-     "is never closed by `end`"),
-    ("non-stdlib dependency", "Project.toml",
-     '[deps]\n', '[deps]\nJSON = "682c06a0-de6a-54ab-a142-c8b1cf79cde6"\n',
-     "[deps] JSON = '682c06a0-de6a-54ab-a142-c8b1cf79cde6' is not a known standard library"),
-    ("wrong CUDA UUID", "Project.toml",
-     'CUDA = "052768ef-5323-5732-b1bb-66c8b64840ba"', 'CUDA = "052768ef-5323-5732-b1bb-66c8b64840bb"',
-     "[weakdeps] must be exactly CUDA"),
-    ("julia compat before extensions", "Project.toml",
-     'julia = "1.9"', 'julia = "1.6"',
-     "allows Julia before 1.9"),
-    ("export of an undefined name", "src/EpComm.jl",
-     "plan_query, Group,", "plan_query, make_group, Group,",
-     "`export make_group`, but src/ defines no make_group"),
-    ("README example calls a name EpComm lacks", "README.md",
-     "info = EpComm.info(group)", "info = EpComm.group_info(group)",
-     "README example uses EpComm.group_info, which src/ does not define"),
-    ("a header function the safe layer never calls", "src/ll.jl",
-     "        check(epc_ll_combine(handle(h), Ref(t[1].raw), Ref(t[2].raw), send_only_flags(send_only),\n"
-     "                             stream_pointer(stream)),\n"
-     "              :epc_ll_combine)\n", "        nothing\n",
-     "epcomm.h declares epc_ll_combine"),
-    ("safe layer dispatches with a tensor missing", "src/ll.jl",
-     "Ref(t[3].raw), Ref(t[4].raw),", "Ref(t[3].raw),",
-     "epc_ll_dispatch is called with 6 arguments; C declares 7"),
-    ("high-throughput dispatch with a tensor missing", "src/ht.jl",
-     "c_ref(t[8]), c_ref(t[9]),", "c_ref(t[8]),",
-     "epc_ht_dispatch is called with 11 arguments; C declares 12"),
-    ("the high-throughput handle is never created", "src/ht.jl",
-     "check(epc_ht_handle_create(", "check(identity(",
-     "epcomm.h declares epc_ht_handle_create"),
-    ("flags passed as a plain integer type", LIB,
-     "out_counts::Ptr{EpcTensor}, flags::EpcFlags,", "out_counts::Ptr{EpcTensor}, flags::Int32,",
-     "epc_ll_dispatch argument 6 (flags, C EpcFlags)"),
-    ("a handle passed where C takes a group", LIB,
-     "epc_handle_create(group::Ptr{EpcGroup},", "epc_handle_create(group::Ptr{EpcHandle},",
-     "C EpcGroup must be EpcGroup, not EpcHandle"),
-    ("a deliberately unwrapped function is called", "src/library.jl",
-     "function load_library!()", "probe_table(table) = epc_get_api(EPC_ABI_MAJOR, table)\n\nfunction load_library!()",
-     "epc_get_api is called, but source_checks.UNWRAPPED"),
-    ("__init__ ignores EPCOMM_LIB", "src/library.jl",
-     'get(ENV, "EPCOMM_LIB", DEFAULT_LIBRARY)', "DEFAULT_LIBRARY",
-     'nothing in src/ reads ENV["EPCOMM_LIB"]'),
+    (
+        "wrong argument count",
+        LIB,
+        "out_plan::Ptr{EpcPlan})::EpcStatus",
+        ")::EpcStatus",
+        "epc_plan_query is called with 4 arguments; C declares 5",
+    ),
+    (
+        "wrong argument type",
+        LIB,
+        "nranks::Int32, lsa_size::Int32",
+        "nranks::Int64, lsa_size::Int32",
+        "epc_plan_query argument 2 (nranks, C int32_t): C int32_t must be Cint or Int32, not Int64",
+    ),
+    (
+        "Cstring for a buffer the library writes",
+        LIB,
+        "buf::Ptr{UInt8}",
+        "buf::Cstring",
+        "a buffer it writes is Ptr{UInt8}",
+    ),
+    (
+        "wrong pointee type",
+        LIB,
+        "out_info::Ptr{EpcGroupInfo}",
+        "out_info::Ptr{EpcPlan}",
+        "C EpcGroupInfo must be EpcGroupInfo, not EpcPlan",
+    ),
+    (
+        "wrong return type",
+        LIB,
+        "stream::Ptr{Cvoid})::EpcStatus",
+        "stream::Ptr{Cvoid})::UInt32",
+        "epc_group_barrier returns C EpcStatus",
+    ),
+    (
+        "missing wrapper",
+        LIB,
+        "function epc_group_barrier(group, stream)\n"
+        "    @ccall libepcomm().epc_group_barrier(group::Ptr{EpcGroup}, stream::Ptr{Cvoid})::EpcStatus\n"
+        "end\n",
+        "",
+        "epc_group_barrier (EpcStatus epc_group_barrier(EpcGroup* group, void* stream)) has no wrapper",
+    ),
+    (
+        "wrapper passes its arguments out of order",
+        LIB,
+        "epc_group_query(group::Ptr{EpcGroup}, out_info::Ptr{EpcGroupInfo})",
+        "epc_group_query(out_info::Ptr{EpcGroup}, group::Ptr{EpcGroupInfo})",
+        "it must pass its parameters in order",
+    ),
+    (
+        "call through another library",
+        LIB,
+        "@ccall libepcomm().epc_comm_destroy(",
+        '@ccall "libepcomm".epc_comm_destroy(',
+        "epc_comm_destroy is called through the library",
+    ),
+    (
+        "wrong struct field type, same layout",
+        LIB,
+        "    num_experts::UInt32  # required",
+        "    num_experts::Int32  # required",
+        "EpcGroupConfig.num_experts (C uint32_t): C uint32_t must be Cuint or UInt32, not Int32",
+    ),
+    (
+        "wrong struct field type, other layout",
+        LIB,
+        "    hidden::UInt32  # required",
+        "    hidden::UInt64  # required",
+        "EpcGroupConfig.max_tokens_per_rank is at offset 24 with size 4; the snapshot says offset 20",
+    ),
+    (
+        "wrong fixed-array length",
+        LIB,
+        "name::NTuple{32, UInt8}",
+        "name::NTuple{31, UInt8}",
+        "NTuple length 31; C declares [32] = 32",
+    ),
+    (
+        "mutable struct for a C struct",
+        LIB,
+        "\nstruct EpcPlanRegion\n",
+        "\nmutable struct EpcPlanRegion\n",
+        "EpcPlanRegion must be an immutable struct",
+    ),
+    (
+        "wrong constant value",
+        LIB,
+        "const EPC_ERR_TIMEOUT = EpcStatus(7)",
+        "const EPC_ERR_TIMEOUT = EpcStatus(8)",
+        "EPC_ERR_TIMEOUT is 8; the header says 7",
+    ),
+    (
+        "typedef written as another typedef",
+        LIB,
+        "    dtype::EpcDtype  # the payload dtype",
+        "    dtype::EpcMode  # the payload dtype",
+        "written as EpcMode but C declares EpcDtype",
+    ),
+    (
+        "safe layer passes too few arguments",
+        "src/plan.jl",
+        "epc_plan_query(Ref(c_config(config)), nranks, lsa_size, num_nodes, plan)",
+        "epc_plan_query(Ref(c_config(config)), nranks, lsa_size, plan)",
+        "epc_plan_query is called with 4 arguments; C declares 5",
+    ),
+    (
+        "safe layer names an unknown constant",
+        "src/plan.jl",
+        "EPC_SLOT_NONE",
+        "EPC_SLOT_NOTHING",
+        "EPC_SLOT_NOTHING is not a constant of epcomm.h",
+    ),
+    (
+        "mirrored struct field missing in C",
+        "src/group.jl",
+        "    local_experts::Int\n",
+        "    local_expert_count::Int\n",
+        "GroupInfo.local_expert_count is copied by name from EpcGroupInfo, which has no field",
+    ),
+    (
+        "C struct field the mirror leaves out",
+        "src/config.jl",
+        "    virtual_node_size::UInt32\n",
+        "",
+        "EpcGroupConfig.virtual_node_size has no field in GroupConfig",
+    ),
+    (
+        "struct built with an unknown field",
+        "src/tensor.jl",
+        "c_struct(EpcTensor; data, dtype, ndim,",
+        "c_struct(EpcTensor; data, dtype, rank = ndim,",
+        "c_struct(EpcTensor; rank = ...): EpcTensor has no field rank",
+    ),
+    (
+        "direct ccall of a function the header lacks",
+        "src/errors.jl",
+        "status_string(status::Integer) = unsafe_string(epc_status_string(status))",
+        "status_string(status::Integer) = unsafe_string(@ccall libepcomm().epc_status_name(status::Int32)::Cstring)",
+        "@ccall calls epc_status_name, which epcomm.h does not declare",
+    ),
+    (
+        "a block without its end",
+        "src/comm.jl",
+        "    comm.handle = C_NULL\n    return nothing\nend\n",
+        "    comm.handle = C_NULL\n    return nothing\n",
+        "is never closed by `end`",
+    ),
+    (
+        "non-stdlib dependency",
+        "Project.toml",
+        "[deps]\n",
+        '[deps]\nJSON = "682c06a0-de6a-54ab-a142-c8b1cf79cde6"\n',
+        "[deps] JSON = '682c06a0-de6a-54ab-a142-c8b1cf79cde6' is not a known standard library",
+    ),
+    (
+        "wrong CUDA UUID",
+        "Project.toml",
+        'CUDA = "052768ef-5323-5732-b1bb-66c8b64840ba"',
+        'CUDA = "052768ef-5323-5732-b1bb-66c8b64840bb"',
+        "[weakdeps] must be exactly CUDA",
+    ),
+    ("julia compat before extensions", "Project.toml", 'julia = "1.9"', 'julia = "1.6"', "allows Julia before 1.9"),
+    (
+        "export of an undefined name",
+        "src/EpComm.jl",
+        "plan_query, Group,",
+        "plan_query, make_group, Group,",
+        "`export make_group`, but src/ defines no make_group",
+    ),
+    (
+        "README example calls a name EpComm lacks",
+        "README.md",
+        "info = EpComm.info(group)",
+        "info = EpComm.group_info(group)",
+        "README example uses EpComm.group_info, which src/ does not define",
+    ),
+    (
+        "a header function the safe layer never calls",
+        "src/ll.jl",
+        "        check(epc_ll_combine(handle(h), Ref(t[1].raw), Ref(t[2].raw), send_only_flags(send_only),\n"
+        "                             stream_pointer(stream)),\n"
+        "              :epc_ll_combine)\n",
+        "        nothing\n",
+        "epcomm.h declares epc_ll_combine",
+    ),
+    (
+        "safe layer dispatches with a tensor missing",
+        "src/ll.jl",
+        "Ref(t[3].raw), Ref(t[4].raw),",
+        "Ref(t[3].raw),",
+        "epc_ll_dispatch is called with 6 arguments; C declares 7",
+    ),
+    (
+        "high-throughput dispatch with a tensor missing",
+        "src/ht.jl",
+        "c_ref(t[8]), c_ref(t[9]),",
+        "c_ref(t[8]),",
+        "epc_ht_dispatch is called with 11 arguments; C declares 12",
+    ),
+    (
+        "the high-throughput handle is never created",
+        "src/ht.jl",
+        "check(epc_ht_handle_create(",
+        "check(identity(",
+        "epcomm.h declares epc_ht_handle_create",
+    ),
+    (
+        "flags passed as a plain integer type",
+        LIB,
+        "out_counts::Ptr{EpcTensor}, flags::EpcFlags,",
+        "out_counts::Ptr{EpcTensor}, flags::Int32,",
+        "epc_ll_dispatch argument 6 (flags, C EpcFlags)",
+    ),
+    (
+        "a handle passed where C takes a group",
+        LIB,
+        "epc_handle_create(group::Ptr{EpcGroup},",
+        "epc_handle_create(group::Ptr{EpcHandle},",
+        "C EpcGroup must be EpcGroup, not EpcHandle",
+    ),
+    (
+        "a deliberately unwrapped function is called",
+        "src/library.jl",
+        "function load_library!()",
+        "probe_table(table) = epc_get_api(EPC_ABI_MAJOR, table)\n\nfunction load_library!()",
+        "epc_get_api is called, but source_checks.UNWRAPPED",
+    ),
+    (
+        "__init__ ignores EPCOMM_LIB",
+        "src/library.jl",
+        'get(ENV, "EPCOMM_LIB", DEFAULT_LIBRARY)',
+        "DEFAULT_LIBRARY",
+        'nothing in src/ reads ENV["EPCOMM_LIB"]',
+    ),
 ]
 
 
 def run_checker(package: Path, extra=()) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(HERE / "check_julia.py"), "--package", str(package), *extra],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(HERE / "check_julia.py"), "--package", str(package), *extra],
+        capture_output=True,
+        text=True,
+    )
 
 
 def main() -> int:
@@ -155,7 +286,9 @@ def main() -> int:
         for extra in ([], ["--fallback-toml"]):
             result = run_checker(clean, extra)
             passed = result.returncode == 0 and ("fallback parser)" in result.stdout or not extra)
-            print(f"{'ok  ' if passed else 'FAIL'} unbroken copy passes{' with ' + ' '.join(extra) if extra else ''} (exit {result.returncode})")
+            print(
+                f"{'ok  ' if passed else 'FAIL'} unbroken copy passes{' with ' + ' '.join(extra) if extra else ''} (exit {result.returncode})"
+            )
             if not passed:
                 failures += 1
                 print(result.stdout + result.stderr)
@@ -175,7 +308,9 @@ def main() -> int:
             caught = result.returncode == 1 and expected in output and "Traceback" not in output
             failures += not caught
             line = next((l.strip() for l in output.splitlines() if expected in l), "")
-            print(f"{'ok  ' if caught else 'FAIL'} {name} ({relative}): exit {result.returncode}; {line or output[-400:]}")
+            print(
+                f"{'ok  ' if caught else 'FAIL'} {name} ({relative}): exit {result.returncode}; {line or output[-400:]}"
+            )
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -4,6 +4,7 @@ README use LibEpComm, and what __init__ and the exports promise.
 
 Each check returns (errors, summary), like abi_checks.py.
 """
+
 from __future__ import annotations
 
 import re
@@ -54,24 +55,33 @@ def check_uses(package, header, lib_names: set, sites, report) -> Tuple[List[str
             if previous is not None and previous.text == "." and i >= 2 and tokens[i - 2].text == "LibEpComm":
                 if tok.text not in lib_names:
                     errors.append(f"{at}: LibEpComm.{tok.text} does not exist")
-            if tok.text.startswith("epc_") and i + 1 < len(tokens) and tokens[i + 1].text == "(" \
-                    and not tokens[i + 1].space_before and not any(a <= i < b for a, b in inside) \
-                    and not (previous is not None and previous.text == "function"):
+            if (
+                tok.text.startswith("epc_")
+                and i + 1 < len(tokens)
+                and tokens[i + 1].text == "("
+                and not tokens[i + 1].space_before
+                and not any(a <= i < b for a, b in inside)
+                and not (previous is not None and previous.text == "function")
+            ):
                 function = header.functions.get(tok.text)
                 if function is None:
                     errors.append(f"{at}: {tok.text} is not a function of epcomm.h")
                     continue
-                count = len(jl.positional(tokens[i + 2:jl.matching(tokens, i + 1)]))
+                count = len(jl.positional(tokens[i + 2 : jl.matching(tokens, i + 1)]))
                 calls += 1
                 if count != len(function.params):
-                    errors.append(f"{at}: {tok.text} is called with {count} arguments; "
-                                  f"C declares {len(function.params)} ({c_signature(function)})")
+                    errors.append(
+                        f"{at}: {tok.text} is called with {count} arguments; "
+                        f"C declares {len(function.params)} ({c_signature(function)})"
+                    )
     mirror_errors, mirrors, built = check_field_names(package, header, report)
     errors += mirror_errors
-    return errors, (f"{calls} wrapper calls in src/, ext/, test/ pass the C parameter count; "
-                    f"{names} EPC_* uses name header constants; {mirrors} mirrored structs name C fields "
-                    f"and carry every one but headers, reserved and {len(NOT_MIRRORED)} listed; "
-                    f"{built} struct builds name C fields")
+    return errors, (
+        f"{calls} wrapper calls in src/, ext/, test/ pass the C parameter count; "
+        f"{names} EPC_* uses name header constants; {mirrors} mirrored structs name C fields "
+        f"and carry every one but headers, reserved and {len(NOT_MIRRORED)} listed; "
+        f"{built} struct builds name C fields"
+    )
 
 
 def check_field_names(package, header, report) -> Tuple[List[str], int, int]:
@@ -96,21 +106,34 @@ def check_field_names(package, header, report) -> Tuple[List[str], int, int]:
             c_fields = {f.name for f in header.structs[c_name].fields}
             for name, _type, line in definition.fields:
                 if name not in c_fields:
-                    errors.append(f"{report.where(path, line)}: {definition.name}.{name} is copied by "
-                                  f"name from {c_name}, which has no field {name}")
+                    errors.append(
+                        f"{report.where(path, line)}: {definition.name}.{name} is copied by "
+                        f"name from {c_name}, which has no field {name}"
+                    )
             mirrored = {name for name, _type, _line in definition.fields}
             for field in header.structs[c_name].fields:
-                if field.name in mirrored or field.name in ("struct_size", "abi_version") \
-                        or field.name.startswith("reserved") or (c_name, field.name) in NOT_MIRRORED:
+                if (
+                    field.name in mirrored
+                    or field.name in ("struct_size", "abi_version")
+                    or field.name.startswith("reserved")
+                    or (c_name, field.name) in NOT_MIRRORED
+                ):
                     continue
-                errors.append(f"{report.where(path, definition.line)}: {c_name}.{field.name} has no "
-                              f"field in {definition.name}: add it (the safe layer would leave it 0), "
-                              "or list it in source_checks.NOT_MIRRORED with the reason")
+                errors.append(
+                    f"{report.where(path, definition.line)}: {c_name}.{field.name} has no "
+                    f"field in {definition.name}: add it (the safe layer would leave it 0), "
+                    "or list it in source_checks.NOT_MIRRORED with the reason"
+                )
         for i, tok in enumerate(tokens):
-            if tok.kind != "ident" or tok.text not in STRUCT_BUILDERS or i + 1 >= len(tokens) \
-                    or tokens[i + 1].text != "(" or (i and tokens[i - 1].text == "function"):
+            if (
+                tok.kind != "ident"
+                or tok.text not in STRUCT_BUILDERS
+                or i + 1 >= len(tokens)
+                or tokens[i + 1].text != "("
+                or (i and tokens[i - 1].text == "function")
+            ):
                 continue
-            parts = jl.split_top(tokens[i + 2:jl.matching(tokens, i + 1)], (",", ";"))
+            parts = jl.split_top(tokens[i + 2 : jl.matching(tokens, i + 1)], (",", ";"))
             if not parts or jl.text_of(parts[0]) not in header.structs:
                 continue
             c_name = jl.text_of(parts[0])
@@ -124,8 +147,10 @@ def check_field_names(package, header, report) -> Tuple[List[str], int, int]:
                     continue  # positional, or splatted: not checkable here
                 name = part[0].text
                 if name not in c_fields:
-                    errors.append(f"{report.where(path, part[0].line)}: {tok.text}({c_name}; {name} = ...): "
-                                  f"{c_name} has no field {name}")
+                    errors.append(
+                        f"{report.where(path, part[0].line)}: {tok.text}({c_name}; {name} = ...): "
+                        f"{c_name} has no field {name}"
+                    )
     for (c_name, name), _reason in NOT_MIRRORED.items():
         if c_name not in header.structs or name not in {f.name for f in header.structs[c_name].fields}:
             errors.append(f"source_checks.NOT_MIRRORED lists {c_name}.{name}, which epcomm.h does not declare")
@@ -146,28 +171,41 @@ def check_coverage(package, header, sites, report) -> Tuple[List[str], str]:
             continue
         tokens = package.files[path]
         for i, tok in enumerate(tokens):
-            if tok.kind == "ident" and tok.text.startswith("epc_") and i + 1 < len(tokens) \
-                    and tokens[i + 1].text == "(" and not tokens[i + 1].space_before \
-                    and not (i and tokens[i - 1].text == "function"):
+            if (
+                tok.kind == "ident"
+                and tok.text.startswith("epc_")
+                and i + 1 < len(tokens)
+                and tokens[i + 1].text == "("
+                and not tokens[i + 1].space_before
+                and not (i and tokens[i - 1].text == "function")
+            ):
                 called.setdefault(tok.text, report.where(path, tok.line))
     errors = []
     for name, function in header.functions.items():
         if name in UNWRAPPED:
             if name in called:
-                errors.append(f"{called[name]}: {name} is called, but source_checks.UNWRAPPED says "
-                              f"the safe layer leaves it alone ({UNWRAPPED[name]}); drop it there")
+                errors.append(
+                    f"{called[name]}: {name} is called, but source_checks.UNWRAPPED says "
+                    f"the safe layer leaves it alone ({UNWRAPPED[name]}); drop it there"
+                )
         elif name not in called:
-            errors.append(f"{report.where(package.lib_path, 1)}: epcomm.h declares {name} "
-                          f"({c_signature(function)}), but nothing in src/ or ext/ besides LibEpComm.jl "
-                          "calls it: wrap it in the safe layer, or list it in source_checks.UNWRAPPED "
-                          "with the reason")
+            errors.append(
+                f"{report.where(package.lib_path, 1)}: epcomm.h declares {name} "
+                f"({c_signature(function)}), but nothing in src/ or ext/ besides LibEpComm.jl "
+                "calls it: wrap it in the safe layer, or list it in source_checks.UNWRAPPED "
+                "with the reason"
+            )
     for name in UNWRAPPED:
         if name not in header.functions:
-            errors.append(f"{report.where(package.lib_path, 1)}: source_checks.UNWRAPPED lists {name}, "
-                          "which epcomm.h does not declare")
+            errors.append(
+                f"{report.where(package.lib_path, 1)}: source_checks.UNWRAPPED lists {name}, "
+                "which epcomm.h does not declare"
+            )
     wrapped = len(header.functions) - len(UNWRAPPED)
-    return errors, (f"{wrapped}/{len(header.functions)} header functions called from the safe layer; "
-                    f"left to LibEpComm on purpose: {', '.join(sorted(UNWRAPPED)) or 'none'}")
+    return errors, (
+        f"{wrapped}/{len(header.functions)} header functions called from the safe layer; "
+        f"left to LibEpComm on purpose: {', '.join(sorted(UNWRAPPED)) or 'none'}"
+    )
 
 
 def check_init(package, report) -> Tuple[List[str], str]:
@@ -181,7 +219,7 @@ def check_init(package, report) -> Tuple[List[str], str]:
     if "module" not in texts or texts[texts.index("module") + 1] != "EpComm":
         errors.append(f"{at}: src/EpComm.jl must define `module EpComm`")
     if not contains(tokens, ["include", "(", '"LibEpComm.jl"', ")"]):
-        errors.append(f"{at}: src/EpComm.jl must include(\"LibEpComm.jl\")")
+        errors.append(f'{at}: src/EpComm.jl must include("LibEpComm.jl")')
     if not contains(tokens, ["function", "__init__", "(", ")"]):
         errors.append(f"{at}: src/EpComm.jl has no function __init__()")
     reads = sets = False
@@ -192,7 +230,7 @@ def check_init(package, report) -> Tuple[List[str], str]:
         reads |= contains(code, ["ENV", ",", '"EPCOMM_LIB"']) or contains(code, ["ENV", "[", '"EPCOMM_LIB"'])
         sets |= contains(code, ["libepcomm_path", "[", "]", "="])
     if not reads:
-        errors.append(f"{at}: nothing in src/ reads ENV[\"EPCOMM_LIB\"] (code, not a comment or message)")
+        errors.append(f'{at}: nothing in src/ reads ENV["EPCOMM_LIB"] (code, not a comment or message)')
     if not sets:
         errors.append(f"{at}: nothing in src/ sets libepcomm_path[] (the library every wrapper calls)")
     return errors, '__init__ exists; src/ reads ENV["EPCOMM_LIB"] and sets libepcomm_path[] (in code)'
@@ -238,7 +276,7 @@ def check_exports_and_readme(package, report) -> Tuple[List[str], str]:
         text = readme.read_text(encoding="utf-8")
         for m in re.finditer(r"^```julia\n(.*?)^```", text, re.S | re.M):
             blocks += 1
-            first_line = text[:m.start(1)].count("\n") + 1
+            first_line = text[: m.start(1)].count("\n") + 1
             try:
                 code = jl.tokenize(m.group(1), str(readme))
                 jl.blocks(code, str(readme))
@@ -246,15 +284,23 @@ def check_exports_and_readme(package, report) -> Tuple[List[str], str]:
                 errors.append(f"{report.where(readme, first_line + error.line - 1)}: README example: {error.message}")
                 continue
             for i, tok in enumerate(code[2:], start=2):
-                if code[i - 1].text == "." and code[i - 2].text == "EpComm" and tok.kind == "ident" \
-                        and tok.text not in names:
-                    errors.append(f"{report.where(readme, first_line + tok.line - 1)}: README example "
-                                  f"uses EpComm.{tok.text}, which src/ does not define")
-    return errors, (f"{len(exported)} exported names defined; README: {blocks} Julia example(s) "
-                    "lex, balance and use existing EpComm names")
+                if (
+                    code[i - 1].text == "."
+                    and code[i - 2].text == "EpComm"
+                    and tok.kind == "ident"
+                    and tok.text not in names
+                ):
+                    errors.append(
+                        f"{report.where(readme, first_line + tok.line - 1)}: README example "
+                        f"uses EpComm.{tok.text}, which src/ does not define"
+                    )
+    return errors, (
+        f"{len(exported)} exported names defined; README: {blocks} Julia example(s) "
+        "lex, balance and use existing EpComm names"
+    )
 
 
 def contains(tokens: List[jl.Token], sequence: List[str]) -> bool:
     texts = [t.text for t in tokens if t.kind != "newline"]
     n = len(sequence)
-    return any(texts[i:i + n] == sequence for i in range(len(texts) - n + 1))
+    return any(texts[i : i + n] == sequence for i in range(len(texts) - n + 1))

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/ht/ht_handle.hpp"
 
-
 #include <cstring>
 
 #include "core/device_guard.hpp"
@@ -30,14 +29,14 @@ bool overlaps(const EpcTensor* a, const EpcTensor* b) {
 
 }  // namespace
 
-HtHandle::HtHandle(Group& group, HtSteps& steps, const EpcTensor* topk_idx, EpcHtSizing sizing,
-                   cudaStream_t stream)
+HtHandle::HtHandle(Group& group, HtSteps& steps, const EpcTensor* topk_idx, EpcHtSizing sizing, cudaStream_t stream)
     : group_(group), steps_(steps), sizing_(sizing), memory_(group.device()) {
   group_.check_healthy();
   const GroupConfig& c = group_.config();
   if (c.mode != EPC_MODE_HIGH_THROUGHPUT) {
-    fail_argument("the group is in low-latency mode; high-throughput handles need a group "
-                  "created with EPC_MODE_HIGH_THROUGHPUT");
+    fail_argument(
+        "the group is in low-latency mode; high-throughput handles need a group "
+        "created with EPC_MODE_HIGH_THROUGHPUT");
   }
   topk_ = routing_topk(group_, topk_idx);
   const size_t R = static_cast<size_t>(group_.topology().nranks);
@@ -67,8 +66,7 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const EpcTensor* topk_idx, EpcH
   check_cuda(cudaMemsetAsync(arrays_.recv_count, 0, R * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, (R + 1) * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, R * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0,
-                             c.local_experts(static_cast<int>(R)) * sizeof(int32_t), stream),
+  check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0, c.local_experts(static_cast<int>(R)) * sizeof(int32_t), stream),
              zeroing);
   compute_layout(topk_idx, stream);
 }
@@ -135,9 +133,10 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, cudaStream_t stream) {
 void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
   group_.check_healthy();
   if (sizing_ != EPC_HT_SIZING_CAPACITY) {
-    fail_argument("epc_handle_update: this high-throughput handle was created with "
-                  "EPC_HT_SIZING_EXACT, whose row count is fixed at creation; create a new "
-                  "handle for new routing, or use EPC_HT_SIZING_CAPACITY");
+    fail_argument(
+        "epc_handle_update: this high-throughput handle was created with "
+        "EPC_HT_SIZING_EXACT, whose row count is fixed at creation; create a new "
+        "handle for new routing, or use EPC_HT_SIZING_CAPACITY");
   }
   compute_layout(topk_idx, stream);
 }
@@ -155,17 +154,20 @@ void HtHandle::dispatch(const EpcTensor* x, const EpcTensor* x_scales, const Epc
   const bool fp8 = x->dtype == EPC_DTYPE_FP8_E4M3;
   if (fp8) {
     if (c.hidden % limits::kFp8BlockChannels != 0) {
-      fail_argument(format("epc_ht_dispatch: fp8 x carries one scale per %d channels, but hidden "
-                           "is %u (not a multiple of %d)",
-                           limits::kFp8BlockChannels, c.hidden, limits::kFp8BlockChannels));
+      fail_argument(
+          format("epc_ht_dispatch: fp8 x carries one scale per %d channels, but hidden "
+                 "is %u (not a multiple of %d)",
+                 limits::kFp8BlockChannels, c.hidden, limits::kFp8BlockChannels));
     }
     check_tensor(x, {"x", {EPC_DTYPE_FP8_E4M3}, {B, H}});
     check_tensor(x_scales, {"x_scales", {EPC_DTYPE_FP32}, {B, H / limits::kFp8BlockChannels}, 4});
     check_tensor(out_scales, {"out_scales", {EPC_DTYPE_FP32}, {N, H / limits::kFp8BlockChannels}, 4});
   } else {
     if (c.dtype == EPC_DTYPE_FP8_E4M3) {
-      fail_argument(format("epc_ht_dispatch: the group was created with dtype EPC_DTYPE_FP8_E4M3, so "
-                           "its buffers hold fp8 rows only, but x has dtype %s", dtype_name(x->dtype)));
+      fail_argument(
+          format("epc_ht_dispatch: the group was created with dtype EPC_DTYPE_FP8_E4M3, so "
+                 "its buffers hold fp8 rows only, but x has dtype %s",
+                 dtype_name(x->dtype)));
     }
     const EpcDtype token_dtype = c.dtype == EPC_DTYPE_FP16 ? EPC_DTYPE_FP16 : EPC_DTYPE_BF16;
     check_tensor(x, {"x", {token_dtype}, {B, H}});
@@ -223,10 +225,11 @@ void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const 
   const GroupConfig& c = group_.config();
   const int nodes = group_.topology().nodes();
   if (nodes > 1 && !dispatched_) {
-    fail_argument(format("epc_ht_combine: this group spans %d nodes, and combine sums each token's "
-                         "rows inside a node where dispatch forwarded it; call epc_ht_dispatch on "
-                         "this handle (since its creation or last update) before epc_ht_combine",
-                         nodes));
+    fail_argument(
+        format("epc_ht_combine: this group spans %d nodes, and combine sums each token's "
+               "rows inside a node where dispatch forwarded it; call epc_ht_dispatch on "
+               "this handle (since its creation or last update) before epc_ht_combine",
+               nodes));
   }
   const int64_t B = num_tokens_, H = c.hidden, K = topk_, N = rows_;
   check_tensor(x, {"x", {EPC_DTYPE_BF16}, {N, H}});
@@ -237,8 +240,9 @@ void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const 
     check_tensor(topk_weights, {"topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
     check_tensor(out_topk_weights, {"out_topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
   } else if (topk_weights != nullptr || out_topk_weights != nullptr) {
-    fail_argument("epc_ht_combine: topk_weights and out_topk_weights are carried only with "
-                  "EPC_FLAG_BACKWARD_WEIGHTS; pass NULL for both, or set the flag");
+    fail_argument(
+        "epc_ht_combine: topk_weights and out_topk_weights are carried only with "
+        "EPC_FLAG_BACKWARD_WEIGHTS; pass NULL for both, or set the flag");
   }
 
   kernels::HtCombineParams p;

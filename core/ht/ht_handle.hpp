@@ -28,10 +28,9 @@ class HtHandle {
   int64_t rows() const { return rows_; }
 
   void update(const EpcTensor* topk_idx, cudaStream_t stream);
-  void dispatch(const EpcTensor* x, const EpcTensor* x_scales, const EpcTensor* topk_weights,
-                const EpcTensor* out_x, const EpcTensor* out_scales, const EpcTensor* out_topk_idx,
-                const EpcTensor* out_topk_weights, const EpcTensor* out_expert_counts,
-                const EpcTensor* out_num_recv, EpcFlags flags, cudaStream_t stream);
+  void dispatch(const EpcTensor* x, const EpcTensor* x_scales, const EpcTensor* topk_weights, const EpcTensor* out_x,
+                const EpcTensor* out_scales, const EpcTensor* out_topk_idx, const EpcTensor* out_topk_weights,
+                const EpcTensor* out_expert_counts, const EpcTensor* out_num_recv, EpcFlags flags, cudaStream_t stream);
   void combine(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out,
                const EpcTensor* out_topk_weights, EpcFlags flags, cudaStream_t stream);
 

@@ -17,8 +17,9 @@ LlHandle::LlHandle(Group& group, LlSteps& steps, const EpcTensor* topk_idx, cuda
   group_.check_healthy();
   const GroupConfig& c = group_.config();
   if (c.mode != EPC_MODE_LOW_LATENCY) {
-    fail_argument("the group is in high-throughput mode; low-latency handles need a group "
-                  "created with EPC_MODE_LOW_LATENCY");
+    fail_argument(
+        "the group is in high-throughput mode; low-latency handles need a group "
+        "created with EPC_MODE_LOW_LATENCY");
   }
   topk_ = routing_topk(group_, topk_idx);
   max_entries_ = static_cast<int>(c.max_topk);
@@ -97,20 +98,22 @@ int LlHandle::blocks(int items) const {
 
 void LlHandle::require_no_pending(const char* call, bool starts_step) const {
   if (pending_ != Pending::kNone) {
-    fail_argument(format("%s: the handle's previous %s was queued with EPC_FLAG_SEND_ONLY; "
-                         "call epc_complete first", call,
-                         pending_ == Pending::kDispatch ? "dispatch" : "combine"));
+    fail_argument(
+        format("%s: the handle's previous %s was queued with EPC_FLAG_SEND_ONLY; "
+               "call epc_complete first",
+               call, pending_ == Pending::kDispatch ? "dispatch" : "combine"));
   }
   if (starts_step && steps_.pending_owner() != nullptr) {
-    fail_argument(format("%s: another handle of this group has a step queued with "
-                         "EPC_FLAG_SEND_ONLY; call epc_complete on it first", call));
+    fail_argument(
+        format("%s: another handle of this group has a step queued with "
+               "EPC_FLAG_SEND_ONLY; call epc_complete on it first",
+               call));
   }
 }
 
-kernels::LlDispatchParams LlHandle::dispatch_params(const char* call, const EpcTensor* x,
-                                                    const EpcTensor* topk_weights,
-                                                    const EpcTensor* out_counts, EpcFlags flags,
-                                                    EpcFlags allowed_flags, bool fp8) const {
+kernels::LlDispatchParams LlHandle::dispatch_params(const char* call, const EpcTensor* x, const EpcTensor* topk_weights,
+                                                    const EpcTensor* out_counts, EpcFlags flags, EpcFlags allowed_flags,
+                                                    bool fp8) const {
   group_.check_healthy();
   require_no_pending(call, /*starts_step=*/true);
   if ((flags & ~allowed_flags) != 0) fail_argument(format("%s: unknown flags 0x%x", call, flags & ~allowed_flags));
@@ -159,8 +162,9 @@ void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const
                         const EpcTensor* out_counts, EpcFlags flags, cudaStream_t stream) {
   const GroupConfig& c = group_.config();
   if (c.dtype == EPC_DTYPE_FP8_E4M3) {
-    fail_argument("epc_ll_dispatch: the group was created with dtype EPC_DTYPE_FP8_E4M3, so "
-                  "its buffers hold fp8 rows only; use epc_ll_dispatch_fp8");
+    fail_argument(
+        "epc_ll_dispatch: the group was created with dtype EPC_DTYPE_FP8_E4M3, so "
+        "its buffers hold fp8 rows only; use epc_ll_dispatch_fp8");
   }
   kernels::LlDispatchParams p =
       dispatch_params("epc_ll_dispatch", x, topk_weights, out_counts, flags, EPC_FLAG_SEND_ONLY, false);
@@ -176,9 +180,10 @@ void LlHandle::dispatch_fp8(const EpcTensor* x, const EpcTensor* topk_weights, c
                             cudaStream_t stream) {
   const GroupConfig& c = group_.config();
   if (c.hidden % limits::kFp8BlockChannels != 0) {
-    fail_argument(format("epc_ll_dispatch_fp8: hidden is %u; fp8 carries one scale per %d "
-                         "channels, so hidden must be a multiple of %d",
-                         c.hidden, limits::kFp8BlockChannels, limits::kFp8BlockChannels));
+    fail_argument(
+        format("epc_ll_dispatch_fp8: hidden is %u; fp8 carries one scale per %d "
+               "channels, so hidden must be a multiple of %d",
+               c.hidden, limits::kFp8BlockChannels, limits::kFp8BlockChannels));
   }
   kernels::LlDispatchParams p = dispatch_params("epc_ll_dispatch_fp8", x, topk_weights, out_counts, flags,
                                                 EPC_FLAG_SEND_ONLY | EPC_FLAG_FP8_POW2_SCALES, true);
@@ -192,8 +197,7 @@ void LlHandle::dispatch_fp8(const EpcTensor* x, const EpcTensor* topk_weights, c
   launch_dispatch(p, flags, stream);
 }
 
-void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags,
-                       cudaStream_t stream) {
+void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags, cudaStream_t stream) {
   group_.check_healthy();
   require_no_pending("epc_ll_combine", /*starts_step=*/true);
   if ((flags & ~EPC_FLAG_SEND_ONLY) != 0) fail_argument(format("unknown flags 0x%x", flags));
@@ -230,8 +234,9 @@ void LlHandle::complete(cudaStream_t stream) {
   DeviceGuard guard(group_.device());
   switch (pending_) {
     case Pending::kNone:
-      fail_argument("epc_complete: nothing is pending on this handle (no dispatch or combine "
-                    "was queued with EPC_FLAG_SEND_ONLY)");
+      fail_argument(
+          "epc_complete: nothing is pending on this handle (no dispatch or combine "
+          "was queued with EPC_FLAG_SEND_ONLY)");
     case Pending::kDispatch:
       check_cuda(kernels::launch_ll_dispatch_recv(pending_dispatch_, blocks(), stream),
                  "launching the dispatch receive");

@@ -25,11 +25,10 @@ class LlHandle {
   LlHandle& operator=(const LlHandle&) = delete;
 
   void update(const EpcTensor* topk_idx, cudaStream_t stream);
-  void dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
-                const EpcTensor* out_counts, EpcFlags flags, cudaStream_t stream);
+  void dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x, const EpcTensor* out_counts,
+                EpcFlags flags, cudaStream_t stream);
   void dispatch_fp8(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
-                    const EpcTensor* out_scales, const EpcTensor* out_counts, EpcFlags flags,
-                    cudaStream_t stream);
+                    const EpcTensor* out_scales, const EpcTensor* out_counts, EpcFlags flags, cudaStream_t stream);
   void combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags, cudaStream_t stream);
   void complete(cudaStream_t stream);
 
@@ -39,10 +38,9 @@ class LlHandle {
   enum class Pending { kNone, kDispatch, kCombine };
 
   // Checks what both dispatch flavours share and fills their kernel parameters.
-  kernels::LlDispatchParams dispatch_params(const char* call, const EpcTensor* x,
-                                            const EpcTensor* topk_weights,
-                                            const EpcTensor* out_counts, EpcFlags flags,
-                                            EpcFlags allowed_flags, bool fp8) const;
+  kernels::LlDispatchParams dispatch_params(const char* call, const EpcTensor* x, const EpcTensor* topk_weights,
+                                            const EpcTensor* out_counts, EpcFlags flags, EpcFlags allowed_flags,
+                                            bool fp8) const;
   void launch_dispatch(const kernels::LlDispatchParams& params, EpcFlags flags, cudaStream_t stream);
   void copy_routing(const EpcTensor* topk_idx, cudaStream_t stream);
   kernels::LlCommon common() const;
@@ -57,7 +55,7 @@ class LlHandle {
   int num_tokens_ = 0;
   int topk_ = 0;
   int max_entries_ = 0;
-  DeviceAllocations memory_;  // the arrays below
+  DeviceAllocations memory_;        // the arrays below
   int32_t* topk_idx_ = nullptr;     // [T, K]
   int32_t* recv_tokens_ = nullptr;  // [R]
   int32_t* msg_entries_ = nullptr;  // [R, T]

@@ -2,8 +2,8 @@
 // Routing enters a handle through this copy: int64 or int32 ids become int32, and an id
 // outside [-1, num_experts) is replaced by -1 (masked) and reported in the group's error
 // record, so a bad value can never become an address in the communication kernels.
-#include "kernels/device/report.cuh"
 #include "kernels/common/kernel_stack.hpp"
+#include "kernels/device/report.cuh"
 #include "kernels/launch.hpp"
 
 namespace epc::kernels {
@@ -12,8 +12,8 @@ namespace {
 
 __global__ void routing_copy_kernel(RoutingCopyParams p) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.count; i += gridDim.x * blockDim.x) {
-    const long long id = p.index_bytes == 8 ? static_cast<const int64_t*>(p.topk_idx)[i]
-                                            : static_cast<const int32_t*>(p.topk_idx)[i];
+    const long long id =
+        p.index_bytes == 8 ? static_cast<const int64_t*>(p.topk_idx)[i] : static_cast<const int32_t*>(p.topk_idx)[i];
     const bool valid = id >= -1 && id < p.num_experts;
     if (!valid) report_failure(p.error, EPC_ERR_INVALID_ARGUMENT, kPhaseRouting, p.rank, -1, 0);
     p.out[i] = valid ? static_cast<int32_t>(id) : -1;

@@ -45,7 +45,8 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
           if (rest == 0) break;
           const int owner = __ffs(rest) - 1;
           rest &= rest - 1;
-          const int4* src = reinterpret_cast<const int4*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_src), owner));
+          const int4* src =
+              reinterpret_cast<const int4*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_src), owner));
 #pragma unroll
           for (int u = 0; u < kRowSumVectors; ++u) {
             const int i = base + u * kWarpSize + lane;

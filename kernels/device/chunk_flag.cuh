@@ -24,7 +24,9 @@ struct ChunkFlagOf {
   __device__ bool operator()(uint64_t value) const { return (value >> 40) == epoch; }
 };
 
-__device__ __forceinline__ int chunk_flag_start(uint64_t value) { return static_cast<int>((value >> 20) & kChunkRowMask); }
+__device__ __forceinline__ int chunk_flag_start(uint64_t value) {
+  return static_cast<int>((value >> 20) & kChunkRowMask);
+}
 __device__ __forceinline__ int chunk_flag_end(uint64_t value) { return static_cast<int>(value & kChunkRowMask); }
 
 // Signals that only grow (acknowledgements hold the acknowledged step + 1, layout signals

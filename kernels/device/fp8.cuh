@@ -12,7 +12,6 @@
 
 namespace epc::kernels {
 
-
 __device__ __forceinline__ float ue8m0_round_up(float scale) {
   uint32_t bits = __float_as_uint(scale);
   if ((bits & 0x7FFFFFu) != 0) bits = (bits & ~0x7FFFFFu) + 0x800000u;

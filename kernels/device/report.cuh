@@ -10,8 +10,8 @@
 
 namespace epc::kernels {
 
-__device__ __forceinline__ void report_failure(DeviceError* error, uint32_t status, uint32_t phase,
-                                               int rank, int peer, uint64_t waited_ns) {
+__device__ __forceinline__ void report_failure(DeviceError* error, uint32_t status, uint32_t phase, int rank, int peer,
+                                               uint64_t waited_ns) {
   // Every kernel of a group runs on the group's GPU: a device-scope claim decides the first.
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device> claim(*error->claim);
   if (claim.exchange(1u, cuda::memory_order_relaxed) != 0u) return;

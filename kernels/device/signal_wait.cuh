@@ -20,18 +20,17 @@ template <typename Reached>
 __device__ __forceinline__ bool wait_for_signal(const PeerTransport& transport, uint64_t offset, int writer,
                                                 Reached reached, uint64_t* value, uint64_t timeout_ns,
                                                 DeviceError* error, uint32_t phase, int rank, int peer) {
-  return poll_until([&] { return transport.read_signal(offset, writer); }, reached, value, timeout_ns, error,
-                    phase, rank, peer);
+  return poll_until([&] { return transport.read_signal(offset, writer); }, reached, value, timeout_ns, error, phase,
+                    rank, peer);
 }
 
 // Threads of the block split the peers; every thread returns the block's outcome. Waits
 // until reached(value) for the word of every peer p < nranks, at offset + 8 p and signalled
 // by p; stores the low 32 bits of each in `payload[p]` (shared memory, may be null).
 template <typename Reached>
-__device__ __forceinline__ bool wait_for_every_peer_signal(const PeerTransport& transport, uint64_t offset,
-                                                           int nranks, Reached reached, uint32_t* payload,
-                                                           uint64_t timeout_ns, DeviceError* error,
-                                                           uint32_t phase, int rank) {
+__device__ __forceinline__ bool wait_for_every_peer_signal(const PeerTransport& transport, uint64_t offset, int nranks,
+                                                           Reached reached, uint32_t* payload, uint64_t timeout_ns,
+                                                           DeviceError* error, uint32_t phase, int rank) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();

@@ -16,9 +16,8 @@ namespace epc::kernels {
 __device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_cast<uint32_t>(step + 1); }
 
 // `signal_offset`: the window offset of the [nranks] uint64 signal array of the step's slot.
-__device__ __forceinline__ void signal_every_peer(const PeerTransport& transport, uint64_t signal_offset,
-                                                  int nranks, int rank, uint64_t step,
-                                                  uint32_t payload) {
+__device__ __forceinline__ void signal_every_peer(const PeerTransport& transport, uint64_t signal_offset, int nranks,
+                                                  int rank, uint64_t step, uint32_t payload) {
   const uint64_t value = (static_cast<uint64_t>(step_epoch(step)) << 32) | payload;
   const size_t offset = signal_offset + static_cast<size_t>(rank) * sizeof(uint64_t);
   for (int peer = 0; peer < nranks; ++peer) {

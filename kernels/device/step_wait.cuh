@@ -18,12 +18,11 @@ constexpr uint64_t kReadyFailed = 1ull << 63;
 // [nranks], needed when payload is not null). Returns false in every thread on a timeout or
 // a failed group (recorded in `error`).
 __device__ __forceinline__ bool wait_for_step(const PeerTransport& transport, uint64_t signal_offset, int nranks,
-                                              uint32_t epoch,
-                                              uint64_t* ready, int32_t* mailbox, uint32_t* payload,
-                                              uint64_t timeout_ns, DeviceError* error,
-                                              uint32_t phase, int rank) {
+                                              uint32_t epoch, uint64_t* ready, int32_t* mailbox, uint32_t* payload,
+                                              uint64_t timeout_ns, DeviceError* error, uint32_t phase, int rank) {
   if (blockIdx.x == 0) {
-    const bool ok = wait_for_peers_signal(transport, signal_offset, nranks, epoch, payload, timeout_ns, error, phase, rank);
+    const bool ok =
+        wait_for_peers_signal(transport, signal_offset, nranks, epoch, payload, timeout_ns, error, phase, rank);
     if (ok && payload != nullptr) {
       for (int s = threadIdx.x; s < nranks; s += blockDim.x) mailbox[s] = static_cast<int32_t>(payload[s]);
     }
@@ -38,9 +37,9 @@ __device__ __forceinline__ bool wait_for_step(const PeerTransport& transport, ui
     // A timeout here names no peer (-1); block 0's own failure arrives as the epoch with
     // kReadyFailed set.
     uint64_t value = 0;
-    const bool ok = poll_until([&] { return load_acquire_gpu(ready); },
-                               [&](uint64_t v) { return (v & ~kReadyFailed) == epoch; }, &value,
-                               timeout_ns + timeout_ns / 4, error, phase, rank, -1);
+    const bool ok =
+        poll_until([&] { return load_acquire_gpu(ready); }, [&](uint64_t v) { return (v & ~kReadyFailed) == epoch; },
+                   &value, timeout_ns + timeout_ns / 4, error, phase, rank, -1);
     failed = ok && (value & kReadyFailed) == 0 ? 0 : 1;
   }
   __syncthreads();

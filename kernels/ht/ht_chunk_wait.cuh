@@ -29,8 +29,8 @@ __device__ __forceinline__ bool warp_wait_for_chunk_rows(const HtCommon& c, uint
     const uint64_t word = ht_chunk_flag_word(flags_offset, stream_of(i), row / kHtChunkTokens, g.max_tokens);
     const int writer = writer_of(i);
     uint64_t flag = 0;
-    ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
-                         phase, g.rank, writer);
+    ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error, phase,
+                         g.rank, writer);
   }
   __syncwarp();
   return __all_sync(0xffffffffu, ok);

@@ -18,7 +18,9 @@ struct CombineParts {
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
   __device__ static void prologue(const Params&) {}
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_send::run(p, step, r); }
-  __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_recv::run(p, step, r); }
+  __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) {
+    ht_combine_recv::run(p, step, r);
+  }
   __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
     ht_combine_forward::run(p, step, r);
   }

@@ -17,9 +17,9 @@
 #include "kernels/ht/ht_chunk_wait.cuh"
 #include "kernels/ht/ht_combine_slots.cuh"
 #include "kernels/ht/ht_rail_chunks.cuh"
+#include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
-#include "kernels/ht/ht_warp_roles.cuh"
 
 namespace epc::kernels::ht_combine_forward {
 
@@ -44,8 +44,8 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
   };
   auto stream_of = [&](int i) { return slot_index(g, m, i); };
   auto writer_of = [&](int i) { return g.node_of(g.rank) * g.node_size + i; };
-  const bool ok = warp_wait_for_chunk_rows(p.common, p.channel.flags_offset, step, g.node_size, kPhaseHtCombine,
-                                           row_of, stream_of, writer_of);
+  const bool ok = warp_wait_for_chunk_rows(p.common, p.channel.flags_offset, step, g.node_size, kPhaseHtCombine, row_of,
+                                           stream_of, writer_of);
   *came = __any_sync(0xffffffffu, any);
   return ok;
 }
@@ -90,7 +90,7 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
       reduce_token(p, m, source, t, rows, static_cast<char*>(c.transport.buffer(at, source)));
     }
     if (came == 0) return true;  // the source waits only for tokens that came here
-    __syncwarp();  // the warp commits together what its lanes wrote
+    __syncwarp();                // the warp commits together what its lanes wrote
     for (int t = first; t < end; ++t) {
       if (((came >> (t - first)) & 1u) == 0) continue;
       c.transport.commit(ht_slot_offset(p.channel.data_offset, g.rank, t, g.max_tokens, g.combine_slot.bytes),

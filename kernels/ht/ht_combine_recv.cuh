@@ -15,8 +15,8 @@
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/ht/ht_chunk_wait.cuh"
 #include "kernels/ht/ht_combine_slots.cuh"
-#include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_warp_roles.cuh"
+#include "kernels/wire/ht_params.hpp"
 
 namespace epc::kernels::ht_combine_recv {
 

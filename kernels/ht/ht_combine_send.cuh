@@ -11,11 +11,11 @@
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
-#include "kernels/ht/ht_warp_roles.cuh"
 
 namespace epc::kernels::ht_combine_send {
 
@@ -53,7 +53,8 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
     const int base = c.handle.recv_base[source];
     const uint64_t offset = ht_slot_offset(p.channel.data_offset, index, first, g.max_tokens, g.combine_slot.bytes);
     for (int j = first; j < end; ++j) {
-      char* slot = static_cast<char*>(c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, target));
+      char* slot = static_cast<char*>(
+          c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, target));
       write_row(p, base + j, slot);
     }
     __syncwarp();  // the warp commits together what its lanes wrote

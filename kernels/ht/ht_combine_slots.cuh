@@ -11,8 +11,8 @@ namespace epc::kernels {
 
 __device__ __forceinline__ const char* returned_slot(const HtCombineParams& p, int dest, int row) {
   const HtGeometry& g = p.common.geo;
-  return static_cast<const char*>(p.common.transport.local(
-      ht_slot_offset(p.channel.data_offset, dest, row, g.max_tokens, g.combine_slot.bytes)));
+  return static_cast<const char*>(
+      p.common.transport.local(ht_slot_offset(p.channel.data_offset, dest, row, g.max_tokens, g.combine_slot.bytes)));
 }
 
 // The bf16 row at [dest][row]: rows this rank returned for its own tokens, or for tokens of a

@@ -18,8 +18,12 @@ struct DispatchParts {
   __device__ static uint32_t* done_counter(HtState* s) { return &s->dispatch_done; }
   __device__ static void prologue(const Params& p) { ht_dispatch_recv::write_counts(p); }
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_send::run(p, step, r); }
-  __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_recv::run(p, step, r); }
-  __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_forward::run(p, step, r); }
+  __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) {
+    ht_dispatch_recv::run(p, step, r);
+  }
+  __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
+    ht_dispatch_forward::run(p, step, r);
+  }
 };
 
 }  // namespace

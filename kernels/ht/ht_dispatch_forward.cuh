@@ -12,12 +12,12 @@
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
-#include "kernels/transport/peer_transport.cuh"
-#include "kernels/wire/ht_params.hpp"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/ht/ht_rail_chunks.cuh"
 #include "kernels/ht/ht_warp_roles.cuh"
+#include "kernels/transport/peer_transport.cuh"
+#include "kernels/wire/ht_params.hpp"
 
 namespace epc::kernels::ht_dispatch_forward {
 
@@ -79,7 +79,8 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
     const uint64_t record = static_cast<uint64_t>(g.node_of(source)) * g.max_tokens + t;
     const char* rail = static_cast<const char*>(
         c.transport.local(ht_slot_offset(p.rail_data_offset, g.node_of(source), t, g.max_tokens, g.rail_slot.bytes)));
-    const int row = mine ? __ldcg(reinterpret_cast<const int32_t*>(rail + g.rail_slot.rows_offset) + (dest - node_begin)) : -1;
+    const int row =
+        mine ? __ldcg(reinterpret_cast<const int32_t*>(rail + g.rail_slot.rows_offset) + (dest - node_begin)) : -1;
     if (mine) c.handle.forwarded_rows[record * g.node_size + (dest - node_begin)] = row;
     if (row >= 0) {
       if (end == start) start = row;
@@ -125,8 +126,7 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     uint64_t flag = 0;
     bool ok = true;
     if (lane_id() == 0) {
-      const uint64_t word =
-          ht_chunk_flag_word(p.rail_flags_offset, m, chunk, g.max_tokens);
+      const uint64_t word = ht_chunk_flag_word(p.rail_flags_offset, m, chunk, g.max_tokens);
       ok = wait_for_signal(c.transport, word, source, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,
                            kPhaseHtDispatch, g.rank, source);
     }

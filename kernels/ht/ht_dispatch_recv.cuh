@@ -6,11 +6,11 @@
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
-#include "kernels/ht/ht_warp_roles.cuh"
 
 namespace epc::kernels::ht_dispatch_recv {
 
@@ -22,7 +22,8 @@ __device__ __forceinline__ void copy_row(const HtDispatchParams& p, const char* 
   if (p.fp8) {
     const int blocks = g.hidden / kFp8BlockChannels;
     const float* scales = reinterpret_cast<const float*>(slot + g.dispatch_slot.scales_offset);
-    for (int b = lane; b < blocks; b += kWarpSize) p.out_scales[static_cast<size_t>(row) * blocks + b] = __ldcg(scales + b);
+    for (int b = lane; b < blocks; b += kWarpSize)
+      p.out_scales[static_cast<size_t>(row) * blocks + b] = __ldcg(scales + b);
   }
   if (lane < g.topk) {
     const size_t at = static_cast<size_t>(row) * g.topk + lane;
@@ -40,7 +41,8 @@ __device__ __forceinline__ void write_counts(const HtDispatchParams& p) {
   const HtCommon& c = p.common;
   if (blockIdx.x != 0) return;
   if (p.out_expert_counts != nullptr) {
-    for (int l = threadIdx.x; l < c.geo.local_experts; l += blockDim.x) p.out_expert_counts[l] = c.handle.expert_counts[l];
+    for (int l = threadIdx.x; l < c.geo.local_experts; l += blockDim.x)
+      p.out_expert_counts[l] = c.handle.expert_counts[l];
   }
   if (p.out_num_recv != nullptr && threadIdx.x == 0) *p.out_num_recv = c.handle.recv_base[c.geo.nranks];
 }
@@ -59,8 +61,7 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     uint64_t flag = 0;
     bool ok = true;
     if (lane_id() == 0) {
-      const uint64_t word =
-          ht_chunk_flag_word(p.channel.flags_offset, source, chunk, g.max_tokens);
+      const uint64_t word = ht_chunk_flag_word(p.channel.flags_offset, source, chunk, g.max_tokens);
       // Across nodes the source's rail peer in this node forwards its rows and raises the flag.
       const int writer = g.in_own_node(source) ? source : g.rail_peer_here(source);
       ok = wait_for_signal(c.transport, word, writer, ChunkFlagOf{chunk_epoch(step)}, &flag, c.timeout_ns, c.error,

@@ -10,12 +10,12 @@
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
-#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/row_copy.cuh"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/ht/ht_dispatch_rail.cuh"
+#include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
-#include "kernels/ht/ht_warp_roles.cuh"
 
 namespace epc::kernels::ht_dispatch_send {
 
@@ -74,7 +74,8 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
-  const int4* payload = reinterpret_cast<const int4*>(static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.row_bytes);
+  const int4* payload =
+      reinterpret_cast<const int4*>(static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.row_bytes);
   const int own_row = c.handle.recv_base[g.rank];
   const int node_end = node_begin(g) + g.node_size;
   if (g.num_nodes > 1) ht_dispatch_rail::send_token(p, t, payload);
@@ -98,7 +99,8 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
       if (dest == g.rank) {
         write_own_extras(p, t, own_row + __shfl_sync(0xffffffffu, row, owner));
       } else {
-        write_slot_extras(p, t, dest, reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_dst), owner)));
+        write_slot_extras(
+            p, t, dest, reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_dst), owner)));
       }
     }
   }

@@ -9,9 +9,9 @@
 // fast peer may start the next layout before a slow one has read this one.
 #include <cub/block/block_scan.cuh>
 
+#include "kernels/common/kernel_stack.hpp"
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
-#include "kernels/common/kernel_stack.hpp"
 #include "kernels/launch.hpp"
 #include "kernels/transport/peer_transport.cuh"
 

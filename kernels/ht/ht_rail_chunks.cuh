@@ -7,8 +7,8 @@
 
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
-#include "kernels/wire/ht_params.hpp"
 #include "kernels/ht/ht_warp_roles.cuh"
+#include "kernels/wire/ht_params.hpp"
 
 namespace epc::kernels {
 
@@ -24,8 +24,8 @@ __device__ __forceinline__ bool for_each_rail_chunk(const HtCommon& c, uint64_t 
   auto chunks_of = [&](int m) { return ht_chunks(c.handle.source_tokens[g.rail_peer(m)]); };
   const RoundRobinDeal deal(g.num_nodes - 1, other_node, chunks_of);
   if (role.index >= deal.items) return true;
-  if (!warp_wait_for_every_peer_signal(c.transport, acks_offset, g.nranks, AtLeast{step}, c.timeout_ns, c.error,
-                                       phase, g.rank)) {
+  if (!warp_wait_for_every_peer_signal(c.transport, acks_offset, g.nranks, AtLeast{step}, c.timeout_ns, c.error, phase,
+                                       g.rank)) {
     return false;
   }
   for (int item = role.index; item < deal.items; item += role.count) {

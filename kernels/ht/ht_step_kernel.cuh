@@ -10,12 +10,12 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/device/launch_done.cuh"
 #include "kernels/common/kernel_stack.hpp"
+#include "kernels/common/resident_blocks.hpp"
+#include "kernels/device/launch_done.cuh"
+#include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
-#include "kernels/ht/ht_warp_roles.cuh"
-#include "kernels/common/resident_blocks.hpp"
 
 namespace epc::kernels {
 

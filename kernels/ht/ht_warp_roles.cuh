@@ -54,9 +54,9 @@ __device__ __forceinline__ WarpRole warp_role(int send_warps, int forward_warps)
 // nothing in combine and received nothing in dispatch).
 template <typename StreamOf, typename ChunksOf>
 struct RoundRobinDeal {
-  int streams;          // S
-  StreamOf stream_of;   // stream number (0 .. S-1) -> stream (a rank, or a node)
-  ChunksOf chunks_of;   // stream -> its chunks
+  int streams;         // S
+  StreamOf stream_of;  // stream number (0 .. S-1) -> stream (a rank, or a node)
+  ChunksOf chunks_of;  // stream -> its chunks
   int items;
 
   __device__ RoundRobinDeal(int count, StreamOf of, ChunksOf chunks)

@@ -28,8 +28,7 @@ cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cu
   return launch_ll_receive<CombineParts>(params, blocks, stream);
 }
 
-cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks,
-                              cudaStream_t stream) {
+cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks, cudaStream_t stream) {
   return launch_ll_step<CombineParts>(params, send_blocks, recv_blocks, stream);
 }
 

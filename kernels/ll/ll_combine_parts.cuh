@@ -13,18 +13,18 @@
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
-#include "kernels/device/step_wait.cuh"
 #include "kernels/device/step_signal.cuh"
+#include "kernels/device/step_wait.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ll/ll_received.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_params.hpp"
-#include "kernels/ll/ll_received.cuh"
 
 namespace epc::kernels::combine {
 
 constexpr int kChannelsPerVector = kHalfChannelsPerVector;  // of a bf16 row
-constexpr int kRowsInFlight = 4;       // expert rows a thread loads before adding them
-constexpr int kRanksInFlight = 4;      // partials a thread loads before adding them
+constexpr int kRowsInFlight = 4;                            // expert rows a thread loads before adding them
+constexpr int kRanksInFlight = 4;                           // partials a thread loads before adding them
 
 union Vector {
   int4 raw;
@@ -48,12 +48,14 @@ __device__ __forceinline__ void send_partial(const LlCombineParams& p, const Mes
       Vector y[kRowsInFlight];
       for (int k = 0; k < kRowsInFlight && j0 + k < m.entries; ++k) {
         const int row = m.flat_row[j0 + k];
-        if (row >= 0) y[k].raw = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * p.common.geo.hidden)[v];
+        if (row >= 0)
+          y[k].raw = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * p.common.geo.hidden)[v];
       }
       for (int k = 0; k < kRowsInFlight && j0 + k < m.entries; ++k) {
         if (m.flat_row[j0 + k] < 0) continue;
         const float w = m.weight[j0 + k];
-        for (int e = 0; e < kChannelsPerVector; ++e) acc[e] = add_rounded_product(acc[e], w, bf16_bits_to_float(y[k].bf16[e]));
+        for (int e = 0; e < kChannelsPerVector; ++e)
+          acc[e] = add_rounded_product(acc[e], w, bf16_bits_to_float(y[k].bf16[e]));
       }
     }
     Vector out;
@@ -73,7 +75,8 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseStart);
 #endif
-  for (int s = threadIdx.x; s < g.nranks; s += blockDim.x) tokens_from[s] = static_cast<uint32_t>(c.handle.recv_tokens[s]);
+  for (int s = threadIdx.x; s < g.nranks; s += blockDim.x)
+    tokens_from[s] = static_cast<uint32_t>(c.handle.recv_tokens[s]);
   __syncthreads();
 
   __shared__ MessageEntries entries;
@@ -95,8 +98,8 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
     }
     __syncthreads();
     if (entries.entries > 0) {
-      c.transport.commit(g.partial_offset(p.recv_offset[slot], g.rank, m.token),
-                         g.row_bytes, m.source, threadIdx.x, blockDim.x);
+      c.transport.commit(g.partial_offset(p.recv_offset[slot], g.rank, m.token), g.row_bytes, m.source, threadIdx.x,
+                         blockDim.x);
     }
     __syncthreads();  // `entries` is rewritten for the next message
   }
@@ -144,8 +147,8 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
 
-  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->combine_ready, nullptr, nullptr,
-                     c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
+  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->combine_ready, nullptr,
+                     nullptr, c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
     return;
   }
 #ifdef EPC_PHASE_TRACE

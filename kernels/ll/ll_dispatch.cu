@@ -29,8 +29,7 @@ cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, 
   return launch_ll_receive<DispatchParts>(params, blocks, stream);
 }
 
-cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks,
-                               cudaStream_t stream) {
+cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks, cudaStream_t stream) {
   return launch_ll_step<DispatchParts>(params, send_blocks, recv_blocks, stream);
 }
 

@@ -11,14 +11,14 @@
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
-#include "kernels/device/step_wait.cuh"
 #include "kernels/device/step_signal.cuh"
+#include "kernels/device/step_wait.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ll/ll_received.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/limits.hpp"
-#include "kernels/wire/ll_params.hpp"
 #include "kernels/wire/ll_message.hpp"
-#include "kernels/ll/ll_received.cuh"
+#include "kernels/wire/ll_params.hpp"
 
 namespace epc::kernels::dispatch_recv {
 
@@ -39,8 +39,9 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks]
 
-  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->dispatch_ready, c.handle.recv_tokens,
-                     tokens_from, c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
+  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->dispatch_ready,
+                     c.handle.recv_tokens, tokens_from, c.timeout_ns, c.error, kPhaseDispatchReceive,
+                     c.dev_comm.rank)) {
     return;  // the failure is recorded; the step counter stays, the group is failed
   }
 #ifdef EPC_PHASE_TRACE
@@ -97,7 +98,8 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
       const int4 data = reinterpret_cast<const int4*>(payload)[v];
       for (int j = 0; j < placed.entries; ++j) {
         const int row = placed.flat_row[j];
-        if (row >= 0) reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * out_row_bytes)[v] = data;
+        if (row >= 0)
+          reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * out_row_bytes)[v] = data;
       }
     }
     if (fp8) {

@@ -15,10 +15,10 @@
 #include "kernels/device/phase_stamp.cuh"
 #endif
 #include "kernels/device/step_signal.cuh"
-#include "kernels/transport/peer_transport.cuh"
-#include "kernels/wire/ll_params.hpp"
-#include "kernels/wire/ll_message.hpp"
 #include "kernels/ll/ll_token_routing.cuh"
+#include "kernels/transport/peer_transport.cuh"
+#include "kernels/wire/ll_message.hpp"
+#include "kernels/wire/ll_params.hpp"
 
 namespace epc::kernels::dispatch_send {
 
@@ -29,7 +29,7 @@ constexpr int kVectorsPerFp8Block = kFp8BlockChannels / kChannelsPerVector;  // 
 // 16-byte vector of the source row per round; for fp8 the 16 lanes holding one 128-channel
 // block agree on its scale through shuffles, so rounds are warp-uniform.
 __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, char* const* messages,
-                             const TokenRoute& route) {
+                                             const TokenRoute& route) {
   const LlGeometry& g = p.common.geo;
   const int vectors = g.hidden / kChannelsPerVector;
   const int rounds_end = (vectors + kWarpSize - 1) / kWarpSize * kWarpSize;
@@ -130,8 +130,8 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
     __syncthreads();
     // Every rank got a header; ranks hosting an entry also the payload.
     for (int d = 0; d < g.nranks; ++d) {
-      c.transport.commit(message_at, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d,
-                         threadIdx.x, blockDim.x);
+      c.transport.commit(message_at, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d, threadIdx.x,
+                         blockDim.x);
     }
     __syncthreads();  // `route` and `messages` are rewritten for the next token
   }

@@ -21,7 +21,7 @@ __device__ __forceinline__ int received_messages(const uint32_t* tokens_from, in
 
 // The i-th message, 0 <= i < received_messages(...).
 __device__ __forceinline__ ReceivedMessage received_message(int i, const uint32_t* tokens_from, int nranks,
-                                                           int max_tokens) {
+                                                            int max_tokens) {
   int s = 0;
   while (s < nranks - 1 && i >= static_cast<int>(tokens_from[s])) {
     i -= static_cast<int>(tokens_from[s]);

@@ -16,7 +16,7 @@ namespace epc::kernels {
 static_assert(kMaxTopk == kWarpSize, "route_token gives each top-k entry one lane of a warp");
 
 struct TokenRoute {
-  int expert[kMaxTopk];         // global expert id, -1 when masked or j >= K
+  int expert[kMaxTopk];  // global expert id, -1 when masked or j >= K
   float weight[kMaxTopk];
   int position[kMaxTopk];       // entries for the same expert before this one
   int index_on_rank[kMaxTopk];  // entry's index in its rank's message header

@@ -85,7 +85,7 @@ __device__ __noinline__ static void wait_sources(GinNetTransport self) {
 // already, and `parts` may be a warp or a whole block, so the posting thread acts as
 // ncclCoopThread and the others return at once.
 __device__ inline void GinNetTransport::put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset,
-                                          uint64_t bytes, int part, int /*parts*/) const {
+                                            uint64_t bytes, int part, int /*parts*/) const {
   if (part == 0 && bytes != 0) gin_calls::post_put(*this, window, peer, dst_offset, src_offset, bytes);
 }
 

@@ -4,9 +4,9 @@
 // separates phases that reuse memory. Unlike NCCL's barriers, every wait is bounded: a peer
 // that never arrives is reported (phase, waiting rank, missing peer) and the kernel returns
 // instead of hanging.
+#include "kernels/common/kernel_stack.hpp"
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
-#include "kernels/common/kernel_stack.hpp"
 #include "kernels/launch.hpp"
 #include "kernels/transport/peer_transport.cuh"
 

@@ -31,9 +31,9 @@
 //                  network hardware (there were no NICs where it was written).
 #pragma once
 
-#include <cuda/atomic>
 #include <nccl.h>
 #include <nccl_device.h>
+#include <cuda/atomic>
 
 #include <cstdint>
 
@@ -47,8 +47,8 @@ namespace epc::kernels {
 struct LsaNetStandIn {
   // Split over the `parts` calling threads in the widest words both ends' alignment allows
   // (staging mirrors the window span, so source and destination agree modulo 256).
-  __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes,
-                      int part, int parts) const {
+  __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes, int part,
+                      int parts) const {
     const char* src = static_cast<const char*>(ncclGetLocalPointer(window, src_offset));
     char* dst = static_cast<char*>(ncclGetPeerPointer(window, dst_offset, peer));
     const uint64_t first = static_cast<uint64_t>(part), stride = static_cast<uint64_t>(parts);
@@ -79,7 +79,7 @@ struct LsaNetStandIn {
 };
 
 __device__ inline void NetTransport::put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset,
-                                       uint64_t bytes, int part, int parts) const {
+                                         uint64_t bytes, int part, int parts) const {
   if (kind == NetKind::kGin) {
     gin.put(window, peer, dst_offset, src_offset, bytes, part, parts);
   } else {
@@ -88,7 +88,7 @@ __device__ inline void NetTransport::put(ncclWindow_t window, int peer, uint64_t
 }
 
 __device__ inline void NetTransport::signal(ncclWindow_t window, int peer, int peer_node, uint64_t offset,
-                                          uint64_t delta) const {
+                                            uint64_t delta) const {
   if (kind == NetKind::kGin) {
     gin.signal(peer, peer_node, offset, delta);
   } else {

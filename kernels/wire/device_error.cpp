@@ -5,15 +5,24 @@ namespace epc::kernels {
 
 const char* phase_name(uint32_t phase) {
   switch (phase) {
-    case kPhaseNone: return "none";
-    case kPhaseGroupBarrier: return "group barrier";
-    case kPhaseDispatchReceive: return "low-latency dispatch receive";
-    case kPhaseCombineReceive: return "low-latency combine receive";
-    case kPhaseRouting: return "routing check";
-    case kPhaseHtLayout: return "high-throughput layout (count exchange)";
-    case kPhaseHtDispatch: return "high-throughput dispatch";
-    case kPhaseHtCombine: return "high-throughput combine";
-    default: return "unknown phase";
+    case kPhaseNone:
+      return "none";
+    case kPhaseGroupBarrier:
+      return "group barrier";
+    case kPhaseDispatchReceive:
+      return "low-latency dispatch receive";
+    case kPhaseCombineReceive:
+      return "low-latency combine receive";
+    case kPhaseRouting:
+      return "routing check";
+    case kPhaseHtLayout:
+      return "high-throughput layout (count exchange)";
+    case kPhaseHtDispatch:
+      return "high-throughput dispatch";
+    case kPhaseHtCombine:
+      return "high-throughput combine";
+    default:
+      return "unknown phase";
   }
 }
 

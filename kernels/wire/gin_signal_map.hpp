@@ -35,7 +35,7 @@ struct GinSignalArray {
   uint32_t row_words;      // uint64 words per row
   uint32_t rows_per_node;  // the node size when rows are indexed by rank, 1 when by node
   uint32_t first_id;
-  uint32_t rail;           // 1: only the reader's rail peers write across nodes (one id row per node)
+  uint32_t rail;  // 1: only the reader's rail peers write across nodes (one id row per node)
 
   constexpr uint64_t bytes() const { return uint64_t{rows} * row_words * sizeof(uint64_t); }
   constexpr uint32_t id_rows() const { return rail != 0 ? rows / rows_per_node - 1 : rows - rows_per_node; }

@@ -29,7 +29,6 @@
 
 namespace epc::kernels {
 
-
 constexpr uint64_t ht_align16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 struct HtDispatchSlot {
@@ -45,8 +44,7 @@ constexpr HtDispatchSlot ht_dispatch_slot(uint32_t hidden, uint32_t element_byte
   const uint64_t scales = ht_align16(uint64_t{(hidden + kFp8BlockChannels - 1) / kFp8BlockChannels} * 4);
   const uint64_t topk = ht_align16(uint64_t{max_topk} * 4);
   return HtDispatchSlot{static_cast<uint32_t>(row), static_cast<uint32_t>(row + scales),
-                        static_cast<uint32_t>(row + scales + topk),
-                        static_cast<uint32_t>(row + scales + 2 * topk)};
+                        static_cast<uint32_t>(row + scales + topk), static_cast<uint32_t>(row + scales + 2 * topk)};
 }
 
 struct HtCombineSlot {
@@ -56,8 +54,7 @@ struct HtCombineSlot {
 
 constexpr HtCombineSlot ht_combine_slot(uint32_t hidden, uint32_t max_topk) {
   const uint64_t row = ht_align16(uint64_t{hidden} * 2);
-  return HtCombineSlot{static_cast<uint32_t>(row),
-                       static_cast<uint32_t>(row + ht_align16(uint64_t{max_topk} * 4))};
+  return HtCombineSlot{static_cast<uint32_t>(row), static_cast<uint32_t>(row + ht_align16(uint64_t{max_topk} * 4))};
 }
 
 // Across nodes, a source sends each token once to its rail peer in every other node that

@@ -53,7 +53,7 @@ struct HtGeometry {
   int topk;           // K of the handle
   HtDispatchSlot dispatch_slot;
   HtCombineSlot combine_slot;
-  int node_size;         // ranks per node (every rank when the group is one node)
+  int node_size;  // ranks per node (every rank when the group is one node)
   int num_nodes;
   HtRailSlot rail_slot;  // with num_nodes > 1
 
@@ -109,7 +109,7 @@ struct HtCommon {
   HtState* state;
   DeviceError* error;
   uint64_t timeout_ns;
-  int num_tokens;  // B of this rank
+  int num_tokens;     // B of this rank
   int send_warps;     // of each block's kHtThreads / 32 warps in a fused launch, the sending ones (may be 0)
   int forward_warps;  // then the forwarding ones (dispatch across nodes, else 0)
 };
@@ -132,16 +132,16 @@ struct HtChannel {
 struct HtDispatchParams {
   HtCommon common;
   HtChannel channel;
-  const void* x;             // [B, H] 16-bit or e4m3
-  const float* x_scales;     // [B, H/128] with fp8, else null
-  const float* weights;      // [B, K] or null
-  void* out_x;               // [rows, H]
-  float* out_scales;         // [rows, H/128] with fp8
-  int32_t* out_topk_idx;     // [rows, K] or null
-  float* out_topk_weights;   // [rows, K] or null
+  const void* x;               // [B, H] 16-bit or e4m3
+  const float* x_scales;       // [B, H/128] with fp8, else null
+  const float* weights;        // [B, K] or null
+  void* out_x;                 // [rows, H]
+  float* out_scales;           // [rows, H/128] with fp8
+  int32_t* out_topk_idx;       // [rows, K] or null
+  float* out_topk_weights;     // [rows, K] or null
   int32_t* out_expert_counts;  // [L] or null
-  int32_t* out_num_recv;     // [1] or null
-  int row_bytes;             // payload bytes of one row: H * element size of x
+  int32_t* out_num_recv;       // [1] or null
+  int row_bytes;               // payload bytes of one row: H * element size of x
   bool fp8;
   uint64_t rail_data_offset;   // [nodes][T] rail slots, with more than one node
   uint64_t rail_flags_offset;  // [nodes][T/C] uint64 flags: chunk_flag(step, token mask, 0)
@@ -150,10 +150,10 @@ struct HtDispatchParams {
 struct HtCombineParams {
   HtCommon common;
   HtChannel channel;
-  const uint16_t* x;      // [rows, H] bf16
-  const float* weights;   // [rows, K] with backward weights, else null
-  uint16_t* out;          // [B, H] bf16
-  float* out_weights;     // [B, K] or null
+  const uint16_t* x;     // [rows, H] bf16
+  const float* weights;  // [rows, K] with backward weights, else null
+  uint16_t* out;         // [B, H] bf16
+  float* out_weights;    // [B, K] or null
 };
 
 }  // namespace epc::kernels

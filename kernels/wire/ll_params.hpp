@@ -8,11 +8,11 @@
 
 #include <cstdint>
 
-#include "kernels/wire/transport.hpp"
 #include "kernels/wire/device_error.hpp"
 #include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_state.hpp"
+#include "kernels/wire/transport.hpp"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/wire/ll_phase_trace.hpp"
 #endif
@@ -23,13 +23,13 @@ namespace epc::kernels {
 struct LlGeometry {
   int nranks;
   int rank;
-  int local_experts;   // L
-  int max_tokens;      // T
-  int row_bytes;       // one token row: hidden * 2
+  int local_experts;  // L
+  int max_tokens;     // T
+  int row_bytes;      // one token row: hidden * 2
   int hidden;
-  int message_bytes;   // header + row in a dispatch receive buffer, padded to 16 bytes
+  int message_bytes;  // header + row in a dispatch receive buffer, padded to 16 bytes
   int header_bytes;
-  int max_entries;     // min(top-k, L): entries one message header can hold
+  int max_entries;  // min(top-k, L): entries one message header can hold
 
   // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp).
   __device__ __host__ uint64_t message_offset(uint64_t slot, int source, int token) const {
@@ -75,12 +75,12 @@ struct LlDispatchParams {
   LlCommon common;
   uint64_t recv_offset[kLlSlots];
   uint64_t signal_offset[kLlSlots];
-  const void* x;            // [B, H] bf16 or fp16
-  const float* weights;     // [B, K]
-  void* out_x;              // [L, R*T, H] of x's dtype, or e4m3 bytes
-  float* out_scales;        // [L, R*T, H/128] with kFp8, else null
-  int32_t* out_counts;      // [L]
-  int32_t* expert_counts;   // [kLlSlots][num_experts] scratch: this rank's entries per expert, per slot
+  const void* x;           // [B, H] bf16 or fp16
+  const float* weights;    // [B, K]
+  void* out_x;             // [L, R*T, H] of x's dtype, or e4m3 bytes
+  float* out_scales;       // [L, R*T, H/128] with kFp8, else null
+  int32_t* out_counts;     // [L]
+  int32_t* expert_counts;  // [kLlSlots][num_experts] scratch: this rank's entries per expert, per slot
   LlPayload payload;
   bool x_is_fp16;
   bool round_scale_ue8m0;
@@ -100,7 +100,7 @@ struct RoutingCopyParams {
   int count;             // B * K
   int num_experts;
   int rank;
-  int32_t* out;          // [B, K] int32
+  int32_t* out;  // [B, K] int32
   DeviceError* error;
 };
 

@@ -50,8 +50,8 @@ struct GinNetTransport {
   int32_t reserved;
 
 #ifdef __CUDACC__
-  __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes,
-                      int part, int parts) const;
+  __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes, int part,
+                      int parts) const;
   __device__ void signal(int peer, int peer_node, uint64_t offset, uint64_t delta) const;
   __device__ uint64_t read_signal(uint64_t offset, int own_node) const;
   __device__ void flush() const;
@@ -66,8 +66,8 @@ struct NetTransport {
   GinNetTransport gin;  // used when kind == kGin
 
 #ifdef __CUDACC__
-  __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes,
-                      int part, int parts) const;
+  __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes, int part,
+                      int parts) const;
   __device__ void signal(ncclWindow_t window, int peer, int peer_node, uint64_t offset, uint64_t delta) const;
   __device__ uint64_t read_signal(ncclWindow_t window, uint64_t offset, int own_node) const;
   __device__ void flush() const;

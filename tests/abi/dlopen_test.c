@@ -80,9 +80,8 @@ int main(int argc, char** argv) {
     uint32_t major = 99, minor = 99, patch = 99;
     const char* text;
     expect(api.get_version(&major, &minor, &patch) == EPC_OK, "get_version returns EPC_OK");
-    snprintf(what, sizeof what, "get_version = %u.%u.%u equals the header's %d.%d.%d",
-             (unsigned)major, (unsigned)minor, (unsigned)patch, EPC_ABI_MAJOR, EPC_ABI_MINOR,
-             EPC_ABI_PATCH);
+    snprintf(what, sizeof what, "get_version = %u.%u.%u equals the header's %d.%d.%d", (unsigned)major, (unsigned)minor,
+             (unsigned)patch, EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH);
     expect(major == EPC_ABI_MAJOR && minor == EPC_ABI_MINOR && patch == EPC_ABI_PATCH, what);
     text = api.status_string(EPC_ERR_TIMEOUT);
     snprintf(what, sizeof what, "status_string(EPC_ERR_TIMEOUT) = \"%s\"", text ? text : "(null)");
@@ -101,11 +100,12 @@ int main(int argc, char** argv) {
     plan.abi_version = EPC_ABI_VERSION;       /* extensible struct: set both */
     status = api.plan_query(&config, 4, 4, 1, &plan);
     last_error(&api, message, sizeof message);
-    snprintf(what, sizeof what, "plan_query(64 experts, hidden 2048, 4 ranks, lsa 4, 1 node) "
-             "= %d (%s) %s", (int)status, api.status_string(status), message);
+    snprintf(what, sizeof what,
+             "plan_query(64 experts, hidden 2048, 4 ranks, lsa 4, 1 node) "
+             "= %d (%s) %s",
+             (int)status, api.status_string(status), message);
     expect(status == EPC_OK, what);
-    snprintf(what, sizeof what, "plan symmetric_bytes = %llu > 0",
-             (unsigned long long)plan.symmetric_bytes);
+    snprintf(what, sizeof what, "plan symmetric_bytes = %llu > 0", (unsigned long long)plan.symmetric_bytes);
     expect(status == EPC_OK && plan.symmetric_bytes > 0, what);
   }
 
@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
     plan.struct_size = (uint32_t)sizeof plan; /* the header's convention for every */
     plan.abi_version = EPC_ABI_VERSION;       /* extensible struct: set both */
     status = api.plan_query(&config, 4, 4, 1, &plan);
-    snprintf(what, sizeof what, "plan_query(hidden 0) = %d (%s), expected EPC_ERR_INVALID_ARGUMENT",
-             (int)status, api.status_string(status));
+    snprintf(what, sizeof what, "plan_query(hidden 0) = %d (%s), expected EPC_ERR_INVALID_ARGUMENT", (int)status,
+             api.status_string(status));
     expect(status == EPC_ERR_INVALID_ARGUMENT, what);
     last_error(&api, message, sizeof message);
     snprintf(what, sizeof what, "last_error after it is non-empty: \"%s\"", message);
@@ -136,9 +136,10 @@ int main(int argc, char** argv) {
            "group_async_error is the table's last entry");
     status = api.group_async_error(NULL);
     last_error(&api, message, sizeof message);
-    snprintf(what, sizeof what, "group_async_error(NULL) = %d (%s) \"%s\", expected "
-             "EPC_ERR_INVALID_ARGUMENT saying the group is NULL", (int)status,
-             api.status_string(status), message);
+    snprintf(what, sizeof what,
+             "group_async_error(NULL) = %d (%s) \"%s\", expected "
+             "EPC_ERR_INVALID_ARGUMENT saying the group is NULL",
+             (int)status, api.status_string(status), message);
     expect(status == EPC_ERR_INVALID_ARGUMENT && strstr(message, "group is NULL") != NULL, what);
   }
 
@@ -148,8 +149,10 @@ int main(int argc, char** argv) {
     memset(&unused, 0, sizeof unused);
     unused.struct_size = (uint32_t)sizeof unused;
     status = get_api(EPC_ABI_MAJOR + 1, &unused);
-    snprintf(what, sizeof what, "epc_get_api(EPC_ABI_MAJOR + 1) = %d (%s), expected "
-             "EPC_ERR_ABI_MISMATCH", (int)status, api.status_string(status));
+    snprintf(what, sizeof what,
+             "epc_get_api(EPC_ABI_MAJOR + 1) = %d (%s), expected "
+             "EPC_ERR_ABI_MISMATCH",
+             (int)status, api.status_string(status));
     expect(status == EPC_ERR_ABI_MISMATCH, what);
     expect(unused.status_string == NULL, "the refused table was left untouched");
   }

@@ -34,12 +34,13 @@ using epc::fuzz::FuzzInput;
 // every versioned struct has), so reading or writing past the caller's struct_size is an
 // ASan finding.
 struct CallerBlock {
-  explicit CallerBlock(size_t size, uint8_t fill)
-      : size(size < 8 ? 8 : size), bytes(new uint8_t[this->size]) {
+  explicit CallerBlock(size_t size, uint8_t fill) : size(size < 8 ? 8 : size), bytes(new uint8_t[this->size]) {
     std::memset(bytes.get(), fill, this->size);
   }
   template <typename T>
-  T* as() { return reinterpret_cast<T*>(bytes.get()); }
+  T* as() {
+    return reinterpret_cast<T*>(bytes.get());
+  }
   void set_header(uint32_t struct_size, uint32_t abi_version) {
     std::memcpy(bytes.get(), &struct_size, 4);
     std::memcpy(bytes.get() + 4, &abi_version, 4);
@@ -48,8 +49,7 @@ struct CallerBlock {
   std::unique_ptr<uint8_t[]> bytes;
 };
 
-const uint32_t kVersions[] = {EPC_ABI_VERSION, 0, 10000, 10100, 10200, 10299, 19999, 20000, 9999,
-                              0xFFFFFFFFu};
+const uint32_t kVersions[] = {EPC_ABI_VERSION, 0, 10000, 10100, 10200, 10299, 19999, 20000, 9999, 0xFFFFFFFFu};
 const int32_t kRanks[] = {1, 2, 3, 4, 8, 16, 72, 256, 65536, 65537, 0, -1, INT32_MIN, INT32_MAX};
 
 std::string message() {
@@ -66,20 +66,26 @@ std::string message() {
 // The status and message of any call: a documented code, never INTERNAL, and a message
 // exactly when it failed. These calls need no GPU, so GPU failures cannot happen either.
 void check_outcome(EpcStatus status) {
-  FUZZ_CHECK(status == EPC_OK || status == EPC_ERR_INVALID_ARGUMENT ||
-             status == EPC_ERR_ABI_MISMATCH || status == EPC_ERR_UNSUPPORTED);
+  FUZZ_CHECK(status == EPC_OK || status == EPC_ERR_INVALID_ARGUMENT || status == EPC_ERR_ABI_MISMATCH ||
+             status == EPC_ERR_UNSUPPORTED);
   FUZZ_CHECK((status == EPC_OK) == message().empty());
 }
 
 uint32_t struct_size_for(FuzzInput& in, uint32_t known) {
   const uint8_t how = in.byte();
   switch (how % 6) {
-    case 0: return known;
-    case 1: return known - (in.byte() % known);           // an older caller (or less)
-    case 2: return known + in.byte() % 64;                 // a newer caller
-    case 3: return in.byte() % 16;                         // no header to speak of
-    case 4: return 8 + 4 * (in.byte() % (known / 4 + 8)); // field boundaries
-    default: return in.raw<uint16_t>() % 2048;
+    case 0:
+      return known;
+    case 1:
+      return known - (in.byte() % known);  // an older caller (or less)
+    case 2:
+      return known + in.byte() % 64;  // a newer caller
+    case 3:
+      return in.byte() % 16;  // no header to speak of
+    case 4:
+      return 8 + 4 * (in.byte() % (known / 4 + 8));  // field boundaries
+    default:
+      return in.raw<uint16_t>() % 2048;
   }
 }
 
@@ -179,10 +185,18 @@ void call_last_error(FuzzInput& in) {
   const uint8_t shape = in.byte();
   size_t buf_size = 0;
   switch (shape % 4) {
-    case 0: buf_size = text.size() + 1; break;
-    case 1: buf_size = in.byte() % (text.size() + 2); break;
-    case 2: buf_size = in.raw<uint16_t>() % 8192; break;
-    default: buf_size = 0; break;
+    case 0:
+      buf_size = text.size() + 1;
+      break;
+    case 1:
+      buf_size = in.byte() % (text.size() + 2);
+      break;
+    case 2:
+      buf_size = in.raw<uint16_t>() % 8192;
+      break;
+    default:
+      buf_size = 0;
+      break;
   }
   const bool null_buf = (shape & 4) != 0;
   std::unique_ptr<char[]> buf(buf_size > 0 ? new char[buf_size] : nullptr);
@@ -206,8 +220,8 @@ void call_last_error(FuzzInput& in) {
 void call_get_version(FuzzInput& in) {
   const uint8_t shape = in.byte();
   uint32_t major = 0, minor = 0, patch = 0;
-  const EpcStatus status = epc_get_version((shape & 1) ? nullptr : &major, (shape & 2) ? nullptr : &minor,
-                                           (shape & 4) ? nullptr : &patch);
+  const EpcStatus status =
+      epc_get_version((shape & 1) ? nullptr : &major, (shape & 2) ? nullptr : &minor, (shape & 4) ? nullptr : &patch);
   check_outcome(status);
   FUZZ_CHECK(status == EPC_OK);
   if (!(shape & 1)) FUZZ_CHECK(major == EPC_ABI_MAJOR);
@@ -227,11 +241,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzInput in(data, size);
   for (int call = 0; call < 8 && in.remaining() > 0; ++call) {
     switch (in.byte() % 5) {
-      case 0: call_plan_query(in); break;
-      case 1: call_get_api(in); break;
-      case 2: call_last_error(in); break;
-      case 3: call_get_version(in); break;
-      default: call_status_string(in); break;
+      case 0:
+        call_plan_query(in);
+        break;
+      case 1:
+        call_get_api(in);
+        break;
+      case 2:
+        call_last_error(in);
+        break;
+      case 3:
+        call_get_version(in);
+        break;
+      default:
+        call_status_string(in);
+        break;
     }
   }
   return 0;

@@ -65,7 +65,7 @@ class FuzzInput {
 
 }  // namespace epc::fuzz
 
-#define FUZZ_CHECK(condition)                                                   \
-  do {                                                                          \
-    if (!(condition)) ::epc::fuzz::violated(__FILE__, __LINE__, #condition);   \
+#define FUZZ_CHECK(condition)                                                \
+  do {                                                                       \
+    if (!(condition)) ::epc::fuzz::violated(__FILE__, __LINE__, #condition); \
   } while (0)

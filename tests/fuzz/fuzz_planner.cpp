@@ -30,12 +30,24 @@ using epc::fuzz::FuzzInput;
 int32_t alloc_must_not_run(void*, size_t, void**) { std::abort(); }
 void free_must_not_run(void*, void*) { std::abort(); }
 
-const uint32_t kU32Values[] = {0, 1, 2, 3, 4, 7, 8, 16, 24, 32, 33, 64, 127, 128, 129, 132, 256,
-                               1023, 1024, 1025, 2048, 2880, 4096, 7168, 65535, 65536, 65537,
-                               (1u << 20) - 8, 1u << 20, (1u << 20) + 8, 0x7FFFFFFFu, 0x80000000u,
+const uint32_t kU32Values[] = {0,           1,
+                               2,           3,
+                               4,           7,
+                               8,           16,
+                               24,          32,
+                               33,          64,
+                               127,         128,
+                               129,         132,
+                               256,         1023,
+                               1024,        1025,
+                               2048,        2880,
+                               4096,        7168,
+                               65535,       65536,
+                               65537,       (1u << 20) - 8,
+                               1u << 20,    (1u << 20) + 8,
+                               0x7FFFFFFFu, 0x80000000u,
                                0xFFFFFFFFu};
-const int32_t kI32Values[] = {0, 1, 2, 3, 4, 8, 16, 72, 256, 65535, 65536, 65537, -1,
-                              INT32_MIN, INT32_MAX};
+const int32_t kI32Values[] = {0, 1, 2, 3, 4, 8, 16, 72, 256, 65535, 65536, 65537, -1, INT32_MIN, INT32_MAX};
 
 uint64_t mul(uint64_t a, uint64_t b) {
   uint64_t out = 0;
@@ -137,9 +149,11 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     const size_t rail = nodes.nodes() > 1 ? 2 : 0;  // rail_recv, rail_signal
     FUZZ_CHECK(plan.num_slots == 1 && plan.regions.size() == 7 + rail + staging);
     if (rail > 0) {
-      const auto slot = epc::kernels::ht_rail_slot(epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk),
-                                                   static_cast<uint32_t>(nodes.node_size));
-      FUZZ_CHECK(slot.rows_offset % 16 == 0 && slot.bytes >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size));
+      const auto slot = epc::kernels::ht_rail_slot(
+          epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk),
+          static_cast<uint32_t>(nodes.node_size));
+      FUZZ_CHECK(slot.rows_offset % 16 == 0 &&
+                 slot.bytes >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size));
       const uint64_t M = static_cast<uint64_t>(nodes.nodes());
       FUZZ_CHECK(plan.region(EPC_REGION_RAIL_RECV).size >= mul(mul(M, T), slot.bytes));
       FUZZ_CHECK(plan.region(EPC_REGION_RAIL_SIGNAL).size >=

@@ -25,12 +25,28 @@ namespace {
 
 using epc::fuzz::FuzzInput;
 
-const int64_t kExtents[] = {0,  1,  2,  7,  8, 16, 128, 1024, 4096, 7168, 65536, int64_t{1} << 31,
-                            int64_t{1} << 32, int64_t{1} << 40, int64_t{1} << 62,
-                            std::numeric_limits<int64_t>::max(), -1, -2,
+const int64_t kExtents[] = {0,
+                            1,
+                            2,
+                            7,
+                            8,
+                            16,
+                            128,
+                            1024,
+                            4096,
+                            7168,
+                            65536,
+                            int64_t{1} << 31,
+                            int64_t{1} << 32,
+                            int64_t{1} << 40,
+                            int64_t{1} << 62,
+                            std::numeric_limits<int64_t>::max(),
+                            -1,
+                            -2,
                             std::numeric_limits<int64_t>::min()};
-const uint32_t kDtypes[] = {EPC_DTYPE_INVALID, EPC_DTYPE_BF16, EPC_DTYPE_FP16, EPC_DTYPE_FP32,
-                            EPC_DTYPE_FP8_E4M3, EPC_DTYPE_INT32, EPC_DTYPE_INT64, 7, 0xFFFFFFFFu};
+const uint32_t kDtypes[] = {EPC_DTYPE_INVALID,  EPC_DTYPE_BF16,  EPC_DTYPE_FP16,  EPC_DTYPE_FP32,
+                            EPC_DTYPE_FP8_E4M3, EPC_DTYPE_INT32, EPC_DTYPE_INT64, 7,
+                            0xFFFFFFFFu};
 const int32_t kRanks[] = {0, 1, 2, 3, 4, 5, -1, std::numeric_limits<int32_t>::max()};
 const uint32_t kAlignments[] = {1, 2, 4, 8, 16};
 
@@ -50,16 +66,30 @@ void with_rule(const RuleSpec& spec, Fn&& fn) {
   const EpcDtype* d = spec.dtypes;
   auto with_shape = [&](std::initializer_list<EpcDtype> dtypes) {
     switch (spec.dims) {
-      case 1: fn(epc::TensorRule{"fuzzed", dtypes, {s[0]}, spec.alignment}); break;
-      case 2: fn(epc::TensorRule{"fuzzed", dtypes, {s[0], s[1]}, spec.alignment}); break;
-      case 3: fn(epc::TensorRule{"fuzzed", dtypes, {s[0], s[1], s[2]}, spec.alignment}); break;
-      default: fn(epc::TensorRule{"fuzzed", dtypes, {s[0], s[1], s[2], s[3]}, spec.alignment}); break;
+      case 1:
+        fn(epc::TensorRule{"fuzzed", dtypes, {s[0]}, spec.alignment});
+        break;
+      case 2:
+        fn(epc::TensorRule{"fuzzed", dtypes, {s[0], s[1]}, spec.alignment});
+        break;
+      case 3:
+        fn(epc::TensorRule{"fuzzed", dtypes, {s[0], s[1], s[2]}, spec.alignment});
+        break;
+      default:
+        fn(epc::TensorRule{"fuzzed", dtypes, {s[0], s[1], s[2], s[3]}, spec.alignment});
+        break;
     }
   };
   switch (spec.dtype_count) {
-    case 1: with_shape({d[0]}); break;
-    case 2: with_shape({d[0], d[1]}); break;
-    default: with_shape({d[0], d[1], d[2]}); break;
+    case 1:
+      with_shape({d[0]});
+      break;
+    case 2:
+      with_shape({d[0], d[1]});
+      break;
+    default:
+      with_shape({d[0], d[1], d[2]});
+      break;
   }
 }
 

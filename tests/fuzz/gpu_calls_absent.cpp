@@ -9,9 +9,8 @@
 
 namespace {
 EpcStatus absent(const char* call) {
-  return epc::capi::guarded([&] {
-    epc::fail(EPC_ERR_UNSUPPORTED, epc::format("%s is not part of the fuzz build", call));
-  });
+  return epc::capi::guarded(
+      [&] { epc::fail(EPC_ERR_UNSUPPORTED, epc::format("%s is not part of the fuzz build", call)); });
 }
 }  // namespace
 
@@ -27,12 +26,12 @@ EpcStatus epc_group_async_error(const EpcGroup*) { return absent("epc_group_asyn
 EpcStatus epc_handle_create(EpcGroup*, const EpcTensor*, void*, EpcHandle**) { return absent("epc_handle_create"); }
 EpcStatus epc_handle_update(EpcHandle*, const EpcTensor*, void*) { return absent("epc_handle_update"); }
 EpcStatus epc_handle_destroy(EpcHandle*) { return absent("epc_handle_destroy"); }
-EpcStatus epc_ll_dispatch(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
-                          EpcFlags, void*) {
+EpcStatus epc_ll_dispatch(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, EpcFlags,
+                          void*) {
   return absent("epc_ll_dispatch");
 }
-EpcStatus epc_ll_dispatch_fp8(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
-                              const EpcTensor*, const EpcTensor*, EpcFlags, void*) {
+EpcStatus epc_ll_dispatch_fp8(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
+                              const EpcTensor*, EpcFlags, void*) {
   return absent("epc_ll_dispatch_fp8");
 }
 EpcStatus epc_ll_combine(EpcHandle*, const EpcTensor*, const EpcTensor*, EpcFlags, void*) {
@@ -43,12 +42,12 @@ EpcStatus epc_ht_handle_create(EpcGroup*, const EpcTensor*, EpcHtSizing, void*, 
   return absent("epc_ht_handle_create");
 }
 EpcStatus epc_ht_dispatch(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
-                          const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
-                          const EpcTensor*, EpcFlags, void*) {
+                          const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
+                          EpcFlags, void*) {
   return absent("epc_ht_dispatch");
 }
-EpcStatus epc_ht_combine(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
-                         EpcFlags, void*) {
+EpcStatus epc_ht_combine(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, EpcFlags,
+                         void*) {
   return absent("epc_ht_combine");
 }
 }  // extern "C"

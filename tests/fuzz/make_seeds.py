@@ -24,19 +24,70 @@ from pathlib import Path
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
 ABI_VERSION = 10200  # EPC_ABI_VERSION of ABI 1.2.0; older and newer ones are seeds too
-ANY = -1             # epc::kAnyExtent
+ANY = -1  # epc::kAnyExtent
 
 # fuzz_planner.cpp
-PLANNER_U32 = [0, 1, 2, 3, 4, 7, 8, 16, 24, 32, 33, 64, 127, 128, 129, 132, 256, 1023, 1024,
-               1025, 2048, 2880, 4096, 7168, 65535, 65536, 65537, (1 << 20) - 8, 1 << 20,
-               (1 << 20) + 8, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
+PLANNER_U32 = [
+    0,
+    1,
+    2,
+    3,
+    4,
+    7,
+    8,
+    16,
+    24,
+    32,
+    33,
+    64,
+    127,
+    128,
+    129,
+    132,
+    256,
+    1023,
+    1024,
+    1025,
+    2048,
+    2880,
+    4096,
+    7168,
+    65535,
+    65536,
+    65537,
+    (1 << 20) - 8,
+    1 << 20,
+    (1 << 20) + 8,
+    0x7FFFFFFF,
+    0x80000000,
+    0xFFFFFFFF,
+]
 PLANNER_I32 = [0, 1, 2, 3, 4, 8, 16, 72, 256, 65535, 65536, 65537, -1, -(1 << 31), (1 << 31) - 1]
 # fuzz_c_api.cpp
 CAPI_VERSIONS = [ABI_VERSION, 0, 10000, 10100, 10200, 10299, 19999, 20000, 9999, 0xFFFFFFFF]
 CAPI_RANKS = [1, 2, 3, 4, 8, 16, 72, 256, 65536, 65537, 0, -1, -(1 << 31), (1 << 31) - 1]
 # fuzz_tensor_check.cpp
-TENSOR_EXTENTS = [0, 1, 2, 7, 8, 16, 128, 1024, 4096, 7168, 65536, 1 << 31, 1 << 32, 1 << 40,
-                  1 << 62, (1 << 63) - 1, -1, -2, -(1 << 63)]
+TENSOR_EXTENTS = [
+    0,
+    1,
+    2,
+    7,
+    8,
+    16,
+    128,
+    1024,
+    4096,
+    7168,
+    65536,
+    1 << 31,
+    1 << 32,
+    1 << 40,
+    1 << 62,
+    (1 << 63) - 1,
+    -1,
+    -2,
+    -(1 << 63),
+]
 TENSOR_DTYPES = [0, 1, 2, 3, 4, 5, 6, 7, 0xFFFFFFFF]
 TENSOR_RANKS = [0, 1, 2, 3, 4, 5, -1, (1 << 31) - 1]
 TENSOR_ALIGNMENTS = [1, 2, 4, 8, 16]
@@ -62,13 +113,28 @@ def u8(value: int) -> bytes:
 
 # ---- planner --------------------------------------------------------------------------------
 
-def planner(mode=LL, experts=256, hidden=7168, tokens=0, topk=0, dtype=0, sms=0, timeout=0,
-            lsa=8, nodes=1, flags=None, reserved=None, alloc=False, free=False,
-            raw_topology=None) -> bytes:
-    out = b"".join(pick(PLANNER_U32, v, "I")
-                   for v in (mode, experts, hidden, tokens, topk, dtype, sms, timeout))
-    extras = ((flags is not None) * 1 | (reserved is not None) * 2 | alloc * 4 | free * 8 |
-              (raw_topology is not None) * 16)
+
+def planner(
+    mode=LL,
+    experts=256,
+    hidden=7168,
+    tokens=0,
+    topk=0,
+    dtype=0,
+    sms=0,
+    timeout=0,
+    lsa=8,
+    nodes=1,
+    flags=None,
+    reserved=None,
+    alloc=False,
+    free=False,
+    raw_topology=None,
+) -> bytes:
+    out = b"".join(pick(PLANNER_U32, v, "I") for v in (mode, experts, hidden, tokens, topk, dtype, sms, timeout))
+    extras = (
+        (flags is not None) * 1 | (reserved is not None) * 2 | alloc * 4 | free * 8 | (raw_topology is not None) * 16
+    )
     out += u8(extras)
     if flags is not None:
         out += struct.pack("<I", flags)
@@ -92,8 +158,9 @@ PLANNER_SEEDS = {
     "ll-2-nodes": planner(lsa=8, nodes=2),
     "ht-default-4-ranks": planner(mode=HT, lsa=4),
     "ht-fp8-8192-tokens": planner(mode=HT, tokens=8192, dtype=FP8, sms=24, lsa=4),
-    "ht-65536-tokens-hidden-max": planner(mode=HT, experts=65536, hidden=1 << 20, tokens=65536,
-                                          topk=32, lsa=16, nodes=16),
+    "ht-65536-tokens-hidden-max": planner(
+        mode=HT, experts=65536, hidden=1 << 20, tokens=65536, topk=32, lsa=16, nodes=16
+    ),
     "ht-odd-hidden-topk-1": planner(mode=HT, experts=3, hidden=8, topk=1, lsa=3),
     "bad-experts-not-divisible": planner(experts=256, lsa=3),
     "bad-hidden-0": planner(hidden=0),
@@ -116,14 +183,29 @@ PLANNER_SEEDS = {
 
 CONFIG_SIZE = 72  # sizeof(EpcGroupConfig)
 PLAN_SIZE = 16 + 8 + 8 + 4 * 10 + 16 * 56  # sizeof(EpcPlan)
-API_SIZE = 8 + 21 * 8                       # sizeof(EpcApi) in ABI 1.2
+API_SIZE = 8 + 21 * 8  # sizeof(EpcApi) in ABI 1.2
 
 
-def config_bytes(size=CONFIG_SIZE, version=ABI_VERSION, mode=0, experts=256, hidden=7168,
-                 tokens=0, topk=0, dtype=0, sms=0, timeout=0, flags=0, reserved=0,
-                 tail=b"") -> bytes:
-    fields = struct.pack("<12I", size, version, mode, experts, hidden, tokens, topk, dtype, sms,
-                         timeout, flags, reserved) + bytes(24) + tail
+def config_bytes(
+    size=CONFIG_SIZE,
+    version=ABI_VERSION,
+    mode=0,
+    experts=256,
+    hidden=7168,
+    tokens=0,
+    topk=0,
+    dtype=0,
+    sms=0,
+    timeout=0,
+    flags=0,
+    reserved=0,
+    tail=b"",
+) -> bytes:
+    fields = (
+        struct.pack("<12I", size, version, mode, experts, hidden, tokens, topk, dtype, sms, timeout, flags, reserved)
+        + bytes(24)
+        + tail
+    )
     block = max(8, size)
     return (fields + bytes(block))[:block]
 
@@ -133,11 +215,27 @@ def struct_size(how: int, extra: bytes = b"") -> bytes:
     return u8(how) + extra
 
 
-def plan_query(config: bytes, nranks=8, lsa=None, nodes=None, config_size=b"\x00",
-               plan_size=b"\x00", keep_header=True, config_version=None, plan_version=None,
-               null_config=False, null_plan=False) -> bytes:
-    shape = ((config_version is not None) * 1 | (lsa is not None) * 2 | (nodes is not None) * 4 |
-             (plan_version is not None) * 8 | null_config * 16 | null_plan * 32)
+def plan_query(
+    config: bytes,
+    nranks=8,
+    lsa=None,
+    nodes=None,
+    config_size=b"\x00",
+    plan_size=b"\x00",
+    keep_header=True,
+    config_version=None,
+    plan_version=None,
+    null_config=False,
+    null_plan=False,
+) -> bytes:
+    shape = (
+        (config_version is not None) * 1
+        | (lsa is not None) * 2
+        | (nodes is not None) * 4
+        | (plan_version is not None) * 8
+        | null_config * 16
+        | null_plan * 32
+    )
     out = u8(0) + u8(shape) + config_size + config
     if config_version is not None:
         out += pick(CAPI_VERSIONS, config_version, "I")
@@ -180,8 +278,9 @@ CAPI_SEEDS = {
     "plan-2-nodes": plan_query(config_bytes(), nranks=16, lsa=8, nodes=2),
     "plan-older-config-48-bytes": plan_query(config_bytes(size=48), config_size=struct_size(1, u8(24))),
     "plan-newer-config-zero-tail": plan_query(config_bytes(size=96), config_size=struct_size(2, u8(24))),
-    "plan-newer-config-nonzero-tail": plan_query(config_bytes(size=80, tail=b"\x01" + bytes(7)),
-                                                 config_size=struct_size(2, u8(8))),
+    "plan-newer-config-nonzero-tail": plan_query(
+        config_bytes(size=80, tail=b"\x01" + bytes(7)), config_size=struct_size(2, u8(8))
+    ),
     "plan-config-size-4": plan_query(config_bytes(size=4), config_size=struct_size(3, u8(4))),
     "plan-config-version-0": plan_query(config_bytes(), config_version=0),
     "plan-config-version-2.0": plan_query(config_bytes(), config_version=20000),
@@ -194,8 +293,9 @@ CAPI_SEEDS = {
     "plan-null-config": plan_query(config_bytes(), null_config=True),
     "plan-null-plan": plan_query(config_bytes(), null_plan=True),
     "plan-bad-hidden-then-last-error": plan_query(config_bytes(hidden=12)) + last_error(0),
-    "plan-bad-topology-then-short-buffer": (plan_query(config_bytes(), nranks=4, lsa=3, nodes=1)
-                                            + last_error(1, u8(5))),
+    "plan-bad-topology-then-short-buffer": (
+        plan_query(config_bytes(), nranks=4, lsa=3, nodes=1) + last_error(1, u8(5))
+    ),
     "plan-ok-then-last-error": plan_query(config_bytes()) + last_error(2, struct.pack("<H", 100)),
     "api-full": get_api(),
     "api-abi-1.0-size": get_api(size=struct_size(1, u8(API_SIZE - (8 + 17 * 8)))),
@@ -216,8 +316,19 @@ CAPI_SEEDS = {
 
 # ---- tensor check --------------------------------------------------------------------------
 
-def tensor(rule_shape, dtypes=(INT64,), alignment=16, dtype_index=0, shape=None, strides=None,
-           row_major=False, address=0x7F0000000010, ndim=None, dtype=None) -> bytes:
+
+def tensor(
+    rule_shape,
+    dtypes=(INT64,),
+    alignment=16,
+    dtype_index=0,
+    shape=None,
+    strides=None,
+    row_major=False,
+    address=0x7F0000000010,
+    ndim=None,
+    dtype=None,
+) -> bytes:
     """A rule (extents, ANY for the one free extent, accepted dtypes, alignment) and a
     descriptor: the rule's extents with `shape` filling the free one (or all four extents
     when shape is a 4-tuple), explicit or row-major strides, a data address."""
@@ -230,8 +341,7 @@ def tensor(rule_shape, dtypes=(INT64,), alignment=16, dtype_index=0, shape=None,
     out += u8(len(dtypes) - 1) + b"".join(u8(d - 1) for d in dtypes)
     out += pick(TENSOR_ALIGNMENTS, alignment, "I")
     all_four = isinstance(shape, tuple)
-    how = ((dtype is not None) * 1 | (ndim is not None) * 2 | all_four * 4 |
-           (strides is not None) * 8 | row_major * 16)
+    how = (dtype is not None) * 1 | (ndim is not None) * 2 | all_four * 4 | (strides is not None) * 8 | row_major * 16
     out += u8(how)
     out += pick(TENSOR_DTYPES, dtype, "I") if dtype is not None else u8(dtype_index)
     if ndim is not None:
@@ -247,15 +357,15 @@ def tensor(rule_shape, dtypes=(INT64,), alignment=16, dtype_index=0, shape=None,
 
 TENSOR_SEEDS = {
     "topk-idx-int64": tensor([ANY, 8], dtypes=(INT64, INT32), alignment=4, shape=128),
-    "topk-idx-int32-row-major": tensor([ANY, 8], dtypes=(INT64, INT32), alignment=4, dtype_index=1,
-                                       shape=16, row_major=True),
-    "topk-idx-empty-null-data": tensor([ANY, 8], dtypes=(INT64, INT32), alignment=4, shape=0,
-                                       address=0),
+    "topk-idx-int32-row-major": tensor(
+        [ANY, 8], dtypes=(INT64, INT32), alignment=4, dtype_index=1, shape=16, row_major=True
+    ),
+    "topk-idx-empty-null-data": tensor([ANY, 8], dtypes=(INT64, INT32), alignment=4, shape=0, address=0),
     "topk-idx-huge-batch": tensor([ANY, 8], dtypes=(INT64, INT32), alignment=4, shape=1 << 62),
-    "topk-idx-huge-batch-row-major": tensor([ANY, 8], dtypes=(INT64, INT32), alignment=4,
-                                            shape=1 << 62, row_major=True),
-    "topk-idx-max-batch": tensor([ANY, 8], dtypes=(INT64, INT32), alignment=4,
-                                 shape=(1 << 63) - 1),
+    "topk-idx-huge-batch-row-major": tensor(
+        [ANY, 8], dtypes=(INT64, INT32), alignment=4, shape=1 << 62, row_major=True
+    ),
+    "topk-idx-max-batch": tensor([ANY, 8], dtypes=(INT64, INT32), alignment=4, shape=(1 << 63) - 1),
     "x-bf16": tensor([128, 7168], dtypes=(BF16,)),
     "x-wrong-dtype": tensor([128, 7168], dtypes=(BF16,), dtype=FP32),
     "x-misaligned": tensor([128, 7168], dtypes=(BF16,), address=0x7F0000000004),

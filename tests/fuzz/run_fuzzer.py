@@ -36,9 +36,17 @@ def main(argv: list[str]) -> int:
     for old in args.work.iterdir():
         if old.name.startswith(FINDING_PREFIXES):
             old.unlink()
-    command = [args.fuzzer, f"-max_total_time={args.seconds}", "-timeout=10",
-               "-rss_limit_mb=2048", "-max_len=4096", "-print_final_stats=1",
-               f"-artifact_prefix={args.work}/", str(corpus), str(args.seeds)]
+    command = [
+        args.fuzzer,
+        f"-max_total_time={args.seconds}",
+        "-timeout=10",
+        "-rss_limit_mb=2048",
+        "-max_len=4096",
+        "-print_final_stats=1",
+        f"-artifact_prefix={args.work}/",
+        str(corpus),
+        str(args.seeds),
+    ]
     print("run_fuzzer:", " ".join(command), flush=True)
     status = subprocess.run(command, check=False).returncode
 
@@ -47,12 +55,16 @@ def main(argv: list[str]) -> int:
         data = finding.read_bytes()
         print(f"run_fuzzer: finding {finding} ({len(data)} bytes): {data[:512].hex()}")
     if status != 0 or findings:
-        print(f"run_fuzzer: {Path(args.fuzzer).name} found a problem. Reproduce it with "
-              f"`{args.fuzzer} <file>` (or the replay test of the normal build), copy the file "
-              f"into {args.seeds}/, fix the cause and add a unit test for it in tests/unit.")
+        print(
+            f"run_fuzzer: {Path(args.fuzzer).name} found a problem. Reproduce it with "
+            f"`{args.fuzzer} <file>` (or the replay test of the normal build), copy the file "
+            f"into {args.seeds}/, fix the cause and add a unit test for it in tests/unit."
+        )
         return status if status != 0 else 1
-    print(f"run_fuzzer: {Path(args.fuzzer).name}: nothing found in {args.seconds} s "
-          f"({sum(1 for _ in corpus.iterdir())} new corpus inputs in {corpus})")
+    print(
+        f"run_fuzzer: {Path(args.fuzzer).name}: nothing found in {args.seconds} s "
+        f"({sum(1 for _ in corpus.iterdir())} new corpus inputs in {corpus})"
+    )
     return 0
 
 

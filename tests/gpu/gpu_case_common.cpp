@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "tests/reference/numeric.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/reference/numeric.hpp"
 
 namespace epc::gputest {
 
@@ -19,16 +19,14 @@ namespace epc::gputest {
   if (status == EPC_OK) return ::testing::AssertionSuccess();
   // Read the message first: nothing else may run on this thread before it.
   const std::string message = last_error();
-  return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank
-                                       << ": " << epc_status_string(status) << " (" << status
-                                       << "): " << message;
+  return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank << ": "
+                                       << epc_status_string(status) << " (" << status << "): " << message;
 }
 
 ::testing::AssertionResult cuda_ok(cudaError_t error, const std::string& what) {
   if (error == cudaSuccess) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank
-                                       << ": " << cudaGetErrorName(error) << ": "
-                                       << cudaGetErrorString(error);
+  return ::testing::AssertionFailure() << what << " failed on rank " << context().env.rank << ": "
+                                       << cudaGetErrorName(error) << ": " << cudaGetErrorString(error);
 }
 
 // ---- The group's asynchronous error -----------------------------------------------------
@@ -41,9 +39,9 @@ AsyncError async_error(const EpcGroup* group) {
 }
 
 AsyncError poll_async_error(const EpcGroup* group, double limit_seconds) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(limit_seconds));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(limit_seconds));
   AsyncError result = async_error(group);
   while (result.status == EPC_OK && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -114,17 +112,15 @@ EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype dtype) {
   return c;
 }
 
-::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out,
-                                        EpcDtype dtype) {
+::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out, EpcDtype dtype) {
   const EpcGroupConfig c = group_config(shape, mode, dtype);
   EpcGroup* group = nullptr;
-  ::testing::AssertionResult r = epc_ok(
-      epc_group_create(context().comm, &c, &group),
-      std::string("epc_group_create(") + (mode == EPC_MODE_LOW_LATENCY ? "LL" : "HT") +
-          ", E=" + std::to_string(shape.num_experts) + ", H=" + std::to_string(shape.hidden) +
-          ", T=" + std::to_string(shape.max_tokens) +
-          ", max_topk=" + std::to_string(shape.max_topk) + ", dtype=" + std::to_string(dtype) +
-          ")");
+  ::testing::AssertionResult r =
+      epc_ok(epc_group_create(context().comm, &c, &group),
+             std::string("epc_group_create(") + (mode == EPC_MODE_LOW_LATENCY ? "LL" : "HT") +
+                 ", E=" + std::to_string(shape.num_experts) + ", H=" + std::to_string(shape.hidden) +
+                 ", T=" + std::to_string(shape.max_tokens) + ", max_topk=" + std::to_string(shape.max_topk) +
+                 ", dtype=" + std::to_string(dtype) + ")");
   if (!r) return r;
   out.reset(group);
   return ::testing::AssertionSuccess();
@@ -158,33 +154,30 @@ EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t>
   return t;
 }
 
-::testing::AssertionResult upload_bytes(void* dst, const void* src, std::size_t bytes,
-                                        cudaStream_t stream, const std::string& what) {
+::testing::AssertionResult upload_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                                        const std::string& what) {
   if (bytes == 0) return ::testing::AssertionSuccess();
   return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
                  "cudaMemcpyAsync (upload) of " + what);
 }
 
-::testing::AssertionResult download_bytes(void* dst, const void* src, std::size_t bytes,
-                                          cudaStream_t stream, const std::string& what) {
+::testing::AssertionResult download_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                                          const std::string& what) {
   if (bytes == 0) return ::testing::AssertionSuccess();
   return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
                  "cudaMemcpyAsync (download) of " + what);
 }
 
-::testing::AssertionResult upload_routing(void* dst, const std::vector<int64_t>& idx,
-                                          EpcDtype dtype, std::vector<int32_t>& staging,
-                                          cudaStream_t stream) {
+::testing::AssertionResult upload_routing(void* dst, const std::vector<int64_t>& idx, EpcDtype dtype,
+                                          std::vector<int32_t>& staging, cudaStream_t stream) {
   if (dtype == EPC_DTYPE_INT64) {
     return upload_bytes(dst, idx.data(), idx.size() * sizeof(int64_t), stream, "topk_idx");
   }
   staging.assign(idx.begin(), idx.end());
-  return upload_bytes(dst, staging.data(), staging.size() * sizeof(int32_t), stream,
-                      "topk_idx (int32)");
+  return upload_bytes(dst, staging.data(), staging.size() * sizeof(int32_t), stream, "topk_idx (int32)");
 }
 
-::testing::AssertionResult download_and_wait(std::initializer_list<Download> downloads,
-                                             cudaStream_t stream) {
+::testing::AssertionResult download_and_wait(std::initializer_list<Download> downloads, cudaStream_t stream) {
   ::testing::AssertionResult r = ::testing::AssertionSuccess();
   for (const Download& d : downloads) {
     if (r) r = download_bytes(d.dst, d.src, d.bytes, stream, d.what);
@@ -194,17 +187,14 @@ EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t>
   return r;
 }
 
-::testing::AssertionResult poison(const DeviceMemory& memory, cudaStream_t stream,
-                                  const std::string& what) {
+::testing::AssertionResult poison(const DeviceMemory& memory, cudaStream_t stream, const std::string& what) {
   if (memory.get() == nullptr) return ::testing::AssertionSuccess();
   return cuda_ok(cudaMemsetAsync(memory.get(), 0xFF, memory.bytes(), stream), "poison " + what);
 }
 
 // ---- Deterministic values ------------------------------------------------------------------
 
-uint16_t random_bf16(std::mt19937_64& engine) {
-  return ref::float_to_bf16(unit_float(engine) * 4.0f - 2.0f);
-}
+uint16_t random_bf16(std::mt19937_64& engine) { return ref::float_to_bf16(unit_float(engine) * 4.0f - 2.0f); }
 
 // ---- Bitwise comparison ---------------------------------------------------------------------
 
@@ -225,8 +215,7 @@ std::string fp32_text(float value) {
   uint32_t bits = 0;
   std::memcpy(&bits, &value, sizeof bits);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "0x%08x (%.9g)", static_cast<unsigned>(bits),
-                static_cast<double>(value));
+  std::snprintf(buf, sizeof buf, "0x%08x (%.9g)", static_cast<unsigned>(bits), static_cast<double>(value));
   return buf;
 }
 
@@ -249,26 +238,23 @@ bool all_ranks_true(bool mine) {
   bool ok = cudaMalloc(&value, sizeof(int)) == cudaSuccess &&
             cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess;
   int host = mine ? 1 : 0;
-  ok = ok && cudaMemcpyAsync(value, &host, sizeof host, cudaMemcpyHostToDevice, stream) ==
-                 cudaSuccess;
-  ok = ok && ncclAllReduce(value, value, 1, ncclInt32, ncclMin,
-                           static_cast<ncclComm_t>(context().comm), stream) == ncclSuccess;
-  ok = ok && cudaMemcpyAsync(&host, value, sizeof host, cudaMemcpyDeviceToHost, stream) ==
-                 cudaSuccess;
+  ok = ok && cudaMemcpyAsync(value, &host, sizeof host, cudaMemcpyHostToDevice, stream) == cudaSuccess;
+  ok = ok && ncclAllReduce(value, value, 1, ncclInt32, ncclMin, static_cast<ncclComm_t>(context().comm), stream) ==
+                 ncclSuccess;
+  ok = ok && cudaMemcpyAsync(&host, value, sizeof host, cudaMemcpyDeviceToHost, stream) == cudaSuccess;
   ok = ok && cudaStreamSynchronize(stream) == cudaSuccess;
   if (stream != nullptr) cudaStreamDestroy(stream);
   if (value != nullptr) cudaFree(value);
   if (!ok) {
-    ADD_FAILURE() << "all_ranks_true: the NCCL all-reduce on rank " << context().env.rank
-                  << " failed";
+    ADD_FAILURE() << "all_ranks_true: the NCCL all-reduce on rank " << context().env.rank << " failed";
     return false;
   }
   return host == 1;
 }
 
-::testing::AssertionResult capture_on_every_rank(
-    cudaStream_t stream, const std::function<::testing::AssertionResult()>& body,
-    GraphExecPtr& exec) {
+::testing::AssertionResult capture_on_every_rank(cudaStream_t stream,
+                                                 const std::function<::testing::AssertionResult()>& body,
+                                                 GraphExecPtr& exec) {
   exec.reset();
   std::string error;
   cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
@@ -292,7 +278,7 @@ bool all_ranks_true(bool mine) {
     }
   }
   if (graph != nullptr) cudaGraphDestroy(graph);  // the executable graph does not need it
-  if (!error.empty()) cudaGetLastError();  // leave no stale error for epcomm to see
+  if (!error.empty()) cudaGetLastError();         // leave no stale error for epcomm to see
   const bool everyone_captured = all_ranks_true(error.empty());
   if (!error.empty()) return ::testing::AssertionFailure() << error;
   if (!everyone_captured) {

@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "tests/reference/problem_gen.hpp"
 #include "epcomm/epcomm.h"
+#include "tests/reference/problem_gen.hpp"
 
 namespace epc::gputest {
 
@@ -138,14 +138,13 @@ ref::ProblemGenOptions gen_options(const Shape& shape, int topk, uint64_t seed);
 EpcTensor make_tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape);
 
 // cudaMemcpyAsync host -> device / device -> host on `stream`; nothing for 0 bytes.
-::testing::AssertionResult upload_bytes(void* dst, const void* src, std::size_t bytes,
-                                        cudaStream_t stream, const std::string& what);
-::testing::AssertionResult download_bytes(void* dst, const void* src, std::size_t bytes,
-                                          cudaStream_t stream, const std::string& what);
+::testing::AssertionResult upload_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                                        const std::string& what);
+::testing::AssertionResult download_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                                          const std::string& what);
 // Uploads routing [entries] as int64 or (through `staging`) as int32, as `dtype` says.
-::testing::AssertionResult upload_routing(void* dst, const std::vector<int64_t>& idx,
-                                          EpcDtype dtype, std::vector<int32_t>& staging,
-                                          cudaStream_t stream);
+::testing::AssertionResult upload_routing(void* dst, const std::vector<int64_t>& idx, EpcDtype dtype,
+                                          std::vector<int32_t>& staging, cudaStream_t stream);
 // One device -> host copy; skipped when `bytes` is 0.
 struct Download {
   void* dst;
@@ -155,20 +154,16 @@ struct Download {
 };
 // Queues every download on `stream`, then waits for the stream, always (even after a failed
 // copy: the stream may still be running the step).
-::testing::AssertionResult download_and_wait(std::initializer_list<Download> downloads,
-                                             cudaStream_t stream);
+::testing::AssertionResult download_and_wait(std::initializer_list<Download> downloads, cudaStream_t stream);
 // cudaMemsetAsync of the whole allocation with 0xFF bytes (bf16/fp32 NaN, int32 -1), so that
 // nothing stale or unwritten can pass a comparison. Nothing if `memory` was never allocated.
-::testing::AssertionResult poison(const DeviceMemory& memory, cudaStream_t stream,
-                                  const std::string& what);
+::testing::AssertionResult poison(const DeviceMemory& memory, cudaStream_t stream, const std::string& what);
 
 // ---- Deterministic values ------------------------------------------------------------------
 
 // Raw mt19937_64 outputs only (the standard fixes their sequence), so every rank draws the
 // same values. Uniform in [0, 1) with 24 random bits.
-inline float unit_float(std::mt19937_64& engine) {
-  return static_cast<float>(engine() >> 40) * 0x1.0p-24f;
-}
+inline float unit_float(std::mt19937_64& engine) { return static_cast<float>(engine() >> 40) * 0x1.0p-24f; }
 // Uniform in [-2, 2), rounded to bf16.
 uint16_t random_bf16(std::mt19937_64& engine);
 
@@ -208,8 +203,7 @@ class Mismatches {
 // failing steps they print); checking goes on after a failure.
 class StepReport {
  public:
-  StepReport(int rank, std::string label, bool report)
-      : rank_(rank), label_(std::move(label)), report_(report) {}
+  StepReport(int rank, std::string label, bool report) : rank_(rank), label_(std::move(label)), report_(report) {}
   // Records a failure; returns false.
   bool fail(const std::string& message);
   // fail(m.summary(what)) when `m` found any mismatch.
@@ -235,8 +229,8 @@ bool all_ranks_true(bool mine);
 // `exec`. Collective (it ends with all_ranks_true), because replays are: the result is a
 // success only if every rank captured; otherwise it names what failed here or says that
 // another rank failed. Clears the sticky CUDA error of a failed capture.
-::testing::AssertionResult capture_on_every_rank(
-    cudaStream_t stream, const std::function<::testing::AssertionResult()>& body,
-    GraphExecPtr& exec);
+::testing::AssertionResult capture_on_every_rank(cudaStream_t stream,
+                                                 const std::function<::testing::AssertionResult()>& body,
+                                                 GraphExecPtr& exec);
 
 }  // namespace epc::gputest

@@ -7,8 +7,8 @@
 
 #include <cstdio>
 
-#include "tests/harness/harness.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/harness/harness.hpp"
 
 namespace {
 
@@ -18,8 +18,7 @@ int rank_main(const epc::harness::RankEnv& env, int argc, char** argv) {
   ctx.env = env;
   EpcStatus s = epc_comm_init(&env.unique_id, env.world_size, env.rank, env.device, &ctx.comm);
   if (s != EPC_OK) {
-    std::fprintf(stderr, "epc_comm_init failed: %s: %s\n", epc_status_string(s),
-                 epc::gputest::last_error().c_str());
+    std::fprintf(stderr, "epc_comm_init failed: %s: %s\n", epc_status_string(s), epc::gputest::last_error().c_str());
     return 1;
   }
   epc::gputest::set_context(ctx);

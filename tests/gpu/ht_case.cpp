@@ -125,8 +125,7 @@ CallOptions payload_only() {
   return o;
 }
 
-::testing::AssertionResult HtBuffers::allocate(const HtShape& shape, int topk,
-                                               EpcDtype idx_dtype) {
+::testing::AssertionResult HtBuffers::allocate(const HtShape& shape, int topk, EpcDtype idx_dtype) {
   if (idx_dtype != EPC_DTYPE_INT64 && idx_dtype != EPC_DTYPE_INT32) {
     return ::testing::AssertionFailure() << "HtBuffers: topk_idx dtype must be int32 or int64";
   }
@@ -158,17 +157,15 @@ CallOptions payload_only() {
   return r;
 }
 
-::testing::AssertionResult HtBuffers::upload(const HtStep& step, const CallOptions& options,
-                                             cudaStream_t stream) {
+::testing::AssertionResult HtBuffers::upload(const HtStep& step, const CallOptions& options, cudaStream_t stream) {
   const ref::Problem& p = step.problem;
-  if (p.nranks != shape_.nranks || p.num_experts != shape_.num_experts ||
-      p.hidden != shape_.hidden || p.max_tokens != shape_.max_tokens || p.topk != topk_) {
-    return ::testing::AssertionFailure()
-           << "HtBuffers::upload: the problem (R=" << p.nranks << " E=" << p.num_experts
-           << " H=" << p.hidden << " T=" << p.max_tokens << " K=" << p.topk
-           << ") does not have the buffers' shape (R=" << shape_.nranks
-           << " E=" << shape_.num_experts << " H=" << shape_.hidden
-           << " T=" << shape_.max_tokens << " K=" << topk_ << ")";
+  if (p.nranks != shape_.nranks || p.num_experts != shape_.num_experts || p.hidden != shape_.hidden ||
+      p.max_tokens != shape_.max_tokens || p.topk != topk_) {
+    return ::testing::AssertionFailure() << "HtBuffers::upload: the problem (R=" << p.nranks << " E=" << p.num_experts
+                                         << " H=" << p.hidden << " T=" << p.max_tokens << " K=" << p.topk
+                                         << ") does not have the buffers' shape (R=" << shape_.nranks
+                                         << " E=" << shape_.num_experts << " H=" << shape_.hidden
+                                         << " T=" << shape_.max_tokens << " K=" << topk_ << ")";
   }
   if (step.fp8 && x_scales_.get() == nullptr) {
     return ::testing::AssertionFailure() << "HtBuffers::upload: an fp8 step needs H % 128 == 0";
@@ -178,29 +175,27 @@ CallOptions payload_only() {
   fp8_ = step.fp8;
   options_ = options;
   const std::size_t n = sz(step.num_recv());
-  ::testing::AssertionResult r =
-      fp8_ ? upload_bytes(x_.get(), mine.x_fp8.data(), mine.x_fp8.size(), stream, "x (fp8)")
-           : upload_bytes(x_.get(), mine.x.data(), mine.x.size() * 2, stream, "x");
+  ::testing::AssertionResult r = fp8_ ? upload_bytes(x_.get(), mine.x_fp8.data(), mine.x_fp8.size(), stream, "x (fp8)")
+                                      : upload_bytes(x_.get(), mine.x.data(), mine.x.size() * 2, stream, "x");
   if (r && fp8_) {
-    r = upload_bytes(x_scales_.get(), mine.fp8_scales.data(),
-                     mine.fp8_scales.size() * sizeof(float), stream, "x_scales");
+    r = upload_bytes(x_scales_.get(), mine.fp8_scales.data(), mine.fp8_scales.size() * sizeof(float), stream,
+                     "x_scales");
   }
   if (r) r = upload_routing(idx_.get(), mine.topk_idx, idx_dtype_, idx32_, stream);
   if (r) {
-    r = upload_bytes(weights_.get(), mine.topk_weights.data(),
-                     mine.topk_weights.size() * sizeof(float), stream, "topk_weights");
+    r = upload_bytes(weights_.get(), mine.topk_weights.data(), mine.topk_weights.size() * sizeof(float), stream,
+                     "topk_weights");
   }
   // Garbage (NaN) everywhere, then the N rows the model combines: rows past N of a CAPACITY
   // handle must not reach any output.
   if (r) r = poison(combine_x_, stream, "combine x");
   if (r) r = poison(combine_w_, stream, "combine topk_weights");
   if (r) {
-    r = upload_bytes(combine_x_.get(), step.combine_x.data(), n * sz(shape_.hidden) * 2, stream,
-                     "combine x");
+    r = upload_bytes(combine_x_.get(), step.combine_x.data(), n * sz(shape_.hidden) * 2, stream, "combine x");
   }
   if (r) {
-    r = upload_bytes(combine_w_.get(), step.combine_w.data(), n * sz(topk_) * sizeof(float),
-                     stream, "combine topk_weights");
+    r = upload_bytes(combine_w_.get(), step.combine_w.data(), n * sz(topk_) * sizeof(float), stream,
+                     "combine topk_weights");
   }
   if (r) r = poison_outputs(stream);
   return r;
@@ -224,65 +219,45 @@ void HtBuffers::set_handle(EpcHtSizing sizing, int64_t rows) {
 }
 
 EpcTensor HtBuffers::x() const {
-  return make_tensor(x_.get(), fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16,
-                     {tokens_, shape_.hidden});
+  return make_tensor(x_.get(), fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16, {tokens_, shape_.hidden});
 }
 EpcTensor HtBuffers::x_scales() const {
   return make_tensor(x_scales_.get(), EPC_DTYPE_FP32, {tokens_, shape_.hidden / 128});
 }
-EpcTensor HtBuffers::topk_idx() const {
-  return make_tensor(idx_.get(), idx_dtype_, {tokens_, topk_});
-}
-EpcTensor HtBuffers::topk_weights() const {
-  return make_tensor(weights_.get(), EPC_DTYPE_FP32, {tokens_, topk_});
-}
+EpcTensor HtBuffers::topk_idx() const { return make_tensor(idx_.get(), idx_dtype_, {tokens_, topk_}); }
+EpcTensor HtBuffers::topk_weights() const { return make_tensor(weights_.get(), EPC_DTYPE_FP32, {tokens_, topk_}); }
 EpcTensor HtBuffers::out_x() const {
-  return make_tensor(out_x_.get(), fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16,
-                     {rows_, shape_.hidden});
+  return make_tensor(out_x_.get(), fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16, {rows_, shape_.hidden});
 }
 EpcTensor HtBuffers::out_scales() const {
   return make_tensor(out_scales_.get(), EPC_DTYPE_FP32, {rows_, shape_.hidden / 128});
 }
-EpcTensor HtBuffers::out_topk_idx() const {
-  return make_tensor(out_idx_.get(), EPC_DTYPE_INT32, {rows_, topk_});
-}
+EpcTensor HtBuffers::out_topk_idx() const { return make_tensor(out_idx_.get(), EPC_DTYPE_INT32, {rows_, topk_}); }
 EpcTensor HtBuffers::out_topk_weights() const {
   return make_tensor(out_weights_.get(), EPC_DTYPE_FP32, {rows_, topk_});
 }
 EpcTensor HtBuffers::out_expert_counts() const {
   return make_tensor(out_counts_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
 }
-EpcTensor HtBuffers::out_num_recv() const {
-  return make_tensor(out_num_recv_.get(), EPC_DTYPE_INT32, {1});
-}
-EpcTensor HtBuffers::combine_x() const {
-  return make_tensor(combine_x_.get(), EPC_DTYPE_BF16, {rows_, shape_.hidden});
-}
-EpcTensor HtBuffers::combine_w() const {
-  return make_tensor(combine_w_.get(), EPC_DTYPE_FP32, {rows_, topk_});
-}
-EpcTensor HtBuffers::out() const {
-  return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden});
-}
-EpcTensor HtBuffers::out_w() const {
-  return make_tensor(out_w_.get(), EPC_DTYPE_FP32, {tokens_, topk_});
-}
+EpcTensor HtBuffers::out_num_recv() const { return make_tensor(out_num_recv_.get(), EPC_DTYPE_INT32, {1}); }
+EpcTensor HtBuffers::combine_x() const { return make_tensor(combine_x_.get(), EPC_DTYPE_BF16, {rows_, shape_.hidden}); }
+EpcTensor HtBuffers::combine_w() const { return make_tensor(combine_w_.get(), EPC_DTYPE_FP32, {rows_, topk_}); }
+EpcTensor HtBuffers::out() const { return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden}); }
+EpcTensor HtBuffers::out_w() const { return make_tensor(out_w_.get(), EPC_DTYPE_FP32, {tokens_, topk_}); }
 
-bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string& label,
-                      bool report) {
+bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string& label, bool report) {
   StepReport result(step.rank, label, report);
   if (step.tokens() != tokens_ || step.fp8 != fp8_) {
     return result.fail("check: the step (B=" + std::to_string(step.tokens()) +
                        ") is not the one last uploaded (B=" + std::to_string(tokens_) + ")");
   }
   const std::size_t n = sz(step.num_recv());
-  const int64_t want_rows =
-      sizing_ == EPC_HT_SIZING_EXACT ? step.num_recv() : shape_.max_rows();
+  const int64_t want_rows = sizing_ == EPC_HT_SIZING_EXACT ? step.num_recv() : shape_.max_rows();
   if (rows_ != want_rows) {
     // The outputs cannot be compared row by row without the right row count.
     return result.fail(std::string("epc_ht_handle_create (") + sizing_name(sizing_) +
-                       ") reported rows = " + std::to_string(rows_) + ", expected " +
-                       std::to_string(want_rows) + " (N = " + std::to_string(n) + ")");
+                       ") reported rows = " + std::to_string(rows_) + ", expected " + std::to_string(want_rows) +
+                       " (N = " + std::to_string(n) + ")");
   }
   const std::size_t H = sz(shape_.hidden);
   const std::size_t K = sz(topk_);
@@ -303,25 +278,20 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
        {got_x8_.data(), out_x_.get(), got_x8_.size(), "out_x (fp8)"},
        {got_scales_.data(), out_scales_.get(), got_scales_.size() * sizeof(float), "out_scales"},
        {got_idx_.data(), out_idx_.get(), got_idx_.size() * sizeof(int32_t), "out_topk_idx"},
-       {got_weights_.data(), out_weights_.get(), got_weights_.size() * sizeof(float),
-        "out_topk_weights"},
-       {got_counts_.data(), out_counts_.get(), got_counts_.size() * sizeof(int32_t),
-        "out_expert_counts"},
-       {&got_num_recv_, out_num_recv_.get(), options_.out_num_recv ? sizeof(int32_t) : 0,
-        "out_num_recv"},
+       {got_weights_.data(), out_weights_.get(), got_weights_.size() * sizeof(float), "out_topk_weights"},
+       {got_counts_.data(), out_counts_.get(), got_counts_.size() * sizeof(int32_t), "out_expert_counts"},
+       {&got_num_recv_, out_num_recv_.get(), options_.out_num_recv ? sizeof(int32_t) : 0, "out_num_recv"},
        {got_out_.data(), out_.get(), got_out_.size() * 2, "out"},
-       {got_out_w_.data(), out_w_.get(), got_out_w_.size() * sizeof(float),
-        "out_topk_weights (combine)"}},
+       {got_out_w_.data(), out_w_.get(), got_out_w_.size() * sizeof(float), "out_topk_weights (combine)"}},
       stream);
   if (!r) return result.fail(r.message());
 
   // Received rows [N, width]: element i is row i / width, column i % width.
-  auto compare_rows = [&](const auto* got, const auto* want, std::size_t width,
-                          const std::string& what, auto text) {
+  auto compare_rows = [&](const auto* got, const auto* want, std::size_t width, const std::string& what, auto text) {
     Mismatches m;
     m.compare(got, want, n * width, [&](std::size_t i, auto g, auto w) {
-      return row_text(step, i / width) + " column " + std::to_string(i % width) + ": got " +
-             text(g) + " expected " + text(w);
+      return row_text(step, i / width) + " column " + std::to_string(i % width) + ": got " + text(g) + " expected " +
+             text(w);
     });
     result.check(m, "dispatch " + what);
   };
@@ -329,8 +299,7 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
   auto number = [](auto v) { return std::to_string(v); };
   if (fp8_) {
     compare_rows(got_x8_.data(), step.want.x_fp8.data(), H, "out_x (fp8)", hex);
-    compare_rows(got_scales_.data(), step.want.fp8_scales.data(), blocks, "out_scales",
-                 fp32_text);
+    compare_rows(got_scales_.data(), step.want.fp8_scales.data(), blocks, "out_scales", fp32_text);
   } else {
     compare_rows(got_x16_.data(), step.want.x.data(), H, "out_x", hex);
   }
@@ -338,16 +307,13 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
     compare_rows(got_idx_.data(), step.want.recv_topk_idx.data(), K, "out_topk_idx", number);
   }
   if (options_.topk_weights) {
-    compare_rows(got_weights_.data(), step.want.recv_topk_weights.data(), K,
-                 "out_topk_weights", fp32_text);
+    compare_rows(got_weights_.data(), step.want.recv_topk_weights.data(), K, "out_topk_weights", fp32_text);
   }
   if (options_.out_expert_counts) {
     Mismatches m;
-    m.compare(got_counts_.data(), step.want.expert_counts.data(), L,
-              [&](std::size_t l, int32_t g, int32_t w) {
-                return "local expert " + std::to_string(l) + ": got " + std::to_string(g) +
-                       " expected " + std::to_string(w);
-              });
+    m.compare(got_counts_.data(), step.want.expert_counts.data(), L, [&](std::size_t l, int32_t g, int32_t w) {
+      return "local expert " + std::to_string(l) + ": got " + std::to_string(g) + " expected " + std::to_string(w);
+    });
     result.check(m, "dispatch out_expert_counts");
   }
   if (options_.out_num_recv && got_num_recv_ != step.num_recv()) {
@@ -356,85 +322,71 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
   }
 
   // Combine outputs [B, width]: element i is token i / width.
-  auto compare_tokens = [&](const auto* got, const auto* want, std::size_t width,
-                            const std::string& what, const char* column, auto text) {
+  auto compare_tokens = [&](const auto* got, const auto* want, std::size_t width, const std::string& what,
+                            const char* column, auto text) {
     Mismatches m;
     m.compare(got, want, B * width, [&](std::size_t i, auto g, auto w) {
-      return "token " + std::to_string(i / width) + " " + column + " " +
-             std::to_string(i % width) + ": got " + text(g) + " expected " + text(w);
+      return "token " + std::to_string(i / width) + " " + column + " " + std::to_string(i % width) + ": got " +
+             text(g) + " expected " + text(w);
     });
     result.check(m, "combine " + what);
   };
   compare_tokens(got_out_.data(), step.want_out.data(), H, "out", "channel", bf16_text);
   if (options_.backward_weights) {
-    compare_tokens(got_out_w_.data(), step.want_out_w.data(), K, "out_topk_weights", "slot",
-                   fp32_text);
+    compare_tokens(got_out_w_.data(), step.want_out_w.data(), K, "out_topk_weights", "slot", fp32_text);
   }
   return result.ok();
 }
 
 // ---- The epcomm calls of one step ----------------------------------------------------------
 
-const char* sizing_name(EpcHtSizing sizing) {
-  return sizing == EPC_HT_SIZING_EXACT ? "EXACT" : "CAPACITY";
-}
+const char* sizing_name(EpcHtSizing sizing) { return sizing == EPC_HT_SIZING_EXACT ? "EXACT" : "CAPACITY"; }
 
-::testing::AssertionResult create_handle(EpcGroup* group, HtBuffers& buffers,
-                                         EpcHtSizing sizing, cudaStream_t stream,
+::testing::AssertionResult create_handle(EpcGroup* group, HtBuffers& buffers, EpcHtSizing sizing, cudaStream_t stream,
                                          HandlePtr& out) {
   const EpcTensor idx = buffers.topk_idx();
   EpcHandle* handle = nullptr;
   int64_t rows = -1;
-  ::testing::AssertionResult r =
-      epc_ok(epc_ht_handle_create(group, &idx, sizing, stream, &handle, &rows),
-             std::string("epc_ht_handle_create(B=") + std::to_string(buffers.tokens()) + ", " +
-                 sizing_name(sizing) + ")");
+  ::testing::AssertionResult r = epc_ok(
+      epc_ht_handle_create(group, &idx, sizing, stream, &handle, &rows),
+      std::string("epc_ht_handle_create(B=") + std::to_string(buffers.tokens()) + ", " + sizing_name(sizing) + ")");
   if (!r) return r;
   out.reset(handle);
   buffers.set_handle(sizing, rows);
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult update_handle(EpcHandle* handle, const HtBuffers& buffers,
-                                         cudaStream_t stream) {
+::testing::AssertionResult update_handle(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
   const EpcTensor idx = buffers.topk_idx();
   return epc_ok(epc_handle_update(handle, &idx, stream),
                 "epc_handle_update(HT, B=" + std::to_string(buffers.tokens()) + ")");
 }
 
-::testing::AssertionResult dispatch(EpcHandle* handle, const HtBuffers& buffers,
-                                    cudaStream_t stream) {
+::testing::AssertionResult dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
   const CallOptions& o = buffers.options();
-  const EpcTensor x = buffers.x(), x_scales = buffers.x_scales(),
-                  weights = buffers.topk_weights(), out_x = buffers.out_x(),
-                  out_scales = buffers.out_scales(), out_idx = buffers.out_topk_idx(),
-                  out_weights = buffers.out_topk_weights(),
-                  counts = buffers.out_expert_counts(), num_recv = buffers.out_num_recv();
+  const EpcTensor x = buffers.x(), x_scales = buffers.x_scales(), weights = buffers.topk_weights(),
+                  out_x = buffers.out_x(), out_scales = buffers.out_scales(), out_idx = buffers.out_topk_idx(),
+                  out_weights = buffers.out_topk_weights(), counts = buffers.out_expert_counts(),
+                  num_recv = buffers.out_num_recv();
   const bool fp8 = buffers.fp8();
-  return epc_ok(
-      epc_ht_dispatch(handle, &x, fp8 ? &x_scales : nullptr, o.topk_weights ? &weights : nullptr,
-                      &out_x, fp8 ? &out_scales : nullptr, o.out_topk_idx ? &out_idx : nullptr,
-                      o.topk_weights ? &out_weights : nullptr,
-                      o.out_expert_counts ? &counts : nullptr,
-                      o.out_num_recv ? &num_recv : nullptr, 0, stream),
-      std::string("epc_ht_dispatch(B=") + std::to_string(buffers.tokens()) + ", rows=" +
-          std::to_string(buffers.rows()) + (fp8 ? ", fp8" : "") + ")");
+  return epc_ok(epc_ht_dispatch(handle, &x, fp8 ? &x_scales : nullptr, o.topk_weights ? &weights : nullptr, &out_x,
+                                fp8 ? &out_scales : nullptr, o.out_topk_idx ? &out_idx : nullptr,
+                                o.topk_weights ? &out_weights : nullptr, o.out_expert_counts ? &counts : nullptr,
+                                o.out_num_recv ? &num_recv : nullptr, 0, stream),
+                std::string("epc_ht_dispatch(B=") + std::to_string(buffers.tokens()) +
+                    ", rows=" + std::to_string(buffers.rows()) + (fp8 ? ", fp8" : "") + ")");
 }
 
-::testing::AssertionResult combine(EpcHandle* handle, const HtBuffers& buffers,
-                                   cudaStream_t stream) {
+::testing::AssertionResult combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
   const bool bw = buffers.options().backward_weights;
-  const EpcTensor x = buffers.combine_x(), weights = buffers.combine_w(), out = buffers.out(),
-                  out_w = buffers.out_w();
+  const EpcTensor x = buffers.combine_x(), weights = buffers.combine_w(), out = buffers.out(), out_w = buffers.out_w();
   return epc_ok(epc_ht_combine(handle, &x, bw ? &weights : nullptr, &out, bw ? &out_w : nullptr,
                                bw ? EPC_FLAG_BACKWARD_WEIGHTS : 0u, stream),
                 std::string("epc_ht_combine(rows=") + std::to_string(buffers.rows()) +
-                    ", B=" + std::to_string(buffers.tokens()) +
-                    (bw ? ", BACKWARD_WEIGHTS" : "") + ")");
+                    ", B=" + std::to_string(buffers.tokens()) + (bw ? ", BACKWARD_WEIGHTS" : "") + ")");
 }
 
-::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const HtBuffers& buffers,
-                                                cudaStream_t stream) {
+::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
   ::testing::AssertionResult r = dispatch(handle, buffers, stream);
   if (!r) return r;
   return combine(handle, buffers, stream);
@@ -443,17 +395,15 @@ const char* sizing_name(EpcHtSizing sizing) {
 bool same_routing(const ref::Problem& a, const ref::Problem& b) {
   if (a.nranks != b.nranks || a.topk != b.topk) return false;
   for (int r = 0; r < a.nranks; ++r) {
-    if (a.ranks[r].num_tokens != b.ranks[r].num_tokens ||
-        a.ranks[r].topk_idx != b.ranks[r].topk_idx) {
+    if (a.ranks[r].num_tokens != b.ranks[r].num_tokens || a.ranks[r].topk_idx != b.ranks[r].topk_idx) {
       return false;
     }
   }
   return true;
 }
 
-void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>& steps,
-               EpcHtSizing sizing, const std::vector<CallOptions>& options,
-               const std::string& label, EpcDtype idx_dtype) {
+void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>& steps, EpcHtSizing sizing,
+               const std::vector<CallOptions>& options, const std::string& label, EpcDtype idx_dtype) {
   ASSERT_FALSE(steps.empty());
   ASSERT_FALSE(options.empty());
   Stream stream;
@@ -466,8 +416,7 @@ void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>&
     const HtStep& step = steps[s];
     ASSERT_TRUE(buffers.upload(step, options[s % options.size()], stream.get()));
     const char* handle_use = "reused";
-    if (s == 0 || (sizing == EPC_HT_SIZING_EXACT &&
-                   !same_routing(step.problem, steps[s - 1].problem))) {
+    if (s == 0 || (sizing == EPC_HT_SIZING_EXACT && !same_routing(step.problem, steps[s - 1].problem))) {
       handle.reset();
       ASSERT_TRUE(create_handle(group, buffers, sizing, stream.get(), handle));
       handle_use = "new";
@@ -476,18 +425,16 @@ void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>&
       handle_use = "updated";
     }
     ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get()));
-    const std::string where = label + ", " + sizing_name(sizing) + ", step " +
-                              std::to_string(s) + " (" + handle_use + " handle, B=" +
-                              std::to_string(step.tokens()) + ", N=" +
-                              std::to_string(step.num_recv()) + ")";
+    const std::string where = label + ", " + sizing_name(sizing) + ", step " + std::to_string(s) + " (" + handle_use +
+                              " handle, B=" + std::to_string(step.tokens()) + ", N=" + std::to_string(step.num_recv()) +
+                              ")";
     if (!buffers.check(step, stream.get(), where, failing_steps < kMaxReportedSteps)) {
       ++failing_steps;
     }
   }
-  EXPECT_EQ(failing_steps, 0) << label << " (" << sizing_name(sizing) << "): " << failing_steps
-                              << " of " << steps.size()
-                              << " steps differ from the reference (the first "
-                              << kMaxReportedSteps << " are printed above)";
+  EXPECT_EQ(failing_steps, 0) << label << " (" << sizing_name(sizing) << "): " << failing_steps << " of "
+                              << steps.size() << " steps differ from the reference (the first " << kMaxReportedSteps
+                              << " are printed above)";
 }
 
 }  // namespace epc::gputest::ht

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/reference/problem_gen.hpp"
-#include "tests/reference/reference.hpp"
 #include "epcomm/epcomm.h"
 #include "tests/gpu/gpu_case_common.hpp"
+#include "tests/reference/problem_gen.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace epc::gputest::ht {
 
@@ -44,10 +44,10 @@ struct ProblemSpec {
   double masked_fraction = 0.0;      // each entry masked with this probability
   double hot_expert_share = 0.0;     // skew: each entry picks hot_expert with this probability
   int hot_expert = 0;
-  bool duplicates = false;           // duplicate expert ids within a token's row
-  int empty_rank = -1;               // this rank gets B = 0 (-1: none)
-  bool fully_masked_token = false;   // one token of every rank with tokens has all K masked
-  bool fp8 = false;                  // also fill x_fp8 / fp8_scales (quantize_row_fp8 of x)
+  bool duplicates = false;          // duplicate expert ids within a token's row
+  int empty_rank = -1;              // this rank gets B = 0 (-1: none)
+  bool fully_masked_token = false;  // one token of every rank with tokens has all K masked
+  bool fp8 = false;                 // also fill x_fp8 / fp8_scales (quantize_row_fp8 of x)
 };
 
 ref::Problem make_problem(const HtShape& shape, const ProblemSpec& spec);
@@ -86,8 +86,7 @@ struct HtStep {
 // uniform in [-2, 2), weights uniform in [0, 1). Keeps this rank's part. Throws (via the
 // reference model) on an invalid problem. `node_size`: the group's ranks per node, for the
 // combine order across nodes (0: one node).
-HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8 = false,
-                 int node_size = 0);
+HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8 = false, int node_size = 0);
 
 // `count` steps with new routing each: step s is make_problem with seed spec.seed + 100 s,
 // combined with seed spec.seed + 100 s + 1, as seen from `rank`.
@@ -97,7 +96,7 @@ std::vector<HtStep> make_steps(const HtShape& shape, ProblemSpec spec, int count
 
 // Which optional tensors a step's calls pass (the others are NULL).
 struct CallOptions {
-  bool topk_weights = true;      // dispatch topk_weights and out_topk_weights
+  bool topk_weights = true;  // dispatch topk_weights and out_topk_weights
   bool out_topk_idx = true;
   bool out_expert_counts = true;
   bool out_num_recv = true;
@@ -114,15 +113,13 @@ CallOptions payload_only();
 // out_w [T, K]. Tensors handed to epcomm use the current step's B and the handle's rows.
 class HtBuffers {
  public:
-  ::testing::AssertionResult allocate(const HtShape& shape, int topk,
-                                      EpcDtype idx_dtype = EPC_DTYPE_INT64);
+  ::testing::AssertionResult allocate(const HtShape& shape, int topk, EpcDtype idx_dtype = EPC_DTYPE_INT64);
 
   // Copies the step's inputs into device memory: x (or x_fp8 + scales), routing, weights,
   // and the combine inputs (the first N rows; every later row and weight is NaN garbage).
   // Then poison_outputs(). Stream-ordered on `stream`; the caller keeps `step` alive until
   // the stream has passed the copies.
-  ::testing::AssertionResult upload(const HtStep& step, const CallOptions& options,
-                                    cudaStream_t stream);
+  ::testing::AssertionResult upload(const HtStep& step, const CallOptions& options, cudaStream_t stream);
   // Fills every output with 0xFF bytes (bf16/fp32 NaN, int32 -1), stream-ordered.
   ::testing::AssertionResult poison_outputs(cudaStream_t stream);
 
@@ -150,8 +147,7 @@ class HtBuffers {
   // N, then out [B, H] and out_w [B, K]. Each mismatching kind is one ADD_FAILURE line naming
   // `label` and the first mismatch. Returns true when everything matched; `report` false
   // checks silently.
-  bool check(const HtStep& step, cudaStream_t stream, const std::string& label,
-             bool report = true);
+  bool check(const HtStep& step, cudaStream_t stream, const std::string& label, bool report = true);
 
   const CallOptions& options() const { return options_; }
   bool fp8() const { return fp8_; }
@@ -181,30 +177,24 @@ class HtBuffers {
 // ---- The epcomm calls of one step ----------------------------------------------------------
 
 // epc_ht_handle_create from buffers.topk_idx(); tells the buffers the reported rows.
-::testing::AssertionResult create_handle(EpcGroup* group, HtBuffers& buffers,
-                                         EpcHtSizing sizing, cudaStream_t stream,
+::testing::AssertionResult create_handle(EpcGroup* group, HtBuffers& buffers, EpcHtSizing sizing, cudaStream_t stream,
                                          HandlePtr& out);
 // epc_handle_update from buffers.topk_idx() (CAPACITY handles).
-::testing::AssertionResult update_handle(EpcHandle* handle, const HtBuffers& buffers,
-                                         cudaStream_t stream);
+::testing::AssertionResult update_handle(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream);
 
 // epc_ht_dispatch / epc_ht_combine with the tensors the buffers' step and options ask for.
-::testing::AssertionResult dispatch(EpcHandle* handle, const HtBuffers& buffers,
-                                    cudaStream_t stream);
-::testing::AssertionResult combine(EpcHandle* handle, const HtBuffers& buffers,
-                                   cudaStream_t stream);
+::testing::AssertionResult dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream);
+::testing::AssertionResult combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream);
 // dispatch then combine, no host synchronisation in between.
-::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const HtBuffers& buffers,
-                                                cudaStream_t stream);
+::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream);
 
 // Runs `steps` one after another, step s with options[s % options.size()]. A step whose
 // routing (every rank's B and topk_idx) equals the previous step's reuses the handle as it
 // is; otherwise EXACT sizing creates a new handle (the previous one destroyed) and CAPACITY
 // sizing updates the one handle (epc_handle_update). Per step: upload, handle, dispatch,
 // combine (no host synchronisation between them), then wait and compare.
-void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>& steps,
-               EpcHtSizing sizing, const std::vector<CallOptions>& options,
-               const std::string& label, EpcDtype idx_dtype = EPC_DTYPE_INT64);
+void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>& steps, EpcHtSizing sizing,
+               const std::vector<CallOptions>& options, const std::string& label, EpcDtype idx_dtype = EPC_DTYPE_INT64);
 
 // True when both problems route the same tokens the same way (B and topk_idx of every rank).
 bool same_routing(const ref::Problem& a, const ref::Problem& b);

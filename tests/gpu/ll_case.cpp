@@ -6,15 +6,13 @@
 #include <random>
 #include <utility>
 
-#include "tests/reference/numeric.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/reference/numeric.hpp"
 
 namespace epc::gputest::ll {
 namespace {
 
-std::size_t bytes_of(std::size_t elements, std::size_t element_size) {
-  return elements * element_size;
-}
+std::size_t bytes_of(std::size_t elements, std::size_t element_size) { return elements * element_size; }
 
 }  // namespace
 
@@ -40,15 +38,13 @@ std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& p, ui
   return y;
 }
 
-LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank,
-                 const ref::LlDispatchOptions& options) {
+LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank, const ref::LlDispatchOptions& options) {
   LlStep step;
   step.rank = rank;
   step.dispatch_options = options;
   std::vector<ref::LlDispatchResult> dispatched = ref::ll_dispatch(problem, options);
   std::vector<std::vector<uint16_t>> y = make_expert_outputs(problem, y_seed);
-  std::vector<std::vector<uint16_t>> combined =
-      ref::ll_combine(problem, y, ref::CombineOrder::kPerRankPrereduce);
+  std::vector<std::vector<uint16_t>> combined = ref::ll_combine(problem, y, ref::CombineOrder::kPerRankPrereduce);
   step.y = std::move(y[rank]);
   step.want_counts = std::move(dispatched[rank].counts);
   step.want_x = std::move(dispatched[rank].x);
@@ -60,8 +56,8 @@ LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank,
   return step;
 }
 
-ref::Problem random_problem(const LlShape& shape, int topk, uint64_t seed,
-                            bool random_token_counts, double masked_fraction) {
+ref::Problem random_problem(const LlShape& shape, int topk, uint64_t seed, bool random_token_counts,
+                            double masked_fraction) {
   ref::ProblemGenOptions o = gen_options(shape, topk, seed);
   o.random_token_counts = random_token_counts;
   o.masked_fraction = masked_fraction;
@@ -72,8 +68,7 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
 
 // ---- Device buffers of one step ----------------------------------------------------------
 
-::testing::AssertionResult LlBuffers::allocate(const LlShape& shape, int topk,
-                                               EpcDtype idx_dtype) {
+::testing::AssertionResult LlBuffers::allocate(const LlShape& shape, int topk, EpcDtype idx_dtype) {
   if (idx_dtype != EPC_DTYPE_INT64 && idx_dtype != EPC_DTYPE_INT32) {
     return ::testing::AssertionFailure() << "LlBuffers: topk_idx dtype must be int32 or int64";
   }
@@ -99,14 +94,13 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
 
 ::testing::AssertionResult LlBuffers::upload(const LlStep& step, cudaStream_t stream) {
   const ref::Problem& p = step.problem;
-  if (p.nranks != shape_.nranks || p.num_experts != shape_.num_experts ||
-      p.hidden != shape_.hidden || p.max_tokens != shape_.max_tokens || p.topk != topk_) {
-    return ::testing::AssertionFailure()
-           << "LlBuffers::upload: the problem (R=" << p.nranks << " E=" << p.num_experts
-           << " H=" << p.hidden << " T=" << p.max_tokens << " K=" << p.topk
-           << ") does not have the buffers' shape (R=" << shape_.nranks
-           << " E=" << shape_.num_experts << " H=" << shape_.hidden
-           << " T=" << shape_.max_tokens << " K=" << topk_ << ")";
+  if (p.nranks != shape_.nranks || p.num_experts != shape_.num_experts || p.hidden != shape_.hidden ||
+      p.max_tokens != shape_.max_tokens || p.topk != topk_) {
+    return ::testing::AssertionFailure() << "LlBuffers::upload: the problem (R=" << p.nranks << " E=" << p.num_experts
+                                         << " H=" << p.hidden << " T=" << p.max_tokens << " K=" << p.topk
+                                         << ") does not have the buffers' shape (R=" << shape_.nranks
+                                         << " E=" << shape_.num_experts << " H=" << shape_.hidden
+                                         << " T=" << shape_.max_tokens << " K=" << topk_ << ")";
   }
   if (step.dispatch_options.use_fp8 && scales_.get() == nullptr) {
     return ::testing::AssertionFailure() << "LlBuffers::upload: an fp8 step needs H % 128 == 0";
@@ -118,16 +112,14 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
   const std::size_t x_elements = static_cast<std::size_t>(tokens_) * shape_.hidden;
   const std::size_t big = shape_.expert_major_elements();
 
-  ::testing::AssertionResult r = upload_bytes(x_.get(), mine.x.data(), bytes_of(x_elements, 2),
-                                              stream, "x");
+  ::testing::AssertionResult r = upload_bytes(x_.get(), mine.x.data(), bytes_of(x_elements, 2), stream, "x");
   if (r) r = upload_routing(idx_.get(), mine.topk_idx, idx_dtype_, idx32_, stream);
   if (r) {
-    r = upload_bytes(weights_.get(), mine.topk_weights.data(), bytes_of(entries, sizeof(float)),
-                     stream, "topk_weights");
+    r = upload_bytes(weights_.get(), mine.topk_weights.data(), bytes_of(entries, sizeof(float)), stream,
+                     "topk_weights");
   }
   if (r) {
-    r = upload_bytes(expert_out_.get(), step.y.data(), bytes_of(big, 2), stream,
-                     "expert outputs y");
+    r = upload_bytes(expert_out_.get(), step.y.data(), bytes_of(big, 2), stream, "expert outputs y");
   }
   // Poison every output so that nothing stale or unwritten can pass the comparison.
   if (r) r = poison(out_x_, stream, "out_x");
@@ -137,41 +129,29 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
   return r;
 }
 
-EpcTensor LlBuffers::x() const {
-  return make_tensor(x_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden});
-}
-EpcTensor LlBuffers::topk_idx() const {
-  return make_tensor(idx_.get(), idx_dtype_, {tokens_, topk_});
-}
-EpcTensor LlBuffers::topk_weights() const {
-  return make_tensor(weights_.get(), EPC_DTYPE_FP32, {tokens_, topk_});
-}
+EpcTensor LlBuffers::x() const { return make_tensor(x_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden}); }
+EpcTensor LlBuffers::topk_idx() const { return make_tensor(idx_.get(), idx_dtype_, {tokens_, topk_}); }
+EpcTensor LlBuffers::topk_weights() const { return make_tensor(weights_.get(), EPC_DTYPE_FP32, {tokens_, topk_}); }
 EpcTensor LlBuffers::out_x() const {
   return make_tensor(out_x_.get(), options_.use_fp8 ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16,
                      {shape_.local_experts(), shape_.max_rows(), shape_.hidden});
 }
 EpcTensor LlBuffers::out_scales() const {
-  return make_tensor(scales_.get(), EPC_DTYPE_FP32,
-                     {shape_.local_experts(), shape_.max_rows(), shape_.hidden / 128});
+  return make_tensor(scales_.get(), EPC_DTYPE_FP32, {shape_.local_experts(), shape_.max_rows(), shape_.hidden / 128});
 }
 EpcTensor LlBuffers::out_counts() const {
   return make_tensor(counts_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
 }
 EpcTensor LlBuffers::expert_out() const {
-  return make_tensor(expert_out_.get(), EPC_DTYPE_BF16,
-                     {shape_.local_experts(), shape_.max_rows(), shape_.hidden});
+  return make_tensor(expert_out_.get(), EPC_DTYPE_BF16, {shape_.local_experts(), shape_.max_rows(), shape_.hidden});
 }
-EpcTensor LlBuffers::out() const {
-  return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden});
-}
+EpcTensor LlBuffers::out() const { return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden}); }
 
-bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string& label,
-                      bool report) {
+bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string& label, bool report) {
   StepReport result(step.rank, label, report);
   if (step.tokens() != tokens_) {
     return result.fail("check: the step has " + std::to_string(step.tokens()) +
-                       " tokens but the buffers were last uploaded with " +
-                       std::to_string(tokens_));
+                       " tokens but the buffers were last uploaded with " + std::to_string(tokens_));
   }
   const int L = shape_.local_experts();
   const std::size_t rows = static_cast<std::size_t>(shape_.max_rows());
@@ -184,90 +164,78 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
   got_x_fp8_.assign(fp8 ? big : 0, 0);
   got_scales_.assign(fp8 ? big / 128 : 0, 0.0f);
   got_out_.assign(out_elements, 0);
-  const ::testing::AssertionResult r = download_and_wait(
-      {{got_counts_.data(), counts_.get(), bytes_of(L, sizeof(int32_t)), "out_counts"},
-       {got_x_.data(), out_x_.get(), bytes_of(got_x_.size(), 2), "out_x"},
-       {got_x_fp8_.data(), out_x_.get(), got_x_fp8_.size(), "out_x (fp8)"},
-       {got_scales_.data(), scales_.get(), bytes_of(got_scales_.size(), sizeof(float)),
-        "out_scales"},
-       {got_out_.data(), out_.get(), bytes_of(out_elements, 2), "out"}},
-      stream);
+  const ::testing::AssertionResult r =
+      download_and_wait({{got_counts_.data(), counts_.get(), bytes_of(L, sizeof(int32_t)), "out_counts"},
+                         {got_x_.data(), out_x_.get(), bytes_of(got_x_.size(), 2), "out_x"},
+                         {got_x_fp8_.data(), out_x_.get(), got_x_fp8_.size(), "out_x (fp8)"},
+                         {got_scales_.data(), scales_.get(), bytes_of(got_scales_.size(), sizeof(float)), "out_scales"},
+                         {got_out_.data(), out_.get(), bytes_of(out_elements, 2), "out"}},
+                        stream);
   if (!r) return result.fail(r.message());
   const int q = step.rank;
 
   Mismatches counts;
-  counts.compare(got_counts_.data(), step.want_counts.data(), L,
-                 [&](std::size_t l, int32_t got, int32_t want) {
-                   return "local expert " + std::to_string(l) + " (expert " +
-                          std::to_string(q * L + static_cast<int>(l)) + "): got " +
-                          std::to_string(got) + " expected " + std::to_string(want);
-                 });
+  counts.compare(got_counts_.data(), step.want_counts.data(), L, [&](std::size_t l, int32_t got, int32_t want) {
+    return "local expert " + std::to_string(l) + " (expert " + std::to_string(q * L + static_cast<int>(l)) + "): got " +
+           std::to_string(got) + " expected " + std::to_string(want);
+  });
   result.check(counts, "dispatch out_counts");
 
   // The first want_counts[l] rows of each expert: payload, and scales for fp8.
-  auto compare_rows = [&](const auto* got_data, const auto* want_data, std::size_t width,
-                          const char* what, auto text) {
+  auto compare_rows = [&](const auto* got_data, const auto* want_data, std::size_t width, const char* what, auto text) {
     Mismatches rows_of_experts;
     for (int l = 0; l < L; ++l) {
       const std::size_t first_row = static_cast<std::size_t>(l) * rows;
       const std::size_t n = std::min(static_cast<std::size_t>(step.want_counts[l]), rows);
-      rows_of_experts.compare(
-          got_data + first_row * width, want_data + first_row * width, n * width,
-          [&](std::size_t i, auto got, auto want) {
-            const ref::SourceRef& src = step.want_src[first_row + i / width];
-            return "local expert " + std::to_string(l) + " (expert " +
-                   std::to_string(q * L + l) + ") row " + std::to_string(i / width) +
-                   " column " + std::to_string(i % width) + ": got " + text(got) +
-                   " expected " + text(want) + "; the row should hold rank " +
-                   std::to_string(src.src_rank) + " token " + std::to_string(src.src_token) +
-                   " slot " + std::to_string(src.topk_slot);
-          });
+      rows_of_experts.compare(got_data + first_row * width, want_data + first_row * width, n * width,
+                              [&](std::size_t i, auto got, auto want) {
+                                const ref::SourceRef& src = step.want_src[first_row + i / width];
+                                return "local expert " + std::to_string(l) + " (expert " + std::to_string(q * L + l) +
+                                       ") row " + std::to_string(i / width) + " column " + std::to_string(i % width) +
+                                       ": got " + text(got) + " expected " + text(want) +
+                                       "; the row should hold rank " + std::to_string(src.src_rank) + " token " +
+                                       std::to_string(src.src_token) + " slot " + std::to_string(src.topk_slot);
+                              });
     }
     result.check(rows_of_experts, std::string("dispatch ") + what);
   };
   if (fp8) {
-    compare_rows(got_x_fp8_.data(), step.want_x_fp8.data(), H, "out_x (fp8)",
-                 [](uint8_t v) { return hex_text(v); });
+    compare_rows(got_x_fp8_.data(), step.want_x_fp8.data(), H, "out_x (fp8)", [](uint8_t v) { return hex_text(v); });
     compare_rows(got_scales_.data(), step.want_scales.data(), H / 128, "out_scales", fp32_text);
   } else {
-    compare_rows(got_x_.data(), step.want_x.data(), H, "out_x",
-                 [](uint16_t v) { return hex_text(v); });
+    compare_rows(got_x_.data(), step.want_x.data(), H, "out_x", [](uint16_t v) { return hex_text(v); });
   }
 
   // Combine output [B, H].
   Mismatches out;
-  out.compare(got_out_.data(), step.want_out.data(), out_elements,
-              [&](std::size_t i, uint16_t got, uint16_t want) {
-                return "token " + std::to_string(i / H) + " channel " + std::to_string(i % H) +
-                       ": got " + bf16_text(got) + " expected " + bf16_text(want);
-              });
+  out.compare(got_out_.data(), step.want_out.data(), out_elements, [&](std::size_t i, uint16_t got, uint16_t want) {
+    return "token " + std::to_string(i / H) + " channel " + std::to_string(i % H) + ": got " + bf16_text(got) +
+           " expected " + bf16_text(want);
+  });
   result.check(out, "combine out");
   return result.ok();
 }
 
 // ---- The epcomm calls of one step ----------------------------------------------------------
 
-::testing::AssertionResult create_handle(EpcGroup* group, const LlBuffers& buffers,
-                                         cudaStream_t stream, HandlePtr& out) {
+::testing::AssertionResult create_handle(EpcGroup* group, const LlBuffers& buffers, cudaStream_t stream,
+                                         HandlePtr& out) {
   const EpcTensor idx = buffers.topk_idx();
   EpcHandle* handle = nullptr;
-  ::testing::AssertionResult r =
-      epc_ok(epc_handle_create(group, &idx, stream, &handle),
-             "epc_handle_create(B=" + std::to_string(buffers.tokens()) + ")");
+  ::testing::AssertionResult r = epc_ok(epc_handle_create(group, &idx, stream, &handle),
+                                        "epc_handle_create(B=" + std::to_string(buffers.tokens()) + ")");
   if (!r) return r;
   out.reset(handle);
   return ::testing::AssertionSuccess();
 }
 
-::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers,
-                                         cudaStream_t stream) {
+::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream) {
   const EpcTensor idx = buffers.topk_idx();
   return epc_ok(epc_handle_update(handle, &idx, stream),
                 "epc_handle_update(B=" + std::to_string(buffers.tokens()) + ")");
 }
 
-::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
-                                    cudaStream_t stream) {
+::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags, cudaStream_t stream) {
   const EpcTensor x = buffers.x();
   const EpcTensor weights = buffers.topk_weights();
   const EpcTensor out_x = buffers.out_x();
@@ -275,35 +243,30 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
   ::testing::AssertionResult r = ::testing::AssertionSuccess();
   if (buffers.dispatch_options().use_fp8) {
     const EpcTensor scales = buffers.out_scales();
-    const EpcFlags fp8_flags =
-        flags | (buffers.dispatch_options().round_scale_ue8m0 ? EPC_FLAG_FP8_POW2_SCALES : 0u);
-    r = epc_ok(epc_ll_dispatch_fp8(handle, &x, &weights, &out_x, &scales, &counts, fp8_flags, stream),
-               "epc_ll_dispatch_fp8(B=" + std::to_string(buffers.tokens()) + ", flags=" +
-                   std::to_string(fp8_flags) + ")");
+    const EpcFlags fp8_flags = flags | (buffers.dispatch_options().round_scale_ue8m0 ? EPC_FLAG_FP8_POW2_SCALES : 0u);
+    r = epc_ok(
+        epc_ll_dispatch_fp8(handle, &x, &weights, &out_x, &scales, &counts, fp8_flags, stream),
+        "epc_ll_dispatch_fp8(B=" + std::to_string(buffers.tokens()) + ", flags=" + std::to_string(fp8_flags) + ")");
   } else {
     r = epc_ok(epc_ll_dispatch(handle, &x, &weights, &out_x, &counts, flags, stream),
-               "epc_ll_dispatch(B=" + std::to_string(buffers.tokens()) + ", flags=" +
-                   std::to_string(flags) + ")");
+               "epc_ll_dispatch(B=" + std::to_string(buffers.tokens()) + ", flags=" + std::to_string(flags) + ")");
   }
   if (!r || (flags & EPC_FLAG_SEND_ONLY) == 0) return r;
   return epc_ok(epc_complete(handle, stream), "epc_complete after a send-only dispatch");
 }
 
-::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
-                                   cudaStream_t stream) {
+::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags, cudaStream_t stream) {
   const EpcTensor expert_out = buffers.expert_out();
   const EpcTensor out = buffers.out();
   ::testing::AssertionResult r =
       epc_ok(epc_ll_combine(handle, &expert_out, &out, flags, stream),
-             "epc_ll_combine(B=" + std::to_string(buffers.tokens()) + ", flags=" +
-                 std::to_string(flags) + ")");
+             "epc_ll_combine(B=" + std::to_string(buffers.tokens()) + ", flags=" + std::to_string(flags) + ")");
   if (!r || (flags & EPC_FLAG_SEND_ONLY) == 0) return r;
   return epc_ok(epc_complete(handle, stream), "epc_complete after a send-only combine");
 }
 
-::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers,
-                                                cudaStream_t stream, EpcFlags dispatch_flags,
-                                                EpcFlags combine_flags) {
+::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream,
+                                                EpcFlags dispatch_flags, EpcFlags combine_flags) {
   ::testing::AssertionResult r = dispatch(handle, buffers, dispatch_flags, stream);
   if (!r) return r;
   return combine(handle, buffers, combine_flags, stream);
@@ -311,9 +274,8 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
 
 // ---- A sequence of steps on one handle ------------------------------------------------------
 
-void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems,
-                  uint64_t y_seed, const std::string& label, EpcDtype idx_dtype,
-                  EpcFlags dispatch_flags, EpcFlags combine_flags,
+void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems, uint64_t y_seed,
+                  const std::string& label, EpcDtype idx_dtype, EpcFlags dispatch_flags, EpcFlags combine_flags,
                   const ref::LlDispatchOptions& options) {
   ASSERT_FALSE(problems.empty());
   const int topk = problems.front().topk;
@@ -331,17 +293,15 @@ void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::
     } else {
       ASSERT_TRUE(update_handle(handle.get(), buffers, stream.get()));
     }
-    ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get(), dispatch_flags,
-                                         combine_flags));
-    const std::string where = label + ", step " + std::to_string(s) + " (B=" +
-                              std::to_string(step.tokens()) + ")";
+    ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get(), dispatch_flags, combine_flags));
+    const std::string where = label + ", step " + std::to_string(s) + " (B=" + std::to_string(step.tokens()) + ")";
     if (!buffers.check(step, stream.get(), where, failing_steps < kMaxReportedSteps)) {
       ++failing_steps;
     }
   }
   EXPECT_EQ(failing_steps, 0) << label << ": " << failing_steps << " of " << problems.size()
-                              << " steps differ from the reference (the first "
-                              << kMaxReportedSteps << " are printed above)";
+                              << " steps differ from the reference (the first " << kMaxReportedSteps
+                              << " are printed above)";
 }
 
 }  // namespace epc::gputest::ll

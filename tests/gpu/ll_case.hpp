@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/reference/problem_gen.hpp"
-#include "tests/reference/reference.hpp"
 #include "epcomm/epcomm.h"
 #include "tests/gpu/gpu_case_common.hpp"
+#include "tests/reference/problem_gen.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace epc::gputest::ll {
 
@@ -34,22 +34,21 @@ using LlShape = Shape;
 // Expert outputs for every rank q: bf16 [L, R*T, H]; the first counts[q][l] rows of each
 // expert hold values drawn from `seed` (uniform in [-2, 2), rounded to bf16), later rows are
 // zero. Deterministic: every rank computes the same values for every rank.
-std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& problem,
-                                                       uint64_t seed);
+std::vector<std::vector<uint16_t>> make_expert_outputs(const ref::Problem& problem, uint64_t seed);
 
 // One step as seen from `rank`: the whole Problem (the same on every rank), this rank's
 // expert outputs, and what the reference model says this rank must end up with.
 struct LlStep {
   ref::Problem problem;
   int rank = 0;
-  std::vector<uint16_t> y;                   // this rank's expert outputs [L, R*T, H]
-  std::vector<int32_t> want_counts;          // [L]
-  ref::LlDispatchOptions dispatch_options;   // use_fp8: epc_ll_dispatch_fp8
-  std::vector<uint16_t> want_x;              // [L, R*T, H] (rows past counts are zero)
-  std::vector<uint8_t> want_x_fp8;           // [L, R*T, H] with use_fp8
-  std::vector<float> want_scales;            // [L, R*T, H/128] with use_fp8
-  std::vector<ref::SourceRef> want_src;      // [L, R*T], for messages
-  std::vector<uint16_t> want_out;            // [B, H] kPerRankPrereduce
+  std::vector<uint16_t> y;                  // this rank's expert outputs [L, R*T, H]
+  std::vector<int32_t> want_counts;         // [L]
+  ref::LlDispatchOptions dispatch_options;  // use_fp8: epc_ll_dispatch_fp8
+  std::vector<uint16_t> want_x;             // [L, R*T, H] (rows past counts are zero)
+  std::vector<uint8_t> want_x_fp8;          // [L, R*T, H] with use_fp8
+  std::vector<float> want_scales;           // [L, R*T, H/128] with use_fp8
+  std::vector<ref::SourceRef> want_src;     // [L, R*T], for messages
+  std::vector<uint16_t> want_out;           // [B, H] kPerRankPrereduce
 
   const ref::RankTokens& mine() const { return problem.ranks[rank]; }
   int tokens() const { return mine().num_tokens; }
@@ -58,13 +57,12 @@ struct LlStep {
 // Runs ll_dispatch (with `options`) and ll_combine (kPerRankPrereduce) of the reference model
 // over all ranks with y from make_expert_outputs(problem, y_seed); keeps this rank's part.
 // Throws (via the reference model) on an invalid problem.
-LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank,
-                 const ref::LlDispatchOptions& options = {});
+LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank, const ref::LlDispatchOptions& options = {});
 
 // A random problem of `shape` with top-k `topk`, B_r uniform in [0, T] when
 // random_token_counts, each entry masked with probability masked_fraction.
-ref::Problem random_problem(const LlShape& shape, int topk, uint64_t seed,
-                            bool random_token_counts, double masked_fraction);
+ref::Problem random_problem(const LlShape& shape, int topk, uint64_t seed, bool random_token_counts,
+                            double masked_fraction);
 
 // Makes `rank` hold no tokens (B_r = 0).
 void clear_rank(ref::Problem& problem, int rank);
@@ -79,8 +77,7 @@ void clear_rank(ref::Problem& problem, int rank);
 // epcomm use the current step's B rows.
 class LlBuffers {
  public:
-  ::testing::AssertionResult allocate(const LlShape& shape, int topk,
-                                      EpcDtype idx_dtype = EPC_DTYPE_INT64);
+  ::testing::AssertionResult allocate(const LlShape& shape, int topk, EpcDtype idx_dtype = EPC_DTYPE_INT64);
 
   // Copies the step's inputs and y into device memory and poisons every output with 0xFF
   // bytes (bf16 NaN, counts -1), all stream-ordered on `stream`. The host copies stay alive
@@ -104,8 +101,7 @@ class LlBuffers {
   // [B, H] element of out). Each mismatching kind is reported with one ADD_FAILURE line
   // naming `label` and the first mismatch. Returns true when everything matched. `report`
   // false checks silently (for tests that cap how many failing steps they print).
-  bool check(const LlStep& step, cudaStream_t stream, const std::string& label,
-             bool report = true);
+  bool check(const LlStep& step, cudaStream_t stream, const std::string& label, bool report = true);
 
   int tokens() const { return tokens_; }
 
@@ -127,31 +123,26 @@ class LlBuffers {
 // ---- The epcomm calls of one step ----------------------------------------------------------
 
 // epc_handle_create / epc_handle_update from buffers.topk_idx().
-::testing::AssertionResult create_handle(EpcGroup* group, const LlBuffers& buffers,
-                                         cudaStream_t stream, HandlePtr& out);
-::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers,
-                                         cudaStream_t stream);
+::testing::AssertionResult create_handle(EpcGroup* group, const LlBuffers& buffers, cudaStream_t stream,
+                                         HandlePtr& out);
+::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream);
 
 // epc_ll_dispatch (or epc_ll_dispatch_fp8, as the buffers' step asks, adding
 // EPC_FLAG_FP8_POW2_SCALES for UE8M0 scales) / epc_ll_combine with `flags`; with
 // EPC_FLAG_SEND_ONLY followed at once by epc_complete on the same stream.
-::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
-                                    cudaStream_t stream);
-::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags,
-                                   cudaStream_t stream);
+::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags, cudaStream_t stream);
+::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags, cudaStream_t stream);
 
 // dispatch then combine, no host synchronisation in between.
-::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers,
-                                                cudaStream_t stream, EpcFlags dispatch_flags = 0,
-                                                EpcFlags combine_flags = 0);
+::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream,
+                                                EpcFlags dispatch_flags = 0, EpcFlags combine_flags = 0);
 
 // Runs `problems` one after another on ONE handle of `group`: created from the first problem's
 // routing, updated (epc_handle_update) with each later one. Per step: upload x, routing,
 // weights and y; update; dispatch; combine (no host synchronisation between them); then wait
 // and compare with the reference. Problem s uses y seed y_seed + s.
-void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems,
-                  uint64_t y_seed, const std::string& label,
-                  EpcDtype idx_dtype = EPC_DTYPE_INT64, EpcFlags dispatch_flags = 0,
+void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems, uint64_t y_seed,
+                  const std::string& label, EpcDtype idx_dtype = EPC_DTYPE_INT64, EpcFlags dispatch_flags = 0,
                   EpcFlags combine_flags = 0, const ref::LlDispatchOptions& options = {});
 
 }  // namespace epc::gputest::ll

@@ -29,8 +29,10 @@ uint32_t test_timeout_ms() {
     char* end = nullptr;
     const unsigned long long value = std::strtoull(text, &end, 10);
     if (errno != 0 || *end != '\0' || value == 0 || value > 0xFFFFFFFFull || text[0] == '-') {
-      std::fprintf(stderr, "EPCOMM_TEST_TIMEOUT_MS=\"%s\" is not a positive number of "
-                   "milliseconds; using %u\n", text, kDefault);
+      std::fprintf(stderr,
+                   "EPCOMM_TEST_TIMEOUT_MS=\"%s\" is not a positive number of "
+                   "milliseconds; using %u\n",
+                   text, kDefault);
       return kDefault;
     }
     return static_cast<uint32_t>(value);

@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "tests/harness/harness.hpp"
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/harness/harness.hpp"
 
 namespace epc::gputest {
 namespace {

@@ -42,7 +42,7 @@ struct Case {
   EpcMode mode;
   EpcHtSizing sizing;  // high-throughput only
   EpcDtype idx_dtype;
-  bool queued_first;   // the step is queued behind a held stream, before the check runs
+  bool queued_first;  // the step is queued behind a held stream, before the check runs
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -51,10 +51,9 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 // end, far past it, a negative id other than -1, and the extremes of the routing's dtype.
 std::vector<int64_t> with_bad_ids(std::vector<int64_t> idx, int num_experts, EpcDtype dtype) {
   const bool wide = dtype == EPC_DTYPE_INT64;
-  const std::vector<int64_t> bad = {
-      num_experts, num_experts + 1000, -2,
-      wide ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min(),
-      wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max()};
+  const std::vector<int64_t> bad = {num_experts, num_experts + 1000, -2,
+                                    wide ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min(),
+                                    wide ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max()};
   for (std::size_t i = 0; i < bad.size(); ++i) idx[(3 + 37 * i) % idx.size()] = bad[i];
   return idx;
 }
@@ -65,8 +64,7 @@ struct BadIds {
   std::vector<int32_t> staging;
   EpcTensor tensor{};
 
-  ::testing::AssertionResult upload(const std::vector<int64_t>& idx, int tokens, EpcDtype dtype,
-                                    cudaStream_t stream) {
+  ::testing::AssertionResult upload(const std::vector<int64_t>& idx, int tokens, EpcDtype dtype, cudaStream_t stream) {
     const std::size_t bytes = idx.size() * (dtype == EPC_DTYPE_INT64 ? 8 : 4);
     ::testing::AssertionResult r = memory.allocate(bytes, "bad topk_idx");
     if (r) r = upload_routing(memory.get(), idx, dtype, staging, stream);
@@ -93,8 +91,7 @@ class StreamHold {
  public:
   ::testing::AssertionResult hold(cudaStream_t stream) {
     g_hold_released.store(false);
-    return cuda_ok(cudaLaunchHostFunc(stream, wait_for_release, nullptr),
-                   "cudaLaunchHostFunc (holding the stream)");
+    return cuda_ok(cudaLaunchHostFunc(stream, wait_for_release, nullptr), "cudaLaunchHostFunc (holding the stream)");
   }
   void release() { g_hold_released.store(true); }
   ~StreamHold() { release(); }
@@ -108,8 +105,7 @@ std::string expect_routing_error(EpcStatus status, const std::string& call, int 
   EXPECT_NE(message.find("routing check"), std::string::npos) << call << ": " << message;
   EXPECT_NE(message.find("outside [-1, " + std::to_string(num_experts) + ")"), std::string::npos)
       << call << ": " << message;
-  EXPECT_NE(message.find("rank " + std::to_string(my_rank()) + " "), std::string::npos)
-      << call << ": " << message;
+  EXPECT_NE(message.find("rank " + std::to_string(my_rank()) + " "), std::string::npos) << call << ": " << message;
   return message;
 }
 
@@ -122,17 +118,14 @@ void expect_async_routing_error(const EpcGroup* group, const std::string& messag
 
 // ---- The group that gets bad routing ------------------------------------------------------
 
-void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
-                          cudaStream_t stream) {
+void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c, cudaStream_t stream) {
   const int E = shape.num_experts;
   ll::LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, K, c.idx_dtype));
-  const ll::LlStep step =
-      ll::make_step(ll::random_problem(shape, K, 61000, false, 0.0), 61001, my_rank());
+  const ll::LlStep step = ll::make_step(ll::random_problem(shape, K, 61000, false, 0.0), 61001, my_rank());
   ASSERT_TRUE(buffers.upload(step, stream));  // x, weights, y and a good routing
   BadIds bad;
-  ASSERT_TRUE(bad.upload(with_bad_ids(step.mine().topk_idx, E, c.idx_dtype), step.tokens(),
-                         c.idx_dtype, stream));
+  ASSERT_TRUE(bad.upload(with_bad_ids(step.mine().topk_idx, E, c.idx_dtype), step.tokens(), c.idx_dtype, stream));
   const EpcTensor x = buffers.x(), weights = buffers.topk_weights(), out_x = buffers.out_x(),
                   counts = buffers.out_counts(), y = buffers.expert_out(), out = buffers.out(),
                   good_idx = buffers.topk_idx();
@@ -146,9 +139,7 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
                      "epc_handle_create with bad ids (checked later, on the device)"));
   HandlePtr handle(raw);
   ASSERT_TRUE(handle != nullptr);
-  auto dispatch = [&] {
-    return epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts, 0, stream);
-  };
+  auto dispatch = [&] { return epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts, 0, stream); };
   auto combine = [&] { return epc_ll_combine(handle.get(), &y, &out, 0, stream); };
   if (c.queued_first) {
     // The stream is still held: nothing on the host can know yet, so both are queued.
@@ -161,25 +152,21 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c,
   // Every kernel ends and none faults (a fault would be a sticky CUDA error here).
   EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
   // The check has run: the query reports it, and the next call fails with the same message.
-  const std::string queried =
-      expect_routing_error(epc_group_async_error(group), "epc_group_async_error", E);
+  const std::string queried = expect_routing_error(epc_group_async_error(group), "epc_group_async_error", E);
   const std::string message = expect_routing_error(dispatch(), "epc_ll_dispatch", E);
   EXPECT_EQ(queried, message);
   std::printf("rank %d, %s: %s\n", my_rank(), c.name, message.c_str());
   // Sticky: every later call on the group fails the same way, whatever its arguments.
   expect_routing_error(combine(), "epc_ll_combine", E);
-  expect_routing_error(epc_handle_update(handle.get(), &good_idx, stream),
-                       "epc_handle_update with good routing", E);
+  expect_routing_error(epc_handle_update(handle.get(), &good_idx, stream), "epc_handle_update with good routing", E);
   EpcHandle* other = nullptr;
-  expect_routing_error(epc_handle_create(group, &good_idx, stream, &other),
-                       "epc_handle_create with good routing", E);
+  expect_routing_error(epc_handle_create(group, &good_idx, stream, &other), "epc_handle_create with good routing", E);
   EXPECT_EQ(other, nullptr);
   expect_routing_error(epc_group_barrier(group, stream), "epc_group_barrier", E);
   expect_async_routing_error(group, message, E);
 }
 
-void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c,
-                              cudaStream_t stream) {
+void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c, cudaStream_t stream) {
   const int E = shape.num_experts;
   ht::HtBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, K, c.idx_dtype));
@@ -190,10 +177,9 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
   ASSERT_TRUE(buffers.upload(step, ht::CallOptions{}, stream));
   buffers.set_handle(EPC_HT_SIZING_CAPACITY, shape.max_rows());  // the calls' [rows, ...] tensors
   BadIds bad;
-  ASSERT_TRUE(bad.upload(with_bad_ids(step.mine().topk_idx, E, c.idx_dtype), step.tokens(),
-                         c.idx_dtype, stream));
-  const EpcTensor x = buffers.x(), out_x = buffers.out_x(), combine_x = buffers.combine_x(),
-                  out = buffers.out(), good_idx = buffers.topk_idx();
+  ASSERT_TRUE(bad.upload(with_bad_ids(step.mine().topk_idx, E, c.idx_dtype), step.tokens(), c.idx_dtype, stream));
+  const EpcTensor x = buffers.x(), out_x = buffers.out_x(), combine_x = buffers.combine_x(), out = buffers.out(),
+                  good_idx = buffers.topk_idx();
   EXPECT_TRUE(epc_ok(epc_group_async_error(group), "epc_group_async_error before the bad ids"));
   StreamHold hold;
   if (c.queued_first) {
@@ -227,25 +213,20 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
     hold.release();
     EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
     // The check has run: the query reports it, and the next call fails with the same message.
-    const std::string queried =
-        expect_routing_error(epc_group_async_error(group), "epc_group_async_error", E);
-    message = expect_routing_error(
-        epc_ht_dispatch(handle.get(), &x, nullptr, nullptr, &out_x, nullptr, nullptr, nullptr,
-                        nullptr, nullptr, 0, stream),
-        "epc_ht_dispatch", E);
+    const std::string queried = expect_routing_error(epc_group_async_error(group), "epc_group_async_error", E);
+    message = expect_routing_error(epc_ht_dispatch(handle.get(), &x, nullptr, nullptr, &out_x, nullptr, nullptr,
+                                                   nullptr, nullptr, nullptr, 0, stream),
+                                   "epc_ht_dispatch", E);
     EXPECT_EQ(queried, message);
-    expect_routing_error(
-        epc_ht_combine(handle.get(), &combine_x, nullptr, &out, nullptr, 0, stream),
-        "epc_ht_combine", E);
-    expect_routing_error(epc_handle_update(handle.get(), &good_idx, stream),
-                         "epc_handle_update with good routing", E);
+    expect_routing_error(epc_ht_combine(handle.get(), &combine_x, nullptr, &out, nullptr, 0, stream), "epc_ht_combine",
+                         E);
+    expect_routing_error(epc_handle_update(handle.get(), &good_idx, stream), "epc_handle_update with good routing", E);
   }
   std::printf("rank %d, %s: %s\n", my_rank(), c.name, message.c_str());
   EpcHandle* other = nullptr;
   int64_t other_rows = -1;
-  expect_routing_error(
-      epc_ht_handle_create(group, &good_idx, EPC_HT_SIZING_CAPACITY, stream, &other, &other_rows),
-      "epc_ht_handle_create with good routing", E);
+  expect_routing_error(epc_ht_handle_create(group, &good_idx, EPC_HT_SIZING_CAPACITY, stream, &other, &other_rows),
+                       "epc_ht_handle_create with good routing", E);
   EXPECT_EQ(other, nullptr);
   expect_routing_error(epc_group_barrier(group, stream), "epc_group_barrier", E);
   expect_async_routing_error(group, message, E);
@@ -260,8 +241,7 @@ void good_low_latency_step(const Shape& shape, EpcDtype idx_dtype) {
   ASSERT_TRUE(stream.status());
   ll::LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, K, idx_dtype));
-  const ll::LlStep step =
-      ll::make_step(ll::random_problem(shape, K, 63000, true, 0.1), 63001, my_rank());
+  const ll::LlStep step = ll::make_step(ll::random_problem(shape, K, 63000, true, 0.1), 63001, my_rank());
   ASSERT_TRUE(buffers.upload(step, stream.get()));
   HandlePtr handle;
   ASSERT_TRUE(ll::create_handle(group.get(), buffers, stream.get(), handle));
@@ -272,8 +252,8 @@ void good_low_latency_step(const Shape& shape, EpcDtype idx_dtype) {
 void good_high_throughput_steps(const Shape& shape, EpcHtSizing sizing, EpcDtype idx_dtype) {
   GroupPtr group;
   ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
-  ht::run_steps(group.get(), shape, ht::make_steps(shape, ht::random_spec(K, 64000), 2, my_rank()),
-                sizing, {ht::CallOptions{}}, "new group after bad routing", idx_dtype);
+  ht::run_steps(group.get(), shape, ht::make_steps(shape, ht::random_spec(K, 64000), 2, my_rank()), sizing,
+                {ht::CallOptions{}}, "new group after bad routing", idx_dtype);
 }
 
 class BadRouting : public ::testing::TestWithParam<Case> {};
@@ -303,22 +283,16 @@ TEST_P(BadRouting, IsRefusedStickyWithoutFaultAndANewGroupWorks) {
 
 const Case kCases[] = {
     {"LowLatencyInt64", EPC_MODE_LOW_LATENCY, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT64, false},
-    {"LowLatencyInt32QueuedBehindHeldStream", EPC_MODE_LOW_LATENCY, EPC_HT_SIZING_EXACT,
+    {"LowLatencyInt32QueuedBehindHeldStream", EPC_MODE_LOW_LATENCY, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT32, true},
+    {"HighThroughputExactInt64", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT64, false},
+    {"HighThroughputExactInt32", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT32, false},
+    {"HighThroughputCapacityInt64", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_CAPACITY, EPC_DTYPE_INT64, false},
+    {"HighThroughputCapacityInt32QueuedBehindHeldStream", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_CAPACITY,
      EPC_DTYPE_INT32, true},
-    {"HighThroughputExactInt64", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT64,
-     false},
-    {"HighThroughputExactInt32", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT32,
-     false},
-    {"HighThroughputCapacityInt64", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_CAPACITY,
-     EPC_DTYPE_INT64, false},
-    {"HighThroughputCapacityInt32QueuedBehindHeldStream", EPC_MODE_HIGH_THROUGHPUT,
-     EPC_HT_SIZING_CAPACITY, EPC_DTYPE_INT32, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, BadRouting, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::string(info.param.name);
-                         });
+                         [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace epc::gputest

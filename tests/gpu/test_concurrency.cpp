@@ -28,14 +28,12 @@ namespace {
 constexpr uint32_t kLlSms = 32;  // two such groups, or one with an HT group of 24, fit on any
 constexpr uint32_t kHtSms = 24;  // GPU of 64 SMs or more
 
-::testing::AssertionResult create_group_with_sms(const Shape& shape, EpcMode mode,
-                                                 uint32_t num_sms, GroupPtr& out) {
+::testing::AssertionResult create_group_with_sms(const Shape& shape, EpcMode mode, uint32_t num_sms, GroupPtr& out) {
   EpcGroupConfig config = group_config(shape, mode);
   config.num_sms = num_sms;
   EpcGroup* group = nullptr;
-  ::testing::AssertionResult r =
-      epc_ok(epc_group_create(context().comm, &config, &group),
-             "epc_group_create (num_sms " + std::to_string(num_sms) + ")");
+  ::testing::AssertionResult r = epc_ok(epc_group_create(context().comm, &config, &group),
+                                        "epc_group_create (num_sms " + std::to_string(num_sms) + ")");
   if (r) out.reset(group);
   return r;
 }
@@ -56,8 +54,7 @@ TEST(Concurrency, TwoGroupsStepOnTwoStreamsWithoutHostSync) {
     buffers[g].resize(kSteps);
     for (int s = 0; s < kSteps; ++s) {
       const uint64_t seed = 81000 + 100 * static_cast<uint64_t>(g) + 2 * static_cast<uint64_t>(s);
-      steps[g].push_back(
-          ll::make_step(ll::random_problem(shape, K, seed, true, 0.1), seed + 1, my_rank()));
+      steps[g].push_back(ll::make_step(ll::random_problem(shape, K, seed, true, 0.1), seed + 1, my_rank()));
       ASSERT_TRUE(buffers[g][s].allocate(shape, K));
       ASSERT_TRUE(buffers[g][s].upload(steps[g][s], streams[g].get()));
     }
@@ -81,14 +78,12 @@ TEST(Concurrency, TwoGroupsStepOnTwoStreamsWithoutHostSync) {
     for (int s = 0; s < kSteps; ++s) {
       const std::string where = "group " + std::to_string(g) + " step " + std::to_string(s) +
                                 " (B=" + std::to_string(steps[g][s].tokens()) + ")";
-      if (!buffers[g][s].check(steps[g][s], streams[g].get(), where,
-                               failing_steps < kMaxReportedSteps)) {
+      if (!buffers[g][s].check(steps[g][s], streams[g].get(), where, failing_steps < kMaxReportedSteps)) {
         ++failing_steps;
       }
     }
   }
-  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << 2 * kSteps
-                              << " steps differ from the reference";
+  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << 2 * kSteps << " steps differ from the reference";
 }
 
 // ---- 2. Three handles of one HT group ---------------------------------------------------------
@@ -137,17 +132,15 @@ TEST(Concurrency, ThreeHighThroughputHandlesOfOneGroupUsedInTurn) {
       ASSERT_TRUE(ht::dispatch_and_combine(handles[h].get(), buffers[h], stream.get()));
     }
     for (int h = 0; h < 3; ++h) {
-      const std::string where = "handle " + std::to_string(h) + " (" + ht::sizing_name(sizing[h]) +
-                                "), round " + std::to_string(round) + " (B=" +
-                                std::to_string(steps[h].tokens()) + ", N=" +
-                                std::to_string(steps[h].num_recv()) + ")";
+      const std::string where = "handle " + std::to_string(h) + " (" + ht::sizing_name(sizing[h]) + "), round " +
+                                std::to_string(round) + " (B=" + std::to_string(steps[h].tokens()) +
+                                ", N=" + std::to_string(steps[h].num_recv()) + ")";
       if (!buffers[h].check(steps[h], stream.get(), where, failing_steps < kMaxReportedSteps)) {
         ++failing_steps;
       }
     }
   }
-  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << 3 * kRounds
-                              << " steps differ from the reference";
+  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << 3 * kRounds << " steps differ from the reference";
 }
 
 // ---- 3. Two threads, each with its own group ---------------------------------------------------
@@ -165,8 +158,8 @@ void drive_low_latency(EpcGroup* group, const Shape& shape, int* failing) {
   HandlePtr handle;
   for (int s = 0; s < kThreadSteps; ++s) {
     const uint64_t seed = 84000 + 2 * static_cast<uint64_t>(s);
-    const ll::LlStep step = ll::make_step(
-        ll::random_problem(shape, shape.max_topk, seed, true, 0.1), seed + 1, my_rank());
+    const ll::LlStep step =
+        ll::make_step(ll::random_problem(shape, shape.max_topk, seed, true, 0.1), seed + 1, my_rank());
     ASSERT_TRUE(buffers.upload(step, stream.get()));
     if (s == 0) {
       ASSERT_TRUE(ll::create_handle(group, buffers, stream.get(), handle));
@@ -174,8 +167,7 @@ void drive_low_latency(EpcGroup* group, const Shape& shape, int* failing) {
       ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
     }
     ASSERT_TRUE(ll::dispatch_and_combine(handle.get(), buffers, stream.get()));
-    if (!buffers.check(step, stream.get(), "LL thread, step " + std::to_string(s),
-                       *failing < kMaxReportedSteps)) {
+    if (!buffers.check(step, stream.get(), "LL thread, step " + std::to_string(s), *failing < kMaxReportedSteps)) {
       ++*failing;
     }
   }
@@ -192,18 +184,16 @@ void drive_high_throughput(EpcGroup* group, const Shape& shape, int* failing) {
   HandlePtr handle;
   for (int s = 0; s < kThreadSteps; ++s) {
     const uint64_t seed = 85000 + 2 * static_cast<uint64_t>(s);
-    const ht::HtStep step = ht::make_step(
-        ht::make_problem(shape, ht::random_spec(shape.max_topk, seed)), seed + 1, my_rank());
+    const ht::HtStep step =
+        ht::make_step(ht::make_problem(shape, ht::random_spec(shape.max_topk, seed)), seed + 1, my_rank());
     ASSERT_TRUE(buffers.upload(step, options, stream.get()));
     if (s == 0) {
-      ASSERT_TRUE(
-          ht::create_handle(group, buffers, EPC_HT_SIZING_CAPACITY, stream.get(), handle));
+      ASSERT_TRUE(ht::create_handle(group, buffers, EPC_HT_SIZING_CAPACITY, stream.get(), handle));
     } else {
       ASSERT_TRUE(ht::update_handle(handle.get(), buffers, stream.get()));
     }
     ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), buffers, stream.get()));
-    if (!buffers.check(step, stream.get(), "HT thread, step " + std::to_string(s),
-                       *failing < kMaxReportedSteps)) {
+    if (!buffers.check(step, stream.get(), "HT thread, step " + std::to_string(s), *failing < kMaxReportedSteps)) {
       ++*failing;
     }
   }
@@ -220,10 +210,8 @@ TEST(Concurrency, TwoThreadsEachDriveTheirOwnGroup) {
   std::thread ht_thread(drive_high_throughput, ht_group.get(), ht_shape, &ht_failing);
   ll_thread.join();
   ht_thread.join();
-  EXPECT_EQ(ll_failing, 0) << ll_failing << " of " << kThreadSteps
-                           << " LL steps differ from the reference";
-  EXPECT_EQ(ht_failing, 0) << ht_failing << " of " << kThreadSteps
-                           << " HT steps differ from the reference";
+  EXPECT_EQ(ll_failing, 0) << ll_failing << " of " << kThreadSteps << " LL steps differ from the reference";
+  EXPECT_EQ(ht_failing, 0) << ht_failing << " of " << kThreadSteps << " HT steps differ from the reference";
 }
 
 }  // namespace

@@ -25,8 +25,7 @@ void expect_create_fails(const EpcGroupConfig& c, EpcStatus status, const char* 
 void all_ranks_sync() {
   int* buf = nullptr;
   ASSERT_EQ(cudaMalloc(&buf, sizeof(int)), cudaSuccess);
-  ASSERT_EQ(ncclAllReduce(buf, buf, 1, ncclInt32, ncclSum, static_cast<ncclComm_t>(context().comm),
-                          nullptr),
+  ASSERT_EQ(ncclAllReduce(buf, buf, 1, ncclInt32, ncclSum, static_cast<ncclComm_t>(context().comm), nullptr),
             ncclSuccess);
   ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
   cudaFree(buf);
@@ -84,8 +83,7 @@ TEST(GroupErrors, BarrierTimeoutNamesTheMissingRank) {
     std::string message = last_error();
     EXPECT_NE(message.find("group barrier"), std::string::npos) << message;
     EXPECT_NE(message.find("for rank " + std::to_string(absent)), std::string::npos) << message;
-    EXPECT_NE(message.find("rank " + std::to_string(context().env.rank) + " waited"),
-              std::string::npos) << message;
+    EXPECT_NE(message.find("rank " + std::to_string(context().env.rank) + " waited"), std::string::npos) << message;
     EXPECT_GE(seconds, 0.9);
     EXPECT_LT(seconds, 5.0);
     std::printf("timeout reported after %.2f s: %s\n", seconds, message.c_str());
@@ -109,9 +107,7 @@ TEST(GroupErrors, BarrierTimeoutNamesTheMissingRank) {
   ASSERT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
 }
 
-int32_t cuda_malloc_alloc(void*, size_t bytes, void** out) {
-  return cudaMalloc(out, bytes) == cudaSuccess ? 0 : 1;
-}
+int32_t cuda_malloc_alloc(void*, size_t bytes, void** out) { return cudaMalloc(out, bytes) == cudaSuccess ? 0 : 1; }
 void cuda_malloc_free(void*, void* ptr) { cudaFree(ptr); }
 
 // NCCL windows need memory it can map into peers (ncclMemAlloc or CUDA VMM); plain

@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "tests/reference/reference.hpp"
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace epc::gputest::ht {
 namespace {
@@ -35,8 +35,8 @@ struct RoutingCase {
   std::string name;
   int experts_per_rank = 0;  // L
   int hidden = 0;
-  int max_tokens = 0;        // T, the group's
-  int max_topk = 0;          // the group's; the problem's K is spec.topk
+  int max_tokens = 0;  // T, the group's
+  int max_topk = 0;    // the group's; the problem's K is spec.topk
   ProblemSpec spec;
   bool empty_last_rank = false;  // B = 0 on the last rank (spec.empty_rank names another)
   EpcDtype idx_dtype = EPC_DTYPE_INT64;
@@ -48,8 +48,8 @@ void PrintTo(const RoutingCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<RoutingCase> routing_cases() {
   std::vector<RoutingCase> cases;
-  auto add = [&](const char* name, int experts_per_rank, int hidden, int max_tokens,
-                 int max_topk, const ProblemSpec& spec) -> RoutingCase& {
+  auto add = [&](const char* name, int experts_per_rank, int hidden, int max_tokens, int max_topk,
+                 const ProblemSpec& spec) -> RoutingCase& {
     RoutingCase c;
     c.name = name;
     c.experts_per_rank = experts_per_rank;
@@ -115,16 +115,12 @@ TEST_P(HighThroughputRouting, MatchesTheReference) {
   ProblemSpec spec = c.spec;
   if (c.empty_last_rank) spec.empty_rank = shape.nranks - 1;
   const std::vector<HtStep> steps = make_steps(shape, spec, c.problems, my_rank());
-  run_steps(group.get(), shape, steps, EPC_HT_SIZING_EXACT, {all_outputs(false)}, c.name,
-            c.idx_dtype);
-  run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)}, c.name,
-            c.idx_dtype);
+  run_steps(group.get(), shape, steps, EPC_HT_SIZING_EXACT, {all_outputs(false)}, c.name, c.idx_dtype);
+  run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)}, c.name, c.idx_dtype);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, HighThroughputRouting, ::testing::ValuesIn(routing_cases()),
-                         [](const ::testing::TestParamInfo<RoutingCase>& info) {
-                           return info.param.name;
-                         });
+                         [](const ::testing::TestParamInfo<RoutingCase>& info) { return info.param.name; });
 
 // ---- 2. FP8 payload -----------------------------------------------------------------------
 
@@ -147,15 +143,12 @@ TEST(HighThroughput, Fp8PayloadIsCopiedUnchanged) {
   {
     GroupPtr group;
     ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
-    run_steps(group.get(), shape, steps, EPC_HT_SIZING_EXACT, {all_outputs(false)},
-              "fp8 on a bf16 group");
-    run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)},
-              "fp8 on a bf16 group");
+    run_steps(group.get(), shape, steps, EPC_HT_SIZING_EXACT, {all_outputs(false)}, "fp8 on a bf16 group");
+    run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)}, "fp8 on a bf16 group");
   }
   GroupPtr fp8_group;
   ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, fp8_group, EPC_DTYPE_FP8_E4M3));
-  run_steps(fp8_group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)},
-            "fp8 on an fp8 group");
+  run_steps(fp8_group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)}, "fp8 on an fp8 group");
 }
 
 // ---- 3. Optional tensors left out -----------------------------------------------------------
@@ -174,8 +167,7 @@ TEST(HighThroughput, OptionalTensorsMayBeNull) {
   weights_only.topk_weights = true;
   weights_only.backward_weights = true;
   for (EpcHtSizing sizing : {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY}) {
-    run_steps(group.get(), shape, steps, sizing, {payload_only(), weights_only},
-              "optional tensors NULL");
+    run_steps(group.get(), shape, steps, sizing, {payload_only(), weights_only}, "optional tensors NULL");
   }
 }
 
@@ -194,8 +186,7 @@ TEST(HighThroughput, HandleReuseWithNewPayloads) {
     steps.push_back(make_step(p, 22200 + s, my_rank()));
   }
   for (EpcHtSizing sizing : {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY}) {
-    run_steps(group.get(), shape, steps, sizing,
-              {all_outputs(sizing == EPC_HT_SIZING_CAPACITY)}, "handle reuse");
+    run_steps(group.get(), shape, steps, sizing, {all_outputs(sizing == EPC_HT_SIZING_CAPACITY)}, "handle reuse");
   }
 }
 
@@ -221,8 +212,8 @@ TEST(HighThroughput, BackwardPassOnTheForwardHandle) {
   for (uint64_t it = 0; it < 2; ++it) {
     spec.seed = 23000 + 100 * it;
     ref::Problem p = make_problem(shape, spec);
-    steps.push_back(make_step(p, spec.seed + 1, my_rank()));  // forward
-    replace_payload(p, spec.seed + 2);                         // x := output gradient
+    steps.push_back(make_step(p, spec.seed + 1, my_rank()));             // forward
+    replace_payload(p, spec.seed + 2);                                   // x := output gradient
     steps.push_back(make_step(std::move(p), spec.seed + 3, my_rank()));  // backward
   }
   CallOptions forward = all_outputs(false);

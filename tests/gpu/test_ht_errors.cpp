@@ -18,8 +18,7 @@ namespace {
 // directly on the epc_* call's result (the message is read at once).
 void expect_invalid(EpcStatus status, const std::string& part, const std::string& what) {
   const std::string message = last_error();
-  EXPECT_EQ(status, EPC_ERR_INVALID_ARGUMENT)
-      << what << ": got " << epc_status_string(status) << ": " << message;
+  EXPECT_EQ(status, EPC_ERR_INVALID_ARGUMENT) << what << ": got " << epc_status_string(status) << ": " << message;
   EXPECT_NE(message.find(part), std::string::npos)
       << what << ": the message should mention \"" << part << "\": " << message;
 }
@@ -27,18 +26,15 @@ void expect_invalid(EpcStatus status, const std::string& part, const std::string
 // One epc_ht_dispatch call's arguments; has_* false passes NULL.
 struct DispatchCall {
   EpcTensor x, x_scales, weights, out_x, out_scales, out_idx, out_weights, counts, num_recv;
-  bool has_x_scales = false, has_weights = true, has_out_scales = false, has_out_idx = true,
-       has_out_weights = true, has_counts = true, has_num_recv = true;
+  bool has_x_scales = false, has_weights = true, has_out_scales = false, has_out_idx = true, has_out_weights = true,
+       has_counts = true, has_num_recv = true;
   EpcFlags flags = 0;
 
   EpcStatus run(EpcHandle* handle, cudaStream_t stream) const {
-    return epc_ht_dispatch(handle, &x, has_x_scales ? &x_scales : nullptr,
-                           has_weights ? &weights : nullptr, &out_x,
-                           has_out_scales ? &out_scales : nullptr,
-                           has_out_idx ? &out_idx : nullptr,
-                           has_out_weights ? &out_weights : nullptr,
-                           has_counts ? &counts : nullptr, has_num_recv ? &num_recv : nullptr,
-                           flags, stream);
+    return epc_ht_dispatch(handle, &x, has_x_scales ? &x_scales : nullptr, has_weights ? &weights : nullptr, &out_x,
+                           has_out_scales ? &out_scales : nullptr, has_out_idx ? &out_idx : nullptr,
+                           has_out_weights ? &out_weights : nullptr, has_counts ? &counts : nullptr,
+                           has_num_recv ? &num_recv : nullptr, flags, stream);
   }
 };
 
@@ -81,14 +77,12 @@ struct CombineCall {
   EpcFlags flags = EPC_FLAG_BACKWARD_WEIGHTS;
 
   EpcStatus run(EpcHandle* handle, cudaStream_t stream) const {
-    return epc_ht_combine(handle, &x, has_weights ? &weights : nullptr, &out,
-                          has_out_weights ? &out_weights : nullptr, flags, stream);
+    return epc_ht_combine(handle, &x, has_weights ? &weights : nullptr, &out, has_out_weights ? &out_weights : nullptr,
+                          flags, stream);
   }
 };
 
-CombineCall valid_combine(const HtBuffers& b) {
-  return CombineCall{b.combine_x(), b.combine_w(), b.out(), b.out_w()};
-}
+CombineCall valid_combine(const HtBuffers& b) { return CombineCall{b.combine_x(), b.combine_w(), b.out(), b.out_w()}; }
 
 // L = 8, H = 1024, T = 64, max_topk 8; the handles' routing has K = 4 and B = 32 on every rank.
 TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
@@ -125,21 +119,19 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
   int64_t rows = -7;
   expect_invalid(epc_handle_create(group.get(), &idx, s, &handle), "high-throughput",
                  "epc_handle_create on an HT group");
-  expect_invalid(epc_ht_handle_create(ll_group.get(), &idx, EPC_HT_SIZING_EXACT, s, &handle, &rows),
-                 "low-latency", "epc_ht_handle_create on an LL group");
-  expect_invalid(epc_ht_handle_create(group.get(), &idx, 2u, s, &handle, &rows), "sizing",
-                 "sizing 2");
-  expect_invalid(epc_ht_handle_create(group.get(), &idx, EPC_HT_SIZING_EXACT, s, &handle, nullptr),
-                 "out_rows", "out_rows NULL");
-  expect_invalid(epc_ht_handle_create(group.get(), &idx, EPC_HT_SIZING_EXACT, s, nullptr, &rows),
-                 "out_handle", "out_handle NULL");
-  expect_invalid(epc_ht_handle_create(group.get(), nullptr, EPC_HT_SIZING_EXACT, s, &handle, &rows),
-                 "topk_idx", "topk_idx NULL");
+  expect_invalid(epc_ht_handle_create(ll_group.get(), &idx, EPC_HT_SIZING_EXACT, s, &handle, &rows), "low-latency",
+                 "epc_ht_handle_create on an LL group");
+  expect_invalid(epc_ht_handle_create(group.get(), &idx, 2u, s, &handle, &rows), "sizing", "sizing 2");
+  expect_invalid(epc_ht_handle_create(group.get(), &idx, EPC_HT_SIZING_EXACT, s, &handle, nullptr), "out_rows",
+                 "out_rows NULL");
+  expect_invalid(epc_ht_handle_create(group.get(), &idx, EPC_HT_SIZING_EXACT, s, nullptr, &rows), "out_handle",
+                 "out_handle NULL");
+  expect_invalid(epc_ht_handle_create(group.get(), nullptr, EPC_HT_SIZING_EXACT, s, &handle, &rows), "topk_idx",
+                 "topk_idx NULL");
   auto bad_create = [&](EpcDtype dtype, int64_t tokens, int64_t topk, const std::string& what) {
     const EpcTensor bad = make_tensor(scratch.get(), dtype, {tokens, topk});
-    expect_invalid(
-        epc_ht_handle_create(group.get(), &bad, EPC_HT_SIZING_CAPACITY, s, &handle, &rows),
-        "topk_idx", what);
+    expect_invalid(epc_ht_handle_create(group.get(), &bad, EPC_HT_SIZING_CAPACITY, s, &handle, &rows), "topk_idx",
+                   what);
   };
   bad_create(EPC_DTYPE_FP32, 32, K, "topk_idx fp32");
   bad_create(EPC_DTYPE_INT64, shape.max_tokens + 1, K, "topk_idx with B > max_tokens_per_rank");
@@ -150,8 +142,7 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
   // Valid handles of both sizings and a low-latency one.
   HandlePtr exact, capacity, ll_handle;
   ASSERT_TRUE(create_handle(group.get(), exact_buffers, EPC_HT_SIZING_EXACT, s, exact));
-  ASSERT_TRUE(
-      create_handle(group.get(), capacity_buffers, EPC_HT_SIZING_CAPACITY, s, capacity));
+  ASSERT_TRUE(create_handle(group.get(), capacity_buffers, EPC_HT_SIZING_CAPACITY, s, capacity));
   {
     EpcHandle* raw = nullptr;
     ASSERT_TRUE(epc_ok(epc_handle_create(ll_group.get(), &idx, s, &raw), "epc_handle_create(LL)"));
@@ -162,8 +153,7 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
   const DispatchCall good = valid_dispatch(exact_buffers);
   const CombineCall good_combine = valid_combine(exact_buffers);
   expect_invalid(good.run(ll_handle.get(), s), "low-latency", "epc_ht_dispatch on an LL handle");
-  expect_invalid(good_combine.run(ll_handle.get(), s), "low-latency",
-                 "epc_ht_combine on an LL handle");
+  expect_invalid(good_combine.run(ll_handle.get(), s), "low-latency", "epc_ht_combine on an LL handle");
   expect_invalid(good.run(nullptr, s), "handle", "epc_ht_dispatch with a NULL handle");
   {
     const EpcTensor x = exact_buffers.x(), w = exact_buffers.topk_weights(),
@@ -171,8 +161,7 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
                     counts = make_tensor(scratch.get(), EPC_DTYPE_INT32, {8});
     expect_invalid(epc_ll_dispatch(exact.get(), &x, &w, &out_x, &counts, 0, s), "high-throughput",
                    "epc_ll_dispatch on an HT handle");
-    expect_invalid(epc_ll_combine(exact.get(), &out_x, &x, 0, s), "high-throughput",
-                   "epc_ll_combine on an HT handle");
+    expect_invalid(epc_ll_combine(exact.get(), &out_x, &x, 0, s), "high-throughput", "epc_ll_combine on an HT handle");
     expect_invalid(epc_complete(exact.get(), s), "high-throughput", "epc_complete on an HT handle");
   }
 
@@ -180,34 +169,35 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
   const BadCall<DispatchCall> bad_dispatches[] = {
       {"x_scales with bf16 x", "x_scales", [](DispatchCall& c) { c.has_x_scales = true; }},
       {"out_scales with bf16 x", "out_scales", [](DispatchCall& c) { c.has_out_scales = true; }},
-      {"out_topk_weights without topk_weights", "out_topk_weights",
-       [](DispatchCall& c) { c.has_weights = false; }},
+      {"out_topk_weights without topk_weights", "out_topk_weights", [](DispatchCall& c) { c.has_weights = false; }},
       {"fp8 x without x_scales", "x_scales",
-       [](DispatchCall& c) { make_fp8(c); c.has_x_scales = false; }},
+       [](DispatchCall& c) {
+         make_fp8(c);
+         c.has_x_scales = false;
+       }},
       {"fp8 x without out_scales", "out_scales",
-       [](DispatchCall& c) { make_fp8(c); c.has_out_scales = false; }},
+       [](DispatchCall& c) {
+         make_fp8(c);
+         c.has_out_scales = false;
+       }},
       {"x_scales [B, H/128 + 1]", "x_scales",
-       [](DispatchCall& c) { make_fp8(c); c.x_scales.shape[1] += 1; }},
+       [](DispatchCall& c) {
+         make_fp8(c);
+         c.x_scales.shape[1] += 1;
+       }},
       {"x with B + 1 rows", "tensor x ", [](DispatchCall& c) { c.x.shape[0] += 1; }},
       {"x with H - 8 channels", "tensor x ", [](DispatchCall& c) { c.x.shape[1] -= 8; }},
       {"fp16 x on a bf16 group", "tensor x ", [](DispatchCall& c) { c.x.dtype = EPC_DTYPE_FP16; }},
       {"topk_weights [B, K + 1]", "topk_weights", [](DispatchCall& c) { c.weights.shape[1] += 1; }},
-      {"out_x [rows + 1, H] on an EXACT handle", "out_x",
-       [](DispatchCall& c) { c.out_x.shape[0] += 1; }},
-      {"fp8 out_x for bf16 x", "out_x",
-       [](DispatchCall& c) { c.out_x.dtype = EPC_DTYPE_FP8_E4M3; }},
-      {"out_topk_idx [rows, K + 1]", "out_topk_idx",
-       [](DispatchCall& c) { c.out_idx.shape[1] += 1; }},
-      {"out_topk_idx int64", "out_topk_idx",
-       [](DispatchCall& c) { c.out_idx.dtype = EPC_DTYPE_INT64; }},
-      {"out_topk_weights bf16", "out_topk_weights",
-       [](DispatchCall& c) { c.out_weights.dtype = EPC_DTYPE_BF16; }},
-      {"out_expert_counts [L + 1]", "out_expert_counts",
-       [](DispatchCall& c) { c.counts.shape[0] += 1; }},
+      {"out_x [rows + 1, H] on an EXACT handle", "out_x", [](DispatchCall& c) { c.out_x.shape[0] += 1; }},
+      {"fp8 out_x for bf16 x", "out_x", [](DispatchCall& c) { c.out_x.dtype = EPC_DTYPE_FP8_E4M3; }},
+      {"out_topk_idx [rows, K + 1]", "out_topk_idx", [](DispatchCall& c) { c.out_idx.shape[1] += 1; }},
+      {"out_topk_idx int64", "out_topk_idx", [](DispatchCall& c) { c.out_idx.dtype = EPC_DTYPE_INT64; }},
+      {"out_topk_weights bf16", "out_topk_weights", [](DispatchCall& c) { c.out_weights.dtype = EPC_DTYPE_BF16; }},
+      {"out_expert_counts [L + 1]", "out_expert_counts", [](DispatchCall& c) { c.counts.shape[0] += 1; }},
       {"out_num_recv [2]", "out_num_recv", [](DispatchCall& c) { c.num_recv.shape[0] = 2; }},
       {"flags EPC_FLAG_SEND_ONLY", "flags", [](DispatchCall& c) { c.flags = EPC_FLAG_SEND_ONLY; }},
-      {"flags EPC_FLAG_BACKWARD_WEIGHTS", "flags",
-       [](DispatchCall& c) { c.flags = EPC_FLAG_BACKWARD_WEIGHTS; }},
+      {"flags EPC_FLAG_BACKWARD_WEIGHTS", "flags", [](DispatchCall& c) { c.flags = EPC_FLAG_BACKWARD_WEIGHTS; }},
       {"flags 0x100", "flags", [](DispatchCall& c) { c.flags = 0x100u; }},
   };
   for (const BadCall<DispatchCall>& bad : bad_dispatches) {
@@ -218,14 +208,10 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
 
   // ---- epc_ht_combine ----
   const BadCall<CombineCall> bad_combines[] = {
-      {"EPC_FLAG_BACKWARD_WEIGHTS without topk_weights", "topk_weights",
-       [](CombineCall& c) { c.has_weights = false; }},
-      {"topk_weights without EPC_FLAG_BACKWARD_WEIGHTS", "topk_weights",
-       [](CombineCall& c) { c.flags = 0; }},
-      {"topk_weights [rows, K + 1]", "topk_weights",
-       [](CombineCall& c) { c.weights.shape[1] += 1; }},
-      {"out_topk_weights [B, K + 1]", "out_topk_weights",
-       [](CombineCall& c) { c.out_weights.shape[1] += 1; }},
+      {"EPC_FLAG_BACKWARD_WEIGHTS without topk_weights", "topk_weights", [](CombineCall& c) { c.has_weights = false; }},
+      {"topk_weights without EPC_FLAG_BACKWARD_WEIGHTS", "topk_weights", [](CombineCall& c) { c.flags = 0; }},
+      {"topk_weights [rows, K + 1]", "topk_weights", [](CombineCall& c) { c.weights.shape[1] += 1; }},
+      {"out_topk_weights [B, K + 1]", "out_topk_weights", [](CombineCall& c) { c.out_weights.shape[1] += 1; }},
       {"x [rows + 1, H]", "tensor x ", [](CombineCall& c) { c.x.shape[0] += 1; }},
       {"fp16 x", "tensor x ", [](CombineCall& c) { c.x.dtype = EPC_DTYPE_FP16; }},
       {"out [B + 1, H]", "tensor out ", [](CombineCall& c) { c.out.shape[0] += 1; }},
@@ -239,14 +225,11 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
   }
 
   // ---- epc_handle_update ----
-  expect_invalid(epc_handle_update(exact.get(), &idx, s), "EXACT",
-                 "epc_handle_update on an EXACT handle");
+  expect_invalid(epc_handle_update(exact.get(), &idx, s), "EXACT", "epc_handle_update on an EXACT handle");
   {
     const EpcTensor wider = make_tensor(scratch.get(), EPC_DTYPE_INT64, {32, K + 1});
-    expect_invalid(epc_handle_update(capacity.get(), &wider, s), "topk_idx",
-                   "epc_handle_update with another K");
-    const EpcTensor longer =
-        make_tensor(scratch.get(), EPC_DTYPE_INT64, {shape.max_tokens + 1, K});
+    expect_invalid(epc_handle_update(capacity.get(), &wider, s), "topk_idx", "epc_handle_update with another K");
+    const EpcTensor longer = make_tensor(scratch.get(), EPC_DTYPE_INT64, {shape.max_tokens + 1, K});
     expect_invalid(epc_handle_update(capacity.get(), &longer, s), "topk_idx",
                    "epc_handle_update with B > max_tokens_per_rank");
   }

@@ -43,7 +43,8 @@ TEST(HighThroughputFaults, AbsentRankMakesEveryPeerTimeOutNamingIt) {
   absent_step.queue = [&] { return dispatch(handle.get(), buffers, s); };
   absent_step.next = [&] { return epc_ht_combine(handle.get(), &combine_x, nullptr, &out, nullptr, 0, s); };
   absent_step.again = [&] {
-    return epc_ht_dispatch(handle.get(), &x, nullptr, nullptr, &out_x, nullptr, nullptr, nullptr, nullptr, nullptr, 0, s);
+    return epc_ht_dispatch(handle.get(), &x, nullptr, nullptr, &out_x, nullptr, nullptr, nullptr, nullptr, nullptr, 0,
+                           s);
   };
   absent_step.phase = "high-throughput dispatch";
   expect_absent_rank_times_out(group.get(), s, world - 1, absent_step);

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/reference/reference.hpp"
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace epc::gputest::ht {
 namespace {
@@ -97,12 +97,11 @@ TEST_F(HighThroughputGraph, ExactHandleReplaysWithNewPayloads) {
   ASSERT_TRUE(buffers_.upload(first, options_, stream));
   ASSERT_TRUE(create_handle(group_.get(), buffers_, EPC_HT_SIZING_EXACT, stream, handle_));
   GraphExecPtr exec;
-  ASSERT_TRUE(capture_on_every_rank(
-      stream, [&] { return dispatch_and_combine(handle_.get(), buffers_, stream); }, exec));
+  ASSERT_TRUE(
+      capture_on_every_rank(stream, [&] { return dispatch_and_combine(handle_.get(), buffers_, stream); }, exec));
   for (int s = 0; s < 3; ++s) {
     replace_payload(p, 31100 + static_cast<uint64_t>(s));
-    replay_and_check(exec.get(), make_step(p, 31200 + s, my_rank()),
-                     "EXACT graph replay " + std::to_string(s));
+    replay_and_check(exec.get(), make_step(p, 31200 + s, my_rank()), "EXACT graph replay " + std::to_string(s));
   }
 }
 
@@ -142,8 +141,7 @@ TEST(HighThroughput, FiveHundredStepsBackToBack) {
   ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream.get()), "uploads"));
 
   HandlePtr handle;
-  ASSERT_TRUE(create_handle(group.get(), buffers[0], EPC_HT_SIZING_CAPACITY, stream.get(),
-                                handle));
+  ASSERT_TRUE(create_handle(group.get(), buffers[0], EPC_HT_SIZING_CAPACITY, stream.get(), handle));
   for (HtBuffers& b : buffers) b.set_handle(EPC_HT_SIZING_CAPACITY, buffers[0].rows());
   int failing_checks = 0;
   int checks = 0;
@@ -157,16 +155,13 @@ TEST(HighThroughput, FiveHundredStepsBackToBack) {
     if ((s + 1) % kCheckEvery != 0 && s != kSteps - 1) continue;
     ++checks;
     const HtStep& step = steps[s % kProblems];
-    const std::string where = "back-to-back step " + std::to_string(s) + " (problem " +
-                              std::to_string(s % kProblems) + ", B=" +
-                              std::to_string(step.tokens()) + ", N=" +
-                              std::to_string(step.num_recv()) + ")";
+    const std::string where = "back-to-back step " + std::to_string(s) + " (problem " + std::to_string(s % kProblems) +
+                              ", B=" + std::to_string(step.tokens()) + ", N=" + std::to_string(step.num_recv()) + ")";
     if (!b.check(step, stream.get(), where, failing_checks < kMaxReportedSteps)) {
       ++failing_checks;
     }
   }
-  EXPECT_EQ(failing_checks, 0) << failing_checks << " of " << checks
-                               << " checked steps differ from the reference";
+  EXPECT_EQ(failing_checks, 0) << failing_checks << " of " << checks << " checked steps differ from the reference";
 }
 
 }  // namespace

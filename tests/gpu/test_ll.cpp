@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "tests/reference/problem_gen.hpp"
-#include "tests/reference/reference.hpp"
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/reference/problem_gen.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace epc::gputest {
 namespace {
@@ -149,8 +149,7 @@ TEST(LowLatency, RanksWithoutTokens) {
   for (uint64_t s = 0; s < 5; ++s) {
     ref::Problem p = ll::random_problem(shape, 8, 3000 + s, false, 0.1);
     for (int r = 0; r < R; ++r) {
-      const bool empty = (s == 0 && r % 2 == 0) || (s == 1 && r % 2 == 1) || s == 2 ||
-                         (s == 3 && r != R - 1);
+      const bool empty = (s == 0 && r % 2 == 0) || (s == 1 && r % 2 == 1) || s == 2 || (s == 3 && r != R - 1);
       if (empty) ll::clear_rank(p, r);
     }
     problems.push_back(std::move(p));
@@ -167,10 +166,8 @@ void run_hidden_case(int hidden, uint64_t seed) {
   GroupPtr group;
   ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
   const std::string h = "H=" + std::to_string(hidden);
-  run_sequence(group.get(), shape, {ll::random_problem(shape, 16, seed, true, 0.1)}, seed + 100,
-               h + ", K=16");
-  run_sequence(group.get(), shape, {ll::random_problem(shape, 1, seed + 1, true, 0.1)},
-               seed + 200, h + ", K=1");
+  run_sequence(group.get(), shape, {ll::random_problem(shape, 16, seed, true, 0.1)}, seed + 100, h + ", K=16");
+  run_sequence(group.get(), shape, {ll::random_problem(shape, 1, seed + 1, true, 0.1)}, seed + 200, h + ", K=1");
 }
 
 TEST(LowLatency, Hidden2880TopK16AndTopK1) { run_hidden_case(2880, 4000); }
@@ -209,10 +206,9 @@ TEST(LowLatency, Fp8DispatchMatchesTheReferenceCast) {
   for (uint64_t s = 0; s < 2; ++s) problems.push_back(ll::random_problem(shape, 8, 4900 + s, true, 0.1));
   run_sequence(group.get(), shape, problems, 4910, "fp8", EPC_DTYPE_INT64, 0, 0, fp8);
   fp8.round_scale_ue8m0 = true;
-  run_sequence(group.get(), shape, problems, 4920, "fp8 ue8m0", EPC_DTYPE_INT64, EPC_FLAG_SEND_ONLY,
-               0, fp8);
-  run_sequence(group.get(), shape, {ll::random_problem(shape, 16, 4930, true, 0.1)}, 4940,
-               "fp8 K=16", EPC_DTYPE_INT32, 0, 0, fp8);
+  run_sequence(group.get(), shape, problems, 4920, "fp8 ue8m0", EPC_DTYPE_INT64, EPC_FLAG_SEND_ONLY, 0, fp8);
+  run_sequence(group.get(), shape, {ll::random_problem(shape, 16, 4930, true, 0.1)}, 4940, "fp8 K=16", EPC_DTYPE_INT32,
+               0, 0, fp8);
 }
 
 // A group whose buffers hold fp8 rows only, with a hidden size whose fp8 row plus scales
@@ -259,8 +255,7 @@ TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
   std::vector<LlStep> steps;
   std::vector<LlBuffers> buffers(kSteps);
   for (int s = 0; s < kSteps; ++s) {
-    steps.push_back(ll::make_step(ll::random_problem(shape, K, 5500 + s, true, 0.1), 5600 + s,
-                                  my_rank()));
+    steps.push_back(ll::make_step(ll::random_problem(shape, K, 5500 + s, true, 0.1), 5600 + s, my_rank()));
     ASSERT_TRUE(buffers[s].allocate(shape, K));
     ASSERT_TRUE(buffers[s].upload(steps[s], stream.get()));
   }
@@ -276,14 +271,13 @@ TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
   }
   int failing_steps = 0;
   for (int s = 0; s < kSteps; ++s) {
-    const std::string where = "unsynchronised step " + std::to_string(s) + " (B=" +
-                              std::to_string(steps[s].tokens()) + ")";
+    const std::string where =
+        "unsynchronised step " + std::to_string(s) + " (B=" + std::to_string(steps[s].tokens()) + ")";
     if (!buffers[s].check(steps[s], stream.get(), where, failing_steps < kMaxReportedSteps)) {
       ++failing_steps;
     }
   }
-  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << kSteps
-                              << " steps differ from the reference";
+  EXPECT_EQ(failing_steps, 0) << failing_steps << " of " << kSteps << " steps differ from the reference";
 }
 
 // ---- 6. Send-only ---------------------------------------------------------------------------
@@ -306,8 +300,7 @@ TEST(LowLatency, SendOnlyThenComplete) {
   const bool send_only_dispatch[] = {true, true, false, true};
   const bool send_only_combine[] = {true, false, true, true};
   for (int s = 0; s < 4; ++s) {
-    const LlStep step =
-        ll::make_step(ll::random_problem(shape, K, 6000 + s, true, 0.1), 6100 + s, my_rank());
+    const LlStep step = ll::make_step(ll::random_problem(shape, K, 6000 + s, true, 0.1), 6100 + s, my_rank());
     ASSERT_TRUE(buffers.upload(step, stream.get()));
     if (s == 0) {
       ASSERT_TRUE(ll::create_handle(group.get(), buffers, stream.get(), handle));
@@ -321,24 +314,18 @@ TEST(LowLatency, SendOnlyThenComplete) {
     const EpcTensor expert_out = buffers.expert_out();
     const EpcTensor out = buffers.out();
     if (send_only_dispatch[s]) {
-      ASSERT_TRUE(epc_ok(epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts,
-                                             EPC_FLAG_SEND_ONLY, stream.get()),
-                             "epc_ll_dispatch(SEND_ONLY)"));
-      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
-                              "overlapped work"));
-      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()),
-                             "epc_complete (dispatch)"));
+      ASSERT_TRUE(epc_ok(epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts, EPC_FLAG_SEND_ONLY, stream.get()),
+                         "epc_ll_dispatch(SEND_ONLY)"));
+      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()), "overlapped work"));
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()), "epc_complete (dispatch)"));
     } else {
       ASSERT_TRUE(ll::dispatch(handle.get(), buffers, 0, stream.get()));
     }
     if (send_only_combine[s]) {
-      ASSERT_TRUE(epc_ok(
-          epc_ll_combine(handle.get(), &expert_out, &out, EPC_FLAG_SEND_ONLY, stream.get()),
-          "epc_ll_combine(SEND_ONLY)"));
-      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()),
-                              "overlapped work"));
-      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()),
-                             "epc_complete (combine)"));
+      ASSERT_TRUE(epc_ok(epc_ll_combine(handle.get(), &expert_out, &out, EPC_FLAG_SEND_ONLY, stream.get()),
+                         "epc_ll_combine(SEND_ONLY)"));
+      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()), "overlapped work"));
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()), "epc_complete (combine)"));
     } else {
       ASSERT_TRUE(ll::combine(handle.get(), buffers, 0, stream.get()));
     }
@@ -372,9 +359,8 @@ TEST(LowLatency, TwoHandlesUsedAlternately) {
     std::vector<LlStep> steps;
     for (int h = 0; h < 2; ++h) {
       const int s = 2 * pair + h;
-      steps.push_back(ll::make_step(
-          ll::random_problem(shape, topk[h], 7000 + s, /*random_token_counts=*/h == 1, 0.1),
-          7100 + s, my_rank()));
+      steps.push_back(ll::make_step(ll::random_problem(shape, topk[h], 7000 + s, /*random_token_counts=*/h == 1, 0.1),
+                                    7100 + s, my_rank()));
     }
     for (int h = 0; h < 2; ++h) {
       ASSERT_TRUE(buffers[h].upload(steps[h], stream.get()));
@@ -387,8 +373,7 @@ TEST(LowLatency, TwoHandlesUsedAlternately) {
     }
     for (int h = 0; h < 2; ++h) {
       const std::string where = std::string("handle ") + (h == 0 ? "A" : "B") + ", step " +
-                                std::to_string(2 * pair + h) + " (B=" +
-                                std::to_string(steps[h].tokens()) + ")";
+                                std::to_string(2 * pair + h) + " (B=" + std::to_string(steps[h].tokens()) + ")";
       if (!buffers[h].check(steps[h], stream.get(), where, failing_steps < kMaxReportedSteps)) {
         ++failing_steps;
       }
@@ -415,9 +400,8 @@ TEST(LowLatency, CudaGraphReplaysWithNewRouting) {
   LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, K));
   auto step_for = [&](int s) {
-    return ll::make_step(ll::random_problem(shape, K, 8000 + s, /*random_token_counts=*/false,
-                                            0.1),
-                         8100 + s, my_rank());
+    return ll::make_step(ll::random_problem(shape, K, 8000 + s, /*random_token_counts=*/false, 0.1), 8100 + s,
+                         my_rank());
   };
 
   HandlePtr handle;

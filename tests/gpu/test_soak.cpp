@@ -51,8 +51,7 @@ class RoutingPool {
   // Step s's routing of every rank is drawn from seed `salt` + s in a fixed order (so it is
   // the same on every rank): K distinct experts per token, each entry then masked with
   // probability 1/10. This rank's part is kept.
-  ::testing::AssertionResult build(const Shape& shape, int steps, uint64_t salt,
-                                   cudaStream_t stream) {
+  ::testing::AssertionResult build(const Shape& shape, int steps, uint64_t salt, cudaStream_t stream) {
     entries_ = static_cast<std::size_t>(shape.max_tokens) * K;
     tokens_ = shape.max_tokens;
     count_ = std::min(steps, kPoolSteps);
@@ -76,8 +75,7 @@ class RoutingPool {
       }
     }
     ::testing::AssertionResult r = memory_.allocate(host.size() * sizeof(int32_t), "routing pool");
-    if (r) r = upload_bytes(memory_.get(), host.data(), host.size() * sizeof(int32_t), stream,
-                            "routing pool");
+    if (r) r = upload_bytes(memory_.get(), host.data(), host.size() * sizeof(int32_t), stream, "routing pool");
     if (r) r = cuda_ok(cudaStreamSynchronize(stream), "uploading the routing pool");
     return r;
   }
@@ -101,15 +99,13 @@ struct MemoryUse {
 
 ::testing::AssertionResult measure(MemoryUse& out) {
   std::size_t total = 0;
-  ::testing::AssertionResult r =
-      cuda_ok(cudaMemGetInfo(&out.device_free, &total), "cudaMemGetInfo");
+  ::testing::AssertionResult r = cuda_ok(cudaMemGetInfo(&out.device_free, &total), "cudaMemGetInfo");
   unsigned long long size = 0, resident = 0;
   FILE* statm = std::fopen("/proc/self/statm", "r");
   const bool read = statm != nullptr && std::fscanf(statm, "%llu %llu", &size, &resident) == 2;
   if (statm != nullptr) std::fclose(statm);
   if (!read) return ::testing::AssertionFailure() << "cannot read /proc/self/statm";
-  out.host_rss =
-      static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  out.host_rss = static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return r;
 }
 
@@ -137,13 +133,11 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
   // Handles from step 0's pooled routing; every step then updates them.
   EpcHandle* raw = nullptr;
   const EpcTensor ll_first = ll_pool.at(0), ht_first = ht_pool.at(0);
-  ASSERT_TRUE(
-      epc_ok(epc_handle_create(ll_group.get(), &ll_first, stream, &raw), "epc_handle_create"));
+  ASSERT_TRUE(epc_ok(epc_handle_create(ll_group.get(), &ll_first, stream, &raw), "epc_handle_create"));
   HandlePtr ll_handle(raw);
   int64_t rows = 0;
   raw = nullptr;
-  ASSERT_TRUE(epc_ok(epc_ht_handle_create(ht_group.get(), &ht_first, EPC_HT_SIZING_CAPACITY, stream,
-                                          &raw, &rows),
+  ASSERT_TRUE(epc_ok(epc_ht_handle_create(ht_group.get(), &ht_first, EPC_HT_SIZING_CAPACITY, stream, &raw, &rows),
                      "epc_ht_handle_create (CAPACITY)"));
   HandlePtr ht_handle(raw);
   ht_buffers.set_handle(EPC_HT_SIZING_CAPACITY, rows);
@@ -163,8 +157,7 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
       ASSERT_TRUE(ll::update_handle(ll_handle.get(), ll_buffers, stream));
     } else {
       const EpcTensor idx = ll_pool.at(s);
-      ASSERT_TRUE(
-          epc_ok(epc_handle_update(ll_handle.get(), &idx, stream), "epc_handle_update (LL)"));
+      ASSERT_TRUE(epc_ok(epc_handle_update(ll_handle.get(), &idx, stream), "epc_handle_update (LL)"));
     }
     ASSERT_TRUE(ll::dispatch_and_combine(ll_handle.get(), ll_buffers, stream));
     if (check) {
@@ -175,8 +168,7 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
       ASSERT_TRUE(ht::update_handle(ht_handle.get(), ht_buffers, stream));
     } else {
       const EpcTensor idx = ht_pool.at(s);
-      ASSERT_TRUE(
-          epc_ok(epc_handle_update(ht_handle.get(), &idx, stream), "epc_handle_update (HT)"));
+      ASSERT_TRUE(epc_ok(epc_handle_update(ht_handle.get(), &idx, stream), "epc_handle_update (HT)"));
     }
     ASSERT_TRUE(ht::dispatch_and_combine(ht_handle.get(), ht_buffers, stream));
     if (!check) continue;
@@ -192,27 +184,25 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
     }
   }
   ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "the last step"));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(measure(end));
-  EXPECT_EQ(failing_checks, 0) << failing_checks << " of " << checks
-                               << " checked steps differ from the reference";
+  EXPECT_EQ(failing_checks, 0) << failing_checks << " of " << checks << " checked steps differ from the reference";
 
-  std::printf("rank %d: soak of %d steps (each one LL and one HT step) in %.2f s, %.1f us per "
-              "step; %d steps compared with the reference\n",
-              my_rank(), steps, seconds, seconds * 1e6 / steps, checks);
+  std::printf(
+      "rank %d: soak of %d steps (each one LL and one HT step) in %.2f s, %.1f us per "
+      "step; %d steps compared with the reference\n",
+      my_rank(), steps, seconds, seconds * 1e6 / steps, checks);
   if (!have_baseline) {
     std::printf("rank %d: fewer than %d steps, memory not compared\n", my_rank(), kCheckEvery + 1);
     return;
   }
-  const std::size_t device_growth =
-      baseline.device_free > end.device_free ? baseline.device_free - end.device_free : 0;
-  const std::size_t host_growth =
-      end.host_rss > baseline.host_rss ? end.host_rss - baseline.host_rss : 0;
-  std::printf("rank %d: after step %d -> at the end: device free %.1f -> %.1f MiB (used %.2f MiB "
-              "more), host RSS %.1f -> %.1f MiB (%.2f MiB more)\n",
-              my_rank(), kCheckEvery, mib(baseline.device_free), mib(end.device_free),
-              mib(device_growth), mib(baseline.host_rss), mib(end.host_rss), mib(host_growth));
+  const std::size_t device_growth = baseline.device_free > end.device_free ? baseline.device_free - end.device_free : 0;
+  const std::size_t host_growth = end.host_rss > baseline.host_rss ? end.host_rss - baseline.host_rss : 0;
+  std::printf(
+      "rank %d: after step %d -> at the end: device free %.1f -> %.1f MiB (used %.2f MiB "
+      "more), host RSS %.1f -> %.1f MiB (%.2f MiB more)\n",
+      my_rank(), kCheckEvery, mib(baseline.device_free), mib(end.device_free), mib(device_growth),
+      mib(baseline.host_rss), mib(end.host_rss), mib(host_growth));
   EXPECT_LE(device_growth, kDeviceGrowthLimit) << "device memory grew during the soak";
   EXPECT_LE(host_growth, kHostGrowthLimit) << "host memory (RSS) grew during the soak";
 }

@@ -42,10 +42,10 @@ std::string rank_life(const EpcUniqueId& id, int rank) {
     info.struct_size = sizeof info;
     info.abi_version = EPC_ABI_VERSION;
     if (epc_group_query(group, &info) != EPC_OK) failure = "query: " + thread_error();
-    if (failure.empty() && (info.rank != rank || info.nranks != g_ranks || info.cuda_device != rank ||
-                            info.lsa_size != g_ranks)) {
-      failure = "query returned rank " + std::to_string(info.rank) + " of " +
-                std::to_string(info.nranks) + " on device " + std::to_string(info.cuda_device);
+    if (failure.empty() &&
+        (info.rank != rank || info.nranks != g_ranks || info.cuda_device != rank || info.lsa_size != g_ranks)) {
+      failure = "query returned rank " + std::to_string(info.rank) + " of " + std::to_string(info.nranks) +
+                " on device " + std::to_string(info.cuda_device);
     }
     for (int i = 0; i < 20 && failure.empty(); ++i) {
       if (epc_group_barrier(group, nullptr) != EPC_OK) failure = "barrier: " + thread_error();

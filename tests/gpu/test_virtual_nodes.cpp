@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "tests/reference/reference.hpp"
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace epc::gputest {
 namespace {
@@ -36,13 +36,13 @@ std::string nodes_label(int node_size) {
 
 // A group of `mode` split into nodes of `node_size` ranks; checks that the group reports
 // the split (EpcGroupInfo.node / num_nodes).
-::testing::AssertionResult create_split_group(const Shape& shape, EpcMode mode, int node_size,
-                                              GroupPtr& out, EpcDtype dtype = EPC_DTYPE_BF16) {
+::testing::AssertionResult create_split_group(const Shape& shape, EpcMode mode, int node_size, GroupPtr& out,
+                                              EpcDtype dtype = EPC_DTYPE_BF16) {
   EpcGroupConfig config = group_config(shape, mode, dtype);
   config.virtual_node_size = static_cast<uint32_t>(node_size);
   EpcGroup* raw = nullptr;
-  ::testing::AssertionResult created = epc_ok(epc_group_create(context().comm, &config, &raw),
-                                              "epc_group_create with virtual nodes");
+  ::testing::AssertionResult created =
+      epc_ok(epc_group_create(context().comm, &config, &raw), "epc_group_create with virtual nodes");
   if (!created) return created;
   out.reset(raw);
   EpcGroupInfo info;
@@ -52,8 +52,8 @@ std::string nodes_label(int node_size) {
   if (!queried) return queried;
   const int world = context().env.world_size;
   if (info.num_nodes != world / node_size || info.node != my_rank() / node_size) {
-    return ::testing::AssertionFailure() << "group reports node " << info.node << " of "
-                                         << info.num_nodes << " for " << nodes_label(node_size);
+    return ::testing::AssertionFailure() << "group reports node " << info.node << " of " << info.num_nodes << " for "
+                                         << nodes_label(node_size);
   }
   return ::testing::AssertionSuccess();
 }
@@ -81,8 +81,8 @@ TEST(VirtualNodes, LowLatencyMatchesTheReference) {
 
     ref::LlDispatchOptions fp8;
     fp8.use_fp8 = true;
-    ll::run_sequence(group.get(), shape, {problems[0], problems[1]}, 44000, label + ", fp8",
-                     EPC_DTYPE_INT64, 0, 0, fp8);
+    ll::run_sequence(group.get(), shape, {problems[0], problems[1]}, 44000, label + ", fp8", EPC_DTYPE_INT64, 0, 0,
+                     fp8);
   }
 }
 
@@ -103,8 +103,8 @@ TEST(VirtualNodes, HighThroughputMatchesTheReferenceWithBackwardPass) {
     for (uint64_t it = 0; it < 2; ++it) {
       spec.seed = 45000 + 100 * it + node_size;
       ref::Problem p = ht::make_problem(shape, spec);
-      steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), false, node_size));  // forward
-      ht::replace_payload(p, spec.seed + 2);  // x := output gradient
+      steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), false, node_size));             // forward
+      ht::replace_payload(p, spec.seed + 2);                                                     // x := output gradient
       steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), false, node_size));  // backward
     }
     ht::CallOptions forward;
@@ -161,7 +161,8 @@ TEST(VirtualNodes, CombineBeforeDispatchIsRefused) {
   const EpcTensor x = buffers.combine_x(), w = buffers.combine_w(), out = buffers.out(), out_w = buffers.out_w();
   for (const char* when : {"after creation", "after an update"}) {
     EXPECT_EQ(epc_ht_combine(handle.get(), &x, &w, &out, &out_w, EPC_FLAG_BACKWARD_WEIGHTS, s),
-              EPC_ERR_INVALID_ARGUMENT) << when;
+              EPC_ERR_INVALID_ARGUMENT)
+        << when;
     EXPECT_NE(last_error().find("call epc_ht_dispatch"), std::string::npos) << when << ": " << last_error();
     ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), buffers, s)) << when;
     EXPECT_TRUE(buffers.check(step, s, std::string("combine after dispatch, ") + when));

@@ -28,18 +28,14 @@ struct SpawnSetup {
 int prepare(SpawnSetup& setup, int pipe_write_fd) {
   if (int rc = posix_spawn_file_actions_init(&setup.actions); rc != 0) return rc;
   setup.actions_ready = true;
-  if (int rc =
-          posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-      rc != 0) {
+  if (int rc = posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0); rc != 0) {
     return rc;
   }
   // dup2 clears close-on-exec on the target, so only these two copies reach the child.
-  if (int rc = posix_spawn_file_actions_adddup2(&setup.actions, pipe_write_fd, STDOUT_FILENO);
-      rc != 0) {
+  if (int rc = posix_spawn_file_actions_adddup2(&setup.actions, pipe_write_fd, STDOUT_FILENO); rc != 0) {
     return rc;
   }
-  if (int rc = posix_spawn_file_actions_adddup2(&setup.actions, pipe_write_fd, STDERR_FILENO);
-      rc != 0) {
+  if (int rc = posix_spawn_file_actions_adddup2(&setup.actions, pipe_write_fd, STDERR_FILENO); rc != 0) {
     return rc;
   }
 
@@ -77,8 +73,7 @@ bool spawn_child(char* const argv[], char* const envp[], SpawnedChild& out, std:
   {
     SpawnSetup setup;
     rc = prepare(setup, write_fd);
-    if (rc == 0)
-      rc = posix_spawn(&pid, "/proc/self/exe", &setup.actions, &setup.attributes, argv, envp);
+    if (rc == 0) rc = posix_spawn(&pid, "/proc/self/exe", &setup.actions, &setup.attributes, argv, envp);
   }
   close(write_fd);
   if (rc != 0) {

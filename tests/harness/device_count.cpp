@@ -18,8 +18,7 @@ bool cuda_device_count(int& count, std::string& error) {
 
 bool query_device_count(const Options& options, int& count, std::string& error) {
   int found = 0;
-  const bool ok =
-      options.device_count ? options.device_count(found, error) : cuda_device_count(found, error);
+  const bool ok = options.device_count ? options.device_count(found, error) : cuda_device_count(found, error);
   if (!ok) return false;
   if (found <= 0) {
     error = "the CUDA runtime reports " + std::to_string(found) + " devices";

@@ -74,8 +74,7 @@ inline Options default_options() {
 }
 
 // Entry point for a test's main(): `return epc::harness::run(argc, argv, rank_main);`
-int run(int argc, char** argv, const RankMain& rank_main,
-        const Options& options = default_options());
+int run(int argc, char** argv, const RankMain& rank_main, const Options& options = default_options());
 
 }  // namespace epc::harness
 

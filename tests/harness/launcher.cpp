@@ -23,8 +23,8 @@ namespace {
 
 // Variables the launcher sets per rank; inherited copies are dropped so a launcher started
 // from inside another rank cannot pass stale values on.
-constexpr const char* kRankVars[] = {"EPC_RANK", "EPC_WORLD_SIZE", "EPC_UNIQUE_ID",
-                                     "EPC_LOCAL_DEVICE", kLauncherPidVar};
+constexpr const char* kRankVars[] = {"EPC_RANK", "EPC_WORLD_SIZE", "EPC_UNIQUE_ID", "EPC_LOCAL_DEVICE",
+                                     kLauncherPidVar};
 
 std::string program_name(const char* argv0) {
   if (argv0 == nullptr) return "this test";
@@ -42,8 +42,7 @@ bool is_rank_var(const char* entry) {
   return false;
 }
 
-std::vector<std::string> rank_environment(int rank, int world_size, int device,
-                                          const std::string& unique_id_hex) {
+std::vector<std::string> rank_environment(int rank, int world_size, int device, const std::string& unique_id_hex) {
   std::vector<std::string> entries;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     if (!is_rank_var(*entry)) entries.emplace_back(*entry);
@@ -64,13 +63,13 @@ std::vector<char*> as_argv(std::vector<std::string>& strings) {
 }
 
 // Returns 0 and fills `world_size` and `gpu_count`, or the code run_launcher returns.
-int choose_world(const LauncherFlags& flags, const Options& options, const std::string& program,
-                 int& world_size, int& gpu_count) {
+int choose_world(const LauncherFlags& flags, const Options& options, const std::string& program, int& world_size,
+                 int& gpu_count) {
   std::string error;
   if (!query_device_count(options, gpu_count, error)) {
     const std::string needed = flags.ranks > 0 ? gpus(flags.ranks) : "at least 1 GPU";
-    std::fprintf(stderr, "SKIP: no CUDA GPU visible (%s); %s needs %s\n", error.c_str(),
-                 program.c_str(), needed.c_str());
+    std::fprintf(stderr, "SKIP: no CUDA GPU visible (%s); %s needs %s\n", error.c_str(), program.c_str(),
+                 needed.c_str());
     return 77;
   }
   world_size = flags.ranks > 0 ? flags.ranks : gpu_count;
@@ -88,8 +87,7 @@ int choose_world(const LauncherFlags& flags, const Options& options, const std::
 // Returns 0 and fills `hex`, or the code run_launcher returns.
 int create_unique_id(const Options& options, std::string& hex) {
   if (!options.make_unique_id) {
-    std::fprintf(stderr,
-                 "harness: Options::make_unique_id is empty; start from default_options()\n");
+    std::fprintf(stderr, "harness: Options::make_unique_id is empty; start from default_options()\n");
     return 1;
   }
   std::string error;
@@ -138,17 +136,16 @@ int run_launcher(int argc, char** argv, const Options& options) {
     std::snprintf(limit_text, sizeof limit_text, "no time limit");
   }
   std::fflush(stdout);  // our lines bypass stdio; whatever the program printed goes first
-  harness_say("starting " + std::to_string(world_size) + (world_size == 1 ? " rank" : " ranks") +
-              " of " + program + " on " + gpus(gpu_count) + " (" + limit_text + ")");
+  harness_say("starting " + std::to_string(world_size) + (world_size == 1 ? " rank" : " ranks") + " of " + program +
+              " on " + gpus(gpu_count) + " (" + limit_text + ")");
 
   const StopSignalGuard signals;  // before spawning, so no stop request goes unhandled
   std::vector<SupervisedRank> ranks;
   ranks.reserve(static_cast<std::size_t>(world_size));
   for (int rank = 0; rank < world_size; ++rank) {
-    ranks.push_back(SupervisedRank{
-        -1, -1, LineRelay("[rank " + std::to_string(rank) + "] ", STDOUT_FILENO), RankOutcome{}});
-    std::vector<std::string> env =
-        rank_environment(rank, world_size, rank % gpu_count, unique_id_hex);
+    ranks.push_back(
+        SupervisedRank{-1, -1, LineRelay("[rank " + std::to_string(rank) + "] ", STDOUT_FILENO), RankOutcome{}});
+    std::vector<std::string> env = rank_environment(rank, world_size, rank % gpu_count, unique_id_hex);
     std::vector<char*> envp = as_argv(env);
     SpawnedChild child;
     SupervisedRank& supervised = ranks.back();
@@ -159,8 +156,7 @@ int run_launcher(int argc, char** argv, const Options& options) {
     }
   }
 
-  supervise(ranks, SupervisionLimits{flags.time_limit_s, flags.fail_grace_s, options.kill_grace_s},
-            signals);
+  supervise(ranks, SupervisionLimits{flags.time_limit_s, flags.fail_grace_s, options.kill_grace_s}, signals);
 
   std::vector<RankOutcome> outcomes;
   for (const SupervisedRank& rank : ranks) outcomes.push_back(rank.outcome);

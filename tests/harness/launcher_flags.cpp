@@ -14,19 +14,16 @@ constexpr const char kTimeLimitFlag[] = "--time-limit=";
 constexpr const char kFailGraceFlag[] = "--fail-grace=";
 constexpr const char kOversubscribeFlag[] = "--allow-oversubscribe";
 
-bool starts_with(const char* text, const char* prefix) {
-  return std::strncmp(text, prefix, std::strlen(prefix)) == 0;
-}
+bool starts_with(const char* text, const char* prefix) { return std::strncmp(text, prefix, std::strlen(prefix)) == 0; }
 
 bool is_launcher_flag(const char* arg) {
-  return starts_with(arg, kRanksFlag) || starts_with(arg, kTimeLimitFlag) ||
-         starts_with(arg, kFailGraceFlag) || std::strcmp(arg, kOversubscribeFlag) == 0;
+  return starts_with(arg, kRanksFlag) || starts_with(arg, kTimeLimitFlag) || starts_with(arg, kFailGraceFlag) ||
+         std::strcmp(arg, kOversubscribeFlag) == 0;
 }
 
 bool parse_ranks(const std::string& text, const char* source, int& out, std::string& error) {
   if (parse_int_in_range(text, 1, kMaxWorldSize, out)) return true;
-  error = std::string(source) + " must be an integer in [1, " + std::to_string(kMaxWorldSize) +
-          "], got '" + text + "'";
+  error = std::string(source) + " must be an integer in [1, " + std::to_string(kMaxWorldSize) + "], got '" + text + "'";
   return false;
 }
 
@@ -38,8 +35,7 @@ bool parse_duration(const std::string& text, const char* source, double& out, st
 
 }  // namespace
 
-bool parse_launcher_flags(int argc, char** argv, const Options& defaults, LauncherFlags& out,
-                          std::string& error) {
+bool parse_launcher_flags(int argc, char** argv, const Options& defaults, LauncherFlags& out, std::string& error) {
   LauncherFlags flags;
   flags.time_limit_s = defaults.time_limit_s;
   flags.fail_grace_s = defaults.fail_grace_s;
@@ -54,14 +50,12 @@ bool parse_launcher_flags(int argc, char** argv, const Options& defaults, Launch
       }
       ranks_given = true;
     } else if (starts_with(arg, kTimeLimitFlag)) {
-      if (!parse_duration(arg + std::strlen(kTimeLimitFlag), "--time-limit", flags.time_limit_s,
-                          error)) {
+      if (!parse_duration(arg + std::strlen(kTimeLimitFlag), "--time-limit", flags.time_limit_s, error)) {
         return false;
       }
       time_limit_given = true;
     } else if (starts_with(arg, kFailGraceFlag)) {
-      if (!parse_duration(arg + std::strlen(kFailGraceFlag), "--fail-grace", flags.fail_grace_s,
-                          error)) {
+      if (!parse_duration(arg + std::strlen(kFailGraceFlag), "--fail-grace", flags.fail_grace_s, error)) {
         return false;
       }
     } else if (std::strcmp(arg, kOversubscribeFlag) == 0) {

@@ -24,8 +24,7 @@ struct LauncherFlags {
 // Reads --ranks=, --time-limit=, --fail-grace=, --allow-oversubscribe, then
 // EPC_TEST_RANKS and EPC_TEST_TIME_LIMIT for what the flags left unset, then `defaults`.
 // Returns false with `error` set when a value is malformed.
-bool parse_launcher_flags(int argc, char** argv, const Options& defaults, LauncherFlags& out,
-                          std::string& error);
+bool parse_launcher_flags(int argc, char** argv, const Options& defaults, LauncherFlags& out, std::string& error);
 
 // argv minus the launcher flags, as pointers into the original strings, ending in nullptr
 // (so data() is a valid argv and size() - 1 is argc).

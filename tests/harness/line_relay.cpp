@@ -29,8 +29,7 @@ void write_line(int fd, const std::string& line) {
 
 void harness_say(const std::string& message) { write_line(STDOUT_FILENO, "[harness] " + message); }
 
-LineRelay::LineRelay(std::string prefix, int out_fd)
-    : prefix_(std::move(prefix)), out_fd_(out_fd) {}
+LineRelay::LineRelay(std::string prefix, int out_fd) : prefix_(std::move(prefix)), out_fd_(out_fd) {}
 
 void LineRelay::feed(const char* data, std::size_t size) {
   pending_.append(data, size);

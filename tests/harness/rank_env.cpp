@@ -34,21 +34,19 @@ int malformed(const std::string& message) {
 int parse_rank_env(const Options& options, RankEnv& env) {
   const std::string world_text = env_or_empty("EPC_WORLD_SIZE");
   if (!parse_int_in_range(world_text, 1, kMaxWorldSize, env.world_size)) {
-    return malformed("EPC_WORLD_SIZE must be an integer in [1, " + std::to_string(kMaxWorldSize) +
-                     "], got '" + world_text + "'");
+    return malformed("EPC_WORLD_SIZE must be an integer in [1, " + std::to_string(kMaxWorldSize) + "], got '" +
+                     world_text + "'");
   }
   const std::string rank_text = env_or_empty("EPC_RANK");
   if (!parse_int_in_range(rank_text, 0, env.world_size - 1, env.rank)) {
-    return malformed("EPC_RANK must be an integer in [0, " + std::to_string(env.world_size - 1) +
-                     "], got '" + rank_text + "'");
+    return malformed("EPC_RANK must be an integer in [0, " + std::to_string(env.world_size - 1) + "], got '" +
+                     rank_text + "'");
   }
   env.unique_id_hex = env_or_empty("EPC_UNIQUE_ID");
   if (!hex_decode(env.unique_id_hex, env.unique_id.bytes, EPC_UNIQUE_ID_BYTES)) {
-    const std::string expected =
-        "EPC_UNIQUE_ID must be " + std::to_string(EPC_UNIQUE_ID_BYTES * 2) + " hex digits";
+    const std::string expected = "EPC_UNIQUE_ID must be " + std::to_string(EPC_UNIQUE_ID_BYTES * 2) + " hex digits";
     if (env.unique_id_hex.size() != EPC_UNIQUE_ID_BYTES * 2) {
-      return malformed(expected + ", got " + std::to_string(env.unique_id_hex.size()) +
-                       " characters");
+      return malformed(expected + ", got " + std::to_string(env.unique_id_hex.size()) + " characters");
     }
     return malformed(expected + ", got non-hex characters");
   }
@@ -58,16 +56,15 @@ int parse_rank_env(const Options& options, RankEnv& env) {
   const char* device_text = std::getenv("EPC_LOCAL_DEVICE");
   if (device_text != nullptr) {
     if (!parse_int_in_range(device_text, 0, 1 << 20, env.device)) {
-      return malformed(std::string("EPC_LOCAL_DEVICE must be a non-negative integer, got '") +
-                       device_text + "'");
+      return malformed(std::string("EPC_LOCAL_DEVICE must be a non-negative integer, got '") + device_text + "'");
     }
     return 0;
   }
   int count = 0;
   std::string error;
   if (!query_device_count(options, count, error)) {
-    std::fprintf(stderr, "SKIP: no CUDA GPU visible (%s); rank %d of %d needs a GPU\n",
-                 error.c_str(), env.rank, env.world_size);
+    std::fprintf(stderr, "SKIP: no CUDA GPU visible (%s); rank %d of %d needs a GPU\n", error.c_str(), env.rank,
+                 env.world_size);
     return 77;
   }
   env.device = env.rank % count;

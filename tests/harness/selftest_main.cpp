@@ -60,8 +60,8 @@ bool make_fake_unique_id(std::string& hex, std::string& /*error*/) {
 
 int rank_main(const epc::harness::RankEnv& env, int argc, char** argv) {
   const std::string mode = flag_value(argc, argv, "--mode=", "pass");
-  std::printf("rank %d of %d on device %d, id %.16s..., mode %s, argc %d\n", env.rank,
-              env.world_size, env.device, env.unique_id_hex.c_str(), mode.c_str(), argc);
+  std::printf("rank %d of %d on device %d, id %.16s..., mode %s, argc %d\n", env.rank, env.world_size, env.device,
+              env.unique_id_hex.c_str(), mode.c_str(), argc);
   for (int i = 1; i < argc; ++i) std::printf("  argv[%d] = %s\n", i, argv[i]);
 
   if (mode == "pass") {
@@ -141,8 +141,7 @@ bool run_scenario(const Scenario& scenario, Finished& finished) {
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
-  const int rc =
-      posix_spawn(&finished.pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
+  const int rc = posix_spawn(&finished.pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   if (rc != 0) {
@@ -158,8 +157,7 @@ bool run_scenario(const Scenario& scenario, Finished& finished) {
   close(fds[0]);
   int status = 0;
   waitpid(finished.pid, &status, 0);
-  finished.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  finished.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   finished.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return true;
 }
@@ -173,8 +171,7 @@ int leftover_processes(pid_t launcher) {
   while (dirent* entry = readdir(proc)) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
     std::ifstream file(std::string("/proc/") + entry->d_name + "/environ", std::ios::binary);
-    const std::string environment((std::istreambuf_iterator<char>(file)),
-                                  std::istreambuf_iterator<char>());
+    const std::string environment((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     // Entries are NUL-separated; anchor both ends so "EPC_LAUNCHER_PID=12" misses 123.
     if (('\0' + environment).find('\0' + mark + '\0') != std::string::npos) ++found;
   }
@@ -190,8 +187,8 @@ int self_check() {
       {{"--mode=hang", "--time-limit=2"},
        {},
        1,
-       {"time limit of 2 s expired; still running: rank 0, rank 1, rank 2, rank 3",
-        "rank 2: FAILED (timed out)", "0 passed, 4 failed"},
+       {"time limit of 2 s expired; still running: rank 0, rank 1, rank 2, rank 3", "rank 2: FAILED (timed out)",
+        "0 passed, 4 failed"},
        7},
       {{"--mode=hang-grandchild", "--ranks=2", "--time-limit=1"},
        {},
@@ -250,8 +247,8 @@ int self_check() {
     if (const int left = leftover_processes(finished.pid); left > 0) {
       problems.push_back(std::to_string(left) + " processes left running");
     }
-    std::printf("%s %s(exit %d, %.1f s)\n", problems.empty() ? "ok  " : "FAIL", name.c_str(),
-                finished.exit_code, finished.seconds);
+    std::printf("%s %s(exit %d, %.1f s)\n", problems.empty() ? "ok  " : "FAIL", name.c_str(), finished.exit_code,
+                finished.seconds);
     for (const std::string& problem : problems) std::printf("       %s\n", problem.c_str());
     if (!problems.empty()) {
       std::printf("------ output:\n%s------\n", finished.output.c_str());

@@ -53,8 +53,7 @@ std::string format_seconds(double s) {
 
 class Supervisor {
  public:
-  Supervisor(std::vector<SupervisedRank>& ranks, const SupervisionLimits& limits,
-             const StopSignalGuard& signals)
+  Supervisor(std::vector<SupervisedRank>& ranks, const SupervisionLimits& limits, const StopSignalGuard& signals)
       : ranks_(ranks), limits_(limits), signals_(signals), state_(ranks.size()) {}
 
   void run() {
@@ -171,8 +170,7 @@ class Supervisor {
       } while (reaped < 0 && errno == EINTR);
       if (reaped < 0) {
         // Someone else reaped it (the program set SIGCHLD to SIG_IGN?): the code is lost.
-        harness_say("rank " + std::to_string(i) + ": exit status lost (" + std::strerror(errno) +
-                    ")");
+        harness_say("rank " + std::to_string(i) + ": exit status lost (" + std::strerror(errno) + ")");
         status = 255 << 8;
       }
       rank.outcome.finished = true;
@@ -190,8 +188,7 @@ class Supervisor {
     if (running.empty()) return;
     harness_say("rank " + std::to_string(rank) + " " +
                 describe_outcome(ranks_[static_cast<std::size_t>(rank)].outcome) + "; " + running +
-                " will be stopped unless finished within " + format_seconds(limits_.fail_grace_s) +
-                " s");
+                " will be stopped unless finished within " + format_seconds(limits_.fail_grace_s) + " s");
   }
 
   void handle_stop_signals() {
@@ -220,8 +217,8 @@ class Supervisor {
     time_limit_handled_ = true;
     const std::string running = unstopped_ranks();
     if (running.empty()) return;
-    harness_say("time limit of " + format_seconds(limits_.time_limit_s) +
-                " s expired; still running: " + running + "; sending SIGTERM");
+    harness_say("time limit of " + format_seconds(limits_.time_limit_s) + " s expired; still running: " + running +
+                "; sending SIGTERM");
     stop_unstopped(StopReason::time_limit);
   }
 
@@ -231,9 +228,8 @@ class Supervisor {
     grace_handled_ = true;
     const std::string running = unstopped_ranks();
     if (running.empty()) return;
-    harness_say("rank " + std::to_string(first_failed_rank_) + " failed " +
-                format_seconds(limits_.fail_grace_s) + " s ago; still running: " + running +
-                "; sending SIGTERM");
+    harness_say("rank " + std::to_string(first_failed_rank_) + " failed " + format_seconds(limits_.fail_grace_s) +
+                " s ago; still running: " + running + "; sending SIGTERM");
     stop_unstopped(StopReason::peer_failed);
   }
 
@@ -280,8 +276,7 @@ class Supervisor {
 
 }  // namespace
 
-void supervise(std::vector<SupervisedRank>& ranks, const SupervisionLimits& limits,
-               const StopSignalGuard& signals) {
+void supervise(std::vector<SupervisedRank>& ranks, const SupervisionLimits& limits, const StopSignalGuard& signals) {
   Supervisor(ranks, limits, signals).run();
 }
 

@@ -31,8 +31,7 @@ struct SupervisionLimits {
 // Returns when every started rank has been reaped and its output relayed; no process of
 // the ranks' groups is left running. `signals` must have been installed before the ranks
 // were started, so that no stop request is lost in between.
-void supervise(std::vector<SupervisedRank>& ranks, const SupervisionLimits& limits,
-               const StopSignalGuard& signals);
+void supervise(std::vector<SupervisedRank>& ranks, const SupervisionLimits& limits, const StopSignalGuard& signals);
 
 }  // namespace epc::harness
 

@@ -52,8 +52,7 @@ uint32_t round_to_narrow_format(uint32_t abs_bits, int mantissa_bits, int bias) 
   const int dropped_bits = 23 - mantissa_bits;
   if (target_exponent >= 1) {
     // Normal result: exponent field, then the mantissa with its low bits rounded away.
-    const uint32_t unrounded =
-        (static_cast<uint32_t>(target_exponent) << 23) | (abs_bits & kFloatMantissaMask);
+    const uint32_t unrounded = (static_cast<uint32_t>(target_exponent) << 23) | (abs_bits & kFloatMantissaMask);
     return shift_right_round_even(unrounded, dropped_bits);
   }
   // Subnormal result: the significand including its implicit 1, shifted further right by the
@@ -109,9 +108,7 @@ float fp16_to_float(uint16_t bits) {
   return float_of(sign | ((exponent - 15 + kFloatExponentBias) << 23) | (mantissa << 13));
 }
 
-float to_float(Dtype dtype, uint16_t bits) {
-  return dtype == Dtype::kBf16 ? bf16_to_float(bits) : fp16_to_float(bits);
-}
+float to_float(Dtype dtype, uint16_t bits) { return dtype == Dtype::kBf16 ? bf16_to_float(bits) : fp16_to_float(bits); }
 
 // ---- fp8 e4m3 -----------------------------------------------------------------------------
 
@@ -157,12 +154,12 @@ float fp8_block_scale(float amax, bool round_scale_ue8m0) {
   return round_scale_ue8m0 ? ue8m0_round_up(scale) : scale;
 }
 
-void quantize_row_fp8(const float* x, int hidden, bool round_scale_ue8m0, uint8_t* q_out,
-                      float* scales_out) {
+void quantize_row_fp8(const float* x, int hidden, bool round_scale_ue8m0, uint8_t* q_out, float* scales_out) {
   if (hidden <= 0 || hidden % kFp8BlockChannels != 0) {
-    throw std::invalid_argument("epc::ref::quantize_row_fp8: hidden must be a positive multiple "
-                                "of 128 for fp8 block quantization, got " +
-                                std::to_string(hidden));
+    throw std::invalid_argument(
+        "epc::ref::quantize_row_fp8: hidden must be a positive multiple "
+        "of 128 for fp8 block quantization, got " +
+        std::to_string(hidden));
   }
   for (int block = 0; block < hidden / kFp8BlockChannels; ++block) {
     const int begin = block * kFp8BlockChannels;

@@ -94,8 +94,7 @@ float fp8_block_scale(float amax, bool round_scale_ue8m0);
 //          no multiplication by a reciprocal).
 // An infinite input makes amax and the scale +inf, so that block quantizes to zeros/NaN;
 // callers are expected to pass finite rows.
-void quantize_row_fp8(const float* x, int hidden, bool round_scale_ue8m0, uint8_t* q_out,
-                      float* scales_out);
+void quantize_row_fp8(const float* x, int hidden, bool round_scale_ue8m0, uint8_t* q_out, float* scales_out);
 
 // ---- exact accumulation step ------------------------------------------------------------
 

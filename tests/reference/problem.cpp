@@ -10,15 +10,12 @@
 namespace epc::ref {
 namespace {
 
-[[noreturn]] void reject(const std::string& message) {
-  throw std::invalid_argument("epc::ref: " + message);
-}
+[[noreturn]] void reject(const std::string& message) { throw std::invalid_argument("epc::ref: " + message); }
 
-void require_size(std::size_t actual, std::size_t expected, int rank, const char* field,
-                  const char* shape) {
+void require_size(std::size_t actual, std::size_t expected, int rank, const char* field, const char* shape) {
   if (actual != expected) {
-    reject("ranks[" + std::to_string(rank) + "]." + field + " has " + std::to_string(actual) +
-           " elements, expected " + std::to_string(expected) + " (" + shape + ")");
+    reject("ranks[" + std::to_string(rank) + "]." + field + " has " + std::to_string(actual) + " elements, expected " +
+           std::to_string(expected) + " (" + shape + ")");
   }
 }
 
@@ -33,17 +30,14 @@ void validate_problem(const Problem& problem) {
            std::to_string(p.nranks) + ")");
   }
   if (p.hidden <= 0 || p.hidden % 8 != 0) {
-    reject("hidden must be a positive multiple of 8 (rows of 16-byte units), got " +
-           std::to_string(p.hidden));
+    reject("hidden must be a positive multiple of 8 (rows of 16-byte units), got " + std::to_string(p.hidden));
   }
   if (p.topk < 1 || p.topk > kMaxTopk) {
-    reject("topk must be in [1, " + std::to_string(kMaxTopk) + "], got " +
-           std::to_string(p.topk));
+    reject("topk must be in [1, " + std::to_string(kMaxTopk) + "], got " + std::to_string(p.topk));
   }
   if (p.max_tokens < 0) reject("max_tokens must be >= 0, got " + std::to_string(p.max_tokens));
   if (p.ranks.size() != static_cast<std::size_t>(p.nranks)) {
-    reject("ranks has " + std::to_string(p.ranks.size()) + " entries, expected nranks = " +
-           std::to_string(p.nranks));
+    reject("ranks has " + std::to_string(p.ranks.size()) + " entries, expected nranks = " + std::to_string(p.nranks));
   }
   for (int r = 0; r < p.nranks; ++r) {
     const RankTokens& rank = p.ranks[r];
@@ -57,10 +51,9 @@ void validate_problem(const Problem& problem) {
     for (std::size_t i = 0; i < entries; ++i) {
       const int64_t expert = rank.topk_idx[i];
       if (expert < -1 || expert >= p.num_experts) {
-        reject("topk_idx[rank " + std::to_string(r) + "][token " +
-               std::to_string(i / p.topk) + "][slot " + std::to_string(i % p.topk) +
-               "] = " + std::to_string(expert) + " is outside [-1, num_experts = " +
-               std::to_string(p.num_experts) + ")");
+        reject("topk_idx[rank " + std::to_string(r) + "][token " + std::to_string(i / p.topk) + "][slot " +
+               std::to_string(i % p.topk) + "] = " + std::to_string(expert) +
+               " is outside [-1, num_experts = " + std::to_string(p.num_experts) + ")");
       }
     }
   }
@@ -69,8 +62,8 @@ void validate_problem(const Problem& problem) {
 void validate_x16_payload(const Problem& problem) {
   for (int r = 0; r < problem.nranks; ++r) {
     const RankTokens& rank = problem.ranks[r];
-    require_size(rank.x.size(), static_cast<std::size_t>(rank.num_tokens) * problem.hidden, r,
-                 "x", "num_tokens * hidden");
+    require_size(rank.x.size(), static_cast<std::size_t>(rank.num_tokens) * problem.hidden, r, "x",
+                 "num_tokens * hidden");
   }
 }
 
@@ -84,8 +77,7 @@ void validate_fp8_payload(const Problem& problem) {
     const RankTokens& rank = problem.ranks[r];
     const std::size_t tokens = static_cast<std::size_t>(rank.num_tokens);
     require_size(rank.x_fp8.size(), tokens * problem.hidden, r, "x_fp8", "num_tokens * hidden");
-    require_size(rank.fp8_scales.size(), tokens * blocks, r, "fp8_scales",
-                 "num_tokens * hidden / 128");
+    require_size(rank.fp8_scales.size(), tokens * blocks, r, "fp8_scales", "num_tokens * hidden / 128");
   }
 }
 

@@ -46,8 +46,8 @@ void validate_options(const ProblemGenOptions& o) {
   shape.ranks.resize(o.nranks > 0 ? static_cast<std::size_t>(o.nranks) : 0);
   validate_problem(shape);
   if (!o.allow_duplicate_experts && o.topk > o.num_experts) {
-    reject("topk (" + std::to_string(o.topk) + ") > num_experts (" +
-           std::to_string(o.num_experts) + ") needs allow_duplicate_experts");
+    reject("topk (" + std::to_string(o.topk) + ") > num_experts (" + std::to_string(o.num_experts) +
+           ") needs allow_duplicate_experts");
   }
   if (!(o.hot_expert_share >= 0.0 && o.hot_expert_share <= 1.0)) {
     reject("hot_expert_share must be in [0, 1]");

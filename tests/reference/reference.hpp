@@ -124,12 +124,8 @@ struct Problem {
   std::vector<RankTokens> ranks;  // [nranks]
 
   int local_experts() const { return num_experts / nranks; }
-  int rank_of_expert(int64_t expert) const {
-    return static_cast<int>(expert / local_experts());
-  }
-  int local_id_of_expert(int64_t expert) const {
-    return static_cast<int>(expert % local_experts());
-  }
+  int rank_of_expert(int64_t expert) const { return static_cast<int>(expert / local_experts()); }
+  int local_id_of_expert(int64_t expert) const { return static_cast<int>(expert % local_experts()); }
 };
 
 // Shapes and routing (everything except the payload arrays x / x_fp8 / fp8_scales).
@@ -184,15 +180,13 @@ struct LlLayout {
 LlLayout ll_layout(const Problem& problem);
 
 // One result per receiving rank q (index q).
-std::vector<LlDispatchResult> ll_dispatch(const Problem& problem,
-                                          const LlDispatchOptions& options = {});
+std::vector<LlDispatchResult> ll_dispatch(const Problem& problem, const LlDispatchOptions& options = {});
 
 enum class CombineOrder { kTopkOrder, kPerRankPrereduce };
 
 // y_per_rank[q]: bf16 [L, R*T, H]. Returns, per source rank r, bf16 [B_r, H].
 std::vector<std::vector<uint16_t>> ll_combine(const Problem& problem,
-                                              const std::vector<std::vector<uint16_t>>& y_per_rank,
-                                              CombineOrder order);
+                                              const std::vector<std::vector<uint16_t>>& y_per_rank, CombineOrder order);
 
 // ---- High-Throughput mode ---------------------------------------------------------------
 
@@ -234,8 +228,7 @@ struct HtLayout {
 HtLayout ht_layout(const Problem& problem);
 
 // One result per receiving rank q (index q).
-std::vector<HtDispatchResult> ht_dispatch(const Problem& problem,
-                                          const HtDispatchOptions& options = {});
+std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispatchOptions& options = {});
 
 struct HtCombineResult {
   std::vector<std::vector<uint16_t>> x;          // per source rank r: bf16 [B_r, H]
@@ -245,9 +238,7 @@ struct HtCombineResult {
 // x_per_rank[q]: bf16 [N_q, H]. topk_weights_per_rank: empty (no backward weights) or, per
 // q, float [N_q, K].
 // node_size: 0 (one node) or ranks per node; see "Across nodes" above.
-HtCombineResult ht_combine(const Problem& problem,
-                           const std::vector<std::vector<uint16_t>>& x_per_rank,
-                           const std::vector<std::vector<float>>& topk_weights_per_rank = {},
-                           int node_size = 0);
+HtCombineResult ht_combine(const Problem& problem, const std::vector<std::vector<uint16_t>>& x_per_rank,
+                           const std::vector<std::vector<float>>& topk_weights_per_rank = {}, int node_size = 0);
 
 }  // namespace epc::ref

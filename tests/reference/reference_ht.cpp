@@ -29,8 +29,8 @@ void validate_combine_input(const Problem& p, const HtLayout& layout,
                             const std::vector<std::vector<uint16_t>>& x_per_rank,
                             const std::vector<std::vector<float>>& w_per_rank) {
   if (x_per_rank.size() != static_cast<std::size_t>(p.nranks)) {
-    reject_combine("x_per_rank has " + std::to_string(x_per_rank.size()) +
-                   " ranks, expected " + std::to_string(p.nranks));
+    reject_combine("x_per_rank has " + std::to_string(x_per_rank.size()) + " ranks, expected " +
+                   std::to_string(p.nranks));
   }
   if (!w_per_rank.empty() && w_per_rank.size() != static_cast<std::size_t>(p.nranks)) {
     reject_combine("topk_weights_per_rank has " + std::to_string(w_per_rank.size()) +
@@ -39,14 +39,12 @@ void validate_combine_input(const Problem& p, const HtLayout& layout,
   for (int q = 0; q < p.nranks; ++q) {
     const std::size_t rows = static_cast<std::size_t>(layout.num_recv[q]);
     if (x_per_rank[q].size() != rows * p.hidden) {
-      reject_combine("x_per_rank[" + std::to_string(q) + "] has " +
-                     std::to_string(x_per_rank[q].size()) + " elements, expected num_recv * " +
-                     "hidden = " + std::to_string(rows * p.hidden));
+      reject_combine("x_per_rank[" + std::to_string(q) + "] has " + std::to_string(x_per_rank[q].size()) +
+                     " elements, expected num_recv * " + "hidden = " + std::to_string(rows * p.hidden));
     }
     if (!w_per_rank.empty() && w_per_rank[q].size() != rows * p.topk) {
-      reject_combine("topk_weights_per_rank[" + std::to_string(q) + "] has " +
-                     std::to_string(w_per_rank[q].size()) + " elements, expected num_recv * " +
-                     "topk = " + std::to_string(rows * p.topk));
+      reject_combine("topk_weights_per_rank[" + std::to_string(q) + "] has " + std::to_string(w_per_rank[q].size()) +
+                     " elements, expected num_recv * " + "topk = " + std::to_string(rows * p.topk));
     }
   }
 }
@@ -79,8 +77,7 @@ HtLayout ht_layout(const Problem& problem) {
   return layout;
 }
 
-std::vector<HtDispatchResult> ht_dispatch(const Problem& problem,
-                                          const HtDispatchOptions& options) {
+std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispatchOptions& options) {
   const Problem& p = problem;
   const HtLayout layout = ht_layout(p);  // validates the problem
   const bool fp8 = options.payload == HtPayload::kFp8;
@@ -123,8 +120,7 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem,
         HtDispatchResult& out = results[q];
         if (fp8) {
           std::copy_n(rank.x_fp8.begin() + t * H, H, out.x_fp8.begin() + row * H);
-          std::copy_n(rank.fp8_scales.begin() + t * blocks, blocks,
-                      out.fp8_scales.begin() + row * blocks);
+          std::copy_n(rank.fp8_scales.begin() + t * blocks, blocks, out.fp8_scales.begin() + row * blocks);
         } else {
           std::copy_n(rank.x.begin() + t * H, H, out.x.begin() + row * H);
         }
@@ -144,10 +140,8 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem,
   return results;
 }
 
-HtCombineResult ht_combine(const Problem& problem,
-                           const std::vector<std::vector<uint16_t>>& x_per_rank,
-                           const std::vector<std::vector<float>>& topk_weights_per_rank,
-                           int node_size) {
+HtCombineResult ht_combine(const Problem& problem, const std::vector<std::vector<uint16_t>>& x_per_rank,
+                           const std::vector<std::vector<float>>& topk_weights_per_rank, int node_size) {
   const Problem& p = problem;
   const HtLayout layout = ht_layout(p);  // validates the problem
   if (node_size == 0) node_size = p.nranks;
@@ -198,8 +192,7 @@ HtCombineResult ht_combine(const Problem& problem,
         const int64_t expert = rank.topk_idx[entry_index(p, t, k)];
         if (expert == -1) continue;
         const int d = p.rank_of_expert(expert);
-        const std::size_t row =
-            static_cast<std::size_t>(layout.token_row[r][token_rank_index(p, t, d)]);
+        const std::size_t row = static_cast<std::size_t>(layout.token_row[r][token_rank_index(p, t, d)]);
         result.topk_weights[r][t * K + k] = topk_weights_per_rank[d][row * K + k];
       }
     }

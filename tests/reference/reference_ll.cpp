@@ -18,8 +18,8 @@ std::size_t entry_index(const Problem& p, int token, int slot) {
 }
 
 // Converts one source token to float and quantizes it, as the sending rank would.
-void quantize_source_token(const Problem& p, const uint16_t* x_row, bool round_scale_ue8m0,
-                           std::vector<float>& scratch, uint8_t* q_out, float* scales_out) {
+void quantize_source_token(const Problem& p, const uint16_t* x_row, bool round_scale_ue8m0, std::vector<float>& scratch,
+                           uint8_t* q_out, float* scales_out) {
   scratch.resize(p.hidden);
   for (int c = 0; c < p.hidden; ++c) scratch[c] = to_float(p.dtype, x_row[c]);
   quantize_row_fp8(scratch.data(), p.hidden, round_scale_ue8m0, q_out, scales_out);
@@ -27,36 +27,34 @@ void quantize_source_token(const Problem& p, const uint16_t* x_row, bool round_s
 
 void validate_combine_input(const Problem& p, const std::vector<std::vector<uint16_t>>& y) {
   if (y.size() != static_cast<std::size_t>(p.nranks)) {
-    throw std::invalid_argument("epc::ref::ll_combine: y_per_rank has " +
-                                std::to_string(y.size()) + " ranks, expected " +
-                                std::to_string(p.nranks));
+    throw std::invalid_argument("epc::ref::ll_combine: y_per_rank has " + std::to_string(y.size()) +
+                                " ranks, expected " + std::to_string(p.nranks));
   }
-  const std::size_t expected = static_cast<std::size_t>(p.local_experts()) * p.nranks *
-                               p.max_tokens * p.hidden;
+  const std::size_t expected = static_cast<std::size_t>(p.local_experts()) * p.nranks * p.max_tokens * p.hidden;
   for (int q = 0; q < p.nranks; ++q) {
     if (y[q].size() != expected) {
-      throw std::invalid_argument("epc::ref::ll_combine: y_per_rank[" + std::to_string(q) +
-                                  "] has " + std::to_string(y[q].size()) +
+      throw std::invalid_argument("epc::ref::ll_combine: y_per_rank[" + std::to_string(q) + "] has " +
+                                  std::to_string(y[q].size()) +
                                   " elements, expected local_experts * nranks * max_tokens * "
-                                  "hidden = " + std::to_string(expected));
+                                  "hidden = " +
+                                  std::to_string(expected));
     }
   }
 }
 
 // The bf16 value of channel c of the row that entry (r, t, k) was dispatched into.
-float expert_output(const Problem& p, const LlLayout& layout,
-                    const std::vector<std::vector<uint16_t>>& y, int r, int t, int k, int c) {
+float expert_output(const Problem& p, const LlLayout& layout, const std::vector<std::vector<uint16_t>>& y, int r, int t,
+                    int k, int c) {
   const int64_t expert = p.ranks[r].topk_idx[entry_index(p, t, k)];
   const int q = p.rank_of_expert(expert);
-  const std::size_t row = static_cast<std::size_t>(p.local_id_of_expert(expert)) *
-                              layout.rows_per_expert +
+  const std::size_t row = static_cast<std::size_t>(p.local_id_of_expert(expert)) * layout.rows_per_expert +
                           layout.entry_row[r][entry_index(p, t, k)];
   return bf16_to_float(y[q][row * p.hidden + c]);
 }
 
 // kTopkOrder: one float accumulator over the unmasked slots in slot order.
-float combine_topk_order(const Problem& p, const LlLayout& layout,
-                         const std::vector<std::vector<uint16_t>>& y, int r, int t, int c) {
+float combine_topk_order(const Problem& p, const LlLayout& layout, const std::vector<std::vector<uint16_t>>& y, int r,
+                         int t, int c) {
   const RankTokens& rank = p.ranks[r];
   float acc = 0.0f;
   for (int k = 0; k < p.topk; ++k) {
@@ -69,9 +67,8 @@ float combine_topk_order(const Problem& p, const LlLayout& layout,
 
 // kPerRankPrereduce: each destination rank reduces its own slots, the partial travels back as
 // bf16, and the source rank sums the partials in rank order.
-float combine_per_rank_prereduce(const Problem& p, const LlLayout& layout,
-                                 const std::vector<std::vector<uint16_t>>& y, int r, int t,
-                                 int c) {
+float combine_per_rank_prereduce(const Problem& p, const LlLayout& layout, const std::vector<std::vector<uint16_t>>& y,
+                                 int r, int t, int c) {
   const RankTokens& rank = p.ranks[r];
   float acc = 0.0f;
   for (int d = 0; d < p.nranks; ++d) {
@@ -111,10 +108,11 @@ LlLayout ll_layout(const Problem& problem) {
         if (expert == -1) continue;
         int32_t& count = layout.counts[p.rank_of_expert(expert)][p.local_id_of_expert(expert)];
         if (count == layout.rows_per_expert) {
-          throw std::invalid_argument(
-              "epc::ref: LL expert " + std::to_string(expert) + " receives more than nranks * "
-              "max_tokens = " + std::to_string(layout.rows_per_expert) +
-              " rows (duplicate expert ids in top-k rows overflow the LL receive buffer)");
+          throw std::invalid_argument("epc::ref: LL expert " + std::to_string(expert) +
+                                      " receives more than nranks * "
+                                      "max_tokens = " +
+                                      std::to_string(layout.rows_per_expert) +
+                                      " rows (duplicate expert ids in top-k rows overflow the LL receive buffer)");
         }
         layout.entry_row[r][entry_index(p, t, k)] = count++;
       }
@@ -123,14 +121,15 @@ LlLayout ll_layout(const Problem& problem) {
   return layout;
 }
 
-std::vector<LlDispatchResult> ll_dispatch(const Problem& problem,
-                                          const LlDispatchOptions& options) {
+std::vector<LlDispatchResult> ll_dispatch(const Problem& problem, const LlDispatchOptions& options) {
   const Problem& p = problem;
   const LlLayout layout = ll_layout(p);  // validates the problem
   validate_x16_payload(p);
   if (options.use_fp8 && p.hidden % kFp8BlockChannels != 0) {
-    throw std::invalid_argument("epc::ref::ll_dispatch: fp8 needs hidden to be a multiple of "
-                                "128, got " + std::to_string(p.hidden));
+    throw std::invalid_argument(
+        "epc::ref::ll_dispatch: fp8 needs hidden to be a multiple of "
+        "128, got " +
+        std::to_string(p.hidden));
   }
   const int L = p.local_experts();
   const std::size_t H = static_cast<std::size_t>(p.hidden);
@@ -162,19 +161,16 @@ std::vector<LlDispatchResult> ll_dispatch(const Problem& problem,
     for (int t = 0; t < rank.num_tokens; ++t) {
       const uint16_t* x_row = rank.x.data() + t * H;
       if (options.use_fp8) {
-        quantize_source_token(p, x_row, options.round_scale_ue8m0, scratch, token_fp8.data(),
-                              token_scales.data());
+        quantize_source_token(p, x_row, options.round_scale_ue8m0, scratch, token_fp8.data(), token_scales.data());
       }
       for (int k = 0; k < p.topk; ++k) {
         const int64_t expert = rank.topk_idx[entry_index(p, t, k)];
         if (expert == -1) continue;
         LlDispatchResult& out = results[p.rank_of_expert(expert)];
-        const std::size_t row =
-            out.row_index(p.local_id_of_expert(expert), layout.entry_row[r][entry_index(p, t, k)]);
+        const std::size_t row = out.row_index(p.local_id_of_expert(expert), layout.entry_row[r][entry_index(p, t, k)]);
         if (options.use_fp8) {
           std::copy(token_fp8.begin(), token_fp8.end(), out.x_fp8.begin() + row * H);
-          std::copy(token_scales.begin(), token_scales.end(),
-                    out.fp8_scales.begin() + row * blocks);
+          std::copy(token_scales.begin(), token_scales.end(), out.fp8_scales.begin() + row * blocks);
         } else {
           std::copy(x_row, x_row + H, out.x.begin() + row * H);
         }

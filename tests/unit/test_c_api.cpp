@@ -105,8 +105,7 @@ void expect_plan_rejected(const EpcGroupConfig& c, int nranks, const BadPlanCase
   EpcPlan plan = empty_plan();
   EpcPlan before = plan;
   EXPECT_EQ(epc_plan_query(&c, nranks, nranks, 1, &plan), expected.status) << expected.what;
-  EXPECT_NE(last_error().find(expected.message_part), std::string::npos)
-      << expected.what << ": " << last_error();
+  EXPECT_NE(last_error().find(expected.message_part), std::string::npos) << expected.what << ": " << last_error();
   EXPECT_EQ(std::memcmp(&plan, &before, sizeof plan), 0) << expected.what << ": output written";
 }
 
@@ -178,12 +177,10 @@ TEST(CApi, AsyncErrorRejectsNullAndObjectsThatAreNotLiveGroups) {
   // Zeroed memory (what a destroyed group's magic word becomes) and another object's bytes
   // are refused by the magic word, never read as a group's error record.
   uint64_t zeroed[8] = {};
-  EXPECT_EQ(epc_group_async_error(reinterpret_cast<const EpcGroup*>(zeroed)),
-            EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(epc_group_async_error(reinterpret_cast<const EpcGroup*>(zeroed)), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("not a live EpcGroup"), std::string::npos) << last_error();
   uint64_t not_a_group[8] = {0x6c646e6148435045ull, 2, 3, 4, 5, 6, 7, 8};  // a handle's magic
-  EXPECT_EQ(epc_group_async_error(reinterpret_cast<const EpcGroup*>(not_a_group)),
-            EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(epc_group_async_error(reinterpret_cast<const EpcGroup*>(not_a_group)), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("not a live EpcGroup"), std::string::npos) << last_error();
   // Like every call, it clears the thread's message on entry.
   EXPECT_EQ(epc_get_version(nullptr, nullptr, nullptr), EPC_OK);

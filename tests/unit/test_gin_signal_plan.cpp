@@ -79,14 +79,15 @@ std::vector<SignalWord> ht_words(const epc::GroupConfig& c, const epc::Plan& p, 
     const bool direct = w / t.node_size == reader / t.node_size || w % t.node_size == reader % t.node_size;
     const int writer = direct ? w : reader / t.node_size * t.node_size + w % t.node_size;
     for (int chunk = 0; chunk < C; ++chunk) {
-      words.push_back(
-          {p.region(EPC_REGION_COMBINE_SIGNAL).offset + 8ull * (static_cast<uint64_t>(w) * C + chunk), writer, !direct});
+      words.push_back({p.region(EPC_REGION_COMBINE_SIGNAL).offset + 8ull * (static_cast<uint64_t>(w) * C + chunk),
+                       writer, !direct});
     }
   }
   for (int m = 0; m < t.nodes(); ++m) {
     const int writer = m * t.node_size + reader % t.node_size;  // the reader's rail peer in node m
     for (int chunk = 0; chunk < C; ++chunk) {
-      words.push_back({p.region(EPC_REGION_RAIL_SIGNAL).offset + 8ull * (static_cast<uint64_t>(m) * C + chunk), writer});
+      words.push_back(
+          {p.region(EPC_REGION_RAIL_SIGNAL).offset + 8ull * (static_cast<uint64_t>(m) * C + chunk), writer});
     }
   }
   return words;

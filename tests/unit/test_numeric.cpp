@@ -117,11 +117,11 @@ TEST(Fp16, Subnormals) {
   EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
   EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(float_to_fp16(std::ldexp(1023.0f, -24)), 0x03FF);
-  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -25)), 0x0000);    // tie between 0 and 1 -> 0
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie between 0 and 1 -> 0
   EXPECT_EQ(float_to_fp16(-std::ldexp(1.0f, -25)), 0x8000);
-  EXPECT_EQ(float_to_fp16(from_bits(0x33000001u)), 0x0001);  // just above 2^-25
-  EXPECT_EQ(float_to_fp16(std::ldexp(3.0f, -25)), 0x0002);    // 1.5 ulp: tie 1|2 -> 2
-  EXPECT_EQ(float_to_fp16(std::ldexp(5.0f, -25)), 0x0002);    // 2.5 ulp: tie 2|3 -> 2
+  EXPECT_EQ(float_to_fp16(from_bits(0x33000001u)), 0x0001);    // just above 2^-25
+  EXPECT_EQ(float_to_fp16(std::ldexp(3.0f, -25)), 0x0002);     // 1.5 ulp: tie 1|2 -> 2
+  EXPECT_EQ(float_to_fp16(std::ldexp(5.0f, -25)), 0x0002);     // 2.5 ulp: tie 2|3 -> 2
   EXPECT_EQ(float_to_fp16(std::ldexp(2047.0f, -25)), 0x0400);  // tie 0x3FF|0x400 -> 0x400
   EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -40)), 0x0000);
   EXPECT_EQ(float_to_fp16(from_bits(0x00000001u)), 0x0000);  // float subnormal
@@ -159,7 +159,7 @@ TEST(Fp16, EveryNonNaNPatternRoundTrips) {
 // ---- fp8 e4m3 -----------------------------------------------------------------------------
 
 TEST(E4m3, ExactValues) {
-  EXPECT_EQ(float_to_e4m3_satfinite(1.0f), 0x38);    // exponent 7, mantissa 0
+  EXPECT_EQ(float_to_e4m3_satfinite(1.0f), 0x38);  // exponent 7, mantissa 0
   EXPECT_EQ(float_to_e4m3_satfinite(0.5f), 0x30);
   EXPECT_EQ(float_to_e4m3_satfinite(1.5f), 0x3C);
   EXPECT_EQ(float_to_e4m3_satfinite(-1.0f), 0xB8);
@@ -203,14 +203,14 @@ TEST(E4m3, RoundToNearestEven) {
 }
 
 TEST(E4m3, Subnormals) {
-  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(1.0f, -9)), 0x01);   // smallest subnormal
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(1.0f, -9)), 0x01);  // smallest subnormal
   EXPECT_EQ(float_to_e4m3_satfinite(-std::ldexp(1.0f, -9)), 0x81);
   EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(7.0f, -9)), 0x07);   // largest subnormal
   EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(1.0f, -10)), 0x00);  // tie 0|1 -> 0
   EXPECT_EQ(float_to_e4m3_satfinite(-std::ldexp(1.0f, -10)), 0x80);
-  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(3.0f, -11)), 0x01);  // 0.75 ulp -> 1
-  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(3.0f, -10)), 0x02);  // tie 1|2 -> 2
-  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(5.0f, -10)), 0x02);  // tie 2|3 -> 2
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(3.0f, -11)), 0x01);   // 0.75 ulp -> 1
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(3.0f, -10)), 0x02);   // tie 1|2 -> 2
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(5.0f, -10)), 0x02);   // tie 2|3 -> 2
   EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(15.0f, -10)), 0x08);  // tie 7|8 -> 8 (normal)
   EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(1.0f, -20)), 0x00);
 }
@@ -305,7 +305,7 @@ TEST(Fp8Quantize, ScaleIsAmaxOver448) {
 
 TEST(Fp8Quantize, Ue8m0ScaleIsNextPowerOfTwo) {
   std::vector<float> x(128, 0.0f);
-  x[5] = 300.0f;  // scale 300/448 = 0.67 -> 1.0, so q = e4m3(x) and 300 -> 288
+  x[5] = 300.0f;   // scale 300/448 = 0.67 -> 1.0, so q = e4m3(x) and 300 -> 288
   x[6] = -150.0f;  // -150 = -1.171875 * 128 -> -144 (0xF1)
   std::vector<uint8_t> q(128);
   float scale = 0.0f;
@@ -349,10 +349,8 @@ TEST(Fp8Quantize, RejectsHiddenNotMultipleOf128) {
   std::vector<float> x(192, 0.0f);
   std::vector<uint8_t> q(192);
   std::vector<float> scales(2);
-  EXPECT_THROW(quantize_row_fp8(x.data(), 192, false, q.data(), scales.data()),
-               std::invalid_argument);
-  EXPECT_THROW(quantize_row_fp8(x.data(), 0, false, q.data(), scales.data()),
-               std::invalid_argument);
+  EXPECT_THROW(quantize_row_fp8(x.data(), 192, false, q.data(), scales.data()), std::invalid_argument);
+  EXPECT_THROW(quantize_row_fp8(x.data(), 0, false, q.data(), scales.data()), std::invalid_argument);
 }
 
 // ---- exact accumulation -----------------------------------------------------------------

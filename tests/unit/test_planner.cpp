@@ -8,8 +8,7 @@
 
 namespace {
 
-epc::GroupConfig config(EpcMode mode, uint32_t experts, uint32_t hidden, uint32_t tokens,
-                        uint32_t topk) {
+epc::GroupConfig config(EpcMode mode, uint32_t experts, uint32_t hidden, uint32_t tokens, uint32_t topk) {
   EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
   raw.mode = mode;
   raw.num_experts = experts;

@@ -54,8 +54,7 @@ TEST(HtDispatch, HandCheckedRouting) {
   const HtDispatchResult& r0 = results[0];
   EXPECT_EQ(r0.num_recv, 4);
   EXPECT_EQ(r0.recv_topk_idx, (std::vector<int32_t>{1, -1, 0, 1, -1, 0, 1, 1}));
-  EXPECT_EQ(r0.recv_topk_weights,
-            (std::vector<float>{0.5f, 0.0f, 1.0f, 2.0f, 0.0f, 1.0f, 0.5f, 1.5f}));
+  EXPECT_EQ(r0.recv_topk_weights, (std::vector<float>{0.5f, 0.0f, 1.0f, 2.0f, 0.0f, 1.0f, 0.5f, 1.5f}));
   EXPECT_EQ(r0.expert_counts, (std::vector<int32_t>{2, 4}));  // duplicate of (1,1) counts twice
   EXPECT_EQ(r0.tokens_from_rank, (std::vector<int32_t>{2, 2}));
   const std::pair<int, int> r0_src[] = {{0, 0}, {0, 2}, {1, 0}, {1, 1}};
@@ -124,8 +123,7 @@ TEST(HtCombine, HandChecked) {
 
 TEST(HtCombine, HandCheckedBackwardWeights) {
   // w_in[q][row][k]: rank 0 rows {1,2},{3,4},{5,6},{7,8}; rank 1 rows {11,12},{13,14},{15,16}.
-  const std::vector<std::vector<float>> w_in = {{1, 2, 3, 4, 5, 6, 7, 8},
-                                                {11, 12, 13, 14, 15, 16}};
+  const std::vector<std::vector<float>> w_in = {{1, 2, 3, 4, 5, 6, 7, 8}, {11, 12, 13, 14, 15, 16}};
   const HtCombineResult result = ht_combine(hand_problem(), hand_rows(), w_in);
   ASSERT_EQ(result.topk_weights.size(), 2u);
   // rank 0: t0 [1,2]: k0 on rank 0 row 0 -> 1, k1 on rank 1 row 0 -> 12;
@@ -154,10 +152,8 @@ TEST(HtCombine, DestinationRankOrderIsTheSummationOrder) {
   // 1, 2^-8, 2^-24, 2^-24: the 2^-24 additions are float ties that stay at 1 + 2^-8, a bf16
   // tie -> 0x3F80. Reversed (2^-24, 2^-24, 2^-8, 1): exactly 1 + 2^-8 + 2^-23 -> 0x3F81.
   const Problem p = one_token_of_rank0(4, {3, 1, 0, 2});  // slot order must not matter, only rank order
-  EXPECT_EQ(ht_combine(p, rows_of({0x3F80, 0x3B80, 0x3380, 0x3380})).x[0],
-            std::vector<uint16_t>(8, 0x3F80));
-  EXPECT_EQ(ht_combine(p, rows_of({0x3380, 0x3380, 0x3B80, 0x3F80})).x[0],
-            std::vector<uint16_t>(8, 0x3F81));
+  EXPECT_EQ(ht_combine(p, rows_of({0x3F80, 0x3B80, 0x3380, 0x3380})).x[0], std::vector<uint16_t>(8, 0x3F80));
+  EXPECT_EQ(ht_combine(p, rows_of({0x3380, 0x3380, 0x3B80, 0x3F80})).x[0], std::vector<uint16_t>(8, 0x3F81));
 }
 
 TEST(HtCombine, AcrossNodesEachOtherNodeAddsOneBf16Partial) {
@@ -254,8 +250,7 @@ TEST(HtDispatch, RandomProblemsReceiveEachTokenOncePerRank) {
         if (i > 0) {
           const TokenRef& a = out.src[i - 1];
           const TokenRef& b = out.src[i];
-          EXPECT_TRUE(a.src_rank < b.src_rank ||
-                      (a.src_rank == b.src_rank && a.src_token < b.src_token));
+          EXPECT_TRUE(a.src_rank < b.src_rank || (a.src_rank == b.src_rank && a.src_token < b.src_token));
         }
         const RankTokens& src = p.ranks[out.src[i].src_rank];
         bool any_local = false;
@@ -313,11 +308,14 @@ TEST(HtValidation, RejectsBadProblems) {
     mutate(p);
     EXPECT_THROW(ht_dispatch(p), std::invalid_argument);
   };
-  rejects([](Problem& p) { p.num_experts = 8; p.nranks = 4; });  // ranks.size() != nranks
-  rejects([](Problem& p) { p.num_experts = 3; });                  // E % R != 0
+  rejects([](Problem& p) {
+    p.num_experts = 8;
+    p.nranks = 4;
+  });                                              // ranks.size() != nranks
+  rejects([](Problem& p) { p.num_experts = 3; });  // E % R != 0
   rejects([](Problem& p) { p.hidden = 4; });
   rejects([](Problem& p) { p.topk = 40; });
-  rejects([](Problem& p) { p.ranks[0].num_tokens = 4; });        // > T and sizes disagree
+  rejects([](Problem& p) { p.ranks[0].num_tokens = 4; });  // > T and sizes disagree
   rejects([](Problem& p) { p.ranks[0].topk_idx[0] = 100; });
   rejects([](Problem& p) { p.ranks[1].x.push_back(0); });
   HtDispatchOptions fp8;

@@ -32,15 +32,11 @@ struct ExpectedRow {
 
 // Worked out from hand_problem by listing, per expert, its entries in (r, t, k) order.
 const std::vector<ExpectedRow> kHandRows = {
-    {0, 0, 0, 0, 2, 0, 1.0f},   // expert 0
-    {0, 0, 1, 1, 0, 1, 1.0f},
-    {0, 1, 0, 0, 0, 0, 0.5f},   // expert 1
-    {0, 1, 1, 0, 2, 1, 2.0f},
-    {0, 1, 2, 1, 1, 0, 0.5f},
-    {0, 1, 3, 1, 1, 1, 1.5f},
-    {1, 0, 0, 0, 0, 1, 0.25f},  // expert 2
-    {1, 0, 1, 1, 0, 0, 0.5f},
-    {1, 1, 0, 0, 1, 0, 0.5f},   // expert 3
+    {0, 0, 0, 0, 2, 0, 1.0f},                            // expert 0
+    {0, 0, 1, 1, 0, 1, 1.0f}, {0, 1, 0, 0, 0, 0, 0.5f},  // expert 1
+    {0, 1, 1, 0, 2, 1, 2.0f}, {0, 1, 2, 1, 1, 0, 0.5f},
+    {0, 1, 3, 1, 1, 1, 1.5f}, {1, 0, 0, 0, 0, 1, 0.25f},  // expert 2
+    {1, 0, 1, 1, 0, 0, 0.5f}, {1, 1, 0, 0, 1, 0, 0.5f},   // expert 3
 };
 
 TEST(LlDispatch, HandCheckedRouting) {
@@ -118,18 +114,15 @@ std::vector<std::vector<uint16_t>> hand_combined() {
 }
 
 TEST(LlCombine, HandCheckedTopkOrder) {
-  EXPECT_EQ(ll_combine(hand_problem(), hand_expert_outputs(), CombineOrder::kTopkOrder),
-            hand_combined());
+  EXPECT_EQ(ll_combine(hand_problem(), hand_expert_outputs(), CombineOrder::kTopkOrder), hand_combined());
 }
 
 TEST(LlCombine, HandCheckedPerRankPrereduce) {
-  EXPECT_EQ(ll_combine(hand_problem(), hand_expert_outputs(), CombineOrder::kPerRankPrereduce),
-            hand_combined());
+  EXPECT_EQ(ll_combine(hand_problem(), hand_expert_outputs(), CombineOrder::kPerRankPrereduce), hand_combined());
 }
 
 // One token, one row per expert, every channel of expert e's row = values[e].
-Problem single_token_problem(int nranks, int num_experts, std::vector<int64_t> idx,
-                             std::vector<float> weights) {
+Problem single_token_problem(int nranks, int num_experts, std::vector<int64_t> idx, std::vector<float> weights) {
   Problem p;
   p.nranks = nranks;
   p.num_experts = num_experts;
@@ -144,8 +137,7 @@ Problem single_token_problem(int nranks, int num_experts, std::vector<int64_t> i
   return p;
 }
 
-std::vector<std::vector<uint16_t>> one_row_per_expert(const Problem& p,
-                                                      const std::vector<uint16_t>& values) {
+std::vector<std::vector<uint16_t>> one_row_per_expert(const Problem& p, const std::vector<uint16_t>& values) {
   const int L = p.local_experts();
   const int rows = p.nranks * p.max_tokens;
   std::vector<std::vector<uint16_t>> y(p.nranks, std::vector<uint16_t>(L * rows * 8, 0));
@@ -180,10 +172,8 @@ TEST(LlCombine, SlotOrderIsTheSummationOrder) {
   const Problem forward = single_token_problem(1, 4, {0, 1, 2, 3}, {1, 1, 1, 1});
   const Problem backward = single_token_problem(1, 4, {3, 2, 1, 0}, {1, 1, 1, 1});
   for (CombineOrder order : {CombineOrder::kTopkOrder, CombineOrder::kPerRankPrereduce}) {
-    EXPECT_EQ(ll_combine(forward, one_row_per_expert(forward, values), order)[0],
-              std::vector<uint16_t>(8, 0x3F80));
-    EXPECT_EQ(ll_combine(backward, one_row_per_expert(backward, values), order)[0],
-              std::vector<uint16_t>(8, 0x3F81));
+    EXPECT_EQ(ll_combine(forward, one_row_per_expert(forward, values), order)[0], std::vector<uint16_t>(8, 0x3F80));
+    EXPECT_EQ(ll_combine(backward, one_row_per_expert(backward, values), order)[0], std::vector<uint16_t>(8, 0x3F81));
   }
 }
 
@@ -198,8 +188,7 @@ TEST(LlCombine, ProductIsRoundedBeforeTheAdd) {
   const Problem p = single_token_problem(1, 2, {0, 1}, {1.0f, w});
   const auto y = one_row_per_expert(p, {0xBF80, 0x3F81});
   EXPECT_EQ(ll_combine(p, y, CombineOrder::kTopkOrder)[0], std::vector<uint16_t>(8, 0x3C02));
-  EXPECT_EQ(ll_combine(p, y, CombineOrder::kPerRankPrereduce)[0],
-            std::vector<uint16_t>(8, 0x3C02));
+  EXPECT_EQ(ll_combine(p, y, CombineOrder::kPerRankPrereduce)[0], std::vector<uint16_t>(8, 0x3C02));
 }
 
 TEST(LlCombine, NegativeZeroBecomesPositiveZero) {
@@ -207,8 +196,7 @@ TEST(LlCombine, NegativeZeroBecomesPositiveZero) {
   const Problem p = single_token_problem(1, 2, {1, -1}, {1.0f, 1.0f});
   const auto y = one_row_per_expert(p, {0x0000, 0x8000});
   EXPECT_EQ(ll_combine(p, y, CombineOrder::kTopkOrder)[0], std::vector<uint16_t>(8, 0x0000));
-  EXPECT_EQ(ll_combine(p, y, CombineOrder::kPerRankPrereduce)[0],
-            std::vector<uint16_t>(8, 0x0000));
+  EXPECT_EQ(ll_combine(p, y, CombineOrder::kPerRankPrereduce)[0], std::vector<uint16_t>(8, 0x0000));
 }
 
 // ---- fp8 dispatch -----------------------------------------------------------------------
@@ -237,7 +225,7 @@ Problem fp8_problem(Dtype dtype) {
   p.ranks[0].x[2] = bf16 ? 0x3F00 : 0x3800;  // 0.5
   p.ranks[1].x[0] = bf16 ? 0x4460 : 0x6300;  // 896
   p.ranks[1].x[1] = bf16 ? 0x4040 : 0x4200;  // 3
-  return p;  // rank 1's token 1 stays all zero
+  return p;                                  // rank 1's token 1 stays all zero
 }
 
 void expect_fp8_rows(const LlDispatchResult& out, float zero_token_scale) {
@@ -374,13 +362,13 @@ TEST(LlValidation, RejectsBadProblems) {
     mutate(p);
     EXPECT_THROW(ll_dispatch(p), std::invalid_argument);
   };
-  rejects([](Problem& p) { p.num_experts = 5; });         // E % R != 0
+  rejects([](Problem& p) { p.num_experts = 5; });  // E % R != 0
   rejects([](Problem& p) { p.hidden = 0; });
-  rejects([](Problem& p) { p.hidden = 12; });             // H % 8 != 0
+  rejects([](Problem& p) { p.hidden = 12; });  // H % 8 != 0
   rejects([](Problem& p) { p.topk = 0; });
   rejects([](Problem& p) { p.topk = 33; });
-  rejects([](Problem& p) { p.max_tokens = 2; });          // B_r = 3 > T
-  rejects([](Problem& p) { p.ranks[1].topk_idx[3] = 4; });   // id == E
+  rejects([](Problem& p) { p.max_tokens = 2; });            // B_r = 3 > T
+  rejects([](Problem& p) { p.ranks[1].topk_idx[3] = 4; });  // id == E
   rejects([](Problem& p) { p.ranks[1].topk_idx[3] = -2; });
   rejects([](Problem& p) { p.ranks[0].x.pop_back(); });
   rejects([](Problem& p) { p.ranks[0].topk_weights.pop_back(); });
@@ -415,9 +403,7 @@ TEST(LlValidation, MessageNamesTheField) {
     ll_dispatch(p);
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("topk_idx[rank 1][token 1][slot 1] = 9"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("topk_idx[rank 1][token 1][slot 1] = 9"), std::string::npos) << e.what();
   }
 }
 

@@ -11,6 +11,7 @@ Each backend is a module tools/bindgen/<language>.py with
 where `header` is tools/epcomm_header.py's model of capi/include/epcomm/epcomm.h.
 Generated files are committed (so bindings build without Python); CI runs --check.
 """
+
 import argparse
 import difflib
 import importlib
@@ -34,6 +35,8 @@ def with_licence(relative: str, text: str) -> str:
     # A blank line keeps it out of a Go package's doc comment.
     gap = "\n" if relative.endswith(".go") else ""
     return f"{prefix} {SPDX}\n{gap}{text}"
+
+
 HEADER = ROOT / "capi" / "include" / "epcomm" / "epcomm.h"
 
 
@@ -68,8 +71,13 @@ def main() -> int:
         if args.check:
             stale += 1
             print(f"{relative} is stale: run python3 tools/bindgen/generate.py")
-            diff = difflib.unified_diff((current or "").splitlines(), text.splitlines(),
-                                        f"{relative} (committed)", f"{relative} (generated)", lineterm="")
+            diff = difflib.unified_diff(
+                (current or "").splitlines(),
+                text.splitlines(),
+                f"{relative} (committed)",
+                f"{relative} (generated)",
+                lineterm="",
+            )
             print("\n".join(list(diff)[:40]))
         else:
             path.parent.mkdir(parents=True, exist_ok=True)

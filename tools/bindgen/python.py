@@ -17,6 +17,7 @@ functions (dispatch, combine, handles...) appear without touching this file. A C
 backend cannot express raises BackendError naming it, so --check fails instead of emitting
 a wrong declaration.
 """
+
 from __future__ import annotations
 
 import re
@@ -28,11 +29,20 @@ OUTPUTS = ["bindings/python/epcomm/_ffi.py"]
 # Fixed-width C types and their ctypes spelling. ctypes has no intptr_t: on every platform
 # the library supports (LP64 Linux) ssize_t/size_t have the same width and signedness.
 SCALARS: Dict[str, str] = {
-    "int8_t": "ctypes.c_int8", "int16_t": "ctypes.c_int16", "int32_t": "ctypes.c_int32",
-    "int64_t": "ctypes.c_int64", "uint8_t": "ctypes.c_uint8", "uint16_t": "ctypes.c_uint16",
-    "uint32_t": "ctypes.c_uint32", "uint64_t": "ctypes.c_uint64", "size_t": "ctypes.c_size_t",
-    "intptr_t": "ctypes.c_ssize_t", "uintptr_t": "ctypes.c_size_t",
-    "ptrdiff_t": "ctypes.c_ssize_t", "char": "ctypes.c_char", "float": "ctypes.c_float",
+    "int8_t": "ctypes.c_int8",
+    "int16_t": "ctypes.c_int16",
+    "int32_t": "ctypes.c_int32",
+    "int64_t": "ctypes.c_int64",
+    "uint8_t": "ctypes.c_uint8",
+    "uint16_t": "ctypes.c_uint16",
+    "uint32_t": "ctypes.c_uint32",
+    "uint64_t": "ctypes.c_uint64",
+    "size_t": "ctypes.c_size_t",
+    "intptr_t": "ctypes.c_ssize_t",
+    "uintptr_t": "ctypes.c_size_t",
+    "ptrdiff_t": "ctypes.c_ssize_t",
+    "char": "ctypes.c_char",
+    "float": "ctypes.c_float",
     "double": "ctypes.c_double",
 }
 
@@ -69,7 +79,7 @@ class TypeMapper:
 
     def base(self, name: str) -> str:
         if name.startswith("struct "):
-            name = name[len("struct "):]
+            name = name[len("struct ") :]
         if name in SCALARS:
             return SCALARS[name]
         if name in self.header.typedefs:
@@ -145,14 +155,17 @@ def render_types(header, mapper: TypeMapper) -> Tuple[List[str], List[str], List
             lines.append(f"{typedef.name} = {mapper.ctype(typedef.target)}")
         elif typedef.kind == "function_pointer":
             fn = typedef.function
-            lines.append(f"{typedef.name} = "
-                         f"{mapper.function_pointer(fn.return_type, [p.type for p in fn.params])}")
+            lines.append(f"{typedef.name} = {mapper.function_pointer(fn.return_type, [p.type for p in fn.params])}")
         elif typedef.kind == "opaque":
             opaque.append(typedef.name)
-            lines += ["", "",
-                      f"class {typedef.name}(ctypes.Structure):",
-                      f'    """Opaque C type {typedef.name}: only pointers to it cross the ABI."""',
-                      "", ""]
+            lines += [
+                "",
+                "",
+                f"class {typedef.name}(ctypes.Structure):",
+                f'    """Opaque C type {typedef.name}: only pointers to it cross the ABI."""',
+                "",
+                "",
+            ]
         elif typedef.kind == "struct":
             structs.append(typedef.name)
             lines += ["", ""] + render_struct(header.structs[typedef.name], mapper) + ["", ""]
@@ -162,14 +175,10 @@ def render_types(header, mapper: TypeMapper) -> Tuple[List[str], List[str], List
 
 
 def render_struct(struct, mapper: TypeMapper) -> List[str]:
-    lines = [f"class {struct.name}(ctypes.Structure):",
-             f'    """C struct {struct.name}."""',
-             "",
-             "    _fields_ = ["]
+    lines = [f"class {struct.name}(ctypes.Structure):", f'    """C struct {struct.name}."""', "", "    _fields_ = ["]
     for f in struct.fields:
         if f.function is not None:
-            expr = mapper.function_pointer(f.function.return_type,
-                                           [p.type for p in f.function.params])
+            expr = mapper.function_pointer(f.function.return_type, [p.type for p in f.function.params])
         else:
             expr = mapper.ctype(f.type)
         comment = ""
@@ -187,8 +196,7 @@ def render_struct(struct, mapper: TypeMapper) -> List[str]:
 def render_prototypes(header, mapper: TypeMapper) -> List[str]:
     lines = ["", "# ---- functions: name -> (restype, argtypes) ----", "", "PROTOTYPES = {"]
     for function in header.functions.values():
-        restype = ("None" if mapper.strip_const(function.return_type) == "void"
-                   else mapper.ctype(function.return_type))
+        restype = "None" if mapper.strip_const(function.return_type) == "void" else mapper.ctype(function.return_type)
         argtypes = ", ".join(mapper.ctype(p.type) for p in function.params)
         lines.append(f"    # {c_prototype(function)}")
         lines.append(f'    "{function.name}": ({restype}, [{argtypes}]),')
@@ -236,9 +244,13 @@ def render(header) -> Dict[str, str]:
     lines += render_constants(header)
     type_lines, structs, opaque = render_types(header, mapper)
     lines += type_lines
-    lines += ["", "# Every complete struct of the header (the ABI snapshot lists their layouts).",
-              f"STRUCTS = ({', '.join(structs)}{',' if len(structs) == 1 else ''})",
-              f"OPAQUE_TYPES = ({', '.join(opaque)}{',' if len(opaque) == 1 else ''})", ""]
+    lines += [
+        "",
+        "# Every complete struct of the header (the ABI snapshot lists their layouts).",
+        f"STRUCTS = ({', '.join(structs)}{',' if len(structs) == 1 else ''})",
+        f"OPAQUE_TYPES = ({', '.join(opaque)}{',' if len(opaque) == 1 else ''})",
+        "",
+    ]
     lines += render_prototypes(header, mapper)
     text = "\n".join(lines) + "\n" + BIND
     # Collapse the blank-line runs that adjacent class blocks leave (PEP 8: two at most).

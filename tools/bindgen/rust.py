@@ -20,6 +20,7 @@ without touching this file. What it writes:
 Doc comments are copied from the header's own comments, so the Rust docs state what the
 header states (collective or local, blocking, thread-safety, pointer lifetimes).
 """
+
 from __future__ import annotations
 
 import re
@@ -32,19 +33,36 @@ HEADER_RELATIVE = "capi/include/epcomm/epcomm.h"
 
 # C base types the header may use, as Rust spells them.
 BASE_TYPES: Dict[str, str] = {
-    "int8_t": "i8", "int16_t": "i16", "int32_t": "i32", "int64_t": "i64",
-    "uint8_t": "u8", "uint16_t": "u16", "uint32_t": "u32", "uint64_t": "u64",
-    "size_t": "usize", "intptr_t": "isize", "uintptr_t": "usize", "ptrdiff_t": "isize",
-    "char": "c_char", "float": "f32", "double": "f64", "void": "c_void",
+    "int8_t": "i8",
+    "int16_t": "i16",
+    "int32_t": "i32",
+    "int64_t": "i64",
+    "uint8_t": "u8",
+    "uint16_t": "u16",
+    "uint32_t": "u32",
+    "uint64_t": "u64",
+    "size_t": "usize",
+    "intptr_t": "isize",
+    "uintptr_t": "usize",
+    "ptrdiff_t": "isize",
+    "char": "c_char",
+    "float": "f32",
+    "double": "f64",
+    "void": "c_void",
 }
 
 # Integer types by (bits, signed), used to check that a constant fits its type.
 INTEGER_RANGES: Dict[str, Tuple[int, int]] = {
-    "i8": (-(1 << 7), (1 << 7) - 1), "i16": (-(1 << 15), (1 << 15) - 1),
-    "i32": (-(1 << 31), (1 << 31) - 1), "i64": (-(1 << 63), (1 << 63) - 1),
+    "i8": (-(1 << 7), (1 << 7) - 1),
+    "i16": (-(1 << 15), (1 << 15) - 1),
+    "i32": (-(1 << 31), (1 << 31) - 1),
+    "i64": (-(1 << 63), (1 << 63) - 1),
     "isize": (-(1 << 63), (1 << 63) - 1),
-    "u8": (0, (1 << 8) - 1), "u16": (0, (1 << 16) - 1), "u32": (0, (1 << 32) - 1),
-    "u64": (0, (1 << 64) - 1), "usize": (0, (1 << 64) - 1),
+    "u8": (0, (1 << 8) - 1),
+    "u16": (0, (1 << 16) - 1),
+    "u32": (0, (1 << 32) - 1),
+    "u64": (0, (1 << 64) - 1),
+    "usize": (0, (1 << 64) - 1),
 }
 
 # Types a constant without an owning typedef or a cast gets: the first that holds it.
@@ -55,11 +73,58 @@ UNTYPED_CONSTANT_TYPES = ["u32", "i32", "u64", "i64"]
 EXTRA_CONSTANT_OWNERS: Dict[str, List[str]] = {"EpcStatus": ["EPC_OK", "EPC_ERR_"]}
 
 RUST_KEYWORDS = {
-    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
-    "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod",
-    "move", "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super",
-    "trait", "true", "type", "unsafe", "use", "where", "while", "abstract", "become", "box",
-    "do", "final", "macro", "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
+    "as",
+    "async",
+    "await",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "Self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "type",
+    "unsafe",
+    "use",
+    "where",
+    "while",
+    "abstract",
+    "become",
+    "box",
+    "do",
+    "final",
+    "macro",
+    "override",
+    "priv",
+    "try",
+    "typeof",
+    "unsized",
+    "virtual",
+    "yield",
 }
 NOT_RAW_IDENTIFIERS = {"self", "Self", "super", "crate", "_"}
 
@@ -166,8 +231,9 @@ class TypeMapper:
 
     def field_type(self, field) -> str:
         if field.function is not None:
-            element = self.function_pointer(field.function.return_type,
-                                            [(p.name, p.type) for p in field.function.params])
+            element = self.function_pointer(
+                field.function.return_type, [(p.name, p.type) for p in field.function.params]
+            )
         else:
             element = self.value_type(field.type)
         if field.array_length is None:
@@ -212,8 +278,11 @@ def constant_owner(header, types: TypeMapper, constant) -> Optional[str]:
         patterns = ["_".join(words[:n]) + "_" for n in range(len(words), 1, -1)]
         patterns += EXTRA_CONSTANT_OWNERS.get(typedef.name, [])
         for pattern in patterns:
-            matches = (constant.name.startswith(pattern) and len(constant.name) > len(pattern)
-                       if pattern.endswith("_") else constant.name == pattern)
+            matches = (
+                constant.name.startswith(pattern) and len(constant.name) > len(pattern)
+                if pattern.endswith("_")
+                else constant.name == pattern
+            )
             if matches and (best is None or len(pattern) > best[0]):
                 best = (len(pattern), typedef.name)
     return best[1] if best else None
@@ -228,8 +297,7 @@ def constant_type(header, types: TypeMapper, constant) -> str:
         rust = types.integer_alias(owner)
         low, high = INTEGER_RANGES[rust]
         if not low <= constant.value <= high:
-            raise RustGenError(f"{constant.name} = {constant.value} does not fit its type "
-                               f"{owner} ({rust})")
+            raise RustGenError(f"{constant.name} = {constant.value} does not fit its type {owner} ({rust})")
         return owner
     cast = CAST.match(constant.expr.strip())
     if cast:
@@ -296,13 +364,13 @@ class HeaderComments:
         if start < 0:
             return []
         opening = self.lines[start]
-        if opening[:opening.index("/*")].strip():
+        if opening[: opening.index("/*")].strip():
             return []  # the comment trails code (a field's note), it is not a block above
         if any("*/" in text for text in self.lines[start:end]):
             return []  # several comments: only a single block right above counts
         if opening.lstrip().startswith("/* ---"):
             return []
-        return self.clean(self.lines[start:end + 1])
+        return self.clean(self.lines[start : end + 1])
 
     def trailing(self, line: int) -> List[str]:
         """The /* ... */ comment that starts after code on `line`, possibly spanning lines."""
@@ -384,8 +452,7 @@ pub struct TypedefLayout {
 def render_constant(header, types, comments, constant) -> List[str]:
     rust_type = constant_type(header, types, constant)
     lines = comments.doc(constant.line)
-    lines.append(f"pub const {constant.name}: {rust_type} = "
-                 f"{rust_literal(constant.value, constant.expr)};")
+    lines.append(f"pub const {constant.name}: {rust_type} = {rust_literal(constant.value, constant.expr)};")
     return lines
 
 
@@ -395,8 +462,7 @@ def render_typedef(header, types, comments, typedef) -> List[str]:
         lines.append(f"pub type {typedef.name} = {types.value_type(typedef.target)};")
     elif typedef.kind == "function_pointer":
         params = [(p.name, p.type) for p in typedef.function.params]
-        lines.append(f"pub type {typedef.name} = "
-                     f"{types.function_pointer(typedef.function.return_type, params)};")
+        lines.append(f"pub type {typedef.name} = {types.function_pointer(typedef.function.return_type, params)};")
     elif typedef.kind == "opaque":
         if not lines:
             lines.append(f"/// Opaque handle; only ever used behind a pointer.")
@@ -429,7 +495,7 @@ def render_struct(header, types, comments, struct) -> List[str]:
     ]
     if any(field.name == "struct_size" for field in struct.fields):
         lines += [
-            "    /// All zeros, the ABI's \"default\" for every field; the caller still sets",
+            '    /// All zeros, the ABI\'s "default" for every field; the caller still sets',
             "    /// `struct_size` and `abi_version`.",
         ]
     else:
@@ -495,7 +561,8 @@ def render_layouts(header, types) -> List[str]:
             lines.append(
                 f'            FieldLayout {{ name: "{field.name}", '
                 f"offset: core::mem::offset_of!({name}, {field_name}), "
-                f"size: core::mem::size_of::<{types.field_type(field)}>() }},")
+                f"size: core::mem::size_of::<{types.field_type(field)}>() }},"
+            )
         lines += ["        ],", "    },"]
     lines += ["];", ""]
 
@@ -504,9 +571,11 @@ def render_layouts(header, types) -> List[str]:
     for typedef in sorted(header.typedefs.values(), key=lambda t: t.line):
         if typedef.kind not in ("alias", "function_pointer"):
             continue
-        lines.append(f'    TypedefLayout {{ name: "{typedef.name}", '
-                     f"size: core::mem::size_of::<{typedef.name}>(), "
-                     f"align: core::mem::align_of::<{typedef.name}>() }},")
+        lines.append(
+            f'    TypedefLayout {{ name: "{typedef.name}", '
+            f"size: core::mem::size_of::<{typedef.name}>(), "
+            f"align: core::mem::align_of::<{typedef.name}>() }},"
+        )
     lines += ["];", ""]
 
     lines.append("/// Every constant of the header with its value.")

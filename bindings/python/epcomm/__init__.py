@@ -23,9 +23,19 @@ On a high-throughput group (GroupConfig(mode=Mode.HIGH_THROUGHPUT, ...)) handles
 HtHandles: `HtHandle.create(g, topk_idx, sizing=HtSizing.EXACT)` (collective), then
 `h.dispatch(x, out_x, ...)` and `h.combine(y, out, ...)` with `h.rows` received rows.
 """
+
 from ._ffi import EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH
-from ._library import (BINDING_VERSION, ENV_LIBRARY, Library, Version, api_table, last_error,
-                       load_library, status_string, version)
+from ._library import (
+    BINDING_VERSION,
+    ENV_LIBRARY,
+    Library,
+    Version,
+    api_table,
+    last_error,
+    load_library,
+    status_string,
+    version,
+)
 from .bootstrap import Comm, UniqueId
 from .config import GroupConfig
 from .enums import Dtype, HtSizing, Mode, RegionKind, parse_dtype
@@ -37,10 +47,37 @@ from .plan import Plan, PlanRegion, plan_query
 from .tensor import EpcTensor, as_tensor, tensor_from_pointer
 
 __all__ = [
-    "EPC_ABI_MAJOR", "EPC_ABI_MINOR", "EPC_ABI_PATCH", "BINDING_VERSION", "ENV_LIBRARY",
-    "Library", "Version", "api_table", "last_error", "load_library", "status_string",
-    "version", "Comm", "UniqueId", "GroupConfig", "Dtype", "HtSizing", "Mode", "RegionKind",
-    "parse_dtype", "EpcError", "InvalidTensorError", "Status", "Group", "GroupInfo", "Handle",
+    "EPC_ABI_MAJOR",
+    "EPC_ABI_MINOR",
+    "EPC_ABI_PATCH",
+    "BINDING_VERSION",
+    "ENV_LIBRARY",
+    "Library",
+    "Version",
+    "api_table",
+    "last_error",
+    "load_library",
+    "status_string",
+    "version",
+    "Comm",
+    "UniqueId",
+    "GroupConfig",
+    "Dtype",
+    "HtSizing",
+    "Mode",
+    "RegionKind",
+    "parse_dtype",
+    "EpcError",
+    "InvalidTensorError",
+    "Status",
+    "Group",
+    "GroupInfo",
+    "Handle",
     "HtHandle",
-    "Plan", "PlanRegion", "plan_query", "EpcTensor", "as_tensor", "tensor_from_pointer",
+    "Plan",
+    "PlanRegion",
+    "plan_query",
+    "EpcTensor",
+    "as_tensor",
+    "tensor_from_pointer",
 ]

@@ -8,14 +8,30 @@ tensor: the ownership moved to us) and call the tensor's `deleter` once we are d
 the memory. ManagedTensor does exactly that and nothing else; tensor.py decides what is
 acceptable.
 """
+
 import ctypes
 import threading
 from typing import Any, Optional, Tuple
 
 # DLDeviceType values (dlpack.h).
-DEVICE_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDAHost", 4: "OpenCL", 7: "Vulkan", 8: "Metal",
-                9: "VPI", 10: "ROCM", 11: "ROCMHost", 12: "ExtDev", 13: "CUDAManaged",
-                14: "OneAPI", 15: "WebGPU", 16: "Hexagon", 17: "MAIA", 18: "Trn"}
+DEVICE_NAMES = {
+    1: "CPU",
+    2: "CUDA",
+    3: "CUDAHost",
+    4: "OpenCL",
+    7: "Vulkan",
+    8: "Metal",
+    9: "VPI",
+    10: "ROCM",
+    11: "ROCMHost",
+    12: "ExtDev",
+    13: "CUDAManaged",
+    14: "OneAPI",
+    15: "WebGPU",
+    16: "Hexagon",
+    17: "MAIA",
+    18: "Trn",
+}
 KDL_CPU = 1
 KDL_CUDA = 2
 
@@ -75,11 +91,14 @@ class DLManagedTensorVersioned(ctypes.Structure):
 # The capsule API, through private prototypes (setting argtypes on ctypes.pythonapi's shared
 # function objects would change them for every other user in the process).
 _capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", ctypes.pythonapi))
+    ("PyCapsule_IsValid", ctypes.pythonapi)
+)
 _capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
 _capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_SetName", ctypes.pythonapi))
+    ("PyCapsule_SetName", ctypes.pythonapi)
+)
 
 # PyCapsule_SetName stores the pointer, not a copy: these bytes objects live as long as the
 # module, so the names they hold stay valid.
@@ -108,8 +127,10 @@ class ManagedTensor:
             if self.version[0] != SUPPORTED_MAJOR:
                 # Past the version field the layout may differ: read nothing more.
                 self.release()
-                raise ValueError(f"DLPack {self.version[0]}.{self.version[1]} capsule: this "
-                                 f"reader understands DLPack {SUPPORTED_MAJOR}.x only")
+                raise ValueError(
+                    f"DLPack {self.version[0]}.{self.version[1]} capsule: this "
+                    f"reader understands DLPack {SUPPORTED_MAJOR}.x only"
+                )
             self.flags = int(managed.flags)
         tensor = managed.dl_tensor
         self.device_type = int(tensor.device.device_type)
@@ -122,7 +143,8 @@ class ManagedTensor:
         self.shape = tuple(int(tensor.shape[i]) for i in range(self.ndim)) if self.ndim else ()
         # NULL strides: compact row-major (DLPack's rule).
         self.strides: Optional[Tuple[int, ...]] = (
-            tuple(int(tensor.strides[i]) for i in range(self.ndim)) if tensor.strides else None)
+            tuple(int(tensor.strides[i]) for i in range(self.ndim)) if tensor.strides else None
+        )
 
     @property
     def device_name(self) -> str:
@@ -161,12 +183,10 @@ def consume_capsule(capsule: Any) -> ManagedTensor:
         name, used, versioned = NAME_LEGACY, NAME_USED_LEGACY, False
     elif _capsule_is_valid(capsule, NAME_VERSIONED):
         name, used, versioned = NAME_VERSIONED, NAME_USED_VERSIONED, True
-    elif (_capsule_is_valid(capsule, NAME_USED_LEGACY)
-          or _capsule_is_valid(capsule, NAME_USED_VERSIONED)):
+    elif _capsule_is_valid(capsule, NAME_USED_LEGACY) or _capsule_is_valid(capsule, NAME_USED_VERSIONED):
         raise ValueError("this DLPack capsule was already consumed; call __dlpack__() again")
     else:
-        raise ValueError(f"expected a DLPack capsule named 'dltensor', got a "
-                         f"{type(capsule).__name__}")
+        raise ValueError(f"expected a DLPack capsule named 'dltensor', got a {type(capsule).__name__}")
     address = _capsule_get_pointer(capsule, name)
     _capsule_set_name(capsule, used)
     return ManagedTensor(address, versioned)

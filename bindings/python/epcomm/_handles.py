@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Turning Python objects that stand for C handles (streams, communicators) into addresses."""
+
 import ctypes
 from typing import Any, Optional
 
@@ -19,8 +20,7 @@ def address(value: Any, what: str) -> Optional[int]:
         return value.value
     if isinstance(value, ctypes._Pointer):  # noqa: SLF001 (the ctypes pointer base class)
         return ctypes.cast(value, ctypes.c_void_p).value
-    raise TypeError(f"{what} must be an int address or a ctypes pointer, "
-                    f"not {type(value).__name__}")
+    raise TypeError(f"{what} must be an int address or a ctypes pointer, not {type(value).__name__}")
 
 
 def stream_address(stream: Any) -> Optional[int]:
@@ -37,6 +37,8 @@ def stream_address(stream: Any) -> Optional[int]:
     for attribute in ("cuda_stream", "ptr", "handle"):
         if hasattr(stream, attribute):
             return address(getattr(stream, attribute), f"stream.{attribute}")
-    raise TypeError(f"cannot find the cudaStream_t of a {type(stream).__name__}: pass None, "
-                    "an int, or a stream object with __cuda_stream__, .cuda_stream, .ptr or "
-                    ".handle")
+    raise TypeError(
+        f"cannot find the cudaStream_t of a {type(stream).__name__}: pass None, "
+        "an int, or a stream object with __cuda_stream__, .cuda_stream, .ptr or "
+        ".handle"
+    )

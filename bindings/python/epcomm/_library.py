@@ -7,6 +7,7 @@ Loading checks that the library's ABI major equals the one these bindings were g
 for (EPC_ABI_MAJOR in _ffi); a library of the same major but an older minor lacks the
 newest functions, and calling one of those raises EpcError(UNSUPPORTED) naming it.
 """
+
 import ctypes
 import os
 import threading
@@ -47,19 +48,21 @@ class Library:
             raise OSError(
                 f"cannot load the epcomm library {path!r} ({error}); set {ENV_LIBRARY} to "
                 f"the path of {DEFAULT_LIBRARY} (e.g. build/capi/{DEFAULT_LIBRARY}) or add "
-                "its directory to LD_LIBRARY_PATH") from error
+                "its directory to LD_LIBRARY_PATH"
+            ) from error
         self.path = path
         self.cdll = cdll
         self.missing = frozenset(_ffi.bind(cdll))
         for required in ("epc_get_version", "epc_last_error", "epc_status_string"):
             if required in self.missing:
-                raise EpcError(Status.ABI_MISMATCH,
-                               f"{path} does not export {required}: it is not an epcomm library")
+                raise EpcError(Status.ABI_MISMATCH, f"{path} does not export {required}: it is not an epcomm library")
         self.version = self._read_version()
         if self.version.major != BINDING_VERSION.major:
-            raise EpcError(Status.ABI_MISMATCH,
-                           f"{path} has ABI {self.version} but these bindings were generated "
-                           f"for ABI {BINDING_VERSION}: the major versions must be equal")
+            raise EpcError(
+                Status.ABI_MISMATCH,
+                f"{path} has ABI {self.version} but these bindings were generated "
+                f"for ABI {BINDING_VERSION}: the major versions must be equal",
+            )
 
     def _read_version(self) -> Version:
         parts = [ctypes.c_uint32() for _ in range(3)]
@@ -71,9 +74,11 @@ class Library:
     def function(self, name: str):
         """The ctypes function `name`, with the generated prototype applied."""
         if name in self.missing or name not in _ffi.PROTOTYPES:
-            raise EpcError(Status.UNSUPPORTED,
-                           f"{name} is not exported by {self.path} (ABI {self.version}); these "
-                           f"bindings were generated for ABI {BINDING_VERSION}")
+            raise EpcError(
+                Status.UNSUPPORTED,
+                f"{name} is not exported by {self.path} (ABI {self.version}); these "
+                f"bindings were generated for ABI {BINDING_VERSION}",
+            )
         return getattr(self.cdll, name)
 
     def call(self, name: str, *args) -> None:
@@ -116,8 +121,7 @@ def load_library(path: Optional[str] = None) -> Library:
         if _loaded is None:
             _loaded = Library(wanted)
         elif path is not None and path != _loaded.path:
-            raise RuntimeError(f"epcomm is already loaded from {_loaded.path!r}; "
-                               f"cannot also load {path!r}")
+            raise RuntimeError(f"epcomm is already loaded from {_loaded.path!r}; cannot also load {path!r}")
         return _loaded
 
 

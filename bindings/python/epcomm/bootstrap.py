@@ -6,6 +6,7 @@ variables and command lines); every rank then calls Comm.init with it, from one 
 rank. A communicator that already exists elsewhere (an ncclComm_t from another library) is
 wrapped with Comm.adopt and stays that library's to destroy.
 """
+
 import ctypes
 import threading
 import warnings
@@ -109,8 +110,7 @@ class Comm:
             raise TypeError(f"unique_id must be a UniqueId, not {type(unique_id).__name__}")
         id_struct = unique_id.to_struct()
         out = ctypes.c_void_p()
-        call("epc_comm_init", ctypes.byref(id_struct), int(nranks), int(rank), int(device),
-             ctypes.byref(out))
+        call("epc_comm_init", ctypes.byref(id_struct), int(nranks), int(rank), int(device), ctypes.byref(out))
         return cls(out.value, owned=True)
 
     @classmethod
@@ -151,9 +151,11 @@ class Comm:
                 return
             open_groups = [g for g in self._groups if not g.closed]
             if open_groups:
-                raise EpcError(Status.INVALID_ARGUMENT,
-                               f"{len(open_groups)} group(s) built on this communicator are "
-                               "still open: close them before the communicator")
+                raise EpcError(
+                    Status.INVALID_ARGUMENT,
+                    f"{len(open_groups)} group(s) built on this communicator are "
+                    "still open: close them before the communicator",
+                )
             handle, self._handle = self._handle, None
         if self._owned:
             call("epc_comm_destroy", ctypes.c_void_p(handle))
@@ -170,7 +172,9 @@ class Comm:
                 warnings.warn(
                     f"epcomm.Comm {self._handle:#x} was garbage-collected while open and is "
                     "leaked: destroying it is collective, so call close() on every rank",
-                    ResourceWarning, stacklevel=2)
+                    ResourceWarning,
+                    stacklevel=2,
+                )
         except Exception:  # noqa: BLE001 (a finalizer must never raise)
             pass
 

@@ -5,6 +5,7 @@ Zero (the default of every field) means "the library's default", exactly as in C
 to_struct() fills struct_size and abi_version and checks that every value fits its C
 field, so nothing is silently truncated.
 """
+
 import ctypes
 import dataclasses
 import sys
@@ -102,10 +103,12 @@ def check_supported(struct: "_ffi.EpcGroupConfig", library_version) -> None:
     if struct.virtual_node_size and tuple(library_version) < VIRTUAL_NODES_ABI:
         have = ".".join(str(part) for part in library_version)
         need = ".".join(str(part) for part in VIRTUAL_NODES_ABI)
-        raise EpcError(Status.UNSUPPORTED,
-                       f"GroupConfig.virtual_node_size ({struct.virtual_node_size}) needs "
-                       f"libepcomm ABI {need} or newer, but the loaded library implements ABI "
-                       f"{have}, which has no virtual nodes; leave it 0 there")
+        raise EpcError(
+            Status.UNSUPPORTED,
+            f"GroupConfig.virtual_node_size ({struct.virtual_node_size}) needs "
+            f"libepcomm ABI {need} or newer, but the loaded library implements ABI "
+            f"{have}, which has no virtual nodes; leave it 0 there",
+        )
 
 
 def numeric_fields():
@@ -117,17 +120,20 @@ def unexposed_struct_fields():
     """EpcGroupConfig fields GroupConfig has no field for, other than the struct header and
     reserved ones: empty unless the header grew and this module was not updated."""
     exposed = {f.name for f in dataclasses.fields(GroupConfig)}
-    return [name for name, _ in _ffi.EpcGroupConfig._fields_
-            if name not in exposed and name not in HEADER_FIELDS
-            and not name.startswith(RESERVED_PREFIX)]
+    return [
+        name
+        for name, _ in _ffi.EpcGroupConfig._fields_
+        if name not in exposed and name not in HEADER_FIELDS and not name.startswith(RESERVED_PREFIX)
+    ]
 
 
 def _uint32(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"GroupConfig.{name} must be an int, not {type(value).__name__}")
     if not 0 <= value <= _UINT32_MAX:
-        raise ValueError(f"GroupConfig.{name} is {value}; it must fit a uint32 "
-                         f"(0..{_UINT32_MAX}), 0 meaning the default")
+        raise ValueError(
+            f"GroupConfig.{name} is {value}; it must fit a uint32 (0..{_UINT32_MAX}), 0 meaning the default"
+        )
     return int(value)
 
 
@@ -137,8 +143,7 @@ def _alloc_function(fn: Any) -> "_ffi.EpcAllocFn":
     if isinstance(fn, int):
         return _ffi.EpcAllocFn(fn)
     if not callable(fn):
-        raise TypeError("GroupConfig.alloc_fn must be a function address, an EpcAllocFn or "
-                        "a callable")
+        raise TypeError("GroupConfig.alloc_fn must be a function address, an EpcAllocFn or a callable")
 
     def trampoline(ctx, nbytes, out_ptr):
         try:
@@ -160,8 +165,7 @@ def _free_function(fn: Any) -> "_ffi.EpcFreeFn":
     if isinstance(fn, int):
         return _ffi.EpcFreeFn(fn)
     if not callable(fn):
-        raise TypeError("GroupConfig.free_fn must be a function address, an EpcFreeFn or "
-                        "a callable")
+        raise TypeError("GroupConfig.free_fn must be a function address, an EpcFreeFn or a callable")
 
     def trampoline(ctx, pointer):
         try:
@@ -175,5 +179,6 @@ def _free_function(fn: Any) -> "_ffi.EpcFreeFn":
 def _unraisable(message: str, obj: Any) -> types.SimpleNamespace:
     """The argument sys.unraisablehook takes, for the exception being handled."""
     exc_type, exc_value, exc_traceback = sys.exc_info()
-    return types.SimpleNamespace(exc_type=exc_type, exc_value=exc_value,
-                                 exc_traceback=exc_traceback, err_msg=message, object=obj)
+    return types.SimpleNamespace(
+        exc_type=exc_type, exc_value=exc_value, exc_traceback=exc_traceback, err_msg=message, object=obj
+    )

@@ -6,6 +6,7 @@ EPC_REGION_*, EPC_HT_SIZING_*), so a constant added to the header appears here a
 regeneration. Values read back from the library that this binding does not know stay plain
 ints (see `known_or_int`): the C ABI may grow within a major version.
 """
+
 import enum
 from typing import Any, Dict, Type, TypeVar, Union
 
@@ -15,8 +16,11 @@ E = TypeVar("E", bound=enum.IntEnum)
 
 
 def _members(prefix: str) -> Dict[str, int]:
-    return {name[len(prefix):]: value for name, value in vars(_ffi).items()
-            if name.startswith(prefix) and isinstance(value, int)}
+    return {
+        name[len(prefix) :]: value
+        for name, value in vars(_ffi).items()
+        if name.startswith(prefix) and isinstance(value, int)
+    }
 
 
 Dtype = enum.IntEnum("Dtype", _members("EPC_DTYPE_"), module=__name__)
@@ -26,8 +30,10 @@ Mode.__doc__ = "Group modes (EPC_MODE_*); 0 in a config means LOW_LATENCY."
 RegionKind = enum.IntEnum("RegionKind", _members("EPC_REGION_"), module=__name__)
 RegionKind.__doc__ = "What a region of a group's symmetric window holds (EPC_REGION_*)."
 HtSizing = enum.IntEnum("HtSizing", _members("EPC_HT_SIZING_"), module=__name__)
-HtSizing.__doc__ = ("How a high-throughput handle sizes its rows (EPC_HT_SIZING_*): EXACT "
-                    "(N, learnt with one host sync) or CAPACITY (the worst case, no sync).")
+HtSizing.__doc__ = (
+    "How a high-throughput handle sizes its rows (EPC_HT_SIZING_*): EXACT "
+    "(N, learnt with one host sync) or CAPACITY (the worst case, no sync)."
+)
 
 
 def known_or_int(enum_type: Type[E], value: int) -> Union[E, int]:
@@ -41,19 +47,30 @@ def known_or_int(enum_type: Type[E], value: int) -> Union[E, int]:
 # Bytes per element of each dtype a tensor can have. A dtype added to the header is
 # rejected by the tensor conversions until it is listed here.
 DTYPE_ITEMSIZE: Dict[int, int] = {
-    Dtype.BF16: 2, Dtype.FP16: 2, Dtype.FP32: 4, Dtype.FP8_E4M3: 1, Dtype.INT32: 4,
+    Dtype.BF16: 2,
+    Dtype.FP16: 2,
+    Dtype.FP32: 4,
+    Dtype.FP8_E4M3: 1,
+    Dtype.INT32: 4,
     Dtype.INT64: 8,
 }
 
 # Spellings accepted by parse_dtype besides the Dtype member names (case-insensitive):
 # torch's, numpy's and ml_dtypes' names.
 _DTYPE_ALIASES: Dict[str, int] = {
-    "bf16": Dtype.BF16, "bfloat16": Dtype.BF16,
-    "fp16": Dtype.FP16, "float16": Dtype.FP16, "half": Dtype.FP16,
-    "fp32": Dtype.FP32, "float32": Dtype.FP32,
-    "fp8": Dtype.FP8_E4M3, "fp8_e4m3": Dtype.FP8_E4M3, "float8_e4m3fn": Dtype.FP8_E4M3,
+    "bf16": Dtype.BF16,
+    "bfloat16": Dtype.BF16,
+    "fp16": Dtype.FP16,
+    "float16": Dtype.FP16,
+    "half": Dtype.FP16,
+    "fp32": Dtype.FP32,
+    "float32": Dtype.FP32,
+    "fp8": Dtype.FP8_E4M3,
+    "fp8_e4m3": Dtype.FP8_E4M3,
+    "float8_e4m3fn": Dtype.FP8_E4M3,
     "e4m3": Dtype.FP8_E4M3,
-    "int32": Dtype.INT32, "int64": Dtype.INT64,
+    "int32": Dtype.INT32,
+    "int64": Dtype.INT64,
 }
 
 

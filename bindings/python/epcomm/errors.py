@@ -5,6 +5,7 @@ Every C function returns an EpcStatus; the bindings turn a non-zero one into Epc
 carrying the calling thread's detail message (epc_last_error), read on the same thread
 right after the failing call, before anything else can clear it.
 """
+
 from typing import Dict, Optional
 
 from . import _ffi
@@ -26,7 +27,7 @@ class Status(int):
 
     @property
     def name(self) -> Optional[str]:
-        """"INVALID_ARGUMENT" for EPC_ERR_INVALID_ARGUMENT, "OK" for EPC_OK, None if unknown."""
+        """ "INVALID_ARGUMENT" for EPC_ERR_INVALID_ARGUMENT, "OK" for EPC_OK, None if unknown."""
         return self._names.get(int(self))
 
     @property
@@ -52,7 +53,7 @@ def _install_status_names() -> None:
         if constant == "EPC_OK":
             name = "OK"
         elif constant.startswith("EPC_ERR_"):
-            name = constant[len("EPC_ERR_"):]
+            name = constant[len("EPC_ERR_") :]
         else:
             continue
         Status._names[value] = name
@@ -91,8 +92,7 @@ class InvalidTensorError(EpcError, ValueError):
     than EPC_TENSOR_MAX_DIMS dimensions, a layout the call cannot take...). Raised by the
     bindings before any C call; its status is INVALID_ARGUMENT, and it is a ValueError."""
 
-    def __init__(self, message: str, status: int = _ffi.EPC_ERR_INVALID_ARGUMENT,
-                 function: Optional[str] = None):
+    def __init__(self, message: str, status: int = _ffi.EPC_ERR_INVALID_ARGUMENT, function: Optional[str] = None):
         super().__init__(status, message, function)
 
     def __reduce__(self):

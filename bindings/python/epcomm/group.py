@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Group: a communicator, its symmetric window and its NCCL device communicator."""
+
 import ctypes
 import dataclasses
 import threading
@@ -27,15 +28,15 @@ class GroupInfo:
 
     rank: int
     nranks: int
-    lsa_rank: int        # rank in this rank's NVLink (LSA) team
+    lsa_rank: int  # rank in this rank's NVLink (LSA) team
     lsa_size: int
-    node: int            # this rank's node: its LSA team, or its virtual node when
-                         # GroupConfig.virtual_node_size is set
-    num_nodes: int       # nodes as epcomm uses them (ranks / node size)
+    node: int  # this rank's node: its LSA team, or its virtual node when
+    # GroupConfig.virtual_node_size is set
+    num_nodes: int  # nodes as epcomm uses them (ranks / node size)
     cuda_device: int
     mode: Union[Mode, int]
     num_experts: int
-    local_experts: int   # num_experts / nranks
+    local_experts: int  # num_experts / nranks
     hidden: int
     max_tokens_per_rank: int
     max_topk: int
@@ -50,9 +51,11 @@ def unexposed_struct_fields():
     """EpcGroupInfo fields GroupInfo does not carry (besides the struct header): empty
     unless the header grew and this module was not updated."""
     exposed = {f.name for f in dataclasses.fields(GroupInfo)}
-    return [name for name, _ in _ffi.EpcGroupInfo._fields_
-            if name not in exposed and name not in ("struct_size", "abi_version")
-            and not name.startswith("reserved")]
+    return [
+        name
+        for name, _ in _ffi.EpcGroupInfo._fields_
+        if name not in exposed and name not in ("struct_size", "abi_version") and not name.startswith("reserved")
+    ]
 
 
 def info_from_struct(struct: "_ffi.EpcGroupInfo") -> GroupInfo:
@@ -82,8 +85,7 @@ class Group:
     close() refuses while a Handle created on the group is open: close the handles first.
     """
 
-    def __init__(self, handle: "ctypes._Pointer", comm: Optional[Comm],
-                 config: "_ffi.EpcGroupConfig"):
+    def __init__(self, handle: "ctypes._Pointer", comm: Optional[Comm], config: "_ffi.EpcGroupConfig"):
         self._handle: Optional[ctypes._Pointer] = handle
         self._comm = comm
         self._config = config  # keeps allocator callbacks alive while the group lives
@@ -108,8 +110,7 @@ class Group:
             raise TypeError(f"config must be a GroupConfig, not {type(config).__name__}")
         check_supported(struct, library().version)
         out = ctypes.POINTER(_ffi.EpcGroup)()
-        call("epc_group_create", ctypes.c_void_p(comm_handle), ctypes.byref(struct),
-             ctypes.byref(out))
+        call("epc_group_create", ctypes.c_void_p(comm_handle), ctypes.byref(struct), ctypes.byref(out))
         return cls(out, comm_object, struct)
 
     @property
@@ -183,9 +184,10 @@ class Group:
         with self._lock:
             open_handles = [h for h in self._handles if not h.closed]
             if self._handle is not None and open_handles:
-                raise EpcError(Status.INVALID_ARGUMENT,
-                               f"{len(open_handles)} handle(s) created on this group are still "
-                               "open: close them before the group")
+                raise EpcError(
+                    Status.INVALID_ARGUMENT,
+                    f"{len(open_handles)} handle(s) created on this group are still open: close them before the group",
+                )
             handle, self._handle = self._handle, None
         if handle is None:
             return
@@ -209,7 +211,9 @@ class Group:
                 warnings.warn(
                     "epcomm.Group was garbage-collected while open and is leaked: "
                     "destroying a group is collective, so call close() on every rank",
-                    ResourceWarning, stacklevel=2)
+                    ResourceWarning,
+                    stacklevel=2,
+                )
         except Exception:  # noqa: BLE001 (a finalizer must never raise)
             pass
 

@@ -2,6 +2,7 @@
 """Handle: the routing of one batch on a low-latency group, and the calls that use it
 (ll_dispatch, ll_dispatch_fp8, ll_combine, complete, update). HandleBase is what it shares
 with HtHandle (ht_handle.py): the C handle, the group's lock, the tensors in flight, close."""
+
 import ctypes
 import warnings
 from typing import Any, Collection, List, Optional, Sequence, Tuple
@@ -20,8 +21,9 @@ _leaked: List[Any] = []
 _DLPACK_LEGACY_DEFAULT_STREAM = 1
 
 
-def _borrow(function: str, tensors: Sequence[Tuple[str, Any]], stream: Optional[int],
-            optional: Collection[str] = ()) -> List[Optional[EpcTensor]]:
+def _borrow(
+    function: str, tensors: Sequence[Tuple[str, Any]], stream: Optional[int], optional: Collection[str] = ()
+) -> List[Optional[EpcTensor]]:
     """Convert every (name, object) to a contiguous EpcTensor (the library takes only
     contiguous tensors; saying so here names the Python object), releasing the ones already
     converted if one fails. A None object is an error unless its name is in `optional`,
@@ -64,9 +66,14 @@ class HandleBase:
         group._register_handle(self)  # noqa: SLF001
 
     @staticmethod
-    def _create(function: str, group: Any, topk_idx: Any, stream: Any,
-                before_stream: Sequence[Any] = (), after_out: Sequence[Any] = ()) \
-            -> "ctypes._Pointer":
+    def _create(
+        function: str,
+        group: Any,
+        topk_idx: Any,
+        stream: Any,
+        before_stream: Sequence[Any] = (),
+        after_out: Sequence[Any] = (),
+    ) -> "ctypes._Pointer":
         """Call `function(group, topk_idx, *before_stream, stream, &handle, *after_out)`
         under the group's lock and return the new handle; the routing tensor is released
         afterwards (the library copied it on the stream, as the header says)."""
@@ -75,8 +82,15 @@ class HandleBase:
         out = ctypes.POINTER(_ffi.EpcHandle)()
         try:
             with group._calls:  # noqa: SLF001
-                call(function, group._live(), idx.byref(), *before_stream,  # noqa: SLF001
-                     ctypes.c_void_p(stream), ctypes.byref(out), *after_out)
+                call(
+                    function,
+                    group._live(),
+                    idx.byref(),
+                    *before_stream,  # noqa: SLF001
+                    ctypes.c_void_p(stream),
+                    ctypes.byref(out),
+                    *after_out,
+                )
         finally:
             idx.release()
         return out
@@ -100,8 +114,9 @@ class HandleBase:
             raise EpcError(Status.INVALID_ARGUMENT, "the handle is closed")
         return pointer
 
-    def _run(self, function: str, tensors: Sequence[Tuple[str, Any]], stream: Any,
-             *args: Any, optional: Collection[str] = ()) -> None:
+    def _run(
+        self, function: str, tensors: Sequence[Tuple[str, Any]], stream: Any, *args: Any, optional: Collection[str] = ()
+    ) -> None:
         """Check the handle, borrow the tensors (those named in `optional` may be None),
         call `function(handle, *tensors, *args, stream)` under the group's lock, and keep
         the tensors until the next call."""
@@ -110,9 +125,13 @@ class HandleBase:
         borrowed = _borrow(function, tensors, stream, optional)
         try:
             with self._group._calls:  # noqa: SLF001
-                call(function, self._live(),
-                     *(None if t is None else t.byref() for t in borrowed), *args,
-                     ctypes.c_void_p(stream))
+                call(
+                    function,
+                    self._live(),
+                    *(None if t is None else t.byref() for t in borrowed),
+                    *args,
+                    ctypes.c_void_p(stream),
+                )
         except BaseException:
             _release(borrowed)
             raise
@@ -146,9 +165,12 @@ class HandleBase:
         try:
             if self._pointer is not None:
                 _leaked.append((self._pointer, self._in_flight))
-                warnings.warn(f"epcomm.{type(self).__name__} was garbage-collected while open "
-                              "and is leaked: call close() (before closing its group)",
-                              ResourceWarning, stacklevel=2)
+                warnings.warn(
+                    f"epcomm.{type(self).__name__} was garbage-collected while open "
+                    "and is leaked: call close() (before closing its group)",
+                    ResourceWarning,
+                    stacklevel=2,
+                )
         except Exception:  # noqa: BLE001 (a finalizer must never raise)
             pass
 
@@ -198,8 +220,9 @@ class Handle(HandleBase):
         stream-ordered."""
         self._run("epc_handle_update", [("topk_idx", topk_idx)], stream)
 
-    def ll_dispatch(self, x: Any, topk_weights: Any, out_x: Any, out_counts: Any, *,
-                    send_only: bool = False, stream: Any = None) -> None:
+    def ll_dispatch(
+        self, x: Any, topk_weights: Any, out_x: Any, out_counts: Any, *, send_only: bool = False, stream: Any = None
+    ) -> None:
         """Send this rank's tokens to the ranks hosting their experts and receive this
         rank's share, expert-major (epc_ll_dispatch).
 
@@ -210,13 +233,25 @@ class Handle(HandleBase):
         stream, before any other dispatch or combine of the group, to write the outputs.
         Collective over the group's ranks; stream-ordered; graph-capturable."""
         flags = _ffi.EPC_FLAG_SEND_ONLY if send_only else 0
-        self._run("epc_ll_dispatch", [("x", x), ("topk_weights", topk_weights),
-                                      ("out_x", out_x), ("out_counts", out_counts)],
-                  stream, _ffi.EpcFlags(flags))
+        self._run(
+            "epc_ll_dispatch",
+            [("x", x), ("topk_weights", topk_weights), ("out_x", out_x), ("out_counts", out_counts)],
+            stream,
+            _ffi.EpcFlags(flags),
+        )
 
-    def ll_dispatch_fp8(self, x: Any, topk_weights: Any, out_x: Any, out_scales: Any,
-                        out_counts: Any, *, send_only: bool = False, pow2_scales: bool = False,
-                        stream: Any = None) -> None:
+    def ll_dispatch_fp8(
+        self,
+        x: Any,
+        topk_weights: Any,
+        out_x: Any,
+        out_scales: Any,
+        out_counts: Any,
+        *,
+        send_only: bool = False,
+        pow2_scales: bool = False,
+        stream: Any = None,
+    ) -> None:
         """ll_dispatch with the payload cast to FP8 in the send kernel
         (epc_ll_dispatch_fp8, ABI 1.1): each token row travels as e4m3 bytes with one
         float32 scale per 128 channels, scale = max(amax, 1e-4) / 448 (with
@@ -230,15 +265,21 @@ class Handle(HandleBase):
         is the only dispatch); ll_combine takes bfloat16 expert outputs as usual. send_only,
         collectiveness and streams as ll_dispatch. A library older than ABI 1.1 lacks the
         function: EpcError(UNSUPPORTED), nothing is called."""
-        flags = ((_ffi.EPC_FLAG_SEND_ONLY if send_only else 0)
-                 | (_ffi.EPC_FLAG_FP8_POW2_SCALES if pow2_scales else 0))
-        self._run("epc_ll_dispatch_fp8", [("x", x), ("topk_weights", topk_weights),
-                                          ("out_x", out_x), ("out_scales", out_scales),
-                                          ("out_counts", out_counts)],
-                  stream, _ffi.EpcFlags(flags))
+        flags = (_ffi.EPC_FLAG_SEND_ONLY if send_only else 0) | (_ffi.EPC_FLAG_FP8_POW2_SCALES if pow2_scales else 0)
+        self._run(
+            "epc_ll_dispatch_fp8",
+            [
+                ("x", x),
+                ("topk_weights", topk_weights),
+                ("out_x", out_x),
+                ("out_scales", out_scales),
+                ("out_counts", out_counts),
+            ],
+            stream,
+            _ffi.EpcFlags(flags),
+        )
 
-    def ll_combine(self, expert_out: Any, out: Any, *, send_only: bool = False,
-                   stream: Any = None) -> None:
+    def ll_combine(self, expert_out: Any, out: Any, *, send_only: bool = False, stream: Any = None) -> None:
         """Return the expert outputs to their tokens' ranks and reduce them
         (epc_ll_combine).
 
@@ -248,8 +289,7 @@ class Handle(HandleBase):
         float32, sent as bfloat16), in float32, rounded to bfloat16; fully masked tokens
         get zeros. expert_out must not overlap out. send_only and the rest as ll_dispatch."""
         flags = _ffi.EPC_FLAG_SEND_ONLY if send_only else 0
-        self._run("epc_ll_combine", [("expert_out", expert_out), ("out", out)], stream,
-                  _ffi.EpcFlags(flags))
+        self._run("epc_ll_combine", [("expert_out", expert_out), ("out", out)], stream, _ffi.EpcFlags(flags))
 
     def complete(self, stream: Any = None) -> None:
         """Finish the step whose ll_dispatch or ll_combine ran with send_only=True

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """HtHandle: the routing and layout of one batch on a high-throughput group (ABI 1.2), and
 the calls that use it: dispatch and combine, forward and backward, and update."""
+
 import ctypes
 from typing import Any, Union
 
@@ -9,8 +10,9 @@ from .enums import HtSizing, known_or_int
 from .handle import HandleBase
 
 # The tensors of epc_ht_dispatch that may be NULL.
-_DISPATCH_OPTIONAL = frozenset({"x_scales", "topk_weights", "out_scales", "out_topk_idx",
-                                "out_topk_weights", "out_expert_counts", "out_num_recv"})
+_DISPATCH_OPTIONAL = frozenset(
+    {"x_scales", "topk_weights", "out_scales", "out_topk_idx", "out_topk_weights", "out_expert_counts", "out_num_recv"}
+)
 
 
 def parse_sizing(value: Union[HtSizing, int, str]) -> int:
@@ -19,11 +21,11 @@ def parse_sizing(value: Union[HtSizing, int, str]) -> int:
         try:
             return HtSizing[value.strip().upper()]
         except KeyError:
-            raise ValueError(f"unknown sizing {value!r}; expected one of "
-                             f"{', '.join(m.name.lower() for m in HtSizing)}") from None
+            raise ValueError(
+                f"unknown sizing {value!r}; expected one of {', '.join(m.name.lower() for m in HtSizing)}"
+            ) from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"sizing must be an HtSizing, an int or a name, "
-                        f"not {type(value).__name__}")
+        raise TypeError(f"sizing must be an HtSizing, an int or a name, not {type(value).__name__}")
     return int(value)
 
 
@@ -40,16 +42,15 @@ class HtHandle(HandleBase):
     destroys it.
     """
 
-    def __init__(self, pointer: "ctypes._Pointer", group: Any, rows: int,
-                 sizing: Union[HtSizing, int]):
+    def __init__(self, pointer: "ctypes._Pointer", group: Any, rows: int, sizing: Union[HtSizing, int]):
         super().__init__(pointer, group)
         self._rows = rows
         self._sizing = known_or_int(HtSizing, sizing)
 
     @classmethod
-    def create(cls, group: Any, topk_idx: Any,
-               sizing: Union[HtSizing, int, str] = HtSizing.EXACT,
-               stream: Any = None) -> "HtHandle":
+    def create(
+        cls, group: Any, topk_idx: Any, sizing: Union[HtSizing, int, str] = HtSizing.EXACT, stream: Any = None
+    ) -> "HtHandle":
         """A handle on the high-throughput `group` for the routing `topk_idx`
         (epc_ht_handle_create): copy it ([B, K] int64 or int32 expert ids, -1 masking an
         entry; B <= max_tokens_per_rank, K <= max_topk), compute on the GPU which tokens go
@@ -62,9 +63,14 @@ class HtHandle(HandleBase):
         stream-ordered (blocking with EXACT); not graph-capturable (it allocates)."""
         code = parse_sizing(sizing)
         rows = ctypes.c_int64(0)
-        pointer = cls._create("epc_ht_handle_create", group, topk_idx, stream,
-                              before_stream=[_ffi.EpcHtSizing(code)],
-                              after_out=[ctypes.byref(rows)])
+        pointer = cls._create(
+            "epc_ht_handle_create",
+            group,
+            topk_idx,
+            stream,
+            before_stream=[_ffi.EpcHtSizing(code)],
+            after_out=[ctypes.byref(rows)],
+        )
         return cls(pointer, group, rows.value, code)
 
     @property
@@ -86,10 +92,20 @@ class HtHandle(HandleBase):
         Collective (the layout is exchanged); stream-ordered."""
         self._run("epc_handle_update", [("topk_idx", topk_idx)], stream)
 
-    def dispatch(self, x: Any, out_x: Any, *, x_scales: Any = None, out_scales: Any = None,
-                 topk_weights: Any = None, out_topk_weights: Any = None,
-                 out_topk_idx: Any = None, out_expert_counts: Any = None,
-                 out_num_recv: Any = None, stream: Any = None) -> None:
+    def dispatch(
+        self,
+        x: Any,
+        out_x: Any,
+        *,
+        x_scales: Any = None,
+        out_scales: Any = None,
+        topk_weights: Any = None,
+        out_topk_weights: Any = None,
+        out_topk_idx: Any = None,
+        out_expert_counts: Any = None,
+        out_num_recv: Any = None,
+        stream: Any = None,
+    ) -> None:
         """Send each of this rank's tokens once to every rank hosting one of its unmasked
         entries and receive this rank's N tokens (epc_ht_dispatch). The keyword tensors are
         optional (None: not passed):
@@ -105,15 +121,27 @@ class HtHandle(HandleBase):
 
         The gradient of a combine is this call with the combine's output gradient as x.
         Collective over the group's ranks; stream-ordered; graph-capturable."""
-        self._run("epc_ht_dispatch",
-                  [("x", x), ("x_scales", x_scales), ("topk_weights", topk_weights),
-                   ("out_x", out_x), ("out_scales", out_scales), ("out_topk_idx", out_topk_idx),
-                   ("out_topk_weights", out_topk_weights),
-                   ("out_expert_counts", out_expert_counts), ("out_num_recv", out_num_recv)],
-                  stream, _ffi.EpcFlags(0), optional=_DISPATCH_OPTIONAL)
+        self._run(
+            "epc_ht_dispatch",
+            [
+                ("x", x),
+                ("x_scales", x_scales),
+                ("topk_weights", topk_weights),
+                ("out_x", out_x),
+                ("out_scales", out_scales),
+                ("out_topk_idx", out_topk_idx),
+                ("out_topk_weights", out_topk_weights),
+                ("out_expert_counts", out_expert_counts),
+                ("out_num_recv", out_num_recv),
+            ],
+            stream,
+            _ffi.EpcFlags(0),
+            optional=_DISPATCH_OPTIONAL,
+        )
 
-    def combine(self, x: Any, out: Any, *, topk_weights: Any = None,
-                out_topk_weights: Any = None, stream: Any = None) -> None:
+    def combine(
+        self, x: Any, out: Any, *, topk_weights: Any = None, out_topk_weights: Any = None, stream: Any = None
+    ) -> None:
         """Return the rows to their tokens' ranks and sum them there (epc_ht_combine).
 
         x [rows, H] bfloat16 in dispatch's row order (the caller has already weighted and
@@ -128,9 +156,10 @@ class HtHandle(HandleBase):
         graph-capturable."""
         backward = topk_weights is not None or out_topk_weights is not None
         flags = _ffi.EPC_FLAG_BACKWARD_WEIGHTS if backward else 0
-        self._run("epc_ht_combine",
-                  [("x", x), ("topk_weights", topk_weights), ("out", out),
-                   ("out_topk_weights", out_topk_weights)],
-                  stream, _ffi.EpcFlags(flags),
-                  optional=() if backward else ("topk_weights", "out_topk_weights"))
-
+        self._run(
+            "epc_ht_combine",
+            [("x", x), ("topk_weights", topk_weights), ("out", out), ("out_topk_weights", out_topk_weights)],
+            stream,
+            _ffi.EpcFlags(flags),
+            optional=() if backward else ("topk_weights", "out_topk_weights"),
+        )

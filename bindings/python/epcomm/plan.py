@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """plan_query: what a configuration costs, computed on the CPU before any GPU work."""
+
 import ctypes
 import dataclasses
 from dataclasses import dataclass
@@ -17,9 +18,9 @@ class PlanRegion:
 
     kind: Union[RegionKind, int]
     slot: Optional[int]  # double-buffer slot (0 or 1); None when not per slot
-    offset: int          # bytes from the start of the window
-    size: int            # bytes
-    name: str            # e.g. "dispatch_recv[1]"
+    offset: int  # bytes from the start of the window
+    size: int  # bytes
+    name: str  # e.g. "dispatch_recv[1]"
 
 
 @dataclass(frozen=True)
@@ -28,14 +29,14 @@ class Plan:
 
     mode: Union[Mode, int]
     num_slots: int
-    symmetric_bytes: int   # per rank: the registered window
-    workspace_bytes: int   # per rank: ordinary device memory beside it
+    symmetric_bytes: int  # per rank: the registered window
+    workspace_bytes: int  # per rank: ordinary device memory beside it
     num_sms: int
     warps_per_block: int
     lsa_barriers: int
     gin_contexts: int
     gin_signals: int
-    message_bytes: int     # bytes one token occupies in a dispatch receive buffer
+    message_bytes: int  # bytes one token occupies in a dispatch receive buffer
     dtype: Union[Dtype, int]
     regions: Tuple[PlanRegion, ...]
 
@@ -55,29 +56,35 @@ def unexposed_struct_fields():
     """EpcPlan fields Plan does not carry (besides the struct header, reserved fields and the
     region array): empty unless the header grew and this module was not updated."""
     exposed = {f.name for f in dataclasses.fields(Plan)}
-    return [name for name, _ in _ffi.EpcPlan._fields_
-            if name not in exposed and name not in _PLAN_STRUCTURAL_FIELDS
-            and not name.startswith("reserved")]
+    return [
+        name
+        for name, _ in _ffi.EpcPlan._fields_
+        if name not in exposed and name not in _PLAN_STRUCTURAL_FIELDS and not name.startswith("reserved")
+    ]
 
 
 def _region(struct: "_ffi.EpcPlanRegion") -> PlanRegion:
     slot = None if struct.slot == _ffi.EPC_SLOT_NONE else int(struct.slot)
-    return PlanRegion(kind=known_or_int(RegionKind, struct.kind), slot=slot,
-                      offset=int(struct.offset), size=int(struct.size),
-                      name=struct.name.decode("utf-8", errors="replace"))
+    return PlanRegion(
+        kind=known_or_int(RegionKind, struct.kind),
+        slot=slot,
+        offset=int(struct.offset),
+        size=int(struct.size),
+        name=struct.name.decode("utf-8", errors="replace"),
+    )
 
 
 def plan_from_struct(struct: "_ffi.EpcPlan") -> Plan:
     count = min(int(struct.num_regions), len(struct.regions))
-    values = {f.name: getattr(struct, f.name) for f in dataclasses.fields(Plan)
-              if f.name != "regions"}
+    values = {f.name: getattr(struct, f.name) for f in dataclasses.fields(Plan) if f.name != "regions"}
     values["mode"] = known_or_int(Mode, values["mode"])
     values["dtype"] = known_or_int(Dtype, values["dtype"])
     return Plan(regions=tuple(_region(struct.regions[i]) for i in range(count)), **values)
 
 
-def plan_query(config: Union[GroupConfig, "_ffi.EpcGroupConfig"], nranks: int,
-               lsa_size: Optional[int] = None, num_nodes: int = 1) -> Plan:
+def plan_query(
+    config: Union[GroupConfig, "_ffi.EpcGroupConfig"], nranks: int, lsa_size: Optional[int] = None, num_nodes: int = 1
+) -> Plan:
     """The layout `config` needs on `nranks` ranks whose NVLink (LSA) domains hold
     `lsa_size` ranks each (default: all of them) on `num_nodes` nodes (epc_plan_query).
 
@@ -92,6 +99,12 @@ def plan_query(config: Union[GroupConfig, "_ffi.EpcGroupConfig"], nranks: int,
     out = _ffi.EpcPlan()
     out.struct_size = ctypes.sizeof(out)
     out.abi_version = _ffi.EPC_ABI_VERSION
-    call("epc_plan_query", ctypes.byref(struct), int(nranks),
-         int(nranks if lsa_size is None else lsa_size), int(num_nodes), ctypes.byref(out))
+    call(
+        "epc_plan_query",
+        ctypes.byref(struct),
+        int(nranks),
+        int(nranks if lsa_size is None else lsa_size),
+        int(num_nodes),
+        ctypes.byref(out),
+    )
     return plan_from_struct(out)

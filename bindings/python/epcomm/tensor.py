@@ -15,6 +15,7 @@ EPC_TENSOR_MAX_DIMS dimensions. Conversion is local and touches neither the GPU 
 library; an EpcTensor itself is not thread-safe to release from two threads at once
 (release is idempotent, but the memory must not be in use while it runs).
 """
+
 import ctypes
 import threading
 from typing import Any, Callable, Optional, Sequence, Tuple
@@ -35,15 +36,27 @@ _DLPACK_DTYPES = {
     (_dlpack.KDL_INT, 32): Dtype.INT32,
     (_dlpack.KDL_INT, 64): Dtype.INT64,
 }
-_DLPACK_CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque", 4: "bfloat", 5: "complex",
-                      6: "bool", 7: "float8_e3m4", 8: "float8_e4m3", 9: "float8_e4m3b11fnuz",
-                      10: "float8_e4m3fn", 11: "float8_e4m3fnuz", 12: "float8_e5m2",
-                      13: "float8_e5m2fnuz", 14: "float8_e8m0fnu"}
+_DLPACK_CODE_NAMES = {
+    0: "int",
+    1: "uint",
+    2: "float",
+    3: "opaque",
+    4: "bfloat",
+    5: "complex",
+    6: "bool",
+    7: "float8_e3m4",
+    8: "float8_e4m3",
+    9: "float8_e4m3b11fnuz",
+    10: "float8_e4m3fn",
+    11: "float8_e4m3fnuz",
+    12: "float8_e5m2",
+    13: "float8_e5m2fnuz",
+    14: "float8_e8m0fnu",
+}
 
 # (typestr kind, bytes) -> Dtype for __cuda_array_interface__. bfloat16 and fp8 have no
 # typestr of their own (producers export raw 'V2'/'u1'...): pass dtype= for those.
-_TYPESTR_DTYPES = {("f", 2): Dtype.FP16, ("f", 4): Dtype.FP32, ("i", 4): Dtype.INT32,
-                   ("i", 8): Dtype.INT64}
+_TYPESTR_DTYPES = {("f", 2): Dtype.FP16, ("f", 4): Dtype.FP32, ("i", 4): Dtype.INT32, ("i", 8): Dtype.INT64}
 
 
 class EpcTensor:
@@ -62,10 +75,19 @@ class EpcTensor:
     release() calls.
     """
 
-    def __init__(self, data: int, dtype: Dtype, shape: Tuple[int, ...],
-                 strides: Tuple[int, ...], *, owner: Any = None,
-                 release: Optional[Callable[[], None]] = None, device: Optional[int] = None,
-                 readonly: bool = False, producer_stream: Optional[int] = None):
+    def __init__(
+        self,
+        data: int,
+        dtype: Dtype,
+        shape: Tuple[int, ...],
+        strides: Tuple[int, ...],
+        *,
+        owner: Any = None,
+        release: Optional[Callable[[], None]] = None,
+        device: Optional[int] = None,
+        readonly: bool = False,
+        producer_stream: Optional[int] = None,
+    ):
         self._data = data
         self._dtype = dtype
         self._shape = shape
@@ -150,8 +172,7 @@ class EpcTensor:
 
     def __repr__(self) -> str:
         layout = "contiguous" if self._contiguous else f"strides={self._strides}"
-        return (f"EpcTensor(data={self._data:#x}, dtype={self._dtype.name.lower()}, "
-                f"shape={self._shape}, {layout})")
+        return f"EpcTensor(data={self._data:#x}, dtype={self._dtype.name.lower()}, shape={self._shape}, {layout})"
 
 
 def row_major_strides(shape: Sequence[int]) -> Tuple[int, ...]:
@@ -175,14 +196,24 @@ def is_row_major(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
-def _describe(data: int, dtype: Any, shape: Sequence[int], strides: Optional[Sequence[int]],
-              *, contiguous: bool, source: str, **extras: Any) -> EpcTensor:
+def _describe(
+    data: int,
+    dtype: Any,
+    shape: Sequence[int],
+    strides: Optional[Sequence[int]],
+    *,
+    contiguous: bool,
+    source: str,
+    **extras: Any,
+) -> EpcTensor:
     """Check everything the descriptor requires and build the EpcTensor."""
     dtype = _supported_dtype(dtype, source)
     shape = tuple(int(s) for s in shape)
     if len(shape) > MAX_DIMS:
-        raise InvalidTensorError(f"{source}: the tensor has {len(shape)} dimensions; an "
-                                 f"EpcTensor holds at most {MAX_DIMS} (reshape it first)")
+        raise InvalidTensorError(
+            f"{source}: the tensor has {len(shape)} dimensions; an "
+            f"EpcTensor holds at most {MAX_DIMS} (reshape it first)"
+        )
     if any(extent < 0 for extent in shape):
         raise InvalidTensorError(f"{source}: negative extent in shape {shape}")
     if strides is None:
@@ -190,8 +221,7 @@ def _describe(data: int, dtype: Any, shape: Sequence[int], strides: Optional[Seq
     else:
         strides = tuple(int(s) for s in strides)
         if len(strides) != len(shape):
-            raise InvalidTensorError(f"{source}: {len(strides)} strides for "
-                                     f"{len(shape)} dimensions")
+            raise InvalidTensorError(f"{source}: {len(strides)} strides for {len(shape)} dimensions")
     numel = 1
     for extent in shape:
         numel *= extent
@@ -200,17 +230,20 @@ def _describe(data: int, dtype: Any, shape: Sequence[int], strides: Optional[Seq
             if stride == 0 and extent > 1:
                 raise InvalidTensorError(
                     f"{source}: stride 0 in dimension {axis} (a broadcast view): every "
-                    "element needs its own memory; materialize it first (e.g. .contiguous())")
+                    "element needs its own memory; materialize it first (e.g. .contiguous())"
+                )
     if contiguous and not is_row_major(shape, strides):
         raise InvalidTensorError(
             f"{source}: the tensor is not contiguous (shape {shape}, element strides "
-            f"{strides}); pass a contiguous tensor (e.g. x.contiguous())")
+            f"{strides}); pass a contiguous tensor (e.g. x.contiguous())"
+        )
     if numel and not data:
         raise InvalidTensorError(f"{source}: NULL data pointer for {numel} elements")
     itemsize = DTYPE_ITEMSIZE[dtype]
     if data % itemsize:
-        raise InvalidTensorError(f"{source}: data pointer {data:#x} is not aligned to the "
-                                 f"{itemsize}-byte {dtype.name.lower()} element")
+        raise InvalidTensorError(
+            f"{source}: data pointer {data:#x} is not aligned to the {itemsize}-byte {dtype.name.lower()} element"
+        )
     if is_row_major(shape, strides):
         strides = row_major_strides(shape)
     return EpcTensor(data, dtype, shape, strides, **extras)
@@ -222,43 +255,50 @@ def _supported_dtype(dtype: Any, source: str) -> Dtype:
     except ValueError as error:
         raise InvalidTensorError(f"{source}: {error}") from None
     if parsed not in DTYPE_ITEMSIZE:
-        raise InvalidTensorError(f"{source}: unsupported dtype {parsed!r}; epcomm tensors are "
-                                 f"{dtype_names()}")
+        raise InvalidTensorError(f"{source}: unsupported dtype {parsed!r}; epcomm tensors are {dtype_names()}")
     return Dtype(parsed)
 
 
-def _override(found: Optional[Dtype], found_bytes: int, dtype: Any, found_name: str,
-              source: str) -> Dtype:
+def _override(found: Optional[Dtype], found_bytes: int, dtype: Any, found_name: str, source: str) -> Dtype:
     """The dtype to use: the one found, or `dtype` reinterpreting same-sized elements."""
     if dtype is None:
         if found is None:
             raise InvalidTensorError(
                 f"{source}: unsupported dtype {found_name}; epcomm tensors are "
-                f"{dtype_names()} (for raw bfloat16/fp8 views pass dtype=...)")
+                f"{dtype_names()} (for raw bfloat16/fp8 views pass dtype=...)"
+            )
         return found
     wanted = _supported_dtype(dtype, source)
     if DTYPE_ITEMSIZE[wanted] != found_bytes:
         raise InvalidTensorError(
             f"{source}: dtype={wanted.name.lower()} needs {DTYPE_ITEMSIZE[wanted]}-byte "
-            f"elements but the tensor's {found_name} elements are {found_bytes} bytes")
+            f"elements but the tensor's {found_name} elements are {found_bytes} bytes"
+        )
     return wanted
 
 
-def tensor_from_pointer(pointer: Any, dtype: Any, shape: Sequence[int],
-                        strides: Optional[Sequence[int]] = None, *, owner: Any = None,
-                        device: Optional[int] = None, contiguous: bool = False) -> EpcTensor:
+def tensor_from_pointer(
+    pointer: Any,
+    dtype: Any,
+    shape: Sequence[int],
+    strides: Optional[Sequence[int]] = None,
+    *,
+    owner: Any = None,
+    device: Optional[int] = None,
+    contiguous: bool = False,
+) -> EpcTensor:
     """Describe raw CUDA device memory at `pointer` (an int or ctypes pointer).
 
     `strides` are in elements (None: row-major contiguous). `owner` is kept alive as long
     as the EpcTensor; nothing checks that the memory is on a GPU: that is the caller's
     promise. `contiguous=True` rejects non-contiguous layouts."""
     data = address(pointer, "pointer") or 0
-    return _describe(data, dtype, shape, strides, contiguous=contiguous,
-                     source="tensor_from_pointer", owner=owner, device=device)
+    return _describe(
+        data, dtype, shape, strides, contiguous=contiguous, source="tensor_from_pointer", owner=owner, device=device
+    )
 
 
-def from_cuda_array_interface(obj: Any, *, dtype: Any = None,
-                              contiguous: bool = False) -> EpcTensor:
+def from_cuda_array_interface(obj: Any, *, dtype: Any = None, contiguous: bool = False) -> EpcTensor:
     """Describe an object exposing `__cuda_array_interface__` (versions 0-3)."""
     source = f"__cuda_array_interface__ of {type(obj).__name__}"
     try:
@@ -282,12 +322,20 @@ def from_cuda_array_interface(obj: Any, *, dtype: Any = None,
         for axis, step in enumerate(byte_strides):
             if step % size:
                 raise InvalidTensorError(
-                    f"{source}: stride {step} bytes in dimension {axis} is not a multiple of "
-                    f"the {size}-byte element")
+                    f"{source}: stride {step} bytes in dimension {axis} is not a multiple of the {size}-byte element"
+                )
             strides.append(step // size)
-    return _describe(pointer or 0, chosen, shape, strides, contiguous=contiguous, source=source,
-                     owner=obj, readonly=bool(readonly),
-                     producer_stream=interface.get("stream"))
+    return _describe(
+        pointer or 0,
+        chosen,
+        shape,
+        strides,
+        contiguous=contiguous,
+        source=source,
+        owner=obj,
+        readonly=bool(readonly),
+        producer_stream=interface.get("stream"),
+    )
 
 
 def _require_cuda(device_type: int, device_id: int, source: str) -> None:
@@ -296,12 +344,18 @@ def _require_cuda(device_type: int, device_id: int, source: str) -> None:
         raise InvalidTensorError(
             f"{source}: not a CUDA tensor (its memory is on {name}, DLPack device type "
             f"{device_type}, device {device_id}); epcomm reads CUDA device memory only: "
-            "move it to the GPU first (e.g. x.cuda())")
+            "move it to the GPU first (e.g. x.cuda())"
+        )
 
 
-def from_managed_tensor(managed: "_dlpack.ManagedTensor", *, owner: Any = None,
-                        dtype: Any = None, contiguous: bool = False,
-                        source: str = "DLPack") -> EpcTensor:
+def from_managed_tensor(
+    managed: "_dlpack.ManagedTensor",
+    *,
+    owner: Any = None,
+    dtype: Any = None,
+    contiguous: bool = False,
+    source: str = "DLPack",
+) -> EpcTensor:
     """Describe a consumed DLPack tensor. On success the EpcTensor owns `managed` (its
     release() calls the deleter); on failure `managed` is released before raising."""
     try:
@@ -311,17 +365,24 @@ def from_managed_tensor(managed: "_dlpack.ManagedTensor", *, owner: Any = None,
         if lanes != 1:
             raise InvalidTensorError(f"{source}: vector dtype {name}x{lanes} is not supported")
         chosen = _override(_DLPACK_DTYPES.get((code, bits)), (bits + 7) // 8, dtype, name, source)
-        return _describe(managed.data, chosen, managed.shape, managed.strides,
-                         contiguous=contiguous, source=source, owner=(owner, managed),
-                         release=managed.release, device=managed.device_id,
-                         readonly=managed.read_only)
+        return _describe(
+            managed.data,
+            chosen,
+            managed.shape,
+            managed.strides,
+            contiguous=contiguous,
+            source=source,
+            owner=(owner, managed),
+            release=managed.release,
+            device=managed.device_id,
+            readonly=managed.read_only,
+        )
     except BaseException:
         managed.release()
         raise
 
 
-def from_dlpack(obj: Any, *, dtype: Any = None, stream: Optional[int] = None,
-                contiguous: bool = False) -> EpcTensor:
+def from_dlpack(obj: Any, *, dtype: Any = None, stream: Optional[int] = None, contiguous: bool = False) -> EpcTensor:
     """Describe a DLPack producer. Its device is checked with `__dlpack_device__` before
     anything is exported. `stream` (an int cudaStream_t) is passed to `__dlpack__` so the
     producer orders its pending work before it (None: the producer's default, the legacy
@@ -334,14 +395,12 @@ def from_dlpack(obj: Any, *, dtype: Any = None, stream: Optional[int] = None,
     try:
         capsule = obj.__dlpack__() if stream is None else obj.__dlpack__(stream=stream)
     except (BufferError, RuntimeError, TypeError, ValueError) as error:
-        raise InvalidTensorError(f"{source}: the producer refused to export it ({error})") \
-            from error
+        raise InvalidTensorError(f"{source}: the producer refused to export it ({error})") from error
     try:
         managed = _dlpack.consume_capsule(capsule)
     except ValueError as error:
         raise InvalidTensorError(f"{source}: {error}") from None
-    return from_managed_tensor(managed, owner=obj, dtype=dtype, contiguous=contiguous,
-                               source=source)
+    return from_managed_tensor(managed, owner=obj, dtype=dtype, contiguous=contiguous, source=source)
 
 
 def _has_attribute(obj: Any, name: str) -> bool:
@@ -357,8 +416,7 @@ def _has_attribute(obj: Any, name: str) -> bool:
     return True
 
 
-def as_tensor(obj: Any, *, dtype: Any = None, stream: Optional[int] = None,
-              contiguous: bool = False) -> EpcTensor:
+def as_tensor(obj: Any, *, dtype: Any = None, stream: Optional[int] = None, contiguous: bool = False) -> EpcTensor:
     """Borrow `obj`'s CUDA memory as an EpcTensor.
 
     Tries DLPack first (it carries bfloat16, fp8 and the device), then
@@ -373,7 +431,8 @@ def as_tensor(obj: Any, *, dtype: Any = None, stream: Optional[int] = None,
         return from_dlpack(obj, dtype=dtype, stream=stream, contiguous=contiguous)
     if _has_attribute(obj, "__cuda_array_interface__"):
         return from_cuda_array_interface(obj, dtype=dtype, contiguous=contiguous)
-    raise TypeError(f"as_tensor: a {type(obj).__name__} is not a tensor: it has neither "
-                    "__dlpack__ nor __cuda_array_interface__ (for a raw device pointer use "
-                    "epcomm.tensor_from_pointer(pointer, dtype, shape, strides))")
-
+    raise TypeError(
+        f"as_tensor: a {type(obj).__name__} is not a tensor: it has neither "
+        "__dlpack__ nor __cuda_array_interface__ (for a raw device pointer use "
+        "epcomm.tensor_from_pointer(pointer, dtype, shape, strides))"
+    )

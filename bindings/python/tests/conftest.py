@@ -5,6 +5,7 @@
 build in the environment (bindings/meson.build's bindings_env). Run by hand, they find the
 package beside this folder and the library at build/capi/ of the repository.
 """
+
 import json
 import os
 import pathlib
@@ -36,8 +37,10 @@ def abi_snapshot() -> dict:
     path = pathlib.Path(os.environ.get("EPCOMM_ABI_JSON") or REPO_ROOT / "capi" / "abi.json")
     versions = json.loads(path.read_text())["versions"]
     if _ffi.HEADER_ABI_VERSION not in versions:
-        pytest.fail(f"{path} has no snapshot of ABI {_ffi.HEADER_ABI_VERSION} (it has "
-                    f"{sorted(versions)}): regenerate the bindings or update the snapshot")
+        pytest.fail(
+            f"{path} has no snapshot of ABI {_ffi.HEADER_ABI_VERSION} (it has "
+            f"{sorted(versions)}): regenerate the bindings or update the snapshot"
+        )
     return versions[_ffi.HEADER_ABI_VERSION]
 
 

@@ -3,24 +3,39 @@
 
 Nothing here dereferences the (fake) device pointers; the bindings never do either.
 """
+
 import ctypes
 
 from epcomm import _dlpack
 
 FAKE_DEVICE_POINTER = 0x7F00_0000_0000
 
-_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
-                                 ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", ctypes.pythonapi)
+)
 
 
 class CudaArrayInterface:
     """An object exposing __cuda_array_interface__ like CuPy or numba do."""
 
-    def __init__(self, shape, typestr="<f2", strides=None, data=FAKE_DEVICE_POINTER,
-                 readonly=False, version=3, stream=None, mask=None):
+    def __init__(
+        self,
+        shape,
+        typestr="<f2",
+        strides=None,
+        data=FAKE_DEVICE_POINTER,
+        readonly=False,
+        version=3,
+        stream=None,
+        mask=None,
+    ):
         self.__cuda_array_interface__ = {
-            "shape": tuple(shape), "typestr": typestr, "data": (data, readonly),
-            "strides": strides, "version": version, "descr": [("", typestr)],
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "data": (data, readonly),
+            "strides": strides,
+            "version": version,
+            "descr": [("", typestr)],
         }
         if stream is not None:
             self.__cuda_array_interface__["stream"] = stream
@@ -34,9 +49,19 @@ class DLPackProducer:
     dtype is (code, bits, lanes); strides None exports NULL strides (compact row-major).
     """
 
-    def __init__(self, shape, dtype=(2, 32, 1), strides=None, device=(_dlpack.KDL_CUDA, 0),
-                 data=FAKE_DEVICE_POINTER, byte_offset=0, versioned=False, version=(1, 1),
-                 flags=0, report_device=True):
+    def __init__(
+        self,
+        shape,
+        dtype=(2, 32, 1),
+        strides=None,
+        device=(_dlpack.KDL_CUDA, 0),
+        data=FAKE_DEVICE_POINTER,
+        byte_offset=0,
+        versioned=False,
+        version=(1, 1),
+        flags=0,
+        report_device=True,
+    ):
         self.deleted = 0
         self.exports = 0
         self.streams = []
@@ -71,7 +96,7 @@ class DLPackProducer:
     def __dlpack__(self, stream=None):
         self.exports += 1
         self.streams.append(stream)
-        name = (_dlpack.NAME_VERSIONED if self.versioned else _dlpack.NAME_LEGACY)
+        name = _dlpack.NAME_VERSIONED if self.versioned else _dlpack.NAME_LEGACY
         return _capsule_new(ctypes.addressof(self._managed), name, None)
 
     def __getattr__(self, name):

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the GPU tests share: whether to run (EPCOMM_TEST_GPUS and torch), and one thread per
 rank with a time limit."""
+
 import os
 import threading
 
@@ -22,8 +23,7 @@ def requested_gpus():
         pytest.skip("GPU test: torch sees no CUDA device")
     wanted = int(value)
     if wanted < 1 or torch.cuda.device_count() < wanted:
-        pytest.skip(f"GPU test: EPCOMM_TEST_GPUS={wanted} but torch sees "
-                    f"{torch.cuda.device_count()} CUDA devices")
+        pytest.skip(f"GPU test: EPCOMM_TEST_GPUS={wanted} but torch sees {torch.cuda.device_count()} CUDA devices")
     return wanted, torch
 
 

@@ -14,6 +14,7 @@ token-major. Pure Python, so the model itself is tested without torch (test_ht_m
   ascending rank order, rounded to bf16 once; backward weights: entry k takes the value
   the rank hosting entry k's expert returned for the token (0 where masked).
 """
+
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
@@ -25,10 +26,10 @@ class HtReceived:
     """What one rank receives: per row its source (rank, token) and the dispatch outputs."""
 
     sources: List[Tuple[int, int]] = field(default_factory=list)
-    x: List[List[int]] = field(default_factory=list)               # [N, H] bf16 bits
-    topk_idx: List[List[int]] = field(default_factory=list)        # [N, K]
+    x: List[List[int]] = field(default_factory=list)  # [N, H] bf16 bits
+    topk_idx: List[List[int]] = field(default_factory=list)  # [N, K]
     topk_weights: List[List[float]] = field(default_factory=list)  # [N, K]
-    expert_counts: List[int] = field(default_factory=list)         # [L]
+    expert_counts: List[int] = field(default_factory=list)  # [L]
 
 
 def rank_of(case: LlCase, expert: int) -> int:
@@ -46,10 +47,8 @@ def ht_dispatch(case: LlCase, step: int, q: int) -> HtReceived:
                 continue
             got.sources.append((r, t))
             got.x.append(x[t])
-            got.topk_idx.append([e % case.experts_per_rank if here else -1
-                                 for e, here in zip(experts, local)])
-            got.topk_weights.append([case.weight(step, r, t, k) if here else 0.0
-                                     for k, here in enumerate(local)])
+            got.topk_idx.append([e % case.experts_per_rank if here else -1 for e, here in zip(experts, local)])
+            got.topk_weights.append([case.weight(step, r, t, k) if here else 0.0 for k, here in enumerate(local)])
             for e, here in zip(experts, local):
                 if here:
                     got.expert_counts[e % case.experts_per_rank] += 1
@@ -78,22 +77,24 @@ def returned_weights(q: int, got: HtReceived) -> List[List[float]]:
     return [[f32(w + 16.0 * (q + 1)) for w in row] for row in got.topk_weights]
 
 
-def ht_combine(case: LlCase, step: int, r: int, rows_per_rank: List[List[List[int]]],
-               weights_per_rank: Optional[List[List[List[float]]]] = None) \
-        -> Tuple[List[List[int]], List[List[float]]]:
+def ht_combine(
+    case: LlCase,
+    step: int,
+    r: int,
+    rows_per_rank: List[List[List[int]]],
+    weights_per_rank: Optional[List[List[List[float]]]] = None,
+) -> Tuple[List[List[int]], List[List[float]]]:
     """What combine gives rank r: [B, H] bf16 bits and (with weights_per_rank) [B, K]
     backward weights, from every rank q's rows (and weights) in its dispatch's order."""
     received = [ht_dispatch(case, step, q) for q in range(case.nranks)]
     out, weights = [], []
     for t in range(case.tokens(step, r)):
-        row_on = {q: received[q].sources.index((r, t)) for q in range(case.nranks)
-                  if (r, t) in received[q].sources}
+        row_on = {q: received[q].sources.index((r, t)) for q in range(case.nranks) if (r, t) in received[q].sources}
         sums = [0.0] * case.hidden
         for q in sorted(row_on):  # ascending rank order
             sums = [f32(acc + bf16_value(v)) for acc, v in zip(sums, rows_per_rank[q][row_on[q]])]
         out.append([bf16_bits(v) for v in sums])
         if weights_per_rank is not None:
             entry_ranks = [rank_of(case, e) for e in case.topk_idx(step, r)[t]]
-            weights.append([weights_per_rank[q][row_on[q]][k] if q >= 0 else 0.0
-                            for k, q in enumerate(entry_ranks)])
+            weights.append([weights_per_rank[q][row_on[q]][k] if q >= 0 else 0.0 for k, q in enumerate(entry_ranks)])
     return out, weights

@@ -10,6 +10,7 @@ step, in the defined order and with the defined roundings, rather than written d
 float32 arithmetic is emulated by rounding each double result to float32: for one +, - or
 * of two float32 values that equals the float32 operation (53 >= 2 * 24 + 2 bits).
 """
+
 import struct
 from dataclasses import dataclass
 from typing import List, Tuple
@@ -74,17 +75,17 @@ class LlCase:
         return float(expert % 3 + 1)
 
     def topk_idx(self, step: int, rank: int) -> List[List[int]]:
-        return [[self.expert(step, rank, t, k) for k in range(self.topk)]
-                for t in range(self.tokens(step, rank))]
+        return [[self.expert(step, rank, t, k) for k in range(self.topk)] for t in range(self.tokens(step, rank))]
 
     def topk_weights(self, step: int, rank: int) -> List[List[float]]:
-        return [[self.weight(step, rank, t, k) for k in range(self.topk)]
-                for t in range(self.tokens(step, rank))]
+        return [[self.weight(step, rank, t, k) for k in range(self.topk)] for t in range(self.tokens(step, rank))]
 
     def x_rows(self, step: int, rank: int) -> List[List[int]]:
         """x [B, H] as bf16 bits."""
-        return [[bf16_bits(self.x_value(step, rank, t, c)) for c in range(self.hidden)]
-                for t in range(self.tokens(step, rank))]
+        return [
+            [bf16_bits(self.x_value(step, rank, t, c)) for c in range(self.hidden)]
+            for t in range(self.tokens(step, rank))
+        ]
 
     def dispatch(self, step: int, q: int) -> Tuple[List[int], List[List[List[int]]]]:
         """What rank q receives: counts [L] and, per local expert, its counted rows (bf16
@@ -94,8 +95,13 @@ class LlCase:
         x = [self.x_rows(step, r) for r in range(self.nranks)]
         for l in range(self.experts_per_rank):
             wanted = q * self.experts_per_rank + l
-            mine = [x[r][t] for r in range(self.nranks) for t in range(self.tokens(step, r))
-                    for k in range(self.topk) if self.expert(step, r, t, k) == wanted]
+            mine = [
+                x[r][t]
+                for r in range(self.nranks)
+                for t in range(self.tokens(step, r))
+                for k in range(self.topk)
+                if self.expert(step, r, t, k) == wanted
+            ]
             counts.append(len(mine))
             rows.append(mine)
         return counts, rows
@@ -134,8 +140,9 @@ def first_difference(what: str, got: List[List[int]], want: List[List[int]]) -> 
     for i, (g_row, w_row) in enumerate(zip(got, want)):
         for c, (g, w) in enumerate(zip(g_row, w_row)):
             if g != w:
-                return (f"{what}: row {i} channel {c}: got {g:#06x} ({bf16_value(g)}), "
-                        f"expected {w:#06x} ({bf16_value(w)})")
+                return (
+                    f"{what}: row {i} channel {c}: got {g:#06x} ({bf16_value(g)}), expected {w:#06x} ({bf16_value(w)})"
+                )
         if len(g_row) != len(w_row):
             return f"{what}: row {i} has {len(g_row)} channels, expected {len(w_row)}"
     return ""

@@ -2,6 +2,7 @@
 """The generated ctypes declarations against the ABI snapshot (capi/abi.json or
 $EPCOMM_ABI_JSON): every struct's size, every field's offset and size, every constant,
 every function's arity, every typedef's size."""
+
 import ctypes
 
 import pytest
@@ -59,8 +60,7 @@ def test_pointer_parameters_are_pointers(abi_snapshot):
         _, argtypes = _ffi.PROTOTYPES[function["name"]]
         for c_type, ctype in zip(function["params"], argtypes):
             if c_type.endswith("*"):
-                assert ctypes.sizeof(ctype) == ctypes.sizeof(ctypes.c_void_p), (
-                    function["name"], c_type)
+                assert ctypes.sizeof(ctype) == ctypes.sizeof(ctypes.c_void_p), (function["name"], c_type)
 
 
 def test_typedef_sizes(abi_snapshot):
@@ -84,6 +84,7 @@ def test_package_version_is_the_headers():
     # it from drifting from EPC_ABI_MAJOR.MINOR.PATCH.
     import pathlib
     import re
+
     pyproject = (pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
     assert version == f"{_ffi.EPC_ABI_MAJOR}.{_ffi.EPC_ABI_MINOR}.{_ffi.EPC_ABI_PATCH}"

@@ -5,6 +5,7 @@ They run only where torch sees CUDA devices and EPCOMM_TEST_GPUS=N asks for N of
 otherwise each test is skipped with the reason. Run them with, e.g.,
     EPCOMM_TEST_GPUS=4 NCCL_NVLS_ENABLE=0 python3 -m pytest -q bindings/python/tests
 """
+
 import os
 import re
 import subprocess
@@ -56,8 +57,7 @@ def test_torch_cuda_tensors():
     _, torch = requested_gpus()
     x = torch.randn(16, 2048, device="cuda:0").to(torch.bfloat16)
     with epcomm.as_tensor(x) as t:
-        assert (t.data, t.dtype, t.shape, t.device) == (x.data_ptr(), epcomm.Dtype.BF16,
-                                                         (16, 2048), 0)
+        assert (t.data, t.dtype, t.shape, t.device) == (x.data_ptr(), epcomm.Dtype.BF16, (16, 2048), 0)
         assert t.is_contiguous and list(t.descriptor.strides) == [0, 0, 0, 0]
     view = x[:, ::2]
     t = epcomm.as_tensor(view)
@@ -65,8 +65,12 @@ def test_torch_cuda_tensors():
     with pytest.raises(epcomm.InvalidTensorError, match="not contiguous"):
         epcomm.as_tensor(view, contiguous=True)
     assert epcomm.as_tensor(x.t()).strides == (1, 2048)
-    for dtype, expected in [(torch.float16, epcomm.Dtype.FP16), (torch.float32, epcomm.Dtype.FP32),
-                            (torch.int32, epcomm.Dtype.INT32), (torch.int64, epcomm.Dtype.INT64)]:
+    for dtype, expected in [
+        (torch.float16, epcomm.Dtype.FP16),
+        (torch.float32, epcomm.Dtype.FP32),
+        (torch.int32, epcomm.Dtype.INT32),
+        (torch.int64, epcomm.Dtype.INT64),
+    ]:
         y = torch.zeros(4, 8, device="cuda:0", dtype=dtype)
         assert epcomm.as_tensor(y).dtype == expected
     y = torch.zeros(4, 8, device="cuda:0", dtype=torch.float32)
@@ -104,14 +108,19 @@ def test_readme_example_one_process_per_gpu(repo_root, tmp_path):
     script.write_text(readme_example(repo_root))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(repo_root / "bindings" / "python")] + [p for p in [env.get("PYTHONPATH")] if p])
-    result = subprocess.run([sys.executable, str(script), str(nranks)], env=env,
-                            capture_output=True, text=True, timeout=TIMEOUT_S)
+        [str(repo_root / "bindings" / "python")] + [p for p in [env.get("PYTHONPATH")] if p]
+    )
+    result = subprocess.run(
+        [sys.executable, str(script), str(nranks)], env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     for rank in range(nranks):
         assert f"rank {rank}/{nranks}" in result.stdout, result.stdout
-        assert re.search(rf"rank {rank}: \d+ rows received, combined tokens equal their "
-                         "inputs: True", result.stdout), result.stdout
+        assert re.search(
+            rf"rank {rank}: \d+ rows received, combined tokens equal their "
+            "inputs: True",
+            result.stdout,
+        ), result.stdout
 
 
 def test_readme_examples_are_python(repo_root):

@@ -11,6 +11,7 @@ handle on a high-throughput group, low-latency calls on a high-throughput handle
 an EXACT handle, shapes) are checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 2, where torch
 sees that many GPUs; skipped otherwise.
 """
+
 import pytest
 
 import epcomm
@@ -30,8 +31,10 @@ class HtRank:
         self.torch, self.case, self.rank = torch, case, rank
         self.device = torch.device("cuda", rank)
         # Local expert l of rank q scales its rows by expert_scale(q*L + l) (the model's).
-        self.scales = torch.tensor([case.expert_scale(rank * case.experts_per_rank + l)
-                                    for l in range(case.experts_per_rank)], device=self.device)
+        self.scales = torch.tensor(
+            [case.expert_scale(rank * case.experts_per_rank + l) for l in range(case.experts_per_rank)],
+            device=self.device,
+        )
 
     def tensor(self, values, dtype):
         return self.torch.tensor(values, dtype=dtype, device=self.device)
@@ -39,24 +42,26 @@ class HtRank:
     def inputs(self, step):
         """topk_idx, topk_weights and x of `step`."""
         torch, case, rank = self.torch, self.case, self.rank
-        values = [[case.x_value(step, rank, t, c) for c in range(case.hidden)]
-                  for t in range(case.tokens(step, rank))]
-        return (self.tensor(case.topk_idx(step, rank), torch.int64),
-                self.tensor(case.topk_weights(step, rank), torch.float32),
-                self.tensor(values, torch.float32).to(torch.bfloat16))
+        values = [[case.x_value(step, rank, t, c) for c in range(case.hidden)] for t in range(case.tokens(step, rank))]
+        return (
+            self.tensor(case.topk_idx(step, rank), torch.int64),
+            self.tensor(case.topk_weights(step, rank), torch.float32),
+            self.tensor(values, torch.float32).to(torch.bfloat16),
+        )
 
     def outputs(self, rows, tokens):
         """Zeroed outputs of one step, so nothing earlier can pass a check."""
         torch, h, k = self.torch, self.case.hidden, self.case.topk
         on = dict(device=self.device)
-        return dict(out_x=torch.zeros(rows, h, dtype=torch.bfloat16, **on),
-                    out_topk_idx=torch.zeros(rows, k, dtype=torch.int32, **on),
-                    out_topk_weights=torch.zeros(rows, k, dtype=torch.float32, **on),
-                    out_expert_counts=torch.zeros(self.case.experts_per_rank, dtype=torch.int32,
-                                                  **on),
-                    out_num_recv=torch.zeros(1, dtype=torch.int32, **on),
-                    out=torch.zeros(tokens, h, dtype=torch.bfloat16, **on),
-                    back=torch.zeros(tokens, k, dtype=torch.float32, **on))
+        return dict(
+            out_x=torch.zeros(rows, h, dtype=torch.bfloat16, **on),
+            out_topk_idx=torch.zeros(rows, k, dtype=torch.int32, **on),
+            out_topk_weights=torch.zeros(rows, k, dtype=torch.float32, **on),
+            out_expert_counts=torch.zeros(self.case.experts_per_rank, dtype=torch.int32, **on),
+            out_num_recv=torch.zeros(1, dtype=torch.int32, **on),
+            out=torch.zeros(tokens, h, dtype=torch.bfloat16, **on),
+            back=torch.zeros(tokens, k, dtype=torch.float32, **on),
+        )
 
     def experts(self, o):
         """Per row, bf16 of the float32 sum over its local entries in top-k order of
@@ -67,7 +72,7 @@ class HtRank:
         for k in range(self.case.topk):
             local = o["out_topk_idx"][:, k].long()
             y = (x * self.scales[local.clamp(min=0)].view(-1, 1)).to(torch.bfloat16).float()
-            term = o["out_topk_weights"][:, k:k + 1] * y
+            term = o["out_topk_weights"][:, k : k + 1] * y
             acc = acc + torch.where((local >= 0).view(-1, 1), term, torch.zeros_like(term))
         return acc.to(torch.bfloat16), o["out_topk_weights"] + 16.0 * (self.rank + 1)
 
@@ -79,8 +84,7 @@ class HtRank:
         assert o["out_expert_counts"].tolist() == want.expert_counts, f"step {step}: counts"
         assert o["out_topk_idx"][:n].tolist() == want.topk_idx, f"step {step}: topk_idx"
         assert o["out_topk_weights"][:n].tolist() == want.topk_weights, f"step {step}: weights"
-        problem = first_difference(f"step {step}: received tokens",
-                                   bits(self.torch, o["out_x"][:n]), want.x)
+        problem = first_difference(f"step {step}: received tokens", bits(self.torch, o["out_x"][:n]), want.x)
         assert not problem, problem
 
     def check_combine(self, step, o, backward):
@@ -99,9 +103,15 @@ class HtRank:
 def step(r, handle, number, weights, x, backward):
     """Dispatch with every optional output, check, run the experts, combine, check."""
     o = r.outputs(handle.rows, x.shape[0])
-    handle.dispatch(x, o["out_x"], topk_weights=weights, out_topk_weights=o["out_topk_weights"],
-                    out_topk_idx=o["out_topk_idx"], out_expert_counts=o["out_expert_counts"],
-                    out_num_recv=o["out_num_recv"])
+    handle.dispatch(
+        x,
+        o["out_x"],
+        topk_weights=weights,
+        out_topk_weights=o["out_topk_weights"],
+        out_topk_idx=o["out_topk_idx"],
+        out_expert_counts=o["out_expert_counts"],
+        out_num_recv=o["out_num_recv"],
+    )
     r.check_dispatch(number, o)
     y, returned = r.experts(o)
     if backward:
@@ -119,14 +129,19 @@ def local_errors(r, group, exact, idx, x):
     cases = [
         (lambda: epcomm.Handle.create(group, idx), "high-throughput mode"),
         (lambda: exact.update(idx), "EPC_HT_SIZING_EXACT"),
-        (lambda: exact.dispatch(x, torch.zeros(exact.rows + 1, h, dtype=torch.bfloat16, **on)),
-         "tensor out_x has shape"),
-        (lambda: exact.combine(torch.zeros(exact.rows, h, dtype=torch.bfloat16, **on),
-                               x[:-1].clone()),
-         "tensor out has shape"),
+        (
+            lambda: exact.dispatch(x, torch.zeros(exact.rows + 1, h, dtype=torch.bfloat16, **on)),
+            "tensor out_x has shape",
+        ),
+        (
+            lambda: exact.combine(torch.zeros(exact.rows, h, dtype=torch.bfloat16, **on), x[:-1].clone()),
+            "tensor out has shape",
+        ),
         (lambda: call("epc_complete", live, None), "belongs to a high-throughput group"),
-        (lambda: call("epc_ll_combine", live, None, None, _ffi.EpcFlags(0), None),
-         "epc_ll_combine: the handle belongs to a high-throughput group"),
+        (
+            lambda: call("epc_ll_combine", live, None, None, _ffi.EpcFlags(0), None),
+            "epc_ll_combine: the handle belongs to a high-throughput group",
+        ),
     ]
     for make_call, words in cases:
         with pytest.raises(epcomm.EpcError) as caught:
@@ -138,16 +153,20 @@ def local_errors(r, group, exact, idx, x):
 def test_ht_dispatch_and_combine_match_the_host_model():
     nranks, torch = two_or_more_gpus("HT")
     case = LlCase(nranks=nranks, hidden=256)
-    config = epcomm.GroupConfig(mode=epcomm.Mode.HIGH_THROUGHPUT, num_experts=case.experts,
-                                hidden=case.hidden, max_tokens_per_rank=case.max_tokens,
-                                max_topk=MAX_TOPK, timeout_ms=20000)
+    config = epcomm.GroupConfig(
+        mode=epcomm.Mode.HIGH_THROUGHPUT,
+        num_experts=case.experts,
+        hidden=case.hidden,
+        max_tokens_per_rank=case.max_tokens,
+        max_topk=MAX_TOPK,
+        timeout_ms=20000,
+    )
     uid = epcomm.UniqueId.create()
 
     def rank_main(rank):
         torch.cuda.set_device(rank)
         r = HtRank(torch, case, rank)
-        with epcomm.Comm.init(uid, nranks, rank, device=rank) as comm, \
-                epcomm.Group.create(comm, config) as group:
+        with epcomm.Comm.init(uid, nranks, rank, device=rank) as comm, epcomm.Group.create(comm, config) as group:
             idx, weights, x = r.inputs(0)
             with epcomm.HtHandle.create(group, idx) as exact:
                 assert exact.rows == len(ht_dispatch(case, 0, rank).sources)

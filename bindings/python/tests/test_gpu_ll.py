@@ -9,6 +9,7 @@ complete with nothing pending, a dispatch while one is pending, high-throughput 
 low-latency group or handle) are checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 2, where
 torch sees that many GPUs; skipped otherwise.
 """
+
 import pytest
 
 import epcomm
@@ -38,13 +39,10 @@ class Rank:
     def inputs(self, step):
         torch, case, rank = self.torch, self.case, self.rank
         idx = torch.tensor(case.topk_idx(step, rank), dtype=torch.int64, device=self.device)
-        weights = torch.tensor(case.topk_weights(step, rank), dtype=torch.float32,
-                               device=self.device)
-        values = [[case.x_value(step, rank, t, c) for c in range(case.hidden)]
-                  for t in range(case.tokens(step, rank))]
+        weights = torch.tensor(case.topk_weights(step, rank), dtype=torch.float32, device=self.device)
+        values = [[case.x_value(step, rank, t, c) for c in range(case.hidden)] for t in range(case.tokens(step, rank))]
         x = torch.tensor(values, dtype=torch.float32).to(torch.bfloat16).to(self.device)
-        out = torch.zeros(case.tokens(step, rank), case.hidden, dtype=torch.bfloat16,
-                          device=self.device)
+        out = torch.zeros(case.tokens(step, rank), case.hidden, dtype=torch.bfloat16, device=self.device)
         for buffer in (self.out_x, self.out_counts, self.expert_out):
             buffer.zero_()  # nothing left from an earlier step may pass a check
         return idx, weights, x, out
@@ -69,8 +67,9 @@ class Rank:
 
     def check_combine(self, step, out):
         self.torch.cuda.synchronize(self.device)
-        problem = first_difference(f"step {step}: combined tokens", bits(self.torch, out),
-                                   self.case.combine(step, self.rank))
+        problem = first_difference(
+            f"step {step}: combined tokens", bits(self.torch, out), self.case.combine(step, self.rank)
+        )
         assert not problem, problem
 
 
@@ -93,20 +92,29 @@ def local_errors(r, group, handle, x, weights, out):
     torch = r.torch
     on = dict(device=r.device)
     cases = [
-        (lambda: epcomm.Handle.create(group, torch.zeros(1, 4, 2, dtype=torch.int64, **on)),
-         "3 dimensions"),
-        (lambda: epcomm.Handle.create(group, torch.zeros(4, MAX_TOPK + 1, dtype=torch.int64, **on)),
-         "max_topk"),
+        (lambda: epcomm.Handle.create(group, torch.zeros(1, 4, 2, dtype=torch.int64, **on)), "3 dimensions"),
+        (lambda: epcomm.Handle.create(group, torch.zeros(4, MAX_TOPK + 1, dtype=torch.int64, **on)), "max_topk"),
         (lambda: handle.update(torch.zeros(4, 2, dtype=torch.float32, **on)), "dtype"),
-        (lambda: epcomm.HtHandle.create(group, torch.zeros(4, 2, dtype=torch.int64, **on)),
-         "low-latency mode"),
+        (lambda: epcomm.HtHandle.create(group, torch.zeros(4, 2, dtype=torch.int64, **on)), "low-latency mode"),
         # The library itself refuses a low-latency handle in a high-throughput call.
-        (lambda: call("epc_ht_combine", handle._live(), None, None, None, None,  # noqa: SLF001
-                      _ffi.EpcFlags(0), None),
-         "epc_ht_combine: the handle belongs to a low-latency group"),
+        (
+            lambda: call(
+                "epc_ht_combine",
+                handle._live(),
+                None,
+                None,
+                None,
+                None,  # noqa: SLF001
+                _ffi.EpcFlags(0),
+                None,
+            ),
+            "epc_ht_combine: the handle belongs to a low-latency group",
+        ),
         (lambda: handle.complete(), "nothing is pending"),
-        (lambda: handle.ll_dispatch(x, weights, r.out_x[:, :, : r.case.hidden // 2].contiguous(),
-                                    r.out_counts), "tensor out_x has shape"),
+        (
+            lambda: handle.ll_dispatch(x, weights, r.out_x[:, :, : r.case.hidden // 2].contiguous(), r.out_counts),
+            "tensor out_x has shape",
+        ),
         (lambda: handle.ll_combine(r.expert_out, out[:-1]), "tensor out has shape"),
     ]
     for make_call, words in cases:
@@ -124,16 +132,19 @@ def local_errors(r, group, handle, x, weights, out):
 def test_ll_dispatch_and_combine_match_the_host_model():
     nranks, torch = two_or_more_gpus("LL")
     case = LlCase(nranks=nranks)
-    config = epcomm.GroupConfig(num_experts=case.experts, hidden=case.hidden,
-                                max_tokens_per_rank=case.max_tokens, max_topk=MAX_TOPK,
-                                timeout_ms=20000)
+    config = epcomm.GroupConfig(
+        num_experts=case.experts,
+        hidden=case.hidden,
+        max_tokens_per_rank=case.max_tokens,
+        max_topk=MAX_TOPK,
+        timeout_ms=20000,
+    )
     uid = epcomm.UniqueId.create()
 
     def rank_main(rank):
         torch.cuda.set_device(rank)
         r = Rank(torch, case, rank, torch.device("cuda", rank))
-        with epcomm.Comm.init(uid, nranks, rank, device=rank) as comm, \
-                epcomm.Group.create(comm, config) as group:
+        with epcomm.Comm.init(uid, nranks, rank, device=rank) as comm, epcomm.Group.create(comm, config) as group:
             idx, weights, x, out = r.inputs(0)
             with epcomm.Handle.create(group, idx) as handle:
                 step(r, handle, 0, x, weights, out, send_only=False)

@@ -8,6 +8,7 @@ function's name. The library checks the group or handle before any tensor, so th
 device addresses (tests/fakes.py) are never dereferenced. The bindings' own checks (closed
 handles, missing, non-contiguous or CPU tensors) must refuse before calling the library.
 """
+
 import ctypes
 
 import pytest
@@ -15,8 +16,7 @@ import pytest
 import epcomm
 from epcomm import _ffi, handle as handle_module
 from conftest import dead_handle_of
-from fakes import (DEAD_HANDLE, FAKE_DEVICE_POINTER, CudaArrayInterface, DLPackProducer,
-                   expect, refused_then_closed)
+from fakes import DEAD_HANDLE, FAKE_DEVICE_POINTER, CudaArrayInterface, DLPackProducer, expect, refused_then_closed
 
 
 @pytest.fixture
@@ -38,19 +38,21 @@ def tensors():
 def fp8_tensors():
     """tensors() for ll_dispatch_fp8: out_x as fp8 bytes, plus out_scales [L, R*T, H/128]."""
     t = tensors()
-    t["out_x"] = epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER + 0x200000, "fp8_e4m3",
-                                            (4, 256, 2048))
+    t["out_x"] = epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER + 0x200000, "fp8_e4m3", (4, 256, 2048))
     t["out_scales"] = CudaArrayInterface((4, 256, 16), "<f4", data=FAKE_DEVICE_POINTER + 0x600000)
     return t
 
 
 # Every way to create a handle, with the C function it calls.
-CREATORS = pytest.mark.parametrize("create, function", [
-    (epcomm.Handle.create, "epc_handle_create"),
-    (epcomm.HtHandle.create, "epc_ht_handle_create"),
-    (lambda group, idx: epcomm.HtHandle.create(group, idx, sizing="capacity"),
-     "epc_ht_handle_create"),
-], ids=["low-latency", "high-throughput exact", "high-throughput capacity"])
+CREATORS = pytest.mark.parametrize(
+    "create, function",
+    [
+        (epcomm.Handle.create, "epc_handle_create"),
+        (epcomm.HtHandle.create, "epc_ht_handle_create"),
+        (lambda group, idx: epcomm.HtHandle.create(group, idx, sizing="capacity"), "epc_ht_handle_create"),
+    ],
+    ids=["low-latency", "high-throughput exact", "high-throughput capacity"],
+)
 
 
 @CREATORS
@@ -102,8 +104,10 @@ def test_every_call_on_a_dead_handle_is_refused_by_the_library(dead_handle):
         ("epc_ll_dispatch", lambda: dead_handle.ll_dispatch(**t)),
         ("epc_ll_dispatch", lambda: dead_handle.ll_dispatch(**t, send_only=True, stream=0x5000)),
         ("epc_ll_dispatch_fp8", lambda: dead_handle.ll_dispatch_fp8(**fp8_tensors())),
-        ("epc_ll_dispatch_fp8", lambda: dead_handle.ll_dispatch_fp8(
-            **fp8_tensors(), send_only=True, pow2_scales=True, stream=0x5000)),
+        (
+            "epc_ll_dispatch_fp8",
+            lambda: dead_handle.ll_dispatch_fp8(**fp8_tensors(), send_only=True, pow2_scales=True, stream=0x5000),
+        ),
         ("epc_ll_combine", lambda: dead_handle.ll_combine(t["out_x"], t["x"])),
         ("epc_ll_combine", lambda: dead_handle.ll_combine(t["out_x"], t["x"], send_only=True)),
         ("epc_complete", lambda: dead_handle.complete()),
@@ -120,10 +124,13 @@ def test_a_closed_handle_is_refused_without_calling_the_library(dead_handle):
     message = epcomm.last_error()
     assert DEAD_HANDLE in message
     t = tensors()
-    for make_call in [lambda: dead_handle.ll_dispatch(**t), lambda: dead_handle.complete(),
-                      lambda: dead_handle.ll_dispatch_fp8(**fp8_tensors(), pow2_scales=True),
-                      lambda: dead_handle.ll_combine(t["out_x"], t["x"]),
-                      lambda: dead_handle.update(CudaArrayInterface((4, 2), "<i8"))]:
+    for make_call in [
+        lambda: dead_handle.ll_dispatch(**t),
+        lambda: dead_handle.complete(),
+        lambda: dead_handle.ll_dispatch_fp8(**fp8_tensors(), pow2_scales=True),
+        lambda: dead_handle.ll_combine(t["out_x"], t["x"]),
+        lambda: dead_handle.update(CudaArrayInterface((4, 2), "<i8")),
+    ]:
         with pytest.raises(epcomm.EpcError, match="the handle is closed") as caught:
             make_call()
         assert caught.value.function is None
@@ -144,10 +151,12 @@ def test_group_close_refuses_while_a_handle_is_open(dead_group, dead_handle):
 
 
 def test_dlpack_producers_are_told_the_stream_and_released(dead_handle):
-    producers = [DLPackProducer((4, 2048), dtype=(4, 16, 1)),
-                 DLPackProducer((4, 2), dtype=(2, 32, 1)),
-                 DLPackProducer((4, 256, 2048), dtype=(4, 16, 1)),
-                 DLPackProducer((4,), dtype=(0, 32, 1))]
+    producers = [
+        DLPackProducer((4, 2048), dtype=(4, 16, 1)),
+        DLPackProducer((4, 2), dtype=(2, 32, 1)),
+        DLPackProducer((4, 256, 2048), dtype=(4, 16, 1)),
+        DLPackProducer((4,), dtype=(0, 32, 1)),
+    ]
     for stream, told in [(0x5000, 0x5000), (None, 1)]:
         with pytest.raises(epcomm.EpcError):
             dead_handle.ll_dispatch(*producers, stream=stream)
@@ -166,12 +175,17 @@ def test_arguments_reach_the_c_call_in_order(dead_handle, monkeypatch):
     (d_name, d_args), (c_name, c_args), (k_name, k_args) = seen
     data = [ref._obj.data for ref in d_args[1:5]]  # noqa: SLF001 (ctypes byref's target)
     assert d_name == "epc_ll_dispatch" and data == [
-        FAKE_DEVICE_POINTER, FAKE_DEVICE_POINTER + 0x100000, FAKE_DEVICE_POINTER + 0x200000,
-        FAKE_DEVICE_POINTER + 0x800000]
+        FAKE_DEVICE_POINTER,
+        FAKE_DEVICE_POINTER + 0x100000,
+        FAKE_DEVICE_POINTER + 0x200000,
+        FAKE_DEVICE_POINTER + 0x800000,
+    ]
     assert d_args[5].value == _ffi.EPC_FLAG_SEND_ONLY and d_args[6].value == 0x5000
     assert c_name == "epc_ll_combine" and c_args[3].value == 0 and c_args[4].value == 0x6000
-    assert [ref._obj.data for ref in c_args[1:3]] == [FAKE_DEVICE_POINTER + 0x200000,  # noqa: SLF001
-                                                       FAKE_DEVICE_POINTER]
+    assert [ref._obj.data for ref in c_args[1:3]] == [
+        FAKE_DEVICE_POINTER + 0x200000,  # noqa: SLF001
+        FAKE_DEVICE_POINTER,
+    ]
     assert k_name == "epc_complete" and k_args[1].value == 0x7000
     # The last call's tensors are held until the next call or close.
     assert len(dead_handle._in_flight) == 2  # noqa: SLF001
@@ -189,7 +203,8 @@ def test_raw_pointers_enter_through_tensor_from_pointer(dead_handle, monkeypatch
     described = [ref._obj for ref in args[1:3]]  # noqa: SLF001 (ctypes byref's target)
     assert [(d.data, d.dtype, d.ndim, list(d.shape)) for d in described] == [
         (base, _ffi.EPC_DTYPE_BF16, 3, [4, 256, 2048, 0]),
-        (base + 0x400000, _ffi.EPC_DTYPE_BF16, 2, [4, 2048, 0, 0])]
+        (base + 0x400000, _ffi.EPC_DTYPE_BF16, 2, [4, 2048, 0, 0]),
+    ]
     # A bare int is not a tensor: it has no shape.
     with pytest.raises(TypeError, match="tensor_from_pointer"):
         dead_handle.ll_combine(base, out)
@@ -206,11 +221,19 @@ def test_ll_dispatch_fp8_arguments_reach_the_c_call_in_order(dead_handle, monkey
     assert name == "epc_ll_dispatch_fp8" and len(args) == 8
     described = [ref._obj for ref in args[1:6]]  # noqa: SLF001 (ctypes byref's target)
     assert [d.data for d in described] == [
-        FAKE_DEVICE_POINTER, FAKE_DEVICE_POINTER + 0x100000, FAKE_DEVICE_POINTER + 0x200000,
-        FAKE_DEVICE_POINTER + 0x600000, FAKE_DEVICE_POINTER + 0x800000]
+        FAKE_DEVICE_POINTER,
+        FAKE_DEVICE_POINTER + 0x100000,
+        FAKE_DEVICE_POINTER + 0x200000,
+        FAKE_DEVICE_POINTER + 0x600000,
+        FAKE_DEVICE_POINTER + 0x800000,
+    ]
     assert [d.dtype for d in described] == [
-        _ffi.EPC_DTYPE_FP16, _ffi.EPC_DTYPE_FP32, _ffi.EPC_DTYPE_FP8_E4M3, _ffi.EPC_DTYPE_FP32,
-        _ffi.EPC_DTYPE_INT32]
+        _ffi.EPC_DTYPE_FP16,
+        _ffi.EPC_DTYPE_FP32,
+        _ffi.EPC_DTYPE_FP8_E4M3,
+        _ffi.EPC_DTYPE_FP32,
+        _ffi.EPC_DTYPE_INT32,
+    ]
     assert list(described[3].shape) == [4, 256, 16, 0]
     assert args[6].value == 0 and args[7].value == 0x5000
     assert send_only_args[6].value == _ffi.EPC_FLAG_SEND_ONLY | _ffi.EPC_FLAG_FP8_POW2_SCALES

@@ -8,6 +8,7 @@ function's name, before any (fake) tensor is looked at; the binding's own checks
 handles, missing tensors, sizing names) refuse before the library; and the arguments reach
 the C calls in the header's order, optional tensors as NULL.
 """
+
 import pytest
 
 import epcomm
@@ -22,8 +23,8 @@ ROWS = 256
 @pytest.fixture
 def dead_ht_handle(dead_group):
     yield from dead_handle_of(
-        lambda pointer, group: epcomm.HtHandle(pointer, group, ROWS, epcomm.HtSizing.CAPACITY),
-        dead_group)
+        lambda pointer, group: epcomm.HtHandle(pointer, group, ROWS, epcomm.HtSizing.CAPACITY), dead_group
+    )
 
 
 def fake(shape, typestr, offset):
@@ -33,18 +34,25 @@ def fake(shape, typestr, offset):
 def dispatch_tensors():
     """Every tensor of a 4-token, top-2, 4-local-expert bf16 dispatch (fp16 stands in for
     the 16-bit payload: the library refuses the handle before looking at dtypes)."""
-    return dict(x=fake((4, 2048), "<f2", 0), out_x=fake((ROWS, 2048), "<f2", 1),
-                topk_weights=fake((4, 2), "<f4", 2), out_topk_weights=fake((ROWS, 2), "<f4", 3),
-                out_topk_idx=fake((ROWS, 2), "<i4", 4), out_expert_counts=fake((4,), "<i4", 5),
-                out_num_recv=fake((1,), "<i4", 6))
+    return dict(
+        x=fake((4, 2048), "<f2", 0),
+        out_x=fake((ROWS, 2048), "<f2", 1),
+        topk_weights=fake((4, 2), "<f4", 2),
+        out_topk_weights=fake((ROWS, 2), "<f4", 3),
+        out_topk_idx=fake((ROWS, 2), "<i4", 4),
+        out_expert_counts=fake((4,), "<i4", 5),
+        out_num_recv=fake((1,), "<i4", 6),
+    )
 
 
 def fp8_dispatch_tensors():
     base = FAKE_DEVICE_POINTER + 7 * 0x100000
-    return dict(x=epcomm.tensor_from_pointer(base, "fp8_e4m3", (4, 2048)),
-                x_scales=fake((4, 16), "<f4", 8),
-                out_x=epcomm.tensor_from_pointer(base + 0x200000, "fp8_e4m3", (ROWS, 2048)),
-                out_scales=fake((ROWS, 16), "<f4", 9))
+    return dict(
+        x=epcomm.tensor_from_pointer(base, "fp8_e4m3", (4, 2048)),
+        x_scales=fake((4, 16), "<f4", 8),
+        out_x=epcomm.tensor_from_pointer(base + 0x200000, "fp8_e4m3", (ROWS, 2048)),
+        out_scales=fake((ROWS, 16), "<f4", 9),
+    )
 
 
 def combine_tensors(backward):
@@ -58,8 +66,7 @@ def ht_calls(handle):
     """(C function, call) for every HtHandle call once per variant."""
     return [
         ("epc_handle_update", lambda: handle.update(fake((4, 2), "<i8", 10))),
-        ("epc_ht_dispatch", lambda: handle.dispatch(fake((4, 2048), "<f2", 0),
-                                                    fake((ROWS, 2048), "<f2", 1))),
+        ("epc_ht_dispatch", lambda: handle.dispatch(fake((4, 2048), "<f2", 0), fake((ROWS, 2048), "<f2", 1))),
         ("epc_ht_dispatch", lambda: handle.dispatch(**dispatch_tensors(), stream=0x5000)),
         ("epc_ht_dispatch", lambda: handle.dispatch(**fp8_dispatch_tensors())),
         ("epc_ht_combine", lambda: handle.combine(**combine_tensors(False))),
@@ -70,7 +77,7 @@ def ht_calls(handle):
 def test_sizing_constants_and_names():
     for name, value in vars(_ffi).items():
         if name.startswith("EPC_HT_SIZING_"):
-            assert epcomm.HtSizing[name[len("EPC_HT_SIZING_"):]] == value
+            assert epcomm.HtSizing[name[len("EPC_HT_SIZING_") :]] == value
     assert parse_sizing("capacity") == epcomm.HtSizing.CAPACITY == _ffi.EPC_HT_SIZING_CAPACITY
     assert parse_sizing(" Exact ") == parse_sizing(epcomm.HtSizing.EXACT) == 0
     assert parse_sizing(7) == 7  # a newer library's sizing passes through
@@ -113,20 +120,23 @@ def test_missing_tensors_are_named_before_the_library(dead_ht_handle):
         dead_ht_handle.combine(**t)
     strided = CudaArrayInterface((ROWS, 2), "<i4", strides=(16, 4))
     with pytest.raises(epcomm.InvalidTensorError, match="out_topk_idx: .*not contiguous"):
-        dead_ht_handle.dispatch(fake((4, 2048), "<f2", 0), fake((ROWS, 2048), "<f2", 1),
-                                out_topk_idx=strided)
+        dead_ht_handle.dispatch(fake((4, 2048), "<f2", 0), fake((ROWS, 2048), "<f2", 1), out_topk_idx=strided)
     assert not dead_ht_handle._in_flight  # noqa: SLF001 (the borrowed tensors went back)
 
 
 def test_arguments_reach_the_c_calls_in_order(dead_group, dead_ht_handle, monkeypatch):
     seen = []
     monkeypatch.setattr(handle_module, "call", lambda name, *args: seen.append((name, args)))
-    created = epcomm.HtHandle.create(dead_group, fake((4, 2), "<i4", 10), sizing="capacity",
-                                     stream=0x4000)
+    created = epcomm.HtHandle.create(dead_group, fake((4, 2), "<i4", 10), sizing="capacity", stream=0x4000)
     t = dispatch_tensors()
-    dead_ht_handle.dispatch(t["x"], t["out_x"], topk_weights=t["topk_weights"],
-                            out_topk_weights=t["out_topk_weights"], out_num_recv=t["out_num_recv"],
-                            stream=0x5000)
+    dead_ht_handle.dispatch(
+        t["x"],
+        t["out_x"],
+        topk_weights=t["topk_weights"],
+        out_topk_weights=t["out_topk_weights"],
+        out_num_recv=t["out_num_recv"],
+        stream=0x5000,
+    )
     dead_ht_handle.combine(**combine_tensors(False))
     dead_ht_handle.combine(**combine_tensors(True), stream=0x6000)
     (c_name, c_args), (d_name, d_args), (p_name, p_args), (b_name, b_args) = seen
@@ -142,7 +152,16 @@ def test_arguments_reach_the_c_calls_in_order(dead_group, dead_ht_handle, monkey
 
     assert d_name == "epc_ht_dispatch" and len(d_args) == 12
     assert [data(a) for a in d_args[1:10]] == [
-        0, None, 2 * 0x100000, 0x100000, None, None, 3 * 0x100000, None, 6 * 0x100000]
+        0,
+        None,
+        2 * 0x100000,
+        0x100000,
+        None,
+        None,
+        3 * 0x100000,
+        None,
+        6 * 0x100000,
+    ]
     assert d_args[10].value == 0 and d_args[11].value == 0x5000
 
     assert p_name == b_name == "epc_ht_combine" and len(p_args) == len(b_args) == 7
@@ -158,9 +177,9 @@ def test_a_library_older_than_abi_1_2_is_unsupported(dead_group, dead_ht_handle,
     missing = {"epc_ht_handle_create", "epc_ht_dispatch", "epc_ht_combine"}
     monkeypatch.setattr(library, "missing", library.missing | missing)
     for function, make_call in [
-            ("epc_ht_handle_create",
-             lambda: epcomm.HtHandle.create(dead_group, fake((4, 2), "<i8", 10))),
-            *ht_calls(dead_ht_handle)[1:]]:
+        ("epc_ht_handle_create", lambda: epcomm.HtHandle.create(dead_group, fake((4, 2), "<i8", 10))),
+        *ht_calls(dead_ht_handle)[1:],
+    ]:
         with pytest.raises(epcomm.EpcError) as caught:
             make_call()
         assert caught.value.status == epcomm.Status.UNSUPPORTED

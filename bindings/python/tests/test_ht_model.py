@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The host model of the GPU high-throughput test (ht_model.py), checked without a GPU."""
+
 from ht_model import expert_rows, ht_combine, ht_dispatch, rank_of, returned_weights
 from ll_model import LlCase
 

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Loading the library, versions, status codes and the per-thread last error."""
+
 import ctypes
 import shutil
 import subprocess
@@ -14,8 +15,7 @@ from epcomm import _ffi, _library
 def test_version_matches_the_header():
     v = epcomm.version()
     assert isinstance(v, epcomm.Version)
-    assert (v.major, v.minor, v.patch) == (_ffi.EPC_ABI_MAJOR, _ffi.EPC_ABI_MINOR,
-                                           _ffi.EPC_ABI_PATCH)
+    assert (v.major, v.minor, v.patch) == (_ffi.EPC_ABI_MAJOR, _ffi.EPC_ABI_MINOR, _ffi.EPC_ABI_PATCH)
     assert str(v) == _ffi.HEADER_ABI_VERSION
 
 
@@ -32,7 +32,7 @@ def test_status_names_and_library_strings():
     assert epcomm.Status.TIMEOUT.describe().startswith("timeout")
     for name, value in vars(_ffi).items():
         if name.startswith("EPC_ERR_"):
-            assert getattr(epcomm.Status, name[len("EPC_ERR_"):]) == value
+            assert getattr(epcomm.Status, name[len("EPC_ERR_") :]) == value
             assert epcomm.status_string(value) != "unknown status", name
 
 
@@ -154,7 +154,6 @@ def test_errors_pickle():
     import pickle
 
     error = pickle.loads(pickle.dumps(epcomm.EpcError(7, "peer 3 stalled", "epc_group_barrier")))
-    assert (error.status, error.message, error.function) == (7, "peer 3 stalled",
-                                                             "epc_group_barrier")
+    assert (error.status, error.message, error.function) == (7, "peer 3 stalled", "epc_group_barrier")
     tensor_error = pickle.loads(pickle.dumps(epcomm.InvalidTensorError("bad")))
     assert isinstance(tensor_error, ValueError) and tensor_error.message == "bad"

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The host model of the GPU low-latency test (ll_model.py), checked without a GPU."""
+
 from ll_model import LlCase, bf16_bits, bf16_value
 
 

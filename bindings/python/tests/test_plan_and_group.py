@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Configuration, plan query and the CPU-checkable parts of groups and communicators."""
+
 import ctypes
 import gc
 import warnings
@@ -34,8 +35,7 @@ def test_plan_for_four_ranks_256_experts_hidden_7168():
 
 def test_virtual_nodes_of_two_ranks_plan_a_network_staging_region():
     whole_team = epcomm.plan_query(deepseek_config(), nranks=4, lsa_size=4, num_nodes=1)
-    plan = epcomm.plan_query(deepseek_config(virtual_node_size=2), nranks=4, lsa_size=4,
-                             num_nodes=1)
+    plan = epcomm.plan_query(deepseek_config(virtual_node_size=2), nranks=4, lsa_size=4, num_nodes=1)
     # The library read the field: the two ranks of the other virtual node get a staging
     # mirror, the last region of the window.
     staging = plan.regions[-1]
@@ -49,8 +49,7 @@ def test_virtual_nodes_of_two_ranks_plan_a_network_staging_region():
 
 def test_a_virtual_node_size_that_does_not_divide_the_team_is_refused():
     with pytest.raises(epcomm.EpcError) as caught:
-        epcomm.plan_query(deepseek_config(virtual_node_size=3), nranks=4, lsa_size=4,
-                          num_nodes=1)
+        epcomm.plan_query(deepseek_config(virtual_node_size=3), nranks=4, lsa_size=4, num_nodes=1)
     assert caught.value.status == epcomm.Status.INVALID_ARGUMENT
     assert "virtual_node_size" in caught.value.message
     assert caught.value.function == "epc_plan_query"
@@ -74,8 +73,10 @@ def test_virtual_node_size_needs_a_library_of_abi_1_3(monkeypatch):
     from epcomm import _library
 
     monkeypatch.setattr(_library.library(), "version", _library.Version(1, 2, 0))
-    for call in (lambda: epcomm.plan_query(deepseek_config(virtual_node_size=2), 4),
-                 lambda: epcomm.Group.create(None, deepseek_config(virtual_node_size=2))):
+    for call in (
+        lambda: epcomm.plan_query(deepseek_config(virtual_node_size=2), 4),
+        lambda: epcomm.Group.create(None, deepseek_config(virtual_node_size=2)),
+    ):
         with pytest.raises(epcomm.EpcError) as caught:
             call()
         assert caught.value.status == epcomm.Status.UNSUPPORTED
@@ -128,13 +129,28 @@ def test_config_struct_header_and_zero_defaults():
 
 
 def test_config_fields_reach_the_struct():
-    struct = epcomm.GroupConfig(num_experts=64, hidden=2048, mode=epcomm.Mode.HIGH_THROUGHPUT,
-                                max_tokens_per_rank=512, max_topk=6, dtype="fp8_e4m3",
-                                num_sms=20, timeout_ms=5000, virtual_node_size=2).to_struct()
-    assert (struct.num_experts, struct.hidden, struct.mode, struct.max_tokens_per_rank,
-            struct.max_topk, struct.dtype, struct.num_sms, struct.timeout_ms,
-            struct.virtual_node_size) == (
-        64, 2048, _ffi.EPC_MODE_HIGH_THROUGHPUT, 512, 6, _ffi.EPC_DTYPE_FP8_E4M3, 20, 5000, 2)
+    struct = epcomm.GroupConfig(
+        num_experts=64,
+        hidden=2048,
+        mode=epcomm.Mode.HIGH_THROUGHPUT,
+        max_tokens_per_rank=512,
+        max_topk=6,
+        dtype="fp8_e4m3",
+        num_sms=20,
+        timeout_ms=5000,
+        virtual_node_size=2,
+    ).to_struct()
+    assert (
+        struct.num_experts,
+        struct.hidden,
+        struct.mode,
+        struct.max_tokens_per_rank,
+        struct.max_topk,
+        struct.dtype,
+        struct.num_sms,
+        struct.timeout_ms,
+        struct.virtual_node_size,
+    ) == (64, 2048, _ffi.EPC_MODE_HIGH_THROUGHPUT, 512, 6, _ffi.EPC_DTYPE_FP8_E4M3, 20, 5000, 2)
 
 
 @pytest.mark.parametrize("field, value", [("hidden", -1), ("num_experts", 1 << 32)])
@@ -155,8 +171,7 @@ def test_python_allocator_callbacks_are_wrapped_safely():
         calls.append(("alloc", ctx, nbytes))
         raise MemoryError("no memory in this test")
 
-    struct = epcomm.GroupConfig(alloc_fn=alloc, free_fn=lambda ctx, p: calls.append(p),
-                                alloc_ctx=0x1234).to_struct()
+    struct = epcomm.GroupConfig(alloc_fn=alloc, free_fn=lambda ctx, p: calls.append(p), alloc_ctx=0x1234).to_struct()
     out = ctypes.c_void_p(0)
     hook_calls = []
     import sys
@@ -242,8 +257,7 @@ def test_collecting_an_open_group_warns_and_calls_nothing():
         warnings.simplefilter("always")
         del group
         gc.collect()
-    assert any(issubclass(w.category, ResourceWarning) and "close()" in str(w.message)
-               for w in caught)
+    assert any(issubclass(w.category, ResourceWarning) and "close()" in str(w.message) for w in caught)
     assert len(group_module._leaked) == leaked_before + 1
     # Any library call would have cleared the thread's last error: none was made.
     assert epcomm.last_error() == message

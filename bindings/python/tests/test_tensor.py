@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tensor conversion: raw pointers, __cuda_array_interface__, DLPack (no GPU needed)."""
+
 import ctypes
 import gc
 
@@ -48,8 +49,7 @@ def test_pointer_errors_name_the_problem():
     with pytest.raises(epcomm.InvalidTensorError, match="broadcast"):
         epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER, "bf16", (4, 8), (0, 1))
     with pytest.raises(epcomm.InvalidTensorError, match="not contiguous"):
-        epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER, "bf16", (4, 8), (16, 1),
-                                   contiguous=True)
+        epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER, "bf16", (4, 8), (16, 1), contiguous=True)
     with pytest.raises(epcomm.InvalidTensorError, match="2 strides for 3 dimensions"):
         epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER, "bf16", (4, 8, 2), (16, 1))
 
@@ -90,8 +90,10 @@ def test_pointer_owner_is_kept_until_release():
 # ---- __cuda_array_interface__ ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("typestr, dtype", [("<f2", epcomm.Dtype.FP16), ("<f4", epcomm.Dtype.FP32),
-                                            ("<i4", epcomm.Dtype.INT32), ("<i8", epcomm.Dtype.INT64)])
+@pytest.mark.parametrize(
+    "typestr, dtype",
+    [("<f2", epcomm.Dtype.FP16), ("<f4", epcomm.Dtype.FP32), ("<i4", epcomm.Dtype.INT32), ("<i8", epcomm.Dtype.INT64)],
+)
 def test_cai_dtypes(typestr, dtype):
     t = epcomm.as_tensor(CudaArrayInterface((4, 8), typestr))
     assert t.dtype == dtype and t.descriptor.dtype == int(dtype)
@@ -119,8 +121,7 @@ def test_cai_bfloat16_and_fp8_views_need_an_explicit_dtype():
     with pytest.raises(epcomm.InvalidTensorError, match="pass dtype="):
         epcomm.as_tensor(CudaArrayInterface((4,), "<V2"))
     assert epcomm.as_tensor(CudaArrayInterface((4,), "<V2"), dtype="bf16").dtype == epcomm.Dtype.BF16
-    assert epcomm.as_tensor(CudaArrayInterface((4,), "|u1"),
-                            dtype="fp8_e4m3").dtype == epcomm.Dtype.FP8_E4M3
+    assert epcomm.as_tensor(CudaArrayInterface((4,), "|u1"), dtype="fp8_e4m3").dtype == epcomm.Dtype.FP8_E4M3
     with pytest.raises(epcomm.InvalidTensorError, match="needs 2-byte elements"):
         epcomm.as_tensor(CudaArrayInterface((4,), "|u1"), dtype="bf16")
 
@@ -159,9 +160,14 @@ def test_objects_that_are_not_tensors():
 
 # ---- DLPack (a producer in ctypes memory, reporting a CUDA device) ---------------------
 
-DLPACK_DTYPES = [((4, 16, 1), epcomm.Dtype.BF16), ((2, 16, 1), epcomm.Dtype.FP16),
-                 ((2, 32, 1), epcomm.Dtype.FP32), ((10, 8, 1), epcomm.Dtype.FP8_E4M3),
-                 ((0, 32, 1), epcomm.Dtype.INT32), ((0, 64, 1), epcomm.Dtype.INT64)]
+DLPACK_DTYPES = [
+    ((4, 16, 1), epcomm.Dtype.BF16),
+    ((2, 16, 1), epcomm.Dtype.FP16),
+    ((2, 32, 1), epcomm.Dtype.FP32),
+    ((10, 8, 1), epcomm.Dtype.FP8_E4M3),
+    ((0, 32, 1), epcomm.Dtype.INT32),
+    ((0, 64, 1), epcomm.Dtype.INT64),
+]
 
 
 @pytest.mark.parametrize("dl_dtype, dtype", DLPACK_DTYPES)
@@ -294,8 +300,9 @@ def test_numpy_capsule_parsing():
     assert managed.released
 
 
-@pytest.mark.parametrize("np_dtype, code, bits", [("float16", 2, 16), ("int32", 0, 32),
-                                                   ("int64", 0, 64), ("uint8", 1, 8)])
+@pytest.mark.parametrize(
+    "np_dtype, code, bits", [("float16", 2, 16), ("int32", 0, 32), ("int64", 0, 64), ("uint8", 1, 8)]
+)
 def test_numpy_capsule_dtypes(np_dtype, code, bits):
     np = pytest.importorskip("numpy")
     managed = _dlpack.consume_capsule(np.zeros(3, dtype=np_dtype).__dlpack__())
