@@ -32,7 +32,10 @@ Latency columns are medians over the timed steps of the slowest rank, in microse
 `dispatch`, `combine` and `step` are CUDA events around the calls, `api step` the host clock
 until the step is done, `graph` one step replayed as a CUDA graph, `baseline` NCCL's host
 all-to-all with a count exchange on the same routing, `ceiling` a plain peer-store copy of
-the same bytes.
+the same bytes. From format 4: `cupti dispatch`, `cupti combine` and `cupti graph` are the
+GPU time of what a call (a replayed step) launched, from CUPTI's kernel records, the figures
+to compare with peers' kernel durations; `floor` one empty kernel on the LL grid (CUPTI);
+`roofline` the step's lower bound from the run's bandwidths.
 """
 
 # (column, key in a point's "times"), in the order printed; a column none of a run's points
@@ -46,6 +49,9 @@ LATENCY_COLUMNS = [
     ("layout", "ours.kernel.layout"),
     ("baseline", "baseline.kernel.step"),
     ("ceiling", "ceiling.kernel.step"),
+    ("cupti dispatch", "ours.cupti.dispatch"),
+    ("cupti combine", "ours.cupti.combine"),
+    ("cupti graph", "ours.cupti_graph.step"),
 ]
 
 
@@ -97,11 +103,19 @@ def bench_section(name, run):
     points = run.get("points", [])
     columns = [(title, key) for title, key in LATENCY_COLUMNS if any(key in p.get("times", {}) for p in points)]
     if points and columns:
-        lines.append("| tokens | " + " | ".join(title for title, _ in columns) + " |")
-        lines.append("| ---: | " + " | ".join("---:" for _ in columns) + " |")
+        floor = (run.get("floor") or {}).get("call")
+        roofline = any(p.get("roofline") for p in points)
+        titles = [title for title, _ in columns] + (["floor"] if floor else []) + (["roofline"] if roofline else [])
+        lines.append("| tokens | " + " | ".join(titles) + " |")
+        lines.append("| ---: | " + " | ".join("---:" for _ in titles) + " |")
         for p in points:
             times = p.get("times", {})
             cells = [fmt(times[key]["median_us"]) if key in times else "-" for _, key in columns]
+            if floor:
+                cells.append(fmt(floor["median_us"]))
+            if roofline:
+                step = (p.get("roofline") or {}).get("step_us")
+                cells.append(fmt(step) if step is not None else "-")
             lines.append(f"| {p.get('tokens_per_rank')} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
