@@ -27,7 +27,8 @@ __device__ __forceinline__ bool poll_until(Read read, Reached reached, uint64_t*
   for (uint32_t spins = 0; !reached(*value = read()); ++spins) {
     // The group's error word lives in host memory: reading it over PCIe at every poll
     // from every waiting block stretches each step (docs/tuning.md), so it and the
-    // deadline are checked every kPollsPerCheck polls only (about every 0.3 ms).
+    // deadline are checked every kPollsPerCheck polls only (at least kPollsPerCheck *
+    // kPollSleepNs apart).
     __nanosleep(kPollSleepNs);
     if (spins % kPollsPerCheck != kPollsPerCheck - 1) continue;
     if (deadline.expired()) {
