@@ -5,22 +5,15 @@
 
 #include "core/error.hpp"
 #include "core/planner.hpp"
+#include "tests/unit/group_config.hpp"
 
 namespace {
 
-epc::GroupConfig config(EpcMode mode, uint32_t experts, uint32_t hidden, uint32_t tokens, uint32_t topk) {
-  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
-  raw.mode = mode;
-  raw.num_experts = experts;
-  raw.hidden = hidden;
-  raw.max_tokens_per_rank = tokens;
-  raw.max_topk = topk;
-  return epc::resolve_config(&raw);
-}
+using epc::test::group_config;
 
 TEST(Planner, LowLatencyDecodeLayoutByHand) {
   // 4 ranks, 256 experts (64 local), hidden 7168, 128 tokens, top-8.
-  auto c = config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
   epc::Plan p = epc::make_plan(c, {4, 4, 1});
   // Header: 8 bytes (token index, entry count) + 8 entries * 12 (local expert, position,
   // weight) = 104 -> 112. Row: 14336.
@@ -55,7 +48,7 @@ TEST(Planner, LowLatencyDecodeLayoutByHand) {
 
 TEST(Planner, HighThroughputPrefillLayoutByHand) {
   // 4 ranks, 256 experts (64 local), hidden 7168, 4096 tokens, top-8.
-  auto c = config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
+  auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
   epc::Plan p = epc::make_plan(c, {4, 4, 1});
   // Row 14336 + scales 56 * 4 = 224 + top-k ids 8 * 4 = 32 + weights 8 * 4 = 32.
   EXPECT_EQ(p.message_bytes, 14624u);
@@ -113,7 +106,7 @@ TEST(Planner, Fp8MessagesStartSixteenByteAligned) {
 TEST(Planner, HeaderHoldsEveryTopkEntry) {
   // 8 experts on 4 ranks (2 local), top-8: with duplicate ids all 8 entries can land on one
   // rank, so the header holds 8 entries: 8 + 8 * 12 = 104 -> 112 bytes.
-  auto c = config(EPC_MODE_LOW_LATENCY, 8, 128, 16, 8);
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 8, 128, 16, 8);
   EXPECT_EQ(epc::ll_message_header_bytes(c), 112u);
   EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).message_bytes, 112u + 256u);
 }
@@ -121,7 +114,7 @@ TEST(Planner, HeaderHoldsEveryTopkEntry) {
 TEST(Planner, RegionsAreAlignedOrderedAndDisjoint) {
   for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
     for (int ranks : {1, 2, 3, 4, 8}) {
-      auto c = config(mode, 48, 2880, 100, 16);
+      auto c = group_config(mode, 48, 2880, 100, 16);
       epc::Plan p = epc::make_plan(c, {ranks, ranks, 1});
       uint64_t end = 0;
       for (const epc::Region& r : p.regions) {
@@ -137,8 +130,8 @@ TEST(Planner, RegionsAreAlignedOrderedAndDisjoint) {
 }
 
 TEST(Planner, ScalesWithRanksAndTokens) {
-  auto small = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
-  auto large = config(EPC_MODE_LOW_LATENCY, 64, 1024, 128, 4);
+  auto small = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  auto large = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 128, 4);
   uint64_t a = epc::make_plan(small, {2, 2, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
   uint64_t b = epc::make_plan(large, {2, 2, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
   uint64_t d = epc::make_plan(small, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
@@ -149,7 +142,7 @@ TEST(Planner, ScalesWithRanksAndTokens) {
 }
 
 TEST(Planner, NetworkResourcesOnlyAcrossNodes) {
-  auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
   epc::Plan one = epc::make_plan(c, {8, 8, 1});
   epc::Plan two = epc::make_plan(c, {8, 4, 2});
   EXPECT_EQ(one.gin_contexts, 0u);
@@ -164,7 +157,7 @@ TEST(Planner, NetworkResourcesOnlyAcrossNodes) {
 // whole window before it, the barrier inbox included); virtual nodes split an LSA team
 // without asking for GIN resources.
 TEST(Planner, RanksOutsideTheNodeGetStagingMirrors) {
-  auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
   const epc::Plan flat = epc::make_plan(c, {4, 4, 1});
   EXPECT_EQ(flat.net_staging.offset, 0u);
   EXPECT_EQ(flat.regions.back().kind, EPC_REGION_COMBINE_SIGNAL);
@@ -201,7 +194,7 @@ EpcStatus plan_status(const epc::GroupConfig& c, epc::Topology t) {
 }
 
 TEST(Planner, RejectsInconsistentTopology) {
-  auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
   EXPECT_EQ(plan_status(c, {0, 1, 1}), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(plan_status(c, {4, 3, 1}), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(plan_status(c, {4, 2, 1}), EPC_ERR_INVALID_ARGUMENT);
@@ -210,7 +203,7 @@ TEST(Planner, RejectsInconsistentTopology) {
 }
 
 TEST(Planner, RejectsVirtualNodesThatDoNotDivideTheTeam) {
-  auto c = config(EPC_MODE_HIGH_THROUGHPUT, 64, 1024, 64, 4);
+  auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 64, 1024, 64, 4);
   for (uint32_t bad : {3u, 5u, 8u}) {
     c.virtual_node_size = bad;
     EXPECT_EQ(plan_status(c, {4, 4, 1}), EPC_ERR_INVALID_ARGUMENT) << bad;
@@ -220,15 +213,15 @@ TEST(Planner, RejectsVirtualNodesThatDoNotDivideTheTeam) {
 }
 
 TEST(Planner, RefusesStagingBeyondAnyMemory) {
-  auto c = config(EPC_MODE_HIGH_THROUGHPUT, 65536, 1u << 20, 65536, 32);
+  auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 65536, 1u << 20, 65536, 32);
   c.virtual_node_size = 1;
   EXPECT_EQ(plan_status(c, {1024, 1024, 1}), EPC_ERR_INVALID_ARGUMENT);
 }
 
 TEST(Planner, RejectsExpertsNotDivisibleByRanks) {
-  auto c = config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
   EXPECT_EQ(plan_status(c, {3, 3, 1}), EPC_ERR_INVALID_ARGUMENT);
-  auto c48 = config(EPC_MODE_LOW_LATENCY, 48, 1024, 64, 4);
+  auto c48 = group_config(EPC_MODE_LOW_LATENCY, 48, 1024, 64, 4);
   EXPECT_EQ(plan_status(c48, {3, 3, 1}), EPC_OK);
 }
 

@@ -7,18 +7,11 @@
 #include "core/planner.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_params.hpp"
+#include "tests/unit/group_config.hpp"
 
 namespace {
 
-epc::GroupConfig config(EpcMode mode, uint32_t experts, uint32_t hidden, uint32_t tokens, uint32_t topk) {
-  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
-  raw.mode = mode;
-  raw.num_experts = experts;
-  raw.hidden = hidden;
-  raw.max_tokens_per_rank = tokens;
-  raw.max_topk = topk;
-  return epc::resolve_config(&raw);
-}
+using epc::test::group_config;
 
 TEST(WireOffsets, LowLatencyRecordsByHand) {
   // Record (source 2, token 5) of [ranks][8 tokens] records of 100 bytes: (2 * 8 + 5) * 100.
@@ -31,7 +24,7 @@ TEST(WireOffsets, LowLatencyRecordsByHand) {
 
 TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
   // 4 ranks, 256 experts (64 local), hidden 7168, 128 tokens, top-8 (test_planner.cpp).
-  const auto c = config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
+  const auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
   const epc::Plan p = epc::make_plan(c, {4, 4, 1});
   epc::kernels::LlGeometry g{};
   g.nranks = 4;
@@ -59,7 +52,7 @@ TEST(WireOffsets, HighThroughputSlotsAndFlagsByHand) {
 }
 
 TEST(WireOffsets, HighThroughputAddressesFitThePlannedRegions) {
-  const auto c = config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
+  const auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
   const epc::Plan p = epc::make_plan(c, {4, 4, 1});
   const auto slot = epc::kernels::ht_dispatch_slot(7168, 2, 8);
   const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV);
