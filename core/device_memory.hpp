@@ -21,6 +21,8 @@ class DeviceAllocations {
   DeviceAllocations(const DeviceAllocations&) = delete;
   DeviceAllocations& operator=(const DeviceAllocations&) = delete;
 
+  int device() const { return device_; }
+
   // `count` elements of T (one when count is 0, so every array has an address). Throws
   // epc::Error naming `what` when CUDA cannot allocate. The device must be current.
   template <typename T>

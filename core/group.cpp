@@ -77,13 +77,12 @@ void Group::allocate_memory() {
   check_cuda(cudaHostAlloc(&record, sizeof(kernels::DeviceError), cudaHostAllocMapped),
              "cudaHostAlloc of the error record");
   owned_->error_host.reset(static_cast<kernels::DeviceError*>(record));
-  error_host_ = owned_->error_host.get();
-  std::memset(error_host_, 0, sizeof(kernels::DeviceError));
-  check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host_, 0),
+  std::memset(error_host(), 0, sizeof(kernels::DeviceError));
+  check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host(), 0),
              "cudaHostGetDevicePointer of the error record");
   uint32_t* claim = owned_->device.allocate<uint32_t>(1, "cudaMalloc of the error record's claim word");
   check_cuda(cudaMemset(claim, 0, sizeof(uint32_t)), "zeroing the error record's claim word");
-  error_host_->claim = claim;
+  error_host()->claim = claim;
 }
 
 void Group::register_window() {
@@ -184,8 +183,8 @@ void Group::barrier(cudaStream_t stream) {
 }
 
 bool Group::device_failure(EpcStatus* status, std::string* message) const {
-  if (error_host_ == nullptr) return false;
-  const volatile kernels::DeviceError* record = error_host_;
+  const volatile kernels::DeviceError* record = error_host();
+  if (record == nullptr) return false;
   const uint32_t recorded = record->status;
   if (recorded == 0) return false;  // written last, after the fields it announces
   // The fields are read after the status (the kernel fenced them before writing it).
@@ -337,21 +336,17 @@ CloseFailure Group::shut_down() noexcept {
     std::string why;
     const bool flushed = flush_gin(&why);
     if (!why.empty()) note({flushed ? EPC_ERR_CUDA : EPC_ERR_TIMEOUT, why});
-    if (!flushed) {
-      owned_.release();  // deliberately leaked: the flush kernel and the NIC may still use it
-      error_host_ = error_device_ = nullptr;
-      gin_state_ = nullptr;
-      if (previous >= 0) cudaSetDevice(previous);
-      return first;
-    }
+    if (!flushed) owned_.release();  // deliberately leaked: the flush kernel and the NIC may still use it
   }
-  // NCCL's objects in Owned's order, so that their failures can be reported; the rest goes
-  // with Owned.
-  note(owned_->dev_comm.close());
-  note(owned_->registration.close());
-  note(owned_->memory.close());
-  owned_.reset();
-  error_host_ = error_device_ = nullptr;
+  if (owned_) {
+    // NCCL's objects in Owned's order, so that their failures can be reported; the rest goes
+    // with Owned.
+    note(owned_->dev_comm.close());
+    note(owned_->registration.close());
+    note(owned_->memory.close());
+    owned_.reset();
+  }
+  error_device_ = nullptr;
   gin_state_ = nullptr;
   if (previous >= 0) cudaSetDevice(previous);
   return first;

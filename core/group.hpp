@@ -116,7 +116,8 @@ class Group {
   Plan plan_;
 
   std::unique_ptr<Owned> owned_;
-  kernels::DeviceError* error_host_ = nullptr;    // owned_->error_host
+  // The error record's host view (null once released).
+  kernels::DeviceError* error_host() const { return owned_ ? owned_->error_host.get() : nullptr; }
   kernels::DeviceError* error_device_ = nullptr;  // its device view
   kernels::GinState* gin_state_ = nullptr;        // in owned_->device, when the ranks span LSA teams
   uint64_t barrier_epoch_ = 0;

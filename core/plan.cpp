@@ -25,7 +25,7 @@ uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {
 }
 
 uint64_t ht_layout_words_offset(int nranks) {
-  return (static_cast<uint64_t>(nranks) * sizeof(uint64_t) + 15) / 16 * 16;
+  return kernels::ht_align16(static_cast<uint64_t>(nranks) * sizeof(uint64_t));
 }
 
 uint64_t ht_acks_offset(const GroupConfig& c, int nranks) {

@@ -154,11 +154,9 @@ def render():
         if ext == ".json":
             with open(path, encoding="utf-8") as f:
                 run = json.load(f)
-            section = (
-                moe_section(stem, run)
-                if "ours_us" in json.dumps(run.get("points", [])[:1])
-                else bench_section(stem, run)
-            )
+            # epcomm-bench names its format ("epcomm-bench/N"); bench/moe_layer.py writes none.
+            is_bench = str(run.get("format", "")).startswith("epcomm-bench/")
+            section = bench_section(stem, run) if is_bench else moe_section(stem, run)
             charts = [n for n in names if n.startswith(stem + "-") and n.endswith(".png")]
             for chart in charts:
                 section.append(f"![{chart}](../bench/results/{chart})")

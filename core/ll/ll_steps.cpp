@@ -15,7 +15,6 @@ LlSteps::LlSteps(const Group& group) : memory_(group.device()) {
   check_cuda(cudaMemset(state_, 0, sizeof(kernels::LlState)), "zeroing the step counters");
   check_cuda(cudaMemset(expert_counts_, 0, counts * sizeof(int32_t)), "zeroing the per-expert counts");
 #ifdef EPC_PHASE_TRACE
-  device_ = group.device();
   phase_trace_ = memory_.allocate<kernels::LlPhaseTrace>(1, "cudaMalloc of the phase trace");
   check_cuda(cudaMemset(phase_trace_, 0, sizeof(kernels::LlPhaseTrace)), "zeroing the phase trace");
 #endif
@@ -27,7 +26,7 @@ void LlSteps::read_phase_trace(void* out, size_t bytes) const {
   if (bytes != sizeof(kernels::LlPhaseTrace)) {
     fail_argument(format("the phase trace is %zu bytes; out_bytes is %zu", sizeof(kernels::LlPhaseTrace), bytes));
   }
-  DeviceGuard guard(device_);
+  DeviceGuard guard(memory_.device());
   // The kernels stamp it on whatever streams the caller used: wait for all of them.
   check_cuda(cudaDeviceSynchronize(), "waiting for the kernels before reading the phase trace");
   check_cuda(cudaMemcpy(out, phase_trace_, bytes, cudaMemcpyDeviceToHost), "reading the phase trace");

@@ -46,7 +46,6 @@ class LlSteps {
   int32_t* expert_counts_ = nullptr;
 #ifdef EPC_PHASE_TRACE
   kernels::LlPhaseTrace* phase_trace_ = nullptr;
-  int device_ = 0;
 #endif
   const void* pending_owner_ = nullptr;
 };
