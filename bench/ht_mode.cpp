@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Our high-throughput dispatch and combine (epc_ht_*, ABI 1.2). Per point:
-//  layout: handles for the point's routing are created with epc_ht_handle_create (collective;
+// Our high-throughput dispatch and combine (epc_dispatch / epc_combine on an HT group). Per point:
+//  layout: handles for the point's routing are created with epc_handle_create (collective;
 //          --ht-sizing=exact synchronises once inside), min(iters, 20) times, each creation
 //          timed on the host until the stream is done (ours.api.layout) and with CUDA events
 //          around the call (ours.kernel.layout); the last handle is kept. With capacity
 //          sizing the graph-safe epc_handle_update is also timed back to back
 //          (ours.kernel.layout_update, and its GPU time ours.cupti.layout_update), after the
 //          steps below.
-//  step:   epc_ht_dispatch then epc_ht_combine on that handle, timed as bench/mode_support.hpp
+//  step:   epc_dispatch then epc_combine on that handle, timed as bench/mode_support.hpp
 //          says (kernel, api and, with --graph, graph replay of dispatch + combine only: the
 //          handle is created before the capture, so graphs work in either sizing).
 // The payload is bf16 1.0, or fp8 e4m3 1.0 with scales of 1.0 [B, H/128] filled once (the
@@ -117,7 +117,22 @@ class HtMode final : public Mode {
   }
 
  private:
-  EpcHtSizing sizing() const { return capacity_ ? EPC_HT_SIZING_CAPACITY : EPC_HT_SIZING_EXACT; }
+  EpcSizing sizing() const { return capacity_ ? EPC_SIZING_CAPACITY : EPC_SIZING_EXACT; }
+
+  // epc_handle_create with the point's routing (collective on HT groups; EXACT sizing waits
+  // for the count exchange), then its rows from epc_handle_query: 1.3's epc_ht_handle_create.
+  EpcStatus create_handle(const EpcTensor& idx, EpcHandle*& handle, int64_t& rows) const {
+    EpcHandleConfig config = EPC_HANDLE_CONFIG_INIT;
+    config.sizing = sizing();
+    EpcRouting routing = EPC_ROUTING_INIT;
+    routing.topk_idx = &idx;
+    EpcStatus status = epc_handle_create(group_.get(), &config, &routing, s_->stream(), &handle);
+    if (status != EPC_OK) return status;
+    EpcHandleInfo info = EPC_HANDLE_INFO_INIT;
+    status = epc_handle_query(handle, &info);
+    if (status == EPC_OK) rows = info.rows;
+    return status;
+  }
 
   // Creates `samples` handles for the routing one after another, timing each, and keeps the
   // last in `handle`. Every rank agrees after each creation (a host-side collective), so no
@@ -133,13 +148,13 @@ class HtMode final : public Mode {
       int64_t r = 0;
       marks.record(i, 0, st);
       const Clock::time_point t0 = Clock::now();
-      const EpcStatus created = epc_ht_handle_create(group_.get(), &idx, sizing(), st, &h, &r);
+      const EpcStatus created = create_handle(idx, h, r);
       marks.record(i, 1, st);
       const cudaError_t synced = cudaStreamSynchronize(st);
       const Clock::time_point t1 = Clock::now();
       std::string mine;
       if (created != EPC_OK) {
-        mine = epc_error("epc_ht_handle_create", created);
+        mine = epc_error("epc_handle_create", created);
       } else if (synced != cudaSuccess) {
         mine = cuda_error("creating a high-throughput handle", synced);
       }
@@ -170,7 +185,7 @@ class HtMode final : public Mode {
     const int64_t want = capacity_ ? static_cast<int64_t>(R_) * T_ : in.traffic->received_tokens;
     const bool right = rows == want;
     if (!right) {
-      error = "epc_ht_handle_create reported " + std::to_string(rows) + " rows; the routing (" + o_.ht_sizing +
+      error = "epc_handle_query reported " + std::to_string(rows) + " rows; the routing (" + o_.ht_sizing +
               " sizing) gives " + std::to_string(want);
     }
     if (!s_->all_true(right)) {
@@ -200,16 +215,31 @@ class HtMode final : public Mode {
   bool dispatch(EpcHandle* h, const HtTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     if (m) m->record(iter, kStart, st);
-    TRY_EPC(epc_ht_dispatch(h, &t.x, fp8_ ? &t.x_scales : nullptr, &t.w, &t.out_x, fp8_ ? &t.out_scales : nullptr,
-                            &t.out_idx, &t.out_w, &t.counts, &t.num_recv, 0, st),
-            "epc_ht_dispatch");
+    // Every optional output, as 1.3's epc_ht_dispatch call did; PASSTHROUGH for fp8 x.
+    EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
+    args.x = &t.x;
+    args.topk_weights = &t.w;
+    args.out_x = &t.out_x;
+    args.out_topk_idx = &t.out_idx;
+    args.out_topk_weights = &t.out_w;
+    args.out_expert_counts = &t.counts;
+    args.out_num_recv = &t.num_recv;
+    if (fp8_) {
+      args.quant = EPC_QUANT_PASSTHROUGH;
+      args.x_scales = &t.x_scales;
+      args.out_scales = &t.out_scales;
+    }
+    TRY_EPC(epc_dispatch(h, &args, st), "epc_dispatch");
     if (m) m->record(iter, kDispatchDone, st);
     return true;
   }
 
   bool combine(EpcHandle* h, const HtTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
-    TRY_EPC(epc_ht_combine(h, &t.y, nullptr, &t.out, nullptr, 0, st), "epc_ht_combine");
+    EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
+    args.x = &t.y;
+    args.out = &t.out;
+    TRY_EPC(epc_combine(h, &args, st), "epc_combine");
     if (m) m->record(iter, kCombineDone, st);
     return true;
   }
@@ -253,9 +283,11 @@ class HtMode final : public Mode {
   bool time_layout_update(EpcHandle* h, int B, const PointInput& in, MetricList& out, std::string& error) {
     const cudaStream_t st = s_->stream();
     const EpcTensor idx = tensor(idx_.ptr, EPC_DTYPE_INT64, {B, K_});
+    EpcRouting routing = EPC_ROUTING_INIT;
+    routing.topk_idx = &idx;
     const StepHalf update = [&](StepMarks* m, int iter, std::string& e) {
       if (m) m->record(iter, 0, st);
-      const EpcStatus status = epc_handle_update(h, &idx, st);
+      const EpcStatus status = epc_handle_update(h, &routing, st);
       if (status != EPC_OK) {
         e = epc_error("epc_handle_update", status);
         return false;

@@ -69,9 +69,11 @@ class LlMode final : public Mode {
     const int B = in.tokens;
     const cudaStream_t st = s_->stream();
     if (!upload_routing(*s_, in, K_, idx_.ptr, w_.ptr, error)) return false;
-    EpcTensor idx = tensor(idx_.ptr, EPC_DTYPE_INT64, {B, K_});
+    const EpcTensor idx = tensor(idx_.ptr, EPC_DTYPE_INT64, {B, K_});
+    EpcRouting routing = EPC_ROUTING_INIT;
+    routing.topk_idx = &idx;
     EpcHandle* handle = nullptr;
-    const EpcStatus created = epc_handle_create(group_.get(), &idx, st, &handle);
+    const EpcStatus created = epc_handle_create(group_.get(), nullptr, &routing, st, &handle);
     std::string create_error = created == EPC_OK ? "" : epc_error("epc_handle_create", created);
     const cudaError_t synced = cudaStreamSynchronize(st);
     if (created == EPC_OK && synced != cudaSuccess) create_error = cuda_error("uploading routing", synced);
@@ -109,12 +111,29 @@ class LlMode final : public Mode {
     return t;
   }
 
-  EpcStatus call_dispatch(EpcHandle* h, const StepTensors& t, EpcFlags flags) const {
+  // 1.3's epc_ll_dispatch / epc_ll_dispatch_fp8: the same tensors, the cast in the send
+  // kernel with EPC_QUANT_FP8.
+  EpcStatus call_dispatch(EpcHandle* h, const StepTensors& t, uint32_t flags) const {
+    EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
+    args.flags = flags;
+    args.x = &t.x;
+    args.topk_weights = &t.w;
+    args.out_x = &t.out_x;
+    args.out_expert_counts = &t.counts;
     if (fp8_) {
-      if (o_.pow2_scales) flags |= EPC_FLAG_FP8_POW2_SCALES;
-      return epc_ll_dispatch_fp8(h, &t.x, &t.w, &t.out_x, &t.out_scales, &t.counts, flags, s_->stream());
+      args.quant = EPC_QUANT_FP8;
+      if (o_.pow2_scales) args.flags |= EPC_DISPATCH_POW2_SCALES;
+      args.out_scales = &t.out_scales;
     }
-    return epc_ll_dispatch(h, &t.x, &t.w, &t.out_x, &t.counts, flags, s_->stream());
+    return epc_dispatch(h, &args, s_->stream());
+  }
+
+  EpcStatus call_combine(EpcHandle* h, const StepTensors& t, uint32_t flags) const {
+    EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
+    args.flags = flags;
+    args.x = &t.y;
+    args.out = &t.out;
+    return epc_combine(h, &args, s_->stream());
   }
 
   // One dispatch (send + complete with --send-only), recording marks when given.
@@ -122,11 +141,11 @@ class LlMode final : public Mode {
     const cudaStream_t st = s_->stream();
     if (m) m->record(iter, kStart, st);
     if (o_.send_only) {
-      TRY_EPC(call_dispatch(h, t, EPC_FLAG_SEND_ONLY), "dispatch (send-only)");
+      TRY_EPC(call_dispatch(h, t, EPC_STEP_SEND_ONLY), "epc_dispatch (send-only)");
       if (m) m->record(iter, kDispatchSent, st);
-      TRY_EPC(epc_complete(h, st), "epc_complete after dispatch");
+      TRY_EPC(epc_complete(h, 0, st), "epc_complete after dispatch");
     } else {
-      TRY_EPC(call_dispatch(h, t, 0), "dispatch");
+      TRY_EPC(call_dispatch(h, t, 0), "epc_dispatch");
     }
     if (m) m->record(iter, kDispatchDone, st);
     return true;
@@ -135,11 +154,11 @@ class LlMode final : public Mode {
   bool combine(EpcHandle* h, const StepTensors& t, StepMarks* m, int iter, std::string& error) {
     const cudaStream_t st = s_->stream();
     if (o_.send_only) {
-      TRY_EPC(epc_ll_combine(h, &t.y, &t.out, EPC_FLAG_SEND_ONLY, st), "epc_ll_combine (send-only)");
+      TRY_EPC(call_combine(h, t, EPC_STEP_SEND_ONLY), "epc_combine (send-only)");
       if (m) m->record(iter, kCombineSent, st);
-      TRY_EPC(epc_complete(h, st), "epc_complete after combine");
+      TRY_EPC(epc_complete(h, 0, st), "epc_complete after combine");
     } else {
-      TRY_EPC(epc_ll_combine(h, &t.y, &t.out, 0, st), "epc_ll_combine");
+      TRY_EPC(call_combine(h, t, 0), "epc_combine");
     }
     if (m) m->record(iter, kCombineDone, st);
     return true;

@@ -4,8 +4,8 @@
 namespace epc::bench {
 
 std::unique_ptr<Mode> make_mode(const Options& options, std::string& why) {
-  // Both modes carry bf16 and fp8 (ABI 1.1 for LL fp8, 1.2 for HT), which this build's header
-  // declares; the flags already refused anything else.
+  // Both modes carry bf16 and fp8 (LL: EPC_QUANT_FP8, HT: EPC_QUANT_PASSTHROUGH); the flags
+  // already refused anything else.
   if (options.dtype != "bf16" && options.dtype != "fp8") {
     why = "unknown dtype '" + options.dtype + "'";
     return nullptr;

@@ -16,7 +16,9 @@ EpcGroupConfig group_config(const Options& o, EpcMode mode) {
   cfg.hidden = static_cast<uint32_t>(o.hidden);
   cfg.max_tokens_per_rank = static_cast<uint32_t>(o.group_max_tokens());
   cfg.max_topk = static_cast<uint32_t>(o.topk);
-  cfg.dtype = o.dtype == "fp8" ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
+  // fp8 runs size the window for fp8 rows only (1.3's fp8 group): the row plus one fp32
+  // scale per 128 channels.
+  if (o.dtype == "fp8") cfg.max_token_bytes = cfg.hidden + cfg.hidden / 32;
   cfg.num_sms = static_cast<uint32_t>(o.sms);
   cfg.timeout_ms = static_cast<uint32_t>(o.timeout_ms);
   cfg.virtual_node_size = static_cast<uint32_t>(o.virtual_node_size);

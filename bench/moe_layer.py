@@ -10,10 +10,10 @@ checkout). One process per GPU (torch.multiprocessing). Each rank holds experts/
 (a SiLU MLP: y = silu(x W1) W2, bf16) and runs the layer, router (x Wr, fp32) -> top-k ->
 softmax weights -> dispatch -> experts -> combine, in three versions:
   ours, ll (decode sizes, --tokens): epcomm's low-latency path, through the binding's
-        Handle: update the routing -> ll_dispatch -> one matmul pair per local expert on
-        its received rows -> ll_combine (bench/moe/ll_path.py);
+        Handle: update the routing -> dispatch -> one matmul pair per local expert on
+        its received rows -> combine (bench/moe/ll_path.py);
   ours, ht (prefill sizes, --prefill-tokens; '' skips them): epcomm's high-throughput path
-        on a second group (--ht-sms SMs), through HtHandle: one CAPACITY handle whose
+        on a second group (--ht-sms SMs), through a Handle: one CAPACITY handle whose
         routing and layout are updated every layer (part of the timed layer) -> dispatch with
         each row's local expert ids and weights -> per local expert, its rows' MLP,
         accumulated per row in fp32 in top-k slot order -> combine (bench/moe/ht_path.py);
@@ -62,7 +62,7 @@ def main(argv=None):
         sys.exit(f"moe_layer.py: --experts={args.experts} is not divisible by {nranks} ranks")
     library = find_library()
     if library is None:
-        sys.exit("moe_layer.py: libepcomm.so.1 not found: set EPCOMM_LIB (or build into build/, or stage into .gpu/)")
+        sys.exit("moe_layer.py: libepcomm.so.2 not found: set EPCOMM_LIB (or build into build/, or stage into .gpu/)")
     os.environ["EPCOMM_LIB"] = library
     sys.path.insert(0, BINDINGS)
     import epcomm

@@ -77,8 +77,9 @@ Setter switch_flag(bool Options::* field) {
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
       {"--mode", "ll|ht",
-       "ll: low-latency dispatch/combine (decode; epc_ll_*). ht: high-throughput (prefill and "
-       "training; epc_ht_handle_create, epc_ht_dispatch, epc_ht_combine, ABI 1.2): each point "
+       "ll: low-latency dispatch/combine (decode; epc_dispatch, epc_combine on an LL group). ht: "
+       "high-throughput (prefill and training; epc_handle_create, epc_dispatch, epc_combine on an "
+       "HT group): each point "
        "creates a handle (the layout step, timed separately), then times dispatch and combine; "
        "the baseline and the ceiling move HT's traffic (each token once per destination rank). "
        "Default ll.",
@@ -100,7 +101,7 @@ const std::vector<Flag>& flags() {
        "ranks). Default: the largest --tokens value.",
        int_flag(&Options::max_tokens, 1, kMaxHtTokens)},
       {"--ht-sizing", "exact|capacity",
-       "HT: how each point's handle sizes its received rows (EpcHtSizing). exact: rows = N, the "
+       "HT: how each point's handle sizes its received rows (EpcHandleConfig.sizing). exact: rows = N, the "
        "tokens this rank receives (creating the handle synchronises once). capacity: rows = ranks "
        "x max tokens, no host synchronisation; the layout is also timed through epc_handle_update "
        "(the graph-safe per-step call). Default exact.",
@@ -119,7 +120,7 @@ const std::vector<Flag>& flags() {
        int_flag(&Options::experts, 1, 1 << 20)},
       {"--dtype", "bf16|fp8",
        "token payload of dispatch (combine is always bf16). LL fp8 casts in the kernel "
-       "(epc_ll_dispatch_fp8, ABI 1.1); HT fp8 sends caller-quantized e4m3 rows with [tokens, "
+       "(EPC_QUANT_FP8); HT fp8 (EPC_QUANT_PASSTHROUGH) sends caller-quantized e4m3 rows with [tokens, "
        "hidden/128] fp32 scales, filled once (no quantization is timed). Default bf16.",
        [](const std::string& v, Options& o, std::string& e) {
          if (v == "bf16" || v == "fp8") {
@@ -139,7 +140,7 @@ const std::vector<Flag>& flags() {
        int_flag(&Options::sms, 0, 1024)},
       {"--virtual-node-size", "N",
        "split the NVLink team into virtual nodes of N consecutive ranks (EpcGroupConfig."
-       "virtual_node_size, ABI 1.3; rank r is in node r / N): our dispatch and combine then reach "
+       "virtual_node_size; rank r is in node r / N): our dispatch and combine then reach "
        "ranks of other nodes only through the network transport (on one host an NVLink-backed "
        "stand-in that stages the bytes and copies them on commit), and the JSON splits the wire "
        "bytes into NVLink and network. N must divide the rank count. The baseline (NCCL) and the "
@@ -208,7 +209,7 @@ const std::vector<Flag>& flags() {
       {"--graph-replays", "N", "timed replays of the captured graph. Default 5.",
        int_flag(&Options::graph_replays, 1, 10000)},
       {"--send-only", nullptr,
-       "LL: run our dispatch and combine as EPC_FLAG_SEND_ONLY + epc_complete and time both "
+       "LL: run our dispatch and combine as EPC_STEP_SEND_ONLY + epc_complete and time both "
        "halves (HT has no send-only split; refused with --mode=ht). Default off.",
        switch_flag(&Options::send_only)},
       {"--baseline", nullptr,
@@ -316,7 +317,7 @@ bool validate(const Options& o, std::string& error) {
   if (ht && o.send_only) {
     error =
         "--send-only does not apply to --mode=ht: high-throughput dispatch and combine have no "
-        "send-only split (EPC_FLAG_SEND_ONLY and epc_complete are low-latency calls)";
+        "send-only split (EPC_STEP_SEND_ONLY is served on low-latency groups only)";
     return false;
   }
   if (ht && o.pow2_scales) {

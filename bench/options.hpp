@@ -25,14 +25,14 @@ struct Options {
   std::string mode = "ll";          // ll | ht
   std::vector<int> tokens{128};     // tokens per rank, one point each
   int max_tokens = 0;               // the group's max_tokens_per_rank; 0: largest of `tokens`
-  std::string ht_sizing = "exact";  // ht: exact | capacity (EpcHtSizing of each point's handle)
+  std::string ht_sizing = "exact";  // ht: exact | capacity (EpcHandleConfig.sizing of each point's handle)
   int hidden = 7168;
   int topk = 8;
   int experts = 256;
   std::string dtype = "bf16";  // bf16 | fp8
   bool pow2_scales = false;    // fp8: power-of-two scales
   int sms = 0;                 // SM budget of our kernels; 0: the library's default
-  // EpcGroupConfig.virtual_node_size of our groups (ABI 1.3): 0 off; else the NVLink team is
+  // EpcGroupConfig.virtual_node_size of our groups: 0 off; else the NVLink team is
   // split into nodes of this many consecutive ranks that reach each other only through the
   // network transport. Must divide the rank count (check_virtual_node_size).
   int virtual_node_size = 0;

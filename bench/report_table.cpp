@@ -208,7 +208,7 @@ std::string to_table(const RunRecord& run) {
          "bytes over the copy bandwidth and its wire bytes over the ceiling's egress (bench/JSON.md)\n";
   }
   if (layout) {
-    s += "layout = creating the point's handle (epc_ht_handle_create) until the stream is done, "
+    s += "layout = creating the point's handle (epc_handle_create) until the stream is done, "
          "not part of a step\n";
   }
   s += gpu_time_table(run);

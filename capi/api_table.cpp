@@ -32,17 +32,14 @@ extern "C" EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api) {
     api.group_destroy = &epc_group_destroy;
     api.group_query = &epc_group_query;
     api.group_barrier = &epc_group_barrier;
+    api.group_async_error = &epc_group_async_error;
     api.handle_create = &epc_handle_create;
     api.handle_update = &epc_handle_update;
+    api.handle_query = &epc_handle_query;
     api.handle_destroy = &epc_handle_destroy;
-    api.ll_dispatch = &epc_ll_dispatch;
-    api.ll_combine = &epc_ll_combine;
+    api.dispatch = &epc_dispatch;
+    api.combine = &epc_combine;
     api.complete = &epc_complete;
-    api.ll_dispatch_fp8 = &epc_ll_dispatch_fp8;
-    api.ht_handle_create = &epc_ht_handle_create;
-    api.ht_dispatch = &epc_ht_dispatch;
-    api.ht_combine = &epc_ht_combine;
-    api.group_async_error = &epc_group_async_error;
     // The caller learns our size from struct_size, even when it knows a longer table.
     uint32_t caller_size = out_api->struct_size;
     size_t n = caller_size < sizeof api ? caller_size : sizeof api;

@@ -22,7 +22,7 @@ struct EpcGroup {
   std::unique_ptr<epc::HtSteps> ht_steps;
 };
 
-// Exactly one of the two is set: the mode of the group it was created on.
+// One handle type for both modes; exactly one of the two is set: the mode of its group.
 struct EpcHandle {
   static constexpr uint64_t kLiveMagic = 0x6c646e6148435045ull;  // "EPCHandl"
   uint64_t magic = kLiveMagic;
@@ -38,10 +38,7 @@ epc::Group& group_of(const EpcGroup* handle);
 epc::LlSteps& ll_steps_of(const EpcGroup* handle);
 epc::HtSteps& ht_steps_of(const EpcGroup* handle);
 
-// The same for handles; throws a message naming the right call when the handle belongs to
-// a group of the other mode.
+// The same for handles.
 EpcHandle& live_handle(const EpcHandle* handle);
-epc::LlHandle& ll_handle_of(const EpcHandle* handle, const char* call);
-epc::HtHandle& ht_handle_of(const EpcHandle* handle, const char* call);
 
 }  // namespace epc::capi

@@ -65,6 +65,10 @@ extern "C" const char* epc_status_string(EpcStatus status) {
       return "buffer too small";
     case EPC_ERR_INTERNAL:
       return "internal error in epcomm";
+    case EPC_ERR_CAPACITY:
+      return "a step received more rows than the handle's capacity";
+    case EPC_ERR_INVALID_USAGE:
+      return "call out of order";
     default:
       return "unknown status";
   }

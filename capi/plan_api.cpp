@@ -26,8 +26,11 @@ EpcPlan to_c_plan(const Plan& plan) {
   out.lsa_barriers = plan.lsa_barriers;
   out.gin_contexts = plan.gin_contexts;
   out.gin_signals = plan.gin_signals;
+  out.handle_bytes = plan.handle_bytes;
+  out.recv_capacity = plan.recv_capacity;
   out.message_bytes = plan.message_bytes;
-  out.dtype = plan.dtype;
+  out.max_token_bytes = plan.max_token_bytes;
+  out.max_pending_steps = plan.max_pending_steps;
   out.num_regions = static_cast<uint32_t>(plan.regions.size());
   for (size_t i = 0; i < plan.regions.size(); ++i) {
     const Region& r = plan.regions[i];

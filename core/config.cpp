@@ -32,6 +32,16 @@ const char* dtype_name(EpcDtype dtype) {
       return "int32";
     case EPC_DTYPE_INT64:
       return "int64";
+    case EPC_DTYPE_UINT8:
+      return "uint8";
+    case EPC_DTYPE_FP8_E5M2:
+      return "fp8 e5m2";
+    case EPC_DTYPE_E8M0:
+      return "e8m0";
+    case EPC_DTYPE_E8M0X4:
+      return "e8m0x4";
+    case EPC_DTYPE_FP4_E2M1X2:
+      return "fp4 e2m1x2";
     default:
       return "unknown dtype";
   }
@@ -72,17 +82,36 @@ GroupConfig resolve_config(const EpcGroupConfig* caller) {
   c.max_topk = or_default(raw.max_topk, limits::kDefaultTopk);
   check_range("max_topk", c.max_topk, 1, limits::kMaxTopk);
 
-  c.dtype = or_default(raw.dtype, EPC_DTYPE_BF16);
-  if (c.dtype != EPC_DTYPE_BF16 && c.dtype != EPC_DTYPE_FP16 && c.dtype != EPC_DTYPE_FP8_E4M3) {
-    fail(EPC_ERR_UNSUPPORTED, format("EpcGroupConfig.dtype is %u (%s); tokens can be EPC_DTYPE_BF16, EPC_DTYPE_FP16 "
-                                     "or EPC_DTYPE_FP8_E4M3",
-                                     raw.dtype, dtype_name(raw.dtype)));
-  }
-  if (c.dtype == EPC_DTYPE_FP8_E4M3 && c.hidden % limits::kFp8BlockChannels != 0) {
+  // The window holds 16-bit rows, or (down to H + H / 32) fp8 rows with their scales only.
+  const uint64_t half_bytes = uint64_t{c.hidden} * 2;
+  const uint64_t fp8_bytes = uint64_t{c.hidden} + uint64_t{c.hidden} / limits::kFp8BlockChannels * 4;
+  const uint64_t token_bytes = raw.max_token_bytes == 0 ? half_bytes : raw.max_token_bytes;
+  if (token_bytes >= half_bytes) {
+    c.dtype = EPC_DTYPE_BF16;
+  } else if (c.hidden % limits::kFp8BlockChannels == 0 && token_bytes >= fp8_bytes) {
+    c.dtype = EPC_DTYPE_FP8_E4M3;
+  } else {
     fail_argument(
-        format("EpcGroupConfig.hidden is %u; fp8 tokens carry one scale per %u "
-               "channels, so hidden must be a multiple of %u",
-               c.hidden, limits::kFp8BlockChannels, limits::kFp8BlockChannels));
+        format("EpcGroupConfig.max_token_bytes is %u; with hidden %u a token needs at least %llu bytes "
+               "(bf16 or fp16: 2 * hidden)%s",
+               raw.max_token_bytes, c.hidden,
+               static_cast<unsigned long long>(c.hidden % limits::kFp8BlockChannels == 0 ? fp8_bytes : half_bytes),
+               c.hidden % limits::kFp8BlockChannels == 0
+                   ? ", or hidden + hidden / 32 for fp8 rows with one fp32 scale per 128 channels"
+                   : ""));
+  }
+
+  c.recv_capacity = raw.recv_capacity;  // checked against R * T with the rank count
+  if (raw.overflow != EPC_OVERFLOW_FAIL && raw.overflow != EPC_OVERFLOW_DROP) {
+    fail_argument(
+        format("EpcGroupConfig.overflow is %u; use EPC_OVERFLOW_FAIL (0) or EPC_OVERFLOW_DROP (1)", raw.overflow));
+  }
+  c.overflow = raw.overflow;
+  c.max_pending_steps = or_default(raw.max_pending_steps, limits::kDefaultPendingSteps);
+  if (c.max_pending_steps > limits::kMaxPendingSteps) {
+    fail(EPC_ERR_UNSUPPORTED,
+         format("EpcGroupConfig.max_pending_steps is %u; ABI %d.%d serves %u pending send-only step per group",
+                raw.max_pending_steps, EPC_ABI_MAJOR, EPC_ABI_MINOR, limits::kMaxPendingSteps));
   }
 
   c.num_sms = or_default(raw.num_sms, ll ? limits::kDefaultLlSms : limits::kDefaultHtSms);
@@ -91,11 +120,14 @@ GroupConfig resolve_config(const EpcGroupConfig* caller) {
   c.timeout_ms = or_default(raw.timeout_ms, limits::kDefaultTimeoutMs);
 
   c.virtual_node_size = raw.virtual_node_size;  // checked against the LSA team size later
-  if (raw.flags != 0) {
-    fail_argument(
-        format("EpcGroupConfig.flags is 0x%x; no flags are defined in ABI %d.%d, it "
-               "must be 0",
-               raw.flags, EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  if ((raw.flags & ~EPC_GROUP_COMBINE_PER_ENTRY) != 0) {
+    fail_argument(format("EpcGroupConfig.flags has unknown bits 0x%x (EPC_GROUP_COMBINE_PER_ENTRY is 0x%x)",
+                         raw.flags & ~EPC_GROUP_COMBINE_PER_ENTRY, EPC_GROUP_COMBINE_PER_ENTRY));
+  }
+  if ((raw.flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0) {
+    fail(EPC_ERR_UNSUPPORTED,
+         format("EpcGroupConfig.flags: EPC_GROUP_COMBINE_PER_ENTRY (combine-time weights) is not served in ABI %d.%d",
+                EPC_ABI_MAJOR, EPC_ABI_MINOR));
   }
   if ((raw.alloc_fn == nullptr) != (raw.free_fn == nullptr)) {
     fail_argument("EpcGroupConfig: set both alloc_fn and free_fn, or neither");
@@ -113,6 +145,20 @@ void check_config_for_ranks(const GroupConfig& c, int nranks) {
         format("EpcGroupConfig.num_experts is %u, not divisible by the %d ranks: "
                "every rank must host the same number of experts",
                c.num_experts, nranks));
+  }
+  const uint64_t worst = c.worst_case_recv(nranks);
+  if (c.recv_capacity > worst) {
+    fail_argument(
+        format("EpcGroupConfig.recv_capacity is %llu; at most %llu tokens (ranks * max_tokens_per_rank) "
+               "can arrive, so it must not be larger",
+               static_cast<unsigned long long>(c.recv_capacity), static_cast<unsigned long long>(worst)));
+  }
+  if (c.recv_capacity != 0 && c.recv_capacity < worst) {
+    fail(EPC_ERR_UNSUPPORTED,
+         format("EpcGroupConfig.recv_capacity is %llu, below the %llu tokens (ranks * max_tokens_per_rank) that can "
+                "arrive; receive windows smaller than the worst case are not served in ABI %d.%d (pass 0)",
+                static_cast<unsigned long long>(c.recv_capacity), static_cast<unsigned long long>(worst), EPC_ABI_MAJOR,
+                EPC_ABI_MINOR));
   }
 }
 

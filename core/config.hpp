@@ -16,7 +16,13 @@ struct GroupConfig {
   uint32_t hidden = 0;
   uint32_t max_tokens_per_rank = 0;
   uint32_t max_topk = 0;
+  // What the window's rows hold, from max_token_bytes: EPC_DTYPE_BF16 for 16-bit rows (fp8
+  // rows fit too), EPC_DTYPE_FP8_E4M3 for fp8 rows with their scales only.
   EpcDtype dtype = EPC_DTYPE_BF16;
+  uint64_t recv_capacity = 0;  // 0: the worst case, ranks * max_tokens_per_rank
+  EpcOverflow overflow = EPC_OVERFLOW_FAIL;
+  uint32_t max_pending_steps = 1;
+  uint32_t flags = 0;
   uint32_t num_sms = 0;
   uint32_t timeout_ms = 0;
   uint32_t virtual_node_size = 0;  // 0: nodes are the LSA teams
@@ -30,7 +36,12 @@ struct GroupConfig {
     return dtype == EPC_DTYPE_FP8_E4M3 ? uint64_t{hidden} + uint64_t{hidden} / kernels::kFp8BlockChannels * 4
                                        : uint64_t{hidden} * 2;
   }
+  // max_token_bytes after rounding down to what the window holds.
+  uint32_t max_token_bytes() const { return static_cast<uint32_t>(payload_row_bytes()); }
   uint32_t local_experts(int nranks) const { return num_experts / static_cast<uint32_t>(nranks); }
+  // Tokens one rank can receive at most: every rank sends it every token.
+  uint64_t worst_case_recv(int nranks) const { return static_cast<uint64_t>(nranks) * max_tokens_per_rank; }
+  uint64_t recv_capacity_for(int nranks) const { return recv_capacity != 0 ? recv_capacity : worst_case_recv(nranks); }
 };
 
 // Defaults, and the limits a configuration is checked against. Those the kernels rely on
@@ -49,6 +60,9 @@ constexpr uint32_t kDefaultLlSms = 132;
 constexpr uint32_t kDefaultHtSms = 24;
 constexpr uint32_t kMaxSms = 1024;
 constexpr uint32_t kDefaultTimeoutMs = 10000;
+// Send-only steps awaiting epc_complete per group: one, until the LL wire rotates more slots.
+constexpr uint32_t kDefaultPendingSteps = 1;
+constexpr uint32_t kMaxPendingSteps = 1;
 // Rows move in 16-byte vectors: a bf16 row of `hidden` channels must be a multiple of 16 B.
 constexpr uint32_t kHiddenMultiple = 8;
 // Keeps every per-rank buffer size comfortably inside 64-bit arithmetic and 32-bit indices.
@@ -62,7 +76,7 @@ const char* dtype_name(EpcDtype dtype);
 // depend on the rank count. Throws epc::Error naming the field on bad input.
 GroupConfig resolve_config(const EpcGroupConfig* config);
 
-// Checks what depends on the rank count: experts divisible by ranks.
+// Checks what depends on the rank count: experts divisible by ranks, the receive capacity.
 void check_config_for_ranks(const GroupConfig& config, int nranks);
 
 }  // namespace epc

@@ -26,5 +26,7 @@ std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Shorthand for the most common failure: a caller's argument is not acceptable.
 [[noreturn]] inline void fail_argument(const std::string& message) { fail(EPC_ERR_INVALID_ARGUMENT, message); }
+[[noreturn]] inline void fail_unsupported(const std::string& message) { fail(EPC_ERR_UNSUPPORTED, message); }
+[[noreturn]] inline void fail_usage(const std::string& message) { fail(EPC_ERR_INVALID_USAGE, message); }
 
 }  // namespace epc

@@ -277,9 +277,14 @@ EpcGroupInfo Group::info() const {
   i.hidden = config_.hidden;
   i.max_tokens_per_rank = config_.max_tokens_per_rank;
   i.max_topk = config_.max_topk;
-  i.dtype = config_.dtype;
+  i.max_token_bytes = config_.max_token_bytes();
+  i.recv_capacity = config_.recv_capacity_for(topo_.nranks);
+  i.overflow = config_.overflow;
+  i.max_pending_steps = config_.max_pending_steps;
   i.num_sms = config_.num_sms;
   i.timeout_ms = config_.timeout_ms;
+  i.flags = config_.flags;
+  i.virtual_node_size = config_.virtual_node_size;
   i.symmetric_bytes = owned_ && owned_->memory.get() != nullptr ? plan_.symmetric_bytes : 0;
   i.workspace_bytes = plan_.workspace_bytes;
   return i;

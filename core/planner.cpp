@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/gin_signal_plan.hpp"
+#include "core/handle_memory.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_message.hpp"
 
@@ -98,7 +99,11 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   Plan plan;
   plan.mode = c.mode;
   plan.num_sms = c.num_sms;
-  plan.dtype = c.dtype;
+  plan.recv_capacity = c.recv_capacity_for(t.nranks);
+  plan.max_token_bytes = c.max_token_bytes();
+  plan.max_pending_steps = c.max_pending_steps;
+  plan.handle_bytes =
+      c.mode == EPC_MODE_LOW_LATENCY ? ll_handle_sizes(c, t.nranks).bytes() : ht_handle_sizes(c, t).bytes();
   plan.warps_per_block = kWarpsPerBlock;
   plan.control.barrier_inbox_offset = 0;
 

@@ -19,7 +19,13 @@ size_t dtype_size(EpcDtype dtype) {
     case EPC_DTYPE_INT64:
       return 8;
     case EPC_DTYPE_FP8_E4M3:
+    case EPC_DTYPE_UINT8:
+    case EPC_DTYPE_FP8_E5M2:
+    case EPC_DTYPE_E8M0:
+    case EPC_DTYPE_FP4_E2M1X2:
       return 1;
+    case EPC_DTYPE_E8M0X4:
+      return 4;
     default:
       return 0;
   }
@@ -107,6 +113,18 @@ void check_tensor(const EpcTensor* t, const TensorRule& rule) {
   if (rule.alignment > 1 && reinterpret_cast<uintptr_t>(t->data) % rule.alignment != 0) {
     fail_argument(format("tensor %s data %p is not %u-byte aligned", rule.name, t->data, rule.alignment));
   }
+}
+
+bool tensors_overlap(const EpcTensor* a, const EpcTensor* b) {
+  const auto bytes = [](const EpcTensor* t) {
+    size_t n = dtype_size(t->dtype);
+    for (int i = 0; i < t->ndim; ++i) n *= static_cast<size_t>(t->shape[i]);
+    return n;
+  };
+  const auto* a0 = static_cast<const char*>(a->data);
+  const auto* b0 = static_cast<const char*>(b->data);
+  const size_t an = bytes(a), bn = bytes(b);
+  return an > 0 && bn > 0 && a0 < b0 + bn && b0 < a0 + an;
 }
 
 }  // namespace epc

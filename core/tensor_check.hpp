@@ -24,6 +24,9 @@ struct TensorRule {
 // dtype or non-contiguous strides) naming the tensor and what is wrong.
 void check_tensor(const EpcTensor* tensor, const TensorRule& rule);
 
+// Whether the byte ranges of two contiguous tensors' data overlap.
+bool tensors_overlap(const EpcTensor* a, const EpcTensor* b);
+
 // Element size of a dtype in bytes.
 size_t dtype_size(EpcDtype dtype);
 

@@ -10,10 +10,10 @@ both by the parser and by the probe; a disagreement is an error (it would mean t
 misreads the header, and bindings generated from it would be wrong).
 
   abi_dump.py [--header H] [--cc CC] [--library LIB] [--output FILE]
-  abi_dump.py --library build/capi/libepcomm.so.1 --record capi/abi.json
+  abi_dump.py --library build/capi/libepcomm.so.2 --record capi/abi.json
 
 --record adds or replaces the entry of the header's ABI version (EPC_ABI_MAJOR.MINOR.PATCH)
-in the snapshot file {"versions": {"1.0.0": <dump>, ...}}.
+in the snapshot file {"versions": {"2.0.0": <dump>, "2.1.0": ...}}.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def run_probe(header: Header, cc: Sequence[str]) -> ProbeResult:
 # ---------------------------------------------------------------------------------------
 
 # nm prints the version definitions of a versioned library as absolute symbols named
-# after the node ("0000000000000000 A EPCOMM_1.0"). They are not exports.
+# after the node ("0000000000000000 A EPCOMM_2.0"). They are not exports.
 VERSION_DEFINITION = re.compile(r"[A-Za-z_]\w*_\d+(\.\d+)*")
 
 

@@ -3,10 +3,12 @@
 """A small parser for epcomm.h, the library's public C ABI header (Python 3 standard library).
 
 It understands exactly the C subset that ARCHITECTURE.md section 2 allows in the header:
-object-like #define constants (integer expressions), #include, #if/#ifdef conditionals,
+object-like #define constants (integer expressions), initializer macros (a braced list, a
+function-like template `NAME(T) {...}`, or an object-like use of such a template), #include,
+#if/#ifdef conditionals,
 scalar and function-pointer typedefs, opaque struct typedefs, `typedef struct X {...} X;`
 with fixed-width fields, fixed arrays and function-pointer fields, and `EPC_API` function
-declarations. Anything else raises HeaderError naming the file and line, so that a header
+declarations, each with the comment right above it (`Function.doc`). Anything else raises HeaderError naming the file and line, so that a header
 change this parser does not model is noticed instead of silently missing from the ABI
 snapshot or from generated bindings.
 
@@ -106,6 +108,7 @@ class Macro:
     kind: str  # "empty" (guards, attribute placeholders), "attribute", "initializer"
     body: str
     line: int
+    params: Optional[List[str]] = None  # a function-like initializer template's parameters
 
 
 @dataclass
@@ -171,6 +174,8 @@ class Function:
     return_type: str
     params: List[Param]
     line: int
+    doc: Optional[str] = None  # the comment ending on the line above, without /* */ and the
+    #                            leading "*" of its lines; None when there is none
 
 
 @dataclass
@@ -236,6 +241,17 @@ def strip_comments(text: str, path: str) -> str:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def comments_by_end_line(text: str) -> Dict[int, str]:
+    """Every /* */ comment that ends a line, keyed by that line's number, as plain text: the
+    delimiters and each line's leading "*" removed, the lines kept."""
+    result: Dict[int, str] = {}
+    for m in re.finditer(r"/\*(.*?)\*/[ \t]*$", text, flags=re.S | re.M):
+        end_line = text.count("\n", 0, m.end()) + 1
+        lines = [re.sub(r"^\s*\* ?", "", raw) if i else raw.lstrip() for i, raw in enumerate(m.group(1).split("\n"))]
+        result[end_line] = "\n".join(line.rstrip() for line in lines).strip("\n")
+    return result
 
 
 def logical_lines(text: str) -> List[Tuple[int, str]]:
@@ -474,6 +490,9 @@ class _Parser:
         if self.branches:
             self.fail(self.branches[-1].line, "#if without a matching #endif")
         self.declarations()
+        docs = comments_by_end_line(self.text)
+        for function in self.header.functions.values():
+            function.doc = docs.get(function.line - 1)
         return self.header
 
     def directive(self, line: int, text: str) -> None:
@@ -541,11 +560,25 @@ class _Parser:
         if not m:
             self.fail(line, f"cannot parse #define {text}")
         name, paren, body = m.group(1), m.group(2), m.group(3).strip()
+        params: Optional[List[str]] = None
         if paren:
-            self.fail(line, f"function-like macro {name}(...) is not supported in the C ABI header")
+            # Only an initializer template is allowed: NAME(T) {...}.
+            pm = re.match(r"([^)]*)\)\s*(.*)$", body)
+            if not pm or not pm.group(2).startswith("{"):
+                self.fail(
+                    line,
+                    f"function-like macro {name}(...) is not supported in the C ABI header "
+                    "(only an initializer template NAME(T) {...})",
+                )
+            params = [p.strip() for p in pm.group(1).split(",") if p.strip()]  # type: ignore[union-attr]
+            for p in params:
+                self.check_identifier(p, line)
+            body = pm.group(2).strip()  # type: ignore[union-attr]
         if name in self.defined:
             self.fail(line, f"macro {name} is defined twice")
         self.defined.add(name)
+        use = re.fullmatch(r"([A-Za-z_]\w*)\s*\((.*)\)", body)
+        template = self.header.macros.get(use.group(1)) if use else None
         if body == "":
             self.header.macros[name] = Macro(name, "empty", body, line)
         elif body.startswith("__attribute__"):
@@ -553,6 +586,14 @@ class _Parser:
         elif body.startswith("{"):
             if body.count("{") != body.count("}"):
                 self.fail(line, f"unbalanced braces in the initializer macro {name}")
+            self.header.macros[name] = Macro(name, "initializer", body, line, params)
+        elif template is not None and template.kind == "initializer" and template.params is not None:
+            args = [a.strip() for a in use.group(2).split(",")]  # type: ignore[union-attr]
+            if len(args) != len(template.params):
+                self.fail(
+                    line,
+                    f"{name} passes {len(args)} argument(s) to {template.name}, which takes {len(template.params)}",
+                )
             self.header.macros[name] = Macro(name, "initializer", body, line)
         else:
 

@@ -76,7 +76,7 @@ def find_library():
     if os.environ.get("EPCOMM_LIB"):
         return os.environ["EPCOMM_LIB"]
     for candidate in (".gpu", "build"):
-        path = os.path.join(ROOT, candidate, "capi", "libepcomm.so.1")
+        path = os.path.join(ROOT, candidate, "capi", "libepcomm.so.2")
         if os.path.exists(path):
             return path
     return None

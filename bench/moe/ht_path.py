@@ -75,7 +75,7 @@ class HtLayer:
         stream = torch.cuda.current_stream()
         idx, weights = route(torch, x, self.router, k_slots)
         if self.handle is None:
-            self.handle = epcomm.HtHandle.create(self.group, idx, sizing=epcomm.HtSizing.CAPACITY, stream=stream)
+            self.handle = epcomm.Handle.create(self.group, sizing=epcomm.Sizing.CAPACITY, routing=idx, stream=stream)
         else:
             self.handle.update(idx, stream=stream)
         handle = self.handle
@@ -86,7 +86,7 @@ class HtLayer:
         counts = torch.empty(self.local + 1, dtype=torch.int32, **on)  # [N, per-expert counts]
         handle.dispatch(
             x,
-            rows_x,
+            out_x=rows_x,
             topk_weights=weights,
             out_topk_idx=local_idx,
             out_topk_weights=local_w,
@@ -99,7 +99,7 @@ class HtLayer:
         y = x.new_empty(rows, x.shape[1])  # rows past N are never read by combine
         y[:n] = expert_rows(torch, rows_x[:n], local_idx[:n], local_w[:n], host[1:], self.w1, self.w2)
         out = torch.empty_like(x)
-        handle.combine(y, out, stream=stream)
+        handle.combine(y, out=out, stream=stream)
         return out
 
     def close(self):

@@ -2,9 +2,9 @@
 """Ours at decode sizes: the layer on epcomm's low-latency dispatch and combine.
 
 Per layer: router -> top-k -> softmax weights -> Handle.update (one Handle per batch size,
-created on first use) -> ll_dispatch (each local expert's rows, expert-major, with their
-count) -> one matmul pair per local expert on its received rows -> ll_combine (weights
-applied and summed by the library: per rank in top-k order, then over ranks). Reading the
+created without routing on first use) -> dispatch (each local expert's rows, expert-major,
+with their count) -> one matmul pair per local expert on its received rows -> combine
+(weights applied and summed by the library: per rank in top-k order, then over ranks). Reading the
 per-expert counts on the host is the layer's one synchronisation.
 """
 
@@ -30,13 +30,13 @@ class LlLayer:
         self.handles = {}
 
     def handle_for(self, idx, stream):
-        """One handle per batch size, created once; every later layer updates its routing."""
+        """One handle per batch size, created once (local, no routing); every layer updates
+        its routing."""
         batch = idx.shape[0]
         handle = self.handles.get(batch)
         if handle is None:
-            handle = self.handles[batch] = self.epcomm.Handle.create(self.group, idx, stream=stream)
-        else:
-            handle.update(idx, stream=stream)
+            handle = self.handles[batch] = self.epcomm.Handle.create(self.group)
+        handle.update(idx, stream=stream)
         return handle
 
     def forward(self, x):
@@ -44,12 +44,12 @@ class LlLayer:
         stream = torch.cuda.current_stream()
         idx, weights = route(torch, x, self.router, self.args.topk)
         handle = self.handle_for(idx, stream)
-        handle.ll_dispatch(x, weights, self.out_x, self.counts, stream=stream)
+        handle.dispatch(x, out_x=self.out_x, topk_weights=weights, out_expert_counts=self.counts, stream=stream)
         for l, n in enumerate(self.counts.tolist()):  # the one host synchronisation
             if n:
                 self.expert_y[l, :n] = expert(torch, self.out_x[l, :n], self.w1[l], self.w2[l])
         out = torch.empty_like(x)
-        handle.ll_combine(self.expert_y, out, stream=stream)
+        handle.combine(self.expert_y, out=out, stream=stream)
         return out
 
     def close(self):

@@ -16,12 +16,16 @@ from abi_checks import c_signature
 
 # Safe-layer structs copied from or into a C struct field by field, by name
 # (`getfield(raw, name) for name in fieldnames(...)`): their fields must exist in C.
-MIRRORS = {"GroupConfig": "EpcGroupConfig", "Plan": "EpcPlan", "GroupInfo": "EpcGroupInfo"}
+MIRRORS = {
+    "GroupConfig": "EpcGroupConfig",
+    "Plan": "EpcPlan",
+    "GroupInfo": "EpcGroupInfo",
+    "HandleInfo": "EpcHandleInfo",
+}
 # C fields a mirror deliberately leaves out, with the reason. Every other field of a mirrored
 # C struct, besides struct_size, abi_version and reserved* fields, must be mirrored, so a
 # field the header gains fails the check until the safe layer carries it.
 NOT_MIRRORED = {
-    ("EpcGroupConfig", "flags"): "reserved: no group flags are defined, it must be 0",
     ("EpcPlan", "num_regions"): "the length of Plan.regions",
 }
 # Functions that build a C struct from keyword arguments named like its fields.

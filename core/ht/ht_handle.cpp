@@ -6,69 +6,45 @@
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
+#include "core/handle_memory.hpp"
 #include "core/routing_input.hpp"
 #include "core/tensor_check.hpp"
 #include "kernels/launch.hpp"
 
 namespace epc {
 
-namespace {
-
-// Byte range of a tensor's data, for overlap checks.
-bool overlaps(const EpcTensor* a, const EpcTensor* b) {
-  const auto bytes = [](const EpcTensor* t) {
-    size_t n = dtype_size(t->dtype);
-    for (int i = 0; i < t->ndim; ++i) n *= static_cast<size_t>(t->shape[i]);
-    return n;
-  };
-  const auto* a0 = static_cast<const char*>(a->data);
-  const auto* b0 = static_cast<const char*>(b->data);
-  const size_t an = bytes(a), bn = bytes(b);
-  return an > 0 && bn > 0 && a0 < b0 + bn && b0 < a0 + an;
-}
-
-}  // namespace
-
-HtHandle::HtHandle(Group& group, HtSteps& steps, const EpcTensor* topk_idx, EpcHtSizing sizing, cudaStream_t stream)
-    : group_(group), steps_(steps), sizing_(sizing), memory_(group.device()) {
+HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
+                   cudaStream_t stream)
+    : group_(group), steps_(steps), setup_(setup), id_(id), memory_(group.device()) {
   group_.check_healthy();
   const GroupConfig& c = group_.config();
-  if (c.mode != EPC_MODE_HIGH_THROUGHPUT) {
-    fail_argument(
-        "the group is in low-latency mode; high-throughput handles need a group "
-        "created with EPC_MODE_HIGH_THROUGHPUT");
-  }
-  topk_ = routing_topk(group_, topk_idx);
-  const size_t R = static_cast<size_t>(group_.topology().nranks);
-  const size_t T = c.max_tokens_per_rank;
-  const size_t chunks = static_cast<size_t>(kernels::ht_chunks(static_cast<int>(T)));
+  const int topk = topk_idx != nullptr ? routing_topk(group_, topk_idx) : 0;
+  const HtHandleSizes n = ht_handle_sizes(c, group_.topology());
   DeviceGuard guard(group_.device());
   const char* what = "cudaMalloc of the handle's layout";
-  arrays_.topk_idx = memory_.allocate<int32_t>(T * topk_, "cudaMalloc of the handle's routing");
-  arrays_.token_row = memory_.allocate<int32_t>(T * R, what);
-  arrays_.chunk_start = memory_.allocate<int32_t>((chunks + 1) * R, what);
-  arrays_.entry_counts = memory_.allocate<int32_t>(c.num_experts, what);
-  arrays_.recv_count = memory_.allocate<int32_t>(R, what);
-  arrays_.recv_base = memory_.allocate<int32_t>(R + 1, what);
-  arrays_.source_tokens = memory_.allocate<int32_t>(R, what);
-  arrays_.expert_counts = memory_.allocate<int32_t>(c.local_experts(static_cast<int>(R)), what);
-  const size_t nodes = static_cast<size_t>(group_.topology().nodes());
-  if (nodes > 1) {  // where dispatch forwarded each token, for combine to reduce there
-    const size_t node_size = static_cast<size_t>(group_.topology().node_size);
-    arrays_.forwarded_rows = memory_.allocate<int32_t>(nodes * T * node_size, what);
-    arrays_.forwarded_topk = memory_.allocate<int32_t>(nodes * T * topk_, what);
+  arrays_.topk_idx = memory_.allocate<int32_t>(n.topk_idx, "cudaMalloc of the handle's routing");
+  arrays_.token_row = memory_.allocate<int32_t>(n.token_row, what);
+  arrays_.chunk_start = memory_.allocate<int32_t>(n.chunk_start, what);
+  arrays_.entry_counts = memory_.allocate<int32_t>(n.entry_counts, what);
+  arrays_.recv_count = memory_.allocate<int32_t>(n.recv_count, what);
+  arrays_.recv_base = memory_.allocate<int32_t>(n.recv_base, what);
+  arrays_.source_tokens = memory_.allocate<int32_t>(n.source_tokens, what);
+  arrays_.expert_counts = memory_.allocate<int32_t>(n.expert_counts, what);
+  if (n.forwarded_rows > 0) {  // where dispatch forwarded each token, for combine to reduce there
+    arrays_.forwarded_rows = memory_.allocate<int32_t>(n.forwarded_rows, what);
+    arrays_.forwarded_topk = memory_.allocate<int32_t>(n.forwarded_topk, what);
   }
   // A layout that gives up (a timeout, or a group that a bad routing value has already
   // failed) writes none of the received counts, and a CAPACITY handle's dispatch or combine
   // queued behind it before the host saw the failure uses them as row offsets: start from
   // "nothing received" rather than from uninitialised memory.
   const char* zeroing = "zeroing the handle's layout";
-  check_cuda(cudaMemsetAsync(arrays_.recv_count, 0, R * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, (R + 1) * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, R * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0, c.local_experts(static_cast<int>(R)) * sizeof(int32_t), stream),
-             zeroing);
-  compute_layout(topk_idx, stream);
+  check_cuda(cudaMemsetAsync(arrays_.recv_count, 0, n.recv_count * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, n.recv_base * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, n.source_tokens * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0, n.expert_counts * sizeof(int32_t), stream), zeroing);
+  if (setup_.sizing == EPC_SIZING_CAPACITY) rows_ = static_cast<int64_t>(setup_.capacity);
+  if (topk_idx != nullptr) compute_layout(topk_idx, topk, stream);
 }
 
 kernels::HtCommon HtHandle::common() const {
@@ -105,8 +81,16 @@ kernels::HtChannel HtHandle::channel(EpcRegionKind data, EpcRegionKind signal) c
   return ch;
 }
 
-void HtHandle::compute_layout(const EpcTensor* topk_idx, cudaStream_t stream) {
-  const int tokens = copy_routing(group_, topk_idx, topk_, arrays_.topk_idx, stream);
+void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t stream) {
+  const int previous_topk = topk_;
+  topk_ = topk;
+  int tokens = 0;
+  try {
+    tokens = copy_routing(group_, topk_idx, topk_, arrays_.topk_idx, stream);
+  } catch (...) {
+    topk_ = previous_topk;  // a failing call changes nothing
+    throw;
+  }
   num_tokens_ = tokens;
   dispatched_ = false;
   kernels::HtLayoutParams p;
@@ -116,11 +100,7 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, cudaStream_t stream) {
   p.words_offset = ht_layout_words_offset(group_.topology().nranks);
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_layout(p, stream), "launching the high-throughput layout");
-  const int64_t capacity = static_cast<int64_t>(group_.topology().nranks) * group_.config().max_tokens_per_rank;
-  if (sizing_ == EPC_HT_SIZING_CAPACITY) {
-    rows_ = capacity;
-    return;
-  }
+  if (setup_.sizing == EPC_SIZING_CAPACITY) return;
   int32_t received = 0;
   check_cuda(cudaMemcpyAsync(&received, arrays_.recv_base + group_.topology().nranks, sizeof received,
                              cudaMemcpyDeviceToHost, stream),
@@ -132,77 +112,99 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, cudaStream_t stream) {
 
 void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
   group_.check_healthy();
-  if (sizing_ != EPC_HT_SIZING_CAPACITY) {
+  const int topk = routing_topk(group_, topk_idx);
+  if (topk_ != 0 && topk != topk_) {
     fail_argument(
-        "epc_handle_update: this high-throughput handle was created with "
-        "EPC_HT_SIZING_EXACT, whose row count is fixed at creation; create a new "
-        "handle for new routing, or use EPC_HT_SIZING_CAPACITY");
+        format("EpcRouting.topk_idx has K = %d; this handle's routing has K = %d, which stays fixed after "
+               "the first routing (create another handle for another K)",
+               topk, topk_));
   }
-  compute_layout(topk_idx, stream);
+  compute_layout(topk_idx, topk, stream);
 }
 
-void HtHandle::dispatch(const EpcTensor* x, const EpcTensor* x_scales, const EpcTensor* topk_weights,
-                        const EpcTensor* out_x, const EpcTensor* out_scales, const EpcTensor* out_topk_idx,
-                        const EpcTensor* out_topk_weights, const EpcTensor* out_expert_counts,
-                        const EpcTensor* out_num_recv, EpcFlags flags, cudaStream_t stream) {
+void HtHandle::require_routed(const char* call) const {
+  if (topk_ == 0) fail_usage(format("%s: handle %p has no routing yet; call epc_handle_update first", call, id_));
+}
+
+void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   group_.check_healthy();
-  if (flags != 0) fail_argument(format("epc_ht_dispatch: unknown flags 0x%x (none are defined; pass 0)", flags));
+  require_routed("epc_dispatch");
+  if ((a.flags & EPC_STEP_SEND_ONLY) != 0) {
+    fail_unsupported(
+        format("EpcDispatchArgs.flags: EPC_STEP_SEND_ONLY is not served on high-throughput groups in "
+               "ABI %d.%d",
+               EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+  if (a.quant == EPC_QUANT_FP8) {
+    fail_unsupported(
+        format("EpcDispatchArgs.quant EPC_QUANT_FP8 (a cast in the send kernel) is not served on "
+               "high-throughput groups in ABI %d.%d; quantize and pass EPC_QUANT_PASSTHROUGH",
+               EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
   const GroupConfig& c = group_.config();
   const int64_t B = num_tokens_, H = c.hidden, K = topk_, N = rows_;
   const int64_t L = c.local_experts(group_.topology().nranks);
-  if (x == nullptr) fail_argument("tensor x is NULL");
-  const bool fp8 = x->dtype == EPC_DTYPE_FP8_E4M3;
+  const bool fp8 = a.quant == EPC_QUANT_PASSTHROUGH;
+  const int64_t S = H / limits::kFp8BlockChannels;
   if (fp8) {
-    if (c.hidden % limits::kFp8BlockChannels != 0) {
-      fail_argument(
-          format("epc_ht_dispatch: fp8 x carries one scale per %d channels, but hidden "
-                 "is %u (not a multiple of %d)",
-                 limits::kFp8BlockChannels, c.hidden, limits::kFp8BlockChannels));
+    if (a.x->dtype != EPC_DTYPE_FP8_E4M3 || a.x_scales == nullptr || a.x_scales->dtype != EPC_DTYPE_FP32 ||
+        a.x_scales->ndim != 2 || a.x_scales->shape[1] != S || H % limits::kFp8BlockChannels != 0) {
+      if (a.x_scales == nullptr) fail_argument("EpcDispatchArgs.x_scales is NULL; EPC_QUANT_PASSTHROUGH needs it");
+      fail_unsupported(format(
+          "EpcDispatchArgs: EPC_QUANT_PASSTHROUGH serves, in ABI %d.%d, fp8 e4m3 x with fp32 "
+          "x_scales [B, hidden / %d] (hidden a multiple of %d); got x %s and x_scales %s with "
+          "%lld columns",
+          EPC_ABI_MAJOR, EPC_ABI_MINOR, limits::kFp8BlockChannels, limits::kFp8BlockChannels, dtype_name(a.x->dtype),
+          dtype_name(a.x_scales->dtype), static_cast<long long>(a.x_scales->ndim == 2 ? a.x_scales->shape[1] : -1)));
     }
-    check_tensor(x, {"x", {EPC_DTYPE_FP8_E4M3}, {B, H}});
-    check_tensor(x_scales, {"x_scales", {EPC_DTYPE_FP32}, {B, H / limits::kFp8BlockChannels}, 4});
-    check_tensor(out_scales, {"out_scales", {EPC_DTYPE_FP32}, {N, H / limits::kFp8BlockChannels}, 4});
+    check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_FP8_E4M3}, {B, H}});
+    check_tensor(a.x_scales, {"EpcDispatchArgs.x_scales", {EPC_DTYPE_FP32}, {B, S}, 4});
+    if (a.out_scales == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_PASSTHROUGH needs it");
+    check_tensor(a.out_scales, {"EpcDispatchArgs.out_scales", {EPC_DTYPE_FP32}, {N, S}, 4});
   } else {
     if (c.dtype == EPC_DTYPE_FP8_E4M3) {
       fail_argument(
-          format("epc_ht_dispatch: the group was created with dtype EPC_DTYPE_FP8_E4M3, so "
-                 "its buffers hold fp8 rows only, but x has dtype %s",
-                 dtype_name(x->dtype)));
+          format("EpcDispatchArgs.quant is EPC_QUANT_NONE, but the group's max_token_bytes (%u) holds fp8 "
+                 "rows only; pass fp8 x with EPC_QUANT_PASSTHROUGH",
+                 c.max_token_bytes()));
     }
-    const EpcDtype token_dtype = c.dtype == EPC_DTYPE_FP16 ? EPC_DTYPE_FP16 : EPC_DTYPE_BF16;
-    check_tensor(x, {"x", {token_dtype}, {B, H}});
-    if (x_scales != nullptr || out_scales != nullptr) {
-      fail_argument("epc_ht_dispatch: x_scales and out_scales must be NULL when x is not fp8");
-    }
+    check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
   }
-  check_tensor(out_x, {"out_x", {x->dtype}, {N, H}});
-  if ((topk_weights == nullptr) != (out_topk_weights == nullptr)) {
-    fail_argument("epc_ht_dispatch: pass both topk_weights and out_topk_weights, or neither");
+  check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {a.x->dtype}, {N, H}});
+  if (a.topk_weights != nullptr)
+    check_tensor(a.topk_weights, {"EpcDispatchArgs.topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
+  if (a.out_topk_weights != nullptr) {
+    check_tensor(a.out_topk_weights, {"EpcDispatchArgs.out_topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
   }
-  if (topk_weights != nullptr) {
-    check_tensor(topk_weights, {"topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
-    check_tensor(out_topk_weights, {"out_topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
+  if (a.out_topk_idx != nullptr)
+    check_tensor(a.out_topk_idx, {"EpcDispatchArgs.out_topk_idx", {EPC_DTYPE_INT32}, {N, K}, 4});
+  if (a.out_expert_counts != nullptr) {
+    check_tensor(a.out_expert_counts, {"EpcDispatchArgs.out_expert_counts", {EPC_DTYPE_INT32}, {L}, 4});
   }
-  if (out_topk_idx != nullptr) check_tensor(out_topk_idx, {"out_topk_idx", {EPC_DTYPE_INT32}, {N, K}, 4});
-  if (out_expert_counts != nullptr) {
-    check_tensor(out_expert_counts, {"out_expert_counts", {EPC_DTYPE_INT32}, {L}, 4});
-  }
-  if (out_num_recv != nullptr) check_tensor(out_num_recv, {"out_num_recv", {EPC_DTYPE_INT32}, {1}, 4});
+  if (a.out_num_recv != nullptr)
+    check_tensor(a.out_num_recv, {"EpcDispatchArgs.out_num_recv", {EPC_DTYPE_INT32}, {1}, 4});
+  const char* flat = "EPC_LAYOUT_FLAT has no such output";
+  require_absent(a.out_expert_offsets, "EpcDispatchArgs.out_expert_offsets", flat);
+  require_absent(a.out_rank_counts, "EpcDispatchArgs.out_rank_counts", flat);
+  const CountOutputs counts = check_count_outputs(a, L);
 
   kernels::HtDispatchParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
   p.channel = channel(EPC_REGION_DISPATCH_RECV, EPC_REGION_DISPATCH_SIGNAL);
-  p.x = x->data;
-  p.x_scales = fp8 ? static_cast<const float*>(x_scales->data) : nullptr;
-  p.weights = topk_weights != nullptr ? static_cast<const float*>(topk_weights->data) : nullptr;
-  p.out_x = out_x->data;
-  p.out_scales = fp8 ? static_cast<float*>(out_scales->data) : nullptr;
-  p.out_topk_idx = out_topk_idx != nullptr ? static_cast<int32_t*>(out_topk_idx->data) : nullptr;
-  p.out_topk_weights = out_topk_weights != nullptr ? static_cast<float*>(out_topk_weights->data) : nullptr;
-  p.out_expert_counts = out_expert_counts != nullptr ? static_cast<int32_t*>(out_expert_counts->data) : nullptr;
-  p.out_num_recv = out_num_recv != nullptr ? static_cast<int32_t*>(out_num_recv->data) : nullptr;
-  p.row_bytes = static_cast<int>(H * static_cast<int64_t>(dtype_size(x->dtype)));
+  p.x = a.x->data;
+  p.x_scales = fp8 ? static_cast<const float*>(a.x_scales->data) : nullptr;
+  // Weights travel only where they are received.
+  p.weights = a.out_topk_weights != nullptr ? static_cast<const float*>(a.topk_weights->data) : nullptr;
+  p.out_x = a.out_x->data;
+  p.out_scales = fp8 ? static_cast<float*>(a.out_scales->data) : nullptr;
+  p.out_topk_idx = a.out_topk_idx != nullptr ? static_cast<int32_t*>(a.out_topk_idx->data) : nullptr;
+  p.out_topk_weights = a.out_topk_weights != nullptr ? static_cast<float*>(a.out_topk_weights->data) : nullptr;
+  p.out_expert_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : nullptr;
+  p.acc_expert_counts = counts.accumulated;
+  p.out_num_recv = a.out_num_recv != nullptr ? static_cast<int32_t*>(a.out_num_recv->data) : nullptr;
+  p.expert_id_base = (setup_.flags & EPC_HANDLE_GLOBAL_EXPERT_IDS) != 0 ? group_.rank() * static_cast<int32_t>(L) : 0;
+  p.row_bytes = static_cast<int>(H * static_cast<int64_t>(dtype_size(a.x->dtype)));
   p.fp8 = fp8;
   p.common.send_warps = kernels::kHtDispatchSendWarps;
   if (group_.topology().nodes() > 1) {  // tokens cross between nodes once, then are forwarded
@@ -213,51 +215,78 @@ void HtHandle::dispatch(const EpcTensor* x, const EpcTensor* x_scales, const Epc
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_dispatch(p, static_cast<int>(c.num_sms), stream),
              "launching the high-throughput dispatch");
+  copy_counts_to_host(counts, arrays_.expert_counts, L, stream);
   dispatched_ = true;
 }
 
-void HtHandle::combine(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out,
-                       const EpcTensor* out_topk_weights, EpcFlags flags, cudaStream_t stream) {
+void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
-  if ((flags & ~EPC_FLAG_BACKWARD_WEIGHTS) != 0) {
-    fail_argument(format("epc_ht_combine: unknown flags 0x%x", flags & ~EPC_FLAG_BACKWARD_WEIGHTS));
+  require_routed("epc_combine");
+  if ((a.flags & EPC_STEP_SEND_ONLY) != 0) {
+    fail_unsupported(
+        format("EpcCombineArgs.flags: EPC_STEP_SEND_ONLY is not served on high-throughput groups in "
+               "ABI %d.%d",
+               EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+  if (a.weighting == EPC_WEIGHTING_SENDER || a.weighting == EPC_WEIGHTING_HOME) {
+    fail_argument(
+        "EpcCombineArgs.weighting: EPC_WEIGHTING_SENDER and EPC_WEIGHTING_HOME apply to the expert layouts; "
+        "EPC_LAYOUT_FLAT rows are summed as given (the caller weighted them)");
   }
   const GroupConfig& c = group_.config();
   const int nodes = group_.topology().nodes();
   if (nodes > 1 && !dispatched_) {
-    fail_argument(
-        format("epc_ht_combine: this group spans %d nodes, and combine sums each token's "
-               "rows inside a node where dispatch forwarded it; call epc_ht_dispatch on "
-               "this handle (since its creation or last update) before epc_ht_combine",
-               nodes));
+    fail_usage(
+        format("epc_combine: this group spans %d nodes, and combine sums each token's rows inside a node "
+               "where dispatch forwarded it; call epc_dispatch on handle %p (since its last routing) first",
+               nodes, id_));
   }
   const int64_t B = num_tokens_, H = c.hidden, K = topk_, N = rows_;
-  check_tensor(x, {"x", {EPC_DTYPE_BF16}, {N, H}});
-  check_tensor(out, {"out", {EPC_DTYPE_BF16}, {B, H}});
-  if (overlaps(x, out)) fail_argument("epc_ht_combine: x and out overlap; combine cannot work in place");
-  const bool backward = (flags & EPC_FLAG_BACKWARD_WEIGHTS) != 0;
+  if (a.x->dtype == EPC_DTYPE_FP16) {
+    fail_unsupported(format("EpcCombineArgs.x of dtype fp16 is not served in ABI %d.%d; bf16 travels", EPC_ABI_MAJOR,
+                            EPC_ABI_MINOR));
+  }
+  check_tensor(a.x, {"EpcCombineArgs.x", {EPC_DTYPE_BF16}, {N, H}});
+  check_tensor(a.out, {"EpcCombineArgs.out", {EPC_DTYPE_BF16, EPC_DTYPE_FP16, EPC_DTYPE_FP32}, {B, H}});
+  if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
+  const bool backward = a.topk_weights != nullptr;
   if (backward) {
-    check_tensor(topk_weights, {"topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
-    check_tensor(out_topk_weights, {"out_topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
-  } else if (topk_weights != nullptr || out_topk_weights != nullptr) {
-    fail_argument(
-        "epc_ht_combine: topk_weights and out_topk_weights are carried only with "
-        "EPC_FLAG_BACKWARD_WEIGHTS; pass NULL for both, or set the flag");
+    check_tensor(a.topk_weights, {"EpcCombineArgs.topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
+    check_tensor(a.out_topk_weights, {"EpcCombineArgs.out_topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
   }
 
   kernels::HtCombineParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
   p.channel = channel(EPC_REGION_COMBINE_RECV, EPC_REGION_COMBINE_SIGNAL);
-  p.x = static_cast<const uint16_t*>(x->data);
-  p.weights = backward ? static_cast<const float*>(topk_weights->data) : nullptr;
-  p.out = static_cast<uint16_t*>(out->data);
-  p.out_weights = backward ? static_cast<float*>(out_topk_weights->data) : nullptr;
+  p.x = static_cast<const uint16_t*>(a.x->data);
+  p.weights = backward ? static_cast<const float*>(a.topk_weights->data) : nullptr;
+  p.out = a.out->data;
+  p.out_type = sum_output_of(a.out->dtype);
+  p.out_weights = backward ? static_cast<float*>(a.out_topk_weights->data) : nullptr;
   p.common.send_warps = kernels::ht_combine_send_warps(group_.topology().node_size);
   if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());
   check_cuda(kernels::launch_ht_combine(p, static_cast<int>(c.num_sms), stream),
              "launching the high-throughput combine");
+}
+
+EpcHandleInfo HtHandle::info() const {
+  EpcHandleInfo i = EPC_HANDLE_INFO_INIT;
+  i.mode = EPC_MODE_HIGH_THROUGHPUT;
+  i.layout = setup_.layout;
+  i.sizing = setup_.sizing;
+  i.expert_alignment = 0;
+  i.num_tokens = static_cast<uint32_t>(num_tokens_);
+  i.topk = static_cast<uint32_t>(topk_);
+  i.pending = EPC_PENDING_NONE;
+  i.flags = setup_.flags;
+  i.capacity = setup_.capacity;
+  i.rows = rows_;
+  i.overflow_status = EPC_OK;
+  i.overflow_rank = -1;
+  i.overflow_rows = 0;
+  return i;
 }
 
 }  // namespace epc

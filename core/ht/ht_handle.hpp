@@ -9,9 +9,11 @@
 
 #include <cstdint>
 
+#include "core/count_outputs.hpp"
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
 #include "core/ht/ht_steps.hpp"
+#include "core/step_args.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/ht_params.hpp"
 
@@ -19,32 +21,33 @@ namespace epc {
 
 class HtHandle {
  public:
-  // Collective. With EPC_HT_SIZING_EXACT waits for the count exchange (one host sync).
-  HtHandle(Group& group, HtSteps& steps, const EpcTensor* topk_idx, EpcHtSizing sizing, cudaStream_t stream);
+  // `id` names the handle in messages (the caller's EpcHandle*). With routing: collective,
+  // and with EPC_SIZING_EXACT waits for the count exchange (one host sync). Without
+  // routing (`topk_idx` null): local, allocation only.
+  HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
+           cudaStream_t stream);
   HtHandle(const HtHandle&) = delete;
   HtHandle& operator=(const HtHandle&) = delete;
 
-  // Rows of every [rows, ...] tensor the handle's calls take.
-  int64_t rows() const { return rows_; }
-
   void update(const EpcTensor* topk_idx, cudaStream_t stream);
-  void dispatch(const EpcTensor* x, const EpcTensor* x_scales, const EpcTensor* topk_weights, const EpcTensor* out_x,
-                const EpcTensor* out_scales, const EpcTensor* out_topk_idx, const EpcTensor* out_topk_weights,
-                const EpcTensor* out_expert_counts, const EpcTensor* out_num_recv, EpcFlags flags, cudaStream_t stream);
-  void combine(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out,
-               const EpcTensor* out_topk_weights, EpcFlags flags, cudaStream_t stream);
+  void dispatch(const EpcDispatchArgs& args, cudaStream_t stream);
+  void combine(const EpcCombineArgs& args, cudaStream_t stream);
+  EpcHandleInfo info() const;
 
  private:
-  // Copies the routing and queues the layout kernel (count exchange included).
-  void compute_layout(const EpcTensor* topk_idx, cudaStream_t stream);
+  // Copies the routing and queues the layout kernel (count exchange included); with EXACT
+  // sizing waits for it and takes the received row count.
+  void compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t stream);
+  void require_routed(const char* call) const;
   kernels::HtCommon common() const;
   // The window areas of one direction: its slots, and its signal region (flags, then acks).
   kernels::HtChannel channel(EpcRegionKind data, EpcRegionKind signal) const;
 
   Group& group_;
   HtSteps& steps_;
-  EpcHtSizing sizing_;
-  int topk_ = 0;
+  HandleSetup setup_;
+  const void* id_;
+  int topk_ = 0;  // 0 until the first routing
   int num_tokens_ = 0;
   int64_t rows_ = 0;
   // Across nodes combine needs the record dispatch's forwarders keep (HtHandleArrays).

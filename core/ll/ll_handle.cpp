@@ -6,45 +6,46 @@
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
+#include "core/handle_memory.hpp"
 #include "core/routing_input.hpp"
 #include "core/tensor_check.hpp"
 #include "kernels/launch.hpp"
 
 namespace epc {
 
-LlHandle::LlHandle(Group& group, LlSteps& steps, const EpcTensor* topk_idx, cudaStream_t stream)
-    : group_(group), steps_(steps), memory_(group.device()) {
+LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
+                   cudaStream_t stream)
+    : group_(group), steps_(steps), setup_(setup), id_(id), memory_(group.device()) {
   group_.check_healthy();
   const GroupConfig& c = group_.config();
-  if (c.mode != EPC_MODE_LOW_LATENCY) {
-    fail_argument(
-        "the group is in high-throughput mode; low-latency handles need a group "
-        "created with EPC_MODE_LOW_LATENCY");
-  }
-  topk_ = routing_topk(group_, topk_idx);
+  const int topk = topk_idx != nullptr ? routing_topk(group_, topk_idx) : 0;
   max_entries_ = static_cast<int>(c.max_topk);
-  const size_t R = static_cast<size_t>(group_.topology().nranks);
-  const size_t T = c.max_tokens_per_rank;
+  const LlHandleSizes n = ll_handle_sizes(c, group_.topology().nranks);
   DeviceGuard guard(group_.device());
   const char* what = "cudaMalloc of the handle";
-  topk_idx_ = memory_.allocate<int32_t>(T * static_cast<size_t>(topk_), "cudaMalloc of the handle's routing");
-  recv_tokens_ = memory_.allocate<int32_t>(R, what);
-  msg_entries_ = memory_.allocate<int32_t>(R * T, what);
-  msg_rows_ = memory_.allocate<int32_t>(R * T * static_cast<size_t>(max_entries_), what);
-  msg_weights_ = memory_.allocate<float>(R * T * static_cast<size_t>(max_entries_), what);
+  topk_idx_ = memory_.allocate<int32_t>(n.topk_idx, "cudaMalloc of the handle's routing");
+  recv_tokens_ = memory_.allocate<int32_t>(n.recv_tokens, what);
+  msg_entries_ = memory_.allocate<int32_t>(n.msg_entries, what);
+  msg_rows_ = memory_.allocate<int32_t>(n.msg_rows, what);
+  msg_weights_ = memory_.allocate<float>(n.msg_weights, what);
+  counts_ = memory_.allocate<int32_t>(n.counts, what);
   // A dispatch receive that gives up (a timeout, or a group that a bad routing value has
   // already failed) writes none of the receive state, and a combine queued behind it before
   // the host saw the failure reads it as message counts and row addresses: start from
   // "nothing received" rather than from uninitialised memory.
   const char* zeroing = "zeroing the handle's receive state";
-  check_cuda(cudaMemsetAsync(recv_tokens_, 0, R * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(msg_entries_, 0, R * T * sizeof(int32_t), stream), zeroing);
-  copy_routing(topk_idx, stream);
+  check_cuda(cudaMemsetAsync(recv_tokens_, 0, n.recv_tokens * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(msg_entries_, 0, n.msg_entries * sizeof(int32_t), stream), zeroing);
+  if (topk_idx != nullptr) {
+    topk_ = topk;
+    copy_routing(topk_idx, stream);
+  }
 }
 
-// The arrays go with memory_, once the device is done with them.
+// The arrays go with memory_, once the device is done with them; a pending step gives up
+// its slot.
 LlHandle::~LlHandle() {
-  if (steps_.pending_owner() == this) steps_.set_pending_owner(nullptr);
+  if (steps_.pending_owner() == id_) steps_.set_pending_owner(nullptr);
 }
 
 void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
@@ -53,8 +54,22 @@ void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
 
 void LlHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
   group_.check_healthy();
-  require_no_pending("epc_handle_update", /*starts_step=*/false);
-  copy_routing(topk_idx, stream);
+  require_ready("epc_handle_update", /*starts_step=*/false);
+  const int topk = routing_topk(group_, topk_idx);
+  if (topk_ != 0 && topk != topk_) {
+    fail_argument(
+        format("EpcRouting.topk_idx has K = %d; this handle's routing has K = %d, which stays fixed after "
+               "the first routing (create another handle for another K)",
+               topk, topk_));
+  }
+  const int previous = topk_;
+  topk_ = topk;
+  try {
+    copy_routing(topk_idx, stream);
+  } catch (...) {
+    topk_ = previous;  // a failing call changes nothing
+    throw;
+  }
 }
 
 kernels::LlCommon LlHandle::common() const {
@@ -96,38 +111,79 @@ int LlHandle::blocks(int items) const {
   return items < 1 ? 1 : (items < budget ? items : budget);
 }
 
-void LlHandle::require_no_pending(const char* call, bool starts_step) const {
-  if (pending_ != Pending::kNone) {
-    fail_argument(
-        format("%s: the handle's previous %s was queued with EPC_FLAG_SEND_ONLY; "
-               "call epc_complete first",
-               call, pending_ == Pending::kDispatch ? "dispatch" : "combine"));
+void LlHandle::require_ready(const char* call, bool starts_step) const {
+  if (pending_ != EPC_PENDING_NONE) {
+    fail_usage(format("%s: handle %p has a send-only %s pending; call epc_complete on it first", call, id_,
+                      pending_ == EPC_PENDING_DISPATCH ? "dispatch" : "combine"));
   }
   if (starts_step && steps_.pending_owner() != nullptr) {
-    fail_argument(
-        format("%s: another handle of this group has a step queued with "
-               "EPC_FLAG_SEND_ONLY; call epc_complete on it first",
-               call));
+    fail_usage(
+        format("%s on handle %p: handle %p of this group has a send-only step pending, and the group allows "
+               "max_pending_steps = %u; call epc_complete on handle %p first",
+               call, id_, steps_.pending_owner(), group_.config().max_pending_steps, steps_.pending_owner()));
+  }
+  if (starts_step && topk_ == 0) {
+    fail_usage(format("%s: handle %p has no routing yet; call epc_handle_update first", call, id_));
   }
 }
 
-kernels::LlDispatchParams LlHandle::dispatch_params(const char* call, const EpcTensor* x, const EpcTensor* topk_weights,
-                                                    const EpcTensor* out_counts, EpcFlags flags, EpcFlags allowed_flags,
-                                                    bool fp8) const {
+void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   group_.check_healthy();
-  require_no_pending(call, /*starts_step=*/true);
-  if ((flags & ~allowed_flags) != 0) fail_argument(format("%s: unknown flags 0x%x", call, flags & ~allowed_flags));
+  require_ready("epc_dispatch", /*starts_step=*/true);
   const GroupConfig& c = group_.config();
   const int64_t B = num_tokens_, H = c.hidden, K = topk_;
   const int64_t L = c.local_experts(group_.topology().nranks);
-  if (fp8) {
-    check_tensor(x, {"x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
-  } else {
-    const EpcDtype token_dtype = c.dtype == EPC_DTYPE_FP16 ? EPC_DTYPE_FP16 : EPC_DTYPE_BF16;
-    check_tensor(x, {"x", {token_dtype}, {B, H}});
+  const int64_t C = static_cast<int64_t>(setup_.capacity);
+  const bool fp8 = a.quant == EPC_QUANT_FP8;
+  if (a.quant == EPC_QUANT_PASSTHROUGH) {
+    fail_unsupported(
+        format("EpcDispatchArgs.quant EPC_QUANT_PASSTHROUGH is not served on low-latency groups in "
+               "ABI %d.%d (EPC_QUANT_FP8 casts in the send kernel)",
+               EPC_ABI_MAJOR, EPC_ABI_MINOR));
   }
-  check_tensor(topk_weights, {"topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
-  check_tensor(out_counts, {"out_counts", {EPC_DTYPE_INT32}, {L}, 4});
+  if (fp8 && c.hidden % limits::kFp8BlockChannels != 0) {
+    fail_argument(
+        format("EpcDispatchArgs.quant is EPC_QUANT_FP8, which carries one scale per %d channels, but "
+               "hidden is %u",
+               limits::kFp8BlockChannels, c.hidden));
+  }
+  if (!fp8 && c.dtype == EPC_DTYPE_FP8_E4M3) {
+    fail_argument(
+        format("EpcDispatchArgs.quant is EPC_QUANT_NONE, but the group's max_token_bytes (%u) holds fp8 "
+               "rows only; use EPC_QUANT_FP8",
+               c.max_token_bytes()));
+  }
+  check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
+  if (a.topk_weights == nullptr) {
+    fail_argument(
+        "EpcDispatchArgs.topk_weights is NULL; low-latency combine weights each row on the expert's rank "
+        "(EPC_WEIGHTING_SENDER), so dispatch needs the weights");
+  }
+  check_tensor(a.topk_weights, {"EpcDispatchArgs.topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
+  if (fp8) {
+    check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {EPC_DTYPE_FP8_E4M3}, {L, C, H}});
+    if (a.out_scales == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_FP8 needs it");
+    if (a.out_scales->dtype == EPC_DTYPE_E8M0 || a.out_scales->dtype == EPC_DTYPE_E8M0X4) {
+      fail_unsupported(
+          format("EpcDispatchArgs.out_scales of dtype E8M0 or E8M0X4 is not served in ABI %d.%d; "
+                 "use EPC_DTYPE_FP32 (with EPC_DISPATCH_POW2_SCALES for power-of-two values)",
+                 EPC_ABI_MAJOR, EPC_ABI_MINOR));
+    }
+    check_tensor(a.out_scales,
+                 {"EpcDispatchArgs.out_scales", {EPC_DTYPE_FP32}, {L, C, H / limits::kFp8BlockChannels}, 4});
+  } else {
+    check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {a.x->dtype}, {L, C, H}});
+  }
+  const char* padded = "EPC_LAYOUT_EXPERT_PADDED has no such output";
+  require_absent(a.out_topk_idx, "EpcDispatchArgs.out_topk_idx", padded);
+  require_absent(a.out_expert_offsets, "EpcDispatchArgs.out_expert_offsets", padded);
+  require_absent(a.out_rank_counts, "EpcDispatchArgs.out_rank_counts", padded);
+  require_absent(a.out_num_recv, "EpcDispatchArgs.out_num_recv", padded);
+  require_unserved(a.out_topk_weights, "EpcDispatchArgs.out_topk_weights", "the weight of each row, [L, C]");
+  if (a.out_expert_counts != nullptr) {
+    check_tensor(a.out_expert_counts, {"EpcDispatchArgs.out_expert_counts", {EPC_DTYPE_INT32}, {L}, 4});
+  }
+  const CountOutputs counts = check_count_outputs(a, L);
 
   kernels::LlDispatchParams p;
   std::memset(&p, 0, sizeof p);
@@ -136,77 +192,51 @@ kernels::LlDispatchParams LlHandle::dispatch_params(const char* call, const EpcT
     p.recv_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_RECV, s).offset;
     p.signal_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL, s).offset;
   }
-  p.x = x->data;
-  p.x_is_fp16 = x->dtype == EPC_DTYPE_FP16;
-  p.weights = static_cast<const float*>(topk_weights->data);
-  p.out_counts = static_cast<int32_t*>(out_counts->data);
+  p.x = a.x->data;
+  p.x_is_fp16 = a.x->dtype == EPC_DTYPE_FP16;
+  p.weights = static_cast<const float*>(a.topk_weights->data);
+  p.out_x = a.out_x->data;
+  p.out_scales = fp8 ? static_cast<float*>(a.out_scales->data) : nullptr;
+  p.out_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : counts_;
+  p.acc_counts = counts.accumulated;
   p.expert_counts = steps_.expert_counts();
   p.payload = fp8 ? kernels::LlPayload::kFp8 : kernels::LlPayload::kHalf;
-  p.round_scale_ue8m0 = (flags & EPC_FLAG_FP8_POW2_SCALES) != 0;
-  return p;
-}
+  p.round_scale_ue8m0 = (a.flags & EPC_DISPATCH_POW2_SCALES) != 0;
 
-void LlHandle::launch_dispatch(const kernels::LlDispatchParams& p, EpcFlags flags, cudaStream_t stream) {
   DeviceGuard guard(group_.device());
-  if ((flags & EPC_FLAG_SEND_ONLY) == 0) {
+  if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
     check_cuda(kernels::launch_ll_dispatch(p, blocks(num_tokens_), blocks(), stream), "launching the dispatch");
+    copy_counts_to_host(counts, p.out_counts, L, stream);
     return;
   }
   check_cuda(kernels::launch_ll_dispatch_send(p, blocks(num_tokens_), stream), "launching the dispatch send");
-  pending_ = Pending::kDispatch;
+  pending_ = EPC_PENDING_DISPATCH;
   pending_dispatch_ = p;
-  steps_.set_pending_owner(this);
+  pending_counts_ = counts;
+  steps_.set_pending_owner(id_);
 }
 
-void LlHandle::dispatch(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
-                        const EpcTensor* out_counts, EpcFlags flags, cudaStream_t stream) {
-  const GroupConfig& c = group_.config();
-  if (c.dtype == EPC_DTYPE_FP8_E4M3) {
-    fail_argument(
-        "epc_ll_dispatch: the group was created with dtype EPC_DTYPE_FP8_E4M3, so "
-        "its buffers hold fp8 rows only; use epc_ll_dispatch_fp8");
-  }
-  kernels::LlDispatchParams p =
-      dispatch_params("epc_ll_dispatch", x, topk_weights, out_counts, flags, EPC_FLAG_SEND_ONLY, false);
-  const int64_t L = c.local_experts(group_.topology().nranks);
-  const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
-  check_tensor(out_x, {"out_x", {x->dtype}, {L, RT, static_cast<int64_t>(c.hidden)}});
-  p.out_x = out_x->data;
-  launch_dispatch(p, flags, stream);
-}
-
-void LlHandle::dispatch_fp8(const EpcTensor* x, const EpcTensor* topk_weights, const EpcTensor* out_x,
-                            const EpcTensor* out_scales, const EpcTensor* out_counts, EpcFlags flags,
-                            cudaStream_t stream) {
-  const GroupConfig& c = group_.config();
-  if (c.hidden % limits::kFp8BlockChannels != 0) {
-    fail_argument(
-        format("epc_ll_dispatch_fp8: hidden is %u; fp8 carries one scale per %d "
-               "channels, so hidden must be a multiple of %d",
-               c.hidden, limits::kFp8BlockChannels, limits::kFp8BlockChannels));
-  }
-  kernels::LlDispatchParams p = dispatch_params("epc_ll_dispatch_fp8", x, topk_weights, out_counts, flags,
-                                                EPC_FLAG_SEND_ONLY | EPC_FLAG_FP8_POW2_SCALES, true);
-  const int64_t L = c.local_experts(group_.topology().nranks);
-  const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
-  const int64_t H = c.hidden;
-  check_tensor(out_x, {"out_x", {EPC_DTYPE_FP8_E4M3}, {L, RT, H}});
-  check_tensor(out_scales, {"out_scales", {EPC_DTYPE_FP32}, {L, RT, H / limits::kFp8BlockChannels}, 4});
-  p.out_x = out_x->data;
-  p.out_scales = static_cast<float*>(out_scales->data);
-  launch_dispatch(p, flags, stream);
-}
-
-void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFlags flags, cudaStream_t stream) {
+void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
-  require_no_pending("epc_ll_combine", /*starts_step=*/true);
-  if ((flags & ~EPC_FLAG_SEND_ONLY) != 0) fail_argument(format("unknown flags 0x%x", flags));
+  require_ready("epc_combine", /*starts_step=*/true);
+  if (a.weighting == EPC_WEIGHTING_NONE || a.weighting == EPC_WEIGHTING_HOME) {
+    fail_unsupported(format(
+        "EpcCombineArgs.weighting %s is not served on low-latency groups in ABI %d.%d (they "
+        "weight on the expert's rank: EPC_WEIGHTING_SENDER)",
+        a.weighting == EPC_WEIGHTING_NONE ? "EPC_WEIGHTING_NONE" : "EPC_WEIGHTING_HOME", EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+  require_unserved(a.topk_weights, "EpcCombineArgs.topk_weights", "weights carried back on low-latency groups");
   const GroupConfig& c = group_.config();
   const int64_t B = num_tokens_, H = c.hidden;
   const int64_t L = c.local_experts(group_.topology().nranks);
-  const int64_t RT = static_cast<int64_t>(group_.topology().nranks) * c.max_tokens_per_rank;
-  check_tensor(expert_out, {"expert_out", {EPC_DTYPE_BF16}, {L, RT, H}});
-  check_tensor(out, {"out", {EPC_DTYPE_BF16}, {B, H}});
+  const int64_t C = static_cast<int64_t>(setup_.capacity);
+  if (a.x->dtype == EPC_DTYPE_FP16) {
+    fail_unsupported(format("EpcCombineArgs.x of dtype fp16 is not served in ABI %d.%d; bf16 travels", EPC_ABI_MAJOR,
+                            EPC_ABI_MINOR));
+  }
+  check_tensor(a.x, {"EpcCombineArgs.x", {EPC_DTYPE_BF16}, {L, C, H}});
+  check_tensor(a.out, {"EpcCombineArgs.out", {EPC_DTYPE_BF16, EPC_DTYPE_FP16, EPC_DTYPE_FP32}, {B, H}});
+  if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
 
   kernels::LlCombineParams p;
   std::memset(&p, 0, sizeof p);
@@ -215,39 +245,59 @@ void LlHandle::combine(const EpcTensor* expert_out, const EpcTensor* out, EpcFla
     p.recv_offset[s] = group_.plan().region(EPC_REGION_COMBINE_RECV, s).offset;
     p.signal_offset[s] = group_.plan().region(EPC_REGION_COMBINE_SIGNAL, s).offset;
   }
-  p.expert_out = static_cast<const uint16_t*>(expert_out->data);
-  p.out = static_cast<uint16_t*>(out->data);
+  p.expert_out = static_cast<const uint16_t*>(a.x->data);
+  p.out = a.out->data;
+  p.out_type = sum_output_of(a.out->dtype);
 
   DeviceGuard guard(group_.device());
-  if ((flags & EPC_FLAG_SEND_ONLY) == 0) {
+  if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
     check_cuda(kernels::launch_ll_combine(p, blocks(), blocks(num_tokens_), stream), "launching the combine");
     return;
   }
   check_cuda(kernels::launch_ll_combine_send(p, blocks(), stream), "launching the combine send");
-  pending_ = Pending::kCombine;
+  pending_ = EPC_PENDING_COMBINE;
   pending_combine_ = p;
-  steps_.set_pending_owner(this);
+  steps_.set_pending_owner(id_);
 }
 
 void LlHandle::complete(cudaStream_t stream) {
   group_.check_healthy();
-  DeviceGuard guard(group_.device());
-  switch (pending_) {
-    case Pending::kNone:
-      fail_argument(
-          "epc_complete: nothing is pending on this handle (no dispatch or combine "
-          "was queued with EPC_FLAG_SEND_ONLY)");
-    case Pending::kDispatch:
-      check_cuda(kernels::launch_ll_dispatch_recv(pending_dispatch_, blocks(), stream),
-                 "launching the dispatch receive");
-      break;
-    case Pending::kCombine:
-      check_cuda(kernels::launch_ll_combine_recv(pending_combine_, blocks(num_tokens_), stream),
-                 "launching the combine receive");
-      break;
+  if (pending_ == EPC_PENDING_NONE) {
+    fail_usage(
+        format("epc_complete: handle %p has nothing pending (no dispatch or combine was queued with "
+               "EPC_STEP_SEND_ONLY)",
+               id_));
   }
-  pending_ = Pending::kNone;
+  DeviceGuard guard(group_.device());
+  if (pending_ == EPC_PENDING_DISPATCH) {
+    check_cuda(kernels::launch_ll_dispatch_recv(pending_dispatch_, blocks(), stream), "launching the dispatch receive");
+    copy_counts_to_host(pending_counts_, pending_dispatch_.out_counts,
+                        group_.config().local_experts(group_.topology().nranks), stream);
+  } else {
+    check_cuda(kernels::launch_ll_combine_recv(pending_combine_, blocks(num_tokens_), stream),
+               "launching the combine receive");
+  }
+  pending_ = EPC_PENDING_NONE;
+  pending_counts_ = CountOutputs{};
   steps_.set_pending_owner(nullptr);
+}
+
+EpcHandleInfo LlHandle::info() const {
+  EpcHandleInfo i = EPC_HANDLE_INFO_INIT;
+  i.mode = EPC_MODE_LOW_LATENCY;
+  i.layout = setup_.layout;
+  i.sizing = setup_.sizing;
+  i.expert_alignment = 0;
+  i.num_tokens = static_cast<uint32_t>(num_tokens_);
+  i.topk = static_cast<uint32_t>(topk_);
+  i.pending = pending_;
+  i.flags = setup_.flags;
+  i.capacity = setup_.capacity;
+  i.rows = static_cast<int64_t>(setup_.capacity);
+  i.overflow_status = EPC_OK;
+  i.overflow_rank = -1;
+  i.overflow_rows = 0;
+  return i;
 }
 
 }  // namespace epc

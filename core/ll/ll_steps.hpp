@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the low-latency handles of one group share: the device step counters that pick each
 // step's double-buffer slot and epoch (kernels/wire/ll_state.hpp), the per-slot entry count
-// of every expert the dispatch send kernel keeps, and the handle whose EPC_FLAG_SEND_ONLY
+// of every expert the dispatch send kernel keeps, and the handle whose EPC_STEP_SEND_ONLY
 // step is waiting for epc_complete. One per low-latency group, created with it.
 #pragma once
 
@@ -26,8 +26,9 @@ class LlSteps {
   // leaves its row zeroed behind it.
   int32_t* expert_counts() const { return expert_counts_; }
 
-  // The handle whose send-only step is pending, if any: a step's slot and epoch come from
-  // the group's step counters, so no other step of the group may start before it completes.
+  // The handle (its caller-visible id) whose send-only step is pending, if any: a step's
+  // slot and epoch come from the group's step counters, so no other step of the group may
+  // start before it completes.
   const void* pending_owner() const { return pending_owner_; }
   void set_pending_owner(const void* owner) { pending_owner_ = owner; }
 

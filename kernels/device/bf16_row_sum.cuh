@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A warp sums bf16 rows element by element in fp32, in a fixed order of terms, and rounds
-// once to bf16: the order the reference model states for combine (tests/reference), so the
+// once to the output's type: the order the reference model states for combine (tests/reference), so the
 // GPU result is bit-exact. Used for a token's final sum and, across nodes, for the partial
 // sum of the rows a node returns for it.
 #pragma once
@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/device/bf16.cuh"
+#include "kernels/device/sum_store.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/wire/limits.hpp"
 
@@ -18,12 +19,13 @@ constexpr int kBf16PerVector = kHalfChannelsPerVector;
 constexpr int kRowSumVectors = 2;
 constexpr int kRowSumTerms = 4;
 
-// out[i] = bf16(sum over terms n = 0 .. terms-1 ascending of float(row_n[i])), +0 with no
+// out[i] = out_type(sum over terms n = 0 .. terms-1 ascending of float(row_n[i])), +0 with no
 // term. `row_of(n)` returns term n's row of `vectors` 16-byte vectors, or nullptr where term
 // n is absent; a lane calls it for the terms it looks up (n = first + lane), so it may read
 // per-lane state. Rows are read with __ldcg (peers wrote them). Every lane must call.
 template <typename RowOf>
-__device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int vectors, int4* out) {
+__device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int vectors, void* out,
+                                                   SumOutput out_type) {
   const int lane = lane_id();
   for (int base = 0; base < vectors; base += kRowSumVectors * kWarpSize) {
     float acc[kRowSumVectors][kBf16PerVector];
@@ -70,10 +72,7 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
     for (int u = 0; u < kRowSumVectors; ++u) {
       const int i = base + u * kWarpSize + lane;
       if (i >= vectors) continue;
-      uint16_t packed[kBf16PerVector];
-#pragma unroll
-      for (int e = 0; e < kBf16PerVector; ++e) packed[e] = float_to_bf16_bits(acc[u][e]);
-      out[i] = *reinterpret_cast<const int4*>(packed);
+      store_sum_vector(out, i, acc[u], out_type);
     }
   }
 }

@@ -59,7 +59,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int m, in
   auto term = [&](int i) -> const int4* {
     return rows[i] >= 0 ? returned_row(p, source, slot_index(g, m, i), rows[i]) : nullptr;
   };
-  warp_sum_bf16_rows(g.node_size, term, g.hidden / kBf16PerVector, reinterpret_cast<int4*>(slot));
+  warp_sum_bf16_rows(g.node_size, term, g.hidden / kBf16PerVector, slot, SumOutput::kBf16);
   const int k = lane_id();
   if (p.weights == nullptr || k >= g.topk) return;
   const int expert = c.handle.forwarded_topk[(static_cast<size_t>(m) * g.max_tokens + t) * g.topk + k];

@@ -48,7 +48,8 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
     return row >= 0 ? returned_row(p, g.rank, d, row) : nullptr;
   };
   warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector,
-                     reinterpret_cast<int4*>(p.out + static_cast<size_t>(t) * g.hidden));
+                     static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type),
+                     p.out_type);
   const int k = lane_id();
   if (p.out_weights != nullptr && k < g.topk) {
     const int expert = c.handle.topk_idx[t * g.topk + k];

@@ -28,7 +28,8 @@ __device__ __forceinline__ void copy_row(const HtDispatchParams& p, const char* 
   if (lane < g.topk) {
     const size_t at = static_cast<size_t>(row) * g.topk + lane;
     if (p.out_topk_idx != nullptr) {
-      p.out_topk_idx[at] = __ldcg(reinterpret_cast<const int32_t*>(slot + g.dispatch_slot.topk_offset) + lane);
+      const int32_t local = __ldcg(reinterpret_cast<const int32_t*>(slot + g.dispatch_slot.topk_offset) + lane);
+      p.out_topk_idx[at] = local >= 0 ? local + p.expert_id_base : local;
     }
     if (p.out_topk_weights != nullptr) {
       p.out_topk_weights[at] = __ldcg(reinterpret_cast<const float*>(slot + g.dispatch_slot.weights_offset) + lane);
@@ -43,6 +44,10 @@ __device__ __forceinline__ void write_counts(const HtDispatchParams& p) {
   if (p.out_expert_counts != nullptr) {
     for (int l = threadIdx.x; l < c.geo.local_experts; l += blockDim.x)
       p.out_expert_counts[l] = c.handle.expert_counts[l];
+  }
+  if (p.acc_expert_counts != nullptr) {
+    for (int l = threadIdx.x; l < c.geo.local_experts; l += blockDim.x)
+      p.acc_expert_counts[l] += c.handle.expert_counts[l];
   }
   if (p.out_num_recv != nullptr && threadIdx.x == 0) *p.out_num_recv = c.handle.recv_base[c.geo.nranks];
 }

@@ -59,7 +59,9 @@ __device__ __forceinline__ void write_own_extras(const HtDispatchParams& p, int 
   int32_t local_expert;
   float weight;
   entry_on(p, t, g.rank, k, &local_expert, &weight);
-  if (p.out_topk_idx != nullptr) p.out_topk_idx[static_cast<size_t>(row) * g.topk + k] = local_expert;
+  if (p.out_topk_idx != nullptr) {
+    p.out_topk_idx[static_cast<size_t>(row) * g.topk + k] = local_expert >= 0 ? local_expert + p.expert_id_base : -1;
+  }
   if (p.out_topk_weights != nullptr) p.out_topk_weights[static_cast<size_t>(row) * g.topk + k] = weight;
 }
 

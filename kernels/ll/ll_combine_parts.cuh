@@ -15,6 +15,7 @@
 #endif
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/step_wait.cuh"
+#include "kernels/device/sum_store.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/ll/ll_received.cuh"
 #include "kernels/transport/peer_transport.cuh"
@@ -158,7 +159,7 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
     const int num_ranks = token_ranks(c, t, ranks);
-    auto* out = reinterpret_cast<int4*>(p.out + static_cast<size_t>(t) * g.hidden);
+    void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
     for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
       float acc[kChannelsPerVector] = {};
       for (int r0 = 0; r0 < num_ranks; r0 += kRanksInFlight) {
@@ -172,9 +173,7 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
           for (int e = 0; e < kChannelsPerVector; ++e) acc[e] = __fadd_rn(acc[e], bf16_bits_to_float(part[k].bf16[e]));
         }
       }
-      Vector result;
-      for (int e = 0; e < kChannelsPerVector; ++e) result.bf16[e] = float_to_bf16_bits(acc[e]);
-      out[v] = result.raw;
+      store_sum_vector(out, v, acc, p.out_type);
     }
     __syncthreads();  // `ranks` is rewritten for the next token
   }

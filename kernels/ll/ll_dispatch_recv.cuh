@@ -55,7 +55,9 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   for (int l = blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts; l += gridDim.x * blockDim.x) {
     int rows = 0;
     for (int s = 0; s < g.nranks; ++s) rows += table[s * g.local_experts + l];
-    p.out_counts[l] = rows < expert_rows ? rows : expert_rows;
+    const int written = rows < expert_rows ? rows : expert_rows;
+    p.out_counts[l] = written;
+    if (p.acc_counts != nullptr) p.acc_counts[l] += written;
   }
 
   const bool fp8 = p.payload == LlPayload::kFp8;

@@ -4,7 +4,7 @@
 // receiving part spins until every peer has sent, so the fused kernel is only launched when
 // all its blocks can be resident at once (else a waiting block could keep a sending block
 // of the same launch off the GPU until the timeout); otherwise the two parts run as two
-// kernels, as they always do for EPC_FLAG_SEND_ONLY.
+// kernels, as they always do for EPC_STEP_SEND_ONLY.
 //
 // `Parts` names an operation: its parameter struct (Params), its two parts (send, receive,
 // run by every thread of every block) and the dynamic shared memory each needs

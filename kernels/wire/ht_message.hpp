@@ -10,7 +10,7 @@
 //   weights  K fp32: the weight of entry k where local, else 0
 // Combine: rank d returns the row it received at [s][j] into s's slot [d][j]:
 //   row      H bf16
-//   weights  K fp32 (with EPC_FLAG_BACKWARD_WEIGHTS)
+//   weights  K fp32 (carried only where dispatch receives out_topk_weights)
 // Across nodes (node size S), a row for a source s in another node goes instead to s's
 // rail peer p in d's node, into p's slot [d's rail peer in s's node][j] (a rank of s's node,
 // which never writes to p itself); p sums its node's rows for each of s's tokens t and puts

@@ -7,6 +7,7 @@
 
 #include "kernels/wire/device_error.hpp"
 #include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/sum_output.hpp"
 #include "kernels/wire/transport.hpp"
 
 namespace epc::kernels {
@@ -140,7 +141,9 @@ struct HtDispatchParams {
   int32_t* out_topk_idx;       // [rows, K] or null
   float* out_topk_weights;     // [rows, K] or null
   int32_t* out_expert_counts;  // [L] or null
+  int64_t* acc_expert_counts;  // [L] or null: the layout's counts are added to it
   int32_t* out_num_recv;       // [1] or null
+  int32_t expert_id_base;      // added to the local expert ids out_topk_idx holds (global ids)
   int row_bytes;               // payload bytes of one row: H * element size of x
   bool fp8;
   uint64_t rail_data_offset;   // [nodes][T] rail slots, with more than one node
@@ -152,8 +155,9 @@ struct HtCombineParams {
   HtChannel channel;
   const uint16_t* x;     // [rows, H] bf16
   const float* weights;  // [rows, K] with backward weights, else null
-  uint16_t* out;         // [B, H] bf16
+  void* out;             // [B, H] of out_type
   float* out_weights;    // [B, K] or null
+  SumOutput out_type;
 };
 
 }  // namespace epc::kernels

@@ -12,6 +12,7 @@
 #include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_state.hpp"
+#include "kernels/wire/sum_output.hpp"
 #include "kernels/wire/transport.hpp"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/wire/ll_phase_trace.hpp"
@@ -79,7 +80,8 @@ struct LlDispatchParams {
   const float* weights;    // [B, K]
   void* out_x;             // [L, R*T, H] of x's dtype, or e4m3 bytes
   float* out_scales;       // [L, R*T, H/128] with kFp8, else null
-  int32_t* out_counts;     // [L]
+  int32_t* out_counts;     // [L]: the caller's, or the handle's own
+  int64_t* acc_counts;     // [L] or null: out_counts are added to it
   int32_t* expert_counts;  // [kLlSlots][num_experts] scratch: this rank's entries per expert, per slot
   LlPayload payload;
   bool x_is_fp16;
@@ -91,7 +93,8 @@ struct LlCombineParams {
   uint64_t recv_offset[kLlSlots];
   uint64_t signal_offset[kLlSlots];
   const uint16_t* expert_out;  // [L, R*T, H] bf16
-  uint16_t* out;               // [B, H] bf16
+  void* out;                   // [B, H] of out_type
+  SumOutput out_type;
 };
 
 struct RoutingCopyParams {

@@ -10,15 +10,25 @@
 //                struct_size (also exactly that large), or NULL for either;
 //   get_api      any abi_major and any EpcApi.struct_size, or NULL;
 //   last_error   any buffer size (a block of exactly that size, or NULL), length or NULL;
-//   get_version, status_string.
+//   get_version, status_string;
+//   handle_create, handle_update, handle_query, dispatch, combine, complete: on a NULL group
+//                or handle, or on bytes that are not a live one (zeros, the other type's
+//                magic word, input bytes), with an EpcHandleConfig, EpcRouting,
+//                EpcDispatchArgs, EpcCombineArgs or EpcHandleInfo of any struct_size and
+//                bytes from the input (pointer fields NULL or pointing at tensor descriptors
+//                whose bytes come from the input, their data pointers NULL), or NULL.
 // Contracts checked on every call: the status is one of the documented codes and never
 // EPC_ERR_INTERNAL; the thread's message is empty exactly when the call succeeded;
 // out-parameters are untouched on failure; on success only struct_size bytes are written,
 // the caller's header is kept, unknown tails are zeroed; a short EpcPlan gets exactly the
-// prefix of the full one; epc_last_error copies a NUL-terminated prefix and never clears.
+// prefix of the full one; the plan reports the group defaults the header states
+// (max_token_bytes 2H or H + H/32, recv_capacity R * T, max_pending_steps 1); epc_last_error
+// copies a NUL-terminated prefix and never clears; no call on an object that is not a live
+// group or handle succeeds or touches its outputs, whatever its structs hold.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +59,8 @@ struct CallerBlock {
   std::unique_ptr<uint8_t[]> bytes;
 };
 
-const uint32_t kVersions[] = {EPC_ABI_VERSION, 0, 10000, 10100, 10200, 10299, 19999, 20000, 9999, 0xFFFFFFFFu};
+const uint32_t kVersions[] = {EPC_ABI_VERSION, 0,     10000, 10300, 19999, 20000,
+                              20001,           20100, 29999, 30000, 9999,  0xFFFFFFFFu};
 const int32_t kRanks[] = {1, 2, 3, 4, 8, 16, 72, 256, 65536, 65537, 0, -1, INT32_MIN, INT32_MAX};
 
 std::string message() {
@@ -69,6 +80,16 @@ void check_outcome(EpcStatus status) {
   FUZZ_CHECK(status == EPC_OK || status == EPC_ERR_INVALID_ARGUMENT || status == EPC_ERR_ABI_MISMATCH ||
              status == EPC_ERR_UNSUPPORTED);
   FUZZ_CHECK((status == EPC_OK) == message().empty());
+}
+
+// The calls on groups and handles: here every object is NULL or dead, so the call fails
+// with INVALID_ARGUMENT (or ABI_MISMATCH for a struct checked first), and a message. The
+// libFuzzer build has no GPU calls at all (gpu_calls_absent.cpp) and refuses them by name.
+void check_refused(EpcStatus status) {
+  const std::string text = message();
+  FUZZ_CHECK(!text.empty());
+  FUZZ_CHECK(status == EPC_ERR_INVALID_ARGUMENT || status == EPC_ERR_ABI_MISMATCH ||
+             (status == EPC_ERR_UNSUPPORTED && text.find("not part of the fuzz build") != std::string::npos));
 }
 
 uint32_t struct_size_for(FuzzInput& in, uint32_t known) {
@@ -142,6 +163,144 @@ void call_plan_query(FuzzInput& in) {
   }
   FUZZ_CHECK(full.symmetric_bytes >= end);
   FUZZ_CHECK(full.mode == EPC_MODE_LOW_LATENCY || full.mode == EPC_MODE_HIGH_THROUGHPUT);
+
+  // The group fields as the library reads them (a shorter struct: zeros past its end) and
+  // what the header says the plan reports after defaults.
+  EpcGroupConfig raw;
+  std::memset(&raw, 0, sizeof raw);
+  std::memcpy(&raw, config.bytes.get(), config_size < sizeof raw ? config_size : sizeof raw);
+  FUZZ_CHECK(full.mode == (raw.mode == 0 ? EPC_MODE_LOW_LATENCY : raw.mode));
+  const uint64_t h = raw.hidden;
+  const uint64_t wide = 2 * h, narrow = h + h / 32;
+  if (raw.max_token_bytes == 0 || raw.max_token_bytes >= wide) {
+    FUZZ_CHECK(full.max_token_bytes == wide);
+  } else {
+    FUZZ_CHECK(h % 128 == 0 && raw.max_token_bytes >= narrow && full.max_token_bytes == narrow);
+  }
+  const uint64_t tokens = raw.max_tokens_per_rank != 0        ? raw.max_tokens_per_rank
+                          : full.mode == EPC_MODE_LOW_LATENCY ? 128
+                                                              : 4096;
+  FUZZ_CHECK(full.recv_capacity == static_cast<uint64_t>(nranks) * tokens);
+  FUZZ_CHECK(raw.recv_capacity == 0 || raw.recv_capacity == full.recv_capacity);
+  FUZZ_CHECK(full.max_pending_steps == 1 && raw.max_pending_steps <= 1);
+  FUZZ_CHECK(raw.overflow == EPC_OVERFLOW_FAIL || raw.overflow == EPC_OVERFLOW_DROP);
+  FUZZ_CHECK(raw.flags == 0);
+  FUZZ_CHECK(full.reserved0 == 0);
+}
+
+// ---- Groups and handles that are not live --------------------------------------------
+
+// An object pointer that is not a live group or handle: NULL, zeros (a destroyed one), the
+// other type's magic word, or input bytes. 64 bytes, more than the magic word a call reads.
+// The magic words capi/handles.hpp gives live objects.
+constexpr uint64_t kGroupMagic = 0x70757247435045ull;     // "EPCGrup"
+constexpr uint64_t kHandleMagic = 0x6c646e6148435045ull;  // "EPCHandl"
+
+struct DeadObject {
+  explicit DeadObject(FuzzInput& in) {
+    std::memset(words, 0, sizeof words);
+    kind = in.byte() % 5;
+    if (kind == 2) words[0] = kGroupMagic;  // and zeros: no group behind it
+    if (kind == 3) words[0] = kHandleMagic;
+    if (kind == 4) {
+      in.bytes(words, sizeof words);
+      // Input bytes never spell a live magic word: that object would be trusted as live.
+      if (words[0] == kGroupMagic || words[0] == kHandleMagic) words[0] ^= 1;
+    }
+  }
+  template <typename T>
+  T* as() {
+    return kind == 0 ? nullptr : reinterpret_cast<T*>(words);
+  }
+  uint8_t kind;
+  uint64_t words[8];
+};
+
+// A versioned input struct from the input: any struct_size and abi_version (in a block of
+// exactly that size), its pointer fields (at the offsets given) NULL or pointing at tensor
+// descriptors whose bytes come from the input with a NULL data pointer, or NULL itself.
+struct ArgStruct {
+  ArgStruct(FuzzInput& in, uint32_t known, std::initializer_list<size_t> pointer_offsets)
+      : size(struct_size_for(in, known)), block(size, 0), tensors(pointer_offsets.size()) {
+    const uint8_t shape = in.byte();
+    in.bytes(block.bytes.get(), block.size);
+    block.set_header(size, (shape & 1) ? in.pick(kVersions) : EPC_ABI_VERSION);
+    null = (shape & 2) != 0;
+    size_t i = 0;
+    for (size_t offset : pointer_offsets) {
+      EpcTensor& t = tensors[i++];
+      in.bytes(&t, sizeof t);
+      t.data = nullptr;
+      const EpcTensor* value = in.boolean() ? &t : nullptr;
+      if (offset + sizeof value <= block.size) std::memcpy(block.bytes.get() + offset, &value, sizeof value);
+    }
+  }
+  template <typename T>
+  const T* as() {
+    return null ? nullptr : block.as<T>();
+  }
+  uint32_t size;
+  CallerBlock block;
+  std::vector<EpcTensor> tensors;
+  bool null = false;
+};
+
+void call_handle_create(FuzzInput& in) {
+  DeadObject group(in);
+  ArgStruct config(in, sizeof(EpcHandleConfig), {});
+  ArgStruct routing(in, sizeof(EpcRouting), {offsetof(EpcRouting, topk_idx), offsetof(EpcRouting, num_tokens)});
+  EpcHandle* const sentinel = reinterpret_cast<EpcHandle*>(&group.words[7]);
+  EpcHandle* handle = sentinel;
+  const bool null_out = in.boolean();
+  const EpcStatus status = epc_handle_create(group.as<EpcGroup>(), config.as<EpcHandleConfig>(),
+                                             routing.as<EpcRouting>(), nullptr, null_out ? nullptr : &handle);
+  check_refused(status);
+  FUZZ_CHECK(handle == sentinel);
+}
+
+void call_handle_update(FuzzInput& in) {
+  DeadObject handle(in);
+  ArgStruct routing(in, sizeof(EpcRouting), {offsetof(EpcRouting, topk_idx), offsetof(EpcRouting, num_tokens)});
+  check_refused(epc_handle_update(handle.as<EpcHandle>(), routing.as<EpcRouting>(), nullptr));
+}
+
+void call_handle_query(FuzzInput& in) {
+  DeadObject handle(in);
+  const uint32_t info_size = struct_size_for(in, sizeof(EpcHandleInfo));
+  CallerBlock info(info_size, 0x6B);
+  info.set_header(info_size, in.boolean() ? in.pick(kVersions) : EPC_ABI_VERSION);
+  const std::vector<uint8_t> before(info.bytes.get(), info.bytes.get() + info.size);
+  EpcHandleInfo* info_arg = in.boolean() ? nullptr : info.as<EpcHandleInfo>();
+  check_refused(epc_handle_query(handle.as<EpcHandle>(), info_arg));
+  FUZZ_CHECK(std::memcmp(info.bytes.get(), before.data(), info.size) == 0);
+}
+
+void call_dispatch(FuzzInput& in) {
+  DeadObject handle(in);
+  ArgStruct args(
+      in, sizeof(EpcDispatchArgs),
+      {offsetof(EpcDispatchArgs, x), offsetof(EpcDispatchArgs, x_scales), offsetof(EpcDispatchArgs, x_global_scale),
+       offsetof(EpcDispatchArgs, topk_weights), offsetof(EpcDispatchArgs, out_x), offsetof(EpcDispatchArgs, out_scales),
+       offsetof(EpcDispatchArgs, out_topk_idx), offsetof(EpcDispatchArgs, out_topk_weights),
+       offsetof(EpcDispatchArgs, out_expert_counts), offsetof(EpcDispatchArgs, out_expert_offsets),
+       offsetof(EpcDispatchArgs, out_rank_counts), offsetof(EpcDispatchArgs, out_num_recv),
+       offsetof(EpcDispatchArgs, out_expert_counts_host), offsetof(EpcDispatchArgs, acc_expert_counts)});
+  check_refused(epc_dispatch(handle.as<EpcHandle>(), args.as<EpcDispatchArgs>(), nullptr));
+}
+
+void call_combine(FuzzInput& in) {
+  DeadObject handle(in);
+  ArgStruct args(
+      in, sizeof(EpcCombineArgs),
+      {offsetof(EpcCombineArgs, x), offsetof(EpcCombineArgs, topk_weights), offsetof(EpcCombineArgs, home_topk_weights),
+       offsetof(EpcCombineArgs, out), offsetof(EpcCombineArgs, out_topk_weights)});
+  check_refused(epc_combine(handle.as<EpcHandle>(), args.as<EpcCombineArgs>(), nullptr));
+}
+
+void call_complete(FuzzInput& in) {
+  DeadObject handle(in);
+  const uint32_t flags = in.boolean() ? in.raw<uint32_t>() : 0;
+  check_refused(epc_complete(handle.as<EpcHandle>(), flags, nullptr));
 }
 
 void call_get_api(FuzzInput& in) {
@@ -231,7 +390,7 @@ void call_status_string(FuzzInput& in) {
   const EpcStatus status = in.raw<int32_t>();
   const char* text = epc_status_string(status);
   FUZZ_CHECK(text != nullptr && text[0] != '\0');
-  const bool known = status >= EPC_OK && status <= EPC_ERR_INTERNAL;
+  const bool known = status >= EPC_OK && status <= EPC_ERR_INVALID_USAGE;
   FUZZ_CHECK(known == (std::strcmp(text, "unknown status") != 0));
 }
 
@@ -240,7 +399,7 @@ void call_status_string(FuzzInput& in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzInput in(data, size);
   for (int call = 0; call < 8 && in.remaining() > 0; ++call) {
-    switch (in.byte() % 5) {
+    switch (in.byte() % 11) {
       case 0:
         call_plan_query(in);
         break;
@@ -253,8 +412,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 3:
         call_get_version(in);
         break;
-      default:
+      case 4:
         call_status_string(in);
+        break;
+      case 5:
+        call_handle_create(in);
+        break;
+      case 6:
+        call_handle_update(in);
+        break;
+      case 7:
+        call_handle_query(in);
+        break;
+      case 8:
+        call_dispatch(in);
+        break;
+      case 9:
+        call_combine(in);
+        break;
+      default:
+        call_complete(in);
         break;
     }
   }

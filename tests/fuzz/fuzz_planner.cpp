@@ -74,6 +74,12 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.max_topk >= 1 && c.max_topk <= limits::kMaxTopk);
   FUZZ_CHECK(c.dtype == EPC_DTYPE_BF16 || c.dtype == EPC_DTYPE_FP16 || c.dtype == EPC_DTYPE_FP8_E4M3);
   FUZZ_CHECK(c.dtype != EPC_DTYPE_FP8_E4M3 || c.hidden % limits::kFp8BlockChannels == 0);
+  // max_token_bytes picks the window: 0 or >= 2H the 16-bit one, [H + H/32, 2H) fp8 rows only.
+  const uint64_t wide = uint64_t{c.hidden} * 2, narrow = uint64_t{c.hidden} + c.hidden / 32;
+  FUZZ_CHECK((c.dtype == EPC_DTYPE_BF16) == (raw.max_token_bytes == 0 || raw.max_token_bytes >= wide));
+  FUZZ_CHECK(c.dtype == EPC_DTYPE_BF16 || raw.max_token_bytes >= narrow);
+  FUZZ_CHECK(c.max_token_bytes() == (c.dtype == EPC_DTYPE_BF16 ? wide : narrow));
+  FUZZ_CHECK(c.max_pending_steps == 1 && c.recv_capacity == 0 && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
   FUZZ_CHECK(raw.flags == 0);
@@ -109,7 +115,9 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
   const uint64_t L = c.num_experts / R;
   FUZZ_CHECK(L >= 1 && L * R == c.num_experts);
   FUZZ_CHECK(plan.region(EPC_REGION_CONTROL).size >= mul(static_cast<uint64_t>(t.nranks), sizeof(uint64_t)));
-  FUZZ_CHECK(plan.mode == c.mode && plan.dtype == c.dtype && plan.num_sms == c.num_sms);
+  FUZZ_CHECK(plan.mode == c.mode && plan.num_sms == c.num_sms);
+  FUZZ_CHECK(plan.max_token_bytes == c.max_token_bytes() && plan.max_pending_steps == 1);
+  FUZZ_CHECK(plan.recv_capacity == mul(R, T) && plan.handle_bytes > 0);
   FUZZ_CHECK(plan.lsa_barriers == 0);
   FUZZ_CHECK((t.num_nodes > 1) == (plan.gin_contexts > 0));
   // Ranks outside a node (LSA team or virtual node) get one staging mirror each of the span
@@ -197,7 +205,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   raw.hidden = in.pick(kU32Values);
   raw.max_tokens_per_rank = in.pick(kU32Values);
   raw.max_topk = in.pick(kU32Values);
-  raw.dtype = in.pick(kU32Values);
+  raw.max_token_bytes = in.pick(kU32Values);
   raw.num_sms = in.pick(kU32Values);
   raw.timeout_ms = in.pick(kU32Values);
   const uint8_t extras = in.byte();

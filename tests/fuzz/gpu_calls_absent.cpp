@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The fuzz build compiles only the GPU-free part of the C ABI (capi/last_error.cpp,
 // plan_api.cpp, api_table.cpp) with libFuzzer; epc_get_api's function table still names every
-// exported function, so the calls that need CUDA and NCCL are defined here as refusals. The
-// fuzz targets never call them (fuzz_c_api.cpp calls only the GPU-free functions); the real
-// ones are in capi/group_api.cpp, ll_api.cpp and ht_api.cpp.
+// exported function, so the calls that need CUDA and NCCL are defined here as refusals, each
+// naming itself ("... is not part of the fuzz build"). fuzz_c_api.cpp calls the group and
+// handle ones only on objects that are not live, where the real library refuses them too;
+// the real ones are in the rest of capi/.
 #include "capi/call_guard.hpp"
 #include "epcomm/epcomm.h"
 
@@ -23,31 +24,13 @@ EpcStatus epc_group_destroy(EpcGroup*) { return absent("epc_group_destroy"); }
 EpcStatus epc_group_query(const EpcGroup*, EpcGroupInfo*) { return absent("epc_group_query"); }
 EpcStatus epc_group_barrier(EpcGroup*, void*) { return absent("epc_group_barrier"); }
 EpcStatus epc_group_async_error(const EpcGroup*) { return absent("epc_group_async_error"); }
-EpcStatus epc_handle_create(EpcGroup*, const EpcTensor*, void*, EpcHandle**) { return absent("epc_handle_create"); }
-EpcStatus epc_handle_update(EpcHandle*, const EpcTensor*, void*) { return absent("epc_handle_update"); }
+EpcStatus epc_handle_create(EpcGroup*, const EpcHandleConfig*, const EpcRouting*, void*, EpcHandle**) {
+  return absent("epc_handle_create");
+}
+EpcStatus epc_handle_update(EpcHandle*, const EpcRouting*, void*) { return absent("epc_handle_update"); }
+EpcStatus epc_handle_query(const EpcHandle*, EpcHandleInfo*) { return absent("epc_handle_query"); }
 EpcStatus epc_handle_destroy(EpcHandle*) { return absent("epc_handle_destroy"); }
-EpcStatus epc_ll_dispatch(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, EpcFlags,
-                          void*) {
-  return absent("epc_ll_dispatch");
-}
-EpcStatus epc_ll_dispatch_fp8(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
-                              const EpcTensor*, EpcFlags, void*) {
-  return absent("epc_ll_dispatch_fp8");
-}
-EpcStatus epc_ll_combine(EpcHandle*, const EpcTensor*, const EpcTensor*, EpcFlags, void*) {
-  return absent("epc_ll_combine");
-}
-EpcStatus epc_complete(EpcHandle*, void*) { return absent("epc_complete"); }
-EpcStatus epc_ht_handle_create(EpcGroup*, const EpcTensor*, EpcHtSizing, void*, EpcHandle**, int64_t*) {
-  return absent("epc_ht_handle_create");
-}
-EpcStatus epc_ht_dispatch(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
-                          const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*,
-                          EpcFlags, void*) {
-  return absent("epc_ht_dispatch");
-}
-EpcStatus epc_ht_combine(EpcHandle*, const EpcTensor*, const EpcTensor*, const EpcTensor*, const EpcTensor*, EpcFlags,
-                         void*) {
-  return absent("epc_ht_combine");
-}
+EpcStatus epc_dispatch(EpcHandle*, const EpcDispatchArgs*, void*) { return absent("epc_dispatch"); }
+EpcStatus epc_combine(EpcHandle*, const EpcCombineArgs*, void*) { return absent("epc_combine"); }
+EpcStatus epc_complete(EpcHandle*, uint32_t, void*) { return absent("epc_complete"); }
 }  // extern "C"

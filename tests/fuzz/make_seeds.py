@@ -17,13 +17,26 @@ starting with "found-" and are not written by this script.
 from __future__ import annotations
 
 import argparse
+import json
 import struct
 import sys
 from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
+SNAPSHOT = Path(__file__).resolve().parents[2] / "capi" / "abi.json"
 
-ABI_VERSION = 10200  # EPC_ABI_VERSION of ABI 1.2.0; older and newer ones are seeds too
+
+def _abi() -> dict:
+    """The newest entry of capi/abi.json: struct layouts and constants, so the seeds follow
+    the header instead of copies of its numbers."""
+    versions = json.loads(SNAPSHOT.read_text())["versions"]
+    newest = max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
+    return versions[newest]
+
+
+ABI = _abi()
+STRUCTS = ABI["structs"]
+ABI_VERSION = ABI["constants"]["EPC_ABI_VERSION"]  # older and newer ones are seeds too
 ANY = -1  # epc::kAnyExtent
 
 # fuzz_planner.cpp
@@ -120,7 +133,7 @@ def planner(
     hidden=7168,
     tokens=0,
     topk=0,
-    dtype=0,
+    token_bytes=0,
     sms=0,
     timeout=0,
     lsa=8,
@@ -131,7 +144,7 @@ def planner(
     free=False,
     raw_topology=None,
 ) -> bytes:
-    out = b"".join(pick(PLANNER_U32, v, "I") for v in (mode, experts, hidden, tokens, topk, dtype, sms, timeout))
+    out = b"".join(pick(PLANNER_U32, v, "I") for v in (mode, experts, hidden, tokens, topk, token_bytes, sms, timeout))
     extras = (
         (flags is not None) * 1 | (reserved is not None) * 2 | alloc * 4 | free * 8 | (raw_topology is not None) * 16
     )
@@ -147,17 +160,24 @@ def planner(
     return out
 
 
+def fp8_bytes(hidden: int) -> int:
+    """EpcGroupConfig.max_token_bytes of the fp8-only window: H + H / 32."""
+    return hidden + hidden // 32
+
+
 PLANNER_SEEDS = {
     "ll-default-8-ranks": planner(),
-    "ll-4-ranks-explicit": planner(tokens=128, topk=8, dtype=BF16, sms=132, timeout=10000, lsa=4),
-    "ll-fp16-hidden-2880": planner(experts=64, hidden=2880, dtype=FP16, lsa=4),
-    "ll-fp8-hidden-7168": planner(dtype=FP8, lsa=4),
-    "ll-fp8-hidden-128": planner(experts=64, hidden=128, dtype=FP8, lsa=2),
-    "ll-fp8-hidden-1152": planner(experts=64, hidden=1152, dtype=FP8, lsa=4),
+    "ll-4-ranks-explicit": planner(tokens=128, topk=8, token_bytes=2 * 7168, sms=132, timeout=10000, lsa=4),
+    "ll-hidden-2880": planner(experts=64, hidden=2880, lsa=4),
+    "ll-fp8-hidden-7168": planner(token_bytes=fp8_bytes(7168), lsa=4),
+    "ll-fp8-hidden-128": planner(experts=64, hidden=128, token_bytes=fp8_bytes(128), lsa=2),
+    "ll-fp8-hidden-1152": planner(experts=64, hidden=1152, token_bytes=fp8_bytes(1152), lsa=4),
+    "ll-token-bytes-rounded-to-fp8": planner(token_bytes=2 * 7168 - 1, lsa=4),
+    "ll-token-bytes-rounded-to-16-bit": planner(token_bytes=0xFFFFFFFF, lsa=4),
     "ll-1024-tokens-topk-32": planner(tokens=1024, topk=32, lsa=4),
     "ll-2-nodes": planner(lsa=8, nodes=2),
     "ht-default-4-ranks": planner(mode=HT, lsa=4),
-    "ht-fp8-8192-tokens": planner(mode=HT, tokens=8192, dtype=FP8, sms=24, lsa=4),
+    "ht-fp8-8192-tokens": planner(mode=HT, tokens=8192, token_bytes=fp8_bytes(7168), sms=24, lsa=4),
     "ht-65536-tokens-hidden-max": planner(
         mode=HT, experts=65536, hidden=1 << 20, tokens=65536, topk=32, lsa=16, nodes=16
     ),
@@ -166,9 +186,11 @@ PLANNER_SEEDS = {
     "bad-hidden-0": planner(hidden=0),
     "bad-hidden-not-multiple-of-8": planner(hidden=129),
     "bad-ll-tokens-1025": planner(tokens=1025),
-    "bad-dtype-fp32": planner(dtype=FP32),
+    "bad-token-bytes-below-fp8": planner(token_bytes=fp8_bytes(7168) - 1),
+    "bad-token-bytes-fp8-hidden-2880": planner(hidden=2880, token_bytes=fp8_bytes(2880)),
     "bad-mode-3": planner(mode=3),
-    "bad-flags": planner(flags=1),
+    "unsupported-flags-combine-per-entry": planner(flags=1),
+    "bad-flags-unknown": planner(flags=2),
     "bad-reserved": planner(reserved=7),
     "bad-alloc-without-free": planner(alloc=True),
     "alloc-and-free": planner(alloc=True, free=True),
@@ -181,38 +203,64 @@ PLANNER_SEEDS = {
 
 # ---- C API ---------------------------------------------------------------------------------
 
-CONFIG_SIZE = 72  # sizeof(EpcGroupConfig)
-PLAN_SIZE = 16 + 8 + 8 + 4 * 10 + 16 * 56  # sizeof(EpcPlan)
-API_SIZE = 8 + 21 * 8  # sizeof(EpcApi) in ABI 1.2
+# fuzz_c_api.cpp's kVersions: this version, 0, 1.x, 2.x, 3.0, junk.
+CAPI_VERSIONS = [ABI_VERSION, 0, 10000, 10300, 19999, 20000, 20001, 20100, 29999, 30000, 9999, 0xFFFFFFFF]
+CAPI_RANKS = [1, 2, 3, 4, 8, 16, 72, 256, 65536, 65537, 0, -1, -(1 << 31), (1 << 31) - 1]
+INT_FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
-def config_bytes(
-    size=CONFIG_SIZE,
-    version=ABI_VERSION,
-    mode=0,
-    experts=256,
-    hidden=7168,
-    tokens=0,
-    topk=0,
-    dtype=0,
-    sms=0,
-    timeout=0,
-    flags=0,
-    reserved=0,
-    tail=b"",
-) -> bytes:
-    fields = (
-        struct.pack("<12I", size, version, mode, experts, hidden, tokens, topk, dtype, sms, timeout, flags, reserved)
-        + bytes(24)
-        + tail
-    )
+def struct_image(name: str, size: int | None = None, tail: bytes = b"", **fields: int) -> bytes:
+    """The bytes of a caller's struct `name` (layout from capi/abi.json) of `size` bytes
+    (default: the whole struct): struct_size = size, abi_version = this ABI, the given
+    integer fields, zeros elsewhere, then `tail` past the struct."""
+    layout = STRUCTS[name]
+    size = layout["size"] if size is None else size
+    image = bytearray(layout["size"])
+    values = {"struct_size": size, "abi_version": ABI_VERSION, **fields}
+    for field, value in values.items():
+        f = layout["fields"][field]
+        struct.pack_into("<" + INT_FORMATS[f["size"]], image, f["offset"], value)
+    image += tail
     block = max(8, size)
-    return (fields + bytes(block))[:block]
+    return (bytes(image) + bytes(block))[:block]
+
+
+def config_bytes(size=None, tail=b"", experts=256, hidden=7168, **fields) -> bytes:
+    return struct_image("EpcGroupConfig", size, tail, num_experts=experts, hidden=hidden, **fields)
+
+
+def offset_of(name: str, field: str) -> int:
+    return STRUCTS[name]["fields"][field]["offset"]
+
+
+CONFIG_SIZE = STRUCTS["EpcGroupConfig"]["size"]
+PLAN_SIZE = STRUCTS["EpcPlan"]["size"]
+API_SIZE = STRUCTS["EpcApi"]["size"]
+TENSOR_SIZE = STRUCTS["EpcTensor"]["size"]
 
 
 def struct_size(how: int, extra: bytes = b"") -> bytes:
     """struct_size_for(): how % 6 selects known / older / newer / tiny / field boundary / raw."""
     return u8(how) + extra
+
+
+def older(known: int, size: int) -> bytes:
+    """struct_size_for() decoding to `size` < known (case 1: known - byte % known)."""
+    assert 0 < known - size < 256
+    return struct_size(1, u8(known - size))
+
+
+def boundary(known: int, size: int) -> bytes:
+    """struct_size_for() decoding to `size` (case 4: 8 + 4 * (byte % (known / 4 + 8)))."""
+    n = (size - 8) // 4
+    assert size % 4 == 0 and 0 <= n < min(256, known // 4 + 8)
+    return struct_size(4, u8(n))
+
+
+def newer(extra: int) -> bytes:
+    """struct_size_for() decoding to known + extra (case 2), extra < 64."""
+    assert 0 <= extra < 64
+    return struct_size(2, u8(extra))
 
 
 def plan_query(
@@ -222,7 +270,6 @@ def plan_query(
     nodes=None,
     config_size=b"\x00",
     plan_size=b"\x00",
-    keep_header=True,
     config_version=None,
     plan_version=None,
     null_config=False,
@@ -247,7 +294,6 @@ def plan_query(
     out += plan_size
     if plan_version is not None:
         out += pick(CAPI_VERSIONS, plan_version, "I")
-    assert keep_header
     return out
 
 
@@ -271,23 +317,143 @@ def status_string(status: int) -> bytes:
     return u8(4) + struct.pack("<i", status)
 
 
+# The objects of the group and handle calls (DeadObject): NULL, zeros, the group's or the
+# handle's magic word followed by zeros, or 64 input bytes.
+NULL_OBJECT, ZEROED, GROUP_MAGIC, HANDLE_MAGIC = u8(0), u8(1), u8(2), u8(3)
+
+
+def object_bytes(words: bytes) -> bytes:
+    return u8(4) + (words + bytes(64))[:64]
+
+
+def tensor_bytes(dtype=BF16, shape=(), data=0) -> bytes:
+    """An EpcTensor image (its data pointer is replaced by NULL in the target)."""
+    image = bytearray(TENSOR_SIZE)
+    layout = STRUCTS["EpcTensor"]["fields"]
+    struct.pack_into("<Q", image, layout["data"]["offset"], data)
+    struct.pack_into("<I", image, layout["dtype"]["offset"], dtype)
+    struct.pack_into("<i", image, layout["ndim"]["offset"], len(shape))
+    for i, extent in enumerate(shape):
+        struct.pack_into("<q", image, layout["shape"]["offset"] + 8 * i, extent)
+    return bytes(image)
+
+
+def arg_struct(
+    name: str,
+    pointers: list[str],
+    tensors: dict[str, bytes] | None = None,
+    size: bytes = b"\x00",
+    image: bytes | None = None,
+    version=None,
+    null=False,
+) -> bytes:
+    """ArgStruct: struct_size_for, a shape byte, the struct's bytes, [its version], then per
+    pointer field an EpcTensor image and whether the field points at it."""
+    tensors = tensors or {}
+    out = size + u8((version is not None) * 1 | null * 2)
+    out += image if image is not None else struct_image(name)
+    if version is not None:
+        out += pick(CAPI_VERSIONS, version, "I")
+    for field in pointers:
+        out += tensors.get(field, bytes(TENSOR_SIZE)) + u8(field in tensors)
+    return out
+
+
+ROUTING_POINTERS = ["topk_idx", "num_tokens"]
+DISPATCH_POINTERS = [
+    "x",
+    "x_scales",
+    "x_global_scale",
+    "topk_weights",
+    "out_x",
+    "out_scales",
+    "out_topk_idx",
+    "out_topk_weights",
+    "out_expert_counts",
+    "out_expert_offsets",
+    "out_rank_counts",
+    "out_num_recv",
+    "out_expert_counts_host",
+    "acc_expert_counts",
+]
+COMBINE_POINTERS = ["x", "topk_weights", "home_topk_weights", "out", "out_topk_weights"]
+
+
+def routing(**kwargs) -> bytes:
+    return arg_struct("EpcRouting", ROUTING_POINTERS, **kwargs)
+
+
+def handle_create(group=NULL_OBJECT, config=None, route=None, null_out=False) -> bytes:
+    config = config if config is not None else arg_struct("EpcHandleConfig", [])
+    route = route if route is not None else routing(null=True)
+    return u8(5) + group + config + route + u8(null_out)
+
+
+def handle_update(handle=NULL_OBJECT, route=None) -> bytes:
+    return u8(6) + handle + (route if route is not None else routing())
+
+
+def handle_query(handle=NULL_OBJECT, size=b"\x00", version=None, null_info=False) -> bytes:
+    out = u8(7) + handle + size + u8(version is not None)
+    if version is not None:
+        out += pick(CAPI_VERSIONS, version, "I")
+    return out + u8(null_info)
+
+
+def dispatch(handle=NULL_OBJECT, **kwargs) -> bytes:
+    return u8(8) + handle + arg_struct("EpcDispatchArgs", DISPATCH_POINTERS, **kwargs)
+
+
+def combine(handle=NULL_OBJECT, **kwargs) -> bytes:
+    return u8(9) + handle + arg_struct("EpcCombineArgs", COMBINE_POINTERS, **kwargs)
+
+
+def complete(handle=NULL_OBJECT, flags=None) -> bytes:
+    out = u8(10) + handle + u8(flags is not None)
+    return out + (struct.pack("<I", flags) if flags is not None else b"")
+
+
+H = 7168
+TOPK = tensor_bytes(INT32, (128, 8))
+X = tensor_bytes(BF16, (128, H))
+OUT_X = tensor_bytes(BF16, (4, 8 * 128, H))
+WEIGHTS = tensor_bytes(FP32, (128, 8))
+SHORT_CONFIG = offset_of("EpcGroupConfig", "max_token_bytes")  # a caller before 2.0's fields
+
 CAPI_SEEDS = {
     "plan-ll-default": plan_query(config_bytes()),
-    "plan-ht-4-ranks": plan_query(config_bytes(mode=HT, tokens=4096), nranks=4),
-    "plan-fp8": plan_query(config_bytes(dtype=FP8), nranks=4),
+    "plan-ht-4-ranks": plan_query(config_bytes(mode=HT, max_tokens_per_rank=4096), nranks=4),
+    "plan-fp8-window": plan_query(config_bytes(max_token_bytes=fp8_bytes(H)), nranks=4),
+    "plan-fp8-window-rounded": plan_query(config_bytes(max_token_bytes=2 * H - 1), nranks=4),
+    "plan-16-bit-window-rounded": plan_query(config_bytes(max_token_bytes=2 * H + 1), nranks=4),
+    "plan-bad-max-token-bytes": plan_query(config_bytes(max_token_bytes=fp8_bytes(H) - 1), nranks=4),
+    "plan-bad-fp8-window-hidden-2880": plan_query(config_bytes(hidden=2880, max_token_bytes=fp8_bytes(2880))),
+    "plan-recv-capacity-r-times-t": plan_query(config_bytes(recv_capacity=8 * 128)),
+    "plan-recv-capacity-fewer": plan_query(config_bytes(recv_capacity=8 * 128 - 1)),
+    "plan-recv-capacity-more": plan_query(config_bytes(recv_capacity=8 * 128 + 1)),
+    "plan-ht-recv-capacity": plan_query(config_bytes(mode=HT, recv_capacity=4 * 4096), nranks=4),
+    "plan-overflow-drop": plan_query(config_bytes(overflow=1)),
+    "plan-overflow-bad": plan_query(config_bytes(overflow=2)),
+    "plan-pending-steps-1": plan_query(config_bytes(max_pending_steps=1)),
+    "plan-pending-steps-2": plan_query(config_bytes(max_pending_steps=2)),
+    "plan-flags-combine-per-entry": plan_query(config_bytes(flags=1)),
+    "plan-flags-unknown": plan_query(config_bytes(flags=2)),
     "plan-2-nodes": plan_query(config_bytes(), nranks=16, lsa=8, nodes=2),
-    "plan-older-config-48-bytes": plan_query(config_bytes(size=48), config_size=struct_size(1, u8(24))),
-    "plan-newer-config-zero-tail": plan_query(config_bytes(size=96), config_size=struct_size(2, u8(24))),
+    "plan-older-config": plan_query(config_bytes(size=SHORT_CONFIG), config_size=older(CONFIG_SIZE, SHORT_CONFIG)),
+    "plan-newer-config-zero-tail": plan_query(config_bytes(size=CONFIG_SIZE + 24), config_size=newer(24)),
     "plan-newer-config-nonzero-tail": plan_query(
-        config_bytes(size=80, tail=b"\x01" + bytes(7)), config_size=struct_size(2, u8(8))
+        config_bytes(size=CONFIG_SIZE + 8, tail=b"\x01" + bytes(7)), config_size=newer(8)
     ),
     "plan-config-size-4": plan_query(config_bytes(size=4), config_size=struct_size(3, u8(4))),
     "plan-config-version-0": plan_query(config_bytes(), config_version=0),
-    "plan-config-version-2.0": plan_query(config_bytes(), config_version=20000),
-    "plan-config-version-1.0": plan_query(config_bytes(), config_version=10000),
+    "plan-config-version-1.3": plan_query(config_bytes(), config_version=10300),
+    "plan-config-version-2.1": plan_query(config_bytes(), config_version=20100),
+    "plan-config-version-3.0": plan_query(config_bytes(), config_version=30000),
     "plan-short-plan-40-bytes": plan_query(config_bytes(), plan_size=struct_size(4, u8(8))),
-    "plan-short-plan-768-bytes": plan_query(config_bytes(), plan_size=struct_size(1, u8(200))),
-    "plan-long-plan": plan_query(config_bytes(), plan_size=struct_size(2, u8(63))),
+    "plan-short-plan-before-recv-capacity": plan_query(
+        config_bytes(), plan_size=boundary(PLAN_SIZE, offset_of("EpcPlan", "recv_capacity"))
+    ),
+    "plan-long-plan": plan_query(config_bytes(), plan_size=newer(63)),
     "plan-plan-size-0": plan_query(config_bytes(), plan_size=struct_size(3, u8(0))),
     "plan-plan-version-bad": plan_query(config_bytes(), plan_version=0xFFFFFFFF),
     "plan-null-config": plan_query(config_bytes(), null_config=True),
@@ -298,19 +464,64 @@ CAPI_SEEDS = {
     ),
     "plan-ok-then-last-error": plan_query(config_bytes()) + last_error(2, struct.pack("<H", 100)),
     "api-full": get_api(),
-    "api-abi-1.0-size": get_api(size=struct_size(1, u8(API_SIZE - (8 + 17 * 8)))),
-    "api-abi-1.1-size": get_api(size=struct_size(1, u8(API_SIZE - (8 + 18 * 8)))),
-    "api-newer-caller": get_api(size=struct_size(2, u8(40))),
+    "api-three-entries": get_api(size=older(API_SIZE, offset_of("EpcApi", "unique_id_create"))),
+    "api-without-complete": get_api(size=older(API_SIZE, offset_of("EpcApi", "complete"))),
+    "api-newer-caller": get_api(size=newer(40)),
     "api-size-4": get_api(size=struct_size(3, u8(4))),
     "api-half-pointer": get_api(size=struct_size(4, u8(1))),
-    "api-major-2": get_api(major=2),
+    "api-major-1": get_api(major=1),
+    "api-major-3": get_api(major=3),
     "api-null": get_api(null=True),
     "api-bad-major-then-last-error": get_api(major=0) + last_error(0),
     "last-error-null-with-size": plan_query(config_bytes(hidden=0)) + last_error(1, u8(3), null_buf=True),
     "last-error-zero-size-no-length": last_error(3, null_length=True),
     "version-all": get_version(0),
     "version-none": get_version(7),
-    "status-strings": b"".join(status_string(s) for s in (0, 7, 10, 11, -1, 1 << 30)),
+    "status-strings": b"".join(status_string(s) for s in (0, 7, 10, 11, 12, 13, -1, 1 << 30)),
+    "handle-create-null-group": handle_create(route=routing(tensors={"topk_idx": TOPK})),
+    "handle-create-dead-group": handle_create(group=ZEROED),
+    "handle-create-group-magic-only": handle_create(group=GROUP_MAGIC, null_out=True),
+    "handle-create-handle-as-group": handle_create(
+        group=HANDLE_MAGIC,
+        config=arg_struct("EpcHandleConfig", [], image=struct_image("EpcHandleConfig", layout=4, sizing=1)),
+    ),
+    "handle-create-newer-config-nonzero-tail": handle_create(
+        group=ZEROED,
+        config=arg_struct(
+            "EpcHandleConfig",
+            [],
+            size=newer(8),
+            image=struct_image("EpcHandleConfig", STRUCTS["EpcHandleConfig"]["size"] + 8, b"\x01"),
+        ),
+    ),
+    "handle-update-null": handle_update(route=routing(tensors={"topk_idx": TOPK})),
+    "handle-update-input-bytes": handle_update(handle=object_bytes(b"EPCHandl"), route=routing(null=True)),
+    "handle-update-routing-num-tokens": handle_update(
+        handle=HANDLE_MAGIC, route=routing(tensors={"topk_idx": TOPK, "num_tokens": tensor_bytes(INT32, (1,))})
+    ),
+    "handle-query-null": handle_query(),
+    "handle-query-dead-short-info": handle_query(
+        handle=ZEROED, size=older(STRUCTS["EpcHandleInfo"]["size"], offset_of("EpcHandleInfo", "capacity"))
+    ),
+    "handle-query-group-as-handle-null-info": handle_query(handle=GROUP_MAGIC, null_info=True),
+    "dispatch-null-handle": dispatch(tensors={"x": X, "out_x": OUT_X, "topk_weights": WEIGHTS}),
+    "dispatch-dead-handle-fp8": dispatch(
+        handle=ZEROED,
+        image=struct_image("EpcDispatchArgs", quant=1, scale_block=128, flags=2),
+        tensors={"x": X, "out_x": tensor_bytes(FP8, (4, 8 * 128, H)), "out_scales": tensor_bytes(FP32, (4, 1024, 56))},
+    ),
+    "dispatch-version-1.3-null-args": dispatch(handle=HANDLE_MAGIC, version=10300, null=True),
+    "combine-null-handle": combine(tensors={"x": OUT_X, "out": tensor_bytes(FP32, (128, H))}),
+    "combine-dead-handle-home-weights": combine(
+        handle=ZEROED,
+        image=struct_image("EpcCombineArgs", weighting=3),
+        tensors={"x": OUT_X, "out": X, "home_topk_weights": WEIGHTS},
+    ),
+    "complete-null": complete(),
+    "complete-dead-flags": complete(handle=HANDLE_MAGIC, flags=1),
+    "calls-on-a-dead-handle-then-last-error": (
+        handle_create(group=ZEROED) + dispatch(handle=ZEROED) + complete(handle=ZEROED) + last_error(0)
+    ),
 }
 
 

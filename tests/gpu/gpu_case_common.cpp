@@ -88,6 +88,33 @@ Stream::~Stream() {
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult PinnedMemory::allocate(std::size_t bytes, const std::string& what) {
+  ptr_.reset();
+  bytes_ = 0;
+  void* ptr = nullptr;
+  const cudaError_t error = cudaMallocHost(&ptr, bytes == 0 ? 16 : bytes);
+  if (error != cudaSuccess) {
+    return cuda_ok(error, "cudaMallocHost(" + std::to_string(bytes) + " bytes) for " + what);
+  }
+  ptr_.reset(ptr);
+  bytes_ = bytes;
+  return ::testing::AssertionSuccess();
+}
+
+namespace {
+
+void CUDART_CB fill_with_ff(void* memory) {
+  const PinnedMemory* m = static_cast<const PinnedMemory*>(memory);
+  std::memset(m->get(), 0xFF, m->bytes());
+}
+
+}  // namespace
+
+::testing::AssertionResult PinnedMemory::poison(cudaStream_t stream, const std::string& what) const {
+  if (get() == nullptr) return ::testing::AssertionSuccess();
+  return cuda_ok(cudaLaunchHostFunc(stream, fill_with_ff, const_cast<PinnedMemory*>(this)), "poison " + what);
+}
+
 // ---- Shapes and groups ---------------------------------------------------------------------
 
 Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk) {
@@ -100,30 +127,79 @@ Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk
   return shape;
 }
 
-EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype dtype) {
+EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype window) {
   EpcGroupConfig c = EPC_GROUP_CONFIG_INIT;
   c.mode = mode;
   c.num_experts = static_cast<uint32_t>(shape.num_experts);
   c.hidden = static_cast<uint32_t>(shape.hidden);
   c.max_tokens_per_rank = static_cast<uint32_t>(shape.max_tokens);
   c.max_topk = static_cast<uint32_t>(shape.max_topk);
-  c.dtype = dtype;
+  if (window == EPC_DTYPE_FP8_E4M3) c.max_token_bytes = c.hidden + c.hidden / 32;
   c.timeout_ms = test_timeout_ms();
   return c;
 }
 
-::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out, EpcDtype dtype) {
-  const EpcGroupConfig c = group_config(shape, mode, dtype);
+::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out, EpcDtype window) {
+  const EpcGroupConfig c = group_config(shape, mode, window);
   EpcGroup* group = nullptr;
   ::testing::AssertionResult r =
       epc_ok(epc_group_create(context().comm, &c, &group),
              std::string("epc_group_create(") + (mode == EPC_MODE_LOW_LATENCY ? "LL" : "HT") +
                  ", E=" + std::to_string(shape.num_experts) + ", H=" + std::to_string(shape.hidden) +
                  ", T=" + std::to_string(shape.max_tokens) + ", max_topk=" + std::to_string(shape.max_topk) +
-                 ", dtype=" + std::to_string(dtype) + ")");
+                 (window == EPC_DTYPE_FP8_E4M3 ? ", fp8-only window" : "") + ")");
   if (!r) return r;
   out.reset(group);
   return ::testing::AssertionSuccess();
+}
+
+// ---- Handles ---------------------------------------------------------------------------------
+
+EpcHandleConfig handle_config(EpcSizing sizing, uint32_t flags) {
+  EpcHandleConfig c = EPC_HANDLE_CONFIG_INIT;
+  c.sizing = sizing;
+  c.flags = flags;
+  return c;
+}
+
+::testing::AssertionResult create_handle_with(EpcGroup* group, const EpcHandleConfig& config, const EpcTensor* topk_idx,
+                                              cudaStream_t stream, HandlePtr& out, const std::string& what) {
+  EpcRouting routing = EPC_ROUTING_INIT;
+  routing.topk_idx = topk_idx;
+  EpcHandle* handle = nullptr;
+  ::testing::AssertionResult r =
+      epc_ok(epc_handle_create(group, &config, topk_idx == nullptr ? nullptr : &routing, stream, &handle), what);
+  if (!r) return r;
+  out.reset(handle);
+  return ::testing::AssertionSuccess();
+}
+
+EpcStatus update_routing(EpcHandle* handle, const EpcTensor& topk_idx, cudaStream_t stream) {
+  EpcRouting routing = EPC_ROUTING_INIT;
+  routing.topk_idx = &topk_idx;
+  return epc_handle_update(handle, &routing, stream);
+}
+
+::testing::AssertionResult query_handle(const EpcHandle* handle, EpcHandleInfo& out) {
+  EpcHandleInfo info = EPC_HANDLE_INFO_INIT;
+  ::testing::AssertionResult r = epc_ok(epc_handle_query(handle, &info), "epc_handle_query");
+  if (r) out = info;
+  return r;
+}
+
+const char* sizing_name(EpcSizing sizing) { return sizing == EPC_SIZING_EXACT ? "EXACT" : "CAPACITY"; }
+
+const char* dtype_name(EpcDtype dtype) {
+  switch (dtype) {
+    case EPC_DTYPE_BF16:
+      return "bf16";
+    case EPC_DTYPE_FP16:
+      return "fp16";
+    case EPC_DTYPE_FP32:
+      return "fp32";
+    default:
+      return "another dtype";
+  }
 }
 
 ref::ProblemGenOptions gen_options(const Shape& shape, int topk, uint64_t seed) {
@@ -208,6 +284,13 @@ std::string bf16_text(uint16_t bits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "0x%04x (%.9g)", static_cast<unsigned>(bits),
                 static_cast<double>(ref::bf16_to_float(bits)));
+  return buf;
+}
+
+std::string fp16_text(uint16_t bits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "0x%04x (%.9g)", static_cast<unsigned>(bits),
+                static_cast<double>(ref::fp16_to_float(bits)));
   return buf;
 }
 

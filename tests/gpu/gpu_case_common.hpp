@@ -94,6 +94,24 @@ class DeviceMemory {
   std::size_t bytes_ = 0;
 };
 
+// Page-locked host memory (cudaMallocHost), movable: what out_expert_counts_host needs.
+struct CudaFreeHostDeleter {
+  void operator()(void* ptr) const { cudaFreeHost(ptr); }
+};
+class PinnedMemory {
+ public:
+  ::testing::AssertionResult allocate(std::size_t bytes, const std::string& what);
+  void* get() const { return ptr_.get(); }
+  std::size_t bytes() const { return bytes_; }
+  // Fills the memory with 0xFF bytes (int32 -1) from a host function queued on `stream`, so
+  // that it happens after the work queued before it. Nothing if never allocated.
+  ::testing::AssertionResult poison(cudaStream_t stream, const std::string& what) const;
+
+ private:
+  std::unique_ptr<void, CudaFreeHostDeleter> ptr_;
+  std::size_t bytes_ = 0;
+};
+
 struct GraphExecDeleter {
   void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
 };
@@ -120,13 +138,36 @@ struct Shape {
 // A shape for the current world: E = experts_per_rank * world size.
 Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk);
 
-// `mode`, `dtype`, E/H/T/max_topk from the shape, timeout_ms test_timeout_ms() (20000 unless
-// EPCOMM_TEST_TIMEOUT_MS says otherwise).
-EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype dtype = EPC_DTYPE_BF16);
+// `mode`, E/H/T/max_topk from the shape, timeout_ms test_timeout_ms() (20000 unless
+// EPCOMM_TEST_TIMEOUT_MS says otherwise). `window` is the payload the window is sized for:
+// BF16 (max_token_bytes 0: 2 * H, 16-bit and fp8 payloads) or FP8_E4M3 (max_token_bytes
+// H + H / 32: fp8 payloads only).
+EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype window = EPC_DTYPE_BF16);
 
 // epc_group_create(group_config(...)) on the process's communicator.
 ::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out,
-                                        EpcDtype dtype = EPC_DTYPE_BF16);
+                                        EpcDtype window = EPC_DTYPE_BF16);
+
+// ---- Handles ---------------------------------------------------------------------------------
+
+// EPC_HANDLE_CONFIG_INIT with `sizing` and `flags`, every other field default.
+EpcHandleConfig handle_config(EpcSizing sizing = EPC_SIZING_CAPACITY, uint32_t flags = 0);
+
+// epc_handle_create(group, config, routing or NULL, stream); `topk_idx` NULL creates a handle
+// without routing.
+::testing::AssertionResult create_handle_with(EpcGroup* group, const EpcHandleConfig& config, const EpcTensor* topk_idx,
+                                              cudaStream_t stream, HandlePtr& out, const std::string& what);
+// epc_handle_update(handle, {topk_idx}, stream).
+EpcStatus update_routing(EpcHandle* handle, const EpcTensor& topk_idx, cudaStream_t stream);
+
+// epc_handle_query into `out`.
+::testing::AssertionResult query_handle(const EpcHandle* handle, EpcHandleInfo& out);
+
+// "EXACT" / "CAPACITY".
+const char* sizing_name(EpcSizing sizing);
+
+// The dtype of a combine `out` tensor as a name ("bf16", "fp16", "fp32").
+const char* dtype_name(EpcDtype dtype);
 
 // Generator options for a problem of this shape with `topk` entries per token (bf16 tokens,
 // every rank B = T, no masking, no skew): tests adjust the fields they care about.
@@ -173,6 +214,7 @@ uint16_t random_bf16(std::mt19937_64& engine);
 std::string hex_text(unsigned bits);
 std::string bf16_text(uint16_t bits);
 std::string fp32_text(float value);
+std::string fp16_text(uint16_t bits);
 
 // Counts elements whose bits differ over any number of compare() calls and keeps a
 // description of the first one.

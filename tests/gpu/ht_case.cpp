@@ -71,12 +71,14 @@ void replace_payload(ref::Problem& problem, uint64_t seed) {
 
 // ---- Steps ----------------------------------------------------------------------------------
 
-HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8, int node_size) {
+HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8, int node_size, bool global_ids) {
   HtStep step;
   step.rank = rank;
   step.fp8 = fp8;
+  step.global_ids = global_ids;
   ref::HtDispatchOptions options;
   options.payload = fp8 ? ref::HtPayload::kFp8 : ref::HtPayload::k16Bit;
+  options.global_expert_ids = global_ids;
   std::vector<ref::HtDispatchResult> dispatched = ref::ht_dispatch(problem, options);
 
   // Every rank's combine inputs, in a fixed order, so every rank computes the same values.
@@ -98,6 +100,7 @@ HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8
   step.combine_x = std::move(rows[rank]);
   step.combine_w = std::move(weights[rank]);
   step.want_out = std::move(combined.x[rank]);
+  step.want_out_sums = std::move(combined.sums[rank]);
   step.want_out_w = std::move(combined.topk_weights[rank]);
   step.problem = std::move(problem);
   return step;
@@ -152,8 +155,13 @@ CallOptions payload_only() {
   if (r) r = out_num_recv_.allocate(sizeof(int32_t), "out_num_recv");
   if (r) r = combine_x_.allocate(rows * H * 2, "combine x");
   if (r) r = combine_w_.allocate(rows * K * sizeof(float), "combine topk_weights");
-  if (r) r = out_.allocate(T * H * 2, "out");
+  if (r) r = out_.allocate(T * H * sizeof(float), "out");  // fp32 at most
   if (r) r = out_w_.allocate(T * K * sizeof(float), "out_topk_weights (combine)");
+  const std::size_t L = sz(shape.local_experts());
+  if (r) r = counts_host_.allocate(L * sizeof(int32_t), "out_expert_counts_host");
+  if (r) r = acc_.allocate(L * sizeof(int64_t), "acc_expert_counts");
+  if (r) r = cuda_ok(cudaMemset(acc_.get(), 0, acc_.bytes()), "zero acc_expert_counts");
+  want_acc_.assign(L, 0);
   return r;
 }
 
@@ -169,6 +177,9 @@ CallOptions payload_only() {
   }
   if (step.fp8 && x_scales_.get() == nullptr) {
     return ::testing::AssertionFailure() << "HtBuffers::upload: an fp8 step needs H % 128 == 0";
+  }
+  if (options.counts_host && !options.out_expert_counts) {
+    return ::testing::AssertionFailure() << "HtBuffers::upload: counts_host is compared with out_expert_counts";
   }
   const ref::RankTokens& mine = step.mine();
   tokens_ = mine.num_tokens;
@@ -198,6 +209,9 @@ CallOptions payload_only() {
                      "combine topk_weights");
   }
   if (r) r = poison_outputs(stream);
+  if (r && options.acc_counts) {
+    for (std::size_t l = 0; l < want_acc_.size(); ++l) want_acc_[l] += step.want.expert_counts[l];
+  }
   return r;
 }
 
@@ -210,12 +224,14 @@ CallOptions payload_only() {
   if (r) r = poison(out_num_recv_, stream, "out_num_recv");
   if (r) r = poison(out_, stream, "out");
   if (r) r = poison(out_w_, stream, "out_topk_weights (combine)");
+  if (r) r = counts_host_.poison(stream, "out_expert_counts_host");
   return r;
 }
 
-void HtBuffers::set_handle(EpcHtSizing sizing, int64_t rows) {
+void HtBuffers::set_handle(EpcSizing sizing, int64_t rows, uint32_t flags) {
   sizing_ = sizing;
   rows_ = rows;
+  handle_flags_ = flags;
 }
 
 EpcTensor HtBuffers::x() const {
@@ -242,8 +258,12 @@ EpcTensor HtBuffers::out_expert_counts() const {
 EpcTensor HtBuffers::out_num_recv() const { return make_tensor(out_num_recv_.get(), EPC_DTYPE_INT32, {1}); }
 EpcTensor HtBuffers::combine_x() const { return make_tensor(combine_x_.get(), EPC_DTYPE_BF16, {rows_, shape_.hidden}); }
 EpcTensor HtBuffers::combine_w() const { return make_tensor(combine_w_.get(), EPC_DTYPE_FP32, {rows_, topk_}); }
-EpcTensor HtBuffers::out() const { return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden}); }
+EpcTensor HtBuffers::out() const { return make_tensor(out_.get(), options_.out_dtype, {tokens_, shape_.hidden}); }
 EpcTensor HtBuffers::out_w() const { return make_tensor(out_w_.get(), EPC_DTYPE_FP32, {tokens_, topk_}); }
+EpcTensor HtBuffers::out_counts_host() const {
+  return make_tensor(counts_host_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
+}
+EpcTensor HtBuffers::acc_counts() const { return make_tensor(acc_.get(), EPC_DTYPE_INT64, {shape_.local_experts()}); }
 
 bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string& label, bool report) {
   StepReport result(step.rank, label, report);
@@ -251,11 +271,15 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
     return result.fail("check: the step (B=" + std::to_string(step.tokens()) +
                        ") is not the one last uploaded (B=" + std::to_string(tokens_) + ")");
   }
+  if (step.global_ids != ((handle_flags_ & EPC_HANDLE_GLOBAL_EXPERT_IDS) != 0)) {
+    return result.fail("check: the step expects " + std::string(step.global_ids ? "global" : "local") +
+                       " expert ids, the handle has flags " + std::to_string(handle_flags_));
+  }
   const std::size_t n = sz(step.num_recv());
-  const int64_t want_rows = sizing_ == EPC_HT_SIZING_EXACT ? step.num_recv() : shape_.max_rows();
+  const int64_t want_rows = sizing_ == EPC_SIZING_EXACT ? step.num_recv() : shape_.max_rows();
   if (rows_ != want_rows) {
     // The outputs cannot be compared row by row without the right row count.
-    return result.fail(std::string("epc_ht_handle_create (") + sizing_name(sizing_) +
+    return result.fail(std::string("epc_handle_query (") + sizing_name(sizing_) +
                        ") reported rows = " + std::to_string(rows_) + ", expected " + std::to_string(want_rows) +
                        " (N = " + std::to_string(n) + ")");
   }
@@ -270,7 +294,10 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
   got_idx_.assign(options_.out_topk_idx ? n * K : 0, 0);
   got_weights_.assign(options_.topk_weights ? n * K : 0, 0.0f);
   got_counts_.assign(options_.out_expert_counts ? L : 0, 0);
-  got_out_.assign(B * H, 0);
+  const bool out32 = options_.out_dtype == EPC_DTYPE_FP32;
+  got_out_.assign(out32 ? 0 : B * H, 0);
+  got_out32_.assign(out32 ? B * H : 0, 0.0f);
+  got_acc_.assign(options_.acc_counts ? L : 0, 0);
   got_out_w_.assign(options_.backward_weights ? B * K : 0, 0.0f);
   got_num_recv_ = -1;
   const ::testing::AssertionResult r = download_and_wait(
@@ -282,6 +309,8 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
        {got_counts_.data(), out_counts_.get(), got_counts_.size() * sizeof(int32_t), "out_expert_counts"},
        {&got_num_recv_, out_num_recv_.get(), options_.out_num_recv ? sizeof(int32_t) : 0, "out_num_recv"},
        {got_out_.data(), out_.get(), got_out_.size() * 2, "out"},
+       {got_out32_.data(), out_.get(), got_out32_.size() * sizeof(float), "out (fp32)"},
+       {got_acc_.data(), acc_.get(), got_acc_.size() * sizeof(int64_t), "acc_expert_counts"},
        {got_out_w_.data(), out_w_.get(), got_out_w_.size() * sizeof(float), "out_topk_weights (combine)"}},
       stream);
   if (!r) return result.fail(r.message());
@@ -309,6 +338,24 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
   if (options_.topk_weights) {
     compare_rows(got_weights_.data(), step.want.recv_topk_weights.data(), K, "out_topk_weights", fp32_text);
   }
+  if (options_.counts_host) {
+    // The stream has passed the step: the pinned copy equals the device counts.
+    Mismatches m;
+    m.compare(static_cast<const int32_t*>(counts_host_.get()), got_counts_.data(), L,
+              [&](std::size_t l, int32_t g, int32_t w) {
+                return "local expert " + std::to_string(l) + ": host " + std::to_string(g) + ", device " +
+                       std::to_string(w) + " (reference " + std::to_string(step.want.expert_counts[l]) + ")";
+              });
+    result.check(m, "dispatch out_expert_counts_host");
+  }
+  if (options_.acc_counts) {
+    Mismatches m;
+    m.compare(got_acc_.data(), want_acc_.data(), L, [&](std::size_t l, int64_t g, int64_t w) {
+      return "local expert " + std::to_string(l) + ": got " + std::to_string(g) + " expected " + std::to_string(w) +
+             " (the sum of every accumulating step's counts)";
+    });
+    result.check(m, "dispatch acc_expert_counts");
+  }
   if (options_.out_expert_counts) {
     Mismatches m;
     m.compare(got_counts_.data(), step.want.expert_counts.data(), L, [&](std::size_t l, int32_t g, int32_t w) {
@@ -331,7 +378,15 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
     });
     result.check(m, "combine " + what);
   };
-  compare_tokens(got_out_.data(), step.want_out.data(), H, "out", "channel", bf16_text);
+  const std::string out_name = std::string("out (") + dtype_name(options_.out_dtype) + ")";
+  if (out32) {
+    compare_tokens(got_out32_.data(), step.want_out_sums.data(), H, out_name, "channel", fp32_text);
+  } else if (options_.out_dtype == EPC_DTYPE_FP16) {
+    const std::vector<uint16_t> want = ref::round_sums(step.want_out_sums, ref::Dtype::kFp16);
+    compare_tokens(got_out_.data(), want.data(), H, out_name, "channel", fp16_text);
+  } else {
+    compare_tokens(got_out_.data(), step.want_out.data(), H, out_name, "channel", bf16_text);
+  }
   if (options_.backward_weights) {
     compare_tokens(got_out_w_.data(), step.want_out_w.data(), K, "out_topk_weights", "slot", fp32_text);
   }
@@ -340,50 +395,82 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
 
 // ---- The epcomm calls of one step ----------------------------------------------------------
 
-const char* sizing_name(EpcHtSizing sizing) { return sizing == EPC_HT_SIZING_EXACT ? "EXACT" : "CAPACITY"; }
-
-::testing::AssertionResult create_handle(EpcGroup* group, HtBuffers& buffers, EpcHtSizing sizing, cudaStream_t stream,
-                                         HandlePtr& out) {
+::testing::AssertionResult create_handle(EpcGroup* group, HtBuffers& buffers, EpcSizing sizing, cudaStream_t stream,
+                                         HandlePtr& out, uint32_t flags) {
   const EpcTensor idx = buffers.topk_idx();
-  EpcHandle* handle = nullptr;
-  int64_t rows = -1;
-  ::testing::AssertionResult r = epc_ok(
-      epc_ht_handle_create(group, &idx, sizing, stream, &handle, &rows),
-      std::string("epc_ht_handle_create(B=") + std::to_string(buffers.tokens()) + ", " + sizing_name(sizing) + ")");
+  HandlePtr handle;
+  ::testing::AssertionResult r =
+      create_handle_with(group, handle_config(sizing, flags), &idx, stream, handle,
+                         std::string("epc_handle_create(HT, B=") + std::to_string(buffers.tokens()) + ", " +
+                             sizing_name(sizing) + ", flags=" + std::to_string(flags) + ")");
   if (!r) return r;
-  out.reset(handle);
-  buffers.set_handle(sizing, rows);
+  EpcHandleInfo info{};
+  r = query_handle(handle.get(), info);
+  if (!r) return r;
+  out = std::move(handle);
+  buffers.set_handle(sizing, info.rows, flags);
   return ::testing::AssertionSuccess();
 }
 
 ::testing::AssertionResult update_handle(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
-  const EpcTensor idx = buffers.topk_idx();
-  return epc_ok(epc_handle_update(handle, &idx, stream),
+  return epc_ok(update_routing(handle, buffers.topk_idx(), stream),
                 "epc_handle_update(HT, B=" + std::to_string(buffers.tokens()) + ")");
 }
 
-::testing::AssertionResult dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
+EpcStatus call_dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags) {
   const CallOptions& o = buffers.options();
   const EpcTensor x = buffers.x(), x_scales = buffers.x_scales(), weights = buffers.topk_weights(),
                   out_x = buffers.out_x(), out_scales = buffers.out_scales(), out_idx = buffers.out_topk_idx(),
                   out_weights = buffers.out_topk_weights(), counts = buffers.out_expert_counts(),
-                  num_recv = buffers.out_num_recv();
-  const bool fp8 = buffers.fp8();
-  return epc_ok(epc_ht_dispatch(handle, &x, fp8 ? &x_scales : nullptr, o.topk_weights ? &weights : nullptr, &out_x,
-                                fp8 ? &out_scales : nullptr, o.out_topk_idx ? &out_idx : nullptr,
-                                o.topk_weights ? &out_weights : nullptr, o.out_expert_counts ? &counts : nullptr,
-                                o.out_num_recv ? &num_recv : nullptr, 0, stream),
-                std::string("epc_ht_dispatch(B=") + std::to_string(buffers.tokens()) +
-                    ", rows=" + std::to_string(buffers.rows()) + (fp8 ? ", fp8" : "") + ")");
+                  num_recv = buffers.out_num_recv(), counts_host = buffers.out_counts_host(),
+                  acc = buffers.acc_counts();
+  EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
+  args.flags = flags;
+  args.x = &x;
+  args.out_x = &out_x;
+  if (buffers.fp8()) {
+    args.quant = EPC_QUANT_PASSTHROUGH;
+    args.x_scales = &x_scales;
+    args.out_scales = &out_scales;
+  }
+  if (o.topk_weights) {
+    args.topk_weights = &weights;
+    args.out_topk_weights = &out_weights;
+  }
+  if (o.out_topk_idx) args.out_topk_idx = &out_idx;
+  if (o.out_expert_counts) args.out_expert_counts = &counts;
+  if (o.out_num_recv) args.out_num_recv = &num_recv;
+  if (o.counts_host) args.out_expert_counts_host = &counts_host;
+  if (o.acc_counts) args.acc_expert_counts = &acc;
+  return epc_dispatch(handle, &args, stream);
+}
+
+EpcStatus call_combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags) {
+  const bool bw = buffers.options().backward_weights;
+  const EpcTensor x = buffers.combine_x(), weights = buffers.combine_w(), out = buffers.out(), out_w = buffers.out_w();
+  EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
+  args.flags = flags;
+  args.x = &x;
+  args.out = &out;
+  if (bw) {
+    args.topk_weights = &weights;
+    args.out_topk_weights = &out_w;
+  }
+  return epc_combine(handle, &args, stream);
+}
+
+::testing::AssertionResult dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
+  return epc_ok(call_dispatch(handle, buffers, stream),
+                std::string("epc_dispatch(HT, B=") + std::to_string(buffers.tokens()) +
+                    ", rows=" + std::to_string(buffers.rows()) + (buffers.fp8() ? ", PASSTHROUGH fp8" : "") + ")");
 }
 
 ::testing::AssertionResult combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
   const bool bw = buffers.options().backward_weights;
-  const EpcTensor x = buffers.combine_x(), weights = buffers.combine_w(), out = buffers.out(), out_w = buffers.out_w();
-  return epc_ok(epc_ht_combine(handle, &x, bw ? &weights : nullptr, &out, bw ? &out_w : nullptr,
-                               bw ? EPC_FLAG_BACKWARD_WEIGHTS : 0u, stream),
-                std::string("epc_ht_combine(rows=") + std::to_string(buffers.rows()) +
-                    ", B=" + std::to_string(buffers.tokens()) + (bw ? ", BACKWARD_WEIGHTS" : "") + ")");
+  return epc_ok(call_combine(handle, buffers, stream),
+                std::string("epc_combine(HT, rows=") + std::to_string(buffers.rows()) +
+                    ", B=" + std::to_string(buffers.tokens()) + ", out " + dtype_name(buffers.options().out_dtype) +
+                    (bw ? ", backward weights" : "") + ")");
 }
 
 ::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream) {
@@ -402,8 +489,9 @@ bool same_routing(const ref::Problem& a, const ref::Problem& b) {
   return true;
 }
 
-void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>& steps, EpcHtSizing sizing,
-               const std::vector<CallOptions>& options, const std::string& label, EpcDtype idx_dtype) {
+void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>& steps, EpcSizing sizing,
+               const std::vector<CallOptions>& options, const std::string& label, EpcDtype idx_dtype,
+               uint32_t handle_flags) {
   ASSERT_FALSE(steps.empty());
   ASSERT_FALSE(options.empty());
   Stream stream;
@@ -416,9 +504,9 @@ void run_steps(EpcGroup* group, const HtShape& shape, const std::vector<HtStep>&
     const HtStep& step = steps[s];
     ASSERT_TRUE(buffers.upload(step, options[s % options.size()], stream.get()));
     const char* handle_use = "reused";
-    if (s == 0 || (sizing == EPC_HT_SIZING_EXACT && !same_routing(step.problem, steps[s - 1].problem))) {
+    if (s == 0 || (sizing == EPC_SIZING_EXACT && !same_routing(step.problem, steps[s - 1].problem))) {
       handle.reset();
-      ASSERT_TRUE(create_handle(group, buffers, sizing, stream.get(), handle));
+      ASSERT_TRUE(create_handle(group, buffers, sizing, stream.get(), handle, handle_flags));
       handle_use = "new";
     } else if (!same_routing(step.problem, steps[s - 1].problem)) {
       ASSERT_TRUE(update_handle(handle.get(), buffers, stream.get()));

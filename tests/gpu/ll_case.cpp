@@ -44,14 +44,15 @@ LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank, const ref::LlD
   step.dispatch_options = options;
   std::vector<ref::LlDispatchResult> dispatched = ref::ll_dispatch(problem, options);
   std::vector<std::vector<uint16_t>> y = make_expert_outputs(problem, y_seed);
-  std::vector<std::vector<uint16_t>> combined = ref::ll_combine(problem, y, ref::CombineOrder::kPerRankPrereduce);
+  std::vector<std::vector<float>> sums = ref::ll_combine_sums(problem, y, ref::CombineOrder::kPerRankPrereduce);
   step.y = std::move(y[rank]);
   step.want_counts = std::move(dispatched[rank].counts);
   step.want_x = std::move(dispatched[rank].x);
   step.want_x_fp8 = std::move(dispatched[rank].x_fp8);
   step.want_scales = std::move(dispatched[rank].fp8_scales);
   step.want_src = std::move(dispatched[rank].src);
-  step.want_out = std::move(combined[rank]);
+  step.want_out_sums = std::move(sums[rank]);
+  step.want_out = ref::round_sums(step.want_out_sums, ref::Dtype::kBf16);
   step.problem = std::move(problem);
   return step;
 }
@@ -68,10 +69,12 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
 
 // ---- Device buffers of one step ----------------------------------------------------------
 
-::testing::AssertionResult LlBuffers::allocate(const LlShape& shape, int topk, EpcDtype idx_dtype) {
+::testing::AssertionResult LlBuffers::allocate(const LlShape& shape, int topk, EpcDtype idx_dtype,
+                                               const LlOutputs& outputs) {
   if (idx_dtype != EPC_DTYPE_INT64 && idx_dtype != EPC_DTYPE_INT32) {
     return ::testing::AssertionFailure() << "LlBuffers: topk_idx dtype must be int32 or int64";
   }
+  outputs_ = outputs;
   shape_ = shape;
   topk_ = topk;
   idx_dtype_ = idx_dtype;
@@ -88,7 +91,14 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
   if (r && H % 128 == 0) r = scales_.allocate(bytes_of(big / 128, sizeof(float)), "out_scales");
   if (r) r = counts_.allocate(bytes_of(shape.local_experts(), sizeof(int32_t)), "out_counts");
   if (r) r = expert_out_.allocate(bytes_of(big, 2), "expert_out");
-  if (r) r = out_.allocate(bytes_of(T * H, 2), "out");
+  if (r) r = out_.allocate(bytes_of(T * H, sizeof(float)), "out");  // fp32 at most
+  const std::size_t L = static_cast<std::size_t>(shape.local_experts());
+  if (r && outputs.counts_host) r = counts_host_.allocate(L * sizeof(int32_t), "out_expert_counts_host");
+  if (r && outputs.acc_counts) {
+    r = acc_.allocate(L * sizeof(int64_t), "acc_expert_counts");
+    if (r) r = cuda_ok(cudaMemset(acc_.get(), 0, acc_.bytes()), "zero acc_expert_counts");
+  }
+  want_acc_.assign(L, 0);
   return r;
 }
 
@@ -126,6 +136,8 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
   if (r) r = poison(scales_, stream, "out_scales");
   if (r) r = poison(counts_, stream, "out_counts");
   if (r) r = poison(out_, stream, "out");
+  if (r) r = counts_host_.poison(stream, "out_expert_counts_host");
+  for (std::size_t l = 0; l < want_acc_.size(); ++l) want_acc_[l] += step.want_counts[l];
   return r;
 }
 
@@ -142,10 +154,14 @@ EpcTensor LlBuffers::out_scales() const {
 EpcTensor LlBuffers::out_counts() const {
   return make_tensor(counts_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
 }
+EpcTensor LlBuffers::out_counts_host() const {
+  return make_tensor(counts_host_.get(), EPC_DTYPE_INT32, {shape_.local_experts()});
+}
+EpcTensor LlBuffers::acc_counts() const { return make_tensor(acc_.get(), EPC_DTYPE_INT64, {shape_.local_experts()}); }
 EpcTensor LlBuffers::expert_out() const {
   return make_tensor(expert_out_.get(), EPC_DTYPE_BF16, {shape_.local_experts(), shape_.max_rows(), shape_.hidden});
 }
-EpcTensor LlBuffers::out() const { return make_tensor(out_.get(), EPC_DTYPE_BF16, {tokens_, shape_.hidden}); }
+EpcTensor LlBuffers::out() const { return make_tensor(out_.get(), outputs_.out_dtype, {tokens_, shape_.hidden}); }
 
 bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string& label, bool report) {
   StepReport result(step.rank, label, report);
@@ -163,14 +179,19 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
   got_x_.assign(fp8 ? 0 : big, 0);
   got_x_fp8_.assign(fp8 ? big : 0, 0);
   got_scales_.assign(fp8 ? big / 128 : 0, 0.0f);
-  got_out_.assign(out_elements, 0);
-  const ::testing::AssertionResult r =
-      download_and_wait({{got_counts_.data(), counts_.get(), bytes_of(L, sizeof(int32_t)), "out_counts"},
-                         {got_x_.data(), out_x_.get(), bytes_of(got_x_.size(), 2), "out_x"},
-                         {got_x_fp8_.data(), out_x_.get(), got_x_fp8_.size(), "out_x (fp8)"},
-                         {got_scales_.data(), scales_.get(), bytes_of(got_scales_.size(), sizeof(float)), "out_scales"},
-                         {got_out_.data(), out_.get(), bytes_of(out_elements, 2), "out"}},
-                        stream);
+  const bool out32 = outputs_.out_dtype == EPC_DTYPE_FP32;
+  got_out_.assign(out32 ? 0 : out_elements, 0);
+  got_out32_.assign(out32 ? out_elements : 0, 0.0f);
+  got_acc_.assign(outputs_.acc_counts ? L : 0, 0);
+  const ::testing::AssertionResult r = download_and_wait(
+      {{got_counts_.data(), counts_.get(), bytes_of(L, sizeof(int32_t)), "out_counts"},
+       {got_x_.data(), out_x_.get(), bytes_of(got_x_.size(), 2), "out_x"},
+       {got_x_fp8_.data(), out_x_.get(), got_x_fp8_.size(), "out_x (fp8)"},
+       {got_scales_.data(), scales_.get(), bytes_of(got_scales_.size(), sizeof(float)), "out_scales"},
+       {got_out_.data(), out_.get(), bytes_of(got_out_.size(), 2), "out"},
+       {got_out32_.data(), out_.get(), bytes_of(got_out32_.size(), sizeof(float)), "out (fp32)"},
+       {got_acc_.data(), acc_.get(), bytes_of(got_acc_.size(), sizeof(int64_t)), "acc_expert_counts"}},
+      stream);
   if (!r) return result.fail(r.message());
   const int q = step.rank;
 
@@ -180,6 +201,24 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
            std::to_string(got) + " expected " + std::to_string(want);
   });
   result.check(counts, "dispatch out_counts");
+  if (outputs_.counts_host) {
+    // The stream has passed the step: the pinned copy equals the device counts.
+    Mismatches host;
+    host.compare(static_cast<const int32_t*>(counts_host_.get()), got_counts_.data(), L,
+                 [&](std::size_t l, int32_t got, int32_t want) {
+                   return "local expert " + std::to_string(l) + ": host " + std::to_string(got) + ", device " +
+                          std::to_string(want) + " (reference " + std::to_string(step.want_counts[l]) + ")";
+                 });
+    result.check(host, "dispatch out_expert_counts_host");
+  }
+  if (outputs_.acc_counts) {
+    Mismatches acc;
+    acc.compare(got_acc_.data(), want_acc_.data(), L, [&](std::size_t l, int64_t got, int64_t want) {
+      return "local expert " + std::to_string(l) + ": got " + std::to_string(got) + " expected " +
+             std::to_string(want) + " (the sum of every uploaded step's counts)";
+    });
+    result.check(acc, "dispatch acc_expert_counts");
+  }
 
   // The first want_counts[l] rows of each expert: payload, and scales for fp8.
   auto compare_rows = [&](const auto* got_data, const auto* want_data, std::size_t width, const char* what, auto text) {
@@ -206,13 +245,24 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
     compare_rows(got_x_.data(), step.want_x.data(), H, "out_x", [](uint16_t v) { return hex_text(v); });
   }
 
-  // Combine output [B, H].
+  // Combine output [B, H]: the reference's fp32 sums, rounded once to out's dtype.
   Mismatches out;
-  out.compare(got_out_.data(), step.want_out.data(), out_elements, [&](std::size_t i, uint16_t got, uint16_t want) {
-    return "token " + std::to_string(i / H) + " channel " + std::to_string(i % H) + ": got " + bf16_text(got) +
-           " expected " + bf16_text(want);
-  });
-  result.check(out, "combine out");
+  auto at = [H](std::size_t i) { return "token " + std::to_string(i / H) + " channel " + std::to_string(i % H); };
+  if (out32) {
+    out.compare(got_out32_.data(), step.want_out_sums.data(), out_elements, [&](std::size_t i, float got, float want) {
+      return at(i) + ": got " + fp32_text(got) + " expected " + fp32_text(want);
+    });
+  } else if (outputs_.out_dtype == EPC_DTYPE_FP16) {
+    const std::vector<uint16_t> want = ref::round_sums(step.want_out_sums, ref::Dtype::kFp16);
+    out.compare(got_out_.data(), want.data(), out_elements, [&](std::size_t i, uint16_t got, uint16_t w) {
+      return at(i) + ": got " + fp16_text(got) + " expected " + fp16_text(w);
+    });
+  } else {
+    out.compare(got_out_.data(), step.want_out.data(), out_elements, [&](std::size_t i, uint16_t got, uint16_t want) {
+      return at(i) + ": got " + bf16_text(got) + " expected " + bf16_text(want);
+    });
+  }
+  result.check(out, std::string("combine out (") + dtype_name(outputs_.out_dtype) + ")");
   return result.ok();
 }
 
@@ -221,52 +271,64 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
 ::testing::AssertionResult create_handle(EpcGroup* group, const LlBuffers& buffers, cudaStream_t stream,
                                          HandlePtr& out) {
   const EpcTensor idx = buffers.topk_idx();
-  EpcHandle* handle = nullptr;
-  ::testing::AssertionResult r = epc_ok(epc_handle_create(group, &idx, stream, &handle),
-                                        "epc_handle_create(B=" + std::to_string(buffers.tokens()) + ")");
-  if (!r) return r;
-  out.reset(handle);
-  return ::testing::AssertionSuccess();
+  return create_handle_with(group, handle_config(), &idx, stream, out,
+                            "epc_handle_create(LL, B=" + std::to_string(buffers.tokens()) + ")");
 }
 
 ::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream) {
-  const EpcTensor idx = buffers.topk_idx();
-  return epc_ok(epc_handle_update(handle, &idx, stream),
-                "epc_handle_update(B=" + std::to_string(buffers.tokens()) + ")");
+  return epc_ok(update_routing(handle, buffers.topk_idx(), stream),
+                "epc_handle_update(LL, B=" + std::to_string(buffers.tokens()) + ")");
 }
 
-::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags, cudaStream_t stream) {
-  const EpcTensor x = buffers.x();
-  const EpcTensor weights = buffers.topk_weights();
-  const EpcTensor out_x = buffers.out_x();
-  const EpcTensor counts = buffers.out_counts();
-  ::testing::AssertionResult r = ::testing::AssertionSuccess();
+EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream) {
+  const EpcTensor x = buffers.x(), weights = buffers.topk_weights(), out_x = buffers.out_x(),
+                  scales = buffers.out_scales(), counts = buffers.out_counts(), counts_host = buffers.out_counts_host(),
+                  acc = buffers.acc_counts();
+  EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
+  args.flags = flags;
+  args.x = &x;
+  args.topk_weights = &weights;
+  args.out_x = &out_x;
+  args.out_expert_counts = &counts;
   if (buffers.dispatch_options().use_fp8) {
-    const EpcTensor scales = buffers.out_scales();
-    const EpcFlags fp8_flags = flags | (buffers.dispatch_options().round_scale_ue8m0 ? EPC_FLAG_FP8_POW2_SCALES : 0u);
-    r = epc_ok(
-        epc_ll_dispatch_fp8(handle, &x, &weights, &out_x, &scales, &counts, fp8_flags, stream),
-        "epc_ll_dispatch_fp8(B=" + std::to_string(buffers.tokens()) + ", flags=" + std::to_string(fp8_flags) + ")");
-  } else {
-    r = epc_ok(epc_ll_dispatch(handle, &x, &weights, &out_x, &counts, flags, stream),
-               "epc_ll_dispatch(B=" + std::to_string(buffers.tokens()) + ", flags=" + std::to_string(flags) + ")");
+    args.quant = EPC_QUANT_FP8;
+    if (buffers.dispatch_options().round_scale_ue8m0) args.flags |= EPC_DISPATCH_POW2_SCALES;
+    args.out_scales = &scales;
   }
-  if (!r || (flags & EPC_FLAG_SEND_ONLY) == 0) return r;
-  return epc_ok(epc_complete(handle, stream), "epc_complete after a send-only dispatch");
+  if (buffers.outputs().counts_host) args.out_expert_counts_host = &counts_host;
+  if (buffers.outputs().acc_counts) args.acc_expert_counts = &acc;
+  return epc_dispatch(handle, &args, stream);
 }
 
-::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags, cudaStream_t stream) {
-  const EpcTensor expert_out = buffers.expert_out();
-  const EpcTensor out = buffers.out();
-  ::testing::AssertionResult r =
-      epc_ok(epc_ll_combine(handle, &expert_out, &out, flags, stream),
-             "epc_ll_combine(B=" + std::to_string(buffers.tokens()) + ", flags=" + std::to_string(flags) + ")");
-  if (!r || (flags & EPC_FLAG_SEND_ONLY) == 0) return r;
-  return epc_ok(epc_complete(handle, stream), "epc_complete after a send-only combine");
+EpcStatus call_combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream) {
+  const EpcTensor expert_out = buffers.expert_out(), out = buffers.out();
+  EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
+  args.flags = flags;
+  args.x = &expert_out;
+  args.out = &out;
+  return epc_combine(handle, &args, stream);
+}
+
+::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream) {
+  const bool fp8 = buffers.dispatch_options().use_fp8;
+  const ::testing::AssertionResult r = epc_ok(call_dispatch(handle, buffers, flags, stream),
+                                              "epc_dispatch(LL, B=" + std::to_string(buffers.tokens()) +
+                                                  (fp8 ? ", FP8" : "") + ", flags=" + std::to_string(flags) + ")");
+  if (!r || (flags & EPC_STEP_SEND_ONLY) == 0) return r;
+  return epc_ok(epc_complete(handle, 0, stream), "epc_complete after a send-only dispatch");
+}
+
+::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream) {
+  const ::testing::AssertionResult r =
+      epc_ok(call_combine(handle, buffers, flags, stream), "epc_combine(LL, B=" + std::to_string(buffers.tokens()) +
+                                                               ", out " + dtype_name(buffers.outputs().out_dtype) +
+                                                               ", flags=" + std::to_string(flags) + ")");
+  if (!r || (flags & EPC_STEP_SEND_ONLY) == 0) return r;
+  return epc_ok(epc_complete(handle, 0, stream), "epc_complete after a send-only combine");
 }
 
 ::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream,
-                                                EpcFlags dispatch_flags, EpcFlags combine_flags) {
+                                                StepFlags dispatch_flags, StepFlags combine_flags) {
   ::testing::AssertionResult r = dispatch(handle, buffers, dispatch_flags, stream);
   if (!r) return r;
   return combine(handle, buffers, combine_flags, stream);
@@ -275,14 +337,14 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
 // ---- A sequence of steps on one handle ------------------------------------------------------
 
 void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems, uint64_t y_seed,
-                  const std::string& label, EpcDtype idx_dtype, EpcFlags dispatch_flags, EpcFlags combine_flags,
-                  const ref::LlDispatchOptions& options) {
+                  const std::string& label, EpcDtype idx_dtype, StepFlags dispatch_flags, StepFlags combine_flags,
+                  const ref::LlDispatchOptions& options, const LlOutputs& outputs) {
   ASSERT_FALSE(problems.empty());
   const int topk = problems.front().topk;
   Stream stream;
   ASSERT_TRUE(stream.status());
   LlBuffers buffers;
-  ASSERT_TRUE(buffers.allocate(shape, topk, idx_dtype));
+  ASSERT_TRUE(buffers.allocate(shape, topk, idx_dtype, outputs));
   HandlePtr handle;
   int failing_steps = 0;
   for (std::size_t s = 0; s < problems.size(); ++s) {

@@ -43,19 +43,20 @@ struct LlStep {
   int rank = 0;
   std::vector<uint16_t> y;                  // this rank's expert outputs [L, R*T, H]
   std::vector<int32_t> want_counts;         // [L]
-  ref::LlDispatchOptions dispatch_options;  // use_fp8: epc_ll_dispatch_fp8
+  ref::LlDispatchOptions dispatch_options;  // use_fp8: EPC_QUANT_FP8
   std::vector<uint16_t> want_x;             // [L, R*T, H] (rows past counts are zero)
   std::vector<uint8_t> want_x_fp8;          // [L, R*T, H] with use_fp8
   std::vector<float> want_scales;           // [L, R*T, H/128] with use_fp8
   std::vector<ref::SourceRef> want_src;     // [L, R*T], for messages
-  std::vector<uint16_t> want_out;           // [B, H] kPerRankPrereduce
+  std::vector<float> want_out_sums;         // [B, H] kPerRankPrereduce, before rounding
+  std::vector<uint16_t> want_out;           // [B, H] the sums rounded to bf16
 
   const ref::RankTokens& mine() const { return problem.ranks[rank]; }
   int tokens() const { return mine().num_tokens; }
 };
 
-// Runs ll_dispatch (with `options`) and ll_combine (kPerRankPrereduce) of the reference model
-// over all ranks with y from make_expert_outputs(problem, y_seed); keeps this rank's part.
+// Runs ll_dispatch (with `options`) and ll_combine_sums (kPerRankPrereduce) of the reference
+// model over all ranks with y from make_expert_outputs(problem, y_seed); keeps this rank's part.
 // Throws (via the reference model) on an invalid problem.
 LlStep make_step(ref::Problem problem, uint64_t y_seed, int rank, const ref::LlDispatchOptions& options = {});
 
@@ -69,19 +70,29 @@ void clear_rank(ref::Problem& problem, int rank);
 
 // ---- Device buffers of one step ----------------------------------------------------------
 
+// Which outputs beyond out_x, out_scales and out_expert_counts the calls name.
+struct LlOutputs {
+  EpcDtype out_dtype = EPC_DTYPE_BF16;  // combine `out`: bf16, fp16 or fp32
+  bool counts_host = false;             // dispatch out_expert_counts_host (pinned)
+  bool acc_counts = false;              // dispatch acc_expert_counts (int64, accumulated)
+};
+
 // The device side of one step on this rank: inputs x [T, H], topk_idx [T, K] (int64 or
 // int32), topk_weights [T, K]; outputs out_x [L, R*T, H] (bf16, or e4m3 bytes when the step
 // uses fp8), out_scales [L, R*T, H/128] (when H % 128 == 0), out_counts [L]; expert outputs
 // expert_out [L, R*T, H] (a separate buffer, so y can be written before the step's dispatch
 // and no host synchronisation is needed inside a step); out [T, H]. The tensors handed to
-// epcomm use the current step's B rows.
+// epcomm use the current step's B rows. With LlOutputs::counts_host a pinned [L] int32 copy of
+// the counts; with acc_counts a device [L] int64 accumulator, zeroed by allocate().
 class LlBuffers {
  public:
-  ::testing::AssertionResult allocate(const LlShape& shape, int topk, EpcDtype idx_dtype = EPC_DTYPE_INT64);
+  ::testing::AssertionResult allocate(const LlShape& shape, int topk, EpcDtype idx_dtype = EPC_DTYPE_INT64,
+                                      const LlOutputs& outputs = {});
 
   // Copies the step's inputs and y into device memory and poisons every output with 0xFF
   // bytes (bf16 NaN, counts -1), all stream-ordered on `stream`. The host copies stay alive
-  // in `step`, which the caller keeps until the stream has passed the copies.
+  // in `step`, which the caller keeps until the stream has passed the copies. Every upload
+  // stands for one dispatch: the accumulated counts check() expects add the step's counts.
   ::testing::AssertionResult upload(const LlStep& step, cudaStream_t stream);
 
   // Tensors for the step last uploaded (B = its token count).
@@ -91,14 +102,18 @@ class LlBuffers {
   EpcTensor out_x() const;
   EpcTensor out_scales() const;
   EpcTensor out_counts() const;
-  // The last uploaded step's dispatch options (use_fp8 selects epc_ll_dispatch_fp8).
+  EpcTensor out_counts_host() const;
+  EpcTensor acc_counts() const;
+  // The last uploaded step's dispatch options (use_fp8 selects EPC_QUANT_FP8).
   const ref::LlDispatchOptions& dispatch_options() const { return options_; }
+  const LlOutputs& outputs() const { return outputs_; }
   EpcTensor expert_out() const;
   EpcTensor out() const;
 
   // Waits for `stream`, downloads counts, out_x and out, and compares them bitwise with the
   // step's expected results (counts; the first want_counts[l] rows of each expert; every
-  // [B, H] element of out). Each mismatching kind is reported with one ADD_FAILURE line
+  // [B, H] element of out in its dtype; the host counts and the accumulated counts when
+  // named). Each mismatching kind is reported with one ADD_FAILURE line
   // naming `label` and the first mismatch. Returns true when everything matched. `report`
   // false checks silently (for tests that cap how many failing steps they print).
   bool check(const LlStep& step, cudaStream_t stream, const std::string& label, bool report = true);
@@ -111,38 +126,53 @@ class LlBuffers {
   EpcDtype idx_dtype_ = EPC_DTYPE_INT64;
   int tokens_ = 0;
   ref::LlDispatchOptions options_;
-  DeviceMemory x_, idx_, weights_, out_x_, scales_, counts_, expert_out_, out_;
+  LlOutputs outputs_;
+  DeviceMemory x_, idx_, weights_, out_x_, scales_, counts_, expert_out_, out_, acc_;
+  PinnedMemory counts_host_;
   std::vector<int32_t> idx32_;  // staging for int32 routing
+  std::vector<int64_t> want_acc_;
   std::vector<int32_t> got_counts_;
+  std::vector<int64_t> got_acc_;
   std::vector<uint16_t> got_x_;
   std::vector<uint8_t> got_x_fp8_;
   std::vector<float> got_scales_;
   std::vector<uint16_t> got_out_;
+  std::vector<float> got_out32_;
 };
 
 // ---- The epcomm calls of one step ----------------------------------------------------------
 
-// epc_handle_create / epc_handle_update from buffers.topk_idx().
+// Step flags of epc_dispatch / epc_combine (EPC_STEP_SEND_ONLY).
+using StepFlags = uint32_t;
+
+// epc_handle_create (default config, with routing) / epc_handle_update from
+// buffers.topk_idx().
 ::testing::AssertionResult create_handle(EpcGroup* group, const LlBuffers& buffers, cudaStream_t stream,
                                          HandlePtr& out);
 ::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream);
 
-// epc_ll_dispatch (or epc_ll_dispatch_fp8, as the buffers' step asks, adding
-// EPC_FLAG_FP8_POW2_SCALES for UE8M0 scales) / epc_ll_combine with `flags`; with
-// EPC_FLAG_SEND_ONLY followed at once by epc_complete on the same stream.
-::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags, cudaStream_t stream);
-::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, EpcFlags flags, cudaStream_t stream);
+// epc_dispatch / epc_combine with the buffers' tensors and `flags`, nothing else: quant
+// EPC_QUANT_FP8 when the buffers' step uses fp8 (with EPC_DISPATCH_POW2_SCALES for UE8M0
+// scales), the outputs LlOutputs names. The status as it is.
+EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream);
+EpcStatus call_combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream);
+
+// call_dispatch / call_combine as AssertionResults; with EPC_STEP_SEND_ONLY followed at once
+// by epc_complete on the same stream.
+::testing::AssertionResult dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream);
+::testing::AssertionResult combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream);
 
 // dispatch then combine, no host synchronisation in between.
 ::testing::AssertionResult dispatch_and_combine(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream,
-                                                EpcFlags dispatch_flags = 0, EpcFlags combine_flags = 0);
+                                                StepFlags dispatch_flags = 0, StepFlags combine_flags = 0);
 
 // Runs `problems` one after another on ONE handle of `group`: created from the first problem's
 // routing, updated (epc_handle_update) with each later one. Per step: upload x, routing,
 // weights and y; update; dispatch; combine (no host synchronisation between them); then wait
 // and compare with the reference. Problem s uses y seed y_seed + s.
 void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems, uint64_t y_seed,
-                  const std::string& label, EpcDtype idx_dtype = EPC_DTYPE_INT64, EpcFlags dispatch_flags = 0,
-                  EpcFlags combine_flags = 0, const ref::LlDispatchOptions& options = {});
+                  const std::string& label, EpcDtype idx_dtype = EPC_DTYPE_INT64, StepFlags dispatch_flags = 0,
+                  StepFlags combine_flags = 0, const ref::LlDispatchOptions& options = {},
+                  const LlOutputs& outputs = {});
 
 }  // namespace epc::gputest::ll

@@ -70,7 +70,7 @@ TEST(SeparateHosts, GroupsUseGinOrAreRefusedWithNcclsReason) {
       ref::Problem p = ht::make_problem(shape, spec);
       std::vector<ht::HtStep> steps;
       steps.push_back(ht::make_step(std::move(p), spec.seed + 1, my_rank(), false, /*node_size=*/1));
-      ht::run_steps(ht_group.get(), shape, steps, EPC_HT_SIZING_EXACT, {ht::CallOptions{}},
+      ht::run_steps(ht_group.get(), shape, steps, EPC_SIZING_EXACT, {ht::CallOptions{}},
                     "high throughput across hosts");
     }
   }

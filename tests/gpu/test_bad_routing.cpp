@@ -4,10 +4,11 @@
 // EPC_ERR_INVALID_ARGUMENT (phase "routing check") in the group's error record; the host turns
 // the record into a status at the next call on the group (Group::check_healthy), and every
 // call fails with it until the group is destroyed. What a caller sees, and when:
-//   - epc_handle_create / epc_handle_update (LL) and epc_ht_handle_create / update with
-//     CAPACITY sizing return EPC_OK: the check runs on the device, later;
+//   - epc_handle_create / epc_handle_update with routing on LL groups, and on HT groups with
+//     CAPACITY sizing, return EPC_OK: the check runs on the device, later;
 //   - the first call on the group after the copy has run returns EPC_ERR_INVALID_ARGUMENT;
-//   - epc_ht_handle_create with EXACT sizing waits for the layout, so it returns the error;
+//   - epc_handle_create on an HT group with EXACT sizing waits for the layout, so it returns
+//     the error;
 //   - epc_group_async_error returns EPC_OK while the check has not run (a held stream) and,
 //     once it has (the stream synchronised), the error with the message the next call gives.
 // Calls queued while the check has not run yet (the stream held by a host function until
@@ -40,7 +41,7 @@ constexpr int K = 4;
 struct Case {
   const char* name;
   EpcMode mode;
-  EpcHtSizing sizing;  // high-throughput only
+  EpcSizing sizing;  // high-throughput only
   EpcDtype idx_dtype;
   bool queued_first;  // the step is queued behind a held stream, before the check runs
 };
@@ -126,25 +127,22 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c, cu
   ASSERT_TRUE(buffers.upload(step, stream));  // x, weights, y and a good routing
   BadIds bad;
   ASSERT_TRUE(bad.upload(with_bad_ids(step.mine().topk_idx, E, c.idx_dtype), step.tokens(), c.idx_dtype, stream));
-  const EpcTensor x = buffers.x(), weights = buffers.topk_weights(), out_x = buffers.out_x(),
-                  counts = buffers.out_counts(), y = buffers.expert_out(), out = buffers.out(),
-                  good_idx = buffers.topk_idx();
+  const EpcTensor good_idx = buffers.topk_idx();
   EXPECT_TRUE(epc_ok(epc_group_async_error(group), "epc_group_async_error before the bad ids"));
   StreamHold hold;
   if (c.queued_first) {
     ASSERT_TRUE(hold.hold(stream));
   }
-  EpcHandle* raw = nullptr;
-  EXPECT_TRUE(epc_ok(epc_handle_create(group, &bad.tensor, stream, &raw),
-                     "epc_handle_create with bad ids (checked later, on the device)"));
-  HandlePtr handle(raw);
+  HandlePtr handle;
+  EXPECT_TRUE(create_handle_with(group, handle_config(), &bad.tensor, stream, handle,
+                                 "epc_handle_create with bad ids (checked later, on the device)"));
   ASSERT_TRUE(handle != nullptr);
-  auto dispatch = [&] { return epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts, 0, stream); };
-  auto combine = [&] { return epc_ll_combine(handle.get(), &y, &out, 0, stream); };
+  auto dispatch = [&] { return ll::call_dispatch(handle.get(), buffers, 0, stream); };
+  auto combine = [&] { return ll::call_combine(handle.get(), buffers, 0, stream); };
   if (c.queued_first) {
     // The stream is still held: nothing on the host can know yet, so both are queued.
-    EXPECT_TRUE(epc_ok(dispatch(), "epc_ll_dispatch queued before the check ran"));
-    EXPECT_TRUE(epc_ok(combine(), "epc_ll_combine queued before the check ran"));
+    EXPECT_TRUE(epc_ok(dispatch(), "epc_dispatch queued before the check ran"));
+    EXPECT_TRUE(epc_ok(combine(), "epc_combine queued before the check ran"));
     // Nor can the query: the check has not run. It does not wait for the stream either.
     EXPECT_TRUE(epc_ok(epc_group_async_error(group), "epc_group_async_error, stream held"));
   }
@@ -153,14 +151,17 @@ void bad_low_latency_step(EpcGroup* group, const Shape& shape, const Case& c, cu
   EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
   // The check has run: the query reports it, and the next call fails with the same message.
   const std::string queried = expect_routing_error(epc_group_async_error(group), "epc_group_async_error", E);
-  const std::string message = expect_routing_error(dispatch(), "epc_ll_dispatch", E);
+  const std::string message = expect_routing_error(dispatch(), "epc_dispatch", E);
   EXPECT_EQ(queried, message);
   std::printf("rank %d, %s: %s\n", my_rank(), c.name, message.c_str());
   // Sticky: every later call on the group fails the same way, whatever its arguments.
-  expect_routing_error(combine(), "epc_ll_combine", E);
-  expect_routing_error(epc_handle_update(handle.get(), &good_idx, stream), "epc_handle_update with good routing", E);
+  expect_routing_error(combine(), "epc_combine", E);
+  expect_routing_error(update_routing(handle.get(), good_idx, stream), "epc_handle_update with good routing", E);
+  EpcRouting good = EPC_ROUTING_INIT;
+  good.topk_idx = &good_idx;
   EpcHandle* other = nullptr;
-  expect_routing_error(epc_handle_create(group, &good_idx, stream, &other), "epc_handle_create with good routing", E);
+  expect_routing_error(epc_handle_create(group, nullptr, &good, stream, &other), "epc_handle_create with good routing",
+                       E);
   EXPECT_EQ(other, nullptr);
   expect_routing_error(epc_group_barrier(group, stream), "epc_group_barrier", E);
   expect_async_routing_error(group, message, E);
@@ -175,34 +176,36 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
   spec.seed = 62000;
   const ht::HtStep step = ht::make_step(ht::make_problem(shape, spec), 62001, my_rank());
   ASSERT_TRUE(buffers.upload(step, ht::CallOptions{}, stream));
-  buffers.set_handle(EPC_HT_SIZING_CAPACITY, shape.max_rows());  // the calls' [rows, ...] tensors
+  buffers.set_handle(EPC_SIZING_CAPACITY, shape.max_rows());  // the calls' [rows, ...] tensors
   BadIds bad;
   ASSERT_TRUE(bad.upload(with_bad_ids(step.mine().topk_idx, E, c.idx_dtype), step.tokens(), c.idx_dtype, stream));
-  const EpcTensor x = buffers.x(), out_x = buffers.out_x(), combine_x = buffers.combine_x(), out = buffers.out(),
-                  good_idx = buffers.topk_idx();
+  const EpcTensor good_idx = buffers.topk_idx();
   EXPECT_TRUE(epc_ok(epc_group_async_error(group), "epc_group_async_error before the bad ids"));
   StreamHold hold;
   if (c.queued_first) {
     ASSERT_TRUE(hold.hold(stream));
   }
   EpcHandle* raw = nullptr;
-  int64_t rows = -1;
-  const EpcStatus created = epc_ht_handle_create(group, &bad.tensor, c.sizing, stream, &raw, &rows);
+  const EpcHandleConfig config = handle_config(c.sizing);
+  EpcRouting routing = EPC_ROUTING_INIT;
+  routing.topk_idx = &bad.tensor;
+  const EpcStatus created = epc_handle_create(group, &config, &routing, stream, &raw);
   HandlePtr handle(raw);
   std::string message;
-  if (c.sizing == EPC_HT_SIZING_EXACT) {
+  if (c.sizing == EPC_SIZING_EXACT) {
     // Creation waits on the host for the layout, which runs after the check: it is the first
     // call to see the error, and writes no out-parameter.
-    message = expect_routing_error(created, "epc_ht_handle_create (EXACT) with bad ids", E);
+    message = expect_routing_error(created, "epc_handle_create (HT, EXACT) with bad ids", E);
     EXPECT_EQ(raw, nullptr);
-    EXPECT_EQ(rows, -1);
     EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
     // The query reports what creation returned.
     expect_async_routing_error(group, message, E);
   } else {
-    EXPECT_TRUE(epc_ok(created, "epc_ht_handle_create (CAPACITY) with bad ids (checked later)"));
+    EXPECT_TRUE(epc_ok(created, "epc_handle_create (HT, CAPACITY) with bad ids (checked later)"));
     ASSERT_TRUE(handle != nullptr);
-    EXPECT_EQ(rows, shape.max_rows());
+    EpcHandleInfo info{};
+    EXPECT_TRUE(query_handle(handle.get(), info));
+    EXPECT_EQ(info.rows, shape.max_rows());
     if (c.queued_first) {
       // Queued behind the held stream, before the check (and the layout) ran.
       EXPECT_TRUE(ht::dispatch(handle.get(), buffers, stream));
@@ -214,19 +217,17 @@ void bad_high_throughput_step(EpcGroup* group, const Shape& shape, const Case& c
     EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(stream), "waiting for the bad routing's kernels"));
     // The check has run: the query reports it, and the next call fails with the same message.
     const std::string queried = expect_routing_error(epc_group_async_error(group), "epc_group_async_error", E);
-    message = expect_routing_error(epc_ht_dispatch(handle.get(), &x, nullptr, nullptr, &out_x, nullptr, nullptr,
-                                                   nullptr, nullptr, nullptr, 0, stream),
-                                   "epc_ht_dispatch", E);
+    message = expect_routing_error(ht::call_dispatch(handle.get(), buffers, stream), "epc_dispatch", E);
     EXPECT_EQ(queried, message);
-    expect_routing_error(epc_ht_combine(handle.get(), &combine_x, nullptr, &out, nullptr, 0, stream), "epc_ht_combine",
-                         E);
-    expect_routing_error(epc_handle_update(handle.get(), &good_idx, stream), "epc_handle_update with good routing", E);
+    expect_routing_error(ht::call_combine(handle.get(), buffers, stream), "epc_combine", E);
+    expect_routing_error(update_routing(handle.get(), good_idx, stream), "epc_handle_update with good routing", E);
   }
   std::printf("rank %d, %s: %s\n", my_rank(), c.name, message.c_str());
+  EpcRouting good = EPC_ROUTING_INIT;
+  good.topk_idx = &good_idx;
   EpcHandle* other = nullptr;
-  int64_t other_rows = -1;
-  expect_routing_error(epc_ht_handle_create(group, &good_idx, EPC_HT_SIZING_CAPACITY, stream, &other, &other_rows),
-                       "epc_ht_handle_create with good routing", E);
+  expect_routing_error(epc_handle_create(group, nullptr, &good, stream, &other), "epc_handle_create with good routing",
+                       E);
   EXPECT_EQ(other, nullptr);
   expect_routing_error(epc_group_barrier(group, stream), "epc_group_barrier", E);
   expect_async_routing_error(group, message, E);
@@ -249,7 +250,7 @@ void good_low_latency_step(const Shape& shape, EpcDtype idx_dtype) {
   buffers.check(step, stream.get(), "new group after bad routing");
 }
 
-void good_high_throughput_steps(const Shape& shape, EpcHtSizing sizing, EpcDtype idx_dtype) {
+void good_high_throughput_steps(const Shape& shape, EpcSizing sizing, EpcDtype idx_dtype) {
   GroupPtr group;
   ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
   ht::run_steps(group.get(), shape, ht::make_steps(shape, ht::random_spec(K, 64000), 2, my_rank()), sizing,
@@ -282,12 +283,12 @@ TEST_P(BadRouting, IsRefusedStickyWithoutFaultAndANewGroupWorks) {
 }
 
 const Case kCases[] = {
-    {"LowLatencyInt64", EPC_MODE_LOW_LATENCY, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT64, false},
-    {"LowLatencyInt32QueuedBehindHeldStream", EPC_MODE_LOW_LATENCY, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT32, true},
-    {"HighThroughputExactInt64", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT64, false},
-    {"HighThroughputExactInt32", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_EXACT, EPC_DTYPE_INT32, false},
-    {"HighThroughputCapacityInt64", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_CAPACITY, EPC_DTYPE_INT64, false},
-    {"HighThroughputCapacityInt32QueuedBehindHeldStream", EPC_MODE_HIGH_THROUGHPUT, EPC_HT_SIZING_CAPACITY,
+    {"LowLatencyInt64", EPC_MODE_LOW_LATENCY, EPC_SIZING_EXACT, EPC_DTYPE_INT64, false},
+    {"LowLatencyInt32QueuedBehindHeldStream", EPC_MODE_LOW_LATENCY, EPC_SIZING_EXACT, EPC_DTYPE_INT32, true},
+    {"HighThroughputExactInt64", EPC_MODE_HIGH_THROUGHPUT, EPC_SIZING_EXACT, EPC_DTYPE_INT64, false},
+    {"HighThroughputExactInt32", EPC_MODE_HIGH_THROUGHPUT, EPC_SIZING_EXACT, EPC_DTYPE_INT32, false},
+    {"HighThroughputCapacityInt64", EPC_MODE_HIGH_THROUGHPUT, EPC_SIZING_CAPACITY, EPC_DTYPE_INT64, false},
+    {"HighThroughputCapacityInt32QueuedBehindHeldStream", EPC_MODE_HIGH_THROUGHPUT, EPC_SIZING_CAPACITY,
      EPC_DTYPE_INT32, true},
 };
 

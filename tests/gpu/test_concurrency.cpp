@@ -92,7 +92,7 @@ TEST(Concurrency, ThreeHighThroughputHandlesOfOneGroupUsedInTurn) {
   constexpr int K = 8;
   constexpr int kRounds = 4;
   const int orders[kRounds][3] = {{0, 1, 2}, {2, 0, 1}, {1, 2, 0}, {0, 2, 1}};
-  const EpcHtSizing sizing[3] = {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY, EPC_HT_SIZING_EXACT};
+  const EpcSizing sizing[3] = {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY, EPC_SIZING_EXACT};
   const Shape shape = world_shape(8, 1024, 128, K);
   GroupPtr group;
   ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
@@ -132,7 +132,7 @@ TEST(Concurrency, ThreeHighThroughputHandlesOfOneGroupUsedInTurn) {
       ASSERT_TRUE(ht::dispatch_and_combine(handles[h].get(), buffers[h], stream.get()));
     }
     for (int h = 0; h < 3; ++h) {
-      const std::string where = "handle " + std::to_string(h) + " (" + ht::sizing_name(sizing[h]) + "), round " +
+      const std::string where = "handle " + std::to_string(h) + " (" + sizing_name(sizing[h]) + "), round " +
                                 std::to_string(round) + " (B=" + std::to_string(steps[h].tokens()) +
                                 ", N=" + std::to_string(steps[h].num_recv()) + ")";
       if (!buffers[h].check(steps[h], stream.get(), where, failing_steps < kMaxReportedSteps)) {
@@ -188,7 +188,7 @@ void drive_high_throughput(EpcGroup* group, const Shape& shape, int* failing) {
         ht::make_step(ht::make_problem(shape, ht::random_spec(shape.max_topk, seed)), seed + 1, my_rank());
     ASSERT_TRUE(buffers.upload(step, options, stream.get()));
     if (s == 0) {
-      ASSERT_TRUE(ht::create_handle(group, buffers, EPC_HT_SIZING_CAPACITY, stream.get(), handle));
+      ASSERT_TRUE(ht::create_handle(group, buffers, EPC_SIZING_CAPACITY, stream.get(), handle));
     } else {
       ASSERT_TRUE(ht::update_handle(handle.get(), buffers, stream.get()));
     }

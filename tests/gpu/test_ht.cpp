@@ -115,8 +115,8 @@ TEST_P(HighThroughputRouting, MatchesTheReference) {
   ProblemSpec spec = c.spec;
   if (c.empty_last_rank) spec.empty_rank = shape.nranks - 1;
   const std::vector<HtStep> steps = make_steps(shape, spec, c.problems, my_rank());
-  run_steps(group.get(), shape, steps, EPC_HT_SIZING_EXACT, {all_outputs(false)}, c.name, c.idx_dtype);
-  run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)}, c.name, c.idx_dtype);
+  run_steps(group.get(), shape, steps, EPC_SIZING_EXACT, {all_outputs(false)}, c.name, c.idx_dtype);
+  run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {all_outputs(true)}, c.name, c.idx_dtype);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, HighThroughputRouting, ::testing::ValuesIn(routing_cases()),
@@ -127,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, HighThroughputRouting, ::testing::ValuesIn(routi
 // x in e4m3 bytes with caller-computed x_scales [B, H/128], copied unchanged: first the
 // reference's quantization of x, then arbitrary bytes (NaN patterns included) and arbitrary
 // finite scales on the same routing, then new routing. On a bf16 group (EXACT and CAPACITY)
-// and on a group sized for fp8 rows (dtype EPC_DTYPE_FP8_E4M3, CAPACITY).
+// and on a group sized for fp8 rows (max_token_bytes H + H / 32, CAPACITY).
 TEST(HighThroughput, Fp8PayloadIsCopiedUnchanged) {
   const HtShape shape = world_shape(16, 7168, 512, 8);
   ProblemSpec spec = random_spec(8, 20000);
@@ -143,12 +143,12 @@ TEST(HighThroughput, Fp8PayloadIsCopiedUnchanged) {
   {
     GroupPtr group;
     ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
-    run_steps(group.get(), shape, steps, EPC_HT_SIZING_EXACT, {all_outputs(false)}, "fp8 on a bf16 group");
-    run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)}, "fp8 on a bf16 group");
+    run_steps(group.get(), shape, steps, EPC_SIZING_EXACT, {all_outputs(false)}, "fp8 on a bf16 group");
+    run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {all_outputs(true)}, "fp8 on a bf16 group");
   }
   GroupPtr fp8_group;
   ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, fp8_group, EPC_DTYPE_FP8_E4M3));
-  run_steps(fp8_group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {all_outputs(true)}, "fp8 on an fp8 group");
+  run_steps(fp8_group.get(), shape, steps, EPC_SIZING_CAPACITY, {all_outputs(true)}, "fp8 on an fp8 group");
 }
 
 // ---- 3. Optional tensors left out -----------------------------------------------------------
@@ -166,7 +166,7 @@ TEST(HighThroughput, OptionalTensorsMayBeNull) {
   CallOptions weights_only = payload_only();
   weights_only.topk_weights = true;
   weights_only.backward_weights = true;
-  for (EpcHtSizing sizing : {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY}) {
+  for (EpcSizing sizing : {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY}) {
     run_steps(group.get(), shape, steps, sizing, {payload_only(), weights_only}, "optional tensors NULL");
   }
 }
@@ -185,8 +185,8 @@ TEST(HighThroughput, HandleReuseWithNewPayloads) {
     if (s > 0) replace_payload(p, 22100 + s);
     steps.push_back(make_step(p, 22200 + s, my_rank()));
   }
-  for (EpcHtSizing sizing : {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY}) {
-    run_steps(group.get(), shape, steps, sizing, {all_outputs(sizing == EPC_HT_SIZING_CAPACITY)}, "handle reuse");
+  for (EpcSizing sizing : {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY}) {
+    run_steps(group.get(), shape, steps, sizing, {all_outputs(sizing == EPC_SIZING_CAPACITY)}, "handle reuse");
   }
 }
 
@@ -198,7 +198,7 @@ TEST(HighThroughput, HandleReuseWithNewPayloads) {
 //             weights, no optional outputs), compared with ht_dispatch of a Problem whose x
 //             is that gradient; the gradient of the dispatch is a combine of the row
 //             gradients [rows, H] with the gradient of out_topk_weights [rows, K]
-//             (EPC_FLAG_BACKWARD_WEIGHTS), compared with ht_combine of those gradients.
+//             (combine topk_weights), compared with ht_combine of those gradients.
 // EXACT handles (one per iteration) and one CAPACITY handle (updated per iteration).
 TEST(HighThroughput, BackwardPassOnTheForwardHandle) {
   const HtShape shape = world_shape(16, 2048, 512, 8);
@@ -219,7 +219,7 @@ TEST(HighThroughput, BackwardPassOnTheForwardHandle) {
   CallOptions forward = all_outputs(false);
   CallOptions backward = payload_only();
   backward.backward_weights = true;
-  for (EpcHtSizing sizing : {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY}) {
+  for (EpcSizing sizing : {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY}) {
     run_steps(group.get(), shape, steps, sizing, {forward, backward}, "forward then backward");
   }
 }

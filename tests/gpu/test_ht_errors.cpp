@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bad arguments to the high-throughput calls: EPC_ERR_INVALID_ARGUMENT with a message naming
-// the offending argument, nothing written to out-parameters, nothing queued (every rank makes
-// the same bad calls, and the handles still give exact results afterwards).
+// Bad arguments to the high-throughput calls: EPC_ERR_INVALID_ARGUMENT (or EPC_ERR_UNSUPPORTED
+// for what the ABI defines and 2.0 does not serve) with a message naming the struct and field,
+// nothing written to out-parameters, nothing queued (every rank makes the same bad calls, and
+// the handles still give exact results afterwards).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -14,27 +15,43 @@
 namespace epc::gputest::ht {
 namespace {
 
-// `status` must be EPC_ERR_INVALID_ARGUMENT and the message must contain `part`. Call it
-// directly on the epc_* call's result (the message is read at once).
-void expect_invalid(EpcStatus status, const std::string& part, const std::string& what) {
+// `status` must be `want` and the message must contain `part`. Call it directly on the
+// epc_* call's result (the message is read at once).
+void expect_status(EpcStatus status, EpcStatus want, const std::string& part, const std::string& what) {
   const std::string message = last_error();
-  EXPECT_EQ(status, EPC_ERR_INVALID_ARGUMENT) << what << ": got " << epc_status_string(status) << ": " << message;
+  EXPECT_EQ(status, want) << what << ": got " << epc_status_string(status) << ": " << message;
   EXPECT_NE(message.find(part), std::string::npos)
       << what << ": the message should mention \"" << part << "\": " << message;
 }
+void expect_invalid(EpcStatus status, const std::string& part, const std::string& what) {
+  expect_status(status, EPC_ERR_INVALID_ARGUMENT, part, what);
+}
 
-// One epc_ht_dispatch call's arguments; has_* false passes NULL.
+// One epc_dispatch call's tensors and arguments; has_* false passes NULL.
 struct DispatchCall {
   EpcTensor x, x_scales, weights, out_x, out_scales, out_idx, out_weights, counts, num_recv;
   bool has_x_scales = false, has_weights = true, has_out_scales = false, has_out_idx = true, has_out_weights = true,
        has_counts = true, has_num_recv = true;
-  EpcFlags flags = 0;
+  EpcQuant quant = EPC_QUANT_NONE;
+  uint32_t flags = 0;
+  // Applied to the argument struct last, for fields without a tensor of their own above.
+  void (*extra)(EpcDispatchArgs&, const EpcTensor& spare) = nullptr;
 
   EpcStatus run(EpcHandle* handle, cudaStream_t stream) const {
-    return epc_ht_dispatch(handle, &x, has_x_scales ? &x_scales : nullptr, has_weights ? &weights : nullptr, &out_x,
-                           has_out_scales ? &out_scales : nullptr, has_out_idx ? &out_idx : nullptr,
-                           has_out_weights ? &out_weights : nullptr, has_counts ? &counts : nullptr,
-                           has_num_recv ? &num_recv : nullptr, flags, stream);
+    EpcDispatchArgs a = EPC_DISPATCH_ARGS_INIT;
+    a.flags = flags;
+    a.quant = quant;
+    a.x = &x;
+    a.x_scales = has_x_scales ? &x_scales : nullptr;
+    a.topk_weights = has_weights ? &weights : nullptr;
+    a.out_x = &out_x;
+    a.out_scales = has_out_scales ? &out_scales : nullptr;
+    a.out_topk_idx = has_out_idx ? &out_idx : nullptr;
+    a.out_topk_weights = has_out_weights ? &out_weights : nullptr;
+    a.out_expert_counts = has_counts ? &counts : nullptr;
+    a.out_num_recv = has_num_recv ? &num_recv : nullptr;
+    if (extra != nullptr) extra(a, counts);
+    return epc_dispatch(handle, &a, stream);
   }
 };
 
@@ -55,34 +72,104 @@ DispatchCall valid_dispatch(const HtBuffers& b) {
 
 // Turns a valid bf16 dispatch into a valid fp8 one: e4m3 x and out_x, x_scales, out_scales.
 void make_fp8(DispatchCall& c) {
+  c.quant = EPC_QUANT_PASSTHROUGH;
   c.x.dtype = EPC_DTYPE_FP8_E4M3;
   c.out_x.dtype = EPC_DTYPE_FP8_E4M3;
   c.has_x_scales = true;
   c.has_out_scales = true;
 }
 
-// A malformed call: what it is, what the message must mention, and how it differs from a
-// valid call.
+// A malformed call: what it is, the status, what the message must mention, and how it
+// differs from a valid call.
 template <typename Call>
 struct BadCall {
   const char* what;
+  EpcStatus status;
   const char* part;
   void (*spoil)(Call&);
 };
 
-// One epc_ht_combine call's arguments; has_* false passes NULL.
+// One epc_combine call's arguments; has_* false passes NULL.
 struct CombineCall {
   EpcTensor x, weights, out, out_weights;
   bool has_weights = true, has_out_weights = true;
-  EpcFlags flags = EPC_FLAG_BACKWARD_WEIGHTS;
+  uint32_t flags = 0;
+  EpcWeighting weighting = EPC_WEIGHTING_DEFAULT;
 
   EpcStatus run(EpcHandle* handle, cudaStream_t stream) const {
-    return epc_ht_combine(handle, &x, has_weights ? &weights : nullptr, &out, has_out_weights ? &out_weights : nullptr,
-                          flags, stream);
+    EpcCombineArgs a = EPC_COMBINE_ARGS_INIT;
+    a.flags = flags;
+    a.weighting = weighting;
+    a.x = &x;
+    a.topk_weights = has_weights ? &weights : nullptr;
+    a.out = &out;
+    a.out_topk_weights = has_out_weights ? &out_weights : nullptr;
+    return epc_combine(handle, &a, stream);
   }
 };
 
 CombineCall valid_combine(const HtBuffers& b) { return CombineCall{b.combine_x(), b.combine_w(), b.out(), b.out_w()}; }
+
+// Handle creation: configuration, out-parameter, routing. Nothing is written on failure.
+void expect_bad_creations(EpcGroup* group, EpcGroup* ll_group, const HtShape& shape, const EpcTensor& idx,
+                          void* scratch, int K, cudaStream_t s) {
+  EpcHandle* const sentinel = reinterpret_cast<EpcHandle*>(0x10);
+  EpcHandle* handle = sentinel;
+  EpcRouting routing = EPC_ROUTING_INIT;
+  routing.topk_idx = &idx;
+  auto create = [&](EpcGroup* g, const EpcHandleConfig& config, const EpcRouting* r) {
+    return epc_handle_create(g, &config, r, s, &handle);
+  };
+  EpcHandleConfig c = handle_config();
+  c.sizing = 2;
+  expect_invalid(create(group, c, &routing), "EpcHandleConfig.sizing", "sizing 2");
+  c = handle_config(EPC_SIZING_EXACT);
+  c.capacity = static_cast<uint64_t>(shape.max_rows());
+  expect_invalid(create(group, c, &routing), "EpcHandleConfig.capacity", "capacity with EXACT sizing");
+  c = handle_config();
+  c.capacity = static_cast<uint64_t>(shape.max_rows()) - 1;
+  expect_status(create(group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.capacity",
+                "capacity other than R * T");
+  c = handle_config();
+  c.layout = 5;
+  expect_invalid(create(group, c, &routing), "EpcHandleConfig.layout", "layout 5");
+  c = handle_config();
+  c.expert_alignment = 16;
+  expect_invalid(create(group, c, &routing), "EpcHandleConfig.expert_alignment", "expert_alignment on FLAT");
+  c = handle_config(EPC_SIZING_CAPACITY, EPC_HANDLE_ZERO_PADDING);
+  expect_invalid(create(group, c, &routing), "EPC_HANDLE_ZERO_PADDING", "ZERO_PADDING on FLAT");
+  c = handle_config(EPC_SIZING_CAPACITY, 0x100u);
+  expect_invalid(create(group, c, &routing), "EpcHandleConfig.flags", "handle flags 0x100");
+  for (EpcLayout layout : {EPC_LAYOUT_EXPERT_PADDED, EPC_LAYOUT_EXPERT_PACKED, EPC_LAYOUT_RANK_MAJOR}) {
+    c = handle_config();
+    c.layout = layout;
+    expect_status(create(group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.layout",
+                  "layout " + std::to_string(layout) + " on an HT group");
+  }
+  c = handle_config();
+  c.layout = EPC_LAYOUT_FLAT;
+  expect_status(create(ll_group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.layout", "FLAT on an LL group");
+  c = handle_config(EPC_SIZING_EXACT);
+  expect_invalid(create(ll_group, c, &routing), "EpcHandleConfig.sizing", "EXACT on an LL group (EXPERT_PADDED)");
+  expect_invalid(epc_handle_create(group, nullptr, &routing, s, nullptr), "out_handle", "out_handle NULL");
+  EpcRouting no_idx = EPC_ROUTING_INIT;
+  expect_invalid(create(group, handle_config(), &no_idx), "EpcRouting.topk_idx", "topk_idx NULL");
+  EpcRouting with_count = routing;
+  const EpcTensor count = make_tensor(scratch, EPC_DTYPE_INT32, {1});
+  with_count.num_tokens = &count;
+  expect_status(create(group, handle_config(), &with_count), EPC_ERR_UNSUPPORTED, "EpcRouting.num_tokens",
+                "EpcRouting.num_tokens");
+  auto bad_idx = [&](EpcDtype dtype, int64_t tokens, int64_t topk, const std::string& what) {
+    const EpcTensor bad = make_tensor(scratch, dtype, {tokens, topk});
+    EpcRouting r = EPC_ROUTING_INIT;
+    r.topk_idx = &bad;
+    expect_invalid(create(group, handle_config(), &r), "topk_idx", what);
+  };
+  bad_idx(EPC_DTYPE_FP32, 32, K, "topk_idx fp32");
+  bad_idx(EPC_DTYPE_INT64, shape.max_tokens + 1, K, "topk_idx with B > max_tokens_per_rank");
+  bad_idx(EPC_DTYPE_INT64, 32, shape.max_topk + 1, "topk_idx with K > max_topk");
+  EXPECT_EQ(handle, sentinel) << "out_handle written by a failing call";
+}
 
 // L = 8, H = 1024, T = 64, max_topk 8; the handles' routing has K = 4 and B = 32 on every rank.
 TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
@@ -112,125 +199,142 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
   ASSERT_TRUE(scratch.allocate(8u << 20, "scratch"));
   ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), 0, scratch.bytes(), s), "clear scratch"));
 
-  // ---- Handle creation: mode, sizing, out-parameters, routing ----
   const EpcTensor idx = exact_buffers.topk_idx();
-  EpcHandle* const sentinel = reinterpret_cast<EpcHandle*>(0x10);
-  EpcHandle* handle = sentinel;
-  int64_t rows = -7;
-  expect_invalid(epc_handle_create(group.get(), &idx, s, &handle), "high-throughput",
-                 "epc_handle_create on an HT group");
-  expect_invalid(epc_ht_handle_create(ll_group.get(), &idx, EPC_HT_SIZING_EXACT, s, &handle, &rows), "low-latency",
-                 "epc_ht_handle_create on an LL group");
-  expect_invalid(epc_ht_handle_create(group.get(), &idx, 2u, s, &handle, &rows), "sizing", "sizing 2");
-  expect_invalid(epc_ht_handle_create(group.get(), &idx, EPC_HT_SIZING_EXACT, s, &handle, nullptr), "out_rows",
-                 "out_rows NULL");
-  expect_invalid(epc_ht_handle_create(group.get(), &idx, EPC_HT_SIZING_EXACT, s, nullptr, &rows), "out_handle",
-                 "out_handle NULL");
-  expect_invalid(epc_ht_handle_create(group.get(), nullptr, EPC_HT_SIZING_EXACT, s, &handle, &rows), "topk_idx",
-                 "topk_idx NULL");
-  auto bad_create = [&](EpcDtype dtype, int64_t tokens, int64_t topk, const std::string& what) {
-    const EpcTensor bad = make_tensor(scratch.get(), dtype, {tokens, topk});
-    expect_invalid(epc_ht_handle_create(group.get(), &bad, EPC_HT_SIZING_CAPACITY, s, &handle, &rows), "topk_idx",
-                   what);
-  };
-  bad_create(EPC_DTYPE_FP32, 32, K, "topk_idx fp32");
-  bad_create(EPC_DTYPE_INT64, shape.max_tokens + 1, K, "topk_idx with B > max_tokens_per_rank");
-  bad_create(EPC_DTYPE_INT64, 32, shape.max_topk + 1, "topk_idx with K > max_topk");
-  EXPECT_EQ(handle, sentinel) << "out_handle written by a failing call";
-  EXPECT_EQ(rows, -7) << "out_rows written by a failing call";
+  expect_bad_creations(group.get(), ll_group.get(), shape, idx, scratch.get(), K, s);
 
   // Valid handles of both sizings and a low-latency one.
   HandlePtr exact, capacity, ll_handle;
-  ASSERT_TRUE(create_handle(group.get(), exact_buffers, EPC_HT_SIZING_EXACT, s, exact));
-  ASSERT_TRUE(create_handle(group.get(), capacity_buffers, EPC_HT_SIZING_CAPACITY, s, capacity));
-  {
-    EpcHandle* raw = nullptr;
-    ASSERT_TRUE(epc_ok(epc_handle_create(ll_group.get(), &idx, s, &raw), "epc_handle_create(LL)"));
-    ll_handle.reset(raw);
-  }
+  ASSERT_TRUE(create_handle(group.get(), exact_buffers, EPC_SIZING_EXACT, s, exact));
+  ASSERT_TRUE(create_handle(group.get(), capacity_buffers, EPC_SIZING_CAPACITY, s, capacity));
+  ASSERT_TRUE(create_handle_with(ll_group.get(), handle_config(), &idx, s, ll_handle, "epc_handle_create(LL)"));
 
-  // ---- The wrong mode's calls ----
+  // ---- HT arguments on an LL handle, NULL handles and args, complete on HT ----
   const DispatchCall good = valid_dispatch(exact_buffers);
   const CombineCall good_combine = valid_combine(exact_buffers);
-  expect_invalid(good.run(ll_handle.get(), s), "low-latency", "epc_ht_dispatch on an LL handle");
-  expect_invalid(good_combine.run(ll_handle.get(), s), "low-latency", "epc_ht_combine on an LL handle");
-  expect_invalid(good.run(nullptr, s), "handle", "epc_ht_dispatch with a NULL handle");
   {
-    const EpcTensor x = exact_buffers.x(), w = exact_buffers.topk_weights(),
-                    out_x = make_tensor(scratch.get(), EPC_DTYPE_BF16, {8, 128, 1024}),
-                    counts = make_tensor(scratch.get(), EPC_DTYPE_INT32, {8});
-    expect_invalid(epc_ll_dispatch(exact.get(), &x, &w, &out_x, &counts, 0, s), "high-throughput",
-                   "epc_ll_dispatch on an HT handle");
-    expect_invalid(epc_ll_combine(exact.get(), &out_x, &x, 0, s), "high-throughput", "epc_ll_combine on an HT handle");
-    expect_invalid(epc_complete(exact.get(), s), "high-throughput", "epc_complete on an HT handle");
+    DispatchCall flat = good;  // [rows, H] out_x on an LL handle, whose out_x is [L, C, H]
+    flat.has_out_idx = flat.has_out_weights = flat.has_counts = flat.has_num_recv = false;
+    expect_invalid(flat.run(ll_handle.get(), s), "EpcDispatchArgs.out_x", "an HT out_x on an LL handle");
+    flat.has_out_idx = true;
+    flat.out_x = make_tensor(scratch.get(), EPC_DTYPE_BF16, {8, shape.max_rows(), shape.hidden});
+    expect_invalid(flat.run(ll_handle.get(), s), "EpcDispatchArgs.out_topk_idx", "out_topk_idx on an LL handle");
   }
+  expect_invalid(good.run(nullptr, s), "handle", "epc_dispatch with a NULL handle");
+  expect_invalid(epc_dispatch(exact.get(), nullptr, s), "EpcDispatchArgs", "epc_dispatch with NULL args");
+  expect_invalid(epc_combine(exact.get(), nullptr, s), "EpcCombineArgs", "epc_combine with NULL args");
+  expect_status(epc_complete(exact.get(), 0, s), EPC_ERR_INVALID_USAGE, "epc_complete", "epc_complete on an HT handle");
 
-  // ---- epc_ht_dispatch ----
+  // ---- epc_dispatch ----
   const BadCall<DispatchCall> bad_dispatches[] = {
-      {"x_scales with bf16 x", "x_scales", [](DispatchCall& c) { c.has_x_scales = true; }},
-      {"out_scales with bf16 x", "out_scales", [](DispatchCall& c) { c.has_out_scales = true; }},
-      {"out_topk_weights without topk_weights", "out_topk_weights", [](DispatchCall& c) { c.has_weights = false; }},
-      {"fp8 x without x_scales", "x_scales",
+      {"x_scales with bf16 x", EPC_ERR_INVALID_ARGUMENT, "x_scales", [](DispatchCall& c) { c.has_x_scales = true; }},
+      {"out_scales with bf16 x", EPC_ERR_INVALID_ARGUMENT, "out_scales",
+       [](DispatchCall& c) { c.has_out_scales = true; }},
+      {"out_topk_weights without topk_weights", EPC_ERR_INVALID_ARGUMENT, "out_topk_weights",
+       [](DispatchCall& c) { c.has_weights = false; }},
+      {"PASSTHROUGH without x_scales", EPC_ERR_INVALID_ARGUMENT, "x_scales",
        [](DispatchCall& c) {
          make_fp8(c);
          c.has_x_scales = false;
        }},
-      {"fp8 x without out_scales", "out_scales",
+      {"PASSTHROUGH without out_scales", EPC_ERR_INVALID_ARGUMENT, "out_scales",
        [](DispatchCall& c) {
          make_fp8(c);
          c.has_out_scales = false;
        }},
-      {"x_scales [B, H/128 + 1]", "x_scales",
+      {"x_scales [B, H/128 + 1] (another scale block: not served)", EPC_ERR_UNSUPPORTED, "EPC_QUANT_PASSTHROUGH",
        [](DispatchCall& c) {
          make_fp8(c);
          c.x_scales.shape[1] += 1;
        }},
-      {"x with B + 1 rows", "tensor x ", [](DispatchCall& c) { c.x.shape[0] += 1; }},
-      {"x with H - 8 channels", "tensor x ", [](DispatchCall& c) { c.x.shape[1] -= 8; }},
-      {"fp16 x on a bf16 group", "tensor x ", [](DispatchCall& c) { c.x.dtype = EPC_DTYPE_FP16; }},
-      {"topk_weights [B, K + 1]", "topk_weights", [](DispatchCall& c) { c.weights.shape[1] += 1; }},
-      {"out_x [rows + 1, H] on an EXACT handle", "out_x", [](DispatchCall& c) { c.out_x.shape[0] += 1; }},
-      {"fp8 out_x for bf16 x", "out_x", [](DispatchCall& c) { c.out_x.dtype = EPC_DTYPE_FP8_E4M3; }},
-      {"out_topk_idx [rows, K + 1]", "out_topk_idx", [](DispatchCall& c) { c.out_idx.shape[1] += 1; }},
-      {"out_topk_idx int64", "out_topk_idx", [](DispatchCall& c) { c.out_idx.dtype = EPC_DTYPE_INT64; }},
-      {"out_topk_weights bf16", "out_topk_weights", [](DispatchCall& c) { c.out_weights.dtype = EPC_DTYPE_BF16; }},
-      {"out_expert_counts [L + 1]", "out_expert_counts", [](DispatchCall& c) { c.counts.shape[0] += 1; }},
-      {"out_num_recv [2]", "out_num_recv", [](DispatchCall& c) { c.num_recv.shape[0] = 2; }},
-      {"flags EPC_FLAG_SEND_ONLY", "flags", [](DispatchCall& c) { c.flags = EPC_FLAG_SEND_ONLY; }},
-      {"flags EPC_FLAG_BACKWARD_WEIGHTS", "flags", [](DispatchCall& c) { c.flags = EPC_FLAG_BACKWARD_WEIGHTS; }},
-      {"flags 0x100", "flags", [](DispatchCall& c) { c.flags = 0x100u; }},
+      {"fp8 x without PASSTHROUGH", EPC_ERR_INVALID_ARGUMENT, "EpcDispatchArgs.x ",
+       [](DispatchCall& c) { c.x.dtype = EPC_DTYPE_FP8_E4M3; }},
+      {"x with B + 1 rows", EPC_ERR_INVALID_ARGUMENT, "EpcDispatchArgs.x ", [](DispatchCall& c) { c.x.shape[0] += 1; }},
+      {"x with H - 8 channels", EPC_ERR_INVALID_ARGUMENT, "EpcDispatchArgs.x ",
+       [](DispatchCall& c) { c.x.shape[1] -= 8; }},
+      {"topk_weights [B, K + 1]", EPC_ERR_INVALID_ARGUMENT, "topk_weights",
+       [](DispatchCall& c) { c.weights.shape[1] += 1; }},
+      {"out_x [rows + 1, H] on an EXACT handle", EPC_ERR_INVALID_ARGUMENT, "out_x",
+       [](DispatchCall& c) { c.out_x.shape[0] += 1; }},
+      {"fp8 out_x for bf16 x", EPC_ERR_INVALID_ARGUMENT, "out_x",
+       [](DispatchCall& c) { c.out_x.dtype = EPC_DTYPE_FP8_E4M3; }},
+      {"out_topk_idx [rows, K + 1]", EPC_ERR_INVALID_ARGUMENT, "out_topk_idx",
+       [](DispatchCall& c) { c.out_idx.shape[1] += 1; }},
+      {"out_topk_idx int64", EPC_ERR_INVALID_ARGUMENT, "out_topk_idx",
+       [](DispatchCall& c) { c.out_idx.dtype = EPC_DTYPE_INT64; }},
+      {"out_topk_weights bf16", EPC_ERR_INVALID_ARGUMENT, "out_topk_weights",
+       [](DispatchCall& c) { c.out_weights.dtype = EPC_DTYPE_BF16; }},
+      {"out_expert_counts [L + 1]", EPC_ERR_INVALID_ARGUMENT, "out_expert_counts",
+       [](DispatchCall& c) { c.counts.shape[0] += 1; }},
+      {"out_num_recv [2]", EPC_ERR_INVALID_ARGUMENT, "out_num_recv", [](DispatchCall& c) { c.num_recv.shape[0] = 2; }},
+      {"acc_expert_counts int32", EPC_ERR_INVALID_ARGUMENT, "acc_expert_counts",
+       [](DispatchCall& c) {
+         c.extra = [](EpcDispatchArgs& a, const EpcTensor& counts) { a.acc_expert_counts = &counts; };
+       }},
+      {"out_expert_counts_host in device memory", EPC_ERR_INVALID_ARGUMENT, "out_expert_counts_host",
+       [](DispatchCall& c) {
+         c.extra = [](EpcDispatchArgs& a, const EpcTensor& counts) { a.out_expert_counts_host = &counts; };
+       }},
+      {"out_expert_offsets on FLAT", EPC_ERR_INVALID_ARGUMENT, "out_expert_offsets",
+       [](DispatchCall& c) {
+         c.extra = [](EpcDispatchArgs& a, const EpcTensor& counts) { a.out_expert_offsets = &counts; };
+       }},
+      {"out_rank_counts on FLAT", EPC_ERR_INVALID_ARGUMENT, "out_rank_counts",
+       [](DispatchCall& c) {
+         c.extra = [](EpcDispatchArgs& a, const EpcTensor& counts) { a.out_rank_counts = &counts; };
+       }},
+      {"flags EPC_STEP_SEND_ONLY (not served on HT)", EPC_ERR_UNSUPPORTED, "EPC_STEP_SEND_ONLY",
+       [](DispatchCall& c) { c.flags = EPC_STEP_SEND_ONLY; }},
+      {"flags EPC_DISPATCH_POW2_SCALES without FP8", EPC_ERR_INVALID_ARGUMENT, "EPC_DISPATCH_POW2_SCALES",
+       [](DispatchCall& c) { c.flags = EPC_DISPATCH_POW2_SCALES; }},
+      {"flags 0x100", EPC_ERR_INVALID_ARGUMENT, "EpcDispatchArgs.flags", [](DispatchCall& c) { c.flags = 0x100u; }},
+      {"quant FP8 (not served on HT)", EPC_ERR_UNSUPPORTED, "EPC_QUANT_FP8",
+       [](DispatchCall& c) { c.quant = EPC_QUANT_FP8; }},
+      {"quant NVFP4 (not served)", EPC_ERR_UNSUPPORTED, "EPC_QUANT_NVFP4",
+       [](DispatchCall& c) { c.quant = EPC_QUANT_NVFP4; }},
+      {"quant 7", EPC_ERR_INVALID_ARGUMENT, "EpcDispatchArgs.quant", [](DispatchCall& c) { c.quant = 7; }},
   };
   for (const BadCall<DispatchCall>& bad : bad_dispatches) {
     DispatchCall c = good;
     bad.spoil(c);
-    expect_invalid(c.run(exact.get(), s), bad.part, std::string("epc_ht_dispatch: ") + bad.what);
+    expect_status(c.run(exact.get(), s), bad.status, bad.part, std::string("epc_dispatch: ") + bad.what);
   }
 
-  // ---- epc_ht_combine ----
+  // ---- epc_combine ----
   const BadCall<CombineCall> bad_combines[] = {
-      {"EPC_FLAG_BACKWARD_WEIGHTS without topk_weights", "topk_weights", [](CombineCall& c) { c.has_weights = false; }},
-      {"topk_weights without EPC_FLAG_BACKWARD_WEIGHTS", "topk_weights", [](CombineCall& c) { c.flags = 0; }},
-      {"topk_weights [rows, K + 1]", "topk_weights", [](CombineCall& c) { c.weights.shape[1] += 1; }},
-      {"out_topk_weights [B, K + 1]", "out_topk_weights", [](CombineCall& c) { c.out_weights.shape[1] += 1; }},
-      {"x [rows + 1, H]", "tensor x ", [](CombineCall& c) { c.x.shape[0] += 1; }},
-      {"fp16 x", "tensor x ", [](CombineCall& c) { c.x.dtype = EPC_DTYPE_FP16; }},
-      {"out [B + 1, H]", "tensor out ", [](CombineCall& c) { c.out.shape[0] += 1; }},
-      {"flags EPC_FLAG_SEND_ONLY", "flags", [](CombineCall& c) { c.flags |= EPC_FLAG_SEND_ONLY; }},
-      {"flags 0x100", "flags", [](CombineCall& c) { c.flags |= 0x100u; }},
+      {"topk_weights without out_topk_weights", EPC_ERR_INVALID_ARGUMENT, "topk_weights",
+       [](CombineCall& c) { c.has_out_weights = false; }},
+      {"out_topk_weights without topk_weights", EPC_ERR_INVALID_ARGUMENT, "topk_weights",
+       [](CombineCall& c) { c.has_weights = false; }},
+      {"topk_weights [rows, K + 1]", EPC_ERR_INVALID_ARGUMENT, "topk_weights",
+       [](CombineCall& c) { c.weights.shape[1] += 1; }},
+      {"out_topk_weights [B, K + 1]", EPC_ERR_INVALID_ARGUMENT, "out_topk_weights",
+       [](CombineCall& c) { c.out_weights.shape[1] += 1; }},
+      {"x [rows + 1, H]", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.x ", [](CombineCall& c) { c.x.shape[0] += 1; }},
+      {"fp16 x (not served)", EPC_ERR_UNSUPPORTED, "EpcCombineArgs.x",
+       [](CombineCall& c) { c.x.dtype = EPC_DTYPE_FP16; }},
+      {"out [B + 1, H]", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.out ", [](CombineCall& c) { c.out.shape[0] += 1; }},
+      {"int32 out", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.out ",
+       [](CombineCall& c) { c.out.dtype = EPC_DTYPE_INT32; }},
+      {"weighting SENDER on FLAT", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.weighting",
+       [](CombineCall& c) { c.weighting = EPC_WEIGHTING_SENDER; }},
+      {"weighting 9", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.weighting", [](CombineCall& c) { c.weighting = 9; }},
+      {"flags EPC_STEP_SEND_ONLY (not served on HT)", EPC_ERR_UNSUPPORTED, "EPC_STEP_SEND_ONLY",
+       [](CombineCall& c) { c.flags = EPC_STEP_SEND_ONLY; }},
+      {"flags 0x100", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.flags", [](CombineCall& c) { c.flags = 0x100u; }},
   };
   for (const BadCall<CombineCall>& bad : bad_combines) {
     CombineCall c = good_combine;
     bad.spoil(c);
-    expect_invalid(c.run(exact.get(), s), bad.part, std::string("epc_ht_combine: ") + bad.what);
+    expect_status(c.run(exact.get(), s), bad.status, bad.part, std::string("epc_combine: ") + bad.what);
   }
 
   // ---- epc_handle_update ----
-  expect_invalid(epc_handle_update(exact.get(), &idx, s), "EXACT", "epc_handle_update on an EXACT handle");
+  expect_invalid(epc_handle_update(capacity.get(), nullptr, s), "EpcRouting", "epc_handle_update without routing");
   {
     const EpcTensor wider = make_tensor(scratch.get(), EPC_DTYPE_INT64, {32, K + 1});
-    expect_invalid(epc_handle_update(capacity.get(), &wider, s), "topk_idx", "epc_handle_update with another K");
+    expect_invalid(update_routing(capacity.get(), wider, s), "topk_idx", "epc_handle_update with another K");
     const EpcTensor longer = make_tensor(scratch.get(), EPC_DTYPE_INT64, {shape.max_tokens + 1, K});
-    expect_invalid(epc_handle_update(capacity.get(), &longer, s), "topk_idx",
+    expect_invalid(update_routing(capacity.get(), longer, s), "topk_idx",
                    "epc_handle_update with B > max_tokens_per_rank");
   }
 

@@ -35,17 +35,12 @@ TEST(HighThroughputFaults, AbsentRankMakesEveryPeerTimeOutNamingIt) {
   // EXACT sizing: creation waits on the host for the count exchange, which every rank joins,
   // so the layout is complete everywhere before the absent rank stays away.
   HandlePtr handle;
-  ASSERT_TRUE(create_handle(group.get(), buffers, EPC_HT_SIZING_EXACT, s, handle));
+  ASSERT_TRUE(create_handle(group.get(), buffers, EPC_SIZING_EXACT, s, handle));
 
-  const EpcTensor combine_x = buffers.combine_x(), out = buffers.out();
-  const EpcTensor x = buffers.x(), out_x = buffers.out_x();
   AbsentRankStep absent_step;
   absent_step.queue = [&] { return dispatch(handle.get(), buffers, s); };
-  absent_step.next = [&] { return epc_ht_combine(handle.get(), &combine_x, nullptr, &out, nullptr, 0, s); };
-  absent_step.again = [&] {
-    return epc_ht_dispatch(handle.get(), &x, nullptr, nullptr, &out_x, nullptr, nullptr, nullptr, nullptr, nullptr, 0,
-                           s);
-  };
+  absent_step.next = [&] { return call_combine(handle.get(), buffers, s); };
+  absent_step.again = [&] { return call_dispatch(handle.get(), buffers, s); };
   absent_step.phase = "high-throughput dispatch";
   expect_absent_rank_times_out(group.get(), s, world - 1, absent_step);
 }

@@ -43,7 +43,7 @@ class HighThroughputGraph : public ::testing::Test {
 };
 
 // CAPACITY sizing: one eager step (create, dispatch, combine); then a capture (global mode) of
-// [epc_handle_update from the fixed routing buffer, epc_ht_dispatch, epc_ht_combine with
+// [epc_handle_update from the fixed routing buffer, epc_dispatch, epc_combine with
 // backward weights] on fixed buffers; four replays, each after writing NEW routing, x, weights
 // and combine rows into those buffers (B per rank fixed: the shapes are part of the graph;
 // rank 1 has none; N changes with the routing, and combine rows past N are NaN garbage);
@@ -65,7 +65,7 @@ TEST_F(HighThroughputGraph, CapacityHandleReplaysWithNewRouting) {
   {
     const HtStep warmup = step_for(0);
     ASSERT_TRUE(buffers_.upload(warmup, options_, stream));
-    ASSERT_TRUE(create_handle(group_.get(), buffers_, EPC_HT_SIZING_CAPACITY, stream, handle_));
+    ASSERT_TRUE(create_handle(group_.get(), buffers_, EPC_SIZING_CAPACITY, stream, handle_));
     ASSERT_TRUE(dispatch_and_combine(handle_.get(), buffers_, stream));
     buffers_.check(warmup, stream, "eager warm-up before capture");
   }
@@ -95,7 +95,7 @@ TEST_F(HighThroughputGraph, ExactHandleReplaysWithNewPayloads) {
   ref::Problem p = make_problem(shape_, random_spec(K, 31000));
   const HtStep first = make_step(p, 31001, my_rank());
   ASSERT_TRUE(buffers_.upload(first, options_, stream));
-  ASSERT_TRUE(create_handle(group_.get(), buffers_, EPC_HT_SIZING_EXACT, stream, handle_));
+  ASSERT_TRUE(create_handle(group_.get(), buffers_, EPC_SIZING_EXACT, stream, handle_));
   GraphExecPtr exec;
   ASSERT_TRUE(
       capture_on_every_rank(stream, [&] { return dispatch_and_combine(handle_.get(), buffers_, stream); }, exec));
@@ -141,8 +141,8 @@ TEST(HighThroughput, FiveHundredStepsBackToBack) {
   ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream.get()), "uploads"));
 
   HandlePtr handle;
-  ASSERT_TRUE(create_handle(group.get(), buffers[0], EPC_HT_SIZING_CAPACITY, stream.get(), handle));
-  for (HtBuffers& b : buffers) b.set_handle(EPC_HT_SIZING_CAPACITY, buffers[0].rows());
+  ASSERT_TRUE(create_handle(group.get(), buffers[0], EPC_SIZING_CAPACITY, stream.get(), handle));
+  for (HtBuffers& b : buffers) b.set_handle(EPC_SIZING_CAPACITY, buffers[0].rows());
   int failing_checks = 0;
   int checks = 0;
   for (int s = 0; s < kSteps; ++s) {

@@ -193,7 +193,7 @@ TEST(LowLatency, Hidden16384) {
 
 // ---- 4b. FP8 dispatch -------------------------------------------------------------------------
 
-// epc_ll_dispatch_fp8 against the reference's e4m3 cast: H = 7168, K = 8, random B, ~10%
+// epc_dispatch with EPC_QUANT_FP8 against the reference's e4m3 cast: H = 7168, K = 8, random B, ~10%
 // masked; two steps with plain scales, then two with power-of-two (UE8M0) scales and the
 // dispatch send-only; combine (bf16) after each. Then top-k 16 with int32 routing.
 TEST(LowLatency, Fp8DispatchMatchesTheReferenceCast) {
@@ -206,7 +206,7 @@ TEST(LowLatency, Fp8DispatchMatchesTheReferenceCast) {
   for (uint64_t s = 0; s < 2; ++s) problems.push_back(ll::random_problem(shape, 8, 4900 + s, true, 0.1));
   run_sequence(group.get(), shape, problems, 4910, "fp8", EPC_DTYPE_INT64, 0, 0, fp8);
   fp8.round_scale_ue8m0 = true;
-  run_sequence(group.get(), shape, problems, 4920, "fp8 ue8m0", EPC_DTYPE_INT64, EPC_FLAG_SEND_ONLY, 0, fp8);
+  run_sequence(group.get(), shape, problems, 4920, "fp8 ue8m0", EPC_DTYPE_INT64, EPC_STEP_SEND_ONLY, 0, fp8);
   run_sequence(group.get(), shape, {ll::random_problem(shape, 16, 4930, true, 0.1)}, 4940, "fp8 K=16", EPC_DTYPE_INT32,
                0, 0, fp8);
 }
@@ -282,7 +282,7 @@ TEST(LowLatency, FiftyStepsWithoutHostSynchronisation) {
 
 // ---- 6. Send-only ---------------------------------------------------------------------------
 
-// Dispatch and combine queued with EPC_FLAG_SEND_ONLY and finished by epc_complete, with
+// Dispatch and combine queued with EPC_STEP_SEND_ONLY and finished by epc_complete, with
 // unrelated work queued in between (as a caller overlapping compute would). Four steps on one
 // handle: both halves send-only; only dispatch; only combine; both again.
 TEST(LowLatency, SendOnlyThenComplete) {
@@ -307,25 +307,19 @@ TEST(LowLatency, SendOnlyThenComplete) {
     } else {
       ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
     }
-    const EpcTensor x = buffers.x();
-    const EpcTensor weights = buffers.topk_weights();
-    const EpcTensor out_x = buffers.out_x();
-    const EpcTensor counts = buffers.out_counts();
-    const EpcTensor expert_out = buffers.expert_out();
-    const EpcTensor out = buffers.out();
     if (send_only_dispatch[s]) {
-      ASSERT_TRUE(epc_ok(epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts, EPC_FLAG_SEND_ONLY, stream.get()),
-                         "epc_ll_dispatch(SEND_ONLY)"));
+      ASSERT_TRUE(epc_ok(ll::call_dispatch(handle.get(), buffers, EPC_STEP_SEND_ONLY, stream.get()),
+                         "epc_dispatch(SEND_ONLY)"));
       ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()), "overlapped work"));
-      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()), "epc_complete (dispatch)"));
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream.get()), "epc_complete (dispatch)"));
     } else {
       ASSERT_TRUE(ll::dispatch(handle.get(), buffers, 0, stream.get()));
     }
     if (send_only_combine[s]) {
-      ASSERT_TRUE(epc_ok(epc_ll_combine(handle.get(), &expert_out, &out, EPC_FLAG_SEND_ONLY, stream.get()),
-                         "epc_ll_combine(SEND_ONLY)"));
+      ASSERT_TRUE(
+          epc_ok(ll::call_combine(handle.get(), buffers, EPC_STEP_SEND_ONLY, stream.get()), "epc_combine(SEND_ONLY)"));
       ASSERT_TRUE(cuda_ok(cudaMemsetAsync(scratch.get(), s, scratch.bytes(), stream.get()), "overlapped work"));
-      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), stream.get()), "epc_complete (combine)"));
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream.get()), "epc_complete (combine)"));
     } else {
       ASSERT_TRUE(ll::combine(handle.get(), buffers, 0, stream.get()));
     }
@@ -387,7 +381,7 @@ TEST(LowLatency, TwoHandlesUsedAlternately) {
 // ---- 8. CUDA graph --------------------------------------------------------------------------
 
 // One eager warm-up step; then a capture (global mode) of [epc_handle_update from the fixed
-// routing buffer, epc_ll_dispatch, epc_ll_combine] on fixed buffers; three replays, each
+// routing buffer, epc_dispatch, epc_combine] on fixed buffers; three replays, each
 // after writing NEW routing, x, weights and expert outputs y into those buffers (same B = T,
 // the shapes are part of the graph); then one more eager step on the same handle.
 TEST(LowLatency, CudaGraphReplaysWithNewRouting) {

@@ -27,13 +27,10 @@ TEST(LowLatencyFaults, AbsentRankMakesEveryPeerTimeOutNamingIt) {
   HandlePtr handle;
   ASSERT_TRUE(create_handle(group.get(), buffers, s, handle));
 
-  const EpcTensor expert_out = buffers.expert_out(), out = buffers.out();
-  const EpcTensor x = buffers.x(), weights = buffers.topk_weights(), out_x = buffers.out_x(),
-                  counts = buffers.out_counts();
   AbsentRankStep absent_step;
   absent_step.queue = [&] { return dispatch(handle.get(), buffers, 0, s); };
-  absent_step.next = [&] { return epc_ll_combine(handle.get(), &expert_out, &out, 0, s); };
-  absent_step.again = [&] { return epc_ll_dispatch(handle.get(), &x, &weights, &out_x, &counts, 0, s); };
+  absent_step.next = [&] { return call_combine(handle.get(), buffers, 0, s); };
+  absent_step.again = [&] { return call_dispatch(handle.get(), buffers, 0, s); };
   absent_step.phase = "low-latency dispatch receive";
   expect_absent_rank_times_out(group.get(), s, world - 1, absent_step);
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Soak: one communicator with a low-latency and a high-throughput group alive together, and
 // EPCOMM_SOAK_STEPS (default 10000) steps on one stream, each an LL step (epc_handle_update,
-// epc_ll_dispatch, epc_ll_combine on the LL group) followed by an HT step (epc_handle_update
-// of a CAPACITY handle, epc_ht_dispatch, epc_ht_combine on the HT group): the graph-safe
+// epc_dispatch, epc_combine on the LL group) followed by an HT step (epc_handle_update
+// of a CAPACITY handle, epc_dispatch, epc_combine on the HT group): the graph-safe
 // per-step calls, no allocation and no host synchronisation. Routing changes every step: step
 // s's routing is drawn from a seed of s (the same on every rank) and uploaded before the loop.
 // Every 100th step and the last instead upload a full reference problem for both modes and
@@ -131,16 +131,15 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
   const ht::CallOptions options;
 
   // Handles from step 0's pooled routing; every step then updates them.
-  EpcHandle* raw = nullptr;
   const EpcTensor ll_first = ll_pool.at(0), ht_first = ht_pool.at(0);
-  ASSERT_TRUE(epc_ok(epc_handle_create(ll_group.get(), &ll_first, stream, &raw), "epc_handle_create"));
-  HandlePtr ll_handle(raw);
-  int64_t rows = 0;
-  raw = nullptr;
-  ASSERT_TRUE(epc_ok(epc_ht_handle_create(ht_group.get(), &ht_first, EPC_HT_SIZING_CAPACITY, stream, &raw, &rows),
-                     "epc_ht_handle_create (CAPACITY)"));
-  HandlePtr ht_handle(raw);
-  ht_buffers.set_handle(EPC_HT_SIZING_CAPACITY, rows);
+  HandlePtr ll_handle, ht_handle;
+  ASSERT_TRUE(
+      create_handle_with(ll_group.get(), handle_config(), &ll_first, stream, ll_handle, "epc_handle_create (LL)"));
+  ASSERT_TRUE(create_handle_with(ht_group.get(), handle_config(EPC_SIZING_CAPACITY), &ht_first, stream, ht_handle,
+                                 "epc_handle_create (HT, CAPACITY)"));
+  EpcHandleInfo info{};
+  ASSERT_TRUE(query_handle(ht_handle.get(), info));
+  ht_buffers.set_handle(EPC_SIZING_CAPACITY, info.rows);
 
   ll::LlStep ll_step;
   ht::HtStep ht_step;
@@ -157,7 +156,7 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
       ASSERT_TRUE(ll::update_handle(ll_handle.get(), ll_buffers, stream));
     } else {
       const EpcTensor idx = ll_pool.at(s);
-      ASSERT_TRUE(epc_ok(epc_handle_update(ll_handle.get(), &idx, stream), "epc_handle_update (LL)"));
+      ASSERT_TRUE(epc_ok(update_routing(ll_handle.get(), idx, stream), "epc_handle_update (LL)"));
     }
     ASSERT_TRUE(ll::dispatch_and_combine(ll_handle.get(), ll_buffers, stream));
     if (check) {
@@ -168,7 +167,7 @@ TEST(Soak, AlternatingLowLatencyAndHighThroughput) {
       ASSERT_TRUE(ht::update_handle(ht_handle.get(), ht_buffers, stream));
     } else {
       const EpcTensor idx = ht_pool.at(s);
-      ASSERT_TRUE(epc_ok(epc_handle_update(ht_handle.get(), &idx, stream), "epc_handle_update (HT)"));
+      ASSERT_TRUE(epc_ok(update_routing(ht_handle.get(), idx, stream), "epc_handle_update (HT)"));
     }
     ASSERT_TRUE(ht::dispatch_and_combine(ht_handle.get(), ht_buffers, stream));
     if (!check) continue;

@@ -111,7 +111,7 @@ TEST(VirtualNodes, HighThroughputMatchesTheReferenceWithBackwardPass) {
     ht::CallOptions backward = ht::payload_only();
     backward.backward_weights = true;
     const std::string label = "high throughput, " + nodes_label(node_size);
-    for (EpcHtSizing sizing : {EPC_HT_SIZING_EXACT, EPC_HT_SIZING_CAPACITY}) {
+    for (EpcSizing sizing : {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY}) {
       ht::run_steps(group.get(), shape, steps, sizing, {forward, backward}, label);
     }
   }
@@ -133,14 +133,15 @@ TEST(VirtualNodes, HighThroughputFp8PayloadIsCopiedUnchanged) {
     steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), /*fp8=*/true, node_size));
     ht::replace_payload(p, spec.seed + 2);
     steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), true, node_size));
-    ht::run_steps(group.get(), shape, steps, EPC_HT_SIZING_CAPACITY, {ht::CallOptions{}},
+    ht::run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {ht::CallOptions{}},
                   "high throughput fp8, " + nodes_label(node_size));
   }
 }
 
 // Across nodes combine reduces where dispatch forwarded each token, so a handle must
 // dispatch (after creation and after every update) before it combines: otherwise the call
-// is refused on every rank, before anything is queued, and the group stays usable.
+// is refused on every rank (a call out of order: EPC_ERR_INVALID_USAGE), before anything is
+// queued, and the group stays usable.
 TEST(VirtualNodes, CombineBeforeDispatchIsRefused) {
   const std::vector<int> sizes = split_node_sizes();
   if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
@@ -157,13 +158,10 @@ TEST(VirtualNodes, CombineBeforeDispatchIsRefused) {
   ASSERT_TRUE(buffers.allocate(shape, 8));
   ASSERT_TRUE(buffers.upload(step, ht::CallOptions{}, s));
   HandlePtr handle;
-  ASSERT_TRUE(ht::create_handle(group.get(), buffers, EPC_HT_SIZING_CAPACITY, s, handle));
-  const EpcTensor x = buffers.combine_x(), w = buffers.combine_w(), out = buffers.out(), out_w = buffers.out_w();
+  ASSERT_TRUE(ht::create_handle(group.get(), buffers, EPC_SIZING_CAPACITY, s, handle));
   for (const char* when : {"after creation", "after an update"}) {
-    EXPECT_EQ(epc_ht_combine(handle.get(), &x, &w, &out, &out_w, EPC_FLAG_BACKWARD_WEIGHTS, s),
-              EPC_ERR_INVALID_ARGUMENT)
-        << when;
-    EXPECT_NE(last_error().find("call epc_ht_dispatch"), std::string::npos) << when << ": " << last_error();
+    EXPECT_EQ(ht::call_combine(handle.get(), buffers, s), EPC_ERR_INVALID_USAGE) << when;
+    EXPECT_NE(last_error().find("epc_dispatch"), std::string::npos) << when << ": " << last_error();
     ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), buffers, s)) << when;
     EXPECT_TRUE(buffers.check(step, s, std::string("combine after dispatch, ") + when));
     ASSERT_TRUE(ht::update_handle(handle.get(), buffers, s));

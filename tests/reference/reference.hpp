@@ -77,6 +77,18 @@
 // it on groups split into nodes (EpcGroupConfig.virtual_node_size, or several NVLink
 // domains).
 //
+// ---- Combine output dtypes (both modes) ------------------------------------------------
+// Every combine above ends in out[t][c] = bf16(acc) of one fp32 accumulator acc. Combine may
+// write its output as fp16 or fp32 instead; it is then the same acc, rounded once:
+//   bf16: float_to_bf16(acc);   fp16: float_to_fp16(acc) (round to nearest even; overflow
+//   gives +-inf, as __float2half_rn);   fp32: acc itself, unrounded.
+// ll_combine_sums and HtCombineResult::sums give acc; round_sums gives the 16-bit outputs.
+//
+// ---- Global expert ids and counts across steps (HT) -------------------------------------
+// With HtDispatchOptions::global_expert_ids, recv_topk_idx holds the global id q*L + local
+// id instead of the local id (masked entries stay -1). Per-expert counts accumulated over
+// steps are the plain int64 sums of each step's counts (LL: counts, HT: expert_counts).
+//
 // ---- Backward pass ---------------------------------------------------------------------
 // The gradient of a dispatch is a combine over the same routing (the same Problem): HT
 // dispatch's gradient is ht_combine of the row gradients (an unweighted sum over destination
@@ -188,6 +200,16 @@ enum class CombineOrder { kTopkOrder, kPerRankPrereduce };
 std::vector<std::vector<uint16_t>> ll_combine(const Problem& problem,
                                               const std::vector<std::vector<uint16_t>>& y_per_rank, CombineOrder order);
 
+// The same combine before its final rounding: per source rank r, the fp32 accumulators
+// acc [B_r, H] (ll_combine is float_to_bf16 of each).
+std::vector<std::vector<float>> ll_combine_sums(const Problem& problem,
+                                                const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                                CombineOrder order);
+
+// Combine accumulators rounded once to a 16-bit output dtype (float_to_bf16 or
+// float_to_fp16 of each element).
+std::vector<uint16_t> round_sums(const std::vector<float>& sums, Dtype dtype);
+
 // ---- High-Throughput mode ---------------------------------------------------------------
 
 enum class HtPayload {
@@ -197,6 +219,7 @@ enum class HtPayload {
 
 struct HtDispatchOptions {
   HtPayload payload = HtPayload::k16Bit;
+  bool global_expert_ids = false;  // recv_topk_idx: q*L + local id instead of the local id
 };
 
 struct TokenRef {
@@ -211,7 +234,7 @@ struct HtDispatchResult {
   std::vector<uint16_t> x;                // [N, H] when !is_fp8, else empty
   std::vector<uint8_t> x_fp8;             // [N, H] when is_fp8, else empty
   std::vector<float> fp8_scales;          // [N, H/128] when is_fp8, else empty
-  std::vector<int32_t> recv_topk_idx;     // [N, K] local expert id or -1
+  std::vector<int32_t> recv_topk_idx;     // [N, K] local (or global) expert id or -1
   std::vector<float> recv_topk_weights;   // [N, K] weight or 0.0f
   std::vector<int32_t> expert_counts;     // [L]
   std::vector<int32_t> tokens_from_rank;  // [R]
@@ -232,6 +255,7 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispat
 
 struct HtCombineResult {
   std::vector<std::vector<uint16_t>> x;          // per source rank r: bf16 [B_r, H]
+  std::vector<std::vector<float>> sums;          // per r: fp32 [B_r, H], acc before rounding
   std::vector<std::vector<float>> topk_weights;  // per r: [B_r, K]; empty if not requested
 };
 

@@ -128,7 +128,7 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispat
           const int64_t expert = rank.topk_idx[entry_index(p, t, k)];
           if (expert == -1 || p.rank_of_expert(expert) != q) continue;
           const int local_id = p.local_id_of_expert(expert);
-          out.recv_topk_idx[row * K + k] = local_id;
+          out.recv_topk_idx[row * K + k] = options.global_expert_ids ? q * L + local_id : local_id;
           out.recv_topk_weights[row * K + k] = rank.topk_weights[entry_index(p, t, k)];
           ++out.expert_counts[local_id];
         }
@@ -155,11 +155,13 @@ HtCombineResult ht_combine(const Problem& problem, const std::vector<std::vector
 
   HtCombineResult result;
   result.x.resize(p.nranks);
+  result.sums.resize(p.nranks);
   if (with_weights) result.topk_weights.resize(p.nranks);
   for (int r = 0; r < p.nranks; ++r) {
     const RankTokens& rank = p.ranks[r];
     const std::size_t tokens = static_cast<std::size_t>(rank.num_tokens);
     result.x[r].assign(tokens * H, 0);
+    result.sums[r].assign(tokens * H, 0.0f);
     for (int t = 0; t < rank.num_tokens; ++t) {
       for (std::size_t c = 0; c < H; ++c) {
         // Nodes ascending; the source's own node rank by rank, every other node as one
@@ -182,6 +184,7 @@ HtCombineResult ht_combine(const Problem& problem, const std::vector<std::vector
           }
           if (any) acc = acc + bf16_to_float(float_to_bf16(partial));
         }
+        result.sums[r][t * H + c] = acc;
         result.x[r][t * H + c] = float_to_bf16(acc);
       }
     }

@@ -181,24 +181,41 @@ std::vector<LlDispatchResult> ll_dispatch(const Problem& problem, const LlDispat
   return results;
 }
 
-std::vector<std::vector<uint16_t>> ll_combine(const Problem& problem,
-                                              const std::vector<std::vector<uint16_t>>& y_per_rank,
-                                              CombineOrder order) {
+std::vector<std::vector<float>> ll_combine_sums(const Problem& problem,
+                                                const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                                CombineOrder order) {
   const Problem& p = problem;
   const LlLayout layout = ll_layout(p);  // validates the problem
   validate_combine_input(p, y_per_rank);
-  std::vector<std::vector<uint16_t>> out(p.nranks);
+  std::vector<std::vector<float>> sums(p.nranks);
   for (int r = 0; r < p.nranks; ++r) {
     const int tokens = p.ranks[r].num_tokens;
-    out[r].assign(static_cast<std::size_t>(tokens) * p.hidden, 0);
+    sums[r].assign(static_cast<std::size_t>(tokens) * p.hidden, 0.0f);
     for (int t = 0; t < tokens; ++t) {
       for (int c = 0; c < p.hidden; ++c) {
-        const float acc = order == CombineOrder::kTopkOrder
-                              ? combine_topk_order(p, layout, y_per_rank, r, t, c)
-                              : combine_per_rank_prereduce(p, layout, y_per_rank, r, t, c);
-        out[r][static_cast<std::size_t>(t) * p.hidden + c] = float_to_bf16(acc);
+        sums[r][static_cast<std::size_t>(t) * p.hidden + c] =
+            order == CombineOrder::kTopkOrder ? combine_topk_order(p, layout, y_per_rank, r, t, c)
+                                              : combine_per_rank_prereduce(p, layout, y_per_rank, r, t, c);
       }
     }
+  }
+  return sums;
+}
+
+std::vector<std::vector<uint16_t>> ll_combine(const Problem& problem,
+                                              const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                              CombineOrder order) {
+  const std::vector<std::vector<float>> sums = ll_combine_sums(problem, y_per_rank, order);
+  std::vector<std::vector<uint16_t>> out;
+  out.reserve(sums.size());
+  for (const std::vector<float>& rank_sums : sums) out.push_back(round_sums(rank_sums, Dtype::kBf16));
+  return out;
+}
+
+std::vector<uint16_t> round_sums(const std::vector<float>& sums, Dtype dtype) {
+  std::vector<uint16_t> out(sums.size());
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    out[i] = dtype == Dtype::kBf16 ? float_to_bf16(sums[i]) : float_to_fp16(sums[i]);
   }
   return out;
 }

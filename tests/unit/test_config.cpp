@@ -108,10 +108,20 @@ TEST(Config, TopkRange) {
   EXPECT_EQ(status_of(raw), EPC_ERR_INVALID_ARGUMENT);
 }
 
-TEST(Config, UnknownFlagsAreRejected) {
+// flags: EPC_GROUP_COMBINE_PER_ENTRY is defined but not served in 2.0; unknown bits are
+// invalid. Messages name the struct and the field.
+TEST(Config, GroupFlags) {
   EpcGroupConfig raw = minimal();
-  raw.flags = 1;
-  EXPECT_EQ(status_of(raw), EPC_ERR_INVALID_ARGUMENT);
+  std::string msg;
+  raw.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  EXPECT_EQ(status_of(raw, &msg), EPC_ERR_UNSUPPORTED);
+  EXPECT_NE(msg.find("EpcGroupConfig"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("flags"), std::string::npos) << msg;
+  for (uint32_t unknown : {0x2u, 0x4u, 0x80000000u}) {
+    raw.flags = unknown;
+    EXPECT_EQ(status_of(raw, &msg), EPC_ERR_INVALID_ARGUMENT) << unknown;
+    EXPECT_NE(msg.find("flags"), std::string::npos) << msg;
+  }
 }
 
 int32_t dummy_alloc(void*, size_t, void**) { return 1; }
@@ -141,28 +151,59 @@ TEST(Config, ExpertsMustDivideByRanks) {
 
 namespace {
 
-TEST(Config, TokenDtypes) {
-  EpcGroupConfig raw = minimal();
-  EXPECT_EQ(epc::resolve_config(&raw).dtype, static_cast<EpcDtype>(EPC_DTYPE_BF16));
-  raw.dtype = EPC_DTYPE_FP16;
-  EXPECT_EQ(status_of(raw), EPC_OK);
-  raw.dtype = EPC_DTYPE_FP8_E4M3;
-  EXPECT_EQ(status_of(raw), EPC_OK);
+// max_token_bytes: 0 -> 2H; >= 2H the 16-bit window; [H + H/32, 2H) the fp8-only window
+// when H is a multiple of 128; anything below, or between with other H: INVALID_ARGUMENT.
+TEST(Config, MaxTokenBytesWindows) {
+  EpcGroupConfig raw = minimal();  // H = 7168, a multiple of 128
+  const uint32_t h = raw.hidden;
+  for (uint32_t ok : {0u, 2 * h, 2 * h + 1, 0xFFFFFFFFu, 2 * h - 1, h + h / 32, h + h / 32 + 1}) {
+    raw.max_token_bytes = ok;
+    EXPECT_EQ(status_of(raw), EPC_OK) << ok;
+  }
   std::string msg;
-  raw.dtype = EPC_DTYPE_FP32;
-  EXPECT_EQ(status_of(raw, &msg), EPC_ERR_UNSUPPORTED);
-  EXPECT_NE(msg.find("fp32"), std::string::npos) << msg;
-  raw.dtype = 77;
-  EXPECT_EQ(status_of(raw), EPC_ERR_UNSUPPORTED);
+  for (uint32_t bad : {1u, h, h + h / 32 - 1}) {
+    raw.max_token_bytes = bad;
+    EXPECT_EQ(status_of(raw, &msg), EPC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(msg.find("EpcGroupConfig"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("max_token_bytes"), std::string::npos) << msg;
+  }
+  // H = 2880 (22.5 blocks of 128): no fp8-only window.
+  raw.hidden = 2880;
+  raw.max_token_bytes = 2 * 2880;
+  EXPECT_EQ(status_of(raw), EPC_OK);
+  for (uint32_t bad : {2880u + 2880u / 32, 2u * 2880 - 1}) {
+    raw.max_token_bytes = bad;
+    EXPECT_EQ(status_of(raw, &msg), EPC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(msg.find("max_token_bytes"), std::string::npos) << msg;
+  }
 }
 
-TEST(Config, Fp8NeedsWholeScaleBlocks) {
+TEST(Config, OverflowPolicy) {
   EpcGroupConfig raw = minimal();
-  raw.dtype = EPC_DTYPE_FP8_E4M3;
-  raw.hidden = 2880;  // 22.5 blocks of 128
+  raw.overflow = EPC_OVERFLOW_FAIL;
+  EXPECT_EQ(status_of(raw), EPC_OK);
+  raw.overflow = EPC_OVERFLOW_DROP;
+  EXPECT_EQ(status_of(raw), EPC_OK);
   std::string msg;
-  EXPECT_EQ(status_of(raw, &msg), EPC_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(msg.find("128"), std::string::npos) << msg;
+  for (uint32_t bad : {2u, 0xFFFFFFFFu}) {
+    raw.overflow = bad;
+    EXPECT_EQ(status_of(raw, &msg), EPC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(msg.find("EpcGroupConfig"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("overflow"), std::string::npos) << msg;
+  }
+}
+
+TEST(Config, MaxPendingSteps) {
+  EpcGroupConfig raw = minimal();
+  raw.max_pending_steps = 1;
+  EXPECT_EQ(status_of(raw), EPC_OK);
+  std::string msg;
+  for (uint32_t more : {2u, 0xFFFFFFFFu}) {
+    raw.max_pending_steps = more;
+    EXPECT_EQ(status_of(raw, &msg), EPC_ERR_UNSUPPORTED) << more;
+    EXPECT_NE(msg.find("EpcGroupConfig"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("max_pending_steps"), std::string::npos) << msg;
+  }
 }
 
 TEST(Config, VirtualNodeSizeIsKeptForThePlanner) {

@@ -73,13 +73,15 @@ TEST(Planner, Fp8GroupsUseSmallerMessages) {
   EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
   raw.num_experts = 256;
   raw.hidden = 7168;
-  raw.dtype = EPC_DTYPE_FP8_E4M3;
+  raw.max_token_bytes = 7168 + 7168 / 32;  // the fp8-only window
   epc::Plan p = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
   // 112-byte header + 7168 fp8 bytes + 56 scales * 4 bytes.
   EXPECT_EQ(p.message_bytes, 112u + 7168u + 224u);
   // Combine rows stay bf16: 4 * 128 * 14336.
   EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u);
-  EXPECT_EQ(p.dtype, static_cast<EpcDtype>(EPC_DTYPE_FP8_E4M3));
+  // Any size from H + H/32 up to 2H - 1 is rounded down to that window.
+  raw.max_token_bytes = 2 * 7168 - 1;
+  EXPECT_EQ(epc::make_plan(epc::resolve_config(&raw), {4, 4, 1}).message_bytes, 112u + 7168u + 224u);
 }
 
 TEST(Planner, Fp8MessagesStartSixteenByteAligned) {
@@ -90,11 +92,12 @@ TEST(Planner, Fp8MessagesStartSixteenByteAligned) {
   EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
   raw.num_experts = 64;
   raw.hidden = 128;
-  raw.dtype = EPC_DTYPE_FP8_E4M3;
+  raw.max_token_bytes = 128 + 128 / 32;  // the fp8-only window
   epc::Plan p = epc::make_plan(epc::resolve_config(&raw), {2, 2, 1});
   EXPECT_EQ(p.message_bytes, 256u);
   for (uint32_t hidden : {128u, 384u, 640u, 1152u, 2048u, 2944u, 7168u}) {
     raw.hidden = hidden;
+    raw.max_token_bytes = hidden + hidden / 32;
     const epc::GroupConfig c = epc::resolve_config(&raw);
     const uint32_t bytes = epc::make_plan(c, {4, 4, 1}).message_bytes;
     EXPECT_EQ(bytes % 16, 0u) << "hidden " << hidden;

@@ -300,6 +300,48 @@ TEST(HtCombine, CombineOfDispatchSumsCopies) {
   }
 }
 
+// ---- 2.0 outputs: global expert ids, output dtypes -------------------------------------------
+
+TEST(HtDispatch, GlobalExpertIdsAddTheRanksFirstExpert) {
+  HtDispatchOptions global;
+  global.global_expert_ids = true;
+  const auto local = ht_dispatch(hand_problem());
+  const auto results = ht_dispatch(hand_problem(), global);
+  // Rank 0 hosts experts 0 and 1 (local ids are global ids); rank 1 hosts 2 and 3.
+  EXPECT_EQ(results[0].recv_topk_idx, local[0].recv_topk_idx);
+  // Rank 1 receives (0,0) [-1, 0], (0,1) [1, -1], (1,0) [0, -1] in local ids.
+  EXPECT_EQ(local[1].recv_topk_idx, (std::vector<int32_t>{-1, 0, 1, -1, 0, -1}));
+  EXPECT_EQ(results[1].recv_topk_idx, (std::vector<int32_t>{-1, 2, 3, -1, 2, -1}));
+  // Nothing else changes.
+  EXPECT_EQ(results[1].expert_counts, local[1].expert_counts);
+  EXPECT_EQ(results[1].recv_topk_weights, local[1].recv_topk_weights);
+  EXPECT_EQ(results[1].x, local[1].x);
+}
+
+TEST(HtCombine, SumsAreTheUnroundedAccumulator) {
+  // 1.0 from rank 0 and 2^-8 from rank 1: 1 + 2^-8, a bf16 tie (0x3F80), exact in fp16
+  // (0x3C04) and fp32.
+  const Problem p = one_token_of_rank0(2, {0, 1});
+  const HtCombineResult result = ht_combine(p, rows_of({0x3F80, 0x3B80}));
+  ASSERT_EQ(result.sums.size(), 2u);
+  EXPECT_EQ(result.sums[0], std::vector<float>(8, 1.00390625f));
+  EXPECT_TRUE(result.sums[1].empty());
+  EXPECT_EQ(result.x[0], std::vector<uint16_t>(8, 0x3F80));
+  EXPECT_EQ(round_sums(result.sums[0], Dtype::kFp16), std::vector<uint16_t>(8, 0x3C04));
+  // Across nodes of one rank each the sum is the same; the sums follow the node order too.
+  EXPECT_EQ(ht_combine(p, rows_of({0x3F80, 0x3B80}), {}, 1).sums[0], std::vector<float>(8, 1.00390625f));
+  // Past fp16's range: +inf, not saturated.
+  const HtCombineResult big = ht_combine(p, rows_of({0x471C, 0x471C}));
+  EXPECT_EQ(big.sums[0], std::vector<float>(8, 79872.0f));
+  EXPECT_EQ(round_sums(big.sums[0], Dtype::kFp16), std::vector<uint16_t>(8, 0x7C00));
+}
+
+TEST(HtCombine, RoundedSumsAreTheBf16Output) {
+  const HtCombineResult result = ht_combine(hand_problem(), hand_rows());
+  ASSERT_EQ(result.sums.size(), result.x.size());
+  for (std::size_t r = 0; r < result.x.size(); ++r) EXPECT_EQ(round_sums(result.sums[r], Dtype::kBf16), result.x[r]);
+}
+
 // ---- validation ---------------------------------------------------------------------------
 
 TEST(HtValidation, RejectsBadProblems) {

@@ -199,6 +199,65 @@ TEST(LlCombine, NegativeZeroBecomesPositiveZero) {
   EXPECT_EQ(ll_combine(p, y, CombineOrder::kPerRankPrereduce)[0], std::vector<uint16_t>(8, 0x0000));
 }
 
+// ---- combine output dtypes ---------------------------------------------------------------
+
+// The fp32 accumulator is what ll_combine rounds to bf16; fp16 and fp32 outputs take the same
+// accumulator. Two ranks with one expert each: 1.0 from rank 0, 2^-8 from rank 1 sum to
+// 1 + 2^-8 = 1.00390625: a bf16 tie (rounds to even, 1.0 = 0x3F80), exact in fp16 (0x3C04)
+// and fp32.
+TEST(LlCombine, SumsAreTheUnroundedAccumulator) {
+  const Problem p = single_token_problem(2, 2, {0, 1}, {1.0f, 1.0f});
+  const auto y = one_row_per_expert(p, {0x3F80, 0x3B80});
+  for (CombineOrder order : {CombineOrder::kTopkOrder, CombineOrder::kPerRankPrereduce}) {
+    const auto sums = ll_combine_sums(p, y, order);
+    ASSERT_EQ(sums.size(), 2u);
+    EXPECT_EQ(sums[0], std::vector<float>(8, 1.00390625f));
+    EXPECT_TRUE(sums[1].empty());
+    EXPECT_EQ(round_sums(sums[0], Dtype::kBf16), std::vector<uint16_t>(8, 0x3F80));
+    EXPECT_EQ(round_sums(sums[0], Dtype::kFp16), std::vector<uint16_t>(8, 0x3C04));
+    EXPECT_EQ(ll_combine(p, y, order)[0], std::vector<uint16_t>(8, 0x3F80));
+  }
+}
+
+// 39936 + 39936 = 79872: finite in bf16 (0x479C) and fp32, past fp16's range (+inf 0x7C00,
+// as __float2half_rn: no saturation).
+TEST(LlCombine, Fp16OutputOverflowsToInfinity) {
+  const Problem p = single_token_problem(2, 2, {0, 1}, {1.0f, 1.0f});
+  const auto y = one_row_per_expert(p, {0x471C, 0x471C});
+  const auto sums = ll_combine_sums(p, y, CombineOrder::kPerRankPrereduce);
+  EXPECT_EQ(sums[0], std::vector<float>(8, 79872.0f));
+  EXPECT_EQ(round_sums(sums[0], Dtype::kBf16), std::vector<uint16_t>(8, 0x479C));
+  EXPECT_EQ(round_sums(sums[0], Dtype::kFp16), std::vector<uint16_t>(8, 0x7C00));
+}
+
+// Over random problems, ll_combine is exactly float_to_bf16 of ll_combine_sums.
+TEST(LlCombine, RoundedSumsAreTheBf16Output) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    ProblemGenOptions o;
+    o.nranks = 1 + static_cast<int>(seed % 3);
+    o.num_experts = o.nranks * 3;
+    o.hidden = 16;
+    o.topk = 2;
+    o.max_tokens = 4;
+    o.seed = seed;
+    o.random_token_counts = true;
+    o.masked_fraction = 0.2;
+    const Problem p = make_random_problem(o);
+    const LlLayout layout = ll_layout(p);
+    std::vector<std::vector<uint16_t>> y(p.nranks);
+    uint16_t v = 0x3C00;
+    for (auto& rank_y : y) {
+      rank_y.resize(static_cast<std::size_t>(p.local_experts()) * layout.rows_per_expert * p.hidden);
+      for (uint16_t& e : rank_y) e = v = static_cast<uint16_t>(0x3C00 + (v * 7 + 13) % 0x0700);
+    }
+    for (CombineOrder order : {CombineOrder::kTopkOrder, CombineOrder::kPerRankPrereduce}) {
+      const auto sums = ll_combine_sums(p, y, order);
+      const auto out = ll_combine(p, y, order);
+      for (int r = 0; r < p.nranks; ++r) EXPECT_EQ(round_sums(sums[r], Dtype::kBf16), out[r]) << "seed " << seed;
+    }
+  }
+}
+
 // ---- fp8 dispatch -----------------------------------------------------------------------
 
 // R=2, E=2 (one expert per rank), H=128, K=1, T=2; everything goes to expert 1 (rank 1)

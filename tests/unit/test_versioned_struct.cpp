@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The ABI's struct_size/abi_version rules (core/versioned_struct.*), exercised on
-// EpcGroupConfig as a caller built against older and newer headers would pass it.
+// EpcGroupConfig through its resolution, and on every other extensible struct of the 2.0
+// header through the generic reader and writer, as callers built against older and newer
+// headers would pass them.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -90,10 +92,13 @@ TEST(VersionedStruct, StructSizeBelowHeaderIsRejected) {
 
 TEST(VersionedStruct, OtherAbiMajorIsRejected) {
   EpcGroupConfig c = full();
-  c.abi_version = 2 * 10000;
+  c.abi_version = 10300;  // a caller built against the 1.3 header
   std::string msg;
   EXPECT_EQ(resolve_status(&c, &msg), EPC_ERR_ABI_MISMATCH);
-  EXPECT_NE(msg.find("major 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("major 1"), std::string::npos) << msg;
+  c.abi_version = (EPC_ABI_MAJOR + 1) * 10000;
+  EXPECT_EQ(resolve_status(&c, &msg), EPC_ERR_ABI_MISMATCH);
+  EXPECT_NE(msg.find("major " + std::to_string(EPC_ABI_MAJOR + 1)), std::string::npos) << msg;
   c.abi_version = 0;
   EXPECT_EQ(resolve_status(&c), EPC_ERR_ABI_MISMATCH);
   c.abi_version = EPC_ABI_VERSION + 1;  // a newer minor/patch of the same major is fine
@@ -120,6 +125,149 @@ TEST(VersionedStruct, OutputStructIsWrittenOnlyUpToCallerSize) {
   uint32_t size_after = 0;
   std::memcpy(&size_after, buffer, 4);
   EXPECT_EQ(size_after, 12u);
+}
+
+// ---- Every extensible input struct of 2.0 --------------------------------------------
+
+template <typename T>
+struct Named;
+#define EPC_NAMED(T, INIT)                  \
+  template <>                               \
+  struct Named<T> {                         \
+    static constexpr const char* name = #T; \
+    static T init() { return INIT; }        \
+  }
+EPC_NAMED(EpcGroupConfig, EPC_GROUP_CONFIG_INIT);
+EPC_NAMED(EpcHandleConfig, EPC_HANDLE_CONFIG_INIT);
+EPC_NAMED(EpcRouting, EPC_ROUTING_INIT);
+EPC_NAMED(EpcDispatchArgs, EPC_DISPATCH_ARGS_INIT);
+EPC_NAMED(EpcCombineArgs, EPC_COMBINE_ARGS_INIT);
+EPC_NAMED(EpcPlan, EPC_PLAN_INIT);
+EPC_NAMED(EpcGroupInfo, EPC_GROUP_INFO_INIT);
+EPC_NAMED(EpcHandleInfo, EPC_HANDLE_INFO_INIT);
+#undef EPC_NAMED
+
+template <typename T>
+class ExtensibleStruct : public ::testing::Test {};
+using InputStructs = ::testing::Types<EpcGroupConfig, EpcHandleConfig, EpcRouting, EpcDispatchArgs, EpcCombineArgs>;
+using AllStructs = ::testing::Types<EpcGroupConfig, EpcHandleConfig, EpcRouting, EpcDispatchArgs, EpcCombineArgs,
+                                    EpcPlan, EpcGroupInfo, EpcHandleInfo>;
+template <typename T>
+class ExtensibleInput : public ::testing::Test {};
+TYPED_TEST_SUITE(ExtensibleInput, InputStructs);
+TYPED_TEST_SUITE(ExtensibleStruct, AllStructs);
+
+// A caller's struct of `size` bytes: the first min(size, sizeof) bytes 0x11 (a field value
+// no default has), the header set, `tail` past sizeof(T).
+template <typename T>
+std::vector<unsigned char> caller_struct(size_t size, unsigned char tail = 0) {
+  std::vector<unsigned char> bytes(size < sizeof(T) ? sizeof(T) : size, tail);
+  std::memset(bytes.data(), 0x11, sizeof(T));
+  const uint32_t header[2] = {static_cast<uint32_t>(size), EPC_ABI_VERSION};
+  std::memcpy(bytes.data(), header, sizeof header);
+  return bytes;
+}
+
+template <typename T>
+EpcStatus read_status(const std::vector<unsigned char>& bytes, T* out, std::string* message) {
+  try {
+    *out = epc::read_versioned(reinterpret_cast<const T*>(bytes.data()), Named<T>::name);
+    return EPC_OK;
+  } catch (const epc::Error& e) {
+    *message = e.what();
+    return e.status();
+  }
+}
+
+TYPED_TEST(ExtensibleStruct, StartsWithTheVersionedHeader) {
+  using T = TypeParam;
+  EXPECT_EQ(offsetof(T, struct_size), 0u);
+  EXPECT_EQ(offsetof(T, abi_version), 4u);
+  const T value = Named<T>::init();
+  EXPECT_EQ(value.struct_size, sizeof(T));
+  EXPECT_EQ(value.abi_version, EPC_ABI_VERSION);
+}
+
+TYPED_TEST(ExtensibleInput, ShorterStructGetsZerosForTheTail) {
+  using T = TypeParam;
+  // Every 4-byte boundary past the header: the caller's bytes, then zeros (the defaults).
+  for (size_t size = 8; size < sizeof(T); size += 4) {
+    auto bytes = caller_struct<T>(size);
+    T value;
+    std::string msg;
+    ASSERT_EQ(read_status(bytes, &value, &msg), EPC_OK) << Named<T>::name << " size " << size << ": " << msg;
+    const unsigned char* got = reinterpret_cast<const unsigned char*>(&value);
+    for (size_t i = 8; i < sizeof(T); ++i) {
+      ASSERT_EQ(got[i], i < size ? 0x11 : 0) << Named<T>::name << " size " << size << " byte " << i;
+    }
+  }
+}
+
+TYPED_TEST(ExtensibleInput, LongerStructWithZeroTailIsAccepted) {
+  using T = TypeParam;
+  auto bytes = caller_struct<T>(sizeof(T) + 24);
+  T value;
+  std::string msg;
+  EXPECT_EQ(read_status(bytes, &value, &msg), EPC_OK) << msg;
+  EXPECT_EQ(std::memcmp(&value, bytes.data(), sizeof(T)), 0);
+}
+
+TYPED_TEST(ExtensibleInput, LongerStructWithNonZeroTailIsAnAbiMismatchNamingTheByte) {
+  using T = TypeParam;
+  for (size_t at : {sizeof(T), sizeof(T) + 23}) {
+    auto bytes = caller_struct<T>(sizeof(T) + 24);
+    bytes[at] = 0x80;
+    T value;
+    std::memset(&value, 0x77, sizeof value);
+    std::string msg;
+    EXPECT_EQ(read_status(bytes, &value, &msg), EPC_ERR_ABI_MISMATCH) << Named<T>::name << " byte " << at;
+    EXPECT_NE(msg.find(Named<T>::name), std::string::npos) << msg;
+    EXPECT_NE(msg.find("byte " + std::to_string(at)), std::string::npos) << msg;
+  }
+}
+
+TYPED_TEST(ExtensibleInput, HeaderRules) {
+  using T = TypeParam;
+  T value;
+  std::string msg;
+  for (uint32_t size : {0u, 4u, 7u}) {
+    auto bytes = caller_struct<T>(sizeof(T));
+    std::memcpy(bytes.data(), &size, 4);
+    EXPECT_EQ(read_status(bytes, &value, &msg), EPC_ERR_ABI_MISMATCH) << size;
+    EXPECT_NE(msg.find(std::string(Named<T>::name) + ".struct_size"), std::string::npos) << msg;
+  }
+  for (uint32_t version : {0u, 10300u, static_cast<uint32_t>((EPC_ABI_MAJOR + 1) * 10000)}) {
+    auto bytes = caller_struct<T>(sizeof(T));
+    std::memcpy(bytes.data() + 4, &version, 4);
+    EXPECT_EQ(read_status(bytes, &value, &msg), EPC_ERR_ABI_MISMATCH) << version;
+    EXPECT_NE(msg.find(std::string(Named<T>::name) + ".abi_version"), std::string::npos) << msg;
+  }
+  // A later minor of this major is fine (its tail rules apply).
+  auto bytes = caller_struct<T>(sizeof(T));
+  const uint32_t later = EPC_ABI_VERSION + 100;
+  std::memcpy(bytes.data() + 4, &later, 4);
+  EXPECT_EQ(read_status(bytes, &value, &msg), EPC_OK) << msg;
+}
+
+TYPED_TEST(ExtensibleStruct, OutputIsWrittenOnlyUpToTheCallersSize) {
+  using T = TypeParam;
+  T value;
+  std::memset(&value, 0x33, sizeof value);
+  // An older caller's struct (half of it), then a newer one's (24 bytes longer).
+  for (size_t size : {sizeof(T) / 2 / 4 * 4, sizeof(T) + 24}) {
+    std::vector<unsigned char> bytes(sizeof(T) + 32, 0xAB);
+    const uint32_t header[2] = {static_cast<uint32_t>(size), EPC_ABI_VERSION - 1};
+    std::memcpy(bytes.data(), header, sizeof header);
+    epc::write_versioned(value, reinterpret_cast<T*>(bytes.data()), Named<T>::name);
+    uint32_t after[2];
+    std::memcpy(after, bytes.data(), sizeof after);
+    EXPECT_EQ(after[0], header[0]);  // the caller's header is kept
+    EXPECT_EQ(after[1], header[1]);
+    for (size_t i = 8; i < bytes.size(); ++i) {
+      const unsigned char expected = i < size ? (i < sizeof(T) ? 0x33 : 0) : 0xAB;
+      ASSERT_EQ(bytes[i], expected) << Named<T>::name << " size " << size << " byte " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -69,8 +69,11 @@ INTEGER_RANGES: Dict[str, Tuple[int, int]] = {
 UNTYPED_CONSTANT_TYPES = ["u32", "i32", "u64", "i64"]
 
 # A typedef `EpcFooBar` owns the constants named EPC_FOO_BAR_* (or EPC_FOO_*, the longest
-# match winning). Status codes are the one family that does not follow that spelling.
-EXTRA_CONSTANT_OWNERS: Dict[str, List[str]] = {"EpcStatus": ["EPC_OK", "EPC_ERR_"]}
+# match winning). Status codes and scale layouts (EPC_SCALES_*) do not follow that spelling.
+EXTRA_CONSTANT_OWNERS: Dict[str, List[str]] = {
+    "EpcStatus": ["EPC_OK", "EPC_ERR_"],
+    "EpcScaleLayout": ["EPC_SCALES_"],
+}
 
 RUST_KEYWORDS = {
     "as",
@@ -515,7 +518,7 @@ def render_functions(header, types, comments) -> List[str]:
     functions = sorted(header.functions.values(), key=lambda f: f.line)
     lines = [
         "// ---------------------------------------------------------------------------------------",
-        "// Functions. Linked from libepcomm.so.1, except with the `dlopen` feature, where only the",
+        f"// Functions. Linked from libepcomm.so.{header.abi_version()[0]}, except with the `dlopen` feature, where only the",
         "// function table from epc_get_api() is used (see `fn_types` and the crate's `api()`).",
         "// ---------------------------------------------------------------------------------------",
         "",

@@ -3,7 +3,7 @@
 # Runs the bindings' GPU tests on a GPU machine from a staging folder made here by
 # tools/gpu/stage.sh (Rust and Go test binaries in STAGE_DIR/bindings, the library in
 # STAGE_DIR/capi) plus the Python tests from this checkout, all against
-# STAGE_DIR/capi/libepcomm.so.1. Logs go to $OUT (or ./gpu-logs); a summary is printed last.
+# STAGE_DIR/capi/libepcomm.so.2. Logs go to $OUT (or ./gpu-logs); a summary is printed last.
 # Usage: tools/gpu/run_bindings.sh [STAGE_DIR]   (default .gpu; run from the repository root)
 # EPCOMM_TEST_GPUS (default 2) is the rank count; TIME_LIMIT (default 300 s) bounds each run.
 set -uo pipefail
@@ -22,7 +22,7 @@ for d in /opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$stage/capi"
-export EPCOMM_LIB=$stage/capi/libepcomm.so.1
+export EPCOMM_LIB=$stage/capi/libepcomm.so.2
 export EPCOMM_ABI_JSON=$root/capi/abi.json
 export EPCOMM_TEST_GPUS=${EPCOMM_TEST_GPUS:-2}
 export RUST_BACKTRACE=1

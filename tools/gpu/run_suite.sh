@@ -46,7 +46,7 @@ run epcomm-info "$stage/bench/epcomm-info"
 # the GPU machines; the other bindings' GPU tests need toolchains those machines lack).
 if [ -d bindings/python/tests ] && python3 -c 'import pytest' 2>/dev/null; then
   gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-  run python-binding env EPCOMM_LIB="$PWD/$stage/capi/libepcomm.so.1" EPCOMM_TEST_GPUS="$gpus" \
+  run python-binding env EPCOMM_LIB="$PWD/$stage/capi/libepcomm.so.2" EPCOMM_TEST_GPUS="$gpus" \
     PYTHONPATH=bindings/python PYTHONDONTWRITEBYTECODE=1 \
     python3 -m pytest -q -p no:cacheprovider bindings/python/tests
 fi

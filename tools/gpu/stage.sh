@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Copies the GPU-relevant build outputs into a small, git-ignored folder (default .gpu/) with
-# the same relative layout, so their $ORIGIN run paths still find libepcomm.so.1. Used to
+# the same relative layout, so their $ORIGIN run paths still find libepcomm.so.2. Used to
 # carry a build made here to a GPU machine: `tools/gpu/stage.sh build .gpu`. It also builds
 # the Rust and Go bindings' GPU test binaries into $stage/bindings/ (the GPU machines have
 # no cargo or go; tools/gpu/build_bindings.sh, run them with tools/gpu/run_bindings.sh).

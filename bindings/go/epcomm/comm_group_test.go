@@ -54,7 +54,7 @@ func TestClosedGroupRejectsCalls(t *testing.T) {
 	if _, err := group.Info(); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("Info: %v", err)
 	}
-	if err := group.Barrier(nil); !errors.Is(err, ErrInvalidArgument) {
+	if err := group.Barrier(0); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Barrier: %v", err)
 	}
 }

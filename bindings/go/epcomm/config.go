@@ -7,7 +7,6 @@ package epcomm
 import "C"
 
 import (
-	"fmt"
 	"math"
 	"time"
 	"unsafe"
@@ -22,19 +21,32 @@ type GroupConfig struct {
 	Hidden           uint32        // required: channels per token; a bf16 row is a multiple of 16 bytes
 	MaxTokensPerRank uint32        // 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
 	MaxTopK          uint32        // 0: 8; at most 32
-	Dtype            Dtype         // payload the group carries; 0: DtypeBF16
 	NumSMs           uint32        // SM budget for the kernels; 0: mode default (LL 132, HT 24)
 	Timeout          time.Duration // bound on every device-side wait, whole milliseconds (rounded up); 0: 10 s
 
-	// VirtualNodeSize (ABI 1.3) is a testing and tuning aid. 0: a node is an NVLink (LSA)
+	// MaxTokenBytes is the dispatch bytes per token the window holds, payload plus scales;
+	// 0: 2*Hidden (bf16 or fp16 payloads, fp8 fits too). Down to Hidden + Hidden/32 (fp8
+	// with one float32 scale per 128 channels, Hidden a multiple of 128): such a group
+	// carries fp8 payloads only. Values are rounded down to one of these two sizes.
+	MaxTokenBytes uint32
+	// RecvCapacity is the tokens per rank the receive window holds; 0: NRanks *
+	// MaxTokensPerRank, which never overflows (fewer: ErrUnsupported in ABI 2.0).
+	RecvCapacity uint64
+	// Overflow is what a step does when more rows arrive than a handle holds; 0: OverflowFail.
+	Overflow Overflow
+	// MaxPendingSteps bounds the send-only steps awaiting Complete at once over all the
+	// group's handles; 0: the default (1 in ABI 2.0; more: ErrUnsupported in ABI 2.0).
+	MaxPendingSteps uint32
+	// Flags are EPC_GROUP_* bits (GroupCombinePerEntry: ErrUnsupported in ABI 2.0).
+	Flags uint32
+
+	// VirtualNodeSize is a testing and tuning aid. 0: a node is an NVLink (LSA)
 	// team. Otherwise every LSA team is split into virtual nodes of this many consecutive
 	// ranks (it must divide the team size): ranks in different virtual nodes then exchange
 	// data only through the network transport (between virtual nodes an NVLink-backed
 	// stand-in with the network's ordering rules), never through direct NVLink stores, so
 	// one host runs the code paths of a multi-node group. GroupInfo's Node and NumNodes then
-	// count virtual nodes, and the plan gains a RegionNetStaging region. A library older
-	// than ABI 1.3 has no such field: PlanQuery and NewGroup refuse a non-zero value there
-	// with ErrUnsupported, without calling it.
+	// count virtual nodes, and the plan gains a RegionNetStaging region.
 	VirtualNodeSize uint32
 
 	// AllocFn and FreeFn are a C allocator for the symmetric window (EpcAllocFn and
@@ -58,7 +70,11 @@ func (cfg *GroupConfig) toC() (C.EpcGroupConfig, error) {
 	c.hidden = C.uint32_t(cfg.Hidden)
 	c.max_tokens_per_rank = C.uint32_t(cfg.MaxTokensPerRank)
 	c.max_topk = C.uint32_t(cfg.MaxTopK)
-	c.dtype = C.EpcDtype(cfg.Dtype)
+	c.max_token_bytes = C.uint32_t(cfg.MaxTokenBytes)
+	c.recv_capacity = C.uint64_t(cfg.RecvCapacity)
+	c.overflow = C.EpcOverflow(cfg.Overflow)
+	c.max_pending_steps = C.uint32_t(cfg.MaxPendingSteps)
+	c.flags = C.uint32_t(cfg.Flags)
 	c.num_sms = C.uint32_t(cfg.NumSMs)
 	c.timeout_ms = C.uint32_t(timeoutMs)
 	c.virtual_node_size = C.uint32_t(cfg.VirtualNodeSize)
@@ -66,30 +82,6 @@ func (cfg *GroupConfig) toC() (C.EpcGroupConfig, error) {
 	c.free_fn = C.EpcFreeFn(cfg.FreeFn)
 	c.alloc_ctx = cfg.AllocCtx
 	return c, nil
-}
-
-// virtualNodesVersion is the first ABI whose EpcGroupConfig has virtual_node_size (before
-// it the field was reserved0, which had to be 0).
-var virtualNodesVersion = LibraryVersion{1, 3, 0}
-
-// checkSupported refuses what the loaded library cannot read from cfg (see supportedBy).
-func (cfg *GroupConfig) checkSupported() error {
-	if err := checkLibraryOnce(); err != nil {
-		return err
-	}
-	return cfg.supportedBy(loadedVersion)
-}
-
-// supportedBy refuses a setting that a library of ABI `library` cannot read: a field newer
-// than that library, which it takes for a reserved field that must be 0.
-func (cfg *GroupConfig) supportedBy(library LibraryVersion) error {
-	if cfg.VirtualNodeSize != 0 && library.older(virtualNodesVersion) {
-		return &Error{Status: ErrUnsupported, Message: fmt.Sprintf(
-			"GroupConfig.VirtualNodeSize (%d) needs libepcomm ABI %v or newer, but the loaded "+
-				"library implements ABI %v, which has no virtual nodes; leave it 0 there",
-			cfg.VirtualNodeSize, virtualNodesVersion, library)}
-	}
-	return nil
 }
 
 // timeoutMilliseconds rounds a positive duration up to whole milliseconds (so 1 ns does

@@ -2,17 +2,17 @@
 
 // Package epcomm is the Go binding of libepcomm, expert-parallel (Mixture-of-Experts)
 // communication on NCCL's Device API. It wraps the C ABI of <epcomm/epcomm.h> with cgo and
-// links -lepcomm (libepcomm.so.1); point CGO_CFLAGS at the header's directory and
+// links -lepcomm (libepcomm.so.2, ABI major 2); point CGO_CFLAGS at the header's directory and
 // CGO_LDFLAGS at the library's.
 //
 // # Collective calls
 //
 // As in the C header, every function's comment says whether it is collective (every rank of
 // the communicator must call it, in the same order) or local, and whether it blocks.
-// InitComm, NewGroup, NewHTHandle, Group.Barrier, Group.Close and Comm.Close are
-// collective and blocking; Handle.LLDispatch, Handle.LLDispatchFP8, Handle.LLCombine,
-// Handle.Complete, HTHandle.Dispatch, HTHandle.Combine and HTHandle.Update are collective
-// and stream-ordered (they return once the work is queued on the CUDA stream).
+// InitComm, NewGroup, Group.Barrier, Group.Close and Comm.Close are collective and
+// blocking; Handle.Dispatch, Handle.Combine and Handle.Complete are collective and
+// stream-ordered (they return once the work is queued on the CUDA stream), as are
+// CreateHandle with a routing and Handle.Update on a high-throughput group.
 //
 // # The thread rule
 //
@@ -39,21 +39,30 @@
 // # Errors
 //
 // A failed call returns an *Error carrying the Status and the library's detail message.
-// Status values are errors themselves, so errors.Is(err, epcomm.ErrInvalidArgument)
-// tests the status of any error this package returns. Status codes the bindings do not
-// know (a newer library) are kept as they are.
+// Status values are errors themselves, so errors.Is(err, epcomm.ErrInvalidUsage) tests
+// the status of any error this package returns. Status codes the bindings do not know (a
+// newer library) are kept as they are. The rule: ErrInvalidArgument for a NULL required
+// field, a wrong shape or dtype or a field meaningless for the mode or layout;
+// ErrUnsupported for a field the ABI defines that this library does not serve yet;
+// ErrInvalidUsage for calls out of order (Complete with nothing pending, a second pending
+// step, a step before any routing); ErrCapacity when a step received more rows than the
+// handle holds. A failing call changes nothing.
+//
+// # Device memory and streams
+//
+// Tensor describes memory by address: DevicePtr and Stream are integer types (uintptr),
+// the form CUDA bindings hand out, so user code never converts an integer into an
+// unsafe.Pointer and `go vet` stays quiet; 0 is the legacy default stream. The package
+// never allocates device memory.
 //
 // # Dispatch and combine
 //
-// NewHandle creates the routing of one batch on a low-latency group; LLDispatch sends the
-// tokens to their experts' ranks (LLDispatchFP8 sends them as FP8 with per-128-channel
-// scales), LLCombine brings the expert outputs back, and with FlagSendOnly each half is
-// split in two, finished by Complete. Update gives the handle the next step's routing.
-//
-// NewHTHandle creates the routing and layout of one batch on a high-throughput group (ABI
-// 1.2), sized by HtSizing: Dispatch sends each token once to every rank hosting one of its
-// experts (its tensors in an HTDispatchArgs, optional ones as nil *Tensor), Combine sums
-// the returned rows per token, with FlagBackwardWeights carrying weights back too; the same
-// two calls run the backward pass. Tensors are descriptors of device memory (Tensor); the
-// package never allocates device memory. Close handles before their group.
+// One Handle type serves both modes; its mode is its Group's. CreateHandle (with a
+// HandleConfig for the layout and sizing, nil for defaults, and optionally a Routing)
+// creates it; Update gives it the next step's routing; Dispatch sends the tokens to their
+// experts' ranks and Combine brings the expert outputs back, each taking its fields in a
+// struct (DispatchArgs, CombineArgs) whose *Tensor fields are nil when absent. With
+// StepSendOnly in the args' Flags a call queues only its sending half and Complete
+// finishes it. Query describes the handle (its Rows, what is pending). Close handles
+// before their group.
 package epcomm

@@ -12,11 +12,11 @@ import (
 
 // High-throughput dispatch and combine on real GPUs, one goroutine per GPU, on the
 // low-latency test's tokens and routing with the HT semantics of ht_model_test.go. Step 0
-// runs on an exact-sized handle with every optional output and backward weights; step 1 on
-// a capacity-sized handle created with step 0's routing and updated to step 1's. Everything
-// the library writes is compared bit for bit with the model. Local errors that need a live
-// group (a low-latency handle on a high-throughput group, updating an exact handle, shapes)
-// are checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 2.
+// runs on an exact-sized handle created with its routing, with every optional output and
+// backward weights; step 1 on a capacity-sized handle created without routing (as before
+// graph capture) and routed by Update. Everything the library writes is compared bit for
+// bit with the model. Local errors that need a live group (a layout the mode does not
+// serve, send-only steps, shapes, backward weights without their output) are checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 2.
 
 const htMaxTopK = 4
 
@@ -107,14 +107,16 @@ func htCheckReceived(c llCase, b *htBuffers, step int, want htReceived) (x []uin
 }
 
 // htStep runs one step on h, whose routing is step's; backward adds the weights' way back.
-func htStep(c llCase, b *htBuffers, h *HTHandle, step, rank int, backward bool) error {
-	tokens, hidden, k, rows := int64(c.tokens(step, rank)), int64(c.hidden), int64(c.topk), h.Rows()
-	weights, outWeights := tensorOn(b.weights, DtypeFP32, tokens, k), tensorOn(b.outWeights, DtypeFP32, rows, k)
-	outIdx, counts := tensorOn(b.outIdx, DtypeInt32, rows, k), tensorOn(b.counts, DtypeInt32, int64(c.expertsPerRank))
-	numRecv := tensorOn(b.numRecv, DtypeInt32, 1)
-	err := h.Dispatch(HTDispatchArgs{X: tensorOn(b.x, DtypeBF16, tokens, hidden), OutX: tensorOn(b.outX, DtypeBF16, rows, hidden),
-		TopkWeights: &weights, OutTopkWeights: &outWeights, OutTopkIdx: &outIdx, OutExpertCounts: &counts,
-		OutNumRecv: &numRecv}, nil)
+func htStep(c llCase, b *htBuffers, h *Handle, step, rank int, backward bool) error {
+	rows, err := htRows(h)
+	if err != nil {
+		return err
+	}
+	tokens, hidden, k := int64(c.tokens(step, rank)), int64(c.hidden), int64(c.topk)
+	err = h.Dispatch(&DispatchArgs{X: tensorOn(b.x, DtypeBF16, tokens, hidden), OutX: tensorOn(b.outX, DtypeBF16, rows, hidden),
+		TopkWeights: tensorOn(b.weights, DtypeFP32, tokens, k), OutTopkWeights: tensorOn(b.outWeights, DtypeFP32, rows, k),
+		OutTopkIdx: tensorOn(b.outIdx, DtypeInt32, rows, k), OutExpertCounts: tensorOn(b.counts, DtypeInt32, int64(c.expertsPerRank)),
+		OutNumRecv: tensorOn(b.numRecv, DtypeInt32, 1)}, 0)
 	if err != nil {
 		return fmt.Errorf("Dispatch: %w", err)
 	}
@@ -130,14 +132,12 @@ func htStep(c llCase, b *htBuffers, h *HTHandle, step, rank int, backward bool) 
 	if err := cudadrv.Upload(b.returned, c.htReturnedWeights(rank, w)); err != nil {
 		return err
 	}
-	y, out := tensorOn(b.rows, DtypeBF16, rows, hidden), tensorOn(b.out, DtypeBF16, tokens, hidden)
-	returned, back := tensorOn(b.returned, DtypeFP32, rows, k), tensorOn(b.backWeights, DtypeFP32, tokens, k)
+	combine := &CombineArgs{X: tensorOn(b.rows, DtypeBF16, rows, hidden), Out: tensorOn(b.out, DtypeBF16, tokens, hidden)}
 	if backward {
-		err = h.Combine(y, &returned, out, &back, FlagBackwardWeights, nil)
-	} else {
-		err = h.Combine(y, nil, out, nil, FlagNone, nil)
+		combine.TopkWeights = tensorOn(b.returned, DtypeFP32, rows, k)
+		combine.OutTopkWeights = tensorOn(b.backWeights, DtypeFP32, tokens, k)
 	}
-	if err != nil {
+	if err = h.Combine(combine, 0); err != nil {
 		return fmt.Errorf("Combine: %w", err)
 	}
 	wantOut, wantWeights := c.htCombine(step, rank)
@@ -161,21 +161,36 @@ func htStep(c llCase, b *htBuffers, h *HTHandle, step, rank int, backward bool) 
 	return nil
 }
 
+// htRows is the handle's row count (HandleInfo.Rows).
+func htRows(h *Handle) (int64, error) {
+	info, err := h.Query()
+	if err != nil {
+		return 0, fmt.Errorf("Query: %w", err)
+	}
+	return info.Rows, nil
+}
+
 // htLocalErrors: refused by the library before any communication; every rank makes the
 // same calls. exact holds step 0's routing.
-func htLocalErrors(c llCase, b *htBuffers, group *Group, exact *HTHandle, rank int) error {
-	tokens, hidden, k, rows := int64(c.tokens(0, rank)), int64(c.hidden), int64(c.topk), exact.Rows()
-	idx := tensorOn(b.topkIdx, DtypeInt64, tokens, k)
-	_, err := NewHandle(group, idx, nil)
-	checks := []error{refused("a Handle on a high-throughput group", err, ErrInvalidArgument, "high-throughput mode"),
-		refused("Update of an exact handle", exact.Update(idx, nil), ErrInvalidArgument, "EPC_HT_SIZING_EXACT")}
-	err = exact.Dispatch(HTDispatchArgs{X: tensorOn(b.x, DtypeBF16, tokens, hidden),
-		OutX: tensorOn(b.outX, DtypeBF16, rows+1, hidden)}, nil)
-	checks = append(checks, refused("dispatch into one row more", err, ErrInvalidArgument, "tensor out_x has shape"))
-	returned, back := tensorOn(b.returned, DtypeFP32, rows, k), tensorOn(b.backWeights, DtypeFP32, tokens, k)
-	err = exact.Combine(tensorOn(b.rows, DtypeBF16, rows, hidden), &returned, tensorOn(b.out, DtypeBF16, tokens, hidden),
-		&back, FlagNone, nil)
-	checks = append(checks, refused("backward weights without the flag", err, ErrInvalidArgument, "EPC_FLAG_BACKWARD_WEIGHTS"))
+func htLocalErrors(c llCase, b *htBuffers, group *Group, exact *Handle, rank int) error {
+	rows, err := htRows(exact)
+	if err != nil {
+		return err
+	}
+	tokens, hidden, k := int64(c.tokens(0, rank)), int64(c.hidden), int64(c.topk)
+	_, err = CreateHandle(group, &HandleConfig{Layout: LayoutExpertPadded}, nil, 0)
+	checks := []error{refused("an expert-padded layout on a high-throughput group", err, ErrUnsupported, "layout")}
+	x := tensorOn(b.x, DtypeBF16, tokens, hidden)
+	err = exact.Dispatch(&DispatchArgs{X: x, OutX: tensorOn(b.outX, DtypeBF16, rows+1, hidden)}, 0)
+	checks = append(checks, refused("dispatch into one row more", err, ErrInvalidArgument, "out_x"))
+	err = exact.Dispatch(&DispatchArgs{Flags: StepSendOnly, X: x, OutX: tensorOn(b.outX, DtypeBF16, rows, hidden)}, 0)
+	checks = append(checks, refused("a send-only dispatch", err, ErrUnsupported, ""))
+	y, out := tensorOn(b.rows, DtypeBF16, rows, hidden), tensorOn(b.out, DtypeBF16, tokens, hidden)
+	err = exact.Combine(&CombineArgs{X: y, TopkWeights: tensorOn(b.returned, DtypeFP32, rows, k), Out: out}, 0)
+	checks = append(checks, refused("backward weights without their output", err, ErrInvalidArgument, "out_topk_weights"))
+	err = exact.Combine(&CombineArgs{Weighting: WeightingSender, X: y, Out: out}, 0)
+	checks = append(checks, refused("sender weighting on a flat layout", err, ErrInvalidArgument, "weighting"))
+	checks = append(checks, refused("Complete with nothing pending", exact.Complete(0), ErrInvalidUsage, ""))
 	return joinProblems(checks)
 }
 
@@ -206,13 +221,15 @@ func htRank(id UniqueID, c llCase, rank int) (err error) {
 		return err
 	}
 	idx := tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(0, rank)), int64(c.topk))
-	exact, err := NewHTHandle(group, idx, HTSizingExact, nil)
+	exact, err := CreateHandle(group, &HandleConfig{Sizing: SizingExact}, routing(idx), 0)
 	if err != nil {
-		return fmt.Errorf("NewHTHandle (exact): %w", err)
+		return fmt.Errorf("CreateHandle (exact): %w", err)
 	}
 	defer exact.Close()
-	if n := len(c.htDispatch(0, rank).sources); exact.Rows() != int64(n) {
-		return fmt.Errorf("exact handle: %d rows, expected N = %d", exact.Rows(), n)
+	info, err := exact.Query()
+	if n := len(c.htDispatch(0, rank).sources); err != nil || info.Rows != int64(n) || info.Layout != LayoutFlat ||
+		info.Sizing != SizingExact || info.Mode != ModeHighThroughput || info.TopK != uint32(c.topk) {
+		return fmt.Errorf("exact handle: %+v, %v; expected N = %d rows", info, err, n)
 	}
 	if err := htStep(c, b, exact, 0, rank, true); err != nil {
 		return err
@@ -221,28 +238,28 @@ func htRank(id UniqueID, c llCase, rank int) (err error) {
 		return err
 	}
 	if err := exact.Close(); err != nil {
-		return fmt.Errorf("HTHandle.Close: %w", err)
+		return fmt.Errorf("Handle.Close: %w", err)
 	}
 
-	capacity, err := NewHTHandle(group, idx, HTSizingCapacity, nil)
+	capacity, err := CreateHandle(group, nil, nil, 0)
 	if err != nil {
-		return fmt.Errorf("NewHTHandle (capacity): %w", err)
+		return fmt.Errorf("CreateHandle (capacity, no routing): %w", err)
 	}
 	defer capacity.Close()
-	if capacity.Rows() != int64(c.nranks*c.maxTokens) {
-		return fmt.Errorf("capacity handle: %d rows", capacity.Rows())
+	if rows, err := htRows(capacity); err != nil || rows != int64(c.nranks*c.maxTokens) {
+		return fmt.Errorf("capacity handle: %d rows (%v)", rows, err)
 	}
 	if err := b.stage(c, 1, rank); err != nil {
 		return err
 	}
-	if err := capacity.Update(tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(1, rank)), int64(c.topk)), nil); err != nil {
+	if err := capacity.Update(routing(tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(1, rank)), int64(c.topk))), 0); err != nil {
 		return fmt.Errorf("Update: %w", err)
 	}
 	if err := htStep(c, b, capacity, 1, rank, false); err != nil {
 		return err
 	}
 	if err := capacity.Close(); err != nil {
-		return fmt.Errorf("HTHandle.Close: %w", err)
+		return fmt.Errorf("Handle.Close: %w", err)
 	}
 	if err := group.Close(); err != nil {
 		return fmt.Errorf("Group.Close: %w", err)

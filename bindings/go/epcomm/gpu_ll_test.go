@@ -14,23 +14,24 @@ import (
 // Low-latency dispatch and combine on real GPUs, one goroutine per GPU (each locked to its
 // OS thread): every rank dispatches known tokens, checks what it received against the host
 // model (ll_model_test.go), feeds a known function of the received rows to combine, and
-// checks the combined tokens bit for bit. Step 0 runs each call whole; step 1 updates the
-// routing and runs each call as send-only + Complete. Local errors that need a live group
-// (tensor shapes, Complete with nothing pending, a dispatch while one is pending) are
-// checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 2; device memory comes from the CUDA
+// checks the combined tokens bit for bit. Step 0 runs each call whole on a handle created
+// with its routing; step 1 updates the routing and runs each call as send-only + Complete;
+// the per-expert counts accumulate over both steps. Local errors that need a live group
+// (tensor shapes, a layout or sizing the mode refuses, Complete with nothing pending, a
+// dispatch while one is pending or before any routing) are checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 2; device memory comes from the CUDA
 // driver, loaded at run time (internal/cudadrv).
 
 const llMaxTopK = 4
 
 // llBuffers is one rank's device memory, sized for the largest step.
 type llBuffers struct {
-	topkIdx, x, weights, outX, outCounts, expertOut, out *cudadrv.Buffer
+	topkIdx, x, weights, outX, outCounts, expertOut, out, accCounts *cudadrv.Buffer
 }
 
 func newLLBuffers(c llCase) (*llBuffers, error) {
 	expertRows := c.expertsPerRank * c.rowsPerExpert() * c.hidden * 2
 	sizes := []int{c.maxTokens * (llMaxTopK + 1) * 8, c.maxTokens * c.hidden * 2, c.maxTokens * (llMaxTopK + 1) * 4,
-		expertRows, c.expertsPerRank * 4, expertRows, c.maxTokens * c.hidden * 2}
+		expertRows, c.expertsPerRank * 4, expertRows, c.maxTokens * c.hidden * 2, c.expertsPerRank * 8}
 	buffers := make([]*cudadrv.Buffer, len(sizes))
 	for i, size := range sizes {
 		b, err := cudadrv.Alloc(size)
@@ -39,15 +40,15 @@ func newLLBuffers(c llCase) (*llBuffers, error) {
 		}
 		buffers[i] = b
 	}
-	return &llBuffers{buffers[0], buffers[1], buffers[2], buffers[3], buffers[4], buffers[5], buffers[6]}, nil
+	return &llBuffers{buffers[0], buffers[1], buffers[2], buffers[3], buffers[4], buffers[5], buffers[6], buffers[7]}, nil
 }
 
 func (b *llBuffers) all() []*cudadrv.Buffer {
-	return []*cudadrv.Buffer{b.topkIdx, b.x, b.weights, b.outX, b.outCounts, b.expertOut, b.out}
+	return []*cudadrv.Buffer{b.topkIdx, b.x, b.weights, b.outX, b.outCounts, b.expertOut, b.out, b.accCounts}
 }
 
-func tensorOn(b *cudadrv.Buffer, dtype Dtype, shape ...int64) Tensor {
-	return Tensor{Data: b.Pointer(), Dtype: dtype, Shape: shape}
+func tensorOn(b *cudadrv.Buffer, dtype Dtype, shape ...int64) *Tensor {
+	return &Tensor{Data: DevicePtr(b.Address()), Dtype: dtype, Shape: shape}
 }
 
 // stage uploads rank's inputs of step and clears every output.
@@ -81,24 +82,27 @@ func refused(what string, err error, status Status, words string) error {
 	return fmt.Errorf("%s: got %v, want %v saying %q", what, err, status, words)
 }
 
-// llStep runs one step on h, whose routing is already step's: dispatch, check, combine, check.
-func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags Flags) error {
+// llStep runs one step on h, whose routing is already step's: dispatch, check, combine,
+// check. accWant is the per-expert count accumulated so far, this step's added.
+func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags uint32, accWant []int64) error {
 	tokens, hidden := int64(c.tokens(step, rank)), int64(c.hidden)
 	l, rows := int64(c.expertsPerRank), int64(c.rowsPerExpert())
-	x := tensorOn(b.x, DtypeBF16, tokens, hidden)
-	weights := tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk))
-	outX := tensorOn(b.outX, DtypeBF16, l, rows, hidden)
-	outCounts := tensorOn(b.outCounts, DtypeInt32, l)
-	if err := h.LLDispatch(x, weights, outX, outCounts, flags, nil); err != nil {
-		return fmt.Errorf("LLDispatch: %w", err)
+	dispatch := &DispatchArgs{Flags: flags, X: tensorOn(b.x, DtypeBF16, tokens, hidden),
+		TopkWeights: tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk)), OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden),
+		OutExpertCounts: tensorOn(b.outCounts, DtypeInt32, l), AccExpertCounts: tensorOn(b.accCounts, DtypeInt64, l)}
+	if err := h.Dispatch(dispatch, 0); err != nil {
+		return fmt.Errorf("Dispatch: %w", err)
 	}
-	if flags&FlagSendOnly != 0 {
-		// Nothing else of the group may start before the pending step completes.
-		if err := refused("a second dispatch before Complete", h.LLDispatch(x, weights, outX, outCounts, FlagNone, nil),
-			ErrInvalidArgument, "epc_complete first"); err != nil {
+	if flags&StepSendOnly != 0 {
+		info, err := h.Query()
+		if err != nil || info.Pending != PendingDispatch {
+			return fmt.Errorf("Query after a send-only dispatch: %+v, %v; want Pending %d", info, err, PendingDispatch)
+		}
+		// One pending step per handle.
+		if err := refused("a second dispatch before Complete", h.Dispatch(dispatch, 0), ErrInvalidUsage, ""); err != nil {
 			return err
 		}
-		if err := h.Complete(nil); err != nil {
+		if err := h.Complete(0); err != nil {
 			return fmt.Errorf("Complete (dispatch): %w", err)
 		}
 	}
@@ -109,6 +113,16 @@ func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags Flags) erro
 	}
 	if fmt.Sprint(counts) != fmt.Sprint(wantCounts) {
 		return fmt.Errorf("step %d: counts %v, expected %v", step, counts, wantCounts)
+	}
+	for e, count := range wantCounts {
+		accWant[e] += int64(count)
+	}
+	acc, err := cudadrv.Download[int64](b.accCounts, c.expertsPerRank)
+	if err != nil {
+		return err
+	}
+	if fmt.Sprint(acc) != fmt.Sprint(accWant) {
+		return fmt.Errorf("step %d: accumulated counts %v, expected %v", step, acc, accWant)
 	}
 	received, err := cudadrv.Download[uint16](b.outX, len(wantRows))
 	if err != nil {
@@ -126,13 +140,13 @@ func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags Flags) erro
 	if err := cudadrv.Upload(b.expertOut, c.expertOutput(rank, received, counts)); err != nil {
 		return err
 	}
-	expertOut := tensorOn(b.expertOut, DtypeBF16, l, rows, hidden)
-	out := tensorOn(b.out, DtypeBF16, tokens, hidden)
-	if err := h.LLCombine(expertOut, out, flags, nil); err != nil {
-		return fmt.Errorf("LLCombine: %w", err)
+	combine := &CombineArgs{Flags: flags, X: tensorOn(b.expertOut, DtypeBF16, l, rows, hidden),
+		Out: tensorOn(b.out, DtypeBF16, tokens, hidden)}
+	if err := h.Combine(combine, 0); err != nil {
+		return fmt.Errorf("Combine: %w", err)
 	}
-	if flags&FlagSendOnly != 0 {
-		if err := h.Complete(nil); err != nil {
+	if flags&StepSendOnly != 0 {
+		if err := h.Complete(0); err != nil {
 			return fmt.Errorf("Complete (combine): %w", err)
 		}
 	}
@@ -149,22 +163,44 @@ func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags Flags) erro
 // llLocalErrors: errors the library finds on a live group before any communication. Every
 // rank makes the same calls, so no rank waits for another. h holds step's routing.
 func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank int) error {
-	_, err := NewHandle(group, tensorOn(b.topkIdx, DtypeInt64, 1, 4, 2), nil)
-	checks := []error{refused("a 3-D topk_idx", err, ErrInvalidArgument, "3 dimensions")}
-	_, err = NewHandle(group, tensorOn(b.topkIdx, DtypeInt64, 4, llMaxTopK+1), nil)
+	_, err := CreateHandle(group, nil, routing(tensorOn(b.topkIdx, DtypeInt64, 1, 4, 2)), 0)
+	checks := []error{refused("a 3-D topk_idx", err, ErrInvalidArgument, "topk_idx")}
+	_, err = CreateHandle(group, nil, routing(tensorOn(b.topkIdx, DtypeInt64, 4, llMaxTopK+1)), 0)
 	checks = append(checks, refused("K above max_topk", err, ErrInvalidArgument, "max_topk"))
-	_, err = NewHTHandle(group, tensorOn(b.topkIdx, DtypeInt64, 4, 2), HTSizingExact, nil)
-	checks = append(checks, refused("an HTHandle on a low-latency group", err, ErrInvalidArgument, "low-latency mode"))
-	checks = append(checks, refused("an fp32 topk_idx", h.Update(tensorOn(b.topkIdx, DtypeFP32, 4, 2), nil),
-		ErrInvalidArgument, "dtype"))
-	checks = append(checks, refused("Complete with nothing pending", h.Complete(nil), ErrInvalidArgument, "nothing is pending"))
+	_, err = CreateHandle(group, &HandleConfig{Layout: LayoutFlat}, nil, 0)
+	checks = append(checks, refused("a flat layout on a low-latency group", err, ErrUnsupported, "layout"))
+	_, err = CreateHandle(group, &HandleConfig{Sizing: SizingExact}, nil, 0)
+	checks = append(checks, refused("exact sizing of an expert-padded layout", err, ErrInvalidArgument, "sizing"))
+	checks = append(checks, refused("an fp32 topk_idx", h.Update(routing(tensorOn(b.topkIdx, DtypeFP32, 4, 2)), 0),
+		ErrInvalidArgument, "topk_idx"))
+	checks = append(checks, refused("Update without routing", h.Update(nil, 0), ErrInvalidArgument, ""))
+	checks = append(checks, refused("Complete with nothing pending", h.Complete(0), ErrInvalidUsage, ""))
 	tokens, hidden := int64(c.tokens(step, rank)), int64(c.hidden)
 	l, rows := int64(c.expertsPerRank), int64(c.rowsPerExpert())
-	err = h.LLDispatch(tensorOn(b.x, DtypeBF16, tokens, hidden), tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk)),
-		tensorOn(b.outX, DtypeBF16, l, rows, hidden/2), tensorOn(b.outCounts, DtypeInt32, l), FlagNone, nil)
-	checks = append(checks, refused("dispatch into a narrow out_x", err, ErrInvalidArgument, "tensor out_x has shape"))
-	err = h.LLCombine(tensorOn(b.expertOut, DtypeBF16, l, rows, hidden), tensorOn(b.out, DtypeBF16, tokens-1, hidden), FlagNone, nil)
-	checks = append(checks, refused("combine into too few tokens", err, ErrInvalidArgument, "tensor out has shape"))
+	x, weights := tensorOn(b.x, DtypeBF16, tokens, hidden), tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk))
+	err = h.Dispatch(&DispatchArgs{X: x, TopkWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden/2)}, 0)
+	checks = append(checks, refused("dispatch into a narrow out_x", err, ErrInvalidArgument, "out_x"))
+	err = h.Dispatch(&DispatchArgs{X: x, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
+	checks = append(checks, refused("dispatch without weights", err, ErrInvalidArgument, "topk_weights"))
+	checks = append(checks, refused("dispatch without args", h.Dispatch(nil, 0), ErrInvalidArgument, ""))
+	err = h.Dispatch(&DispatchArgs{Quant: QuantNVFP4, X: x, TopkWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
+	checks = append(checks, refused("NVFP4", err, ErrUnsupported, ""))
+	err = h.Combine(&CombineArgs{X: tensorOn(b.expertOut, DtypeBF16, l, rows, hidden), Out: tensorOn(b.out, DtypeBF16, tokens-1, hidden)}, 0)
+	checks = append(checks, refused("combine into too few tokens", err, ErrInvalidArgument, "out"))
+
+	// A handle without routing allocates locally and refuses steps until routed.
+	unrouted, err := CreateHandle(group, &HandleConfig{Layout: LayoutExpertPadded}, nil, 0)
+	if err != nil {
+		return fmt.Errorf("CreateHandle without routing: %w", err)
+	}
+	defer unrouted.Close()
+	info, err := unrouted.Query()
+	if err != nil || info.Mode != ModeLowLatency || info.Layout != LayoutExpertPadded || info.NumTokens != 0 ||
+		info.Capacity != uint64(rows) || info.Pending != PendingNone || info.OverflowRank != -1 {
+		checks = append(checks, fmt.Errorf("Query of an unrouted handle: %+v, %v", info, err))
+	}
+	err = unrouted.Dispatch(&DispatchArgs{X: x, TopkWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
+	checks = append(checks, refused("dispatch before routing", err, ErrInvalidUsage, ""))
 	return joinProblems(checks)
 }
 
@@ -213,24 +249,28 @@ func llRank(id UniqueID, c llCase, rank int) (err error) {
 		}
 	}()
 
+	if err := b.accCounts.Clear(); err != nil { // the caller zeroes the accumulator once
+		return err
+	}
 	if err := b.stage(c, 0, rank); err != nil {
 		return err
 	}
-	h, err := NewHandle(group, tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(0, rank)), int64(c.topk)), nil)
+	h, err := CreateHandle(group, nil, routing(tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(0, rank)), int64(c.topk))), 0)
 	if err != nil {
-		return fmt.Errorf("NewHandle: %w", err)
+		return fmt.Errorf("CreateHandle: %w", err)
 	}
 	defer h.Close()
-	if err := llStep(c, b, h, 0, rank, FlagNone); err != nil {
+	accWant := make([]int64, c.expertsPerRank)
+	if err := llStep(c, b, h, 0, rank, 0, accWant); err != nil {
 		return err
 	}
 	if err := b.stage(c, 1, rank); err != nil {
 		return err
 	}
-	if err := h.Update(tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(1, rank)), int64(c.topk)), nil); err != nil {
+	if err := h.Update(routing(tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(1, rank)), int64(c.topk))), 0); err != nil {
 		return fmt.Errorf("Update: %w", err)
 	}
-	if err := llStep(c, b, h, 1, rank, FlagSendOnly); err != nil {
+	if err := llStep(c, b, h, 1, rank, StepSendOnly, accWant); err != nil {
 		return err
 	}
 	if err := llLocalErrors(c, b, group, h, 1, rank); err != nil {
@@ -242,7 +282,7 @@ func llRank(id UniqueID, c llCase, rank int) (err error) {
 	if err := h.Close(); err != nil {
 		return fmt.Errorf("Handle.Close: %w", err)
 	}
-	if err := refused("Complete after Close", h.Complete(nil), ErrInvalidArgument, "closed"); err != nil {
+	if err := refused("Complete after Close", h.Complete(0), ErrInvalidArgument, "closed"); err != nil {
 		return err
 	}
 	if err := group.Close(); err != nil {

@@ -120,10 +120,10 @@ func runRank(id UniqueID, n, rank int, cfg GroupConfig) (info GroupInfo, err err
 	if info, err = group.Info(); err != nil {
 		return info, fmt.Errorf("Info: %w", err)
 	}
-	if err = group.Barrier(nil); err != nil {
+	if err = group.Barrier(0); err != nil {
 		return info, fmt.Errorf("Barrier: %w", err)
 	}
-	if err = group.AsyncError(); err != nil { // a healthy group has nothing to report (ABI 1.3)
+	if err = group.AsyncError(); err != nil { // a healthy group has nothing to report
 		return info, fmt.Errorf("AsyncError: %w", err)
 	}
 	if err = comm.Close(); !errors.Is(err, ErrInvalidArgument) {

@@ -2,7 +2,12 @@
 package epcomm
 
 /*
+#include <stdint.h>
 #include <epcomm/epcomm.h>
+
+static EpcStatus epcgo_group_barrier(EpcGroup* group, uintptr_t stream) {
+  return epc_group_barrier(group, (void*)stream);
+}
 */
 import "C"
 
@@ -39,9 +44,14 @@ type GroupInfo struct {
 	Hidden           uint32
 	MaxTokensPerRank uint32
 	MaxTopK          uint32
-	Dtype            Dtype
+	MaxTokenBytes    uint32
+	RecvCapacity     uint64
+	Overflow         Overflow
+	MaxPendingSteps  uint32
 	NumSMs           uint32
 	Timeout          time.Duration
+	Flags            uint32
+	VirtualNodeSize  uint32
 	SymmetricBytes   uint64 // device memory held in the registered window
 	WorkspaceBytes   uint64 // other device memory held
 }
@@ -55,9 +65,6 @@ type GroupInfo struct {
 func NewGroup(comm *Comm, cfg GroupConfig) (*Group, error) {
 	cCfg, err := cfg.toC()
 	if err != nil {
-		return nil, err
-	}
-	if err := cfg.checkSupported(); err != nil {
 		return nil, err
 	}
 	if comm == nil { // the library names the NULL communicator
@@ -102,31 +109,35 @@ func (g *Group) Info() (GroupInfo, error) {
 		Hidden:           uint32(info.hidden),
 		MaxTokensPerRank: uint32(info.max_tokens_per_rank),
 		MaxTopK:          uint32(info.max_topk),
-		Dtype:            Dtype(info.dtype),
+		MaxTokenBytes:    uint32(info.max_token_bytes),
+		RecvCapacity:     uint64(info.recv_capacity),
+		Overflow:         Overflow(info.overflow),
+		MaxPendingSteps:  uint32(info.max_pending_steps),
 		NumSMs:           uint32(info.num_sms),
 		Timeout:          millisecondsToDuration(info.timeout_ms),
+		Flags:            uint32(info.flags),
+		VirtualNodeSize:  uint32(info.virtual_node_size),
 		SymmetricBytes:   uint64(info.symmetric_bytes),
 		WorkspaceBytes:   uint64(info.workspace_bytes),
 	}, nil
 }
 
-// Barrier runs the group's barrier kernel on stream (a cudaStream_t; nil = the legacy
-// default stream) and waits for it (epc_group_barrier): every rank of the group arrives
+// Barrier runs the group's barrier kernel on stream (0 = the legacy default stream) and waits for it (epc_group_barrier): every rank of the group arrives
 // before any leaves. A peer that does not arrive within the group's timeout makes it return
 // ErrTimeout naming the peer, and the group stays failed. Collective over every rank of the
 // group; blocking; not graph-capturable; serialized with other calls on this Group.
-func (g *Group) Barrier(stream unsafe.Pointer) error {
+func (g *Group) Barrier(stream Stream) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.handle == nil {
 		return errGroupClosed()
 	}
 	handle := g.handle
-	return call(func() C.EpcStatus { return C.epc_group_barrier(handle, stream) })
+	return call(func() C.EpcStatus { return C.epcgo_group_barrier(handle, C.uintptr_t(stream)) })
 }
 
-// AsyncError says whether the group has failed asynchronously (epc_group_async_error, ABI
-// 1.3), without waiting for anything: nil while no kernel of the group has recorded a
+// AsyncError says whether the group has failed asynchronously (epc_group_async_error),
+// without waiting for anything: nil while no kernel of the group has recorded a
 // failure (and no Barrier has failed on the host); otherwise the *Error that every later
 // call on the group and its handles returns, with the same Status and, word for word, the
 // same message: ErrTimeout when a kernel gave up waiting for a peer (the phase, the waiting
@@ -138,9 +149,7 @@ func (g *Group) Barrier(stream unsafe.Pointer) error {
 // has recorded it; nil says nothing about work the GPU has not finished. Local;
 // non-blocking; not stream-ordered; may be called during CUDA graph capture (it launches
 // nothing); safe from any goroutine, also while another is inside a call on the group or
-// its handles, which it does not wait for (it waits only for Close). A library older than
-// ABI 1.3 has no such call: ErrUnsupported, without calling it (the package reaches it
-// through the library's function table, so programs still load against ABI 1.2).
+// its handles, which it does not wait for (it waits only for Close).
 func (g *Group) AsyncError() error {
 	if g == nil {
 		return argumentError("AsyncError: the Group is nil")
@@ -150,7 +159,8 @@ func (g *Group) AsyncError() error {
 	if g.handle == nil {
 		return errGroupClosed()
 	}
-	return groupAsyncError(g.handle)
+	handle := g.handle
+	return call(func() C.EpcStatus { return C.epc_group_async_error(handle) })
 }
 
 // Close releases everything the group holds (epc_group_destroy) once its work has finished.

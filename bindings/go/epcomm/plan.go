@@ -10,18 +10,21 @@ import "unsafe"
 
 // Plan is the memory and resource layout a GroupConfig needs on one rank (EpcPlan).
 type Plan struct {
-	Mode           Mode
-	NumSlots       uint32 // double-buffer depth: 2 for LL, 1 for HT
-	SymmetricBytes uint64 // the registered window (sum of regions, aligned)
-	WorkspaceBytes uint64 // ordinary device memory beside the window
-	NumSMs         uint32 // SM budget the kernels will use
-	WarpsPerBlock  uint32 // threads per block / 32
-	LSABarriers    uint32 // NCCL LSA barriers requested in the device communicator
-	GINContexts    uint32 // GIN contexts requested (0 while every rank shares one LSA team)
-	GINSignals     uint32 // GIN signals requested
-	MessageBytes   uint32 // bytes one token occupies in a dispatch receive buffer
-	Dtype          Dtype  // the payload dtype the buffers are sized for
-	Regions        []PlanRegion
+	Mode            Mode
+	NumSlots        uint32 // double-buffer depth: 2 for LL, 1 for HT
+	SymmetricBytes  uint64 // the registered window (sum of regions, aligned)
+	WorkspaceBytes  uint64 // ordinary device memory beside the window
+	HandleBytes     uint64 // device memory one handle with the default HandleConfig holds
+	RecvCapacity    uint64 // after defaults
+	NumSMs          uint32 // SM budget the kernels will use
+	WarpsPerBlock   uint32 // threads per block / 32
+	LSABarriers     uint32 // NCCL LSA barriers requested in the device communicator
+	GINContexts     uint32 // GIN contexts requested (0 while every rank shares one LSA team)
+	GINSignals      uint32 // GIN signals requested
+	MessageBytes    uint32 // bytes one token occupies in a dispatch receive buffer
+	MaxTokenBytes   uint32 // after defaults and rounding
+	MaxPendingSteps uint32 // after defaults
+	Regions         []PlanRegion
 }
 
 // PlanRegion is one region of the symmetric window (EpcPlanRegion).
@@ -40,9 +43,6 @@ type PlanRegion struct {
 func PlanQuery(cfg GroupConfig, nranks, lsaSize, numNodes int) (Plan, error) {
 	cCfg, err := cfg.toC()
 	if err != nil {
-		return Plan{}, err
-	}
-	if err := cfg.checkSupported(); err != nil {
 		return Plan{}, err
 	}
 	cNranks, err := int32Arg("nranks", nranks)
@@ -71,17 +71,20 @@ func PlanQuery(cfg GroupConfig, nranks, lsaSize, numNodes int) (Plan, error) {
 
 func planFromC(p *C.EpcPlan) Plan {
 	out := Plan{
-		Mode:           Mode(p.mode),
-		NumSlots:       uint32(p.num_slots),
-		SymmetricBytes: uint64(p.symmetric_bytes),
-		WorkspaceBytes: uint64(p.workspace_bytes),
-		NumSMs:         uint32(p.num_sms),
-		WarpsPerBlock:  uint32(p.warps_per_block),
-		LSABarriers:    uint32(p.lsa_barriers),
-		GINContexts:    uint32(p.gin_contexts),
-		GINSignals:     uint32(p.gin_signals),
-		MessageBytes:   uint32(p.message_bytes),
-		Dtype:          Dtype(p.dtype),
+		Mode:            Mode(p.mode),
+		NumSlots:        uint32(p.num_slots),
+		SymmetricBytes:  uint64(p.symmetric_bytes),
+		WorkspaceBytes:  uint64(p.workspace_bytes),
+		NumSMs:          uint32(p.num_sms),
+		WarpsPerBlock:   uint32(p.warps_per_block),
+		LSABarriers:     uint32(p.lsa_barriers),
+		GINContexts:     uint32(p.gin_contexts),
+		GINSignals:      uint32(p.gin_signals),
+		MessageBytes:    uint32(p.message_bytes),
+		HandleBytes:     uint64(p.handle_bytes),
+		RecvCapacity:    uint64(p.recv_capacity),
+		MaxTokenBytes:   uint32(p.max_token_bytes),
+		MaxPendingSteps: uint32(p.max_pending_steps),
 	}
 	count := int(p.num_regions)
 	if count > len(p.regions) {

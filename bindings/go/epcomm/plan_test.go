@@ -32,7 +32,8 @@ func TestPlanQueryLowLatencyFourRanks(t *testing.T) {
 	if r := plan.Regions[0]; r.Name != "control" || r.Slot != SlotNone {
 		t.Errorf("region 0 = %+v", r)
 	}
-	if plan.Mode != ModeLowLatency || plan.NumSlots != 2 || plan.Dtype != DtypeBF16 || plan.NumSMs != 132 {
+	if plan.Mode != ModeLowLatency || plan.NumSlots != 2 || plan.MaxTokenBytes != 2*7168 ||
+		plan.RecvCapacity != 4*128 || plan.MaxPendingSteps != 1 || plan.HandleBytes == 0 || plan.NumSMs != 132 {
 		t.Errorf("plan header = %+v", plan)
 	}
 	last := plan.Regions[len(plan.Regions)-1]
@@ -52,10 +53,44 @@ func TestPlanQueryZeroHiddenIsInvalid(t *testing.T) {
 	}
 }
 
-func TestPlanQueryReportsTheLibrarysStatus(t *testing.T) {
-	_, err := PlanQuery(GroupConfig{NumExperts: 64, Hidden: 2048, Dtype: DtypeInt64}, 4, 4, 1)
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "dtype") {
-		t.Errorf("int64 payload: %v", err)
+// The 2.0 group fields, after defaults and by the status rule (values this library does not
+// serve yet: ErrUnsupported; values outside the ABI: ErrInvalidArgument).
+func TestPlanQueryGroupFields(t *testing.T) {
+	base := GroupConfig{NumExperts: 64, Hidden: 2048}
+	fp8 := base
+	fp8.MaxTokenBytes = 2048 + 2048/32 + 5 // rounded down to an fp8-only window
+	plan, err := PlanQuery(fp8, 4, 4, 1)
+	if err != nil || plan.MaxTokenBytes != 2048+2048/32 {
+		t.Errorf("fp8 window: max_token_bytes %d, %v", plan.MaxTokenBytes, err)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*GroupConfig)
+		status Status
+		words  string
+	}{
+		{"a window below fp8 rows", func(g *GroupConfig) { g.MaxTokenBytes = 2048 }, ErrInvalidArgument, "max_token_bytes"},
+		{"recv_capacity below R*T", func(g *GroupConfig) { g.RecvCapacity = 4*128 - 1 }, ErrUnsupported, "recv_capacity"},
+		{"recv_capacity above R*T", func(g *GroupConfig) { g.RecvCapacity = 4*128 + 1 }, ErrInvalidArgument, "recv_capacity"},
+		{"an unknown overflow", func(g *GroupConfig) { g.Overflow = 7 }, ErrInvalidArgument, "overflow"},
+		{"two pending steps", func(g *GroupConfig) { g.MaxPendingSteps = 2 }, ErrUnsupported, "max_pending_steps"},
+		{"combine per entry", func(g *GroupConfig) { g.Flags = GroupCombinePerEntry }, ErrUnsupported, "flags"},
+		{"an unknown group flag", func(g *GroupConfig) { g.Flags = 0x80 }, ErrInvalidArgument, "flags"},
+	} {
+		cfg := base
+		c.change(&cfg)
+		_, err := PlanQuery(cfg, 4, 4, 1)
+		if !errors.Is(err, c.status) || !strings.Contains(err.Error(), c.words) {
+			t.Errorf("%s: %v, want %v naming %s", c.name, err, c.status, c.words)
+		}
+	}
+	for _, cfg := range []GroupConfig{
+		{NumExperts: 64, Hidden: 2048, RecvCapacity: 4 * 128, Overflow: OverflowDrop, MaxPendingSteps: 1},
+		{NumExperts: 64, Hidden: 2048, Mode: ModeHighThroughput, MaxTokensPerRank: 256, RecvCapacity: 4 * 256},
+	} {
+		if plan, err := PlanQuery(cfg, 4, 4, 1); err != nil || plan.RecvCapacity != cfg.RecvCapacity {
+			t.Errorf("%+v: recv_capacity %d, %v", cfg, plan.RecvCapacity, err)
+		}
 	}
 }
 
@@ -117,32 +152,5 @@ func TestPlanQueryVirtualNodeSizeMustDivideTheTeam(t *testing.T) {
 	_, err := PlanQuery(GroupConfig{NumExperts: 256, Hidden: 7168, VirtualNodeSize: 3}, 4, 4, 1)
 	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "virtual_node_size") {
 		t.Errorf("VirtualNodeSize 3 on a team of 4: %v, want ErrInvalidArgument naming virtual_node_size", err)
-	}
-}
-
-// A library older than ABI 1.3 reads the field as reserved0 (must be 0): the bindings
-// refuse a non-zero VirtualNodeSize before calling it.
-func TestVirtualNodeSizeNeedsABI13(t *testing.T) {
-	cfg := GroupConfig{NumExperts: 64, Hidden: 2048, VirtualNodeSize: 2}
-	err := cfg.supportedBy(LibraryVersion{1, 2, 0})
-	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("ABI 1.2.0: %v, want ErrUnsupported", err)
-	}
-	for _, part := range []string{"VirtualNodeSize (2)", "ABI 1.3.0 or newer", "implements ABI 1.2.0"} {
-		if !strings.Contains(err.Error(), part) {
-			t.Errorf("message lacks %q: %v", part, err)
-		}
-	}
-	for _, v := range []LibraryVersion{{1, 3, 0}, {1, 4, 2}, BindingsVersion} {
-		if err := cfg.supportedBy(v); err != nil {
-			t.Errorf("ABI %v: %v", v, err)
-		}
-	}
-	cfg.VirtualNodeSize = 0
-	if err := cfg.supportedBy(LibraryVersion{1, 0, 0}); err != nil {
-		t.Errorf("VirtualNodeSize 0 on ABI 1.0.0: %v", err)
-	}
-	if c, err := (&GroupConfig{VirtualNodeSize: 4}).toC(); err != nil || c.virtual_node_size != 4 {
-		t.Errorf("toC: virtual_node_size %d, %v", c.virtual_node_size, err)
 	}
 }

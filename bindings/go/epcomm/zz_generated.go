@@ -14,36 +14,49 @@ import (
 	"unsafe"
 )
 
-// The declarations below were generated from ABI version 1.3.0 of the header.
+// The declarations below were generated from ABI version 2.0.0 of the header.
 
 // Constants of the header that belong to no typedef: versions, sizes, sentinels.
 const (
 	// ABIMajor is EPC_ABI_MAJOR.
-	ABIMajor = 1
+	ABIMajor = 2
 	// ABIMinor is EPC_ABI_MINOR.
-	ABIMinor = 3
+	ABIMinor = 0
 	// ABIPatch is EPC_ABI_PATCH.
 	ABIPatch = 0
 	// ABIVersion is EPC_ABI_VERSION, ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 +
 	// EPC_ABI_PATCH)).
-	ABIVersion = 10300
+	ABIVersion = 20000
 	// TensorMaxDims is EPC_TENSOR_MAX_DIMS.
 	TensorMaxDims = 4
 	// UniqueIDBytes is EPC_UNIQUE_ID_BYTES.
 	UniqueIDBytes = 128
+	// GroupCombinePerEntry is EPC_GROUP_COMBINE_PER_ENTRY, 0x1u: EpcGroupConfig.flags: size
+	// the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs
+	// (K rows per token instead of one per (token, rank)).
+	GroupCombinePerEntry = 1
 	// PlanMaxRegions is EPC_PLAN_MAX_REGIONS.
 	PlanMaxRegions = 16
 	// SlotNone is EPC_SLOT_NONE, 0xFFFFFFFFu.
 	SlotNone = 4294967295
-	// FlagSendOnly is EPC_FLAG_SEND_ONLY, 0x1u: queue only the sending half; epc_complete()
-	// finishes it.
-	FlagSendOnly = 1
-	// FlagFP8Pow2Scales is EPC_FLAG_FP8_POW2_SCALES, 0x2u: epc_ll_dispatch_fp8: round every
-	// scale up to a power of two (UE8M0-representable). Since ABI 1.1.
-	FlagFP8Pow2Scales = 2
-	// FlagBackwardWeights is EPC_FLAG_BACKWARD_WEIGHTS, 0x4u: epc_ht_combine: also carry a
-	// [rows, K] fp32 tensor back to the tokens' ranks. Since ABI 1.2.
-	FlagBackwardWeights = 4
+	// HandleZeroPadding is EPC_HANDLE_ZERO_PADDING, 0x1u: dispatch zero-fills padding rows and
+	// scales (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0).
+	HandleZeroPadding = 1
+	// HandleGlobalExpertIDs is EPC_HANDLE_GLOBAL_EXPERT_IDS, 0x2u: out_topk_idx holds global
+	// expert ids (rank * L + local id); else local ids.
+	HandleGlobalExpertIDs = 2
+	// PendingNone is EPC_PENDING_NONE.
+	PendingNone = 0
+	// PendingDispatch is EPC_PENDING_DISPATCH.
+	PendingDispatch = 1
+	// PendingCombine is EPC_PENDING_COMBINE.
+	PendingCombine = 2
+	// StepSendOnly is EPC_STEP_SEND_ONLY, 0x1u: dispatch and combine: queue only the sending
+	// half; epc_complete on the handle writes the outputs. Served in 2.0 on LL groups.
+	StepSendOnly = 1
+	// DispatchPow2Scales is EPC_DISPATCH_POW2_SCALES, 0x2u: EPC_QUANT_FP8 into FP32 scales:
+	// round each scale up to a power of two.
+	DispatchPow2Scales = 2
 )
 
 // Status is the C type EpcStatus (int32_t).
@@ -52,29 +65,36 @@ type Status int32
 const (
 	// OK is EPC_OK.
 	OK Status = 0
-	// ErrInvalidArgument is EPC_ERR_INVALID_ARGUMENT: a null pointer, a value out of range, a
-	// bad shape.
+	// ErrInvalidArgument is EPC_ERR_INVALID_ARGUMENT: a NULL required pointer, a value out of
+	// range, a bad shape or dtype, a field meaningless for the mode.
 	ErrInvalidArgument Status = 1
-	// ErrABIMismatch is EPC_ERR_ABI_MISMATCH: struct_size/abi_version not compatible with this
-	// build.
+	// ErrABIMismatch is EPC_ERR_ABI_MISMATCH: struct_size/abi_version not compatible.
 	ErrABIMismatch Status = 2
-	// ErrUnsupported is EPC_ERR_UNSUPPORTED: valid request this build or machine cannot serve.
+	// ErrUnsupported is EPC_ERR_UNSUPPORTED: a request this ABI defines that this library or
+	// machine cannot serve.
 	ErrUnsupported Status = 3
 	// ErrOutOfMemory is EPC_ERR_OUT_OF_MEMORY: host or device allocation failed.
 	ErrOutOfMemory Status = 4
 	// ErrCUDA is EPC_ERR_CUDA: a CUDA runtime call failed.
 	ErrCUDA Status = 5
-	// ErrNCCL is EPC_ERR_NCCL: an NCCL call failed or the NCCL found is too old.
+	// ErrNCCL is EPC_ERR_NCCL: an NCCL call failed, or the NCCL found is too old.
 	ErrNCCL Status = 6
 	// ErrTimeout is EPC_ERR_TIMEOUT: a device-side wait expired; the group is unusable.
 	ErrTimeout Status = 7
 	// ErrNoDevice is EPC_ERR_NO_DEVICE: no CUDA device is present.
 	ErrNoDevice Status = 8
 	// ErrBufferTooSmall is EPC_ERR_BUFFER_TOO_SMALL: a caller buffer was too small; see the
-	// call's doc.
+	// call.
 	ErrBufferTooSmall Status = 9
 	// ErrInternal is EPC_ERR_INTERNAL: a bug in epcomm: please report it.
 	ErrInternal Status = 10
+	// ErrCapacity is EPC_ERR_CAPACITY: a step received more rows than the handle's capacity
+	// under EPC_OVERFLOW_FAIL; not sticky.
+	ErrCapacity Status = 11
+	// ErrInvalidUsage is EPC_ERR_INVALID_USAGE: a call out of order: epc_complete with nothing
+	// pending, a step on a handle with one pending, more pending steps than max_pending_steps,
+	// a step on a handle without routing.
+	ErrInvalidUsage Status = 12
 )
 
 // Dtype is the C type EpcDtype (uint32_t).
@@ -95,6 +115,17 @@ const (
 	DtypeInt32 Dtype = 5
 	// DtypeInt64 is EPC_DTYPE_INT64.
 	DtypeInt64 Dtype = 6
+	// DtypeUint8 is EPC_DTYPE_UINT8: raw bytes (caller-defined scale formats).
+	DtypeUint8 Dtype = 7
+	// DtypeFP8E5M2 is EPC_DTYPE_FP8_E5M2.
+	DtypeFP8E5M2 Dtype = 8
+	// DtypeE8M0 is EPC_DTYPE_E8M0: one unsigned power-of-two exponent per byte (UE8M0).
+	DtypeE8M0 Dtype = 9
+	// DtypeE8M0X4 is EPC_DTYPE_E8M0X4: four E8M0 in one 32-bit word, lowest byte first.
+	DtypeE8M0X4 Dtype = 10
+	// DtypeFP4E2M1X2 is EPC_DTYPE_FP4_E2M1X2: two e2m1 values per byte, low nibble first; the
+	// last dimension counts bytes (H / 2).
+	DtypeFP4E2M1X2 Dtype = 11
 )
 
 // String returns the Go name of a known Dtype value, else Dtype(<number>).
@@ -114,6 +145,16 @@ func (d Dtype) String() string {
 		return "DtypeInt32"
 	case DtypeInt64:
 		return "DtypeInt64"
+	case DtypeUint8:
+		return "DtypeUint8"
+	case DtypeFP8E5M2:
+		return "DtypeFP8E5M2"
+	case DtypeE8M0:
+		return "DtypeE8M0"
+	case DtypeE8M0X4:
+		return "DtypeE8M0X4"
+	case DtypeFP4E2M1X2:
+		return "DtypeFP4E2M1X2"
 	}
 	return "Dtype(" + strconv.FormatInt(int64(d), 10) + ")"
 }
@@ -122,10 +163,11 @@ func (d Dtype) String() string {
 type Mode uint32
 
 const (
-	// ModeLowLatency is EPC_MODE_LOW_LATENCY: decode: direct all-to-all, double-buffered
-	// (default).
+	// ModeLowLatency is EPC_MODE_LOW_LATENCY: decode: direct all-to-all between every pair of
+	// ranks, double-buffered.
 	ModeLowLatency Mode = 1
-	// ModeHighThroughput is EPC_MODE_HIGH_THROUGHPUT: prefill/training: flat layout, few SMs.
+	// ModeHighThroughput is EPC_MODE_HIGH_THROUGHPUT: prefill, training: hierarchical across
+	// nodes, few SMs, a backward pass.
 	ModeHighThroughput Mode = 2
 )
 
@@ -138,6 +180,32 @@ func (m Mode) String() string {
 		return "ModeHighThroughput"
 	}
 	return "Mode(" + strconv.FormatInt(int64(m), 10) + ")"
+}
+
+// Overflow is the C type EpcOverflow (uint32_t). What a step does when more rows arrive
+// than the handle's capacity holds. Neither is sticky: the next step starts afresh.
+type Overflow uint32
+
+const (
+	// OverflowFail is EPC_OVERFLOW_FAIL: nothing is written past capacity; the step's outputs
+	// are undefined; the handle reports the overflow (epc_handle_query) and its next call
+	// returns EPC_ERR_CAPACITY naming the rank and the count.
+	OverflowFail Overflow = 0
+	// OverflowDrop is EPC_OVERFLOW_DROP: rows past capacity, in row order, are dropped; counts
+	// describe the rows written, out_num_recv the rows that arrived; combine gets no
+	// contribution from a dropped row.
+	OverflowDrop Overflow = 1
+)
+
+// String returns the Go name of a known Overflow value, else Overflow(<number>).
+func (o Overflow) String() string {
+	switch o {
+	case OverflowFail:
+		return "OverflowFail"
+	case OverflowDrop:
+		return "OverflowDrop"
+	}
+	return "Overflow(" + strconv.FormatInt(int64(o), 10) + ")"
 }
 
 // RegionKind is the C type EpcRegionKind (uint32_t). What a region of the symmetric window
@@ -160,10 +228,10 @@ const (
 	// RegionLayout is EPC_REGION_LAYOUT: HT: per-rank token and expert counts exchanged.
 	RegionLayout RegionKind = 6
 	// RegionNetStaging is EPC_REGION_NET_STAGING: what is bound for ranks in other nodes,
-	// staged here until the network transport puts it (ABI 1.3).
+	// staged here until the network transport puts it.
 	RegionNetStaging RegionKind = 7
 	// RegionRailRecv is EPC_REGION_RAIL_RECV: HT across nodes: tokens from this rank's rail
-	// peers (its local index in every other node), to be forwarded inside the node (ABI 1.3).
+	// peers (its local index in every other node), forwarded inside the node.
 	RegionRailRecv RegionKind = 8
 	// RegionRailSignal is EPC_REGION_RAIL_SIGNAL: HT across nodes: one flag per rail peer and
 	// chunk.
@@ -195,33 +263,173 @@ func (r RegionKind) String() string {
 	return "RegionKind(" + strconv.FormatInt(int64(r), 10) + ")"
 }
 
-// Flags is the C type EpcFlags (uint32_t).
-type Flags uint32
-
-// HtSizing is the C type EpcHtSizing (uint32_t). How a high-throughput handle sizes its
-// received rows.
-type HtSizing uint32
+// Layout is the C type EpcLayout (uint32_t). How dispatch lays out what a rank receives,
+// and so what combine takes. Rows of one expert are ordered by (source rank, source token,
+// top-k slot), rows of a flat layout by (source rank, source token): identical inputs give
+// bitwise identical outputs. layout out_x out_scales out_topk_idx / _weights counts
+// EXPERT_PADDED [L, C, H] [L, C, S] - / [L, C] out_expert_counts [L] EXPERT_PACKED [rows,
+// H] [rows, S] - / [rows] out_expert_counts [L], out_expert_offsets [L+1] RANK_MAJOR [R, T,
+// H] [R, T, S] [R, T, K] / [R, T, K] out_rank_counts [R] FLAT [rows, H] [rows, S] [rows, K]
+// / [rows, K] out_expert_counts [L], out_num_recv [1] S is H / scale_block. EXPERT_PACKED
+// zones start at multiples of expert_alignment. RANK_MAJOR and FLAT hold a token once per
+// receiving rank, with its entries for that rank (the others: id -1, weight 0). An output a
+// layout has no column for is meaningless there (EPC_ERR_INVALID_ARGUMENT). combine's x has
+// out_x's shape. Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups;
+// the others return EPC_ERR_UNSUPPORTED.
+type Layout uint32
 
 const (
-	// HTSizingExact is EPC_HT_SIZING_EXACT: rows = N, the tokens this rank receives; creating
-	// the handle waits once for the count exchange to learn N.
-	HTSizingExact HtSizing = 0
-	// HTSizingCapacity is EPC_HT_SIZING_CAPACITY: rows = nranks max_tokens_per_rank (the worst
-	// case); no host synchronisation, so creation, update, dispatch and combine are all
-	// graph-capturable. Rows at or past N are left unspecified; N is on the device
-	// (out_num_recv).
-	HTSizingCapacity HtSizing = 1
+	// LayoutDefault is EPC_LAYOUT_DEFAULT: EXPERT_PADDED on LL groups, FLAT on HT groups.
+	LayoutDefault Layout = 0
+	// LayoutExpertPadded is EPC_LAYOUT_EXPERT_PADDED: one zone of C rows per local expert (a
+	// grouped GEMM masked by counts).
+	LayoutExpertPadded Layout = 1
+	// LayoutExpertPacked is EPC_LAYOUT_EXPERT_PACKED: expert zones back to back, aligned (a
+	// contiguous grouped GEMM by offsets).
+	LayoutExpertPacked Layout = 2
+	// LayoutRankMajor is EPC_LAYOUT_RANK_MAJOR: one zone of T rows per source rank.
+	LayoutRankMajor Layout = 3
+	// LayoutFlat is EPC_LAYOUT_FLAT: received tokens back to back, once per rank.
+	LayoutFlat Layout = 4
 )
 
-// String returns the Go name of a known HtSizing value, else HtSizing(<number>).
-func (h HtSizing) String() string {
-	switch h {
-	case HTSizingExact:
-		return "HTSizingExact"
-	case HTSizingCapacity:
-		return "HTSizingCapacity"
+// String returns the Go name of a known Layout value, else Layout(<number>).
+func (l Layout) String() string {
+	switch l {
+	case LayoutDefault:
+		return "LayoutDefault"
+	case LayoutExpertPadded:
+		return "LayoutExpertPadded"
+	case LayoutExpertPacked:
+		return "LayoutExpertPacked"
+	case LayoutRankMajor:
+		return "LayoutRankMajor"
+	case LayoutFlat:
+		return "LayoutFlat"
 	}
-	return "HtSizing(" + strconv.FormatInt(int64(h), 10) + ")"
+	return "Layout(" + strconv.FormatInt(int64(l), 10) + ")"
+}
+
+// Sizing is the C type EpcSizing (uint32_t). How the handle's row count is chosen.
+type Sizing uint32
+
+const (
+	// SizingCapacity is EPC_SIZING_CAPACITY: rows = capacity: no host synchronisation
+	// anywhere, so update, dispatch, combine and complete are capturable.
+	SizingCapacity Sizing = 0
+	// SizingExact is EPC_SIZING_EXACT: rows = what this rank receives: create (with routing)
+	// and update wait once for the count exchange. FLAT and EXPERT_PACKED only.
+	SizingExact Sizing = 1
+)
+
+// String returns the Go name of a known Sizing value, else Sizing(<number>).
+func (s Sizing) String() string {
+	switch s {
+	case SizingCapacity:
+		return "SizingCapacity"
+	case SizingExact:
+		return "SizingExact"
+	}
+	return "Sizing(" + strconv.FormatInt(int64(s), 10) + ")"
+}
+
+// Quant is the C type EpcQuant (uint32_t). How dispatch encodes the payload. The scales'
+// encoding follows out_scales' dtype: FP32 (the value), E8M0 (an exponent byte), E8M0X4
+// (four exponents per 32-bit word, of consecutive scale blocks), FP8_E4M3 (NVFP4 block
+// scales), any for PASSTHROUGH.
+type Quant uint32
+
+const (
+	// QuantNone is EPC_QUANT_NONE: x (bf16 or fp16) travels as it is; no scales.
+	QuantNone Quant = 0
+	// QuantFP8 is EPC_QUANT_FP8: cast in the send kernel: bf16/fp16 x -> e4m3 with one scale
+	// per scale_block channels, scale = max(amax of the block, 1e-4) / 448, rounded up to a
+	// power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448,
+	// rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128.
+	QuantFP8 Quant = 1
+	// QuantNVFP4 is EPC_QUANT_NVFP4: cast in the send kernel: -> FP4_E2M1X2 with one E4M3
+	// scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0).
+	QuantNVFP4 Quant = 2
+	// QuantPassthrough is EPC_QUANT_PASSTHROUGH: the caller quantized: x and x_scales [B, S]
+	// are copied byte for byte into out_x and out_scales of the same dtypes. Served in 2.0:
+	// HT, FP8_E4M3 x with FP32 scales, S = H / 128.
+	QuantPassthrough Quant = 3
+)
+
+// String returns the Go name of a known Quant value, else Quant(<number>).
+func (q Quant) String() string {
+	switch q {
+	case QuantNone:
+		return "QuantNone"
+	case QuantFP8:
+		return "QuantFP8"
+	case QuantNVFP4:
+		return "QuantNVFP4"
+	case QuantPassthrough:
+		return "QuantPassthrough"
+	}
+	return "Quant(" + strconv.FormatInt(int64(q), 10) + ")"
+}
+
+// ScaleLayout is the C type EpcScaleLayout (uint32_t). Where out_scales' elements lie.
+type ScaleLayout uint32
+
+const (
+	// ScalesStrided is EPC_SCALES_STRIDED: as out_scales' strides say: row-major, or
+	// column-major over tokens (token stride 1). Served in 2.0: row-major.
+	ScalesStrided ScaleLayout = 0
+	// ScalesSwizzled128x4 is EPC_SCALES_SWIZZLED_128X4: the block-scaled GEMM layout of tiles
+	// of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes
+	// (EPC_ERR_UNSUPPORTED in 2.0).
+	ScalesSwizzled128x4 ScaleLayout = 1
+)
+
+// String returns the Go name of a known ScaleLayout value, else ScaleLayout(<number>).
+func (s ScaleLayout) String() string {
+	switch s {
+	case ScalesStrided:
+		return "ScalesStrided"
+	case ScalesSwizzled128x4:
+		return "ScalesSwizzled128x4"
+	}
+	return "ScaleLayout(" + strconv.FormatInt(int64(s), 10) + ")"
+}
+
+// Weighting is the C type EpcWeighting (uint32_t). How combine weights the expert outputs
+// before it sums them.
+type Weighting uint32
+
+const (
+	// WeightingDefault is EPC_WEIGHTING_DEFAULT: SENDER for expert layouts, NONE for the
+	// others.
+	WeightingDefault Weighting = 0
+	// WeightingNone is EPC_WEIGHTING_NONE: rows are summed as given: the caller weighted them
+	// (the only choice for RANK_MAJOR and FLAT).
+	WeightingNone Weighting = 1
+	// WeightingSender is EPC_WEIGHTING_SENDER: expert layouts: on the expert's rank each row
+	// is multiplied by its entry's weight in dispatch's topk_weights, and one token's rows are
+	// summed into one partial per rank: one row per (token, rank) crosses.
+	WeightingSender Weighting = 2
+	// WeightingHome is EPC_WEIGHTING_HOME: expert layouts: every (token, entry) row crosses,
+	// and the token's rank weights them by home_topk_weights: K rows per token instead of one
+	// per rank, at least twice the bytes at K = 8 on 4 ranks. Needs
+	// EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in 2.0).
+	WeightingHome Weighting = 3
+)
+
+// String returns the Go name of a known Weighting value, else Weighting(<number>).
+func (w Weighting) String() string {
+	switch w {
+	case WeightingDefault:
+		return "WeightingDefault"
+	case WeightingNone:
+		return "WeightingNone"
+	case WeightingSender:
+		return "WeightingSender"
+	case WeightingHome:
+		return "WeightingHome"
+	}
+	return "Weighting(" + strconv.FormatInt(int64(w), 10) + ")"
 }
 
 // headerConstant is one EPC_* constant: its C name, the Go value and the C value.
@@ -262,6 +470,8 @@ func headerConstants() []headerConstant {
 		{"EPC_ERR_NO_DEVICE", int64(ErrNoDevice), int64(C.EPC_ERR_NO_DEVICE)},
 		{"EPC_ERR_BUFFER_TOO_SMALL", int64(ErrBufferTooSmall), int64(C.EPC_ERR_BUFFER_TOO_SMALL)},
 		{"EPC_ERR_INTERNAL", int64(ErrInternal), int64(C.EPC_ERR_INTERNAL)},
+		{"EPC_ERR_CAPACITY", int64(ErrCapacity), int64(C.EPC_ERR_CAPACITY)},
+		{"EPC_ERR_INVALID_USAGE", int64(ErrInvalidUsage), int64(C.EPC_ERR_INVALID_USAGE)},
 		{"EPC_DTYPE_INVALID", int64(DtypeInvalid), int64(C.EPC_DTYPE_INVALID)},
 		{"EPC_DTYPE_BF16", int64(DtypeBF16), int64(C.EPC_DTYPE_BF16)},
 		{"EPC_DTYPE_FP16", int64(DtypeFP16), int64(C.EPC_DTYPE_FP16)},
@@ -269,10 +479,18 @@ func headerConstants() []headerConstant {
 		{"EPC_DTYPE_FP8_E4M3", int64(DtypeFP8E4M3), int64(C.EPC_DTYPE_FP8_E4M3)},
 		{"EPC_DTYPE_INT32", int64(DtypeInt32), int64(C.EPC_DTYPE_INT32)},
 		{"EPC_DTYPE_INT64", int64(DtypeInt64), int64(C.EPC_DTYPE_INT64)},
+		{"EPC_DTYPE_UINT8", int64(DtypeUint8), int64(C.EPC_DTYPE_UINT8)},
+		{"EPC_DTYPE_FP8_E5M2", int64(DtypeFP8E5M2), int64(C.EPC_DTYPE_FP8_E5M2)},
+		{"EPC_DTYPE_E8M0", int64(DtypeE8M0), int64(C.EPC_DTYPE_E8M0)},
+		{"EPC_DTYPE_E8M0X4", int64(DtypeE8M0X4), int64(C.EPC_DTYPE_E8M0X4)},
+		{"EPC_DTYPE_FP4_E2M1X2", int64(DtypeFP4E2M1X2), int64(C.EPC_DTYPE_FP4_E2M1X2)},
 		{"EPC_TENSOR_MAX_DIMS", int64(TensorMaxDims), int64(C.EPC_TENSOR_MAX_DIMS)},
 		{"EPC_UNIQUE_ID_BYTES", int64(UniqueIDBytes), int64(C.EPC_UNIQUE_ID_BYTES)},
 		{"EPC_MODE_LOW_LATENCY", int64(ModeLowLatency), int64(C.EPC_MODE_LOW_LATENCY)},
 		{"EPC_MODE_HIGH_THROUGHPUT", int64(ModeHighThroughput), int64(C.EPC_MODE_HIGH_THROUGHPUT)},
+		{"EPC_OVERFLOW_FAIL", int64(OverflowFail), int64(C.EPC_OVERFLOW_FAIL)},
+		{"EPC_OVERFLOW_DROP", int64(OverflowDrop), int64(C.EPC_OVERFLOW_DROP)},
+		{"EPC_GROUP_COMBINE_PER_ENTRY", int64(GroupCombinePerEntry), int64(C.EPC_GROUP_COMBINE_PER_ENTRY)},
 		{"EPC_REGION_CONTROL", int64(RegionControl), int64(C.EPC_REGION_CONTROL)},
 		{"EPC_REGION_DISPATCH_RECV", int64(RegionDispatchRecv), int64(C.EPC_REGION_DISPATCH_RECV)},
 		{"EPC_REGION_DISPATCH_SIGNAL", int64(RegionDispatchSignal), int64(C.EPC_REGION_DISPATCH_SIGNAL)},
@@ -284,11 +502,30 @@ func headerConstants() []headerConstant {
 		{"EPC_REGION_RAIL_SIGNAL", int64(RegionRailSignal), int64(C.EPC_REGION_RAIL_SIGNAL)},
 		{"EPC_PLAN_MAX_REGIONS", int64(PlanMaxRegions), int64(C.EPC_PLAN_MAX_REGIONS)},
 		{"EPC_SLOT_NONE", int64(SlotNone), int64(C.EPC_SLOT_NONE)},
-		{"EPC_FLAG_SEND_ONLY", int64(FlagSendOnly), int64(C.EPC_FLAG_SEND_ONLY)},
-		{"EPC_FLAG_FP8_POW2_SCALES", int64(FlagFP8Pow2Scales), int64(C.EPC_FLAG_FP8_POW2_SCALES)},
-		{"EPC_FLAG_BACKWARD_WEIGHTS", int64(FlagBackwardWeights), int64(C.EPC_FLAG_BACKWARD_WEIGHTS)},
-		{"EPC_HT_SIZING_EXACT", int64(HTSizingExact), int64(C.EPC_HT_SIZING_EXACT)},
-		{"EPC_HT_SIZING_CAPACITY", int64(HTSizingCapacity), int64(C.EPC_HT_SIZING_CAPACITY)},
+		{"EPC_LAYOUT_DEFAULT", int64(LayoutDefault), int64(C.EPC_LAYOUT_DEFAULT)},
+		{"EPC_LAYOUT_EXPERT_PADDED", int64(LayoutExpertPadded), int64(C.EPC_LAYOUT_EXPERT_PADDED)},
+		{"EPC_LAYOUT_EXPERT_PACKED", int64(LayoutExpertPacked), int64(C.EPC_LAYOUT_EXPERT_PACKED)},
+		{"EPC_LAYOUT_RANK_MAJOR", int64(LayoutRankMajor), int64(C.EPC_LAYOUT_RANK_MAJOR)},
+		{"EPC_LAYOUT_FLAT", int64(LayoutFlat), int64(C.EPC_LAYOUT_FLAT)},
+		{"EPC_SIZING_CAPACITY", int64(SizingCapacity), int64(C.EPC_SIZING_CAPACITY)},
+		{"EPC_SIZING_EXACT", int64(SizingExact), int64(C.EPC_SIZING_EXACT)},
+		{"EPC_HANDLE_ZERO_PADDING", int64(HandleZeroPadding), int64(C.EPC_HANDLE_ZERO_PADDING)},
+		{"EPC_HANDLE_GLOBAL_EXPERT_IDS", int64(HandleGlobalExpertIDs), int64(C.EPC_HANDLE_GLOBAL_EXPERT_IDS)},
+		{"EPC_PENDING_NONE", int64(PendingNone), int64(C.EPC_PENDING_NONE)},
+		{"EPC_PENDING_DISPATCH", int64(PendingDispatch), int64(C.EPC_PENDING_DISPATCH)},
+		{"EPC_PENDING_COMBINE", int64(PendingCombine), int64(C.EPC_PENDING_COMBINE)},
+		{"EPC_QUANT_NONE", int64(QuantNone), int64(C.EPC_QUANT_NONE)},
+		{"EPC_QUANT_FP8", int64(QuantFP8), int64(C.EPC_QUANT_FP8)},
+		{"EPC_QUANT_NVFP4", int64(QuantNVFP4), int64(C.EPC_QUANT_NVFP4)},
+		{"EPC_QUANT_PASSTHROUGH", int64(QuantPassthrough), int64(C.EPC_QUANT_PASSTHROUGH)},
+		{"EPC_SCALES_STRIDED", int64(ScalesStrided), int64(C.EPC_SCALES_STRIDED)},
+		{"EPC_SCALES_SWIZZLED_128X4", int64(ScalesSwizzled128x4), int64(C.EPC_SCALES_SWIZZLED_128X4)},
+		{"EPC_WEIGHTING_DEFAULT", int64(WeightingDefault), int64(C.EPC_WEIGHTING_DEFAULT)},
+		{"EPC_WEIGHTING_NONE", int64(WeightingNone), int64(C.EPC_WEIGHTING_NONE)},
+		{"EPC_WEIGHTING_SENDER", int64(WeightingSender), int64(C.EPC_WEIGHTING_SENDER)},
+		{"EPC_WEIGHTING_HOME", int64(WeightingHome), int64(C.EPC_WEIGHTING_HOME)},
+		{"EPC_STEP_SEND_ONLY", int64(StepSendOnly), int64(C.EPC_STEP_SEND_ONLY)},
+		{"EPC_DISPATCH_POW2_SCALES", int64(DispatchPow2Scales), int64(C.EPC_DISPATCH_POW2_SCALES)},
 	}
 }
 
@@ -314,7 +551,10 @@ func headerStructLayouts() []structLayout {
 			{"hidden", unsafe.Offsetof(C.EpcGroupConfig{}.hidden), unsafe.Sizeof(C.EpcGroupConfig{}.hidden)},
 			{"max_tokens_per_rank", unsafe.Offsetof(C.EpcGroupConfig{}.max_tokens_per_rank), unsafe.Sizeof(C.EpcGroupConfig{}.max_tokens_per_rank)},
 			{"max_topk", unsafe.Offsetof(C.EpcGroupConfig{}.max_topk), unsafe.Sizeof(C.EpcGroupConfig{}.max_topk)},
-			{"dtype", unsafe.Offsetof(C.EpcGroupConfig{}.dtype), unsafe.Sizeof(C.EpcGroupConfig{}.dtype)},
+			{"max_token_bytes", unsafe.Offsetof(C.EpcGroupConfig{}.max_token_bytes), unsafe.Sizeof(C.EpcGroupConfig{}.max_token_bytes)},
+			{"recv_capacity", unsafe.Offsetof(C.EpcGroupConfig{}.recv_capacity), unsafe.Sizeof(C.EpcGroupConfig{}.recv_capacity)},
+			{"overflow", unsafe.Offsetof(C.EpcGroupConfig{}.overflow), unsafe.Sizeof(C.EpcGroupConfig{}.overflow)},
+			{"max_pending_steps", unsafe.Offsetof(C.EpcGroupConfig{}.max_pending_steps), unsafe.Sizeof(C.EpcGroupConfig{}.max_pending_steps)},
 			{"num_sms", unsafe.Offsetof(C.EpcGroupConfig{}.num_sms), unsafe.Sizeof(C.EpcGroupConfig{}.num_sms)},
 			{"timeout_ms", unsafe.Offsetof(C.EpcGroupConfig{}.timeout_ms), unsafe.Sizeof(C.EpcGroupConfig{}.timeout_ms)},
 			{"flags", unsafe.Offsetof(C.EpcGroupConfig{}.flags), unsafe.Sizeof(C.EpcGroupConfig{}.flags)},
@@ -337,14 +577,16 @@ func headerStructLayouts() []structLayout {
 			{"num_slots", unsafe.Offsetof(C.EpcPlan{}.num_slots), unsafe.Sizeof(C.EpcPlan{}.num_slots)},
 			{"symmetric_bytes", unsafe.Offsetof(C.EpcPlan{}.symmetric_bytes), unsafe.Sizeof(C.EpcPlan{}.symmetric_bytes)},
 			{"workspace_bytes", unsafe.Offsetof(C.EpcPlan{}.workspace_bytes), unsafe.Sizeof(C.EpcPlan{}.workspace_bytes)},
+			{"handle_bytes", unsafe.Offsetof(C.EpcPlan{}.handle_bytes), unsafe.Sizeof(C.EpcPlan{}.handle_bytes)},
+			{"recv_capacity", unsafe.Offsetof(C.EpcPlan{}.recv_capacity), unsafe.Sizeof(C.EpcPlan{}.recv_capacity)},
 			{"num_sms", unsafe.Offsetof(C.EpcPlan{}.num_sms), unsafe.Sizeof(C.EpcPlan{}.num_sms)},
 			{"warps_per_block", unsafe.Offsetof(C.EpcPlan{}.warps_per_block), unsafe.Sizeof(C.EpcPlan{}.warps_per_block)},
 			{"lsa_barriers", unsafe.Offsetof(C.EpcPlan{}.lsa_barriers), unsafe.Sizeof(C.EpcPlan{}.lsa_barriers)},
 			{"gin_contexts", unsafe.Offsetof(C.EpcPlan{}.gin_contexts), unsafe.Sizeof(C.EpcPlan{}.gin_contexts)},
 			{"gin_signals", unsafe.Offsetof(C.EpcPlan{}.gin_signals), unsafe.Sizeof(C.EpcPlan{}.gin_signals)},
 			{"message_bytes", unsafe.Offsetof(C.EpcPlan{}.message_bytes), unsafe.Sizeof(C.EpcPlan{}.message_bytes)},
-			{"dtype", unsafe.Offsetof(C.EpcPlan{}.dtype), unsafe.Sizeof(C.EpcPlan{}.dtype)},
-			{"reserved1", unsafe.Offsetof(C.EpcPlan{}.reserved1), unsafe.Sizeof(C.EpcPlan{}.reserved1)},
+			{"max_token_bytes", unsafe.Offsetof(C.EpcPlan{}.max_token_bytes), unsafe.Sizeof(C.EpcPlan{}.max_token_bytes)},
+			{"max_pending_steps", unsafe.Offsetof(C.EpcPlan{}.max_pending_steps), unsafe.Sizeof(C.EpcPlan{}.max_pending_steps)},
 			{"num_regions", unsafe.Offsetof(C.EpcPlan{}.num_regions), unsafe.Sizeof(C.EpcPlan{}.num_regions)},
 			{"reserved0", unsafe.Offsetof(C.EpcPlan{}.reserved0), unsafe.Sizeof(C.EpcPlan{}.reserved0)},
 			{"regions", unsafe.Offsetof(C.EpcPlan{}.regions), unsafe.Sizeof(C.EpcPlan{}.regions)},
@@ -365,11 +607,81 @@ func headerStructLayouts() []structLayout {
 			{"hidden", unsafe.Offsetof(C.EpcGroupInfo{}.hidden), unsafe.Sizeof(C.EpcGroupInfo{}.hidden)},
 			{"max_tokens_per_rank", unsafe.Offsetof(C.EpcGroupInfo{}.max_tokens_per_rank), unsafe.Sizeof(C.EpcGroupInfo{}.max_tokens_per_rank)},
 			{"max_topk", unsafe.Offsetof(C.EpcGroupInfo{}.max_topk), unsafe.Sizeof(C.EpcGroupInfo{}.max_topk)},
-			{"dtype", unsafe.Offsetof(C.EpcGroupInfo{}.dtype), unsafe.Sizeof(C.EpcGroupInfo{}.dtype)},
+			{"max_token_bytes", unsafe.Offsetof(C.EpcGroupInfo{}.max_token_bytes), unsafe.Sizeof(C.EpcGroupInfo{}.max_token_bytes)},
+			{"recv_capacity", unsafe.Offsetof(C.EpcGroupInfo{}.recv_capacity), unsafe.Sizeof(C.EpcGroupInfo{}.recv_capacity)},
+			{"overflow", unsafe.Offsetof(C.EpcGroupInfo{}.overflow), unsafe.Sizeof(C.EpcGroupInfo{}.overflow)},
+			{"max_pending_steps", unsafe.Offsetof(C.EpcGroupInfo{}.max_pending_steps), unsafe.Sizeof(C.EpcGroupInfo{}.max_pending_steps)},
 			{"num_sms", unsafe.Offsetof(C.EpcGroupInfo{}.num_sms), unsafe.Sizeof(C.EpcGroupInfo{}.num_sms)},
 			{"timeout_ms", unsafe.Offsetof(C.EpcGroupInfo{}.timeout_ms), unsafe.Sizeof(C.EpcGroupInfo{}.timeout_ms)},
+			{"flags", unsafe.Offsetof(C.EpcGroupInfo{}.flags), unsafe.Sizeof(C.EpcGroupInfo{}.flags)},
+			{"virtual_node_size", unsafe.Offsetof(C.EpcGroupInfo{}.virtual_node_size), unsafe.Sizeof(C.EpcGroupInfo{}.virtual_node_size)},
 			{"symmetric_bytes", unsafe.Offsetof(C.EpcGroupInfo{}.symmetric_bytes), unsafe.Sizeof(C.EpcGroupInfo{}.symmetric_bytes)},
 			{"workspace_bytes", unsafe.Offsetof(C.EpcGroupInfo{}.workspace_bytes), unsafe.Sizeof(C.EpcGroupInfo{}.workspace_bytes)},
+		}},
+		{"EpcHandleConfig", unsafe.Sizeof(C.EpcHandleConfig{}), unsafe.Alignof(C.EpcHandleConfig{}), []fieldLayout{
+			{"struct_size", unsafe.Offsetof(C.EpcHandleConfig{}.struct_size), unsafe.Sizeof(C.EpcHandleConfig{}.struct_size)},
+			{"abi_version", unsafe.Offsetof(C.EpcHandleConfig{}.abi_version), unsafe.Sizeof(C.EpcHandleConfig{}.abi_version)},
+			{"layout", unsafe.Offsetof(C.EpcHandleConfig{}.layout), unsafe.Sizeof(C.EpcHandleConfig{}.layout)},
+			{"sizing", unsafe.Offsetof(C.EpcHandleConfig{}.sizing), unsafe.Sizeof(C.EpcHandleConfig{}.sizing)},
+			{"capacity", unsafe.Offsetof(C.EpcHandleConfig{}.capacity), unsafe.Sizeof(C.EpcHandleConfig{}.capacity)},
+			{"expert_alignment", unsafe.Offsetof(C.EpcHandleConfig{}.expert_alignment), unsafe.Sizeof(C.EpcHandleConfig{}.expert_alignment)},
+			{"flags", unsafe.Offsetof(C.EpcHandleConfig{}.flags), unsafe.Sizeof(C.EpcHandleConfig{}.flags)},
+		}},
+		{"EpcRouting", unsafe.Sizeof(C.EpcRouting{}), unsafe.Alignof(C.EpcRouting{}), []fieldLayout{
+			{"struct_size", unsafe.Offsetof(C.EpcRouting{}.struct_size), unsafe.Sizeof(C.EpcRouting{}.struct_size)},
+			{"abi_version", unsafe.Offsetof(C.EpcRouting{}.abi_version), unsafe.Sizeof(C.EpcRouting{}.abi_version)},
+			{"topk_idx", unsafe.Offsetof(C.EpcRouting{}.topk_idx), unsafe.Sizeof(C.EpcRouting{}.topk_idx)},
+			{"num_tokens", unsafe.Offsetof(C.EpcRouting{}.num_tokens), unsafe.Sizeof(C.EpcRouting{}.num_tokens)},
+		}},
+		{"EpcHandleInfo", unsafe.Sizeof(C.EpcHandleInfo{}), unsafe.Alignof(C.EpcHandleInfo{}), []fieldLayout{
+			{"struct_size", unsafe.Offsetof(C.EpcHandleInfo{}.struct_size), unsafe.Sizeof(C.EpcHandleInfo{}.struct_size)},
+			{"abi_version", unsafe.Offsetof(C.EpcHandleInfo{}.abi_version), unsafe.Sizeof(C.EpcHandleInfo{}.abi_version)},
+			{"mode", unsafe.Offsetof(C.EpcHandleInfo{}.mode), unsafe.Sizeof(C.EpcHandleInfo{}.mode)},
+			{"layout", unsafe.Offsetof(C.EpcHandleInfo{}.layout), unsafe.Sizeof(C.EpcHandleInfo{}.layout)},
+			{"sizing", unsafe.Offsetof(C.EpcHandleInfo{}.sizing), unsafe.Sizeof(C.EpcHandleInfo{}.sizing)},
+			{"expert_alignment", unsafe.Offsetof(C.EpcHandleInfo{}.expert_alignment), unsafe.Sizeof(C.EpcHandleInfo{}.expert_alignment)},
+			{"num_tokens", unsafe.Offsetof(C.EpcHandleInfo{}.num_tokens), unsafe.Sizeof(C.EpcHandleInfo{}.num_tokens)},
+			{"topk", unsafe.Offsetof(C.EpcHandleInfo{}.topk), unsafe.Sizeof(C.EpcHandleInfo{}.topk)},
+			{"pending", unsafe.Offsetof(C.EpcHandleInfo{}.pending), unsafe.Sizeof(C.EpcHandleInfo{}.pending)},
+			{"flags", unsafe.Offsetof(C.EpcHandleInfo{}.flags), unsafe.Sizeof(C.EpcHandleInfo{}.flags)},
+			{"capacity", unsafe.Offsetof(C.EpcHandleInfo{}.capacity), unsafe.Sizeof(C.EpcHandleInfo{}.capacity)},
+			{"rows", unsafe.Offsetof(C.EpcHandleInfo{}.rows), unsafe.Sizeof(C.EpcHandleInfo{}.rows)},
+			{"overflow_status", unsafe.Offsetof(C.EpcHandleInfo{}.overflow_status), unsafe.Sizeof(C.EpcHandleInfo{}.overflow_status)},
+			{"overflow_rank", unsafe.Offsetof(C.EpcHandleInfo{}.overflow_rank), unsafe.Sizeof(C.EpcHandleInfo{}.overflow_rank)},
+			{"overflow_rows", unsafe.Offsetof(C.EpcHandleInfo{}.overflow_rows), unsafe.Sizeof(C.EpcHandleInfo{}.overflow_rows)},
+		}},
+		{"EpcDispatchArgs", unsafe.Sizeof(C.EpcDispatchArgs{}), unsafe.Alignof(C.EpcDispatchArgs{}), []fieldLayout{
+			{"struct_size", unsafe.Offsetof(C.EpcDispatchArgs{}.struct_size), unsafe.Sizeof(C.EpcDispatchArgs{}.struct_size)},
+			{"abi_version", unsafe.Offsetof(C.EpcDispatchArgs{}.abi_version), unsafe.Sizeof(C.EpcDispatchArgs{}.abi_version)},
+			{"flags", unsafe.Offsetof(C.EpcDispatchArgs{}.flags), unsafe.Sizeof(C.EpcDispatchArgs{}.flags)},
+			{"quant", unsafe.Offsetof(C.EpcDispatchArgs{}.quant), unsafe.Sizeof(C.EpcDispatchArgs{}.quant)},
+			{"scale_block", unsafe.Offsetof(C.EpcDispatchArgs{}.scale_block), unsafe.Sizeof(C.EpcDispatchArgs{}.scale_block)},
+			{"scale_layout", unsafe.Offsetof(C.EpcDispatchArgs{}.scale_layout), unsafe.Sizeof(C.EpcDispatchArgs{}.scale_layout)},
+			{"x", unsafe.Offsetof(C.EpcDispatchArgs{}.x), unsafe.Sizeof(C.EpcDispatchArgs{}.x)},
+			{"x_scales", unsafe.Offsetof(C.EpcDispatchArgs{}.x_scales), unsafe.Sizeof(C.EpcDispatchArgs{}.x_scales)},
+			{"x_global_scale", unsafe.Offsetof(C.EpcDispatchArgs{}.x_global_scale), unsafe.Sizeof(C.EpcDispatchArgs{}.x_global_scale)},
+			{"topk_weights", unsafe.Offsetof(C.EpcDispatchArgs{}.topk_weights), unsafe.Sizeof(C.EpcDispatchArgs{}.topk_weights)},
+			{"out_x", unsafe.Offsetof(C.EpcDispatchArgs{}.out_x), unsafe.Sizeof(C.EpcDispatchArgs{}.out_x)},
+			{"out_scales", unsafe.Offsetof(C.EpcDispatchArgs{}.out_scales), unsafe.Sizeof(C.EpcDispatchArgs{}.out_scales)},
+			{"out_topk_idx", unsafe.Offsetof(C.EpcDispatchArgs{}.out_topk_idx), unsafe.Sizeof(C.EpcDispatchArgs{}.out_topk_idx)},
+			{"out_topk_weights", unsafe.Offsetof(C.EpcDispatchArgs{}.out_topk_weights), unsafe.Sizeof(C.EpcDispatchArgs{}.out_topk_weights)},
+			{"out_expert_counts", unsafe.Offsetof(C.EpcDispatchArgs{}.out_expert_counts), unsafe.Sizeof(C.EpcDispatchArgs{}.out_expert_counts)},
+			{"out_expert_offsets", unsafe.Offsetof(C.EpcDispatchArgs{}.out_expert_offsets), unsafe.Sizeof(C.EpcDispatchArgs{}.out_expert_offsets)},
+			{"out_rank_counts", unsafe.Offsetof(C.EpcDispatchArgs{}.out_rank_counts), unsafe.Sizeof(C.EpcDispatchArgs{}.out_rank_counts)},
+			{"out_num_recv", unsafe.Offsetof(C.EpcDispatchArgs{}.out_num_recv), unsafe.Sizeof(C.EpcDispatchArgs{}.out_num_recv)},
+			{"out_expert_counts_host", unsafe.Offsetof(C.EpcDispatchArgs{}.out_expert_counts_host), unsafe.Sizeof(C.EpcDispatchArgs{}.out_expert_counts_host)},
+			{"acc_expert_counts", unsafe.Offsetof(C.EpcDispatchArgs{}.acc_expert_counts), unsafe.Sizeof(C.EpcDispatchArgs{}.acc_expert_counts)},
+		}},
+		{"EpcCombineArgs", unsafe.Sizeof(C.EpcCombineArgs{}), unsafe.Alignof(C.EpcCombineArgs{}), []fieldLayout{
+			{"struct_size", unsafe.Offsetof(C.EpcCombineArgs{}.struct_size), unsafe.Sizeof(C.EpcCombineArgs{}.struct_size)},
+			{"abi_version", unsafe.Offsetof(C.EpcCombineArgs{}.abi_version), unsafe.Sizeof(C.EpcCombineArgs{}.abi_version)},
+			{"flags", unsafe.Offsetof(C.EpcCombineArgs{}.flags), unsafe.Sizeof(C.EpcCombineArgs{}.flags)},
+			{"weighting", unsafe.Offsetof(C.EpcCombineArgs{}.weighting), unsafe.Sizeof(C.EpcCombineArgs{}.weighting)},
+			{"x", unsafe.Offsetof(C.EpcCombineArgs{}.x), unsafe.Sizeof(C.EpcCombineArgs{}.x)},
+			{"topk_weights", unsafe.Offsetof(C.EpcCombineArgs{}.topk_weights), unsafe.Sizeof(C.EpcCombineArgs{}.topk_weights)},
+			{"home_topk_weights", unsafe.Offsetof(C.EpcCombineArgs{}.home_topk_weights), unsafe.Sizeof(C.EpcCombineArgs{}.home_topk_weights)},
+			{"out", unsafe.Offsetof(C.EpcCombineArgs{}.out), unsafe.Sizeof(C.EpcCombineArgs{}.out)},
+			{"out_topk_weights", unsafe.Offsetof(C.EpcCombineArgs{}.out_topk_weights), unsafe.Sizeof(C.EpcCombineArgs{}.out_topk_weights)},
 		}},
 		{"EpcApi", unsafe.Sizeof(C.EpcApi{}), unsafe.Alignof(C.EpcApi{}), []fieldLayout{
 			{"struct_size", unsafe.Offsetof(C.EpcApi{}.struct_size), unsafe.Sizeof(C.EpcApi{}.struct_size)},
@@ -385,17 +697,14 @@ func headerStructLayouts() []structLayout {
 			{"group_destroy", unsafe.Offsetof(C.EpcApi{}.group_destroy), unsafe.Sizeof(C.EpcApi{}.group_destroy)},
 			{"group_query", unsafe.Offsetof(C.EpcApi{}.group_query), unsafe.Sizeof(C.EpcApi{}.group_query)},
 			{"group_barrier", unsafe.Offsetof(C.EpcApi{}.group_barrier), unsafe.Sizeof(C.EpcApi{}.group_barrier)},
+			{"group_async_error", unsafe.Offsetof(C.EpcApi{}.group_async_error), unsafe.Sizeof(C.EpcApi{}.group_async_error)},
 			{"handle_create", unsafe.Offsetof(C.EpcApi{}.handle_create), unsafe.Sizeof(C.EpcApi{}.handle_create)},
 			{"handle_update", unsafe.Offsetof(C.EpcApi{}.handle_update), unsafe.Sizeof(C.EpcApi{}.handle_update)},
+			{"handle_query", unsafe.Offsetof(C.EpcApi{}.handle_query), unsafe.Sizeof(C.EpcApi{}.handle_query)},
 			{"handle_destroy", unsafe.Offsetof(C.EpcApi{}.handle_destroy), unsafe.Sizeof(C.EpcApi{}.handle_destroy)},
-			{"ll_dispatch", unsafe.Offsetof(C.EpcApi{}.ll_dispatch), unsafe.Sizeof(C.EpcApi{}.ll_dispatch)},
-			{"ll_combine", unsafe.Offsetof(C.EpcApi{}.ll_combine), unsafe.Sizeof(C.EpcApi{}.ll_combine)},
+			{"dispatch", unsafe.Offsetof(C.EpcApi{}.dispatch), unsafe.Sizeof(C.EpcApi{}.dispatch)},
+			{"combine", unsafe.Offsetof(C.EpcApi{}.combine), unsafe.Sizeof(C.EpcApi{}.combine)},
 			{"complete", unsafe.Offsetof(C.EpcApi{}.complete), unsafe.Sizeof(C.EpcApi{}.complete)},
-			{"ll_dispatch_fp8", unsafe.Offsetof(C.EpcApi{}.ll_dispatch_fp8), unsafe.Sizeof(C.EpcApi{}.ll_dispatch_fp8)},
-			{"ht_handle_create", unsafe.Offsetof(C.EpcApi{}.ht_handle_create), unsafe.Sizeof(C.EpcApi{}.ht_handle_create)},
-			{"ht_dispatch", unsafe.Offsetof(C.EpcApi{}.ht_dispatch), unsafe.Sizeof(C.EpcApi{}.ht_dispatch)},
-			{"ht_combine", unsafe.Offsetof(C.EpcApi{}.ht_combine), unsafe.Sizeof(C.EpcApi{}.ht_combine)},
-			{"group_async_error", unsafe.Offsetof(C.EpcApi{}.group_async_error), unsafe.Sizeof(C.EpcApi{}.group_async_error)},
 		}},
 	}
 }

@@ -15,13 +15,17 @@ with the library's status and its per-thread detail message.
         with epcomm.Group.create(comm, epcomm.GroupConfig(num_experts=64, hidden=7168)) as g:
             g.barrier()
             print(g.info())
-            with epcomm.Handle.create(g, topk_idx) as h:           # torch/CuPy/... tensors
-                h.ll_dispatch(x, topk_weights, out_x, out_counts)  # collective
-                h.ll_combine(expert_out, out)                      # collective
+            with epcomm.Handle.create(g) as h:                     # before graph capture
+                h.update(topk_idx)                                 # torch/CuPy/... tensors
+                h.dispatch(x, out_x=out_x, topk_weights=topk_weights,
+                           out_expert_counts=out_counts)           # collective
+                h.combine(expert_out, out=out)                     # collective
 
-On a high-throughput group (GroupConfig(mode=Mode.HIGH_THROUGHPUT, ...)) handles are
-HtHandles: `HtHandle.create(g, topk_idx, sizing=HtSizing.EXACT)` (collective), then
-`h.dispatch(x, out_x, ...)` and `h.combine(y, out, ...)` with `h.rows` received rows.
+One Handle type serves both modes: on a high-throughput group
+(GroupConfig(mode=Mode.HIGH_THROUGHPUT, ...)) `Handle.create(g, sizing=Sizing.EXACT,
+routing=topk_idx)` is collective and `h.rows` is the rows received. Keyword arguments are
+the C structs' fields by name; stream=None takes the current torch or CuPy stream of the
+tensors (stream=0 is the legacy default stream).
 """
 
 from ._ffi import EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH
@@ -38,11 +42,24 @@ from ._library import (
 )
 from .bootstrap import Comm, UniqueId
 from .config import GroupConfig
-from .enums import Dtype, HtSizing, Mode, RegionKind, parse_dtype
-from .errors import EpcError, InvalidTensorError, Status
+from .enums import (
+    Dtype,
+    GroupFlags,
+    HandleFlags,
+    Layout,
+    Mode,
+    Overflow,
+    Pending,
+    Quant,
+    RegionKind,
+    ScaleLayout,
+    Sizing,
+    Weighting,
+    parse_dtype,
+)
+from .errors import CapacityError, EpcError, InvalidTensorError, InvalidUsageError, Status, StreamRequiredError
 from .group import Group, GroupInfo
-from .handle import Handle
-from .ht_handle import HtHandle
+from .handle import Handle, HandleInfo, Routing
 from .plan import Plan, PlanRegion, plan_query
 from .tensor import EpcTensor, as_tensor, tensor_from_pointer
 
@@ -63,17 +80,29 @@ __all__ = [
     "UniqueId",
     "GroupConfig",
     "Dtype",
-    "HtSizing",
+    "GroupFlags",
+    "HandleFlags",
+    "Layout",
     "Mode",
+    "Overflow",
+    "Pending",
+    "Quant",
     "RegionKind",
+    "ScaleLayout",
+    "Sizing",
+    "Weighting",
     "parse_dtype",
+    "CapacityError",
     "EpcError",
     "InvalidTensorError",
+    "InvalidUsageError",
     "Status",
+    "StreamRequiredError",
     "Group",
     "GroupInfo",
     "Handle",
-    "HtHandle",
+    "HandleInfo",
+    "Routing",
     "Plan",
     "PlanRegion",
     "plan_query",

@@ -34,9 +34,11 @@ DEVICE_NAMES = {
 }
 KDL_CPU = 1
 KDL_CUDA = 2
+KDL_CUDA_HOST = 3
 
 # DLDataTypeCode values (dlpack.h).
 KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT, KDL_FLOAT8_E4M3FN = 0, 1, 2, 4, 10
+KDL_FLOAT8_E5M2, KDL_FLOAT8_E8M0FNU = 12, 14
 
 # DLManagedTensorVersioned.flags bits.
 FLAG_READ_ONLY = 1 << 0

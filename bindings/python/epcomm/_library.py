@@ -14,7 +14,7 @@ import threading
 from typing import NamedTuple, Optional
 
 from . import _ffi
-from .errors import EpcError, Status
+from .errors import EpcError, Status, error_for
 
 ENV_LIBRARY = "EPCOMM_LIB"
 DEFAULT_LIBRARY = f"libepcomm.so.{_ffi.EPC_ABI_MAJOR}"
@@ -89,7 +89,7 @@ class Library:
         thread-local message it is, stays the same)."""
         status = self.function(name)(*args)
         if status != _ffi.EPC_OK:
-            raise EpcError(status, self.last_error(), name)
+            raise error_for(status, self.last_error(), name)
 
     def last_error(self) -> str:
         """The calling thread's last error message ("" after a successful call)."""

@@ -15,10 +15,7 @@ from typing import Any, Callable, Optional, Union
 
 from . import _ffi
 from ._handles import address
-from .enums import Mode, parse_dtype
-from .errors import EpcError, Status
-
-_UINT32_MAX = (1 << 32) - 1
+from .enums import Mode, Overflow, parse_enum
 
 # EpcGroupConfig fields that are not plain uint32 settings.
 HEADER_FIELDS = ("struct_size", "abi_version")
@@ -28,17 +25,32 @@ ALLOCATOR_FIELDS = ("alloc_fn", "free_fn", "alloc_ctx")
 
 @dataclass
 class GroupConfig:
-    """Configuration of a group (EpcGroupConfig). Every field's 0 means the default.
+    """Configuration of a group (EpcGroupConfig 2.0). Every field's 0 means the default.
 
     num_experts: total experts, divisible by the rank count (required).
-    hidden: channels per token (required; a multiple of 8, of 128 for FP8_E4M3).
-    mode: Mode.LOW_LATENCY (default) or Mode.HIGH_THROUGHPUT.
-    max_tokens_per_rank: 0 = 128 (LL) or 4096 (HT).
-    max_topk: 0 = 8; at most 32.
-    dtype: payload dtype (Dtype, int or a name such as "bf16"); 0 = BF16.
-    num_sms: SM budget; 0 = the mode's default.
+    hidden: channels per token, H (required; a multiple of 8).
+    mode: Mode.LOW_LATENCY (0, the default) or Mode.HIGH_THROUGHPUT.
+    max_tokens_per_rank: T; 0 = 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT).
+    max_topk: bound on K; 0 = 8; at most 32.
+    max_token_bytes: dispatch bytes per token the window holds, payload plus scales; 0 =
+      2 * H (bf16 or fp16 payloads; fp8 fits too). Down to H + H / 32 (H a multiple of
+      128): a window for fp8 payloads with one fp32 scale per 128 channels only (1.3's
+      dtype=fp8_e4m3 group). Rounded down to one of those two sizes (GroupInfo says which).
+    recv_capacity: tokens per rank the receive window holds; 0 = R * T, which never
+      overflows (fewer: UNSUPPORTED in 2.0).
+    overflow: Overflow.FAIL (0) or Overflow.DROP: what a step does past a capacity.
+    max_pending_steps: send-only steps awaiting complete() at once over all the group's
+      handles; 0 = 1 (more: UNSUPPORTED in 2.0).
+    num_sms: SM budget; 0 = 132 (LL) or 24 (HT).
     timeout_ms: bound on every device-side wait; 0 = 10000.
-    flags: reserved, must be 0.
+    flags: GroupFlags (GroupFlags.COMBINE_PER_ENTRY: UNSUPPORTED in 2.0).
+    virtual_node_size: a testing and tuning aid. 0 = a node is an NVLink (LSA) team.
+      Otherwise every LSA team is split into virtual nodes of this many consecutive ranks
+      (it must divide the team size): ranks in different virtual nodes then exchange data
+      only through the network transport (between virtual nodes an NVLink-backed stand-in
+      with the network's ordering rules), so one host runs the code paths of a multi-node
+      group. GroupInfo.node and num_nodes then count virtual nodes, and the plan gains a
+      RegionKind.NET_STAGING region.
     alloc_fn, free_fn, alloc_ctx: an optional symmetric-memory allocator (set both
       functions or neither). Each function may be a C function address (int), a ctypes
       _ffi.EpcAllocFn/_ffi.EpcFreeFn, or a Python callable
@@ -47,30 +59,27 @@ class GroupConfig:
       be registrable as an NCCL window (ncclMemAlloc or CUDA VMM). The callbacks run on
       the thread that creates the group, and the Group keeps them alive until it is
       closed.
-    virtual_node_size: a testing and tuning aid (ABI 1.3). 0 = a node is an NVLink (LSA)
-      team. Otherwise every LSA team is split into virtual nodes of this many consecutive
-      ranks (it must divide the team size): ranks in different virtual nodes then exchange
-      data only through the network transport (between virtual nodes an NVLink-backed
-      stand-in with the network's ordering rules), never through direct NVLink stores, so
-      one host runs the code paths of a multi-node group. GroupInfo.node and num_nodes
-      then count virtual nodes, and the plan gains a RegionKind.NET_STAGING region. A
-      library older than ABI 1.3 has no such field: plan_query and Group.create raise
-      EpcError(UNSUPPORTED) for a non-zero value there, without calling it.
+
+    mode and overflow also take names ("high_throughput", "drop"). Fields are in the
+    header's order; pass them by keyword.
     """
 
     num_experts: int = 0
     hidden: int = 0
-    mode: Union[Mode, int] = 0
+    mode: Union[Mode, int, str] = 0
     max_tokens_per_rank: int = 0
     max_topk: int = 0
-    dtype: Any = 0
+    max_token_bytes: int = 0
+    recv_capacity: int = 0
+    overflow: Union[Overflow, int, str] = 0
+    max_pending_steps: int = 0
     num_sms: int = 0
     timeout_ms: int = 0
     flags: int = 0
+    virtual_node_size: int = 0
     alloc_fn: Optional[Union[int, Callable]] = None
     free_fn: Optional[Union[int, Callable]] = None
     alloc_ctx: Optional[int] = None
-    virtual_node_size: int = 0  # last, so that positional arguments keep their meaning
 
     def to_struct(self) -> "_ffi.EpcGroupConfig":
         """The C struct, with struct_size = sizeof(EpcGroupConfig) and abi_version =
@@ -80,9 +89,9 @@ class GroupConfig:
         out.abi_version = _ffi.EPC_ABI_VERSION
         for name in numeric_fields():
             value = getattr(self, name)
-            if name == "dtype":
-                value = parse_dtype(value)
-            setattr(out, name, _uint32(name, value))
+            if name in _ENUM_FIELDS:
+                value = parse_enum(_ENUM_FIELDS[name], value, f"GroupConfig.{name}")
+            setattr(out, name, unsigned(f"GroupConfig.{name}", value, field_bits(_ffi.EpcGroupConfig, name)))
         if (self.alloc_fn is None) != (self.free_fn is None):
             raise ValueError("GroupConfig: set both alloc_fn and free_fn, or neither")
         if self.alloc_fn is not None:
@@ -92,27 +101,12 @@ class GroupConfig:
         return out
 
 
-# The first ABI whose EpcGroupConfig has virtual_node_size (reserved0 before, which had to be 0).
-VIRTUAL_NODES_ABI = (1, 3, 0)
-
-
-def check_supported(struct: "_ffi.EpcGroupConfig", library_version) -> None:
-    """Refuse a setting that a library of ABI `library_version` (major, minor, patch)
-    cannot read: a field newer than that library, which it takes for a reserved field that
-    must be 0. Raises EpcError(UNSUPPORTED)."""
-    if struct.virtual_node_size and tuple(library_version) < VIRTUAL_NODES_ABI:
-        have = ".".join(str(part) for part in library_version)
-        need = ".".join(str(part) for part in VIRTUAL_NODES_ABI)
-        raise EpcError(
-            Status.UNSUPPORTED,
-            f"GroupConfig.virtual_node_size ({struct.virtual_node_size}) needs "
-            f"libepcomm ABI {need} or newer, but the loaded library implements ABI "
-            f"{have}, which has no virtual nodes; leave it 0 there",
-        )
+# GroupConfig fields that take an enum member, an int or a name.
+_ENUM_FIELDS = {"mode": Mode, "overflow": Overflow}
 
 
 def numeric_fields():
-    """The GroupConfig fields that are plain uint32 values of EpcGroupConfig."""
+    """The GroupConfig fields that are plain unsigned values of EpcGroupConfig."""
     return [f.name for f in dataclasses.fields(GroupConfig) if f.name not in ALLOCATOR_FIELDS]
 
 
@@ -127,13 +121,19 @@ def unexposed_struct_fields():
     ]
 
 
-def _uint32(name: str, value: Any) -> int:
+def field_bits(struct_type: Any, name: str) -> int:
+    """Bits of the unsigned integer field `name` of a ctypes struct type."""
+    return 8 * getattr(struct_type, name).size
+
+
+def unsigned(what: str, value: Any, bits: int = 32) -> int:
+    """`value` as an unsigned C value of `bits` bits; TypeError or ValueError naming `what`
+    when it is not an int or does not fit (nothing is silently truncated)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"GroupConfig.{name} must be an int, not {type(value).__name__}")
-    if not 0 <= value <= _UINT32_MAX:
-        raise ValueError(
-            f"GroupConfig.{name} is {value}; it must fit a uint32 (0..{_UINT32_MAX}), 0 meaning the default"
-        )
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    top = (1 << bits) - 1
+    if not 0 <= value <= top:
+        raise ValueError(f"{what} is {value}; it must fit a uint{bits} (0..{top}), 0 meaning the default")
     return int(value)
 
 

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The header's named constants as IntEnums: Dtype, Mode, RegionKind, HtSizing.
+"""The header's named constants as IntEnums and IntFlags: Dtype, Mode, RegionKind, Layout,
+Sizing, Quant, ScaleLayout, Weighting, Overflow, Pending, HandleFlags, GroupFlags.
 
 Members are built from the generated constants by prefix (EPC_DTYPE_*, EPC_MODE_*,
-EPC_REGION_*, EPC_HT_SIZING_*), so a constant added to the header appears here after
-regeneration. Values read back from the library that this binding does not know stay plain
+EPC_LAYOUT_*, ...), so a constant added to the header appears here after regeneration. Values read back from the library that this binding does not know stay plain
 ints (see `known_or_int`): the C ABI may grow within a major version.
 """
 
@@ -24,16 +24,51 @@ def _members(prefix: str) -> Dict[str, int]:
 
 
 Dtype = enum.IntEnum("Dtype", _members("EPC_DTYPE_"), module=__name__)
-Dtype.__doc__ = "Element types of tensors and group payloads (EPC_DTYPE_*)."
+Dtype.__doc__ = "Element types of tensors (EPC_DTYPE_*)."
 Mode = enum.IntEnum("Mode", _members("EPC_MODE_"), module=__name__)
 Mode.__doc__ = "Group modes (EPC_MODE_*); 0 in a config means LOW_LATENCY."
 RegionKind = enum.IntEnum("RegionKind", _members("EPC_REGION_"), module=__name__)
 RegionKind.__doc__ = "What a region of a group's symmetric window holds (EPC_REGION_*)."
-HtSizing = enum.IntEnum("HtSizing", _members("EPC_HT_SIZING_"), module=__name__)
-HtSizing.__doc__ = (
-    "How a high-throughput handle sizes its rows (EPC_HT_SIZING_*): EXACT "
-    "(N, learnt with one host sync) or CAPACITY (the worst case, no sync)."
+Layout = enum.IntEnum("Layout", _members("EPC_LAYOUT_"), module=__name__)
+Layout.__doc__ = (
+    "How dispatch lays out what a rank receives (EPC_LAYOUT_*), a property of the handle: "
+    "DEFAULT is EXPERT_PADDED on low-latency groups, FLAT on high-throughput ones."
 )
+Sizing = enum.IntEnum("Sizing", _members("EPC_SIZING_"), module=__name__)
+Sizing.__doc__ = (
+    "How a handle's row count is chosen (EPC_SIZING_*): CAPACITY (0, the default: no host "
+    "synchronisation, graph-capturable) or EXACT (the rows this rank receives, learnt with "
+    "one host synchronisation at create and update)."
+)
+Quant = enum.IntEnum("Quant", _members("EPC_QUANT_"), module=__name__)
+Quant.__doc__ = "How dispatch encodes the payload (EPC_QUANT_*), a property of the call."
+ScaleLayout = enum.IntEnum("ScaleLayout", _members("EPC_SCALES_"), module=__name__)
+ScaleLayout.__doc__ = "Where dispatch's out_scales elements lie (EPC_SCALES_*)."
+Weighting = enum.IntEnum("Weighting", _members("EPC_WEIGHTING_"), module=__name__)
+Weighting.__doc__ = "How combine weights the expert outputs before it sums them (EPC_WEIGHTING_*)."
+Overflow = enum.IntEnum("Overflow", _members("EPC_OVERFLOW_"), module=__name__)
+Overflow.__doc__ = "What a step does when more rows arrive than a capacity holds (EPC_OVERFLOW_*)."
+Pending = enum.IntEnum("Pending", _members("EPC_PENDING_"), module=__name__)
+Pending.__doc__ = "The send-only call a handle has awaiting complete() (EPC_PENDING_*)."
+HandleFlags = enum.IntFlag("HandleFlags", _members("EPC_HANDLE_"), module=__name__)
+HandleFlags.__doc__ = "EpcHandleConfig.flags bits (EPC_HANDLE_*)."
+GroupFlags = enum.IntFlag("GroupFlags", _members("EPC_GROUP_"), module=__name__)
+GroupFlags.__doc__ = "EpcGroupConfig.flags bits (EPC_GROUP_*)."
+
+
+def parse_enum(enum_type: Type[E], value: Any, what: str) -> int:
+    """The code of `value` for the C field `what`: a member of `enum_type`, an int (a code
+    a newer library knows passes through unchanged) or a member's name, case-insensitive
+    ("fp8", "Expert_Padded"). Raises ValueError for an unknown name, TypeError otherwise."""
+    if isinstance(value, str):
+        try:
+            return int(enum_type[value.strip().upper()])
+        except KeyError:
+            names = ", ".join(m.name.lower() for m in enum_type)
+            raise ValueError(f"{what}: unknown {enum_type.__name__} {value!r}; expected one of {names}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be a {enum_type.__name__} member, an int or a name, not {type(value).__name__}")
+    return int(value)
 
 
 def known_or_int(enum_type: Type[E], value: int) -> Union[E, int]:
@@ -53,6 +88,11 @@ DTYPE_ITEMSIZE: Dict[int, int] = {
     Dtype.FP8_E4M3: 1,
     Dtype.INT32: 4,
     Dtype.INT64: 8,
+    Dtype.UINT8: 1,
+    Dtype.FP8_E5M2: 1,
+    Dtype.E8M0: 1,
+    Dtype.E8M0X4: 4,
+    Dtype.FP4_E2M1X2: 1,
 }
 
 # Spellings accepted by parse_dtype besides the Dtype member names (case-insensitive):
@@ -71,6 +111,18 @@ _DTYPE_ALIASES: Dict[str, int] = {
     "e4m3": Dtype.FP8_E4M3,
     "int32": Dtype.INT32,
     "int64": Dtype.INT64,
+    "uint8": Dtype.UINT8,
+    "u8": Dtype.UINT8,
+    "fp8_e5m2": Dtype.FP8_E5M2,
+    "float8_e5m2": Dtype.FP8_E5M2,
+    "e5m2": Dtype.FP8_E5M2,
+    "e8m0": Dtype.E8M0,
+    "ue8m0": Dtype.E8M0,
+    "float8_e8m0fnu": Dtype.E8M0,
+    "e8m0x4": Dtype.E8M0X4,
+    "fp4_e2m1x2": Dtype.FP4_E2M1X2,
+    "float4_e2m1fn_x2": Dtype.FP4_E2M1X2,
+    "nvfp4": Dtype.FP4_E2M1X2,
 }
 
 

@@ -11,10 +11,10 @@ from typing import Any, List, Optional, Union
 
 from . import _ffi
 from ._handles import address, stream_address
-from ._library import call, library
+from ._library import call
 from .bootstrap import Comm
-from .config import GroupConfig, check_supported
-from .enums import Dtype, Mode, known_or_int
+from .config import GroupConfig
+from .enums import GroupFlags, Mode, Overflow, known_or_int
 from .errors import EpcError, Status
 
 # Objects the C library may still reference after their Group object was collected without
@@ -40,9 +40,14 @@ class GroupInfo:
     hidden: int
     max_tokens_per_rank: int
     max_topk: int
-    dtype: Union[Dtype, int]
+    max_token_bytes: int  # after rounding: 2 * hidden, or hidden + hidden / 32 (fp8 only)
+    recv_capacity: int
+    overflow: Union[Overflow, int]
+    max_pending_steps: int
     num_sms: int
     timeout_ms: int
+    flags: Union[GroupFlags, int]
+    virtual_node_size: int
     symmetric_bytes: int  # device memory in the registered window
     workspace_bytes: int  # other device memory held
 
@@ -61,7 +66,8 @@ def unexposed_struct_fields():
 def info_from_struct(struct: "_ffi.EpcGroupInfo") -> GroupInfo:
     values = {f.name: getattr(struct, f.name) for f in dataclasses.fields(GroupInfo)}
     values["mode"] = known_or_int(Mode, values["mode"])
-    values["dtype"] = known_or_int(Dtype, values["dtype"])
+    values["overflow"] = known_or_int(Overflow, values["overflow"])
+    values["flags"] = GroupFlags(values["flags"])
     return GroupInfo(**values)
 
 
@@ -108,7 +114,6 @@ class Group:
         struct = config.to_struct() if isinstance(config, GroupConfig) else config
         if not isinstance(struct, _ffi.EpcGroupConfig):
             raise TypeError(f"config must be a GroupConfig, not {type(config).__name__}")
-        check_supported(struct, library().version)
         out = ctypes.POINTER(_ffi.EpcGroup)()
         call("epc_group_create", ctypes.c_void_p(comm_handle), ctypes.byref(struct), ctypes.byref(out))
         return cls(out, comm_object, struct)
@@ -150,8 +155,8 @@ class Group:
             call("epc_group_barrier", self._live(), ctypes.c_void_p(stream))
 
     def async_error(self) -> None:
-        """Raise the group's asynchronous error, if it has one (epc_group_async_error, ABI
-        1.3), without waiting for anything; return None on a healthy group.
+        """Raise the group's asynchronous error, if it has one (epc_group_async_error),
+        without waiting for anything; return None on a healthy group.
 
         A kernel that gives up records its failure in the group, and every later call on
         the group or its handles raises it. This raises the same EpcError, same status and
@@ -165,8 +170,7 @@ class Group:
 
         Local; non-blocking; not stream-ordered; may be called during CUDA graph capture
         (it launches nothing). Thread-safe, also while another thread is inside barrier() or
-        a handle's call, which it does not wait for (only for close()). A library older
-        than ABI 1.3 lacks the function: EpcError(UNSUPPORTED), without calling it."""
+        a handle's call, which it does not wait for (only for close())."""
         with self._lock:
             call("epc_group_async_error", self._live())
 

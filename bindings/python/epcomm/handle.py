@@ -1,15 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Handle: the routing of one batch on a low-latency group, and the calls that use it
-(ll_dispatch, ll_dispatch_fp8, ll_combine, complete, update). HandleBase is what it shares
-with HtHandle (ht_handle.py): the C handle, the group's lock, the tensors in flight, close."""
+"""Handle: one batch's routing on a group of either mode and its receive layout, and the
+steps that use it: dispatch, combine, complete (ABI 2.0: epc_handle_create, epc_dispatch,
+epc_combine, epc_complete and friends).
+
+Every keyword argument of create(), dispatch() and combine() is one field of the C struct
+the call fills (EpcHandleConfig, EpcDispatchArgs, EpcCombineArgs) under the same name; a
+tensor keyword left out (None) is a NULL field, which the library reads as "absent". The
+library decides what a mode and layout serve (see the header's status rule): the binding
+checks only what it needs to build the structs.
+"""
 
 import ctypes
+import dataclasses
 import warnings
-from typing import Any, Collection, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _ffi
-from ._handles import stream_address
+from ._handles import resolve_stream, stream_address
 from ._library import call
+from .config import field_bits, unsigned
+from .enums import HandleFlags, Layout, Mode, Pending, Quant, ScaleLayout, Sizing, Weighting, known_or_int, parse_enum
 from .errors import EpcError, InvalidTensorError, Status
 from .tensor import EpcTensor, as_tensor
 
@@ -20,26 +31,91 @@ _leaked: List[Any] = []
 # What a DLPack producer is told when the call runs on the legacy default stream.
 _DLPACK_LEGACY_DEFAULT_STREAM = 1
 
+# The one field whose memory is pinned host memory, not device memory.
+HOST_FIELDS = frozenset({"out_expert_counts_host"})
+
+
+def tensor_fields(struct_type: Any) -> List[str]:
+    """The `const EpcTensor*` fields of an args struct, in header order."""
+    return [name for name, c_type in struct_type._fields_ if c_type is ctypes.POINTER(_ffi.EpcTensor)]
+
+
+@dataclass(frozen=True)
+class Routing:
+    """A routing (EpcRouting): topk_idx [B, K] int32 or int64 expert ids on the group's
+    device, -1 masking an entry (B <= max_tokens_per_rank, K <= max_topk); num_tokens [1]
+    int32 on the device: only its first n rows take part (UNSUPPORTED in 2.0)."""
+
+    topk_idx: Any
+    num_tokens: Any = None
+
+
+@dataclass(frozen=True)
+class HandleInfo:
+    """A handle after defaults (EpcHandleInfo), from Handle.query()."""
+
+    mode: Union[Mode, int]  # the group's
+    layout: Union[Layout, int]
+    sizing: Union[Sizing, int]
+    expert_alignment: int
+    num_tokens: int  # B of the current routing (0 before the first)
+    topk: int  # K of the current routing (0 before the first)
+    pending: Union[Pending, int]  # the send-only call awaiting complete()
+    flags: HandleFlags
+    capacity: int  # C
+    rows: int  # first dimension of [rows, ...] tensors; EXACT: rows received (0 unrouted)
+    overflow_status: Status  # Status.OK, or Status.CAPACITY when the last dispatch overflowed
+    overflow_rank: int  # the rank whose receive overflowed, -1 for none
+    overflow_rows: int  # rows that did not fit (Overflow.DROP: dropped)
+
+
+def unexposed_info_fields() -> List[str]:
+    """EpcHandleInfo fields HandleInfo does not carry (besides the struct header): empty
+    unless the header grew and this module was not updated."""
+    exposed = {f.name for f in dataclasses.fields(HandleInfo)}
+    return [n for n, _ in _ffi.EpcHandleInfo._fields_ if n not in exposed and n not in ("struct_size", "abi_version")]
+
+
+def _info_from_struct(s: "_ffi.EpcHandleInfo") -> HandleInfo:
+    values = {f.name: getattr(s, f.name) for f in dataclasses.fields(HandleInfo)}
+    values.update(
+        mode=known_or_int(Mode, s.mode),
+        layout=known_or_int(Layout, s.layout),
+        sizing=known_or_int(Sizing, s.sizing),
+        pending=known_or_int(Pending, s.pending),
+        flags=HandleFlags(s.flags),
+        overflow_status=Status(s.overflow_status),
+    )
+    return HandleInfo(**values)
+
+
+def _init(struct_type: Any) -> Any:
+    """A zeroed struct with struct_size and abi_version set (what EPC_*_INIT does in C)."""
+    out = struct_type()
+    out.struct_size = ctypes.sizeof(out)
+    out.abi_version = _ffi.EPC_ABI_VERSION
+    return out
+
 
 def _borrow(
-    function: str, tensors: Sequence[Tuple[str, Any]], stream: Optional[int], optional: Collection[str] = ()
-) -> List[Optional[EpcTensor]]:
-    """Convert every (name, object) to a contiguous EpcTensor (the library takes only
-    contiguous tensors; saying so here names the Python object), releasing the ones already
-    converted if one fails. A None object is an error unless its name is in `optional`,
-    where it stays None (NULL for the library). DLPack producers are told the stream the
-    call runs on, so they order their pending work before it."""
+    function: str, fields: Sequence[Tuple[str, Any]], stream: Optional[int], required: Sequence[str] = ()
+) -> List[Tuple[str, EpcTensor]]:
+    """Convert every (field, object) whose object is not None to a contiguous EpcTensor
+    (the library takes only contiguous tensors; saying so here names the field), releasing
+    the ones already converted if one fails. A field in `required` may not be None.
+    DLPack producers of device memory are told the stream the call runs on, so they order
+    their pending work before it."""
     dlpack_stream = stream or _DLPACK_LEGACY_DEFAULT_STREAM
-    borrowed: List[Optional[EpcTensor]] = []
+    borrowed: List[Tuple[str, EpcTensor]] = []
     try:
-        for name, obj in tensors:
+        for name, obj in fields:
             if obj is None:
-                if name in optional:
-                    borrowed.append(None)
-                    continue
-                raise InvalidTensorError(f"{name} is required (got None)", function=function)
+                if name in required:
+                    raise InvalidTensorError(f"{name} is required (got None)", function=function)
+                continue
+            host = name in HOST_FIELDS
             try:
-                borrowed.append(as_tensor(obj, stream=dlpack_stream, contiguous=True))
+                borrowed.append((name, as_tensor(obj, stream=dlpack_stream, contiguous=True, host=host)))
             except InvalidTensorError as error:
                 raise InvalidTensorError(f"{name}: {error.message}", function=function) from None
     except BaseException:
@@ -48,52 +124,317 @@ def _borrow(
     return borrowed
 
 
-def _release(tensors: Sequence[Optional[EpcTensor]]) -> None:
-    for tensor in tensors:
-        if tensor is not None:
-            tensor.release()
+def _release(tensors: Sequence[Tuple[str, EpcTensor]]) -> None:
+    for _, tensor in tensors:
+        tensor.release()
 
 
-class HandleBase:
-    """What Handle and HtHandle share: an EpcHandle* of either mode, the group it was
-    created on (whose lock every call takes), the tensors of the latest call, close().
-    Not created directly: use Handle.create or HtHandle.create."""
+def _point(struct: Any, borrowed: Sequence[Tuple[str, EpcTensor]]) -> None:
+    """Set each borrowed tensor's field of `struct` to its descriptor (the struct keeps a
+    reference to it)."""
+    for name, tensor in borrowed:
+        setattr(struct, name, ctypes.pointer(tensor.descriptor))
+
+
+class Handle:
+    """One batch's routing on a group (EpcHandle*) and its receive layout; the mode is the
+    group's. Steps: dispatch(), then combine(); either may be split into a send_only=True
+    call and complete().
+
+    Create it with Handle.create(group, ...); close it (or leave its `with` block) before
+    closing the group, which refuses to close while a handle is open. close() is local and
+    waits for the GPU work queued on the handle.
+
+    Tensors are anything as_tensor() accepts (torch or CuPy via DLPack, objects with
+    __cuda_array_interface__, EpcTensor from tensor_from_pointer), contiguous, on the
+    group's device (out_expert_counts_host: pinned host memory). The library reads and
+    writes them in stream order, after the call returns: keep them alive until the stream
+    has passed the call. The handle keeps the tensors of its latest call referenced until
+    its next call other than complete(), or close(), which covers a send-only step.
+
+    Streams: every stream-ordered call takes `stream=`: an int cudaStream_t, a stream
+    object (torch.cuda.Stream, CuPy, numba, anything with __cuda_stream__), or 0 for the
+    legacy default stream. stream=None (the default) means the current torch stream of the
+    tensors' device when they are torch tensors, else CuPy's current stream when they are
+    CuPy arrays, else StreamRequiredError: the legacy default stream is never chosen
+    silently.
+
+    Threads: calls on a handle, on the other handles of its group and the group's barrier
+    take one lock of the group (the library keeps per-group step state). That makes them
+    safe, not meaningful: dispatch and combine are collective, so every rank must queue the
+    same steps in the same order; drive one group from one thread.
+
+    Garbage collection never destroys a handle (it could run after its group was closed):
+    an open Handle that is collected is leaked, with a ResourceWarning.
+    """
 
     def __init__(self, pointer: "ctypes._Pointer", group: Any):
         self._pointer: Optional[ctypes._Pointer] = pointer
         self._group = group
-        self._in_flight: List[Optional[EpcTensor]] = []
+        self._in_flight: List[Tuple[str, EpcTensor]] = []
+        self._in_flight_struct: Any = None
+        self._in_flight_objects: Tuple[Any, ...] = ()
         group._register_handle(self)  # noqa: SLF001
 
-    @staticmethod
-    def _create(
-        function: str,
+    # -- creation and routing ---------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
         group: Any,
-        topk_idx: Any,
-        stream: Any,
-        before_stream: Sequence[Any] = (),
-        after_out: Sequence[Any] = (),
-    ) -> "ctypes._Pointer":
-        """Call `function(group, topk_idx, *before_stream, stream, &handle, *after_out)`
-        under the group's lock and return the new handle; the routing tensor is released
-        afterwards (the library copied it on the stream, as the header says)."""
-        stream = stream_address(stream)
-        (idx,) = _borrow(function, [("topk_idx", topk_idx)], stream)
+        *,
+        layout: Union[Layout, int, str] = 0,
+        sizing: Union[Sizing, int, str] = 0,
+        capacity: int = 0,
+        expert_alignment: int = 0,
+        flags: Union[HandleFlags, int] = 0,
+        routing: Any = None,
+        stream: Any = None,
+    ) -> "Handle":
+        """A handle on `group` (epc_handle_create). The keywords are EpcHandleConfig's
+        fields, 0 meaning the default:
+
+        layout: Layout (or a name): DEFAULT is EXPERT_PADDED on low-latency groups (out_x
+          [L, C, H]), FLAT on high-throughput ones (out_x [rows, H]); 2.0 serves those two.
+        sizing: Sizing.CAPACITY (0: rows = capacity, no host synchronisation, so update()
+          and every step are graph-capturable) or Sizing.EXACT (FLAT: rows = what this rank
+          receives; create with routing and update() then wait once for the counts).
+        capacity: C (0: the default, R * T; 2.0 serves only the default); expert_alignment:
+          EXPERT_PACKED only; flags: HandleFlags (GLOBAL_EXPERT_IDS: out_topk_idx holds
+          rank * L + local id).
+
+        routing: None (no routing yet: the call is local and only allocates, so every handle
+        can be created before graph capture and routed inside it with update()), a topk_idx
+        tensor, or a Routing. With routing on a high-throughput group the call is collective
+        (the layout is exchanged). `stream` orders the routing copy (stream=None: the
+        current torch or CuPy stream of topk_idx; without routing nothing is queued and
+        None passes NULL). Allocates device memory; not graph-capturable."""
+        config = _init(_ffi.EpcHandleConfig)
+        config.layout = parse_enum(Layout, layout, "layout")
+        config.sizing = parse_enum(Sizing, sizing, "sizing")
+        config.capacity = unsigned("capacity", capacity, field_bits(_ffi.EpcHandleConfig, "capacity"))
+        config.expert_alignment = unsigned("expert_alignment", expert_alignment)
+        config.flags = unsigned("flags", flags)
+        if routing is not None and not isinstance(routing, Routing):
+            routing = Routing(routing)
+        if routing is None:
+            address = stream_address(stream)
+            borrowed: List[Tuple[str, EpcTensor]] = []
+            routing_struct = None
+        else:
+            address = resolve_stream(stream, (routing.topk_idx, routing.num_tokens), "epc_handle_create")
+            borrowed = _borrow(
+                "epc_handle_create",
+                [("topk_idx", routing.topk_idx), ("num_tokens", routing.num_tokens)],
+                address,
+                required=("topk_idx",),
+            )
+            routing_struct = _init(_ffi.EpcRouting)
+            _point(routing_struct, borrowed)
         out = ctypes.POINTER(_ffi.EpcHandle)()
         try:
             with group._calls:  # noqa: SLF001
                 call(
-                    function,
-                    group._live(),
-                    idx.byref(),
-                    *before_stream,  # noqa: SLF001
-                    ctypes.c_void_p(stream),
+                    "epc_handle_create",
+                    group._live(),  # noqa: SLF001
+                    ctypes.byref(config),
+                    None if routing_struct is None else ctypes.byref(routing_struct),
+                    ctypes.c_void_p(address),
                     ctypes.byref(out),
-                    *after_out,
                 )
         finally:
-            idx.release()
-        return out
+            _release(borrowed)  # the library copied the routing on the stream
+        return cls(out, group)
+
+    def update(self, topk_idx: Any, *, num_tokens: Any = None, stream: Any = None) -> None:
+        """Replace the routing for the next step (epc_handle_update): topk_idx and
+        num_tokens as Routing's. B may change, K may not after the first routing. No step
+        may be pending on the handle (InvalidUsageError). Local on low-latency groups,
+        collective on high-throughput ones (the layout is exchanged); stream-ordered
+        (blocking with Sizing.EXACT, whose rows may then change); graph-capturable with
+        Sizing.CAPACITY."""
+        self._live()
+        address = resolve_stream(stream, (topk_idx, num_tokens), "epc_handle_update")
+        borrowed = _borrow(
+            "epc_handle_update", [("topk_idx", topk_idx), ("num_tokens", num_tokens)], address, required=("topk_idx",)
+        )
+        routing = _init(_ffi.EpcRouting)
+        _point(routing, borrowed)
+        self._call("epc_handle_update", borrowed, routing, (topk_idx, num_tokens), ctypes.byref(routing), address)
+
+    def query(self) -> HandleInfo:
+        """Layout, capacity and rows after defaults, what is pending, and the last
+        dispatch's overflow (epc_handle_query). Local; host-only."""
+        out = _init(_ffi.EpcHandleInfo)
+        with self._group._calls:  # noqa: SLF001
+            call("epc_handle_query", self._live(), ctypes.byref(out))
+        return _info_from_struct(out)
+
+    @property
+    def rows(self) -> int:
+        """query().rows: the first dimension of every [rows, ...] tensor (FLAT); with
+        Sizing.EXACT the rows this rank receives for the current routing."""
+        return self.query().rows
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def dispatch(
+        self,
+        x: Any,
+        *,
+        out_x: Any,
+        quant: Union[Quant, int, str] = 0,
+        scale_block: int = 0,
+        scale_layout: Union[ScaleLayout, int, str] = 0,
+        x_scales: Any = None,
+        x_global_scale: Any = None,
+        topk_weights: Any = None,
+        out_scales: Any = None,
+        out_topk_idx: Any = None,
+        out_topk_weights: Any = None,
+        out_expert_counts: Any = None,
+        out_expert_offsets: Any = None,
+        out_rank_counts: Any = None,
+        out_num_recv: Any = None,
+        out_expert_counts_host: Any = None,
+        acc_expert_counts: Any = None,
+        send_only: bool = False,
+        pow2_scales: bool = False,
+        stream: Any = None,
+    ) -> None:
+        """Send each of this rank's tokens to every rank hosting one of its unmasked
+        entries and receive this rank's rows in the handle's layout (epc_dispatch).
+        Collective over the group; stream-ordered; graph-capturable.
+
+        x [B, H] (required), out_x (required): the received rows, [L, C, H] on
+        EXPERT_PADDED (each local expert's rows ordered by source rank, source token, top-k
+        slot), [rows, H] on FLAT (ordered by source rank, source token).
+        quant: Quant.NONE (x bf16/fp16 travels as it is), FP8 (cast in the send kernel to
+          fp8_e4m3 out_x with float32 out_scales [.., H/128]: scale = max(amax of the
+          block, 1e-4) / 448, rounded up to a power of two with pow2_scales=True), or
+          PASSTHROUGH (fp8_e4m3 x with x_scales [B, H/128] float32, copied byte for byte
+          into out_x and out_scales). scale_block: channels per scale (0: 128);
+          scale_layout: ScaleLayout (0: STRIDED).
+        topk_weights [B, K] float32: required on low-latency groups (combine weights the
+          rows with them), and by out_topk_weights.
+        out_topk_idx [rows, K] int32 and out_topk_weights [rows, K] float32 (FLAT): the
+          entry's local (or global) expert id and weight where the expert is on this
+          rank, else -1 and 0. out_expert_counts [L] int32: rows per local expert (FLAT:
+          received (token, entry) pairs). out_num_recv [1] int32: rows that arrived (FLAT).
+          out_expert_counts_host [L] int32 in pinned host memory: a copy of the counts,
+          readable once the stream has passed the step. acc_expert_counts [L] int64: the
+          counts are added to it (the caller zeroes it). out_expert_offsets, out_rank_counts
+          and x_global_scale belong to layouts and casts 2.0 does not serve.
+        send_only=True queues only the sending half; complete() writes the outputs.
+        A field meaningless for the mode or layout raises EpcError(INVALID_ARGUMENT), one
+        not served yet EpcError(UNSUPPORTED), a step out of order InvalidUsageError."""
+        args = _init(_ffi.EpcDispatchArgs)
+        args.flags = (_ffi.EPC_STEP_SEND_ONLY if send_only else 0) | (
+            _ffi.EPC_DISPATCH_POW2_SCALES if pow2_scales else 0
+        )
+        args.quant = parse_enum(Quant, quant, "quant")
+        args.scale_block = unsigned("scale_block", scale_block)
+        args.scale_layout = parse_enum(ScaleLayout, scale_layout, "scale_layout")
+        tensors = dict(
+            x=x,
+            x_scales=x_scales,
+            x_global_scale=x_global_scale,
+            topk_weights=topk_weights,
+            out_x=out_x,
+            out_scales=out_scales,
+            out_topk_idx=out_topk_idx,
+            out_topk_weights=out_topk_weights,
+            out_expert_counts=out_expert_counts,
+            out_expert_offsets=out_expert_offsets,
+            out_rank_counts=out_rank_counts,
+            out_num_recv=out_num_recv,
+            out_expert_counts_host=out_expert_counts_host,
+            acc_expert_counts=acc_expert_counts,
+        )
+        self._step("epc_dispatch", args, tensors, ("x", "out_x"), stream)
+
+    def combine(
+        self,
+        x: Any,
+        *,
+        out: Any,
+        weighting: Union[Weighting, int, str] = 0,
+        topk_weights: Any = None,
+        home_topk_weights: Any = None,
+        out_topk_weights: Any = None,
+        send_only: bool = False,
+        stream: Any = None,
+    ) -> None:
+        """Return the expert outputs to their tokens' ranks and reduce them there
+        (epc_combine). Collective over the group; stream-ordered; graph-capturable.
+
+        x (required): the expert outputs in dispatch out_x's shape, bfloat16. out [B, H]
+        (required): bfloat16, float16 or float32; per token, the float32 sum over the ranks
+        that received it in ascending rank order, rounded once to out's dtype (tokens sent
+        nowhere get zeros); out must not overlap x.
+        weighting: Weighting.DEFAULT (0: SENDER on expert layouts, where each rank weights
+          its rows by dispatch's topk_weights and sums one partial per token, rounded to
+          bfloat16; NONE on FLAT: the caller weighted the rows).
+        topk_weights [rows, K] and out_topk_weights [B, K] float32, both or neither (FLAT):
+          the backward of dispatch's weights: entry k takes the value the rank hosting its
+          expert sent (0 where masked). home_topk_weights: Weighting.HOME only.
+        send_only=True queues only the sending half; complete() writes out."""
+        args = _init(_ffi.EpcCombineArgs)
+        args.flags = _ffi.EPC_STEP_SEND_ONLY if send_only else 0
+        args.weighting = parse_enum(Weighting, weighting, "weighting")
+        tensors = dict(
+            x=x,
+            topk_weights=topk_weights,
+            home_topk_weights=home_topk_weights,
+            out=out,
+            out_topk_weights=out_topk_weights,
+        )
+        self._step("epc_combine", args, tensors, ("x", "out"), stream)
+
+    def complete(self, stream: Any = None) -> None:
+        """Finish the handle's pending send-only dispatch or combine (epc_complete): wait,
+        on the device, for every peer and write the outputs that call named. `stream` must
+        be ordered after the send-only call (stream=None: the current torch or CuPy stream
+        of that call's tensors). Nothing pending: InvalidUsageError. Collective;
+        stream-ordered; graph-capturable."""
+        self._live()
+        address = resolve_stream(stream, self._in_flight_objects, "epc_complete")
+        with self._group._calls:  # noqa: SLF001
+            call("epc_complete", self._live(), ctypes.c_uint32(0), ctypes.c_void_p(address))
+
+    def _step(self, function: str, args: Any, tensors: dict, required: Sequence[str], stream: Any) -> None:
+        self._live()
+        address = resolve_stream(stream, tensors.values(), function)
+        borrowed = _borrow(function, list(tensors.items()), address, required)
+        _point(args, borrowed)
+        self._call(function, borrowed, args, tuple(tensors.values()), ctypes.byref(args), address)
+
+    def _call(
+        self,
+        function: str,
+        borrowed: List[Tuple[str, EpcTensor]],
+        struct: Any,
+        objects: Tuple[Any, ...],
+        argument: Any,
+        address: Optional[int],
+    ) -> None:
+        """Call `function(handle, argument, stream)` under the group's lock; on success keep
+        the tensors (and the struct pointing at them) until the next call, else release
+        them."""
+        try:
+            with self._group._calls:  # noqa: SLF001
+                call(function, self._live(), argument, ctypes.c_void_p(address))
+        except BaseException:
+            _release(borrowed)
+            raise
+        self._hold(borrowed, struct, objects)
+
+    def _hold(self, tensors: List[Tuple[str, EpcTensor]], struct: Any = None, objects: Tuple[Any, ...] = ()) -> None:
+        previous, self._in_flight = self._in_flight, tensors
+        self._in_flight_struct, self._in_flight_objects = struct, objects
+        _release(previous)
+
+    # -- lifetime ---------------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:
@@ -114,37 +455,11 @@ class HandleBase:
             raise EpcError(Status.INVALID_ARGUMENT, "the handle is closed")
         return pointer
 
-    def _run(
-        self, function: str, tensors: Sequence[Tuple[str, Any]], stream: Any, *args: Any, optional: Collection[str] = ()
-    ) -> None:
-        """Check the handle, borrow the tensors (those named in `optional` may be None),
-        call `function(handle, *tensors, *args, stream)` under the group's lock, and keep
-        the tensors until the next call."""
-        self._live()
-        stream = stream_address(stream)
-        borrowed = _borrow(function, tensors, stream, optional)
-        try:
-            with self._group._calls:  # noqa: SLF001
-                call(
-                    function,
-                    self._live(),
-                    *(None if t is None else t.byref() for t in borrowed),
-                    *args,
-                    ctypes.c_void_p(stream),
-                )
-        except BaseException:
-            _release(borrowed)
-            raise
-        self._hold(borrowed)
-
-    def _hold(self, tensors: List[Optional[EpcTensor]]) -> None:
-        previous, self._in_flight = self._in_flight, tensors
-        _release(previous)
-
     def close(self) -> None:
         """Free the handle's device memory once the work queued on it has finished
-        (epc_handle_destroy). Local; blocking; idempotent. The handle is gone afterwards
-        even when the library reports an error, which is then raised."""
+        (epc_handle_destroy); a pending send-only step gives up its slot. Local; blocking;
+        idempotent. The handle is gone afterwards even when the library reports an error,
+        which is then raised."""
         with self._group._calls:  # noqa: SLF001
             pointer, self._pointer = self._pointer, None
             if pointer is None:
@@ -155,7 +470,7 @@ class HandleBase:
                 self._hold([])
                 self._group._unregister_handle(self)  # noqa: SLF001
 
-    def __enter__(self):
+    def __enter__(self) -> "Handle":
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -164,7 +479,7 @@ class HandleBase:
     def __del__(self):
         try:
             if self._pointer is not None:
-                _leaked.append((self._pointer, self._in_flight))
+                _leaked.append((self._pointer, self._in_flight, self._in_flight_struct))
                 warnings.warn(
                     f"epcomm.{type(self).__name__} was garbage-collected while open "
                     "and is leaked: call close() (before closing its group)",
@@ -177,124 +492,3 @@ class HandleBase:
     def __repr__(self) -> str:
         name = type(self).__name__
         return f"{name}(closed)" if self._pointer is None else f"{name}({self.handle:#x})"
-
-
-class Handle(HandleBase):
-    """One batch's routing on a low-latency group (EpcHandle*), and the device state a step
-    needs.
-
-    Create it with Handle.create(group, topk_idx); close it (or leave its `with` block)
-    before closing the group, which refuses to close while a handle is open. close() is
-    local and waits for the GPU work queued on the handle.
-
-    Tensors are anything as_tensor() accepts (torch or CuPy via DLPack, objects with
-    __cuda_array_interface__, EpcTensor from tensor_from_pointer), contiguous, on the
-    group's device. The library reads and writes them in stream order, after the call
-    returns: keep them alive until the stream has passed the call. The handle keeps the
-    tensors of its latest call referenced until its next call or close(), which covers a
-    send-only step until complete().
-
-    Threads: calls on a handle, on the other handles of its group and the group's barrier
-    take one lock of the group (the library keeps per-group step state). That makes them
-    safe, not meaningful: dispatch and combine are collective, so every rank must queue the
-    same steps in the same order; drive one group from one thread.
-
-    Garbage collection never destroys a handle (it could run after its group was closed):
-    an open Handle that is collected is leaked, with a ResourceWarning.
-    """
-
-    @classmethod
-    def create(cls, group: Any, topk_idx: Any, stream: Any = None) -> "Handle":
-        """A handle on `group` for the routing `topk_idx` (epc_handle_create): [B, K] int64
-        or int32 expert ids, -1 masking an entry; B <= max_tokens_per_rank, K <= max_topk.
-        The routing is copied on `stream` (None: the legacy default stream; an int
-        cudaStream_t or a stream object), so `topk_idx` may be reused once that stream has
-        passed this point. Allocates device memory. A high-throughput group refuses it (its
-        handles are HtHandles). Local; stream-ordered; not graph-capturable."""
-        return cls(cls._create("epc_handle_create", group, topk_idx, stream), group)
-
-    def update(self, topk_idx: Any, stream: Any = None) -> None:
-        """Replace the routing with `topk_idx` for the next step (epc_handle_update): same
-        rules as create(); B may change, K may not. Call it after the previous step's
-        combine. No allocation, no host synchronisation (graph-capturable). Local;
-        stream-ordered."""
-        self._run("epc_handle_update", [("topk_idx", topk_idx)], stream)
-
-    def ll_dispatch(
-        self, x: Any, topk_weights: Any, out_x: Any, out_counts: Any, *, send_only: bool = False, stream: Any = None
-    ) -> None:
-        """Send this rank's tokens to the ranks hosting their experts and receive this
-        rank's share, expert-major (epc_ll_dispatch).
-
-        x [B, H] in the group's 16-bit dtype; topk_weights [B, K] float32; out_x
-        [L, R*T, H], x's dtype: the rows each local expert received, ordered by (source
-        rank, source token, top-k slot); out_counts [L] int32: rows per local expert.
-        With send_only=True only the send is queued, and complete() must follow on the same
-        stream, before any other dispatch or combine of the group, to write the outputs.
-        Collective over the group's ranks; stream-ordered; graph-capturable."""
-        flags = _ffi.EPC_FLAG_SEND_ONLY if send_only else 0
-        self._run(
-            "epc_ll_dispatch",
-            [("x", x), ("topk_weights", topk_weights), ("out_x", out_x), ("out_counts", out_counts)],
-            stream,
-            _ffi.EpcFlags(flags),
-        )
-
-    def ll_dispatch_fp8(
-        self,
-        x: Any,
-        topk_weights: Any,
-        out_x: Any,
-        out_scales: Any,
-        out_counts: Any,
-        *,
-        send_only: bool = False,
-        pow2_scales: bool = False,
-        stream: Any = None,
-    ) -> None:
-        """ll_dispatch with the payload cast to FP8 in the send kernel
-        (epc_ll_dispatch_fp8, ABI 1.1): each token row travels as e4m3 bytes with one
-        float32 scale per 128 channels, scale = max(amax, 1e-4) / 448 (with
-        pow2_scales=True, EPC_FLAG_FP8_POW2_SCALES, rounded up to a power of two),
-        e4m3 = saturate(x / scale).
-
-        x [B, H] bfloat16 or float16, H % 128 == 0; topk_weights [B, K] float32; out_x
-        [L, R*T, H] fp8_e4m3: the rows each local expert received, in ll_dispatch's order;
-        out_scales [L, R*T, H/128] float32: each received row's scales; out_counts [L]
-        int32: rows per local expert. Works on groups of any dtype (on an fp8_e4m3 group it
-        is the only dispatch); ll_combine takes bfloat16 expert outputs as usual. send_only,
-        collectiveness and streams as ll_dispatch. A library older than ABI 1.1 lacks the
-        function: EpcError(UNSUPPORTED), nothing is called."""
-        flags = (_ffi.EPC_FLAG_SEND_ONLY if send_only else 0) | (_ffi.EPC_FLAG_FP8_POW2_SCALES if pow2_scales else 0)
-        self._run(
-            "epc_ll_dispatch_fp8",
-            [
-                ("x", x),
-                ("topk_weights", topk_weights),
-                ("out_x", out_x),
-                ("out_scales", out_scales),
-                ("out_counts", out_counts),
-            ],
-            stream,
-            _ffi.EpcFlags(flags),
-        )
-
-    def ll_combine(self, expert_out: Any, out: Any, *, send_only: bool = False, stream: Any = None) -> None:
-        """Return the expert outputs to their tokens' ranks and reduce them
-        (epc_ll_combine).
-
-        expert_out [L, R*T, H] bfloat16, in the layout this handle's dispatch produced;
-        out [B, H] bfloat16: per token, the sum over the ranks hosting its unmasked entries
-        (ascending) of that rank's partial (its entries' weighted sum in top-k order, in
-        float32, sent as bfloat16), in float32, rounded to bfloat16; fully masked tokens
-        get zeros. expert_out must not overlap out. send_only and the rest as ll_dispatch."""
-        flags = _ffi.EPC_FLAG_SEND_ONLY if send_only else 0
-        self._run("epc_ll_combine", [("expert_out", expert_out), ("out", out)], stream, _ffi.EpcFlags(flags))
-
-    def complete(self, stream: Any = None) -> None:
-        """Finish the step whose ll_dispatch or ll_combine ran with send_only=True
-        (epc_complete): wait, on the device, for every peer's data and write that call's
-        outputs. Collective; stream-ordered; graph-capturable."""
-        self._live()
-        with self._group._calls:  # noqa: SLF001
-            call("epc_complete", self._live(), ctypes.c_void_p(stream_address(stream)))

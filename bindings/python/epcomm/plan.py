@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
 from . import _ffi
-from ._library import call, library
-from .config import GroupConfig, check_supported
-from .enums import Dtype, Mode, RegionKind, known_or_int
+from ._library import call
+from .config import GroupConfig
+from .enums import Mode, RegionKind, known_or_int
 
 
 @dataclass(frozen=True)
@@ -31,13 +31,16 @@ class Plan:
     num_slots: int
     symmetric_bytes: int  # per rank: the registered window
     workspace_bytes: int  # per rank: ordinary device memory beside it
+    handle_bytes: int  # device memory one handle with the default handle config holds
+    recv_capacity: int  # tokens per rank the receive window holds, after defaults
     num_sms: int
     warps_per_block: int
     lsa_barriers: int
     gin_contexts: int
     gin_signals: int
     message_bytes: int  # bytes one token occupies in a dispatch receive buffer
-    dtype: Union[Dtype, int]
+    max_token_bytes: int  # after defaults and rounding
+    max_pending_steps: int  # after defaults
     regions: Tuple[PlanRegion, ...]
 
     def region(self, name: str) -> PlanRegion:
@@ -78,7 +81,6 @@ def plan_from_struct(struct: "_ffi.EpcPlan") -> Plan:
     count = min(int(struct.num_regions), len(struct.regions))
     values = {f.name: getattr(struct, f.name) for f in dataclasses.fields(Plan) if f.name != "regions"}
     values["mode"] = known_or_int(Mode, values["mode"])
-    values["dtype"] = known_or_int(Dtype, values["dtype"])
     return Plan(regions=tuple(_region(struct.regions[i]) for i in range(count)), **values)
 
 
@@ -95,7 +97,6 @@ def plan_query(
     struct = config.to_struct() if isinstance(config, GroupConfig) else config
     if not isinstance(struct, _ffi.EpcGroupConfig):
         raise TypeError(f"config must be a GroupConfig, not {type(config).__name__}")
-    check_supported(struct, library().version)
     out = _ffi.EpcPlan()
     out.struct_size = ctypes.sizeof(out)
     out.abi_version = _ffi.EPC_ABI_VERSION

@@ -9,9 +9,11 @@ as_tensor(obj) accepts
 and tensor_from_pointer(pointer, dtype, shape, strides) describes raw device memory.
 
 The result borrows: it keeps the producer (and, for DLPack, the managed tensor) alive until
-release() is called or the EpcTensor is collected. Only CUDA device memory is accepted, in
-the dtypes the ABI knows (bf16, fp16, fp32, fp8_e4m3, int32, int64), with at most
-EPC_TENSOR_MAX_DIMS dimensions. Conversion is local and touches neither the GPU nor the
+release() is called or the EpcTensor is collected. Only CUDA device memory is accepted
+(host=True: only host memory, for the one field that takes pinned host memory,
+out_expert_counts_host), in the dtypes the ABI knows (bf16, fp16, fp32, fp8_e4m3, int32,
+int64, uint8, fp8_e5m2, e8m0, e8m0x4, fp4_e2m1x2), with at most EPC_TENSOR_MAX_DIMS
+dimensions. Conversion is local and touches neither the GPU nor the
 library; an EpcTensor itself is not thread-safe to release from two threads at once
 (release is idempotent, but the memory must not be in use while it runs).
 """
@@ -35,6 +37,9 @@ _DLPACK_DTYPES = {
     (_dlpack.KDL_FLOAT8_E4M3FN, 8): Dtype.FP8_E4M3,
     (_dlpack.KDL_INT, 32): Dtype.INT32,
     (_dlpack.KDL_INT, 64): Dtype.INT64,
+    (_dlpack.KDL_UINT, 8): Dtype.UINT8,
+    (_dlpack.KDL_FLOAT8_E5M2, 8): Dtype.FP8_E5M2,
+    (_dlpack.KDL_FLOAT8_E8M0FNU, 8): Dtype.E8M0,
 }
 _DLPACK_CODE_NAMES = {
     0: "int",
@@ -56,7 +61,13 @@ _DLPACK_CODE_NAMES = {
 
 # (typestr kind, bytes) -> Dtype for __cuda_array_interface__. bfloat16 and fp8 have no
 # typestr of their own (producers export raw 'V2'/'u1'...): pass dtype= for those.
-_TYPESTR_DTYPES = {("f", 2): Dtype.FP16, ("f", 4): Dtype.FP32, ("i", 4): Dtype.INT32, ("i", 8): Dtype.INT64}
+_TYPESTR_DTYPES = {
+    ("f", 2): Dtype.FP16,
+    ("f", 4): Dtype.FP32,
+    ("i", 4): Dtype.INT32,
+    ("i", 8): Dtype.INT64,
+    ("u", 1): Dtype.UINT8,
+}
 
 
 class EpcTensor:
@@ -338,7 +349,21 @@ def from_cuda_array_interface(obj: Any, *, dtype: Any = None, contiguous: bool =
     )
 
 
-def _require_cuda(device_type: int, device_id: int, source: str) -> None:
+# DLPack device types of host memory: pinned memory is reported as CPU by most producers
+# (torch) and as CUDAHost by some; the library itself checks that it is pinned.
+_HOST_DEVICE_TYPES = (_dlpack.KDL_CPU, _dlpack.KDL_CUDA_HOST)
+
+
+def _require_memory(device_type: int, device_id: int, source: str, host: bool) -> None:
+    if host:
+        if device_type not in _HOST_DEVICE_TYPES:
+            name = _dlpack.DEVICE_NAMES.get(device_type, f"device type {device_type}")
+            raise InvalidTensorError(
+                f"{source}: not host memory (its memory is on {name}, DLPack device type "
+                f"{device_type}, device {device_id}); this field takes pinned host memory "
+                "(e.g. torch.empty(..., pin_memory=True))"
+            )
+        return
     if device_type != _dlpack.KDL_CUDA:
         name = _dlpack.DEVICE_NAMES.get(device_type, f"device type {device_type}")
         raise InvalidTensorError(
@@ -355,11 +380,12 @@ def from_managed_tensor(
     dtype: Any = None,
     contiguous: bool = False,
     source: str = "DLPack",
+    host: bool = False,
 ) -> EpcTensor:
     """Describe a consumed DLPack tensor. On success the EpcTensor owns `managed` (its
     release() calls the deleter); on failure `managed` is released before raising."""
     try:
-        _require_cuda(managed.device_type, managed.device_id, source)
+        _require_memory(managed.device_type, managed.device_id, source, host)
         code, bits, lanes = managed.dtype_code, managed.dtype_bits, managed.dtype_lanes
         name = f"{_DLPACK_CODE_NAMES.get(code, f'code {code}')}{bits}"
         if lanes != 1:
@@ -374,7 +400,7 @@ def from_managed_tensor(
             source=source,
             owner=(owner, managed),
             release=managed.release,
-            device=managed.device_id,
+            device=None if host else managed.device_id,
             readonly=managed.read_only,
         )
     except BaseException:
@@ -382,25 +408,27 @@ def from_managed_tensor(
         raise
 
 
-def from_dlpack(obj: Any, *, dtype: Any = None, stream: Optional[int] = None, contiguous: bool = False) -> EpcTensor:
+def from_dlpack(
+    obj: Any, *, dtype: Any = None, stream: Optional[int] = None, contiguous: bool = False, host: bool = False
+) -> EpcTensor:
     """Describe a DLPack producer. Its device is checked with `__dlpack_device__` before
     anything is exported. `stream` (an int cudaStream_t) is passed to `__dlpack__` so the
     producer orders its pending work before it (None: the producer's default, the legacy
-    default stream)."""
+    default stream); never for host memory (host=True), which has no stream."""
     source = f"DLPack tensor from {type(obj).__name__}"
     device_of = getattr(obj, "__dlpack_device__", None)
     if device_of is not None:
         device_type, device_id = device_of()
-        _require_cuda(int(device_type), int(device_id), source)
+        _require_memory(int(device_type), int(device_id), source, host)
     try:
-        capsule = obj.__dlpack__() if stream is None else obj.__dlpack__(stream=stream)
+        capsule = obj.__dlpack__() if stream is None or host else obj.__dlpack__(stream=stream)
     except (BufferError, RuntimeError, TypeError, ValueError) as error:
         raise InvalidTensorError(f"{source}: the producer refused to export it ({error})") from error
     try:
         managed = _dlpack.consume_capsule(capsule)
     except ValueError as error:
         raise InvalidTensorError(f"{source}: {error}") from None
-    return from_managed_tensor(managed, owner=obj, dtype=dtype, contiguous=contiguous, source=source)
+    return from_managed_tensor(managed, owner=obj, dtype=dtype, contiguous=contiguous, source=source, host=host)
 
 
 def _has_attribute(obj: Any, name: str) -> bool:
@@ -416,19 +444,31 @@ def _has_attribute(obj: Any, name: str) -> bool:
     return True
 
 
-def as_tensor(obj: Any, *, dtype: Any = None, stream: Optional[int] = None, contiguous: bool = False) -> EpcTensor:
-    """Borrow `obj`'s CUDA memory as an EpcTensor.
+def as_tensor(
+    obj: Any, *, dtype: Any = None, stream: Optional[int] = None, contiguous: bool = False, host: bool = False
+) -> EpcTensor:
+    """Borrow `obj`'s CUDA memory (host=True: its host memory) as an EpcTensor.
 
     Tries DLPack first (it carries bfloat16, fp8 and the device), then
     __cuda_array_interface__. `dtype` reinterprets elements of the same size (e.g. a uint8
     view as Dtype.FP8_E4M3); `stream` is handed to a DLPack producer; `contiguous=True`
     rejects non-contiguous tensors. Raises InvalidTensorError (a ValueError) naming what is
     wrong: not a CUDA tensor, unsupported dtype, more than EPC_TENSOR_MAX_DIMS dimensions,
-    broadcast or non-contiguous layouts; TypeError for objects that are not tensors."""
+    broadcast or non-contiguous layouts; TypeError for objects that are not tensors.
+
+    host=True takes host memory only (DLPack CPU or CUDAHost devices; numpy arrays, torch
+    tensors with pin_memory=True): the memory of dispatch's out_expert_counts_host, which
+    must be pinned (the library checks). __cuda_array_interface__ describes device memory,
+    so it is not accepted there."""
     if isinstance(obj, EpcTensor):
         return obj
     if _has_attribute(obj, "__dlpack__"):
-        return from_dlpack(obj, dtype=dtype, stream=stream, contiguous=contiguous)
+        return from_dlpack(obj, dtype=dtype, stream=stream, contiguous=contiguous, host=host)
+    if host:
+        raise TypeError(
+            f"as_tensor: a {type(obj).__name__} has no __dlpack__, so its host memory cannot "
+            "be described (for a raw pinned pointer use epcomm.tensor_from_pointer)"
+        )
     if _has_attribute(obj, "__cuda_array_interface__"):
         return from_cuda_array_interface(obj, dtype=dtype, contiguous=contiguous)
     raise TypeError(

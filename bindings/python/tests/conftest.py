@@ -19,7 +19,7 @@ PACKAGE_PARENT = REPO_ROOT / "bindings" / "python"
 if str(PACKAGE_PARENT) not in sys.path:
     sys.path.insert(0, str(PACKAGE_PARENT))
 
-_BUILT_LIBRARY = REPO_ROOT / "build" / "capi" / "libepcomm.so.1"
+_BUILT_LIBRARY = REPO_ROOT / "build" / "capi" / "libepcomm.so.2"
 if "EPCOMM_LIB" not in os.environ and _BUILT_LIBRARY.exists():
     os.environ["EPCOMM_LIB"] = str(_BUILT_LIBRARY)
 

@@ -16,7 +16,7 @@ token-major. Pure Python, so the model itself is tested without torch (test_ht_m
 """
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ll_model import LlCase, bf16_bits, bf16_value, f32
 
@@ -83,9 +83,11 @@ def ht_combine(
     r: int,
     rows_per_rank: List[List[List[int]]],
     weights_per_rank: Optional[List[List[List[float]]]] = None,
-) -> Tuple[List[List[int]], List[List[float]]]:
-    """What combine gives rank r: [B, H] bf16 bits and (with weights_per_rank) [B, K]
-    backward weights, from every rank q's rows (and weights) in its dispatch's order."""
+    rounded: bool = True,
+) -> Tuple[List[List[Any]], List[List[float]]]:
+    """What combine gives rank r: [B, H] bf16 bits (rounded=False: the float32 sums a
+    float32 out holds) and (with weights_per_rank) [B, K] backward weights, from every rank
+    q's rows (and weights) in its dispatch's order."""
     received = [ht_dispatch(case, step, q) for q in range(case.nranks)]
     out, weights = [], []
     for t in range(case.tokens(step, r)):
@@ -93,7 +95,7 @@ def ht_combine(
         sums = [0.0] * case.hidden
         for q in sorted(row_on):  # ascending rank order
             sums = [f32(acc + bf16_value(v)) for acc, v in zip(sums, rows_per_rank[q][row_on[q]])]
-        out.append([bf16_bits(v) for v in sums])
+        out.append([bf16_bits(v) for v in sums] if rounded else sums)
         if weights_per_rank is not None:
             entry_ranks = [rank_of(case, e) for e in case.topk_idx(step, r)[t]]
             weights.append([weights_per_rank[q][row_on[q]][k] if q >= 0 else 0.0 for k, q in enumerate(entry_ranks)])

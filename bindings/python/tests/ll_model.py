@@ -27,6 +27,11 @@ def bf16_bits(value: float) -> int:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
+def f16_bits(value: float) -> int:
+    """Round a float32 value to IEEE fp16 bits, to nearest even (no overflow occurs here)."""
+    return struct.unpack("<H", struct.pack("<e", value))[0]
+
+
 def bf16_value(bits: int) -> float:
     return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
 
@@ -107,11 +112,16 @@ class LlCase:
         return counts, rows
 
     def combine(self, step: int, r: int) -> List[List[int]]:
-        """What rank r gets back: [B, H] bf16 bits. Per token and channel: for each
+        """What rank r gets back in a bf16 out: [B, H] bf16 bits of combine_sums."""
+        return [[bf16_bits(v) for v in row] for row in self.combine_sums(step, r)]
+
+    def combine_sums(self, step: int, r: int) -> List[List[float]]:
+        """What rank r gets back before the one rounding to out's dtype: [B, H] float32
+        values (a float32 out holds them as they are). Per token and channel: for each
         destination rank d ascending that hosts an unmasked entry, the partial sum over
         those entries in top-k order of weight * expert output (float32, each product
-        rounded before the add), sent as bf16; the partials added in float32; rounded to
-        bf16. The expert output of a row is bf16(x * expert_scale(e))."""
+        rounded before the add), sent as bf16; the partials added in float32. The expert
+        output of a row is bf16(x * expert_scale(e))."""
         out = []
         for t in range(self.tokens(step, r)):
             entries = [(k, self.expert(step, r, t, k)) for k in range(self.topk)]
@@ -128,7 +138,7 @@ class LlCase:
                             y = bf16_value(bf16_bits(f32(x * self.expert_scale(e))))
                             partial = f32(partial + f32(self.weight(step, r, t, k) * y))
                     acc = f32(acc + bf16_value(bf16_bits(partial)))
-                row.append(bf16_bits(acc))
+                row.append(acc)
             out.append(row)
         return out
 

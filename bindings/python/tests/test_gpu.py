@@ -36,7 +36,7 @@ def test_group_on_every_gpu_one_thread_per_rank():
                 stream = torch.cuda.Stream(device=rank)
                 group.barrier(stream)
                 group.barrier(stream.cuda_stream)
-                assert group.async_error() is None  # a healthy group (ABI 1.3)
+                assert group.async_error() is None  # a healthy group
             assert group.closed
             with pytest.raises(epcomm.EpcError, match="closed"):
                 group.async_error()
@@ -46,7 +46,9 @@ def test_group_on_every_gpu_one_thread_per_rank():
         assert (info.rank, info.nranks, info.cuda_device) == (rank, nranks, rank)
         assert info.num_experts == 8 * nranks and info.local_experts == 8
         assert info.hidden == 2048 and info.mode == epcomm.Mode.LOW_LATENCY
-        assert info.dtype == epcomm.Dtype.BF16 and info.max_tokens_per_rank == 128
+        assert info.max_tokens_per_rank == 128 and info.max_token_bytes == 2 * 2048
+        assert info.recv_capacity == nranks * 128 and info.overflow == epcomm.Overflow.FAIL
+        assert info.max_pending_steps == 1 and info.flags == 0
         assert info.lsa_size * info.num_nodes == nranks
         if info.num_nodes == 1:
             assert info.symmetric_bytes == plan.symmetric_bytes
@@ -124,10 +126,10 @@ def test_readme_example_one_process_per_gpu(repo_root, tmp_path):
 
 
 def test_readme_examples_are_python(repo_root):
-    # Runs everywhere: every example (the low-latency one, the high-throughput one) at
-    # least compiles.
+    # Runs everywhere: every example (the one the GPU test runs, the low-latency step, the
+    # high-throughput one...) at least compiles.
     blocks = readme_examples(repo_root)
-    assert len(blocks) >= 2 and "HtHandle" in blocks[1]
+    assert len(blocks) >= 3 and "Quant.FP8" in blocks[1] and "Sizing.EXACT" in blocks[2]
     for number, block in enumerate(blocks, start=1):
         compile(block, f"README.md example {number}", "exec")
 

@@ -3,20 +3,22 @@
 
 Every rank dispatches known tokens, checks what it received against the host model
 (ll_model.py), feeds a known function of the received rows to combine, and checks the
-combined tokens bit for bit. Step 0 runs each call whole; step 1 updates the routing and
-runs each call as send_only + complete. Local errors that need a live group (tensor shapes,
-complete with nothing pending, a dispatch while one is pending, high-throughput calls on a
-low-latency group or handle) are checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 2, where
-torch sees that many GPUs; skipped otherwise.
+combined tokens bit for bit. The handle is created without routing (as before graph
+capture) and routed with update() at every step; every dispatch also writes the counts'
+host copy and adds them to the accumulated counts. Step 0 runs each call whole with a bf16
+out; step 1 runs each call as
+send_only + complete into a float32 out; step 2 runs whole into a float16 out. Local errors
+that need a live group (shapes, fields the layout has no column for, calls out of order,
+what 2.0 does not serve) are checked too. Runs with EPCOMM_TEST_GPUS=N, N >= 1, where torch
+sees that many GPUs (one is enough); skipped otherwise. The streams are torch's current ones: no call names
+one.
 """
 
 import pytest
 
 import epcomm
-from epcomm import _ffi
-from epcomm._library import call
-from gpu_support import bits, run_ranks, two_or_more_gpus
-from ll_model import LlCase, first_difference
+from gpu_support import bits, requested_gpus, run_ranks
+from ll_model import LlCase, f16_bits, first_difference
 
 MAX_TOPK = 4
 
@@ -30,20 +32,22 @@ class Rank:
         zeros = dict(device=device)
         self.out_x = torch.zeros(experts, rows, h, dtype=torch.bfloat16, **zeros)
         self.out_counts = torch.zeros(experts, dtype=torch.int32, **zeros)
+        self.host_counts = torch.zeros(experts, dtype=torch.int32, pin_memory=True)
+        self.acc_counts = torch.zeros(experts, dtype=torch.int64, **zeros)
         self.expert_out = torch.zeros(experts, rows, h, dtype=torch.bfloat16, **zeros)
         # The expert computation: local expert l of rank q scales its rows by
         # expert_scale(q*L + l) (the model's definition).
-        scales = [case.expert_scale(rank * experts + l) for l in range(experts)]
+        scales = [case.expert_scale(rank * experts + e) for e in range(experts)]
         self.scales = torch.tensor(scales, device=device).view(experts, 1, 1)
 
-    def inputs(self, step):
+    def inputs(self, step, out_dtype):
         torch, case, rank = self.torch, self.case, self.rank
         idx = torch.tensor(case.topk_idx(step, rank), dtype=torch.int64, device=self.device)
         weights = torch.tensor(case.topk_weights(step, rank), dtype=torch.float32, device=self.device)
         values = [[case.x_value(step, rank, t, c) for c in range(case.hidden)] for t in range(case.tokens(step, rank))]
         x = torch.tensor(values, dtype=torch.float32).to(torch.bfloat16).to(self.device)
-        out = torch.zeros(case.tokens(step, rank), case.hidden, dtype=torch.bfloat16, device=self.device)
-        for buffer in (self.out_x, self.out_counts, self.expert_out):
+        out = torch.zeros(case.tokens(step, rank), case.hidden, dtype=out_dtype, device=self.device)
+        for buffer in (self.out_x, self.out_counts, self.expert_out, self.host_counts):
             buffer.zero_()  # nothing left from an earlier step may pass a check
         return idx, weights, x, out
 
@@ -60,77 +64,120 @@ class Rank:
         want_counts, want_rows = self.case.dispatch(step, self.rank)
         counts = self.out_counts.cpu().tolist()
         assert counts == want_counts, f"step {step}: counts {counts}, expected {want_counts}"
-        for l, count in enumerate(counts):
-            got = bits(self.torch, self.out_x[l, :count])
-            problem = first_difference(f"step {step}: local expert {l}", got, want_rows[l])
+        assert self.host_counts.tolist() == want_counts, f"step {step}: host counts"
+        for e, count in enumerate(counts):
+            got = bits(self.torch, self.out_x[e, :count])
+            problem = first_difference(f"step {step}: local expert {e}", got, want_rows[e])
             assert not problem, problem
+        return want_counts
 
     def check_combine(self, step, out):
-        self.torch.cuda.synchronize(self.device)
-        problem = first_difference(
-            f"step {step}: combined tokens", bits(self.torch, out), self.case.combine(step, self.rank)
-        )
-        assert not problem, problem
+        torch = self.torch
+        torch.cuda.synchronize(self.device)
+        sums = self.case.combine_sums(step, self.rank)
+        if out.dtype == torch.bfloat16:
+            problem = first_difference(
+                f"step {step}: combined tokens", bits(torch, out), self.case.combine(step, self.rank)
+            )
+            assert not problem, problem
+        elif out.dtype == torch.float32:
+            assert out.cpu().tolist() == sums, f"step {step}: float32 combined tokens"
+        else:
+            got = (out.cpu().view(torch.int16).to(torch.int32) & 0xFFFF).tolist()
+            assert got == [[f16_bits(v) for v in row] for row in sums], f"step {step}: float16 combined tokens"
 
 
-def step(r, handle, number, x, weights, out, send_only):
-    handle.ll_dispatch(x, weights, r.out_x, r.out_counts, send_only=send_only)
+def step(r, handle, number, idx, x, weights, out, send_only):
+    """One step; returns the dispatch's counts."""
+    handle.update(idx)
+    handle.dispatch(
+        x,
+        out_x=r.out_x,
+        topk_weights=weights,
+        out_expert_counts=r.out_counts,
+        out_expert_counts_host=r.host_counts,
+        acc_expert_counts=r.acc_counts,
+        send_only=send_only,
+    )
     if send_only:
-        with pytest.raises(epcomm.EpcError, match="epc_complete first"):
-            handle.ll_dispatch(x, weights, r.out_x, r.out_counts)
+        assert handle.query().pending == epcomm.Pending.DISPATCH
+        with pytest.raises(epcomm.InvalidUsageError):
+            handle.dispatch(x, out_x=r.out_x, topk_weights=weights, out_expert_counts=r.out_counts)
+        with pytest.raises(epcomm.InvalidUsageError):
+            handle.update(idx)
         handle.complete()
-    r.check_dispatch(number)
+    assert handle.query().pending == epcomm.Pending.NONE
+    counts = r.check_dispatch(number)
     r.run_experts()
-    handle.ll_combine(r.expert_out, out, send_only=send_only)
+    handle.combine(r.expert_out, out=out, send_only=send_only)
     if send_only:
+        assert handle.query().pending == epcomm.Pending.COMBINE
         handle.complete()
     r.check_combine(number, out)
+    return counts
 
 
 def local_errors(r, group, handle, x, weights, out):
     """Refused by the library before any communication; every rank makes the same calls."""
     torch = r.torch
     on = dict(device=r.device)
+    good = dict(out_x=r.out_x, topk_weights=weights, out_expert_counts=r.out_counts)
+    invalid, unsupported = epcomm.Status.INVALID_ARGUMENT, epcomm.Status.UNSUPPORTED
     cases = [
-        (lambda: epcomm.Handle.create(group, torch.zeros(1, 4, 2, dtype=torch.int64, **on)), "3 dimensions"),
-        (lambda: epcomm.Handle.create(group, torch.zeros(4, MAX_TOPK + 1, dtype=torch.int64, **on)), "max_topk"),
-        (lambda: handle.update(torch.zeros(4, 2, dtype=torch.float32, **on)), "dtype"),
-        (lambda: epcomm.HtHandle.create(group, torch.zeros(4, 2, dtype=torch.int64, **on)), "low-latency mode"),
-        # The library itself refuses a low-latency handle in a high-throughput call.
+        (lambda: handle.update(torch.zeros(4, 2, dtype=torch.float32, **on)), invalid, "topk_idx"),
+        (lambda: handle.update(torch.zeros(4, MAX_TOPK + 1, dtype=torch.int64, **on)), invalid, "topk_idx"),
+        (lambda: epcomm.Handle.create(group, sizing="exact"), invalid, "sizing"),
+        (lambda: epcomm.Handle.create(group, layout="rank_major"), unsupported, "layout"),
+        (lambda: epcomm.Handle.create(group, capacity=7), unsupported, "capacity"),
         (
-            lambda: call(
-                "epc_ht_combine",
-                handle._live(),
-                None,
-                None,
-                None,
-                None,  # noqa: SLF001
-                _ffi.EpcFlags(0),
-                None,
-            ),
-            "epc_ht_combine: the handle belongs to a low-latency group",
+            lambda: handle.dispatch(x, **dict(good, out_x=r.out_x[:, :, : r.case.hidden // 2].contiguous())),
+            invalid,
+            "out_x",
         ),
-        (lambda: handle.complete(), "nothing is pending"),
+        (lambda: handle.dispatch(x, **dict(good, topk_weights=None)), invalid, "topk_weights"),
         (
-            lambda: handle.ll_dispatch(x, weights, r.out_x[:, :, : r.case.hidden // 2].contiguous(), r.out_counts),
-            "tensor out_x has shape",
+            lambda: handle.dispatch(x, **good, out_topk_idx=torch.zeros(1, dtype=torch.int32, **on)),
+            invalid,
+            "out_topk_idx",
         ),
-        (lambda: handle.ll_combine(r.expert_out, out[:-1]), "tensor out has shape"),
+        (
+            lambda: handle.dispatch(x, **good, out_num_recv=torch.zeros(1, dtype=torch.int32, **on)),
+            invalid,
+            "out_num_recv",
+        ),
+        (lambda: handle.dispatch(x, **good, pow2_scales=True), invalid, "EPC_DISPATCH_POW2_SCALES"),
+        (lambda: handle.dispatch(x, **good, quant="nvfp4"), unsupported, "quant"),
+        (
+            lambda: handle.dispatch(x, **good, out_expert_counts_host=r.out_counts),  # device memory
+            invalid,
+            "out_expert_counts_host",
+        ),
+        (lambda: handle.combine(r.expert_out, out=out[:-1]), invalid, "out"),
+        (lambda: handle.combine(r.expert_out, out=out, weighting="none"), unsupported, "weighting"),
+        (lambda: handle.combine(r.expert_out, out=out, weighting="home"), invalid, "home_topk_weights"),
+        (lambda: handle.combine(r.expert_out.half(), out=out), unsupported, "x"),
     ]
-    for make_call, words in cases:
+    for make_call, status, words in cases:
         with pytest.raises(epcomm.EpcError) as caught:
             make_call()
-        assert caught.value.status == epcomm.Status.INVALID_ARGUMENT, caught.value
+        assert caught.value.status == status, caught.value
         assert words in caught.value.message, caught.value
+    with pytest.raises(epcomm.InvalidUsageError):
+        handle.complete()  # nothing is pending
+    with epcomm.Handle.create(group) as unrouted:
+        info = unrouted.query()
+        assert (info.num_tokens, info.topk) == (0, 0)
+        with pytest.raises(epcomm.InvalidUsageError):
+            unrouted.dispatch(x, **good)
     # The binding refuses a non-contiguous view by name before the library sees it.
     with pytest.raises(epcomm.InvalidTensorError, match="out_x: .*not contiguous"):
-        handle.ll_dispatch(x, weights, r.out_x[:, :, ::2], r.out_counts)
+        handle.dispatch(x, **dict(good, out_x=r.out_x[:, :, ::2]))
     with pytest.raises(epcomm.EpcError, match="still open"):
         group.close()
 
 
 def test_ll_dispatch_and_combine_match_the_host_model():
-    nranks, torch = two_or_more_gpus("LL")
+    nranks, torch = requested_gpus()
     case = LlCase(nranks=nranks)
     config = epcomm.GroupConfig(
         num_experts=case.experts,
@@ -140,17 +187,29 @@ def test_ll_dispatch_and_combine_match_the_host_model():
         timeout_ms=20000,
     )
     uid = epcomm.UniqueId.create()
+    out_dtypes = [torch.bfloat16, torch.float32, torch.float16]
 
     def rank_main(rank):
         torch.cuda.set_device(rank)
         r = Rank(torch, case, rank, torch.device("cuda", rank))
         with epcomm.Comm.init(uid, nranks, rank, device=rank) as comm, epcomm.Group.create(comm, config) as group:
-            idx, weights, x, out = r.inputs(0)
-            with epcomm.Handle.create(group, idx) as handle:
-                step(r, handle, 0, x, weights, out, send_only=False)
-                idx, weights, x, out = r.inputs(1)
-                handle.update(idx)
-                step(r, handle, 1, x, weights, out, send_only=True)
+            with epcomm.Handle.create(group) as handle:  # no routing yet: local, allocates
+                info = handle.query()
+                assert (info.mode, info.layout, info.sizing) == (
+                    epcomm.Mode.LOW_LATENCY,
+                    epcomm.Layout.EXPERT_PADDED,
+                    epcomm.Sizing.CAPACITY,
+                )
+                assert info.capacity == info.rows == case.rows_per_expert
+                total = [0] * case.experts_per_rank
+                for number, dtype in enumerate(out_dtypes):
+                    idx, weights, x, out = r.inputs(number, dtype)
+                    counts = step(r, handle, number, idx, x, weights, out, send_only=number == 1)
+                    total = [a + b for a, b in zip(total, counts)]
+                    info = handle.query()
+                    assert (info.num_tokens, info.topk) == (case.tokens(number, rank), case.topk)
+                # Every step added its counts to acc_expert_counts.
+                assert r.acc_counts.tolist() == total
                 local_errors(r, group, handle, x, weights, out)
             with pytest.raises(epcomm.EpcError, match="the handle is closed"):
                 handle.complete()

@@ -36,4 +36,5 @@ def test_combine_sums_the_rows_and_returns_each_entrys_weight_from_its_rank():
         assert back[0][0] == case.weight(step, r, 0, 0) + 16 * (first + 1)
         # With these experts, HT combine equals the LL model's per-rank prereduced combine.
         assert out == case.combine(step, r)
+        assert ht_combine(case, step, r, rows, rounded=False)[0] == case.combine_sums(step, r)
         assert ht_combine(case, step, r, rows)[1] == []

@@ -104,13 +104,13 @@ def test_api_table_points_at_the_exports():
 
 def test_a_missing_library_says_how_to_point_at_it():
     with pytest.raises(OSError, match="EPCOMM_LIB"):
-        _library.Library("/nonexistent/libepcomm.so.1")
+        _library.Library("/nonexistent/libepcomm.so.2")
 
 
 def test_loading_another_path_after_the_first_is_refused():
     epcomm.load_library()
     with pytest.raises(RuntimeError, match="already loaded"):
-        epcomm.load_library("/somewhere/else/libepcomm.so.1")
+        epcomm.load_library("/somewhere/else/libepcomm.so.2")
 
 
 def _compile_fake_library(tmp_path, major):

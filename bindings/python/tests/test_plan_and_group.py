@@ -24,7 +24,8 @@ def test_plan_for_four_ranks_256_experts_hidden_7168():
     assert plan.regions[1].slot == 0
     assert plan.region("dispatch_recv[0]") == plan.regions[1]
     assert plan.mode == epcomm.Mode.LOW_LATENCY and plan.num_slots == 2
-    assert plan.dtype == epcomm.Dtype.BF16
+    assert plan.max_token_bytes == 2 * 7168 and plan.recv_capacity == 4 * 128
+    assert plan.max_pending_steps == 1 and plan.handle_bytes > 0
     # Regions lie inside the window and do not overlap.
     end = 0
     for region in sorted(plan.regions, key=lambda r: r.offset):
@@ -55,33 +56,35 @@ def test_a_virtual_node_size_that_does_not_divide_the_team_is_refused():
     assert caught.value.function == "epc_plan_query"
 
 
-def test_virtual_node_size_needs_a_library_of_abi_1_3(monkeypatch):
-    struct = deepseek_config(virtual_node_size=2).to_struct()
-    assert struct.virtual_node_size == 2
+def test_an_fp8_only_window_is_planned_from_max_token_bytes():
+    h = 7168
+    wide = epcomm.plan_query(deepseek_config(), 4)
+    fp8 = epcomm.plan_query(deepseek_config(max_token_bytes=h + h // 32), 4)
+    assert fp8.max_token_bytes == h + h // 32 and fp8.symmetric_bytes < wide.symmetric_bytes
+    # Values between the two sizes are rounded down to one of them.
+    assert epcomm.plan_query(deepseek_config(max_token_bytes=2 * h - 1), 4).max_token_bytes == h + h // 32
+    assert epcomm.plan_query(deepseek_config(max_token_bytes=3 * h), 4).max_token_bytes == 2 * h
     with pytest.raises(epcomm.EpcError) as caught:
-        config_module.check_supported(struct, (1, 2, 0))
-    assert caught.value.status == epcomm.Status.UNSUPPORTED
-    assert "virtual_node_size (2)" in caught.value.message
-    assert "ABI 1.3.0 or newer" in caught.value.message
-    assert "implements ABI 1.2.0" in caught.value.message
-    config_module.check_supported(struct, (1, 3, 0))
-    config_module.check_supported(struct, (1, 4, 1))
-    config_module.check_supported(deepseek_config().to_struct(), (1, 0, 0))
+        epcomm.plan_query(deepseek_config(max_token_bytes=h), 4)
+    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT
+    assert "max_token_bytes" in caught.value.message
 
-    # Through the calls, as if the loaded library were an ABI 1.2 one: refused before the
-    # library sees the config (it would take the field for reserved0, which must be 0).
-    from epcomm import _library
 
-    monkeypatch.setattr(_library.library(), "version", _library.Version(1, 2, 0))
-    for call in (
-        lambda: epcomm.plan_query(deepseek_config(virtual_node_size=2), 4),
-        lambda: epcomm.Group.create(None, deepseek_config(virtual_node_size=2)),
-    ):
+def test_what_2_0_does_not_serve_is_unsupported_and_names_the_field():
+    for overrides, field in [
+        (dict(recv_capacity=4 * 128 - 1), "recv_capacity"),
+        (dict(max_pending_steps=2), "max_pending_steps"),
+        (dict(flags=epcomm.GroupFlags.COMBINE_PER_ENTRY), "flags"),
+    ]:
         with pytest.raises(epcomm.EpcError) as caught:
-            call()
-        assert caught.value.status == epcomm.Status.UNSUPPORTED
-        assert caught.value.function is None
-    assert epcomm.plan_query(deepseek_config(), 4).regions  # 0 still works there
+            epcomm.plan_query(deepseek_config(**overrides), 4)
+        assert caught.value.status == epcomm.Status.UNSUPPORTED, overrides
+        assert field in caught.value.message, caught.value.message
+    plan = epcomm.plan_query(deepseek_config(recv_capacity=4 * 128, overflow="drop", max_pending_steps=1), 4)
+    assert plan.recv_capacity == 4 * 128
+    with pytest.raises(epcomm.EpcError) as caught:
+        epcomm.plan_query(deepseek_config(recv_capacity=4 * 128 + 1), 4)
+    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT and "recv_capacity" in caught.value.message
 
 
 def test_lsa_size_defaults_to_every_rank():
@@ -135,9 +138,13 @@ def test_config_fields_reach_the_struct():
         mode=epcomm.Mode.HIGH_THROUGHPUT,
         max_tokens_per_rank=512,
         max_topk=6,
-        dtype="fp8_e4m3",
+        max_token_bytes=2048 + 64,
+        recv_capacity=1 << 40,
+        overflow="drop",
+        max_pending_steps=1,
         num_sms=20,
         timeout_ms=5000,
+        flags=epcomm.GroupFlags.COMBINE_PER_ENTRY,
         virtual_node_size=2,
     ).to_struct()
     assert (
@@ -146,16 +153,39 @@ def test_config_fields_reach_the_struct():
         struct.mode,
         struct.max_tokens_per_rank,
         struct.max_topk,
-        struct.dtype,
+        struct.max_token_bytes,
+        struct.recv_capacity,
+        struct.overflow,
+        struct.max_pending_steps,
         struct.num_sms,
         struct.timeout_ms,
+        struct.flags,
         struct.virtual_node_size,
-    ) == (64, 2048, _ffi.EPC_MODE_HIGH_THROUGHPUT, 512, 6, _ffi.EPC_DTYPE_FP8_E4M3, 20, 5000, 2)
+    ) == (
+        64,
+        2048,
+        _ffi.EPC_MODE_HIGH_THROUGHPUT,
+        512,
+        6,
+        2112,
+        1 << 40,
+        _ffi.EPC_OVERFLOW_DROP,
+        1,
+        20,
+        5000,
+        _ffi.EPC_GROUP_COMBINE_PER_ENTRY,
+        2,
+    )
+    assert epcomm.GroupConfig(mode="high_throughput").to_struct().mode == _ffi.EPC_MODE_HIGH_THROUGHPUT
+    with pytest.raises(ValueError, match="unknown Overflow 'wrap'"):
+        epcomm.GroupConfig(overflow="wrap").to_struct()
 
 
-@pytest.mark.parametrize("field, value", [("hidden", -1), ("num_experts", 1 << 32)])
-def test_config_values_that_do_not_fit_are_refused_not_truncated(field, value):
-    with pytest.raises(ValueError, match=f"GroupConfig.{field}"):
+@pytest.mark.parametrize(
+    "field, value, bits", [("hidden", -1, 32), ("num_experts", 1 << 32, 32), ("recv_capacity", 1 << 64, 64)]
+)
+def test_config_values_that_do_not_fit_are_refused_not_truncated(field, value, bits):
+    with pytest.raises(ValueError, match=f"GroupConfig.{field} .*uint{bits}"):
         epcomm.GroupConfig(**{field: value}).to_struct()
 
 

@@ -92,7 +92,13 @@ def test_pointer_owner_is_kept_until_release():
 
 @pytest.mark.parametrize(
     "typestr, dtype",
-    [("<f2", epcomm.Dtype.FP16), ("<f4", epcomm.Dtype.FP32), ("<i4", epcomm.Dtype.INT32), ("<i8", epcomm.Dtype.INT64)],
+    [
+        ("<f2", epcomm.Dtype.FP16),
+        ("<f4", epcomm.Dtype.FP32),
+        ("<i4", epcomm.Dtype.INT32),
+        ("<i8", epcomm.Dtype.INT64),
+        ("|u1", epcomm.Dtype.UINT8),
+    ],
 )
 def test_cai_dtypes(typestr, dtype):
     t = epcomm.as_tensor(CudaArrayInterface((4, 8), typestr))
@@ -124,6 +130,16 @@ def test_cai_bfloat16_and_fp8_views_need_an_explicit_dtype():
     assert epcomm.as_tensor(CudaArrayInterface((4,), "|u1"), dtype="fp8_e4m3").dtype == epcomm.Dtype.FP8_E4M3
     with pytest.raises(epcomm.InvalidTensorError, match="needs 2-byte elements"):
         epcomm.as_tensor(CudaArrayInterface((4,), "|u1"), dtype="bf16")
+
+
+@pytest.mark.parametrize(
+    "typestr, dtype, size",
+    [("|u1", "e8m0", 1), ("|u1", "fp4_e2m1x2", 1), ("<i4", "e8m0x4", 4), ("|u1", "float8_e5m2", 1)],
+)
+def test_scale_and_fp4_dtypes_are_views_of_bytes_or_words(typestr, dtype, size):
+    t = epcomm.as_tensor(CudaArrayInterface((4, 8), typestr), dtype=dtype)
+    assert t.dtype == epcomm.parse_dtype(dtype) and t.itemsize == size
+    assert t.descriptor.dtype == getattr(_ffi, f"EPC_DTYPE_{t.dtype.name}")
 
 
 def test_cai_errors_name_the_problem():
@@ -167,6 +183,9 @@ DLPACK_DTYPES = [
     ((10, 8, 1), epcomm.Dtype.FP8_E4M3),
     ((0, 32, 1), epcomm.Dtype.INT32),
     ((0, 64, 1), epcomm.Dtype.INT64),
+    ((1, 8, 1), epcomm.Dtype.UINT8),
+    ((12, 8, 1), epcomm.Dtype.FP8_E5M2),
+    ((14, 8, 1), epcomm.Dtype.E8M0),
 ]
 
 
@@ -242,6 +261,20 @@ def test_dlpack_rejected_tensors_are_given_back():
 def test_dlpack_dtype_override_reinterprets_same_sized_elements():
     t = epcomm.as_tensor(DLPackProducer((8,), dtype=(1, 8, 1)), dtype="fp8_e4m3")
     assert t.dtype == epcomm.Dtype.FP8_E4M3
+
+
+def test_host_memory_is_taken_only_where_asked():
+    for device in [(_dlpack.KDL_CPU, 0), (_dlpack.KDL_CUDA_HOST, 0)]:
+        producer = DLPackProducer((4,), dtype=(0, 32, 1), device=device)
+        t = epcomm.as_tensor(producer, host=True, stream=0x99)
+        assert t.dtype == epcomm.Dtype.INT32 and t.device is None
+        assert producer.streams == [None]  # host memory has no stream to order
+    device = DLPackProducer((4,), dtype=(0, 32, 1))
+    with pytest.raises(epcomm.InvalidTensorError, match="not host memory.*pinned"):
+        epcomm.as_tensor(device, host=True)
+    assert device.exports == 0
+    with pytest.raises(TypeError, match="no __dlpack__"):
+        epcomm.as_tensor(CudaArrayInterface((4,), "<i4"), host=True)
 
 
 def test_dlpack_device_is_checked_before_exporting():

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Finds libepcomm for linking (std only, no build dependencies).
 //!
+//! The library is linked by its SONAME, `libepcomm.so.<major>` of the ABI major ffi.rs was
+//! generated for ([`SONAME`]), never through the unversioned `libepcomm.so` development
+//! link, which may name another major (or be missing on a machine with only the runtime).
+//!
 //! Where the library is looked for, first match wins:
-//!   1. `EPCOMM_LIB_DIR`: a directory holding libepcomm.so (Meson's build/capi, an install's lib/);
+//!   1. `EPCOMM_LIB_DIR`: a directory holding it (Meson's build/capi, an install's lib/);
 //!   2. `pkg-config --libs-only-L epcomm` (an installed epcomm.pc; honours PKG_CONFIG_PATH);
 //!   3. the linker's default search path.
 //!
@@ -16,20 +20,26 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The file linked: the SONAME of ABI major 2 (`EPC_ABI_MAJOR` in ffi.rs; the crate's tests
+/// check that the two agree, see `tests/linked.rs`).
+const SONAME: &str = "libepcomm.so.2";
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=EPCOMM_LIB_DIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
 
+    // The tests compare it with EPC_ABI_MAJOR.
+    println!("cargo:rustc-env=EPCOMM_SYS_SONAME={SONAME}");
     if env::var_os("CARGO_FEATURE_DLOPEN").is_some() {
         return;
     }
 
     if let Some(dir) = library_dir() {
-        if !dir.join("libepcomm.so").exists() {
+        if !dir.join(SONAME).exists() {
             println!(
-                "cargo:warning=no libepcomm.so in {} (from {}); linking will likely fail",
+                "cargo:warning=no {SONAME} in {} (from {}); linking will likely fail",
                 dir.display(),
                 if env::var_os("EPCOMM_LIB_DIR").is_some() { "EPCOMM_LIB_DIR" } else { "pkg-config" }
             );
@@ -38,7 +48,8 @@ fn main() {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
         println!("cargo:lib_dir={}", dir.display());
     }
-    println!("cargo:rustc-link-lib=dylib=epcomm");
+    // `verbatim`: the linker gets `-l:libepcomm.so.2`, this exact file, not libepcomm.so.
+    println!("cargo:rustc-link-lib=dylib:+verbatim={SONAME}");
 }
 
 /// The directory to link from, or None for the linker's default search path.

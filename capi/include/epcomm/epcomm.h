@@ -1,40 +1,54 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * epcomm: expert-parallel (Mixture-of-Experts) communication on NCCL's Device API.
+ * epcomm 2: expert-parallel (Mixture-of-Experts) dispatch and combine on NCCL's Device API.
  *
- * This is the library's only public header and its stable C ABI. It is plain C99, includes
- * only <stdint.h> and <stddef.h>, and compiles as C++ too.
+ * The library's only public header and its stable C ABI: plain C99, includes only
+ * <stdint.h> and <stddef.h>, compiles as C++.
  *
- * Conventions that hold for every function below unless its comment says otherwise:
+ * Objects and their lives:
+ *   communicator  an ncclComm_t (yours, or from epc_comm_init); outlives its groups.
+ *   EpcGroup      one mode (low latency or high throughput) on one communicator: the
+ *                 symmetric window, the NCCL device communicator, the error record.
+ *   EpcHandle     one batch's routing on a group and its receive layout; it runs steps.
+ *   step          epc_dispatch, then epc_combine, on one handle. Either call can be split
+ *                 into a send-only call and epc_complete (EPC_STEP_SEND_ONLY).
  *
- *  - Every function returns an EpcStatus (0 = EPC_OK). On failure a detail message for the
- *    calling thread is available from epc_last_error(); every call except epc_last_error()
- *    and epc_status_string() clears it on entry.
- *  - Out-parameters are written only on success.
- *  - epc_*_destroy(NULL) is a no-op that returns EPC_OK.
- *  - CUDA streams cross this header as `void*` meaning `cudaStream_t`; NCCL communicators
- *    as `void*` meaning `ncclComm_t`.
- *  - Extensible structs start with `struct_size` and `abi_version`. Set `struct_size` to
- *    sizeof(the struct) and `abi_version` to EPC_ABI_VERSION (EPC_*_INIT does both). A zero
- *    in any other field means "default". A struct shorter than this header's (an older
- *    caller) gets defaults for the missing tail; a longer one (a newer caller) is accepted
- *    only if every byte past the end this library knows is zero, else EPC_ERR_ABI_MISMATCH.
- *  - The library never aborts, exits, prints to stdout or lets a C++ exception escape.
- *  - Threads: calls on different groups (and on their handles) may run at the same time
- *    from different threads; each thread has its own last-error message. Calls on one group
- *    or its handles must not overlap (but epc_group_query and epc_group_async_error, which
- *    may), and epc_group_create and epc_group_destroy, which are collective over the
- *    communicator, must not overlap other calls on that communicator.
- *  - Steps of different groups may also overlap on the GPU (different streams or threads).
- *    Their kernels wait for their peers while holding their SMs, so groups whose steps
- *    overlap must fit on the GPU together: keep the sum of their `num_sms` within the GPU's
- *    SM count (the defaults, 132 for low-latency and 24 for high-throughput groups, add up
- *    to more than an H100 or H200 has); a step whose kernels cannot all get SMs may wait
- *    until the group's timeout and fail with EPC_ERR_TIMEOUT.
- *
- * Each declaration says whether it is collective (every rank of the communicator must call
- * it, in the same order) or local; blocking or stream-ordered; whether it may be captured in
- * a CUDA graph; whether it is thread-safe; and how long borrowed pointers must live.
+ * Conventions (a declaration states only what differs):
+ *  - Every function but epc_status_string returns an EpcStatus (0 = EPC_OK). On failure
+ *    the calling thread's message is available from epc_last_error(); every call but
+ *    epc_last_error and epc_status_string clears it on entry. A failing call changes
+ *    nothing: out-parameters are written only on success, and a step that fails its checks
+ *    queues no work. epc_*_destroy(NULL) is a no-op.
+ *  - Status codes follow one rule. A field this ABI defines for the mode and layout but
+ *    this library does not serve yet: EPC_ERR_UNSUPPORTED. A field meaningless for the mode
+ *    or layout, a NULL required field, a wrong shape or dtype: EPC_ERR_INVALID_ARGUMENT.
+ *    Calls in the wrong order: EPC_ERR_INVALID_USAGE. A struct from a newer header with a
+ *    non-zero tail this library does not know: EPC_ERR_ABI_MISMATCH. Every message names
+ *    the struct and the field.
+ *  - Streams cross this header as `void*` meaning cudaStream_t (NULL: the legacy default
+ *    stream); NCCL communicators as `void*` meaning ncclComm_t.
+ *  - Extensible structs start with struct_size and abi_version; EPC_<STRUCT>_INIT sets
+ *    both. In every other field zero means "default" and a NULL tensor pointer "absent".
+ *    A shorter struct (an older caller) gets defaults for the missing tail; a longer one
+ *    is accepted only if every byte past the end this library knows is zero. A NULL
+ *    pointer to an input struct means "all defaults".
+ *  - Tensors are borrowed: the descriptor for the call, the memory until the stream has
+ *    passed the work that uses it (after a send-only call: until its epc_complete).
+ *  - Shape letters: B tokens this rank sends, K top-k entries per token, H channels
+ *    (hidden), R ranks, T max_tokens_per_rank, L local experts (num_experts / R), C the
+ *    handle's capacity, rows as epc_handle_query reports them.
+ *  - The library never aborts, exits, prints, or lets a C++ exception escape.
+ *  - Every function's comment lists its parameters (name, in/out, meaning) and ends with
+ *      Kind: collective over <the group | the communicator> (every rank, same call order)
+ *            | local.
+ *      Order: stream-ordered (queues GPU work, never waits) | blocking | host-only.
+ *      Graphs: capturable | not capturable | capturable if <condition>.
+ *      Threads: group-exclusive (no overlap with other calls on the group or its handles)
+ *            | any thread.
+ *      Since: <ABI version>.
+ *  - Groups whose steps overlap on the GPU must fit on it together: a step's kernels wait
+ *    for their peers while holding their SMs, so keep the sum of the overlapping groups'
+ *    num_sms within the GPU's SM count, or a step can wait for SMs until its timeout.
  */
 #ifndef EPCOMM_EPCOMM_H
 #define EPCOMM_EPCOMM_H
@@ -52,53 +66,63 @@ extern "C" {
 #define EPC_API __attribute__((visibility("default")))
 #endif
 
-/* ---------------------------------------------------------------------------------------
- * Versions
- * ------------------------------------------------------------------------------------- */
+/* ---- Versions --------------------------------------------------------------------------
+ * The single source of truth (the build reads these three lines). The major version is
+ * the SONAME (libepcomm.so.2); within it every change is additive: a minor appends fields,
+ * symbols (symbol node EPCOMM_2.<minor>) and function-table entries, and never changes
+ * what an earlier minor defined. */
 
-/* The ABI version: the single source of truth (the build reads these three lines).
- * Within one major version every change is additive. */
-#define EPC_ABI_MAJOR 1
-#define EPC_ABI_MINOR 3
+#define EPC_ABI_MAJOR 2
+#define EPC_ABI_MINOR 0
 #define EPC_ABI_PATCH 0
 #define EPC_ABI_VERSION ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 + EPC_ABI_PATCH))
 
-/* ---------------------------------------------------------------------------------------
- * Status codes (stable values; new codes may be added, so treat unknown ones as errors)
- * ------------------------------------------------------------------------------------- */
+/* ---- Status codes (stable values; new ones may come, so treat unknown ones as errors) -- */
 
 typedef int32_t EpcStatus;
 #define EPC_OK 0
-#define EPC_ERR_INVALID_ARGUMENT 1 /* a null pointer, a value out of range, a bad shape */
-#define EPC_ERR_ABI_MISMATCH 2     /* struct_size/abi_version not compatible with this build */
-#define EPC_ERR_UNSUPPORTED 3      /* valid request this build or machine cannot serve */
+#define EPC_ERR_INVALID_ARGUMENT 1 /* a NULL required pointer, a value out of range, a bad
+                                      shape or dtype, a field meaningless for the mode */
+#define EPC_ERR_ABI_MISMATCH 2     /* struct_size/abi_version not compatible */
+#define EPC_ERR_UNSUPPORTED 3      /* a request this ABI defines that this library or
+                                      machine cannot serve */
 #define EPC_ERR_OUT_OF_MEMORY 4    /* host or device allocation failed */
 #define EPC_ERR_CUDA 5             /* a CUDA runtime call failed */
-#define EPC_ERR_NCCL 6             /* an NCCL call failed or the NCCL found is too old */
+#define EPC_ERR_NCCL 6             /* an NCCL call failed, or the NCCL found is too old */
 #define EPC_ERR_TIMEOUT 7          /* a device-side wait expired; the group is unusable */
 #define EPC_ERR_NO_DEVICE 8        /* no CUDA device is present */
-#define EPC_ERR_BUFFER_TOO_SMALL 9 /* a caller buffer was too small; see the call's doc */
+#define EPC_ERR_BUFFER_TOO_SMALL 9 /* a caller buffer was too small; see the call */
 #define EPC_ERR_INTERNAL 10        /* a bug in epcomm: please report it */
+#define EPC_ERR_CAPACITY 11        /* a step received more rows than the handle's capacity
+                                      under EPC_OVERFLOW_FAIL; not sticky */
+#define EPC_ERR_INVALID_USAGE 12   /* a call out of order: epc_complete with nothing
+                                      pending, a step on a handle with one pending, more
+                                      pending steps than max_pending_steps, a step on a
+                                      handle without routing */
 
-/* A static English string naming `status` ("unknown status" for codes this build does not
- * know). Never NULL. Local, thread-safe, does not touch the last-error message. */
+/* The static English name of a status.
+ *   status  in  any value; unknown ones give "unknown status"
+ * Returns the name, never NULL; does not touch the last-error message.
+ * Kind: local. Order: host-only. Graphs: capturable. Threads: any thread. Since: 2.0. */
 EPC_API const char* epc_status_string(EpcStatus status);
 
-/* Copy the calling thread's last error message (NUL-terminated, possibly truncated) into
- * `buf` of `buf_size` bytes; `*out_length`, if not NULL, receives the full message length
- * without the NUL. An empty message means the last call succeeded. `buf` may be NULL when
- * `buf_size` is 0 (to ask for the length). Does not clear the message. Local, thread-safe
- * (the message is per thread). */
+/* Copy the calling thread's last error message. Does not clear it.
+ *   buf         out  NUL-terminated, truncated to buf_size; may be NULL when buf_size is 0
+ *   buf_size    in   bytes at buf
+ *   out_length  out  optional: the full length without the NUL (0: the last call succeeded)
+ * Kind: local. Order: host-only. Graphs: capturable.
+ * Threads: any thread (the message is per thread). Since: 2.0. */
 EPC_API EpcStatus epc_last_error(char* buf, size_t buf_size, size_t* out_length);
 
-/* The ABI version of the loaded library. Compare `*out_major` with EPC_ABI_MAJOR before
- * using anything else. Any pointer may be NULL. Local, thread-safe. */
-EPC_API EpcStatus epc_get_version(uint32_t* out_major, uint32_t* out_minor,
-                                  uint32_t* out_patch);
+/* The ABI version of the loaded library. Compare *out_major with EPC_ABI_MAJOR before
+ * anything else.
+ *   out_major  out  optional
+ *   out_minor  out  optional
+ *   out_patch  out  optional
+ * Kind: local. Order: host-only. Graphs: capturable. Threads: any thread. Since: 2.0. */
+EPC_API EpcStatus epc_get_version(uint32_t* out_major, uint32_t* out_minor, uint32_t* out_patch);
 
-/* ---------------------------------------------------------------------------------------
- * Tensor descriptor (fixed layout, not extensible)
- * ------------------------------------------------------------------------------------- */
+/* ---- Tensors (fixed layout, not extensible) -------------------------------------------- */
 
 typedef uint32_t EpcDtype;
 #define EPC_DTYPE_INVALID 0
@@ -108,11 +132,18 @@ typedef uint32_t EpcDtype;
 #define EPC_DTYPE_FP8_E4M3 4
 #define EPC_DTYPE_INT32 5
 #define EPC_DTYPE_INT64 6
+#define EPC_DTYPE_UINT8 7       /* raw bytes (caller-defined scale formats) */
+#define EPC_DTYPE_FP8_E5M2 8
+#define EPC_DTYPE_E8M0 9        /* one unsigned power-of-two exponent per byte (UE8M0) */
+#define EPC_DTYPE_E8M0X4 10     /* four E8M0 in one 32-bit word, lowest byte first */
+#define EPC_DTYPE_FP4_E2M1X2 11 /* two e2m1 values per byte, low nibble first; the last
+                                   dimension counts bytes (H / 2) */
 
 #define EPC_TENSOR_MAX_DIMS 4
 
-/* A strided view of device memory, with DLPack's meaning: `shape` and `strides` count
- * elements; all-zero `strides` means row-major contiguous. Entries past `ndim` must be 0. */
+/* A strided view of memory with DLPack's meaning: shape and strides count elements;
+ * all-zero strides means row-major contiguous; entries past ndim must be 0. Device memory
+ * of the group's GPU unless the field that holds it says otherwise. */
 typedef struct EpcTensor {
   void* data;
   EpcDtype dtype;
@@ -121,400 +152,544 @@ typedef struct EpcTensor {
   int64_t strides[EPC_TENSOR_MAX_DIMS];
 } EpcTensor;
 
-/* ---------------------------------------------------------------------------------------
- * Bootstrap: NCCL communicators for callers that have no NCCL binding of their own
- * ------------------------------------------------------------------------------------- */
+/* ---- Bootstrap: NCCL communicators for callers without an NCCL binding ----------------- */
 
 #define EPC_UNIQUE_ID_BYTES 128
 typedef struct EpcUniqueId {
   uint8_t bytes[EPC_UNIQUE_ID_BYTES];
 } EpcUniqueId;
 
-/* Create a unique id on one process and share its bytes with every rank (a file, a socket,
- * an environment variable in hex...). Local, blocking, thread-safe. */
+/* Create a unique id on one process; share its bytes with every rank (a file, a socket,
+ * an environment variable in hex...).
+ *   out_id  out  the id
+ * Kind: local. Order: blocking. Graphs: not capturable. Threads: any thread. Since: 2.0. */
 EPC_API EpcStatus epc_unique_id_create(EpcUniqueId* out_id);
 
-/* Create an NCCL communicator rank: `*out_comm` receives an `ncclComm_t`. Makes
- * `cuda_device` current on the calling thread (a negative value keeps the current device).
- * Collective over all `nranks` ranks, blocking; call it from one thread per rank. The
- * communicator belongs to the caller: destroy it with epc_comm_destroy() after every group
- * built on it is destroyed. */
+/* Create one rank of an NCCL communicator; it belongs to the caller, who destroys it with
+ * epc_comm_destroy after every group built on it.
+ *   id           in   from epc_unique_id_create, the same bytes on every rank
+ *   nranks       in   ranks in the communicator
+ *   rank         in   this rank, in [0, nranks)
+ *   cuda_device  in   made current on the calling thread; negative: keep the current one
+ *   out_comm     out  an ncclComm_t
+ * Kind: collective over the communicator (one thread per rank). Order: blocking.
+ * Graphs: not capturable. Threads: any thread. Since: 2.0. */
 EPC_API EpcStatus epc_comm_init(const EpcUniqueId* id, int32_t nranks, int32_t rank,
                                 int32_t cuda_device, void** out_comm);
 
-/* Destroy a communicator created by epc_comm_init(). Collective, blocking. NULL is a no-op. */
+/* Destroy a communicator made by epc_comm_init.
+ *   comm  in  NULL: no-op
+ * Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
+ * Threads: no other call on the communicator. Since: 2.0. */
 EPC_API EpcStatus epc_comm_destroy(void* comm);
 
-/* ---------------------------------------------------------------------------------------
- * Group configuration and the plan (pure CPU: what a configuration costs)
- * ------------------------------------------------------------------------------------- */
+/* ---- Groups ---------------------------------------------------------------------------- */
 
 typedef uint32_t EpcMode;
-#define EPC_MODE_LOW_LATENCY 1     /* decode: direct all-to-all, double-buffered (default) */
-#define EPC_MODE_HIGH_THROUGHPUT 2 /* prefill/training: flat layout, few SMs */
+#define EPC_MODE_LOW_LATENCY 1     /* decode: direct all-to-all between every pair of
+                                      ranks, double-buffered */
+#define EPC_MODE_HIGH_THROUGHPUT 2 /* prefill, training: hierarchical across nodes, few SMs,
+                                      a backward pass */
 
-/* Caller-supplied symmetric-memory allocator. It must return memory that NCCL can register
- * as a window (memory from ncclMemAlloc or the CUDA VMM API); group creation checks and fails
- * with EPC_ERR_NCCL naming the allocator when it cannot. `ctx` is passed through untouched.
- * Called on the group's creating thread only. Returns 0 on success. */
+/* What a step does when more rows arrive than the handle's capacity holds. Neither is
+ * sticky: the next step starts afresh. */
+typedef uint32_t EpcOverflow;
+#define EPC_OVERFLOW_FAIL 0 /* nothing is written past capacity; the step's outputs are
+                               undefined; the handle reports the overflow (epc_handle_query)
+                               and its next call returns EPC_ERR_CAPACITY naming the rank
+                               and the count */
+#define EPC_OVERFLOW_DROP 1 /* rows past capacity, in row order, are dropped; counts describe
+                               the rows written, out_num_recv the rows that arrived; combine
+                               gets no contribution from a dropped row */
+
+#define EPC_GROUP_COMBINE_PER_ENTRY 0x1u /* EpcGroupConfig.flags: size the combine window for
+                               one row per (token, top-k entry), which EPC_WEIGHTING_HOME
+                               needs (K rows per token instead of one per (token, rank)) */
+
+/* Symmetric-memory allocator: must return memory NCCL can register as a window (from
+ * ncclMemAlloc or the CUDA VMM API); group creation fails with EPC_ERR_NCCL naming the
+ * allocator when NCCL cannot. Called on the creating thread only; returns 0 on success. */
 typedef int32_t (*EpcAllocFn)(void* ctx, size_t bytes, void** out_ptr);
 typedef void (*EpcFreeFn)(void* ctx, void* ptr);
 
 typedef struct EpcGroupConfig {
-  uint32_t struct_size; /* sizeof(EpcGroupConfig) */
-  uint32_t abi_version; /* EPC_ABI_VERSION */
-  EpcMode mode;         /* 0: EPC_MODE_LOW_LATENCY */
-  uint32_t num_experts; /* required: total experts, divisible by the rank count */
-  uint32_t hidden;      /* required: channels per token; a bf16 row must be a multiple of
-                           16 bytes, i.e. hidden % 8 == 0 */
-  uint32_t max_tokens_per_rank; /* 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT) */
-  uint32_t max_topk;            /* 0: 8; at most 32 */
-  EpcDtype dtype;       /* token payload the group carries; 0: EPC_DTYPE_BF16. BF16 and
-                           FP16 size buffers for 2-byte rows (FP8 traffic fits in them too);
-                           FP8_E4M3 sizes them for fp8 rows + scales only (hidden % 128 == 0).
-                           Other dtypes: EPC_ERR_UNSUPPORTED. */
-  uint32_t num_sms;     /* SM budget for the kernels; 0: mode default (LL 132, HT 24) */
-  uint32_t timeout_ms;  /* bound on every device-side wait; 0: 10000 ms */
-  uint32_t flags;       /* reserved, must be 0 */
-  uint32_t virtual_node_size; /* a testing and tuning aid (ABI 1.3; reserved0 before, which
-                           had to be 0). 0: a node is an NVLink (LSA) team. Otherwise every LSA
-                           team is split into virtual nodes of this many consecutive ranks (it
-                           must divide the team size): ranks in different virtual nodes then
-                           exchange data only through the network transport (between virtual
-                           nodes an NVLink-backed stand-in with the network's ordering rules),
-                           never through direct NVLink stores. */
-  EpcAllocFn alloc_fn;  /* NULL: ncclMemAlloc. Set both or neither of alloc_fn/free_fn. */
+  uint32_t struct_size;
+  uint32_t abi_version;
+  EpcMode mode;                 /* 0: EPC_MODE_LOW_LATENCY */
+  uint32_t num_experts;         /* required: total experts, a multiple of the rank count */
+  uint32_t hidden;              /* required: H, a multiple of 8 (16-byte bf16 rows) */
+  uint32_t max_tokens_per_rank; /* T; 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536
+                                   (HT) */
+  uint32_t max_topk;            /* bound on K; 0: 8; at most 32 */
+  uint32_t max_token_bytes;     /* dispatch bytes per token the window holds, payload plus
+                                   scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8
+                                   with one fp32 scale per 128 channels; H a multiple of
+                                   128): such a group carries fp8 payloads only. Values are
+                                   rounded down to one of these two sizes */
+  uint64_t recv_capacity;       /* tokens per rank the receive window holds; 0: R * T, which
+                                   never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0) */
+  EpcOverflow overflow;         /* 0: EPC_OVERFLOW_FAIL */
+  uint32_t max_pending_steps;   /* send-only steps awaiting epc_complete at once over all
+                                   the group's handles; 0: the default (1 in 2.0; more:
+                                   EPC_ERR_UNSUPPORTED in 2.0) */
+  uint32_t num_sms;             /* SM budget; 0: 132 (LL), 24 (HT) */
+  uint32_t timeout_ms;          /* bound on every device-side wait; 0: 10000 */
+  uint32_t flags;               /* EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
+                                   EPC_ERR_UNSUPPORTED in 2.0) */
+  uint32_t virtual_node_size;   /* testing aid; 0: a node is an NVLink (LSA) team. Else
+                                   every team is split into nodes of this many consecutive
+                                   ranks (it must divide the team), which talk only through
+                                   the network transport (between virtual nodes, an
+                                   NVLink-backed stand-in with the network's ordering) */
+  EpcAllocFn alloc_fn;          /* NULL: ncclMemAlloc; set both or neither */
   EpcFreeFn free_fn;
-  void* alloc_ctx; /* passed to alloc_fn/free_fn */
+  void* alloc_ctx;              /* passed to alloc_fn and free_fn */
 } EpcGroupConfig;
-
-#define EPC_GROUP_CONFIG_INIT \
-  { sizeof(EpcGroupConfig), EPC_ABI_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL }
 
 /* What a region of the symmetric window holds. */
 typedef uint32_t EpcRegionKind;
-#define EPC_REGION_CONTROL 1        /* barrier epochs, one per rank */
-#define EPC_REGION_DISPATCH_RECV 2  /* incoming dispatch messages (LL: one per slot) */
+#define EPC_REGION_CONTROL 1         /* barrier epochs, one per rank */
+#define EPC_REGION_DISPATCH_RECV 2   /* incoming dispatch messages (LL: one per slot) */
 #define EPC_REGION_DISPATCH_SIGNAL 3 /* per-source-rank arrival counters */
-#define EPC_REGION_COMBINE_RECV 4   /* incoming combine rows */
-#define EPC_REGION_COMBINE_SIGNAL 5 /* per-source-rank arrival counters for combine */
-#define EPC_REGION_LAYOUT 6         /* HT: per-rank token and expert counts exchanged */
-#define EPC_REGION_NET_STAGING 7    /* what is bound for ranks in other nodes, staged here
-                                       until the network transport puts it (ABI 1.3) */
-#define EPC_REGION_RAIL_RECV 8      /* HT across nodes: tokens from this rank's rail peers
-                                       (its local index in every other node), to be
-                                       forwarded inside the node (ABI 1.3) */
-#define EPC_REGION_RAIL_SIGNAL 9    /* HT across nodes: one flag per rail peer and chunk */
+#define EPC_REGION_COMBINE_RECV 4    /* incoming combine rows */
+#define EPC_REGION_COMBINE_SIGNAL 5  /* per-source-rank arrival counters for combine */
+#define EPC_REGION_LAYOUT 6          /* HT: per-rank token and expert counts exchanged */
+#define EPC_REGION_NET_STAGING 7     /* what is bound for ranks in other nodes, staged here
+                                        until the network transport puts it */
+#define EPC_REGION_RAIL_RECV 8       /* HT across nodes: tokens from this rank's rail peers
+                                        (its local index in every other node), forwarded
+                                        inside the node */
+#define EPC_REGION_RAIL_SIGNAL 9     /* HT across nodes: one flag per rail peer and chunk */
 
 #define EPC_PLAN_MAX_REGIONS 16
 #define EPC_SLOT_NONE 0xFFFFFFFFu
 
 typedef struct EpcPlanRegion {
   EpcRegionKind kind;
-  uint32_t slot;   /* double-buffer slot (0 or 1), EPC_SLOT_NONE if not per slot */
+  uint32_t slot;   /* double-buffer slot, EPC_SLOT_NONE when not per slot */
   uint64_t offset; /* bytes from the start of the group's symmetric window */
   uint64_t size;   /* bytes */
   char name[32];   /* NUL-terminated, e.g. "dispatch_recv[1]" */
 } EpcPlanRegion;
 
 typedef struct EpcPlan {
-  uint32_t struct_size; /* set by the caller: sizeof(EpcPlan) */
-  uint32_t abi_version; /* set by the caller: EPC_ABI_VERSION */
+  uint32_t struct_size;       /* set by the caller */
+  uint32_t abi_version;       /* set by the caller */
   EpcMode mode;
-  uint32_t num_slots;        /* double-buffer depth: 2 for LL, 1 for HT */
-  uint64_t symmetric_bytes;  /* per rank: the registered window (sum of regions, aligned) */
-  uint64_t workspace_bytes;  /* per rank: ordinary device memory beside the window */
-  uint32_t num_sms;          /* SM budget the kernels will use */
-  uint32_t warps_per_block;  /* threads per block / 32 */
-  uint32_t lsa_barriers;     /* NCCL LSA barriers requested in the device communicator */
-  uint32_t gin_contexts;     /* GIN contexts requested (0 while every rank shares one LSA team) */
-  uint32_t gin_signals;      /* GIN signals requested */
-  uint32_t message_bytes;    /* bytes one token occupies in a dispatch receive buffer */
-  EpcDtype dtype;            /* the payload dtype the buffers are sized for */
-  uint32_t reserved1;
+  uint32_t num_slots;         /* buffer slots steps rotate through: 2 (LL), 1 (HT) */
+  uint64_t symmetric_bytes;   /* per rank: the registered window (its regions, aligned) */
+  uint64_t workspace_bytes;   /* per rank: other device memory the group holds */
+  uint64_t handle_bytes;      /* device memory one handle with the default EpcHandleConfig
+                                 holds */
+  uint64_t recv_capacity;     /* after defaults */
+  uint32_t num_sms;           /* SM budget the kernels use */
+  uint32_t warps_per_block;   /* threads per block / 32 */
+  uint32_t lsa_barriers;      /* NCCL LSA barriers requested in the device communicator */
+  uint32_t gin_contexts;      /* GIN contexts requested (0 while every rank shares one LSA
+                                 team) */
+  uint32_t gin_signals;       /* GIN signals requested */
+  uint32_t message_bytes;     /* bytes one token occupies in a dispatch receive buffer */
+  uint32_t max_token_bytes;   /* after defaults and rounding */
+  uint32_t max_pending_steps; /* after defaults */
   uint32_t num_regions;
   uint32_t reserved0;
   EpcPlanRegion regions[EPC_PLAN_MAX_REGIONS];
 } EpcPlan;
 
-/* Compute the byte layout a configuration needs on `nranks` ranks whose NVLink (LSA)
- * domains hold `lsa_size` ranks each, on `num_nodes` nodes, without touching a GPU.
- * The caller sets `out_plan->struct_size` and `abi_version` (as for every extensible
- * struct); only that many bytes are written. Validates `config` exactly as
- * epc_group_create() does. Local, blocking (pure CPU), thread-safe; `config` is read
- * during the call only. */
-EPC_API EpcStatus epc_plan_query(const EpcGroupConfig* config, int32_t nranks,
-                                 int32_t lsa_size, int32_t num_nodes, EpcPlan* out_plan);
-
-/* ---------------------------------------------------------------------------------------
- * Groups: the communicator, its symmetric window and its device communicator
- * ------------------------------------------------------------------------------------- */
+/* What a configuration costs, without touching a GPU.
+ *   config     in   validated exactly as epc_group_create does; read during the call
+ *   nranks     in   R
+ *   lsa_size   in   ranks per NVLink (LSA) team; divides nranks
+ *   num_nodes  in   nodes (nranks / lsa_size unless virtual_node_size splits teams)
+ *   out_plan   out  the caller sets struct_size and abi_version; only that many bytes
+ *                   are written
+ * Kind: local. Order: host-only. Graphs: capturable. Threads: any thread. Since: 2.0. */
+EPC_API EpcStatus epc_plan_query(const EpcGroupConfig* config, int32_t nranks, int32_t lsa_size,
+                                 int32_t num_nodes, EpcPlan* out_plan);
 
 typedef struct EpcGroup EpcGroup;
 
-/* Create a group on `comm` (an ncclComm_t, which must outlive the group). Allocates the
- * symmetric window the plan describes, creates the NCCL device communicator, registers the
- * window with NCCL and proves every rank reachable with a barrier kernel (bounded by
- * `timeout_ms`). When the ranks span several NVLink (LSA) domains, the device communicator
- * gets NCCL's GPU-initiated networking (GIN), and creation fails with
- * EPC_ERR_UNSUPPORTED, quoting NCCL, where NCCL cannot provide it; each rank zeroes its GIN
- * signals before the (collective) window registration, so no peer's traffic can precede the
- * reset. (The GIN path has never run on network hardware; see the README.) Uses the CUDA device current on the calling thread, which must be the
- * communicator's device. Loads every epcomm kernel and, if the device's per-thread stack
- * limit (cudaLimitStackSize) is below what they need, raises it (a process-wide setting
- * that waits for the device), so that no later launch waits behind a running kernel.
- * Collective over every rank of `comm`; blocking; not graph-capturable; not thread-safe
- * with respect to other calls on the same communicator. `config` is read during the call. */
-EPC_API EpcStatus epc_group_create(void* comm, const EpcGroupConfig* config,
-                                   EpcGroup** out_group);
+/* Create a group: allocate and register the window the plan describes, create the NCCL
+ * device communicator (with GPU-initiated networking when the ranks span NVLink teams;
+ * each rank zeroes its GIN signals before the collective window registration, so no
+ * peer's traffic can precede the reset), load every kernel (raising the device's
+ * per-thread stack limit, a process-wide setting, when it is below what they need), and
+ * prove every peer reachable with a barrier bounded by timeout_ms.
+ *   comm       in   an ncclComm_t that outlives the group; its device must be current
+ *   config     in   required; read during the call
+ *   out_group  out  the group
+ * Errors: UNSUPPORTED quoting NCCL when the ranks span NVLink teams and NCCL cannot provide
+ * GPU-initiated networking; TIMEOUT naming a peer that did not arrive.
+ * Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
+ * Threads: no other call on the communicator. Since: 2.0. */
+EPC_API EpcStatus epc_group_create(void* comm, const EpcGroupConfig* config, EpcGroup** out_group);
 
-/* Release everything the group holds (device communicator, window, memory). Collective
- * (every rank must destroy its group, since window deregistration is collective); blocking
- * (waits for all work on the device, other groups' included); not thread-safe with other
- * calls on the group. Across LSA domains it first waits, up to the group's timeout, until
- * GIN has read the sources of this rank's puts; if that does not happen in time it returns
- * EPC_ERR_TIMEOUT and leaves the window and device communicator allocated (the network may
- * still touch them: leaked rather than freed under it).
- * NULL is a no-op. */
+/* Release everything the group holds, after all work queued on the device (other groups'
+ * included). Across NVLink teams it first waits, up to the group's timeout, until the
+ * network has read the sources of this rank's puts.
+ *   group  in  NULL: no-op; its handles must be destroyed first
+ * Errors: TIMEOUT when the network did not finish in time; the window and the device
+ * communicator are then leaked, not freed under the network.
+ * Kind: collective over the group. Order: blocking. Graphs: not capturable.
+ * Threads: group-exclusive. Since: 2.0. */
 EPC_API EpcStatus epc_group_destroy(EpcGroup* group);
 
 typedef struct EpcGroupInfo {
-  uint32_t struct_size; /* set by the caller: sizeof(EpcGroupInfo) */
-  uint32_t abi_version; /* set by the caller: EPC_ABI_VERSION */
-  int32_t rank;          /* in the communicator */
+  uint32_t struct_size;         /* set by the caller */
+  uint32_t abi_version;         /* set by the caller */
+  int32_t rank;                 /* in the communicator */
   int32_t nranks;
-  int32_t lsa_rank;      /* in this rank's NVLink (LSA) team */
+  int32_t lsa_rank;             /* in this rank's NVLink (LSA) team */
   int32_t lsa_size;
-  int32_t node;          /* index of this rank's node: its LSA team, or its virtual node
-                            when EpcGroupConfig.virtual_node_size is set */
-  int32_t num_nodes;     /* nodes as epcomm uses them (ranks / node size) */
+  int32_t node;                 /* this rank's node: its LSA team, or its virtual node */
+  int32_t num_nodes;
   int32_t cuda_device;
   EpcMode mode;
   uint32_t num_experts;
-  uint32_t local_experts; /* num_experts / nranks */
+  uint32_t local_experts;       /* num_experts / nranks */
   uint32_t hidden;
-  uint32_t max_tokens_per_rank;
+  uint32_t max_tokens_per_rank; /* after defaults, as every field below */
   uint32_t max_topk;
-  EpcDtype dtype;
+  uint32_t max_token_bytes;
+  uint64_t recv_capacity;
+  EpcOverflow overflow;
+  uint32_t max_pending_steps;
   uint32_t num_sms;
   uint32_t timeout_ms;
-  uint64_t symmetric_bytes; /* device memory held in the registered window */
-  uint64_t workspace_bytes; /* other device memory held */
+  uint32_t flags;
+  uint32_t virtual_node_size;
+  uint64_t symmetric_bytes;     /* device memory held in the registered window */
+  uint64_t workspace_bytes;     /* other device memory the group holds */
 } EpcGroupInfo;
 
-/* Describe a group: topology, configuration after defaults, bytes held. Only the first
- * `out_info->struct_size` bytes are written. Local, non-blocking, thread-safe. */
+/* Describe a group after defaults: topology, configuration, bytes held.
+ *   group     in
+ *   out_info  out  the caller sets struct_size and abi_version; only that many bytes are
+ *                  written
+ * Kind: local. Order: host-only. Graphs: capturable. Threads: any thread. Since: 2.0. */
 EPC_API EpcStatus epc_group_query(const EpcGroup* group, EpcGroupInfo* out_info);
 
-/* Run the group's barrier kernel on `stream` (a cudaStream_t; NULL = legacy default
- * stream) and wait for it: every rank of the group arrives before any leaves (ranks of other
- * nodes are reached through the network transport). Proves the window and device
- * communicator work; also useful to fence phases. A peer that does not arrive within the
- * group's timeout makes this return EPC_ERR_TIMEOUT naming that peer, and the group stays
- * failed. Collective over every rank of the group; blocking; not graph-capturable;
- * thread-safe with other groups, not with other calls on the same group. */
+/* Run the group's barrier kernel and wait for it: every rank arrives before any leaves
+ * (ranks of other nodes through the network transport).
+ *   group   in
+ *   stream  in  where the barrier kernel runs
+ * Errors: TIMEOUT naming the peer that did not arrive; the group stays failed.
+ * Kind: collective over the group. Order: blocking. Graphs: not capturable.
+ * Threads: group-exclusive. Since: 2.0. */
 EPC_API EpcStatus epc_group_barrier(EpcGroup* group, void* stream);
 
-/* Ask whether the group has failed asynchronously, without waiting for anything.
- * Returns EPC_OK while no kernel of the group has recorded a failure (and no
- * epc_group_barrier has failed on the host); otherwise the status the group failed with,
- * and epc_last_error() gives the message that the group's next call will fail with, word
- * for word:
+/* Whether the group has failed, without waiting: EPC_OK, or the sticky status every later
+ * call on the group and its handles returns (but epc_group_query and the destroy calls),
+ * with the same message in epc_last_error:
  *   EPC_ERR_TIMEOUT           a kernel gave up waiting for a peer: the phase, the waiting
  *                             rank, the peer that did not arrive, how long it waited;
  *   EPC_ERR_INVALID_ARGUMENT  the routing check found an expert id outside
- *                             [-1, num_experts) (or more entries for one expert than it has
- *                             rows): the phase and the rank;
- *   EPC_ERR_CUDA, ...         epc_group_barrier failed on the host (its kernel could not be
- *                             launched or waited for).
- * The failure is sticky: once reported, it is reported until the group is destroyed, and
- * every call on the group or its handles fails with it, but epc_group_query and the
- * destroy calls.
- * Never waits: it reads the group's error record, which kernels write in mapped host memory,
- * with no stream or device synchronisation and no CUDA call, so a failure of work still
- * queued is reported once its kernel has recorded it (a timeout: once the deadline has
- * passed on the device), and EPC_OK says nothing about work the GPU has not finished.
- * EPC_ERR_INVALID_ARGUMENT for NULL or a pointer that is not a live group (destroyed, or
- * another object), as for every group call.
- * Local; non-blocking; not stream-ordered (it sees what the GPU has done so far, not the
- * work queued before it on some stream). May be called during CUDA graph capture: it
- * launches nothing, and it reports failures of work that ran before, never of captured
- * work, which runs only when the graph is replayed. Thread-safe, an exception to the rule
- * that calls on one group must not overlap: it may run at any time from any thread, also
- * while another thread is inside a call on the same group or its handles (it records
- * nothing: it reads the group's failure and formats the message anew), but not during or
- * after epc_group_destroy of the group. `group` is read during the call only. Since ABI 1.3. */
+ *                             [-1, num_experts): the phase and the rank;
+ *   EPC_ERR_CUDA, ...         epc_group_barrier failed on the host.
+ * It reads the error record kernels write in mapped host memory, with no CUDA call, so it
+ * sees only work the GPU has finished (a timeout once its deadline has passed on the
+ * device), never captured work that has not been replayed.
+ *   group  in  a live group (not during or after its epc_group_destroy)
+ * Kind: local. Order: host-only. Graphs: capturable (launches nothing).
+ * Threads: any thread, also during other calls on the group. Since: 2.0. */
 EPC_API EpcStatus epc_group_async_error(const EpcGroup* group);
 
-/* ---------------------------------------------------------------------------------------
- * Handles: the routing of one batch, reused by dispatch, combine and complete
- * ------------------------------------------------------------------------------------- */
+/* ---- Handles --------------------------------------------------------------------------- */
+
+/* How dispatch lays out what a rank receives, and so what combine takes. Rows of one
+ * expert are ordered by (source rank, source token, top-k slot), rows of a flat layout by
+ * (source rank, source token): identical inputs give bitwise identical outputs.
+ *
+ *   layout          out_x          out_scales   out_topk_idx / _weights  counts
+ *   EXPERT_PADDED   [L, C, H]      [L, C, S]    - / [L, C]               out_expert_counts [L]
+ *   EXPERT_PACKED   [rows, H]      [rows, S]    - / [rows]               out_expert_counts [L],
+ *                                                                        out_expert_offsets [L+1]
+ *   RANK_MAJOR      [R, T, H]      [R, T, S]    [R, T, K] / [R, T, K]    out_rank_counts [R]
+ *   FLAT            [rows, H]      [rows, S]    [rows, K] / [rows, K]    out_expert_counts [L],
+ *                                                                        out_num_recv [1]
+ *
+ * S is H / scale_block. EXPERT_PACKED zones start at multiples of expert_alignment.
+ * RANK_MAJOR and FLAT hold a token once per receiving rank, with its entries for that rank
+ * (the others: id -1, weight 0). An output a layout has no column for is meaningless
+ * there (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's shape.
+ * Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; the others
+ * return EPC_ERR_UNSUPPORTED. */
+typedef uint32_t EpcLayout;
+#define EPC_LAYOUT_DEFAULT 0       /* EXPERT_PADDED on LL groups, FLAT on HT groups */
+#define EPC_LAYOUT_EXPERT_PADDED 1 /* one zone of C rows per local expert (a grouped GEMM
+                                      masked by counts) */
+#define EPC_LAYOUT_EXPERT_PACKED 2 /* expert zones back to back, aligned (a contiguous
+                                      grouped GEMM by offsets) */
+#define EPC_LAYOUT_RANK_MAJOR 3    /* one zone of T rows per source rank */
+#define EPC_LAYOUT_FLAT 4          /* received tokens back to back, once per rank */
+
+/* How the handle's row count is chosen. */
+typedef uint32_t EpcSizing;
+#define EPC_SIZING_CAPACITY 0 /* rows = capacity: no host synchronisation anywhere, so
+                                 update, dispatch, combine and complete are capturable */
+#define EPC_SIZING_EXACT 1    /* rows = what this rank receives: create (with routing) and
+                                 update wait once for the count exchange. FLAT and
+                                 EXPERT_PACKED only */
+
+#define EPC_HANDLE_ZERO_PADDING 0x1u      /* dispatch zero-fills padding rows and scales
+                                             (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0) */
+#define EPC_HANDLE_GLOBAL_EXPERT_IDS 0x2u /* out_topk_idx holds global expert ids
+                                             (rank * L + local id); else local ids */
+
+typedef struct EpcHandleConfig {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  EpcLayout layout;          /* 0: EPC_LAYOUT_DEFAULT */
+  EpcSizing sizing;          /* 0: EPC_SIZING_CAPACITY */
+  uint64_t capacity;         /* C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT and
+                                EXPERT_PACKED: rows, 0: the most recv_capacity tokens can
+                                produce in the layout (FLAT: recv_capacity). RANK_MAJOR
+                                and EXACT sizing: must be 0. In 2.0 only the default is
+                                served */
+  uint32_t expert_alignment; /* EXPERT_PACKED: zone starts and sizes are multiples of this,
+                                any positive value; 0: 1. Other layouts: must be 0 */
+  uint32_t flags;            /* EPC_HANDLE_* */
+} EpcHandleConfig;
+
+typedef struct EpcRouting {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  const EpcTensor* topk_idx;   /* required: [B, K] int32 or int64 on the group's device;
+                                  -1 masks an entry; B <= T, K <= max_topk; copied on the
+                                  stream, so it may be reused once the stream has passed */
+  const EpcTensor* num_tokens; /* [1] int32 on the device: only the first n rows of
+                                  topk_idx take part (n <= B), so that one graph captured
+                                  at B serves every batch up to B (EPC_ERR_UNSUPPORTED in
+                                  2.0) */
+} EpcRouting;
+
+#define EPC_PENDING_NONE 0
+#define EPC_PENDING_DISPATCH 1
+#define EPC_PENDING_COMBINE 2
+
+typedef struct EpcHandleInfo {
+  uint32_t struct_size;      /* set by the caller */
+  uint32_t abi_version;      /* set by the caller */
+  EpcMode mode;              /* the group's */
+  EpcLayout layout;          /* after defaults, as every field below */
+  EpcSizing sizing;
+  uint32_t expert_alignment;
+  uint32_t num_tokens;       /* B of the current routing (0 before the first) */
+  uint32_t topk;             /* K of the current routing (0 before the first) */
+  uint32_t pending;          /* EPC_PENDING_*: the send-only call awaiting epc_complete */
+  uint32_t flags;            /* EPC_HANDLE_* */
+  uint64_t capacity;         /* C */
+  int64_t rows;              /* the first dimension of [rows, ...] tensors (FLAT,
+                                EXPERT_PACKED); EXACT: the rows this rank receives for the
+                                current routing (0 before the first) */
+  EpcStatus overflow_status; /* EPC_OK, or EPC_ERR_CAPACITY when the last dispatch
+                                received more rows than C */
+  int32_t overflow_rank;     /* the rank whose receive overflowed, -1 for none */
+  int64_t overflow_rows;     /* rows that did not fit (EPC_OVERFLOW_DROP: dropped) */
+} EpcHandleInfo;
 
 typedef struct EpcHandle EpcHandle;
 
-/* Create a handle holding the routing `topk_idx` [B, K] (int64 or int32, contiguous, on
- * the group's device; -1 masks an entry; B <= max_tokens_per_rank, K <= max_topk) and the
- * device state a low-latency step needs. The routing is copied on `stream`, so the caller
- * may reuse `topk_idx` once that stream has passed this point. Allocates device memory.
- * Local (no communication); stream-ordered; not graph-capturable (it allocates); not
- * thread-safe with other calls on the same group. Low-latency groups only: a
- * high-throughput group's handles come from epc_ht_handle_create. */
-EPC_API EpcStatus epc_handle_create(EpcGroup* group, const EpcTensor* topk_idx, void* stream,
+/* Create a handle: allocate its device state and, when routing is given, take it as
+ * epc_handle_update does. Without routing the call is local and only allocates: create
+ * every handle before graph capture, route them inside it.
+ *   group       in   the handle's mode is the group's
+ *   config      in   NULL: defaults; read during the call
+ *   routing     in   NULL: none yet
+ *   stream      in   orders the routing copy and, on HT groups, the layout exchange
+ *   out_handle  out  the handle
+ * Errors: UNSUPPORTED for a layout, sizing or capacity this library cannot serve.
+ * Kind: local without routing or on LL groups; collective over the group on HT groups
+ * with routing. Order: stream-ordered (blocking on HT groups with EPC_SIZING_EXACT and
+ * routing). Graphs: not capturable (allocates). Threads: group-exclusive. Since: 2.0. */
+EPC_API EpcStatus epc_handle_create(EpcGroup* group, const EpcHandleConfig* config,
+                                    const EpcRouting* routing, void* stream,
                                     EpcHandle** out_handle);
 
-/* Replace the handle's routing with `topk_idx` (same rules as create; B may change, K may
- * not; int64 and int32 may alternate) for the next step; call it after the previous step's
- * combine. No allocation and no host synchronisation: graph-capturable, so a captured step
- * reads new routing from the same device buffer at every replay (B, a host-side shape, is
- * fixed at capture). Local; stream-ordered; not thread-safe with other calls on the group.
- * On a high-throughput handle (since ABI 1.2) it also recomputes the layout, which makes it
- * collective; only handles created with EPC_HT_SIZING_CAPACITY accept it (an EXACT handle's
- * row count would change: create a new handle instead). */
-EPC_API EpcStatus epc_handle_update(EpcHandle* handle, const EpcTensor* topk_idx, void* stream);
+/* Replace the handle's routing for its next step; on HT groups also compute where every
+ * token lands and exchange the counts. B may change; K may not after the first routing.
+ *   handle   in/out  no step pending on it
+ *   routing  in      required
+ *   stream   in
+ * Errors: INVALID_USAGE with a step pending.
+ * Kind: local on LL groups, collective over the group on HT groups.
+ * Order: stream-ordered (blocking with EPC_SIZING_EXACT, whose rows may then change).
+ * Graphs: capturable with EPC_SIZING_CAPACITY (B is fixed at capture; the routing is read
+ * from the same device memory at every replay). Threads: group-exclusive. Since: 2.0. */
+EPC_API EpcStatus epc_handle_update(EpcHandle* handle, const EpcRouting* routing, void* stream);
 
-/* Free the handle's device memory after the work queued on it has finished. Local;
- * blocking (waits for all work on the device, other groups' included); not thread-safe
- * with other calls on the group; NULL is a no-op. */
+/* Describe a handle: layout, capacity and rows after defaults, what is pending, and the
+ * last dispatch's overflow.
+ *   handle    in
+ *   out_info  out  the caller sets struct_size and abi_version; only that many bytes are
+ *                  written
+ * Kind: local. Order: host-only. Graphs: capturable. Threads: group-exclusive.
+ * Since: 2.0. */
+EPC_API EpcStatus epc_handle_query(const EpcHandle* handle, EpcHandleInfo* out_info);
+
+/* Free the handle's device memory after the work queued on the device has finished. A
+ * handle with a step pending gives up its slot.
+ *   handle  in  NULL: no-op
+ * Kind: local. Order: blocking (waits for the device). Graphs: not capturable.
+ * Threads: group-exclusive. Since: 2.0. */
 EPC_API EpcStatus epc_handle_destroy(EpcHandle* handle);
 
-/* ---------------------------------------------------------------------------------------
- * Low-latency dispatch and combine
- * ------------------------------------------------------------------------------------- */
+/* ---- Steps ----------------------------------------------------------------------------- */
 
-typedef uint32_t EpcFlags;
-#define EPC_FLAG_SEND_ONLY 0x1u /* queue only the sending half; epc_complete() finishes it */
-#define EPC_FLAG_FP8_POW2_SCALES 0x2u /* epc_ll_dispatch_fp8: round every scale up to a power
-                                         of two (UE8M0-representable). Since ABI 1.1 */
-#define EPC_FLAG_BACKWARD_WEIGHTS 0x4u /* epc_ht_combine: also carry a [rows, K] fp32 tensor
-                                          back to the tokens' ranks. Since ABI 1.2 */
+/* How dispatch encodes the payload. The scales' encoding follows out_scales' dtype:
+ * FP32 (the value), E8M0 (an exponent byte), E8M0X4 (four exponents per 32-bit word, of
+ * consecutive scale blocks), FP8_E4M3 (NVFP4 block scales), any for PASSTHROUGH. */
+typedef uint32_t EpcQuant;
+#define EPC_QUANT_NONE 0        /* x (bf16 or fp16) travels as it is; no scales */
+#define EPC_QUANT_FP8 1         /* cast in the send kernel: bf16/fp16 x -> e4m3 with one
+                                   scale per scale_block channels,
+                                   scale = max(amax of the block, 1e-4) / 448, rounded up to
+                                   a power of two with EPC_DISPATCH_POW2_SCALES,
+                                   e4m3 = x / scale, saturated to +-448, rounded to nearest
+                                   even. Served in 2.0: LL, FP32 scales, scale_block 128 */
+#define EPC_QUANT_NVFP4 2       /* cast in the send kernel: -> FP4_E2M1X2 with one E4M3
+                                   scale per 16 channels relative to x_global_scale
+                                   (EPC_ERR_UNSUPPORTED in 2.0) */
+#define EPC_QUANT_PASSTHROUGH 3 /* the caller quantized: x and x_scales [B, S] are copied
+                                   byte for byte into out_x and out_scales of the same
+                                   dtypes. Served in 2.0: HT, FP8_E4M3 x with FP32 scales,
+                                   S = H / 128 */
 
-/* Send each of this rank's B tokens `x` [B, H] (bf16 or fp16, the group's dtype size; B may
- * be 0, and then NULL data is accepted) with
- * its `topk_weights` [B, K] (fp32) to every rank hosting one of its experts, once per rank,
- * and receive this rank's tokens expert-major into `out_x` [L, R*T, H] (same dtype as x),
- * with `out_counts` [L] (int32) rows per local expert, ordered by (source rank, source
- * token, top-k slot): the reference model's ll_dispatch. Double-buffered: consecutive steps
- * on one stream need no host synchronisation. With EPC_FLAG_SEND_ONLY only the send is
- * queued and `out_*` are written by epc_complete(), which must follow on the same stream
- * before any other dispatch or combine of the group (on any handle) starts. Duplicate expert
- * ids in a token's row are allowed and received once per entry. Steps of one group run in
- * the order they are queued: a dispatch's combine may follow other handles' steps. Collective
- * over the group's ranks (every rank dispatches each step); stream-ordered; graph-capturable;
- * not thread-safe with other calls on the group. Tensors must stay valid until the stream
- * passes the call (or its completion). On a group whose dtype is EPC_DTYPE_FP8_E4M3 use
- * epc_ll_dispatch_fp8 (the buffers hold fp8 rows only). */
-EPC_API EpcStatus epc_ll_dispatch(EpcHandle* handle, const EpcTensor* x,
-                                  const EpcTensor* topk_weights, const EpcTensor* out_x,
-                                  const EpcTensor* out_counts, EpcFlags flags, void* stream);
+/* Where out_scales' elements lie. */
+typedef uint32_t EpcScaleLayout;
+#define EPC_SCALES_STRIDED 0        /* as out_scales' strides say: row-major, or
+                                       column-major over tokens (token stride 1). Served in
+                                       2.0: row-major */
+#define EPC_SCALES_SWIZZLED_128X4 1 /* the block-scaled GEMM layout of tiles of 128 rows x 4
+                                       scale columns; out_scales is then 1-D, the padded
+                                       size in bytes (EPC_ERR_UNSUPPORTED in 2.0) */
 
-/* epc_ll_dispatch with the payload cast to FP8 in the send kernel: each token row of `x`
- * (bf16 or fp16, [B, H], H % 128 == 0) travels as e4m3 bytes with one fp32 scale per 128
- * channels, scale = max(amax, 1e-4) / 448 (with EPC_FLAG_FP8_POW2_SCALES rounded up to a
- * power of two), e4m3 = saturate(x / scale): the reference model's ll_dispatch with
- * use_fp8. Receives `out_x` [L, R*T, H] EPC_DTYPE_FP8_E4M3 and `out_scales` [L, R*T, H/128]
- * fp32, in the same order and with the same rules (flags, completion, graphs) as
- * epc_ll_dispatch; combine on the handle takes bf16 expert outputs as usual. Works on
- * groups of any dtype. Collective; stream-ordered; graph-capturable. Since ABI 1.1. */
-EPC_API EpcStatus epc_ll_dispatch_fp8(EpcHandle* handle, const EpcTensor* x,
-                                      const EpcTensor* topk_weights, const EpcTensor* out_x,
-                                      const EpcTensor* out_scales, const EpcTensor* out_counts,
-                                      EpcFlags flags, void* stream);
+/* How combine weights the expert outputs before it sums them. */
+typedef uint32_t EpcWeighting;
+#define EPC_WEIGHTING_DEFAULT 0 /* SENDER for expert layouts, NONE for the others */
+#define EPC_WEIGHTING_NONE 1    /* rows are summed as given: the caller weighted them (the
+                                   only choice for RANK_MAJOR and FLAT) */
+#define EPC_WEIGHTING_SENDER 2  /* expert layouts: on the expert's rank each row is
+                                   multiplied by its entry's weight in dispatch's
+                                   topk_weights, and one token's rows are summed into one
+                                   partial per rank: one row per (token, rank) crosses */
+#define EPC_WEIGHTING_HOME 3    /* expert layouts: every (token, entry) row crosses, and the
+                                   token's rank weights them by home_topk_weights: K rows
+                                   per token instead of one per rank, at least twice the
+                                   bytes at K = 8 on 4 ranks. Needs
+                                   EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in
+                                   2.0) */
 
-/* Return the expert outputs `expert_out` [L, R*T, H] bf16 (the layout dispatch produced on
- * this handle) to their tokens' ranks and write `out` [B, H] bf16: for each token, the sum
- * over the ranks hosting its unmasked entries (ascending) of that rank's pre-reduced
- * partial (weighted sum over its local experts in top-k order, fp32, sent as bf16), in
- * fp32: the reference model's ll_combine with kPerRankPrereduce. Tokens with every entry
- * masked get zeros. `expert_out` must not overlap `out`. Same collective/stream/graph rules
- * and flags as dispatch. */
-EPC_API EpcStatus epc_ll_combine(EpcHandle* handle, const EpcTensor* expert_out,
-                                 const EpcTensor* out, EpcFlags flags, void* stream);
+#define EPC_STEP_SEND_ONLY 0x1u       /* dispatch and combine: queue only the sending half;
+                                         epc_complete on the handle writes the outputs.
+                                         Served in 2.0 on LL groups */
+#define EPC_DISPATCH_POW2_SCALES 0x2u /* EPC_QUANT_FP8 into FP32 scales: round each scale
+                                         up to a power of two */
 
-/* Finish the step whose dispatch or combine was queued with EPC_FLAG_SEND_ONLY: wait (on
- * the device) for every peer's data and write the outputs given to that call. Collective;
- * stream-ordered; graph-capturable; not thread-safe with other calls on the group. */
-EPC_API EpcStatus epc_complete(EpcHandle* handle, void* stream);
+typedef struct EpcDispatchArgs {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  uint32_t flags;              /* EPC_STEP_SEND_ONLY, EPC_DISPATCH_POW2_SCALES */
+  EpcQuant quant;              /* 0: EPC_QUANT_NONE */
+  uint32_t scale_block;        /* channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4) */
+  EpcScaleLayout scale_layout; /* 0: EPC_SCALES_STRIDED */
+  /* inputs: this rank's tokens */
+  const EpcTensor* x;              /* required: [B, H] (FP4_E2M1X2: [B, H / 2]); B may be 0
+                                      with NULL data */
+  const EpcTensor* x_scales;       /* PASSTHROUGH: required, [B, S]; else NULL */
+  const EpcTensor* x_global_scale; /* NVFP4: [1] fp32, the same on every rank; not sent */
+  const EpcTensor* topk_weights;   /* [B, K] fp32: required by EPC_WEIGHTING_SENDER (LL
+                                      groups) and by out_topk_weights */
+  /* outputs: what this rank receives, shapes per EpcLayout */
+  const EpcTensor* out_x;                  /* required, x's dtype (FP8 cast: FP8_E4M3) */
+  const EpcTensor* out_scales;             /* required with a cast or PASSTHROUGH, else
+                                              NULL */
+  const EpcTensor* out_topk_idx;           /* int32: the entry's expert id (local, or
+                                              global with EPC_HANDLE_GLOBAL_EXPERT_IDS)
+                                              where the expert is on this rank, else -1 */
+  const EpcTensor* out_topk_weights;       /* fp32: the entry's weight where its expert is
+                                              on this rank, else 0 */
+  const EpcTensor* out_expert_counts;      /* [L] int32: rows written per local expert
+                                              (FLAT: received (token, entry) pairs) */
+  const EpcTensor* out_expert_offsets;     /* [L + 1] int32 or int64: zone starts
+                                              (EXPERT_PACKED) */
+  const EpcTensor* out_rank_counts;        /* [R] int32: tokens received per source rank
+                                              (RANK_MAJOR) */
+  const EpcTensor* out_num_recv;           /* [1] int32: rows that arrived, before any drop
+                                              (FLAT, EXPERT_PACKED) */
+  const EpcTensor* out_expert_counts_host; /* [L] int32 in pinned host memory: a copy of the
+                                              per-expert counts queued after the step;
+                                              read it once the stream has passed */
+  const EpcTensor* acc_expert_counts;      /* [L] int64: rows per local expert are added
+                                              at every step (load-balancer statistics);
+                                              the caller zeroes it */
+} EpcDispatchArgs;
 
-/* ---------------------------------------------------------------------------------------
- * High-throughput dispatch and combine (prefill, training, and their backward pass). Since
- * ABI 1.2.
- * ------------------------------------------------------------------------------------- */
+typedef struct EpcCombineArgs {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  uint32_t flags;                     /* EPC_STEP_SEND_ONLY */
+  EpcWeighting weighting;             /* 0: EPC_WEIGHTING_DEFAULT */
+  const EpcTensor* x;                 /* required: the expert outputs, dispatch out_x's
+                                         shape; bf16 is what travels (fp16:
+                                         EPC_ERR_UNSUPPORTED in 2.0) */
+  const EpcTensor* topk_weights;      /* with out_topk_weights (HT groups): per received
+                                         row, fp32, dispatch out_topk_weights' shape;
+                                         carried back (the gradient of dispatch's weights) */
+  const EpcTensor* home_topk_weights; /* EPC_WEIGHTING_HOME: [B, K] fp32 on this rank */
+  const EpcTensor* out;               /* required: [B, H] bf16, fp16 or fp32; must not
+                                         overlap x */
+  const EpcTensor* out_topk_weights;  /* [B, K] fp32: entry k takes the value the rank
+                                         hosting its expert sent (0 where masked) */
+} EpcCombineArgs;
 
-/* How a high-throughput handle sizes its received rows. */
-typedef uint32_t EpcHtSizing;
-#define EPC_HT_SIZING_EXACT 0u    /* rows = N, the tokens this rank receives; creating the
-                                     handle waits once for the count exchange to learn N */
-#define EPC_HT_SIZING_CAPACITY 1u /* rows = nranks * max_tokens_per_rank (the worst case); no
-                                     host synchronisation, so creation, update, dispatch and
-                                     combine are all graph-capturable. Rows at or past N are
-                                     left unspecified; N is on the device (out_num_recv). */
+/* Send each of this rank's tokens once to every rank hosting one of its unmasked entries,
+ * and receive this rank's rows in the handle's layout. A token whose entries name one
+ * expert twice is received once per entry in the expert layouts.
+ *   handle  in/out  routed (create or update); no step pending on it
+ *   args    in      required; read during the call
+ *   stream  in
+ * Errors: INVALID_ARGUMENT (a shape, dtype or field), INVALID_USAGE (no routing, a step
+ * pending on the handle, or max_pending_steps reached), UNSUPPORTED (a layout, quant or
+ * field this library cannot serve yet), CAPACITY (the handle's previous dispatch
+ * overflowed under EPC_OVERFLOW_FAIL), the group's sticky failure.
+ * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
+ * Threads: group-exclusive. Since: 2.0. */
+EPC_API EpcStatus epc_dispatch(EpcHandle* handle, const EpcDispatchArgs* args, void* stream);
 
-/* Create a handle for a high-throughput group: copy the routing `topk_idx` [B, K] (int64 or
- * int32, -1 masks an entry; B <= max_tokens_per_rank, K <= max_topk), compute on the GPU
- * which tokens go to which rank and where they land there, and exchange those counts with
- * every rank. The handle keeps this layout: every dispatch and combine on it (forward and
- * backward) reuses it. `*out_rows` receives the row count of every [rows, ...] tensor the
- * handle's calls take: N with EPC_HT_SIZING_EXACT (this call then synchronises `stream`
- * once), nranks * max_tokens_per_rank with EPC_HT_SIZING_CAPACITY. Received rows are
- * ordered by (source rank, source token); a token is received once by each rank hosting at
- * least one of its unmasked entries.
- * Collective over the group's ranks; stream-ordered (blocking with EXACT sizing);
- * graph-capturable only with CAPACITY sizing and only through epc_handle_update (creation
- * allocates); not thread-safe with other calls on the group. Since ABI 1.2. */
-EPC_API EpcStatus epc_ht_handle_create(EpcGroup* group, const EpcTensor* topk_idx,
-                                       EpcHtSizing sizing, void* stream,
-                                       EpcHandle** out_handle, int64_t* out_rows);
+/* Return the expert outputs to their tokens' ranks and reduce them there. On the expert's
+ * rank the rows of one token are weighted (`weighting`) and summed in fp32 in top-k order
+ * into one partial, rounded once to bf16; on the token's rank the partials are summed in
+ * fp32 over ranks in ascending order and rounded once to out's dtype. Across nodes (HT),
+ * one node's rows of a token are first summed inside that node, ranks ascending, rounded
+ * once to bf16, and cross once; the token's rank then sums in ascending rank order, a
+ * node's partial standing at its rail peer's place. Tokens sent nowhere get zeros. On HT
+ * groups this is also the backward of dispatch: x = the rows' gradients, topk_weights and
+ * out_topk_weights = the weights' gradients.
+ *   handle  in/out  dispatched since its last update; no step pending on it
+ *   args    in      required; read during the call
+ *   stream  in
+ * Errors: as epc_dispatch.
+ * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
+ * Threads: group-exclusive. Since: 2.0. */
+EPC_API EpcStatus epc_combine(EpcHandle* handle, const EpcCombineArgs* args, void* stream);
 
-/* Send each of this rank's B tokens once to every rank hosting one of its unmasked
- * entries, and receive this rank's N tokens: the reference model's ht_dispatch.
- *   x               [B, H] in the group's 16-bit dtype (bf16 or fp16), or EPC_DTYPE_FP8_E4M3
- *                   with `x_scales` [B, H/128] fp32 (caller-quantized, copied unchanged;
- *                   H % 128 == 0). `x_scales` must be NULL for 16-bit x.
- *   topk_weights    [B, K] fp32, or NULL (then `out_topk_weights` must be NULL too).
- *   out_x           [rows, H] of x's dtype; out_scales [rows, H/128] fp32 with fp8 x, else NULL.
- *   out_topk_idx    [rows, K] int32 (optional): the local expert id of entry k where that
- *                   expert lives on this rank, else -1.
- *   out_topk_weights [rows, K] fp32 (optional): the weight of entry k where local, else 0.
- *   out_expert_counts [L] int32 (optional): received (token, entry) pairs per local expert.
- *   out_num_recv    [1] int32 (optional): N.
- * `rows` is what epc_ht_handle_create reported. The gradient of a combine is this call with
- * the combine's output gradient as `x`. No flags are defined yet (pass 0).
- * Collective; stream-ordered; graph-capturable; not thread-safe with other calls on the
- * group. Tensors must stay valid until the stream passes the call. Since ABI 1.2. */
-EPC_API EpcStatus epc_ht_dispatch(EpcHandle* handle, const EpcTensor* x, const EpcTensor* x_scales,
-                                  const EpcTensor* topk_weights, const EpcTensor* out_x,
-                                  const EpcTensor* out_scales, const EpcTensor* out_topk_idx,
-                                  const EpcTensor* out_topk_weights,
-                                  const EpcTensor* out_expert_counts,
-                                  const EpcTensor* out_num_recv, EpcFlags flags, void* stream);
+/* Finish the handle's pending send-only call: wait on the device for every peer and write
+ * the outputs its call named. Handles of a group complete in any order.
+ *   handle  in/out  with a step pending
+ *   flags   in      reserved, 0
+ *   stream  in      ordered after the send-only call (the same stream, or an event)
+ * Errors: INVALID_USAGE (nothing pending).
+ * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
+ * Threads: group-exclusive. Since: 2.0. */
+EPC_API EpcStatus epc_complete(EpcHandle* handle, uint32_t flags, void* stream);
 
-/* Return the rows `x` [rows, H] bf16 (in dispatch's row order; the caller has already
- * weighted and summed its local experts' outputs) to their tokens' ranks and write `out`
- * [B, H] bf16: per token, the fp32 sum over the ranks that received it, in ascending rank
- * order, rounded once: the reference model's ht_combine. Tokens sent nowhere get zeros.
- * On a group of several nodes (EpcGroupInfo.num_nodes > 1) each other node's rows for a
- * token are first summed into one bf16 partial inside that node, which crosses once (the
- * reference model's node order), and the handle must have dispatched since its creation or
- * last update (else EPC_ERR_INVALID_ARGUMENT): combine reduces where dispatch forwarded.
- * With EPC_FLAG_BACKWARD_WEIGHTS also carries `topk_weights` [rows, K] fp32 back into
- * `out_topk_weights` [B, K] fp32: entry k of a token takes the value the rank hosting entry
- * k's expert holds for it (0 where masked); without the flag both must be NULL. The
- * gradient of a dispatch is this call with the row gradients as `x`. `x` must not overlap
- * `out`. Collective; stream-ordered; graph-capturable; not thread-safe with other calls on
- * the group. Since ABI 1.2. */
-EPC_API EpcStatus epc_ht_combine(EpcHandle* handle, const EpcTensor* x,
-                                 const EpcTensor* topk_weights, const EpcTensor* out,
-                                 const EpcTensor* out_topk_weights, EpcFlags flags,
-                                 void* stream);
+/* ---- Function table for dlopen users: dlsym("epc_get_api") is the only symbol needed --- */
 
-/* ---------------------------------------------------------------------------------------
- * Function table for dlopen users: dlsym("epc_get_api") is the only symbol needed.
- * ------------------------------------------------------------------------------------- */
-
-/* Append-only: new entries go at the end; `struct_size` tells how many this library has. */
+/* Append-only: new entries go at the end; struct_size tells how many a library has. */
 typedef struct EpcApi {
-  uint32_t struct_size; /* sizeof(EpcApi) of the library that filled it */
-  uint32_t abi_version; /* that library's EPC_ABI_VERSION */
+  uint32_t struct_size; /* set by the caller; the library fills that many bytes */
+  uint32_t abi_version; /* the library's EPC_ABI_VERSION, on return */
   const char* (*status_string)(EpcStatus status);
   EpcStatus (*last_error)(char* buf, size_t buf_size, size_t* out_length);
   EpcStatus (*get_version)(uint32_t* out_major, uint32_t* out_minor, uint32_t* out_patch);
@@ -528,44 +703,61 @@ typedef struct EpcApi {
   EpcStatus (*group_destroy)(EpcGroup* group);
   EpcStatus (*group_query)(const EpcGroup* group, EpcGroupInfo* out_info);
   EpcStatus (*group_barrier)(EpcGroup* group, void* stream);
-  EpcStatus (*handle_create)(EpcGroup* group, const EpcTensor* topk_idx, void* stream,
-                             EpcHandle** out_handle);
-  EpcStatus (*handle_update)(EpcHandle* handle, const EpcTensor* topk_idx, void* stream);
-  EpcStatus (*handle_destroy)(EpcHandle* handle);
-  EpcStatus (*ll_dispatch)(EpcHandle* handle, const EpcTensor* x, const EpcTensor* topk_weights,
-                           const EpcTensor* out_x, const EpcTensor* out_counts, EpcFlags flags,
-                           void* stream);
-  EpcStatus (*ll_combine)(EpcHandle* handle, const EpcTensor* expert_out, const EpcTensor* out,
-                          EpcFlags flags, void* stream);
-  EpcStatus (*complete)(EpcHandle* handle, void* stream);
-  /* ABI 1.1 */
-  EpcStatus (*ll_dispatch_fp8)(EpcHandle* handle, const EpcTensor* x,
-                               const EpcTensor* topk_weights, const EpcTensor* out_x,
-                               const EpcTensor* out_scales, const EpcTensor* out_counts,
-                               EpcFlags flags, void* stream);
-  /* ABI 1.2 */
-  EpcStatus (*ht_handle_create)(EpcGroup* group, const EpcTensor* topk_idx, EpcHtSizing sizing,
-                                void* stream, EpcHandle** out_handle, int64_t* out_rows);
-  EpcStatus (*ht_dispatch)(EpcHandle* handle, const EpcTensor* x, const EpcTensor* x_scales,
-                           const EpcTensor* topk_weights, const EpcTensor* out_x,
-                           const EpcTensor* out_scales, const EpcTensor* out_topk_idx,
-                           const EpcTensor* out_topk_weights, const EpcTensor* out_expert_counts,
-                           const EpcTensor* out_num_recv, EpcFlags flags, void* stream);
-  EpcStatus (*ht_combine)(EpcHandle* handle, const EpcTensor* x, const EpcTensor* topk_weights,
-                          const EpcTensor* out, const EpcTensor* out_topk_weights,
-                          EpcFlags flags, void* stream);
-  /* ABI 1.3 */
   EpcStatus (*group_async_error)(const EpcGroup* group);
+  EpcStatus (*handle_create)(EpcGroup* group, const EpcHandleConfig* config,
+                             const EpcRouting* routing, void* stream, EpcHandle** out_handle);
+  EpcStatus (*handle_update)(EpcHandle* handle, const EpcRouting* routing, void* stream);
+  EpcStatus (*handle_query)(const EpcHandle* handle, EpcHandleInfo* out_info);
+  EpcStatus (*handle_destroy)(EpcHandle* handle);
+  EpcStatus (*dispatch)(EpcHandle* handle, const EpcDispatchArgs* args, void* stream);
+  EpcStatus (*combine)(EpcHandle* handle, const EpcCombineArgs* args, void* stream);
+  EpcStatus (*complete)(EpcHandle* handle, uint32_t flags, void* stream);
 } EpcApi;
 
-/* Fill `*out_api` with this library's function table if `abi_major` equals its
- * EPC_ABI_MAJOR (else EPC_ERR_ABI_MISMATCH). `out_api->struct_size` must be set by the
- * caller; only that many bytes are written, so an older caller gets the prefix it knows.
- * Local, thread-safe. */
+/* Fill the function table when abi_major is this library's EPC_ABI_MAJOR.
+ *   abi_major  in      EPC_ABI_MAJOR of the caller's header
+ *   out_api    in/out  the caller sets struct_size (EPC_API_INIT); only that many bytes
+ *                      are written, so an older caller gets the prefix it knows
+ * Errors: ABI_MISMATCH for another major.
+ * Kind: local. Order: host-only. Graphs: capturable. Threads: any thread. Since: 2.0. */
 EPC_API EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api);
 
 #ifdef __cplusplus
 } /* extern "C" */
+#endif
+
+/* ---- Initializers: struct_size and abi_version set, every other field zero -------------
+ * C: `EpcDispatchArgs a = EPC_DISPATCH_ARGS_INIT;` (a declaration; to reset an existing
+ * struct, `a = (EpcDispatchArgs)EPC_DISPATCH_ARGS_INIT;`). C++: also an expression.
+ * Bindings need none of this: zero the struct, then set the two fields. */
+#ifdef __cplusplus
+template <typename T>
+inline T epc_struct_init_() {
+  T s{};
+  s.struct_size = static_cast<uint32_t>(sizeof(T));
+  s.abi_version = EPC_ABI_VERSION;
+  return s;
+}
+#define EPC_GROUP_CONFIG_INIT (epc_struct_init_<EpcGroupConfig>())
+#define EPC_PLAN_INIT (epc_struct_init_<EpcPlan>())
+#define EPC_GROUP_INFO_INIT (epc_struct_init_<EpcGroupInfo>())
+#define EPC_HANDLE_CONFIG_INIT (epc_struct_init_<EpcHandleConfig>())
+#define EPC_ROUTING_INIT (epc_struct_init_<EpcRouting>())
+#define EPC_HANDLE_INFO_INIT (epc_struct_init_<EpcHandleInfo>())
+#define EPC_DISPATCH_ARGS_INIT (epc_struct_init_<EpcDispatchArgs>())
+#define EPC_COMBINE_ARGS_INIT (epc_struct_init_<EpcCombineArgs>())
+#define EPC_API_INIT (epc_struct_init_<EpcApi>())
+#else
+#define EPC_STRUCT_INIT_(T) {.struct_size = (uint32_t)sizeof(T), .abi_version = EPC_ABI_VERSION}
+#define EPC_GROUP_CONFIG_INIT EPC_STRUCT_INIT_(EpcGroupConfig)
+#define EPC_PLAN_INIT EPC_STRUCT_INIT_(EpcPlan)
+#define EPC_GROUP_INFO_INIT EPC_STRUCT_INIT_(EpcGroupInfo)
+#define EPC_HANDLE_CONFIG_INIT EPC_STRUCT_INIT_(EpcHandleConfig)
+#define EPC_ROUTING_INIT EPC_STRUCT_INIT_(EpcRouting)
+#define EPC_HANDLE_INFO_INIT EPC_STRUCT_INIT_(EpcHandleInfo)
+#define EPC_DISPATCH_ARGS_INIT EPC_STRUCT_INIT_(EpcDispatchArgs)
+#define EPC_COMBINE_ARGS_INIT EPC_STRUCT_INIT_(EpcCombineArgs)
+#define EPC_API_INIT EPC_STRUCT_INIT_(EpcApi)
 #endif
 
 #endif /* EPCOMM_EPCOMM_H */

@@ -67,9 +67,6 @@ static int cudadrv_free(cu_ptr ptr) { return p_mem_free(ptr); }
 static int cudadrv_upload(cu_ptr dst, const void* src, size_t bytes) { return p_memcpy_htod(dst, src, bytes); }
 static int cudadrv_download(void* dst, cu_ptr src, size_t bytes) { return p_memcpy_dtoh(dst, src, bytes); }
 static int cudadrv_clear(cu_ptr ptr, size_t bytes) { return p_memset_d8(ptr, 0, bytes); }
-// The device address as a pointer, converted in C so that Go never turns an integer into
-// an unsafe.Pointer.
-static void* cudadrv_address(cu_ptr ptr) { return (void*)(uintptr_t)ptr; }
 static const char* cudadrv_error_string(int result) {
 	const char* text = NULL;
 	if (p_get_error_string(result, &text) != 0 || text == NULL) return "unknown CUDA driver error";
@@ -145,8 +142,8 @@ func Alloc(bytes int) (*Buffer, error) {
 	return b, b.Clear()
 }
 
-// Pointer is the device address, for an epcomm Tensor.
-func (b *Buffer) Pointer() unsafe.Pointer { return C.cudadrv_address(b.ptr) }
+// Address is the device address as an integer, for an epcomm Tensor (epcomm.DevicePtr).
+func (b *Buffer) Address() uintptr { return uintptr(b.ptr) }
 
 // Bytes is the size asked for.
 func (b *Buffer) Bytes() int { return b.bytes }

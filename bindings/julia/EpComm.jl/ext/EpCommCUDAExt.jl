@@ -5,11 +5,12 @@
 EpComm with CUDA.jl: `Tensor(a::CuArray)` and CUDA.jl streams for the C ABI. Loaded by Julia
 when both EpComm and CUDA are (package extension, Julia >= 1.9).
 
-With it, `CuArray`s go straight into every call that takes tensors (`Handle`, `HtHandle`,
-`update!`, `ll_dispatch`, `ll_combine`, `ht_dispatch`, `ht_combine`: each argument passes
-through `Tensor`), and `CuStream`s into every `stream` keyword. bf16 data kept as `UInt16` is passed as `Tensor(a; dtype = :bf16)`.
+With it, `CuArray`s go straight into every call that takes tensors (`Handle`, `update!`,
+`dispatch`, `combine`: each tensor keyword passes through `Tensor`), and `CuStream`s into
+every `stream` keyword. bf16 data kept as `UInt16` is passed as `Tensor(a; dtype = :bf16)`.
 CUDA.jl queues its work on the task's stream (`CUDA.stream()`), not on the legacy default
-stream, so pass `stream = CUDA.stream()` to the stream-ordered calls to order them with it.
+stream, so the extension makes `CUDA.stream()` the default of every `stream` keyword
+(`EpComm.default_stream()`); pass `stream = nothing` for the legacy default stream.
 
 Make the communicator's device current in CUDA.jl too (`CUDA.device!(rank_device)`), so that
 arrays and streams live on the device the group uses.
@@ -39,8 +40,7 @@ end
 """
     EpComm.to_tensor(a::CuArray)
 
-What `Handle`, `HtHandle`, `update!` and the dispatch and combine calls do with a `CuArray`
-argument: `Tensor(a)`, which keeps `a` referenced (the handle holds its latest call's
+What `Handle`, `update!`, `dispatch` and `combine` do with a `CuArray` argument: `Tensor(a)`, which keeps `a` referenced (the handle holds its latest call's
 tensors).
 """
 EpComm.to_tensor(a::CUDA.StridedCuArray) = EpComm.Tensor(a)
@@ -48,5 +48,11 @@ EpComm.to_tensor(a::CUDA.StridedCuArray) = EpComm.Tensor(a)
 "The `cudaStream_t` of a CUDA.jl stream, e.g. `barrier(group; stream = CUDA.stream())`."
 EpComm.stream_pointer(stream::CuStream) =
     convert(Ptr{Cvoid}, Base.unsafe_convert(CUDA.CUstream, stream))
+
+# The default of every `stream` keyword: the task's stream, on which CUDA.jl queues its work.
+function __init__()
+    EpComm.stream_provider[] = CUDA.stream
+    return nothing
+end
 
 end # module EpCommCUDAExt

@@ -12,17 +12,18 @@ API. Two layers:
     zero (= default) fields.
 
 Loading (`__init__`): the library is `ENV["EPCOMM_LIB"]` if set, else the SONAME
-`libepcomm.so.<EPC_ABI_MAJOR>` (`libepcomm.so.1`) found through the dynamic linker's search path. It is
+`libepcomm.so.<EPC_ABI_MAJOR>` (`libepcomm.so.2`) found through the dynamic linker's search path. It is
 opened once, and a library of another ABI major version is refused with a
 [`LibraryError`](@ref).
 
 Collective calls (`Comm`, `Group`, `barrier`, `close` of a comm or group) must be made by every
 rank, in the same order, from one thread per rank; they block the calling OS thread, which
 cannot reach a GC safepoint meanwhile (other Julia threads that need a collection wait for it).
-`ll_dispatch`, `ll_dispatch_fp8`, `ll_combine` and `complete` on a [`Handle`](@ref), and
-`ht_dispatch`, `ht_combine` and `update!` on an [`HtHandle`](@ref) (high-throughput groups,
-whose constructor is collective and blocking with `sizing = :exact`) are collective too, but
-stream-ordered: they return once the work is queued.
+[`dispatch`](@ref), [`combine`](@ref) and [`complete`](@ref) on a [`Handle`](@ref) (one
+handle type for both modes, keyword arguments named as the C structs' fields) are collective
+too, but stream-ordered: they return once the work is queued; so are `Handle(group;
+topk_idx)` and `update!` on high-throughput groups. The `stream` keyword defaults to
+[`default_stream`](@ref): `CUDA.stream()` with CUDA.jl loaded.
 """
 module EpComm
 
@@ -42,12 +43,10 @@ include("plan.jl")
 include("group.jl")
 include("tensor.jl")
 include("handle.jl")
-include("ll.jl")
-include("ht.jl")
 
 export EpcError, LibraryError, UniqueId, create_unique_id, Comm, adopt_comm, GroupConfig,
-    Plan, PlanRegion, plan_query, Group, GroupInfo, barrier, async_error, Tensor, Handle, update!,
-    ll_dispatch, ll_dispatch_fp8, ll_combine, complete, HtHandle, ht_dispatch, ht_combine
+    Plan, PlanRegion, plan_query, Group, GroupInfo, barrier, async_error, Tensor, Handle,
+    HandleInfo, update!, dispatch, combine, complete
 
 function __init__()
     try

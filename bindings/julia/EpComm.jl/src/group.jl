@@ -27,7 +27,6 @@ CUDA device current on the calling thread, which must be the communicator's. Col
 every rank of `comm`; blocking; not thread-safe with other calls on the same communicator.
 """
 function Group(comm::Comm, config::GroupConfig)
-    check_supported(config)
     out = Ref{Ptr{EpcGroup}}(C_NULL)
     check(epc_group_create(handle(comm), Ref(c_config(config)), out), :epc_group_create)
     group = Group(out[], comm, 0)
@@ -73,9 +72,14 @@ struct GroupInfo
     hidden::Int
     max_tokens_per_rank::Int
     max_topk::Int
-    dtype::EpcDtype
+    max_token_bytes::Int
+    recv_capacity::Int
+    overflow::EpcOverflow
+    max_pending_steps::Int
     num_sms::Int
     timeout_ms::Int
+    flags::UInt32
+    virtual_node_size::Int
     symmetric_bytes::Int
     workspace_bytes::Int
 end
@@ -99,38 +103,21 @@ end
 Run the group's barrier kernel on `stream` and wait for it (`epc_group_barrier`): every
 rank of the group arrives before any leaves. `stream` is a
 `CuStream` (with CUDA.jl loaded), a `Ptr` to a `cudaStream_t`, or `nothing` for the legacy
-default stream. A peer that does not arrive within the group's timeout raises an
+default stream; left out, [`default_stream`](@ref) (`CUDA.stream()` with CUDA.jl loaded). A peer that does not arrive within the group's timeout raises an
 [`EpcError`](@ref) with `EPC_ERR_TIMEOUT` naming it, and the group stays failed. Collective
 over every rank of the group; blocking; not thread-safe with other calls on the same group.
 """
-function barrier(group::Group; stream = nothing)
+function barrier(group::Group; stream = default_stream())
     GC.@preserve stream begin
         check(epc_group_barrier(handle(group), stream_pointer(stream)), :epc_group_barrier)
     end
     return nothing
 end
 
-"The first ABI with `epc_group_async_error`."
-const ASYNC_ERROR_ABI = VersionNumber(1, 3, 0)
-
-"""
-    require_abi(required::VersionNumber, func::Symbol, library::VersionNumber = version())
-
-Throw an [`EpcError`](@ref) with `EPC_ERR_UNSUPPORTED` for `func` when the loaded library, of
-ABI `library`, is older than `required`, the ABI that added `func`: the call is refused
-before `@ccall` looks for a symbol that library does not have.
-"""
-function require_abi(required::VersionNumber, func::Symbol, library::VersionNumber = version())
-    library >= required && return nothing
-    throw(EpcError(EPC_ERR_UNSUPPORTED, func,
-                   "$func needs libepcomm ABI $required or newer, but the loaded library " *
-                   "implements ABI $library"))
-end
-
 """
     async_error(group) -> nothing
 
-Throw the group's asynchronous error, if it has one (`epc_group_async_error`, ABI 1.3), without
+Throw the group's asynchronous error, if it has one (`epc_group_async_error`), without
 waiting for anything; return `nothing` on a healthy group.
 
 A kernel that gives up records its failure in the group, and every later call on the group or
@@ -144,12 +131,9 @@ kernel has recorded it, and `nothing` says nothing about work the GPU has not fi
 
 Local; non-blocking; not stream-ordered; may be called during CUDA graph capture (it launches
 nothing). Thread-safe, also while another thread is inside a call on the same group or its
-handles, but not concurrently with `close(group)`. A library older than ABI 1.3 lacks it: an
-`EpcError` with `EPC_ERR_UNSUPPORTED`, without calling it. A closed group throws an
-`ArgumentError`.
+handles, but not concurrently with `close(group)`. A closed group throws an `ArgumentError`.
 """
 function async_error(group::Group)
-    require_abi(ASYNC_ERROR_ABI, :epc_group_async_error)
     check(epc_group_async_error(handle(group)), :epc_group_async_error)
     return nothing
 end

@@ -25,21 +25,26 @@ end
     Plan
 
 What a configuration costs per rank (`EpcPlan`): `symmetric_bytes` of registered window and
-`workspace_bytes` of other device memory, the kernels' SM and warp budget, the NCCL barriers
-and GIN resources requested, the bytes per dispatched token, and the window's `regions`.
+`workspace_bytes` of other device memory, the device memory of one default handle
+(`handle_bytes`), the receive capacity after defaults, the kernels' SM and warp budget, the NCCL barriers
+and GIN resources requested, the bytes per dispatched token (`message_bytes`; `max_token_bytes` after rounding), the
+pending send-only steps allowed, and the window's `regions`.
 """
 struct Plan
     mode::EpcMode
     num_slots::Int
     symmetric_bytes::Int
     workspace_bytes::Int
+    handle_bytes::Int
+    recv_capacity::Int
     num_sms::Int
     warps_per_block::Int
     lsa_barriers::Int
     gin_contexts::Int
     gin_signals::Int
     message_bytes::Int
-    dtype::EpcDtype
+    max_token_bytes::Int
+    max_pending_steps::Int
     regions::Vector{PlanRegion}
 end
 
@@ -60,7 +65,6 @@ the virtual nodes split. Local, blocking (pure CPU), thread-safe.
 """
 function plan_query(config::GroupConfig; nranks::Integer, lsa_size::Integer = nranks,
                     num_nodes::Integer = cld(nranks, lsa_size))
-    check_supported(config)
     plan = Ref(extensible(EpcPlan))
     check(epc_plan_query(Ref(c_config(config)), nranks, lsa_size, num_nodes, plan), :epc_plan_query)
     return Plan(plan[])

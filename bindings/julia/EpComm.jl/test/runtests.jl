@@ -39,18 +39,16 @@ end
         @test EpComm.status_string(99) == "unknown status"
     end
 
-    @testset "struct sizes (capi/abi.json 1.3.0)" begin
+    @testset "struct sizes (capi/abi.json 2.0.0)" begin
         @test sizeof(EpcTensor) == 80
         @test sizeof(EpcUniqueId) == 128
-        @test sizeof(EpcGroupConfig) == 72
-        @test fieldoffset(EpcGroupConfig, 12) == 44  # virtual_node_size (reserved0 before 1.3)
+        @test fieldoffset(EpcGroupConfig, findfirst(==(:recv_capacity), fieldnames(EpcGroupConfig))) % 8 == 0
         @test sizeof(EpcPlanRegion) == 56
-        @test sizeof(EpcPlan) == 968
-        @test sizeof(EpcGroupInfo) == 88
-        @test sizeof(EpcApi) == 184  # 17 entries in ABI 1.0 (144 bytes), ll_dispatch_fp8 in 1.1, 3 ht_* in 1.2,
-                                     # group_async_error in 1.3
-        @test fieldoffset(EpcPlan, 17) == 72  # regions
-        @test isbitstype(EpcPlan)
+        @test sizeof(EpcApi) == 8 + 20 * sizeof(Ptr{Cvoid})  # 20 entries in ABI 2.0
+        @test fieldtype(EpcHandleConfig, :capacity) == UInt64  # capacities are 64-bit
+        @test fieldtype(EpcGroupInfo, :recv_capacity) == UInt64
+        @test all(isbitstype, (EpcPlan, EpcDispatchArgs, EpcCombineArgs, EpcHandleInfo, EpcRouting))
+        @test fieldtype(EpcDispatchArgs, :out_x) == Ptr{EpcTensor}
     end
 
     @testset "plan_query: 4 ranks, 256 experts, hidden 7168" begin
@@ -60,7 +58,10 @@ end
         @test length(plan.regions) == 9
         @test plan.num_slots == 2
         @test plan.mode == EPC_MODE_LOW_LATENCY
-        @test plan.dtype == EPC_DTYPE_BF16
+        @test plan.max_token_bytes == 2 * 7168
+        @test plan.recv_capacity == 4 * 128
+        @test plan.max_pending_steps == 1
+        @test plan.handle_bytes > 0
         @test plan.regions[1].name == "control"
         @test plan.regions[1].slot === nothing
         @test plan.regions[1].kind == EPC_REGION_CONTROL
@@ -72,7 +73,7 @@ end
         @test EpComm.last_error_message() == ""
     end
 
-    @testset "virtual nodes (ABI 1.3)" begin
+    @testset "virtual nodes" begin
         whole_team = plan_query(GroupConfig(num_experts = 256, hidden = 7168); nranks = 4,
                                 lsa_size = 4, num_nodes = 1)
         config = GroupConfig(num_experts = 256, hidden = 7168, virtual_node_size = 2)
@@ -95,12 +96,27 @@ end
         @test failure.status == EPC_ERR_INVALID_ARGUMENT
         @test occursin("virtual_node_size", failure.message)
 
-        # A library older than ABI 1.3 would take the field for reserved0 (must be 0).
-        failure = failure_of(() -> EpComm.check_supported(config, VersionNumber(1, 2, 0)))
-        @test failure isa ArgumentError && occursin("ABI 1.3.0 or newer", failure.msg)
-        @test EpComm.check_supported(config, VersionNumber(1, 3, 0)) === nothing
-        @test EpComm.check_supported(GroupConfig(num_experts = 8, hidden = 64),
-                                     VersionNumber(1, 0, 0)) === nothing
+    end
+
+    @testset "group fields of ABI 2.0 and the status rule" begin
+        fp8 = plan_query(GroupConfig(num_experts = 64, hidden = 2048,
+                                     max_token_bytes = 2048 + 64 + 5); nranks = 4)
+        @test fp8.max_token_bytes == 2048 + 64  # rounded down to an fp8-only window
+        for (keywords, status, word) in [
+                ((max_token_bytes = 2048,), EPC_ERR_INVALID_ARGUMENT, "max_token_bytes"),
+                ((recv_capacity = 4 * 128 - 1,), EPC_ERR_UNSUPPORTED, "recv_capacity"),
+                ((recv_capacity = 4 * 128 + 1,), EPC_ERR_INVALID_ARGUMENT, "recv_capacity"),
+                ((max_pending_steps = 2,), EPC_ERR_UNSUPPORTED, "max_pending_steps"),
+                ((flags = EPC_GROUP_COMBINE_PER_ENTRY,), EPC_ERR_UNSUPPORTED, "flags"),
+                ((overflow = 7,), EPC_ERR_INVALID_ARGUMENT, "overflow")]
+            failure = failure_of(() -> plan_query(GroupConfig(; num_experts = 64, hidden = 2048,
+                                                              keywords...); nranks = 4))
+            @test failure isa EpcError && failure.status == status && occursin(word, failure.message)
+        end
+        drop = GroupConfig(num_experts = 64, hidden = 2048, recv_capacity = 4 * 128, overflow = :drop)
+        @test EpComm.c_config(drop).overflow == EPC_OVERFLOW_DROP
+        @test plan_query(drop; nranks = 4).recv_capacity == 4 * 128
+        @test_throws ArgumentError GroupConfig(num_experts = 8, hidden = 64, overflow = :spill)
     end
 
     @testset "errors carry the library's message" begin
@@ -143,23 +159,25 @@ end
         created === nothing || @test UniqueId(EpComm.bytes(created)) == created
     end
 
-    @testset "dispatch flags" begin
-        @test EpComm.send_only_flags(false) == 0
-        @test EpComm.fp8_flags(false, false) == 0
-        @test EpComm.fp8_flags(true, false) == EPC_FLAG_SEND_ONLY
-        @test EpComm.fp8_flags(false, true) == EPC_FLAG_FP8_POW2_SCALES
-        @test EpComm.fp8_flags(true, true) == EPC_FLAG_SEND_ONLY | EPC_FLAG_FP8_POW2_SCALES
-        @test EpComm.fp8_flags(true, true) isa EpcFlags
-        @test EpComm.backward_flags(false) == 0
-        @test EpComm.backward_flags(true) == EPC_FLAG_BACKWARD_WEIGHTS
-        @test EpComm.backward_flags(true) isa EpcFlags
-    end
-
-    @testset "high-throughput sizing" begin
-        @test EpComm.sizing_code(:exact) == EPC_HT_SIZING_EXACT
-        @test EpComm.sizing_code(:capacity) == EPC_HT_SIZING_CAPACITY
-        @test EpComm.sizing_code(EPC_HT_SIZING_CAPACITY) isa EpcHtSizing
+    @testset "named choices and flags" begin
+        @test EpComm.step_flags(0, false) == 0
+        @test EpComm.step_flags(0, true) == EPC_STEP_SEND_ONLY
+        @test EpComm.step_flags(0, false, true) == EPC_DISPATCH_POW2_SCALES
+        @test EpComm.step_flags(0x80, true, true) == 0x80 | EPC_STEP_SEND_ONLY | EPC_DISPATCH_POW2_SCALES
+        @test EpComm.layout_code(:flat) == EPC_LAYOUT_FLAT
+        @test EpComm.layout_code(:expert_padded) == EPC_LAYOUT_EXPERT_PADDED
+        @test EpComm.layout_code(3) isa EpcLayout
+        @test EpComm.sizing_code(:exact) == EPC_SIZING_EXACT
+        @test EpComm.sizing_code(:capacity) == EPC_SIZING_CAPACITY
+        @test EpComm.quant_code(:fp8) == EPC_QUANT_FP8
+        @test EpComm.quant_code(:passthrough) == EPC_QUANT_PASSTHROUGH
+        @test EpComm.scale_layout_code(:swizzled_128x4) == EPC_SCALES_SWIZZLED_128X4
+        @test EpComm.weighting_code(:home) == EPC_WEIGHTING_HOME
         @test_throws ArgumentError EpComm.sizing_code(:huge)
+        @test_throws ArgumentError EpComm.layout_code("flat")
+        # Without CUDA.jl the default stream is the legacy default stream.
+        @test EpComm.default_stream() === nothing
+        @test EpComm.stream_pointer(EpComm.default_stream()) == C_NULL
     end
 
     @testset "tensor descriptors" begin
@@ -189,14 +207,14 @@ end
             group = EpComm.Group(Ptr{EpcGroup}(pointer(fake_group)), comm, 0)
             device = Ptr{Cvoid}(UInt(0x7f0000001000))
             idx = Tensor(device, (4, 2); dtype = :int64)
-            failure = try
-                Handle(group, idx)
-            catch caught
-                caught
+            for keywords in [(;), (topk_idx = idx,), (sizing = :exact, topk_idx = idx),
+                             (layout = :flat, stream = Ptr{Cvoid}(UInt(0x5000)))]
+                failure = failure_of(() -> Handle(group; keywords...))
+                @test failure isa EpcError && failure.func == :epc_handle_create
+                @test occursin("group is not a live EpcGroup", failure.message)
             end
-            @test failure isa EpcError && failure.func == :epc_handle_create
-            @test occursin("group is not a live EpcGroup", failure.message)
             @test group.open_handles == 0
+            @test_throws ArgumentError Handle(group; layout = :diagonal)  # refused here
             failure = failure_of(() -> async_error(group))
             @test failure isa EpcError && failure.func == :epc_group_async_error &&
                   failure.status == EPC_ERR_INVALID_ARGUMENT
@@ -210,86 +228,66 @@ end
             counts = Tensor(device, (4,); dtype = :int32)
             fp8_x = Tensor(device, (4, 256, 2048); dtype = :fp8_e4m3)
             scales = Tensor(device, (4, 256, 16); dtype = :fp32)
-            calls = [(:epc_handle_update, () -> update!(h, idx)),
-                     (:epc_ll_dispatch, () -> ll_dispatch(h, x, weights, out_x, counts)),
-                     (:epc_ll_dispatch, () -> ll_dispatch(h, x, weights, out_x, counts; send_only = true)),
-                     (:epc_ll_dispatch_fp8, () -> ll_dispatch_fp8(h, x, weights, fp8_x, scales, counts)),
-                     (:epc_ll_dispatch_fp8, () -> ll_dispatch_fp8(h, x, weights, fp8_x, scales, counts;
-                                                                  send_only = true, pow2_scales = true)),
-                     (:epc_ll_combine, () -> ll_combine(h, out_x, x)),
-                     (:epc_complete, () -> complete(h))]
+            rows_x = Tensor(device, (256, 2048); dtype = :bf16)
+            rows_k = Tensor(device, (256, 2); dtype = :fp32)
+            rows_idx = Tensor(device, (256, 2); dtype = :int32)
+            num_recv = Tensor(device, (1,); dtype = :int32)
+            acc = Tensor(device, (4,); dtype = :int64)
+            calls = [(:epc_handle_update, () -> update!(h; topk_idx = idx)),
+                     (:epc_handle_query, () -> EpComm.info(h)),
+                     (:epc_dispatch, () -> dispatch(h; x, topk_weights = weights, out_x,
+                                                    out_expert_counts = counts)),
+                     (:epc_dispatch, () -> dispatch(h; x, topk_weights = weights, out_x = fp8_x,
+                                                    out_scales = scales, out_expert_counts = counts,
+                                                    acc_expert_counts = acc, quant = :fp8,
+                                                    send_only = true, pow2_scales = true)),
+                     (:epc_dispatch, () -> dispatch(h; x, out_x = rows_x, topk_weights = weights,
+                                                    out_topk_weights = rows_k, out_topk_idx = rows_idx,
+                                                    out_expert_counts = counts, out_num_recv = num_recv)),
+                     (:epc_combine, () -> combine(h; x = out_x, out = x)),
+                     (:epc_combine, () -> combine(h; x = rows_x, out = x, topk_weights = rows_k,
+                                                  out_topk_weights = weights, send_only = true)),
+                     (:epc_complete, () -> complete(h)),
+                     (:epc_complete, () -> complete(h; stream = nothing))]
             refused_as_dead(calls)
+            @test_throws ArgumentError dispatch(h; x, out_x, quant = :fp4)  # refused here
+            @test_throws UndefKeywordError dispatch(h; x)                   # out_x is required
             @test_throws ArgumentError close(group)   # a handle is still open
             @test_throws EpcError close(h)            # the library refuses the dead handle...
             @test !isopen(h) && group.open_handles == 0  # ...which is gone anyway
             @test_throws ArgumentError complete(h)    # closed: refused without the library
-            @test_throws ArgumentError ll_dispatch(h, x, weights, out_x, counts)
-            @test_throws ArgumentError ll_dispatch_fp8(h, x, weights, fp8_x, scales, counts)
+            @test_throws ArgumentError dispatch(h; x, out_x)
+            @test_throws ArgumentError combine(h; x = out_x, out = x)
+            @test_throws ArgumentError update!(h; topk_idx = idx)
+            @test_throws ArgumentError EpComm.info(h)
             @test_throws ArgumentError EpComm.to_tensor(42)  # not describable as a tensor
-
-            # High-throughput handles: the same refusals through every HT call.
-            for sizing in (:exact, :capacity)
-                failure = failure_of(() -> HtHandle(group, idx; sizing))
-                @test failure isa EpcError && failure.func == :epc_ht_handle_create
-                @test occursin("group is not a live EpcGroup", failure.message)
-            end
-            @test group.open_handles == 0
-            fake_ht = zeros(UInt64, 8)
-            GC.@preserve fake_ht begin
-                ht = EpComm.HtHandle(Ptr{EpcHandle}(pointer(fake_ht)), group, 256, EPC_HT_SIZING_CAPACITY,
-                                     EpComm.Tensor[])
-                group.open_handles += 1
-                @test EpComm.rows(ht) == 256
-                rows_x = Tensor(device, (256, 2048); dtype = :bf16)
-                rows_k = Tensor(device, (256, 2); dtype = :fp32)
-                rows_idx = Tensor(device, (256, 2); dtype = :int32)
-                num_recv = Tensor(device, (1,); dtype = :int32)
-                fp8_tokens = Tensor(device, (4, 2048); dtype = :fp8_e4m3)
-                fp8_rows = Tensor(device, (256, 2048); dtype = :fp8_e4m3)
-                token_scales = Tensor(device, (4, 16); dtype = :fp32)
-                row_scales = Tensor(device, (256, 16); dtype = :fp32)
-                ht_calls = [(:epc_handle_update, () -> update!(ht, idx)),
-                            (:epc_ht_dispatch, () -> ht_dispatch(ht, x, rows_x)),
-                            (:epc_ht_dispatch, () -> ht_dispatch(ht, x, rows_x; topk_weights = weights,
-                                                                 out_topk_weights = rows_k,
-                                                                 out_topk_idx = rows_idx,
-                                                                 out_expert_counts = counts,
-                                                                 out_num_recv = num_recv)),
-                            (:epc_ht_dispatch, () -> ht_dispatch(ht, fp8_tokens, fp8_rows;
-                                                                 x_scales = token_scales,
-                                                                 out_scales = row_scales)),
-                            (:epc_ht_combine, () -> ht_combine(ht, rows_x, x)),
-                            (:epc_ht_combine, () -> ht_combine(ht, rows_x, x; topk_weights = rows_k,
-                                                                out_topk_weights = weights))]
-                refused_as_dead(ht_calls)
-                # One backward-weights tensor without the other: refused here.
-                @test_throws ArgumentError ht_combine(ht, rows_x, x; topk_weights = rows_k)
-                @test_throws EpcError close(ht)
-                @test !isopen(ht) && group.open_handles == 0
-                @test_throws ArgumentError ht_dispatch(ht, x, rows_x)  # closed: no library call
-                @test_throws ArgumentError update!(ht, idx)
-            end
             group.handle = C_NULL  # nothing real to destroy
             @test_throws ArgumentError async_error(group)  # closed: refused without the library
         end
     end
 
-    @testset "async_error needs ABI 1.3" begin
-        @test EpComm.require_abi(v"1.3.0", :epc_group_async_error, v"1.3.0") === nothing
-        @test EpComm.require_abi(v"1.3.0", :epc_group_async_error, v"1.4.2") === nothing
-        failure = failure_of(() -> EpComm.require_abi(v"1.3.0", :epc_group_async_error, v"1.2.0"))
-        @test failure isa EpcError && failure.status == EPC_ERR_UNSUPPORTED &&
-              failure.func == :epc_group_async_error
-        @test occursin("needs libepcomm ABI 1.3.0 or newer", failure.message)
-        @test occursin("implements ABI 1.2.0", failure.message)
-        failure = failure_of(() -> async_error(EpComm.Group(Ptr{EpcGroup}(C_NULL), adopt_comm(Ptr{Cvoid}(UInt(0x1000))), 0)))
-        @test failure isa ArgumentError  # a NULL handle is a closed group here
+    @testset "argument structs point at their tensors" begin
+        device = Ptr{Cvoid}(UInt(0x7f0000001000))
+        fields = EpComm.TensorFields((; x = Tensor(device, (4, 8); dtype = :bf16), x_scales = nothing,
+                                      out_x = Tensor(device, (2, 4, 8); dtype = :fp8_e4m3)))
+        GC.@preserve fields begin
+            args = EpComm.extensible(EpcDispatchArgs; quant = EPC_QUANT_FP8, EpComm.pointers(fields)...)
+            @test args.struct_size == sizeof(EpcDispatchArgs) && args.abi_version == EPC_ABI_VERSION
+            @test args.x_scales == C_NULL && args.topk_weights == C_NULL
+            @test unsafe_load(args.x).dtype == EPC_DTYPE_BF16
+            @test unsafe_load(args.out_x).shape == (2, 4, 8, 0)
+        end
     end
 
     if get(ENV, "EPCOMM_JULIA_GPU", "0") == "1"
         @testset "one-rank group on GPU 0" begin
             comm = Comm(create_unique_id(), 1, 0; cuda_device = 0)
             group = Group(comm, GroupConfig(num_experts = 8, hidden = 1024))
+            h = Handle(group)  # no routing: local, allocates
+            handle_info = EpComm.info(h)
+            @test handle_info.layout == EPC_LAYOUT_EXPERT_PADDED && handle_info.num_tokens == 0
+            @test handle_info.pending == EPC_PENDING_NONE && handle_info.overflow_rank == -1
+            close(h)
             group_info = EpComm.info(group)
             @test group_info.rank == 0 && group_info.nranks == 1
             @test group_info.local_experts == 8

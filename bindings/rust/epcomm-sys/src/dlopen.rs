@@ -31,7 +31,7 @@ const RTLD_LOCAL: c_int = 0x4;
 pub fn default_library() -> String {
     match std::env::var("EPCOMM_LIB") {
         Ok(path) if !path.is_empty() => path,
-        _ => format!("libepcomm.so.{}", crate::EPC_ABI_MAJOR),
+        _ => crate::SONAME.to_string(),
     }
 }
 

@@ -9,7 +9,7 @@
 //! - [`api()`] gives the library's function table ([`EpcApi`]). By default the library is
 //!   linked (see `build.rs` for how it is found) and the table comes from the linked
 //!   `epc_get_api`. With the `dlopen` feature nothing is linked: the first call `dlopen`s
-//!   `$EPCOMM_LIB` (or `libepcomm.so.1`) and resolves the one symbol `epc_get_api`. The safe
+//!   `$EPCOMM_LIB` (or [`SONAME`]) and resolves the one symbol `epc_get_api`. The safe
 //!   `epcomm` crate calls everything through this table, so it behaves the same both ways.
 //!
 //! Everything here is `unsafe` to call; use the `epcomm` crate unless you need the raw ABI.
@@ -18,6 +18,11 @@
 #[rustfmt::skip]
 pub mod ffi;
 pub use ffi::*;
+
+/// The library file these bindings use: `libepcomm.so.<EPC_ABI_MAJOR>`, the SONAME of the ABI
+/// major ffi.rs was generated for. The default build links exactly this file (see
+/// `build.rs`); the `dlopen` feature opens it when `EPCOMM_LIB` is not set.
+pub const SONAME: &str = env!("EPCOMM_SYS_SONAME");
 
 mod load_error;
 mod table;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The `dlopen` feature: nothing is linked; the library named by EPCOMM_LIB (or
-//! libepcomm.so.1 on the loader's path) is opened at run time and only epc_get_api is
+//! libepcomm.so.2 on the loader's path) is opened at run time and only epc_get_api is
 //! resolved. Run with `cargo test --features dlopen`.
 #![cfg(feature = "dlopen")]
 
@@ -49,9 +49,9 @@ fn epc_get_api_is_resolved_and_the_table_works() {
 
 #[test]
 fn a_missing_library_is_an_error_naming_it() {
-    let error = sys::load("/nonexistent/libepcomm.so.1").unwrap_err();
+    let error = sys::load("/nonexistent/libepcomm.so.2").unwrap_err();
     assert_eq!(error.status, None);
-    assert!(error.message.contains("/nonexistent/libepcomm.so.1"), "{}", error.message);
+    assert!(error.message.contains("/nonexistent/libepcomm.so.2"), "{}", error.message);
 }
 
 #[test]
@@ -61,10 +61,9 @@ fn a_library_without_epc_get_api_is_refused() {
     assert!(error.message.contains("epc_get_api"), "{}", error.message);
 }
 
-/// The handle, low-latency, high-throughput and async-error entries of a dlopen'd table reach the
-/// library: each refuses a NULL handle (or group) with INVALID_ARGUMENT and leaves this
-/// thread a message saying so. The library checks the handle first, so the NULL tensors are
-/// never looked at.
+/// The handle and step entries of a dlopen'd table reach the library: each refuses a NULL
+/// handle (or group) with INVALID_ARGUMENT and leaves this thread a message saying so. The
+/// library checks the handle first, so the zeroed argument structs are never looked at.
 #[test]
 fn the_handle_entries_of_the_table_reach_the_library() {
     use std::ptr::{null, null_mut};
@@ -80,9 +79,25 @@ fn the_handle_entries_of_the_table_reach_the_library() {
         let text = message();
         assert!(text.contains(words), "{name}: {text:?}");
     };
+    let dispatch_args = sys::EpcDispatchArgs {
+        struct_size: std::mem::size_of::<sys::EpcDispatchArgs>() as u32,
+        abi_version: sys::EPC_ABI_VERSION,
+        ..Default::default()
+    };
+    let combine_args = sys::EpcCombineArgs {
+        struct_size: std::mem::size_of::<sys::EpcCombineArgs>() as u32,
+        abi_version: sys::EPC_ABI_VERSION,
+        flags: sys::EPC_STEP_SEND_ONLY,
+        ..Default::default()
+    };
+    let mut info = sys::EpcHandleInfo {
+        struct_size: std::mem::size_of::<sys::EpcHandleInfo>() as u32,
+        abi_version: sys::EPC_ABI_VERSION,
+        ..Default::default()
+    };
     let mut out = null_mut();
     unsafe {
-        let status = api.handle_create.unwrap()(null_mut(), null(), null_mut(), &mut out);
+        let status = api.handle_create.unwrap()(null_mut(), null(), null(), null_mut(), &mut out);
         expect_refusal("handle_create", status, "group is NULL");
         assert!(out.is_null(), "out-parameters are written only on success");
         expect_refusal(
@@ -90,58 +105,15 @@ fn the_handle_entries_of_the_table_reach_the_library() {
             api.handle_update.unwrap()(null_mut(), null(), null_mut()),
             "handle is NULL",
         );
-        let status = api.ll_dispatch.unwrap()(null_mut(), null(), null(), null(), null(), 0, null_mut());
-        expect_refusal("ll_dispatch", status, "handle is NULL");
-        let dispatch_fp8 = api.ll_dispatch_fp8.expect("ll_dispatch_fp8 entry (ABI 1.1)");
-        let status = dispatch_fp8(
-            null_mut(),
-            null(),
-            null(),
-            null(),
-            null(),
-            null(),
-            sys::EPC_FLAG_FP8_POW2_SCALES,
-            null_mut(),
-        );
-        expect_refusal("ll_dispatch_fp8", status, "handle is NULL");
-        let status = api.ll_combine.unwrap()(null_mut(), null(), null(), sys::EPC_FLAG_SEND_ONLY, null_mut());
-        expect_refusal("ll_combine", status, "handle is NULL");
-        expect_refusal("complete", api.complete.unwrap()(null_mut(), null_mut()), "handle is NULL");
-
-        let ht_create = api.ht_handle_create.expect("ht_handle_create entry (ABI 1.2)");
-        let mut rows = -1i64;
-        let status =
-            ht_create(null_mut(), null(), sys::EPC_HT_SIZING_CAPACITY, null_mut(), &mut out, &mut rows);
-        expect_refusal("ht_handle_create", status, "group is NULL");
-        assert!(out.is_null() && rows == -1, "out-parameters are written only on success");
-        let ht_dispatch = api.ht_dispatch.expect("ht_dispatch entry (ABI 1.2)");
-        let status = ht_dispatch(
-            null_mut(),
-            null(),
-            null(),
-            null(),
-            null(),
-            null(),
-            null(),
-            null(),
-            null(),
-            null(),
-            0,
-            null_mut(),
-        );
-        expect_refusal("ht_dispatch", status, "handle is NULL");
-        let ht_combine = api.ht_combine.expect("ht_combine entry (ABI 1.2)");
-        let status = ht_combine(
-            null_mut(),
-            null(),
-            null(),
-            null(),
-            null(),
-            sys::EPC_FLAG_BACKWARD_WEIGHTS,
-            null_mut(),
-        );
-        expect_refusal("ht_combine", status, "handle is NULL");
-        let async_error = api.group_async_error.expect("group_async_error entry (ABI 1.3)");
+        let status = api.handle_query.unwrap()(null(), &mut info);
+        expect_refusal("handle_query", status, "handle is NULL");
+        assert_eq!(info.num_tokens, 0, "out-parameters are written only on success");
+        let status = api.dispatch.unwrap()(null_mut(), &dispatch_args, null_mut());
+        expect_refusal("dispatch", status, "handle is NULL");
+        let status = api.combine.unwrap()(null_mut(), &combine_args, null_mut());
+        expect_refusal("combine", status, "handle is NULL");
+        expect_refusal("complete", api.complete.unwrap()(null_mut(), 0, null_mut()), "handle is NULL");
+        let async_error = api.group_async_error.expect("group_async_error entry");
         expect_refusal("group_async_error", async_error(null()), "group is NULL");
         // destroy(NULL) is the documented no-op, and a success clears the message.
         assert_eq!(api.handle_destroy.unwrap()(null_mut()), sys::EPC_OK);

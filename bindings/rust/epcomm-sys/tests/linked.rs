@@ -27,8 +27,16 @@ fn the_linked_table_has_every_entry() {
     assert_eq!(text.to_str().unwrap(), "invalid argument");
     assert!(api.group_barrier.is_some());
     assert_eq!(
-        api.group_async_error.map(|f| f as usize),
-        Some(sys::epc_group_async_error as *const () as usize),
-        "the ABI 1.3 entry is the linked epc_group_async_error"
+        api.complete.map(|f| f as usize),
+        Some(sys::epc_complete as *const () as usize),
+        "the table's last entry is the linked epc_complete"
     );
+}
+
+#[test]
+fn the_linked_file_is_the_soname_of_the_generated_abi_major() {
+    assert_eq!(sys::SONAME, format!("libepcomm.so.{}", sys::EPC_ABI_MAJOR));
+    // Only ABI 2 has these codes; a library of another major is refused by epc_get_api.
+    let text = unsafe { CStr::from_ptr(sys::epc_status_string(sys::EPC_ERR_INVALID_USAGE)) };
+    assert_ne!(text.to_str().unwrap(), "unknown status");
 }

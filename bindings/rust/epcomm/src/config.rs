@@ -6,11 +6,7 @@ use std::fmt;
 
 use epcomm_sys as sys;
 
-use crate::{Dtype, Error, Mode, Result, Status, Version};
-
-/// The first ABI whose `EpcGroupConfig` has `virtual_node_size` (before it, the field was
-/// `reserved0` and had to be 0).
-const VIRTUAL_NODES_ABI: Version = Version { major: 1, minor: 3, patch: 0 };
+use crate::{GroupFlags, HandleFlags, Layout, Mode, Overflow, Sizing};
 
 /// A group's configuration (`EpcGroupConfig`), built with chained setters:
 ///
@@ -82,9 +78,40 @@ impl GroupConfig {
         self
     }
 
-    /// The token payload the buffers are sized for; default BF16 (FP16 and FP8_E4M3 also).
-    pub fn dtype(mut self, dtype: Dtype) -> Self {
-        self.raw.dtype = dtype.0;
+    /// Dispatch bytes per token the window holds, payload plus scales; 0: `2 * hidden`
+    /// (BF16 or FP16 rows; FP8 rows fit too). Down to `hidden + hidden / 32` (FP8 with one
+    /// FP32 scale per 128 channels, `hidden % 128 == 0`): such a group carries FP8 payloads
+    /// only, in a smaller window. Values are rounded down to one of these two sizes
+    /// ([`GroupInfo::max_token_bytes`](crate::GroupInfo::max_token_bytes) says which).
+    pub fn max_token_bytes(mut self, bytes: u32) -> Self {
+        self.raw.max_token_bytes = bytes;
+        self
+    }
+
+    /// Tokens per rank the receive window holds; 0: `nranks * max_tokens_per_rank`, which
+    /// never overflows (less is refused as UNSUPPORTED in 2.0).
+    pub fn recv_capacity(mut self, tokens: u64) -> Self {
+        self.raw.recv_capacity = tokens;
+        self
+    }
+
+    /// What a step does when more rows arrive than a handle holds; default
+    /// [`Overflow::FAIL`].
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.raw.overflow = overflow.0;
+        self
+    }
+
+    /// Send-only steps awaiting [`Handle::complete`](crate::Handle::complete) at once over
+    /// all the group's handles; 0: the default (1 in 2.0; more is refused as UNSUPPORTED).
+    pub fn max_pending_steps(mut self, steps: u32) -> Self {
+        self.raw.max_pending_steps = steps;
+        self
+    }
+
+    /// `EPC_GROUP_*` bits ([`GroupFlags::COMBINE_PER_ENTRY`]: UNSUPPORTED in 2.0).
+    pub fn flags(mut self, flags: GroupFlags) -> Self {
+        self.raw.flags = flags.0;
         self
     }
 
@@ -101,7 +128,7 @@ impl GroupConfig {
     }
 
     /// Split every NVLink (LSA) team into virtual nodes of `ranks` consecutive ranks
-    /// (`virtual_node_size`, ABI 1.3); 0, the default, makes a node the whole LSA team.
+    /// (`virtual_node_size`); 0, the default, makes a node the whole LSA team.
     /// `ranks` must divide the team size.
     ///
     /// A testing and tuning aid: ranks in different virtual nodes exchange data only through
@@ -116,10 +143,6 @@ impl GroupConfig {
     /// let config = GroupConfig::new().num_experts(256).hidden(7168).virtual_node_size(2);
     /// assert_eq!(config.as_raw().virtual_node_size, 2);
     /// ```
-    ///
-    /// A library older than ABI 1.3 does not know the field: with a non-zero value,
-    /// [`plan_query`](crate::plan_query) and [`Group::create`](crate::Group::create) then
-    /// fail with [`Status::UNSUPPORTED`] without calling it.
     pub fn virtual_node_size(mut self, ranks: u32) -> Self {
         self.raw.virtual_node_size = ranks;
         self
@@ -148,23 +171,6 @@ impl GroupConfig {
     pub fn as_raw(&self) -> &sys::EpcGroupConfig {
         &self.raw
     }
-
-    /// Refuse a setting that a library of ABI `library` cannot read: a field newer than that
-    /// library, which it takes for a reserved field that must be 0 (and would refuse with a
-    /// message about that reserved field).
-    pub(crate) fn check_supported_by(&self, library: Version) -> Result<()> {
-        if self.raw.virtual_node_size != 0 && library < VIRTUAL_NODES_ABI {
-            return Err(Error::new(
-                Status::UNSUPPORTED,
-                format!(
-                    "GroupConfig::virtual_node_size({}) needs libepcomm ABI {VIRTUAL_NODES_ABI} or newer, but the \
-                     loaded library implements ABI {library}, which has no virtual nodes; leave it 0 there",
-                    self.raw.virtual_node_size
-                ),
-            ));
-        }
-        Ok(())
-    }
 }
 
 impl fmt::Debug for GroupConfig {
@@ -176,11 +182,101 @@ impl fmt::Debug for GroupConfig {
             .field("hidden", &raw.hidden)
             .field("max_tokens_per_rank", &raw.max_tokens_per_rank)
             .field("max_topk", &raw.max_topk)
-            .field("dtype", &Dtype(raw.dtype))
+            .field("max_token_bytes", &raw.max_token_bytes)
+            .field("recv_capacity", &raw.recv_capacity)
+            .field("overflow", &Overflow(raw.overflow))
+            .field("max_pending_steps", &raw.max_pending_steps)
             .field("num_sms", &raw.num_sms)
             .field("timeout_ms", &raw.timeout_ms)
+            .field("flags", &GroupFlags(raw.flags))
             .field("virtual_node_size", &raw.virtual_node_size)
             .field("custom_allocator", &raw.alloc_fn.is_some())
+            .finish()
+    }
+}
+
+/// A handle's receive layout and sizing (`EpcHandleConfig`), built with chained setters;
+/// [`Handle::create`](crate::Handle::create) takes `None` for all defaults:
+///
+/// ```
+/// use epcomm::{HandleConfig, HandleFlags, Layout, Sizing};
+/// let config = HandleConfig::new().layout(Layout::FLAT).sizing(Sizing::EXACT).flags(HandleFlags::GLOBAL_EXPERT_IDS);
+/// assert_eq!(config.as_raw().sizing, 1);
+/// ```
+///
+/// It starts all zeros (every field "default") with `struct_size` and `abi_version` set:
+/// the group's default layout (EXPERT_PADDED on low-latency groups, FLAT on
+/// high-throughput ones), [`Sizing::CAPACITY`], the layout's default capacity.
+#[derive(Clone, Copy)]
+pub struct HandleConfig {
+    raw: sys::EpcHandleConfig,
+}
+
+impl Default for HandleConfig {
+    fn default() -> Self {
+        let raw = sys::EpcHandleConfig {
+            struct_size: std::mem::size_of::<sys::EpcHandleConfig>() as u32,
+            abi_version: sys::EPC_ABI_VERSION,
+            ..Default::default()
+        };
+        HandleConfig { raw }
+    }
+}
+
+impl HandleConfig {
+    /// All defaults (see the type's docs).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How dispatch lays out what this rank receives (see [`Layout`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.raw.layout = layout.0;
+        self
+    }
+
+    /// How the row count is chosen; default [`Sizing::CAPACITY`] (graph-capturable).
+    pub fn sizing(mut self, sizing: Sizing) -> Self {
+        self.raw.sizing = sizing.0;
+        self
+    }
+
+    /// C: EXPERT_PADDED rows per expert zone (0: `nranks * max_tokens_per_rank`); FLAT and
+    /// EXPERT_PACKED rows (0: the most the group's receive capacity can produce). Must be 0
+    /// for RANK_MAJOR and with [`Sizing::EXACT`]. Only the default is served in 2.0.
+    pub fn capacity(mut self, rows: u64) -> Self {
+        self.raw.capacity = rows;
+        self
+    }
+
+    /// EXPERT_PACKED: zone starts and sizes are multiples of this (0: 1). Other layouts:
+    /// must be 0.
+    pub fn expert_alignment(mut self, alignment: u32) -> Self {
+        self.raw.expert_alignment = alignment;
+        self
+    }
+
+    /// `EPC_HANDLE_*` bits.
+    pub fn flags(mut self, flags: HandleFlags) -> Self {
+        self.raw.flags = flags.0;
+        self
+    }
+
+    /// The C struct, e.g. for calling epcomm-sys directly.
+    pub fn as_raw(&self) -> &sys::EpcHandleConfig {
+        &self.raw
+    }
+}
+
+impl fmt::Debug for HandleConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let raw = &self.raw;
+        f.debug_struct("HandleConfig")
+            .field("layout", &Layout(raw.layout))
+            .field("sizing", &Sizing(raw.sizing))
+            .field("capacity", &raw.capacity)
+            .field("expert_alignment", &raw.expert_alignment)
+            .field("flags", &HandleFlags(raw.flags))
             .finish()
     }
 }
@@ -190,21 +286,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn virtual_node_size_needs_a_library_of_abi_1_3() {
-        let config = GroupConfig::new().num_experts(64).hidden(2048).virtual_node_size(2);
-        assert_eq!(config.as_raw().virtual_node_size, 2);
-        assert!(format!("{config:?}").contains("virtual_node_size: 2"), "{config:?}");
+    fn setters_fill_the_c_structs() {
+        let config = GroupConfig::new()
+            .num_experts(64)
+            .hidden(2048)
+            .max_token_bytes(2048 + 64)
+            .recv_capacity(1 << 33)
+            .overflow(Overflow::DROP)
+            .max_pending_steps(2)
+            .flags(GroupFlags::COMBINE_PER_ENTRY)
+            .virtual_node_size(2);
+        let raw = config.as_raw();
+        assert_eq!(
+            (raw.struct_size as usize, raw.abi_version),
+            (std::mem::size_of_val(raw), sys::EPC_ABI_VERSION)
+        );
+        assert_eq!((raw.max_token_bytes, raw.recv_capacity), (2112, 1 << 33));
+        assert_eq!((raw.overflow, raw.max_pending_steps), (sys::EPC_OVERFLOW_DROP, 2));
+        assert_eq!((raw.flags, raw.virtual_node_size), (sys::EPC_GROUP_COMBINE_PER_ENTRY, 2));
+        let text = format!("{config:?}");
+        assert!(text.contains("overflow: Overflow::DROP") && text.contains("COMBINE_PER_ENTRY"), "{text}");
 
-        let old = Version { major: 1, minor: 2, patch: 0 };
-        let error = config.check_supported_by(old).unwrap_err();
-        assert_eq!(error.status, Status::UNSUPPORTED);
-        assert!(error.message.contains("virtual_node_size(2)"), "{:?}", error.message);
-        assert!(error.message.contains("ABI 1.3.0 or newer"), "{:?}", error.message);
-        assert!(error.message.contains("implements ABI 1.2.0"), "{:?}", error.message);
-
-        // Left at 0 the config works with the older library; 1.3 and later take any value.
-        assert_eq!(config.virtual_node_size(0).check_supported_by(old), Ok(()));
-        assert_eq!(config.check_supported_by(VIRTUAL_NODES_ABI), Ok(()));
-        assert_eq!(config.check_supported_by(Version { major: 1, minor: 4, patch: 1 }), Ok(()));
+        let handle = HandleConfig::new()
+            .layout(Layout::EXPERT_PACKED)
+            .sizing(Sizing::EXACT)
+            .capacity(4096)
+            .expert_alignment(128)
+            .flags(HandleFlags::ZERO_PADDING);
+        let raw = handle.as_raw();
+        assert_eq!(raw.struct_size as usize, std::mem::size_of::<sys::EpcHandleConfig>());
+        assert_eq!((raw.layout, raw.sizing), (sys::EPC_LAYOUT_EXPERT_PACKED, sys::EPC_SIZING_EXACT));
+        assert_eq!(
+            (raw.capacity, raw.expert_alignment, raw.flags),
+            (4096, 128, sys::EPC_HANDLE_ZERO_PADDING)
+        );
+        assert_eq!(HandleConfig::default().as_raw().layout, 0);
     }
 }

@@ -14,16 +14,105 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// the calling thread (`epc_last_error`), read on the same thread right after the call, so
 /// it belongs to that call. Errors found by these bindings before reaching the library
 /// (a bad shape, a library that cannot be loaded) use the same form.
+///
+/// ```
+/// use epcomm::{ErrorKind, GroupConfig};
+/// let error = epcomm::plan_query(&GroupConfig::new().num_experts(256), 4, 4, 1).unwrap_err();
+/// assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+/// assert!(error.message().contains("hidden")); // the library names the field
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Error {
-    pub status: Status,
-    /// The detail message; may be empty when the library gave none.
-    pub message: String,
+    status: Status,
+    message: String,
+}
+
+/// What kind of failure an [`Error`] is: its [`Status`] as an enum to `match` on. New
+/// statuses may come with a newer library (the enum is non-exhaustive); a code these
+/// bindings do not know is [`ErrorKind::Other`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// [`Status::INVALID_ARGUMENT`]: a NULL required pointer, a value out of range, a bad
+    /// shape or dtype, a field meaningless for the mode or layout.
+    InvalidArgument,
+    /// [`Status::ABI_MISMATCH`]: `struct_size`/`abi_version`, or the library's ABI major.
+    AbiMismatch,
+    /// [`Status::UNSUPPORTED`]: a request the ABI defines that this library or machine
+    /// cannot serve (yet).
+    Unsupported,
+    /// [`Status::OUT_OF_MEMORY`].
+    OutOfMemory,
+    /// [`Status::CUDA`]: a CUDA runtime call failed.
+    Cuda,
+    /// [`Status::NCCL`]: an NCCL call failed, or the NCCL found is too old.
+    Nccl,
+    /// [`Status::TIMEOUT`]: a device-side wait expired; the group is unusable.
+    Timeout,
+    /// [`Status::NO_DEVICE`].
+    NoDevice,
+    /// [`Status::BUFFER_TOO_SMALL`].
+    BufferTooSmall,
+    /// [`Status::INTERNAL`]: a bug in epcomm.
+    Internal,
+    /// [`Status::CAPACITY`]: a step received more rows than the handle's capacity; not
+    /// sticky.
+    Capacity,
+    /// [`Status::INVALID_USAGE`]: calls out of order (a complete with nothing pending, a
+    /// step on a handle with one pending or without routing).
+    InvalidUsage,
+    /// A status these bindings have no name for (never [`Status::OK`] in an [`Error`] made
+    /// by this crate).
+    Other(i32),
+}
+
+impl ErrorKind {
+    /// The kind of `status`.
+    pub fn of(status: Status) -> ErrorKind {
+        match status {
+            Status::INVALID_ARGUMENT => ErrorKind::InvalidArgument,
+            Status::ABI_MISMATCH => ErrorKind::AbiMismatch,
+            Status::UNSUPPORTED => ErrorKind::Unsupported,
+            Status::OUT_OF_MEMORY => ErrorKind::OutOfMemory,
+            Status::CUDA => ErrorKind::Cuda,
+            Status::NCCL => ErrorKind::Nccl,
+            Status::TIMEOUT => ErrorKind::Timeout,
+            Status::NO_DEVICE => ErrorKind::NoDevice,
+            Status::BUFFER_TOO_SMALL => ErrorKind::BufferTooSmall,
+            Status::INTERNAL => ErrorKind::Internal,
+            Status::CAPACITY => ErrorKind::Capacity,
+            Status::INVALID_USAGE => ErrorKind::InvalidUsage,
+            other => ErrorKind::Other(other.code()),
+        }
+    }
 }
 
 impl Error {
+    /// An error with `status` and `message`, e.g. for code that wraps these bindings.
     pub fn new(status: Status, message: impl Into<String>) -> Error {
         Error { status, message: message.into() }
+    }
+
+    /// The status the library returned.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// The status as an enum.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::of(self.status)
+    }
+
+    /// The raw status code (`EpcStatus`).
+    pub fn code(&self) -> i32 {
+        self.status.code()
+    }
+
+    /// The detail message, naming the struct and field where the library found the problem;
+    /// may be empty when the library gave none.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 
     /// The error for `status` returned by a call through `api`, with that thread's message.
@@ -80,4 +169,32 @@ pub(crate) fn last_error_message(api: &sys::EpcApi) -> String {
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_status_but_ok_has_its_own_kind() {
+        let mut kinds = Vec::new();
+        for status in Status::KNOWN.iter().filter(|s| !s.is_ok()) {
+            let kind = ErrorKind::of(*status);
+            assert!(!matches!(kind, ErrorKind::Other(_)), "{status:?} has no kind");
+            assert!(!kinds.contains(&kind), "{status:?}: {kind:?} twice");
+            kinds.push(kind);
+        }
+        assert_eq!(ErrorKind::of(Status::CAPACITY), ErrorKind::Capacity);
+        assert_eq!(ErrorKind::of(Status::INVALID_USAGE), ErrorKind::InvalidUsage);
+        assert_eq!(ErrorKind::of(Status(99)), ErrorKind::Other(99));
+    }
+
+    #[test]
+    fn accessors_return_what_the_error_holds() {
+        let error = Error::new(Status::INVALID_USAGE, "epc_complete: nothing is pending");
+        assert_eq!(error.status(), Status::INVALID_USAGE);
+        assert_eq!(error.code(), sys::EPC_ERR_INVALID_USAGE);
+        assert_eq!(error.kind(), ErrorKind::InvalidUsage);
+        assert_eq!(error.message(), "epc_complete: nothing is pending");
+    }
 }

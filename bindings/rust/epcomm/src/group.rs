@@ -8,8 +8,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use epcomm_sys as sys;
 
-use crate::library::{check, entry, library, loaded_version};
-use crate::{Comm, Dtype, Error, GroupConfig, Mode, Result, Status, StreamRef};
+use crate::library::{check, entry, library};
+use crate::{Comm, Error, GroupConfig, GroupFlags, Mode, Overflow, Result, Status, StreamRef};
 
 /// One rank's group (`EpcGroup*`), living no longer than the [`Comm`] it was created on.
 ///
@@ -60,9 +60,18 @@ pub struct GroupInfo {
     pub hidden: u32,
     pub max_tokens_per_rank: u32,
     pub max_topk: u32,
-    pub dtype: Dtype,
+    /// Dispatch bytes per token the window holds, after rounding: `2 * hidden`, or
+    /// `hidden + hidden / 32` for a group that carries FP8 payloads only.
+    pub max_token_bytes: u32,
+    /// Tokens per rank the receive window holds.
+    pub recv_capacity: u64,
+    pub overflow: Overflow,
+    pub max_pending_steps: u32,
     pub num_sms: u32,
     pub timeout_ms: u32,
+    pub flags: GroupFlags,
+    /// 0: a node is an NVLink (LSA) team.
+    pub virtual_node_size: u32,
     /// Device memory held in the registered window.
     pub symmetric_bytes: u64,
     /// Other device memory held.
@@ -80,7 +89,6 @@ impl<'comm> Group<'comm> {
     pub fn create(comm: &'comm Comm, config: &GroupConfig) -> Result<Group<'comm>> {
         let api = library()?;
         let create = entry!(api, group_create);
-        config.check_supported_by(loaded_version(api)?)?;
         let mut raw = std::ptr::null_mut();
         let status = {
             let _serialised = comm.serialise();
@@ -126,7 +134,7 @@ impl<'comm> Group<'comm> {
         check(api, status)
     }
 
-    /// Whether the group has failed asynchronously (`epc_group_async_error`, ABI 1.3), without
+    /// Whether the group has failed asynchronously (`epc_group_async_error`), without
     /// waiting for anything: `Ok(())` while no kernel of the group has recorded a failure
     /// (and no [`barrier`](Group::barrier) has failed on the host); otherwise the error that
     /// every later call on the group and its handles returns, with the same status and,
@@ -142,8 +150,7 @@ impl<'comm> Group<'comm> {
     /// Local; non-blocking; not stream-ordered; may be called during CUDA graph capture (it
     /// launches nothing). It does not take the lock of the group's calls (the library allows
     /// it while a [`Handle`](crate::Handle) of the group is inside a call on another thread),
-    /// so it never waits for them either. A library older than ABI 1.3 has no such call:
-    /// [`Status::UNSUPPORTED`], without calling it.
+    /// so it never waits for them either.
     pub fn async_error(&self) -> Result<()> {
         let api = library()?;
         let query = entry!(api, group_async_error);
@@ -224,9 +231,14 @@ impl GroupInfo {
             hidden: raw.hidden,
             max_tokens_per_rank: raw.max_tokens_per_rank,
             max_topk: raw.max_topk,
-            dtype: Dtype(raw.dtype),
+            max_token_bytes: raw.max_token_bytes,
+            recv_capacity: raw.recv_capacity,
+            overflow: Overflow(raw.overflow),
+            max_pending_steps: raw.max_pending_steps,
             num_sms: raw.num_sms,
             timeout_ms: raw.timeout_ms,
+            flags: GroupFlags(raw.flags),
+            virtual_node_size: raw.virtual_node_size,
             symmetric_bytes: raw.symmetric_bytes,
             workspace_bytes: raw.workspace_bytes,
         }

@@ -11,35 +11,33 @@
 //! - [`GroupConfig`] and [`plan_query()`]: what a configuration costs, on the CPU, before
 //!   any GPU work.
 //! - [`Group`]: the communicator's symmetric window and device communicator
-//!   ([`Group::create`], [`Group::info`], [`Group::barrier`], [`Group::async_error`] (ABI
-//!   1.3: the group's failure without waiting), [`Group::close`]).
+//!   ([`Group::create`], [`Group::info`], [`Group::barrier`], [`Group::async_error`] (the
+//!   group's failure without waiting), [`Group::close`]).
 //! - [`TensorRef`] and [`StreamRef`]: borrowed device memory and CUDA streams, as the
 //!   stream-ordered calls take them.
-//! - [`Handle`]: one batch's routing on a low-latency group, and the step it drives:
-//!   [`Handle::ll_dispatch`] (or [`Handle::ll_dispatch_fp8`], FP8 on the wire),
-//!   [`Handle::ll_combine`], [`Handle::complete`] (after a call with [`Flags::SEND_ONLY`]),
-//!   [`Handle::update`] for the next step, [`Handle::close`].
-//! - [`HtHandle`]: one batch's routing and layout on a high-throughput group (ABI 1.2),
-//!   sized by [`HtSizing`], and the calls it drives, forward and backward:
-//!   [`HtHandle::dispatch`] (its tensors in an [`HtDispatch`]), [`HtHandle::combine`]
-//!   (with [`Flags::BACKWARD_WEIGHTS`] carrying weights back too), [`HtHandle::update`]
-//!   (capacity-sized handles), [`HtHandle::close`].
+//! - [`Handle`]: one batch's routing on a group of either mode and its receive layout
+//!   ([`HandleConfig`]: [`Layout`], [`Sizing`]), and the step it runs:
+//!   [`Handle::create`] (with or without a [`Routing`]), [`Handle::update`],
+//!   [`Handle::query`] ([`HandleInfo`]), [`Handle::dispatch`] (its tensors and options in a
+//!   [`Dispatch`]), [`Handle::combine`] (in a [`Combine`]), [`Handle::complete`] (after a
+//!   send-only call), [`Handle::close`].
 //!
 //! Every fallible call returns [`Result`]; an [`Error`] carries the library's [`Status`]
-//! and the detail message the library left for the calling thread.
+//! ([`Error::kind`] as an enum) and the detail message the library left for the calling
+//! thread ([`Error::message`]), which names the struct and field at fault.
 //!
 //! Collective calls (every rank of the communicator must make them, in the same order) say
-//! so in their docs, as the C header does. Dropping a [`Group`], a [`Handle`], an
-//! [`HtHandle`] or an owned [`Comm`] without closing it still releases it, but ignores
-//! errors; call `close()` to see them.
+//! so in their docs, as the C header does. Dropping a [`Group`], a [`Handle`] or an owned
+//! [`Comm`] without closing it still releases it, but ignores errors and never panics; call
+//! `close()` to see them.
 
+mod args;
 mod comm;
 mod config;
 mod error;
 mod flags;
 mod group;
 mod handle;
-mod ht_handle;
 mod library;
 mod open_enum;
 mod plan;
@@ -50,18 +48,18 @@ mod types;
 mod unique_id;
 mod version;
 
+pub use args::{Combine, Dispatch, Routing};
 pub use comm::Comm;
-pub use config::GroupConfig;
-pub use error::{Error, Result};
-pub use flags::Flags;
+pub use config::{GroupConfig, HandleConfig};
+pub use error::{Error, ErrorKind, Result};
+pub use flags::{CombineFlags, DispatchFlags, GroupFlags, HandleFlags};
 pub use group::{Group, GroupInfo};
-pub use handle::Handle;
-pub use ht_handle::{HtDispatch, HtHandle};
+pub use handle::{Handle, HandleInfo};
 pub use plan::{plan_query, Plan, PlanRegion};
 pub use status::Status;
 pub use stream::StreamRef;
 pub use tensor::TensorRef;
-pub use types::{Dtype, HtSizing, Mode, RegionKind};
+pub use types::{Dtype, Layout, Mode, Overflow, Pending, Quant, RegionKind, ScaleLayout, Sizing, Weighting};
 pub use unique_id::UniqueId;
 pub use version::{version, Version, BINDINGS_ABI};
 

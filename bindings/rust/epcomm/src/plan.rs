@@ -5,8 +5,8 @@ use std::ffi::c_char;
 
 use epcomm_sys as sys;
 
-use crate::library::{check, entry, library, loaded_version};
-use crate::{Dtype, Error, GroupConfig, Mode, RegionKind, Result, Status};
+use crate::library::{check, entry, library};
+use crate::{Error, GroupConfig, Mode, RegionKind, Result, Status};
 
 /// The byte layout of a group's symmetric window and its resource requests (`EpcPlan`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +19,10 @@ pub struct Plan {
     pub symmetric_bytes: u64,
     /// Per rank: ordinary device memory beside the window.
     pub workspace_bytes: u64,
+    /// Device memory one handle with the default [`HandleConfig`](crate::HandleConfig) holds.
+    pub handle_bytes: u64,
+    /// Tokens per rank the receive window holds, after defaults.
+    pub recv_capacity: u64,
     /// SM budget the kernels will use.
     pub num_sms: u32,
     /// Threads per block / 32.
@@ -31,8 +35,10 @@ pub struct Plan {
     pub gin_signals: u32,
     /// Bytes one token occupies in a dispatch receive buffer.
     pub message_bytes: u32,
-    /// The payload dtype the buffers are sized for.
-    pub dtype: Dtype,
+    /// Dispatch bytes per token the window holds, after defaults and rounding.
+    pub max_token_bytes: u32,
+    /// Send-only steps that may await completion at once, after defaults.
+    pub max_pending_steps: u32,
     /// The window's regions, in window order.
     pub regions: Vec<PlanRegion>,
 }
@@ -60,7 +66,6 @@ pub struct PlanRegion {
 pub fn plan_query(config: &GroupConfig, nranks: i32, lsa_size: i32, num_nodes: i32) -> Result<Plan> {
     let api = library()?;
     let query = entry!(api, plan_query);
-    config.check_supported_by(loaded_version(api)?)?;
     let mut raw = sys::EpcPlan {
         struct_size: std::mem::size_of::<sys::EpcPlan>() as u32,
         abi_version: sys::EPC_ABI_VERSION,
@@ -89,13 +94,16 @@ impl Plan {
             num_slots: raw.num_slots,
             symmetric_bytes: raw.symmetric_bytes,
             workspace_bytes: raw.workspace_bytes,
+            handle_bytes: raw.handle_bytes,
+            recv_capacity: raw.recv_capacity,
             num_sms: raw.num_sms,
             warps_per_block: raw.warps_per_block,
             lsa_barriers: raw.lsa_barriers,
             gin_contexts: raw.gin_contexts,
             gin_signals: raw.gin_signals,
             message_bytes: raw.message_bytes,
-            dtype: Dtype(raw.dtype),
+            max_token_bytes: raw.max_token_bytes,
+            max_pending_steps: raw.max_pending_steps,
             regions: raw.regions[..count].iter().map(PlanRegion::from_raw).collect(),
         })
     }

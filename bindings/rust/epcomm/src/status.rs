@@ -11,15 +11,17 @@ use crate::open_enum::open_enum;
 open_enum! {
     /// An `EpcStatus`: 0 is success, every other value an error. Values are stable; a newer
     /// library may return codes that are not listed here, and they are kept as they are (a
-    /// `Status(12)` is still an error and still prints the library's text for it).
+    /// `Status(99)` is still an error and still prints the library's text for it).
+    /// [`Error::kind`](crate::Error::kind) gives the same as a Rust enum to `match` on.
     pub struct Status(i32) {
         /// Success.
         OK = sys::EPC_OK,
-        /// A null pointer, a value out of range, a bad shape.
+        /// A NULL required pointer, a value out of range, a bad shape or dtype, a field
+        /// meaningless for the mode or layout.
         INVALID_ARGUMENT = sys::EPC_ERR_INVALID_ARGUMENT,
         /// `struct_size`/`abi_version` (or the library's ABI major) not compatible.
         ABI_MISMATCH = sys::EPC_ERR_ABI_MISMATCH,
-        /// A valid request this build or machine cannot serve.
+        /// A request the ABI defines that this library or machine cannot serve (yet).
         UNSUPPORTED = sys::EPC_ERR_UNSUPPORTED,
         /// A host or device allocation failed.
         OUT_OF_MEMORY = sys::EPC_ERR_OUT_OF_MEMORY,
@@ -35,6 +37,13 @@ open_enum! {
         BUFFER_TOO_SMALL = sys::EPC_ERR_BUFFER_TOO_SMALL,
         /// A bug in epcomm: please report it.
         INTERNAL = sys::EPC_ERR_INTERNAL,
+        /// A step received more rows than the handle's capacity under
+        /// [`Overflow::FAIL`](crate::Overflow::FAIL); not sticky.
+        CAPACITY = sys::EPC_ERR_CAPACITY,
+        /// A call out of order: complete with nothing pending, a step on a handle with one
+        /// pending (or on a handle without routing), more pending steps than the group's
+        /// `max_pending_steps`.
+        INVALID_USAGE = sys::EPC_ERR_INVALID_USAGE,
     }
 }
 

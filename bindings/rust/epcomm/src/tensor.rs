@@ -147,11 +147,11 @@ mod tests {
     #[test]
     fn bad_shapes_are_invalid_arguments() {
         let five = unsafe { TensorRef::from_raw_parts(fake_address(), Dtype::BF16, &[1, 1, 1, 1, 1]) };
-        assert_eq!(five.unwrap_err().status, Status::INVALID_ARGUMENT);
+        assert_eq!(five.unwrap_err().status(), Status::INVALID_ARGUMENT);
         let negative = unsafe { TensorRef::from_raw_parts(fake_address(), Dtype::BF16, &[-1]) };
-        assert_eq!(negative.unwrap_err().status, Status::INVALID_ARGUMENT);
+        assert_eq!(negative.unwrap_err().status(), Status::INVALID_ARGUMENT);
         let mismatch =
             unsafe { TensorRef::from_raw_parts_strided(fake_address(), Dtype::BF16, &[2, 2], &[1]) };
-        assert_eq!(mismatch.unwrap_err().status, Status::INVALID_ARGUMENT);
+        assert_eq!(mismatch.unwrap_err().status(), Status::INVALID_ARGUMENT);
     }
 }

@@ -86,8 +86,8 @@ mod tests {
         }
         let id = UniqueId::from_bytes(bytes);
         assert_eq!(UniqueId::from_hex(&id.to_hex()).unwrap(), id);
-        assert_eq!(UniqueId::from_hex("abc").unwrap_err().status, Status::INVALID_ARGUMENT);
+        assert_eq!(UniqueId::from_hex("abc").unwrap_err().status(), Status::INVALID_ARGUMENT);
         let not_hex = "zz".repeat(UNIQUE_ID_BYTES);
-        assert_eq!(UniqueId::from_hex(&not_hex).unwrap_err().status, Status::INVALID_ARGUMENT);
+        assert_eq!(UniqueId::from_hex(&not_hex).unwrap_err().status(), Status::INVALID_ARGUMENT);
     }
 }

@@ -10,8 +10,8 @@ fn group_create_on_a_null_comm_is_an_invalid_argument() {
     assert!(!comm.is_owned());
     let config = GroupConfig::new().num_experts(16).hidden(2048);
     let error = Group::create(&comm, &config).unwrap_err();
-    assert_eq!(error.status, Status::INVALID_ARGUMENT);
-    assert!(error.message.contains("comm is NULL"), "{:?}", error.message);
+    assert_eq!(error.status(), Status::INVALID_ARGUMENT);
+    assert!(error.message().contains("comm is NULL"), "{:?}", error.message());
     comm.close().expect("closing an adopted comm does nothing");
 }
 
@@ -19,8 +19,8 @@ fn group_create_on_a_null_comm_is_an_invalid_argument() {
 fn comm_init_checks_the_rank() {
     let id = UniqueId::from_bytes([0; 128]);
     let error = Comm::init(&id, 2, 5, 0).unwrap_err();
-    assert_eq!(error.status, Status::INVALID_ARGUMENT);
-    assert!(error.message.contains("rank"), "{:?}", error.message);
+    assert_eq!(error.status(), Status::INVALID_ARGUMENT);
+    assert!(error.message().contains("rank"), "{:?}", error.message());
 }
 
 // Compile-time: Group and Handle are Send but not Sync; Comm, GroupConfig and UniqueId are

@@ -31,8 +31,8 @@ pub fn epc<T>(what: &str, result: epcomm::Result<T>) -> Check<T> {
 pub fn refused<T>(what: &str, result: epcomm::Result<T>, status: Status, words: &str) -> Check {
     match result {
         Ok(_) => Err(format!("{what}: succeeded, expected {status:?} saying {words:?}")),
-        Err(error) => ensure(error.status == status && error.message.contains(words), || {
-            format!("{what}: got {error} ({:?}), expected {status:?} saying {words:?}", error.status)
+        Err(error) => ensure(error.status() == status && error.message().contains(words), || {
+            format!("{what}: got {error} ({:?}), expected {status:?} saying {words:?}", error.status())
         }),
     }
 }

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/handle_memory.hpp"
+
+#include "kernels/wire/ht_message.hpp"
+
+namespace epc {
+
+uint64_t LlHandleSizes::bytes() const {
+  return (topk_idx + recv_tokens + msg_entries + msg_rows + counts) * sizeof(int32_t) + msg_weights * sizeof(float);
+}
+
+LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
+  const size_t R = static_cast<size_t>(nranks);
+  const size_t T = c.max_tokens_per_rank;
+  const size_t K = c.max_topk;
+  LlHandleSizes s;
+  s.topk_idx = T * K;
+  s.recv_tokens = R;
+  s.msg_entries = R * T;
+  s.msg_rows = R * T * K;
+  s.msg_weights = R * T * K;
+  s.counts = c.local_experts(nranks);
+  return s;
+}
+
+uint64_t HtHandleSizes::bytes() const {
+  return (topk_idx + token_row + chunk_start + entry_counts + recv_count + recv_base + source_tokens + expert_counts +
+          forwarded_rows + forwarded_topk) *
+         sizeof(int32_t);
+}
+
+HtHandleSizes ht_handle_sizes(const GroupConfig& c, const Topology& t) {
+  const size_t R = static_cast<size_t>(t.nranks);
+  const size_t T = c.max_tokens_per_rank;
+  const size_t K = c.max_topk;
+  const size_t chunks = static_cast<size_t>(kernels::ht_chunks(static_cast<int>(T)));
+  const size_t nodes = static_cast<size_t>(t.nodes());
+  HtHandleSizes s;
+  s.topk_idx = T * K;
+  s.token_row = T * R;
+  s.chunk_start = (chunks + 1) * R;
+  s.entry_counts = c.num_experts;
+  s.recv_count = R;
+  s.recv_base = R + 1;
+  s.source_tokens = R;
+  s.expert_counts = c.local_experts(t.nranks);
+  s.forwarded_rows = nodes > 1 ? nodes * T * static_cast<size_t>(t.node_size) : 0;
+  s.forwarded_topk = nodes > 1 ? nodes * T * K : 0;
+  return s;
+}
+
+}  // namespace epc

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// How many elements each device array of a handle holds: one statement shared by the
+// handles, which allocate them (core/ll/ll_handle.cpp, core/ht/ht_handle.cpp), and the
+// planner, which reports their sum (EpcPlan.handle_bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/config.hpp"
+#include "core/topology.hpp"
+
+namespace epc {
+
+// Low latency: the routing and what connects a dispatch to its combine.
+struct LlHandleSizes {
+  size_t topk_idx;     // int32 [T, max_topk]
+  size_t recv_tokens;  // int32 [R]
+  size_t msg_entries;  // int32 [R, T]
+  size_t msg_rows;     // int32 [R, T, max_topk]
+  size_t msg_weights;  // float [R, T, max_topk]
+  size_t counts;       // int32 [L]: the per-expert counts when the caller asks for none
+  uint64_t bytes() const;
+};
+LlHandleSizes ll_handle_sizes(const GroupConfig& config, int nranks);
+
+// High throughput: the routing and its layout (kernels/wire/ht_params.hpp, HtHandleArrays).
+struct HtHandleSizes {
+  size_t topk_idx;        // int32 [T, max_topk]
+  size_t token_row;       // int32 [T, R]
+  size_t chunk_start;     // int32 [chunks + 1, R]
+  size_t entry_counts;    // int32 [num_experts]
+  size_t recv_count;      // int32 [R]
+  size_t recv_base;       // int32 [R + 1]
+  size_t source_tokens;   // int32 [R]
+  size_t expert_counts;   // int32 [L]
+  size_t forwarded_rows;  // int32 [nodes, T, node size], with several nodes
+  size_t forwarded_topk;  // int32 [nodes, T, max_topk], with several nodes
+  uint64_t bytes() const;
+};
+HtHandleSizes ht_handle_sizes(const GroupConfig& config, const Topology& topology);
+
+}  // namespace epc

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/step_args.hpp"
+
+#include "core/error.hpp"
+#include "core/tensor_check.hpp"
+#include "core/versioned_struct.hpp"
+
+namespace epc {
+
+namespace {
+
+const char* layout_name(EpcLayout layout) {
+  switch (layout) {
+    case EPC_LAYOUT_EXPERT_PADDED:
+      return "EPC_LAYOUT_EXPERT_PADDED";
+    case EPC_LAYOUT_EXPERT_PACKED:
+      return "EPC_LAYOUT_EXPERT_PACKED";
+    case EPC_LAYOUT_RANK_MAJOR:
+      return "EPC_LAYOUT_RANK_MAJOR";
+    case EPC_LAYOUT_FLAT:
+      return "EPC_LAYOUT_FLAT";
+    default:
+      return "an unknown layout";
+  }
+}
+
+const char* mode_name(EpcMode mode) { return mode == EPC_MODE_LOW_LATENCY ? "low-latency" : "high-throughput"; }
+
+constexpr uint32_t kHandleFlags = EPC_HANDLE_ZERO_PADDING | EPC_HANDLE_GLOBAL_EXPERT_IDS;
+constexpr uint32_t kDispatchFlags = EPC_STEP_SEND_ONLY | EPC_DISPATCH_POW2_SCALES;
+constexpr uint32_t kCombineFlags = EPC_STEP_SEND_ONLY;
+
+}  // namespace
+
+HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConfig& group, int nranks) {
+  EpcHandleConfig raw;
+  if (config == nullptr) {
+    raw = EPC_HANDLE_CONFIG_INIT;
+  } else {
+    raw = read_versioned(config, "EpcHandleConfig");
+  }
+  const bool ll = group.mode == EPC_MODE_LOW_LATENCY;
+  HandleSetup s;
+  if (raw.layout > EPC_LAYOUT_FLAT) {
+    fail_argument(
+        format("EpcHandleConfig.layout is %u; use 0 (the mode's default) or an EPC_LAYOUT_* value (1-4)", raw.layout));
+  }
+  s.layout = raw.layout != EPC_LAYOUT_DEFAULT ? raw.layout : (ll ? EPC_LAYOUT_EXPERT_PADDED : EPC_LAYOUT_FLAT);
+  if (raw.sizing != EPC_SIZING_CAPACITY && raw.sizing != EPC_SIZING_EXACT) {
+    fail_argument(
+        format("EpcHandleConfig.sizing is %u; use EPC_SIZING_CAPACITY (0) or EPC_SIZING_EXACT (1)", raw.sizing));
+  }
+  s.sizing = raw.sizing;
+  if (s.sizing == EPC_SIZING_EXACT && (s.layout == EPC_LAYOUT_EXPERT_PADDED || s.layout == EPC_LAYOUT_RANK_MAJOR)) {
+    fail_argument(
+        format("EpcHandleConfig.sizing is EPC_SIZING_EXACT, which sizes [rows, ...] layouts; %s has fixed "
+               "zones (use EPC_SIZING_CAPACITY)",
+               layout_name(s.layout)));
+  }
+  if (s.sizing == EPC_SIZING_EXACT && raw.capacity != 0) {
+    fail_argument("EpcHandleConfig.capacity must be 0 with EPC_SIZING_EXACT, which takes the rows that arrive");
+  }
+  if (s.layout == EPC_LAYOUT_RANK_MAJOR && raw.capacity != 0) {
+    fail_argument(
+        "EpcHandleConfig.capacity must be 0 with EPC_LAYOUT_RANK_MAJOR, whose zones hold max_tokens_per_rank");
+  }
+  if (s.layout != EPC_LAYOUT_EXPERT_PACKED && raw.expert_alignment != 0) {
+    fail_argument(
+        format("EpcHandleConfig.expert_alignment is %u; it applies to EPC_LAYOUT_EXPERT_PACKED only, "
+               "and must be 0 for %s",
+               raw.expert_alignment, layout_name(s.layout)));
+  }
+  if ((raw.flags & ~kHandleFlags) != 0) {
+    fail_argument(format("EpcHandleConfig.flags has unknown bits 0x%x", raw.flags & ~kHandleFlags));
+  }
+  if ((raw.flags & EPC_HANDLE_ZERO_PADDING) != 0 && s.layout != EPC_LAYOUT_EXPERT_PACKED) {
+    fail_argument(
+        format("EpcHandleConfig.flags: EPC_HANDLE_ZERO_PADDING applies to EPC_LAYOUT_EXPERT_PACKED only, "
+               "not %s",
+               layout_name(s.layout)));
+  }
+  s.flags = raw.flags;
+  const EpcLayout served = ll ? EPC_LAYOUT_EXPERT_PADDED : EPC_LAYOUT_FLAT;
+  if (s.layout != served) {
+    fail_unsupported(format("EpcHandleConfig.layout %s is not served on %s groups in ABI %d.%d (they serve %s)",
+                            layout_name(s.layout), mode_name(group.mode), EPC_ABI_MAJOR, EPC_ABI_MINOR,
+                            layout_name(served)));
+  }
+  // Both served layouts: R * T rows (per expert zone for EXPERT_PADDED).
+  const uint64_t worst = group.worst_case_recv(nranks);
+  s.capacity = raw.capacity != 0 ? raw.capacity : worst;
+  if (s.capacity != worst) {
+    fail_unsupported(
+        format("EpcHandleConfig.capacity is %llu; ABI %d.%d serves only the default, %llu rows "
+               "(ranks * max_tokens_per_rank%s); pass 0",
+               static_cast<unsigned long long>(raw.capacity), EPC_ABI_MAJOR, EPC_ABI_MINOR,
+               static_cast<unsigned long long>(worst), ll ? " per expert zone" : ""));
+  }
+  return s;
+}
+
+const EpcTensor* routing_tensor(const EpcRouting* routing) {
+  if (routing == nullptr) fail_argument("EpcRouting pointer is NULL; the routing is required here");
+  const EpcRouting r = read_versioned(routing, "EpcRouting");
+  if (r.topk_idx == nullptr) fail_argument("EpcRouting.topk_idx is NULL; it is required");
+  if (r.num_tokens != nullptr) {
+    fail_unsupported(format("EpcRouting.num_tokens (a device-side token count) is not served in ABI %d.%d",
+                            EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+  return r.topk_idx;
+}
+
+EpcDispatchArgs read_dispatch_args(const EpcDispatchArgs* args) {
+  if (args == nullptr) fail_argument("EpcDispatchArgs pointer is NULL; x and out_x are required");
+  const EpcDispatchArgs a = read_versioned(args, "EpcDispatchArgs");
+  if ((a.flags & ~kDispatchFlags) != 0) {
+    fail_argument(format("EpcDispatchArgs.flags has unknown bits 0x%x", a.flags & ~kDispatchFlags));
+  }
+  if (a.quant > EPC_QUANT_PASSTHROUGH) {
+    fail_argument(format("EpcDispatchArgs.quant is %u; use an EPC_QUANT_* value (0-3)", a.quant));
+  }
+  if ((a.flags & EPC_DISPATCH_POW2_SCALES) != 0 && a.quant != EPC_QUANT_FP8) {
+    fail_argument("EpcDispatchArgs.flags: EPC_DISPATCH_POW2_SCALES applies to EPC_QUANT_FP8 only");
+  }
+  if (a.scale_layout > EPC_SCALES_SWIZZLED_128X4) {
+    fail_argument(format("EpcDispatchArgs.scale_layout is %u; use an EPC_SCALES_* value (0-1)", a.scale_layout));
+  }
+  if (a.quant == EPC_QUANT_NONE && (a.scale_block != 0 || a.scale_layout != EPC_SCALES_STRIDED)) {
+    fail_argument("EpcDispatchArgs.scale_block and scale_layout must be 0 with EPC_QUANT_NONE (no scales travel)");
+  }
+  if (a.quant == EPC_QUANT_NVFP4) {
+    fail_unsupported(
+        format("EpcDispatchArgs.quant EPC_QUANT_NVFP4 is not served in ABI %d.%d", EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+  if (a.x_global_scale != nullptr) fail_argument("EpcDispatchArgs.x_global_scale applies to EPC_QUANT_NVFP4 only");
+  if (a.scale_layout == EPC_SCALES_SWIZZLED_128X4) {
+    fail_unsupported(format("EpcDispatchArgs.scale_layout EPC_SCALES_SWIZZLED_128X4 is not served in ABI %d.%d",
+                            EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+  if (a.quant != EPC_QUANT_NONE && a.scale_block != 0 && a.scale_block != kernels::kFp8BlockChannels) {
+    fail_unsupported(format("EpcDispatchArgs.scale_block is %u; ABI %d.%d serves one scale per %d channels",
+                            a.scale_block, EPC_ABI_MAJOR, EPC_ABI_MINOR, kernels::kFp8BlockChannels));
+  }
+  if (a.quant != EPC_QUANT_PASSTHROUGH && a.x_scales != nullptr) {
+    fail_argument("EpcDispatchArgs.x_scales applies to EPC_QUANT_PASSTHROUGH only (the caller's scales)");
+  }
+  if (a.quant == EPC_QUANT_NONE && a.out_scales != nullptr) {
+    fail_argument("EpcDispatchArgs.out_scales must be NULL with EPC_QUANT_NONE (no scales travel)");
+  }
+  if (a.out_topk_weights != nullptr && a.topk_weights == nullptr) {
+    fail_argument("EpcDispatchArgs.out_topk_weights needs topk_weights, the weights it receives");
+  }
+  if (a.x == nullptr) fail_argument("EpcDispatchArgs.x is NULL; it is required");
+  if (a.out_x == nullptr) fail_argument("EpcDispatchArgs.out_x is NULL; it is required");
+  return a;
+}
+
+EpcCombineArgs read_combine_args(const EpcCombineArgs* args) {
+  if (args == nullptr) fail_argument("EpcCombineArgs pointer is NULL; x and out are required");
+  const EpcCombineArgs a = read_versioned(args, "EpcCombineArgs");
+  if ((a.flags & ~kCombineFlags) != 0) {
+    fail_argument(format("EpcCombineArgs.flags has unknown bits 0x%x", a.flags & ~kCombineFlags));
+  }
+  if (a.weighting > EPC_WEIGHTING_HOME) {
+    fail_argument(format("EpcCombineArgs.weighting is %u; use an EPC_WEIGHTING_* value (0-3)", a.weighting));
+  }
+  if ((a.home_topk_weights != nullptr) != (a.weighting == EPC_WEIGHTING_HOME)) {
+    fail_argument("EpcCombineArgs.home_topk_weights goes with EPC_WEIGHTING_HOME, and only with it");
+  }
+  if ((a.topk_weights == nullptr) != (a.out_topk_weights == nullptr)) {
+    fail_argument("EpcCombineArgs: pass both topk_weights and out_topk_weights (weights carried back), or neither");
+  }
+  if (a.x == nullptr) fail_argument("EpcCombineArgs.x is NULL; it is required");
+  if (a.out == nullptr) fail_argument("EpcCombineArgs.out is NULL; it is required");
+  return a;
+}
+
+void require_absent(const EpcTensor* tensor, const char* field, const char* why) {
+  if (tensor != nullptr) fail_argument(format("%s must be NULL: %s", field, why));
+}
+
+void require_unserved(const EpcTensor* tensor, const char* field, const char* what) {
+  if (tensor != nullptr) {
+    fail_unsupported(
+        format("%s (%s) is not served in ABI %d.%d; pass NULL", field, what, EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+}
+
+kernels::SumOutput sum_output_of(EpcDtype dtype) {
+  switch (dtype) {
+    case EPC_DTYPE_FP16:
+      return kernels::SumOutput::kFp16;
+    case EPC_DTYPE_FP32:
+      return kernels::SumOutput::kFp32;
+    default:
+      return kernels::SumOutput::kBf16;
+  }
+}
+
+}  // namespace epc

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ABI's handle configuration, routing and step arguments after the struct rules and
+// defaults, and the checks every mode applies to them; each mode's handle checks the rest
+// (core/ll/ll_handle.cpp, core/ht/ht_handle.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "core/config.hpp"
+#include "epcomm/epcomm.h"
+#include "kernels/wire/sum_output.hpp"
+
+namespace epc {
+
+// What a handle's receive side looks like (EpcHandleConfig after defaults).
+struct HandleSetup {
+  EpcLayout layout = EPC_LAYOUT_DEFAULT;
+  EpcSizing sizing = EPC_SIZING_CAPACITY;
+  uint64_t capacity = 0;
+  uint32_t flags = 0;
+};
+
+// Applies defaults and throws for what the group's mode cannot serve (UNSUPPORTED) or what
+// is meaningless (INVALID_ARGUMENT), naming the field. `config` may be NULL.
+HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConfig& group, int nranks);
+
+// The routing tensor an EpcRouting carries; throws for a NULL struct or field, and for the
+// fields not served yet.
+const EpcTensor* routing_tensor(const EpcRouting* routing);
+
+// Copies the caller's args (NULL: INVALID_ARGUMENT, x and out_x are required) and checks
+// the fields whose meaning does not depend on the mode: flag bits, enum values, pairs.
+EpcDispatchArgs read_dispatch_args(const EpcDispatchArgs* args);
+EpcCombineArgs read_combine_args(const EpcCombineArgs* args);
+
+// Throws INVALID_ARGUMENT when `tensor` is given: `field` has no meaning here (`why`).
+void require_absent(const EpcTensor* tensor, const char* field, const char* why);
+// Throws UNSUPPORTED when `tensor` is given: `field` is defined but not served yet.
+void require_unserved(const EpcTensor* tensor, const char* field, const char* what);
+
+// The store type of a combine output of `dtype` (bf16, fp16 or fp32).
+kernels::SumOutput sum_output_of(EpcDtype dtype);
+
+}  // namespace epc

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+// Calls out of order on real GPUs (ABI 2.0): EPC_ERR_INVALID_USAGE for a step on a handle
+// without routing, epc_complete with nothing pending, a second step (or an update) on a
+// handle with a send-only half pending, and a step on another handle of the group while one
+// is pending (max_pending_steps 1); EPC_ERR_UNSUPPORTED for what 2.0 defines and does not
+// serve (HT send-only). A failing call changes nothing: the query says the same before and
+// after, and the next correct calls give results equal to the CPU reference model. Every
+// rank makes the same failing calls (they fail before anything is queued), so the
+// collective steps stay aligned.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tests/gpu/ht_case.hpp"
+#include "tests/gpu/ll_case.hpp"
+#include "tests/gpu/rank_context.hpp"
+
+namespace epc::gputest {
+namespace {
+
+// `status` must be `want` with a message containing `part`; call it directly on the result.
+void expect_status(EpcStatus status, EpcStatus want, const std::string& part, const std::string& what) {
+  const std::string message = last_error();
+  EXPECT_EQ(status, want) << what << ": got " << epc_status_string(status) << ": " << message;
+  EXPECT_NE(message.find(part), std::string::npos)
+      << what << ": the message should mention \"" << part << "\": " << message;
+}
+void expect_usage(EpcStatus status, const std::string& part, const std::string& what) {
+  expect_status(status, EPC_ERR_INVALID_USAGE, part, what);
+}
+
+uint32_t pending_of(const EpcHandle* handle) {
+  EpcHandleInfo info{};
+  EXPECT_TRUE(query_handle(handle, info));
+  return info.pending;
+}
+
+// ---- Before any routing -------------------------------------------------------------------
+
+// Dispatch and combine on handles created without routing, in both modes and both HT
+// sizings; then the handles are routed and give exact results.
+TEST(CallOrder, StepsBeforeAnyRoutingAreRefused) {
+  constexpr int K = 4;
+  const Shape shape = world_shape(8, 1024, 32, K);
+  GroupPtr ll_group, ht_group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, ll_group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, ht_group));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const cudaStream_t s = stream.get();
+
+  ll::LlBuffers ll_buffers;
+  ASSERT_TRUE(ll_buffers.allocate(shape, K));
+  const ll::LlStep ll_step = ll::make_step(ll::random_problem(shape, K, 99000, true, 0.1), 99001, my_rank());
+  ASSERT_TRUE(ll_buffers.upload(ll_step, s));
+  HandlePtr ll_handle;
+  ASSERT_TRUE(create_handle_with(ll_group.get(), handle_config(), nullptr, s, ll_handle, "LL handle, no routing"));
+  expect_usage(ll::call_dispatch(ll_handle.get(), ll_buffers, 0, s), "routing", "LL dispatch before routing");
+  expect_usage(ll::call_dispatch(ll_handle.get(), ll_buffers, EPC_STEP_SEND_ONLY, s), "routing",
+               "LL send-only dispatch before routing");
+  expect_usage(ll::call_combine(ll_handle.get(), ll_buffers, 0, s), "routing", "LL combine before routing");
+  expect_usage(epc_complete(ll_handle.get(), 0, s), "nothing pending", "LL complete before routing");
+  EXPECT_EQ(pending_of(ll_handle.get()), static_cast<uint32_t>(EPC_PENDING_NONE));
+  ASSERT_TRUE(ll::update_handle(ll_handle.get(), ll_buffers, s));
+  ASSERT_TRUE(ll::dispatch_and_combine(ll_handle.get(), ll_buffers, s));
+  ll_buffers.check(ll_step, s, "LL after the refused calls");
+
+  ht::HtBuffers ht_buffers;
+  ASSERT_TRUE(ht_buffers.allocate(shape, K));
+  const ht::HtStep ht_step = ht::make_step(ht::make_problem(shape, ht::random_spec(K, 99100)), 99101, my_rank());
+  ASSERT_TRUE(ht_buffers.upload(ht_step, ht::CallOptions{}, s));
+  for (EpcSizing sizing : {EPC_SIZING_CAPACITY, EPC_SIZING_EXACT}) {
+    const std::string label = std::string("HT ") + sizing_name(sizing);
+    HandlePtr handle;
+    ASSERT_TRUE(create_handle_with(ht_group.get(), handle_config(sizing), nullptr, s, handle, label + ", no routing"));
+    // Tensors shaped for a CAPACITY handle: the refusal must come before any shape check.
+    ht_buffers.set_handle(sizing, shape.max_rows());
+    expect_usage(ht::call_dispatch(handle.get(), ht_buffers, s), "routing", label + " dispatch before routing");
+    expect_usage(ht::call_combine(handle.get(), ht_buffers, s), "routing", label + " combine before routing");
+    ASSERT_TRUE(ht::update_handle(handle.get(), ht_buffers, s));
+    EpcHandleInfo info{};
+    ASSERT_TRUE(query_handle(handle.get(), info));
+    ht_buffers.set_handle(sizing, info.rows);
+    ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), ht_buffers, s));
+    ht_buffers.check(ht_step, s, label + " after the refused calls");
+    ASSERT_TRUE(ht_buffers.upload(ht_step, ht::CallOptions{}, s));  // fresh poison for the next sizing
+  }
+}
+
+// ---- Send-only and epc_complete -------------------------------------------------------------
+
+// One LL group, handles A and B (max_pending_steps 1). Around a send-only dispatch on A:
+// complete with nothing pending (A before, B during), a second dispatch or combine on A, an
+// update of A, any step on B; all refused, A still pending. Then A completes and its step
+// and B's are exact. The same around a send-only combine.
+TEST(CallOrder, PendingSendOnlyStepsRefuseOtherSteps) {
+  constexpr int K = 4;
+  const Shape shape = world_shape(8, 1024, 32, K);
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const cudaStream_t s = stream.get();
+  ll::LlOutputs outputs;
+  outputs.counts_host = true;
+  ll::LlBuffers a_buffers, b_buffers;
+  ASSERT_TRUE(a_buffers.allocate(shape, K, EPC_DTYPE_INT64, outputs));
+  ASSERT_TRUE(b_buffers.allocate(shape, K));
+  HandlePtr a, b;
+  for (int round = 0; round < 2; ++round) {
+    const bool pending_dispatch = round == 0;
+    const std::string label = pending_dispatch ? "dispatch pending on A" : "combine pending on A";
+    const ll::LlStep a_step =
+        ll::make_step(ll::random_problem(shape, K, 99200 + round, true, 0.1), 99210 + round, my_rank());
+    const ll::LlStep b_step =
+        ll::make_step(ll::random_problem(shape, K, 99220 + round, true, 0.1), 99230 + round, my_rank());
+    ASSERT_TRUE(a_buffers.upload(a_step, s));
+    ASSERT_TRUE(b_buffers.upload(b_step, s));
+    if (round == 0) {
+      ASSERT_TRUE(ll::create_handle(group.get(), a_buffers, s, a));
+      ASSERT_TRUE(ll::create_handle(group.get(), b_buffers, s, b));
+    } else {
+      ASSERT_TRUE(ll::update_handle(a.get(), a_buffers, s));
+      ASSERT_TRUE(ll::update_handle(b.get(), b_buffers, s));
+    }
+    expect_usage(epc_complete(a.get(), 0, s), "nothing pending", label + ": complete on A before the step");
+    expect_status(epc_complete(a.get(), 1, s), EPC_ERR_INVALID_ARGUMENT, "flags", label + ": complete with flags 1");
+    if (pending_dispatch) {
+      ASSERT_TRUE(epc_ok(ll::call_dispatch(a.get(), a_buffers, EPC_STEP_SEND_ONLY, s), "send-only dispatch on A"));
+    } else {
+      ASSERT_TRUE(ll::dispatch(a.get(), a_buffers, 0, s));
+      ASSERT_TRUE(epc_ok(ll::call_combine(a.get(), a_buffers, EPC_STEP_SEND_ONLY, s), "send-only combine on A"));
+    }
+    const uint32_t pending = pending_dispatch ? EPC_PENDING_DISPATCH : EPC_PENDING_COMBINE;
+    EXPECT_EQ(pending_of(a.get()), pending) << label;
+
+    // A second step on A, in either half and either form, and an update of A.
+    expect_usage(ll::call_dispatch(a.get(), a_buffers, 0, s), "pending", label + ": dispatch on A");
+    expect_usage(ll::call_dispatch(a.get(), a_buffers, EPC_STEP_SEND_ONLY, s), "pending",
+                 label + ": send-only dispatch on A");
+    expect_usage(ll::call_combine(a.get(), a_buffers, 0, s), "pending", label + ": combine on A");
+    expect_usage(ll::call_combine(a.get(), a_buffers, EPC_STEP_SEND_ONLY, s), "pending",
+                 label + ": send-only combine on A");
+    expect_usage(update_routing(a.get(), a_buffers.topk_idx(), s), "pending", label + ": update of A");
+    // Another handle of the group: no step while A holds the group's one pending slot, and
+    // nothing of its own to complete.
+    expect_usage(ll::call_dispatch(b.get(), b_buffers, 0, s), "max_pending_steps", label + ": dispatch on B");
+    expect_usage(ll::call_dispatch(b.get(), b_buffers, EPC_STEP_SEND_ONLY, s), "max_pending_steps",
+                 label + ": send-only dispatch on B");
+    expect_usage(ll::call_combine(b.get(), b_buffers, 0, s), "max_pending_steps", label + ": combine on B");
+    expect_usage(epc_complete(b.get(), 0, s), "nothing pending", label + ": complete on B");
+    EXPECT_EQ(pending_of(a.get()), pending) << label << ", after the refused calls";
+    EXPECT_EQ(pending_of(b.get()), static_cast<uint32_t>(EPC_PENDING_NONE)) << label;
+
+    // The refused calls changed nothing: A completes, B steps, both exact.
+    ASSERT_TRUE(epc_ok(epc_complete(a.get(), 0, s), "epc_complete on A"));
+    EXPECT_EQ(pending_of(a.get()), static_cast<uint32_t>(EPC_PENDING_NONE)) << label;
+    expect_usage(epc_complete(a.get(), 0, s), "nothing pending", label + ": a second complete on A");
+    if (pending_dispatch) {
+      ASSERT_TRUE(ll::combine(a.get(), a_buffers, 0, s));
+    }
+    ASSERT_TRUE(ll::dispatch_and_combine(b.get(), b_buffers, s));
+    a_buffers.check(a_step, s, label + ": A after the refused calls");
+    b_buffers.check(b_step, s, label + ": B after the refused calls");
+  }
+  // Destroying a handle with a step pending gives its slot back to the group.
+  const ll::LlStep last = ll::make_step(ll::random_problem(shape, K, 99240, true, 0.1), 99241, my_rank());
+  ASSERT_TRUE(a_buffers.upload(last, s));
+  ASSERT_TRUE(b_buffers.upload(last, s));
+  ASSERT_TRUE(ll::update_handle(a.get(), a_buffers, s));
+  ASSERT_TRUE(ll::update_handle(b.get(), b_buffers, s));
+  ASSERT_TRUE(epc_ok(ll::call_dispatch(a.get(), a_buffers, EPC_STEP_SEND_ONLY, s), "send-only dispatch on A"));
+  expect_usage(ll::call_dispatch(a.get(), a_buffers, 0, s), "pending", "dispatch on A, still pending");
+  ASSERT_TRUE(epc_ok(epc_complete(a.get(), 0, s), "epc_complete on A"));
+  ASSERT_TRUE(ll::combine(a.get(), a_buffers, 0, s));
+  a_buffers.check(last, s, "A, last step");
+  ASSERT_TRUE(epc_ok(ll::call_dispatch(a.get(), a_buffers, EPC_STEP_SEND_ONLY, s), "send-only dispatch on A"));
+  a.reset();  // collective in effect: every rank destroys A with its dispatch pending
+  ASSERT_TRUE(ll::dispatch_and_combine(b.get(), b_buffers, s));
+  b_buffers.check(last, s, "B after A was destroyed with a step pending");
+}
+
+// ---- Not served in 2.0 -------------------------------------------------------------------------
+
+// HT has no send-only half: EPC_ERR_UNSUPPORTED for dispatch and combine, nothing pending,
+// and the handle's next plain step is exact.
+TEST(CallOrder, HighThroughputSendOnlyIsUnsupported) {
+  constexpr int K = 4;
+  const ht::HtShape shape = world_shape(8, 1024, 64, K);
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const cudaStream_t s = stream.get();
+  ht::HtBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, K));
+  const ht::HtStep step = ht::make_step(ht::make_problem(shape, ht::random_spec(K, 99300)), 99301, my_rank());
+  ASSERT_TRUE(buffers.upload(step, ht::CallOptions{}, s));
+  HandlePtr handle;
+  ASSERT_TRUE(ht::create_handle(group.get(), buffers, EPC_SIZING_CAPACITY, s, handle));
+  expect_status(ht::call_dispatch(handle.get(), buffers, s, EPC_STEP_SEND_ONLY), EPC_ERR_UNSUPPORTED,
+                "EPC_STEP_SEND_ONLY", "HT send-only dispatch");
+  EXPECT_EQ(pending_of(handle.get()), static_cast<uint32_t>(EPC_PENDING_NONE));
+  ASSERT_TRUE(ht::dispatch(handle.get(), buffers, s));
+  expect_status(ht::call_combine(handle.get(), buffers, s, EPC_STEP_SEND_ONLY), EPC_ERR_UNSUPPORTED,
+                "EPC_STEP_SEND_ONLY", "HT send-only combine");
+  expect_usage(epc_complete(handle.get(), 0, s), "epc_complete", "epc_complete on an HT handle");
+  EXPECT_EQ(pending_of(handle.get()), static_cast<uint32_t>(EPC_PENDING_NONE));
+  ASSERT_TRUE(ht::combine(handle.get(), buffers, s));
+  buffers.check(step, s, "HT after the refused send-only calls");
+}
+
+}  // namespace
+}  // namespace epc::gputest
