@@ -111,6 +111,21 @@ int LlHandle::blocks(int items) const {
   return items < 1 ? 1 : (items < budget ? items : budget);
 }
 
+int LlHandle::message_slices() const {
+  // Few messages leave most SMs idle: split each message's row over up to
+  // kLlMaxMessageSlices blocks instead.
+  const int messages = group_.topology().nranks * (num_tokens_ > 0 ? num_tokens_ : 1);
+  const int slices = static_cast<int>(group_.config().num_sms) / messages;
+  return slices < 1 ? 1 : (slices > kernels::kLlMaxMessageSlices ? kernels::kLlMaxMessageSlices : slices);
+}
+
+int LlHandle::message_blocks() const {
+  // One block per (message, slice), and the loops stride over the grid, so any count is
+  // correct; the messages of a step are unknown on the host, so size for a batch of this
+  // rank's size from every rank (decode batches are alike across ranks).
+  return blocks(group_.topology().nranks * num_tokens_ * message_slices());
+}
+
 void LlHandle::require_ready(const char* call, bool starts_step) const {
   if (pending_ != EPC_PENDING_NONE) {
     fail_usage(format("%s: handle %p has a send-only %s pending; call epc_complete on it first", call, id_,
@@ -200,12 +215,13 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.out_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : counts_;
   p.acc_counts = counts.accumulated;
   p.expert_counts = steps_.expert_counts();
+  p.message_slices = message_slices();
   p.payload = fp8 ? kernels::LlPayload::kFp8 : kernels::LlPayload::kHalf;
   p.round_scale_ue8m0 = (a.flags & EPC_DISPATCH_POW2_SCALES) != 0;
 
   DeviceGuard guard(group_.device());
   if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
-    check_cuda(kernels::launch_ll_dispatch(p, blocks(num_tokens_), blocks(), stream), "launching the dispatch");
+    check_cuda(kernels::launch_ll_dispatch(p, blocks(num_tokens_), message_blocks(), stream), "launching the dispatch");
     copy_counts_to_host(counts, p.out_counts, L, stream);
     return;
   }
@@ -248,13 +264,14 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.expert_out = static_cast<const uint16_t*>(a.x->data);
   p.out = a.out->data;
   p.out_type = sum_output_of(a.out->dtype);
+  p.message_slices = message_slices();
 
   DeviceGuard guard(group_.device());
   if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
-    check_cuda(kernels::launch_ll_combine(p, blocks(), blocks(num_tokens_), stream), "launching the combine");
+    check_cuda(kernels::launch_ll_combine(p, message_blocks(), blocks(num_tokens_), stream), "launching the combine");
     return;
   }
-  check_cuda(kernels::launch_ll_combine_send(p, blocks(), stream), "launching the combine send");
+  check_cuda(kernels::launch_ll_combine_send(p, message_blocks(), stream), "launching the combine send");
   pending_ = EPC_PENDING_COMBINE;
   pending_combine_ = p;
   steps_.set_pending_owner(id_);
@@ -270,7 +287,8 @@ void LlHandle::complete(cudaStream_t stream) {
   }
   DeviceGuard guard(group_.device());
   if (pending_ == EPC_PENDING_DISPATCH) {
-    check_cuda(kernels::launch_ll_dispatch_recv(pending_dispatch_, blocks(), stream), "launching the dispatch receive");
+    check_cuda(kernels::launch_ll_dispatch_recv(pending_dispatch_, message_blocks(), stream),
+               "launching the dispatch receive");
     copy_counts_to_host(pending_counts_, pending_dispatch_.out_counts,
                         group_.config().local_experts(group_.topology().nranks), stream);
   } else {

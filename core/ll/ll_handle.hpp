@@ -43,6 +43,10 @@ class LlHandle {
   kernels::LlCommon common() const;
   // The SM budget, or `items` blocks when fewer suffice (one block per item).
   int blocks(int items = INT32_MAX) const;
+  // Blocks for the parts that walk received messages (dispatch receive, combine send), and
+  // how many of them share one message.
+  int message_blocks() const;
+  int message_slices() const;
 
   Group& group_;
   LlSteps& steps_;

@@ -15,7 +15,10 @@
 namespace epc::kernels {
 
 // Call from every thread of every block. Returns true in every thread of the last block.
-__device__ __forceinline__ bool last_block_to_finish(uint32_t* counter) {
+// `publish_system`: the last block goes on to publish the launch's writes to other GPUs or
+// the network, so its fence is system-scope; otherwise a GPU-scope fence makes every
+// block's writes visible to it (its atomic read then acts as an acquire).
+__device__ __forceinline__ bool last_block_to_finish(uint32_t* counter, bool publish_system = true) {
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) {
@@ -24,7 +27,11 @@ __device__ __forceinline__ bool last_block_to_finish(uint32_t* counter) {
     last = arrived == gridDim.x - 1;
     if (last) {
       atomicExch(counter, 0u);
-      __threadfence_system();
+      if (publish_system) {
+        __threadfence_system();
+      } else {
+        __threadfence();
+      }
     }
   }
   __syncthreads();

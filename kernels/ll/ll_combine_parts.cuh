@@ -39,11 +39,11 @@ struct MessageEntries {
   float weight[kWarpSize];
 };
 
-// Pre-reduces one message with the whole block: partial = sum over its entries (top-k
-// order) of weight x row, with up to kRowsInFlight rows loaded before they are added.
-__device__ __forceinline__ void send_partial(const LlCombineParams& p, const MessageEntries& m, int4* dst) {
-  const int vectors = p.common.geo.hidden / kChannelsPerVector;
-  for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+// Pre-reduces a slice of one message with the whole block: partial = sum over its entries
+// (top-k order) of weight x row, with up to kRowsInFlight rows loaded before they are added.
+__device__ __forceinline__ void send_partial(const LlCombineParams& p, const MessageEntries& m, VectorSlice part,
+                                             int4* dst) {
+  for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) {
     float acc[kChannelsPerVector] = {};
     for (int j0 = 0; j0 < m.entries; j0 += kRowsInFlight) {
       Vector y[kRowsInFlight];
@@ -82,8 +82,12 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
 
   __shared__ MessageEntries entries;
   const int messages = received_messages(tokens_from, g.nranks);
-  for (int i = blockIdx.x; i < messages; i += gridDim.x) {
-    const ReceivedMessage m = received_message(i, tokens_from, g.nranks, g.max_tokens);
+  const int slices = p.message_slices;
+  const int vectors = g.hidden / kChannelsPerVector;
+  // One block per (message, slice of its row).
+  for (int item = blockIdx.x; item < messages * slices; item += gridDim.x) {
+    const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
+    const VectorSlice part = vector_slice(vectors, item % slices, slices);
     if (threadIdx.x < kWarpSize) {
       const int n = c.handle.msg_entries[m.index];
       if (lane == 0) entries.entries = n;
@@ -93,14 +97,13 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
       }
     }
     __syncthreads();
-    if (entries.entries > 0) {
-      const uint64_t offset = g.partial_offset(p.recv_offset[slot], g.rank, m.token);
-      send_partial(p, entries, static_cast<int4*>(c.transport.buffer(offset, m.source)));
-    }
+    const uint64_t offset = g.partial_offset(p.recv_offset[slot], g.rank, m.token);
+    if (entries.entries > 0) send_partial(p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
     __syncthreads();
-    if (entries.entries > 0) {
-      c.transport.commit(g.partial_offset(p.recv_offset[slot], g.rank, m.token), g.row_bytes, m.source, threadIdx.x,
-                         blockDim.x);
+    if (entries.entries > 0 && part.end > part.begin) {
+      constexpr uint64_t kVectorBytes = 16;
+      c.transport.commit(offset + part.begin * kVectorBytes, (part.end - part.begin) * kVectorBytes, m.source,
+                         threadIdx.x, blockDim.x);
     }
     __syncthreads();  // `entries` is rewritten for the next message
   }
@@ -108,10 +111,11 @@ __device__ __forceinline__ void send(const LlCombineParams& p) {
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhasePayloadSent);
 #endif
 
-  if (last_block_to_finish(&c.state->combine_send_done) && threadIdx.x == 0) {
-    signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step, 0);
+  if (last_block_to_finish(&c.state->combine_send_done, /*publish_system=*/!c.transport.one_node) &&
+      threadIdx.x < kWarpSize) {
+    warp_signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step, 0);
 #ifdef EPC_PHASE_TRACE
-    stamp_phase(c.phase_trace->combine, step, kLlPhaseSignalsSent);
+    if (threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseSignalsSent);
 #endif
   }
 }
@@ -178,7 +182,8 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
     __syncthreads();  // `ranks` is rewritten for the next token
   }
 
-  if (last_block_to_finish(&c.state->combine_recv_done) && threadIdx.x == 0) {
+  // Only the step counter follows, read by this GPU's next launches.
+  if (last_block_to_finish(&c.state->combine_recv_done, /*publish_system=*/false) && threadIdx.x == 0) {
 #ifdef EPC_PHASE_TRACE
     stamp_phase(c.phase_trace->combine, step, kLlPhaseReceiveDone);
 #endif

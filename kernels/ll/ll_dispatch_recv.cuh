@@ -3,8 +3,9 @@
 // message on its own: an entry's packed row inside its expert is the number of that
 // expert's entries from lower source ranks (the count tables the sources sent) plus the
 // entry's position, which gives the reference order (source rank, source token, top-k slot)
-// with no scan. One block per message copies the payload once into every row it feeds, and
-// records the rows and weights that combine will need.
+// with no scan. One block per (message, slice of its row) copies its slice of the payload
+// once into every row it feeds; the first slice's block records the rows and weights that
+// combine will need.
 #pragma once
 
 #include "kernels/device/launch_done.cuh"
@@ -64,14 +65,17 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   const size_t out_row_bytes = static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
   const int scales = g.hidden / kFp8BlockChannels;
   const int messages = received_messages(tokens_from, g.nranks);
+  const int slices = p.message_slices;
   __shared__ MessageRows placed;
-  for (int i = blockIdx.x; i < messages; i += gridDim.x) {
-    const ReceivedMessage m = received_message(i, tokens_from, g.nranks, g.max_tokens);
+  for (int item = blockIdx.x; item < messages * slices; item += gridDim.x) {
+    const int slice = item % slices;
+    const bool records = slice == 0;  // one block per message writes the handle's records
+    const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
     const char* message = slots + static_cast<size_t>(m.index) * g.message_bytes;
     if (threadIdx.x < kWarpSize) {
       const int entries = reinterpret_cast<const LlMessageHeader*>(message)->entries;
       if (lane == 0) {
-        c.handle.msg_entries[m.index] = entries;
+        if (records) c.handle.msg_entries[m.index] = entries;
         placed.entries = entries;
       }
       if (lane < entries) {
@@ -83,20 +87,22 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
         // Only duplicate expert ids in a row can overfill an expert; never write past it.
         if (row < expert_rows) {
           flat_row = l * expert_rows + row;
-        } else {
+        } else if (records) {
           report_failure(c.error, EPC_ERR_INVALID_ARGUMENT, kPhaseRouting, c.dev_comm.rank, m.source, 0);
         }
         placed.flat_row[lane] = flat_row;
-        const size_t at = static_cast<size_t>(m.index) * g.max_entries + lane;
-        c.handle.msg_rows[at] = flat_row;
-        c.handle.msg_weights[at] = entry.weight;
+        if (records) {
+          const size_t at = static_cast<size_t>(m.index) * g.max_entries + lane;
+          c.handle.msg_rows[at] = flat_row;
+          c.handle.msg_weights[at] = entry.weight;
+        }
       }
     }
     __syncthreads();
-    // The payload, loaded once per vector and stored into every row it feeds.
+    // The slice of the payload, loaded once per vector and stored into every row it feeds.
     const char* payload = message + g.header_bytes;
-    const int vectors = static_cast<int>(out_row_bytes / 16);
-    for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+    const VectorSlice part = vector_slice(static_cast<int>(out_row_bytes / 16), slice, slices);
+    for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) {
       const int4 data = reinterpret_cast<const int4*>(payload)[v];
       for (int j = 0; j < placed.entries; ++j) {
         const int row = placed.flat_row[j];
@@ -106,7 +112,8 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
     }
     if (fp8) {
       const float* src_scales = reinterpret_cast<const float*>(payload + g.hidden);
-      for (int k = threadIdx.x; k < scales; k += blockDim.x) {
+      const VectorSlice scale_part = vector_slice(scales, slice, slices);
+      for (int k = scale_part.begin + threadIdx.x; k < scale_part.end; k += blockDim.x) {
         const float value = src_scales[k];
         for (int j = 0; j < placed.entries; ++j) {
           const int row = placed.flat_row[j];
@@ -117,7 +124,8 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
     __syncthreads();  // `placed` is rewritten for the next message
   }
 
-  if (last_block_to_finish(&c.state->dispatch_recv_done) && threadIdx.x == 0) {
+  // Only the step counter follows, read by this GPU's next launches.
+  if (last_block_to_finish(&c.state->dispatch_recv_done, /*publish_system=*/false) && threadIdx.x == 0) {
 #ifdef EPC_PHASE_TRACE
     stamp_phase(c.phase_trace->dispatch, step, kLlPhaseReceiveDone);
 #endif

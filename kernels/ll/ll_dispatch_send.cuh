@@ -139,15 +139,18 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhasePayloadSent);
 #endif
 
-  if (last_block_to_finish(&c.state->dispatch_send_done)) {
+  if (last_block_to_finish(&c.state->dispatch_send_done, /*publish_system=*/!c.transport.one_node)) {
     send_count_tables(p, counts, g.count_table_offset(p.recv_offset[slot]));
     __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence_system();
-      signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step,
-                        static_cast<uint32_t>(c.num_tokens));
+    if (threadIdx.x < kWarpSize) {
+      // Inside a node each lane's release store orders the block's table stores before its
+      // signal (they precede it through the barrier); the network's puts need the fence.
+      if (!c.transport.one_node && threadIdx.x == 0) __threadfence_system();
+      __syncwarp();
+      warp_signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step,
+                             static_cast<uint32_t>(c.num_tokens));
 #ifdef EPC_PHASE_TRACE
-      stamp_phase(c.phase_trace->dispatch, step, kLlPhaseSignalsSent);
+      if (threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseSignalsSent);
 #endif
     }
   }

@@ -68,6 +68,23 @@ struct LlCommon {
 #endif
 };
 
+// The parts that walk received messages (dispatch receive, combine send) may split each
+// message's row into this many slices, one block each, so that a small step spreads its few
+// rows over several SMs; a vector slice's range is vector_slice().
+constexpr int kLlMaxMessageSlices = 8;
+
+// The [begin, end) range of 16-byte vectors of slice `slice` of `slices` over `vectors`.
+struct VectorSlice {
+  int begin;
+  int end;
+};
+__device__ __host__ inline VectorSlice vector_slice(int vectors, int slice, int slices) {
+  const int per = (vectors + slices - 1) / slices;
+  const int begin = slice * per < vectors ? slice * per : vectors;
+  const int end = begin + per < vectors ? begin + per : vectors;
+  return {begin, end};
+}
+
 // What a dispatch carries: the caller's 16-bit rows unchanged, or e4m3 bytes plus one fp32
 // scale per 128 channels, quantized by the send kernel.
 enum class LlPayload : int32_t { kHalf = 0, kFp8 = 1 };
@@ -83,6 +100,7 @@ struct LlDispatchParams {
   int32_t* out_counts;     // [L]: the caller's, or the handle's own
   int64_t* acc_counts;     // [L] or null: out_counts are added to it
   int32_t* expert_counts;  // [kLlSlots][num_experts] scratch: this rank's entries per expert, per slot
+  int message_slices;      // blocks per received message in the receiving part (1..kLlMaxMessageSlices)
   LlPayload payload;
   bool x_is_fp16;
   bool round_scale_ue8m0;
@@ -95,6 +113,7 @@ struct LlCombineParams {
   const uint16_t* expert_out;  // [L, R*T, H] bf16
   void* out;                   // [B, H] of out_type
   SumOutput out_type;
+  int message_slices;  // blocks per received message in the sending part (1..kLlMaxMessageSlices)
 };
 
 struct RoutingCopyParams {
