@@ -14,7 +14,7 @@ import ctypes
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _ffi
 from ._handles import resolve_stream, stream_address
@@ -97,16 +97,28 @@ def _init(struct_type: Any) -> Any:
     return out
 
 
+class Borrowed(NamedTuple):
+    """A struct field's tensor for one call: `tensor` is what the library reads; `owned` is
+    True when the binding created it (from a DLPack or __cuda_array_interface__ producer)
+    and so must release it, False when the caller passed an EpcTensor, which stays the
+    caller's: a binding releases only what it created."""
+
+    name: str
+    tensor: EpcTensor
+    owned: bool
+
+
 def _borrow(
     function: str, fields: Sequence[Tuple[str, Any]], stream: Optional[int], required: Sequence[str] = ()
-) -> List[Tuple[str, EpcTensor]]:
+) -> List[Borrowed]:
     """Convert every (field, object) whose object is not None to a contiguous EpcTensor
     (the library takes only contiguous tensors; saying so here names the field), releasing
     the ones already converted if one fails. A field in `required` may not be None.
     DLPack producers of device memory are told the stream the call runs on, so they order
-    their pending work before it."""
+    their pending work before it. An EpcTensor passed in is used as is (checked, never
+    released here)."""
     dlpack_stream = stream or _DLPACK_LEGACY_DEFAULT_STREAM
-    borrowed: List[Tuple[str, EpcTensor]] = []
+    borrowed: List[Borrowed] = []
     try:
         for name, obj in fields:
             if obj is None:
@@ -115,7 +127,11 @@ def _borrow(
                 continue
             host = name in HOST_FIELDS
             try:
-                borrowed.append((name, as_tensor(obj, stream=dlpack_stream, contiguous=True, host=host)))
+                if isinstance(obj, EpcTensor):
+                    borrowed.append(Borrowed(name, _check_given(obj), False))
+                else:
+                    tensor = as_tensor(obj, stream=dlpack_stream, contiguous=True, host=host)
+                    borrowed.append(Borrowed(name, tensor, True))
             except InvalidTensorError as error:
                 raise InvalidTensorError(f"{name}: {error.message}", function=function) from None
     except BaseException:
@@ -124,16 +140,30 @@ def _borrow(
     return borrowed
 
 
-def _release(tensors: Sequence[Tuple[str, EpcTensor]]) -> None:
-    for _, tensor in tensors:
-        tensor.release()
+def _check_given(tensor: EpcTensor) -> EpcTensor:
+    """A caller's EpcTensor: not released, contiguous (the library takes only those)."""
+    if tensor.released:
+        raise InvalidTensorError("the EpcTensor was released; its memory may be gone")
+    if not tensor.is_contiguous:
+        raise InvalidTensorError(
+            f"the EpcTensor is not contiguous (shape {tensor.shape}, element strides "
+            f"{tensor.strides}); describe contiguous memory"
+        )
+    return tensor
 
 
-def _point(struct: Any, borrowed: Sequence[Tuple[str, EpcTensor]]) -> None:
+def _release(tensors: Sequence[Borrowed]) -> None:
+    """Release the tensors the binding created; the caller's EpcTensors stay untouched."""
+    for entry in tensors:
+        if entry.owned:
+            entry.tensor.release()
+
+
+def _point(struct: Any, borrowed: Sequence[Borrowed]) -> None:
     """Set each borrowed tensor's field of `struct` to its descriptor (the struct keeps a
     reference to it)."""
-    for name, tensor in borrowed:
-        setattr(struct, name, ctypes.pointer(tensor.descriptor))
+    for entry in borrowed:
+        setattr(struct, entry.name, ctypes.pointer(entry.tensor.descriptor))
 
 
 class Handle:
@@ -171,7 +201,7 @@ class Handle:
     def __init__(self, pointer: "ctypes._Pointer", group: Any):
         self._pointer: Optional[ctypes._Pointer] = pointer
         self._group = group
-        self._in_flight: List[Tuple[str, EpcTensor]] = []
+        self._in_flight: List[Borrowed] = []
         self._in_flight_struct: Any = None
         self._in_flight_objects: Tuple[Any, ...] = ()
         group._register_handle(self)  # noqa: SLF001
@@ -219,7 +249,7 @@ class Handle:
             routing = Routing(routing)
         if routing is None:
             address = stream_address(stream)
-            borrowed: List[Tuple[str, EpcTensor]] = []
+            borrowed: List[Borrowed] = []
             routing_struct = None
         else:
             address = resolve_stream(stream, (routing.topk_idx, routing.num_tokens), "epc_handle_create")
@@ -412,7 +442,7 @@ class Handle:
     def _call(
         self,
         function: str,
-        borrowed: List[Tuple[str, EpcTensor]],
+        borrowed: List[Borrowed],
         struct: Any,
         objects: Tuple[Any, ...],
         argument: Any,
@@ -429,7 +459,7 @@ class Handle:
             raise
         self._hold(borrowed, struct, objects)
 
-    def _hold(self, tensors: List[Tuple[str, EpcTensor]], struct: Any = None, objects: Tuple[Any, ...] = ()) -> None:
+    def _hold(self, tensors: List[Borrowed], struct: Any = None, objects: Tuple[Any, ...] = ()) -> None:
         previous, self._in_flight = self._in_flight, tensors
         self._in_flight_struct, self._in_flight_objects = struct, objects
         _release(previous)

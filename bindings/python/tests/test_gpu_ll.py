@@ -60,11 +60,16 @@ class Rank:
         self.expert_out.copy_(torch.where(counted, scaled, torch.zeros_like(scaled)))
 
     def check_dispatch(self, step):
+        want_counts = self.check_dispatch_device_counts(step)
+        assert self.host_counts.tolist() == want_counts, f"step {step}: host counts"
+        return want_counts
+
+    def check_dispatch_device_counts(self, step):
+        """check_dispatch without the host copy of the counts."""
         self.torch.cuda.synchronize(self.device)
         want_counts, want_rows = self.case.dispatch(step, self.rank)
         counts = self.out_counts.cpu().tolist()
         assert counts == want_counts, f"step {step}: counts {counts}, expected {want_counts}"
-        assert self.host_counts.tolist() == want_counts, f"step {step}: host counts"
         for e, count in enumerate(counts):
             got = bits(self.torch, self.out_x[e, :count])
             problem = first_difference(f"step {step}: local expert {e}", got, want_rows[e])
@@ -213,5 +218,43 @@ def test_ll_dispatch_and_combine_match_the_host_model():
                 local_errors(r, group, handle, x, weights, out)
             with pytest.raises(epcomm.EpcError, match="the handle is closed"):
                 handle.complete()
+
+    run_ranks(nranks, rank_main)
+
+
+def test_reused_epc_tensors_survive_ten_steps():
+    """Issue 25, part 4: EpcTensors built once (DLPack, from torch) for the static buffers
+    out_x, out_expert_counts and the expert output are passed to 10 steps; each step's
+    results match the host model and the descriptors are never released by the handle."""
+    nranks, torch = requested_gpus()
+    case = LlCase(nranks=nranks)
+    config = epcomm.GroupConfig(
+        num_experts=case.experts,
+        hidden=case.hidden,
+        max_tokens_per_rank=case.max_tokens,
+        max_topk=MAX_TOPK,
+        timeout_ms=20000,
+    )
+    uid = epcomm.UniqueId.create()
+
+    def rank_main(rank):
+        torch.cuda.set_device(rank)
+        r = Rank(torch, case, rank, torch.device("cuda", rank))
+        static = [epcomm.as_tensor(t) for t in (r.out_x, r.out_counts, r.expert_out)]
+        out_x, out_counts, expert_out = static
+        with epcomm.Comm.init(uid, nranks, rank, device=rank) as comm, epcomm.Group.create(comm, config) as group:
+            with epcomm.Handle.create(group) as handle:
+                for number in range(10):
+                    idx, weights, x, out = r.inputs(number, torch.bfloat16)
+                    handle.update(idx)
+                    handle.dispatch(x, out_x=out_x, topk_weights=weights, out_expert_counts=out_counts)
+                    r.check_dispatch_device_counts(number)
+                    r.run_experts()
+                    handle.combine(expert_out, out=out)
+                    r.check_combine(number, out)
+                    assert not any(t.released for t in static), f"step {number}"
+        assert not any(t.released for t in static)
+        for t in static:
+            t.release()
 
     run_ranks(nranks, rank_main)

@@ -543,3 +543,33 @@ def test_error_classes_follow_the_status(dead_handle, monkeypatch):
     error = pickle.loads(pickle.dumps(epcomm.InvalidUsageError(message="nothing is pending", function="epc_complete")))
     assert type(error) is epcomm.InvalidUsageError and error.status == epcomm.Status.INVALID_USAGE
     assert error.message == "nothing is pending"
+
+
+def test_a_callers_epc_tensor_is_reused_across_steps_and_never_released(dead_handle, seen):
+    """Issue 25, part 4: a binding releases only what it created. One EpcTensor per static
+    buffer (one DLPack-backed, one from a raw pointer) is passed to 10 dispatch/combine
+    steps; each step's producer tensors go back to their producer at the next step."""
+    static_out = epcomm.as_tensor(DLPackProducer((4, 256, 2048), dtype=(4, 16, 1)))
+    owner = static_out._owner[0]  # noqa: SLF001 (the producer, to count its deleter calls)
+    static_counts = epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER + 8 * 0x100000, "int32", (4,))
+    step_inputs = []
+    for step in range(10):
+        x = DLPackProducer((4, 2048), dtype=(4, 16, 1))
+        step_inputs.append(x)
+        dead_handle.dispatch(x, out_x=static_out, out_expert_counts=static_counts, stream=STREAM)
+        dead_handle.combine(static_out, out=fake((4, 2048), "<f2", 3), stream=STREAM)
+        assert not static_out.released and not static_counts.released, f"step {step}"
+        assert owner.deleted == 0, f"step {step}: the caller's DLPack tensor was deleted"
+        assert [p.deleted for p in step_inputs] == [1] * (step + 1), f"step {step}"
+    dispatches = [args[1]._obj for name, args in seen if name == "epc_dispatch"]  # noqa: SLF001
+    assert len(dispatches) == 10
+    assert all(d.out_x.contents.data == static_out.data for d in dispatches)
+    assert all(d.out_expert_counts.contents.data == static_counts.data for d in dispatches)
+    released = epcomm.tensor_from_pointer(FAKE_DEVICE_POINTER, "int32", (4,))
+    released.release()
+    with pytest.raises(epcomm.InvalidTensorError, match="out_expert_counts: the EpcTensor was released"):
+        dead_handle.dispatch(step_inputs[0], out_x=static_out, out_expert_counts=released, stream=STREAM)
+    dead_handle.close()
+    assert not static_out.released and owner.deleted == 0  # close() leaves it to the caller too
+    static_out.release()
+    assert owner.deleted == 1
