@@ -169,7 +169,7 @@ class ManagedTensor:
         if self._deleter:
             self._deleter(self.address)
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.release()
         except Exception:  # noqa: BLE001 (a finalizer must never raise)

@@ -7,6 +7,7 @@ header change run `python3 tools/bindgen/generate.py`; CI runs it with --check.
 Hand-written code lives beside this module (epcomm/*.py) and builds on these names.
 """
 import ctypes
+from typing import Any, Dict, List, Tuple
 
 HEADER_ABI_VERSION = "2.0.0"
 
@@ -357,7 +358,7 @@ OPAQUE_TYPES = (EpcGroup, EpcHandle)
 
 # ---- functions: name -> (restype, argtypes) ----
 
-PROTOTYPES = {
+PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     # const char* epc_status_string(EpcStatus status)
     "epc_status_string": (ctypes.c_char_p, [EpcStatus]),
     # EpcStatus epc_last_error(char* buf, size_t buf_size, size_t* out_length)
@@ -401,13 +402,13 @@ PROTOTYPES = {
 }
 
 
-def bind(cdll):
+def bind(cdll: ctypes.CDLL) -> "list[str]":
     """Set restype/argtypes on every function of PROTOTYPES that `cdll` exports.
 
     Returns the names `cdll` lacks (a library older than this header within the same ABI
     major has a prefix of the functions), so the caller decides what a missing one means.
     """
-    missing = []
+    missing: "list[str]" = []
     for name, (restype, argtypes) in PROTOTYPES.items():
         try:
             function = getattr(cdll, name)

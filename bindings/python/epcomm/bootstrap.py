@@ -72,7 +72,7 @@ class UniqueId:
     def __hash__(self) -> int:
         return hash(self._bytes)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         return (UniqueId, (self._bytes,))
 
     def __repr__(self) -> str:
@@ -96,7 +96,7 @@ class Comm:
     def __init__(self, handle: int, owned: bool):
         self._handle: Optional[int] = handle
         self._owned = owned
-        self._groups: "weakref.WeakSet" = weakref.WeakSet()
+        self._groups: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._lock = threading.Lock()
 
     @classmethod
@@ -111,7 +111,7 @@ class Comm:
         id_struct = unique_id.to_struct()
         out = ctypes.c_void_p()
         call("epc_comm_init", ctypes.byref(id_struct), int(nranks), int(rank), int(device), ctypes.byref(out))
-        return cls(out.value, owned=True)
+        return cls(out.value or 0, owned=True)
 
     @classmethod
     def adopt(cls, comm: Any) -> "Comm":
@@ -163,10 +163,10 @@ class Comm:
     def __enter__(self) -> "Comm":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             if self._owned and self._handle is not None:
                 warnings.warn(

@@ -11,7 +11,7 @@ import dataclasses
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, List, Optional, Union
 
 from . import _ffi
 from ._handles import address
@@ -77,8 +77,8 @@ class GroupConfig:
     timeout_ms: int = 0
     flags: int = 0
     virtual_node_size: int = 0
-    alloc_fn: Optional[Union[int, Callable]] = None
-    free_fn: Optional[Union[int, Callable]] = None
+    alloc_fn: Optional[Union[int, Callable[..., Any]]] = None
+    free_fn: Optional[Union[int, Callable[..., Any]]] = None
     alloc_ctx: Optional[int] = None
 
     def to_struct(self) -> "_ffi.EpcGroupConfig":
@@ -105,25 +105,25 @@ class GroupConfig:
 _ENUM_FIELDS = {"mode": Mode, "overflow": Overflow}
 
 
-def numeric_fields():
+def numeric_fields() -> List[str]:
     """The GroupConfig fields that are plain unsigned values of EpcGroupConfig."""
     return [f.name for f in dataclasses.fields(GroupConfig) if f.name not in ALLOCATOR_FIELDS]
 
 
-def unexposed_struct_fields():
+def unexposed_struct_fields() -> List[str]:
     """EpcGroupConfig fields GroupConfig has no field for, other than the struct header and
     reserved ones: empty unless the header grew and this module was not updated."""
     exposed = {f.name for f in dataclasses.fields(GroupConfig)}
     return [
         name
-        for name, _ in _ffi.EpcGroupConfig._fields_
+        for name in (f[0] for f in _ffi.EpcGroupConfig._fields_)
         if name not in exposed and name not in HEADER_FIELDS and not name.startswith(RESERVED_PREFIX)
     ]
 
 
 def field_bits(struct_type: Any, name: str) -> int:
     """Bits of the unsigned integer field `name` of a ctypes struct type."""
-    return 8 * getattr(struct_type, name).size
+    return 8 * int(getattr(struct_type, name).size)
 
 
 def unsigned(what: str, value: Any, bits: int = 32) -> int:
@@ -137,7 +137,7 @@ def unsigned(what: str, value: Any, bits: int = 32) -> int:
     return int(value)
 
 
-def _alloc_function(fn: Any) -> "_ffi.EpcAllocFn":
+def _alloc_function(fn: Any) -> Any:
     if isinstance(fn, _ffi.EpcAllocFn):
         return fn
     if isinstance(fn, int):
@@ -145,7 +145,7 @@ def _alloc_function(fn: Any) -> "_ffi.EpcAllocFn":
     if not callable(fn):
         raise TypeError("GroupConfig.alloc_fn must be a function address, an EpcAllocFn or a callable")
 
-    def trampoline(ctx, nbytes, out_ptr):
+    def trampoline(ctx: Any, nbytes: Any, out_ptr: Any) -> int:
         try:
             pointer = address(fn(ctx, nbytes), "alloc_fn's result")
             if not pointer:
@@ -159,7 +159,7 @@ def _alloc_function(fn: Any) -> "_ffi.EpcAllocFn":
     return _ffi.EpcAllocFn(trampoline)
 
 
-def _free_function(fn: Any) -> "_ffi.EpcFreeFn":
+def _free_function(fn: Any) -> Any:
     if isinstance(fn, _ffi.EpcFreeFn):
         return fn
     if isinstance(fn, int):
@@ -167,7 +167,7 @@ def _free_function(fn: Any) -> "_ffi.EpcFreeFn":
     if not callable(fn):
         raise TypeError("GroupConfig.free_fn must be a function address, an EpcFreeFn or a callable")
 
-    def trampoline(ctx, pointer):
+    def trampoline(ctx: Any, pointer: Any) -> None:
         try:
             fn(ctx, pointer)
         except BaseException:  # noqa: BLE001 (must not unwind into C)

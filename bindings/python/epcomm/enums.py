@@ -2,58 +2,51 @@
 """The header's named constants as IntEnums and IntFlags: Dtype, Mode, RegionKind, Layout,
 Sizing, Quant, ScaleLayout, Weighting, Overflow, Pending, HandleFlags, GroupFlags.
 
-Members are built from the generated constants by prefix (EPC_DTYPE_*, EPC_MODE_*,
-EPC_LAYOUT_*, ...), so a constant added to the header appears here after regeneration. Values read back from the library that this binding does not know stay plain
-ints (see `known_or_int`): the C ABI may grow within a major version.
+The classes are generated from the header into _enums.py (static, so IDEs and type checkers
+see Dtype.BF16); a constant added to the header appears there after regeneration. Values
+read back from the library that this binding does not know stay plain ints (see
+`known_or_int`): the C ABI may grow within a major version.
 """
 
 import enum
 from typing import Any, Dict, Type, TypeVar, Union
 
-from . import _ffi
+from ._enums import (
+    Dtype,
+    GroupFlags,
+    HandleFlags,
+    Layout,
+    Mode,
+    Overflow,
+    Pending,
+    Quant,
+    RegionKind,
+    ScaleLayout,
+    Sizing,
+    Weighting,
+)
+
+__all__ = [
+    "Dtype",
+    "GroupFlags",
+    "HandleFlags",
+    "Layout",
+    "Mode",
+    "Overflow",
+    "Pending",
+    "Quant",
+    "RegionKind",
+    "ScaleLayout",
+    "Sizing",
+    "Weighting",
+    "DTYPE_ITEMSIZE",
+    "dtype_names",
+    "known_or_int",
+    "parse_dtype",
+    "parse_enum",
+]
 
 E = TypeVar("E", bound=enum.IntEnum)
-
-
-def _members(prefix: str) -> Dict[str, int]:
-    return {
-        name[len(prefix) :]: value
-        for name, value in vars(_ffi).items()
-        if name.startswith(prefix) and isinstance(value, int)
-    }
-
-
-Dtype = enum.IntEnum("Dtype", _members("EPC_DTYPE_"), module=__name__)
-Dtype.__doc__ = "Element types of tensors (EPC_DTYPE_*)."
-Mode = enum.IntEnum("Mode", _members("EPC_MODE_"), module=__name__)
-Mode.__doc__ = "Group modes (EPC_MODE_*); 0 in a config means LOW_LATENCY."
-RegionKind = enum.IntEnum("RegionKind", _members("EPC_REGION_"), module=__name__)
-RegionKind.__doc__ = "What a region of a group's symmetric window holds (EPC_REGION_*)."
-Layout = enum.IntEnum("Layout", _members("EPC_LAYOUT_"), module=__name__)
-Layout.__doc__ = (
-    "How dispatch lays out what a rank receives (EPC_LAYOUT_*), a property of the handle: "
-    "DEFAULT is EXPERT_PADDED on low-latency groups, FLAT on high-throughput ones."
-)
-Sizing = enum.IntEnum("Sizing", _members("EPC_SIZING_"), module=__name__)
-Sizing.__doc__ = (
-    "How a handle's row count is chosen (EPC_SIZING_*): CAPACITY (0, the default: no host "
-    "synchronisation, graph-capturable) or EXACT (the rows this rank receives, learnt with "
-    "one host synchronisation at create and update)."
-)
-Quant = enum.IntEnum("Quant", _members("EPC_QUANT_"), module=__name__)
-Quant.__doc__ = "How dispatch encodes the payload (EPC_QUANT_*), a property of the call."
-ScaleLayout = enum.IntEnum("ScaleLayout", _members("EPC_SCALES_"), module=__name__)
-ScaleLayout.__doc__ = "Where dispatch's out_scales elements lie (EPC_SCALES_*)."
-Weighting = enum.IntEnum("Weighting", _members("EPC_WEIGHTING_"), module=__name__)
-Weighting.__doc__ = "How combine weights the expert outputs before it sums them (EPC_WEIGHTING_*)."
-Overflow = enum.IntEnum("Overflow", _members("EPC_OVERFLOW_"), module=__name__)
-Overflow.__doc__ = "What a step does when more rows arrive than a capacity holds (EPC_OVERFLOW_*)."
-Pending = enum.IntEnum("Pending", _members("EPC_PENDING_"), module=__name__)
-Pending.__doc__ = "The send-only call a handle has awaiting complete() (EPC_PENDING_*)."
-HandleFlags = enum.IntFlag("HandleFlags", _members("EPC_HANDLE_"), module=__name__)
-HandleFlags.__doc__ = "EpcHandleConfig.flags bits (EPC_HANDLE_*)."
-GroupFlags = enum.IntFlag("GroupFlags", _members("EPC_GROUP_"), module=__name__)
-GroupFlags.__doc__ = "EpcGroupConfig.flags bits (EPC_GROUP_*)."
 
 
 def parse_enum(enum_type: Type[E], value: Any, what: str) -> int:

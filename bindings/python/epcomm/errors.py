@@ -7,61 +7,10 @@ carrying the calling thread's detail message (epc_last_error), read on the same 
 right after the failing call, before anything else can clear it.
 """
 
-from typing import Dict, Optional
+from typing import Any, Optional
 
 from . import _ffi
-
-
-class Status(int):
-    """An EpcStatus: an int that also knows its name.
-
-    The named codes (Status.OK, Status.INVALID_ARGUMENT, ...) come from the header's
-    EPC_OK/EPC_ERR_* constants. A code this binding does not know (from a newer library)
-    stays a Status with its value: `Status(42).name` is None and `repr()` gives
-    "Status(42)"; treat it as an error, as the header asks.
-    """
-
-    _names: Dict[int, str] = {}
-
-    def __new__(cls, value: int) -> "Status":
-        return super().__new__(cls, int(value))
-
-    @property
-    def name(self) -> Optional[str]:
-        """ "INVALID_ARGUMENT" for EPC_ERR_INVALID_ARGUMENT, "OK" for EPC_OK, None if unknown."""
-        return self._names.get(int(self))
-
-    @property
-    def ok(self) -> bool:
-        return int(self) == _ffi.EPC_OK
-
-    def describe(self) -> str:
-        """The library's static English string for this code (epc_status_string):
-        "unknown status" for codes the loaded library does not know. Loads the library."""
-        from ._library import status_string
-
-        return status_string(self)
-
-    def __repr__(self) -> str:
-        name = self.name
-        return f"Status.{name}" if name else f"Status({int(self)})"
-
-    __str__ = __repr__
-
-
-def _install_status_names() -> None:
-    for constant, value in vars(_ffi).items():
-        if constant == "EPC_OK":
-            name = "OK"
-        elif constant.startswith("EPC_ERR_"):
-            name = constant[len("EPC_ERR_") :]
-        else:
-            continue
-        Status._names[value] = name
-        setattr(Status, name, Status(value))
-
-
-_install_status_names()
+from ._enums import Status as Status
 
 
 class EpcError(Exception):
@@ -84,7 +33,7 @@ class EpcError(Exception):
         name = self.status.name or f"unknown status {int(self.status)}"
         return f"{where}{name}{detail}"
 
-    def __reduce__(self):  # picklable (e.g. across multiprocessing)
+    def __reduce__(self) -> Any:  # picklable (e.g. across multiprocessing)
         return (type(self), (int(self.status), self.message, self.function))
 
 
@@ -96,7 +45,7 @@ class InvalidTensorError(EpcError, ValueError):
     def __init__(self, message: str, status: int = _ffi.EPC_ERR_INVALID_ARGUMENT, function: Optional[str] = None):
         super().__init__(status, message, function)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         return (type(self), (self.message, int(self.status), self.function))
 
 
@@ -127,7 +76,7 @@ class StreamRequiredError(EpcError, ValueError):
     def __init__(self, message: str, status: int = _ffi.EPC_ERR_INVALID_ARGUMENT, function: Optional[str] = None):
         super().__init__(status, message, function)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         return (type(self), (self.message, int(self.status), self.function))
 
 
@@ -143,4 +92,5 @@ def error_class(status: int) -> type:
 
 def error_for(status: int, message: str = "", function: Optional[str] = None) -> EpcError:
     """The exception for `status` returned by C function `function` with `message`."""
-    return error_class(status)(status, message, function)
+    error: EpcError = error_class(status)(status, message, function)
+    return error

@@ -52,13 +52,13 @@ class GroupInfo:
     workspace_bytes: int  # other device memory held
 
 
-def unexposed_struct_fields():
+def unexposed_struct_fields() -> List[str]:
     """EpcGroupInfo fields GroupInfo does not carry (besides the struct header): empty
     unless the header grew and this module was not updated."""
     exposed = {f.name for f in dataclasses.fields(GroupInfo)}
     return [
         name
-        for name, _ in _ffi.EpcGroupInfo._fields_
+        for name in (f[0] for f in _ffi.EpcGroupInfo._fields_)
         if name not in exposed and name not in ("struct_size", "abi_version") and not name.startswith("reserved")
     ]
 
@@ -91,13 +91,13 @@ class Group:
     close() refuses while a Handle created on the group is open: close the handles first.
     """
 
-    def __init__(self, handle: "ctypes._Pointer", comm: Optional[Comm], config: "_ffi.EpcGroupConfig"):
-        self._handle: Optional[ctypes._Pointer] = handle
+    def __init__(self, handle: "ctypes._Pointer[Any]", comm: Optional[Comm], config: "_ffi.EpcGroupConfig"):
+        self._handle: "Optional[ctypes._Pointer[Any]]" = handle
         self._comm = comm
-        self._config = config  # keeps allocator callbacks alive while the group lives
+        self._config: Optional[_ffi.EpcGroupConfig] = config  # keeps allocator callbacks alive
         self._lock = threading.Lock()  # close() taking the handle away; async_error()'s call
         self._calls = threading.Lock()  # barrier and handle calls (see the class doc)
-        self._handles: "weakref.WeakSet" = weakref.WeakSet()
+        self._handles: "weakref.WeakSet[Any]" = weakref.WeakSet()
         if comm is not None:
             comm._register(self)  # noqa: SLF001
 
@@ -110,7 +110,7 @@ class Group:
         made it current). Collective over every rank of `comm`; blocking; not thread-safe
         with other calls on the same communicator."""
         comm_object = comm if isinstance(comm, Comm) else None
-        comm_handle = comm.handle if comm_object is not None else address(comm, "comm")
+        comm_handle = comm_object.handle if comm_object is not None else address(comm, "comm")
         struct = config.to_struct() if isinstance(config, GroupConfig) else config
         if not isinstance(struct, _ffi.EpcGroupConfig):
             raise TypeError(f"config must be a GroupConfig, not {type(config).__name__}")
@@ -125,9 +125,9 @@ class Group:
     @property
     def handle(self) -> int:
         """The EpcGroup* as an int address (for passing to other C code)."""
-        return ctypes.cast(self._live(), ctypes.c_void_p).value
+        return ctypes.cast(self._live(), ctypes.c_void_p).value or 0
 
-    def _live(self) -> "ctypes._Pointer":
+    def _live(self) -> "ctypes._Pointer[Any]":
         handle = self._handle
         if handle is None:
             raise EpcError(Status.INVALID_ARGUMENT, "the group is closed")
@@ -205,10 +205,10 @@ class Group:
     def __enter__(self) -> "Group":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             if self._handle is not None:
                 _leaked.append((self._handle, self._config))

@@ -14,7 +14,7 @@ import ctypes
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _ffi
 from ._handles import resolve_stream, stream_address
@@ -73,7 +73,11 @@ def unexposed_info_fields() -> List[str]:
     """EpcHandleInfo fields HandleInfo does not carry (besides the struct header): empty
     unless the header grew and this module was not updated."""
     exposed = {f.name for f in dataclasses.fields(HandleInfo)}
-    return [n for n, _ in _ffi.EpcHandleInfo._fields_ if n not in exposed and n not in ("struct_size", "abi_version")]
+    return [
+        n
+        for n in (f[0] for f in _ffi.EpcHandleInfo._fields_)
+        if n not in exposed and n not in ("struct_size", "abi_version")
+    ]
 
 
 def _info_from_struct(s: "_ffi.EpcHandleInfo") -> HandleInfo:
@@ -198,8 +202,8 @@ class Handle:
     an open Handle that is collected is leaked, with a ResourceWarning.
     """
 
-    def __init__(self, pointer: "ctypes._Pointer", group: Any):
-        self._pointer: Optional[ctypes._Pointer] = pointer
+    def __init__(self, pointer: "ctypes._Pointer[Any]", group: Any):
+        self._pointer: "Optional[ctypes._Pointer[Any]]" = pointer
         self._group = group
         self._in_flight: List[Borrowed] = []
         self._in_flight_struct: Any = None
@@ -432,7 +436,7 @@ class Handle:
         with self._group._calls:  # noqa: SLF001
             call("epc_complete", self._live(), ctypes.c_uint32(0), ctypes.c_void_p(address))
 
-    def _step(self, function: str, args: Any, tensors: dict, required: Sequence[str], stream: Any) -> None:
+    def _step(self, function: str, args: Any, tensors: Dict[str, Any], required: Sequence[str], stream: Any) -> None:
         self._live()
         address = resolve_stream(stream, tensors.values(), function)
         borrowed = _borrow(function, list(tensors.items()), address, required)
@@ -473,13 +477,13 @@ class Handle:
     @property
     def handle(self) -> int:
         """The EpcHandle* as an int address (for other C code)."""
-        return ctypes.cast(self._live(), ctypes.c_void_p).value
+        return ctypes.cast(self._live(), ctypes.c_void_p).value or 0
 
     @property
     def group(self) -> Any:
         return self._group
 
-    def _live(self) -> "ctypes._Pointer":
+    def _live(self) -> "ctypes._Pointer[Any]":
         pointer = self._pointer
         if pointer is None:
             raise EpcError(Status.INVALID_ARGUMENT, "the handle is closed")
@@ -503,10 +507,10 @@ class Handle:
     def __enter__(self) -> "Handle":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             if self._pointer is not None:
                 _leaked.append((self._pointer, self._in_flight, self._in_flight_struct))

@@ -4,7 +4,7 @@
 import ctypes
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 from . import _ffi
 from ._library import call
@@ -55,13 +55,13 @@ class Plan:
 _PLAN_STRUCTURAL_FIELDS = ("struct_size", "abi_version", "num_regions", "regions")
 
 
-def unexposed_struct_fields():
+def unexposed_struct_fields() -> List[str]:
     """EpcPlan fields Plan does not carry (besides the struct header, reserved fields and the
     region array): empty unless the header grew and this module was not updated."""
     exposed = {f.name for f in dataclasses.fields(Plan)}
     return [
         name
-        for name, _ in _ffi.EpcPlan._fields_
+        for name in (f[0] for f in _ffi.EpcPlan._fields_)
         if name not in exposed and name not in _PLAN_STRUCTURAL_FIELDS and not name.startswith("reserved")
     ]
 

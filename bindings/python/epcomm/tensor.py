@@ -153,7 +153,7 @@ class EpcTensor:
     def released(self) -> bool:
         return self._released
 
-    def byref(self):
+    def byref(self) -> Any:
         """`ctypes.byref(descriptor)`, for passing to a C function taking
         `const EpcTensor*`. Raises InvalidTensorError if the tensor was released."""
         if self.released:
@@ -172,10 +172,10 @@ class EpcTensor:
     def __enter__(self) -> "EpcTensor":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.release()
         except Exception:  # noqa: BLE001 (a finalizer must never raise)
