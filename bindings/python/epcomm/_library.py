@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Finding, loading and calling libepcomm.
 
-The library is loaded on first use (importing epcomm loads nothing), from $EPCOMM_LIB if
-set, else by its SONAME libepcomm.so.<major> through the dynamic loader's search path.
+The library is loaded on first use (importing epcomm loads nothing), from the first of:
+$EPCOMM_LIB (an explicit override), the copy a wheel bundles (epcomm/_lib/), the system's
+(its SONAME libepcomm.so.<major> through the dynamic loader's search path).
 Loading checks that the library's ABI major equals the one these bindings were generated
 for (EPC_ABI_MAJOR in _ffi); a library of the same major but an older minor lacks the
 newest functions, and calling one of those raises EpcError(UNSUPPORTED) naming it.
@@ -11,13 +12,25 @@ newest functions, and calling one of those raises EpcError(UNSUPPORTED) naming i
 import ctypes
 import os
 import threading
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Tuple
 
 from . import _ffi
 from .errors import EpcError, Status, error_for
 
 ENV_LIBRARY = "EPCOMM_LIB"
 DEFAULT_LIBRARY = f"libepcomm.so.{_ffi.EPC_ABI_MAJOR}"
+BUNDLED_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib", DEFAULT_LIBRARY)
+
+
+def find_library() -> Tuple[str, str]:
+    """(path, where) of the library load_library() would load: $EPCOMM_LIB ("EPCOMM_LIB"),
+    else the wheel's bundled copy ("bundled"), else the SONAME for the loader ("system")."""
+    override = os.environ.get(ENV_LIBRARY)
+    if override:
+        return override, ENV_LIBRARY
+    if os.path.exists(BUNDLED_LIBRARY):
+        return BUNDLED_LIBRARY, "bundled"
+    return DEFAULT_LIBRARY, "system"
 
 
 class Version(NamedTuple):
@@ -41,7 +54,7 @@ class Library:
     own thread-safety.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, source: str = "path"):
         try:
             cdll = ctypes.CDLL(path)
         except OSError as error:
@@ -51,6 +64,7 @@ class Library:
                 "its directory to LD_LIBRARY_PATH"
             ) from error
         self.path = path
+        self.source = source  # how it was found: "EPCOMM_LIB", "bundled", "system" or "path"
         self.cdll = cdll
         self.missing = frozenset(_ffi.bind(cdll))
         for required in ("epc_get_version", "epc_last_error", "epc_status_string"):
@@ -71,7 +85,7 @@ class Library:
             raise EpcError(status, self.last_error(), "epc_get_version")
         return Version(*(p.value for p in parts))
 
-    def function(self, name: str):
+    def function(self, name: str) -> Any:
         """The ctypes function `name`, with the generated prototype applied."""
         if name in self.missing or name not in _ffi.PROTOTYPES:
             raise EpcError(
@@ -81,7 +95,7 @@ class Library:
             )
         return getattr(self.cdll, name)
 
-    def call(self, name: str, *args) -> None:
+    def call(self, name: str, *args: Any) -> None:
         """Call the C function `name`; raise EpcError if it returns a non-zero status.
 
         The detail message is read with epc_last_error on this same thread immediately
@@ -100,7 +114,8 @@ class Library:
         return buffer.value.decode("utf-8", errors="replace")
 
     def status_string(self, status: int) -> str:
-        return self.cdll.epc_status_string(int(status)).decode("utf-8", errors="replace")
+        text: bytes = self.cdll.epc_status_string(int(status))
+        return text.decode("utf-8", errors="replace")
 
 
 _lock = threading.Lock()
@@ -110,16 +125,17 @@ _loaded: Optional[Library] = None
 def load_library(path: Optional[str] = None) -> Library:
     """Load libepcomm once per process and return it.
 
-    `path` (else $EPCOMM_LIB, else "libepcomm.so.<major>") names the library. Later calls
+    `path` (else $EPCOMM_LIB, else the wheel's bundled copy, else "libepcomm.so.<major>" for
+    the loader's search path) names the library. Later calls
     return the loaded one; asking for a different path after loading raises RuntimeError,
     since two copies of the library in one process would not share their state.
     Thread-safe.
     """
     global _loaded
     with _lock:
-        wanted = path or os.environ.get(ENV_LIBRARY) or DEFAULT_LIBRARY
         if _loaded is None:
-            _loaded = Library(wanted)
+            wanted, source = (path, "path") if path else find_library()
+            _loaded = Library(wanted, source)
         elif path is not None and path != _loaded.path:
             raise RuntimeError(f"epcomm is already loaded from {_loaded.path!r}; cannot also load {path!r}")
         return _loaded
@@ -130,7 +146,7 @@ def library() -> Library:
     return _loaded if _loaded is not None else load_library()
 
 
-def call(name: str, *args) -> None:
+def call(name: str, *args: Any) -> None:
     library().call(name, *args)
 
 

@@ -4,6 +4,7 @@ $EPCOMM_ABI_JSON): every struct's size, every field's offset and size, every con
 every function's arity, every typedef's size."""
 
 import ctypes
+import pathlib
 
 import pytest
 
@@ -80,11 +81,17 @@ def test_exported_symbols_are_all_bound(abi_snapshot):
 
 
 def test_package_version_is_the_headers():
-    # pyproject.toml cannot read the header, so its version is written out there; this keeps
-    # it from drifting from EPC_ABI_MAJOR.MINOR.PATCH.
-    import pathlib
-    import re
+    # The wheel's version is Meson's project version, which meson.build reads from the
+    # header with tools/header_version.py; __version__ comes from the generated constants.
+    import subprocess
+    import sys
 
-    pyproject = (pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
-    version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
-    assert version == f"{_ffi.EPC_ABI_MAJOR}.{_ffi.EPC_ABI_MINOR}.{_ffi.EPC_ABI_PATCH}"
+    import epcomm
+
+    root = pathlib.Path(__file__).resolve().parents[3]
+    script = root / "tools" / "header_version.py"
+    read = subprocess.run([sys.executable, str(script)], check=True, capture_output=True, text=True).stdout.strip()
+    assert read == epcomm.__version__ == f"{_ffi.EPC_ABI_MAJOR}.{_ffi.EPC_ABI_MINOR}.{_ffi.EPC_ABI_PATCH}"
+    pyproject = (root / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject and "\nversion =" not in pyproject
+    assert "version: run_command('tools/header_version.py'" in (root / "meson.build").read_text()
