@@ -16,7 +16,8 @@
 #                                           (tools/check_wheel.py)
 #   tools/dev.sh format                     format every source file (tools/format.sh)
 #   tools/dev.sh format-check               fail when a file is not formatted (CI)
-# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, pytest, numpy, matplotlib; clang
+# Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, Debian's pkg-config crate where cargo
+# is, pytest, numpy, matplotlib; clang
 # and its libFuzzer runtime for fuzz) are installed from PyPI and Debian's packages first. The CUDA
 # toolkit (nvcc) and NCCL >= 2.28 must already be there; the Meson configure step says precisely
 # what is missing otherwise.
@@ -56,6 +57,11 @@ ensure_tools() {
   # Binding suites: Go (cgo) and pytest. Rust uses the cargo already on the machine; its
   # tests are skipped with a message where there is none.
   command -v go >/dev/null || apt_install golang-go
+  # The Rust crates' one build dependency (pkg-config), offline from Debian's package
+  # (bindings/rust/cargo-offline.sh points cargo at it).
+  if command -v cargo >/dev/null && ! compgen -G '/usr/share/cargo/registry/pkg-config-0.3.*' >/dev/null; then
+    apt_install librust-pkg-config-dev
+  fi
   python3 -c 'import pytest' 2>/dev/null || { log "installing pytest from PyPI"; python3 -m pip install -q pytest; }
   # numpy's DLPack export exercises the Python binding's capsule parsing on the CPU.
   python3 -c 'import numpy' 2>/dev/null || { log "installing numpy from PyPI"; python3 -m pip install -q numpy; }
