@@ -37,15 +37,15 @@ export RUST_BACKTRACE=1
 summary=()
 failed=0
 # run NAME PATTERN COMMAND...: run with a time limit, log to $out/NAME.log, and summarise
-# with the log's last lines matching PATTERN; a "skipped" note counts as a failure here,
-# since this script exists to run the GPU tests.
+# with the log's last lines matching PATTERN; a "skipped" note (or ignored Rust tests) counts
+# as a failure here, since this script exists to run the GPU tests.
 run() {
   local name=$1 pattern=$2
   shift 2
   local start=$SECONDS
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
-  if [ "$rc" -eq 0 ] && grep -qiE 'gpu .*test skipped|--- SKIP: .*OnGPUs|SKIPPED .*GPU' "$out/$name.log"; then
+  if [ "$rc" -eq 0 ] && grep -qiE 'gpu .*test skipped|--- SKIP: .*OnGPUs|SKIPPED .*GPU| [1-9][0-9]* ignored;' "$out/$name.log"; then
     rc=77
   fi
   local why=""
@@ -63,14 +63,17 @@ rust_pattern='^gpu (ll |ht )?test|^test result'
 for test in gpu_ll gpu_ht; do
   for variant in linked dlopen; do
     if [ -x "$bins/rust-$test-$variant" ]; then
-      run "rust-$test-$variant" "$rust_pattern" "$bins/rust-$test-$variant" --nocapture
+      # The GPU tests are #[ignore = "needs a GPU"]; run them with the host-model ones.
+      run "rust-$test-$variant" "$rust_pattern" "$bins/rust-$test-$variant" --include-ignored --nocapture
     else
       summary+=("rust-$test-$variant  MISSING: run tools/gpu/stage.sh on a machine with cargo")
       failed=1
     fi
   done
 done
-[ -x "$bins/rust-gpu-linked" ] && run rust-gpu-linked "$rust_pattern" "$bins/rust-gpu-linked" --nocapture
+[ -x "$bins/rust-gpu-linked" ] && run rust-gpu-linked "$rust_pattern" "$bins/rust-gpu-linked" --include-ignored --nocapture
+# The example runs on one GPU whatever EPCOMM_TEST_GPUS says.
+[ -x "$bins/rust-ll_step" ] && run rust-ll_step '^one LL step|^Error' "$bins/rust-ll_step"
 
 if [ -x "$bins/go-epcomm.test" ]; then
   # Every test of the package against the staged library (-short skips building the README

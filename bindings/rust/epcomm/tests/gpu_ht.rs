@@ -8,8 +8,8 @@
 //! model's. Local errors that need a live group (layouts and options the 2.0 status rule
 //! refuses, shapes, one-sided backward weights) are checked too.
 //!
-//! Runs when EPCOMM_TEST_GPUS=N with N >= 1; otherwise it says it is skipped and passes
-//! (tools/gpu/run_bindings.sh counts that note as a failure).
+//! Ignored unless asked for (`cargo test -- --ignored`); then it runs on EPCOMM_TEST_GPUS GPUs
+//! (default 1). The host-model checks below it run everywhere.
 
 mod support;
 
@@ -253,11 +253,9 @@ fn run_rank(id: UniqueId, c: Case, rank: usize) -> Check {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn ht_dispatch_and_combine_match_the_host_model_on_every_gpu() {
-    let Some(nranks) = gpu_count(1) else {
-        note("gpu ht test skipped: set EPCOMM_TEST_GPUS=N (N >= 1) to run it on N GPUs");
-        return;
-    };
+    let nranks = gpu_count();
     let id = UniqueId::new().expect("unique id");
     let c = case(nranks);
     run_ranks(nranks, move |rank| run_rank(id, c, rank));

@@ -9,8 +9,8 @@
 //! Local errors that need a live group (shapes, the status rule of the 2.0 fields, calls out
 //! of order) are checked too.
 //!
-//! Runs when EPCOMM_TEST_GPUS=N with N >= 1; otherwise it says it is skipped and passes
-//! (tools/gpu/run_bindings.sh counts that note as a failure).
+//! Ignored unless asked for (`cargo test -- --ignored`); then it runs on EPCOMM_TEST_GPUS GPUs
+//! (default 1). The host-model checks below it run everywhere.
 //! Device memory comes from the CUDA driver, loaded at run time (support/cuda_driver.rs).
 
 mod support;
@@ -328,11 +328,9 @@ fn the_host_model_covers_the_cases_it_claims() {
 }
 
 #[test]
+#[ignore = "needs a GPU"]
 fn dispatch_and_combine_match_the_host_model_on_every_gpu() {
-    let Some(nranks) = gpu_count(1) else {
-        note("gpu ll test skipped: set EPCOMM_TEST_GPUS=N (N >= 1) to run it on N GPUs");
-        return;
-    };
+    let nranks = gpu_count();
     let id = UniqueId::new().expect("unique id");
     let c = case(nranks);
     run_ranks(nranks, move |rank| run_rank(id, c, rank));
