@@ -14,7 +14,8 @@
 //!   ([`Group::create`], [`Group::info`], [`Group::barrier`], [`Group::async_error`] (the
 //!   group's failure without waiting), [`Group::close`]).
 //! - [`TensorRef`] and [`StreamRef`]: borrowed device memory and CUDA streams, as the
-//!   stream-ordered calls take them.
+//!   stream-ordered calls take them; made from a [`DevicePtr`] or [`RawStream`], which
+//!   convert (`From`/`TryFrom`) from what cudarc, candle or a raw pointer hand out.
 //! - [`Handle`]: one batch's routing on a group of either mode and its receive layout
 //!   ([`HandleConfig`]: [`Layout`], [`Sizing`]), and the step it runs:
 //!   [`Handle::create`] (with or without a [`Routing`]), [`Handle::update`],
@@ -41,6 +42,7 @@ mod handle;
 mod library;
 mod open_enum;
 mod plan;
+mod raw;
 mod status;
 mod stream;
 mod tensor;
@@ -56,6 +58,7 @@ pub use flags::{CombineFlags, DispatchFlags, GroupFlags, HandleFlags};
 pub use group::{Group, GroupInfo};
 pub use handle::{Handle, HandleInfo};
 pub use plan::{plan_query, Plan, PlanRegion};
+pub use raw::{DevicePtr, RawStream};
 pub use status::Status;
 pub use stream::StreamRef;
 pub use tensor::TensorRef;

@@ -5,6 +5,8 @@ use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 
+use crate::RawStream;
+
 /// A `cudaStream_t` borrowed for `'a`. These bindings never create or destroy streams: take
 /// them from your CUDA binding or framework. The stream-ordered calls enqueue work on it.
 #[derive(Clone, Copy)]
@@ -25,17 +27,24 @@ impl StreamRef<'static> {
 }
 
 impl<'a> StreamRef<'a> {
-    /// Borrow `stream`.
+    /// Borrow `stream`: anything that converts into a [`RawStream`] (`cudaStream_t`,
+    /// cudarc's `CUstream`, an integer stream from Python through [`RawStream::try_from`]).
     ///
     /// # Safety
     /// `stream` must be NULL or a valid `cudaStream_t` of the device the calls using it run
     /// on, and stay valid (not destroyed) for `'a`.
-    pub unsafe fn from_raw(stream: *mut c_void) -> StreamRef<'a> {
-        StreamRef { raw: stream, _borrow: PhantomData }
+    pub unsafe fn from_raw(stream: impl Into<RawStream>) -> StreamRef<'a> {
+        StreamRef { raw: stream.into().as_ptr(), _borrow: PhantomData }
     }
 
     pub fn as_raw(self) -> *mut c_void {
         self.raw
+    }
+}
+
+impl From<StreamRef<'_>> for RawStream {
+    fn from(stream: StreamRef<'_>) -> RawStream {
+        RawStream::from(stream.raw)
     }
 }
 

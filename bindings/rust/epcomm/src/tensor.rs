@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 
 use epcomm_sys as sys;
 
-use crate::{Dtype, Error, Result, Status};
+use crate::{DevicePtr, Dtype, Error, Result, Status};
 
 /// The most dimensions a tensor descriptor holds (`EPC_TENSOR_MAX_DIMS`).
 pub const MAX_DIMS: usize = sys::EPC_TENSOR_MAX_DIMS as usize;
@@ -34,8 +34,16 @@ impl<'a> TensorRef<'a> {
     /// `data` must point to device memory holding the whole tensor in `dtype`, that stays
     /// allocated, and is not used in conflicting ways, for `'a` (including stream-ordered
     /// work enqueued on it).
-    pub unsafe fn from_raw_parts(data: *mut c_void, dtype: Dtype, shape: &[i64]) -> Result<TensorRef<'a>> {
-        Self::describe(data, dtype, shape, None)
+    ///
+    /// `data` is anything that converts into a [`DevicePtr`]: a raw or `NonNull` pointer,
+    /// a `CUdeviceptr` (`u64`, as cudarc gives it), or a [`DevicePtr`] made with
+    /// `DevicePtr::try_from(i64)`.
+    pub unsafe fn from_raw_parts(
+        data: impl Into<DevicePtr>,
+        dtype: Dtype,
+        shape: &[i64],
+    ) -> Result<TensorRef<'a>> {
+        Self::describe(data.into().as_ptr(), dtype, shape, None)
     }
 
     /// A strided tensor: `strides[i]` elements between neighbours along dimension `i`.
@@ -43,12 +51,12 @@ impl<'a> TensorRef<'a> {
     /// # Safety
     /// As [`from_raw_parts`](TensorRef::from_raw_parts), for every element the strides reach.
     pub unsafe fn from_raw_parts_strided(
-        data: *mut c_void,
+        data: impl Into<DevicePtr>,
         dtype: Dtype,
         shape: &[i64],
         strides: &[i64],
     ) -> Result<TensorRef<'a>> {
-        Self::describe(data, dtype, shape, Some(strides))
+        Self::describe(data.into().as_ptr(), dtype, shape, Some(strides))
     }
 
     fn describe(
@@ -103,6 +111,12 @@ impl<'a> TensorRef<'a> {
     /// The C descriptor, for calling epcomm-sys directly.
     pub fn as_raw(&self) -> &sys::EpcTensor {
         &self.raw
+    }
+}
+
+impl From<TensorRef<'_>> for DevicePtr {
+    fn from(tensor: TensorRef<'_>) -> DevicePtr {
+        DevicePtr::from(tensor.raw.data)
     }
 }
 

@@ -168,7 +168,8 @@ impl DeviceBuffer {
         );
         // SAFETY: the memory is device memory of this buffer, large enough for the tensor,
         // and lives as long as the borrow of self.
-        unsafe { TensorRef::from_raw_parts(self.ptr as usize as *mut c_void, dtype, shape) }.expect("tensor")
+        // CUdeviceptr (u64) converts into epcomm::DevicePtr, as a cudarc device pointer would.
+        unsafe { TensorRef::from_raw_parts(self.ptr, dtype, shape) }.expect("tensor")
     }
 }
 
