@@ -8,6 +8,7 @@
 #   rust-gpu_ht-linked   Rust HT dispatch/combine test (EXACT and CAPACITY handles), linked
 #   rust-gpu_ht-dlopen   the same test with the dlopen feature
 #   rust-gpu-linked      the Rust group-lifecycle GPU test
+#   rust-ll_step         the Rust example of one LL step (bindings/rust/epcomm/examples), linked
 #   go-epcomm.test       the Go package's tests (go test -c), the GPU ones included
 # Run them with tools/gpu/run_bindings.sh. Usage: build_bindings.sh [BUILD_DIR] [OUT_DIR]
 # A binding whose toolchain is missing here is skipped with a message.
@@ -43,7 +44,7 @@ if command -v cargo >/dev/null; then
   for variant in linked dlopen; do
     features=()
     [ "$variant" = dlopen ] && features=(--features dlopen)
-    messages=$(cargo test --offline --no-run --manifest-path "$root/bindings/rust/Cargo.toml" \
+    messages=$("$root/bindings/rust/cargo-offline.sh" test --no-run --manifest-path "$root/bindings/rust/Cargo.toml" \
       -p epcomm --test gpu_ll --test gpu_ht --test gpu "${features[@]}" --message-format=json)
     for target in gpu_ll gpu_ht gpu; do
       [ "$target" = gpu ] && [ "$variant" = dlopen ] && continue
@@ -53,6 +54,11 @@ if command -v cargo >/dev/null; then
       strip --strip-debug -o "$out/rust-$target-$variant" "$exe"
     done
   done
+  messages=$("$root/bindings/rust/cargo-offline.sh" build --manifest-path "$root/bindings/rust/Cargo.toml" \
+    -p epcomm --example ll_step --message-format=json)
+  exe=$(cargo_executable ll_step <<<"$messages")
+  [ -n "$exe" ] || { log "cargo built no executable for example ll_step"; exit 1; }
+  strip --strip-debug -o "$out/rust-ll_step" "$exe"
   log "Rust: $(cd "$out" && ls rust-* | tr '\n' ' ')"
 else
   log "cargo not found: no Rust GPU test binaries"
