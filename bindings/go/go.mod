@@ -1,3 +1,3 @@
-module epcomm
+module github.com/epcomm/epcomm/bindings/go
 
 go 1.19

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"epcomm/internal/cudadrv"
+	"github.com/epcomm/epcomm/bindings/go/internal/cudadrv"
 )
 
 // High-throughput dispatch and combine on real GPUs, one goroutine per GPU, on the
@@ -114,8 +114,8 @@ func htStep(c llCase, b *htBuffers, h *Handle, step, rank int, backward bool) er
 	}
 	tokens, hidden, k := int64(c.tokens(step, rank)), int64(c.hidden), int64(c.topk)
 	err = h.Dispatch(&DispatchArgs{X: tensorOn(b.x, DtypeBF16, tokens, hidden), OutX: tensorOn(b.outX, DtypeBF16, rows, hidden),
-		TopkWeights: tensorOn(b.weights, DtypeFP32, tokens, k), OutTopkWeights: tensorOn(b.outWeights, DtypeFP32, rows, k),
-		OutTopkIdx: tensorOn(b.outIdx, DtypeInt32, rows, k), OutExpertCounts: tensorOn(b.counts, DtypeInt32, int64(c.expertsPerRank)),
+		TopKWeights: tensorOn(b.weights, DtypeFP32, tokens, k), OutTopKWeights: tensorOn(b.outWeights, DtypeFP32, rows, k),
+		OutTopKIdx: tensorOn(b.outIdx, DtypeInt32, rows, k), OutExpertCounts: tensorOn(b.counts, DtypeInt32, int64(c.expertsPerRank)),
 		OutNumRecv: tensorOn(b.numRecv, DtypeInt32, 1)}, 0)
 	if err != nil {
 		return fmt.Errorf("Dispatch: %w", err)
@@ -134,8 +134,8 @@ func htStep(c llCase, b *htBuffers, h *Handle, step, rank int, backward bool) er
 	}
 	combine := &CombineArgs{X: tensorOn(b.rows, DtypeBF16, rows, hidden), Out: tensorOn(b.out, DtypeBF16, tokens, hidden)}
 	if backward {
-		combine.TopkWeights = tensorOn(b.returned, DtypeFP32, rows, k)
-		combine.OutTopkWeights = tensorOn(b.backWeights, DtypeFP32, tokens, k)
+		combine.TopKWeights = tensorOn(b.returned, DtypeFP32, rows, k)
+		combine.OutTopKWeights = tensorOn(b.backWeights, DtypeFP32, tokens, k)
 	}
 	if err = h.Combine(combine, 0); err != nil {
 		return fmt.Errorf("Combine: %w", err)
@@ -186,7 +186,7 @@ func htLocalErrors(c llCase, b *htBuffers, group *Group, exact *Handle, rank int
 	err = exact.Dispatch(&DispatchArgs{Flags: StepSendOnly, X: x, OutX: tensorOn(b.outX, DtypeBF16, rows, hidden)}, 0)
 	checks = append(checks, refused("a send-only dispatch", err, ErrUnsupported, ""))
 	y, out := tensorOn(b.rows, DtypeBF16, rows, hidden), tensorOn(b.out, DtypeBF16, tokens, hidden)
-	err = exact.Combine(&CombineArgs{X: y, TopkWeights: tensorOn(b.returned, DtypeFP32, rows, k), Out: out}, 0)
+	err = exact.Combine(&CombineArgs{X: y, TopKWeights: tensorOn(b.returned, DtypeFP32, rows, k), Out: out}, 0)
 	checks = append(checks, refused("backward weights without their output", err, ErrInvalidArgument, "out_topk_weights"))
 	err = exact.Combine(&CombineArgs{Weighting: WeightingSender, X: y, Out: out}, 0)
 	checks = append(checks, refused("sender weighting on a flat layout", err, ErrInvalidArgument, "weighting"))

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"epcomm/internal/cudadrv"
+	"github.com/epcomm/epcomm/bindings/go/internal/cudadrv"
 )
 
 // Low-latency dispatch and combine on real GPUs, one goroutine per GPU (each locked to its
@@ -88,7 +88,7 @@ func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags uint32, acc
 	tokens, hidden := int64(c.tokens(step, rank)), int64(c.hidden)
 	l, rows := int64(c.expertsPerRank), int64(c.rowsPerExpert())
 	dispatch := &DispatchArgs{Flags: flags, X: tensorOn(b.x, DtypeBF16, tokens, hidden),
-		TopkWeights: tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk)), OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden),
+		TopKWeights: tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk)), OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden),
 		OutExpertCounts: tensorOn(b.outCounts, DtypeInt32, l), AccExpertCounts: tensorOn(b.accCounts, DtypeInt64, l)}
 	if err := h.Dispatch(dispatch, 0); err != nil {
 		return fmt.Errorf("Dispatch: %w", err)
@@ -178,12 +178,12 @@ func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank i
 	tokens, hidden := int64(c.tokens(step, rank)), int64(c.hidden)
 	l, rows := int64(c.expertsPerRank), int64(c.rowsPerExpert())
 	x, weights := tensorOn(b.x, DtypeBF16, tokens, hidden), tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk))
-	err = h.Dispatch(&DispatchArgs{X: x, TopkWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden/2)}, 0)
+	err = h.Dispatch(&DispatchArgs{X: x, TopKWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden/2)}, 0)
 	checks = append(checks, refused("dispatch into a narrow out_x", err, ErrInvalidArgument, "out_x"))
 	err = h.Dispatch(&DispatchArgs{X: x, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
 	checks = append(checks, refused("dispatch without weights", err, ErrInvalidArgument, "topk_weights"))
 	checks = append(checks, refused("dispatch without args", h.Dispatch(nil, 0), ErrInvalidArgument, ""))
-	err = h.Dispatch(&DispatchArgs{Quant: QuantNVFP4, X: x, TopkWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
+	err = h.Dispatch(&DispatchArgs{Quant: QuantNVFP4, X: x, TopKWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
 	checks = append(checks, refused("NVFP4", err, ErrUnsupported, ""))
 	err = h.Combine(&CombineArgs{X: tensorOn(b.expertOut, DtypeBF16, l, rows, hidden), Out: tensorOn(b.out, DtypeBF16, tokens-1, hidden)}, 0)
 	checks = append(checks, refused("combine into too few tokens", err, ErrInvalidArgument, "out"))
@@ -199,7 +199,7 @@ func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank i
 		info.Capacity != uint64(rows) || info.Pending != PendingNone || info.OverflowRank != -1 {
 		checks = append(checks, fmt.Errorf("Query of an unrouted handle: %+v, %v", info, err))
 	}
-	err = unrouted.Dispatch(&DispatchArgs{X: x, TopkWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
+	err = unrouted.Dispatch(&DispatchArgs{X: x, TopKWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
 	checks = append(checks, refused("dispatch before routing", err, ErrInvalidUsage, ""))
 	return joinProblems(checks)
 }

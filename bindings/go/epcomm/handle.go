@@ -124,13 +124,13 @@ type HandleConfig struct {
 	Flags           uint32 // HandleGlobalExpertIDs, HandleZeroPadding
 }
 
-// Routing is one batch's routing (EpcRouting): TopkIdx is required, [B, K] int32 or int64
+// Routing is one batch's routing (EpcRouting): TopKIdx is required, [B, K] int32 or int64
 // expert ids on the group's device, -1 masking an entry, B <= MaxTokensPerRank,
 // K <= MaxTopK. It is copied on the stream, so its memory may be reused once the stream has
 // passed the call. NumTokens ([1] int32 on the device: only the first n rows take part) is
 // defined by the ABI and refused with ErrUnsupported by a 2.0 library.
 type Routing struct {
-	TopkIdx   *Tensor
+	TopKIdx   *Tensor
 	NumTokens *Tensor
 }
 
@@ -157,8 +157,8 @@ type HandleInfo struct {
 // capacity, rows as HandleInfo reports them, S = H / scale block.
 //
 //	LayoutExpertPadded (LL): OutX [L, C, H], OutScales [L, C, S], OutExpertCounts [L]
-//	LayoutFlat (HT):         OutX [rows, H], OutScales [rows, S], OutTopkIdx and
-//	                         OutTopkWeights [rows, K], OutExpertCounts [L], OutNumRecv [1]
+//	LayoutFlat (HT):         OutX [rows, H], OutScales [rows, S], OutTopKIdx and
+//	                         OutTopKWeights [rows, K], OutExpertCounts [L], OutNumRecv [1]
 type DispatchArgs struct {
 	Flags       uint32      // StepSendOnly, DispatchPow2Scales
 	Quant       Quant       // 0: QuantNone; QuantFP8 casts in the send kernel (LL); QuantPassthrough copies caller-quantized X and XScales (HT)
@@ -168,12 +168,12 @@ type DispatchArgs struct {
 	X            *Tensor // required: [B, H] bf16 or fp16 (QuantPassthrough: fp8_e4m3)
 	XScales      *Tensor // QuantPassthrough: [B, S] float32
 	XGlobalScale *Tensor // QuantNVFP4: [1] float32, the same on every rank
-	TopkWeights  *Tensor // [B, K] float32: required on LL groups (combine weights by it) and by OutTopkWeights
+	TopKWeights  *Tensor // [B, K] float32: required on LL groups (combine weights by it) and by OutTopKWeights
 
 	OutX                *Tensor // required: X's dtype (QuantFP8: fp8_e4m3)
 	OutScales           *Tensor // with QuantFP8 or QuantPassthrough: float32
-	OutTopkIdx          *Tensor // int32: the entry's expert id where its expert is on this rank, else -1
-	OutTopkWeights      *Tensor // float32: the entry's weight where its expert is on this rank, else 0
+	OutTopKIdx          *Tensor // int32: the entry's expert id where its expert is on this rank, else -1
+	OutTopKWeights      *Tensor // float32: the entry's weight where its expert is on this rank, else 0
 	OutExpertCounts     *Tensor // [L] int32: rows per local expert (LayoutFlat: received (token, entry) pairs)
 	OutExpertOffsets    *Tensor // [L + 1] int32 or int64 (LayoutExpertPacked)
 	OutRankCounts       *Tensor // [R] int32 (LayoutRankMajor)
@@ -184,8 +184,8 @@ type DispatchArgs struct {
 
 func (a *DispatchArgs) fields() []tensorField {
 	return []tensorField{{"x", a.X}, {"x_scales", a.XScales}, {"x_global_scale", a.XGlobalScale},
-		{"topk_weights", a.TopkWeights}, {"out_x", a.OutX}, {"out_scales", a.OutScales},
-		{"out_topk_idx", a.OutTopkIdx}, {"out_topk_weights", a.OutTopkWeights},
+		{"topk_weights", a.TopKWeights}, {"out_x", a.OutX}, {"out_scales", a.OutScales},
+		{"out_topk_idx", a.OutTopKIdx}, {"out_topk_weights", a.OutTopKWeights},
 		{"out_expert_counts", a.OutExpertCounts}, {"out_expert_offsets", a.OutExpertOffsets},
 		{"out_rank_counts", a.OutRankCounts}, {"out_num_recv", a.OutNumRecv},
 		{"out_expert_counts_host", a.OutExpertCountsHost}, {"acc_expert_counts", a.AccExpertCounts}}
@@ -233,15 +233,15 @@ type CombineArgs struct {
 	Weighting Weighting // 0: WeightingDefault (sender-weighted on expert layouts, none on LayoutFlat)
 
 	X               *Tensor // required: the expert outputs in dispatch OutX's shape, bf16
-	TopkWeights     *Tensor // HT, with OutTopkWeights: per received row, float32, dispatch OutTopkWeights' shape
-	HomeTopkWeights *Tensor // WeightingHome: [B, K] float32
+	TopKWeights     *Tensor // HT, with OutTopKWeights: per received row, float32, dispatch OutTopKWeights' shape
+	HomeTopKWeights *Tensor // WeightingHome: [B, K] float32
 	Out             *Tensor // required: [B, H] bf16, fp16 or float32; must not overlap X
-	OutTopkWeights  *Tensor // [B, K] float32: entry k takes the value the rank hosting its expert sent
+	OutTopKWeights  *Tensor // [B, K] float32: entry k takes the value the rank hosting its expert sent
 }
 
 func (a *CombineArgs) fields() []tensorField {
-	return []tensorField{{"x", a.X}, {"topk_weights", a.TopkWeights}, {"home_topk_weights", a.HomeTopkWeights},
-		{"out", a.Out}, {"out_topk_weights", a.OutTopkWeights}}
+	return []tensorField{{"x", a.X}, {"topk_weights", a.TopKWeights}, {"home_topk_weights", a.HomeTopKWeights},
+		{"out", a.Out}, {"out_topk_weights", a.OutTopKWeights}}
 }
 
 // toC is DispatchArgs.toC for combine.
@@ -293,7 +293,7 @@ func routingToC(routing *Routing, set *tensorSet) (*C.EpcRouting, error) {
 	if routing == nil {
 		return nil, nil
 	}
-	if err := set.convert(tensorField{"topk_idx", routing.TopkIdx}, tensorField{"num_tokens", routing.NumTokens}); err != nil {
+	if err := set.convert(tensorField{"topk_idx", routing.TopKIdx}, tensorField{"num_tokens", routing.NumTokens}); err != nil {
 		return nil, err
 	}
 	base := &C.EpcRouting{}
@@ -425,7 +425,7 @@ func (h *Handle) Dispatch(args *DispatchArgs, stream Stream) error {
 // summed in float32 in top-k order into one partial, rounded once to bf16; on the token's
 // rank the partials are summed in float32 over ranks in ascending order and rounded once
 // to Out's dtype. Tokens sent nowhere get zeros. On high-throughput groups this is also
-// the backward of Dispatch (TopkWeights and OutTopkWeights carry the weights' gradients).
+// the backward of Dispatch (TopKWeights and OutTopKWeights carry the weights' gradients).
 // Flags, collectiveness, stream and errors as for Dispatch.
 func (h *Handle) Combine(args *CombineArgs, stream Stream) error {
 	set := &tensorSet{}

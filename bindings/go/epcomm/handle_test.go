@@ -54,7 +54,7 @@ func wantError(t *testing.T, what string, err error, status Status, words string
 	}
 }
 
-func routing(idx *Tensor) *Routing { return &Routing{TopkIdx: idx} }
+func routing(idx *Tensor) *Routing { return &Routing{TopKIdx: idx} }
 
 func TestCreateHandleOnADeadGroupCarriesTheLibraryMessage(t *testing.T) {
 	for name, r := range map[string]*Routing{"without routing": nil, "with routing": routing(fakeTensor(DtypeInt64, 4, 2))} {
@@ -80,7 +80,7 @@ func TestCreateHandleChecksItsArgumentsFirst(t *testing.T) {
 	wantError(t, "closed group", err, ErrInvalidArgument, "Group is closed")
 	_, err = CreateHandle(groupAt(deadObject()), nil, routing(fakeTensor(DtypeInt64, 1, 1, 1, 1, 2)), 0)
 	wantError(t, "5-D topk_idx", err, ErrInvalidArgument, "tensor topk_idx has 5 dimensions")
-	_, err = CreateHandle(groupAt(deadObject()), nil, &Routing{TopkIdx: fakeTensor(DtypeInt64, 4, 2),
+	_, err = CreateHandle(groupAt(deadObject()), nil, &Routing{TopKIdx: fakeTensor(DtypeInt64, 4, 2),
 		NumTokens: fakeTensor(DtypeInt32, 1, 1, 1, 1, 1)}, 0)
 	wantError(t, "5-D num_tokens", err, ErrInvalidArgument, "tensor num_tokens has 5 dimensions")
 	_, err = CreateHandle(groupAt(deadObject()), nil, routing(fakeTensor(DtypeInt64, 4, -2)), 0)
@@ -96,19 +96,19 @@ func llArgs() (*DispatchArgs, *CombineArgs) {
 	x := fakeTensor(DtypeBF16, 4, 2048)
 	outX := fakeTensor(DtypeFP8E4M3, 4, 256, 2048)
 	d := &DispatchArgs{Flags: StepSendOnly | DispatchPow2Scales, Quant: QuantFP8, X: x,
-		TopkWeights: fakeTensor(DtypeFP32, 4, 2), OutX: outX, OutScales: fakeTensor(DtypeFP32, 4, 256, 16),
+		TopKWeights: fakeTensor(DtypeFP32, 4, 2), OutX: outX, OutScales: fakeTensor(DtypeFP32, 4, 256, 16),
 		OutExpertCounts: fakeTensor(DtypeInt32, 4), AccExpertCounts: fakeTensor(DtypeInt64, 4)}
 	c := &CombineArgs{Flags: StepSendOnly, X: fakeTensor(DtypeBF16, 4, 256, 2048), Out: fakeTensor(DtypeFP32, 4, 2048)}
 	return d, c
 }
 
 func htArgs() (*DispatchArgs, *CombineArgs) {
-	d := &DispatchArgs{X: fakeTensor(DtypeBF16, 4, 2048), TopkWeights: fakeTensor(DtypeFP32, 4, 2),
-		OutX: fakeTensor(DtypeBF16, 256, 2048), OutTopkIdx: fakeTensor(DtypeInt32, 256, 2),
-		OutTopkWeights: fakeTensor(DtypeFP32, 256, 2), OutExpertCounts: fakeTensor(DtypeInt32, 4),
+	d := &DispatchArgs{X: fakeTensor(DtypeBF16, 4, 2048), TopKWeights: fakeTensor(DtypeFP32, 4, 2),
+		OutX: fakeTensor(DtypeBF16, 256, 2048), OutTopKIdx: fakeTensor(DtypeInt32, 256, 2),
+		OutTopKWeights: fakeTensor(DtypeFP32, 256, 2), OutExpertCounts: fakeTensor(DtypeInt32, 4),
 		OutNumRecv: fakeTensor(DtypeInt32, 1)}
-	c := &CombineArgs{X: fakeTensor(DtypeBF16, 256, 2048), TopkWeights: fakeTensor(DtypeFP32, 256, 2),
-		Out: fakeTensor(DtypeBF16, 4, 2048), OutTopkWeights: fakeTensor(DtypeFP32, 4, 2)}
+	c := &CombineArgs{X: fakeTensor(DtypeBF16, 256, 2048), TopKWeights: fakeTensor(DtypeFP32, 256, 2),
+		Out: fakeTensor(DtypeBF16, 4, 2048), OutTopKWeights: fakeTensor(DtypeFP32, 4, 2)}
 	return d, c
 }
 
@@ -179,16 +179,23 @@ func TestBadTensorsAreNamedByTheirCField(t *testing.T) {
 		wantError(t, "combine "+field.name, closed.Combine(args, 0), ErrInvalidArgument,
 			"tensor "+field.name+" has 5 dimensions")
 	}
-	err := closed.Update(&Routing{TopkIdx: fakeTensor(DtypeInt64, 4, 2), NumTokens: bad}, 0)
+	err := closed.Update(&Routing{TopKIdx: fakeTensor(DtypeInt64, 4, 2), NumTokens: bad}, 0)
 	wantError(t, "update num_tokens", err, ErrInvalidArgument, "tensor num_tokens has 5 dimensions")
 }
 
-// setField sets the Go field whose C name is cName (x_scales -> XScales) through the
-// args' own field list, so a field missing from fields() fails here.
+// goWords spells the C words that Go names write as initialisms or compounds.
+var goWords = map[string]string{"topk": "TopK"}
+
+// setField sets the Go field whose C name is cName (x_scales -> XScales, topk_idx ->
+// TopKIdx) through the args' own field list, so a field missing from fields() fails here.
 func setField(t *testing.T, args interface{}, cName string, tensor *Tensor) {
 	t.Helper()
 	goName := ""
 	for _, word := range strings.Split(cName, "_") {
+		if spelled, ok := goWords[word]; ok {
+			goName += spelled
+			continue
+		}
 		goName += strings.ToUpper(word[:1]) + word[1:]
 	}
 	field := reflect.ValueOf(args).Elem().FieldByName(goName)

@@ -30,12 +30,13 @@ func TestReadmeExamplesBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	modulePath := readModulePath(t)
 	for i, block := range blocks {
 		if formatted, err := format.Source([]byte(block)); err != nil || string(formatted) != block {
 			t.Errorf("README example %d is not gofmt-formatted (%v)", i+1, err)
 		}
 		dir := t.TempDir()
-		goMod := "module readmeexample\n\ngo 1.19\n\nrequire epcomm v0.0.0\n\nreplace epcomm => " + module + "\n"
+		goMod := "module readmeexample\n\ngo 1.19\n\nrequire " + modulePath + " v0.0.0\n\nreplace " + modulePath + " => " + module + "\n"
 		for name, text := range map[string]string{"go.mod": goMod, "example.go": block} {
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 				t.Fatal(err)
@@ -69,4 +70,19 @@ func goBlocks(markdown string) []string {
 		blocks = append(blocks, rest[:end+1])
 		markdown = rest[end:]
 	}
+}
+
+// readModulePath returns the module path that ../go.mod declares (set there once).
+func readModulePath(t *testing.T) string {
+	goMod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(goMod), "\n") {
+		if path := strings.TrimPrefix(line, "module "); path != line {
+			return strings.TrimSpace(path)
+		}
+	}
+	t.Fatal("../go.mod declares no module")
+	return ""
 }
