@@ -2,7 +2,6 @@
 package epcomm
 
 /*
-#cgo LDFLAGS: -lepcomm
 #include <epcomm/epcomm.h>
 */
 import "C"

@@ -2,8 +2,10 @@
 
 // Package epcomm is the Go binding of libepcomm, expert-parallel (Mixture-of-Experts)
 // communication on NCCL's Device API. It wraps the C ABI of <epcomm/epcomm.h> with cgo and
-// links -lepcomm (libepcomm.so.2, ABI major 2); point CGO_CFLAGS at the header's directory and
-// CGO_LDFLAGS at the library's.
+// links libepcomm.so.2 (ABI major 2), found through pkg-config (epcomm.pc; set
+// PKG_CONFIG_PATH for an install outside the default paths). With the build tag
+// epcomm_nopkgconfig it links -lepcomm and takes the header's and the library's directories
+// from CGO_CFLAGS and CGO_LDFLAGS instead.
 //
 // # Collective calls
 //
