@@ -10,6 +10,7 @@
 #   rust-gpu-linked      the Rust group-lifecycle GPU test
 #   rust-ll_step         the Rust example of one LL step (bindings/rust/epcomm/examples), linked
 #   go-epcomm.test       the Go package's tests (go test -c), the GPU ones included
+#   go-llstep            the Go example of one LL step (bindings/go/examples/llstep)
 # Run them with tools/gpu/run_bindings.sh. Usage: build_bindings.sh [BUILD_DIR] [OUT_DIR]
 # A binding whose toolchain is missing here is skipped with a message.
 set -euo pipefail
@@ -70,9 +71,11 @@ if command -v go >/dev/null; then
     export CGO_ENABLED=1 CGO_CFLAGS="-I$root/capi/include" CGO_LDFLAGS="-L$lib_dir" \
       GOCACHE=$build/bindings/go/gocache GOPATH=$build/bindings/go/gopath GOTOOLCHAIN=local \
       GOPROXY=off GOFLAGS=-buildvcs=false
-    go test -c -o "$out/go-epcomm.test" ./epcomm
+    # The header and library from the variables above, not from pkg-config.
+    go test -tags epcomm_nopkgconfig -c -o "$out/go-epcomm.test" ./epcomm
+    go build -tags epcomm_nopkgconfig -o "$out/go-llstep" ./examples/llstep
   )
-  log "Go: go-epcomm.test"
+  log "Go: go-epcomm.test go-llstep"
 else
   log "go not found: no Go GPU test binary"
 fi

@@ -84,6 +84,7 @@ else
   summary+=("go                   MISSING: run tools/gpu/stage.sh on a machine with go")
   failed=1
 fi
+[ -x "$bins/go-llstep" ] && run go-llstep '^one LL step|epcomm:' "$bins/go-llstep"
 
 # The Python binding's tests, GPU ones included, with the first interpreter that has
 # torch and pytest.
