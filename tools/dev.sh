@@ -17,7 +17,7 @@
 #   tools/dev.sh format                     format every source file (tools/format.sh)
 #   tools/dev.sh format-check               fail when a file is not formatted (CI)
 # Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, Debian's pkg-config crate where cargo
-# is, pytest, numpy, matplotlib; clang
+# is, tree-sitter-julia, pytest, numpy, matplotlib; clang
 # and its libFuzzer runtime for fuzz) are installed from PyPI and Debian's packages first. The CUDA
 # toolkit (nvcc) and NCCL >= 2.28 must already be there; the Meson configure step says precisely
 # what is missing otherwise.
@@ -62,6 +62,14 @@ ensure_tools() {
   if command -v cargo >/dev/null && ! compgen -G '/usr/share/cargo/registry/pkg-config-0.3.*' >/dev/null; then
     apt_install librust-pkg-config-dev
   fi
+  # The Julia checker's syntax gate: the tree-sitter-julia grammar, at the versions it pins.
+  local ts ts_julia
+  ts=$(sed -n 's/^TREE_SITTER_VERSION = "\(.*\)"$/\1/p' bindings/julia/julia_treesitter.py)
+  ts_julia=$(sed -n 's/^TREE_SITTER_JULIA_VERSION = "\(.*\)"$/\1/p' bindings/julia/julia_treesitter.py)
+  python3 -c 'import tree_sitter, tree_sitter_julia' 2>/dev/null || {
+    log "installing tree-sitter $ts and tree-sitter-julia $ts_julia from PyPI"
+    python3 -m pip install -q "tree-sitter==$ts" "tree-sitter-julia==$ts_julia"
+  }
   python3 -c 'import pytest' 2>/dev/null || { log "installing pytest from PyPI"; python3 -m pip install -q pytest; }
   # numpy's DLPack export exercises the Python binding's capsule parsing on the CPU.
   python3 -c 'import numpy' 2>/dev/null || { log "installing numpy from PyPI"; python3 -m pip install -q numpy; }

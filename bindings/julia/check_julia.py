@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Static check of the Julia binding, bindings/julia/EpComm.jl (Python 3 standard library).
+"""Static check of the Julia binding, bindings/julia/EpComm.jl (Python 3 and tree-sitter-julia).
 
 No Julia runs on the project's machines, in CI or on the GPU machines, so instead of running
 the package this script proves, from the source text, what a Julia run would otherwise find:
 
-  syntax    every .jl file lexes (strings, comments, interpolation) and its blocks balance;
+  syntax    every .jl file parses with tree-sitter-julia (no ERROR or MISSING node), then
+            lexes (strings, comments, interpolation) with its blocks balanced;
   calls     every @ccall/ccall in src/ and ext/ names a function of epcomm.h, goes through the
             library handle `libepcomm()` that __init__ sets, and has the header's argument
             count, argument types and return type (C -> Julia table in c_julia_types.py);
@@ -26,7 +27,8 @@ the package this script proves, from the source text, what a Julia run would oth
   init      __init__ exists, reads ENV["EPCOMM_LIB"] and sets the library path (in code).
 
 The checks live in abi_checks.py (calls, wrappers, decls, layout), source_checks.py (uses,
-init, api) and project_toml.py; julia_syntax.py lexes and parses the Julia subset involved
+init, api) and project_toml.py; julia_treesitter.py is the syntax gate (the tree-sitter-julia grammar
+from PyPI); julia_syntax.py lexes the accepted text and reads the Julia subset involved
 and c_julia_types.py holds the C -> Julia type table and Julia's struct layout rules.
 
 Usage: check_julia.py [--package DIR] [--header FILE] [--abi-json FILE] [--fallback-toml]
@@ -51,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import epcomm_header  # noqa: E402
 import julia_syntax as jl  # noqa: E402
+import julia_treesitter  # noqa: E402
 from abi_checks import check_calls, check_declarations, check_layout, check_wrappers  # noqa: E402
 from c_julia_types import CTypes, JuliaTypes  # noqa: E402
 import project_toml  # noqa: E402
@@ -91,10 +94,17 @@ class Package:
         self.syntax_errors: List[str] = []
         for sub in ("src", "ext", "test"):
             for path in sorted((directory / sub).rglob("*.jl")):
+                text = path.read_text(encoding="utf-8")
+                # The grammar decides what is Julia; the lexer's own complaints (unbalanced
+                # blocks, with its line numbers) are reported beside it.
+                errors = julia_treesitter.syntax_errors(text)
+                self.syntax_errors += [f"{report.where(path, line)}: {message}" for line, message in errors]
                 try:
-                    tokens = jl.tokenize(path.read_text(encoding="utf-8"), str(path))
-                    self.blocks[path] = jl.blocks(tokens, str(path))
-                    self.files[path] = tokens
+                    tokens = jl.tokenize(text, str(path))
+                    blocks = jl.blocks(tokens, str(path))
+                    if not errors:
+                        self.blocks[path] = blocks
+                        self.files[path] = tokens
                 except jl.JuliaSyntaxError as error:
                     self.syntax_errors.append(f"{report.where(path, error.line)}: {error.message}")
         self.lib_path = directory / "src" / "LibEpComm.jl"
@@ -156,7 +166,7 @@ def main(argv: List[str]) -> int:
     report.section(
         "syntax",
         package.syntax_errors,
-        f"{len(package.files)} .jl files lexed, {sum(map(len, package.blocks.values()))} "
+        f"{len(package.files)} .jl files parsed by tree-sitter-julia and lexed, {sum(map(len, package.blocks.values()))} "
         "blocks matched with their `end`",
     )
     if package.lib_path not in package.files:

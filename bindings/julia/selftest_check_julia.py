@@ -5,7 +5,7 @@
 Each case copies the package to a temporary directory, applies one edit (a wrong argument
 count, a wrong type, a missing wrapper, a wrong struct field type, ...), runs the checker on
 the copy and requires exit status 1 and the expected message. The unbroken copy must pass.
-Python 3 standard library only; run by `meson test --suite bindings` (julia-static-selftest).
+Python 3 and tree-sitter-julia (julia_treesitter.py); run by `meson test --suite bindings` (julia-static-selftest).
 
     selftest_check_julia.py [--keep DIR]   # --keep: leave the broken copies in DIR
 """
@@ -25,6 +25,21 @@ LIB = "src/LibEpComm.jl"
 
 # (name, file, text to replace, replacement, message the checker must print)
 CASES = [
+    # Syntax the hand-written lexer accepted; the tree-sitter-julia gate must reject it.
+    (
+        "an operator with no left operand",
+        "src/dtypes.jl",
+        "# SPDX-License-Identifier: Apache-2.0\n",
+        "# SPDX-License-Identifier: Apache-2.0\nx = 1 + * 2\n",
+        "(tree-sitter-julia): x = 1 + * 2",
+    ),
+    (
+        "a struct field with no type after ::",
+        "src/dtypes.jl",
+        "# SPDX-License-Identifier: Apache-2.0\n",
+        "# SPDX-License-Identifier: Apache-2.0\nstruct S a:: end\n",
+        "(tree-sitter-julia): struct S a:: end",
+    ),
     (
         "wrong argument count",
         LIB,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 import julia_syntax as jl
+import julia_treesitter
 from abi_checks import c_signature
 
 # Safe-layer structs copied from or into a C struct field by field, by name
@@ -281,6 +282,11 @@ def check_exports_and_readme(package, report) -> Tuple[List[str], str]:
         for m in re.finditer(r"^```julia\n(.*?)^```", text, re.S | re.M):
             blocks += 1
             first_line = text[: m.start(1)].count("\n") + 1
+            parse_errors = julia_treesitter.syntax_errors(m.group(1))
+            for line, message in parse_errors:
+                errors.append(f"{report.where(readme, first_line + line - 1)}: README example: {message}")
+            if parse_errors:
+                continue
             try:
                 code = jl.tokenize(m.group(1), str(readme))
                 jl.blocks(code, str(readme))
@@ -300,7 +306,7 @@ def check_exports_and_readme(package, report) -> Tuple[List[str], str]:
                     )
     return errors, (
         f"{len(exported)} exported names defined; README: {blocks} Julia example(s) "
-        "lex, balance and use existing EpComm names"
+        "parse (tree-sitter-julia), lex, balance and use existing EpComm names"
     )
 
 
