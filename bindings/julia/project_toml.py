@@ -24,6 +24,9 @@ STDLIBS = {
     "Test": "8dfed614-e22c-5e08-85e1-65c5234f0b40",
 }
 CUDA_UUID = "052768ef-5323-5732-b1bb-66c8b64840ba"  # the registered CUDA.jl
+# The registered packages [deps] may name besides stdlibs, each with its [compat] entry:
+# Preferences.jl, where the library location is set (LocalPreferences.toml).
+REGISTERED = {"Preferences": ("21216c6a-2e73-6563-6e65-726566657250", "1")}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 EXPECTED_EXTENSIONS = {"EpCommCUDAExt": ["CUDA"]}
 MINIMUM_JULIA = (1, 9)  # package extensions ([weakdeps], [extensions]) need Julia 1.9
@@ -131,10 +134,14 @@ def check_project(package_dir: Path, report) -> Tuple[List[str], str]:
 
     deps = data.get("deps", {})
     for name, value in deps.items():
-        if STDLIBS.get(name) != value:
+        if name in REGISTERED and REGISTERED[name][0] == value:
+            if str(data.get("compat", {}).get(name, "")) != REGISTERED[name][1]:
+                errors.append(f'{where}: [compat] {name} must be "{REGISTERED[name][1]}"')
+        elif STDLIBS.get(name) != value:
+            allowed = {**STDLIBS, **{k: v[0] for k, v in REGISTERED.items()}}
             errors.append(
                 f"{where}: [deps] {name} = {value!r} is not a known standard library "
-                f"(allowed: {', '.join(f'{k} = {v}' for k, v in STDLIBS.items())})"
+                f"(allowed: {', '.join(f'{k} = {v}' for k, v in allowed.items())})"
             )
     weakdeps = data.get("weakdeps", {})
     if weakdeps != {"CUDA": CUDA_UUID}:
@@ -173,7 +180,7 @@ def check_project(package_dir: Path, report) -> Tuple[List[str], str]:
         if name not in compat:
             errors.append(f"{where}: [compat] has no entry for the weak dependency {name}")
     summary = (
-        f"Project.toml ({parsers}): name EpComm, deps {sorted(deps)} (stdlib only), "
+        f"Project.toml ({parsers}): name EpComm, deps {sorted(deps)} (stdlib and Preferences), "
         f"weakdeps CUDA {CUDA_UUID}, extension EpCommCUDAExt -> ext/EpCommCUDAExt.jl, "
         f"compat julia {julia!r}"
     )

@@ -190,6 +190,20 @@ CASES = [
         "is never closed by `end`",
     ),
     (
+        "the library's location not read from Preferences.jl",
+        "src/library.jl",
+        "load_preference(@__MODULE__, LIBRARY_PREFERENCE, DEFAULT_LIBRARY)",
+        "DEFAULT_LIBRARY",
+        "nothing in src/ calls load_preference",
+    ),
+    (
+        "Preferences without its compat entry",
+        "Project.toml",
+        'Preferences = "1"\n',
+        "",
+        '[compat] Preferences must be "1"',
+    ),
+    (
         "non-stdlib dependency",
         "Project.toml",
         "[deps]\n",
@@ -270,8 +284,8 @@ CASES = [
     (
         "__init__ ignores EPCOMM_LIB",
         "src/library.jl",
-        'get(ENV, "EPCOMM_LIB", DEFAULT_LIBRARY)',
-        "DEFAULT_LIBRARY",
+        'get(ENV, "EPCOMM_LIB", load_preference(@__MODULE__, LIBRARY_PREFERENCE, DEFAULT_LIBRARY))',
+        "load_preference(@__MODULE__, LIBRARY_PREFERENCE, DEFAULT_LIBRARY)",
         'nothing in src/ reads ENV["EPCOMM_LIB"]',
     ),
 ]

@@ -227,18 +227,24 @@ def check_init(package, report) -> Tuple[List[str], str]:
         errors.append(f'{at}: src/EpComm.jl must include("LibEpComm.jl")')
     if not contains(tokens, ["function", "__init__", "(", ")"]):
         errors.append(f"{at}: src/EpComm.jl has no function __init__()")
-    reads = sets = False
+    reads = sets = prefers = False
     for path in package.under("src"):
         if path == package.lib_path:
             continue
         code = package.files[path]
         reads |= contains(code, ["ENV", ",", '"EPCOMM_LIB"']) or contains(code, ["ENV", "[", '"EPCOMM_LIB"'])
+        prefers |= contains(code, ["load_preference", "("])
         sets |= contains(code, ["libepcomm_path", "[", "]", "="])
     if not reads:
         errors.append(f'{at}: nothing in src/ reads ENV["EPCOMM_LIB"] (code, not a comment or message)')
+    if not prefers:
+        errors.append(f"{at}: nothing in src/ calls load_preference (the library's location, Preferences.jl)")
     if not sets:
         errors.append(f"{at}: nothing in src/ sets libepcomm_path[] (the library every wrapper calls)")
-    return errors, '__init__ exists; src/ reads ENV["EPCOMM_LIB"] and sets libepcomm_path[] (in code)'
+    return errors, (
+        '__init__ exists; src/ reads ENV["EPCOMM_LIB"] and the Preferences.jl location (load_preference) '
+        "and sets libepcomm_path[] (in code)"
+    )
 
 
 def defined_names(package) -> set:

@@ -28,6 +28,7 @@ topk_idx)` and `update!` on high-throughput groups. The `stream` keyword default
 module EpComm
 
 using Libdl
+using Preferences
 
 include("LibEpComm.jl")
 using .LibEpComm

@@ -13,17 +13,32 @@ end
 
 Base.showerror(io::IO, error::LibraryError) = print(io, "LibraryError: ", error.message)
 
-"The library loaded when `EPCOMM_LIB` is not set: the SONAME of this ABI major version."
+"The library loaded when neither the preference nor `EPCOMM_LIB` is set: the SONAME of this ABI major version."
 const DEFAULT_LIBRARY = "libepcomm.so.$(EPC_ABI_MAJOR)"
 
+"""
+The Preferences.jl key that names the library: a path or a file name for `dlopen`. Set it in
+the project's `LocalPreferences.toml`:
+
+    [EpComm]
+    libepcomm = "/opt/epcomm/lib/libepcomm.so.2"
+
+or with `Preferences.set_preferences!(EpComm, "libepcomm" => path)`, then restart Julia.
+"""
+const LIBRARY_PREFERENCE = "libepcomm"
+
+"Which library to load: `ENV[\"EPCOMM_LIB\"]` (a one-off override), else the preference, else the SONAME."
+library_request() = get(ENV, "EPCOMM_LIB", load_preference(@__MODULE__, LIBRARY_PREFERENCE, DEFAULT_LIBRARY))
+
 function load_library!()
-    requested = get(ENV, "EPCOMM_LIB", DEFAULT_LIBRARY)
+    requested = library_request()
     handle = try
         Libdl.dlopen(requested)
     catch error
         throw(LibraryError("cannot load the epcomm C library \"$requested\": " *
                            sprint(showerror, error) * ". Set ENV[\"EPCOMM_LIB\"] to the path " *
-                           "of $DEFAULT_LIBRARY (in a build tree: build/capi/$DEFAULT_LIBRARY) " *
+                           "of $DEFAULT_LIBRARY (in a build tree: build/capi/$DEFAULT_LIBRARY), set the " *
+                           "\"$LIBRARY_PREFERENCE\" preference in LocalPreferences.toml, " *
                            "or put its directory on LD_LIBRARY_PATH."))
     end
     path = Libdl.dlpath(handle)
