@@ -6,7 +6,8 @@
 namespace epc {
 
 uint64_t LlHandleSizes::bytes() const {
-  return (topk_idx + recv_tokens + msg_entries + msg_rows + counts) * sizeof(int32_t) + msg_weights * sizeof(float);
+  return (topk_idx + recv_tokens + msg_entries + msg_rows + counts + expert_entries) * sizeof(int32_t) +
+         msg_weights * sizeof(float);
 }
 
 LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
@@ -20,6 +21,7 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
   s.msg_rows = R * T * K;
   s.msg_weights = R * T * K;
   s.counts = c.local_experts(nranks);
+  s.expert_entries = c.num_experts;
   return s;
 }
 

@@ -14,12 +14,13 @@ namespace epc {
 
 // Low latency: the routing and what connects a dispatch to its combine.
 struct LlHandleSizes {
-  size_t topk_idx;     // int32 [T, max_topk]
-  size_t recv_tokens;  // int32 [R]
-  size_t msg_entries;  // int32 [R, T]
-  size_t msg_rows;     // int32 [R, T, max_topk]
-  size_t msg_weights;  // float [R, T, max_topk]
-  size_t counts;       // int32 [L]: the per-expert counts when the caller asks for none
+  size_t topk_idx;        // int32 [T, max_topk]
+  size_t recv_tokens;     // int32 [R]
+  size_t msg_entries;     // int32 [R, T]
+  size_t msg_rows;        // int32 [R, T, max_topk]
+  size_t msg_weights;     // float [R, T, max_topk]
+  size_t counts;          // int32 [L]: the per-expert counts when the caller asks for none
+  size_t expert_entries;  // int32 [num_experts]: the routing's entries per expert
   uint64_t bytes() const;
 };
 LlHandleSizes ll_handle_sizes(const GroupConfig& config, int nranks);

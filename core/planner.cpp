@@ -142,11 +142,9 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
     fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS", plan.regions.size()));
   }
   plan.symmetric_bytes = builder.end();
-  // Beside the window: the low-latency step counters (kernels/wire/ll_state.hpp) and, per slot,
-  // the entry count of every expert in this rank's current dispatch.
-  // (High-throughput handles hold their layout arrays themselves.)
+  // Beside the window: the step counters (kernels/wire/ll_state.hpp); handles hold their
+  // own arrays (handle_bytes).
   plan.workspace_bytes = 256;
-  if (c.mode == EPC_MODE_LOW_LATENCY) plan.workspace_bytes += uint64_t{kLlSlots} * c.num_experts * sizeof(int32_t);
   return plan;
 }
 

@@ -15,8 +15,10 @@
 namespace epc {
 
 // Checks `topk_idx` ([B, topk] int64 or int32, B <= max_tokens_per_rank) and queues its copy
-// into `out` ([max_tokens, topk] int32) on `stream`. Returns B.
-int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_t* out, cudaStream_t stream);
+// into `out` ([max_tokens, topk] int32) on `stream`; with `expert_entries` ([num_experts])
+// also the count of its valid entries per expert. Returns B.
+int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_t* out, cudaStream_t stream,
+                 int32_t* expert_entries = nullptr);
 
 // The K of a routing tensor, checked against the group's max_topk.
 int routing_topk(const Group& group, const EpcTensor* topk_idx);

@@ -29,6 +29,7 @@ LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, const
   msg_rows_ = memory_.allocate<int32_t>(n.msg_rows, what);
   msg_weights_ = memory_.allocate<float>(n.msg_weights, what);
   counts_ = memory_.allocate<int32_t>(n.counts, what);
+  expert_entries_ = memory_.allocate<int32_t>(n.expert_entries, what);
   // A dispatch receive that gives up (a timeout, or a group that a bad routing value has
   // already failed) writes none of the receive state, and a combine queued behind it before
   // the host saw the failure reads it as message counts and row addresses: start from
@@ -49,7 +50,7 @@ LlHandle::~LlHandle() {
 }
 
 void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
-  num_tokens_ = epc::copy_routing(group_, topk_idx, topk_, topk_idx_, stream);
+  num_tokens_ = epc::copy_routing(group_, topk_idx, topk_, topk_idx_, stream, expert_entries_);
 }
 
 void LlHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
@@ -93,6 +94,7 @@ kernels::LlCommon LlHandle::common() const {
   k.handle.msg_entries = msg_entries_;
   k.handle.msg_rows = msg_rows_;
   k.handle.msg_weights = msg_weights_;
+  k.handle.expert_entries = expert_entries_;
   k.state = steps_.state();
   k.error = group_.device_error();
   k.timeout_ns = group_.timeout_ns();
@@ -214,7 +216,6 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.out_scales = fp8 ? static_cast<float*>(a.out_scales->data) : nullptr;
   p.out_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : counts_;
   p.acc_counts = counts.accumulated;
-  p.expert_counts = steps_.expert_counts();
   p.message_slices = message_slices();
   p.payload = fp8 ? kernels::LlPayload::kFp8 : kernels::LlPayload::kHalf;
   p.round_scale_ue8m0 = (a.flags & EPC_DISPATCH_POW2_SCALES) != 0;

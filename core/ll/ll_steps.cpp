@@ -9,11 +9,8 @@ namespace epc {
 
 LlSteps::LlSteps(const Group& group) : memory_(group.device()) {
   DeviceGuard guard(group.device());
-  const size_t counts = size_t{kernels::kLlSlots} * group.config().num_experts;
   state_ = memory_.allocate<kernels::LlState>(1, "cudaMalloc of the step counters");
-  expert_counts_ = memory_.allocate<int32_t>(counts, "cudaMalloc of the per-expert counts");
   check_cuda(cudaMemset(state_, 0, sizeof(kernels::LlState)), "zeroing the step counters");
-  check_cuda(cudaMemset(expert_counts_, 0, counts * sizeof(int32_t)), "zeroing the per-expert counts");
 #ifdef EPC_PHASE_TRACE
   phase_trace_ = memory_.allocate<kernels::LlPhaseTrace>(1, "cudaMalloc of the phase trace");
   check_cuda(cudaMemset(phase_trace_, 0, sizeof(kernels::LlPhaseTrace)), "zeroing the phase trace");

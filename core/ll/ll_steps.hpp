@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the low-latency handles of one group share: the device step counters that pick each
-// step's double-buffer slot and epoch (kernels/wire/ll_state.hpp), the per-slot entry count
-// of every expert the dispatch send kernel keeps, and the handle whose EPC_STEP_SEND_ONLY
-// step is waiting for epc_complete. One per low-latency group, created with it.
+// step's double-buffer slot and epoch (kernels/wire/ll_state.hpp), and the handle whose
+// EPC_STEP_SEND_ONLY step is waiting for epc_complete. One per low-latency group, created with it.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +21,6 @@ class LlSteps {
   explicit LlSteps(const Group& group);
 
   kernels::LlState* state() const { return state_; }
-  // [kLlSlots][num_experts] int32, one row per slot: accumulated by the dispatch send kernel, which
-  // leaves its row zeroed behind it.
-  int32_t* expert_counts() const { return expert_counts_; }
 
   // The handle (its caller-visible id) whose send-only step is pending, if any: a step's
   // slot and epoch come from the group's step counters, so no other step of the group may
@@ -44,7 +40,6 @@ class LlSteps {
  private:
   DeviceAllocations memory_;
   kernels::LlState* state_ = nullptr;
-  int32_t* expert_counts_ = nullptr;
 #ifdef EPC_PHASE_TRACE
   kernels::LlPhaseTrace* phase_trace_ = nullptr;
 #endif

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Routing enters a handle through this copy: int64 or int32 ids become int32, and an id
 // outside [-1, num_experts) is replaced by -1 (masked) and reported in the group's error
-// record, so a bad value can never become an address in the communication kernels.
+// record, so a bad value can never become an address in the communication kernels. It can
+// also count the entries per expert (LL handles send these counts at every dispatch).
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/device/report.cuh"
 #include "kernels/launch.hpp"
@@ -17,6 +18,7 @@ __global__ void routing_copy_kernel(RoutingCopyParams p) {
     const bool valid = id >= -1 && id < p.num_experts;
     if (!valid) report_failure(p.error, EPC_ERR_INVALID_ARGUMENT, kPhaseRouting, p.rank, -1, 0);
     p.out[i] = valid ? static_cast<int32_t>(id) : -1;
+    if (p.expert_entries != nullptr && valid && id >= 0) atomicAdd(&p.expert_entries[id], 1);
   }
 }
 

@@ -4,8 +4,8 @@
 // writes a header into each rank's slot [this rank][token] (zero entries where the token
 // has none, so receivers never read a stale header), and stores the payload once into every
 // rank that hosts one of its entries: the row as it is, or quantized to e4m3 on the way.
-// The last block to finish sends each rank the table of entries per local expert, then
-// signals every rank with (epoch, B).
+// One block sends each rank the table of entries per local expert (counted when the routing
+// was set); the last block to finish signals every rank with (epoch, B).
 #pragma once
 
 #include "kernels/device/fp8.cuh"
@@ -68,17 +68,16 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
   }
 }
 
-// Sends every rank the number of entries this rank has for each of its local experts, and
-// zeroes the slot's counters for the step after next.
-__device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, int32_t* counts, uint64_t table_offset) {
+// Sends every rank the number of entries this rank has for each of its local experts (counted
+// when the routing was set). Called by one block; ends synchronised.
+__device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uint64_t table_offset) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int experts = g.nranks * g.local_experts;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     const int dest = e / g.local_experts;
     const uint64_t offset = table_offset + ll_count_offset(g.rank, e % g.local_experts, g.local_experts);
-    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = counts[e];
-    counts[e] = 0;
+    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = c.handle.expert_entries[e];
   }
   __syncthreads();
   const uint64_t bytes = static_cast<uint64_t>(g.local_experts) * sizeof(int32_t);
@@ -93,12 +92,14 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
   const LlGeometry& g = c.geo;
   const uint64_t step = c.state->dispatch_step;
   const int slot = static_cast<int>(step & 1);
-  int32_t* counts = p.expert_counts + static_cast<size_t>(slot) * g.nranks * g.local_experts;
   __shared__ TokenRoute route;
   __shared__ char* messages[kMaxTopk];
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseStart);
 #endif
+  // The tables depend on the routing only: sent first, by the block with the fewest tokens,
+  // and ordered before the signal by the last-block count below.
+  if (blockIdx.x == gridDim.x - 1) send_count_tables(p, g.count_table_offset(p.recv_offset[slot]));
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
     route_token(c, p.weights, t, &route);  // ends with __syncthreads
@@ -119,7 +120,6 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
         entry.position = route.position[j];
         entry.weight = route.weight[j];
         reinterpret_cast<LlMessageEntry*>(message + sizeof(LlMessageHeader))[route.index_on_rank[j]] = entry;
-        atomicAdd(&counts[route.expert[j]], 1);
       }
       for (int d = threadIdx.x; d < route.num_dests; d += kWarpSize) {
         messages[d] = static_cast<char*>(c.transport.buffer(message_at, route.dest[d]));
@@ -140,11 +140,9 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
 #endif
 
   if (last_block_to_finish(&c.state->dispatch_send_done, /*publish_system=*/!c.transport.one_node)) {
-    send_count_tables(p, counts, g.count_table_offset(p.recv_offset[slot]));
-    __syncthreads();
     if (threadIdx.x < kWarpSize) {
-      // Inside a node each lane's release store orders the block's table stores before its
-      // signal (they precede it through the barrier); the network's puts need the fence.
+      // Inside a node each lane's release store orders every block's stores before its
+      // signal (through the last-block count); the network's puts need the fence.
       if (!c.transport.one_node && threadIdx.x == 0) __threadfence_system();
       __syncwarp();
       warp_signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step,

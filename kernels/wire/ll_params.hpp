@@ -51,6 +51,9 @@ struct LlHandleArrays {
   int32_t* msg_entries;     // [R, T] entries of message (s, t) that landed here
   int32_t* msg_rows;        // [R, T, max_entries] flat row l * R*T + row of each entry
   float* msg_weights;       // [R, T, max_entries]
+  // [num_experts] entries of the routing per expert, counted when the routing is set: the
+  // count table each dispatch sends every rank.
+  const int32_t* expert_entries;
 };
 
 struct LlCommon {
@@ -93,14 +96,13 @@ struct LlDispatchParams {
   LlCommon common;
   uint64_t recv_offset[kLlSlots];
   uint64_t signal_offset[kLlSlots];
-  const void* x;           // [B, H] bf16 or fp16
-  const float* weights;    // [B, K]
-  void* out_x;             // [L, R*T, H] of x's dtype, or e4m3 bytes
-  float* out_scales;       // [L, R*T, H/128] with kFp8, else null
-  int32_t* out_counts;     // [L]: the caller's, or the handle's own
-  int64_t* acc_counts;     // [L] or null: out_counts are added to it
-  int32_t* expert_counts;  // [kLlSlots][num_experts] scratch: this rank's entries per expert, per slot
-  int message_slices;      // blocks per received message in the receiving part (1..kLlMaxMessageSlices)
+  const void* x;         // [B, H] bf16 or fp16
+  const float* weights;  // [B, K]
+  void* out_x;           // [L, R*T, H] of x's dtype, or e4m3 bytes
+  float* out_scales;     // [L, R*T, H/128] with kFp8, else null
+  int32_t* out_counts;   // [L]: the caller's, or the handle's own
+  int64_t* acc_counts;   // [L] or null: out_counts are added to it
+  int message_slices;    // blocks per received message in the receiving part (1..kLlMaxMessageSlices)
   LlPayload payload;
   bool x_is_fp16;
   bool round_scale_ue8m0;
@@ -122,7 +124,8 @@ struct RoutingCopyParams {
   int count;             // B * K
   int num_experts;
   int rank;
-  int32_t* out;  // [B, K] int32
+  int32_t* out;             // [B, K] int32
+  int32_t* expert_entries;  // [num_experts] or null: each valid entry adds 1 to its expert (zeroed before)
   DeviceError* error;
 };
 
