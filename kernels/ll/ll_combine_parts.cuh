@@ -66,10 +66,9 @@ __device__ __forceinline__ void send_partial(const LlCombineParams& p, const Mes
 }
 
 // The whole part, run by every thread of every block.
-__device__ __forceinline__ void send(const LlCombineParams& p) {
+__device__ __forceinline__ void send(const LlCombineParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const uint64_t step = c.state->combine_step;
   const int slot = static_cast<int>(step & 1);
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks], as the last dispatch received
@@ -143,11 +142,11 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks)
   return count;
 }
 
-// The whole part, run by every thread of every block.
-__device__ __forceinline__ void receive(const LlCombineParams& p) {
+// The whole part, run by every thread of every block (`fused`: ll_step_kernel.cuh says when
+// the step counter moves on).
+__device__ __forceinline__ void receive(const LlCombineParams& p, uint64_t step, bool fused) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const uint64_t step = c.state->combine_step;
   const int slot = static_cast<int>(step & 1);
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
@@ -156,6 +155,7 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
                      nullptr, c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
     return;
   }
+  if (fused && blockIdx.x == 0 && threadIdx.x == 0) c.state->combine_step = step + 1;
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseWaitDone);
 #endif
@@ -182,8 +182,11 @@ __device__ __forceinline__ void receive(const LlCombineParams& p) {
     __syncthreads();  // `ranks` is rewritten for the next token
   }
 
+#ifdef EPC_PHASE_TRACE
+  if (fused && blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseReceiveDone);
+#endif
   // Only the step counter follows, read by this GPU's next launches.
-  if (last_block_to_finish(&c.state->combine_recv_done, /*publish_system=*/false) && threadIdx.x == 0) {
+  if (!fused && last_block_to_finish(&c.state->combine_recv_done, /*publish_system=*/false) && threadIdx.x == 0) {
 #ifdef EPC_PHASE_TRACE
     stamp_phase(c.phase_trace->combine, step, kLlPhaseReceiveDone);
 #endif

@@ -12,8 +12,11 @@ namespace {
 
 struct DispatchParts {
   using Params = LlDispatchParams;
-  __device__ __forceinline__ static void send(const Params& p) { dispatch_send::run(p); }
-  __device__ __forceinline__ static void receive(const Params& p) { dispatch_recv::run(p); }
+  __device__ __forceinline__ static uint64_t* step_counter(LlState* s) { return &s->dispatch_step; }
+  __device__ __forceinline__ static void send(const Params& p, uint64_t step) { dispatch_send::run(p, step); }
+  __device__ __forceinline__ static void receive(const Params& p, uint64_t step, bool fused) {
+    dispatch_recv::run(p, step, fused);
+  }
   static size_t send_shared(const Params&) { return 0; }
   // The receiving part's [nranks] token counts.
   static size_t receive_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }

@@ -31,11 +31,11 @@ struct MessageRows {
   int flat_row[kMaxTopk];  // l * R*T + row, or -1 for an entry that did not fit
 };
 
-// The whole part, run by every thread of every block.
-__device__ __forceinline__ void run(const LlDispatchParams& p) {
+// The whole part, run by every thread of every block (`fused`: ll_step_kernel.cuh says when
+// the step counter moves on).
+__device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step, bool fused) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const uint64_t step = c.state->dispatch_step;
   const int slot = static_cast<int>(step & 1);
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks]
@@ -45,6 +45,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
                      c.dev_comm.rank)) {
     return;  // the failure is recorded; the step counter stays, the group is failed
   }
+  if (fused && blockIdx.x == 0 && threadIdx.x == 0) c.state->dispatch_step = step + 1;
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseWaitDone);
 #endif
@@ -124,8 +125,11 @@ __device__ __forceinline__ void run(const LlDispatchParams& p) {
     __syncthreads();  // `placed` is rewritten for the next message
   }
 
+#ifdef EPC_PHASE_TRACE
+  if (fused && blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseReceiveDone);
+#endif
   // Only the step counter follows, read by this GPU's next launches.
-  if (last_block_to_finish(&c.state->dispatch_recv_done, /*publish_system=*/false) && threadIdx.x == 0) {
+  if (!fused && last_block_to_finish(&c.state->dispatch_recv_done, /*publish_system=*/false) && threadIdx.x == 0) {
 #ifdef EPC_PHASE_TRACE
     stamp_phase(c.phase_trace->dispatch, step, kLlPhaseReceiveDone);
 #endif

@@ -87,10 +87,9 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
 }
 
 // The whole part, run by every thread of every block.
-__device__ __forceinline__ void run(const LlDispatchParams& p) {
+__device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const uint64_t step = c.state->dispatch_step;
   const int slot = static_cast<int>(step & 1);
   __shared__ TokenRoute route;
   __shared__ char* messages[kMaxTopk];

@@ -6,9 +6,16 @@
 // of the same launch off the GPU until the timeout); otherwise the two parts run as two
 // kernels, as they always do for EPC_STEP_SEND_ONLY.
 //
-// `Parts` names an operation: its parameter struct (Params), its two parts (send, receive,
-// run by every thread of every block) and the dynamic shared memory each needs
-// (send_shared, receive_shared).
+// `Parts` names an operation: its parameter struct (Params), its step counter in LlState
+// (step_counter), its two parts (send, receive, run by every thread of every block, given the
+// step the launch serves) and the dynamic shared memory each needs (send_shared,
+// receive_shared).
+//
+// Every block reads the step once, at its start. A receiving part moves the counter on once
+// no block of the launch will read it again: in a fused launch every block has read it
+// before the sending part's completion count, which the peers' signals follow, so the block
+// that has seen every signal moves it at once (`fused`); a receive-only launch counts its
+// blocks first.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,8 +29,9 @@ constexpr int kLlThreads = 512;
 
 template <typename Parts, bool kSend, bool kReceive>
 __global__ void __launch_bounds__(kLlThreads) ll_step_kernel(typename Parts::Params p) {
-  if (kSend) Parts::send(p);
-  if (kReceive) Parts::receive(p);
+  const uint64_t step = *Parts::step_counter(p.common.state);
+  if (kSend) Parts::send(p, step);
+  if (kReceive) Parts::receive(p, step, /*fused=*/kSend);
 }
 
 template <typename Parts>
