@@ -37,6 +37,9 @@ LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, const
   const char* zeroing = "zeroing the handle's receive state";
   check_cuda(cudaMemsetAsync(recv_tokens_, 0, n.recv_tokens * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(msg_entries_, 0, n.msg_entries * sizeof(int32_t), stream), zeroing);
+  // Combine loads every entry slot of a message with its count; slots past it hold zeros.
+  check_cuda(cudaMemsetAsync(msg_rows_, 0, n.msg_rows * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(msg_weights_, 0, n.msg_weights * sizeof(float), stream), zeroing);
   if (topk_idx != nullptr) {
     topk_ = topk;
     copy_routing(topk_idx, stream);

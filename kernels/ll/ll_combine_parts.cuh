@@ -24,7 +24,7 @@
 namespace epc::kernels::combine {
 
 constexpr int kChannelsPerVector = kHalfChannelsPerVector;  // of a bf16 row
-constexpr int kRowsInFlight = 4;                            // expert rows a thread loads before adding them
+constexpr int kRowsInFlight = 8;                            // expert rows a thread loads before adding them
 constexpr int kRanksInFlight = 4;                           // partials a thread loads before adding them
 
 union Vector {
@@ -88,9 +88,9 @@ __device__ __forceinline__ void send(const LlCombineParams& p, uint64_t step) {
     const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
     const VectorSlice part = vector_slice(vectors, item % slices, slices);
     if (threadIdx.x < kWarpSize) {
-      const int n = c.handle.msg_entries[m.index];
-      if (lane == 0) entries.entries = n;
-      if (lane < n) {
+      // The count and every entry slot load together; slots past the count are not used.
+      if (lane == 0) entries.entries = c.handle.msg_entries[m.index];
+      if (lane < g.max_entries) {
         entries.flat_row[lane] = c.handle.msg_rows[static_cast<size_t>(m.index) * g.max_entries + lane];
         entries.weight[lane] = c.handle.msg_weights[static_cast<size_t>(m.index) * g.max_entries + lane];
       }

@@ -25,18 +25,43 @@ namespace epc::kernels::dispatch_send {
 constexpr int kChannelsPerVector = kHalfChannelsPerVector;
 constexpr int kVectorsPerFp8Block = kFp8BlockChannels / kChannelsPerVector;  // 16 lanes
 
+// Rounds of a row a thread loads before the token is routed, so that their latency overlaps
+// the routing (hidden 7168 is 896 vectors: two rounds of 512 threads).
+constexpr int kPrefetchRounds = 2;
+
+struct RowPrefetch {
+  int4 raw[kPrefetchRounds];
+};
+
+// This thread's vectors of the first kPrefetchRounds rounds of `row` (zeros past its end).
+__device__ __forceinline__ RowPrefetch prefetch_row(const char* row, int vectors) {
+  RowPrefetch f;
+#pragma unroll
+  for (int r = 0; r < kPrefetchRounds; ++r) {
+    const int v = threadIdx.x + r * static_cast<int>(blockDim.x);
+    f.raw[r] = v < vectors ? reinterpret_cast<const int4*>(row)[v] : make_int4(0, 0, 0, 0);
+  }
+  return f;
+}
+
 // Stores the token's payload into every destination in `route`. Each thread owns one
-// 16-byte vector of the source row per round; for fp8 the 16 lanes holding one 128-channel
-// block agree on its scale through shuffles, so rounds are warp-uniform.
-__device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, char* const* messages,
-                                             const TokenRoute& route) {
+// 16-byte vector of the source row per round (the first rounds already in `first`); for fp8
+// the 16 lanes holding one 128-channel block agree on its scale through shuffles, so rounds
+// are warp-uniform.
+__device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, const RowPrefetch& first,
+                                             char* const* messages, const TokenRoute& route) {
   const LlGeometry& g = p.common.geo;
   const int vectors = g.hidden / kChannelsPerVector;
   const int rounds_end = (vectors + kWarpSize - 1) / kWarpSize * kWarpSize;
-  for (int v = threadIdx.x; v < rounds_end; v += blockDim.x) {
+  int round = 0;
+  for (int v = threadIdx.x; v < rounds_end; v += blockDim.x, ++round) {
     const bool valid = v < vectors;
     int4 raw = make_int4(0, 0, 0, 0);
-    if (valid) raw = reinterpret_cast<const int4*>(row)[v];
+    if (round < kPrefetchRounds) {
+      raw = first.raw[round];
+    } else if (valid) {
+      raw = reinterpret_cast<const int4*>(row)[v];
+    }
     if (p.payload == LlPayload::kHalf) {
       if (!valid) continue;
       for (int d = 0; d < route.num_dests; ++d) {
@@ -101,6 +126,8 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
   if (blockIdx.x == gridDim.x - 1) send_count_tables(p, g.count_table_offset(p.recv_offset[slot]));
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
+    const char* row = static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2;
+    const RowPrefetch first = prefetch_row(row, g.hidden / kChannelsPerVector);
     route_token(c, p.weights, t, &route);  // ends with __syncthreads
     const uint64_t message_at = g.message_offset(p.recv_offset[slot], g.rank, t);
     if (threadIdx.x < kWarpSize) {
@@ -125,7 +152,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
       }
     }
     __syncthreads();
-    send_payload(p, static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2, messages, route);
+    send_payload(p, row, first, messages, route);
     __syncthreads();
     // Every rank got a header; ranks hosting an entry also the payload.
     for (int d = 0; d < g.nranks; ++d) {

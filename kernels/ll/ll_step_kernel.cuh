@@ -28,7 +28,7 @@ namespace epc::kernels {
 constexpr int kLlThreads = 512;
 
 template <typename Parts, bool kSend, bool kReceive>
-__global__ void __launch_bounds__(kLlThreads) ll_step_kernel(typename Parts::Params p) {
+__global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
   const uint64_t step = *Parts::step_counter(p.common.state);
   if (kSend) Parts::send(p, step);
   if (kReceive) Parts::receive(p, step, /*fused=*/kSend);

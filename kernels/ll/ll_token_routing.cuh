@@ -41,10 +41,11 @@ __device__ __forceinline__ void route_token(const LlCommon& c, const float* weig
     const int expert = j < K ? idx[t * K + j] : -1;
     route->expert[j] = expert;
     route->weight[j] = j < K ? weights[t * K + j] : 0.0f;
-    route->position[j] = 0;
+    const unsigned lower_lanes = (1u << j) - 1u;
+    // Earlier slots of this token with the same expert; earlier tokens' entries follow.
+    route->position[j] = __popc(__match_any_sync(0xffffffffu, expert) & lower_lanes);
     const int dest = expert >= 0 ? expert / c.geo.local_experts : -1;
     const unsigned same_dest = __match_any_sync(0xffffffffu, dest);
-    const unsigned lower_lanes = (1u << j) - 1u;
     route->index_on_rank[j] = __popc(same_dest & lower_lanes);
     // The lowest lane of each destination lists it.
     const bool leader = dest >= 0 && (same_dest & lower_lanes) == 0;
@@ -57,16 +58,16 @@ __device__ __forceinline__ void route_token(const LlCommon& c, const float* weig
     if (j == 0) route->num_dests = __popc(leaders);
   }
   __syncthreads();
-  // Positions: matches of each entry's expert among the flat routing before it.
-  const int end = t * K + K;
+  // Positions: plus the matches of each entry's expert among the earlier tokens' entries.
+  const int end = t * K;
   for (int f = threadIdx.x; f < end; f += blockDim.x) {
     const int id = idx[f];
     if (id < 0) continue;
     for (int j = 0; j < K; ++j) {
-      if (route->expert[j] == id && f < t * K + j) atomicAdd(&route->position[j], 1);
+      if (route->expert[j] == id) atomicAdd(&route->position[j], 1);
     }
   }
-  __syncthreads();
+  if (end > 0) __syncthreads();
 }
 
 }  // namespace epc::kernels
