@@ -45,6 +45,8 @@ class HtMode final : public Mode {
     o_ = options;
     fp8_ = o_.dtype == "fp8";
     capacity_ = o_.ht_sizing == "capacity";
+    packed_ = o_.layout == "expert-packed";
+    align_ = std::max(1, o_.alignment);
     R_ = session.nranks();
     T_ = o_.group_max_tokens();
     H_ = o_.hidden;
@@ -55,7 +57,7 @@ class HtMode final : public Mode {
     // Every [rows, ...] tensor is sized for the most a handle can report (capacity sizing:
     // ranks x max tokens), so one allocation serves every point and either sizing.
     const size_t T = static_cast<size_t>(T_), H = static_cast<size_t>(H_), K = static_cast<size_t>(K_);
-    const size_t rows = static_cast<size_t>(R_) * T;
+    const size_t rows = static_cast<size_t>(max_rows());
     const size_t element = fp8_ ? 1 : 2;
     const size_t scales = H / 128;
     if (!x_.allocate(T * H * element, "cudaMalloc x", error) ||
@@ -119,11 +121,38 @@ class HtMode final : public Mode {
  private:
   EpcSizing sizing() const { return capacity_ ? EPC_SIZING_CAPACITY : EPC_SIZING_EXACT; }
 
+  // The most rows a handle reports: R * T (flat), or every entry of R * T tokens in zones
+  // aligned to align_ (expert-packed; EpcHandleConfig.capacity's default).
+  int64_t max_rows() const {
+    const int64_t tokens = static_cast<int64_t>(R_) * T_;
+    if (!packed_) return tokens;
+    const int64_t entries = tokens * K_;
+    return (entries + std::min<int64_t>(L_, entries) * (align_ - 1)) / align_ * align_;
+  }
+
+  // Rows the routing gives an EXACT handle: received tokens, or aligned zones of entries.
+  int64_t exact_rows(const PointInput& in) const {
+    if (!packed_) return in.traffic->received_tokens;
+    int64_t rows = 0;
+    for (int32_t c : in.traffic->expected_counts) rows += (c + align_ - 1) / align_ * align_;
+    return rows;
+  }
+
+  int64_t received_entries(const PointInput& in) const {
+    int64_t entries = 0;
+    for (int32_t c : in.traffic->expected_counts) entries += c;
+    return entries;
+  }
+
   // epc_handle_create with the point's routing (collective on HT groups; EXACT sizing waits
   // for the count exchange), then its rows from epc_handle_query: 1.3's epc_ht_handle_create.
   EpcStatus create_handle(const EpcTensor& idx, EpcHandle*& handle, int64_t& rows) const {
     EpcHandleConfig config = EPC_HANDLE_CONFIG_INIT;
     config.sizing = sizing();
+    if (packed_) {
+      config.layout = EPC_LAYOUT_EXPERT_PACKED;
+      config.expert_alignment = static_cast<uint32_t>(o_.alignment);
+    }
     EpcRouting routing = EPC_ROUTING_INIT;
     routing.topk_idx = &idx;
     EpcStatus status = epc_handle_create(group_.get(), &config, &routing, s_->stream(), &handle);
@@ -182,7 +211,7 @@ class HtMode final : public Mode {
 
   // The handle's row count: N with exact sizing, ranks x max tokens with capacity sizing.
   bool check_rows(int64_t rows, const PointInput& in, std::string& error) {
-    const int64_t want = capacity_ ? static_cast<int64_t>(R_) * T_ : in.traffic->received_tokens;
+    const int64_t want = capacity_ ? max_rows() : exact_rows(in);
     const bool right = rows == want;
     if (!right) {
       error = "epc_handle_query reported " + std::to_string(rows) + " rows; the routing (" + o_.ht_sizing +
@@ -204,7 +233,7 @@ class HtMode final : public Mode {
     t.out_x = tensor(out_x_.ptr, xt, {rows, H_});
     t.out_scales = tensor(out_scales_.ptr, EPC_DTYPE_FP32, {rows, H_ / 128});
     t.out_idx = tensor(out_idx_.ptr, EPC_DTYPE_INT32, {rows, K_});
-    t.out_w = tensor(out_w_.ptr, EPC_DTYPE_FP32, {rows, K_});
+    t.out_w = packed_ ? tensor(out_w_.ptr, EPC_DTYPE_FP32, {rows}) : tensor(out_w_.ptr, EPC_DTYPE_FP32, {rows, K_});
     t.counts = tensor(counts_.ptr, EPC_DTYPE_INT32, {L_});
     t.num_recv = tensor(num_recv_.ptr, EPC_DTYPE_INT32, {1});
     t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {rows, H_});
@@ -220,7 +249,7 @@ class HtMode final : public Mode {
     args.x = &t.x;
     args.topk_weights = &t.w;
     args.out_x = &t.out_x;
-    args.out_topk_idx = &t.out_idx;
+    args.out_topk_idx = packed_ ? nullptr : &t.out_idx;  // expert-packed has no such output
     args.out_topk_weights = &t.out_w;
     args.out_expert_counts = &t.counts;
     args.out_num_recv = &t.num_recv;
@@ -239,6 +268,8 @@ class HtMode final : public Mode {
     EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
     args.x = &t.y;
     args.out = &t.out;
+    // Expert-packed: a token's rows on each rank summed as given (1.0 each), as flat's are.
+    if (packed_) args.weighting = EPC_WEIGHTING_NONE;
     TRY_EPC(epc_combine(h, &args, st), "epc_combine");
     if (m) m->record(iter, kCombineDone, st);
     return true;
@@ -265,17 +296,29 @@ class HtMode final : public Mode {
     TRY_CUDA(cudaMemcpy(combined.data(), out_.ptr, combined.size() * 2, cudaMemcpyDeviceToHost),
              "reading the combine output");
     std::string why;
-    if (num_recv != in.traffic->received_tokens) {
-      why = "dispatch received " + std::to_string(num_recv) + " tokens (out_num_recv); the routing sends " +
-            std::to_string(in.traffic->received_tokens);
+    const int64_t want_recv = packed_ ? received_entries(in) : in.traffic->received_tokens;
+    if (num_recv != want_recv) {
+      why = "dispatch received " + std::to_string(num_recv) + " rows (out_num_recv); the routing sends " +
+            std::to_string(want_recv);
     } else if (check_counts(counts, in.traffic->expected_counts, why)) {
-      check_combined(combined, B, H_, expected_ht_combine(*in.routing, B, K_, L_, R_), why);
+      check_combined(
+          combined, B, H_,
+          packed_ ? expected_packed_combine(*in.routing, B) : expected_ht_combine(*in.routing, B, K_, L_, R_), why);
     }
     if (!why.empty()) {
       error = "wrong results, so no times are reported: " + why;
       return false;
     }
     return true;
+  }
+
+  // Expert-packed combine of rows of 1.0 summed as given: each token's unmasked entries.
+  std::vector<float> expected_packed_combine(const Routing& routing, int B) const {
+    std::vector<float> sums(static_cast<size_t>(B), 0.0f);
+    for (int t = 0; t < B; ++t) {
+      for (int k = 0; k < K_; ++k) sums[t] += routing[static_cast<size_t>(t) * K_ + k] >= 0 ? 1.0f : 0.0f;
+    }
+    return sums;
   }
 
   // Capacity sizing: the per-step layout through epc_handle_update (collective, no host
@@ -317,6 +360,8 @@ class HtMode final : public Mode {
   Options o_;
   bool fp8_ = false;
   bool capacity_ = false;
+  bool packed_ = false;
+  int align_ = 1;
   int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;
   OurGroup group_;
   DeviceBuffer x_, x_scales_, w_, idx_, out_x_, out_scales_, out_idx_, out_w_, counts_, num_recv_, y_, out_;

@@ -113,6 +113,21 @@ const std::vector<Flag>& flags() {
          e = "exact or capacity";
          return false;
        }},
+      {"--layout", "flat|expert-packed",
+       "HT: what dispatch writes (EpcHandleConfig.layout). flat: one row per (token, receiving rank). "
+       "expert-packed: one row per (token, local entry), grouped by local expert in zones aligned to "
+       "--alignment; combine then sums a token's rows on each rank first (EPC_WEIGHTING_NONE here). "
+       "Default flat.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "flat" || v == "expert-packed") {
+           o.layout = v;
+           return true;
+         }
+         e = "flat or expert-packed";
+         return false;
+       }},
+      {"--alignment", "N", "HT expert-packed: zone alignment in rows (0 means 1). Default 0.",
+       int_flag(&Options::alignment, 0, 1 << 20)},
       {"--hidden", "N", "channels per token; a multiple of 8 (fp8: of 128). Default 7168.",
        int_flag(&Options::hidden, 8, 1 << 20)},
       {"--topk", "N", "experts per token (1..32). Default 8.", int_flag(&Options::topk, 1, kMaxTopk)},

@@ -26,6 +26,8 @@ struct Options {
   std::vector<int> tokens{128};     // tokens per rank, one point each
   int max_tokens = 0;               // the group's max_tokens_per_rank; 0: largest of `tokens`
   std::string ht_sizing = "exact";  // ht: exact | capacity (EpcHandleConfig.sizing of each point's handle)
+  std::string layout = "flat";      // ht: flat | expert-packed (EpcHandleConfig.layout)
+  int alignment = 0;                // ht expert-packed: EpcHandleConfig.expert_alignment (0 means 1)
   int hidden = 7168;
   int topk = 8;
   int experts = 256;

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // How many elements each device array of a handle holds: one statement shared by the
 // handles, which allocate them (core/ll/ll_handle.cpp, core/ht/ht_handle.cpp), and the
-// planner, which reports their sum (EpcPlan.handle_bytes).
+// planner, which reports their sum (EpcPlan.handle_bytes). That sum is the default layout's
+// only (LL EXPERT_PADDED, HT FLAT): the plan is per group and the layout per handle, so an HT
+// EXPERT_PACKED handle's extra arrays (HtHandle::allocate_packed) are not in it, as the
+// header's comment on handle_bytes says.
 #pragma once
 
 #include <cstddef>

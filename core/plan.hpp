@@ -58,7 +58,7 @@ struct Plan {
   uint32_t gin_signals = 0;
   kernels::GinSignalMap gin_signal_map{};
   uint32_t message_bytes = 0;
-  uint64_t handle_bytes = 0;   // device memory of one handle with the default configuration
+  uint64_t handle_bytes = 0;   // device memory of one handle with the default configuration (layout)
   uint64_t recv_capacity = 0;  // after defaults
   uint32_t max_token_bytes = 0;
   uint32_t max_pending_steps = 0;

@@ -80,23 +80,38 @@ HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConf
                layout_name(s.layout)));
   }
   s.flags = raw.flags;
+  s.expert_alignment = raw.expert_alignment != 0 ? raw.expert_alignment : 1;
   const EpcLayout served = ll ? EPC_LAYOUT_EXPERT_PADDED : EPC_LAYOUT_FLAT;
-  if (s.layout != served) {
-    fail_unsupported(format("EpcHandleConfig.layout %s is not served on %s groups in ABI %d.%d (they serve %s)",
+  const bool ht_packed = !ll && s.layout == EPC_LAYOUT_EXPERT_PACKED;
+  if (s.layout != served && !ht_packed) {
+    fail_unsupported(format("EpcHandleConfig.layout %s is not served on %s groups in ABI %d.%d (they serve %s%s)",
                             layout_name(s.layout), mode_name(group.mode), EPC_ABI_MAJOR, EPC_ABI_MINOR,
-                            layout_name(served)));
+                            layout_name(served), ll ? "" : " and EPC_LAYOUT_EXPERT_PACKED"));
   }
-  // Both served layouts: R * T rows (per expert zone for EXPERT_PADDED).
-  const uint64_t worst = group.worst_case_recv(nranks);
+  // R * T rows (per expert zone for EXPERT_PADDED); EXPERT_PACKED: the rows R * T tokens of
+  // max_topk entries can take in aligned zones.
+  const uint64_t worst = ht_packed ? ht_packed_worst_rows(group.worst_case_recv(nranks) * group.max_topk,
+                                                          group.local_experts(nranks), s.expert_alignment)
+                                   : group.worst_case_recv(nranks);
   s.capacity = raw.capacity != 0 ? raw.capacity : worst;
   if (s.capacity != worst) {
     fail_unsupported(
         format("EpcHandleConfig.capacity is %llu; ABI %d.%d serves only the default, %llu rows "
                "(ranks * max_tokens_per_rank%s); pass 0",
                static_cast<unsigned long long>(raw.capacity), EPC_ABI_MAJOR, EPC_ABI_MINOR,
-               static_cast<unsigned long long>(worst), ll ? " per expert zone" : ""));
+               static_cast<unsigned long long>(worst),
+               ll          ? " per expert zone"
+               : ht_packed ? " * max_topk, in aligned expert zones"
+                           : ""));
   }
   return s;
+}
+
+uint64_t ht_packed_worst_rows(uint64_t entries, uint64_t zones, uint64_t alignment) {
+  const uint64_t a = alignment != 0 ? alignment : 1;
+  if (entries == 0 || zones == 0) return 0;
+  // A zone of n > 0 entries takes at most n + a - 1 rows, and the total is a multiple of a.
+  return (entries + (zones < entries ? zones : entries) * (a - 1)) / a * a;
 }
 
 const EpcTensor* routing_tensor(const EpcRouting* routing) {

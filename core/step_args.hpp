@@ -18,11 +18,17 @@ struct HandleSetup {
   EpcSizing sizing = EPC_SIZING_CAPACITY;
   uint64_t capacity = 0;
   uint32_t flags = 0;
+  uint32_t expert_alignment = 1;  // after defaults; EXPERT_PACKED only
 };
 
 // Applies defaults and throws for what the group's mode cannot serve (UNSUPPORTED) or what
 // is meaningless (INVALID_ARGUMENT), naming the field. `config` may be NULL.
 HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConfig& group, int nranks);
+
+// The most rows `entries` received (token, entry) pairs can take over `zones` expert zones
+// whose starts and sizes are multiples of `alignment` (0 means 1): EXPERT_PACKED's default
+// capacity (tests/reference/reference_ht_packed.hpp states the same bound).
+uint64_t ht_packed_worst_rows(uint64_t entries, uint64_t zones, uint64_t alignment);
 
 // The routing tensor an EpcRouting carries; throws for a NULL struct or field, and for the
 // fields not served yet.

@@ -52,6 +52,10 @@ cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, in
 // High-throughput layout: one block numbers this rank's rows on every rank, exchanges the
 // counts with every rank and fills the handle's layout arrays (kernels/wire/ht_params.hpp).
 cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream);
+// EXPERT_PACKED handles, before the layout: fills HtEntryOrder::positions
+// (kernels/ht/ht_entry_order.cu); `temp` holds ht_entry_order_temp_bytes(T * K, E).
+cudaError_t launch_ht_entry_order(const HtEntryOrder& order, cudaStream_t stream);
+size_t ht_entry_order_temp_bytes(int max_entries, int num_experts);
 
 // High-throughput dispatch and combine over `blocks` blocks (the SM budget): sending and
 // receiving warps in one launch when the grid fits on the GPU, else two launches.

@@ -43,8 +43,44 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const
   check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, n.recv_base * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, n.source_tokens * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0, n.expert_counts * sizeof(int32_t), stream), zeroing);
+  packed_ = setup_.layout == EPC_LAYOUT_EXPERT_PACKED;
+  if (packed_) allocate_packed(stream);
   if (setup_.sizing == EPC_SIZING_CAPACITY) rows_ = static_cast<int64_t>(setup_.capacity);
   if (topk_idx != nullptr) compute_layout(topk_idx, topk, stream);
+}
+
+void HtHandle::allocate_packed(cudaStream_t stream) {
+  const GroupConfig& c = group_.config();
+  const Topology& topo = group_.topology();
+  if (topo.nodes() > 1) {
+    fail_unsupported(
+        format("EpcHandleConfig.layout EPC_LAYOUT_EXPERT_PACKED is served on groups of one node in ABI "
+               "%d.%d; this group spans %d nodes (use EPC_LAYOUT_FLAT)",
+               EPC_ABI_MAJOR, EPC_ABI_MINOR, topo.nodes()));
+  }
+  const size_t R = static_cast<size_t>(topo.nranks), T = c.max_tokens_per_rank, K = c.max_topk;
+  const size_t L = c.local_experts(topo.nranks);
+  const char* what = "cudaMalloc of the handle's expert-packed layout";
+  arrays_.entry_position = memory_.allocate<int32_t>(T * K, what);
+  arrays_.source_starts = memory_.allocate<int32_t>(R * (L + 1), what);
+  arrays_.expert_base = memory_.allocate<int32_t>(R * L, what);
+  arrays_.expert_offsets = memory_.allocate<int32_t>(L + 1, what);
+  arrays_.entry_rows = memory_.allocate<int32_t>(R * T * K, what);
+  arrays_.entry_weights = memory_.allocate<float>(R * T * K, what);
+  order_.keys_in = memory_.allocate<uint32_t>(T * K, what);
+  order_.keys_out = memory_.allocate<uint32_t>(T * K, what);
+  order_.values_in = memory_.allocate<int32_t>(T * K, what);
+  order_.values_out = memory_.allocate<int32_t>(T * K, what);
+  order_.temp_bytes = kernels::ht_entry_order_temp_bytes(static_cast<int>(T * K), static_cast<int>(c.num_experts));
+  order_.temp = memory_.allocate<uint8_t>(order_.temp_bytes, what);
+  order_.positions = arrays_.entry_position;
+  order_.topk_idx = arrays_.topk_idx;
+  order_.num_experts = static_cast<int>(c.num_experts);
+  order_.local_experts = static_cast<int>(L);
+  const char* zeroing = "zeroing the handle's expert-packed layout";
+  check_cuda(cudaMemsetAsync(arrays_.expert_base, 0, R * L * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.source_starts, 0, R * (L + 1) * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.expert_offsets, 0, (L + 1) * sizeof(int32_t), stream), zeroing);
 }
 
 kernels::HtCommon HtHandle::common() const {
@@ -98,12 +134,19 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
   p.common = common();
   for (uint32_t s = 0; s < kHtLayoutSlots; ++s) p.slot_offset[s] = group_.plan().region(EPC_REGION_LAYOUT, s).offset;
   p.words_offset = ht_layout_words_offset(group_.topology().nranks);
+  p.expert_alignment = packed_ ? static_cast<int>(setup_.expert_alignment) : 0;
   DeviceGuard guard(group_.device());
+  if (packed_) {
+    kernels::HtEntryOrder order = order_;
+    order.entries = tokens * topk_;
+    check_cuda(kernels::launch_ht_entry_order(order, stream), "numbering the entries per expert");
+  }
   check_cuda(kernels::launch_ht_layout(p, stream), "launching the high-throughput layout");
   if (setup_.sizing == EPC_SIZING_CAPACITY) return;
   int32_t received = 0;
-  check_cuda(cudaMemcpyAsync(&received, arrays_.recv_base + group_.topology().nranks, sizeof received,
-                             cudaMemcpyDeviceToHost, stream),
+  const int32_t* rows = packed_ ? arrays_.expert_offsets + group_.config().local_experts(group_.topology().nranks)
+                                : arrays_.recv_base + group_.topology().nranks;
+  check_cuda(cudaMemcpyAsync(&received, rows, sizeof received, cudaMemcpyDeviceToHost, stream),
              "reading the received row count");
   check_cuda(cudaStreamSynchronize(stream), "waiting for the high-throughput layout");
   group_.check_healthy();  // a peer that never sent its counts timed the layout out
@@ -173,9 +216,14 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {a.x->dtype}, {N, H}});
   if (a.topk_weights != nullptr)
     check_tensor(a.topk_weights, {"EpcDispatchArgs.topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
-  if (a.out_topk_weights != nullptr) {
+  if (a.out_topk_weights != nullptr && packed_) {
+    check_tensor(a.out_topk_weights, {"EpcDispatchArgs.out_topk_weights", {EPC_DTYPE_FP32}, {N}, 4});
+  } else if (a.out_topk_weights != nullptr) {
     check_tensor(a.out_topk_weights, {"EpcDispatchArgs.out_topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
   }
+  const char* no_column =
+      packed_ ? "EPC_LAYOUT_EXPERT_PACKED has no such output" : "EPC_LAYOUT_FLAT has no such output";
+  if (packed_) require_absent(a.out_topk_idx, "EpcDispatchArgs.out_topk_idx", no_column);
   if (a.out_topk_idx != nullptr)
     check_tensor(a.out_topk_idx, {"EpcDispatchArgs.out_topk_idx", {EPC_DTYPE_INT32}, {N, K}, 4});
   if (a.out_expert_counts != nullptr) {
@@ -183,9 +231,12 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   }
   if (a.out_num_recv != nullptr)
     check_tensor(a.out_num_recv, {"EpcDispatchArgs.out_num_recv", {EPC_DTYPE_INT32}, {1}, 4});
-  const char* flat = "EPC_LAYOUT_FLAT has no such output";
-  require_absent(a.out_expert_offsets, "EpcDispatchArgs.out_expert_offsets", flat);
-  require_absent(a.out_rank_counts, "EpcDispatchArgs.out_rank_counts", flat);
+  if (packed_ && a.out_expert_offsets != nullptr) {
+    check_tensor(a.out_expert_offsets,
+                 {"EpcDispatchArgs.out_expert_offsets", {EPC_DTYPE_INT32, EPC_DTYPE_INT64}, {L + 1}, 4});
+  }
+  if (!packed_) require_absent(a.out_expert_offsets, "EpcDispatchArgs.out_expert_offsets", no_column);
+  require_absent(a.out_rank_counts, "EpcDispatchArgs.out_rank_counts", no_column);
   const CountOutputs counts = check_count_outputs(a, L);
 
   kernels::HtDispatchParams p;
@@ -194,8 +245,18 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.channel = channel(EPC_REGION_DISPATCH_RECV, EPC_REGION_DISPATCH_SIGNAL);
   p.x = a.x->data;
   p.x_scales = fp8 ? static_cast<const float*>(a.x_scales->data) : nullptr;
-  // Weights travel only where they are received.
-  p.weights = a.out_topk_weights != nullptr ? static_cast<const float*>(a.topk_weights->data) : nullptr;
+  // Weights travel only where they are received (EXPERT_PACKED: by combine's weighting too).
+  const bool weights_travel = a.out_topk_weights != nullptr || (packed_ && a.topk_weights != nullptr);
+  p.weights = weights_travel ? static_cast<const float*>(a.topk_weights->data) : nullptr;
+  p.packed = packed_;
+  p.zero_padding = packed_ && (setup_.flags & EPC_HANDLE_ZERO_PADDING) != 0;
+  if (packed_ && a.out_expert_offsets != nullptr) {
+    if (a.out_expert_offsets->dtype == EPC_DTYPE_INT64) {
+      p.out_expert_offsets64 = static_cast<int64_t*>(a.out_expert_offsets->data);
+    } else {
+      p.out_expert_offsets = static_cast<int32_t*>(a.out_expert_offsets->data);
+    }
+  }
   p.out_x = a.out_x->data;
   p.out_scales = fp8 ? static_cast<float*>(a.out_scales->data) : nullptr;
   p.out_topk_idx = a.out_topk_idx != nullptr ? static_cast<int32_t*>(a.out_topk_idx->data) : nullptr;
@@ -217,6 +278,7 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
              "launching the high-throughput dispatch");
   copy_counts_to_host(counts, arrays_.expert_counts, L, stream);
   dispatched_ = true;
+  dispatched_weights_ = a.topk_weights != nullptr;
 }
 
 void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
@@ -228,10 +290,27 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
                "ABI %d.%d",
                EPC_ABI_MAJOR, EPC_ABI_MINOR));
   }
-  if (a.weighting == EPC_WEIGHTING_SENDER || a.weighting == EPC_WEIGHTING_HOME) {
+  if (!packed_ && (a.weighting == EPC_WEIGHTING_SENDER || a.weighting == EPC_WEIGHTING_HOME)) {
     fail_argument(
         "EpcCombineArgs.weighting: EPC_WEIGHTING_SENDER and EPC_WEIGHTING_HOME apply to the expert layouts; "
         "EPC_LAYOUT_FLAT rows are summed as given (the caller weighted them)");
+  }
+  const bool weighted = packed_ && (a.weighting == EPC_WEIGHTING_DEFAULT || a.weighting == EPC_WEIGHTING_SENDER);
+  if (packed_ && a.weighting == EPC_WEIGHTING_HOME) {
+    fail_unsupported(
+        format("EpcCombineArgs.weighting EPC_WEIGHTING_HOME is not served in ABI %d.%d", EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+  if (packed_ && !dispatched_) {
+    fail_usage(
+        format("epc_combine: EXPERT_PACKED combine sums the rows dispatch gave each entry; call epc_dispatch "
+               "on handle %p (since its last routing) first",
+               id_));
+  }
+  if (weighted && !dispatched_weights_) {
+    fail_argument(
+        "EpcCombineArgs.weighting is EPC_WEIGHTING_SENDER (the default for EPC_LAYOUT_EXPERT_PACKED), but the "
+        "handle's last dispatch had no topk_weights; pass them to epc_dispatch, or combine with "
+        "EPC_WEIGHTING_NONE");
   }
   const GroupConfig& c = group_.config();
   const int nodes = group_.topology().nodes();
@@ -251,7 +330,11 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
   const bool backward = a.topk_weights != nullptr;
   if (backward) {
-    check_tensor(a.topk_weights, {"EpcCombineArgs.topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
+    if (packed_) {
+      check_tensor(a.topk_weights, {"EpcCombineArgs.topk_weights", {EPC_DTYPE_FP32}, {N}, 4});
+    } else {
+      check_tensor(a.topk_weights, {"EpcCombineArgs.topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
+    }
     check_tensor(a.out_topk_weights, {"EpcCombineArgs.out_topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
   }
 
@@ -264,6 +347,8 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.out = a.out->data;
   p.out_type = sum_output_of(a.out->dtype);
   p.out_weights = backward ? static_cast<float*>(a.out_topk_weights->data) : nullptr;
+  p.packed = packed_;
+  p.weighted = weighted;
   p.common.send_warps = kernels::ht_combine_send_warps(group_.topology().node_size);
   if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());
@@ -276,7 +361,7 @@ EpcHandleInfo HtHandle::info() const {
   i.mode = EPC_MODE_HIGH_THROUGHPUT;
   i.layout = setup_.layout;
   i.sizing = setup_.sizing;
-  i.expert_alignment = 0;
+  i.expert_alignment = packed_ ? setup_.expert_alignment : 0;
   i.num_tokens = static_cast<uint32_t>(num_tokens_);
   i.topk = static_cast<uint32_t>(topk_);
   i.pending = EPC_PENDING_NONE;

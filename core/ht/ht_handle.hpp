@@ -50,8 +50,14 @@ class HtHandle {
   int topk_ = 0;  // 0 until the first routing
   int num_tokens_ = 0;
   int64_t rows_ = 0;
-  // Across nodes combine needs the record dispatch's forwarders keep (HtHandleArrays).
+  // EXPERT_PACKED: the arrays of HtHandleArrays' packed part and the entry sort's scratch.
+  void allocate_packed(cudaStream_t stream);
+  // Across nodes combine needs the record dispatch's forwarders keep (HtHandleArrays), and
+  // EXPERT_PACKED combine the rows dispatch gave each entry.
   bool dispatched_ = false;
+  bool dispatched_weights_ = false;  // EXPERT_PACKED: the last dispatch had topk_weights
+  bool packed_ = false;
+  kernels::HtEntryOrder order_{};
   DeviceAllocations memory_;  // every array of arrays_
   kernels::HtHandleArrays arrays_{};
 };

@@ -19,15 +19,32 @@ constexpr int kBf16PerVector = kHalfChannelsPerVector;
 constexpr int kRowSumVectors = 2;
 constexpr int kRowSumTerms = 4;
 
+// A term computed by the warp instead of read from memory: none.
+struct NoComputedTerm {
+  static constexpr bool kAny = false;
+  __device__ int index() const { return -1; }
+  __device__ int4 vector(int) const { return make_int4(0, 0, 0, 0); }
+};
+
 // out[i] = out_type(sum over terms n = 0 .. terms-1 ascending of float(row_n[i])), +0 with no
 // term. `row_of(n)` returns term n's row of `vectors` 16-byte vectors, or nullptr where term
 // n is absent; a lane calls it for the terms it looks up (n = first + lane), so it may read
-// per-lane state. Rows are read with __ldcg (peers wrote them). Every lane must call.
-template <typename RowOf>
-__device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int vectors, void* out,
-                                                   SumOutput out_type) {
+// per-lane state. Rows are read with __ldcg (peers wrote them). Term `computed.index()` (when
+// not -1, and Computed::kAny; row_of must return non-null for it) is instead `computed.vector(i)`, which the whole
+// warp calls together. Every lane must call.
+template <typename RowOf, typename Computed = NoComputedTerm>
+__device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int vectors, void* out, SumOutput out_type,
+                                                   const Computed& computed = Computed{}) {
   const int lane = lane_id();
   for (int base = 0; base < vectors; base += kRowSumVectors * kWarpSize) {
+    int4 own[kRowSumVectors];
+    if (Computed::kAny && computed.index() >= 0) {
+#pragma unroll
+      for (int u = 0; u < kRowSumVectors; ++u) {
+        const int i = base + u * kWarpSize + lane;
+        own[u] = computed.vector(i < vectors ? i : 0);
+      }
+    }
     float acc[kRowSumVectors][kBf16PerVector];
 #pragma unroll
     for (int u = 0; u < kRowSumVectors; ++u) {
@@ -49,10 +66,11 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
           rest &= rest - 1;
           const int4* src =
               reinterpret_cast<const int4*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_src), owner));
+          const bool is_computed = Computed::kAny && first + owner == computed.index();
 #pragma unroll
           for (int u = 0; u < kRowSumVectors; ++u) {
             const int i = base + u * kWarpSize + lane;
-            raw[s][u] = i < vectors ? __ldcg(src + i) : make_int4(0, 0, 0, 0);
+            raw[s][u] = is_computed ? own[u] : i < vectors ? __ldcg(src + i) : make_int4(0, 0, 0, 0);
           }
           ++taken;
         }

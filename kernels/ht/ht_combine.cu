@@ -12,14 +12,20 @@ namespace epc::kernels {
 
 namespace {
 
+// kPacked: the EXPERT_PACKED kernels (one node only). The parts take it as a template flag,
+// so FLAT kernels, one node or several, carry none of that code.
+template <bool kPackedLayout>
 struct CombineParts {
   using Params = HtCombineParams;
+  static constexpr bool kPacked = kPackedLayout;
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
   __device__ static void prologue(const Params&) {}
-  __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_combine_send::run(p, step, r); }
+  __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) {
+    ht_combine_send::run<kPacked>(p, step, r);
+  }
   __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) {
-    ht_combine_recv::run(p, step, r);
+    ht_combine_recv::run<kPacked>(p, step, r);
   }
   __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
     ht_combine_forward::run(p, step, r);
@@ -29,9 +35,10 @@ struct CombineParts {
 }  // namespace
 
 cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream) {
-  return launch_ht_step<CombineParts>(params, blocks, stream);
+  return params.packed ? launch_ht_step<CombineParts<true>>(params, blocks, stream)
+                       : launch_ht_step<CombineParts<false>>(params, blocks, stream);
 }
 
-size_t ht_combine_local_bytes() { return ht_step_local_bytes<CombineParts>(); }
+size_t ht_combine_local_bytes() { return ht_step_local_bytes<CombineParts<false>>(); }
 
 }  // namespace epc::kernels

@@ -15,6 +15,7 @@
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/ht/ht_chunk_wait.cuh"
 #include "kernels/ht/ht_combine_slots.cuh"
+#include "kernels/ht/ht_packed_rows.cuh"
 #include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/wire/ht_params.hpp"
 
@@ -39,17 +40,43 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
                                   rank_d);
 }
 
+// EXPERT_PACKED: this rank's partial of one of its own tokens (slot j of its own stream),
+// summed from its entries' rows as combine's senders sum them for peers.
+struct OwnPartial {
+  static constexpr bool kAny = true;
+  const HtCombineParams& p;
+  int term;  // this rank, or -1 when the token has no row here
+  int row;
+  float weight;
+  __device__ OwnPartial(const HtCombineParams& params, int own, int j) : p(params), term(own), row(-1), weight(0.0f) {
+    if (own >= 0) packed_entry(p.common, own, j, &row, &weight);
+  }
+  __device__ int index() const { return term; }
+  __device__ int4 vector(int i) const { return packed_partial_vector(p, row, weight, i); }
+};
+
+template <bool kPacked>
 __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
-  auto term = [&](int d) -> const int4* {
-    const int row = term_row(g, rows, t, d);
-    return row >= 0 ? returned_row(p, g.rank, d, row) : nullptr;
-  };
-  warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector,
-                     static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type),
-                     p.out_type);
+  void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
+  if constexpr (kPacked) {
+    // This rank's own term is the partial of the token's rows here, computed in place.
+    auto term = [&](int d) -> const int4* {
+      const int row = term_row(g, rows, t, d);
+      if (row < 0) return nullptr;
+      return d == g.rank ? reinterpret_cast<const int4*>(p.x) : returned_row(p, g.rank, d, row);
+    };
+    warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type,
+                       OwnPartial(p, rows[g.rank] >= 0 ? g.rank : -1, rows[g.rank]));
+  } else {
+    auto term = [&](int d) -> const int4* {
+      const int row = term_row(g, rows, t, d);
+      return row >= 0 ? returned_row(p, g.rank, d, row) : nullptr;
+    };
+    warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type);
+  }
   const int k = lane_id();
   if (p.out_weights != nullptr && k < g.topk) {
     const int expert = c.handle.topk_idx[t * g.topk + k];
@@ -57,7 +84,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
     if (expert >= 0) {
       const int owner = expert / g.local_experts;
       const int dest = g.in_own_node(owner) ? owner : g.rail_peer(g.node_of(owner));
-      weight = returned_weight(p, g.rank, dest, term_row(g, rows, t, dest), k);
+      weight = returned_weight<kPacked>(p, g.rank, dest, term_row(g, rows, t, dest), k);
     }
     p.out_weights[static_cast<size_t>(t) * g.topk + k] = weight;
   }
@@ -66,10 +93,11 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
 // Returns false when a wait failed (recorded in the group's error). Tokens, not chunks, are
 // dealt to warps: a token's reduction is the slow part, so a warp holding a whole chunk at
 // the end would stretch the tail.
+template <bool kPacked>
 __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
   for (int t = role.index; t < p.common.num_tokens; t += role.count) {
     if (!wait_for_rows(p, step, t)) return false;
-    reduce_token(p, t);
+    reduce_token<kPacked>(p, t);
   }
   return true;
 }

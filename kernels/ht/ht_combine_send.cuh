@@ -13,6 +13,7 @@
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_packed_rows.cuh"
 #include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
@@ -31,7 +32,8 @@ __device__ __forceinline__ void write_row(const HtCombineParams& p, int row, cha
   }
 }
 
-// Returns false when a wait failed (recorded in the group's error).
+// Returns false when a wait failed (recorded in the group's error). kPacked: EXPERT_PACKED.
+template <bool kPacked>
 __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -55,7 +57,11 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
     for (int j = first; j < end; ++j) {
       char* slot = static_cast<char*>(
           c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, target));
-      write_row(p, base + j, slot);
+      if constexpr (kPacked) {
+        write_packed_partial(p, source, j, slot);
+      } else {
+        write_row(p, base + j, slot);
+      }
     }
     __syncwarp();  // the warp commits together what its lanes wrote
     c.transport.commit(offset, static_cast<uint64_t>(end - first) * g.combine_slot.bytes, target, lane_id(), kWarpSize);

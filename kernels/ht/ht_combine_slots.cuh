@@ -4,6 +4,7 @@
 // slot would be this rank's own ([rank][row]) was never copied: it is the caller's x.
 #pragma once
 
+#include "kernels/ht/ht_packed_rows.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 
@@ -25,9 +26,15 @@ __device__ __forceinline__ const int4* returned_row(const HtCombineParams& p, in
   return reinterpret_cast<const int4*>(returned_slot(p, dest, row));
 }
 
-// The backward weight of entry k at [dest][row], read in place like returned_row.
+// The backward weight of entry k at [dest][row], read in place like returned_row (kPacked:
+// EXPERT_PACKED, one node only).
+template <bool kPacked>
 __device__ __forceinline__ float returned_weight(const HtCombineParams& p, int source, int dest, int row, int k) {
   const HtGeometry& g = p.common.geo;
+  if (kPacked && dest == g.rank) {  // the weight at entry k's own row (one node: source is this rank)
+    const int entry_row = p.common.handle.entry_rows[packed_entry_index(g, source, row, k)];
+    return entry_row >= 0 ? p.weights[entry_row] : 0.0f;
+  }
   if (dest == g.rank) return p.weights[static_cast<size_t>(p.common.handle.recv_base[source] + row) * g.topk + k];
   return __ldcg(reinterpret_cast<const float*>(returned_slot(p, dest, row) + g.combine_slot.weights_offset) + k);
 }

@@ -12,14 +12,20 @@ namespace epc::kernels {
 
 namespace {
 
+// kPacked: the EXPERT_PACKED kernels (one node only). The parts take it as a template flag,
+// so FLAT kernels, one node or several, carry none of that code.
+template <bool kPackedLayout>
 struct DispatchParts {
   using Params = HtDispatchParams;
+  static constexpr bool kPacked = kPackedLayout;
   __device__ static uint64_t* step_counter(HtState* s) { return &s->dispatch_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->dispatch_done; }
-  __device__ static void prologue(const Params& p) { ht_dispatch_recv::write_counts(p); }
-  __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) { ht_dispatch_send::run(p, step, r); }
+  __device__ static void prologue(const Params& p) { ht_dispatch_recv::prologue<kPacked>(p); }
+  __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) {
+    ht_dispatch_send::run<kPacked>(p, step, r);
+  }
   __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) {
-    ht_dispatch_recv::run(p, step, r);
+    ht_dispatch_recv::run<kPacked>(p, step, r);
   }
   __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
     ht_dispatch_forward::run(p, step, r);
@@ -29,9 +35,10 @@ struct DispatchParts {
 }  // namespace
 
 cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream) {
-  return launch_ht_step<DispatchParts>(params, blocks, stream);
+  return params.packed ? launch_ht_step<DispatchParts<true>>(params, blocks, stream)
+                       : launch_ht_step<DispatchParts<false>>(params, blocks, stream);
 }
 
-size_t ht_dispatch_local_bytes() { return ht_step_local_bytes<DispatchParts>(); }
+size_t ht_dispatch_local_bytes() { return ht_step_local_bytes<DispatchParts<false>>(); }
 
 }  // namespace epc::kernels

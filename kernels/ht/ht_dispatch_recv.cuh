@@ -8,11 +8,27 @@
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_packed_rows.cuh"
 #include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
 
 namespace epc::kernels::ht_dispatch_recv {
+
+// EXPERT_PACKED: the slot [source][j]'s row into the rows of its local entries.
+__device__ __forceinline__ void copy_packed(const HtDispatchParams& p, const char* slot, int source, int j) {
+  const HtGeometry& g = p.common.geo;
+  const int k = lane_id();
+  int q = -1;
+  float weight = 0.0f;
+  if (k < g.topk) {
+    q = __ldcg(reinterpret_cast<const int32_t*>(slot + g.dispatch_slot.topk_offset) + k);
+    weight = __ldcg(reinterpret_cast<const float*>(slot + g.dispatch_slot.weights_offset) + k);
+  }
+  write_packed_rows<RowLoad::kCoherent>(p, reinterpret_cast<const int4*>(slot),
+                                        reinterpret_cast<const float*>(slot + g.dispatch_slot.scales_offset), q, weight,
+                                        source, j);
+}
 
 __device__ __forceinline__ void copy_row(const HtDispatchParams& p, const char* slot, int row) {
   const HtGeometry& g = p.common.geo;
@@ -38,6 +54,7 @@ __device__ __forceinline__ void copy_row(const HtDispatchParams& p, const char* 
 }
 
 // The layout's counts, for callers who asked for them.
+template <bool kPacked>
 __device__ __forceinline__ void write_counts(const HtDispatchParams& p) {
   const HtCommon& c = p.common;
   if (blockIdx.x != 0) return;
@@ -49,10 +66,32 @@ __device__ __forceinline__ void write_counts(const HtDispatchParams& p) {
     for (int l = threadIdx.x; l < c.geo.local_experts; l += blockDim.x)
       p.acc_expert_counts[l] += c.handle.expert_counts[l];
   }
-  if (p.out_num_recv != nullptr && threadIdx.x == 0) *p.out_num_recv = c.handle.recv_base[c.geo.nranks];
+  if constexpr (!kPacked) {
+    if (p.out_num_recv != nullptr && threadIdx.x == 0) *p.out_num_recv = c.handle.recv_base[c.geo.nranks];
+    return;
+  }
+  const int L = c.geo.local_experts;
+  for (int l = threadIdx.x; l <= L; l += blockDim.x) {
+    if (p.out_expert_offsets != nullptr) p.out_expert_offsets[l] = c.handle.expert_offsets[l];
+    if (p.out_expert_offsets64 != nullptr) p.out_expert_offsets64[l] = c.handle.expert_offsets[l];
+  }
+  if (p.out_num_recv != nullptr && threadIdx.x == 0) {
+    int entries = 0;
+    for (int l = 0; l < L; ++l) entries += c.handle.expert_counts[l];
+    *p.out_num_recv = entries;
+  }
+}
+
+// What receiving launches do first: EXPERT_PACKED padding (every block), the counts (block 0).
+// kPacked: EXPERT_PACKED (a template flag, so that FLAT kernels carry none of its code).
+template <bool kPacked>
+__device__ __forceinline__ void prologue(const HtDispatchParams& p) {
+  if (kPacked && p.zero_padding) zero_packed_padding(p);
+  write_counts<kPacked>(p);
 }
 
 // Returns false when a wait failed (recorded in the group's error).
+template <bool kPacked>
 __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -78,7 +117,12 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     const int base = c.handle.recv_base[source];
     for (int j = chunk_flag_start(flag); j < chunk_flag_end(flag); ++j) {
       const uint64_t offset = ht_slot_offset(p.channel.data_offset, source, j, g.max_tokens, g.dispatch_slot.bytes);
-      copy_row(p, static_cast<const char*>(c.transport.local(offset)), base + j);
+      const char* slot = static_cast<const char*>(c.transport.local(offset));
+      if constexpr (kPacked) {
+        copy_packed(p, slot, source, j);
+      } else {
+        copy_row(p, slot, base + j);
+      }
     }
   }
   return true;

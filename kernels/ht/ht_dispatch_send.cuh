@@ -13,6 +13,7 @@
 #include "kernels/device/row_copy.cuh"
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/ht/ht_dispatch_rail.cuh"
+#include "kernels/ht/ht_packed_rows.cuh"
 #include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_params.hpp"
@@ -38,6 +39,7 @@ __device__ __forceinline__ void entry_on(const HtDispatchParams& p, int t, int d
 }
 
 // The token's scales and entries into a peer's slot.
+template <bool kPacked>
 __device__ __forceinline__ void write_slot_extras(const HtDispatchParams& p, int t, int dest, char* slot) {
   const HtGeometry& g = p.common.geo;
   if (p.fp8) write_scales(p, t, reinterpret_cast<float*>(slot + g.dispatch_slot.scales_offset));
@@ -46,8 +48,24 @@ __device__ __forceinline__ void write_slot_extras(const HtDispatchParams& p, int
   int32_t local_expert;
   float weight;
   entry_on(p, t, dest, k, &local_expert, &weight);
+  // EXPERT_PACKED: the entry's place among this rank's entries for dest (ht_message.hpp).
+  if (kPacked && local_expert >= 0) local_expert = p.common.handle.entry_position[t * g.topk + k];
   reinterpret_cast<int32_t*>(slot + g.dispatch_slot.topk_offset)[k] = local_expert;
   reinterpret_cast<float*>(slot + g.dispatch_slot.weights_offset)[k] = weight;
+}
+
+// EXPERT_PACKED: a token this rank sends itself goes straight into its entries' rows.
+__device__ __forceinline__ void write_own_packed(const HtDispatchParams& p, int t, const int4* payload, int j) {
+  const HtGeometry& g = p.common.geo;
+  const int k = lane_id();
+  int32_t local = -1;
+  float weight = 0.0f;
+  if (k < g.topk) {
+    entry_on(p, t, g.rank, k, &local, &weight);
+    if (local >= 0) local = p.common.handle.entry_position[t * g.topk + k];
+  }
+  const float* scales = p.fp8 ? p.x_scales + static_cast<size_t>(t) * (g.hidden / kFp8BlockChannels) : nullptr;
+  write_packed_rows<RowLoad::kReadOnly>(p, payload, scales, local, weight, g.rank, j);
 }
 
 // The same for a token this rank sends itself: straight into the caller's outputs at `row`.
@@ -71,7 +89,8 @@ __device__ __forceinline__ int node_begin(const HtGeometry& g) { return g.node_o
 // Ranks of this node get the token directly; other nodes once each, through their rail peer
 // (ht_dispatch_rail.cuh). Rows a token sends itself skip the window: the payload goes
 // straight to out_x (at the row the receiving part would have copied it to) along with its
-// scales and entries.
+// scales and entries. kPacked: EXPERT_PACKED (one node only).
+template <bool kPacked>
 __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -84,7 +103,8 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
   for (int first = node_begin(g); first < node_end; first += kWarpSize) {
     // Lane i serves destination first + i: where the row goes there, if the token goes there.
     const int mine = first + lane_id();
-    const int row = mine < node_end ? rows[mine] : -1;
+    // EXPERT_PACKED rows for this rank take their own path (one row per local entry).
+    const int row = mine < node_end && !(kPacked && mine == g.rank) ? rows[mine] : -1;
     char* my_dst = nullptr;
     if (row >= 0 && mine == g.rank) {
       my_dst = static_cast<char*>(p.out_x) + static_cast<size_t>(own_row + row) * p.row_bytes;
@@ -101,11 +121,12 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
       if (dest == g.rank) {
         write_own_extras(p, t, own_row + __shfl_sync(0xffffffffu, row, owner));
       } else {
-        write_slot_extras(
+        write_slot_extras<kPacked>(
             p, t, dest, reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_dst), owner)));
       }
     }
   }
+  if (kPacked && rows[g.rank] >= 0) write_own_packed(p, t, payload, rows[g.rank]);
 }
 
 // Raises the chunk's flags at every other rank of this node (and publishes the rails to
@@ -129,6 +150,7 @@ __device__ __forceinline__ void publish_chunk(const HtDispatchParams& p, uint64_
 }
 
 // Returns false when a wait failed (recorded in the group's error).
+template <bool kPacked>
 __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -140,7 +162,7 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
   }
   for (int chunk = role.index; chunk < chunks; chunk += role.count) {
     const int end = min(c.num_tokens, (chunk + 1) * kHtChunkTokens);
-    for (int t = chunk * kHtChunkTokens; t < end; ++t) send_token(p, t);
+    for (int t = chunk * kHtChunkTokens; t < end; ++t) send_token<kPacked>(p, t);
     publish_chunk(p, step, chunk);
   }
   return true;

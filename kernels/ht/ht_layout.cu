@@ -65,6 +65,37 @@ __device__ void count_entries(const HtCommon& c) {
   __syncthreads();
 }
 
+// EXPERT_PACKED: zone l takes its entries rounded up to the alignment (one thread).
+__device__ void zone_offsets(const HtCommon& c, int alignment) {
+  int offset = 0;
+  for (int l = 0; l < c.geo.local_experts; ++l) {
+    c.handle.expert_offsets[l] = offset;
+    offset += (c.handle.expert_counts[l] + alignment - 1) / alignment * alignment;
+  }
+  c.handle.expert_offsets[c.geo.local_experts] = offset;
+}
+
+// EXPERT_PACKED: where source s's rows of local expert l start (sources ascending in each
+// zone), and where its entries of expert l start among its entries for this rank.
+__device__ void source_bases(const HtCommon& c, const volatile int32_t* received, int words) {
+  const int L = c.geo.local_experts, R = c.geo.nranks;
+  for (int l = threadIdx.x; l < L; l += blockDim.x) {
+    int base = c.handle.expert_offsets[l];
+    for (int s = 0; s < R; ++s) {
+      c.handle.expert_base[s * L + l] = base;
+      base += received[s * words + kHtLayoutHeaderWords + l];
+    }
+  }
+  for (int s = threadIdx.x; s < R; s += blockDim.x) {
+    int start = 0;
+    for (int l = 0; l < L; ++l) {
+      c.handle.source_starts[s * (L + 1) + l] = start;
+      start += received[s * words + kHtLayoutHeaderWords + l];
+    }
+    c.handle.source_starts[s * (L + 1) + L] = start;
+  }
+}
+
 __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParams p) {
   extern __shared__ int sent[];  // [R]
   __shared__ Scan::TempStorage scan;
@@ -118,7 +149,12 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
       base += c.handle.recv_count[s];
     }
     c.handle.recv_base[R] = base;
+    if (p.expert_alignment > 0) zone_offsets(c, p.expert_alignment);
     c.state->layout_step = step + 1;
+  }
+  if (p.expert_alignment > 0) {
+    __syncthreads();
+    source_bases(c, received, words);
   }
 }
 

@@ -58,6 +58,7 @@ __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
 template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
 __global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Params params) {
   if constexpr (kAcrossNodes) {
+    static_assert(!Parts::kPacked, "EXPERT_PACKED serves groups of one node");
     ht_step<Parts, kSend, kReceive, true>(params);
   } else {
     typename Parts::Params p = params;
@@ -82,12 +83,17 @@ cudaError_t launch_ht_step_kernels(const typename Parts::Params& params, int blo
 
 template <typename Parts>
 cudaError_t launch_ht_step(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
-  return params.common.forward_warps > 0 ? launch_ht_step_kernels<Parts, true>(params, blocks, stream)
-                                         : launch_ht_step_kernels<Parts, false>(params, blocks, stream);
+  if constexpr (Parts::kPacked) {
+    return launch_ht_step_kernels<Parts, false>(params, blocks, stream);  // one node (the handle checks)
+  } else {
+    return params.common.forward_warps > 0 ? launch_ht_step_kernels<Parts, true>(params, blocks, stream)
+                                           : launch_ht_step_kernels<Parts, false>(params, blocks, stream);
+  }
 }
 
 template <typename Parts>
 size_t ht_step_local_bytes() {
+  static_assert(!Parts::kPacked, "the FLAT kernels, whose stacks include the across-nodes ones");
   return max_local_bytes(ht_step_kernel<Parts, true, true, false>, ht_step_kernel<Parts, true, false, false>,
                          ht_step_kernel<Parts, false, true, false>, ht_step_kernel<Parts, true, true, true>,
                          ht_step_kernel<Parts, true, false, true>, ht_step_kernel<Parts, false, true, true>);

@@ -8,6 +8,9 @@
 //   scales   H/128 fp32 (fp8 payloads only; the space exists in every slot)
 //   topk     K int32: the local expert id of entry k where its expert is on d, else -1
 //   weights  K fp32: the weight of entry k where local, else 0
+// For EXPERT_PACKED handles, topk holds instead entry k's place q among s's entries for d in
+// (local expert, token, slot) order (-1 where not local): d finds the expert from the counts
+// per expert it received from s, and the entry's row from the expert's zone.
 // Combine: rank d returns the row it received at [s][j] into s's slot [d][j]:
 //   row      H bf16
 //   weights  K fp32 (carried only where dispatch receives out_topk_weights)

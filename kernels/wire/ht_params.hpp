@@ -101,6 +101,20 @@ struct HtHandleArrays {
   // expert ids (for the backward weights).
   int32_t* forwarded_rows;  // [nodes, T, node_size]
   int32_t* forwarded_topk;  // [nodes, T, K]
+  // EXPERT_PACKED handles only (else null). Sender side, from the routing: each entry's
+  // place q among this rank's entries for the destination rank hosting its expert, in
+  // (expert, token, slot) order.
+  int32_t* entry_position;  // [T, K], -1 where masked
+  // Receiver side, from the layout: where source s's entries of local expert l begin among
+  // its entries for this rank (q), where its rows of expert l begin, and the zones' starts
+  // (aligned; expert_offsets[L] is the rows the zones take).
+  int32_t* source_starts;   // [R, L + 1]
+  int32_t* expert_base;     // [R, L]
+  int32_t* expert_offsets;  // [L + 1]
+  // Written by dispatch, read by combine: the row of entry k of the token in slot [s][j]
+  // (-1 where not local) and its weight (0 without dispatch weights).
+  int32_t* entry_rows;   // [R, T, K]
+  float* entry_weights;  // [R, T, K]
 };
 
 struct HtCommon {
@@ -121,6 +135,22 @@ struct HtLayoutParams {
   HtCommon common;
   uint64_t slot_offset[kHtLayoutSlots];
   uint64_t words_offset;  // within a slot, where the words start
+  int expert_alignment;   // EXPERT_PACKED: zone alignment (>= 1); 0: FLAT (no zones)
+};
+
+// The sort that numbers an EXPERT_PACKED handle's entries per expert (ht_entry_order.cu).
+struct HtEntryOrder {
+  const int32_t* topk_idx;  // [entries]
+  int32_t* positions;       // [entries]: out (the handle's entry_position)
+  uint32_t* keys_in;        // [entries] scratch, as the three below
+  uint32_t* keys_out;
+  int32_t* values_in;
+  int32_t* values_out;
+  void* temp;
+  size_t temp_bytes;
+  int entries;  // B * K
+  int num_experts;
+  int local_experts;
 };
 
 // The three window areas of one direction (dispatch or combine).
@@ -146,8 +176,15 @@ struct HtDispatchParams {
   int32_t expert_id_base;      // added to the local expert ids out_topk_idx holds (global ids)
   int row_bytes;               // payload bytes of one row: H * element size of x
   bool fp8;
-  uint64_t rail_data_offset;   // [nodes][T] rail slots, with more than one node
-  uint64_t rail_flags_offset;  // [nodes][T/C] uint64 flags: chunk_flag(step, token mask, 0)
+  // EXPERT_PACKED (handle arrays entry_position .. entry_weights set): each entry's own row
+  // in expert zones; out_topk_weights is then [rows], out_topk_idx null. The launch reads
+  // `packed` to pick the packed kernels; the kernels take the layout as a template flag.
+  bool packed;
+  bool zero_padding;              // packed: zero the zones' padding rows, scales and weights
+  int32_t* out_expert_offsets;    // [L + 1] int32 or null
+  int64_t* out_expert_offsets64;  // [L + 1] int64 or null
+  uint64_t rail_data_offset;      // [nodes][T] rail slots, with more than one node
+  uint64_t rail_flags_offset;     // [nodes][T/C] uint64 flags: chunk_flag(step, token mask, 0)
 };
 
 struct HtCombineParams {
@@ -158,6 +195,11 @@ struct HtCombineParams {
   void* out;             // [B, H] of out_type
   float* out_weights;    // [B, K] or null
   SumOutput out_type;
+  // EXPERT_PACKED: x and weights are per row of the zones; the rows of one (token, rank) are
+  // summed into one partial on the expert's rank, each multiplied by its dispatch weight when
+  // `weighted` (EPC_WEIGHTING_SENDER). `packed` picks the kernels, as for dispatch.
+  bool packed;
+  bool weighted;
 };
 
 }  // namespace epc::kernels

@@ -140,15 +140,18 @@ void expect_bad_creations(EpcGroup* group, EpcGroup* ll_group, const HtShape& sh
   expect_invalid(create(group, c, &routing), "EPC_HANDLE_ZERO_PADDING", "ZERO_PADDING on FLAT");
   c = handle_config(EPC_SIZING_CAPACITY, 0x100u);
   expect_invalid(create(group, c, &routing), "EpcHandleConfig.flags", "handle flags 0x100");
-  for (EpcLayout layout : {EPC_LAYOUT_EXPERT_PADDED, EPC_LAYOUT_EXPERT_PACKED, EPC_LAYOUT_RANK_MAJOR}) {
+  for (EpcLayout layout : {EPC_LAYOUT_EXPERT_PADDED, EPC_LAYOUT_RANK_MAJOR}) {
     c = handle_config();
     c.layout = layout;
     expect_status(create(group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.layout",
                   "layout " + std::to_string(layout) + " on an HT group");
   }
-  c = handle_config();
-  c.layout = EPC_LAYOUT_FLAT;
-  expect_status(create(ll_group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.layout", "FLAT on an LL group");
+  for (EpcLayout layout : {EPC_LAYOUT_FLAT, EPC_LAYOUT_EXPERT_PACKED}) {
+    c = handle_config();
+    c.layout = layout;
+    expect_status(create(ll_group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.layout",
+                  "layout " + std::to_string(layout) + " on an LL group");
+  }
   c = handle_config(EPC_SIZING_EXACT);
   expect_invalid(create(ll_group, c, &routing), "EpcHandleConfig.sizing", "EXACT on an LL group (EXPERT_PADDED)");
   expect_invalid(epc_handle_create(group, nullptr, &routing, s, nullptr), "out_handle", "out_handle NULL");

@@ -144,8 +144,8 @@ HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std:
   for (int q = 0; q < p.nranks; ++q) {
     const std::size_t n = static_cast<std::size_t>(offsets[q][L]);
     if (y_per_rank[q].size() != n * H) {
-      throw std::invalid_argument("ht_combine_packed: y_per_rank[" + std::to_string(q) + "] must hold rows * hidden = " +
-                                  std::to_string(n * H) + " values");
+      throw std::invalid_argument("ht_combine_packed: y_per_rank[" + std::to_string(q) +
+                                  "] must hold rows * hidden = " + std::to_string(n * H) + " values");
     }
     if (backward && g_per_rank[q].size() != n) {
       throw std::invalid_argument("ht_combine_packed: g_per_rank[" + std::to_string(q) + "] must hold " +

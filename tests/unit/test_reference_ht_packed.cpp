@@ -140,8 +140,8 @@ TEST(HtPacked, WorstRows) {
   EXPECT_EQ(ht_packed_zone_rows(0, 128), 0);
   EXPECT_EQ(ht_packed_zone_rows(1, 128), 128);
   EXPECT_EQ(ht_packed_zone_rows(5, 0), 5);
-  EXPECT_EQ(ht_packed_worst_rows(5, 2, 4), 8);     // (1, 4) -> 4 + 4
-  EXPECT_EQ(ht_packed_worst_rows(3, 8, 4), 12);    // three zones of one entry
+  EXPECT_EQ(ht_packed_worst_rows(5, 2, 4), 8);   // (1, 4) -> 4 + 4
+  EXPECT_EQ(ht_packed_worst_rows(3, 8, 4), 12);  // three zones of one entry
   EXPECT_EQ(ht_packed_worst_rows(32768, 256, 1), 32768);
   EXPECT_EQ(ht_packed_worst_rows(32768, 256, 128), 32768 + 256 * 127 - (32768 + 256 * 127) % 128);
   EXPECT_THROW(ht_packed_zone_rows(3, -1), std::invalid_argument);

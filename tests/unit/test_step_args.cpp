@@ -87,7 +87,8 @@ TEST(HandleConfig, NullGivesTheModesDefaults) {
 }
 
 TEST(HandleConfig, LayoutsPerMode) {
-  // LL serves EXPERT_PADDED, HT serves FLAT; the other defined layouts are UNSUPPORTED.
+  // LL serves EXPERT_PADDED, HT serves FLAT and EXPERT_PACKED; the other defined layouts are
+  // UNSUPPORTED.
   struct Case {
     EpcMode mode;
     EpcLayout layout;
@@ -100,7 +101,7 @@ TEST(HandleConfig, LayoutsPerMode) {
       {EPC_MODE_LOW_LATENCY, EPC_LAYOUT_FLAT, EPC_ERR_UNSUPPORTED},
       {EPC_MODE_HIGH_THROUGHPUT, EPC_LAYOUT_FLAT, EPC_OK},
       {EPC_MODE_HIGH_THROUGHPUT, EPC_LAYOUT_EXPERT_PADDED, EPC_ERR_UNSUPPORTED},
-      {EPC_MODE_HIGH_THROUGHPUT, EPC_LAYOUT_EXPERT_PACKED, EPC_ERR_UNSUPPORTED},
+      {EPC_MODE_HIGH_THROUGHPUT, EPC_LAYOUT_EXPERT_PACKED, EPC_OK},
       {EPC_MODE_HIGH_THROUGHPUT, EPC_LAYOUT_RANK_MAJOR, EPC_ERR_UNSUPPORTED},
   };
   for (const Case& k : cases) {
@@ -133,9 +134,11 @@ TEST(HandleConfig, Sizing) {
                  EPC_ERR_INVALID_ARGUMENT, {"EpcHandleConfig", "sizing"}, "EXACT on EXPERT_PADDED (HT)");
   expect_outcome(resolve(handle_config(EPC_LAYOUT_RANK_MAJOR, EPC_SIZING_EXACT), EPC_MODE_HIGH_THROUGHPUT),
                  EPC_ERR_INVALID_ARGUMENT, {"EpcHandleConfig", "sizing"}, "EXACT on RANK_MAJOR");
-  // EXACT on EXPERT_PACKED is meaningful; the layout is what is not served.
-  expect_outcome(resolve(handle_config(EPC_LAYOUT_EXPERT_PACKED, EPC_SIZING_EXACT), EPC_MODE_HIGH_THROUGHPUT),
-                 EPC_ERR_UNSUPPORTED, {"EpcHandleConfig", "layout"}, "EXACT on EXPERT_PACKED");
+  // EXACT on EXPERT_PACKED is served on HT groups.
+  ASSERT_EQ(resolve(handle_config(EPC_LAYOUT_EXPERT_PACKED, EPC_SIZING_EXACT), EPC_MODE_HIGH_THROUGHPUT, &s).status,
+            EPC_OK);
+  EXPECT_EQ(s.layout, static_cast<EpcLayout>(EPC_LAYOUT_EXPERT_PACKED));
+  EXPECT_EQ(s.sizing, static_cast<EpcSizing>(EPC_SIZING_EXACT));
   for (uint32_t unknown : {2u, 0xFFFFFFFFu}) {
     expect_outcome(resolve(handle_config(EPC_LAYOUT_DEFAULT, unknown), EPC_MODE_HIGH_THROUGHPUT),
                    EPC_ERR_INVALID_ARGUMENT, {"EpcHandleConfig", "sizing"}, "unknown sizing");
@@ -179,12 +182,38 @@ TEST(HandleConfig, ExpertAlignmentAndFlags) {
       expect_outcome(resolve(c, mode), EPC_ERR_INVALID_ARGUMENT, {"EpcHandleConfig", "flags"}, "unknown handle flag");
     }
   }
-  // On EXPERT_PACKED both are meaningful; the layout is what is not served.
+  // On EXPERT_PACKED (HT) both are served; LL does not serve the layout.
   EpcHandleConfig packed = handle_config(EPC_LAYOUT_EXPERT_PACKED);
   packed.expert_alignment = 128;
   packed.flags = EPC_HANDLE_ZERO_PADDING;
-  expect_outcome(resolve(packed, EPC_MODE_HIGH_THROUGHPUT), EPC_ERR_UNSUPPORTED, {"EpcHandleConfig", "layout"},
-                 "EXPERT_PACKED with alignment and zero padding");
+  epc::HandleSetup s;
+  ASSERT_EQ(resolve(packed, EPC_MODE_HIGH_THROUGHPUT, &s).status, EPC_OK);
+  EXPECT_EQ(s.expert_alignment, 128u);
+  EXPECT_EQ(s.flags, static_cast<uint32_t>(EPC_HANDLE_ZERO_PADDING));
+  expect_outcome(resolve(packed, EPC_MODE_LOW_LATENCY), EPC_ERR_UNSUPPORTED, {"EpcHandleConfig", "layout"},
+                 "EXPERT_PACKED on LL");
+  packed.expert_alignment = 0;  // 0 means 1
+  ASSERT_EQ(resolve(packed, EPC_MODE_HIGH_THROUGHPUT, &s).status, EPC_OK);
+  EXPECT_EQ(s.expert_alignment, 1u);
+}
+
+TEST(HandleConfig, ExpertPackedCapacityIsTheMostAlignedZonesCanTake) {
+  // 4 ranks * T tokens of up to max_topk entries, over L zones of `alignment`.
+  const epc::GroupConfig g = group(EPC_MODE_HIGH_THROUGHPUT);
+  const uint64_t entries = worst(EPC_MODE_HIGH_THROUGHPUT) * g.max_topk;
+  const uint64_t L = g.local_experts(kRanks);
+  EXPECT_EQ(epc::ht_packed_worst_rows(entries, L, 0), entries);
+  EXPECT_EQ(epc::ht_packed_worst_rows(5, 2, 4), 8u);
+  EXPECT_EQ(epc::ht_packed_worst_rows(3, 8, 4), 12u);
+  EXPECT_EQ(epc::ht_packed_worst_rows(0, 8, 4), 0u);
+  EpcHandleConfig c = handle_config(EPC_LAYOUT_EXPERT_PACKED);
+  c.expert_alignment = 128;
+  epc::HandleSetup s;
+  ASSERT_EQ(resolve(c, EPC_MODE_HIGH_THROUGHPUT, &s).status, EPC_OK);
+  EXPECT_EQ(s.capacity, (entries + L * 127) / 128 * 128);
+  c.capacity = s.capacity - 1;
+  expect_outcome(resolve(c, EPC_MODE_HIGH_THROUGHPUT), EPC_ERR_UNSUPPORTED, {"EpcHandleConfig", "capacity"},
+                 "EXPERT_PACKED capacity below the worst case");
 }
 
 // A caller's struct of `size` bytes: `value`'s first min(size, sizeof) bytes, then `tail`

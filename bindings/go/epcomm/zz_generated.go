@@ -40,7 +40,8 @@ const (
 	// SlotNone is EPC_SLOT_NONE, 0xFFFFFFFFu.
 	SlotNone = 4294967295
 	// HandleZeroPadding is EPC_HANDLE_ZERO_PADDING, 0x1u: dispatch zero-fills padding rows and
-	// scales (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0).
+	// scales (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0). Padding rows: a zone's rows past its
+	// count; rows past the last zone are never written.
 	HandleZeroPadding = 1
 	// HandleGlobalExpertIDs is EPC_HANDLE_GLOBAL_EXPERT_IDS, 0x2u: out_topk_idx holds global
 	// expert ids (rank * L + local id); else local ids.

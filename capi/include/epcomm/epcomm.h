@@ -280,7 +280,11 @@ typedef struct EpcPlan {
   uint64_t symmetric_bytes;   /* per rank: the registered window (its regions, aligned) */
   uint64_t workspace_bytes;   /* per rank: other device memory the group holds */
   uint64_t handle_bytes;      /* device memory one handle with the default EpcHandleConfig
-                                 holds */
+                                 holds: the mode's default layout only (the plan is per
+                                 group, the layout per handle); an HT EXPERT_PACKED handle
+                                 holds more: per-entry arrays of (2 * R + 5) * T *
+                                 max_topk 4-byte words, [R, L] starts and a sort's
+                                 scratch */
   uint64_t recv_capacity;     /* after defaults */
   uint32_t num_sms;           /* SM budget the kernels use */
   uint32_t warps_per_block;   /* threads per block / 32 */
@@ -432,7 +436,9 @@ typedef uint32_t EpcSizing;
                                  EXPERT_PACKED only */
 
 #define EPC_HANDLE_ZERO_PADDING 0x1u      /* dispatch zero-fills padding rows and scales
-                                             (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0) */
+                                             (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0).
+                                             Padding rows: a zone's rows past its count;
+                                             rows past the last zone are never written */
 #define EPC_HANDLE_GLOBAL_EXPERT_IDS 0x2u /* out_topk_idx holds global expert ids
                                              (rank * L + local id); else local ids */
 
@@ -616,7 +622,8 @@ typedef struct EpcDispatchArgs {
   const EpcTensor* out_rank_counts;        /* [R] int32: tokens received per source rank
                                               (RANK_MAJOR) */
   const EpcTensor* out_num_recv;           /* [1] int32: rows that arrived, before any drop
-                                              (FLAT, EXPERT_PACKED) */
+                                              (FLAT, EXPERT_PACKED; there one per
+                                              (token, entry), padding excluded) */
   const EpcTensor* out_expert_counts_host; /* [L] int32 in pinned host memory: a copy of the
                                               per-expert counts queued after the step;
                                               read it once the stream has passed */

@@ -158,7 +158,7 @@ const EPC_SIZING_CAPACITY = EpcSizing(0)  # rows = capacity: no host synchronisa
 
 const EPC_SIZING_EXACT = EpcSizing(1)  # rows = what this rank receives: create (with routing) and update wait once for the count exchange. FLAT and EXPERT_PACKED only
 
-const EPC_HANDLE_ZERO_PADDING = UInt32(0x1)  # dispatch zero-fills padding rows and scales (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0)
+const EPC_HANDLE_ZERO_PADDING = UInt32(0x1)  # dispatch zero-fills padding rows and scales (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0). Padding rows: a zone's rows past its count; rows past the last zone are never written
 
 const EPC_HANDLE_GLOBAL_EXPERT_IDS = UInt32(0x2)  # out_topk_idx holds global expert ids (rank * L + local id); else local ids
 
@@ -265,7 +265,7 @@ struct EpcPlan
     num_slots::UInt32  # buffer slots steps rotate through: 2 (LL), 1 (HT)
     symmetric_bytes::UInt64  # per rank: the registered window (its regions, aligned)
     workspace_bytes::UInt64  # per rank: other device memory the group holds
-    handle_bytes::UInt64  # device memory one handle with the default EpcHandleConfig holds
+    handle_bytes::UInt64  # device memory one handle with the default EpcHandleConfig holds: the mode's default layout only (the plan is per group, the layout per handle); an HT EXPERT_PACKED handle holds more: per-entry arrays of (2 * R + 5) * T * max_topk 4-byte words, [R, L] starts and a sort's scratch
     recv_capacity::UInt64  # after defaults
     num_sms::UInt32  # SM budget the kernels use
     warps_per_block::UInt32  # threads per block / 32
@@ -386,7 +386,7 @@ struct EpcDispatchArgs
     out_expert_counts::Ptr{EpcTensor}  # [L] int32: rows written per local expert (FLAT: received (token, entry) pairs)
     out_expert_offsets::Ptr{EpcTensor}  # [L + 1] int32 or int64: zone starts (EXPERT_PACKED)
     out_rank_counts::Ptr{EpcTensor}  # [R] int32: tokens received per source rank (RANK_MAJOR)
-    out_num_recv::Ptr{EpcTensor}  # [1] int32: rows that arrived, before any drop (FLAT, EXPERT_PACKED)
+    out_num_recv::Ptr{EpcTensor}  # [1] int32: rows that arrived, before any drop (FLAT, EXPERT_PACKED; there one per (token, entry), padding excluded)
     out_expert_counts_host::Ptr{EpcTensor}  # [L] int32 in pinned host memory: a copy of the per-expert counts queued after the step; read it once the stream has passed
     acc_expert_counts::Ptr{EpcTensor}  # [L] int64: rows per local expert are added at every step (load-balancer statistics); the caller zeroes it
 end

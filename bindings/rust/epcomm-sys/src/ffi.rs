@@ -309,7 +309,11 @@ pub struct EpcPlan {
     /// per rank: other device memory the group holds
     pub workspace_bytes: u64,
     /// device memory one handle with the default EpcHandleConfig
-    /// holds
+    /// holds: the mode's default layout only (the plan is per
+    /// group, the layout per handle); an HT EXPERT_PACKED handle
+    /// holds more: per-entry arrays of (2 * R + 5) * T *
+    /// max_topk 4-byte words, \[R, L\] starts and a sort's
+    /// scratch
     pub handle_bytes: u64,
     /// after defaults
     pub recv_capacity: u64,
@@ -454,7 +458,9 @@ pub const EPC_SIZING_CAPACITY: EpcSizing = 0;
 pub const EPC_SIZING_EXACT: EpcSizing = 1;
 
 /// dispatch zero-fills padding rows and scales
-/// (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0)
+/// (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0).
+/// Padding rows: a zone's rows past its count;
+/// rows past the last zone are never written
 pub const EPC_HANDLE_ZERO_PADDING: u32 = 0x1;
 
 /// out_topk_idx holds global expert ids
@@ -703,7 +709,8 @@ pub struct EpcDispatchArgs {
     /// (RANK_MAJOR)
     pub out_rank_counts: *const EpcTensor,
     /// \[1\] int32: rows that arrived, before any drop
-    /// (FLAT, EXPERT_PACKED)
+    /// (FLAT, EXPERT_PACKED; there one per
+    /// (token, entry), padding excluded)
     pub out_num_recv: *const EpcTensor,
     /// \[L\] int32 in pinned host memory: a copy of the
     /// per-expert counts queued after the step;

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+// The EXPERT_PACKED layout's device parts, shared by dispatch's senders (rows this rank
+// sends itself) and receivers (rows from peers' slots), and by combine's senders and
+// receivers: a token's rows go to one row per local entry, in zones of each local expert;
+// combine sums those rows of a token back into one bf16 partial per (token, rank).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/device/bf16.cuh"
+#include "kernels/device/row_copy.cuh"
+#include "kernels/device/warp.cuh"
+#include "kernels/wire/ht_params.hpp"
+
+namespace epc::kernels {
+
+// Index of entry k of the token in slot [source][j] in the handle's entry arrays.
+__device__ __forceinline__ size_t packed_entry_index(const HtGeometry& g, int source, int j, int k) {
+  return (static_cast<size_t>(source) * g.max_tokens + j) * g.topk + k;
+}
+
+// The row of the entry at place q among source's entries for this rank (ht_message.hpp):
+// its local expert l is the last whose entries start at or before q.
+__device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int q) {
+  const int L = c.geo.local_experts;
+  const int32_t* starts = c.handle.source_starts + static_cast<size_t>(source) * (L + 1);
+  int lo = 0, hi = L - 1;  // starts[lo] <= q < starts[hi + 1]
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (starts[mid] <= q) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return c.handle.expert_base[source * L + lo] + q - starts[lo];
+}
+
+// Copies one token's payload (`src`, and its fp32 scales with fp8) into the row of each of
+// its local entries. Lane k < K holds entry k: `q` its place among the source's entries for
+// this rank (-1: not on this rank), `weight`. Records each entry's row and weight for
+// combine. Every lane must call.
+template <RowLoad kLoad>
+__device__ __forceinline__ void write_packed_rows(const HtDispatchParams& p, const int4* src, const float* src_scales,
+                                                  int q, float weight, int source, int j) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  const int k = lane_id();
+  const int row = k < g.topk && q >= 0 ? packed_row_of(c, source, q) : -1;
+  if (k < g.topk) {
+    const size_t at = packed_entry_index(g, source, j, k);
+    c.handle.entry_rows[at] = row;
+    c.handle.entry_weights[at] = row >= 0 ? weight : 0.0f;
+    if (row >= 0 && p.out_topk_weights != nullptr) p.out_topk_weights[row] = weight;
+  }
+  const unsigned rows = __ballot_sync(0xffffffffu, row >= 0);
+  if (rows == 0) return;
+  int4* dst = row >= 0 ? reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * p.row_bytes)
+                       : nullptr;
+  warp_copy_row_to_lanes<kLoad>(src, p.row_bytes / 16, rows, dst);
+  if (!p.fp8) return;
+  const int blocks = g.hidden / kFp8BlockChannels;
+  for (unsigned rest = rows; rest != 0; rest &= rest - 1) {
+    const int to = __shfl_sync(0xffffffffu, row, __ffs(rest) - 1);
+    for (int b = lane_id(); b < blocks; b += kWarpSize) {
+      p.out_scales[static_cast<size_t>(to) * blocks + b] =
+          kLoad == RowLoad::kReadOnly ? __ldg(src_scales + b) : __ldcg(src_scales + b);
+    }
+  }
+}
+
+// EPC_HANDLE_ZERO_PADDING: every thread of the grid zeroes a share of the rows between each
+// zone's entries and its end (payload, scales, out_topk_weights). Disjoint from every row
+// dispatch writes, so it needs no ordering with them.
+__device__ __forceinline__ void zero_packed_padding(const HtDispatchParams& p) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  const int thread = blockIdx.x * blockDim.x + threadIdx.x, threads = gridDim.x * blockDim.x;
+  const int scale_bytes = p.fp8 ? g.hidden / kFp8BlockChannels * 4 : 0;
+  for (int l = 0; l < g.local_experts; ++l) {
+    const int first = c.handle.expert_offsets[l] + c.handle.expert_counts[l], end = c.handle.expert_offsets[l + 1];
+    if (first >= end) continue;
+    int4* rows = reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(first) * p.row_bytes);
+    const size_t vectors = static_cast<size_t>(end - first) * p.row_bytes / 16;
+    for (size_t i = thread; i < vectors; i += threads) rows[i] = make_int4(0, 0, 0, 0);
+    if (scale_bytes > 0) {
+      float* scales = p.out_scales + static_cast<size_t>(first) * (scale_bytes / 4);
+      for (size_t i = thread; i < static_cast<size_t>(end - first) * (scale_bytes / 4); i += threads) scales[i] = 0.0f;
+    }
+    if (p.out_topk_weights != nullptr) {
+      for (int r = first + thread; r < end; r += threads) p.out_topk_weights[r] = 0.0f;
+    }
+  }
+}
+
+// Combine: vector `i` (8 bf16 channels) of the partial of the token whose rows lanes hold
+// (lane k < K: entry k's row, -1 where none, and its weight): the rows multiplied by their
+// weights (or as given) and summed in fp32 in top-k order, rounded once to bf16.
+__device__ __forceinline__ int4 packed_partial_vector(const HtCombineParams& p, int my_row, float my_weight, int i) {
+  const HtGeometry& g = p.common.geo;
+  float acc[kHalfChannelsPerVector];
+#pragma unroll
+  for (int e = 0; e < kHalfChannelsPerVector; ++e) acc[e] = 0.0f;
+  for (int k = 0; k < g.topk; ++k) {
+    const int row = __shfl_sync(0xffffffffu, my_row, k);
+    if (row < 0) continue;
+    const float w = p.weighted ? __shfl_sync(0xffffffffu, my_weight, k) : 1.0f;
+    const int4 raw = __ldg(reinterpret_cast<const int4*>(p.x + static_cast<size_t>(row) * g.hidden) + i);
+    const uint16_t* bits = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+    for (int e = 0; e < kHalfChannelsPerVector; ++e)
+      acc[e] = add_rounded_product(acc[e], w, bf16_bits_to_float(bits[e]));
+  }
+  int4 out;
+  uint16_t* bits = reinterpret_cast<uint16_t*>(&out);
+#pragma unroll
+  for (int e = 0; e < kHalfChannelsPerVector; ++e) bits[e] = float_to_bf16_bits(acc[e]);
+  return out;
+}
+
+// Lane k's entry of the token in slot [source][j]: its row and weight.
+__device__ __forceinline__ void packed_entry(const HtCommon& c, int source, int j, int* row, float* weight) {
+  const int k = lane_id();
+  *row = -1;
+  *weight = 0.0f;
+  if (k >= c.geo.topk) return;
+  const size_t at = packed_entry_index(c.geo, source, j, k);
+  *row = c.handle.entry_rows[at];
+  *weight = c.handle.entry_weights[at];
+}
+
+// Combine's sender: the partial of the token in slot [source][j] into a peer's slot, with
+// each entry's backward weight (the weight gradient of its row) where weights travel.
+__device__ __forceinline__ void write_packed_partial(const HtCombineParams& p, int source, int j, char* slot) {
+  const HtGeometry& g = p.common.geo;
+  int row;
+  float weight;
+  packed_entry(p.common, source, j, &row, &weight);
+  int4* out = reinterpret_cast<int4*>(slot);
+  const int vectors = g.hidden / kHalfChannelsPerVector;
+  // Every lane runs the same number of iterations: the partial shuffles across the warp.
+  for (int base = 0; base < vectors; base += kWarpSize) {
+    const int i = base + lane_id();
+    const int4 v = packed_partial_vector(p, row, weight, i < vectors ? i : 0);
+    if (i < vectors) out[i] = v;
+  }
+  if (p.weights != nullptr && lane_id() < g.topk) {
+    reinterpret_cast<float*>(slot + g.combine_slot.weights_offset)[lane_id()] =
+        row >= 0 ? __ldg(p.weights + row) : 0.0f;
+  }
+}
+
+}  // namespace epc::kernels

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+// HT EPC_LAYOUT_EXPERT_PACKED on real GPUs, compared bit for bit with the reference model
+// (ref::ht_dispatch_packed, ref::ht_combine_packed): rows, scales, per-row weights, counts,
+// offsets and entries received; padding rows zeroed with EPC_HANDLE_ZERO_PADDING and left
+// untouched (still the 0xFF poison) without it; combine weighted on the expert's rank
+// (the default) and as given, with backward weights. Every rank builds the same problem and
+// checks its own part.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/gpu/ht_case.hpp"
+#include "tests/gpu/rank_context.hpp"
+#include "tests/reference/reference_ht_packed.hpp"
+
+namespace epc::gputest::ht {
+namespace {
+
+struct PackedCase {
+  int alignment;
+  bool zero_padding;
+  EpcSizing sizing;
+  bool fp8;
+  EpcDtype offsets_dtype;
+};
+
+// First mismatching byte of rows [0, rows) of `row_bytes`, or -1.
+int64_t first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, int64_t bytes) {
+  for (int64_t i = 0; i < bytes; ++i) {
+    if (got[i] != want[i]) return i;
+  }
+  return -1;
+}
+
+void run_case(const PackedCase& k, uint64_t seed) {
+  const std::string label = "alignment " + std::to_string(k.alignment) + (k.zero_padding ? " zero-padded " : " ") +
+                            sizing_name(k.sizing) + (k.fp8 ? " fp8" : " bf16");
+  const HtShape shape = world_shape(8, 2048, 128, 8);
+  ProblemSpec spec = random_spec(8, seed);
+  spec.fp8 = k.fp8;
+  spec.duplicates = seed % 2 == 0;
+  const ref::Problem p = make_problem(shape, spec);
+  const int rank = my_rank(), R = shape.nranks, L = shape.local_experts(), H = shape.hidden, K = p.topk;
+  ref::HtPackedOptions po;
+  po.alignment = k.alignment;
+  po.payload = k.fp8 ? ref::HtPayload::kFp8 : ref::HtPayload::k16Bit;
+  const std::vector<ref::HtPackedResult> all = ref::ht_dispatch_packed(p, po);
+  const ref::HtPackedResult& want = all[rank];
+  std::mt19937_64 engine(seed + 7);
+  std::vector<std::vector<uint16_t>> y(R);
+  std::vector<std::vector<float>> g(R);
+  for (int q = 0; q < R; ++q) {
+    for (int64_t i = 0; i < int64_t{all[q].rows} * H; ++i) y[q].push_back(random_bf16(engine));
+    for (int i = 0; i < all[q].rows; ++i) g[q].push_back(static_cast<float>(q * 1000 + i));
+  }
+  const ref::HtCombineResult weighted = ref::ht_combine_packed(p, y, true, k.alignment, g);
+  const ref::HtCombineResult plain = ref::ht_combine_packed(p, y, false, k.alignment);
+  const ref::RankTokens& mine = p.ranks[rank];
+  const int B = mine.num_tokens;
+
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
+  Stream owned_stream;
+  cudaStream_t stream = owned_stream.get();
+  EpcHandleConfig hc = handle_config(k.sizing, k.zero_padding ? EPC_HANDLE_ZERO_PADDING : 0);
+  hc.layout = EPC_LAYOUT_EXPERT_PACKED;
+  hc.expert_alignment = static_cast<uint32_t>(k.alignment);
+  DeviceMemory idx, x, xs, w;
+  ASSERT_TRUE(idx.allocate(sizeof(int64_t) * std::max<size_t>(1, mine.topk_idx.size()), "topk_idx"));
+  ASSERT_TRUE(upload_bytes(idx.get(), mine.topk_idx.data(), sizeof(int64_t) * mine.topk_idx.size(), stream, "idx"));
+  EpcTensor idx_t = make_tensor(idx.get(), EPC_DTYPE_INT64, {B, K});
+  HandlePtr handle;
+  ASSERT_TRUE(create_handle_with(group.get(), hc, &idx_t, stream, handle, label));
+  EpcHandleInfo info = EPC_HANDLE_INFO_INIT;
+  ASSERT_TRUE(query_handle(handle.get(), info));
+  const int64_t rows = info.rows;
+  const int64_t worst =
+      ((int64_t{R} * shape.max_tokens * shape.max_topk) + int64_t{L} * (k.alignment - 1)) / k.alignment * k.alignment;
+  EXPECT_EQ(rows, k.sizing == EPC_SIZING_EXACT ? want.rows : worst) << label;
+  EXPECT_EQ(info.expert_alignment, static_cast<uint32_t>(k.alignment)) << label;
+
+  const int row_bytes = want.row_bytes, scale_bytes = want.scale_bytes;
+  const int S = H / 128;
+  ASSERT_TRUE(x.allocate(std::max<size_t>(1, size_t(B) * row_bytes), "x"));
+  ASSERT_TRUE(xs.allocate(std::max<size_t>(1, size_t(B) * S * 4), "x_scales"));
+  ASSERT_TRUE(w.allocate(std::max<size_t>(1, mine.topk_weights.size() * 4), "w"));
+  if (k.fp8) {
+    ASSERT_TRUE(upload_bytes(x.get(), mine.x_fp8.data(), size_t(B) * row_bytes, stream, "x"));
+    ASSERT_TRUE(upload_bytes(xs.get(), mine.fp8_scales.data(), size_t(B) * S * 4, stream, "x_scales"));
+  } else {
+    ASSERT_TRUE(upload_bytes(x.get(), mine.x.data(), size_t(B) * row_bytes, stream, "x"));
+  }
+  ASSERT_TRUE(upload_bytes(w.get(), mine.topk_weights.data(), mine.topk_weights.size() * 4, stream, "w"));
+  DeviceMemory out_x, out_s, out_w, counts, offsets, num;
+  ASSERT_TRUE(out_x.allocate(size_t(rows) * row_bytes, "out_x"));
+  ASSERT_TRUE(out_s.allocate(size_t(rows) * S * 4 + 4, "out_scales"));
+  ASSERT_TRUE(out_w.allocate(size_t(rows) * 4, "out_w"));
+  ASSERT_TRUE(counts.allocate(L * 4, "counts"));
+  ASSERT_TRUE(offsets.allocate((L + 1) * 8, "offsets"));
+  ASSERT_TRUE(num.allocate(4, "num"));
+  for (DeviceMemory* m : {&out_x, &out_s, &out_w, &counts, &offsets, &num})
+    ASSERT_EQ(cudaMemsetAsync(m->get(), 0xFF, m->bytes(), stream), cudaSuccess);
+
+  const EpcDtype xd = k.fp8 ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
+  const EpcTensor x_t = make_tensor(x.get(), xd, {B, H}), xs_t = make_tensor(xs.get(), EPC_DTYPE_FP32, {B, S});
+  const EpcTensor w_t = make_tensor(w.get(), EPC_DTYPE_FP32, {B, K});
+  const EpcTensor ox_t = make_tensor(out_x.get(), xd, {rows, H}),
+                  os_t = make_tensor(out_s.get(), EPC_DTYPE_FP32, {rows, S});
+  const EpcTensor ow_t = make_tensor(out_w.get(), EPC_DTYPE_FP32, {rows});
+  const EpcTensor c_t = make_tensor(counts.get(), EPC_DTYPE_INT32, {L});
+  const EpcTensor off_t = make_tensor(offsets.get(), k.offsets_dtype, {L + 1});
+  const EpcTensor n_t = make_tensor(num.get(), EPC_DTYPE_INT32, {1});
+  EpcDispatchArgs da = EPC_DISPATCH_ARGS_INIT;
+  da.x = &x_t;
+  da.topk_weights = &w_t;
+  da.out_x = &ox_t;
+  da.out_topk_weights = &ow_t;
+  da.out_expert_counts = &c_t;
+  da.out_expert_offsets = &off_t;
+  da.out_num_recv = &n_t;
+  if (k.fp8) {
+    da.quant = EPC_QUANT_PASSTHROUGH;
+    da.x_scales = &xs_t;
+    da.out_scales = &os_t;
+  }
+  ASSERT_EQ(epc_dispatch(handle.get(), &da, stream), EPC_OK) << label;
+
+  std::vector<uint8_t> got_x(size_t(rows) * row_bytes), got_s(size_t(rows) * S * 4);
+  std::vector<float> got_w(rows);
+  std::vector<int32_t> got_c(L), got_n(1);
+  std::vector<uint8_t> got_off((L + 1) * 8);
+  ASSERT_TRUE(download_and_wait({{got_x.data(), out_x.get(), got_x.size(), "out_x"},
+                                 {got_s.data(), out_s.get(), got_s.size(), "out_scales"},
+                                 {got_w.data(), out_w.get(), got_w.size() * 4, "out_w"},
+                                 {got_c.data(), counts.get(), L * 4u, "counts"},
+                                 {got_off.data(), offsets.get(), got_off.size(), "offsets"},
+                                 {got_n.data(), num.get(), 4, "num"}},
+                                stream));
+  EXPECT_EQ(got_c, want.expert_counts) << label;
+  EXPECT_EQ(got_n[0], want.num_recv) << label;
+  for (int l = 0; l <= L; ++l) {
+    const int64_t v = k.offsets_dtype == EPC_DTYPE_INT64 ? reinterpret_cast<const int64_t*>(got_off.data())[l]
+                                                         : reinterpret_cast<const int32_t*>(got_off.data())[l];
+    EXPECT_EQ(v, want.expert_offsets[l]) << label << " offset " << l;
+  }
+  // Entry rows as the model says; padding rows zero (ZERO_PADDING) or untouched (0xFF).
+  std::vector<uint8_t> expect_x(got_x.begin(), got_x.begin() + int64_t{want.rows} * row_bytes);
+  std::vector<uint8_t> expect_s(got_s.begin(), got_s.begin() + int64_t{want.rows} * scale_bytes);
+  std::vector<float> expect_w(got_w.begin(), got_w.begin() + want.rows);
+  for (int r = 0; r < want.rows; ++r) {
+    const bool padding = want.src[r].src_rank < 0;
+    if (padding && !k.zero_padding) {
+      std::memset(expect_x.data() + int64_t{r} * row_bytes, 0xFF, row_bytes);
+      if (scale_bytes > 0) std::memset(expect_s.data() + int64_t{r} * scale_bytes, 0xFF, scale_bytes);
+      std::memset(&expect_w[r], 0xFF, 4);
+      continue;
+    }
+    std::memcpy(expect_x.data() + int64_t{r} * row_bytes, want.payload.data() + int64_t{r} * row_bytes, row_bytes);
+    if (scale_bytes > 0)
+      std::memcpy(expect_s.data() + int64_t{r} * scale_bytes, want.scales.data() + int64_t{r} * scale_bytes,
+                  scale_bytes);
+    expect_w[r] = want.weights[r];
+  }
+  std::vector<uint8_t> got_x_used(got_x.begin(), got_x.begin() + int64_t{want.rows} * row_bytes);
+  EXPECT_EQ(first_mismatch(got_x_used, expect_x, int64_t{want.rows} * row_bytes), -1) << label << " out_x";
+  if (scale_bytes > 0) {
+    std::vector<uint8_t> got_s_used(got_s.begin(), got_s.begin() + int64_t{want.rows} * scale_bytes);
+    EXPECT_EQ(first_mismatch(got_s_used, expect_s, int64_t{want.rows} * scale_bytes), -1) << label << " out_scales";
+  }
+  std::vector<float> got_w_used(got_w.begin(), got_w.begin() + want.rows);
+  EXPECT_EQ(std::memcmp(got_w_used.data(), expect_w.data(), expect_w.size() * 4), 0) << label << " out_topk_weights";
+
+  // Combine: x [rows, H] (rows past the zones' NaN), weighted (default) with backward weights,
+  // then as given.
+  DeviceMemory cx, cg, out, out_g;
+  ASSERT_TRUE(cx.allocate(size_t(rows) * H * 2, "combine x"));
+  ASSERT_TRUE(cg.allocate(size_t(rows) * 4, "combine w"));
+  ASSERT_TRUE(out.allocate(std::max<size_t>(1, size_t(B) * H * 2), "out"));
+  ASSERT_TRUE(out_g.allocate(std::max<size_t>(1, size_t(B) * K * 4), "out_w"));
+  ASSERT_EQ(cudaMemsetAsync(cx.get(), 0xFF, cx.bytes(), stream), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(cg.get(), 0xFF, cg.bytes(), stream), cudaSuccess);
+  ASSERT_TRUE(upload_bytes(cx.get(), y[rank].data(), y[rank].size() * 2, stream, "combine x"));
+  ASSERT_TRUE(upload_bytes(cg.get(), g[rank].data(), g[rank].size() * 4, stream, "combine w"));
+  const EpcTensor cx_t = make_tensor(cx.get(), EPC_DTYPE_BF16, {rows, H});
+  const EpcTensor cg_t = make_tensor(cg.get(), EPC_DTYPE_FP32, {rows});
+  const EpcTensor out_t = make_tensor(out.get(), EPC_DTYPE_BF16, {B, H});
+  const EpcTensor og_t = make_tensor(out_g.get(), EPC_DTYPE_FP32, {B, K});
+  for (int pass = 0; pass < 2; ++pass) {
+    EpcCombineArgs ca = EPC_COMBINE_ARGS_INIT;
+    ca.x = &cx_t;
+    ca.out = &out_t;
+    if (pass == 0) {
+      ca.topk_weights = &cg_t;
+      ca.out_topk_weights = &og_t;
+    } else {
+      ca.weighting = EPC_WEIGHTING_NONE;
+    }
+    ASSERT_EQ(epc_combine(handle.get(), &ca, stream), EPC_OK) << label;
+    std::vector<uint16_t> got_out(size_t(B) * H);
+    std::vector<float> got_g(size_t(B) * K);
+    ASSERT_TRUE(download_and_wait({{got_out.data(), out.get(), got_out.size() * 2, "out"},
+                                   {got_g.data(), out_g.get(), pass == 0 ? got_g.size() * 4 : 0, "out_w"}},
+                                  stream));
+    const ref::HtCombineResult& wc = pass == 0 ? weighted : plain;
+    EXPECT_EQ(got_out, wc.x[rank]) << label << (pass == 0 ? " combine weighted" : " combine as given");
+    if (pass == 0) EXPECT_EQ(got_g, weighted.topk_weights[rank]) << label << " backward weights";
+  }
+}
+
+TEST(HighThroughputPacked, MatchesTheReference) {
+  const PackedCase cases[] = {
+      // alignment, zero padding, sizing, fp8, offsets dtype
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32},       // bf16, no alignment
+      {128, true, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64},      // DeepGEMM's alignment, zeroed
+      {128, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32},  // default capacity
+      {7, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64},      // fp8, odd alignment
+      {16, false, EPC_SIZING_EXACT, true, EPC_DTYPE_INT32},       // fp8
+  };
+  uint64_t seed = 31000;
+  for (const PackedCase& k : cases) run_case(k, seed++);
+}
+
+}  // namespace
+}  // namespace epc::gputest::ht
