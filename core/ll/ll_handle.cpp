@@ -116,13 +116,15 @@ int LlHandle::blocks(int items) const {
   return items < 1 ? 1 : (items < budget ? items : budget);
 }
 
-int LlHandle::message_slices() const {
-  // Few messages leave most SMs idle: split each message's row over up to
-  // kLlMaxMessageSlices blocks instead.
-  const int messages = group_.topology().nranks * (num_tokens_ > 0 ? num_tokens_ : 1);
-  const int slices = static_cast<int>(group_.config().num_sms) / messages;
+int LlHandle::slices_for(int items) const {
+  // Few items leave most SMs idle: split each row over up to kLlMaxMessageSlices blocks.
+  const int slices = static_cast<int>(group_.config().num_sms) / (items > 0 ? items : 1);
   return slices < 1 ? 1 : (slices > kernels::kLlMaxMessageSlices ? kernels::kLlMaxMessageSlices : slices);
 }
+
+int LlHandle::message_slices() const { return slices_for(group_.topology().nranks * num_tokens_); }
+
+int LlHandle::token_blocks() const { return blocks(num_tokens_ * slices_for(num_tokens_)); }
 
 int LlHandle::message_blocks() const {
   // One block per (message, slice), and the loops stride over the grid, so any count is
@@ -220,16 +222,17 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.out_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : counts_;
   p.acc_counts = counts.accumulated;
   p.message_slices = message_slices();
+  p.token_slices = slices_for(num_tokens_);
   p.payload = fp8 ? kernels::LlPayload::kFp8 : kernels::LlPayload::kHalf;
   p.round_scale_ue8m0 = (a.flags & EPC_DISPATCH_POW2_SCALES) != 0;
 
   DeviceGuard guard(group_.device());
   if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
-    check_cuda(kernels::launch_ll_dispatch(p, blocks(num_tokens_), message_blocks(), stream), "launching the dispatch");
+    check_cuda(kernels::launch_ll_dispatch(p, token_blocks(), message_blocks(), stream), "launching the dispatch");
     copy_counts_to_host(counts, p.out_counts, L, stream);
     return;
   }
-  check_cuda(kernels::launch_ll_dispatch_send(p, blocks(num_tokens_), stream), "launching the dispatch send");
+  check_cuda(kernels::launch_ll_dispatch_send(p, token_blocks(), stream), "launching the dispatch send");
   pending_ = EPC_PENDING_DISPATCH;
   pending_dispatch_ = p;
   pending_counts_ = counts;

@@ -47,6 +47,10 @@ class LlHandle {
   // how many of them share one message.
   int message_blocks() const;
   int message_slices() const;
+  // Blocks for the dispatch's sending part: one per (token, slice of its row).
+  int token_blocks() const;
+  // Blocks sharing one row when `items` rows are spread over the SM budget.
+  int slices_for(int items) const;
 
   Group& group_;
   LlSteps& steps_;

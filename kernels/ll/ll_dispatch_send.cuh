@@ -33,29 +33,29 @@ struct RowPrefetch {
   int4 raw[kPrefetchRounds];
 };
 
-// This thread's vectors of the first kPrefetchRounds rounds of `row` (zeros past its end).
-__device__ __forceinline__ RowPrefetch prefetch_row(const char* row, int vectors) {
+// This thread's vectors of the first kPrefetchRounds rounds of the slice `part` of `row`
+// (zeros past its end).
+__device__ __forceinline__ RowPrefetch prefetch_row(const char* row, VectorSlice part) {
   RowPrefetch f;
 #pragma unroll
   for (int r = 0; r < kPrefetchRounds; ++r) {
-    const int v = threadIdx.x + r * static_cast<int>(blockDim.x);
-    f.raw[r] = v < vectors ? reinterpret_cast<const int4*>(row)[v] : make_int4(0, 0, 0, 0);
+    const int v = part.begin + threadIdx.x + r * static_cast<int>(blockDim.x);
+    f.raw[r] = v < part.end ? reinterpret_cast<const int4*>(row)[v] : make_int4(0, 0, 0, 0);
   }
   return f;
 }
 
-// Stores the token's payload into every destination in `route`. Each thread owns one
-// 16-byte vector of the source row per round (the first rounds already in `first`); for fp8
-// the 16 lanes holding one 128-channel block agree on its scale through shuffles, so rounds
-// are warp-uniform.
+// Stores the slice `part` of the token's payload into every destination in `route`. Each
+// thread owns one 16-byte vector of the source row per round (the first rounds already in
+// `first`); for fp8 the 16 lanes holding one 128-channel block agree on its scale through
+// shuffles, so rounds are warp-uniform (slices start at whole warps of vectors).
 __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, const RowPrefetch& first,
-                                             char* const* messages, const TokenRoute& route) {
+                                             VectorSlice part, char* const* messages, const TokenRoute& route) {
   const LlGeometry& g = p.common.geo;
-  const int vectors = g.hidden / kChannelsPerVector;
-  const int rounds_end = (vectors + kWarpSize - 1) / kWarpSize * kWarpSize;
+  const int rounds_end = part.begin + (part.end - part.begin + kWarpSize - 1) / kWarpSize * kWarpSize;
   int round = 0;
-  for (int v = threadIdx.x; v < rounds_end; v += blockDim.x, ++round) {
-    const bool valid = v < vectors;
+  for (int v = part.begin + threadIdx.x; v < rounds_end; v += blockDim.x, ++round) {
+    const bool valid = v < part.end;
     int4 raw = make_int4(0, 0, 0, 0);
     if (round < kPrefetchRounds) {
       raw = first.raw[round];
@@ -125,12 +125,20 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
   // and ordered before the signal by the last-block count below.
   if (blockIdx.x == gridDim.x - 1) send_count_tables(p, g.count_table_offset(p.recv_offset[slot]));
 
-  for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
+  // One block per (token, slice of its row); the first slice's block also writes the
+  // headers and entries.
+  const int slices = p.token_slices;
+  const int vectors = g.hidden / kChannelsPerVector;
+  const bool fp8 = p.payload == LlPayload::kFp8;
+  for (int item = blockIdx.x; item < c.num_tokens * slices; item += gridDim.x) {
+    const int t = item / slices;
+    const bool first_slice = item % slices == 0;
+    const VectorSlice part = vector_slice(vectors, item % slices, slices, kWarpSize);
     const char* row = static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2;
-    const RowPrefetch first = prefetch_row(row, g.hidden / kChannelsPerVector);
-    route_token(c, p.weights, t, &route);  // ends with __syncthreads
+    const RowPrefetch first = prefetch_row(row, part);
+    route_token(c, p.weights, t, &route, first_slice);  // ends with __syncthreads
     const uint64_t message_at = g.message_offset(p.recv_offset[slot], g.rank, t);
-    if (threadIdx.x < kWarpSize) {
+    if (threadIdx.x < kWarpSize && first_slice) {
       // Headers: one per rank, entries in top-k order.
       for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
         auto* header = static_cast<LlMessageHeader*>(c.transport.buffer(message_at, d));
@@ -147,17 +155,30 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
         entry.weight = route.weight[j];
         reinterpret_cast<LlMessageEntry*>(message + sizeof(LlMessageHeader))[route.index_on_rank[j]] = entry;
       }
+    }
+    if (threadIdx.x < kWarpSize) {
       for (int d = threadIdx.x; d < route.num_dests; d += kWarpSize) {
         messages[d] = static_cast<char*>(c.transport.buffer(message_at, route.dest[d]));
       }
     }
     __syncthreads();
-    send_payload(p, row, first, messages, route);
+    send_payload(p, row, first, part, messages, route);
     __syncthreads();
-    // Every rank got a header; ranks hosting an entry also the payload.
+    // Every rank got a header (the first slice's); ranks hosting an entry also each slice's
+    // payload bytes and, for fp8, its blocks' scales.
+    const uint64_t vector_bytes = fp8 ? 8 : 16;
     for (int d = 0; d < g.nranks; ++d) {
-      c.transport.commit(message_at, route.entries_on_rank(d) > 0 ? g.message_bytes : g.header_bytes, d, threadIdx.x,
+      if (first_slice) c.transport.commit(message_at, g.header_bytes, d, threadIdx.x, blockDim.x);
+      if (route.entries_on_rank(d) == 0 || part.end == part.begin) continue;
+      const uint64_t payload_at = message_at + g.header_bytes;
+      c.transport.commit(payload_at + part.begin * vector_bytes, (part.end - part.begin) * vector_bytes, d, threadIdx.x,
                          blockDim.x);
+      if (fp8) {
+        const int b0 = part.begin / kVectorsPerFp8Block;
+        const int b1 = (part.end + kVectorsPerFp8Block - 1) / kVectorsPerFp8Block;
+        c.transport.commit(payload_at + g.hidden + b0 * sizeof(float), (b1 - b0) * sizeof(float), d, threadIdx.x,
+                           blockDim.x);
+      }
     }
     __syncthreads();  // `route` and `messages` are rewritten for the next token
   }

@@ -33,7 +33,9 @@ struct TokenRoute {
 };
 
 // Fills `route` (shared) for token t. Called by every thread of the block; ends synchronised.
-__device__ __forceinline__ void route_token(const LlCommon& c, const float* weights, int t, TokenRoute* route) {
+// `positions`: also each entry's position (else only its own token's earlier slots count).
+__device__ __forceinline__ void route_token(const LlCommon& c, const float* weights, int t, TokenRoute* route,
+                                            bool positions = true) {
   const int32_t* idx = c.handle.topk_idx;
   const int K = c.topk;
   if (threadIdx.x < kWarpSize) {
@@ -59,7 +61,7 @@ __device__ __forceinline__ void route_token(const LlCommon& c, const float* weig
   }
   __syncthreads();
   // Positions: plus the matches of each entry's expert among the earlier tokens' entries.
-  const int end = t * K;
+  const int end = positions ? t * K : 0;
   for (int f = threadIdx.x; f < end; f += blockDim.x) {
     const int id = idx[f];
     if (id < 0) continue;

@@ -76,13 +76,15 @@ struct LlCommon {
 // rows over several SMs; a vector slice's range is vector_slice().
 constexpr int kLlMaxMessageSlices = 8;
 
-// The [begin, end) range of 16-byte vectors of slice `slice` of `slices` over `vectors`.
+// The [begin, end) range of 16-byte vectors of slice `slice` of `slices` over `vectors`,
+// its bounds multiples of `granule` vectors (but the last end).
 struct VectorSlice {
   int begin;
   int end;
 };
-__device__ __host__ inline VectorSlice vector_slice(int vectors, int slice, int slices) {
-  const int per = (vectors + slices - 1) / slices;
+__device__ __host__ inline VectorSlice vector_slice(int vectors, int slice, int slices, int granule = 1) {
+  const int granules = (vectors + granule - 1) / granule;
+  const int per = (granules + slices - 1) / slices * granule;
   const int begin = slice * per < vectors ? slice * per : vectors;
   const int end = begin + per < vectors ? begin + per : vectors;
   return {begin, end};
@@ -103,6 +105,7 @@ struct LlDispatchParams {
   int32_t* out_counts;   // [L]: the caller's, or the handle's own
   int64_t* acc_counts;   // [L] or null: out_counts are added to it
   int message_slices;    // blocks per received message in the receiving part (1..kLlMaxMessageSlices)
+  int token_slices;      // blocks per token in the sending part (1..kLlMaxMessageSlices)
   LlPayload payload;
   bool x_is_fp16;
   bool round_scale_ue8m0;
