@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The ABI checks of check_julia.py: foreign calls, wrappers, declarations, struct layouts.
 
-Each check takes the header model (tools/epcomm_header.py), what julia_syntax.py parsed from
-the package, and returns (errors, summary): `file:line: message` strings and one line saying
+Each check takes the header model (tools/epcomm_header.py), what julia_forms.py read from
+the package's syntax tree, and returns (errors, summary): `file:line: message` strings and one line saying
 what was proven when there are none.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-import julia_syntax as jl
+import julia_forms as jl
 from c_julia_types import CTypes, JuliaTypes
 
 LIBRARY_EXPRESSIONS = {"libepcomm()", "LibEpComm.libepcomm()"}
@@ -128,28 +128,26 @@ def check_wrappers(header, functions, sites, lib_path, report) -> Tuple[List[str
     )
 
 
-def parse_int_literal(text: str) -> Optional[int]:
-    text = text.replace("_", "")
-    try:
-        return int(text, 0)
-    except ValueError:
-        return None
-
-
 def constant_value(const: jl.Const) -> Tuple[Optional[str], Optional[int]]:
-    """`T(value)` -> (T, value); a bare literal -> (None, value); else (None, None)."""
-    rhs = [t for t in const.rhs if t.kind != "newline"]
+    """`T(value)` -> (T, value); a bare literal -> (None, value); else (None, None); the value
+    is an integer literal, negated or not."""
+    rhs, type_name = const.rhs, None
+    if rhs.type == "call_expression":
+        callee, argument_list = jl.call_parts(rhs)
+        args = jl.arguments(argument_list) if argument_list is not None else []
+        if callee is None or callee.type != "identifier" or len(args) != 1 or args[0][1]:
+            return None, None
+        type_name, rhs = jl.text(callee), args[0][0]
     negative = 1
-    if len(rhs) >= 4 and rhs[0].kind == "ident" and rhs[1].text == "(" and rhs[-1].text == ")":
-        inner = rhs[2:-1]
-        if inner and inner[0].text == "-":
-            negative, inner = -1, inner[1:]
-        if len(inner) == 1 and inner[0].kind == "number":
-            value = parse_int_literal(inner[0].text)
-            return rhs[0].text, None if value is None else negative * value
-    if len(rhs) == 1 and rhs[0].kind == "number":
-        return None, parse_int_literal(rhs[0].text)
-    return None, None
+    if rhs.type == "unary_expression" and type_name is not None:
+        children = rhs.children
+        if len(children) != 2 or jl.text(children[0]) != "-":
+            return None, None
+        negative, rhs = -1, children[1]
+    if rhs.type != "integer_literal":
+        return None, None
+    value = jl.parse_int_literal(jl.text(rhs))
+    return type_name, None if value is None else negative * value
 
 
 def check_declarations(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from julia_syntax import StructDef, TypeExpr
+from julia_forms import StructDef, TypeExpr
 
 # C type -> the Julia spellings that denote it (C's `char` is a byte either way).
 C_TO_JULIA: Dict[str, set] = {

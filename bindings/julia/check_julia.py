@@ -5,8 +5,8 @@
 No Julia runs on the project's machines, in CI or on the GPU machines, so instead of running
 the package this script proves, from the source text, what a Julia run would otherwise find:
 
-  syntax    every .jl file parses with tree-sitter-julia (no ERROR or MISSING node), then
-            lexes (strings, comments, interpolation) with its blocks balanced;
+  syntax    every .jl file parses with tree-sitter-julia (no ERROR or MISSING node); every
+            other check reads the forms it needs from that syntax tree (julia_forms.py);
   calls     every @ccall/ccall in src/ and ext/ names a function of epcomm.h, goes through the
             library handle `libepcomm()` that __init__ sets, and has the header's argument
             count, argument types and return type (C -> Julia table in c_julia_types.py);
@@ -19,8 +19,8 @@ the package this script proves, from the source text, what a Julia run would oth
             count, and every EPC_* / LibEpComm.X name it uses exists;
   coverage  every function of epcomm.h is called from the safe layer (src/ besides
             LibEpComm.jl, or ext/), except the few source_checks.UNWRAPPED names with reasons;
-  api       every exported name is defined; the README's Julia example lexes, balances and
-            uses only EpComm names that exist;
+  api       every exported name is defined; the README's Julia examples parse and use only
+            EpComm names that exist;
   package   Project.toml parses (tomllib, and the fallback parser used before Python 3.11) and
             has standard-library dependencies only, plus the CUDA weak dependency and its
             extension;
@@ -28,7 +28,7 @@ the package this script proves, from the source text, what a Julia run would oth
 
 The checks live in abi_checks.py (calls, wrappers, decls, layout), source_checks.py (uses,
 init, api) and project_toml.py; julia_treesitter.py is the syntax gate (the tree-sitter-julia grammar
-from PyPI); julia_syntax.py lexes the accepted text and reads the Julia subset involved
+from PyPI); julia_forms.py reads the Julia forms involved from the accepted syntax tree
 and c_julia_types.py holds the C -> Julia type table and Julia's struct layout rules.
 
 Usage: check_julia.py [--package DIR] [--header FILE] [--abi-json FILE] [--fallback-toml]
@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import epcomm_header  # noqa: E402
-import julia_syntax as jl  # noqa: E402
+import julia_forms as jl  # noqa: E402
 import julia_treesitter  # noqa: E402
 from abi_checks import check_calls, check_declarations, check_layout, check_wrappers  # noqa: E402
 from c_julia_types import CTypes, JuliaTypes  # noqa: E402
@@ -85,32 +85,22 @@ class Report:
 
 
 class Package:
-    """The parsed package: tokens and blocks of every .jl file, LibEpComm's definitions."""
+    """The parsed package: the syntax tree of every .jl file that parses."""
 
     def __init__(self, directory: Path, report: Report):
         self.directory = directory
-        self.files: Dict[Path, List[jl.Token]] = {}
-        self.blocks: Dict[Path, List[jl.Block]] = {}
+        self.trees: Dict[Path, object] = {}
         self.syntax_errors: List[str] = []
         for sub in ("src", "ext", "test"):
             for path in sorted((directory / sub).rglob("*.jl")):
-                text = path.read_text(encoding="utf-8")
-                # The grammar decides what is Julia; the lexer's own complaints (unbalanced
-                # blocks, with its line numbers) are reported beside it.
-                errors = julia_treesitter.syntax_errors(text)
+                root, errors = julia_treesitter.parse(path.read_text(encoding="utf-8"))
                 self.syntax_errors += [f"{report.where(path, line)}: {message}" for line, message in errors]
-                try:
-                    tokens = jl.tokenize(text, str(path))
-                    blocks = jl.blocks(tokens, str(path))
-                    if not errors:
-                        self.blocks[path] = blocks
-                        self.files[path] = tokens
-                except jl.JuliaSyntaxError as error:
-                    self.syntax_errors.append(f"{report.where(path, error.line)}: {error.message}")
+                if not errors:
+                    self.trees[path] = root
         self.lib_path = directory / "src" / "LibEpComm.jl"
 
     def under(self, *subs: str) -> List[Path]:
-        return [p for p in self.files if p.relative_to(self.directory).parts[0] in subs]
+        return [p for p in self.trees if p.relative_to(self.directory).parts[0] in subs]
 
 
 # ---------------------------------------------------------------------------------------
@@ -166,26 +156,24 @@ def main(argv: List[str]) -> int:
     report.section(
         "syntax",
         package.syntax_errors,
-        f"{len(package.files)} .jl files parsed by tree-sitter-julia and lexed, {sum(map(len, package.blocks.values()))} "
-        "blocks matched with their `end`",
+        f"{len(package.trees)} .jl files parsed by tree-sitter-julia with no ERROR or MISSING node",
     )
-    if package.lib_path not in package.files:
+    if package.lib_path not in package.trees:
         print(f"LibEpComm FAIL {package.lib_path} is missing or unreadable; run python3 tools/bindgen/generate.py")
         return 1
 
-    lib_tokens = package.files[package.lib_path]
+    lib_tree = package.trees[package.lib_path]
     try:
-        consts, structs, functions = jl.definitions(lib_tokens, package.blocks[package.lib_path], str(package.lib_path))
-    except jl.JuliaSyntaxError as error:
+        consts, structs, functions = jl.definitions(lib_tree, str(package.lib_path))
+    except jl.FormError as error:
         print(f"LibEpComm FAIL {report.where(package.lib_path, error.line)}: {error.message}")
         return 1
     aliases = {}
     for const in consts:
-        rhs = [t for t in const.rhs if t.kind != "newline"]
-        if rhs and rhs[0].kind == "ident" and not any(t.text == "(" for t in rhs):
+        if jl.is_dotted_name(const.rhs) or const.rhs.type == "parametrized_type_expression":
             try:
-                aliases[const.name] = jl.parse_type(rhs, str(package.lib_path))
-            except jl.JuliaSyntaxError:
+                aliases[const.name] = jl.type_expr(const.rhs, str(package.lib_path))
+            except jl.FormError:
                 pass
     julia = JuliaTypes(aliases, {s.name: s for s in structs})
     ctypes = CTypes(header)
@@ -195,8 +183,8 @@ def main(argv: List[str]) -> int:
     site_errors: List[str] = []
     for path in package.under("src", "ext"):
         try:
-            sites += jl.call_sites(package.files[path], str(path))
-        except jl.JuliaSyntaxError as error:
+            sites += jl.call_sites(package.trees[path], str(path))
+        except jl.FormError as error:
             site_errors.append(f"{report.where(path, error.line)}: {error.message}")
     errors, summary = check_calls(sites, header, ctypes, julia, report)
     report.section("calls", site_errors + errors, summary)

@@ -3,9 +3,9 @@
 
 Every .jl file and every README Julia example must parse with no ERROR or MISSING node:
 tree-sitter recovers from a syntax error by inserting one of those, so their absence means
-the text is Julia the grammar accepts. This is the checker's syntax gate; julia_syntax.py
-then only lexes the accepted text into the tokens the ABI checks read (@ccall sites, struct
-fields, constants).
+the text is Julia the grammar accepts. This is the checker's syntax gate; julia_forms.py then
+reads the forms the ABI checks need (@ccall sites, struct fields, constants) from the same
+tree.
 
 Needs `tree-sitter` and `tree-sitter-julia` (pinned below; tools/dev.sh installs them).
 """
@@ -34,8 +34,31 @@ def parser():
     return _parser
 
 
+# Keywords that open a block closed by `end`; one left bare in an ERROR node was never closed.
+BLOCK_KEYWORDS = {
+    "function",
+    "macro",
+    "module",
+    "baremodule",
+    "struct",
+    "if",
+    "for",
+    "while",
+    "let",
+    "begin",
+    "try",
+    "do",
+    "quote",
+}
+
+
 def syntax_errors(text: str) -> List[Tuple[int, str]]:
     """(1-based line, message) for every ERROR or MISSING node of the parse, outermost first."""
+    return parse(text)[1]
+
+
+def parse(text: str):
+    """(root node, syntax errors): the errors as syntax_errors() gives them."""
     tree = parser().parse(text.encode("utf-8"))
     lines = text.splitlines()
     found: List[Tuple[int, str]] = []
@@ -59,6 +82,16 @@ def syntax_errors(text: str) -> List[Tuple[int, str]]:
             else:
                 what = "syntax error" + (f" in lines {row + 1}-{end + 1}" if end > row else f" at column {column + 1}")
             found.append((row + 1, f"{what} (tree-sitter-julia): {code[:80]}"))
+            if node.is_error:
+                for child in node.children:
+                    if not child.is_named and child.type in BLOCK_KEYWORDS:
+                        found.append(
+                            (
+                                child.start_point[0] + 1,
+                                f"`{child.type}` is never closed by `end` (tree-sitter-julia): "
+                                f"{lines[child.start_point[0]].strip()[:80]}",
+                            )
+                        )
             continue  # the children of an ERROR node only repeat it
         stack.extend(reversed(node.children))
-    return sorted(found)
+    return tree.root_node, sorted(found)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import List, Tuple
 
-import julia_syntax as jl
+import julia_forms as jl
 import julia_treesitter
 from abi_checks import c_signature
 
@@ -38,6 +38,15 @@ UNWRAPPED = {
 }
 
 
+def epc_calls(tree, outside=()) -> List[jl.Call]:
+    """Calls of `epc_*` functions (bare or `Mod.epc_*`) outside the byte spans `outside`."""
+    return [
+        call
+        for call in jl.calls(tree)
+        if call.name.startswith("epc_") and not any(a <= call.start < b for a, b in outside)
+    ]
+
+
 def check_uses(package, header, lib_names: set, sites, report) -> Tuple[List[str], str]:
     errors, calls, names = [], 0, 0
     spans = {}
@@ -46,39 +55,34 @@ def check_uses(package, header, lib_names: set, sites, report) -> Tuple[List[str
     for path in package.under("src", "ext", "test"):
         if path == package.lib_path:
             continue
-        tokens = package.files[path]
-        inside = spans.get(str(path), [])
-        for i, tok in enumerate(tokens):
-            if tok.kind != "ident":
-                continue
-            at = report.where(path, tok.line)
-            if re.fullmatch(r"EPC_[A-Z0-9_]+", tok.text):
+        tree = package.trees[path]
+        for node in jl.walk(tree):
+            if node.type == "identifier" and re.fullmatch(r"EPC_[A-Z0-9_]+", jl.text(node)):
                 names += 1
-                if tok.text not in header.constants:
-                    errors.append(f"{at}: {tok.text} is not a constant of epcomm.h")
-            previous = tokens[i - 1] if i else None
-            if previous is not None and previous.text == "." and i >= 2 and tokens[i - 2].text == "LibEpComm":
-                if tok.text not in lib_names:
-                    errors.append(f"{at}: LibEpComm.{tok.text} does not exist")
-            if (
-                tok.text.startswith("epc_")
-                and i + 1 < len(tokens)
-                and tokens[i + 1].text == "("
-                and not tokens[i + 1].space_before
-                and not any(a <= i < b for a, b in inside)
-                and not (previous is not None and previous.text == "function")
-            ):
-                function = header.functions.get(tok.text)
-                if function is None:
-                    errors.append(f"{at}: {tok.text} is not a function of epcomm.h")
-                    continue
-                count = len(jl.positional(tokens[i + 2 : jl.matching(tokens, i + 1)]))
-                calls += 1
-                if count != len(function.params):
+                if jl.text(node) not in header.constants:
                     errors.append(
-                        f"{at}: {tok.text} is called with {count} arguments; "
-                        f"C declares {len(function.params)} ({c_signature(function)})"
+                        f"{report.where(path, jl.line_of(node))}: {jl.text(node)} is not a constant of epcomm.h"
                     )
+            elif node.type == "field_expression":
+                parts = jl.code_children(node)
+                if len(parts) == 2 and jl.dotted_last(parts[0]) == "LibEpComm" and parts[1].type == "identifier":
+                    if jl.text(parts[1]) not in lib_names:
+                        errors.append(
+                            f"{report.where(path, jl.line_of(parts[1]))}: LibEpComm.{jl.text(parts[1])} does not exist"
+                        )
+        for call in epc_calls(tree, spans.get(str(path), [])):
+            at = report.where(path, call.line)
+            function = header.functions.get(call.name)
+            if function is None:
+                errors.append(f"{at}: {call.name} is not a function of epcomm.h")
+                continue
+            count = sum(1 for _node, keyword in call.arguments if not keyword)
+            calls += 1
+            if count != len(function.params):
+                errors.append(
+                    f"{at}: {call.name} is called with {count} arguments; "
+                    f"C declares {len(function.params)} ({c_signature(function)})"
+                )
     mirror_errors, mirrors, built = check_field_names(package, header, report)
     errors += mirror_errors
     return errors, (
@@ -97,10 +101,10 @@ def check_field_names(package, header, report) -> Tuple[List[str], int, int]:
     for path in package.under("src", "ext"):
         if path == package.lib_path:
             continue
-        tokens = package.files[path]
+        tree = package.trees[path]
         try:
-            _consts, structs, _functions = jl.definitions(tokens, package.blocks[path], str(path))
-        except jl.JuliaSyntaxError as error:
+            _consts, structs, _functions = jl.definitions(tree, str(path))
+        except jl.FormError as error:
             errors.append(f"{report.where(path, error.line)}: {error.message}")
             continue
         for definition in structs:
@@ -129,31 +133,27 @@ def check_field_names(package, header, report) -> Tuple[List[str], int, int]:
                     f"field in {definition.name}: add it (the safe layer would leave it 0), "
                     "or list it in source_checks.NOT_MIRRORED with the reason"
                 )
-        for i, tok in enumerate(tokens):
-            if (
-                tok.kind != "ident"
-                or tok.text not in STRUCT_BUILDERS
-                or i + 1 >= len(tokens)
-                or tokens[i + 1].text != "("
-                or (i and tokens[i - 1].text == "function")
-            ):
+        for call in jl.calls(tree):
+            if call.name not in STRUCT_BUILDERS or not call.arguments or call.arguments[0][1]:
                 continue
-            parts = jl.split_top(tokens[i + 2 : jl.matching(tokens, i + 1)], (",", ";"))
-            if not parts or jl.text_of(parts[0]) not in header.structs:
+            c_name = jl.text(call.arguments[0][0])
+            if c_name not in header.structs:
                 continue
-            c_name = jl.text_of(parts[0])
             c_fields = {f.name for f in header.structs[c_name].fields}
             built += 1
-            keywords = False
-            for part in parts[1:]:
-                if part and part[0].text == ";":
-                    keywords, part = True, part[1:]
-                if not keywords or not part or part[-1].text == "...":
-                    continue  # positional, or splatted: not checkable here
-                name = part[0].text
+            for argument, keyword in call.arguments[1:]:
+                # `name = value` anywhere is a keyword argument; after the `;`, so is a bare
+                # `name`; a splat (`pairs...`) is not checkable here.
+                if argument.type == "named_argument":
+                    name_node = jl.code_children(argument)[0]
+                elif keyword and argument.type == "identifier":
+                    name_node = argument
+                else:
+                    continue
+                name = jl.text(name_node)
                 if name not in c_fields:
                     errors.append(
-                        f"{report.where(path, part[0].line)}: {tok.text}({c_name}; {name} = ...): "
+                        f"{report.where(path, jl.line_of(name_node))}: {call.name}({c_name}; {name} = ...): "
                         f"{c_name} has no field {name}"
                     )
     for (c_name, name), _reason in NOT_MIRRORED.items():
@@ -174,17 +174,8 @@ def check_coverage(package, header, sites, report) -> Tuple[List[str], str]:
     for path in package.under("src", "ext"):
         if path == package.lib_path:
             continue
-        tokens = package.files[path]
-        for i, tok in enumerate(tokens):
-            if (
-                tok.kind == "ident"
-                and tok.text.startswith("epc_")
-                and i + 1 < len(tokens)
-                and tokens[i + 1].text == "("
-                and not tokens[i + 1].space_before
-                and not (i and tokens[i - 1].text == "function")
-            ):
-                called.setdefault(tok.text, report.where(path, tok.line))
+        for call in epc_calls(package.trees[path]):
+            called.setdefault(call.name, report.where(path, call.line))
     errors = []
     for name, function in header.functions.items():
         if name in UNWRAPPED:
@@ -213,28 +204,64 @@ def check_coverage(package, header, sites, report) -> Tuple[List[str], str]:
     )
 
 
+def reads_epcomm_lib(tree) -> bool:
+    """`ENV["EPCOMM_LIB"]`, or `ENV, "EPCOMM_LIB"` as consecutive arguments of a call
+    (`get(ENV, "EPCOMM_LIB", default)`, `haskey(ENV, "EPCOMM_LIB")`)."""
+    for node in jl.walk(tree):
+        if node.type == "index_expression":
+            parts = jl.code_children(node)
+            index = jl.code_children(parts[-1]) if len(parts) == 2 else []
+            if jl.text(parts[0]) == "ENV" and index and jl.text(index[0]) == '"EPCOMM_LIB"':
+                return True
+        elif node.type == "argument_list":
+            values = [jl.text(a) for a, _keyword in jl.arguments(node)]
+            if any(a == "ENV" and b == '"EPCOMM_LIB"' for a, b in zip(values, values[1:])):
+                return True
+    return False
+
+
+def sets_library_path(tree) -> bool:
+    """An assignment `libepcomm_path[] = ...` (or `LibEpComm.libepcomm_path[] = ...`)."""
+    for node in jl.walk(tree):
+        if node.type != "assignment" or jl.text(node.children[1]) != "=":
+            continue
+        target = jl.code_children(node)[0]
+        parts = jl.code_children(target) if target.type == "index_expression" else []
+        if (
+            len(parts) == 2
+            and jl.dotted_last(parts[0]) == "libepcomm_path"
+            and parts[1].type == "vector_expression"
+            and not jl.code_children(parts[1])
+        ):
+            return True
+    return False
+
+
 def check_init(package, report) -> Tuple[List[str], str]:
-    """The library path comes from ENV["EPCOMM_LIB"] and is stored where the wrappers read it;
-    both must be code (tokens), not text in a comment or a message."""
+    """The library path comes from ENV["EPCOMM_LIB"] or the preference and is stored where
+    the wrappers read it; all of it code in the syntax tree, not text in a comment or a
+    message."""
     errors = []
     main = package.directory / "src" / "EpComm.jl"
-    tokens = package.files.get(main, [])
-    texts = [t.text for t in tokens]
+    tree = package.trees.get(main)
     at = report.where(main, 1)
-    if "module" not in texts or texts[texts.index("module") + 1] != "EpComm":
+    module = next((n for n in jl.walk(tree) if n.type == "module_definition"), None) if tree else None
+    if module is None or jl.text(jl.code_children(module)[0]) != "EpComm":
         errors.append(f"{at}: src/EpComm.jl must define `module EpComm`")
-    if not contains(tokens, ["include", "(", '"LibEpComm.jl"', ")"]):
+    calls = jl.calls(tree) if tree else []
+    if not any(c.name == "include" and [jl.text(a) for a, _k in c.arguments] == ['"LibEpComm.jl"'] for c in calls):
         errors.append(f'{at}: src/EpComm.jl must include("LibEpComm.jl")')
-    if not contains(tokens, ["function", "__init__", "(", ")"]):
+    _consts, _structs, functions = jl.definitions(tree, str(main)) if tree else ((), (), ())
+    if not any(f.name == "__init__" and not f.params for f in functions):
         errors.append(f"{at}: src/EpComm.jl has no function __init__()")
     reads = sets = prefers = False
     for path in package.under("src"):
         if path == package.lib_path:
             continue
-        code = package.files[path]
-        reads |= contains(code, ["ENV", ",", '"EPCOMM_LIB"']) or contains(code, ["ENV", "[", '"EPCOMM_LIB"'])
-        prefers |= contains(code, ["load_preference", "("])
-        sets |= contains(code, ["libepcomm_path", "[", "]", "="])
+        tree = package.trees[path]
+        reads |= reads_epcomm_lib(tree)
+        prefers |= any(c.name == "load_preference" for c in jl.calls(tree))
+        sets |= sets_library_path(tree)
     if not reads:
         errors.append(f'{at}: nothing in src/ reads ENV["EPCOMM_LIB"] (code, not a comment or message)')
     if not prefers:
@@ -252,30 +279,26 @@ def defined_names(package) -> set:
     names = set()
     for path in package.under("src"):
         try:
-            consts, structs, functions = jl.definitions(package.files[path], package.blocks[path], str(path))
-        except jl.JuliaSyntaxError:
+            consts, structs, functions = jl.definitions(package.trees[path], str(path))
+        except jl.FormError:
             continue  # reported by the uses check
         names |= {c.name for c in consts} | {s.name for s in structs} | {f.name for f in functions}
     return names
 
 
 def check_exports_and_readme(package, report) -> Tuple[List[str], str]:
-    """Exported names are defined; the README's Julia code lexes, its blocks balance, and the
-    `EpComm.name`s it uses exist."""
+    """Exported names are defined; the README's Julia code parses and the `EpComm.name`s it
+    uses exist."""
     errors = []
     names = defined_names(package)
     main = package.directory / "src" / "EpComm.jl"
-    tokens = package.files.get(main, [])
-    exported = []
-    for i, tok in enumerate(tokens):
-        if tok.kind == "keyword" and tok.text == "export":
-            line, j = [], i + 1
-            while j < len(tokens) and not (tokens[j].kind == "newline" and line and line[-1].text != ","):
-                if tokens[j].kind != "newline":
-                    line.append(tokens[j])  # a trailing comma continues the list
-                j += 1
-            for part in jl.split_top(line):
-                exported.append((jl.text_of(part), part[0].line))
+    tree = package.trees.get(main)
+    exported = [
+        (jl.text(name), jl.line_of(name))
+        for node in (jl.walk(tree) if tree else ())
+        if node.type == "export_statement"
+        for name in jl.code_children(node)
+    ]
     for name, line in exported:
         if name not in names:
             errors.append(f"{report.where(main, line)}: `export {name}`, but src/ defines no {name}")
@@ -288,35 +311,25 @@ def check_exports_and_readme(package, report) -> Tuple[List[str], str]:
         for m in re.finditer(r"^```julia\n(.*?)^```", text, re.S | re.M):
             blocks += 1
             first_line = text[: m.start(1)].count("\n") + 1
-            parse_errors = julia_treesitter.syntax_errors(m.group(1))
+            code, parse_errors = julia_treesitter.parse(m.group(1))
             for line, message in parse_errors:
                 errors.append(f"{report.where(readme, first_line + line - 1)}: README example: {message}")
             if parse_errors:
                 continue
-            try:
-                code = jl.tokenize(m.group(1), str(readme))
-                jl.blocks(code, str(readme))
-            except jl.JuliaSyntaxError as error:
-                errors.append(f"{report.where(readme, first_line + error.line - 1)}: README example: {error.message}")
-                continue
-            for i, tok in enumerate(code[2:], start=2):
+            for node in jl.walk(code):
+                parts = jl.code_children(node) if node.type == "field_expression" else []
                 if (
-                    code[i - 1].text == "."
-                    and code[i - 2].text == "EpComm"
-                    and tok.kind == "ident"
-                    and tok.text not in names
+                    len(parts) == 2
+                    and parts[0].type == "identifier"
+                    and jl.text(parts[0]) == "EpComm"
+                    and parts[1].type == "identifier"
+                    and jl.text(parts[1]) not in names
                 ):
                     errors.append(
-                        f"{report.where(readme, first_line + tok.line - 1)}: README example "
-                        f"uses EpComm.{tok.text}, which src/ does not define"
+                        f"{report.where(readme, first_line + jl.line_of(parts[1]) - 1)}: README example "
+                        f"uses EpComm.{jl.text(parts[1])}, which src/ does not define"
                     )
     return errors, (
         f"{len(exported)} exported names defined; README: {blocks} Julia example(s) "
-        "parse (tree-sitter-julia), lex, balance and use existing EpComm names"
+        "parse (tree-sitter-julia) and use existing EpComm names"
     )
-
-
-def contains(tokens: List[jl.Token], sequence: List[str]) -> bool:
-    texts = [t.text for t in tokens if t.kind != "newline"]
-    n = len(sequence)
-    return any(texts[i : i + n] == sequence for i in range(len(texts) - n + 1))
