@@ -15,9 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, List, Optional, Tuple
 
-# tree_sitter.Node; not imported here so that this module loads without the package.
-Node = object
-
 
 class FormError(Exception):
     def __init__(self, path: str, line: int, message: str):
@@ -163,7 +160,7 @@ def parse_at_ccall(node, path: str) -> CallSite:
         raise FormError(path, line, "cannot parse the @ccall: expected `library.function(args...)::Return`")
     call = parts[0]
     if call.type != "typed_expression" or len(code_children(call)) != 2:
-        raise FormError(path, line, f"@ccall {text(call)[:60]!r}: missing ::ReturnType")
+        raise FormError(path, line, f"@ccall {text(call).split('(')[0]}: missing ::ReturnType")
     call, return_node = code_children(call)
     if call.type != "call_expression":
         raise FormError(path, line, "cannot parse the @ccall: expected `library.function(args...)::Return`")

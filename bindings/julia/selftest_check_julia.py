@@ -288,6 +288,71 @@ CASES = [
         "load_preference(@__MODULE__, LIBRARY_PREFERENCE, DEFAULT_LIBRARY)",
         'nothing in src/ reads ENV["EPCOMM_LIB"]',
     ),
+    # Forms the checks read from the syntax tree (julia_forms.py): each must be read, or
+    # reported when it cannot be, never skipped.
+    (
+        "a ccall (not @ccall) with a wrong argument type",
+        LIB,
+        "@ccall libepcomm().epc_group_barrier(group::Ptr{EpcGroup}, stream::Ptr{Cvoid})::EpcStatus",
+        "ccall((:epc_group_barrier, libepcomm()), EpcStatus, (Ptr{EpcGroup}, UInt64), group, stream)",
+        "epc_group_barrier argument 2 (stream, C void*)",
+    ),
+    (
+        "a @ccall with variadic arguments",
+        LIB,
+        "epc_group_barrier(group::Ptr{EpcGroup}, stream::Ptr{Cvoid})",
+        "epc_group_barrier(group::Ptr{EpcGroup}; stream::Ptr{Cvoid})",
+        "epc_group_barrier is not variadic in C",
+    ),
+    (
+        "a @ccall through a function pointer",
+        LIB,
+        "@ccall libepcomm().epc_group_barrier(",
+        "@ccall $(Libdl.dlsym(Libdl.dlopen(libepcomm()), :epc_group_barrier))(",
+        "through a function pointer",
+    ),
+    (
+        "a @ccall argument with no type",
+        LIB,
+        "epc_group_barrier(group::Ptr{EpcGroup}, stream::Ptr{Cvoid})",
+        "epc_group_barrier(group::Ptr{EpcGroup}, stream)",
+        "argument 'stream' has no ::Type",
+    ),
+    (
+        "a @ccall with no return type",
+        LIB,
+        "stream::Ptr{Cvoid})::EpcStatus",
+        "stream::Ptr{Cvoid})",
+        "missing ::ReturnType",
+    ),
+    (
+        "a C struct field with no type",
+        LIB,
+        "    kind::EpcRegionKind\n",
+        "    kind\n",
+        "struct EpcPlanRegion: cannot parse the field 'kind'",
+    ),
+    (
+        "a constant that is not an integer literal",
+        LIB,
+        "const EPC_ERR_TIMEOUT = EpcStatus(7)",
+        "const EPC_ERR_TIMEOUT = EpcStatus(3 + 4)",
+        "EPC_ERR_TIMEOUT must be `const EPC_ERR_TIMEOUT = T(7)` with an integer literal",
+    ),
+    (
+        "the library path set only in a comment",
+        "src/library.jl",
+        "    libepcomm_path[] = path\n",
+        "    # libepcomm_path[] = path\n",
+        "nothing in src/ sets libepcomm_path[]",
+    ),
+    (
+        "a LibEpComm name that does not exist",
+        "src/errors.jl",
+        "unsafe_string(epc_status_string(status))",
+        "unsafe_string(LibEpComm.epc_status_text(status))",
+        "LibEpComm.epc_status_text does not exist",
+    ),
 ]
 
 
