@@ -151,8 +151,8 @@ __device__ __forceinline__ void receive(const LlCombineParams& p, uint64_t step,
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
 
-  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->combine_ready, nullptr,
-                     nullptr, c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
+  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns,
+                     c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
     return;
   }
   if (fused && blockIdx.x == 0 && threadIdx.x == 0) c.state->combine_step = step + 1;

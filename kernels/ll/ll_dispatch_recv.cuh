@@ -40,9 +40,8 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step, bo
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks]
 
-  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), &c.state->dispatch_ready,
-                     c.handle.recv_tokens, tokens_from, c.timeout_ns, c.error, kPhaseDispatchReceive,
-                     c.dev_comm.rank)) {
+  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
+                     c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
     return;  // the failure is recorded; the step counter stays, the group is failed
   }
   if (fused && blockIdx.x == 0 && threadIdx.x == 0) c.state->dispatch_step = step + 1;

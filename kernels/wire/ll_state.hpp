@@ -16,11 +16,6 @@ struct LlState {
   uint32_t dispatch_recv_done;
   uint32_t combine_send_done;
   uint32_t combine_recv_done;
-  // The epoch of the last step whose peers' signals block 0 of the receive kernel has seen
-  // (high bit set if that wait failed): the other blocks wait on this local word instead of
-  // all polling the peers' flags.
-  uint64_t dispatch_ready;
-  uint64_t combine_ready;
 };
 
 }  // namespace epc::kernels
