@@ -2,6 +2,7 @@
 """Tensors: borrowing device memory from other libraries as EpcTensor descriptors.
 
 as_tensor(obj) accepts
+  - torch tensors, read directly (data_ptr, shape, stride, dtype, device: from_torch),
   - DLPack producers (`__dlpack__` / `__dlpack_device__`: torch, CuPy, JAX, numpy...),
   - objects with `__cuda_array_interface__` (CuPy, numba, torch.cuda tensors of
     non-bfloat16 dtypes),
@@ -19,6 +20,7 @@ library; an EpcTensor itself is not thread-safe to release from two threads at o
 """
 
 import ctypes
+import sys
 import threading
 from typing import Any, Callable, Optional, Sequence, Tuple
 
@@ -431,6 +433,55 @@ def from_dlpack(
     return from_managed_tensor(managed, owner=obj, dtype=dtype, contiguous=contiguous, source=source, host=host)
 
 
+# torch dtype name -> Dtype, for the torch fast path (names, so torch is never imported here).
+_TORCH_DTYPES = {
+    "torch.bfloat16": Dtype.BF16,
+    "torch.float16": Dtype.FP16,
+    "torch.float32": Dtype.FP32,
+    "torch.float8_e4m3fn": Dtype.FP8_E4M3,
+    "torch.int32": Dtype.INT32,
+    "torch.int64": Dtype.INT64,
+    "torch.uint8": Dtype.UINT8,
+    "torch.float8_e5m2": Dtype.FP8_E5M2,
+    "torch.float8_e8m0fnu": Dtype.E8M0,
+}
+
+
+def _is_torch_tensor(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, getattr(torch, "Tensor", ())) and hasattr(obj, "data_ptr")
+
+
+def from_torch(tensor: Any, *, dtype: Any = None, contiguous: bool = False, host: bool = False) -> EpcTensor:
+    """Describe a torch tensor from data_ptr(), shape, stride() and dtype read directly (no
+    DLPack or __cuda_array_interface__ round trip). The EpcTensor keeps `tensor` alive; it
+    is the caller's to reuse across steps (a handle never releases an EpcTensor it was
+    given). CUDA tensors only, or (host=True) CPU tensors (pinned, for
+    out_expert_counts_host: the library checks)."""
+    source = f"torch tensor ({tensor.dtype}, {tensor.device})"
+    index = tensor.get_device()
+    if host and index >= 0:
+        raise InvalidTensorError(
+            f"{source}: not host memory; this field takes pinned host memory (e.g. torch.empty(..., pin_memory=True))"
+        )
+    if not host and index < 0:
+        raise InvalidTensorError(
+            f"{source}: not a CUDA tensor; epcomm reads CUDA device memory only: move it to the GPU first (e.g. x.cuda())"
+        )
+    found = _TORCH_DTYPES.get(str(tensor.dtype))
+    chosen = _override(found, tensor.element_size(), dtype, str(tensor.dtype), source)
+    return _describe(
+        tensor.data_ptr(),
+        chosen,
+        tuple(tensor.shape),
+        tuple(tensor.stride()),
+        contiguous=contiguous,
+        source=source,
+        owner=tensor,
+        device=None if index < 0 else index,
+    )
+
+
 def _has_attribute(obj: Any, name: str) -> bool:
     """hasattr() that counts a property raising something other than AttributeError (torch's
     __cuda_array_interface__ raises TypeError for bfloat16) as present: the conversion then
@@ -449,7 +500,10 @@ def as_tensor(
 ) -> EpcTensor:
     """Borrow `obj`'s CUDA memory (host=True: its host memory) as an EpcTensor.
 
-    Tries DLPack first (it carries bfloat16, fp8 and the device), then
+    Torch tensors are read directly (from_torch: no DLPack export, so no stream
+    handshake either: a call on another stream than the tensors' current one must be
+    ordered after their producers by the caller, as for any torch work on a side stream).
+    Otherwise tries DLPack first (it carries bfloat16, fp8 and the device), then
     __cuda_array_interface__. `dtype` reinterprets elements of the same size (e.g. a uint8
     view as Dtype.FP8_E4M3); `stream` is handed to a DLPack producer; `contiguous=True`
     rejects non-contiguous tensors. Raises InvalidTensorError (a ValueError) naming what is
@@ -462,6 +516,8 @@ def as_tensor(
     so it is not accepted there."""
     if isinstance(obj, EpcTensor):
         return obj
+    if _is_torch_tensor(obj):
+        return from_torch(obj, dtype=dtype, contiguous=contiguous, host=host)
     if _has_attribute(obj, "__dlpack__"):
         return from_dlpack(obj, dtype=dtype, stream=stream, contiguous=contiguous, host=host)
     if host:
