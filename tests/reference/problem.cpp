@@ -81,4 +81,45 @@ void validate_fp8_payload(const Problem& problem) {
   }
 }
 
+int scale_dtype_bytes(ScaleDtype dtype) {
+  switch (dtype) {
+    case ScaleDtype::kFp32:
+    case ScaleDtype::kE8m0x4:
+      return 4;
+    case ScaleDtype::kBf16:
+      return 2;
+    case ScaleDtype::kE8m0:
+    case ScaleDtype::kUint8:
+      return 1;
+  }
+  reject("unknown scale dtype");
+}
+
+int passthrough_row_bytes(int hidden, const PassthroughFormat& format) {
+  if (format.payload == QuantPayload::kE4m3) {
+    if (hidden % 16 != 0) reject("e4m3 passthrough needs hidden to be a multiple of 16, got " + std::to_string(hidden));
+    return hidden;
+  }
+  if (hidden % 32 != 0) reject("e2m1 passthrough needs hidden to be a multiple of 32, got " + std::to_string(hidden));
+  return hidden / 2;
+}
+
+int passthrough_scale_bytes(const PassthroughFormat& format) {
+  if (format.scale_count < 1) {
+    reject("passthrough needs a scale_count of at least 1, got " + std::to_string(format.scale_count));
+  }
+  return format.scale_count * scale_dtype_bytes(format.scales);
+}
+
+void validate_passthrough_payload(const Problem& problem, const PassthroughFormat& format) {
+  const std::size_t row = static_cast<std::size_t>(passthrough_row_bytes(problem.hidden, format));
+  const std::size_t scales = static_cast<std::size_t>(passthrough_scale_bytes(format));
+  for (int r = 0; r < problem.nranks; ++r) {
+    const RankTokens& rank = problem.ranks[r];
+    const std::size_t tokens = static_cast<std::size_t>(rank.num_tokens);
+    require_size(rank.x_quant.size(), tokens * row, r, "x_quant", "num_tokens * row_bytes");
+    require_size(rank.x_scale_bytes.size(), tokens * scales, r, "x_scale_bytes", "num_tokens * scale_bytes");
+  }
+}
+
 }  // namespace epc::ref

@@ -51,7 +51,8 @@
 // unmasked entries has its expert on q. Received rows are ordered by (r ascending, t
 // ascending); num_recv = N. Per received row i:
 //   x [N, H]: the token's 16-bit bits, or (HtPayload::kFp8) the caller's x_fp8 [H] bytes and
-//             fp8_scales [H/128], copied unchanged;
+//             fp8_scales [H/128], copied unchanged, or (HtPayload::kPassthrough) the caller's
+//             x_quant row and x_scale_bytes, copied byte for byte (see "Passthrough" below);
 //   recv_topk_idx [N, K] int32: e - q*L where entry k's expert e is on q, else -1;
 //   recv_topk_weights [N, K] float: topk_weights[r][t][k] where local, else 0.0f;
 //   src [N]: {r, t}.
@@ -96,6 +97,15 @@
 // The gradient of a combine is a dispatch of the output gradient: put it in RankTokens::x
 // and call ht_dispatch / ll_dispatch on the same routing. No extra functions are needed.
 //
+// ---- Passthrough (EPC_QUANT_PASSTHROUGH) ----------------------------------------------
+// A caller-quantized payload: per token, a row of row_bytes and S scales of scale_bytes
+// bytes in all, whose bits the library never reads. Row: e4m3 H bytes (H % 16 == 0: rows
+// move in 16-byte vectors) or e2m1 two per byte, low nibble first, H / 2 bytes (H % 32 ==
+// 0). Scales: S >= 1 elements of fp32 (4 bytes), bf16 (2), e8m0 (1: a biased exponent,
+// 2^(e - 127)), e8m0x4 (4: four e8m0, lowest byte first) or uint8 (1); scale_bytes = S *
+// size. Each received row (flat: one per (token, rank); packed: one per entry) holds its
+// source token's row_bytes and scale_bytes exactly; nothing else is written for them.
+//
 // ---- Input validation ------------------------------------------------------------------
 // Every function validates its inputs and throws std::invalid_argument naming the offending
 // field: nranks < 1, num_experts < 1, E % R != 0, H == 0, H % 8 != 0, K == 0 or K > 32,
@@ -117,13 +127,31 @@ using kernels::kMaxTopk;
 
 // One rank's dispatch input. Row-major arrays; which payload is needed depends on the call.
 struct RankTokens {
-  int num_tokens = 0;               // B_r
-  std::vector<uint16_t> x;          // [B_r, H] bits of Problem::dtype (LL, HT 16-bit)
-  std::vector<int64_t> topk_idx;    // [B_r, K] expert ids, -1 = masked entry
-  std::vector<float> topk_weights;  // [B_r, K]
-  std::vector<uint8_t> x_fp8;       // [B_r, H] e4m3 (HT fp8 dispatch only)
-  std::vector<float> fp8_scales;    // [B_r, H/128] (HT fp8 dispatch only)
+  int num_tokens = 0;                  // B_r
+  std::vector<uint16_t> x;             // [B_r, H] bits of Problem::dtype (LL, HT 16-bit)
+  std::vector<int64_t> topk_idx;       // [B_r, K] expert ids, -1 = masked entry
+  std::vector<float> topk_weights;     // [B_r, K]
+  std::vector<uint8_t> x_fp8;          // [B_r, H] e4m3 (HT fp8 dispatch only)
+  std::vector<float> fp8_scales;       // [B_r, H/128] (HT fp8 dispatch only)
+  std::vector<uint8_t> x_quant;        // [B_r, row_bytes] (HT passthrough only)
+  std::vector<uint8_t> x_scale_bytes;  // [B_r, scale_bytes] (HT passthrough only)
 };
+
+// ---- Passthrough formats ----------------------------------------------------------------
+enum class QuantPayload { kE4m3, kE2m1 };
+enum class ScaleDtype { kFp32, kBf16, kE8m0, kE8m0x4, kUint8 };
+
+struct PassthroughFormat {
+  QuantPayload payload = QuantPayload::kE4m3;
+  ScaleDtype scales = ScaleDtype::kFp32;
+  int scale_count = 0;  // S, elements per row (e8m0x4: 32-bit words)
+};
+
+int scale_dtype_bytes(ScaleDtype dtype);
+// Bytes of one row's payload and of its scales; throw std::invalid_argument naming the
+// hidden size or the scale count when the format cannot hold them.
+int passthrough_row_bytes(int hidden, const PassthroughFormat& format);
+int passthrough_scale_bytes(const PassthroughFormat& format);
 
 // All ranks' inputs of one step.
 struct Problem {
@@ -147,6 +175,8 @@ void validate_problem(const Problem& problem);
 void validate_x16_payload(const Problem& problem);
 // The HT fp8 payload: H % 128 == 0, x_fp8 has B_r * H bytes, fp8_scales B_r * H/128.
 void validate_fp8_payload(const Problem& problem);
+// The passthrough payload: x_quant has B_r * row_bytes bytes, x_scale_bytes B_r * scale_bytes.
+void validate_passthrough_payload(const Problem& problem, const PassthroughFormat& format);
 
 // ---- Low-Latency mode -------------------------------------------------------------------
 
@@ -213,12 +243,14 @@ std::vector<uint16_t> round_sums(const std::vector<float>& sums, Dtype dtype);
 // ---- High-Throughput mode ---------------------------------------------------------------
 
 enum class HtPayload {
-  k16Bit,  // RankTokens::x in Problem::dtype
-  kFp8,    // RankTokens::x_fp8 + fp8_scales, quantized by the caller, copied unchanged
+  k16Bit,        // RankTokens::x in Problem::dtype
+  kFp8,          // RankTokens::x_fp8 + fp8_scales, quantized by the caller, copied unchanged
+  kPassthrough,  // RankTokens::x_quant + x_scale_bytes in HtDispatchOptions::passthrough
 };
 
 struct HtDispatchOptions {
   HtPayload payload = HtPayload::k16Bit;
+  PassthroughFormat passthrough;   // with kPassthrough
   bool global_expert_ids = false;  // recv_topk_idx: q*L + local id instead of the local id
 };
 
@@ -234,6 +266,8 @@ struct HtDispatchResult {
   std::vector<uint16_t> x;                // [N, H] when !is_fp8, else empty
   std::vector<uint8_t> x_fp8;             // [N, H] when is_fp8, else empty
   std::vector<float> fp8_scales;          // [N, H/128] when is_fp8, else empty
+  std::vector<uint8_t> x_quant;           // [N, row_bytes] with kPassthrough, else empty
+  std::vector<uint8_t> x_scale_bytes;     // [N, scale_bytes] with kPassthrough, else empty
   std::vector<int32_t> recv_topk_idx;     // [N, K] local (or global) expert id or -1
   std::vector<float> recv_topk_weights;   // [N, K] weight or 0.0f
   std::vector<int32_t> expert_counts;     // [L]

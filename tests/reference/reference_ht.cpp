@@ -81,7 +81,13 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispat
   const Problem& p = problem;
   const HtLayout layout = ht_layout(p);  // validates the problem
   const bool fp8 = options.payload == HtPayload::kFp8;
-  if (fp8) {
+  const bool passthrough = options.payload == HtPayload::kPassthrough;
+  std::size_t row_bytes = 0, scale_bytes = 0;
+  if (passthrough) {
+    validate_passthrough_payload(p, options.passthrough);
+    row_bytes = static_cast<std::size_t>(passthrough_row_bytes(p.hidden, options.passthrough));
+    scale_bytes = static_cast<std::size_t>(passthrough_scale_bytes(options.passthrough));
+  } else if (fp8) {
     validate_fp8_payload(p);
   } else {
     validate_x16_payload(p);
@@ -97,7 +103,10 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispat
     const std::size_t rows = static_cast<std::size_t>(layout.num_recv[q]);
     out.num_recv = layout.num_recv[q];
     out.is_fp8 = fp8;
-    if (fp8) {
+    if (passthrough) {
+      out.x_quant.assign(rows * row_bytes, 0);
+      out.x_scale_bytes.assign(rows * scale_bytes, 0);
+    } else if (fp8) {
       out.x_fp8.assign(rows * H, 0);
       out.fp8_scales.assign(rows * blocks, 0.0f);
     } else {
@@ -118,7 +127,11 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispat
         if (row_of_token == -1) continue;
         const std::size_t row = static_cast<std::size_t>(row_of_token);
         HtDispatchResult& out = results[q];
-        if (fp8) {
+        if (passthrough) {
+          std::copy_n(rank.x_quant.begin() + t * row_bytes, row_bytes, out.x_quant.begin() + row * row_bytes);
+          std::copy_n(rank.x_scale_bytes.begin() + t * scale_bytes, scale_bytes,
+                      out.x_scale_bytes.begin() + row * scale_bytes);
+        } else if (fp8) {
           std::copy_n(rank.x_fp8.begin() + t * H, H, out.x_fp8.begin() + row * H);
           std::copy_n(rank.fp8_scales.begin() + t * blocks, blocks, out.fp8_scales.begin() + row * blocks);
         } else {

@@ -17,10 +17,13 @@ int64_t alignment_of(int64_t alignment) {
 }
 
 // The bytes of token t's payload and scales on `rank`.
-void token_bytes(const Problem& p, const RankTokens& rank, int t, bool fp8, const uint8_t** payload,
-                 const uint8_t** scales) {
+void token_bytes(const Problem& p, const RankTokens& rank, int t, const HtPackedResult& format, bool fp8,
+                 bool passthrough, const uint8_t** payload, const uint8_t** scales) {
   const std::size_t H = static_cast<std::size_t>(p.hidden);
-  if (fp8) {
+  if (passthrough) {
+    *payload = rank.x_quant.data() + static_cast<std::size_t>(t) * format.row_bytes;
+    *scales = rank.x_scale_bytes.data() + static_cast<std::size_t>(t) * format.scale_bytes;
+  } else if (fp8) {
     *payload = rank.x_fp8.data() + t * H;
     *scales = reinterpret_cast<const uint8_t*>(rank.fp8_scales.data() + t * (H / kFp8BlockChannels));
   } else {
@@ -78,7 +81,10 @@ std::vector<HtPackedResult> ht_dispatch_packed(const Problem& problem, const HtP
   const Problem& p = problem;
   validate_problem(p);
   const bool fp8 = options.payload == HtPayload::kFp8;
-  if (fp8) {
+  const bool passthrough = options.payload == HtPayload::kPassthrough;
+  if (passthrough) {
+    validate_passthrough_payload(p, options.passthrough);
+  } else if (fp8) {
     validate_fp8_payload(p);
   } else {
     validate_x16_payload(p);
@@ -94,8 +100,10 @@ std::vector<HtPackedResult> ht_dispatch_packed(const Problem& problem, const HtP
   for (int q = 0; q < p.nranks; ++q) {
     HtPackedResult& out = results[q];
     out.rows = static_cast<int>(offsets[q][L]);
-    out.row_bytes = fp8 ? p.hidden : 2 * p.hidden;
-    out.scale_bytes = fp8 ? static_cast<int>(p.hidden / kFp8BlockChannels * sizeof(float)) : 0;
+    out.row_bytes = passthrough ? passthrough_row_bytes(p.hidden, options.passthrough) : fp8 ? p.hidden : 2 * p.hidden;
+    out.scale_bytes = passthrough ? passthrough_scale_bytes(options.passthrough)
+                      : fp8       ? static_cast<int>(p.hidden / kFp8BlockChannels * sizeof(float))
+                                  : 0;
     out.payload.assign(static_cast<std::size_t>(out.rows) * out.row_bytes, 0);
     out.scales.assign(static_cast<std::size_t>(out.rows) * out.scale_bytes, 0);
     out.weights.assign(out.rows, 0.0f);
@@ -109,7 +117,7 @@ std::vector<HtPackedResult> ht_dispatch_packed(const Problem& problem, const HtP
     for (int t = 0; t < rank.num_tokens; ++t) {
       const uint8_t* payload = nullptr;
       const uint8_t* scales = nullptr;
-      token_bytes(p, rank, t, fp8, &payload, &scales);
+      token_bytes(p, rank, t, results[0], fp8, passthrough, &payload, &scales);
       for (std::size_t k = 0; k < K; ++k) {
         const int64_t row = rows[r][t * K + k];
         if (row < 0) continue;

@@ -8,8 +8,9 @@
 //   offsets     [L + 1]: offsets[0] = 0, offsets[l + 1] = offsets[l] + a * ceil(counts[l] / a),
 //               so every zone starts and ends at a multiple of a; rows = offsets[L];
 //   row offsets[l] + i, i < counts[l]: the i-th entry of expert l in (r, t, k) order; it holds
-//               the source token's payload bytes and scale bytes exactly (16-bit bits, or the
-//               caller's fp8 bytes and fp32 scales), its weight topk_weights[r][t][k] and the
+//               the source token's payload bytes and scale bytes exactly (16-bit bits, the
+//               caller's fp8 bytes and fp32 scales, or a passthrough row and its scales as
+//               reference.hpp's "Passthrough" says), its weight topk_weights[r][t][k] and the
 //               SourceRef {r, t, k, weight};
 //   padding     rows offsets[l] + counts[l] .. offsets[l + 1] - 1: all-zero payload, scales and
 //               weight, SourceRef {-1, -1, -1, 0}. Kernels write these zeros only with
@@ -36,14 +37,17 @@ namespace epc::ref {
 
 struct HtPackedOptions {
   HtPayload payload = HtPayload::k16Bit;
-  int alignment = 0;  // 0 means 1
+  int alignment = 0;              // 0 means 1
+  PassthroughFormat passthrough;  // with HtPayload::kPassthrough
 };
 
 struct HtPackedResult {
   int rows = 0;                         // offsets[L]
   int num_recv = 0;                     // entries received (padding excluded)
-  int row_bytes = 0;                    // payload bytes per row: 2 * H (16-bit) or H (fp8)
-  int scale_bytes = 0;                  // scale bytes per row: 0 (16-bit) or 4 * H / 128 (fp8)
+  int row_bytes = 0;                    // payload bytes per row: 2 * H (16-bit), H (fp8), or
+                                        // passthrough_row_bytes
+  int scale_bytes = 0;                  // scale bytes per row: 0 (16-bit), 4 * H / 128 (fp8), or
+                                        // passthrough_scale_bytes
   std::vector<uint8_t> payload;         // [rows, row_bytes]
   std::vector<uint8_t> scales;          // [rows, scale_bytes]
   std::vector<float> weights;           // [rows]
