@@ -86,6 +86,7 @@ GroupConfig resolve_config(const EpcGroupConfig* caller) {
   const uint64_t half_bytes = uint64_t{c.hidden} * 2;
   const uint64_t fp8_bytes = uint64_t{c.hidden} + uint64_t{c.hidden} / limits::kFp8BlockChannels * 4;
   const uint64_t token_bytes = raw.max_token_bytes == 0 ? half_bytes : raw.max_token_bytes;
+  c.token_bytes = static_cast<uint32_t>(token_bytes);
   if (token_bytes >= half_bytes) {
     c.dtype = EPC_DTYPE_BF16;
   } else if (c.hidden % limits::kFp8BlockChannels == 0 && token_bytes >= fp8_bytes) {

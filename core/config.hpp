@@ -36,8 +36,13 @@ struct GroupConfig {
     return dtype == EPC_DTYPE_FP8_E4M3 ? uint64_t{hidden} + uint64_t{hidden} / kernels::kFp8BlockChannels * 4
                                        : uint64_t{hidden} * 2;
   }
-  // max_token_bytes after rounding down to what the window holds.
-  uint32_t max_token_bytes() const { return static_cast<uint32_t>(payload_row_bytes()); }
+  // EpcGroupConfig.max_token_bytes after its default (0: 2 * hidden), before any rounding.
+  uint32_t token_bytes = 0;
+  // max_token_bytes as the window holds it: LL rounds down to payload_row_bytes(); HT slots
+  // (since 2.1) hold token_bytes itself (kernels/wire/ht_message.hpp, ht_payload_bytes).
+  uint32_t max_token_bytes() const {
+    return mode == EPC_MODE_HIGH_THROUGHPUT ? token_bytes : static_cast<uint32_t>(payload_row_bytes());
+  }
   uint32_t local_experts(int nranks) const { return num_experts / static_cast<uint32_t>(nranks); }
   // Tokens one rank can receive at most: every rank sends it every token.
   uint64_t worst_case_recv(int nranks) const { return static_cast<uint64_t>(nranks) * max_tokens_per_rank; }

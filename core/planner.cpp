@@ -67,7 +67,7 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
   const uint64_t T = c.max_tokens_per_rank;
   const uint64_t L = c.local_experts(t.nranks);
   const uint32_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
-  const kernels::HtDispatchSlot dispatch = kernels::ht_dispatch_slot(c.hidden, element, c.max_topk);
+  const kernels::HtDispatchSlot dispatch = kernels::ht_dispatch_slot(c.hidden, element, c.max_topk, c.token_bytes);
   const kernels::HtCombineSlot combine = kernels::ht_combine_slot(c.hidden, c.max_topk);
   plan.num_slots = 1;
   plan.message_bytes = dispatch.bytes;

@@ -13,6 +13,53 @@
 
 namespace epc {
 
+namespace {
+
+// One token's bytes in a dispatch: its row (and out_x's columns), its scales.
+struct PayloadBytes {
+  int64_t row;
+  int64_t scales;
+  int64_t columns;
+};
+
+// EPC_QUANT_PASSTHROUGH: x e4m3 [B, H] (H % 16 == 0) or e2m1x2 [B, H / 2] (H % 32 == 0),
+// x_scales [B, S] of any dtype and S >= 1; out_x and out_scales of the same dtypes, [N, .].
+PayloadBytes check_passthrough(const EpcDispatchArgs& a, int64_t B, int64_t N, int64_t H) {
+  int64_t columns = H;
+  if (a.x->dtype == EPC_DTYPE_FP4_E2M1X2) {
+    if (H % 32 != 0) {
+      fail_argument(
+          format("EpcDispatchArgs.x is fp4 e2m1x2 but EpcGroupConfig.hidden is %lld; packed e2m1 rows need "
+                 "hidden to be a multiple of 32 (16-byte rows)",
+                 static_cast<long long>(H)));
+    }
+    columns = H / 2;
+  } else if (a.x->dtype != EPC_DTYPE_FP8_E4M3 || H % 16 != 0) {
+    fail_unsupported(
+        format("EpcDispatchArgs.x: EPC_QUANT_PASSTHROUGH serves, in ABI %d.%d, fp8 e4m3 x [B, hidden] "
+               "(hidden a multiple of 16) and fp4 e2m1x2 x [B, hidden / 2] (hidden a multiple of 32); "
+               "got %s with hidden %lld",
+               EPC_ABI_MAJOR, EPC_ABI_MINOR, dtype_name(a.x->dtype), static_cast<long long>(H)));
+  }
+  check_tensor(a.x, {"EpcDispatchArgs.x", {a.x->dtype}, {B, columns}});
+  if (a.x_scales == nullptr) fail_argument("EpcDispatchArgs.x_scales is NULL; EPC_QUANT_PASSTHROUGH needs it");
+  if (a.out_scales == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_PASSTHROUGH needs it");
+  const EpcDtype sd = a.x_scales->dtype;
+  const int64_t element = static_cast<int64_t>(dtype_size(sd));
+  if (element == 0) fail_argument(format("EpcDispatchArgs.x_scales has dtype %u, which is no EPC_DTYPE_*", sd));
+  if (a.x_scales->ndim != 2 || a.x_scales->shape[1] < 1) {
+    fail_argument("EpcDispatchArgs.x_scales must be [B, S] with S >= 1 scales per row");
+  }
+  const int64_t S = a.x_scales->shape[1];
+  // Whole 32-bit words of scales per row move as words (kernels/device/row_copy.cuh).
+  const uint32_t align = S * element % 4 == 0 ? 4u : static_cast<uint32_t>(element);
+  check_tensor(a.x_scales, {"EpcDispatchArgs.x_scales", {sd}, {B, S}, align});
+  check_tensor(a.out_scales, {"EpcDispatchArgs.out_scales", {sd}, {N, S}, align});
+  return PayloadBytes{columns * static_cast<int64_t>(dtype_size(a.x->dtype)), S * element, columns};
+}
+
+}  // namespace
+
 HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
                    cudaStream_t stream)
     : group_(group), steps_(steps), setup_(setup), id_(id), memory_(group.device()) {
@@ -96,7 +143,8 @@ kernels::HtCommon HtHandle::common() const {
   k.geo.max_tokens = static_cast<int>(c.max_tokens_per_rank);
   k.geo.hidden = static_cast<int>(c.hidden);
   k.geo.topk = topk_;
-  k.geo.dispatch_slot = kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk);
+  k.geo.dispatch_slot =
+      kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk, c.token_bytes);
   k.geo.combine_slot = kernels::ht_combine_slot(c.hidden, c.max_topk);
   k.geo.node_size = group_.topology().node_size;
   k.geo.num_nodes = group_.topology().nodes();
@@ -187,33 +235,16 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   const GroupConfig& c = group_.config();
   const int64_t B = num_tokens_, H = c.hidden, K = topk_, N = rows_;
   const int64_t L = c.local_experts(group_.topology().nranks);
-  const bool fp8 = a.quant == EPC_QUANT_PASSTHROUGH;
-  const int64_t S = H / limits::kFp8BlockChannels;
-  if (fp8) {
-    if (a.x->dtype != EPC_DTYPE_FP8_E4M3 || a.x_scales == nullptr || a.x_scales->dtype != EPC_DTYPE_FP32 ||
-        a.x_scales->ndim != 2 || a.x_scales->shape[1] != S || H % limits::kFp8BlockChannels != 0) {
-      if (a.x_scales == nullptr) fail_argument("EpcDispatchArgs.x_scales is NULL; EPC_QUANT_PASSTHROUGH needs it");
-      fail_unsupported(format(
-          "EpcDispatchArgs: EPC_QUANT_PASSTHROUGH serves, in ABI %d.%d, fp8 e4m3 x with fp32 "
-          "x_scales [B, hidden / %d] (hidden a multiple of %d); got x %s and x_scales %s with "
-          "%lld columns",
-          EPC_ABI_MAJOR, EPC_ABI_MINOR, limits::kFp8BlockChannels, limits::kFp8BlockChannels, dtype_name(a.x->dtype),
-          dtype_name(a.x_scales->dtype), static_cast<long long>(a.x_scales->ndim == 2 ? a.x_scales->shape[1] : -1)));
-    }
-    check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_FP8_E4M3}, {B, H}});
-    check_tensor(a.x_scales, {"EpcDispatchArgs.x_scales", {EPC_DTYPE_FP32}, {B, S}, 4});
-    if (a.out_scales == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_PASSTHROUGH needs it");
-    check_tensor(a.out_scales, {"EpcDispatchArgs.out_scales", {EPC_DTYPE_FP32}, {N, S}, 4});
-  } else {
-    if (c.dtype == EPC_DTYPE_FP8_E4M3) {
-      fail_argument(
-          format("EpcDispatchArgs.quant is EPC_QUANT_NONE, but the group's max_token_bytes (%u) holds fp8 "
-                 "rows only; pass fp8 x with EPC_QUANT_PASSTHROUGH",
-                 c.max_token_bytes()));
-    }
-    check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
+  const bool passthrough = a.quant == EPC_QUANT_PASSTHROUGH;
+  const PayloadBytes bytes = passthrough ? check_passthrough(a, B, N, H) : PayloadBytes{2 * H, 0, H};
+  if (!passthrough) check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
+  if (bytes.row + bytes.scales > static_cast<int64_t>(c.max_token_bytes())) {
+    fail_argument(
+        format("EpcDispatchArgs: a row of x (%lld bytes) and its scales (%lld bytes) exceed the group's "
+               "EpcGroupConfig.max_token_bytes (%u), the bytes per token its window holds",
+               static_cast<long long>(bytes.row), static_cast<long long>(bytes.scales), c.max_token_bytes()));
   }
-  check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {a.x->dtype}, {N, H}});
+  check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {a.x->dtype}, {N, bytes.columns}});
   if (a.topk_weights != nullptr)
     check_tensor(a.topk_weights, {"EpcDispatchArgs.topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
   if (a.out_topk_weights != nullptr && packed_) {
@@ -244,7 +275,7 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.common = common();
   p.channel = channel(EPC_REGION_DISPATCH_RECV, EPC_REGION_DISPATCH_SIGNAL);
   p.x = a.x->data;
-  p.x_scales = fp8 ? static_cast<const float*>(a.x_scales->data) : nullptr;
+  p.x_scales = passthrough ? a.x_scales->data : nullptr;
   // Weights travel only where they are received (EXPERT_PACKED: by combine's weighting too).
   const bool weights_travel = a.out_topk_weights != nullptr || (packed_ && a.topk_weights != nullptr);
   p.weights = weights_travel ? static_cast<const float*>(a.topk_weights->data) : nullptr;
@@ -258,15 +289,16 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     }
   }
   p.out_x = a.out_x->data;
-  p.out_scales = fp8 ? static_cast<float*>(a.out_scales->data) : nullptr;
+  p.out_scales = passthrough ? a.out_scales->data : nullptr;
   p.out_topk_idx = a.out_topk_idx != nullptr ? static_cast<int32_t*>(a.out_topk_idx->data) : nullptr;
   p.out_topk_weights = a.out_topk_weights != nullptr ? static_cast<float*>(a.out_topk_weights->data) : nullptr;
   p.out_expert_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : nullptr;
   p.acc_expert_counts = counts.accumulated;
   p.out_num_recv = a.out_num_recv != nullptr ? static_cast<int32_t*>(a.out_num_recv->data) : nullptr;
   p.expert_id_base = (setup_.flags & EPC_HANDLE_GLOBAL_EXPERT_IDS) != 0 ? group_.rank() * static_cast<int32_t>(L) : 0;
-  p.row_bytes = static_cast<int>(H * static_cast<int64_t>(dtype_size(a.x->dtype)));
-  p.fp8 = fp8;
+  p.row_bytes = static_cast<int>(bytes.row);
+  p.scale_bytes = static_cast<int>(bytes.scales);
+  p.scales_offset = kernels::ht_scales_offset(static_cast<uint32_t>(bytes.row));
   p.common.send_warps = kernels::kHtDispatchSendWarps;
   if (group_.topology().nodes() > 1) {  // tokens cross between nodes once, then are forwarded
     p.common.forward_warps = kernels::kHtForwardWarps;

@@ -52,4 +52,22 @@ __device__ __forceinline__ void warp_copy_row_segmented(int4* dst, const int4* s
   warp_copy_row_to_lanes<kLoad>(src, vectors, 1u, dst);
 }
 
+// Copies one row's scales (passthrough scales of any dtype and count) with the warp:
+// 32-bit words where the byte count is a multiple of 4 (the host then requires 4-byte
+// aligned scale tensors; slots are 16-byte aligned), else single bytes.
+template <RowLoad kLoad>
+__device__ __forceinline__ void warp_copy_scales(void* dst, const void* src, int bytes) {
+  if (bytes % 4 == 0) {
+    const uint32_t* from = static_cast<const uint32_t*>(src);
+    uint32_t* to = static_cast<uint32_t*>(dst);
+    for (int i = lane_id(); i < bytes / 4; i += kWarpSize)
+      to[i] = kLoad == RowLoad::kReadOnly ? __ldg(from + i) : __ldcg(from + i);
+  } else {
+    const unsigned char* from = static_cast<const unsigned char*>(src);
+    unsigned char* to = static_cast<unsigned char*>(dst);
+    for (int i = lane_id(); i < bytes; i += kWarpSize)
+      to[i] = kLoad == RowLoad::kReadOnly ? __ldg(from + i) : __ldcg(from + i);
+  }
+}
+
 }  // namespace epc::kernels

@@ -25,11 +25,8 @@ namespace epc::kernels::ht_dispatch_forward {
 __device__ __forceinline__ void copy_extras(const HtDispatchParams& p, const char* rail, int dest, char* slot) {
   const HtGeometry& g = p.common.geo;
   const int lane = lane_id();
-  if (p.fp8) {
-    const float* from = reinterpret_cast<const float*>(rail + g.dispatch_slot.scales_offset);
-    float* to = reinterpret_cast<float*>(slot + g.dispatch_slot.scales_offset);
-    for (int b = lane; b < g.hidden / kFp8BlockChannels; b += kWarpSize) to[b] = __ldcg(from + b);
-  }
+  if (p.scale_bytes > 0)
+    warp_copy_scales<RowLoad::kCoherent>(slot + p.scales_offset, rail + p.scales_offset, p.scale_bytes);
   if (lane < g.topk) {
     const int expert = __ldcg(reinterpret_cast<const int32_t*>(rail + g.dispatch_slot.topk_offset) + lane);
     const float weight = __ldcg(reinterpret_cast<const float*>(rail + g.dispatch_slot.weights_offset) + lane);

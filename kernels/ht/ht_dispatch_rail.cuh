@@ -24,12 +24,10 @@ __device__ __forceinline__ uint64_t slot_offset(const HtDispatchParams& p, int t
 __device__ __forceinline__ void write_extras(const HtDispatchParams& p, int t, int m, char* slot) {
   const HtGeometry& g = p.common.geo;
   const int lane = lane_id();
-  if (p.fp8) {
-    const int blocks = g.hidden / kFp8BlockChannels;
-    const float* scales = p.x_scales + static_cast<size_t>(t) * blocks;
-    for (int b = lane; b < blocks; b += kWarpSize) {
-      reinterpret_cast<float*>(slot + g.dispatch_slot.scales_offset)[b] = __ldg(scales + b);
-    }
+  if (p.scale_bytes > 0) {
+    warp_copy_scales<RowLoad::kReadOnly>(slot + p.scales_offset,
+                                         static_cast<const char*>(p.x_scales) + static_cast<size_t>(t) * p.scale_bytes,
+                                         p.scale_bytes);
   }
   if (lane < g.topk) {
     reinterpret_cast<int32_t*>(slot + g.dispatch_slot.topk_offset)[lane] = p.common.handle.topk_idx[t * g.topk + lane];

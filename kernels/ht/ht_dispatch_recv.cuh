@@ -25,8 +25,7 @@ __device__ __forceinline__ void copy_packed(const HtDispatchParams& p, const cha
     q = __ldcg(reinterpret_cast<const int32_t*>(slot + g.dispatch_slot.topk_offset) + k);
     weight = __ldcg(reinterpret_cast<const float*>(slot + g.dispatch_slot.weights_offset) + k);
   }
-  write_packed_rows<RowLoad::kCoherent>(p, reinterpret_cast<const int4*>(slot),
-                                        reinterpret_cast<const float*>(slot + g.dispatch_slot.scales_offset), q, weight,
+  write_packed_rows<RowLoad::kCoherent>(p, reinterpret_cast<const int4*>(slot), slot + p.scales_offset, q, weight,
                                         source, j);
 }
 
@@ -35,11 +34,9 @@ __device__ __forceinline__ void copy_row(const HtDispatchParams& p, const char* 
   const int lane = lane_id();
   int4* dst = reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * p.row_bytes);
   warp_copy_row_segmented<RowLoad::kCoherent>(dst, reinterpret_cast<const int4*>(slot), p.row_bytes / 16);
-  if (p.fp8) {
-    const int blocks = g.hidden / kFp8BlockChannels;
-    const float* scales = reinterpret_cast<const float*>(slot + g.dispatch_slot.scales_offset);
-    for (int b = lane; b < blocks; b += kWarpSize)
-      p.out_scales[static_cast<size_t>(row) * blocks + b] = __ldcg(scales + b);
+  if (p.scale_bytes > 0) {
+    warp_copy_scales<RowLoad::kCoherent>(static_cast<char*>(p.out_scales) + static_cast<size_t>(row) * p.scale_bytes,
+                                         slot + p.scales_offset, p.scale_bytes);
   }
   if (lane < g.topk) {
     const size_t at = static_cast<size_t>(row) * g.topk + lane;

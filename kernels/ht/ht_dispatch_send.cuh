@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // High-throughput dispatch, sending part. Each warp takes chunks of kHtChunkTokens source
 // tokens; for each token it writes one slot into every rank of this node hosting one of its
-// entries (payload, fp8 scales, the entries that are local there and their weights) at the
+// entries (payload, scales, the entries that are local there and their weights) at the
 // row the layout gave it, then publishes the chunk to every other rank of the node with one
 // flag carrying the chunk's row range there (possibly empty). Other nodes get each token
 // once, through their rail peer, which forwards it (ht_dispatch_rail.cuh). Rows for this rank itself go straight into the
@@ -20,12 +20,9 @@
 
 namespace epc::kernels::ht_dispatch_send {
 
-// The scales of an fp8 token (the payload itself moves with warp_copy_row_to_lanes).
-__device__ __forceinline__ void write_scales(const HtDispatchParams& p, int t, float* out) {
-  const HtGeometry& g = p.common.geo;
-  const int blocks = g.hidden / kFp8BlockChannels;
-  const float* scales = p.x_scales + static_cast<size_t>(t) * blocks;
-  for (int b = lane_id(); b < blocks; b += kWarpSize) out[b] = __ldg(scales + b);
+// Token t's scales in x_scales (passthrough; the payload moves with warp_copy_row_to_lanes).
+__device__ __forceinline__ const char* token_scales(const HtDispatchParams& p, int t) {
+  return static_cast<const char*>(p.x_scales) + static_cast<size_t>(t) * p.scale_bytes;
 }
 
 // Entry k's local expert on `dest` (-1 where not local) and its weight (0 where not local).
@@ -42,7 +39,8 @@ __device__ __forceinline__ void entry_on(const HtDispatchParams& p, int t, int d
 template <bool kPacked>
 __device__ __forceinline__ void write_slot_extras(const HtDispatchParams& p, int t, int dest, char* slot) {
   const HtGeometry& g = p.common.geo;
-  if (p.fp8) write_scales(p, t, reinterpret_cast<float*>(slot + g.dispatch_slot.scales_offset));
+  if (p.scale_bytes > 0)
+    warp_copy_scales<RowLoad::kReadOnly>(slot + p.scales_offset, token_scales(p, t), p.scale_bytes);
   const int k = lane_id();
   if (k >= g.topk) return;
   int32_t local_expert;
@@ -64,14 +62,17 @@ __device__ __forceinline__ void write_own_packed(const HtDispatchParams& p, int 
     entry_on(p, t, g.rank, k, &local, &weight);
     if (local >= 0) local = p.common.handle.entry_position[t * g.topk + k];
   }
-  const float* scales = p.fp8 ? p.x_scales + static_cast<size_t>(t) * (g.hidden / kFp8BlockChannels) : nullptr;
-  write_packed_rows<RowLoad::kReadOnly>(p, payload, scales, local, weight, g.rank, j);
+  write_packed_rows<RowLoad::kReadOnly>(p, payload, p.scale_bytes > 0 ? token_scales(p, t) : nullptr, local, weight,
+                                        g.rank, j);
 }
 
 // The same for a token this rank sends itself: straight into the caller's outputs at `row`.
 __device__ __forceinline__ void write_own_extras(const HtDispatchParams& p, int t, int row) {
   const HtGeometry& g = p.common.geo;
-  if (p.fp8) write_scales(p, t, p.out_scales + static_cast<size_t>(row) * (g.hidden / kFp8BlockChannels));
+  if (p.scale_bytes > 0) {
+    warp_copy_scales<RowLoad::kReadOnly>(static_cast<char*>(p.out_scales) + static_cast<size_t>(row) * p.scale_bytes,
+                                         token_scales(p, t), p.scale_bytes);
+  }
   const int k = lane_id();
   if (k >= g.topk) return;
   int32_t local_expert;

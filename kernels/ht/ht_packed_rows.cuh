@@ -36,12 +36,12 @@ __device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int 
   return c.handle.expert_base[source * L + lo] + q - starts[lo];
 }
 
-// Copies one token's payload (`src`, and its fp32 scales with fp8) into the row of each of
+// Copies one token's payload (`src`, and its scale bytes where p.scale_bytes > 0) into the row of each of
 // its local entries. Lane k < K holds entry k: `q` its place among the source's entries for
 // this rank (-1: not on this rank), `weight`. Records each entry's row and weight for
 // combine. Every lane must call.
 template <RowLoad kLoad>
-__device__ __forceinline__ void write_packed_rows(const HtDispatchParams& p, const int4* src, const float* src_scales,
+__device__ __forceinline__ void write_packed_rows(const HtDispatchParams& p, const int4* src, const char* src_scales,
                                                   int q, float weight, int source, int j) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -58,14 +58,11 @@ __device__ __forceinline__ void write_packed_rows(const HtDispatchParams& p, con
   int4* dst = row >= 0 ? reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * p.row_bytes)
                        : nullptr;
   warp_copy_row_to_lanes<kLoad>(src, p.row_bytes / 16, rows, dst);
-  if (!p.fp8) return;
-  const int blocks = g.hidden / kFp8BlockChannels;
+  if (p.scale_bytes == 0) return;
   for (unsigned rest = rows; rest != 0; rest &= rest - 1) {
     const int to = __shfl_sync(0xffffffffu, row, __ffs(rest) - 1);
-    for (int b = lane_id(); b < blocks; b += kWarpSize) {
-      p.out_scales[static_cast<size_t>(to) * blocks + b] =
-          kLoad == RowLoad::kReadOnly ? __ldg(src_scales + b) : __ldcg(src_scales + b);
-    }
+    warp_copy_scales<kLoad>(static_cast<char*>(p.out_scales) + static_cast<size_t>(to) * p.scale_bytes, src_scales,
+                            p.scale_bytes);
   }
 }
 
@@ -76,7 +73,7 @@ __device__ __forceinline__ void zero_packed_padding(const HtDispatchParams& p) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int thread = blockIdx.x * blockDim.x + threadIdx.x, threads = gridDim.x * blockDim.x;
-  const int scale_bytes = p.fp8 ? g.hidden / kFp8BlockChannels * 4 : 0;
+  const int scale_bytes = p.scale_bytes;
   for (int l = 0; l < g.local_experts; ++l) {
     const int first = c.handle.expert_offsets[l] + c.handle.expert_counts[l], end = c.handle.expert_offsets[l + 1];
     if (first >= end) continue;
@@ -84,8 +81,8 @@ __device__ __forceinline__ void zero_packed_padding(const HtDispatchParams& p) {
     const size_t vectors = static_cast<size_t>(end - first) * p.row_bytes / 16;
     for (size_t i = thread; i < vectors; i += threads) rows[i] = make_int4(0, 0, 0, 0);
     if (scale_bytes > 0) {
-      float* scales = p.out_scales + static_cast<size_t>(first) * (scale_bytes / 4);
-      for (size_t i = thread; i < static_cast<size_t>(end - first) * (scale_bytes / 4); i += threads) scales[i] = 0.0f;
+      unsigned char* scales = static_cast<unsigned char*>(p.out_scales) + static_cast<size_t>(first) * scale_bytes;
+      for (size_t i = thread; i < static_cast<size_t>(end - first) * scale_bytes; i += threads) scales[i] = 0;
     }
     if (p.out_topk_weights != nullptr) {
       for (int r = first + thread; r < end; r += threads) p.out_topk_weights[r] = 0.0f;

@@ -4,8 +4,11 @@
 //
 // Dispatch: source rank s writes the j-th token it sends to rank d (j counts s's tokens for
 // d in token order) into d's slot [s][j]:
-//   row      the payload: H 16-bit values or H e4m3 bytes (16-byte aligned size)
-//   scales   H/128 fp32 (fp8 payloads only; the space exists in every slot)
+//   row      the payload: H 16-bit values, H e4m3 bytes or H / 2 e2m1 pairs (a multiple
+//            of 16 bytes)
+//   scales   passthrough payloads only: the token's scale bytes (any dtype and count), from
+//            ht_scales_offset(row bytes); row and scales share the slot's payload area
+//            (ht_payload_bytes), which holds any row plus scales up to max_token_bytes
 //   topk     K int32: the local expert id of entry k where its expert is on d, else -1
 //   weights  K fp32: the weight of entry k where local, else 0
 // For EXPERT_PACKED handles, topk holds instead entry k's place q among s's entries for d in
@@ -35,19 +38,34 @@ namespace epc::kernels {
 constexpr uint64_t ht_align16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 struct HtDispatchSlot {
-  uint32_t scales_offset;
-  uint32_t topk_offset;
+  uint32_t topk_offset;  // = the payload area's bytes
   uint32_t weights_offset;
   uint32_t bytes;
 };
 
-// `element_bytes`: 2 for groups of a 16-bit dtype, 1 for fp8 groups.
-constexpr HtDispatchSlot ht_dispatch_slot(uint32_t hidden, uint32_t element_bytes, uint32_t max_topk) {
+// Where a slot's scales start after a row of `row_bytes`.
+constexpr uint32_t ht_scales_offset(uint32_t row_bytes) { return static_cast<uint32_t>(ht_align16(row_bytes)); }
+
+// Bytes of a slot's payload area. At least 2.0's: a row of the group's element size
+// (`element_bytes`: 2 for groups of a 16-bit dtype, 1 for fp8 groups) and H/128 fp32
+// scales. `max_token_bytes` (0: none) can ask for more: every row the kernels carry is a
+// multiple of 16 bytes (2H, e4m3 H with H % 16 == 0, e2m1 H / 2 with H % 32 == 0), so a row
+// and scales of at most max_token_bytes in all, the scales from ht_scales_offset, take at
+// most align16(max_token_bytes). The default (2H) and 2.0's fp8 sizes (H + H/32, H % 128 ==
+// 0) fit in 2.0's area, which therefore does not change.
+constexpr uint64_t ht_payload_bytes(uint32_t hidden, uint32_t element_bytes, uint64_t max_token_bytes) {
   const uint64_t row = ht_align16(uint64_t{hidden} * element_bytes);
   const uint64_t scales = ht_align16(uint64_t{(hidden + kFp8BlockChannels - 1) / kFp8BlockChannels} * 4);
+  const uint64_t asked = ht_align16(max_token_bytes);
+  return row + scales > asked ? row + scales : asked;
+}
+
+constexpr HtDispatchSlot ht_dispatch_slot(uint32_t hidden, uint32_t element_bytes, uint32_t max_topk,
+                                          uint64_t max_token_bytes = 0) {
+  const uint64_t payload = ht_payload_bytes(hidden, element_bytes, max_token_bytes);
   const uint64_t topk = ht_align16(uint64_t{max_topk} * 4);
-  return HtDispatchSlot{static_cast<uint32_t>(row), static_cast<uint32_t>(row + scales),
-                        static_cast<uint32_t>(row + scales + topk), static_cast<uint32_t>(row + scales + 2 * topk)};
+  return HtDispatchSlot{static_cast<uint32_t>(payload), static_cast<uint32_t>(payload + topk),
+                        static_cast<uint32_t>(payload + 2 * topk)};
 }
 
 struct HtCombineSlot {

@@ -163,19 +163,20 @@ struct HtChannel {
 struct HtDispatchParams {
   HtCommon common;
   HtChannel channel;
-  const void* x;               // [B, H] 16-bit or e4m3
-  const float* x_scales;       // [B, H/128] with fp8, else null
+  const void* x;               // [B, row_bytes]: 16-bit, e4m3 or e2m1 x2
+  const void* x_scales;        // [B, scale_bytes] with passthrough, else null
   const float* weights;        // [B, K] or null
-  void* out_x;                 // [rows, H]
-  float* out_scales;           // [rows, H/128] with fp8
+  void* out_x;                 // [rows, row_bytes]
+  void* out_scales;            // [rows, scale_bytes] with passthrough
   int32_t* out_topk_idx;       // [rows, K] or null
   float* out_topk_weights;     // [rows, K] or null
   int32_t* out_expert_counts;  // [L] or null
   int64_t* acc_expert_counts;  // [L] or null: the layout's counts are added to it
   int32_t* out_num_recv;       // [1] or null
   int32_t expert_id_base;      // added to the local expert ids out_topk_idx holds (global ids)
-  int row_bytes;               // payload bytes of one row: H * element size of x
-  bool fp8;
+  int row_bytes;               // payload bytes of one row (a multiple of 16)
+  int scale_bytes;             // scale bytes of one row, any count (0: no scales)
+  uint32_t scales_offset;      // where a slot's scales start: ht_scales_offset(row_bytes)
   // EXPERT_PACKED (handle arrays entry_position .. entry_weights set): each entry's own row
   // in expert zones; out_topk_weights is then [rows], out_topk_idx null. The launch reads
   // `packed` to pick the packed kernels; the kernels take the layout as a template flag.

@@ -78,7 +78,9 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   const uint64_t wide = uint64_t{c.hidden} * 2, narrow = uint64_t{c.hidden} + c.hidden / 32;
   FUZZ_CHECK((c.dtype == EPC_DTYPE_BF16) == (raw.max_token_bytes == 0 || raw.max_token_bytes >= wide));
   FUZZ_CHECK(c.dtype == EPC_DTYPE_BF16 || raw.max_token_bytes >= narrow);
-  FUZZ_CHECK(c.max_token_bytes() == (c.dtype == EPC_DTYPE_BF16 ? wide : narrow));
+  // LL rounds down to what its window holds; HT slots hold max_token_bytes itself (2.1).
+  FUZZ_CHECK(c.token_bytes == (raw.max_token_bytes == 0 ? wide : raw.max_token_bytes));
+  FUZZ_CHECK(c.max_token_bytes() == (!ll ? c.token_bytes : c.dtype == EPC_DTYPE_BF16 ? wide : narrow));
   FUZZ_CHECK(c.max_pending_steps == 1 && c.recv_capacity == 0 && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
@@ -158,7 +160,7 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     FUZZ_CHECK(plan.num_slots == 1 && plan.regions.size() == 7 + rail + staging);
     if (rail > 0) {
       const auto slot = epc::kernels::ht_rail_slot(
-          epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk),
+          epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk, c.token_bytes),
           static_cast<uint32_t>(nodes.node_size));
       FUZZ_CHECK(slot.rows_offset % 16 == 0 &&
                  slot.bytes >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size));
@@ -167,15 +169,23 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
       FUZZ_CHECK(plan.region(EPC_REGION_RAIL_SIGNAL).size >=
                  mul(mul(M, static_cast<uint64_t>(epc::kernels::ht_chunks(static_cast<int>(T)))), 8));
     }
-    const auto dispatch = epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk);
+    const auto dispatch =
+        epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk, c.token_bytes);
     const auto combine = epc::kernels::ht_combine_slot(c.hidden, c.max_topk);
     // The slot formats, recomputed in 64 bits: the 32-bit offsets the kernels use are exact.
     const uint64_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
     const uint64_t row = (mul(c.hidden, element) + 15) / 16 * 16;
     const uint64_t scales = (mul((c.hidden + 127) / 128, 4) + 15) / 16 * 16;
     const uint64_t topk = (mul(c.max_topk, 4) + 15) / 16 * 16;
-    FUZZ_CHECK(dispatch.scales_offset == row && dispatch.topk_offset == row + scales);
-    FUZZ_CHECK(dispatch.weights_offset == row + scales + topk && dispatch.bytes == row + scales + 2 * topk);
+    // The payload area: 2.0's row and fp32 scales, or max_token_bytes rounded up to 16 where
+    // larger; any row (a multiple of 16) plus scales up to max_token_bytes fits.
+    const uint64_t payload = std::max<uint64_t>(row + scales, (uint64_t{c.token_bytes} + 15) / 16 * 16);
+    FUZZ_CHECK(dispatch.topk_offset == payload && payload >= uint64_t{c.token_bytes});
+    FUZZ_CHECK(dispatch.weights_offset == payload + topk && dispatch.bytes == payload + 2 * topk);
+    // 2.0's sizes are unchanged: the default and the fp8 window keep 2.0's area.
+    if (c.token_bytes == mul(c.hidden, 2) || (c.hidden % 128 == 0 && c.token_bytes == c.hidden + c.hidden / 32)) {
+      FUZZ_CHECK(payload == row + scales);
+    }
     FUZZ_CHECK(combine.weights_offset == mul(c.hidden, 2) && combine.bytes == mul(c.hidden, 2) + topk);
     FUZZ_CHECK(plan.message_bytes == dispatch.bytes);
     for (uint32_t s = 0; s < epc::kHtLayoutSlots; ++s) {

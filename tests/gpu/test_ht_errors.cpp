@@ -244,7 +244,13 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
          make_fp8(c);
          c.has_out_scales = false;
        }},
-      {"x_scales [B, H/128 + 1] (another scale block: not served)", EPC_ERR_UNSUPPORTED, "EPC_QUANT_PASSTHROUGH",
+      {"e5m2 x with PASSTHROUGH (not served)", EPC_ERR_UNSUPPORTED, "EPC_QUANT_PASSTHROUGH",
+       [](DispatchCall& c) {
+         make_fp8(c);
+         c.x.dtype = EPC_DTYPE_FP8_E5M2;
+         c.out_x.dtype = EPC_DTYPE_FP8_E5M2;
+       }},
+      {"x_scales [B, S + 1] with out_scales [rows, S]", EPC_ERR_INVALID_ARGUMENT, "out_scales",
        [](DispatchCall& c) {
          make_fp8(c);
          c.x_scales.shape[1] += 1;

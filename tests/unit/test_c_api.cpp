@@ -223,9 +223,20 @@ TEST(CApi, MaxTokenBytesIsRoundedDownToAWindow) {
     EpcGroupConfig c = valid_config();
     c.max_token_bytes = k.requested;
     EXPECT_EQ(plan_of(c).max_token_bytes, k.reported) << "requested " << k.requested;
+    // HT slots hold max_token_bytes itself (2.1): reported as asked, 0 as 2H.
     c.mode = EPC_MODE_HIGH_THROUGHPUT;
-    EXPECT_EQ(plan_of(c).max_token_bytes, k.reported) << "HT, requested " << k.requested;
+    EXPECT_EQ(plan_of(c).max_token_bytes, k.requested == 0 ? 2 * kHidden : k.requested)
+        << "HT, requested " << k.requested;
   }
+  // The default and 2.0's fp8 window keep 2.0's HT slots; a larger max_token_bytes grows them.
+  EpcGroupConfig ht = valid_config();
+  ht.mode = EPC_MODE_HIGH_THROUGHPUT;
+  const uint32_t default_message = plan_of(ht).message_bytes;
+  ht.max_token_bytes = 2 * kHidden;
+  EXPECT_EQ(plan_of(ht).message_bytes, default_message);
+  ht.max_token_bytes = 2 * kHidden + 4096;
+  EXPECT_EQ(plan_of(ht).message_bytes,
+            default_message - (2 * kHidden + 16 * ((kHidden / 128 * 4 + 15) / 16)) + 2 * kHidden + 4096);
   // The fp8-only window is smaller: fewer bytes per message.
   EpcGroupConfig fp8 = valid_config();
   fp8.max_token_bytes = fp8_bytes;

@@ -352,8 +352,10 @@ const (
 	// scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0).
 	QuantNVFP4 Quant = 2
 	// QuantPassthrough is EPC_QUANT_PASSTHROUGH: the caller quantized: x and x_scales [B, S]
-	// are copied byte for byte into out_x and out_scales of the same dtypes. Served in 2.0:
-	// HT, FP8_E4M3 x with FP32 scales, S = H / 128.
+	// are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT
+	// groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of
+	// 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes
+	// are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128).
 	QuantPassthrough Quant = 3
 )
 

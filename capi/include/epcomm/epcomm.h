@@ -224,8 +224,10 @@ typedef struct EpcGroupConfig {
   uint32_t max_token_bytes;     /* dispatch bytes per token the window holds, payload plus
                                    scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8
                                    with one fp32 scale per 128 channels; H a multiple of
-                                   128): such a group carries fp8 payloads only. Values are
-                                   rounded down to one of these two sizes */
+                                   128): such a group carries fp8 payloads only. LL groups
+                                   round values down to one of these two sizes; HT groups
+                                   hold the value as given (EPC_QUANT_PASSTHROUGH rows and
+                                   scales up to it), at least these sizes */
   uint64_t recv_capacity;       /* tokens per rank the receive window holds; 0: R * T, which
                                    never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0) */
   EpcOverflow overflow;         /* 0: EPC_OVERFLOW_FAIL */
@@ -293,7 +295,7 @@ typedef struct EpcPlan {
                                  team) */
   uint32_t gin_signals;       /* GIN signals requested */
   uint32_t message_bytes;     /* bytes one token occupies in a dispatch receive buffer */
-  uint32_t max_token_bytes;   /* after defaults and rounding */
+  uint32_t max_token_bytes;   /* after defaults (and, on LL groups, rounding) */
   uint32_t max_pending_steps; /* after defaults */
   uint32_t num_regions;
   uint32_t reserved0;
@@ -558,8 +560,11 @@ typedef uint32_t EpcQuant;
                                    (EPC_ERR_UNSUPPORTED in 2.0) */
 #define EPC_QUANT_PASSTHROUGH 3 /* the caller quantized: x and x_scales [B, S] are copied
                                    byte for byte into out_x and out_scales of the same
-                                   dtypes. Served in 2.0: HT, FP8_E4M3 x with FP32 scales,
-                                   S = H / 128 */
+                                   dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a
+                                   multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple
+                                   of 32) rows with any S >= 1 scales of any dtype, 4-byte
+                                   aligned when a row's scale bytes are a multiple of 4
+                                   (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128) */
 
 /* Where out_scales' elements lie. */
 typedef uint32_t EpcScaleLayout;

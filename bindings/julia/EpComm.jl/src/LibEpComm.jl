@@ -171,7 +171,7 @@ const EPC_QUANT_FP8 = EpcQuant(1)  # cast in the send kernel: bf16/fp16 x -> e4m
 
 const EPC_QUANT_NVFP4 = EpcQuant(2)  # cast in the send kernel: -> FP4_E2M1X2 with one E4M3 scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0)
 
-const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served in 2.0: HT, FP8_E4M3 x with FP32 scales, S = H / 128
+const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128)
 
 const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major
 
@@ -227,7 +227,7 @@ struct EpcGroupConfig
     hidden::UInt32  # required: H, a multiple of 8 (16-byte bf16 rows)
     max_tokens_per_rank::UInt32  # T; 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
     max_topk::UInt32  # bound on K; 0: 8; at most 32
-    max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. Values are rounded down to one of these two sizes
+    max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes; HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes
     recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0)
     overflow::EpcOverflow  # 0: EPC_OVERFLOW_FAIL
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles; 0: the default (1 in 2.0; more: EPC_ERR_UNSUPPORTED in 2.0)
@@ -273,7 +273,7 @@ struct EpcPlan
     gin_contexts::UInt32  # GIN contexts requested (0 while every rank shares one LSA team)
     gin_signals::UInt32  # GIN signals requested
     message_bytes::UInt32  # bytes one token occupies in a dispatch receive buffer
-    max_token_bytes::UInt32  # after defaults and rounding
+    max_token_bytes::UInt32  # after defaults (and, on LL groups, rounding)
     max_pending_steps::UInt32  # after defaults
     num_regions::UInt32
     reserved0::UInt32

@@ -192,8 +192,10 @@ pub struct EpcGroupConfig {
     /// dispatch bytes per token the window holds, payload plus
     /// scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8
     /// with one fp32 scale per 128 channels; H a multiple of
-    /// 128): such a group carries fp8 payloads only. Values are
-    /// rounded down to one of these two sizes
+    /// 128): such a group carries fp8 payloads only. LL groups
+    /// round values down to one of these two sizes; HT groups
+    /// hold the value as given (EPC_QUANT_PASSTHROUGH rows and
+    /// scales up to it), at least these sizes
     pub max_token_bytes: u32,
     /// tokens per rank the receive window holds; 0: R * T, which
     /// never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0)
@@ -330,7 +332,7 @@ pub struct EpcPlan {
     pub gin_signals: u32,
     /// bytes one token occupies in a dispatch receive buffer
     pub message_bytes: u32,
-    /// after defaults and rounding
+    /// after defaults (and, on LL groups, rounding)
     pub max_token_bytes: u32,
     /// after defaults
     pub max_pending_steps: u32,
@@ -610,8 +612,11 @@ pub const EPC_QUANT_NVFP4: EpcQuant = 2;
 
 /// the caller quantized: x and x_scales \[B, S\] are copied
 /// byte for byte into out_x and out_scales of the same
-/// dtypes. Served in 2.0: HT, FP8_E4M3 x with FP32 scales,
-/// S = H / 128
+/// dtypes. Served on HT groups: FP8_E4M3 \[B, H\] (H a
+/// multiple of 16) or FP4_E2M1X2 \[B, H / 2\] (H a multiple
+/// of 32) rows with any S >= 1 scales of any dtype, 4-byte
+/// aligned when a row's scale bytes are a multiple of 4
+/// (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128)
 pub const EPC_QUANT_PASSTHROUGH: EpcQuant = 3;
 
 /// Where out_scales' elements lie.
