@@ -44,6 +44,8 @@ class HtMode final : public Mode {
     s_ = &session;
     o_ = options;
     fp8_ = o_.dtype == "fp8";
+    format_ = token_format(o_);
+    scaled_ = format_.scale_dtype != EPC_DTYPE_INVALID;
     capacity_ = o_.ht_sizing == "capacity";
     packed_ = o_.layout == "expert-packed";
     align_ = std::max(1, o_.alignment);
@@ -58,12 +60,12 @@ class HtMode final : public Mode {
     // ranks x max tokens), so one allocation serves every point and either sizing.
     const size_t T = static_cast<size_t>(T_), H = static_cast<size_t>(H_), K = static_cast<size_t>(K_);
     const size_t rows = static_cast<size_t>(max_rows());
-    const size_t element = fp8_ ? 1 : 2;
-    const size_t scales = H / 128;
-    if (!x_.allocate(T * H * element, "cudaMalloc x", error) ||
+    const size_t row_bytes = static_cast<size_t>(format_.row_bytes);
+    const size_t scale_bytes = static_cast<size_t>(format_.scale_bytes);
+    if (!x_.allocate(T * row_bytes, "cudaMalloc x", error) ||
         !w_.allocate(T * K * 4, "cudaMalloc topk_weights", error) ||
         !idx_.allocate(T * K * 8, "cudaMalloc topk_idx", error) ||
-        !out_x_.allocate(rows * H * element, "cudaMalloc out_x", error) ||
+        !out_x_.allocate(rows * row_bytes, "cudaMalloc out_x", error) ||
         !out_idx_.allocate(rows * K * 4, "cudaMalloc out_topk_idx", error) ||
         !out_w_.allocate(rows * K * 4, "cudaMalloc out_topk_weights", error) ||
         !counts_.allocate(static_cast<size_t>(L_) * 4, "cudaMalloc out_expert_counts", error) ||
@@ -73,13 +75,19 @@ class HtMode final : public Mode {
       return false;
     }
     const cudaStream_t st = s_->stream();
-    if (fp8_) {
-      if (!x_scales_.allocate(T * scales * 4, "cudaMalloc x_scales", error) ||
-          !out_scales_.allocate(rows * scales * 4, "cudaMalloc out_scales", error)) {
+    if (scaled_) {
+      if (!x_scales_.allocate(T * scale_bytes, "cudaMalloc x_scales", error) ||
+          !out_scales_.allocate(rows * scale_bytes, "cudaMalloc out_scales", error)) {
         return false;
       }
-      TRY_CUDA(cudaMemsetAsync(x_.ptr, kFp8E4m3One, T * H, st), "filling x");
-      TRY_CUDA(fill_u32(x_scales_.ptr, kFp32One, T * scales, st), "filling x_scales");
+      // 1.0 in e4m3, two 1.0 in e2m1; scales of 1.0 (fp32), or 1.0 as e8m0 (127) bytes.
+      const uint8_t one = format_.x_dtype == EPC_DTYPE_FP4_E2M1X2 ? 0x22 : kFp8E4m3One;
+      TRY_CUDA(cudaMemsetAsync(x_.ptr, one, T * row_bytes, st), "filling x");
+      if (format_.scale_dtype == EPC_DTYPE_FP32) {
+        TRY_CUDA(fill_u32(x_scales_.ptr, kFp32One, T * scale_bytes / 4, st), "filling x_scales");
+      } else {
+        TRY_CUDA(cudaMemsetAsync(x_scales_.ptr, 127, T * scale_bytes, st), "filling x_scales");
+      }
     } else {
       TRY_CUDA(fill_u16(x_.ptr, kBf16One, T * H, st), "filling x");
     }
@@ -225,13 +233,14 @@ class HtMode final : public Mode {
   }
 
   HtTensors tensors(int B, int64_t rows) const {
-    const EpcDtype xt = fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
+    const EpcDtype xt = format_.x_dtype;
+    const int64_t cols = format_.columns, S = format_.scale_count;
     HtTensors t;
-    t.x = tensor(x_.ptr, xt, {B, H_});
-    t.x_scales = tensor(x_scales_.ptr, EPC_DTYPE_FP32, {B, H_ / 128});
+    t.x = tensor(x_.ptr, xt, {B, cols});
+    t.x_scales = tensor(x_scales_.ptr, format_.scale_dtype, {B, S});
     t.w = tensor(w_.ptr, EPC_DTYPE_FP32, {B, K_});
-    t.out_x = tensor(out_x_.ptr, xt, {rows, H_});
-    t.out_scales = tensor(out_scales_.ptr, EPC_DTYPE_FP32, {rows, H_ / 128});
+    t.out_x = tensor(out_x_.ptr, xt, {rows, cols});
+    t.out_scales = tensor(out_scales_.ptr, format_.scale_dtype, {rows, S});
     t.out_idx = tensor(out_idx_.ptr, EPC_DTYPE_INT32, {rows, K_});
     t.out_w = packed_ ? tensor(out_w_.ptr, EPC_DTYPE_FP32, {rows}) : tensor(out_w_.ptr, EPC_DTYPE_FP32, {rows, K_});
     t.counts = tensor(counts_.ptr, EPC_DTYPE_INT32, {L_});
@@ -253,7 +262,7 @@ class HtMode final : public Mode {
     args.out_topk_weights = &t.out_w;
     args.out_expert_counts = &t.counts;
     args.out_num_recv = &t.num_recv;
-    if (fp8_) {
+    if (scaled_) {
       args.quant = EPC_QUANT_PASSTHROUGH;
       args.x_scales = &t.x_scales;
       args.out_scales = &t.out_scales;
@@ -359,6 +368,8 @@ class HtMode final : public Mode {
   RankSession* s_ = nullptr;
   Options o_;
   bool fp8_ = false;
+  TokenFormat format_{};
+  bool scaled_ = false;  // fp8, or --quant=passthrough: scales travel
   bool capacity_ = false;
   bool packed_ = false;
   int align_ = 1;

@@ -9,6 +9,40 @@
 
 namespace epc::bench {
 
+TokenFormat token_format(const Options& o) {
+  const int64_t H = o.hidden;
+  if (o.quant == "passthrough") {
+    const bool e2m1 = o.payload == "e2m1";
+    TokenFormat f{static_cast<EpcDtype>(e2m1 ? EPC_DTYPE_FP4_E2M1X2 : EPC_DTYPE_FP8_E4M3),
+                  e2m1 ? H / 2 : H,
+                  e2m1 ? H / 2 : H,
+                  EPC_DTYPE_FP32,
+                  H / 128,
+                  4};
+    int64_t per = H / 128;
+    if (o.scales == "bf16") {
+      f.scale_dtype = EPC_DTYPE_BF16;
+      f.scale_bytes = 2;
+    } else if (o.scales == "ue8m0") {
+      f.scale_dtype = EPC_DTYPE_E8M0;
+      f.scale_bytes = 1;
+      per = H / 32;
+    } else if (o.scales == "ue8m0-packed") {
+      f.scale_dtype = EPC_DTYPE_E8M0X4;
+      f.scale_bytes = 4;
+    } else if (o.scales == "uint8") {
+      f.scale_dtype = EPC_DTYPE_UINT8;
+      f.scale_bytes = 1;
+      per = H / 16;
+    }
+    f.scale_count = o.scale_count > 0 ? o.scale_count : (per > 0 ? per : 1);
+    f.scale_bytes *= f.scale_count;
+    return f;
+  }
+  if (o.dtype == "fp8") return TokenFormat{EPC_DTYPE_FP8_E4M3, H, H, EPC_DTYPE_FP32, H / 128, H / 128 * 4};
+  return TokenFormat{EPC_DTYPE_BF16, H, 2 * H, EPC_DTYPE_INVALID, 0, 0};
+}
+
 EpcGroupConfig group_config(const Options& o, EpcMode mode) {
   EpcGroupConfig cfg = EPC_GROUP_CONFIG_INIT;
   cfg.mode = mode;
@@ -19,6 +53,11 @@ EpcGroupConfig group_config(const Options& o, EpcMode mode) {
   // fp8 runs size the window for fp8 rows only (1.3's fp8 group): the row plus one fp32
   // scale per 128 channels.
   if (o.dtype == "fp8") cfg.max_token_bytes = cfg.hidden + cfg.hidden / 32;
+  // Passthrough: the default window (2 * hidden) unless row and scales need more.
+  const TokenFormat f = token_format(o);
+  if (o.quant == "passthrough" && f.row_bytes + f.scale_bytes > 2 * int64_t{cfg.hidden}) {
+    cfg.max_token_bytes = static_cast<uint32_t>(f.row_bytes + f.scale_bytes);
+  }
   cfg.num_sms = static_cast<uint32_t>(o.sms);
   cfg.timeout_ms = static_cast<uint32_t>(o.timeout_ms);
   cfg.virtual_node_size = static_cast<uint32_t>(o.virtual_node_size);

@@ -27,6 +27,18 @@
 
 namespace epc::bench {
 
+// What an HT dispatch carries per token (--dtype, or --quant=passthrough's --payload,
+// --scales and --scale-count after defaults): x and its scales.
+struct TokenFormat {
+  EpcDtype x_dtype;
+  int64_t columns;  // x's last dimension: hidden, or hidden / 2 for e2m1x2
+  int64_t row_bytes;
+  EpcDtype scale_dtype;  // EPC_DTYPE_INVALID: no scales
+  int64_t scale_count;   // S per row
+  int64_t scale_bytes;   // per row
+};
+TokenFormat token_format(const Options& o);
+
 // The group configuration the flags ask for (sizes, dtype, SM budget, timeout) in `mode`.
 EpcGroupConfig group_config(const Options& options, EpcMode mode);
 

@@ -145,6 +145,43 @@ const std::vector<Flag>& flags() {
          e = "bf16 or fp8";
          return false;
        }},
+      {"--quant", "none|passthrough",
+       "HT: EpcDispatchArgs.quant. none: the --dtype payload. passthrough: caller-quantized --payload rows with "
+       "--scale-count scales of --scales per row, filled once and copied byte for byte (needs --dtype=bf16). Default "
+       "none.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "none" || v == "passthrough") {
+           o.quant = v;
+           return true;
+         }
+         e = "none or passthrough";
+         return false;
+       }},
+      {"--payload", "e4m3|e2m1",
+       "HT passthrough: x as fp8 e4m3 [tokens, hidden] (hidden a multiple of 16) or fp4 e2m1x2 [tokens, hidden/2] "
+       "(hidden a multiple of 32). Default e4m3.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "e4m3" || v == "e2m1") {
+           o.payload = v;
+           return true;
+         }
+         e = "e4m3 or e2m1";
+         return false;
+       }},
+      {"--scales", "fp32|bf16|ue8m0|ue8m0-packed|uint8",
+       "HT passthrough: the scales' dtype (FP32, BF16, E8M0, E8M0X4 (four per 32-bit word), UINT8). Default fp32.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "fp32" || v == "bf16" || v == "ue8m0" || v == "ue8m0-packed" || v == "uint8") {
+           o.scales = v;
+           return true;
+         }
+         e = "fp32 or bf16 or ue8m0 or ue8m0-packed or uint8";
+         return false;
+       }},
+      {"--scale-count", "S",
+       "HT passthrough: scales per row; 0: hidden/128 (fp32, bf16, ue8m0-packed words), hidden/32 (ue8m0), "
+       "hidden/16 (uint8). The window grows past 2 * hidden when row and scales need it. Default 0.",
+       int_flag(&Options::scale_count, 0, 1 << 20)},
       {"--fp8-pow2-scales", nullptr,
        "LL fp8: round scales to powers of two (HT fp8 scales are the caller's). Default off.",
        switch_flag(&Options::pow2_scales)},
@@ -321,6 +358,16 @@ bool validate(const Options& o, std::string& error) {
   if (o.dtype == "fp8" && o.hidden % 128 != 0) {
     error = "--dtype=fp8 needs --hidden to be a multiple of 128 (one scale per 128 channels)";
     return false;
+  }
+  if (o.quant == "passthrough") {
+    if (o.mode != "ht" || o.dtype != "bf16") {
+      error = "--quant=passthrough serves --mode=ht with --dtype=bf16 (the payload is --payload)";
+      return false;
+    }
+    if (o.hidden % (o.payload == "e2m1" ? 32 : 16) != 0) {
+      error = "--payload=" + o.payload + " needs --hidden to be a multiple of " + (o.payload == "e2m1" ? "32" : "16");
+      return false;
+    }
   }
   const bool ht = o.mode == "ht";
   const int mode_max = ht ? kMaxHtTokens : kMaxLlTokens;

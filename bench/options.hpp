@@ -33,7 +33,13 @@ struct Options {
   int experts = 256;
   std::string dtype = "bf16";  // bf16 | fp8
   bool pow2_scales = false;    // fp8: power-of-two scales
-  int sms = 0;                 // SM budget of our kernels; 0: the library's default
+  // ht: EpcDispatchArgs.quant none (the --dtype payload) or passthrough: caller-quantized
+  // --payload rows with --scale-count scales of --scales per row (0: the format's usual count).
+  std::string quant = "none";    // none | passthrough
+  std::string payload = "e4m3";  // e4m3 | e2m1
+  std::string scales = "fp32";   // fp32 | bf16 | ue8m0 | ue8m0-packed | uint8
+  int scale_count = 0;
+  int sms = 0;  // SM budget of our kernels; 0: the library's default
   // EpcGroupConfig.virtual_node_size of our groups: 0 off; else the NVLink team is
   // split into nodes of this many consecutive ranks that reach each other only through the
   // network transport. Must divide the rank count (check_virtual_node_size).
