@@ -8,7 +8,7 @@
 
 namespace epc {
 
-int routing_topk(const Group& group, const EpcTensor* topk_idx) {
+int routing_topk(const Group& group, const EpcTensor* topk_idx, int fixed_topk) {
   const GroupConfig& c = group.config();
   if (topk_idx == nullptr) fail_argument("tensor topk_idx is NULL");
   if (topk_idx->ndim != 2) {
@@ -18,6 +18,12 @@ int routing_topk(const Group& group, const EpcTensor* topk_idx) {
   if (topk < 1 || topk > static_cast<int64_t>(c.max_topk)) {
     fail_argument(format("tensor topk_idx has K = %lld; it must be in [1, max_topk = %u]", static_cast<long long>(topk),
                          c.max_topk));
+  }
+  if (fixed_topk != 0 && topk != fixed_topk) {
+    fail_argument(
+        format("EpcRouting.topk_idx has K = %lld; this handle's routing has K = %d, which stays fixed after "
+               "the first routing (create another handle for another K)",
+               static_cast<long long>(topk), fixed_topk));
   }
   return static_cast<int>(topk);
 }

@@ -20,7 +20,8 @@ namespace epc {
 int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_t* out, cudaStream_t stream,
                  int32_t* expert_entries = nullptr);
 
-// The K of a routing tensor, checked against the group's max_topk.
-int routing_topk(const Group& group, const EpcTensor* topk_idx);
+// The K of a routing tensor, checked against the group's max_topk and, when `fixed_topk` is
+// not 0 (a handle's K after its first routing), against that.
+int routing_topk(const Group& group, const EpcTensor* topk_idx, int fixed_topk = 0);
 
 }  // namespace epc

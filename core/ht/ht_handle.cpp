@@ -203,13 +203,7 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
 
 void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
   group_.check_healthy();
-  const int topk = routing_topk(group_, topk_idx);
-  if (topk_ != 0 && topk != topk_) {
-    fail_argument(
-        format("EpcRouting.topk_idx has K = %d; this handle's routing has K = %d, which stays fixed after "
-               "the first routing (create another handle for another K)",
-               topk, topk_));
-  }
+  const int topk = routing_topk(group_, topk_idx, topk_);
   compute_layout(topk_idx, topk, stream);
 }
 

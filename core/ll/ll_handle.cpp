@@ -59,13 +59,7 @@ void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
 void LlHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
   group_.check_healthy();
   require_ready("epc_handle_update", /*starts_step=*/false);
-  const int topk = routing_topk(group_, topk_idx);
-  if (topk_ != 0 && topk != topk_) {
-    fail_argument(
-        format("EpcRouting.topk_idx has K = %d; this handle's routing has K = %d, which stays fixed after "
-               "the first routing (create another handle for another K)",
-               topk, topk_));
-  }
+  const int topk = routing_topk(group_, topk_idx, topk_);
   const int previous = topk_;
   topk_ = topk;
   try {
