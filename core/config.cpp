@@ -86,6 +86,16 @@ GroupConfig resolve_config(const EpcGroupConfig* caller) {
   const uint64_t half_bytes = uint64_t{c.hidden} * 2;
   const uint64_t fp8_bytes = uint64_t{c.hidden} + uint64_t{c.hidden} / limits::kFp8BlockChannels * 4;
   const uint64_t token_bytes = raw.max_token_bytes == 0 ? half_bytes : raw.max_token_bytes;
+  // HT slots hold max_token_bytes as given (LL rounds it down): bound it so that a slot's
+  // 32-bit offsets stay exact; no row plus scales needs more.
+  const uint64_t most_token_bytes = uint64_t{c.hidden} * limits::kMaxTokenBytesPerChannel;
+  if (!ll && token_bytes > most_token_bytes) {
+    fail_argument(
+        format("EpcGroupConfig.max_token_bytes is %u; high-throughput groups hold at most %u bytes per "
+               "channel of hidden (%llu bytes with hidden %u)",
+               raw.max_token_bytes, limits::kMaxTokenBytesPerChannel, static_cast<unsigned long long>(most_token_bytes),
+               c.hidden));
+  }
   c.token_bytes = static_cast<uint32_t>(token_bytes);
   if (token_bytes >= half_bytes) {
     c.dtype = EPC_DTYPE_BF16;

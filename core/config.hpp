@@ -73,6 +73,10 @@ constexpr uint32_t kHiddenMultiple = 8;
 // Keeps every per-rank buffer size comfortably inside 64-bit arithmetic and 32-bit indices.
 constexpr uint32_t kMaxHidden = 1u << 20;
 constexpr uint32_t kMaxExperts = 1u << 16;
+// HT max_token_bytes per channel of hidden: an fp32 row (4) with one fp32 scale per
+// channel (4) is the most a passthrough row can carry. With kMaxHidden it keeps a slot below
+// 2^24 bytes, so its 32-bit offsets are exact.
+constexpr uint32_t kMaxTokenBytesPerChannel = 8;
 }  // namespace limits
 
 const char* dtype_name(EpcDtype dtype);

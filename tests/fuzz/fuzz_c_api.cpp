@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.hpp"
 #include "epcomm/epcomm.h"
 #include "tests/fuzz/fuzz_input.hpp"
 
@@ -172,7 +173,11 @@ void call_plan_query(FuzzInput& in) {
   FUZZ_CHECK(full.mode == (raw.mode == 0 ? EPC_MODE_LOW_LATENCY : raw.mode));
   const uint64_t h = raw.hidden;
   const uint64_t wide = 2 * h, narrow = h + h / 32;
-  if (raw.max_token_bytes == 0 || raw.max_token_bytes >= wide) {
+  if (full.mode == EPC_MODE_HIGH_THROUGHPUT) {
+    // HT slots hold max_token_bytes as given, up to kMaxTokenBytesPerChannel per channel.
+    FUZZ_CHECK(full.max_token_bytes == (raw.max_token_bytes == 0 ? wide : raw.max_token_bytes));
+    FUZZ_CHECK(full.max_token_bytes <= h * epc::limits::kMaxTokenBytesPerChannel);
+  } else if (raw.max_token_bytes == 0 || raw.max_token_bytes >= wide) {
     FUZZ_CHECK(full.max_token_bytes == wide);
   } else {
     FUZZ_CHECK(h % 128 == 0 && raw.max_token_bytes >= narrow && full.max_token_bytes == narrow);

@@ -80,6 +80,7 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.dtype == EPC_DTYPE_BF16 || raw.max_token_bytes >= narrow);
   // LL rounds down to what its window holds; HT slots hold max_token_bytes itself (2.1).
   FUZZ_CHECK(c.token_bytes == (raw.max_token_bytes == 0 ? wide : raw.max_token_bytes));
+  FUZZ_CHECK(ll || c.token_bytes <= uint64_t{c.hidden} * limits::kMaxTokenBytesPerChannel);
   FUZZ_CHECK(c.max_token_bytes() == (!ll ? c.token_bytes : c.dtype == EPC_DTYPE_BF16 ? wide : narrow));
   FUZZ_CHECK(c.max_pending_steps == 1 && c.recv_capacity == 0 && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);

@@ -178,6 +178,24 @@ TEST(Config, MaxTokenBytesWindows) {
   }
 }
 
+// HT groups hold max_token_bytes as given, so it is bounded (8 bytes per channel): a slot's
+// 32-bit offsets stay exact. LL groups round it down and accept any larger value.
+TEST(Config, HighThroughputMaxTokenBytesIsBounded) {
+  EpcGroupConfig raw = minimal();
+  const uint32_t h = raw.hidden;
+  raw.mode = EPC_MODE_HIGH_THROUGHPUT;
+  raw.max_token_bytes = 8 * h;
+  EXPECT_EQ(status_of(raw), EPC_OK);
+  std::string msg;
+  for (uint32_t bad : {8 * h + 1, 0xFFFFFFF5u, 0xFFFFFFFFu}) {
+    raw.max_token_bytes = bad;
+    EXPECT_EQ(status_of(raw, &msg), EPC_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(msg.find("max_token_bytes"), std::string::npos) << msg;
+  }
+  raw.mode = EPC_MODE_LOW_LATENCY;
+  EXPECT_EQ(status_of(raw), EPC_OK);
+}
+
 TEST(Config, OverflowPolicy) {
   EpcGroupConfig raw = minimal();
   raw.overflow = EPC_OVERFLOW_FAIL;

@@ -227,7 +227,7 @@ struct EpcGroupConfig
     hidden::UInt32  # required: H, a multiple of 8 (16-byte bf16 rows)
     max_tokens_per_rank::UInt32  # T; 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
     max_topk::UInt32  # bound on K; 0: 8; at most 32
-    max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes; HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes
+    max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes; HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes and at most 8 * H
     recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0)
     overflow::EpcOverflow  # 0: EPC_OVERFLOW_FAIL
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles; 0: the default (1 in 2.0; more: EPC_ERR_UNSUPPORTED in 2.0)

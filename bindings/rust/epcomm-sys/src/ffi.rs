@@ -195,7 +195,8 @@ pub struct EpcGroupConfig {
     /// 128): such a group carries fp8 payloads only. LL groups
     /// round values down to one of these two sizes; HT groups
     /// hold the value as given (EPC_QUANT_PASSTHROUGH rows and
-    /// scales up to it), at least these sizes
+    /// scales up to it), at least these sizes and at most
+    /// 8 * H
     pub max_token_bytes: u32,
     /// tokens per rank the receive window holds; 0: R * T, which
     /// never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0)
