@@ -142,9 +142,9 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks)
   return count;
 }
 
-// The whole part, run by every thread of every block (`fused`: ll_step_kernel.cuh says when
-// the step counter moves on).
-__device__ __forceinline__ void receive(const LlCombineParams& p, uint64_t step, bool fused) {
+// The whole part, run by every thread of every block; false when the block's wait failed
+// (ll_step_kernel.cuh moves the step counter on).
+__device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int slot = static_cast<int>(step & 1);
@@ -153,9 +153,8 @@ __device__ __forceinline__ void receive(const LlCombineParams& p, uint64_t step,
 
   if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns,
                      c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
-    return;
+    return false;
   }
-  if (fused && blockIdx.x == 0 && threadIdx.x == 0) c.state->combine_step = step + 1;
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseWaitDone);
 #endif
@@ -182,16 +181,7 @@ __device__ __forceinline__ void receive(const LlCombineParams& p, uint64_t step,
     __syncthreads();  // `ranks` is rewritten for the next token
   }
 
-#ifdef EPC_PHASE_TRACE
-  if (fused && blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseReceiveDone);
-#endif
-  // Only the step counter follows, read by this GPU's next launches.
-  if (!fused && last_block_to_finish(&c.state->combine_recv_done, /*publish_system=*/false) && threadIdx.x == 0) {
-#ifdef EPC_PHASE_TRACE
-    stamp_phase(c.phase_trace->combine, step, kLlPhaseReceiveDone);
-#endif
-    c.state->combine_step = step + 1;
-  }
+  return true;
 }
 
 }  // namespace epc::kernels::combine

@@ -8,7 +8,6 @@
 // combine will need.
 #pragma once
 
-#include "kernels/device/launch_done.cuh"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
@@ -31,9 +30,9 @@ struct MessageRows {
   int flat_row[kMaxTopk];  // l * R*T + row, or -1 for an entry that did not fit
 };
 
-// The whole part, run by every thread of every block (`fused`: ll_step_kernel.cuh says when
-// the step counter moves on).
-__device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step, bool fused) {
+// The whole part, run by every thread of every block; false when the block's wait failed
+// (ll_step_kernel.cuh moves the step counter on).
+__device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int slot = static_cast<int>(step & 1);
@@ -42,9 +41,8 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step, bo
 
   if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
                      c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
-    return;  // the failure is recorded; the step counter stays, the group is failed
+    return false;  // the failure is recorded; the group is failed
   }
-  if (fused && blockIdx.x == 0 && threadIdx.x == 0) c.state->dispatch_step = step + 1;
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseWaitDone);
 #endif
@@ -124,16 +122,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step, bo
     __syncthreads();  // `placed` is rewritten for the next message
   }
 
-#ifdef EPC_PHASE_TRACE
-  if (fused && blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseReceiveDone);
-#endif
-  // Only the step counter follows, read by this GPU's next launches.
-  if (!fused && last_block_to_finish(&c.state->dispatch_recv_done, /*publish_system=*/false) && threadIdx.x == 0) {
-#ifdef EPC_PHASE_TRACE
-    stamp_phase(c.phase_trace->dispatch, step, kLlPhaseReceiveDone);
-#endif
-    c.state->dispatch_step = step + 1;
-  }
+  return true;
 }
 
 }  // namespace epc::kernels::dispatch_recv

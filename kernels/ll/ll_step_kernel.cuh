@@ -6,32 +6,53 @@
 // of the same launch off the GPU until the timeout); otherwise the two parts run as two
 // kernels, as they always do for EPC_STEP_SEND_ONLY.
 //
-// `Parts` names an operation: its parameter struct (Params), its step counter in LlState
-// (step_counter), its two parts (send, receive, run by every thread of every block, given the
-// step the launch serves) and the dynamic shared memory each needs (send_shared,
-// receive_shared).
+// `Parts` names an operation: its parameter struct (Params), its step counter and receive
+// completion counter in LlState (step_counter, receive_done), its phase-trace ring
+// (phase_trace, -Dphase_trace=true builds), its two parts (send, receive, run by every
+// thread of every block, given the step the launch serves; receive returns in every thread
+// of a block whether the block saw every peer's signal) and the dynamic shared memory each
+// needs (send_shared, receive_shared).
 //
-// Every block reads the step once, at its start. A receiving part moves the counter on once
-// no block of the launch will read it again: in a fused launch every block has read it
-// before the sending part's completion count, which the peers' signals follow, so the block
-// that has seen every signal moves it at once (`fused`); a receive-only launch counts its
-// blocks first.
+// Every block reads the step once, at its start, and a receiving launch moves the counter on
+// once no block of it will read it again (finish_step). In a fused launch every block has read
+// it before the sending part's completion count, which the peers' signals follow, so block 0,
+// which has seen every signal, moves it; a receive-only launch counts its blocks first. A
+// failed wait leaves it: the group is failed.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/common/resident_blocks.hpp"
+#include "kernels/device/launch_done.cuh"
+#ifdef EPC_PHASE_TRACE
+#include "kernels/device/phase_stamp.cuh"
+#endif
+#include "kernels/wire/ll_state.hpp"
 
 namespace epc::kernels {
 
 constexpr int kLlThreads = 512;
 
+// Called by every thread of every block of a receiving launch after its receiving part.
+template <typename Parts>
+__device__ __forceinline__ void finish_step(const typename Parts::Params& p, uint64_t step, bool fused, bool received) {
+  LlState* state = p.common.state;
+  if (!received) return;
+  // Only the step counter follows, read by this GPU's next launches: GPU-scope fences.
+  const bool last = fused ? blockIdx.x == 0 : last_block_to_finish(Parts::receive_done(state), false);
+  if (!last || threadIdx.x != 0) return;
+#ifdef EPC_PHASE_TRACE
+  stamp_phase(Parts::phase_trace(p.common), step, kLlPhaseReceiveDone);
+#endif
+  *Parts::step_counter(state) = step + 1;
+}
+
 template <typename Parts, bool kSend, bool kReceive>
 __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
   const uint64_t step = *Parts::step_counter(p.common.state);
   if (kSend) Parts::send(p, step);
-  if (kReceive) Parts::receive(p, step, /*fused=*/kSend);
+  if (kReceive) finish_step<Parts>(p, step, /*fused=*/kSend, Parts::receive(p, step));
 }
 
 template <typename Parts>
