@@ -99,7 +99,7 @@ EpcStatus epc_group_query(const EpcGroup* group, EpcGroupInfo* out_info) {
 }
 
 EpcStatus epc_group_barrier(EpcGroup* group, void* stream) {
-  return guarded([&] { epc::capi::group_of(group).barrier(static_cast<cudaStream_t>(stream)); });
+  return guarded([&] { epc::capi::group_of(group).barrier(epc::capi::as_stream(stream)); });
 }
 
 EpcStatus epc_group_async_error(const EpcGroup* group) {

@@ -4,6 +4,8 @@
 // instead of undefined behaviour in the common cases.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 #include <memory>
 
@@ -40,5 +42,8 @@ epc::HtSteps& ht_steps_of(const EpcGroup* handle);
 
 // The same for handles.
 EpcHandle& live_handle(const EpcHandle* handle);
+
+// A stream as the ABI passes it (`void*` meaning cudaStream_t).
+inline cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 }  // namespace epc::capi

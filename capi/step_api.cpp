@@ -7,9 +7,7 @@
 
 using epc::capi::guarded;
 
-namespace {
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
-}  // namespace
+using epc::capi::as_stream;
 
 extern "C" {
 

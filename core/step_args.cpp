@@ -114,6 +114,26 @@ uint64_t ht_packed_worst_rows(uint64_t entries, uint64_t zones, uint64_t alignme
   return (entries + (zones < entries ? zones : entries) * (a - 1)) / a * a;
 }
 
+EpcHandleInfo handle_info(EpcMode mode, const HandleSetup& setup, int num_tokens, int topk, uint32_t pending,
+                          int64_t rows) {
+  EpcHandleInfo i = EPC_HANDLE_INFO_INIT;
+  i.mode = mode;
+  i.layout = setup.layout;
+  i.sizing = setup.sizing;
+  i.expert_alignment = setup.layout == EPC_LAYOUT_EXPERT_PACKED ? setup.expert_alignment : 0;
+  i.num_tokens = static_cast<uint32_t>(num_tokens);
+  i.topk = static_cast<uint32_t>(topk);
+  i.pending = pending;
+  i.flags = setup.flags;
+  i.capacity = setup.capacity;
+  i.rows = rows;
+  // No receive capacity below the worst case is served yet, so no step can overflow.
+  i.overflow_status = EPC_OK;
+  i.overflow_rank = -1;
+  i.overflow_rows = 0;
+  return i;
+}
+
 const EpcTensor* routing_tensor(const EpcRouting* routing) {
   if (routing == nullptr) fail_argument("EpcRouting pointer is NULL; the routing is required here");
   const EpcRouting r = read_versioned(routing, "EpcRouting");

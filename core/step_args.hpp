@@ -30,6 +30,11 @@ HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConf
 // capacity (tests/reference/reference_ht_packed.hpp states the same bound).
 uint64_t ht_packed_worst_rows(uint64_t entries, uint64_t zones, uint64_t alignment);
 
+// What epc_handle_query reports for a handle of `mode` set up as `setup`, with its current
+// routing (B, K; 0 before the first), pending call (EPC_PENDING_*) and rows.
+EpcHandleInfo handle_info(EpcMode mode, const HandleSetup& setup, int num_tokens, int topk, uint32_t pending,
+                          int64_t rows);
+
 // The routing tensor an EpcRouting carries; throws for a NULL struct or field, and for the
 // fields not served yet.
 const EpcTensor* routing_tensor(const EpcRouting* routing);

@@ -90,8 +90,7 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const
   check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, n.recv_base * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, n.source_tokens * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0, n.expert_counts * sizeof(int32_t), stream), zeroing);
-  packed_ = setup_.layout == EPC_LAYOUT_EXPERT_PACKED;
-  if (packed_) allocate_packed(stream);
+  if (packed()) allocate_packed(stream);
   if (setup_.sizing == EPC_SIZING_CAPACITY) rows_ = static_cast<int64_t>(setup_.capacity);
   if (topk_idx != nullptr) compute_layout(topk_idx, topk, stream);
 }
@@ -182,9 +181,9 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
   p.common = common();
   for (uint32_t s = 0; s < kHtLayoutSlots; ++s) p.slot_offset[s] = group_.plan().region(EPC_REGION_LAYOUT, s).offset;
   p.words_offset = ht_layout_words_offset(group_.topology().nranks);
-  p.expert_alignment = packed_ ? static_cast<int>(setup_.expert_alignment) : 0;
+  p.expert_alignment = packed() ? static_cast<int>(setup_.expert_alignment) : 0;
   DeviceGuard guard(group_.device());
-  if (packed_) {
+  if (packed()) {
     kernels::HtEntryOrder order = order_;
     order.entries = tokens * topk_;
     check_cuda(kernels::launch_ht_entry_order(order, stream), "numbering the entries per expert");
@@ -192,8 +191,8 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
   check_cuda(kernels::launch_ht_layout(p, stream), "launching the high-throughput layout");
   if (setup_.sizing == EPC_SIZING_CAPACITY) return;
   int32_t received = 0;
-  const int32_t* rows = packed_ ? arrays_.expert_offsets + group_.config().local_experts(group_.topology().nranks)
-                                : arrays_.recv_base + group_.topology().nranks;
+  const int32_t* rows = packed() ? arrays_.expert_offsets + group_.config().local_experts(group_.topology().nranks)
+                                 : arrays_.recv_base + group_.topology().nranks;
   check_cuda(cudaMemcpyAsync(&received, rows, sizeof received, cudaMemcpyDeviceToHost, stream),
              "reading the received row count");
   check_cuda(cudaStreamSynchronize(stream), "waiting for the high-throughput layout");
@@ -241,14 +240,14 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {a.x->dtype}, {N, bytes.columns}});
   if (a.topk_weights != nullptr)
     check_tensor(a.topk_weights, {"EpcDispatchArgs.topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
-  if (a.out_topk_weights != nullptr && packed_) {
+  if (a.out_topk_weights != nullptr && packed()) {
     check_tensor(a.out_topk_weights, {"EpcDispatchArgs.out_topk_weights", {EPC_DTYPE_FP32}, {N}, 4});
   } else if (a.out_topk_weights != nullptr) {
     check_tensor(a.out_topk_weights, {"EpcDispatchArgs.out_topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
   }
   const char* no_column =
-      packed_ ? "EPC_LAYOUT_EXPERT_PACKED has no such output" : "EPC_LAYOUT_FLAT has no such output";
-  if (packed_) require_absent(a.out_topk_idx, "EpcDispatchArgs.out_topk_idx", no_column);
+      packed() ? "EPC_LAYOUT_EXPERT_PACKED has no such output" : "EPC_LAYOUT_FLAT has no such output";
+  if (packed()) require_absent(a.out_topk_idx, "EpcDispatchArgs.out_topk_idx", no_column);
   if (a.out_topk_idx != nullptr)
     check_tensor(a.out_topk_idx, {"EpcDispatchArgs.out_topk_idx", {EPC_DTYPE_INT32}, {N, K}, 4});
   if (a.out_expert_counts != nullptr) {
@@ -256,11 +255,11 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   }
   if (a.out_num_recv != nullptr)
     check_tensor(a.out_num_recv, {"EpcDispatchArgs.out_num_recv", {EPC_DTYPE_INT32}, {1}, 4});
-  if (packed_ && a.out_expert_offsets != nullptr) {
+  if (packed() && a.out_expert_offsets != nullptr) {
     check_tensor(a.out_expert_offsets,
                  {"EpcDispatchArgs.out_expert_offsets", {EPC_DTYPE_INT32, EPC_DTYPE_INT64}, {L + 1}, 4});
   }
-  if (!packed_) require_absent(a.out_expert_offsets, "EpcDispatchArgs.out_expert_offsets", no_column);
+  if (!packed()) require_absent(a.out_expert_offsets, "EpcDispatchArgs.out_expert_offsets", no_column);
   require_absent(a.out_rank_counts, "EpcDispatchArgs.out_rank_counts", no_column);
   const CountOutputs counts = check_count_outputs(a, L);
 
@@ -271,11 +270,11 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.x = a.x->data;
   p.x_scales = passthrough ? a.x_scales->data : nullptr;
   // Weights travel only where they are received (EXPERT_PACKED: by combine's weighting too).
-  const bool weights_travel = a.out_topk_weights != nullptr || (packed_ && a.topk_weights != nullptr);
+  const bool weights_travel = a.out_topk_weights != nullptr || (packed() && a.topk_weights != nullptr);
   p.weights = weights_travel ? static_cast<const float*>(a.topk_weights->data) : nullptr;
-  p.packed = packed_;
-  p.zero_padding = packed_ && (setup_.flags & EPC_HANDLE_ZERO_PADDING) != 0;
-  if (packed_ && a.out_expert_offsets != nullptr) {
+  p.packed = packed();
+  p.zero_padding = packed() && (setup_.flags & EPC_HANDLE_ZERO_PADDING) != 0;
+  if (packed() && a.out_expert_offsets != nullptr) {
     if (a.out_expert_offsets->dtype == EPC_DTYPE_INT64) {
       p.out_expert_offsets64 = static_cast<int64_t*>(a.out_expert_offsets->data);
     } else {
@@ -316,17 +315,17 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
                "ABI %d.%d",
                EPC_ABI_MAJOR, EPC_ABI_MINOR));
   }
-  if (!packed_ && (a.weighting == EPC_WEIGHTING_SENDER || a.weighting == EPC_WEIGHTING_HOME)) {
+  if (!packed() && (a.weighting == EPC_WEIGHTING_SENDER || a.weighting == EPC_WEIGHTING_HOME)) {
     fail_argument(
         "EpcCombineArgs.weighting: EPC_WEIGHTING_SENDER and EPC_WEIGHTING_HOME apply to the expert layouts; "
         "EPC_LAYOUT_FLAT rows are summed as given (the caller weighted them)");
   }
-  const bool weighted = packed_ && (a.weighting == EPC_WEIGHTING_DEFAULT || a.weighting == EPC_WEIGHTING_SENDER);
-  if (packed_ && a.weighting == EPC_WEIGHTING_HOME) {
+  const bool weighted = packed() && (a.weighting == EPC_WEIGHTING_DEFAULT || a.weighting == EPC_WEIGHTING_SENDER);
+  if (packed() && a.weighting == EPC_WEIGHTING_HOME) {
     fail_unsupported(
         format("EpcCombineArgs.weighting EPC_WEIGHTING_HOME is not served in ABI %d.%d", EPC_ABI_MAJOR, EPC_ABI_MINOR));
   }
-  if (packed_ && !dispatched_) {
+  if (packed() && !dispatched_) {
     fail_usage(
         format("epc_combine: EXPERT_PACKED combine sums the rows dispatch gave each entry; call epc_dispatch "
                "on handle %p (since its last routing) first",
@@ -356,7 +355,7 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
   const bool backward = a.topk_weights != nullptr;
   if (backward) {
-    if (packed_) {
+    if (packed()) {
       check_tensor(a.topk_weights, {"EpcCombineArgs.topk_weights", {EPC_DTYPE_FP32}, {N}, 4});
     } else {
       check_tensor(a.topk_weights, {"EpcCombineArgs.topk_weights", {EPC_DTYPE_FP32}, {N, K}, 4});
@@ -373,7 +372,7 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.out = a.out->data;
   p.out_type = sum_output_of(a.out->dtype);
   p.out_weights = backward ? static_cast<float*>(a.out_topk_weights->data) : nullptr;
-  p.packed = packed_;
+  p.packed = packed();
   p.weighted = weighted;
   p.common.send_warps = kernels::ht_combine_send_warps(group_.topology().node_size);
   if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
@@ -383,21 +382,7 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
 }
 
 EpcHandleInfo HtHandle::info() const {
-  EpcHandleInfo i = EPC_HANDLE_INFO_INIT;
-  i.mode = EPC_MODE_HIGH_THROUGHPUT;
-  i.layout = setup_.layout;
-  i.sizing = setup_.sizing;
-  i.expert_alignment = packed_ ? setup_.expert_alignment : 0;
-  i.num_tokens = static_cast<uint32_t>(num_tokens_);
-  i.topk = static_cast<uint32_t>(topk_);
-  i.pending = EPC_PENDING_NONE;
-  i.flags = setup_.flags;
-  i.capacity = setup_.capacity;
-  i.rows = rows_;
-  i.overflow_status = EPC_OK;
-  i.overflow_rank = -1;
-  i.overflow_rows = 0;
-  return i;
+  return handle_info(EPC_MODE_HIGH_THROUGHPUT, setup_, num_tokens_, topk_, EPC_PENDING_NONE, rows_);
 }
 
 }  // namespace epc

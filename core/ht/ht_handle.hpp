@@ -39,6 +39,7 @@ class HtHandle {
   // sizing waits for it and takes the received row count.
   void compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t stream);
   void require_routed(const char* call) const;
+  bool packed() const { return setup_.layout == EPC_LAYOUT_EXPERT_PACKED; }
   kernels::HtCommon common() const;
   // The window areas of one direction: its slots, and its signal region (flags, then acks).
   kernels::HtChannel channel(EpcRegionKind data, EpcRegionKind signal) const;
@@ -56,7 +57,6 @@ class HtHandle {
   // EXPERT_PACKED combine the rows dispatch gave each entry.
   bool dispatched_ = false;
   bool dispatched_weights_ = false;  // EXPERT_PACKED: the last dispatch had topk_weights
-  bool packed_ = false;
   kernels::HtEntryOrder order_{};
   DeviceAllocations memory_;  // every array of arrays_
   kernels::HtHandleArrays arrays_{};

@@ -302,21 +302,8 @@ void LlHandle::complete(cudaStream_t stream) {
 }
 
 EpcHandleInfo LlHandle::info() const {
-  EpcHandleInfo i = EPC_HANDLE_INFO_INIT;
-  i.mode = EPC_MODE_LOW_LATENCY;
-  i.layout = setup_.layout;
-  i.sizing = setup_.sizing;
-  i.expert_alignment = 0;
-  i.num_tokens = static_cast<uint32_t>(num_tokens_);
-  i.topk = static_cast<uint32_t>(topk_);
-  i.pending = pending_;
-  i.flags = setup_.flags;
-  i.capacity = setup_.capacity;
-  i.rows = static_cast<int64_t>(setup_.capacity);
-  i.overflow_status = EPC_OK;
-  i.overflow_rank = -1;
-  i.overflow_rows = 0;
-  return i;
+  // EXPERT_PADDED: every [L, C, ...] output has C = capacity rows per zone.
+  return handle_info(EPC_MODE_LOW_LATENCY, setup_, num_tokens_, topk_, pending_, static_cast<int64_t>(setup_.capacity));
 }
 
 }  // namespace epc
