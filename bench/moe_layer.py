@@ -3,29 +3,29 @@
 """A real MoE layer on epcomm, checked against one GPU and timed against torch.
 
     python3 bench/moe_layer.py [--gpus N] [--tokens 1,4,16,64,128]
-                               [--prefill-tokens 1024,4096] [--ht-sms 24] [--out moe.json]
+                               [--prefill-tokens 1024,4096] [--ht-sms 24]
+                               [--ht-alignment 128] [--out moe.json]
 
 Needs torch with CUDA and NCCL, and libepcomm ($EPCOMM_LIB, else .gpu/ or build/ in this
 checkout). One process per GPU (torch.multiprocessing). Each rank holds experts/N experts
 (a SiLU MLP: y = silu(x W1) W2, bf16) and runs the layer, router (x Wr, fp32) -> top-k ->
 softmax weights -> dispatch -> experts -> combine, in three versions:
-  ours, ll (decode sizes, --tokens): epcomm's low-latency path, through the binding's
-        Handle: update the routing -> dispatch -> one matmul pair per local expert on
-        its received rows -> combine (bench/moe/ll_path.py);
-  ours, ht (prefill sizes, --prefill-tokens; '' skips them): epcomm's high-throughput path
-        on a second group (--ht-sms SMs), through a Handle: one CAPACITY handle whose
-        routing and layout are updated every layer (part of the timed layer) -> dispatch with
-        each row's local expert ids and weights -> per local expert, its rows' MLP,
-        accumulated per row in fp32 in top-k slot order -> combine (bench/moe/ht_path.py);
+  ours, ll (decode sizes, --tokens): epcomm.torch's low-latency Buffer on the process
+        group: Buffer.ll_dispatch (routing and dispatch) -> one matmul pair per local
+        expert on its received rows -> Buffer.ll_combine (bench/moe/ll_path.py);
+  ours, ht (prefill sizes, --prefill-tokens; '' skips them): epcomm.torch's high-throughput
+        Buffer (--ht-sms SMs) on the expert-packed layout: Buffer.ht_dispatch_packed (the
+        layout exchange is part of the timed layer) -> one matmul pair per local expert
+        on its zone of rows (zones aligned to --ht-alignment rows) -> Buffer.ht_combine,
+        which weights each row on the expert's rank (bench/moe/ht_path.py);
   baseline, at every size: the same layer on torch.distributed.all_to_all_single: sort the
         (token, expert) selections by expert, exchange counts, all_to_all the rows, compute,
         all_to_all back, weighted sum (bench/moe/baseline.py).
 Each point is checked against the same layer computed on one GPU (rank 0 holds every expert
 and every rank's tokens), then timed with CUDA events around the whole layer (median of the
 slowest rank). Reports tokens per second for the whole group (N x tokens per rank / time).
-Host synchronisations per layer: the baseline reads its split sizes; ll reads out_counts;
-ht learns its row count when creating the handle, reads out_expert_counts, and closing the
-handle waits for the device.
+Host synchronisations per layer: the baseline reads its split sizes; ll reads the
+per-expert counts; ht reads the per-expert counts and offsets.
 """
 
 import json
@@ -65,16 +65,14 @@ def main(argv=None):
         sys.exit("moe_layer.py: libepcomm.so.2 not found: set EPCOMM_LIB (or build into build/, or stage into .gpu/)")
     os.environ["EPCOMM_LIB"] = library
     sys.path.insert(0, BINDINGS)
-    import epcomm
     from moe.run import rank_main
 
-    uid = epcomm.UniqueId.create()  # this process keeps NCCL's bootstrap root alive
     result_path = args.out or os.path.join(os.getcwd(), "moe_layer.json")
     if os.path.exists(result_path):
         os.remove(result_path)  # a stale file must not pass for this run's result
     failed = False
     try:
-        mp.spawn(rank_main, args=(nranks, uid.hex(), free_port(), args, library, result_path), nprocs=nranks, join=True)
+        mp.spawn(rank_main, args=(nranks, free_port(), args, library, result_path), nprocs=nranks, join=True)
     except Exception as error:  # noqa: BLE001 (a rank failed: report and exit non-zero)
         print(f"moe_layer.py: a rank failed: {error}", file=sys.stderr)
         failed = True

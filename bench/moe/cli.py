@@ -46,6 +46,12 @@ def parse_args(argv=None):
     p.add_argument(
         "--ht-sms", type=int, default=24, help="SM budget (num_sms) of the high-throughput group (default: %(default)s)"
     )
+    p.add_argument(
+        "--ht-alignment",
+        type=int,
+        default=128,
+        help="rows each local expert's zone of the high-throughput layout is aligned to (default: %(default)s)",
+    )
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--ffn", type=int, default=1024, help="expert intermediate size")
     p.add_argument("--experts", type=int, default=64)
@@ -62,6 +68,8 @@ def parse_args(argv=None):
     args.prefill_list = token_list(p, "--prefill-tokens", args.prefill_tokens, allow_empty=True, at_most=HT_MAX_TOKENS)
     if args.ht_sms < 1:
         p.error("--ht-sms must be at least 1")
+    if args.ht_alignment < 1:
+        p.error("--ht-alignment must be at least 1")
     if args.hidden % 8:
         p.error("--hidden must be a multiple of 8")
     return args

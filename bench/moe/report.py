@@ -5,7 +5,7 @@ import sys
 
 MODES = {
     "ll": "low-latency path, decode sizes",
-    "ht": "high-throughput path, prefill sizes (a CAPACITY handle, updated per layer)",
+    "ht": "high-throughput path, prefill sizes",
 }
 
 
@@ -28,6 +28,12 @@ def print_table(record, path, out=None):
         what = MODES.get(mode, mode)
         if mode == "ht" and "ht_sms" in c:
             what += f", {c['ht_sms']} SMs"
+        if mode == "ht":  # records from before the expert-packed path have no ht_alignment
+            what += (
+                f", expert-packed layout, zones aligned to {c['ht_alignment']} rows"
+                if "ht_alignment" in c
+                else ", flat layout (a CAPACITY handle, updated per layer)"
+            )
         print(f"  ours {mode}: epcomm {what}; a2a: torch.distributed.all_to_all_single", file=out)
     print(
         f"{'mode':>4} | {'tokens/rank':>11} | {'ours us':>9} | {'a2a us':>9} | "

@@ -110,28 +110,25 @@ class Rank:
         }
 
 
-def rank_main(rank, nranks, uid_hex, port, args, library, result_path):
+def rank_main(rank, nranks, port, args, library, result_path):
     os.environ["EPCOMM_LIB"] = library
     sys.path.insert(0, BINDINGS)
     import torch
     import torch.distributed as dist
-    import epcomm
+
+    import epcomm.torch as ept
 
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=nranks, device_id=dev)
-    comm = epcomm.Comm.init(epcomm.UniqueId.from_hex(uid_hex), nranks, rank, device=rank)
     weights = local_weights(torch, args, rank, nranks, dev)  # shared by every version
-    layers = [("ll", LlLayer(torch, epcomm, comm, args, nranks, max(args.token_list), weights), args.token_list)]
+    layers = [("ll", LlLayer(torch, ept, args, nranks, max(args.token_list), weights), args.token_list)]
     if args.prefill_list:
-        layers.append(
-            ("ht", HtLayer(torch, epcomm, comm, args, nranks, max(args.prefill_list), weights), args.prefill_list)
-        )
+        layers.append(("ht", HtLayer(torch, ept, args, nranks, max(args.prefill_list), weights), args.prefill_list))
     me = Rank(torch, dist, args, rank, nranks, AllToAllLayer(torch, dist, args, nranks, weights))
     points = [me.point(mode, ours, tokens) for mode, ours, sizes in layers for tokens in sizes]
     for _, ours, _ in reversed(layers):
         ours.close()
-    comm.close()
     dist.destroy_process_group()
     if rank == 0:
         with open(result_path, "w", encoding="utf-8") as f:

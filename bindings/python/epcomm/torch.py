@@ -32,7 +32,10 @@ the library is called. Shapes are checked by the library (EpcError naming the fi
 
 `slot` (default 0) names one epcomm handle of the Buffer: a step's routing lives in its
 handle, so layers whose steps interleave (the high-throughput backward pass runs after every
-forward layer) use one slot each.
+forward layer) use one slot each. A slot's layout is fixed by its first call:
+ht_dispatch_packed makes an EXPERT_PACKED handle (rows grouped by local expert, zones
+aligned for a grouped GEMM, combine weighting each row on the expert's rank), the other
+calls the mode's default layout.
 """
 
 import itertools
@@ -47,7 +50,7 @@ from . import _ffi
 from ._fastpath import Args, Function
 from .bootstrap import Comm, UniqueId
 from .config import GroupConfig
-from .enums import Dtype, Mode, parse_enum
+from .enums import Dtype, Layout, Mode, parse_enum
 from .errors import InvalidTensorError
 from .group import Group, GroupInfo
 from .handle import Handle
@@ -138,10 +141,16 @@ def describe(tensor: Any) -> Any:
 
 
 class _Slot:
-    """One handle of a Buffer and the structs its steps refill."""
+    """One handle of a Buffer and the structs its steps refill. `packed`: an EXPERT_PACKED
+    handle with zones aligned to `alignment` rows (high-throughput), else the mode's
+    default layout."""
 
-    def __init__(self, buffer: "Buffer"):
-        self.handle = Handle.create(buffer.group)
+    def __init__(self, buffer: "Buffer", packed: bool = False, alignment: int = 0):
+        self.packed, self.alignment = packed, alignment
+        if packed:
+            self.handle = Handle.create(buffer.group, layout=Layout.EXPERT_PACKED, expert_alignment=alignment)
+        else:
+            self.handle = Handle.create(buffer.group)
         self.address = self.handle.handle
         self.rows = self.handle.rows
         self.routing = Args(_ffi.EpcRouting, ("topk_idx",))
@@ -149,6 +158,9 @@ class _Slot:
         self.ht_dispatch = Args(
             _ffi.EpcDispatchArgs,
             ("x", "topk_weights", "out_x", "out_topk_idx", "out_topk_weights", "out_expert_counts", "out_num_recv"),
+        )
+        self.packed_dispatch = Args(
+            _ffi.EpcDispatchArgs, ("x", "topk_weights", "out_x", "out_expert_counts", "out_expert_offsets")
         )
         self.rows_dispatch = Args(_ffi.EpcDispatchArgs, ("x", "out_x"))
         self.combine = Args(_ffi.EpcCombineArgs, ("x", "out"))
@@ -282,18 +294,29 @@ class Buffer:
 
     # -- slots ------------------------------------------------------------------------------
 
-    def _slot(self, slot: int) -> _Slot:
+    def _slot(self, slot: int, packed: Optional[bool] = None, alignment: int = 0) -> _Slot:
+        """The slot's handle, created at its first use: EXPERT_PACKED (aligned to
+        `alignment`) when the first call is ht_dispatch_packed, else the mode's default
+        layout. `packed` (None: any) checks that a later call fits the slot's layout."""
         state = self._slots.get(slot)
         if state is None:
             if self.group is None or self.group.closed:
                 raise RuntimeError("epcomm.torch.Buffer is closed")
             with torch.cuda.device(self.device):
-                state = self._slots[slot] = _Slot(self)
+                state = self._slots[slot] = _Slot(self, bool(packed), alignment)
+        elif packed is not None and (state.packed != packed or (packed and state.alignment != alignment)):
+            have = f"EXPERT_PACKED (alignment {state.alignment})" if state.packed else "the mode's default layout"
+            want = f"EXPERT_PACKED (alignment {alignment})" if packed else "the mode's default layout"
+            raise ValueError(
+                f"epcomm.torch.Buffer: slot {slot}'s handle has {have}, but this call needs {want}; "
+                "use another slot for each layout"
+            )
         return state
 
     def rows(self, slot: int = 0) -> int:
         """High-throughput: the first dimension of every [rows, ...] output (capacity
-        sizing: nranks * max_tokens_per_rank)."""
+        sizing: nranks * max_tokens_per_rank on the flat layout; an EXPERT_PACKED slot
+        holds the most rows its routing can produce, alignment padding included)."""
         return self._slot(slot).rows
 
     def _empty(self, shape: Sequence[int], dtype: Any) -> Any:
@@ -407,7 +430,7 @@ class Buffer:
         return outs
 
     def _ht_dispatch(self, slot: int, x: Any, topk_idx: Any, topk_weights: Any, *outs: Any) -> None:
-        state = self._slot(slot)
+        state = self._slot(slot, packed=False)
         function = "ht_dispatch"
         args = state.ht_dispatch
         self._fill(args, "x", x, _TOKENS, function)
@@ -416,6 +439,56 @@ class Buffer:
             ("out_x", "out_topk_idx", "out_topk_weights", "out_expert_counts", "out_num_recv"),
             outs,
             (_TOKENS, _INT32, _FP32, _INT32, _INT32),
+        ):
+            self._fill(args, name, tensor, dtypes, function)
+        self._route(state, topk_idx, function)
+        self._run("epc_dispatch", state.address, args.address)
+
+    def ht_dispatch_packed(
+        self,
+        x: Any,
+        topk_idx: Any,
+        topk_weights: Any,
+        *,
+        alignment: int = 1,
+        out_x: Any = None,
+        out_expert_counts: Any = None,
+        out_expert_offsets: Any = None,
+        slot: int = 0,
+    ) -> Tuple[Any, Any, Any]:
+        """Route (collective) and dispatch x [B, H] bf16/fp16 with topk_weights [B, K]
+        float32 on the EXPERT_PACKED layout: the rows of local expert l are out_x[off[l] :
+        off[l] + counts[l]], one per (token, entry) naming it, ordered by (source rank, source
+        token, top-k slot); zones start at multiples of `alignment`, so a grouped GEMM runs
+        on them as they are. Returns (out_x [rows, H], out_expert_counts [L] int32,
+        out_expert_offsets [L + 1] int32; the last offset is the rows in use). The slot's
+        handle is created EXPERT_PACKED with `alignment` at its first use; ht_combine on the
+        slot then weights each row by its entry's topk_weights on the expert's rank.
+        High-throughput groups of one node; collective; on the current stream."""
+        state = self._slot(slot, packed=True, alignment=alignment)
+        if out_x is None:
+            out_x = self._empty((state.rows, self.info.hidden), _dtype_of(x))
+        if out_expert_counts is None:
+            out_expert_counts = self._empty((self.info.local_experts,), torch.int32)
+        if out_expert_offsets is None:
+            out_expert_offsets = self._empty((self.info.local_experts + 1,), torch.int32)
+        outs = (out_x, out_expert_counts, out_expert_offsets)
+        if torch.compiler.is_compiling():
+            torch.ops.epcomm.ht_dispatch_packed(self.id, slot, alignment, x, topk_idx, topk_weights, *outs)
+        else:
+            self._ht_dispatch_packed(slot, alignment, x, topk_idx, topk_weights, *outs)
+        return outs
+
+    def _ht_dispatch_packed(
+        self, slot: int, alignment: int, x: Any, topk_idx: Any, topk_weights: Any, *outs: Any
+    ) -> None:
+        state = self._slot(slot, packed=True, alignment=alignment)
+        function = "ht_dispatch_packed"
+        args = state.packed_dispatch
+        self._fill(args, "x", x, _TOKENS, function)
+        self._fill(args, "topk_weights", topk_weights, _FP32, function)
+        for name, tensor, dtypes in zip(
+            ("out_x", "out_expert_counts", "out_expert_offsets"), outs, (_TOKENS, _INT32, _INT32)
         ):
             self._fill(args, name, tensor, dtypes, function)
         self._route(state, topk_idx, function)
@@ -559,6 +632,15 @@ def _ht_dispatch_op(
     )
 
 
+def _ht_dispatch_packed_op(
+    buffer: int, slot: int, alignment: int, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
+    out_x: torch.Tensor, out_expert_counts: torch.Tensor, out_expert_offsets: torch.Tensor,
+) -> None:  # fmt: skip
+    _buffers[buffer]._ht_dispatch_packed(  # noqa: SLF001
+        slot, alignment, x, topk_idx, topk_weights, out_x, out_expert_counts, out_expert_offsets
+    )
+
+
 def _dispatch_rows_op(buffer: int, slot: int, x: torch.Tensor, out_x: torch.Tensor) -> None:
     _buffers[buffer]._dispatch_rows(slot, x, out_x)  # noqa: SLF001
 
@@ -586,6 +668,7 @@ for _op_name, _function, _mutated in (
         _ht_dispatch_op,
         ("out_x", "out_topk_idx", "out_topk_weights", "out_expert_counts", "out_num_recv"),
     ),
+    ("ht_dispatch_packed", _ht_dispatch_packed_op, ("out_x", "out_expert_counts", "out_expert_offsets")),
     ("dispatch_rows", _dispatch_rows_op, ("out_x",)),
     ("combine", _combine_op, ("out",)),
     ("combine_weights", _combine_weights_op, ("out", "out_topk_weights")),

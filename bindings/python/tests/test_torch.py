@@ -172,6 +172,36 @@ def test_ht_round_trip(ht):
         assert torch.equal(out, torch.where(sent[:, None], x, torch.zeros_like(x)))
 
 
+def test_ht_packed_round_trip(ht):
+    """Expert-packed dispatch and weighted combine on slot 1, exactly: each expert's zone
+    holds its entries' rows in (token, slot) order, zones aligned to 4 rows; combine sums
+    w * row per token (power-of-two weights: every product and sum is exact) into bf16."""
+    align, slot = 4, 1
+    for seed in (20, 21):
+        x, idx, _ = routing(seed, masked=True)
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        w = 2.0 ** -torch.randint(0, 3, (TOKENS, TOPK), device="cuda", generator=g).float()
+        recv_x, counts, offsets = ht.ht_dispatch_packed(x, idx, w, alignment=align, slot=slot)
+        want_counts = [int((idx == e).sum()) for e in range(EXPERTS)]
+        assert counts.tolist() == want_counts
+        want_offsets = [0]
+        for c in want_counts:
+            want_offsets.append(want_offsets[-1] + -(-c // align) * align)
+        assert offsets.tolist() == want_offsets
+        for e in range(EXPERTS):
+            token, _ = (idx == e).nonzero(as_tuple=True)  # row-major: (token, slot) order
+            zone = recv_x[want_offsets[e] : want_offsets[e] + want_counts[e]]
+            assert torch.equal(zone, x[token]), f"expert {e}"
+        out = ht.ht_combine(recv_x, idx, slot=slot)
+        valid = (idx >= 0).float()
+        partial = torch.zeros(TOKENS, HIDDEN, device="cuda")
+        for k in range(TOPK):
+            partial = partial + (w[:, k] * valid[:, k])[:, None] * x.float()
+        assert torch.equal(out, partial.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="slot 1's handle has EXPERT_PACKED"):
+        ht.ht_dispatch(x, idx, w, slot=slot)
+
+
 def moe_forward(x, idx, w, weights, valid=None):
     """sum_k w[t, k] * (x[t] @ weights[idx[t, k]]) in float32, rounded to bf16; rows outside
     `valid` are zero (their inputs are unspecified)."""
