@@ -53,7 +53,10 @@ std::string dtypes_text(std::initializer_list<EpcDtype> dtypes) {
 
 }  // namespace
 
-void check_tensor(const EpcTensor* t, const TensorRule& rule) {
+namespace {
+
+// Everything of check_tensor but the strides: NULL, dtype, shape, size, trailing dimensions.
+void check_shape(const EpcTensor* t, const TensorRule& rule) {
   if (t == nullptr) fail_argument(format("tensor %s is NULL", rule.name));
   bool dtype_ok = false;
   for (EpcDtype d : rule.dtypes) dtype_ok = dtype_ok || t->dtype == d;
@@ -92,6 +95,66 @@ void check_tensor(const EpcTensor* t, const TensorRule& rule) {
       fail_argument(format("tensor %s: shape and strides past ndim must be 0", rule.name));
     }
   }
+}
+
+bool is_empty(const EpcTensor* t) {
+  for (int i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] == 0) return true;
+  }
+  return false;
+}
+
+void check_data(const EpcTensor* t, const TensorRule& rule) {
+  if (!is_empty(t) && t->data == nullptr) fail_argument(format("tensor %s has NULL data", rule.name));
+  if (rule.alignment > 1 && reinterpret_cast<uintptr_t>(t->data) % rule.alignment != 0) {
+    fail_argument(format("tensor %s data %p is not %u-byte aligned", rule.name, t->data, rule.alignment));
+  }
+}
+
+}  // namespace
+
+void check_strided_tensor(const EpcTensor* t, const TensorRule& rule, int64_t* strides) {
+  check_shape(t, rule);
+  const int ndim = t->ndim;
+  bool all_zero = true;
+  for (int i = 0; i < ndim; ++i) all_zero = all_zero && t->strides[i] == 0;
+  int64_t row_major = 1;
+  for (int i = ndim; i-- > 0;) {
+    strides[i] = all_zero ? row_major : t->strides[i];
+    row_major *= t->shape[i] > 0 ? t->shape[i] : 1;  // check_shape bounded the product
+  }
+  if (is_empty(t)) {
+    check_data(t, rule);
+    return;
+  }
+  // No two elements alias: in increasing stride order, each dimension of extent > 1 steps
+  // past everything the dimensions before it span.
+  int order[EPC_TENSOR_MAX_DIMS];
+  for (int i = 0; i < ndim; ++i) {  // insertion sort of at most four dimensions by stride
+    int j = i;
+    for (; j > 0 && strides[order[j - 1]] > strides[i]; --j) order[j] = order[j - 1];
+    order[j] = i;
+  }
+  int64_t span = 1;  // elements the dimensions so far reach, in units of the element
+  for (int j = 0; j < ndim; ++j) {
+    const int i = order[j];
+    if (t->shape[i] == 1) continue;
+    if (strides[i] < span) {
+      fail_argument(format("tensor %s: stride %lld of dimension %d makes elements overlap (at least %lld needed)",
+                           rule.name, static_cast<long long>(strides[i]), i, static_cast<long long>(span)));
+    }
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(strides[i], t->shape[i] - 1, &reach) || __builtin_add_overflow(reach, 1, &span) ||
+        __builtin_mul_overflow(span, static_cast<int64_t>(dtype_size(t->dtype)), &reach)) {
+      fail_argument(format("tensor %s: its strides reach past what 64 bits of bytes address", rule.name));
+    }
+  }
+  check_data(t, rule);
+}
+
+void check_tensor(const EpcTensor* t, const TensorRule& rule) {
+  check_shape(t, rule);
+  const size_t ndim = rule.shape.size();
   // Contiguous: all-zero strides, or exactly the row-major strides.
   bool all_zero = true;
   for (size_t i = 0; i < ndim; ++i) all_zero = all_zero && t->strides[i] == 0;
@@ -109,10 +172,7 @@ void check_tensor(const EpcTensor* t, const TensorRule& rule) {
       if (__builtin_mul_overflow(expected, t->shape[i], &expected)) break;
     }
   }
-  if (!empty && t->data == nullptr) fail_argument(format("tensor %s has NULL data", rule.name));
-  if (rule.alignment > 1 && reinterpret_cast<uintptr_t>(t->data) % rule.alignment != 0) {
-    fail_argument(format("tensor %s data %p is not %u-byte aligned", rule.name, t->data, rule.alignment));
-  }
+  check_data(t, rule);
 }
 
 bool tensors_overlap(const EpcTensor* a, const EpcTensor* b) {

@@ -24,6 +24,12 @@ struct TensorRule {
 // dtype or non-contiguous strides) naming the tensor and what is wrong.
 void check_tensor(const EpcTensor* tensor, const TensorRule& rule);
 
+// check_tensor for a tensor that may be strided: any strides under which no two elements
+// share memory (all-zero strides: row-major), returned in `strides` (elements, ndim
+// entries); a stride that makes elements overlap, or an extent of memory that 64 bits of
+// bytes cannot address, is EPC_ERR_INVALID_ARGUMENT naming the tensor.
+void check_strided_tensor(const EpcTensor* tensor, const TensorRule& rule, int64_t* strides);
+
 // Whether the byte ranges of two contiguous tensors' data overlap.
 bool tensors_overlap(const EpcTensor* a, const EpcTensor* b);
 

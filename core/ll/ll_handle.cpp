@@ -8,6 +8,7 @@
 #include "core/gpu_check.hpp"
 #include "core/handle_memory.hpp"
 #include "core/routing_input.hpp"
+#include "core/scale_output.hpp"
 #include "core/tensor_check.hpp"
 #include "kernels/launch.hpp"
 
@@ -179,14 +180,6 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   if (fp8) {
     check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {EPC_DTYPE_FP8_E4M3}, {L, C, H}});
     if (a.out_scales == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_FP8 needs it");
-    if (a.out_scales->dtype == EPC_DTYPE_E8M0 || a.out_scales->dtype == EPC_DTYPE_E8M0X4) {
-      fail_unsupported(
-          format("EpcDispatchArgs.out_scales of dtype E8M0 or E8M0X4 is not served in ABI %d.%d; "
-                 "use EPC_DTYPE_FP32 (with EPC_DISPATCH_POW2_SCALES for power-of-two values)",
-                 EPC_ABI_MAJOR, EPC_ABI_MINOR));
-    }
-    check_tensor(a.out_scales,
-                 {"EpcDispatchArgs.out_scales", {EPC_DTYPE_FP32}, {L, C, H / limits::kFp8BlockChannels}, 4});
   } else {
     check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {a.x->dtype}, {L, C, H}});
   }
@@ -212,13 +205,15 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.x_is_fp16 = a.x->dtype == EPC_DTYPE_FP16;
   p.weights = static_cast<const float*>(a.topk_weights->data);
   p.out_x = a.out_x->data;
-  p.out_scales = fp8 ? static_cast<float*>(a.out_scales->data) : nullptr;
+  if (fp8) p.out_scales = fp8_scale_output(a.out_scales, L, C, H / limits::kFp8BlockChannels);
   p.out_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : counts_;
   p.acc_counts = counts.accumulated;
   p.message_slices = message_slices();
   p.token_slices = slices_for(num_tokens_);
   p.payload = fp8 ? kernels::LlPayload::kFp8 : kernels::LlPayload::kHalf;
-  p.round_scale_ue8m0 = (a.flags & EPC_DISPATCH_POW2_SCALES) != 0;
+  // A UE8M0 encoding holds powers of two only: the cast rounds every scale up to one.
+  p.round_scale_ue8m0 =
+      (a.flags & EPC_DISPATCH_POW2_SCALES) != 0 || (fp8 && p.out_scales.encoding != kernels::ScaleEncoding::kFp32);
 
   DeviceGuard guard(group_.device());
   if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {

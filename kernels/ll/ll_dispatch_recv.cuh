@@ -11,6 +11,7 @@
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
+#include "kernels/device/scale_store.cuh"
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/warp.cuh"
@@ -110,12 +111,12 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     }
     if (fp8) {
       const float* src_scales = reinterpret_cast<const float*>(payload + g.hidden);
-      const VectorSlice scale_part = vector_slice(scales, slice, slices);
-      for (int k = scale_part.begin + threadIdx.x; k < scale_part.end; k += blockDim.x) {
-        const float value = src_scales[k];
+      const VectorSlice scale_part = vector_slice(scale_words(p.out_scales.encoding, scales), slice, slices);
+      for (int w = scale_part.begin + threadIdx.x; w < scale_part.end; w += blockDim.x) {
+        const uint32_t value = encode_scale_word(src_scales, w, scales, p.out_scales.encoding);
         for (int j = 0; j < placed.entries; ++j) {
           const int row = placed.flat_row[j];
-          if (row >= 0) p.out_scales[static_cast<size_t>(row) * scales + k] = value;
+          if (row >= 0) store_scale_word(p.out_scales, row / expert_rows, row % expert_rows, w, value);
         }
       }
     }

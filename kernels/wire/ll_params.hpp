@@ -12,6 +12,7 @@
 #include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_state.hpp"
+#include "kernels/wire/scale_output.hpp"
 #include "kernels/wire/sum_output.hpp"
 #include "kernels/wire/transport.hpp"
 #ifdef EPC_PHASE_TRACE
@@ -98,14 +99,14 @@ struct LlDispatchParams {
   LlCommon common;
   uint64_t recv_offset[kLlSlots];
   uint64_t signal_offset[kLlSlots];
-  const void* x;         // [B, H] bf16 or fp16
-  const float* weights;  // [B, K]
-  void* out_x;           // [L, R*T, H] of x's dtype, or e4m3 bytes
-  float* out_scales;     // [L, R*T, H/128] with kFp8, else null
-  int32_t* out_counts;   // [L]: the caller's, or the handle's own
-  int64_t* acc_counts;   // [L] or null: out_counts are added to it
-  int message_slices;    // blocks per received message in the receiving part (1..kLlMaxMessageSlices)
-  int token_slices;      // blocks per token in the sending part (1..kLlMaxMessageSlices)
+  const void* x;           // [B, H] bf16 or fp16
+  const float* weights;    // [B, K]
+  void* out_x;             // [L, R*T, H] of x's dtype, or e4m3 bytes
+  ScaleOutput out_scales;  // [L, R*T, H/128 scales] with kFp8, else data null
+  int32_t* out_counts;     // [L]: the caller's, or the handle's own
+  int64_t* acc_counts;     // [L] or null: out_counts are added to it
+  int message_slices;      // blocks per received message in the receiving part (1..kLlMaxMessageSlices)
+  int token_slices;        // blocks per token in the sending part (1..kLlMaxMessageSlices)
   LlPayload payload;
   bool x_is_fp16;
   bool round_scale_ue8m0;

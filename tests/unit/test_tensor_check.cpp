@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/scale_output.hpp"
 #include "core/tensor_check.hpp"
 
 namespace {
@@ -98,3 +99,72 @@ TEST(TensorCheck, EmptyTensorsWithHugeExtentsAreFine) {
 }
 
 }  // namespace
+
+// fp8 dispatch scales (core/scale_output.cpp): the encodings and strides a grouped GEMM uses.
+namespace {
+
+EpcTensor scales3(EpcDtype dtype, int64_t experts, int64_t rows, int64_t words, int64_t s0 = 0, int64_t s1 = 0,
+                  int64_t s2 = 0) {
+  return EpcTensor{kDevice, dtype, 3, {experts, rows, words, 0}, {s0, s1, s2, 0}};
+}
+
+EpcStatus scale_status(const EpcTensor& t, epc::kernels::ScaleOutput* out, std::string* message = nullptr) {
+  try {
+    *out = epc::fp8_scale_output(&t, 4, 10, 56);
+    return EPC_OK;
+  } catch (const epc::Error& e) {
+    if (message != nullptr) *message = e.what();
+    return e.status();
+  }
+}
+
+}  // namespace
+
+TEST(ScaleOutput, EncodingsAndStridesAGroupedGemmUses) {
+  epc::kernels::ScaleOutput out{};
+  // fp32 row-major (all-zero strides): 2.0's format.
+  ASSERT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56), &out), EPC_OK);
+  EXPECT_EQ(out.encoding, epc::kernels::ScaleEncoding::kFp32);
+  EXPECT_EQ(out.expert_stride, 560);
+  EXPECT_EQ(out.row_stride, 56);
+  EXPECT_EQ(out.word_stride, 1);
+  // fp32 column-major over rows, rows padded to 12 (TMA: 16-byte columns).
+  ASSERT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 56 * 12, 1, 12), &out), EPC_OK);
+  EXPECT_EQ(out.row_stride, 1);
+  EXPECT_EQ(out.word_stride, 12);
+  // UE8M0 bytes, row-major.
+  ASSERT_EQ(scale_status(scales3(EPC_DTYPE_E8M0, 4, 10, 56), &out), EPC_OK);
+  EXPECT_EQ(out.encoding, epc::kernels::ScaleEncoding::kUe8m0);
+  // UE8M0 packed four to a word: ceil(56 / 4) = 14 words, column-major, TMA-aligned.
+  ASSERT_EQ(scale_status(scales3(EPC_DTYPE_E8M0X4, 4, 10, 14, 14 * 12, 1, 12), &out), EPC_OK);
+  EXPECT_EQ(out.encoding, epc::kernels::ScaleEncoding::kUe8m0x4);
+  EXPECT_EQ(out.expert_stride, 168);
+}
+
+TEST(ScaleOutput, RefusesOverlapWrongShapesAndDtypes) {
+  epc::kernels::ScaleOutput out{};
+  std::string msg;
+  // Column-major with a column shorter than the rows: elements overlap.
+  EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 560, 1, 9), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("overlap"), std::string::npos) << msg;
+  // Experts closer together than one expert's block.
+  EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 100, 1, 10), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("dimension 0"), std::string::npos) << msg;
+  // A zero or negative stride.
+  EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 560, 0, 1), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 560, -56, 1), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
+  // Packed words: 14 per row, not 56.
+  EXPECT_EQ(scale_status(scales3(EPC_DTYPE_E8M0X4, 4, 10, 56), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("expected [4, 10, 14]"), std::string::npos) << msg;
+  EXPECT_EQ(scale_status(scales3(EPC_DTYPE_BF16, 4, 10, 56), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("has dtype bf16"), std::string::npos) << msg;
+  // fp32 words must be 4-byte aligned; bytes need not be.
+  EpcTensor odd = scales3(EPC_DTYPE_FP32, 4, 10, 56);
+  odd.data = reinterpret_cast<void*>(uintptr_t{0x7f0000000002});
+  EXPECT_EQ(scale_status(odd, &out, &msg), EPC_ERR_INVALID_ARGUMENT);
+  odd.dtype = EPC_DTYPE_E8M0;
+  EXPECT_EQ(scale_status(odd, &out, &msg), EPC_OK);
+  // Strides that reach past 64 bits of bytes.
+  EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, int64_t{1} << 62, 56, 1), &out, &msg),
+            EPC_ERR_INVALID_ARGUMENT);
+}

@@ -346,7 +346,9 @@ const (
 	// QuantFP8 is EPC_QUANT_FP8: cast in the send kernel: bf16/fp16 x -> e4m3 with one scale
 	// per scale_block channels, scale = max(amax of the block, 1e-4) / 448, rounded up to a
 	// power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448,
-	// rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128.
+	// rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128; 2.1 adds E8M0
+	// and E8M0X4 out_scales on LL (every scale then rounded up to a power of two, with or
+	// without EPC_DISPATCH_POW2_SCALES).
 	QuantFP8 Quant = 1
 	// QuantNVFP4 is EPC_QUANT_NVFP4: cast in the send kernel: -> FP4_E2M1X2 with one E4M3
 	// scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0).
@@ -379,7 +381,9 @@ type ScaleLayout uint32
 
 const (
 	// ScalesStrided is EPC_SCALES_STRIDED: as out_scales' strides say: row-major, or
-	// column-major over tokens (token stride 1). Served in 2.0: row-major.
+	// column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any
+	// strides under which no two elements share memory for the LL fp8 cast (e.g. column-major
+	// with rows padded for TMA).
 	ScalesStrided ScaleLayout = 0
 	// ScalesSwizzled128x4 is EPC_SCALES_SWIZZLED_128X4: the block-scaled GEMM layout of tiles
 	// of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes

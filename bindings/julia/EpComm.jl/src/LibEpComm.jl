@@ -167,13 +167,13 @@ const EPC_PENDING_DISPATCH = Int32(1)
 const EPC_PENDING_COMBINE = Int32(2)
 
 const EPC_QUANT_NONE = EpcQuant(0)  # x (bf16 or fp16) travels as it is; no scales
-const EPC_QUANT_FP8 = EpcQuant(1)  # cast in the send kernel: bf16/fp16 x -> e4m3 with one scale per scale_block channels, scale = max(amax of the block, 1e-4) / 448, rounded up to a power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448, rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128
+const EPC_QUANT_FP8 = EpcQuant(1)  # cast in the send kernel: bf16/fp16 x -> e4m3 with one scale per scale_block channels, scale = max(amax of the block, 1e-4) / 448, rounded up to a power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448, rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128; 2.1 adds E8M0 and E8M0X4 out_scales on LL (every scale then rounded up to a power of two, with or without EPC_DISPATCH_POW2_SCALES)
 
 const EPC_QUANT_NVFP4 = EpcQuant(2)  # cast in the send kernel: -> FP4_E2M1X2 with one E4M3 scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0)
 
 const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128)
 
-const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major
+const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any strides under which no two elements share memory for the LL fp8 cast (e.g. column-major with rows padded for TMA)
 
 const EPC_SCALES_SWIZZLED_128X4 = EpcScaleLayout(1)  # the block-scaled GEMM layout of tiles of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes (EPC_ERR_UNSUPPORTED in 2.0)
 

@@ -603,7 +603,10 @@ pub const EPC_QUANT_NONE: EpcQuant = 0;
 /// scale = max(amax of the block, 1e-4) / 448, rounded up to
 /// a power of two with EPC_DISPATCH_POW2_SCALES,
 /// e4m3 = x / scale, saturated to +-448, rounded to nearest
-/// even. Served in 2.0: LL, FP32 scales, scale_block 128
+/// even. Served in 2.0: LL, FP32 scales, scale_block 128;
+/// 2.1 adds E8M0 and E8M0X4 out_scales on LL (every
+/// scale then rounded up to a power of two, with or
+/// without EPC_DISPATCH_POW2_SCALES)
 pub const EPC_QUANT_FP8: EpcQuant = 1;
 
 /// cast in the send kernel: -> FP4_E2M1X2 with one E4M3
@@ -625,7 +628,9 @@ pub type EpcScaleLayout = u32;
 
 /// as out_scales' strides say: row-major, or
 /// column-major over tokens (token stride 1). Served in
-/// 2.0: row-major
+/// 2.0: row-major; 2.1 serves any strides under which
+/// no two elements share memory for the LL fp8 cast
+/// (e.g. column-major with rows padded for TMA)
 pub const EPC_SCALES_STRIDED: EpcScaleLayout = 0;
 
 /// the block-scaled GEMM layout of tiles of 128 rows x 4
