@@ -12,7 +12,10 @@ needs. Then every check below must hold, or the script exits 1 naming what faile
     nvidia-nccl-cu13>=2.28.9,<2.29;
   - every file of bindings/python/epcomm/ is in the wheel, with py.typed;
   - epcomm/_lib/libepcomm.so.<major> has that SONAME, no absolute RUNPATH/RPATH, and device
-    code for sm_90 and sm_100 plus PTX (read from its .nv_fatbin section).
+    code for sm_90 and sm_100 plus PTX (read from its .nv_fatbin section);
+  - installed with pip into a new virtual environment (its NCCL requirement from the
+    package index), `python -m epcomm` exits 0 and reports the bundled library at the
+    header's ABI version (no GPU is needed: it says what is missing).
 """
 
 import email.parser
@@ -140,8 +143,35 @@ def main(path: str) -> int:
         print("check_wheel: FAILED\n  " + "\n  ".join(problems))
         return 1
     tagged = wheel if "-py3-none-manylinux_" in wheel.name else retag(wheel, glibc_minor)
-    print(f"check_wheel: ok: {tagged} ({len(names)} files, version {version}, {NCCL_REQUIREMENT})")
+    installed = install_and_diagnose(tagged, version)
+    if installed:
+        print(f"check_wheel: FAILED\n  {installed}")
+        return 1
+    print(f"check_wheel: ok: {tagged} ({len(names)} files, version {version}, {NCCL_REQUIREMENT}, installs)")
     return 0
+
+
+def install_and_diagnose(wheel: pathlib.Path, version: str) -> str:
+    """pip-installs `wheel` into a new virtual environment and runs `python -m epcomm` there
+    (outside the checkout, without EPCOMM_LIB); returns what went wrong, or ''."""
+    with tempfile.TemporaryDirectory() as scratch:
+        venv = pathlib.Path(scratch) / "venv"
+        python = venv / "bin" / "python"
+        env = {k: v for k, v in os.environ.items() if k not in ("EPCOMM_LIB", "PYTHONPATH")}
+        steps = (
+            [sys.executable, "-m", "venv", str(venv)],
+            [str(python), "-m", "pip", "install", "-q", str(wheel.resolve())],
+            [str(python), "-m", "epcomm"],
+        )
+        for step in steps:
+            run = subprocess.run(step, cwd=scratch, env=env, capture_output=True, text=True)
+            if run.returncode != 0:
+                return f"{' '.join(step[1:3])} exited {run.returncode}: {(run.stdout + run.stderr).strip()[-2000:]}"
+        report = run.stdout
+        print("check_wheel: python -m epcomm in a new environment:\n  " + report.strip().replace("\n", "\n  "))
+        if "(found: bundled)" not in report or not re.search(rf"^ABI\s+{re.escape(version)}$", report, re.M):
+            return f"python -m epcomm did not report the bundled library at ABI {version}"
+    return ""
 
 
 if __name__ == "__main__":

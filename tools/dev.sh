@@ -12,8 +12,8 @@
 #   tools/dev.sh fuzz [seconds]             build build-fuzz/ with clang and libFuzzer, run each
 #                                           fuzz target for that long (default 45) from its corpus
 #   tools/dev.sh wheel                      build the Python wheel (pip wheel . into dist/, build
-#                                           dir build-wheel/), tag it and check its contents
-#                                           (tools/check_wheel.py)
+#                                           dir build-wheel/), tag it, check its contents
+#                                           and that it installs (tools/check_wheel.py)
 #   tools/dev.sh format                     format every source file (tools/format.sh)
 #   tools/dev.sh format-check               fail when a file is not formatted (CI)
 # Missing build tools (meson, ninja, pkg-config, GoogleTest, Go, Debian's pkg-config crate where cargo
