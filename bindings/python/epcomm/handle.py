@@ -33,6 +33,9 @@ _DLPACK_LEGACY_DEFAULT_STREAM = 1
 
 # The one field whose memory is pinned host memory, not device memory.
 HOST_FIELDS = frozenset({"out_expert_counts_host"})
+# Fields the library takes with any strides (the others must be contiguous): the scales a
+# grouped GEMM reads column-major, rows padded for TMA.
+STRIDED_FIELDS = frozenset({"out_scales"})
 
 
 def tensor_fields(struct_type: Any) -> List[str]:
@@ -115,8 +118,9 @@ class Borrowed(NamedTuple):
 def _borrow(
     function: str, fields: Sequence[Tuple[str, Any]], stream: Optional[int], required: Sequence[str] = ()
 ) -> List[Borrowed]:
-    """Convert every (field, object) whose object is not None to a contiguous EpcTensor
-    (the library takes only contiguous tensors; saying so here names the field), releasing
+    """Convert every (field, object) whose object is not None to an EpcTensor, contiguous
+    outside STRIDED_FIELDS (the library takes only contiguous tensors there; saying so here
+    names the field), releasing
     the ones already converted if one fails. A field in `required` may not be None.
     DLPack producers of device memory are told the stream the call runs on, so they order
     their pending work before it. An EpcTensor passed in is used as is (checked, never
@@ -131,10 +135,11 @@ def _borrow(
                 continue
             host = name in HOST_FIELDS
             try:
+                strided = name in STRIDED_FIELDS
                 if isinstance(obj, EpcTensor):
-                    borrowed.append(Borrowed(name, _check_given(obj), False))
+                    borrowed.append(Borrowed(name, _check_given(obj, strided), False))
                 else:
-                    tensor = as_tensor(obj, stream=dlpack_stream, contiguous=True, host=host)
+                    tensor = as_tensor(obj, stream=dlpack_stream, contiguous=not strided, host=host)
                     borrowed.append(Borrowed(name, tensor, True))
             except InvalidTensorError as error:
                 raise InvalidTensorError(f"{name}: {error.message}", function=function) from None
@@ -144,11 +149,12 @@ def _borrow(
     return borrowed
 
 
-def _check_given(tensor: EpcTensor) -> EpcTensor:
-    """A caller's EpcTensor: not released, contiguous (the library takes only those)."""
+def _check_given(tensor: EpcTensor, strided: bool = False) -> EpcTensor:
+    """A caller's EpcTensor: not released, contiguous unless `strided` (the library takes
+    only those)."""
     if tensor.released:
         raise InvalidTensorError("the EpcTensor was released; its memory may be gone")
-    if not tensor.is_contiguous:
+    if not strided and not tensor.is_contiguous:
         raise InvalidTensorError(
             f"the EpcTensor is not contiguous (shape {tensor.shape}, element strides "
             f"{tensor.strides}); describe contiguous memory"
@@ -347,7 +353,11 @@ class Handle:
           fp8_e4m3 out_x with float32 out_scales [.., H/128]: scale = max(amax of the
           block, 1e-4) / 448, rounded up to a power of two with pow2_scales=True), or
           PASSTHROUGH (fp8_e4m3 x with x_scales [B, H/128] float32, copied byte for byte
-          into out_x and out_scales). scale_block: channels per scale (0: 128);
+          into out_x and out_scales). With FP8 on low-latency groups out_scales may also be
+          Dtype.E8M0 (one exponent byte per scale) or E8M0X4 (four per int32 word, [.., ceil(
+          H/512)]), which round every scale up to a power of two, and may have any strides
+          that do not overlap (column-major over rows, e.g. a transposed view, as grouped
+          GEMMs read scales). scale_block: channels per scale (0: 128);
           scale_layout: ScaleLayout (0: STRIDED).
         topk_weights [B, K] float32: required on low-latency groups (combine weights the
           rows with them), and by out_topk_weights.

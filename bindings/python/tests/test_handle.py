@@ -202,6 +202,23 @@ def test_tensors_are_checked_and_named_before_the_library(dead_group, dead_handl
     assert list(dead_group._handles) == [dead_handle]  # noqa: SLF001 (nothing was created)
 
 
+def test_out_scales_may_be_strided(dead_handle):
+    """out_scales alone may have strides (column-major scales for a grouped GEMM): the
+    binding passes them on, and the library is what answers (here: the dead handle)."""
+    from epcomm.handle import _borrow, _release
+
+    column_major = CudaArrayInterface((2, 6, 3), "<f4", strides=(4 * 8 * 3, 4, 4 * 8))
+    borrowed = _borrow("epc_dispatch", [("out_scales", column_major)], STREAM)
+    try:
+        (entry,) = borrowed
+        assert entry.name == "out_scales" and entry.tensor.strides == (24, 1, 8)
+        assert not entry.tensor.is_contiguous
+    finally:
+        _release(borrowed)
+    with pytest.raises(epcomm.InvalidTensorError, match="out_x: .*not contiguous"):
+        _borrow("epc_dispatch", [("out_x", column_major)], STREAM)
+
+
 def test_dispatch_takes_its_outputs_by_keyword(dead_handle):
     t = ll_dispatch()
     with pytest.raises(TypeError):
