@@ -22,17 +22,21 @@ struct Options {
   uint32_t ll_tokens = 128;
   uint32_t ht_tokens = 4096;
   int gpus = -1;       // -1: all visible
-  int plan_ranks = 8;  // topology shown when there is no GPU
+  int plan_ranks = 8;  // topology shown when there is no GPU (or with --plan-only)
+  int node_size = 0;   // ranks per NVLink node of that plan; 0: all of them (one node)
+  bool plan_only = false;
 };
 
 const char* kUsage =
     "usage: epcomm-info [--experts=N] [--hidden=N] [--topk=N] [--ll-tokens=N] [--ht-tokens=N]\n"
-    "                   [--gpus=N] [--plan-ranks=N]\n"
+    "                   [--gpus=N] [--plan-ranks=N] [--node-size=N] [--plan-only]\n"
     "Prints the symmetric-memory plan of a low-latency and a high-throughput group and, on a\n"
     "machine with GPUs, creates both on every local GPU (or the first N), runs the group\n"
     "barrier and prints each rank's topology. Defaults: 256 experts, hidden 7168, top-8,\n"
-    "128 LL / 4096 HT tokens per rank; --plan-ranks sets the rank count of the plan shown\n"
-    "when no GPU is visible (default 8).\n";
+    "128 LL / 4096 HT tokens per rank. --plan-ranks sets the rank count of the plan shown\n"
+    "when no GPU is visible (default 8), --node-size the ranks per NVLink node of that plan\n"
+    "(default: one node of them all; it must divide --plan-ranks); --plan-only shows that\n"
+    "plan and creates nothing, also where GPUs are visible.\n";
 
 bool parse_u32(const char* arg, const char* name, uint32_t& out) {
   size_t n = std::strlen(name);
@@ -68,7 +72,21 @@ Options parse(int argc, char** argv) {
       o.plan_ranks = static_cast<int>(v);
       continue;
     }
+    if (parse_u32(argv[i], "--node-size=", v)) {
+      o.node_size = static_cast<int>(v);
+      continue;
+    }
+    if (std::strcmp(argv[i], "--plan-only") == 0) {
+      o.plan_only = true;
+      continue;
+    }
     std::fprintf(stderr, "epcomm-info: unknown argument %s\n%s", argv[i], kUsage);
+    std::exit(2);
+  }
+  if (o.node_size == 0) o.node_size = o.plan_ranks;
+  if (o.plan_ranks % o.node_size != 0) {
+    std::fprintf(stderr, "epcomm-info: --node-size=%d does not divide --plan-ranks=%d\n%s", o.node_size, o.plan_ranks,
+                 kUsage);
     std::exit(2);
   }
   return o;
@@ -94,19 +112,22 @@ const char* mode_name(EpcMode m) { return m == EPC_MODE_LOW_LATENCY ? "low-laten
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-bool print_plan(const Options& o, EpcMode mode, int ranks) {
+// The plan of `ranks` ranks in nodes of `node_size` (one NVLink team each), with the
+// network staging regions summed, as epc_plan_query reports it.
+bool print_plan(const Options& o, EpcMode mode, int ranks, int node_size) {
   EpcGroupConfig c = make_config(o, mode);
   EpcPlan plan;
   std::memset(&plan, 0, sizeof plan);
   plan.struct_size = sizeof plan;
   plan.abi_version = EPC_ABI_VERSION;
-  EpcStatus s = epc_plan_query(&c, ranks, ranks, 1, &plan);
+  EpcStatus s = epc_plan_query(&c, ranks, node_size, ranks / node_size, &plan);
   if (s != EPC_OK) {
     std::printf("%s plan: %s: %s\n", mode_name(mode), epc_status_string(s), error_text().c_str());
     return false;
   }
-  std::printf("\n%s plan: %d ranks, %u experts, hidden %u, top-%u, %u tokens/rank\n", mode_name(mode), ranks,
-              c.num_experts, c.hidden, c.max_topk, c.max_tokens_per_rank);
+  std::printf("\n%s plan: %d ranks in %d node(s) of %d, %u experts, hidden %u, top-%u, %u tokens/rank\n",
+              mode_name(mode), ranks, ranks / node_size, node_size, c.num_experts, c.hidden, c.max_topk,
+              c.max_tokens_per_rank);
   std::printf(
       "  symmetric window per rank: %.2f MiB (%llu bytes), %u slot(s), %u B per token "
       "message, %u SMs\n",
@@ -119,6 +140,13 @@ bool print_plan(const Options& o, EpcMode mode, int ranks) {
                 static_cast<unsigned long long>(r.size));
   }
   return true;
+}
+
+// Both modes' plans for --plan-ranks in nodes of --node-size; the exit status.
+int plans_only(const Options& o) {
+  const bool ok = print_plan(o, EPC_MODE_LOW_LATENCY, o.plan_ranks, o.node_size) &&
+                  print_plan(o, EPC_MODE_HIGH_THROUGHPUT, o.plan_ranks, o.node_size);
+  return ok ? 0 : 1;
 }
 
 // One rank (thread) brings up a group in each mode and reports.
@@ -165,16 +193,18 @@ int main(int argc, char** argv) {
   epc_get_version(&major, &minor, &patch);
   std::printf("epcomm ABI %u.%u.%u\n", major, minor, patch);
 
+  if (o.plan_only) {
+    std::printf("The plan for %d ranks in nodes of %d (--plan-only: nothing is created).\n", o.plan_ranks, o.node_size);
+    return plans_only(o);
+  }
   int devices = 0;
   cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
     std::printf(
         "No CUDA GPU is usable here (cudaGetDeviceCount: %s): showing the plan for %d "
-        "ranks only.\n",
-        err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", o.plan_ranks);
-    bool ok =
-        print_plan(o, EPC_MODE_LOW_LATENCY, o.plan_ranks) && print_plan(o, EPC_MODE_HIGH_THROUGHPUT, o.plan_ranks);
-    return ok ? 0 : 1;
+        "ranks in nodes of %d only.\n",
+        err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", o.plan_ranks, o.node_size);
+    return plans_only(o);
   }
   int nranks = o.gpus > 0 ? o.gpus : devices;
   if (nranks > devices) {
@@ -182,7 +212,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("%d CUDA GPU(s) visible; bringing up a group on %d of them.\n", devices, nranks);
-  if (!print_plan(o, EPC_MODE_LOW_LATENCY, nranks) || !print_plan(o, EPC_MODE_HIGH_THROUGHPUT, nranks)) {
+  if (!print_plan(o, EPC_MODE_LOW_LATENCY, nranks, nranks) ||
+      !print_plan(o, EPC_MODE_HIGH_THROUGHPUT, nranks, nranks)) {
     return 1;
   }
 

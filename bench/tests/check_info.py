@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""epcomm-info's plans without a GPU.
+
+    check_info.py INFO
+
+Checks: --plan-only prints both modes' plans and exits 0 wherever it runs; one node (the
+default) has no network staging region; 16 ranks in nodes of 8 have one, and their window
+is the sum of the regions the plan lists (last offset + size, rounded to the window's
+alignment at most); a --node-size that does not divide --plan-ranks exits 2 naming it.
+"""
+
+import re
+import subprocess
+import sys
+
+failures = []
+
+
+def run(info, args):
+    p = subprocess.run([info] + args, capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+def expect(condition, what, output=""):
+    print(("ok    " if condition else "FAIL  ") + what)
+    if not condition:
+        failures.append(what)
+        if output:
+            print("      output was: " + output.strip().replace("\n", "\n      "))
+
+
+def plans(output):
+    """{mode: (window bytes, {region: (offset, size)})} of each printed plan."""
+    found = {}
+    for block in output.split("\n\n"):
+        head = re.search(r"^(low-latency|high-throughput) plan: ", block, re.M)
+        window = re.search(r"symmetric window per rank: [\d.]+ MiB \((\d+) bytes\)", block)
+        if not head or not window:
+            continue
+        regions = {m[1]: (int(m[2]), int(m[3])) for m in re.finditer(r"^  (\S+)\s+(\d+)\s+(\d+)$", block, re.M)}
+        found[head[1]] = (int(window[1]), regions)
+    return found
+
+
+def main(info):
+    code, out = run(info, ["--plan-only", "--plan-ranks=8"])
+    one = plans(out)
+    expect(code == 0 and set(one) == {"low-latency", "high-throughput"}, "--plan-only prints both plans", out)
+    expect(all("net_staging" not in r for _, r in one.values()), "one node: no network staging", out)
+
+    code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=8"])
+    two = plans(out)
+    expect(code == 0 and "in 2 node(s) of 8" in out, "16 ranks in nodes of 8: two nodes", out)
+    for mode, (window, regions) in two.items():
+        end = max(offset + size for offset, size in regions.values())
+        expect("net_staging" in regions, f"{mode}, two nodes: a network staging region", out)
+        expect(end <= window < end + 4096, f"{mode}: the window ({window} B) holds its regions ({end} B)", out)
+        expect(window > one[mode][0], f"{mode}: two nodes need more than one ({window} > {one[mode][0]} B)", out)
+
+    code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=5"])
+    expect(code == 2 and "--node-size=5 does not divide --plan-ranks=16" in out, "a bad node size exits 2", out)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    sys.exit(main(sys.argv[1]))
