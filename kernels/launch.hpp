@@ -58,9 +58,18 @@ cudaError_t launch_ht_entry_order(const HtEntryOrder& order, cudaStream_t stream
 size_t ht_entry_order_temp_bytes(int max_entries, int num_experts);
 
 // High-throughput dispatch and combine over `blocks` blocks (the SM budget): sending and
-// receiving warps in one launch when the grid fits on the GPU, else two launches.
-cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream);
-cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream);
+// receiving warps in one launch when the grid fits on the GPU, else two launches; or one
+// half of a split step (HtHalves), the receiving half after the sending half of the same
+// step with no other step of the operation on the group in between.
+cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream,
+                               HtHalves halves = HtHalves::kBoth);
+cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream,
+                              HtHalves halves = HtHalves::kBoth);
+// Ends a step whose sending half ran and whose receiving half never will (a handle
+// destroyed with it pending), as the receiving half's last block would: acknowledged to
+// every rank, the step counter moved on. One block of one warp.
+cudaError_t launch_ht_dispatch_abandon(const HtDispatchParams& params, cudaStream_t stream);
+cudaError_t launch_ht_combine_abandon(const HtCombineParams& params, cudaStream_t stream);
 
 // GIN set-up and tear-down (groups spanning LSA teams; `state` is the group's GinState in
 // device memory). Zeroes signals [0, count) of context 0 (NCCL leaves a freed device

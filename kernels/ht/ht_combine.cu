@@ -34,9 +34,14 @@ struct CombineParts {
 
 }  // namespace
 
-cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream) {
-  return params.packed ? launch_ht_step<CombineParts<true>>(params, blocks, stream)
-                       : launch_ht_step<CombineParts<false>>(params, blocks, stream);
+cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream, HtHalves halves) {
+  return params.packed ? launch_ht_step<CombineParts<true>>(params, blocks, halves, stream)
+                       : launch_ht_step<CombineParts<false>>(params, blocks, halves, stream);
+}
+
+// Ending a step reads no layout: the FLAT instantiation serves both layouts.
+cudaError_t launch_ht_combine_abandon(const HtCombineParams& params, cudaStream_t stream) {
+  return launch_ht_abandon<CombineParts<false>>(params, stream);
 }
 
 size_t ht_combine_local_bytes() { return ht_step_local_bytes<CombineParts<false>>(); }

@@ -34,9 +34,14 @@ struct DispatchParts {
 
 }  // namespace
 
-cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream) {
-  return params.packed ? launch_ht_step<DispatchParts<true>>(params, blocks, stream)
-                       : launch_ht_step<DispatchParts<false>>(params, blocks, stream);
+cudaError_t launch_ht_dispatch(const HtDispatchParams& params, int blocks, cudaStream_t stream, HtHalves halves) {
+  return params.packed ? launch_ht_step<DispatchParts<true>>(params, blocks, halves, stream)
+                       : launch_ht_step<DispatchParts<false>>(params, blocks, halves, stream);
+}
+
+// Ending a step reads no layout: the FLAT instantiation serves both layouts.
+cudaError_t launch_ht_dispatch_abandon(const HtDispatchParams& params, cudaStream_t stream) {
+  return launch_ht_abandon<DispatchParts<false>>(params, stream);
 }
 
 size_t ht_dispatch_local_bytes() { return ht_step_local_bytes<DispatchParts<false>>(); }

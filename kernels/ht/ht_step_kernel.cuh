@@ -4,8 +4,12 @@
 // by receiving launches, and its sending, forwarding (across nodes) and receiving parts. Sending and receiving warps
 // run in one launch when the whole grid fits on the GPU at once (receivers spin on flags
 // that senders of the same launch raise, so every block must be resident), else the two
-// parts run one after the other. The last block to finish acknowledges the step to every
-// rank that wrote into this rank's slots, which lets them overwrite those slots next time.
+// parts run one after the other; a step split by EPC_STEP_SEND_ONLY queues the sending
+// launch alone and, at epc_complete, the receiving one. The last block of a receiving
+// launch acknowledges the step to every rank that wrote into this rank's slots, which lets
+// them overwrite those slots next time. Both launches of a split step read the same step
+// counter, which only the receiving launch moves, so no other step of the operation may
+// start on the group between them (core/ht/ht_handle.cpp refuses it).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -28,12 +32,22 @@ __device__ __forceinline__ void fold_one_node(HtCommon& c) {
   c.geo.num_nodes = 1;
 }
 
+// The end of a step on this rank, from one thread once nothing of the step will read this
+// rank's slots again: every rank that wrote into them may write them again, and the group's
+// next step of the operation uses the next counter value.
+template <typename Parts>
+__device__ __forceinline__ void finish_ht_step(const typename Parts::Params& p, uint64_t step) {
+  const HtCommon& c = p.common;
+  const uint64_t mine = ht_ack_word(p.channel.acks_offset, c.geo.rank);
+  for (int s = 0; s < c.geo.nranks; ++s) c.transport.signal(mine, s, step + 1);
+  *Parts::step_counter(c.state) = step + 1;
+}
+
 // One launch's part of a step, as ht_step_kernel below instantiates it.
 template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
 __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
   const HtCommon& c = p.common;
-  uint64_t* step_counter = Parts::step_counter(c.state);
-  const uint64_t step = *step_counter;
+  const uint64_t step = *Parts::step_counter(c.state);
   const WarpRole role = warp_role<kSend, kReceive>(c.send_warps, kAcrossNodes ? c.forward_warps : 0);
   if (kReceive) Parts::prologue(p);
   if (role.kind == HtRole::kSend) {
@@ -44,9 +58,7 @@ __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
     Parts::receive(p, step, role);
   }
   if (last_block_to_finish(Parts::done_counter(c.state)) && kReceive && threadIdx.x == 0) {
-    const uint64_t mine = ht_ack_word(p.channel.acks_offset, c.geo.rank);
-    for (int s = 0; s < c.geo.nranks; ++s) c.transport.signal(mine, s, step + 1);
-    *step_counter = step + 1;
+    finish_ht_step<Parts>(p, step);
   }
 }
 
@@ -67,28 +79,47 @@ __global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Par
   }
 }
 
+// A step whose sending launch ran and whose receiving launch never will (a handle destroyed
+// with a send-only step pending): one thread ends the step as the receiving launch would,
+// so that peers and this rank's next step go on. What peers wrote for it is left unread.
+template <typename Parts>
+__global__ void ht_abandon_kernel(typename Parts::Params params) {
+  if (threadIdx.x == 0) finish_ht_step<Parts>(params, *Parts::step_counter(params.common.state));
+}
+
+// `halves`: the whole step, fused when the grid fits, else the sending launch then the
+// receiving one; or one of those two launches alone (a split step).
 template <typename Parts, bool kAcrossNodes>
-cudaError_t launch_ht_step_kernels(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
+cudaError_t launch_ht_step_kernels(const typename Parts::Params& params, int blocks, HtHalves halves,
+                                   cudaStream_t stream) {
   static ResidentBlocks fused_capacity(kHtThreads);
-  if (blocks <= fused_capacity.get(ht_step_kernel<Parts, true, true, kAcrossNodes>, 0)) {
+  if (halves == HtHalves::kBoth && blocks <= fused_capacity.get(ht_step_kernel<Parts, true, true, kAcrossNodes>, 0)) {
     ht_step_kernel<Parts, true, true, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
     return cudaGetLastError();
   }
-  ht_step_kernel<Parts, true, false, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
-  const cudaError_t sent = cudaGetLastError();
-  if (sent != cudaSuccess) return sent;
+  if (halves != HtHalves::kReceive) {
+    ht_step_kernel<Parts, true, false, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
+    const cudaError_t sent = cudaGetLastError();
+    if (sent != cudaSuccess || halves == HtHalves::kSend) return sent;
+  }
   ht_step_kernel<Parts, false, true, kAcrossNodes><<<blocks, kHtThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }
 
 template <typename Parts>
-cudaError_t launch_ht_step(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
+cudaError_t launch_ht_step(const typename Parts::Params& params, int blocks, HtHalves halves, cudaStream_t stream) {
   if constexpr (Parts::kPacked) {
-    return launch_ht_step_kernels<Parts, false>(params, blocks, stream);  // one node (the handle checks)
+    return launch_ht_step_kernels<Parts, false>(params, blocks, halves, stream);  // one node (the handle checks)
   } else {
-    return params.common.forward_warps > 0 ? launch_ht_step_kernels<Parts, true>(params, blocks, stream)
-                                           : launch_ht_step_kernels<Parts, false>(params, blocks, stream);
+    return params.common.forward_warps > 0 ? launch_ht_step_kernels<Parts, true>(params, blocks, halves, stream)
+                                           : launch_ht_step_kernels<Parts, false>(params, blocks, halves, stream);
   }
+}
+
+template <typename Parts>
+cudaError_t launch_ht_abandon(const typename Parts::Params& params, cudaStream_t stream) {
+  ht_abandon_kernel<Parts><<<1, kWarpSize, 0, stream>>>(params);
+  return cudaGetLastError();
 }
 
 template <typename Parts>
@@ -96,7 +127,8 @@ size_t ht_step_local_bytes() {
   static_assert(!Parts::kPacked, "the FLAT kernels, whose stacks include the across-nodes ones");
   return max_local_bytes(ht_step_kernel<Parts, true, true, false>, ht_step_kernel<Parts, true, false, false>,
                          ht_step_kernel<Parts, false, true, false>, ht_step_kernel<Parts, true, true, true>,
-                         ht_step_kernel<Parts, true, false, true>, ht_step_kernel<Parts, false, true, true>);
+                         ht_step_kernel<Parts, true, false, true>, ht_step_kernel<Parts, false, true, true>,
+                         ht_abandon_kernel<Parts>);
 }
 
 }  // namespace epc::kernels

@@ -31,6 +31,12 @@ constexpr int kHtForwardWarps = 6;
 // receive starve the receivers.
 constexpr int kHtCombineForwardWarps = 14;
 
+// Which launches of a step a high-throughput launch function queues: the whole step (one
+// fused launch when the grid fits on the GPU, else the two halves back to back), or one half
+// of a step split by EPC_STEP_SEND_ONLY: the sending part, then, at epc_complete, the
+// receiving (and forwarding) part.
+enum class HtHalves : uint8_t { kBoth, kSend, kReceive };
+
 // Per-group device state. Step counters live on the device so that captured graphs advance
 // them at every replay; every rank runs the same sequence of calls, so they agree.
 struct HtState {
