@@ -39,12 +39,11 @@ EpcStatus epc_complete(EpcHandle* handle, uint32_t flags, void* stream) {
   return guarded([&] {
     EpcHandle& h = epc::capi::live_handle(handle);
     if (flags != 0) epc::fail_argument(epc::format("epc_complete: flags is 0x%x; no flags are defined, pass 0", flags));
-    if (h.ht) {
-      epc::fail_usage(
-          "epc_complete: the handle belongs to a high-throughput group, whose steps have no send-only half "
-          "pending (EPC_STEP_SEND_ONLY is not served there)");
+    if (h.ll) {
+      h.ll->complete(as_stream(stream));
+    } else {
+      h.ht->complete(as_stream(stream));
     }
-    h.ll->complete(as_stream(stream));
   });
 }
 

@@ -45,6 +45,8 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
                                      "teams of equal size (this rank's team has %d ranks)",
                                      nranks, lsa.nRanks));
   }
+  check_cuda(cudaDeviceGetAttribute(&device_sms_, cudaDevAttrMultiProcessorCount, device_),
+             "reading the device's SM count");
   lsa_rank_ = lsa.rank;
   check_config_for_ranks(config_, nranks);
   topo_ = with_virtual_nodes(Topology{nranks, lsa.nRanks, nranks / lsa.nRanks}, config_.virtual_node_size);

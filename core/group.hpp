@@ -57,6 +57,8 @@ class Group {
   const Topology& topology() const { return topo_; }
   int rank() const { return rank_; }
   int device() const { return device_; }
+  // The device's SM count (a step's SM budget may not exceed it).
+  int device_sms() const { return device_sms_; }
   const ncclDevComm& dev_comm() const;
   ncclWindow_t window() const { return owned_ ? owned_->registration.get() : nullptr; }
   // How this rank's kernels reach the others: NVLink stores inside its node, the network
@@ -113,6 +115,7 @@ class Group {
   int lsa_rank_ = -1;
   int node_ = -1;
   int device_ = -1;
+  int device_sms_ = 0;
   Plan plan_;
 
   std::unique_ptr<Owned> owned_;

@@ -30,6 +30,17 @@ constexpr uint32_t kHandleFlags = EPC_HANDLE_ZERO_PADDING | EPC_HANDLE_GLOBAL_EX
 constexpr uint32_t kDispatchFlags = EPC_STEP_SEND_ONLY | EPC_DISPATCH_POW2_SCALES;
 constexpr uint32_t kCombineFlags = EPC_STEP_SEND_ONLY;
 
+// A reserved field is one a later minor may give a meaning: non-zero is a newer caller's
+// request, refused as the unknown tail of a longer struct is.
+void require_reserved_zero(uint32_t value, const char* field) {
+  if (value != 0) {
+    fail(EPC_ERR_ABI_MISMATCH,
+         format("%s is %u; this library (ABI %d.%d) defines no meaning for it: set it to 0 (a non-zero value "
+                "asks for a feature of a newer epcomm)",
+                field, value, EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  }
+}
+
 }  // namespace
 
 HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConfig& group, int nranks) {
@@ -185,6 +196,7 @@ EpcDispatchArgs read_dispatch_args(const EpcDispatchArgs* args) {
   if (a.out_topk_weights != nullptr && a.topk_weights == nullptr) {
     fail_argument("EpcDispatchArgs.out_topk_weights needs topk_weights, the weights it receives");
   }
+  require_reserved_zero(a.reserved0, "EpcDispatchArgs.reserved0");
   if (a.x == nullptr) fail_argument("EpcDispatchArgs.x is NULL; it is required");
   if (a.out_x == nullptr) fail_argument("EpcDispatchArgs.out_x is NULL; it is required");
   return a;
@@ -205,9 +217,37 @@ EpcCombineArgs read_combine_args(const EpcCombineArgs* args) {
   if ((a.topk_weights == nullptr) != (a.out_topk_weights == nullptr)) {
     fail_argument("EpcCombineArgs: pass both topk_weights and out_topk_weights (weights carried back), or neither");
   }
+  require_reserved_zero(a.reserved0, "EpcCombineArgs.reserved0");
   if (a.x == nullptr) fail_argument("EpcCombineArgs.x is NULL; it is required");
   if (a.out == nullptr) fail_argument("EpcCombineArgs.out is NULL; it is required");
   return a;
+}
+
+int resolve_send_sms(uint32_t send_sms, uint32_t num_sms, int device_sms, const char* field) {
+  if (send_sms == 0) return static_cast<int>(num_sms);
+  if (send_sms > num_sms) {
+    fail_argument(
+        format("%s is %u, more than the group's EpcGroupConfig.num_sms (%u), the SMs its steps may "
+               "occupy; pass at most that, or 0 for all of it",
+               field, send_sms, num_sms));
+  }
+  if (device_sms > 0 && send_sms > static_cast<uint32_t>(device_sms)) {
+    fail_argument(
+        format("%s is %u, more than the %d SMs of the group's GPU; pass at most %d, or 0 for the "
+               "group's num_sms",
+               field, send_sms, device_sms, device_sms));
+  }
+  return static_cast<int>(send_sms);
+}
+
+void require_ht_split_served(int nodes, const char* field) {
+  if (nodes <= 1) return;
+  fail_unsupported(
+      format("%s: EPC_STEP_SEND_ONLY is not served on high-throughput groups spanning nodes (this one spans %d, "
+             "virtual nodes included) in ABI %d.%d: there each rank's receiving warps also forward its rail "
+             "peers' tokens and partial sums inside its node, so the fused launch is required; call without "
+             "EPC_STEP_SEND_ONLY",
+             field, nodes, EPC_ABI_MAJOR, EPC_ABI_MINOR));
 }
 
 void require_absent(const EpcTensor* tensor, const char* field, const char* why) {

@@ -44,6 +44,15 @@ const EpcTensor* routing_tensor(const EpcRouting* routing);
 EpcDispatchArgs read_dispatch_args(const EpcDispatchArgs* args);
 EpcCombineArgs read_combine_args(const EpcCombineArgs* args);
 
+// A step's SM budget for its sending launch (EpcDispatchArgs or EpcCombineArgs .send_sms,
+// named `field`) after its default, 0: the group's num_sms. Throws INVALID_ARGUMENT when it
+// exceeds num_sms or `device_sms`, the GPU's SM count.
+int resolve_send_sms(uint32_t send_sms, uint32_t num_sms, int device_sms, const char* field);
+
+// EPC_STEP_SEND_ONLY (in `field`) on a high-throughput group of `nodes` nodes, virtual ones
+// included: throws UNSUPPORTED for more than one, where the fused launch is required.
+void require_ht_split_served(int nodes, const char* field);
+
 // Throws INVALID_ARGUMENT when `tensor` is given: `field` has no meaning here (`why`).
 void require_absent(const EpcTensor* tensor, const char* field, const char* why);
 // Throws UNSUPPORTED when `tensor` is given: `field` is defined but not served yet.

@@ -95,6 +95,30 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const
   if (topk_idx != nullptr) compute_layout(topk_idx, topk, stream);
 }
 
+HtHandle::~HtHandle() {
+  if (pending_ == EPC_PENDING_NONE) return;
+  const bool dispatch = pending_ == EPC_PENDING_DISPATCH;
+  if (steps_.pending_owner(dispatch) == id_) steps_.set_pending_owner(dispatch, nullptr);
+  abandon_pending();
+}
+
+void HtHandle::abandon_pending() noexcept {
+  try {
+    group_.check_async_error();  // a failed group runs nothing more
+    DeviceGuard guard(group_.device());
+    // The sending launch went to a stream this call does not know: once the device has
+    // finished it, any stream is ordered after it.
+    check_cuda(cudaDeviceSynchronize(), "waiting for the pending send-only step");
+    const cudaError_t launched = pending_ == EPC_PENDING_DISPATCH
+                                     ? kernels::launch_ht_dispatch_abandon(pending_dispatch_, nullptr)
+                                     : kernels::launch_ht_combine_abandon(pending_combine_, nullptr);
+    check_cuda(launched, "ending the pending send-only step");
+    check_cuda(cudaDeviceSynchronize(), "ending the pending send-only step");
+  } catch (...) {
+    // Destroy reports nothing for it: the group keeps any failure the device recorded.
+  }
+}
+
 void HtHandle::allocate_packed(cudaStream_t stream) {
   const GroupConfig& c = group_.config();
   const Topology& topo = group_.topology();
@@ -202,6 +226,7 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
 
 void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
   group_.check_healthy();
+  require_ready("epc_handle_update", /*starts_step=*/false, /*dispatch=*/false);
   const int topk = routing_topk(group_, topk_idx, topk_);
   compute_layout(topk_idx, topk, stream);
 }
@@ -210,15 +235,31 @@ void HtHandle::require_routed(const char* call) const {
   if (topk_ == 0) fail_usage(format("%s: handle %p has no routing yet; call epc_handle_update first", call, id_));
 }
 
+void HtHandle::require_ready(const char* call, bool starts_step, bool dispatch) const {
+  if (pending_ != EPC_PENDING_NONE) {
+    fail_usage(format("%s: handle %p has a send-only %s pending; call epc_complete on it first", call, id_,
+                      pending_ == EPC_PENDING_DISPATCH ? "dispatch" : "combine"));
+  }
+  if (!starts_step) return;
+  const char* operation = dispatch ? "dispatch" : "combine";
+  const void* owner = steps_.pending_owner(dispatch);
+  if (owner != nullptr) {
+    fail_usage(
+        format("%s on handle %p: handle %p of this high-throughput group has a send-only %s pending, whose "
+               "slots and step a second %s would reuse; call epc_complete on handle %p first (a send-only %s "
+               "may stay pending beside it)",
+               call, id_, owner, operation, operation, owner, dispatch ? "combine" : "dispatch"));
+  }
+  require_routed(call);
+}
+
 void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   group_.check_healthy();
-  require_routed("epc_dispatch");
-  if ((a.flags & EPC_STEP_SEND_ONLY) != 0) {
-    fail_unsupported(
-        format("EpcDispatchArgs.flags: EPC_STEP_SEND_ONLY is not served on high-throughput groups in "
-               "ABI %d.%d",
-               EPC_ABI_MAJOR, EPC_ABI_MINOR));
-  }
+  require_ready("epc_dispatch", /*starts_step=*/true, /*dispatch=*/true);
+  const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
+  if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcDispatchArgs.flags");
+  const int blocks =
+      resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
   if (a.quant == EPC_QUANT_FP8) {
     fail_unsupported(
         format("EpcDispatchArgs.quant EPC_QUANT_FP8 (a cast in the send kernel) is not served on "
@@ -299,8 +340,17 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     p.rail_flags_offset = group_.plan().region(EPC_REGION_RAIL_SIGNAL).offset;
   }
   DeviceGuard guard(group_.device());
-  check_cuda(kernels::launch_ht_dispatch(p, static_cast<int>(c.num_sms), stream),
-             "launching the high-throughput dispatch");
+  if (send_only) {
+    check_cuda(kernels::launch_ht_dispatch(p, blocks, stream, kernels::HtHalves::kSend),
+               "launching the high-throughput dispatch send");
+    pending_ = EPC_PENDING_DISPATCH;
+    pending_dispatch_ = p;
+    pending_counts_ = counts;
+    pending_weights_ = a.topk_weights != nullptr;
+    steps_.set_pending_owner(/*dispatch=*/true, id_);
+    return;
+  }
+  check_cuda(kernels::launch_ht_dispatch(p, blocks, stream), "launching the high-throughput dispatch");
   copy_counts_to_host(counts, arrays_.expert_counts, L, stream);
   dispatched_ = true;
   dispatched_weights_ = a.topk_weights != nullptr;
@@ -308,13 +358,11 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
 
 void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
-  require_routed("epc_combine");
-  if ((a.flags & EPC_STEP_SEND_ONLY) != 0) {
-    fail_unsupported(
-        format("EpcCombineArgs.flags: EPC_STEP_SEND_ONLY is not served on high-throughput groups in "
-               "ABI %d.%d",
-               EPC_ABI_MAJOR, EPC_ABI_MINOR));
-  }
+  require_ready("epc_combine", /*starts_step=*/true, /*dispatch=*/false);
+  const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
+  if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcCombineArgs.flags");
+  const int blocks =
+      resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
   if (!packed() && (a.weighting == EPC_WEIGHTING_SENDER || a.weighting == EPC_WEIGHTING_HOME)) {
     fail_argument(
         "EpcCombineArgs.weighting: EPC_WEIGHTING_SENDER and EPC_WEIGHTING_HOME apply to the expert layouts; "
@@ -377,12 +425,46 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.common.send_warps = kernels::ht_combine_send_warps(group_.topology().node_size);
   if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());
-  check_cuda(kernels::launch_ht_combine(p, static_cast<int>(c.num_sms), stream),
-             "launching the high-throughput combine");
+  if (send_only) {
+    check_cuda(kernels::launch_ht_combine(p, blocks, stream, kernels::HtHalves::kSend),
+               "launching the high-throughput combine send");
+    pending_ = EPC_PENDING_COMBINE;
+    pending_combine_ = p;
+    steps_.set_pending_owner(/*dispatch=*/false, id_);
+    return;
+  }
+  check_cuda(kernels::launch_ht_combine(p, blocks, stream), "launching the high-throughput combine");
+}
+
+void HtHandle::complete(cudaStream_t stream) {
+  group_.check_healthy();
+  if (pending_ == EPC_PENDING_NONE) {
+    fail_usage(
+        format("epc_complete: handle %p has nothing pending (no dispatch or combine was queued with "
+               "EPC_STEP_SEND_ONLY)",
+               id_));
+  }
+  const int blocks = static_cast<int>(group_.config().num_sms);
+  const bool dispatch = pending_ == EPC_PENDING_DISPATCH;
+  DeviceGuard guard(group_.device());
+  if (dispatch) {
+    check_cuda(kernels::launch_ht_dispatch(pending_dispatch_, blocks, stream, kernels::HtHalves::kReceive),
+               "launching the high-throughput dispatch receive");
+    copy_counts_to_host(pending_counts_, arrays_.expert_counts, group_.config().local_experts(group_.topology().nranks),
+                        stream);
+    dispatched_ = true;
+    dispatched_weights_ = pending_weights_;
+  } else {
+    check_cuda(kernels::launch_ht_combine(pending_combine_, blocks, stream, kernels::HtHalves::kReceive),
+               "launching the high-throughput combine receive");
+  }
+  pending_ = EPC_PENDING_NONE;
+  pending_counts_ = CountOutputs{};
+  steps_.set_pending_owner(dispatch, nullptr);
 }
 
 EpcHandleInfo HtHandle::info() const {
-  return handle_info(EPC_MODE_HIGH_THROUGHPUT, setup_, num_tokens_, topk_, EPC_PENDING_NONE, rows_);
+  return handle_info(EPC_MODE_HIGH_THROUGHPUT, setup_, num_tokens_, topk_, pending_, rows_);
 }
 
 }  // namespace epc

@@ -2,7 +2,8 @@
 // A high-throughput handle: one batch's routing on one group and its layout (which rank
 // receives which token, at which row, and how many rows each rank receives), computed once
 // on the GPU and exchanged between ranks when the handle is created (or updated), then
-// reused by every dispatch and combine on it, forward and backward.
+// reused by every dispatch and combine on it, forward and backward; and a step split by
+// EPC_STEP_SEND_ONLY waiting for epc_complete.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,12 +27,16 @@ class HtHandle {
   // routing (`topk_idx` null): local, allocation only.
   HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
            cudaStream_t stream);
+  // A send-only step still pending is ended on this rank (abandon_pending).
+  ~HtHandle();
   HtHandle(const HtHandle&) = delete;
   HtHandle& operator=(const HtHandle&) = delete;
 
   void update(const EpcTensor* topk_idx, cudaStream_t stream);
   void dispatch(const EpcDispatchArgs& args, cudaStream_t stream);
   void combine(const EpcCombineArgs& args, cudaStream_t stream);
+  // The receiving half of the pending send-only step, on the group's num_sms.
+  void complete(cudaStream_t stream);
   EpcHandleInfo info() const;
 
  private:
@@ -39,6 +44,14 @@ class HtHandle {
   // sizing waits for it and takes the received row count.
   void compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t stream);
   void require_routed(const char* call) const;
+  // Refuses a call while this handle has a send-only step pending; for a step (`dispatch`:
+  // of that operation, else of combine) also while another handle of the group has one of
+  // the same operation pending, and before any routing.
+  void require_ready(const char* call, bool starts_step, bool dispatch) const;
+  // Once the device has run the pending step's sending launch, ends the step on this rank
+  // as its receiving launch would, reading nothing (kernels/launch.hpp). Best effort: a
+  // failed group or a CUDA error leaves the group to its sticky failure.
+  void abandon_pending() noexcept;
   bool packed() const { return setup_.layout == EPC_LAYOUT_EXPERT_PACKED; }
   kernels::HtCommon common() const;
   // The window areas of one direction: its slots, and its signal region (flags, then acks).
@@ -60,6 +73,14 @@ class HtHandle {
   kernels::HtEntryOrder order_{};
   DeviceAllocations memory_;  // every array of arrays_
   kernels::HtHandleArrays arrays_{};
+
+  // The send-only step waiting for epc_complete: its parameters, as the receiving launch
+  // takes them, and what dispatch does after it.
+  uint32_t pending_ = EPC_PENDING_NONE;
+  kernels::HtDispatchParams pending_dispatch_{};
+  kernels::HtCombineParams pending_combine_{};
+  CountOutputs pending_counts_{};
+  bool pending_weights_ = false;  // the pending dispatch had topk_weights
 };
 
 }  // namespace epc

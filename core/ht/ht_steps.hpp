@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the high-throughput handles of one group share: the device step counters of its
-// layout, dispatch and combine (kernels/wire/ht_params.hpp, HtState). One per
+// layout, dispatch and combine (kernels/wire/ht_params.hpp, HtState), and for each of
+// dispatch and combine the handle whose send-only step waits for epc_complete. One per
 // high-throughput group, created with it.
 #pragma once
 
@@ -17,9 +18,20 @@ class HtSteps {
 
   kernels::HtState* state() const { return state_; }
 
+  // The handle (its caller-visible id) whose send-only dispatch, or combine, is pending, if
+  // any. Dispatch and combine have their own slots, flags, acknowledgements and step
+  // counters, so one of each may be pending at once, on two handles; a second step of the
+  // same operation would reuse the pending step's counter value and slots.
+  const void* pending_owner(bool dispatch) const { return dispatch ? pending_dispatch_ : pending_combine_; }
+  void set_pending_owner(bool dispatch, const void* owner) {
+    (dispatch ? pending_dispatch_ : pending_combine_) = owner;
+  }
+
  private:
   DeviceAllocations memory_;
   kernels::HtState* state_ = nullptr;
+  const void* pending_dispatch_ = nullptr;
+  const void* pending_combine_ = nullptr;
 };
 
 }  // namespace epc

@@ -111,6 +111,8 @@ int LlHandle::blocks(int items) const {
   return items < 1 ? 1 : (items < budget ? items : budget);
 }
 
+int LlHandle::capped(int blocks, int budget) { return blocks < budget ? blocks : budget; }
+
 int LlHandle::slices_for(int items) const {
   // Few items leave most SMs idle: split each row over up to kLlMaxMessageSlices blocks.
   const int slices = static_cast<int>(group_.config().num_sms) / (items > 0 ? items : 1);
@@ -193,6 +195,7 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     check_tensor(a.out_expert_counts, {"EpcDispatchArgs.out_expert_counts", {EPC_DTYPE_INT32}, {L}, 4});
   }
   const CountOutputs counts = check_count_outputs(a, L);
+  const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
 
   kernels::LlDispatchParams p;
   std::memset(&p, 0, sizeof p);
@@ -217,11 +220,13 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
 
   DeviceGuard guard(group_.device());
   if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
-    check_cuda(kernels::launch_ll_dispatch(p, token_blocks(), message_blocks(), stream), "launching the dispatch");
+    check_cuda(kernels::launch_ll_dispatch(p, capped(token_blocks(), budget), capped(message_blocks(), budget), stream),
+               "launching the dispatch");
     copy_counts_to_host(counts, p.out_counts, L, stream);
     return;
   }
-  check_cuda(kernels::launch_ll_dispatch_send(p, token_blocks(), stream), "launching the dispatch send");
+  check_cuda(kernels::launch_ll_dispatch_send(p, capped(token_blocks(), budget), stream),
+             "launching the dispatch send");
   pending_ = EPC_PENDING_DISPATCH;
   pending_dispatch_ = p;
   pending_counts_ = counts;
@@ -249,6 +254,7 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   check_tensor(a.x, {"EpcCombineArgs.x", {EPC_DTYPE_BF16}, {L, C, H}});
   check_tensor(a.out, {"EpcCombineArgs.out", {EPC_DTYPE_BF16, EPC_DTYPE_FP16, EPC_DTYPE_FP32}, {B, H}});
   if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
+  const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
 
   kernels::LlCombineParams p;
   std::memset(&p, 0, sizeof p);
@@ -264,10 +270,13 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
 
   DeviceGuard guard(group_.device());
   if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
-    check_cuda(kernels::launch_ll_combine(p, message_blocks(), blocks(num_tokens_), stream), "launching the combine");
+    check_cuda(
+        kernels::launch_ll_combine(p, capped(message_blocks(), budget), capped(blocks(num_tokens_), budget), stream),
+        "launching the combine");
     return;
   }
-  check_cuda(kernels::launch_ll_combine_send(p, message_blocks(), stream), "launching the combine send");
+  check_cuda(kernels::launch_ll_combine_send(p, capped(message_blocks(), budget), stream),
+             "launching the combine send");
   pending_ = EPC_PENDING_COMBINE;
   pending_combine_ = p;
   steps_.set_pending_owner(id_);

@@ -51,6 +51,9 @@ class LlHandle {
   int token_blocks() const;
   // Blocks sharing one row when `items` rows are spread over the SM budget.
   int slices_for(int items) const;
+  // A launch's blocks within a call's send_sms budget (resolve_send_sms): every loop strides
+  // over its grid, so any count gives the same outputs.
+  static int capped(int blocks, int budget);
 
   Group& group_;
   LlSteps& steps_;

@@ -417,7 +417,8 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
                 "epc_handle_update(HT, B=" + std::to_string(buffers.tokens()) + ")");
 }
 
-EpcStatus call_dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags) {
+EpcStatus call_dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags,
+                        uint32_t send_sms) {
   const CallOptions& o = buffers.options();
   const EpcTensor x = buffers.x(), x_scales = buffers.x_scales(), weights = buffers.topk_weights(),
                   out_x = buffers.out_x(), out_scales = buffers.out_scales(), out_idx = buffers.out_topk_idx(),
@@ -426,6 +427,7 @@ EpcStatus call_dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_
                   acc = buffers.acc_counts();
   EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
   args.flags = flags;
+  args.send_sms = send_sms;
   args.x = &x;
   args.out_x = &out_x;
   if (buffers.fp8()) {
@@ -445,11 +447,13 @@ EpcStatus call_dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_
   return epc_dispatch(handle, &args, stream);
 }
 
-EpcStatus call_combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags) {
+EpcStatus call_combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags,
+                       uint32_t send_sms) {
   const bool bw = buffers.options().backward_weights;
   const EpcTensor x = buffers.combine_x(), weights = buffers.combine_w(), out = buffers.out(), out_w = buffers.out_w();
   EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
   args.flags = flags;
+  args.send_sms = send_sms;
   args.x = &x;
   args.out = &out;
   if (bw) {

@@ -201,9 +201,11 @@ class HtBuffers {
 ::testing::AssertionResult update_handle(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream);
 
 // epc_dispatch / epc_combine with the tensors the buffers' step and options ask for (quant
-// PASSTHROUGH for an fp8 step) and `flags`; the status as it is.
-EpcStatus call_dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags = 0);
-EpcStatus call_combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags = 0);
+// PASSTHROUGH for an fp8 step), `flags` and `send_sms`; the status as it is.
+EpcStatus call_dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags = 0,
+                        uint32_t send_sms = 0);
+EpcStatus call_combine(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream, uint32_t flags = 0,
+                       uint32_t send_sms = 0);
 
 // call_dispatch / call_combine as AssertionResults.
 ::testing::AssertionResult dispatch(EpcHandle* handle, const HtBuffers& buffers, cudaStream_t stream);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Calls out of order on real GPUs (ABI 2.0): EPC_ERR_INVALID_USAGE for a step on a handle
-// without routing, epc_complete with nothing pending, a second step (or an update) on a
-// handle with a send-only half pending, and a step on another handle of the group while one
-// is pending (max_pending_steps 1); EPC_ERR_UNSUPPORTED for what 2.0 defines and does not
-// serve (HT send-only). A failing call changes nothing: the query says the same before and
+// Calls out of order on real GPUs: EPC_ERR_INVALID_USAGE for a step on a handle without
+// routing, epc_complete with nothing pending, a second step (or an update) on a handle with
+// a send-only half pending, and a step on another handle of the group while one is pending
+// (LL: max_pending_steps 1; HT, 2.1: a step of the operation pending on another handle).
+// A failing call changes nothing: the query says the same before and
 // after, and the next correct calls give results equal to the CPU reference model. Every
 // rank makes the same failing calls (they fail before anything is queued), so the
 // collective steps stay aligned.
@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "tests/gpu/ht_case.hpp"
@@ -182,11 +183,22 @@ TEST(CallOrder, PendingSendOnlyStepsRefuseOtherSteps) {
   b_buffers.check(last, s, "B after A was destroyed with a step pending");
 }
 
-// ---- Not served in 2.0 -------------------------------------------------------------------------
+// ---- High-throughput send-only (2.1) ---------------------------------------------------------
 
-// HT has no send-only half: EPC_ERR_UNSUPPORTED for dispatch and combine, nothing pending,
-// and the handle's next plain step is exact.
-TEST(CallOrder, HighThroughputSendOnlyIsUnsupported) {
+// The id a library message names a handle by (the caller's EpcHandle*, printed with %p).
+std::string handle_id(const EpcHandle* handle) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", static_cast<const void*>(handle));
+  return text;
+}
+
+// One HT group, handles A, B and C on one step's buffers each. epc_complete with nothing
+// pending is refused. Around a send-only dispatch on A: another step or an update on A, and
+// a dispatch (fused or send-only) on B, are refused, the latter naming A; a send-only combine
+// on B may be pending beside it (combine has its own slots, flags and step counter), and a
+// combine on C is then refused naming B. B completes before A; then every handle's remaining
+// calls run and all three give the reference model's outputs.
+TEST(CallOrder, HighThroughputSendOnlyOrder) {
   constexpr int K = 4;
   const ht::HtShape shape = world_shape(8, 1024, 64, K);
   GroupPtr group;
@@ -194,22 +206,86 @@ TEST(CallOrder, HighThroughputSendOnlyIsUnsupported) {
   Stream stream;
   ASSERT_TRUE(stream.status());
   const cudaStream_t s = stream.get();
-  ht::HtBuffers buffers;
+  ht::HtBuffers buffers[3];
+  ht::HtStep steps[3];
+  HandlePtr handles[3];
+  for (int i = 0; i < 3; ++i) {
+    steps[i] = ht::make_step(ht::make_problem(shape, ht::random_spec(K, 99300 + 10 * i)), 99301 + 10 * i, my_rank());
+    ASSERT_TRUE(buffers[i].allocate(shape, K));
+    ASSERT_TRUE(buffers[i].upload(steps[i], ht::CallOptions{}, s));
+    ASSERT_TRUE(ht::create_handle(group.get(), buffers[i], EPC_SIZING_CAPACITY, s, handles[i]));
+  }
+  EpcHandle* a = handles[0].get();
+  EpcHandle* b = handles[1].get();
+  EpcHandle* c = handles[2].get();
+  expect_usage(epc_complete(a, 0, s), "nothing pending", "epc_complete on an HT handle with nothing pending");
+
+  ASSERT_TRUE(epc_ok(ht::call_dispatch(a, buffers[0], s, EPC_STEP_SEND_ONLY), "send-only dispatch on A"));
+  EXPECT_EQ(pending_of(a), static_cast<uint32_t>(EPC_PENDING_DISPATCH));
+  expect_usage(ht::call_dispatch(a, buffers[0], s), "pending", "dispatch on A with its dispatch pending");
+  expect_usage(ht::call_combine(a, buffers[0], s, EPC_STEP_SEND_ONLY), "pending",
+               "send-only combine on A with its dispatch pending");
+  expect_usage(update_routing(a, buffers[0].topk_idx(), s), "pending", "update of A with its dispatch pending");
+  expect_usage(ht::call_dispatch(b, buffers[1], s), handle_id(a), "fused dispatch on B while A's is pending");
+  expect_usage(ht::call_dispatch(b, buffers[1], s, EPC_STEP_SEND_ONLY), handle_id(a),
+               "send-only dispatch on B while A's is pending");
+  EXPECT_EQ(pending_of(b), static_cast<uint32_t>(EPC_PENDING_NONE));
+
+  ASSERT_TRUE(epc_ok(ht::call_combine(b, buffers[1], s, EPC_STEP_SEND_ONLY), "send-only combine on B beside A's"));
+  EXPECT_EQ(pending_of(b), static_cast<uint32_t>(EPC_PENDING_COMBINE));
+  expect_usage(ht::call_combine(c, buffers[2], s), handle_id(b), "fused combine on C while B's is pending");
+  expect_usage(ht::call_dispatch(c, buffers[2], s), handle_id(a), "fused dispatch on C while A's is pending");
+
+  ASSERT_TRUE(epc_ok(epc_complete(b, 0, s), "epc_complete on B"));
+  ASSERT_TRUE(epc_ok(epc_complete(a, 0, s), "epc_complete on A"));
+  EXPECT_EQ(pending_of(a), static_cast<uint32_t>(EPC_PENDING_NONE));
+  EXPECT_EQ(pending_of(b), static_cast<uint32_t>(EPC_PENDING_NONE));
+  expect_usage(epc_complete(a, 0, s), "nothing pending", "a second epc_complete on A");
+  ASSERT_TRUE(ht::combine(a, buffers[0], s));
+  ASSERT_TRUE(ht::dispatch(b, buffers[1], s));
+  ASSERT_TRUE(ht::dispatch_and_combine(c, buffers[2], s));
+  for (int i = 0; i < 3; ++i) buffers[i].check(steps[i], s, std::string("handle ") + "ABC"[i]);
+}
+
+// An HT handle destroyed with a send-only dispatch pending, then one with a send-only
+// combine pending (every rank destroys it): the destroy ends the sent step, so the group's
+// next steps on another handle neither wait for it nor reuse its step, and are exact.
+TEST(CallOrder, HighThroughputHandleDestroyedWithAStepPending) {
+  constexpr int K = 4;
+  const ht::HtShape shape = world_shape(8, 1024, 64, K);
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const cudaStream_t s = stream.get();
+  ht::HtBuffers abandoned_buffers, buffers;
+  ASSERT_TRUE(abandoned_buffers.allocate(shape, K));
   ASSERT_TRUE(buffers.allocate(shape, K));
-  const ht::HtStep step = ht::make_step(ht::make_problem(shape, ht::random_spec(K, 99300)), 99301, my_rank());
-  ASSERT_TRUE(buffers.upload(step, ht::CallOptions{}, s));
-  HandlePtr handle;
-  ASSERT_TRUE(ht::create_handle(group.get(), buffers, EPC_SIZING_CAPACITY, s, handle));
-  expect_status(ht::call_dispatch(handle.get(), buffers, s, EPC_STEP_SEND_ONLY), EPC_ERR_UNSUPPORTED,
-                "EPC_STEP_SEND_ONLY", "HT send-only dispatch");
-  EXPECT_EQ(pending_of(handle.get()), static_cast<uint32_t>(EPC_PENDING_NONE));
-  ASSERT_TRUE(ht::dispatch(handle.get(), buffers, s));
-  expect_status(ht::call_combine(handle.get(), buffers, s, EPC_STEP_SEND_ONLY), EPC_ERR_UNSUPPORTED,
-                "EPC_STEP_SEND_ONLY", "HT send-only combine");
-  expect_usage(epc_complete(handle.get(), 0, s), "epc_complete", "epc_complete on an HT handle");
-  EXPECT_EQ(pending_of(handle.get()), static_cast<uint32_t>(EPC_PENDING_NONE));
-  ASSERT_TRUE(ht::combine(handle.get(), buffers, s));
-  buffers.check(step, s, "HT after the refused send-only calls");
+  const ht::HtStep abandoned = ht::make_step(ht::make_problem(shape, ht::random_spec(K, 99400)), 99401, my_rank());
+  ASSERT_TRUE(abandoned_buffers.upload(abandoned, ht::CallOptions{}, s));
+  HandlePtr keeper;
+  for (int round = 0; round < 2; ++round) {
+    const bool dispatch = round == 0;
+    HandlePtr doomed;
+    ASSERT_TRUE(ht::create_handle(group.get(), abandoned_buffers, EPC_SIZING_CAPACITY, s, doomed));
+    const EpcStatus sent = dispatch ? ht::call_dispatch(doomed.get(), abandoned_buffers, s, EPC_STEP_SEND_ONLY)
+                                    : ht::call_combine(doomed.get(), abandoned_buffers, s, EPC_STEP_SEND_ONLY);
+    ASSERT_TRUE(epc_ok(sent, dispatch ? "send-only dispatch" : "send-only combine"));
+    doomed.reset();  // destroyed with the step pending
+    const ht::HtStep step =
+        ht::make_step(ht::make_problem(shape, ht::random_spec(K, 99410 + 10 * round)), 99411 + 10 * round, my_rank());
+    ASSERT_TRUE(buffers.upload(step, ht::CallOptions{}, s));
+    if (keeper == nullptr) {
+      ASSERT_TRUE(ht::create_handle(group.get(), buffers, EPC_SIZING_CAPACITY, s, keeper));
+    } else {
+      ASSERT_TRUE(ht::update_handle(keeper.get(), buffers, s));
+    }
+    ASSERT_TRUE(ht::dispatch_and_combine(keeper.get(), buffers, s));
+    buffers.check(step, s,
+                  std::string("after a handle was destroyed with its send-only ") +
+                      (dispatch ? "dispatch" : "combine") + " pending");
+  }
+  EXPECT_EQ(async_error(group.get()).status, EPC_OK) << async_error(group.get()).message;
 }
 
 }  // namespace

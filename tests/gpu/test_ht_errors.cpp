@@ -34,6 +34,7 @@ struct DispatchCall {
        has_counts = true, has_num_recv = true;
   EpcQuant quant = EPC_QUANT_NONE;
   uint32_t flags = 0;
+  uint32_t send_sms = 0, reserved0 = 0;
   // Applied to the argument struct last, for fields without a tensor of their own above.
   void (*extra)(EpcDispatchArgs&, const EpcTensor& spare) = nullptr;
 
@@ -50,6 +51,8 @@ struct DispatchCall {
     a.out_topk_weights = has_out_weights ? &out_weights : nullptr;
     a.out_expert_counts = has_counts ? &counts : nullptr;
     a.out_num_recv = has_num_recv ? &num_recv : nullptr;
+    a.send_sms = send_sms;
+    a.reserved0 = reserved0;
     if (extra != nullptr) extra(a, counts);
     return epc_dispatch(handle, &a, stream);
   }
@@ -95,10 +98,13 @@ struct CombineCall {
   bool has_weights = true, has_out_weights = true;
   uint32_t flags = 0;
   EpcWeighting weighting = EPC_WEIGHTING_DEFAULT;
+  uint32_t send_sms = 0, reserved0 = 0;
 
   EpcStatus run(EpcHandle* handle, cudaStream_t stream) const {
     EpcCombineArgs a = EPC_COMBINE_ARGS_INIT;
     a.flags = flags;
+    a.send_sms = send_sms;
+    a.reserved0 = reserved0;
     a.weighting = weighting;
     a.x = &x;
     a.topk_weights = has_weights ? &weights : nullptr;
@@ -291,8 +297,10 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
        [](DispatchCall& c) {
          c.extra = [](EpcDispatchArgs& a, const EpcTensor& counts) { a.out_rank_counts = &counts; };
        }},
-      {"flags EPC_STEP_SEND_ONLY (not served on HT)", EPC_ERR_UNSUPPORTED, "EPC_STEP_SEND_ONLY",
-       [](DispatchCall& c) { c.flags = EPC_STEP_SEND_ONLY; }},
+      {"send_sms above the group's num_sms (24)", EPC_ERR_INVALID_ARGUMENT, "EpcDispatchArgs.send_sms",
+       [](DispatchCall& c) { c.send_sms = 25; }},
+      {"reserved0 non-zero", EPC_ERR_ABI_MISMATCH, "EpcDispatchArgs.reserved0",
+       [](DispatchCall& c) { c.reserved0 = 1; }},
       {"flags EPC_DISPATCH_POW2_SCALES without FP8", EPC_ERR_INVALID_ARGUMENT, "EPC_DISPATCH_POW2_SCALES",
        [](DispatchCall& c) { c.flags = EPC_DISPATCH_POW2_SCALES; }},
       {"flags 0x100", EPC_ERR_INVALID_ARGUMENT, "EpcDispatchArgs.flags", [](DispatchCall& c) { c.flags = 0x100u; }},
@@ -327,8 +335,9 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
       {"weighting SENDER on FLAT", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.weighting",
        [](CombineCall& c) { c.weighting = EPC_WEIGHTING_SENDER; }},
       {"weighting 9", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.weighting", [](CombineCall& c) { c.weighting = 9; }},
-      {"flags EPC_STEP_SEND_ONLY (not served on HT)", EPC_ERR_UNSUPPORTED, "EPC_STEP_SEND_ONLY",
-       [](CombineCall& c) { c.flags = EPC_STEP_SEND_ONLY; }},
+      {"send_sms above the group's num_sms (24)", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.send_sms",
+       [](CombineCall& c) { c.send_sms = 25; }},
+      {"reserved0 non-zero", EPC_ERR_ABI_MISMATCH, "EpcCombineArgs.reserved0", [](CombineCall& c) { c.reserved0 = 1; }},
       {"flags 0x100", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.flags", [](CombineCall& c) { c.flags = 0x100u; }},
   };
   for (const BadCall<CombineCall>& bad : bad_combines) {

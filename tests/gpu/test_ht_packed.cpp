@@ -3,8 +3,9 @@
 // (ref::ht_dispatch_packed, ref::ht_combine_packed): rows, scales, per-row weights, counts,
 // offsets and entries received; padding rows zeroed with EPC_HANDLE_ZERO_PADDING and left
 // untouched (still the 0xFF poison) without it; combine weighted on the expert's rank
-// (the default) and as given, with backward weights. Every rank builds the same problem and
-// checks its own part.
+// (the default) and as given, with backward weights; the same with every call split by
+// EPC_STEP_SEND_ONLY and epc_complete (ABI 2.1, split_step.hpp). Every rank builds the same
+// problem and checks its own part.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/gpu/split_step.hpp"
 #include "tests/reference/reference_ht_packed.hpp"
 
 namespace epc::gputest::ht {
@@ -37,9 +39,10 @@ int64_t first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_
   return -1;
 }
 
-void run_case(const PackedCase& k, uint64_t seed) {
+// Dispatch, then combine twice, each call queued as `mode` says.
+void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& runner) {
   const std::string label = "alignment " + std::to_string(k.alignment) + (k.zero_padding ? " zero-padded " : " ") +
-                            sizing_name(k.sizing) + (k.fp8 ? " fp8" : " bf16");
+                            sizing_name(k.sizing) + (k.fp8 ? " fp8, " : " bf16, ") + split_name(mode);
   const HtShape shape = world_shape(8, 2048, 128, 8);
   ProblemSpec spec = random_spec(8, seed);
   spec.fp8 = k.fp8;
@@ -128,7 +131,12 @@ void run_case(const PackedCase& k, uint64_t seed) {
     da.x_scales = &xs_t;
     da.out_scales = &os_t;
   }
-  ASSERT_EQ(epc_dispatch(handle.get(), &da, stream), EPC_OK) << label;
+  const StepCall dispatch = [&](uint32_t flags, cudaStream_t s) {
+    EpcDispatchArgs a = da;
+    a.flags |= flags;
+    return epc_dispatch(handle.get(), &a, s);
+  };
+  ASSERT_TRUE(runner.run(mode, handle.get(), stream, {dispatch})) << label;
 
   std::vector<uint8_t> got_x(size_t(rows) * row_bytes), got_s(size_t(rows) * S * 4);
   std::vector<float> got_w(rows);
@@ -200,7 +208,12 @@ void run_case(const PackedCase& k, uint64_t seed) {
     } else {
       ca.weighting = EPC_WEIGHTING_NONE;
     }
-    ASSERT_EQ(epc_combine(handle.get(), &ca, stream), EPC_OK) << label;
+    const StepCall combine = [&](uint32_t flags, cudaStream_t s) {
+      EpcCombineArgs a = ca;
+      a.flags |= flags;
+      return epc_combine(handle.get(), &a, s);
+    };
+    ASSERT_TRUE(runner.run(mode, handle.get(), stream, {combine})) << label;
     std::vector<uint16_t> got_out(size_t(B) * H);
     std::vector<float> got_g(size_t(B) * K);
     ASSERT_TRUE(download_and_wait({{got_out.data(), out.get(), got_out.size() * 2, "out"},
@@ -221,8 +234,25 @@ TEST(HighThroughputPacked, MatchesTheReference) {
       {7, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64},      // fp8, odd alignment
       {16, false, EPC_SIZING_EXACT, true, EPC_DTYPE_INT32},       // fp8
   };
+  SplitRunner runner;
+  ASSERT_TRUE(runner.status());
   uint64_t seed = 31000;
-  for (const PackedCase& k : cases) run_case(k, seed++);
+  for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner);
+}
+
+// The send-only halves and epc_complete, on one stream, on two joined by events, and in a
+// CUDA graph, give the reference model's bits as the fused calls do.
+TEST(HighThroughputPacked, SendOnlyAndCompleteMatchTheReference) {
+  const PackedCase cases[] = {
+      {128, true, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64},   // bf16, zeroed padding
+      {7, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32},  // fp8, padding left alone
+  };
+  SplitRunner runner;
+  ASSERT_TRUE(runner.status());
+  uint64_t seed = 31100;
+  for (SplitMode mode : {SplitMode::kSameStream, SplitMode::kSecondStream, SplitMode::kGraph}) {
+    for (const PackedCase& k : cases) run_case(k, seed++, mode, runner);
+  }
 }
 
 }  // namespace

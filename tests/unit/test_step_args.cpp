@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The 2.0 argument structs before any GPU work (core/step_args.cpp): EpcHandleConfig,
+// The argument structs (ABI 2.0, and 2.1's send_sms) before any GPU work (core/step_args.cpp): EpcHandleConfig,
 // EpcRouting, EpcDispatchArgs and EpcCombineArgs after the struct rules and defaults, and
 // the status each misuse returns (UNSUPPORTED: defined but not served; INVALID_ARGUMENT:
 // meaningless, missing or malformed; ABI_MISMATCH: a newer caller's non-zero tail), with a
@@ -402,6 +402,59 @@ TEST(DispatchArgs, StructRules) {
                  {"EpcDispatchArgs", ("byte " + std::to_string(sizeof a + 7)).c_str()}, "non-zero tail");
 }
 
+// A 2.0 caller's EpcDispatchArgs (136 bytes: up to acc_expert_counts, capi/abi.json 2.0.0)
+// whose bytes where 2.1's send_sms and reserved0 would be belong to something else: they
+// are not read, and the fields take their defaults.
+TEST(DispatchArgs, A20StructGetsThe21Defaults) {
+  Tensors t;
+  EpcDispatchArgs a = dispatch_args(t);
+  a.send_sms = 7;
+  a.reserved0 = 9;
+  constexpr size_t k20Size = offsetof(EpcDispatchArgs, acc_expert_counts) + sizeof(void*);
+  static_assert(k20Size == 136 && offsetof(EpcDispatchArgs, send_sms) == k20Size, "2.0's size, then 2.1's field");
+  auto old_bytes = caller_bytes(a, k20Size);
+  EpcDispatchArgs got;
+  ASSERT_EQ(run([&] { got = epc::read_dispatch_args(as<EpcDispatchArgs>(old_bytes)); }).status, EPC_OK);
+  EXPECT_EQ(got.send_sms, 0u);
+  EXPECT_EQ(got.reserved0, 0u);
+  EXPECT_EQ(got.out_x, &t.out_x);
+  // A 2.1 caller's reserved0 must be zero: a later minor may give it a meaning.
+  a.send_sms = 0;
+  EXPECT_EQ(read(a).status, EPC_ERR_ABI_MISMATCH);
+  a.reserved0 = 0;
+  a.send_sms = 7;  // checked against the group by each mode (resolve_send_sms)
+  EXPECT_EQ(read(a).status, EPC_OK);
+}
+
+// ---- What both modes check against the group -----------------------------------------------
+
+TEST(SendSms, DefaultsToNumSmsAndStaysWithinTheGroupAndTheGpu) {
+  EXPECT_EQ(epc::resolve_send_sms(0, 24, 132, "EpcDispatchArgs.send_sms"), 24);
+  EXPECT_EQ(epc::resolve_send_sms(1, 24, 132, "EpcDispatchArgs.send_sms"), 1);
+  EXPECT_EQ(epc::resolve_send_sms(24, 24, 132, "EpcDispatchArgs.send_sms"), 24);
+  expect_outcome(run([] { epc::resolve_send_sms(25, 24, 132, "EpcCombineArgs.send_sms"); }), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcCombineArgs.send_sms", "25", "num_sms (24)"}, "above num_sms");
+  EXPECT_EQ(epc::resolve_send_sms(132, 1024, 132, "EpcDispatchArgs.send_sms"), 132);
+  expect_outcome(run([] { epc::resolve_send_sms(133, 1024, 132, "EpcDispatchArgs.send_sms"); }),
+                 EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.send_sms", "133", "132 SMs of the group's GPU"},
+                 "above the GPU's SM count");
+  // The default is the group's num_sms even where it exceeds the GPU (the launches then
+  // queue their blocks in waves, as in 2.0).
+  EXPECT_EQ(epc::resolve_send_sms(0, 1024, 132, "EpcDispatchArgs.send_sms"), 1024);
+}
+
+// On one GPU a group cannot span nodes (one rank is one node), so the refusal of HT
+// send-only across nodes, virtual ones included, is checked here, where it is decided.
+TEST(SendOnly, HighThroughputGroupsSpanningNodesNeedTheFusedLaunch) {
+  EXPECT_EQ(run([] { epc::require_ht_split_served(1, "EpcDispatchArgs.flags"); }).status, EPC_OK);
+  for (int nodes : {2, 4}) {
+    expect_outcome(run([nodes] { epc::require_ht_split_served(nodes, "EpcCombineArgs.flags"); }), EPC_ERR_UNSUPPORTED,
+                   {"EpcCombineArgs.flags", "EPC_STEP_SEND_ONLY", "spanning nodes", "virtual nodes included",
+                    "fused launch is required"},
+                   "send-only across nodes");
+  }
+}
+
 // ---- EpcCombineArgs --------------------------------------------------------------------
 
 EpcCombineArgs combine_args(Tensors& t) {
@@ -465,6 +518,19 @@ TEST(CombineArgs, StructRules) {
   auto short_bytes = caller_bytes(a, offsetof(EpcCombineArgs, out));
   expect_outcome(run([&] { epc::read_combine_args(as<EpcCombineArgs>(short_bytes)); }), EPC_ERR_INVALID_ARGUMENT,
                  {"EpcCombineArgs.out"}, "short struct without out");
+  // A 2.0 caller's struct (56 bytes, up to out_topk_weights): 2.1's fields take defaults.
+  EpcCombineArgs newer = combine_args(t);
+  newer.send_sms = 3;
+  newer.reserved0 = 5;
+  constexpr size_t k20Size = offsetof(EpcCombineArgs, out_topk_weights) + sizeof(void*);
+  static_assert(k20Size == 56 && offsetof(EpcCombineArgs, send_sms) == k20Size, "2.0's size, then 2.1's field");
+  auto old_bytes = caller_bytes(newer, k20Size);
+  EpcCombineArgs got;
+  ASSERT_EQ(run([&] { got = epc::read_combine_args(as<EpcCombineArgs>(old_bytes)); }).status, EPC_OK);
+  EXPECT_EQ(got.send_sms, 0u);
+  EXPECT_EQ(got.reserved0, 0u);
+  newer.send_sms = 0;
+  expect_outcome(read(newer), EPC_ERR_ABI_MISMATCH, {"EpcCombineArgs.reserved0"}, "reserved0 non-zero");
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ static EpcStatus epcgo_combine(EpcHandle* handle, const EpcCombineArgs* args,
 // 0 for NULL), and their scalar fields.
 #define EPCGO_DT(p) ((p) == NULL ? 0u : (p)->dtype)
 static void epcgo_probe_dispatch(const EpcDispatchArgs* args, const EpcTensor* t,
-                                 uint32_t present, uint32_t out[18]) {
+                                 uint32_t present, uint32_t out[19]) {
   EpcDispatchArgs a;
   epcgo_dispatch_args(&a, args, t, present);
   const EpcTensor* f[14] = {a.x, a.x_scales, a.x_global_scale, a.topk_weights, a.out_x,
@@ -94,15 +94,17 @@ static void epcgo_probe_dispatch(const EpcDispatchArgs* args, const EpcTensor* t
   out[15] = a.quant;
   out[16] = a.scale_block;
   out[17] = a.scale_layout;
+  out[18] = a.send_sms;
 }
 static void epcgo_probe_combine(const EpcCombineArgs* args, const EpcTensor* t,
-                                uint32_t present, uint32_t out[7]) {
+                                uint32_t present, uint32_t out[8]) {
   EpcCombineArgs a;
   epcgo_combine_args(&a, args, t, present);
   const EpcTensor* f[5] = {a.x, a.topk_weights, a.home_topk_weights, a.out, a.out_topk_weights};
   for (int i = 0; i < 5; i++) out[i] = EPCGO_DT(f[i]);
   out[5] = a.flags;
   out[6] = a.weighting;
+  out[7] = a.send_sms;
 }
 
 static EpcStatus epcgo_complete(EpcHandle* handle, uintptr_t stream) {
@@ -180,6 +182,11 @@ type DispatchArgs struct {
 	OutNumRecv          *Tensor // [1] int32: rows that arrived (LayoutFlat, LayoutExpertPacked)
 	OutExpertCountsHost *Tensor // [L] int32 in pinned host memory: a copy of the counts queued after the step
 	AccExpertCounts     *Tensor // [L] int64: rows per local expert added at every step (the caller zeroes it)
+
+	// ABI 2.1: the SMs the sending launch may occupy (the send half's grid with StepSendOnly,
+	// else the whole step's); 0: the group's NumSMs; at most that and the GPU's SM count.
+	// Outputs do not depend on it; a 2.0 library refuses a non-zero value (ErrABIMismatch).
+	SendSMs uint32
 }
 
 func (a *DispatchArgs) fields() []tensorField {
@@ -207,19 +214,20 @@ func (a *DispatchArgs) toC(set *tensorSet) (*C.EpcDispatchArgs, error) {
 	base.quant = C.EpcQuant(a.Quant)
 	base.scale_block = C.uint32_t(a.ScaleBlock)
 	base.scale_layout = C.EpcScaleLayout(a.ScaleLayout)
+	base.send_sms = C.uint32_t(a.SendSMs)
 	return base, nil
 }
 
 // probe returns what the C side assembles from a (see epcgo_probe_dispatch), for the tests.
-func (a *DispatchArgs) probe() ([18]uint32, error) {
-	var out [18]C.uint32_t
+func (a *DispatchArgs) probe() ([19]uint32, error) {
+	var out [19]C.uint32_t
 	set := &tensorSet{}
 	base, err := a.toC(set)
 	if err != nil {
-		return [18]uint32{}, err
+		return [19]uint32{}, err
 	}
 	C.epcgo_probe_dispatch(base, &set.tensors[0], set.present, &out[0])
-	var values [18]uint32
+	var values [19]uint32
 	for i, v := range out {
 		values[i] = uint32(v)
 	}
@@ -237,6 +245,8 @@ type CombineArgs struct {
 	HomeTopKWeights *Tensor // WeightingHome: [B, K] float32
 	Out             *Tensor // required: [B, H] bf16, fp16 or float32; must not overlap X
 	OutTopKWeights  *Tensor // [B, K] float32: entry k takes the value the rank hosting its expert sent
+
+	SendSMs uint32 // ABI 2.1: as DispatchArgs.SendSMs
 }
 
 func (a *CombineArgs) fields() []tensorField {
@@ -257,19 +267,20 @@ func (a *CombineArgs) toC(set *tensorSet) (*C.EpcCombineArgs, error) {
 	base.abi_version = C.uint32_t(ABIVersion)
 	base.flags = C.uint32_t(a.Flags)
 	base.weighting = C.EpcWeighting(a.Weighting)
+	base.send_sms = C.uint32_t(a.SendSMs)
 	return base, nil
 }
 
 // probe returns what the C side assembles from a (see epcgo_probe_combine).
-func (a *CombineArgs) probe() ([7]uint32, error) {
-	var out [7]C.uint32_t
+func (a *CombineArgs) probe() ([8]uint32, error) {
+	var out [8]C.uint32_t
 	set := &tensorSet{}
 	base, err := a.toC(set)
 	if err != nil {
-		return [7]uint32{}, err
+		return [8]uint32{}, err
 	}
 	C.epcgo_probe_combine(base, &set.tensors[0], set.present, &out[0])
-	var values [7]uint32
+	var values [8]uint32
 	for i, v := range out {
 		values[i] = uint32(v)
 	}

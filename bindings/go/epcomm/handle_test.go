@@ -209,7 +209,8 @@ func setField(t *testing.T, args interface{}, cName string, tensor *Tensor) {
 // fields: every field gets a tensor of its own dtype number, and the assembled struct is
 // read back field by field.
 func TestArgsReachTheirCFields(t *testing.T) {
-	d := &DispatchArgs{Flags: StepSendOnly, Quant: QuantPassthrough, ScaleBlock: 128, ScaleLayout: ScalesSwizzled128x4}
+	d := &DispatchArgs{Flags: StepSendOnly, Quant: QuantPassthrough, ScaleBlock: 128, ScaleLayout: ScalesSwizzled128x4,
+		SendSMs: 4}
 	for i, field := range d.fields() {
 		setField(t, d, field.name, &Tensor{Dtype: Dtype(100 + i)})
 	}
@@ -221,7 +222,7 @@ func TestArgsReachTheirCFields(t *testing.T) {
 		"out_topk_weights", "out_expert_counts", "out_expert_offsets", "out_rank_counts", "out_num_recv",
 		"out_expert_counts_host", "acc_expert_counts"}
 	checkProbe(t, "dispatch", d.fields(), cDispatch, got[:14])
-	if want := [4]uint32{StepSendOnly, uint32(QuantPassthrough), 128, uint32(ScalesSwizzled128x4)}; *(*[4]uint32)(got[14:]) != want {
+	if want := [5]uint32{StepSendOnly, uint32(QuantPassthrough), 128, uint32(ScalesSwizzled128x4), 4}; *(*[5]uint32)(got[14:]) != want {
 		t.Errorf("dispatch scalars %v, want %v", got[14:], want)
 	}
 	// Absent fields stay NULL.
@@ -229,7 +230,7 @@ func TestArgsReachTheirCFields(t *testing.T) {
 		t.Errorf("a dispatch with x only: %v, %v", got, err)
 	}
 
-	c := &CombineArgs{Flags: StepSendOnly, Weighting: WeightingHome}
+	c := &CombineArgs{Flags: StepSendOnly, Weighting: WeightingHome, SendSMs: 1}
 	for i, field := range c.fields() {
 		setField(t, c, field.name, &Tensor{Dtype: Dtype(200 + i)})
 	}
@@ -238,7 +239,7 @@ func TestArgsReachTheirCFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProbe(t, "combine", c.fields(), []string{"x", "topk_weights", "home_topk_weights", "out", "out_topk_weights"}, gotC[:5])
-	if gotC[5] != StepSendOnly || gotC[6] != uint32(WeightingHome) {
+	if gotC[5] != StepSendOnly || gotC[6] != uint32(WeightingHome) || gotC[7] != 1 {
 		t.Errorf("combine scalars %v", gotC[5:])
 	}
 }

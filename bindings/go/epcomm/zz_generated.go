@@ -14,19 +14,19 @@ import (
 	"unsafe"
 )
 
-// The declarations below were generated from ABI version 2.0.0 of the header.
+// The declarations below were generated from ABI version 2.1.0 of the header.
 
 // Constants of the header that belong to no typedef: versions, sizes, sentinels.
 const (
 	// ABIMajor is EPC_ABI_MAJOR.
 	ABIMajor = 2
 	// ABIMinor is EPC_ABI_MINOR.
-	ABIMinor = 0
+	ABIMinor = 1
 	// ABIPatch is EPC_ABI_PATCH.
 	ABIPatch = 0
 	// ABIVersion is EPC_ABI_VERSION, ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 +
 	// EPC_ABI_PATCH)).
-	ABIVersion = 20000
+	ABIVersion = 20100
 	// TensorMaxDims is EPC_TENSOR_MAX_DIMS.
 	TensorMaxDims = 4
 	// UniqueIDBytes is EPC_UNIQUE_ID_BYTES.
@@ -53,7 +53,9 @@ const (
 	// PendingCombine is EPC_PENDING_COMBINE.
 	PendingCombine = 2
 	// StepSendOnly is EPC_STEP_SEND_ONLY, 0x1u: dispatch and combine: queue only the sending
-	// half; epc_complete on the handle writes the outputs. Served in 2.0 on LL groups.
+	// half; epc_complete on the handle writes the outputs. Served in 2.0 on LL groups; 2.1
+	// also serves HT groups of one node (across nodes, virtual ones included, the fused launch
+	// is required: EPC_ERR_UNSUPPORTED).
 	StepSendOnly = 1
 	// DispatchPow2Scales is EPC_DISPATCH_POW2_SCALES, 0x2u: EPC_QUANT_FP8 into FP32 scales:
 	// round each scale up to a power of two.
@@ -678,6 +680,8 @@ func headerStructLayouts() []structLayout {
 			{"out_num_recv", unsafe.Offsetof(C.EpcDispatchArgs{}.out_num_recv), unsafe.Sizeof(C.EpcDispatchArgs{}.out_num_recv)},
 			{"out_expert_counts_host", unsafe.Offsetof(C.EpcDispatchArgs{}.out_expert_counts_host), unsafe.Sizeof(C.EpcDispatchArgs{}.out_expert_counts_host)},
 			{"acc_expert_counts", unsafe.Offsetof(C.EpcDispatchArgs{}.acc_expert_counts), unsafe.Sizeof(C.EpcDispatchArgs{}.acc_expert_counts)},
+			{"send_sms", unsafe.Offsetof(C.EpcDispatchArgs{}.send_sms), unsafe.Sizeof(C.EpcDispatchArgs{}.send_sms)},
+			{"reserved0", unsafe.Offsetof(C.EpcDispatchArgs{}.reserved0), unsafe.Sizeof(C.EpcDispatchArgs{}.reserved0)},
 		}},
 		{"EpcCombineArgs", unsafe.Sizeof(C.EpcCombineArgs{}), unsafe.Alignof(C.EpcCombineArgs{}), []fieldLayout{
 			{"struct_size", unsafe.Offsetof(C.EpcCombineArgs{}.struct_size), unsafe.Sizeof(C.EpcCombineArgs{}.struct_size)},
@@ -689,6 +693,8 @@ func headerStructLayouts() []structLayout {
 			{"home_topk_weights", unsafe.Offsetof(C.EpcCombineArgs{}.home_topk_weights), unsafe.Sizeof(C.EpcCombineArgs{}.home_topk_weights)},
 			{"out", unsafe.Offsetof(C.EpcCombineArgs{}.out), unsafe.Sizeof(C.EpcCombineArgs{}.out)},
 			{"out_topk_weights", unsafe.Offsetof(C.EpcCombineArgs{}.out_topk_weights), unsafe.Sizeof(C.EpcCombineArgs{}.out_topk_weights)},
+			{"send_sms", unsafe.Offsetof(C.EpcCombineArgs{}.send_sms), unsafe.Sizeof(C.EpcCombineArgs{}.send_sms)},
+			{"reserved0", unsafe.Offsetof(C.EpcCombineArgs{}.reserved0), unsafe.Sizeof(C.EpcCombineArgs{}.reserved0)},
 		}},
 		{"EpcApi", unsafe.Sizeof(C.EpcApi{}), unsafe.Alignof(C.EpcApi{}), []fieldLayout{
 			{"struct_size", unsafe.Offsetof(C.EpcApi{}.struct_size), unsafe.Sizeof(C.EpcApi{}.struct_size)},

@@ -340,6 +340,7 @@ class Handle:
         acc_expert_counts: Any = None,
         send_only: bool = False,
         pow2_scales: bool = False,
+        send_sms: int = 0,
         stream: Any = None,
     ) -> None:
         """Send each of this rank's tokens to every rank hosting one of its unmasked
@@ -370,6 +371,10 @@ class Handle:
           counts are added to it (the caller zeroes it). out_expert_offsets, out_rank_counts
           and x_global_scale belong to layouts and casts 2.0 does not serve.
         send_only=True queues only the sending half; complete() writes the outputs.
+        send_sms (ABI 2.1): the SMs the sending launch may occupy (0: the group's num_sms;
+          at most num_sms and the GPU's SM count): the send half's grid with send_only,
+          else the whole step's. Outputs do not depend on it; a 2.0 library refuses a
+          non-zero value (EpcError(ABI_MISMATCH)).
         A field meaningless for the mode or layout raises EpcError(INVALID_ARGUMENT), one
         not served yet EpcError(UNSUPPORTED), a step out of order InvalidUsageError."""
         args = _init(_ffi.EpcDispatchArgs)
@@ -379,6 +384,7 @@ class Handle:
         args.quant = parse_enum(Quant, quant, "quant")
         args.scale_block = unsigned("scale_block", scale_block)
         args.scale_layout = parse_enum(ScaleLayout, scale_layout, "scale_layout")
+        args.send_sms = unsigned("send_sms", send_sms)
         tensors = dict(
             x=x,
             x_scales=x_scales,
@@ -407,6 +413,7 @@ class Handle:
         home_topk_weights: Any = None,
         out_topk_weights: Any = None,
         send_only: bool = False,
+        send_sms: int = 0,
         stream: Any = None,
     ) -> None:
         """Return the expert outputs to their tokens' ranks and reduce them there
@@ -422,10 +429,12 @@ class Handle:
         topk_weights [rows, K] and out_topk_weights [B, K] float32, both or neither (FLAT):
           the backward of dispatch's weights: entry k takes the value the rank hosting its
           expert sent (0 where masked). home_topk_weights: Weighting.HOME only.
-        send_only=True queues only the sending half; complete() writes out."""
+        send_only=True queues only the sending half; complete() writes out. send_sms: as
+        dispatch's."""
         args = _init(_ffi.EpcCombineArgs)
         args.flags = _ffi.EPC_STEP_SEND_ONLY if send_only else 0
         args.weighting = parse_enum(Weighting, weighting, "weighting")
+        args.send_sms = unsigned("send_sms", send_sms)
         tensors = dict(
             x=x,
             topk_weights=topk_weights,

@@ -332,7 +332,7 @@ def test_create_fills_the_handle_config_and_routing(dead_group, seen):
 
 def test_dispatch_fills_every_field_by_name(dead_handle, seen):
     dead_handle.dispatch(**flat_dispatch(), stream=STREAM)
-    dead_handle.dispatch(**fp8_dispatch(), send_only=True, pow2_scales=True, stream=0)
+    dead_handle.dispatch(**fp8_dispatch(), send_only=True, pow2_scales=True, send_sms=4, stream=0)
     dead_handle.dispatch(**passthrough_dispatch(), scale_block=128, scale_layout=0, stream=STREAM)
     (n0, a0), (n1, a1), (n2, a2) = seen
     assert n0 == n1 == n2 == "epc_dispatch" and all(len(a) == 3 for a in (a0, a1, a2))
@@ -355,7 +355,8 @@ def test_dispatch_fills_every_field_by_name(dead_handle, seen):
         "out_expert_counts_host": None,
         "acc_expert_counts": 7,
     }
-    assert (flat.flags, flat.quant, flat.scale_block, flat.scale_layout) == (0, 0, 0, 0)
+    assert (flat.flags, flat.quant, flat.scale_block, flat.scale_layout, flat.send_sms) == (0, 0, 0, 0, 0)
+    assert (fp8.send_sms, fp8.reserved0) == (4, 0)  # ABI 2.1
     assert flat.acc_expert_counts.contents.dtype == _ffi.EPC_DTYPE_INT64 and a0[2].value == STREAM
     assert fp8.flags == _ffi.EPC_STEP_SEND_ONLY | _ffi.EPC_DISPATCH_POW2_SCALES
     assert fp8.quant == _ffi.EPC_QUANT_FP8 and a1[2].value is None  # stream=0: the legacy default
@@ -375,7 +376,7 @@ def test_dispatch_fills_every_field_by_name(dead_handle, seen):
 
 def test_combine_and_complete_fill_their_fields(dead_handle, seen):
     dead_handle.combine(**combine(), stream=STREAM)
-    dead_handle.combine(**combine(True), weighting=epcomm.Weighting.NONE, send_only=True, stream=0x6000)
+    dead_handle.combine(**combine(True), weighting=epcomm.Weighting.NONE, send_only=True, send_sms=1, stream=0x6000)
     dead_handle.complete(stream=0x7000)
     (n0, a0), (n1, a1), (n2, a2) = seen
     assert n0 == n1 == "epc_combine" and n2 == "epc_complete"
@@ -397,6 +398,7 @@ def test_combine_and_complete_fill_their_fields(dead_handle, seen):
         "out_topk_weights": 2,
     }
     assert (backward.flags, backward.weighting) == (_ffi.EPC_STEP_SEND_ONLY, _ffi.EPC_WEIGHTING_NONE)
+    assert (plain.send_sms, backward.send_sms, backward.reserved0) == (0, 1, 0)  # ABI 2.1
     assert len(a2) == 3 and a2[1].value == 0 and a2[2].value == 0x7000  # flags 0, the stream
     assert len(dead_handle._in_flight) == 4  # noqa: SLF001 (complete keeps the send-only tensors)
 
@@ -406,7 +408,7 @@ def test_every_struct_field_is_a_keyword():
     dispatch = inspect.signature(epcomm.Handle.dispatch).parameters
     combine_ = inspect.signature(epcomm.Handle.combine).parameters
     create = inspect.signature(epcomm.Handle.create).parameters
-    scalar = {"struct_size", "abi_version", "flags"}
+    scalar = {"struct_size", "abi_version", "flags", "reserved0"}  # reserved: 0, no keyword
     assert {n for n, _ in _ffi.EpcDispatchArgs._fields_} - scalar <= set(dispatch)
     assert {n for n, _ in _ffi.EpcCombineArgs._fields_} - scalar <= set(combine_)
     assert {n for n, _ in _ffi.EpcHandleConfig._fields_} - {"struct_size", "abi_version"} <= set(create)

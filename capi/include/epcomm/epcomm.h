@@ -73,7 +73,7 @@ extern "C" {
  * what an earlier minor defined. */
 
 #define EPC_ABI_MAJOR 2
-#define EPC_ABI_MINOR 0
+#define EPC_ABI_MINOR 1
 #define EPC_ABI_PATCH 0
 #define EPC_ABI_VERSION ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 + EPC_ABI_PATCH))
 
@@ -537,7 +537,9 @@ EPC_API EpcStatus epc_handle_update(EpcHandle* handle, const EpcRouting* routing
 EPC_API EpcStatus epc_handle_query(const EpcHandle* handle, EpcHandleInfo* out_info);
 
 /* Free the handle's device memory after the work queued on the device has finished. A
- * handle with a step pending gives up its slot.
+ * handle with a step pending gives up its slot; on HT groups (2.1) this rank then ends the
+ * sent step without reading what peers sent for it (its outputs stay undefined), so that
+ * the group's next steps go on.
  *   handle  in  NULL: no-op
  * Kind: local. Order: blocking (waits for the device). Graphs: not capturable.
  * Threads: group-exclusive. Since: 2.0. */
@@ -599,7 +601,10 @@ typedef uint32_t EpcWeighting;
 
 #define EPC_STEP_SEND_ONLY 0x1u       /* dispatch and combine: queue only the sending half;
                                          epc_complete on the handle writes the outputs.
-                                         Served in 2.0 on LL groups */
+                                         Served in 2.0 on LL groups; 2.1 also serves HT
+                                         groups of one node (across nodes, virtual ones
+                                         included, the fused launch is required:
+                                         EPC_ERR_UNSUPPORTED) */
 #define EPC_DISPATCH_POW2_SCALES 0x2u /* EPC_QUANT_FP8 into FP32 scales: round each scale
                                          up to a power of two */
 
@@ -641,6 +646,13 @@ typedef struct EpcDispatchArgs {
   const EpcTensor* acc_expert_counts;      /* [L] int64: rows per local expert are added
                                               at every step (load-balancer statistics);
                                               the caller zeroes it */
+  /* Since 2.1 (a 2.0 caller's shorter struct gets the defaults) */
+  uint32_t send_sms;  /* SMs the sending launch may occupy, so that kernels overlapping it
+                         keep the others; 0: the group's num_sms; at most num_sms and the
+                         GPU's SM count. With EPC_STEP_SEND_ONLY: the send half's grid
+                         (epc_complete's receive half runs on num_sms); without it, the
+                         whole step's. Outputs do not depend on it */
+  uint32_t reserved0; /* 0 */
 } EpcDispatchArgs;
 
 typedef struct EpcCombineArgs {
@@ -659,6 +671,9 @@ typedef struct EpcCombineArgs {
                                          overlap x */
   const EpcTensor* out_topk_weights;  /* [B, K] fp32: entry k takes the value the rank
                                          hosting its expert sent (0 where masked) */
+  /* Since 2.1 (a 2.0 caller's shorter struct gets the defaults) */
+  uint32_t send_sms;  /* as EpcDispatchArgs.send_sms */
+  uint32_t reserved0; /* 0 */
 } EpcCombineArgs;
 
 /* Send each of this rank's tokens once to every rank hosting one of its unmasked entries,
@@ -668,11 +683,12 @@ typedef struct EpcCombineArgs {
  *   args    in      required; read during the call
  *   stream  in
  * Errors: INVALID_ARGUMENT (a shape, dtype or field), INVALID_USAGE (no routing, a step
- * pending on the handle, or max_pending_steps reached), UNSUPPORTED (a layout, quant or
- * field this library cannot serve yet), CAPACITY (the handle's previous dispatch
- * overflowed under EPC_OVERFLOW_FAIL), the group's sticky failure.
+ * pending on the handle, or max_pending_steps reached; on HT groups, a send-only step of
+ * the same operation pending on another handle of the group, both named), UNSUPPORTED (a
+ * layout, quant or field this library cannot serve yet), CAPACITY (the handle's previous
+ * dispatch overflowed under EPC_OVERFLOW_FAIL), the group's sticky failure.
  * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
- * Threads: group-exclusive. Since: 2.0. */
+ * Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1). */
 EPC_API EpcStatus epc_dispatch(EpcHandle* handle, const EpcDispatchArgs* args, void* stream);
 
 /* Return the expert outputs to their tokens' ranks and reduce them there. On the expert's
@@ -689,17 +705,19 @@ EPC_API EpcStatus epc_dispatch(EpcHandle* handle, const EpcDispatchArgs* args, v
  *   stream  in
  * Errors: as epc_dispatch.
  * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
- * Threads: group-exclusive. Since: 2.0. */
+ * Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1). */
 EPC_API EpcStatus epc_combine(EpcHandle* handle, const EpcCombineArgs* args, void* stream);
 
 /* Finish the handle's pending send-only call: wait on the device for every peer and write
- * the outputs its call named. Handles of a group complete in any order.
+ * the outputs its call named. Handles of a group complete in any order. On HT groups (2.1)
+ * a send-only dispatch and a send-only combine may be pending at once, on two handles; the
+ * receive half runs on the group's num_sms.
  *   handle  in/out  with a step pending
  *   flags   in      reserved, 0
  *   stream  in      ordered after the send-only call (the same stream, or an event)
  * Errors: INVALID_USAGE (nothing pending).
  * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
- * Threads: group-exclusive. Since: 2.0. */
+ * Threads: group-exclusive. Since: 2.0 (HT groups: 2.1). */
 EPC_API EpcStatus epc_complete(EpcHandle* handle, uint32_t flags, void* stream);
 
 /* ---- Function table for dlopen users: dlsym("epc_get_api") is the only symbol needed --- */

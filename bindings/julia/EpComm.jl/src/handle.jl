@@ -214,7 +214,7 @@ step_flags(flags::Integer, send_only::Bool, pow2_scales::Bool = false) =
              x_scales = nothing, x_global_scale = nothing, out_scales = nothing,
              out_topk_idx = nothing, out_topk_weights = nothing, out_expert_counts = nothing,
              out_expert_offsets = nothing, out_rank_counts = nothing, out_num_recv = nothing,
-             out_expert_counts_host = nothing, acc_expert_counts = nothing,
+             out_expert_counts_host = nothing, acc_expert_counts = nothing, send_sms = 0,
              stream = default_stream())
 
 Send each of this rank's tokens to the ranks hosting its unmasked entries and receive this
@@ -235,7 +235,9 @@ handle's capacity, rows as [`info`](@ref) reports, S = H / 128.
     `Int64` (added to at every step; the caller zeroes it).
 
 `send_only = true` (`EPC_STEP_SEND_ONLY`) queues only the sending half; [`complete`](@ref)
-writes the outputs. Collective over the group; stream-ordered; graph-capturable. Errors:
+writes the outputs. `send_sms` (ABI 2.1): the SMs the sending launch may occupy (the send
+half's grid with `send_only`, else the whole step's); 0: the group's `num_sms`; outputs do
+not depend on it. Collective over the group; stream-ordered; graph-capturable. Errors:
 `EPC_ERR_INVALID_ARGUMENT` (a shape, dtype or field), `EPC_ERR_INVALID_USAGE` (no routing, a
 step pending), `EPC_ERR_UNSUPPORTED` (not served yet), `EPC_ERR_CAPACITY` (the previous
 dispatch overflowed).
@@ -247,14 +249,15 @@ function dispatch(h::Handle; x, out_x, topk_weights = nothing, quant = :none, fl
                   out_expert_counts = nothing, out_expert_offsets = nothing,
                   out_rank_counts = nothing, out_num_recv = nothing,
                   out_expert_counts_host = nothing, acc_expert_counts = nothing,
-                  stream = default_stream())
+                  send_sms::Integer = 0, stream = default_stream())
     fields = TensorFields((; x, x_scales, x_global_scale, topk_weights, out_x, out_scales,
                            out_topk_idx, out_topk_weights, out_expert_counts, out_expert_offsets,
                            out_rank_counts, out_num_recv, out_expert_counts_host, acc_expert_counts))
     GC.@preserve fields stream begin
         args = extensible(EpcDispatchArgs; flags = step_flags(flags, send_only, pow2_scales),
                           quant = quant_code(quant), scale_block,
-                          scale_layout = scale_layout_code(scale_layout), pointers(fields)...)
+                          scale_layout = scale_layout_code(scale_layout), send_sms = UInt32(send_sms),
+                          pointers(fields)...)
         check(epc_dispatch(handle(h), Ref(args), stream_pointer(stream)), :epc_dispatch)
     end
     h.in_flight = fields.tensors
@@ -264,7 +267,7 @@ end
 """
     combine(h::Handle; x, out, weighting = :default, flags = 0, send_only = false,
             topk_weights = nothing, home_topk_weights = nothing, out_topk_weights = nothing,
-            stream = default_stream())
+            send_sms = 0, stream = default_stream())
 
 Return the expert outputs to their tokens' ranks and reduce them there (`epc_combine`),
 keywords as `EpcCombineArgs`' fields: `x` the expert outputs in dispatch `out_x`'s shape,
@@ -275,15 +278,16 @@ rank the partials are summed in `Float32` over ranks in ascending order and roun
 `out`'s dtype. Tokens sent nowhere get zeros. On high-throughput groups this is also the
 backward of dispatch: `topk_weights` (dispatch `out_topk_weights`' shape) and
 `out_topk_weights` `[B, K]` carry the weights' gradients back, both or neither.
-`send_only`, collectiveness, stream and errors as for [`dispatch`](@ref).
+`send_only`, `send_sms`, collectiveness, stream and errors as for [`dispatch`](@ref).
 """
 function combine(h::Handle; x, out, weighting = :default, flags::Integer = 0,
                  send_only::Bool = false, topk_weights = nothing, home_topk_weights = nothing,
-                 out_topk_weights = nothing, stream = default_stream())
+                 out_topk_weights = nothing, send_sms::Integer = 0, stream = default_stream())
     fields = TensorFields((; x, topk_weights, home_topk_weights, out, out_topk_weights))
     GC.@preserve fields stream begin
         args = extensible(EpcCombineArgs; flags = step_flags(flags, send_only),
-                          weighting = weighting_code(weighting), pointers(fields)...)
+                          weighting = weighting_code(weighting), send_sms = UInt32(send_sms),
+                          pointers(fields)...)
         check(epc_combine(handle(h), Ref(args), stream_pointer(stream)), :epc_combine)
     end
     h.in_flight = fields.tensors

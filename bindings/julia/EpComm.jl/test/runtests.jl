@@ -51,6 +51,12 @@ end
         @test fieldtype(EpcDispatchArgs, :out_x) == Ptr{EpcTensor}
     end
 
+    @testset "2.1 fields appended after 2.0's (capi/abi.json 2.1.0)" begin
+        offset(T, f) = fieldoffset(T, findfirst(==(f), fieldnames(T)))
+        @test offset(EpcDispatchArgs, :send_sms) == 136 && sizeof(EpcDispatchArgs) == 144
+        @test offset(EpcCombineArgs, :send_sms) == 56 && sizeof(EpcCombineArgs) == 64
+    end
+
     @testset "plan_query: 4 ranks, 256 experts, hidden 7168" begin
         config = GroupConfig(num_experts = 256, hidden = 7168)
         plan = plan_query(config; nranks = 4)

@@ -84,6 +84,7 @@ pub struct Dispatch<'t> {
     out_num_recv: Option<TensorRef<'t>>,
     out_expert_counts_host: Option<TensorRef<'t>>,
     acc_expert_counts: Option<TensorRef<'t>>,
+    send_sms: u32,
 }
 
 impl<'t> Dispatch<'t> {
@@ -109,6 +110,7 @@ impl<'t> Dispatch<'t> {
             out_num_recv: None,
             out_expert_counts_host: None,
             acc_expert_counts: None,
+            send_sms: 0,
         }
     }
 
@@ -227,6 +229,15 @@ impl<'t> Dispatch<'t> {
         self
     }
 
+    /// The SMs the sending launch may occupy (ABI 2.1): the send half's grid with
+    /// [`send_only`](Dispatch::send_only), else the whole step's; 0 (the default): the
+    /// group's `num_sms`; at most that and the GPU's SM count. Outputs do not depend on it;
+    /// a 2.0 library refuses a non-zero value (`ABI_MISMATCH`).
+    pub fn send_sms(mut self, sms: u32) -> Self {
+        self.send_sms = sms;
+        self
+    }
+
     /// The flags as set.
     pub fn get_flags(&self) -> DispatchFlags {
         self.flags
@@ -255,6 +266,8 @@ impl<'t> Dispatch<'t> {
             out_num_recv: optional(&self.out_num_recv),
             out_expert_counts_host: optional(&self.out_expert_counts_host),
             acc_expert_counts: optional(&self.acc_expert_counts),
+            send_sms: self.send_sms,
+            reserved0: 0,
         }
     }
 }
@@ -273,6 +286,7 @@ pub struct Combine<'t> {
     home_topk_weights: Option<TensorRef<'t>>,
     out: TensorRef<'t>,
     out_topk_weights: Option<TensorRef<'t>>,
+    send_sms: u32,
 }
 
 impl<'t> Combine<'t> {
@@ -287,6 +301,7 @@ impl<'t> Combine<'t> {
             home_topk_weights: None,
             out,
             out_topk_weights: None,
+            send_sms: 0,
         }
     }
 
@@ -329,6 +344,12 @@ impl<'t> Combine<'t> {
         self
     }
 
+    /// As [`Dispatch::send_sms`] (ABI 2.1).
+    pub fn send_sms(mut self, sms: u32) -> Self {
+        self.send_sms = sms;
+        self
+    }
+
     /// The flags as set.
     pub fn get_flags(&self) -> CombineFlags {
         self.flags
@@ -346,6 +367,8 @@ impl<'t> Combine<'t> {
             home_topk_weights: optional(&self.home_topk_weights),
             out: self.out.as_raw(),
             out_topk_weights: optional(&self.out_topk_weights),
+            send_sms: self.send_sms,
+            reserved0: 0,
         }
     }
 }
@@ -378,6 +401,7 @@ mod tests {
         assert_eq!((data(bare.x), data(bare.out_x)), (1, 2));
         assert_eq!((bare.flags, bare.quant, bare.scale_block, bare.scale_layout), (0, 0, 0, 0));
         assert!(bare.x_scales.is_null() && bare.topk_weights.is_null() && bare.acc_expert_counts.is_null());
+        assert_eq!((bare.send_sms, bare.reserved0), (0, 0));
 
         let args = Dispatch::new(tensor(1), tensor(2))
             .quant(Quant::FP8)
@@ -396,8 +420,10 @@ mod tests {
             .out_expert_counts_host(tensor(13))
             .acc_expert_counts(tensor(14))
             .send_only()
-            .pow2_scales();
+            .pow2_scales()
+            .send_sms(4);
         let raw = args.to_raw();
+        assert_eq!((raw.send_sms, raw.reserved0), (4, 0));
         assert_eq!(raw.flags, sys::EPC_STEP_SEND_ONLY | sys::EPC_DISPATCH_POW2_SCALES);
         assert_eq!(args.get_flags(), DispatchFlags::SEND_ONLY | DispatchFlags::POW2_SCALES);
         assert_eq!((raw.quant, raw.scale_block), (sys::EPC_QUANT_FP8, 128));
@@ -442,8 +468,10 @@ mod tests {
             .topk_weights(tensor(3))
             .home_topk_weights(tensor(4))
             .out_topk_weights(tensor(5))
-            .send_only();
+            .send_only()
+            .send_sms(1);
         let raw = args.to_raw();
+        assert_eq!((raw.send_sms, raw.reserved0), (1, 0));
         assert_eq!((raw.flags, raw.weighting), (sys::EPC_STEP_SEND_ONLY, sys::EPC_WEIGHTING_HOME));
         let tags: Vec<usize> =
             [raw.x, raw.out, raw.topk_weights, raw.home_topk_weights, raw.out_topk_weights]
