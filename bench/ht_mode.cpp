@@ -267,7 +267,14 @@ class HtMode final : public Mode {
       args.x_scales = &t.x_scales;
       args.out_scales = &t.out_scales;
     }
-    TRY_EPC(epc_dispatch(h, &args, st), "epc_dispatch");
+    if (o_.send_only) {
+      args.flags = EPC_STEP_SEND_ONLY;
+      TRY_EPC(epc_dispatch(h, &args, st), "epc_dispatch (send-only)");
+      if (m) m->record(iter, kDispatchSent, st);
+      TRY_EPC(epc_complete(h, 0, st), "epc_complete after dispatch");
+    } else {
+      TRY_EPC(epc_dispatch(h, &args, st), "epc_dispatch");
+    }
     if (m) m->record(iter, kDispatchDone, st);
     return true;
   }
@@ -279,7 +286,14 @@ class HtMode final : public Mode {
     args.out = &t.out;
     // Expert-packed: a token's rows on each rank summed as given (1.0 each), as flat's are.
     if (packed_) args.weighting = EPC_WEIGHTING_NONE;
-    TRY_EPC(epc_combine(h, &args, st), "epc_combine");
+    if (o_.send_only) {
+      args.flags = EPC_STEP_SEND_ONLY;
+      TRY_EPC(epc_combine(h, &args, st), "epc_combine (send-only)");
+      if (m) m->record(iter, kCombineSent, st);
+      TRY_EPC(epc_complete(h, 0, st), "epc_complete after combine");
+    } else {
+      TRY_EPC(epc_combine(h, &args, st), "epc_combine");
+    }
     if (m) m->record(iter, kCombineDone, st);
     return true;
   }

@@ -261,8 +261,9 @@ const std::vector<Flag>& flags() {
       {"--graph-replays", "N", "timed replays of the captured graph. Default 5.",
        int_flag(&Options::graph_replays, 1, 10000)},
       {"--send-only", nullptr,
-       "LL: run our dispatch and combine as EPC_STEP_SEND_ONLY + epc_complete and time both "
-       "halves (HT has no send-only split; refused with --mode=ht). Default off.",
+       "run our dispatch and combine as EPC_STEP_SEND_ONLY + epc_complete on one stream and "
+       "time both halves (HT: groups of one node, so not with --virtual-node-size below the "
+       "rank count). Default off.",
        switch_flag(&Options::send_only)},
       {"--baseline", nullptr,
        "measure the NCCL host-API baseline at every point (count exchange, host sync, pack "
@@ -376,12 +377,6 @@ bool validate(const Options& o, std::string& error) {
             " allows at most " + std::to_string(mode_max) + " tokens per rank";
     return false;
   }
-  if (ht && o.send_only) {
-    error =
-        "--send-only does not apply to --mode=ht: high-throughput dispatch and combine have no "
-        "send-only split (EPC_STEP_SEND_ONLY is served on low-latency groups only)";
-    return false;
-  }
   if (ht && o.pow2_scales) {
     error =
         "--fp8-pow2-scales does not apply to --mode=ht: HT fp8 takes the caller's e4m3 rows "
@@ -400,6 +395,12 @@ bool validate(const Options& o, std::string& error) {
 
 bool check_virtual_node_size(const Options& o, int nranks, std::string& error) {
   const int n = o.virtual_node_size;
+  if (o.mode == "ht" && o.send_only && n != 0 && n < nranks) {
+    error = "--send-only with --mode=ht needs one node, and --virtual-node-size=" + std::to_string(n) + " splits the " +
+            std::to_string(nranks) + " ranks into " + std::to_string(nranks / n) +
+            " (high-throughput steps across nodes need the fused launch)";
+    return false;
+  }
   if (n == 0 || (nranks > 0 && n <= nranks && nranks % n == 0)) return true;
   error = "--virtual-node-size=" + std::to_string(n) + " does not divide the rank count " + std::to_string(nranks) +
           ": virtual nodes hold the same number of consecutive ranks (use a "

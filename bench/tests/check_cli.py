@@ -7,7 +7,7 @@
 Checks: --help exits 0 and documents every flag; with the GPUs hidden
 (CUDA_VISIBLE_DEVICES="") the benchmark exits 1 with a message naming the missing GPU and no
 crash; --mode=ht (bf16 and fp8, either sizing) and --dtype=fp8 are accepted and stop at the
-GPU check; flags that do not apply to HT (--send-only, --fp8-pow2-scales), bad flags and a
+GPU check; a flag that does not apply to HT (--fp8-pow2-scales), bad flags and a
 --virtual-node-size that does not divide --ranks exit 2 naming the flag.
 """
 
@@ -89,7 +89,6 @@ def main():
         )
 
     for args, name in (
-        (["--mode=ht", "--send-only"], "--send-only"),
         (["--mode=ht", "--dtype=fp8", "--fp8-pow2-scales"], "--fp8-pow2-scales"),
         (["--tokens=2048"], "--mode=ll allows at most 1024"),
         (["--mode=ht", "--ht-sizing=lazy"], "--ht-sizing"),

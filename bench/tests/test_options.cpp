@@ -180,7 +180,6 @@ TEST(Options, BadValuesAreRefusedByName) {
       {{"--large-iters=0"}, "--large-iters"},
       {{"--max-tokens=2048"}, "--max-tokens"},
       {{"--mode=ht", "--tokens=65537"}, "--tokens"},
-      {{"--mode=ht", "--send-only"}, "--send-only does not apply to --mode=ht"},
       {{"--mode=ht", "--dtype=fp8", "--fp8-pow2-scales"}, "--fp8-pow2-scales does not apply"},
       {{"--virtual-node-size=-1"}, "--virtual-node-size"},
       {{"--virtual-node-size=two"}, "--virtual-node-size"},
@@ -218,6 +217,24 @@ TEST(Options, VirtualNodeSizeMustDivideTheRankCount) {
   EXPECT_FALSE(check_virtual_node_size(o, 2, error));  // larger than the world
   o.virtual_node_size = 0;                             // off: any rank count
   for (int ranks : {1, 3, 7}) EXPECT_TRUE(check_virtual_node_size(o, ranks, error)) << ranks;
+}
+
+// HT send-only is served on groups of one node: with virtual nodes splitting the ranks it
+// is refused naming both flags; one node of every rank, or LL, is fine.
+TEST(Options, HighThroughputSendOnlyNeedsOneNode) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"--mode=ht", "--send-only"}, o, error)) << error;
+  EXPECT_TRUE(o.send_only);
+  EXPECT_TRUE(check_virtual_node_size(o, 4, error));
+  o.virtual_node_size = 2;
+  EXPECT_FALSE(check_virtual_node_size(o, 4, error));
+  EXPECT_NE(error.find("--send-only with --mode=ht needs one node"), std::string::npos) << error;
+  o.virtual_node_size = 4;
+  EXPECT_TRUE(check_virtual_node_size(o, 4, error));
+  o.mode = "ll";
+  o.virtual_node_size = 2;
+  EXPECT_TRUE(check_virtual_node_size(o, 4, error));
 }
 
 TEST(Options, HelpSkipsValidation) {
