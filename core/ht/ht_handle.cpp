@@ -226,7 +226,7 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
 
 void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
   group_.check_healthy();
-  require_ready("epc_handle_update", /*starts_step=*/false, /*dispatch=*/false);
+  require_ready("epc_handle_update", /*starts_step=*/false, /*dispatch=*/false, /*send_only=*/false);
   const int topk = routing_topk(group_, topk_idx, topk_);
   compute_layout(topk_idx, topk, stream);
 }
@@ -235,7 +235,7 @@ void HtHandle::require_routed(const char* call) const {
   if (topk_ == 0) fail_usage(format("%s: handle %p has no routing yet; call epc_handle_update first", call, id_));
 }
 
-void HtHandle::require_ready(const char* call, bool starts_step, bool dispatch) const {
+void HtHandle::require_ready(const char* call, bool starts_step, bool dispatch, bool send_only) const {
   if (pending_ != EPC_PENDING_NONE) {
     fail_usage(format("%s: handle %p has a send-only %s pending; call epc_complete on it first", call, id_,
                       pending_ == EPC_PENDING_DISPATCH ? "dispatch" : "combine"));
@@ -246,17 +246,26 @@ void HtHandle::require_ready(const char* call, bool starts_step, bool dispatch) 
   if (owner != nullptr) {
     fail_usage(
         format("%s on handle %p: handle %p of this high-throughput group has a send-only %s pending, whose "
-               "slots and step a second %s would reuse; call epc_complete on handle %p first (a send-only %s "
-               "may stay pending beside it)",
-               call, id_, owner, operation, operation, owner, dispatch ? "combine" : "dispatch"));
+               "slots and step a second %s would reuse; call epc_complete on handle %p first",
+               call, id_, owner, operation, operation, owner));
+  }
+  // The other operation's pending step, if any, counts against max_pending_steps.
+  const void* other = steps_.pending_owner(!dispatch);
+  const uint32_t limit = group_.config().max_pending_steps;
+  if (send_only && other != nullptr && limit < 2) {
+    fail_usage(
+        format("%s with EPC_STEP_SEND_ONLY on handle %p: handle %p of this group has a send-only %s pending, and "
+               "the group allows max_pending_steps = %u; call epc_complete on handle %p first, or queue this "
+               "%s without EPC_STEP_SEND_ONLY",
+               call, id_, other, dispatch ? "combine" : "dispatch", limit, other, operation));
   }
   require_routed(call);
 }
 
 void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   group_.check_healthy();
-  require_ready("epc_dispatch", /*starts_step=*/true, /*dispatch=*/true);
   const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
+  require_ready("epc_dispatch", /*starts_step=*/true, /*dispatch=*/true, send_only);
   if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcDispatchArgs.flags");
   const int blocks =
       resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
@@ -358,8 +367,8 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
 
 void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
-  require_ready("epc_combine", /*starts_step=*/true, /*dispatch=*/false);
   const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
+  require_ready("epc_combine", /*starts_step=*/true, /*dispatch=*/false, send_only);
   if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcCombineArgs.flags");
   const int blocks =
       resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");

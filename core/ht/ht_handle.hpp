@@ -46,8 +46,9 @@ class HtHandle {
   void require_routed(const char* call) const;
   // Refuses a call while this handle has a send-only step pending; for a step (`dispatch`:
   // of that operation, else of combine) also while another handle of the group has one of
-  // the same operation pending, and before any routing.
-  void require_ready(const char* call, bool starts_step, bool dispatch) const;
+  // the same operation pending, a `send_only` step while the other operation has one
+  // pending and max_pending_steps is 1, and a step before any routing.
+  void require_ready(const char* call, bool starts_step, bool dispatch, bool send_only) const;
   // Once the device has run the pending step's sending launch, ends the step on this rank
   // as its receiving launch would, reading nothing (kernels/launch.hpp). Best effort: a
   // failed group or a CUDA error leaves the group to its sticky failure.

@@ -20,8 +20,9 @@ class HtSteps {
 
   // The handle (its caller-visible id) whose send-only dispatch, or combine, is pending, if
   // any. Dispatch and combine have their own slots, flags, acknowledgements and step
-  // counters, so one of each may be pending at once, on two handles; a second step of the
-  // same operation would reuse the pending step's counter value and slots.
+  // counters, so one of each may be pending at once, on two handles, where the group's
+  // max_pending_steps allows two; a second step of the same operation would reuse the
+  // pending step's counter value and slots.
   const void* pending_owner(bool dispatch) const { return dispatch ? pending_dispatch_ : pending_combine_; }
   void set_pending_owner(bool dispatch, const void* owner) {
     (dispatch ? pending_dispatch_ : pending_combine_) = owner;

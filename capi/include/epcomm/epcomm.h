@@ -710,8 +710,9 @@ EPC_API EpcStatus epc_combine(EpcHandle* handle, const EpcCombineArgs* args, voi
 
 /* Finish the handle's pending send-only call: wait on the device for every peer and write
  * the outputs its call named. Handles of a group complete in any order. On HT groups (2.1)
- * a send-only dispatch and a send-only combine may be pending at once, on two handles; the
- * receive half runs on the group's num_sms.
+ * one send-only step per operation may be pending on the group (a dispatch and a combine,
+ * on two handles, where max_pending_steps allows two); the receive half runs on the
+ * group's num_sms.
  *   handle  in/out  with a step pending
  *   flags   in      reserved, 0
  *   stream  in      ordered after the send-only call (the same stream, or an event)
