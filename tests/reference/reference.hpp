@@ -59,6 +59,16 @@
 // expert_counts[L]: number of (received token, entry) pairs per local expert (a duplicate
 // entry counts twice); tokens_from_rank[R]: rows received from each source rank.
 //
+// Receive capacity (HtDispatchOptions::capacity = C > 0, the rows every rank holds; 0: no
+// limit): rank q keeps its rows 0 .. C-1 in the order above, i.e. the lowest (source rank,
+// source token) first, and drops the rest. num_recv stays N, the rows that arrived; rows =
+// min(N, C) is what x, recv_topk_*, src hold; expert_counts and tokens_from_rank count the
+// kept rows only; dropped = N - rows. A dropped row is absent from combine: its rank adds no
+// term for that token (HtLayout::token_row is -1 there). That is EPC_OVERFLOW_DROP. Under
+// EPC_OVERFLOW_FAIL a step in which any rank overflows does nothing on any rank, and every
+// rank reports the same overflow (ht_overflow_seen_by): itself if its receive overflowed,
+// else the lowest rank whose receive did, with that rank's dropped rows.
+//
 // ht_combine: x_per_rank[q] is bf16 [N_q, H], already weighted/reduced by the caller, in
 // ht_dispatch's row order. Output per source rank r: bf16 [B_r, H]:
 //   acc = 0; for each destination rank d ascending that received (r, t):
@@ -252,6 +262,7 @@ struct HtDispatchOptions {
   HtPayload payload = HtPayload::k16Bit;
   PassthroughFormat passthrough;   // with kPassthrough
   bool global_expert_ids = false;  // recv_topk_idx: q*L + local id instead of the local id
+  int64_t capacity = 0;            // rows every rank holds (0: no limit); see "Receive capacity"
 };
 
 struct TokenRef {
@@ -261,28 +272,39 @@ struct TokenRef {
 
 // What rank q holds after HT dispatch.
 struct HtDispatchResult {
-  int num_recv = 0;  // N
+  int num_recv = 0;  // N, the rows that arrived (before any drop)
+  int rows = 0;      // min(N, capacity): the rows held below
+  int dropped = 0;   // N - rows
   bool is_fp8 = false;
-  std::vector<uint16_t> x;                // [N, H] when !is_fp8, else empty
-  std::vector<uint8_t> x_fp8;             // [N, H] when is_fp8, else empty
-  std::vector<float> fp8_scales;          // [N, H/128] when is_fp8, else empty
-  std::vector<uint8_t> x_quant;           // [N, row_bytes] with kPassthrough, else empty
-  std::vector<uint8_t> x_scale_bytes;     // [N, scale_bytes] with kPassthrough, else empty
-  std::vector<int32_t> recv_topk_idx;     // [N, K] local (or global) expert id or -1
-  std::vector<float> recv_topk_weights;   // [N, K] weight or 0.0f
-  std::vector<int32_t> expert_counts;     // [L]
-  std::vector<int32_t> tokens_from_rank;  // [R]
-  std::vector<TokenRef> src;              // [N]
+  std::vector<uint16_t> x;                // [rows, H] when !is_fp8, else empty
+  std::vector<uint8_t> x_fp8;             // [rows, H] when is_fp8, else empty
+  std::vector<float> fp8_scales;          // [rows, H/128] when is_fp8, else empty
+  std::vector<uint8_t> x_quant;           // [rows, row_bytes] with kPassthrough, else empty
+  std::vector<uint8_t> x_scale_bytes;     // [rows, scale_bytes] with kPassthrough, else empty
+  std::vector<int32_t> recv_topk_idx;     // [rows, K] local (or global) expert id or -1
+  std::vector<float> recv_topk_weights;   // [rows, K] weight or 0.0f
+  std::vector<int32_t> expert_counts;     // [L], of the rows held
+  std::vector<int32_t> tokens_from_rank;  // [R], of the rows held
+  std::vector<TokenRef> src;              // [rows]
 };
 
 // The HT routing alone: which row each token occupies on each destination rank.
 struct HtLayout {
-  std::vector<int32_t> num_recv;                // [q]
+  std::vector<int32_t> num_recv;                // [q]: rows that arrived
+  std::vector<int32_t> rows;                    // [q]: rows held (min(num_recv, capacity))
   std::vector<std::vector<int32_t>> token_row;  // [r][t * R + d]: row of (r, t) on rank d,
-                                                // -1 if not sent there
+                                                // -1 if not sent there or dropped
 };
 
-HtLayout ht_layout(const Problem& problem);
+// capacity: rows every rank holds, 0 for no limit ("Receive capacity" above).
+HtLayout ht_layout(const Problem& problem, int64_t capacity = 0);
+
+// The overflow rank q reports ("Receive capacity"): rank -1 and 0 rows for none.
+struct HtOverflow {
+  int32_t rank = -1;
+  int64_t rows = 0;
+};
+HtOverflow ht_overflow_seen_by(const HtLayout& layout, int q);
 
 // One result per receiving rank q (index q).
 std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispatchOptions& options = {});
@@ -293,10 +315,12 @@ struct HtCombineResult {
   std::vector<std::vector<float>> topk_weights;  // per r: [B_r, K]; empty if not requested
 };
 
-// x_per_rank[q]: bf16 [N_q, H]. topk_weights_per_rank: empty (no backward weights) or, per
-// q, float [N_q, K].
+// x_per_rank[q]: bf16 [rows_q, H]. topk_weights_per_rank: empty (no backward weights) or,
+// per q, float [rows_q, K].
 // node_size: 0 (one node) or ranks per node; see "Across nodes" above.
+// capacity: as in HtDispatchOptions (dropped rows add no term).
 HtCombineResult ht_combine(const Problem& problem, const std::vector<std::vector<uint16_t>>& x_per_rank,
-                           const std::vector<std::vector<float>>& topk_weights_per_rank = {}, int node_size = 0);
+                           const std::vector<std::vector<float>>& topk_weights_per_rank = {}, int node_size = 0,
+                           int64_t capacity = 0);
 
 }  // namespace epc::ref

@@ -37,22 +37,23 @@ void validate_combine_input(const Problem& p, const HtLayout& layout,
                    " ranks, expected 0 (no backward weights) or " + std::to_string(p.nranks));
   }
   for (int q = 0; q < p.nranks; ++q) {
-    const std::size_t rows = static_cast<std::size_t>(layout.num_recv[q]);
+    const std::size_t rows = static_cast<std::size_t>(layout.rows[q]);
     if (x_per_rank[q].size() != rows * p.hidden) {
       reject_combine("x_per_rank[" + std::to_string(q) + "] has " + std::to_string(x_per_rank[q].size()) +
-                     " elements, expected num_recv * " + "hidden = " + std::to_string(rows * p.hidden));
+                     " elements, expected rows * " + "hidden = " + std::to_string(rows * p.hidden));
     }
     if (!w_per_rank.empty() && w_per_rank[q].size() != rows * p.topk) {
       reject_combine("topk_weights_per_rank[" + std::to_string(q) + "] has " + std::to_string(w_per_rank[q].size()) +
-                     " elements, expected num_recv * " + "topk = " + std::to_string(rows * p.topk));
+                     " elements, expected rows * " + "topk = " + std::to_string(rows * p.topk));
     }
   }
 }
 
 }  // namespace
 
-HtLayout ht_layout(const Problem& problem) {
+HtLayout ht_layout(const Problem& problem, int64_t capacity) {
   validate_problem(problem);
+  if (capacity < 0) throw std::invalid_argument("ht_layout: capacity must be >= 0 (0: no limit)");
   const Problem& p = problem;
   HtLayout layout;
   layout.num_recv.assign(p.nranks, 0);
@@ -70,16 +71,38 @@ HtLayout ht_layout(const Problem& problem) {
         if (expert != -1) sent_to[p.rank_of_expert(expert)] = true;
       }
       for (int d = 0; d < p.nranks; ++d) {
-        if (sent_to[d]) layout.token_row[r][token_rank_index(p, t, d)] = layout.num_recv[d]++;
+        if (!sent_to[d]) continue;
+        // Row numbers past the capacity are dropped (the lowest (r, t) are kept first).
+        const int32_t row = layout.num_recv[d]++;
+        layout.token_row[r][token_rank_index(p, t, d)] = capacity == 0 || row < capacity ? row : -1;
       }
     }
+  }
+  layout.rows.resize(p.nranks);
+  for (int q = 0; q < p.nranks; ++q) {
+    layout.rows[q] =
+        capacity == 0 ? layout.num_recv[q] : static_cast<int32_t>(std::min<int64_t>(layout.num_recv[q], capacity));
   }
   return layout;
 }
 
+HtOverflow ht_overflow_seen_by(const HtLayout& layout, int q) {
+  auto over = [&layout](int d) { return static_cast<int64_t>(layout.num_recv[d]) - layout.rows[d]; };
+  HtOverflow o;
+  if (over(q) > 0) {
+    o.rank = q;
+  } else {
+    for (int d = 0; d < static_cast<int>(layout.num_recv.size()) && o.rank < 0; ++d) {
+      if (over(d) > 0) o.rank = d;
+    }
+  }
+  if (o.rank >= 0) o.rows = over(o.rank);
+  return o;
+}
+
 std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispatchOptions& options) {
   const Problem& p = problem;
-  const HtLayout layout = ht_layout(p);  // validates the problem
+  const HtLayout layout = ht_layout(p, options.capacity);  // validates the problem
   const bool fp8 = options.payload == HtPayload::kFp8;
   const bool passthrough = options.payload == HtPayload::kPassthrough;
   std::size_t row_bytes = 0, scale_bytes = 0;
@@ -100,8 +123,10 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispat
   std::vector<HtDispatchResult> results(p.nranks);
   for (int q = 0; q < p.nranks; ++q) {
     HtDispatchResult& out = results[q];
-    const std::size_t rows = static_cast<std::size_t>(layout.num_recv[q]);
+    const std::size_t rows = static_cast<std::size_t>(layout.rows[q]);
     out.num_recv = layout.num_recv[q];
+    out.rows = layout.rows[q];
+    out.dropped = layout.num_recv[q] - layout.rows[q];
     out.is_fp8 = fp8;
     if (passthrough) {
       out.x_quant.assign(rows * row_bytes, 0);
@@ -154,9 +179,10 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispat
 }
 
 HtCombineResult ht_combine(const Problem& problem, const std::vector<std::vector<uint16_t>>& x_per_rank,
-                           const std::vector<std::vector<float>>& topk_weights_per_rank, int node_size) {
+                           const std::vector<std::vector<float>>& topk_weights_per_rank, int node_size,
+                           int64_t capacity) {
   const Problem& p = problem;
-  const HtLayout layout = ht_layout(p);  // validates the problem
+  const HtLayout layout = ht_layout(p, capacity);  // validates the problem
   if (node_size == 0) node_size = p.nranks;
   if (node_size < 1 || p.nranks % node_size != 0) {
     throw std::invalid_argument("ht_combine: node_size must divide nranks (or be 0)");
@@ -208,8 +234,9 @@ HtCombineResult ht_combine(const Problem& problem, const std::vector<std::vector
         const int64_t expert = rank.topk_idx[entry_index(p, t, k)];
         if (expert == -1) continue;
         const int d = p.rank_of_expert(expert);
-        const std::size_t row = static_cast<std::size_t>(layout.token_row[r][token_rank_index(p, t, d)]);
-        result.topk_weights[r][t * K + k] = topk_weights_per_rank[d][row * K + k];
+        const int32_t row = layout.token_row[r][token_rank_index(p, t, d)];
+        if (row == -1) continue;  // dropped there
+        result.topk_weights[r][t * K + k] = topk_weights_per_rank[d][static_cast<std::size_t>(row) * K + k];
       }
     }
   }
