@@ -164,12 +164,24 @@ void check_config_for_ranks(const GroupConfig& c, int nranks) {
                "can arrive, so it must not be larger",
                static_cast<unsigned long long>(c.recv_capacity), static_cast<unsigned long long>(worst)));
   }
-  if (c.recv_capacity != 0 && c.recv_capacity < worst) {
+  if (c.mode == EPC_MODE_LOW_LATENCY && c.recv_capacity != 0 && c.recv_capacity < worst) {
     fail(EPC_ERR_UNSUPPORTED,
          format("EpcGroupConfig.recv_capacity is %llu, below the %llu tokens (ranks * max_tokens_per_rank) that can "
-                "arrive; receive windows smaller than the worst case are not served in ABI %d.%d (pass 0)",
+                "arrive; low-latency windows hold the worst case by construction in ABI %d.%d (pass 0)",
                 static_cast<unsigned long long>(c.recv_capacity), static_cast<unsigned long long>(worst), EPC_ABI_MAJOR,
                 EPC_ABI_MINOR));
+  }
+}
+
+void check_capacity_for_nodes(const GroupConfig& c, int nranks, int num_nodes) {
+  const uint64_t worst = c.worst_case_recv(nranks);
+  if (c.recv_capacity != 0 && c.recv_capacity < worst && num_nodes > 1) {
+    fail(EPC_ERR_UNSUPPORTED,
+         format("EpcGroupConfig.recv_capacity is %llu, below the %llu tokens (ranks * max_tokens_per_rank) that can "
+                "arrive; ABI %d.%d serves such windows on groups of one node, and this group spans %d nodes "
+                "(pass 0, or set virtual_node_size to 0)",
+                static_cast<unsigned long long>(c.recv_capacity), static_cast<unsigned long long>(worst), EPC_ABI_MAJOR,
+                EPC_ABI_MINOR, num_nodes));
   }
 }
 

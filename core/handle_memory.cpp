@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/handle_memory.hpp"
 
+#include "kernels/wire/ht_capacity.hpp"
 #include "kernels/wire/ht_message.hpp"
 
 namespace epc {
@@ -26,9 +27,10 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
 }
 
 uint64_t HtHandleSizes::bytes() const {
-  return (topk_idx + token_row + chunk_start + entry_counts + recv_count + recv_base + source_tokens + expert_counts +
-          forwarded_rows + forwarded_topk) *
-         sizeof(int32_t);
+  return (topk_idx + token_row + chunk_start + entry_counts + recv_count + recv_base + send_slot + recv_slot +
+          source_tokens + expert_counts + forwarded_rows + forwarded_topk) *
+             sizeof(int32_t) +
+         sizeof(kernels::HtOverflowState);
 }
 
 HtHandleSizes ht_handle_sizes(const GroupConfig& c, const Topology& t) {
@@ -44,6 +46,8 @@ HtHandleSizes ht_handle_sizes(const GroupConfig& c, const Topology& t) {
   s.entry_counts = c.num_experts;
   s.recv_count = R;
   s.recv_base = R + 1;
+  s.send_slot = R;
+  s.recv_slot = R;
   s.source_tokens = R;
   s.expert_counts = c.local_experts(t.nranks);
   s.forwarded_rows = nodes > 1 ? nodes * T * static_cast<size_t>(t.node_size) : 0;

@@ -30,17 +30,19 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& config, int nranks);
 
 // High throughput: the routing and its layout (kernels/wire/ht_params.hpp, HtHandleArrays).
 struct HtHandleSizes {
-  size_t topk_idx;        // int32 [T, max_topk]
-  size_t token_row;       // int32 [T, R]
-  size_t chunk_start;     // int32 [chunks + 1, R]
-  size_t entry_counts;    // int32 [num_experts]
-  size_t recv_count;      // int32 [R]
-  size_t recv_base;       // int32 [R + 1]
-  size_t source_tokens;   // int32 [R]
-  size_t expert_counts;   // int32 [L]
-  size_t forwarded_rows;  // int32 [nodes, T, node size], with several nodes
-  size_t forwarded_topk;  // int32 [nodes, T, max_topk], with several nodes
-  uint64_t bytes() const;
+  size_t topk_idx;         // int32 [T, max_topk]
+  size_t token_row;        // int32 [T, R]
+  size_t chunk_start;      // int32 [chunks + 1, R]
+  size_t entry_counts;     // int32 [num_experts]
+  size_t recv_count;       // int32 [R]
+  size_t recv_base;        // int32 [R + 1]
+  size_t send_slot;        // int32 [R]
+  size_t recv_slot;        // int32 [R]
+  size_t source_tokens;    // int32 [R]
+  size_t expert_counts;    // int32 [L]
+  size_t forwarded_rows;   // int32 [nodes, T, node size], with several nodes
+  size_t forwarded_topk;   // int32 [nodes, T, max_topk], with several nodes
+  uint64_t bytes() const;  // with one kernels::HtOverflowState
 };
 HtHandleSizes ht_handle_sizes(const GroupConfig& config, const Topology& topology);
 

@@ -2,6 +2,7 @@
 #include "core/plan.hpp"
 
 #include "core/error.hpp"
+#include "kernels/wire/ht_capacity.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_message.hpp"
 
@@ -24,8 +25,20 @@ uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {
   return kernels::ll_count_table_bytes(nranks, static_cast<int>(c.local_experts(nranks)));
 }
 
+uint64_t ht_layout_round2_signals(int nranks) { return static_cast<uint64_t>(nranks) * sizeof(uint64_t); }
+
 uint64_t ht_layout_words_offset(int nranks) {
-  return kernels::ht_align16(static_cast<uint64_t>(nranks) * sizeof(uint64_t));
+  return kernels::ht_align16(2 * static_cast<uint64_t>(nranks) * sizeof(uint64_t));
+}
+
+uint64_t ht_layout_round2_words_offset(int nranks, int local_experts) {
+  return ht_layout_words_offset(nranks) +
+         static_cast<uint64_t>(nranks) * static_cast<uint64_t>(kernels::ht_layout_words(nranks, local_experts)) * 4;
+}
+
+uint64_t ht_layout_slot_bytes(int nranks, int local_experts) {
+  return ht_layout_round2_words_offset(nranks, local_experts) +
+         static_cast<uint64_t>(nranks) * static_cast<uint64_t>(local_experts) * 4;
 }
 
 uint64_t ht_acks_offset(const GroupConfig& c, int nranks) {

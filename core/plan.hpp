@@ -83,10 +83,16 @@ uint32_t ll_message_header_bytes(const GroupConfig& config);
 // messages.
 uint64_t ll_count_table_bytes(const GroupConfig& config, int nranks);
 
-// High-throughput: where a layout slot's count words start (after its signals); where the
-// acknowledgements start inside a signal region, and that region's size.
+// High-throughput: a layout slot holds [R] uint64 signals, [R] uint64 signals of round two
+// (kernels/wire/ht_params.hpp, HtLayoutParams), then [R][ht_layout_words] uint32 words and
+// [R][L] uint32 words of round two. Where round two's signals, the words and round two's
+// words start; the slot's bytes. Where the acknowledgements start inside a signal region,
+// and that region's size.
 using kernels::kHtLayoutSlots;
+uint64_t ht_layout_round2_signals(int nranks);
 uint64_t ht_layout_words_offset(int nranks);
+uint64_t ht_layout_round2_words_offset(int nranks, int local_experts);
+uint64_t ht_layout_slot_bytes(int nranks, int local_experts);
 uint64_t ht_acks_offset(const GroupConfig& config, int nranks);
 uint64_t ht_signal_bytes(const GroupConfig& config, int nranks);
 

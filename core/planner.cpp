@@ -72,10 +72,10 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
   plan.num_slots = 1;
   plan.message_bytes = dispatch.bytes;
   for (uint32_t s = 0; s < kHtLayoutSlots; ++s) {
-    b.add(EPC_REGION_LAYOUT, s, ht_layout_words_offset(t.nranks) + R * (kernels::kHtLayoutHeaderWords + L) * 4,
-          "layout");
+    b.add(EPC_REGION_LAYOUT, s, ht_layout_slot_bytes(t.nranks, static_cast<int>(L)), "layout");
   }
-  b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, R * T * dispatch.bytes, "dispatch_recv");
+  // recv_capacity slots: [R][T] at the default R * T, compact below (ht_capacity.hpp).
+  b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, c.recv_capacity_for(t.nranks) * dispatch.bytes, "dispatch_recv");
   b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "dispatch_signal");
   b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * combine.bytes, "combine_recv");
   b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "combine_signal");
@@ -96,6 +96,7 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   check_topology(topo);
   const Topology t = with_virtual_nodes(topo, c.virtual_node_size);
   check_config_for_ranks(c, t.nranks);
+  check_capacity_for_nodes(c, t.nranks, t.nodes());
   Plan plan;
   plan.mode = c.mode;
   plan.num_sms = c.num_sms;

@@ -99,21 +99,35 @@ HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConf
                             layout_name(s.layout), mode_name(group.mode), EPC_ABI_MAJOR, EPC_ABI_MINOR,
                             layout_name(served), ll ? "" : " and EPC_LAYOUT_EXPERT_PACKED"));
   }
-  // R * T rows (per expert zone for EXPERT_PADDED); EXPERT_PACKED: the rows R * T tokens of
-  // max_topk entries can take in aligned zones.
+  // R * T rows per expert zone (EXPERT_PADDED); FLAT: the recv_capacity tokens the group's
+  // window holds; EXPERT_PACKED: the rows R * T tokens of max_topk entries can take in
+  // aligned zones.
+  const uint64_t window = group.recv_capacity_for(nranks);
+  if (ht_packed && window < group.worst_case_recv(nranks)) {
+    fail_unsupported(
+        format("EpcHandleConfig.layout EPC_LAYOUT_EXPERT_PACKED is not served in ABI %d.%d on groups whose "
+               "EpcGroupConfig.recv_capacity (%llu) is below ranks * max_tokens_per_rank (%llu); use "
+               "EPC_LAYOUT_FLAT, which serves any capacity",
+               EPC_ABI_MAJOR, EPC_ABI_MINOR, static_cast<unsigned long long>(window),
+               static_cast<unsigned long long>(group.worst_case_recv(nranks))));
+  }
   const uint64_t worst = ht_packed ? ht_packed_worst_rows(group.worst_case_recv(nranks) * group.max_topk,
                                                           group.local_experts(nranks), s.expert_alignment)
-                                   : group.worst_case_recv(nranks);
+                         : ll      ? group.worst_case_recv(nranks)
+                                   : window;
   s.capacity = raw.capacity != 0 ? raw.capacity : worst;
-  if (s.capacity != worst) {
-    fail_unsupported(
-        format("EpcHandleConfig.capacity is %llu; ABI %d.%d serves only the default, %llu rows "
-               "(ranks * max_tokens_per_rank%s); pass 0",
-               static_cast<unsigned long long>(raw.capacity), EPC_ABI_MAJOR, EPC_ABI_MINOR,
-               static_cast<unsigned long long>(worst),
-               ll          ? " per expert zone"
-               : ht_packed ? " * max_topk, in aligned expert zones"
-                           : ""));
+  if (!ll && !ht_packed && s.capacity > worst) {
+    fail_argument(
+        format("EpcHandleConfig.capacity is %llu rows; at most %llu tokens (EpcGroupConfig.recv_capacity) can "
+               "arrive, so EPC_LAYOUT_FLAT needs no more rows",
+               static_cast<unsigned long long>(raw.capacity), static_cast<unsigned long long>(worst)));
+  }
+  if ((ll || ht_packed) && s.capacity != worst) {
+    fail_unsupported(format(
+        "EpcHandleConfig.capacity is %llu; ABI %d.%d serves only the default for %s, %llu rows "
+        "(ranks * max_tokens_per_rank%s); pass 0 (EPC_LAYOUT_FLAT serves any capacity)",
+        static_cast<unsigned long long>(raw.capacity), EPC_ABI_MAJOR, EPC_ABI_MINOR, layout_name(s.layout),
+        static_cast<unsigned long long>(worst), ll ? " per expert zone" : " * max_topk, in aligned expert zones"));
   }
   return s;
 }
@@ -138,7 +152,7 @@ EpcHandleInfo handle_info(EpcMode mode, const HandleSetup& setup, int num_tokens
   i.flags = setup.flags;
   i.capacity = setup.capacity;
   i.rows = rows;
-  // No receive capacity below the worst case is served yet, so no step can overflow.
+  // LL steps never overflow; HT handles fill these from their layout's record.
   i.overflow_status = EPC_OK;
   i.overflow_rank = -1;
   i.overflow_rows = 0;

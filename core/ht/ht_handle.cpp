@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/ht/ht_handle.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/device_guard.hpp"
@@ -65,6 +66,15 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const
     : group_(group), steps_(steps), setup_(setup), id_(id), memory_(group.device()) {
   group_.check_healthy();
   const GroupConfig& c = group_.config();
+  if (!packed() && group_.topology().nodes() > 1 &&
+      row_limit() < static_cast<int64_t>(c.worst_case_recv(group_.topology().nranks))) {
+    fail_unsupported(
+        format("EpcHandleConfig.capacity is %llu rows, below the %llu tokens that can arrive; ABI %d.%d serves "
+               "such capacities on groups of one node, and this group spans %d nodes (pass 0)",
+               static_cast<unsigned long long>(setup_.capacity),
+               static_cast<unsigned long long>(c.worst_case_recv(group_.topology().nranks)), EPC_ABI_MAJOR,
+               EPC_ABI_MINOR, group_.topology().nodes()));
+  }
   const int topk = topk_idx != nullptr ? routing_topk(group_, topk_idx) : 0;
   const HtHandleSizes n = ht_handle_sizes(c, group_.topology());
   DeviceGuard guard(group_.device());
@@ -77,6 +87,10 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const
   arrays_.recv_base = memory_.allocate<int32_t>(n.recv_base, what);
   arrays_.source_tokens = memory_.allocate<int32_t>(n.source_tokens, what);
   arrays_.expert_counts = memory_.allocate<int32_t>(n.expert_counts, what);
+  arrays_.send_slot = memory_.allocate<int32_t>(n.send_slot, what);
+  arrays_.recv_slot = memory_.allocate<int32_t>(n.recv_slot, what);
+  arrays_.overflow = memory_.allocate<kernels::HtOverflowState>(1, what);
+  overflow_ = std::make_unique<HtOverflowReport>();
   if (n.forwarded_rows > 0) {  // where dispatch forwarded each token, for combine to reduce there
     arrays_.forwarded_rows = memory_.allocate<int32_t>(n.forwarded_rows, what);
     arrays_.forwarded_topk = memory_.allocate<int32_t>(n.forwarded_topk, what);
@@ -90,6 +104,9 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const
   check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, n.recv_base * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, n.source_tokens * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0, n.expert_counts * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.send_slot, 0, n.send_slot * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.recv_slot, 0, n.recv_slot * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays_.overflow, 0, sizeof(kernels::HtOverflowState), stream), zeroing);
   if (packed()) allocate_packed(stream);
   if (setup_.sizing == EPC_SIZING_CAPACITY) rows_ = static_cast<int64_t>(setup_.capacity);
   if (topk_idx != nullptr) compute_layout(topk_idx, topk, stream);
@@ -153,6 +170,12 @@ void HtHandle::allocate_packed(cudaStream_t stream) {
   check_cuda(cudaMemsetAsync(arrays_.expert_offsets, 0, (L + 1) * sizeof(int32_t), stream), zeroing);
 }
 
+int64_t HtHandle::row_limit() const {
+  const uint64_t window = group_.config().recv_capacity_for(group_.topology().nranks);
+  const bool own_capacity = !packed() && setup_.sizing == EPC_SIZING_CAPACITY && setup_.capacity < window;
+  return static_cast<int64_t>(own_capacity ? setup_.capacity : window);
+}
+
 kernels::HtCommon HtHandle::common() const {
   const GroupConfig& c = group_.config();
   const int R = group_.topology().nranks;
@@ -204,8 +227,17 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
   std::memset(&p, 0, sizeof p);
   p.common = common();
   for (uint32_t s = 0; s < kHtLayoutSlots; ++s) p.slot_offset[s] = group_.plan().region(EPC_REGION_LAYOUT, s).offset;
-  p.words_offset = ht_layout_words_offset(group_.topology().nranks);
+  const GroupConfig& c = group_.config();
+  const int R = group_.topology().nranks;
+  p.words_offset = ht_layout_words_offset(R);
+  p.round2_signals = ht_layout_round2_signals(R);
+  p.round2_words_offset = ht_layout_round2_words_offset(R, static_cast<int>(c.local_experts(R)));
   p.expert_alignment = packed() ? static_cast<int>(setup_.expert_alignment) : 0;
+  p.row_limit = static_cast<int>(row_limit());
+  p.compact_window = c.recv_capacity_for(R) < c.worst_case_recv(R);
+  p.fail_on_overflow = c.overflow == EPC_OVERFLOW_FAIL;
+  p.host_record = overflow_->device_record();
+  p.sequence = overflow_->next_routing();
   DeviceGuard guard(group_.device());
   if (packed()) {
     kernels::HtEntryOrder order = order_;
@@ -221,7 +253,7 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
              "reading the received row count");
   check_cuda(cudaStreamSynchronize(stream), "waiting for the high-throughput layout");
   group_.check_healthy();  // a peer that never sent its counts timed the layout out
-  rows_ = received;
+  rows_ = packed() ? received : std::min<int64_t>(received, row_limit());  // rows past the limit are dropped
 }
 
 void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
@@ -266,6 +298,7 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   group_.check_healthy();
   const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
   require_ready("epc_dispatch", /*starts_step=*/true, /*dispatch=*/true, send_only);
+  overflow_->check("epc_dispatch", group_.config().overflow == EPC_OVERFLOW_FAIL, id_);
   if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcDispatchArgs.flags");
   const int blocks =
       resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
@@ -363,12 +396,14 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   copy_counts_to_host(counts, arrays_.expert_counts, L, stream);
   dispatched_ = true;
   dispatched_weights_ = a.topk_weights != nullptr;
+  overflow_->dispatched();
 }
 
 void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
   const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
   require_ready("epc_combine", /*starts_step=*/true, /*dispatch=*/false, send_only);
+  overflow_->check("epc_combine", group_.config().overflow == EPC_OVERFLOW_FAIL, id_);
   if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcCombineArgs.flags");
   const int blocks =
       resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
@@ -473,7 +508,9 @@ void HtHandle::complete(cudaStream_t stream) {
 }
 
 EpcHandleInfo HtHandle::info() const {
-  return handle_info(EPC_MODE_HIGH_THROUGHPUT, setup_, num_tokens_, topk_, pending_, rows_);
+  EpcHandleInfo info = handle_info(EPC_MODE_HIGH_THROUGHPUT, setup_, num_tokens_, topk_, pending_, rows_);
+  overflow_->fill(info);
+  return info;
 }
 
 }  // namespace epc

@@ -9,10 +9,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "core/count_outputs.hpp"
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
+#include "core/ht/ht_overflow.hpp"
 #include "core/ht/ht_steps.hpp"
 #include "core/step_args.hpp"
 #include "epcomm/epcomm.h"
@@ -54,6 +56,9 @@ class HtHandle {
   // failed group or a CUDA error leaves the group to its sticky failure.
   void abandon_pending() noexcept;
   bool packed() const { return setup_.layout == EPC_LAYOUT_EXPERT_PACKED; }
+  // The rows this rank keeps of a step (kernels/wire/ht_capacity.hpp): FLAT with CAPACITY
+  // sizing, its capacity; else the tokens the group's window holds.
+  int64_t row_limit() const;
   kernels::HtCommon common() const;
   // The window areas of one direction: its slots, and its signal region (flags, then acks).
   kernels::HtChannel channel(EpcRegionKind data, EpcRegionKind signal) const;
@@ -72,6 +77,9 @@ class HtHandle {
   bool dispatched_ = false;
   bool dispatched_weights_ = false;  // EXPERT_PACKED: the last dispatch had topk_weights
   kernels::HtEntryOrder order_{};
+  // Declared before memory_, so freed after it: memory_'s destructor waits for the device,
+  // whose layout kernels write the report.
+  std::unique_ptr<HtOverflowReport> overflow_;
   DeviceAllocations memory_;  // every array of arrays_
   kernels::HtHandleArrays arrays_{};
 

@@ -84,7 +84,8 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
     if (expert >= 0) {
       const int owner = expert / g.local_experts;
       const int dest = g.in_own_node(owner) ? owner : g.rail_peer(g.node_of(owner));
-      weight = returned_weight<kPacked>(p, g.rank, dest, term_row(g, rows, t, dest), k);
+      const int row = term_row(g, rows, t, dest);  // -1: the row was dropped there (capacity)
+      if (row >= 0) weight = returned_weight<kPacked>(p, g.rank, dest, row, k);
     }
     p.out_weights[static_cast<size_t>(t) * g.topk + k] = weight;
   }

@@ -111,9 +111,9 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     __syncwarp();
     if (!__shfl_sync(0xffffffffu, ok, 0)) return false;
     flag = __shfl_sync(0xffffffffu, flag, 0);
-    const int base = c.handle.recv_base[source];
+    const int base = c.handle.recv_base[source], first_slot = c.handle.recv_slot[source];
     for (int j = chunk_flag_start(flag); j < chunk_flag_end(flag); ++j) {
-      const uint64_t offset = ht_slot_offset(p.channel.data_offset, source, j, g.max_tokens, g.dispatch_slot.bytes);
+      const uint64_t offset = ht_window_slot_offset(p.channel.data_offset, first_slot, j, g.dispatch_slot.bytes);
       const char* slot = static_cast<const char*>(c.transport.local(offset));
       if constexpr (kPacked) {
         copy_packed(p, slot, source, j);

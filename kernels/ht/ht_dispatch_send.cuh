@@ -110,7 +110,8 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
     if (row >= 0 && mine == g.rank) {
       my_dst = static_cast<char*>(p.out_x) + static_cast<size_t>(own_row + row) * p.row_bytes;
     } else if (row >= 0) {
-      const uint64_t offset = ht_slot_offset(p.channel.data_offset, g.rank, row, g.max_tokens, g.dispatch_slot.bytes);
+      const uint64_t offset =
+          ht_window_slot_offset(p.channel.data_offset, c.handle.send_slot[mine], row, g.dispatch_slot.bytes);
       my_dst = static_cast<char*>(c.transport.buffer(offset, mine));
     }
     const unsigned dests = __ballot_sync(0xffffffffu, row >= 0);

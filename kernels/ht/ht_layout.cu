@@ -4,7 +4,8 @@
 // chunk boundaries the dispatch flags carry, and the entries per expert; it then writes
 // each rank its counts (tokens it will receive from here, this rank's B, entries per local
 // expert), signals, waits for every rank's counts and derives where each source's rows
-// start on this rank, N and the per-expert counts. Layouts are rare (once per handle), so
+// start on this rank, N and the per-expert counts, and applies the receive capacity
+// (ht_layout_capacity.cuh). Layouts are rare (once per handle), so
 // one block is enough; successive layouts alternate between two window slots because a
 // fast peer may start the next layout before a slow one has read this one.
 #include <cub/block/block_scan.cuh>
@@ -12,6 +13,7 @@
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/device/chunk_flag.cuh"
 #include "kernels/device/signal_wait.cuh"
+#include "kernels/ht/ht_layout_capacity.cuh"
 #include "kernels/launch.hpp"
 #include "kernels/transport/peer_transport.cuh"
 
@@ -96,13 +98,25 @@ __device__ void source_bases(const HtCommon& c, const volatile int32_t* received
   }
 }
 
+// Word w of what this rank writes into rank dest's slot (ht_capacity.hpp).
+__device__ __forceinline__ int layout_word(const HtLayoutParams& p, const int* sent, int dest, int w) {
+  const HtCommon& c = p.common;
+  const int L = c.geo.local_experts;
+  if (w == 0) return sent[dest];
+  if (w == 1) return c.num_tokens;
+  if (w < ht_layout_limit_word(L)) return c.handle.entry_counts[dest * L + w - 2];
+  if (w == ht_layout_limit_word(L)) return p.row_limit;
+  return sent[w - ht_layout_count_word(L, 0)];
+}
+
 __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParams p) {
-  extern __shared__ int sent[];  // [R]
+  extern __shared__ int sent[];  // [R], then [R]: how many of them each rank keeps
   __shared__ Scan::TempStorage scan;
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int R = g.nranks, L = g.local_experts;
-  const int words = static_cast<int>(kHtLayoutHeaderWords) + L;
+  const int words = ht_layout_words(R, L);
+  int* keep = sent + R;
   const uint64_t step = c.state->layout_step;
   const uint64_t slot = p.slot_offset[step & 1];
 
@@ -112,9 +126,8 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
   // This rank's words in every rank's slot, then one release signal per rank.
   for (int i = threadIdx.x; i < R * words; i += blockDim.x) {
     const int dest = i / words, w = i % words;
-    const int value = w == 0 ? sent[dest] : w == 1 ? c.num_tokens : c.handle.entry_counts[dest * L + w - 2];
     const uint64_t offset = slot + p.words_offset + (static_cast<uint64_t>(g.rank) * words + w) * sizeof(int32_t);
-    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = value;
+    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = layout_word(p, sent, dest, w);
   }
   __syncthreads();
   const uint64_t mine = static_cast<uint64_t>(g.rank) * words * sizeof(int32_t);
@@ -136,11 +149,6 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
     c.handle.recv_count[s] = received[s * words];
     c.handle.source_tokens[s] = received[s * words + 1];
   }
-  for (int l = threadIdx.x; l < L; l += blockDim.x) {
-    int sum = 0;
-    for (int s = 0; s < R; ++s) sum += received[s * words + 2 + l];
-    c.handle.expert_counts[l] = sum;
-  }
   __syncthreads();
   if (threadIdx.x == 0) {
     int base = 0;
@@ -149,6 +157,21 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
       base += c.handle.recv_count[s];
     }
     c.handle.recv_base[R] = base;
+  }
+  __syncthreads();
+  if (ht_layout_capacity::apply(p, received, words, sent, keep) && !p.fail_on_overflow) {
+    // Some rank drops rows: count the entries of the rows kept (every rank takes this
+    // branch alike, from the same counts).
+    if (!ht_layout_capacity::exchange_kept_counts(p, slot, step)) return;
+  } else {
+    for (int l = threadIdx.x; l < L; l += blockDim.x) {
+      int sum = 0;
+      for (int s = 0; s < R; ++s) sum += received[s * words + kHtLayoutHeaderWords + l];
+      c.handle.expert_counts[l] = sum;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
     if (p.expert_alignment > 0) zone_offsets(c, p.expert_alignment);
     c.state->layout_step = step + 1;
   }
@@ -161,7 +184,7 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
 }  // namespace
 
 cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream) {
-  const size_t shared = static_cast<size_t>(params.common.geo.nranks) * sizeof(int);
+  const size_t shared = 2 * static_cast<size_t>(params.common.geo.nranks) * sizeof(int);
   ht_layout_kernel<<<1, kLayoutThreads, shared, stream>>>(params);
   return cudaGetLastError();
 }

@@ -47,6 +47,9 @@ __device__ __forceinline__ void finish_ht_step(const typename Parts::Params& p, 
 template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
 __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
   const HtCommon& c = p.common;
+  // A layout that overflowed under EPC_OVERFLOW_FAIL stops its steps on every rank alike
+  // (each derived it from the same counts) before they touch a peer (ht_capacity.hpp).
+  if (c.handle.overflow->skip_steps != 0) return;
   const uint64_t step = *Parts::step_counter(c.state);
   const WarpRole role = warp_role<kSend, kReceive>(c.send_warps, kAcrossNodes ? c.forward_warps : 0);
   if (kReceive) Parts::prologue(p);
@@ -84,6 +87,7 @@ __global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Par
 // so that peers and this rank's next step go on. What peers wrote for it is left unread.
 template <typename Parts>
 __global__ void ht_abandon_kernel(typename Parts::Params params) {
+  if (params.common.handle.overflow->skip_steps != 0) return;  // no launch of the step ran (ht_step)
   if (threadIdx.x == 0) finish_ht_step<Parts>(params, *Parts::step_counter(params.common.state));
 }
 

@@ -3,7 +3,8 @@
 // (which sizes the regions) and the kernels (which write and read them).
 //
 // Dispatch: source rank s writes the j-th token it sends to rank d (j counts s's tokens for
-// d in token order) into d's slot [s][j]:
+// d in token order) into d's slot [s][j] (with a receive capacity below R * T, into d's
+// compact slot of row j of s: ht_capacity.hpp):
 //   row      the payload: H 16-bit values, H e4m3 bytes or H / 2 e2m1 pairs (a multiple
 //            of 16 bytes)
 //   scales   passthrough payloads only: the token's scale bytes (any dtype and count), from
@@ -103,6 +104,11 @@ constexpr int ht_chunks(int items) { return (items + kHtChunkTokens - 1) / kHtCh
 // Slot `row` of `stream`, in an area of slots of `slot_bytes` starting at `data_offset`.
 constexpr uint64_t ht_slot_offset(uint64_t data_offset, int stream, int row, int max_tokens, uint32_t slot_bytes) {
   return data_offset + (static_cast<uint64_t>(stream) * max_tokens + row) * slot_bytes;
+}
+// Slot `first + row` of such an area: a dispatch window's slots, where `first` is the
+// stream's first slot (ht_capacity.hpp: stream * max_tokens, or compact).
+constexpr uint64_t ht_window_slot_offset(uint64_t data_offset, int first, int row, uint32_t slot_bytes) {
+  return data_offset + (static_cast<uint64_t>(first) + static_cast<uint64_t>(row)) * slot_bytes;
 }
 // The uint64 flag of chunk `chunk` of `stream`, in flags starting at `flags_offset`.
 constexpr uint64_t ht_chunk_flag_word(uint64_t flags_offset, int stream, int chunk, int max_tokens) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/wire/device_error.hpp"
+#include "kernels/wire/ht_capacity.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/sum_output.hpp"
 #include "kernels/wire/transport.hpp"
@@ -93,12 +94,17 @@ struct HtGeometry {
 
 // The handle's layout, written by the layout kernel and read by dispatch and combine.
 struct HtHandleArrays {
-  int32_t* topk_idx;       // [T, K] validated routing
-  int32_t* token_row;      // [T, R]: row j of token t among this rank's tokens for rank d, or -1
-  int32_t* chunk_start;    // [T/C + 1, R]: tokens for rank d before chunk c (C = kHtChunkTokens)
-  int32_t* entry_counts;   // [E] scratch: this rank's entries per global expert
-  int32_t* recv_count;     // [R]: rows received from each source
-  int32_t* recv_base;      // [R + 1]: first row of each source; recv_base[R] = N
+  int32_t* topk_idx;      // [T, K] validated routing
+  int32_t* token_row;     // [T, R]: row j of token t among this rank's tokens for rank d, or -1
+  int32_t* chunk_start;   // [T/C + 1, R]: tokens for rank d before chunk c (C = kHtChunkTokens)
+  int32_t* entry_counts;  // [E] scratch: this rank's entries per global expert
+  int32_t* recv_count;    // [R]: rows received and kept from each source (ht_capacity.hpp)
+  int32_t* recv_base;     // [R + 1]: first row of each source; recv_base[R] = N, what arrived
+  // Dispatch window slots (ht_capacity.hpp): where this rank's rows start in each rank's
+  // window, and where each source's rows start in this rank's.
+  int32_t* send_slot;  // [R]
+  int32_t* recv_slot;  // [R]
+  HtOverflowState* overflow;
   int32_t* source_tokens;  // [R]: each source's B
   int32_t* expert_counts;  // [L]: received (token, entry) pairs per local expert
   // Across nodes only (else null), written by the dispatch forwarders, read by combine's
@@ -137,11 +143,21 @@ struct HtCommon {
 
 // Layout: two slots used alternately by successive layouts, each [R] uint64 signals then
 // [R][2 + L] uint32 words (kernels/wire/ht_message.hpp).
+// Round two, which only layouts where some rank drops rows run, sends each rank the entries
+// per local expert of the rows it keeps: [R] uint64 signals after round one's, and [R][L]
+// uint32 words after round one's.
 struct HtLayoutParams {
   HtCommon common;
   uint64_t slot_offset[kHtLayoutSlots];
-  uint64_t words_offset;  // within a slot, where the words start
-  int expert_alignment;   // EXPERT_PACKED: zone alignment (>= 1); 0: FLAT (no zones)
+  uint64_t words_offset;          // within a slot, where the words start
+  uint64_t round2_signals;        // within a slot
+  uint64_t round2_words_offset;   // within a slot
+  int expert_alignment;           // EXPERT_PACKED: zone alignment (>= 1); 0: FLAT (no zones)
+  int row_limit;                  // this rank's limit on the rows it receives (ht_capacity.hpp)
+  bool compact_window;            // recv_capacity below R * T: compact dispatch slots
+  bool fail_on_overflow;          // EPC_OVERFLOW_FAIL
+  HtOverflowRecord* host_record;  // mapped: the overflow, for the host
+  uint64_t sequence;              // the routing's number, into host_record
 };
 
 // The sort that numbers an EXPERT_PACKED handle's entries per expert (ht_entry_order.cu).

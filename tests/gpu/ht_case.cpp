@@ -2,6 +2,7 @@
 // Shared pieces of the high-throughput dispatch/combine GPU tests; see ht_case.hpp.
 #include "tests/gpu/ht_case.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -71,14 +72,17 @@ void replace_payload(ref::Problem& problem, uint64_t seed) {
 
 // ---- Steps ----------------------------------------------------------------------------------
 
-HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8, int node_size, bool global_ids) {
+HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8, int node_size, bool global_ids,
+                 int64_t capacity) {
   HtStep step;
   step.rank = rank;
   step.fp8 = fp8;
   step.global_ids = global_ids;
+  step.capacity = capacity;
   ref::HtDispatchOptions options;
   options.payload = fp8 ? ref::HtPayload::kFp8 : ref::HtPayload::k16Bit;
   options.global_expert_ids = global_ids;
+  options.capacity = capacity;
   std::vector<ref::HtDispatchResult> dispatched = ref::ht_dispatch(problem, options);
 
   // Every rank's combine inputs, in a fixed order, so every rank computes the same values.
@@ -88,13 +92,13 @@ HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8
   std::vector<std::vector<uint16_t>> rows(problem.nranks);
   std::vector<std::vector<float>> weights(problem.nranks);
   for (int q = 0; q < problem.nranks; ++q) {
-    const std::size_t n = sz(dispatched[q].num_recv);
+    const std::size_t n = sz(dispatched[q].rows);
     rows[q].resize(n * H);
     for (uint16_t& v : rows[q]) v = random_bf16(engine);
     weights[q].resize(n * K);
     for (float& v : weights[q]) v = unit_float(engine);
   }
-  ref::HtCombineResult combined = ref::ht_combine(problem, rows, weights, node_size);
+  ref::HtCombineResult combined = ref::ht_combine(problem, rows, weights, node_size, capacity);
 
   step.want = std::move(dispatched[rank]);
   step.combine_x = std::move(rows[rank]);
@@ -185,7 +189,7 @@ CallOptions payload_only() {
   tokens_ = mine.num_tokens;
   fp8_ = step.fp8;
   options_ = options;
-  const std::size_t n = sz(step.num_recv());
+  const std::size_t n = sz(step.rows());
   ::testing::AssertionResult r = fp8_ ? upload_bytes(x_.get(), mine.x_fp8.data(), mine.x_fp8.size(), stream, "x (fp8)")
                                       : upload_bytes(x_.get(), mine.x.data(), mine.x.size() * 2, stream, "x");
   if (r && fp8_) {
@@ -275,8 +279,9 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
     return result.fail("check: the step expects " + std::string(step.global_ids ? "global" : "local") +
                        " expert ids, the handle has flags " + std::to_string(handle_flags_));
   }
-  const std::size_t n = sz(step.num_recv());
-  const int64_t want_rows = sizing_ == EPC_SIZING_EXACT ? step.num_recv() : shape_.max_rows();
+  const std::size_t n = sz(step.rows());
+  const int64_t want_rows =
+      sizing_ == EPC_SIZING_EXACT ? step.rows() : (step.capacity != 0 ? step.capacity : shape_.max_rows());
   if (rows_ != want_rows) {
     // The outputs cannot be compared row by row without the right row count.
     return result.fail(std::string("epc_handle_query (") + sizing_name(sizing_) +
@@ -300,8 +305,22 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
   got_acc_.assign(options_.acc_counts ? L : 0, 0);
   got_out_w_.assign(options_.backward_weights ? B * K : 0, 0.0f);
   got_num_recv_ = -1;
+  // Past the handle's rows: out_x, out_topk_idx and out_topk_weights as poisoned.
+  const std::size_t past = sz(shape_.max_rows()) - sz(rows_);
+  const std::size_t x_row = fp8_ ? H : H * 2;
+  got_past_x_.assign(past * x_row, 0);
+  got_past_idx_.assign(options_.out_topk_idx ? past * K * sizeof(int32_t) : 0, 0);
+  got_past_w_.assign(options_.topk_weights ? past * K * sizeof(float) : 0, 0);
+  auto after_rows = [this](const DeviceMemory& m, std::size_t row_bytes) {
+    return static_cast<const char*>(m.get()) + sz(rows_) * row_bytes;
+  };
   const ::testing::AssertionResult r = download_and_wait(
-      {{got_x16_.data(), out_x_.get(), got_x16_.size() * 2, "out_x"},
+      {{got_past_x_.data(), after_rows(out_x_, x_row), got_past_x_.size(), "out_x past the rows"},
+       {got_past_idx_.data(), after_rows(out_idx_, K * sizeof(int32_t)), got_past_idx_.size(),
+        "out_topk_idx past the rows"},
+       {got_past_w_.data(), after_rows(out_weights_, K * sizeof(float)), got_past_w_.size(),
+        "out_topk_weights past the rows"},
+       {got_x16_.data(), out_x_.get(), got_x16_.size() * 2, "out_x"},
        {got_x8_.data(), out_x_.get(), got_x8_.size(), "out_x (fp8)"},
        {got_scales_.data(), out_scales_.get(), got_scales_.size() * sizeof(float), "out_scales"},
        {got_idx_.data(), out_idx_.get(), got_idx_.size() * sizeof(int32_t), "out_topk_idx"},
@@ -362,6 +381,13 @@ bool HtBuffers::check(const HtStep& step, cudaStream_t stream, const std::string
       return "local expert " + std::to_string(l) + ": got " + std::to_string(g) + " expected " + std::to_string(w);
     });
     result.check(m, "dispatch out_expert_counts");
+  }
+  for (const std::vector<uint8_t>* past_rows : {&got_past_x_, &got_past_idx_, &got_past_w_}) {
+    const auto written = std::find_if(past_rows->begin(), past_rows->end(), [](uint8_t b) { return b != 0xFF; });
+    if (written != past_rows->end()) {
+      result.fail("dispatch wrote past the handle's " + std::to_string(rows_) + " rows (byte " +
+                  std::to_string(written - past_rows->begin()) + " after them)");
+    }
   }
   if (options_.out_num_recv && got_num_recv_ != step.num_recv()) {
     result.fail("dispatch out_num_recv: got " + std::to_string(got_num_recv_) + " expected " +

@@ -78,9 +78,13 @@ struct HtStep {
   std::vector<uint16_t> want_out;    // [B, H]: ht_combine of every rank's combine_x (bf16)
   std::vector<float> want_out_w;     // [B, K]: the backward weights this rank receives
 
+  int64_t capacity = 0;  // the rows every rank keeps (0: no limit), as the model
+                         // takes it (HtDispatchOptions::capacity)
+
   const ref::RankTokens& mine() const { return problem.ranks[rank]; }
   int tokens() const { return mine().num_tokens; }
-  int num_recv() const { return want.num_recv; }
+  int num_recv() const { return want.num_recv; }  // rows that arrived
+  int rows() const { return want.rows; }          // rows kept: num_recv() without a capacity
 };
 
 // Runs ht_dispatch (payload x, or x_fp8 with `fp8`) and ht_combine (with backward weights)
@@ -88,9 +92,11 @@ struct HtStep {
 // uniform in [-2, 2), weights uniform in [0, 1). Keeps this rank's part. Throws (via the
 // reference model) on an invalid problem. `node_size`: the group's ranks per node, for the
 // combine order across nodes (0: one node). `global_ids`: the expected out_topk_idx holds
-// global expert ids (a handle with EPC_HANDLE_GLOBAL_EXPERT_IDS).
+// global expert ids (a handle with EPC_HANDLE_GLOBAL_EXPERT_IDS). `capacity`: the rows every
+// rank keeps (0: no limit; the handle's EpcHandleConfig.capacity, or the group's
+// recv_capacity for an EXACT handle).
 HtStep make_step(ref::Problem problem, uint64_t combine_seed, int rank, bool fp8 = false, int node_size = 0,
-                 bool global_ids = false);
+                 bool global_ids = false, int64_t capacity = 0);
 
 // `count` steps with new routing each: step s is make_problem with seed spec.seed + 100 s,
 // combined with seed spec.seed + 100 s + 1, as seen from `rank`.
@@ -156,9 +162,11 @@ class HtBuffers {
   EpcTensor acc_counts() const;
 
   // Waits for `stream`, downloads every output the options asked for and compares it bitwise
-  // with the step's expected results: the handle's rows (N for EXACT, R*T for CAPACITY), the
-  // first N rows of out_x (and out_scales), out_topk_idx, out_topk_weights, the expert counts,
-  // N, then out [B, H] and out_w [B, K]. Each mismatching kind is one ADD_FAILURE line naming
+  // with the step's expected results: the handle's rows (N for EXACT, R*T for CAPACITY, or
+  // as the step's capacity says), the first N rows of out_x (and out_scales), out_topk_idx,
+  // out_topk_weights, the expert counts, N, then out [B, H] and out_w [B, K]; and that rows
+  // of out_x, out_topk_idx and out_topk_weights past the handle's rows kept their poison
+  // (nothing is written past a handle's rows). Each mismatching kind is one ADD_FAILURE line naming
   // `label` and the first mismatch. Returns true when everything matched; `report` false
   // checks silently.
   bool check(const HtStep& step, cudaStream_t stream, const std::string& label, bool report = true);
@@ -185,7 +193,7 @@ class HtBuffers {
   std::vector<int32_t> idx32_;  // staging for int32 routing
   std::vector<int64_t> want_acc_, got_acc_;
   std::vector<uint16_t> got_x16_, got_out_;
-  std::vector<uint8_t> got_x8_;
+  std::vector<uint8_t> got_x8_, got_past_x_, got_past_idx_, got_past_w_;
   std::vector<float> got_scales_, got_weights_, got_out_w_, got_out32_;
   std::vector<int32_t> got_idx_, got_counts_;
   int32_t got_num_recv_ = -1;

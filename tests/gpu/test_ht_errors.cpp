@@ -133,9 +133,13 @@ void expect_bad_creations(EpcGroup* group, EpcGroup* ll_group, const HtShape& sh
   c.capacity = static_cast<uint64_t>(shape.max_rows());
   expect_invalid(create(group, c, &routing), "EpcHandleConfig.capacity", "capacity with EXACT sizing");
   c = handle_config();
-  c.capacity = static_cast<uint64_t>(shape.max_rows()) - 1;
+  c.capacity = static_cast<uint64_t>(shape.max_rows()) + 1;
+  expect_invalid(create(group, c, &routing), "EpcHandleConfig.capacity", "capacity above recv_capacity");
+  c = handle_config();
+  c.layout = EPC_LAYOUT_EXPERT_PACKED;
+  c.capacity = 1;
   expect_status(create(group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.capacity",
-                "capacity other than R * T");
+                "EXPERT_PACKED capacity other than its default");
   c = handle_config();
   c.layout = 5;
   expect_invalid(create(group, c, &routing), "EpcHandleConfig.layout", "layout 5");

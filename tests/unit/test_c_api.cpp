@@ -55,6 +55,14 @@ EpcPlan plan_of(const EpcGroupConfig& c, int nranks = kRanks) {
   return plan;
 }
 
+const EpcPlanRegion& find_region(const EpcPlan& plan, EpcRegionKind kind) {
+  for (uint32_t r = 0; r < plan.num_regions; ++r) {
+    if (plan.regions[r].kind == kind) return plan.regions[r];
+  }
+  ADD_FAILURE() << "no region of kind " << kind;
+  return plan.regions[0];
+}
+
 TEST(CApi, StatusStringsAreStableAndNeverNull) {
   EXPECT_STREQ(epc_status_string(EPC_OK), "success");
   EXPECT_STREQ(epc_status_string(EPC_ERR_TIMEOUT), "timeout: a peer did not arrive");
@@ -269,10 +277,18 @@ TEST(CApi, RecvCapacityIsCheckedAgainstTheRankCount) {
     EpcGroupConfig c = valid_config(mode);
     c.recv_capacity = full;
     EXPECT_EQ(plan_of(c).recv_capacity, full) << mode;
-    c.recv_capacity = full - 1;
-    expect_plan_rejected(c, kRanks, {"recv_capacity < R*T", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "recv_capacity"}});
-    c.recv_capacity = 1;
-    expect_plan_rejected(c, kRanks, {"recv_capacity 1", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "recv_capacity"}});
+    if (mode == EPC_MODE_LOW_LATENCY) {  // LL windows hold R * T by construction
+      c.recv_capacity = full - 1;
+      expect_plan_rejected(c, kRanks,
+                           {"recv_capacity < R*T", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "recv_capacity"}});
+      c.recv_capacity = 1;
+      expect_plan_rejected(c, kRanks, {"recv_capacity 1", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "recv_capacity"}});
+    } else {  // HT serves any capacity up to R * T on one node
+      c.recv_capacity = full - 1;
+      EXPECT_EQ(plan_of(c).recv_capacity, full - 1);
+      c.recv_capacity = 1;
+      EXPECT_EQ(plan_of(c).recv_capacity, 1u);
+    }
     c.recv_capacity = full + 1;
     expect_plan_rejected(c, kRanks,
                          {"recv_capacity > R*T", EPC_ERR_INVALID_ARGUMENT, {"EpcGroupConfig", "recv_capacity"}});
@@ -283,6 +299,27 @@ TEST(CApi, RecvCapacityIsCheckedAgainstTheRankCount) {
     c.recv_capacity = 2 * full;
     EXPECT_EQ(plan_of(c, 2 * kRanks).recv_capacity, 2 * full) << mode;
   }
+}
+
+TEST(CApi, HighThroughputCapacityShrinksTheDispatchWindowOnOneNodeOnly) {
+  const uint64_t full = kRanks * kHtTokens;
+  EpcGroupConfig c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
+  const EpcPlan worst = plan_of(c);
+  c.recv_capacity = full / 4;
+  const EpcPlan quarter = plan_of(c);
+  // The dispatch window holds recv_capacity slots of message_bytes; nothing else changes.
+  const EpcPlanRegion& all = find_region(worst, EPC_REGION_DISPATCH_RECV);
+  const EpcPlanRegion& some = find_region(quarter, EPC_REGION_DISPATCH_RECV);
+  EXPECT_EQ(all.size, full * worst.message_bytes);
+  EXPECT_EQ(some.size, full / 4 * quarter.message_bytes);
+  EXPECT_EQ(worst.symmetric_bytes - quarter.symmetric_bytes, all.size - some.size);
+  EXPECT_EQ(find_region(quarter, EPC_REGION_COMBINE_RECV).size, find_region(worst, EPC_REGION_COMBINE_RECV).size);
+  // Across nodes (here virtual ones) the window stays R * T.
+  c.virtual_node_size = kRanks / 2;
+  EpcPlan plan = poisoned_plan();
+  EXPECT_EQ(epc_plan_query(&c, kRanks, kRanks, 1, &plan), EPC_ERR_UNSUPPORTED);
+  EXPECT_TRUE(mentions(last_error(), "recv_capacity")) << last_error();
+  EXPECT_TRUE(mentions(last_error(), "one node")) << last_error();
 }
 
 TEST(CApi, OverflowPendingStepsAndFlags) {

@@ -54,19 +54,29 @@ TEST(Planner, HighThroughputPrefillLayoutByHand) {
   EXPECT_EQ(p.message_bytes, 14624u);
   EXPECT_EQ(p.num_slots, 1u);
   ASSERT_EQ(p.regions.size(), 7u);
-  // layout[s]: 4 signals * 8 = 32, then 4 * (2 + 64) words * 4 = 1056: 1088 -> 1280.
+  // layout[s]: 2 * 4 signals * 8 = 64, then 4 * (2 + 64 + 1 + 4) words * 4 = 1136, then round
+  // two's 4 * 64 words * 4 = 1024: 2224 -> 2304.
   EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 0).offset, 256u);
-  EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 1).offset, 1536u);
-  EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 1).size, 1280u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).offset, 2816u);
+  EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 1).offset, 2560u);
+  EXPECT_EQ(p.region(EPC_REGION_LAYOUT, 1).size, 2304u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).offset, 4864u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).size, 239599616u);  // 4 * 4096 * 14624
   // Chunk flags 4 * (4096 / 2) * 8 = 65536 + acks 4 * 8 = 65568 -> 65792.
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL).size, 65792u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).offset, 239668224u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).offset, 239670272u);
   EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).size, 235405312u);  // 4 * 4096 * (14336 + 32)
-  // End 475139328 -> 116001 * 4096.
-  EXPECT_EQ(p.symmetric_bytes, 475140096u);
+  // End 475141376 -> 116002 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 475144192u);
   EXPECT_EQ(p.num_sms, 24u);
+
+  // A receive capacity of a quarter of R * T: 4096 compact dispatch slots, 3 * 4096 * 14624
+  // = 179699712 bytes fewer; the rest as above.
+  c.recv_capacity = 4096;
+  epc::Plan q = epc::make_plan(c, {4, 4, 1});
+  EXPECT_EQ(q.recv_capacity, 4096u);
+  EXPECT_EQ(q.region(EPC_REGION_DISPATCH_RECV).size, 59899904u);  // 4096 * 14624
+  EXPECT_EQ(q.region(EPC_REGION_COMBINE_RECV).size, 235405312u);
+  EXPECT_EQ(q.symmetric_bytes, 475144192u - 179699712u);
 }
 
 TEST(Planner, Fp8GroupsUseSmallerMessages) {

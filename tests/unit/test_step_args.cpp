@@ -152,15 +152,50 @@ TEST(HandleConfig, Capacity) {
     epc::HandleSetup s;
     ASSERT_EQ(resolve(c, mode, &s).status, EPC_OK);
     EXPECT_EQ(s.capacity, worst(mode));
-    for (uint64_t other : {worst(mode) - 1, worst(mode) + 1, uint64_t{1}, UINT64_MAX}) {
-      c.capacity = other;
-      expect_outcome(resolve(c, mode), EPC_ERR_UNSUPPORTED, {"EpcHandleConfig", "capacity"}, "other capacity");
-    }
+  }
+  // LL zones hold R * T rows by construction.
+  EpcHandleConfig c = EPC_HANDLE_CONFIG_INIT;
+  for (uint64_t other : {worst(EPC_MODE_LOW_LATENCY) - 1, worst(EPC_MODE_LOW_LATENCY) + 1, uint64_t{1}, UINT64_MAX}) {
+    c.capacity = other;
+    expect_outcome(resolve(c, EPC_MODE_LOW_LATENCY), EPC_ERR_UNSUPPORTED, {"EpcHandleConfig", "capacity"},
+                   "other LL capacity");
+  }
+  // HT FLAT: any row count up to the recv_capacity tokens that can arrive.
+  for (uint64_t fewer : {worst(EPC_MODE_HIGH_THROUGHPUT) - 1, uint64_t{1}}) {
+    c.capacity = fewer;
+    epc::HandleSetup s;
+    ASSERT_EQ(resolve(c, EPC_MODE_HIGH_THROUGHPUT, &s).status, EPC_OK);
+    EXPECT_EQ(s.capacity, fewer);
+  }
+  for (uint64_t more : {worst(EPC_MODE_HIGH_THROUGHPUT) + 1, UINT64_MAX}) {
+    c.capacity = more;
+    expect_outcome(resolve(c, EPC_MODE_HIGH_THROUGHPUT), EPC_ERR_INVALID_ARGUMENT,
+                   {"EpcHandleConfig", "capacity", "recv_capacity"}, "more rows than can arrive");
   }
   EpcHandleConfig exact = handle_config(EPC_LAYOUT_FLAT, EPC_SIZING_EXACT);
   exact.capacity = worst(EPC_MODE_HIGH_THROUGHPUT);
   expect_outcome(resolve(exact, EPC_MODE_HIGH_THROUGHPUT), EPC_ERR_INVALID_ARGUMENT, {"EpcHandleConfig", "capacity"},
                  "capacity with EXACT");
+}
+
+TEST(HandleConfig, FlatCapacityDefaultsToTheGroupsRecvCapacity) {
+  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
+  raw.mode = EPC_MODE_HIGH_THROUGHPUT;
+  raw.num_experts = 64;
+  raw.hidden = 2048;
+  raw.recv_capacity = 1000;
+  const epc::GroupConfig g = epc::resolve_config(&raw);
+  EXPECT_EQ(epc::resolve_handle_config(nullptr, g, kRanks).capacity, 1000u);
+  EpcHandleConfig c = EPC_HANDLE_CONFIG_INIT;
+  c.capacity = 999;
+  EXPECT_EQ(epc::resolve_handle_config(&c, g, kRanks).capacity, 999u);
+  c.capacity = 1001;
+  expect_outcome(run([&] { epc::resolve_handle_config(&c, g, kRanks); }), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcHandleConfig", "capacity", "recv_capacity"}, "past the window");
+  // EXPERT_PACKED is not served on such a group.
+  c = handle_config(EPC_LAYOUT_EXPERT_PACKED);
+  expect_outcome(run([&] { epc::resolve_handle_config(&c, g, kRanks); }), EPC_ERR_UNSUPPORTED,
+                 {"EPC_LAYOUT_EXPERT_PACKED", "recv_capacity"}, "packed on a smaller window");
 }
 
 TEST(HandleConfig, ExpertAlignmentAndFlags) {

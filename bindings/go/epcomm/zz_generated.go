@@ -186,17 +186,22 @@ func (m Mode) String() string {
 }
 
 // Overflow is the C type EpcOverflow (uint32_t). What a step does when more rows arrive
-// than the handle's capacity holds. Neither is sticky: the next step starts afresh.
+// than the handle's capacity holds. Neither is sticky: the next step starts afresh. Every
+// rank learns every rank's overflow with the routing (HT: in the count exchange of
+// epc_handle_update), so all ranks act alike; the host sees it, without synchronising, once
+// the GPU has run that exchange.
 type Overflow uint32
 
 const (
 	// OverflowFail is EPC_OVERFLOW_FAIL: nothing is written past capacity; the step's outputs
 	// are undefined; the handle reports the overflow (epc_handle_query) and its next call
-	// returns EPC_ERR_CAPACITY naming the rank and the count.
+	// returns EPC_ERR_CAPACITY naming the rank and the count (HT: a step in which any rank
+	// overflows writes no output on any rank).
 	OverflowFail Overflow = 0
 	// OverflowDrop is EPC_OVERFLOW_DROP: rows past capacity, in row order, are dropped; counts
 	// describe the rows written, out_num_recv the rows that arrived; combine gets no
-	// contribution from a dropped row.
+	// contribution from a dropped row (HT FLAT: a rank keeps its lowest (source rank, source
+	// token) rows).
 	OverflowDrop Overflow = 1
 )
 

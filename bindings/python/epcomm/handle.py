@@ -239,7 +239,8 @@ class Handle:
         sizing: Sizing.CAPACITY (0: rows = capacity, no host synchronisation, so update()
           and every step are graph-capturable) or Sizing.EXACT (FLAT: rows = what this rank
           receives; create with routing and update() then wait once for the counts).
-        capacity: C (0: the default, R * T; 2.0 serves only the default); expert_alignment:
+        capacity: C (0: the default, recv_capacity; 2.1 serves any FLAT capacity up to
+          it, 2.0 only the default); expert_alignment:
           EXPERT_PACKED only; flags: HandleFlags (GLOBAL_EXPERT_IDS: out_topk_idx holds
           rank * L + local id).
 

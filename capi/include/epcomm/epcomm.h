@@ -192,15 +192,19 @@ typedef uint32_t EpcMode;
                                       a backward pass */
 
 /* What a step does when more rows arrive than the handle's capacity holds. Neither is
- * sticky: the next step starts afresh. */
+ * sticky: the next step starts afresh. Every rank learns every rank's overflow with the
+ * routing (HT: in the count exchange of epc_handle_update), so all ranks act alike; the
+ * host sees it, without synchronising, once the GPU has run that exchange. */
 typedef uint32_t EpcOverflow;
 #define EPC_OVERFLOW_FAIL 0 /* nothing is written past capacity; the step's outputs are
                                undefined; the handle reports the overflow (epc_handle_query)
                                and its next call returns EPC_ERR_CAPACITY naming the rank
-                               and the count */
+                               and the count (HT: a step in which any rank overflows writes
+                               no output on any rank) */
 #define EPC_OVERFLOW_DROP 1 /* rows past capacity, in row order, are dropped; counts describe
                                the rows written, out_num_recv the rows that arrived; combine
-                               gets no contribution from a dropped row */
+                               gets no contribution from a dropped row (HT FLAT: a rank
+                               keeps its lowest (source rank, source token) rows) */
 
 #define EPC_GROUP_COMBINE_PER_ENTRY 0x1u /* EpcGroupConfig.flags: size the combine window for
                                one row per (token, top-k entry), which EPC_WEIGHTING_HOME
@@ -230,7 +234,9 @@ typedef struct EpcGroupConfig {
                                    scales up to it), at least these sizes and at most
                                    8 * H */
   uint64_t recv_capacity;       /* tokens per rank the receive window holds; 0: R * T, which
-                                   never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0) */
+                                   never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0; served
+                                   since 2.1 on HT groups of one node, whose dispatch window
+                                   then holds recv_capacity rows) */
   EpcOverflow overflow;         /* 0: EPC_OVERFLOW_FAIL */
   uint32_t max_pending_steps;   /* send-only steps awaiting epc_complete at once over all
                                    the group's handles; 0: the default (1 in 2.0; more:
@@ -454,7 +460,7 @@ typedef struct EpcHandleConfig {
                                 EXPERT_PACKED: rows, 0: the most recv_capacity tokens can
                                 produce in the layout (FLAT: recv_capacity). RANK_MAJOR
                                 and EXACT sizing: must be 0. In 2.0 only the default is
-                                served */
+                                served; 2.1 serves FLAT capacities up to that default */
   uint32_t expert_alignment; /* EXPERT_PACKED: zone starts and sizes are multiples of this,
                                 any positive value; 0: 1. Other layouts: must be 0 */
   uint32_t flags;            /* EPC_HANDLE_* */
@@ -493,7 +499,8 @@ typedef struct EpcHandleInfo {
                                 current routing (0 before the first) */
   EpcStatus overflow_status; /* EPC_OK, or EPC_ERR_CAPACITY when the last dispatch
                                 received more rows than C */
-  int32_t overflow_rank;     /* the rank whose receive overflowed, -1 for none */
+  int32_t overflow_rank;     /* the rank whose receive overflowed, -1 for none (this rank
+                                if its own did, else the lowest such rank) */
   int64_t overflow_rows;     /* rows that did not fit (EPC_OVERFLOW_DROP: dropped) */
 } EpcHandleInfo;
 

@@ -125,9 +125,9 @@ const EPC_MODE_LOW_LATENCY = EpcMode(1)  # decode: direct all-to-all between eve
 
 const EPC_MODE_HIGH_THROUGHPUT = EpcMode(2)  # prefill, training: hierarchical across nodes, few SMs, a backward pass
 
-const EPC_OVERFLOW_FAIL = EpcOverflow(0)  # nothing is written past capacity; the step's outputs are undefined; the handle reports the overflow (epc_handle_query) and its next call returns EPC_ERR_CAPACITY naming the rank and the count
+const EPC_OVERFLOW_FAIL = EpcOverflow(0)  # nothing is written past capacity; the step's outputs are undefined; the handle reports the overflow (epc_handle_query) and its next call returns EPC_ERR_CAPACITY naming the rank and the count (HT: a step in which any rank overflows writes no output on any rank)
 
-const EPC_OVERFLOW_DROP = EpcOverflow(1)  # rows past capacity, in row order, are dropped; counts describe the rows written, out_num_recv the rows that arrived; combine gets no contribution from a dropped row
+const EPC_OVERFLOW_DROP = EpcOverflow(1)  # rows past capacity, in row order, are dropped; counts describe the rows written, out_num_recv the rows that arrived; combine gets no contribution from a dropped row (HT FLAT: a rank keeps its lowest (source rank, source token) rows)
 
 const EPC_GROUP_COMBINE_PER_ENTRY = UInt32(0x1)  # EpcGroupConfig.flags: size the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs (K rows per token instead of one per (token, rank))
 
@@ -228,7 +228,7 @@ struct EpcGroupConfig
     max_tokens_per_rank::UInt32  # T; 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
     max_topk::UInt32  # bound on K; 0: 8; at most 32
     max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes; HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes and at most 8 * H
-    recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0)
+    recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0; served since 2.1 on HT groups of one node, whose dispatch window then holds recv_capacity rows)
     overflow::EpcOverflow  # 0: EPC_OVERFLOW_FAIL
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles; 0: the default (1 in 2.0; more: EPC_ERR_UNSUPPORTED in 2.0)
     num_sms::UInt32  # SM budget; 0: 132 (LL), 24 (HT)
@@ -323,7 +323,7 @@ struct EpcHandleConfig
     abi_version::UInt32
     layout::EpcLayout  # 0: EPC_LAYOUT_DEFAULT
     sizing::EpcSizing  # 0: EPC_SIZING_CAPACITY
-    capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT and EXPERT_PACKED: rows, 0: the most recv_capacity tokens can produce in the layout (FLAT: recv_capacity). RANK_MAJOR and EXACT sizing: must be 0. In 2.0 only the default is served
+    capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT and EXPERT_PACKED: rows, 0: the most recv_capacity tokens can produce in the layout (FLAT: recv_capacity). RANK_MAJOR and EXACT sizing: must be 0. In 2.0 only the default is served; 2.1 serves FLAT capacities up to that default
     expert_alignment::UInt32  # EXPERT_PACKED: zone starts and sizes are multiples of this, any positive value; 0: 1. Other layouts: must be 0
     flags::UInt32  # EPC_HANDLE_*
 end
@@ -359,7 +359,7 @@ struct EpcHandleInfo
     capacity::UInt64  # C
     rows::Int64  # the first dimension of [rows, ...] tensors (FLAT, EXPERT_PACKED); EXACT: the rows this rank receives for the current routing (0 before the first)
     overflow_status::EpcStatus  # EPC_OK, or EPC_ERR_CAPACITY when the last dispatch received more rows than C
-    overflow_rank::Int32  # the rank whose receive overflowed, -1 for none
+    overflow_rank::Int32  # the rank whose receive overflowed, -1 for none (this rank if its own did, else the lowest such rank)
     overflow_rows::Int64  # rows that did not fit (EPC_OVERFLOW_DROP: dropped)
 end
 

@@ -147,18 +147,22 @@ pub const EPC_MODE_LOW_LATENCY: EpcMode = 1;
 pub const EPC_MODE_HIGH_THROUGHPUT: EpcMode = 2;
 
 /// What a step does when more rows arrive than the handle's capacity holds. Neither is
-/// sticky: the next step starts afresh.
+/// sticky: the next step starts afresh. Every rank learns every rank's overflow with the
+/// routing (HT: in the count exchange of epc_handle_update), so all ranks act alike; the
+/// host sees it, without synchronising, once the GPU has run that exchange.
 pub type EpcOverflow = u32;
 
 /// nothing is written past capacity; the step's outputs are
 /// undefined; the handle reports the overflow (epc_handle_query)
 /// and its next call returns EPC_ERR_CAPACITY naming the rank
-/// and the count
+/// and the count (HT: a step in which any rank overflows writes
+/// no output on any rank)
 pub const EPC_OVERFLOW_FAIL: EpcOverflow = 0;
 
 /// rows past capacity, in row order, are dropped; counts describe
 /// the rows written, out_num_recv the rows that arrived; combine
-/// gets no contribution from a dropped row
+/// gets no contribution from a dropped row (HT FLAT: a rank
+/// keeps its lowest (source rank, source token) rows)
 pub const EPC_OVERFLOW_DROP: EpcOverflow = 1;
 
 /// EpcGroupConfig.flags: size the combine window for
@@ -199,7 +203,9 @@ pub struct EpcGroupConfig {
     /// 8 * H
     pub max_token_bytes: u32,
     /// tokens per rank the receive window holds; 0: R * T, which
-    /// never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0)
+    /// never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0; served
+    /// since 2.1 on HT groups of one node, whose dispatch window
+    /// then holds recv_capacity rows)
     pub recv_capacity: u64,
     /// 0: EPC_OVERFLOW_FAIL
     pub overflow: EpcOverflow,
@@ -483,7 +489,7 @@ pub struct EpcHandleConfig {
     /// EXPERT_PACKED: rows, 0: the most recv_capacity tokens can
     /// produce in the layout (FLAT: recv_capacity). RANK_MAJOR
     /// and EXACT sizing: must be 0. In 2.0 only the default is
-    /// served
+    /// served; 2.1 serves FLAT capacities up to that default
     pub capacity: u64,
     /// EXPERT_PACKED: zone starts and sizes are multiples of this,
     /// any positive value; 0: 1. Other layouts: must be 0
@@ -564,7 +570,8 @@ pub struct EpcHandleInfo {
     /// EPC_OK, or EPC_ERR_CAPACITY when the last dispatch
     /// received more rows than C
     pub overflow_status: EpcStatus,
-    /// the rank whose receive overflowed, -1 for none
+    /// the rank whose receive overflowed, -1 for none (this rank
+    /// if its own did, else the lowest such rank)
     pub overflow_rank: i32,
     /// rows that did not fit (EPC_OVERFLOW_DROP: dropped)
     pub overflow_rows: i64,
