@@ -21,22 +21,25 @@ struct Options {
   uint32_t topk = 8;
   uint32_t ll_tokens = 128;
   uint32_t ht_tokens = 4096;
-  int gpus = -1;       // -1: all visible
-  int plan_ranks = 8;  // topology shown when there is no GPU (or with --plan-only)
-  int node_size = 0;   // ranks per NVLink node of that plan; 0: all of them (one node)
+  uint32_t ht_recv_capacity = 0;  // 0: R * T
+  int gpus = -1;                  // -1: all visible
+  int plan_ranks = 8;             // topology shown when there is no GPU (or with --plan-only)
+  int node_size = 0;              // ranks per NVLink node of that plan; 0: all of them (one node)
   bool plan_only = false;
 };
 
 const char* kUsage =
     "usage: epcomm-info [--experts=N] [--hidden=N] [--topk=N] [--ll-tokens=N] [--ht-tokens=N]\n"
-    "                   [--gpus=N] [--plan-ranks=N] [--node-size=N] [--plan-only]\n"
+    "                   [--ht-recv-capacity=N] [--gpus=N] [--plan-ranks=N] [--node-size=N]\n"
+    "                   [--plan-only]\n"
     "Prints the symmetric-memory plan of a low-latency and a high-throughput group and, on a\n"
     "machine with GPUs, creates both on every local GPU (or the first N), runs the group\n"
     "barrier and prints each rank's topology. Defaults: 256 experts, hidden 7168, top-8,\n"
     "128 LL / 4096 HT tokens per rank. --plan-ranks sets the rank count of the plan shown\n"
     "when no GPU is visible (default 8), --node-size the ranks per NVLink node of that plan\n"
     "(default: one node of them all; it must divide --plan-ranks); --plan-only shows that\n"
-    "plan and creates nothing, also where GPUs are visible.\n";
+    "plan and creates nothing, also where GPUs are visible. --ht-recv-capacity sets the HT\n"
+    "group's recv_capacity, the tokens its receive window holds (default: ranks * HT tokens).\n";
 
 bool parse_u32(const char* arg, const char* name, uint32_t& out) {
   size_t n = std::strlen(name);
@@ -61,7 +64,8 @@ Options parse(int argc, char** argv) {
     }
     if (parse_u32(argv[i], "--experts=", o.experts) || parse_u32(argv[i], "--hidden=", o.hidden) ||
         parse_u32(argv[i], "--topk=", o.topk) || parse_u32(argv[i], "--ll-tokens=", o.ll_tokens) ||
-        parse_u32(argv[i], "--ht-tokens=", o.ht_tokens)) {
+        parse_u32(argv[i], "--ht-tokens=", o.ht_tokens) ||
+        parse_u32(argv[i], "--ht-recv-capacity=", o.ht_recv_capacity)) {
       continue;
     }
     if (parse_u32(argv[i], "--gpus=", v)) {
@@ -105,6 +109,7 @@ EpcGroupConfig make_config(const Options& o, EpcMode mode) {
   c.hidden = o.hidden;
   c.max_topk = o.topk;
   c.max_tokens_per_rank = mode == EPC_MODE_LOW_LATENCY ? o.ll_tokens : o.ht_tokens;
+  if (mode == EPC_MODE_HIGH_THROUGHPUT) c.recv_capacity = o.ht_recv_capacity;
   return c;
 }
 
@@ -125,9 +130,11 @@ bool print_plan(const Options& o, EpcMode mode, int ranks, int node_size) {
     std::printf("%s plan: %s: %s\n", mode_name(mode), epc_status_string(s), error_text().c_str());
     return false;
   }
-  std::printf("\n%s plan: %d ranks in %d node(s) of %d, %u experts, hidden %u, top-%u, %u tokens/rank\n",
-              mode_name(mode), ranks, ranks / node_size, node_size, c.num_experts, c.hidden, c.max_topk,
-              c.max_tokens_per_rank);
+  std::printf(
+      "\n%s plan: %d ranks in %d node(s) of %d, %u experts, hidden %u, top-%u, %u tokens/rank, "
+      "recv_capacity %llu\n",
+      mode_name(mode), ranks, ranks / node_size, node_size, c.num_experts, c.hidden, c.max_topk, c.max_tokens_per_rank,
+      static_cast<unsigned long long>(plan.recv_capacity));
   std::printf(
       "  symmetric window per rank: %.2f MiB (%llu bytes), %u slot(s), %u B per token "
       "message, %u SMs\n",
