@@ -121,8 +121,9 @@ GroupConfig resolve_config(const EpcGroupConfig* caller) {
   c.max_pending_steps = or_default(raw.max_pending_steps, limits::kDefaultPendingSteps);
   if (c.max_pending_steps > limits::kMaxPendingSteps) {
     fail(EPC_ERR_UNSUPPORTED,
-         format("EpcGroupConfig.max_pending_steps is %u; ABI %d.%d serves %u pending send-only step per group",
-                raw.max_pending_steps, EPC_ABI_MAJOR, EPC_ABI_MINOR, limits::kMaxPendingSteps));
+         format("EpcGroupConfig.max_pending_steps is %u; this library serves at most %u pending send-only "
+                "steps per group (each holds a low-latency receive slot of its own until its epc_complete)",
+                raw.max_pending_steps, limits::kMaxPendingSteps));
   }
 
   c.num_sms = or_default(raw.num_sms, ll ? limits::kDefaultLlSms : limits::kDefaultHtSms);

@@ -21,7 +21,7 @@ struct GroupConfig {
   EpcDtype dtype = EPC_DTYPE_BF16;
   uint64_t recv_capacity = 0;  // 0: the worst case, ranks * max_tokens_per_rank
   EpcOverflow overflow = EPC_OVERFLOW_FAIL;
-  uint32_t max_pending_steps = 1;
+  uint32_t max_pending_steps = 2;
   uint32_t flags = 0;
   uint32_t num_sms = 0;
   uint32_t timeout_ms = 0;
@@ -65,9 +65,12 @@ constexpr uint32_t kDefaultLlSms = 132;
 constexpr uint32_t kDefaultHtSms = 24;
 constexpr uint32_t kMaxSms = 1024;
 constexpr uint32_t kDefaultTimeoutMs = 10000;
-// Send-only steps awaiting epc_complete per group: one, until the LL wire rotates more slots.
-constexpr uint32_t kDefaultPendingSteps = 1;
-constexpr uint32_t kMaxPendingSteps = 1;
+// Send-only steps awaiting epc_complete per group: two by default (two micro-batches), which
+// the LL window's two slots per direction serve; each one more adds a slot
+// (kernels/wire/limits.hpp).
+constexpr uint32_t kDefaultPendingSteps = 2;
+constexpr uint32_t kMaxPendingSteps = kernels::kLlMaxSlots;
+static_assert(kDefaultPendingSteps <= kernels::kLlMinSlots, "the default window is the two-slot one");
 // Rows move in 16-byte vectors: a bf16 row of `hidden` channels must be a multiple of 16 B.
 constexpr uint32_t kHiddenMultiple = 8;
 // Keeps every per-rank buffer size comfortably inside 64-bit arithmetic and 32-bit indices.

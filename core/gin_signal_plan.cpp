@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "core/plan.hpp"
 #include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_message.hpp"
 
 namespace epc {
 
@@ -56,10 +57,11 @@ kernels::GinSignalMap plan_gin_signals(const GroupConfig& c, const Topology& t, 
   // The group barrier: every rank signals its epoch into every rank's inbox.
   b.by_rank(plan.region(EPC_REGION_CONTROL).offset + plan.control.barrier_inbox_offset, 1, t);
   if (c.mode == EPC_MODE_LOW_LATENCY) {
-    // Every rank signals every rank, in its own word of each slot's arrays.
+    // Every rank signals every rank, in its own row of each slot's signal region: its step
+    // signal and its credit (kernels/wire/ll_message.hpp).
     for (uint32_t s = 0; s < plan.num_slots; ++s) {
-      b.by_rank(plan.region(EPC_REGION_DISPATCH_SIGNAL, s).offset, 1, t);
-      b.by_rank(plan.region(EPC_REGION_COMBINE_SIGNAL, s).offset, 1, t);
+      b.by_rank(plan.region(EPC_REGION_DISPATCH_SIGNAL, s).offset, kernels::kLlSignalRowWords, t);
+      b.by_rank(plan.region(EPC_REGION_COMBINE_SIGNAL, s).offset, kernels::kLlSignalRowWords, t);
     }
     return map;
   }

@@ -3,12 +3,13 @@
 
 #include "kernels/wire/ht_capacity.hpp"
 #include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_state.hpp"
 
 namespace epc {
 
 uint64_t LlHandleSizes::bytes() const {
   return (topk_idx + recv_tokens + msg_entries + msg_rows + counts + expert_entries) * sizeof(int32_t) +
-         msg_weights * sizeof(float);
+         msg_weights * sizeof(float) + steps * sizeof(uint64_t);
 }
 
 LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
@@ -23,6 +24,7 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
   s.msg_weights = R * T * K;
   s.counts = c.local_experts(nranks);
   s.expert_entries = c.num_experts;
+  s.steps = kernels::kLlStepRecords;
   return s;
 }
 

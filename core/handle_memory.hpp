@@ -24,6 +24,7 @@ struct LlHandleSizes {
   size_t msg_weights;     // float [R, T, max_topk]
   size_t counts;          // int32 [L]: the per-expert counts when the caller asks for none
   size_t expert_entries;  // int32 [num_experts]: the routing's entries per expert
+  size_t steps;           // uint64 [kLlStepRecords]: the step of the last dispatch and combine
   uint64_t bytes() const;
 };
 LlHandleSizes ll_handle_sizes(const GroupConfig& config, int nranks);

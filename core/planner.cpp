@@ -8,13 +8,18 @@
 #include "core/handle_memory.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_message.hpp"
+#include "kernels/wire/ll_state.hpp"
 
 namespace epc {
 
 namespace {
 
-using kernels::kLlSlots;
 constexpr uint32_t kWarpsPerBlock = 32;
+// Beside the window, the low-latency step state (kernels/wire/ll_state.hpp).
+constexpr uint64_t kLlStateBytes = 256;
+static_assert(sizeof(kernels::LlState) <= kLlStateBytes, "EpcPlan.workspace_bytes covers the step state");
+// The control region, four regions per low-latency slot, and the network staging.
+static_assert(2 + 4 * kernels::kLlMaxSlots <= EPC_PLAN_MAX_REGIONS, "every low-latency plan fits EpcPlan.regions");
 
 uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 
@@ -41,24 +46,25 @@ class LayoutBuilder {
   uint64_t cursor_ = 0;
 };
 
-uint64_t signal_bytes(int nranks) { return static_cast<uint64_t>(nranks) * sizeof(uint64_t); }
-
 void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, LayoutBuilder& b) {
   const int T = static_cast<int>(c.max_tokens_per_rank);
   const uint64_t row = c.payload_row_bytes();
   const uint64_t combine_row = static_cast<uint64_t>(c.hidden) * 2;  // combine is always bf16
-  plan.num_slots = kLlSlots;
+  // Each pending send-only step holds a slot of its direction until its epc_complete; a
+  // second slot lets consecutive steps alternate, so a step does not wait for every peer to
+  // have read the one before it (core/ll/ll_steps.hpp).
+  plan.num_slots = std::max<uint32_t>(kernels::kLlMinSlots, c.max_pending_steps);
   // Receivers read payloads in 16-byte vectors from every message, so messages start
   // 16-byte aligned: an fp8 row plus its scales (hidden + hidden / 32 bytes) is a multiple
   // of 16 only when hidden is a multiple of 512, so pad the message up to one.
   plan.message_bytes = static_cast<uint32_t>(align_up(ll_message_header_bytes(c) + row, kernels::kLlMessageAlignment));
-  for (uint32_t s = 0; s < kLlSlots; ++s) {
+  for (uint32_t s = 0; s < plan.num_slots; ++s) {
     b.add(EPC_REGION_DISPATCH_RECV, s,
           kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes) + ll_count_table_bytes(c, t.nranks),
           "dispatch_recv");
-    b.add(EPC_REGION_DISPATCH_SIGNAL, s, signal_bytes(t.nranks), "dispatch_signal");
+    b.add(EPC_REGION_DISPATCH_SIGNAL, s, kernels::ll_signal_region_bytes(t.nranks), "dispatch_signal");
     b.add(EPC_REGION_COMBINE_RECV, s, kernels::ll_record_offset(t.nranks, 0, T, combine_row), "combine_recv");
-    b.add(EPC_REGION_COMBINE_SIGNAL, s, signal_bytes(t.nranks), "combine_signal");
+    b.add(EPC_REGION_COMBINE_SIGNAL, s, kernels::ll_signal_region_bytes(t.nranks), "combine_signal");
   }
 }
 
@@ -145,7 +151,7 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   plan.symmetric_bytes = builder.end();
   // Beside the window: the step counters (kernels/wire/ll_state.hpp); handles hold their
   // own arrays (handle_bytes).
-  plan.workspace_bytes = 256;
+  plan.workspace_bytes = kLlStateBytes;
   return plan;
 }
 

@@ -49,6 +49,9 @@ cudaError_t launch_ll_combine_send(const LlCombineParams& params, int blocks, cu
 cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks, cudaStream_t stream);
 
+// Gives the credits of a slot's last step back to every source without reading it: one warp.
+cudaError_t launch_ll_slot_release(const LlSlotReleaseParams& params, cudaStream_t stream);
+
 // High-throughput layout: one block numbers this rank's rows on every rank, exchanges the
 // counts with every rank and fills the handle's layout arrays (kernels/wire/ht_params.hpp).
 cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream);

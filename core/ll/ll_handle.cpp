@@ -31,6 +31,7 @@ LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, const
   msg_weights_ = memory_.allocate<float>(n.msg_weights, what);
   counts_ = memory_.allocate<int32_t>(n.counts, what);
   expert_entries_ = memory_.allocate<int32_t>(n.expert_entries, what);
+  steps_record_ = memory_.allocate<uint64_t>(n.steps, what);
   // A dispatch receive that gives up (a timeout, or a group that a bad routing value has
   // already failed) writes none of the receive state, and a combine queued behind it before
   // the host saw the failure reads it as message counts and row addresses: start from
@@ -41,16 +42,38 @@ LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, const
   // Combine loads every entry slot of a message with its count; slots past it hold zeros.
   check_cuda(cudaMemsetAsync(msg_rows_, 0, n.msg_rows * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(msg_weights_, 0, n.msg_weights * sizeof(float), stream), zeroing);
+  check_cuda(cudaMemsetAsync(steps_record_, 0, n.steps * sizeof(uint64_t), stream), zeroing);
   if (topk_idx != nullptr) {
     topk_ = topk;
     copy_routing(topk_idx, stream);
   }
 }
 
-// The arrays go with memory_, once the device is done with them; a pending step gives up
-// its slot.
+// The arrays go with memory_, once the device is done with them. A pending step gives up its
+// slot: this rank will never read it for that step, so the slot's credits go to every source
+// as its receive would have given them (kernels/ll/ll_slot_release.cu). The sending launch
+// must have recorded the slot's step first, hence the wait; on a failed group nothing is sent
+// (no step of it runs again).
 LlHandle::~LlHandle() {
-  if (steps_.pending_owner() == id_) steps_.set_pending_owner(nullptr);
+  if (pending_ == EPC_PENDING_NONE) return;
+  const LlDirection direction = pending_ == EPC_PENDING_DISPATCH ? kLlDispatch : kLlCombine;
+  steps_.release(direction, pending_slot_);
+  try {
+    group_.check_async_error();
+    DeviceGuard guard(group_.device());
+    if (cudaDeviceSynchronize() != cudaSuccess) return;
+    kernels::LlSlotReleaseParams p;
+    std::memset(&p, 0, sizeof p);
+    p.transport = group_.transport();
+    p.op = direction == kLlDispatch ? &steps_.state()->dispatch : &steps_.state()->combine;
+    p.signal_offset = direction == kLlDispatch ? pending_dispatch_.signal_offset : pending_combine_.signal_offset;
+    p.slot = pending_slot_;
+    p.nranks = group_.topology().nranks;
+    p.rank = group_.rank();
+    if (kernels::launch_ll_slot_release(p, nullptr) == cudaSuccess) (void)cudaDeviceSynchronize();
+  } catch (...) {
+    // A failed group: its steps are refused from now on, so nothing waits for the slot.
+  }
 }
 
 void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
@@ -93,6 +116,7 @@ kernels::LlCommon LlHandle::common() const {
   k.handle.msg_rows = msg_rows_;
   k.handle.msg_weights = msg_weights_;
   k.handle.expert_entries = expert_entries_;
+  k.handle.steps = steps_record_;
   k.state = steps_.state();
   k.error = group_.device_error();
   k.timeout_ns = group_.timeout_ns();
@@ -134,12 +158,6 @@ void LlHandle::require_ready(const char* call, bool starts_step) const {
   if (pending_ != EPC_PENDING_NONE) {
     fail_usage(format("%s: handle %p has a send-only %s pending; call epc_complete on it first", call, id_,
                       pending_ == EPC_PENDING_DISPATCH ? "dispatch" : "combine"));
-  }
-  if (starts_step && steps_.pending_owner() != nullptr) {
-    fail_usage(
-        format("%s on handle %p: handle %p of this group has a send-only step pending, and the group allows "
-               "max_pending_steps = %u; call epc_complete on handle %p first",
-               call, id_, steps_.pending_owner(), group_.config().max_pending_steps, steps_.pending_owner()));
   }
   if (starts_step && topk_ == 0) {
     fail_usage(format("%s: handle %p has no routing yet; call epc_handle_update first", call, id_));
@@ -200,10 +218,6 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   kernels::LlDispatchParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
-  for (int s = 0; s < kernels::kLlSlots; ++s) {
-    p.recv_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_RECV, s).offset;
-    p.signal_offset[s] = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL, s).offset;
-  }
   p.x = a.x->data;
   p.x_is_fp16 = a.x->dtype == EPC_DTYPE_FP16;
   p.weights = static_cast<const float*>(a.topk_weights->data);
@@ -218,19 +232,28 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.round_scale_ue8m0 =
       (a.flags & EPC_DISPATCH_POW2_SCALES) != 0 || (fp8 && p.out_scales.encoding != kernels::ScaleEncoding::kFp32);
 
+  const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
+  p.slot = steps_.take(kLlDispatch, id_, send_only, "epc_dispatch");
+  p.recv_offset = group_.plan().region(EPC_REGION_DISPATCH_RECV, static_cast<uint32_t>(p.slot)).offset;
+  p.signal_offset = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL, static_cast<uint32_t>(p.slot)).offset;
   DeviceGuard guard(group_.device());
-  if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
+  if (!send_only) {
     check_cuda(kernels::launch_ll_dispatch(p, capped(token_blocks(), budget), capped(message_blocks(), budget), stream),
                "launching the dispatch");
     copy_counts_to_host(counts, p.out_counts, L, stream);
     return;
   }
-  check_cuda(kernels::launch_ll_dispatch_send(p, capped(token_blocks(), budget), stream),
-             "launching the dispatch send");
+  try {
+    check_cuda(kernels::launch_ll_dispatch_send(p, capped(token_blocks(), budget), stream),
+               "launching the dispatch send");
+  } catch (...) {
+    steps_.release(kLlDispatch, p.slot);
+    throw;
+  }
   pending_ = EPC_PENDING_DISPATCH;
+  pending_slot_ = p.slot;
   pending_dispatch_ = p;
   pending_counts_ = counts;
-  steps_.set_pending_owner(id_);
 }
 
 void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
@@ -259,27 +282,32 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   kernels::LlCombineParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
-  for (int s = 0; s < kernels::kLlSlots; ++s) {
-    p.recv_offset[s] = group_.plan().region(EPC_REGION_COMBINE_RECV, s).offset;
-    p.signal_offset[s] = group_.plan().region(EPC_REGION_COMBINE_SIGNAL, s).offset;
-  }
   p.expert_out = static_cast<const uint16_t*>(a.x->data);
   p.out = a.out->data;
   p.out_type = sum_output_of(a.out->dtype);
   p.message_slices = message_slices();
 
+  const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
+  p.slot = steps_.take(kLlCombine, id_, send_only, "epc_combine");
+  p.recv_offset = group_.plan().region(EPC_REGION_COMBINE_RECV, static_cast<uint32_t>(p.slot)).offset;
+  p.signal_offset = group_.plan().region(EPC_REGION_COMBINE_SIGNAL, static_cast<uint32_t>(p.slot)).offset;
   DeviceGuard guard(group_.device());
-  if ((a.flags & EPC_STEP_SEND_ONLY) == 0) {
+  if (!send_only) {
     check_cuda(
         kernels::launch_ll_combine(p, capped(message_blocks(), budget), capped(blocks(num_tokens_), budget), stream),
         "launching the combine");
     return;
   }
-  check_cuda(kernels::launch_ll_combine_send(p, capped(message_blocks(), budget), stream),
-             "launching the combine send");
+  try {
+    check_cuda(kernels::launch_ll_combine_send(p, capped(message_blocks(), budget), stream),
+               "launching the combine send");
+  } catch (...) {
+    steps_.release(kLlCombine, p.slot);
+    throw;
+  }
   pending_ = EPC_PENDING_COMBINE;
+  pending_slot_ = p.slot;
   pending_combine_ = p;
-  steps_.set_pending_owner(id_);
 }
 
 void LlHandle::complete(cudaStream_t stream) {
@@ -291,7 +319,8 @@ void LlHandle::complete(cudaStream_t stream) {
                id_));
   }
   DeviceGuard guard(group_.device());
-  if (pending_ == EPC_PENDING_DISPATCH) {
+  const bool dispatch = pending_ == EPC_PENDING_DISPATCH;
+  if (dispatch) {
     check_cuda(kernels::launch_ll_dispatch_recv(pending_dispatch_, message_blocks(), stream),
                "launching the dispatch receive");
     copy_counts_to_host(pending_counts_, pending_dispatch_.out_counts,
@@ -300,9 +329,12 @@ void LlHandle::complete(cudaStream_t stream) {
     check_cuda(kernels::launch_ll_combine_recv(pending_combine_, blocks(num_tokens_), stream),
                "launching the combine receive");
   }
+  // The slot is free for the group's next step once this receive is queued: that step's
+  // sending launch waits on the device for the credits this one gives.
+  steps_.release(dispatch ? kLlDispatch : kLlCombine, pending_slot_);
   pending_ = EPC_PENDING_NONE;
+  pending_slot_ = -1;
   pending_counts_ = CountOutputs{};
-  steps_.set_pending_owner(nullptr);
 }
 
 EpcHandleInfo LlHandle::info() const {

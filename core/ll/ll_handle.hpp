@@ -36,8 +36,8 @@ class LlHandle {
   EpcHandleInfo info() const;
 
  private:
-  // Refuses a step (or an update) while this handle, or for a step any handle of the
-  // group, has a send-only call waiting for epc_complete, and a step before any routing.
+  // Refuses a step (or an update) while this handle has a send-only call waiting for
+  // epc_complete, and a step before any routing. (LlSteps::take checks the group's limits.)
   void require_ready(const char* call, bool starts_step) const;
   void copy_routing(const EpcTensor* topk_idx, cudaStream_t stream);
   kernels::LlCommon common() const;
@@ -70,8 +70,10 @@ class LlHandle {
   float* msg_weights_ = nullptr;       // [R, T, max_entries]
   int32_t* counts_ = nullptr;          // [L]: per-expert counts when the caller asks for none
   int32_t* expert_entries_ = nullptr;  // [num_experts]: the routing's entries per expert
+  uint64_t* steps_record_ = nullptr;   // [kLlStepRecords]: written by the sending launches
 
   uint32_t pending_ = EPC_PENDING_NONE;
+  int pending_slot_ = -1;  // the slot the pending step holds (LlSteps)
   kernels::LlDispatchParams pending_dispatch_{};
   kernels::LlCombineParams pending_combine_{};
   CountOutputs pending_counts_{};

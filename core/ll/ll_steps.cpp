@@ -1,22 +1,78 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/ll/ll_steps.hpp"
 
+#include <string>
+
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
 
 namespace epc {
 
-LlSteps::LlSteps(const Group& group) : memory_(group.device()) {
+namespace {
+const char* direction_name(int direction) { return direction == kLlDispatch ? "dispatch" : "combine"; }
+}  // namespace
+
+LlSteps::LlSteps(const Group& group)
+    : memory_(group.device()),
+      slots_(static_cast<int>(group.plan().num_slots)),
+      max_pending_(group.config().max_pending_steps) {
+  if (slots_ < kernels::kLlMinSlots || slots_ > kernels::kLlMaxSlots) {
+    fail(EPC_ERR_INTERNAL, format("the plan has %d low-latency slots; kernels serve %d to %d", slots_,
+                                  kernels::kLlMinSlots, kernels::kLlMaxSlots));
+  }
   DeviceGuard guard(group.device());
-  state_ = memory_.allocate<kernels::LlState>(1, "cudaMalloc of the step counters");
-  check_cuda(cudaMemset(state_, 0, sizeof(kernels::LlState)), "zeroing the step counters");
+  state_ = memory_.allocate<kernels::LlState>(1, "cudaMalloc of the step state");
+  check_cuda(cudaMemset(state_, 0, sizeof(kernels::LlState)), "zeroing the step state");
 #ifdef EPC_PHASE_TRACE
   phase_trace_ = memory_.allocate<kernels::LlPhaseTrace>(1, "cudaMalloc of the phase trace");
   check_cuda(cudaMemset(phase_trace_, 0, sizeof(kernels::LlPhaseTrace)), "zeroing the phase trace");
 #endif
-  check_cuda(cudaDeviceSynchronize(), "zeroing the step counters");
+  check_cuda(cudaDeviceSynchronize(), "zeroing the step state");
 }
+
+int LlSteps::pending() const {
+  int n = 0;
+  for (const auto& direction : holder_) {
+    for (int s = 0; s < slots_; ++s) n += direction[s] != nullptr;
+  }
+  return n;
+}
+
+std::string LlSteps::holders() const {
+  std::string out;
+  for (int d = 0; d < kernels::kLlStepRecords; ++d) {
+    for (int s = 0; s < slots_; ++s) {
+      if (holder_[d][s] == nullptr) continue;
+      if (!out.empty()) out += ", ";
+      out += format("handle %p (%s)", holder_[d][s], direction_name(d));
+    }
+  }
+  return out;
+}
+
+int LlSteps::take(LlDirection direction, const void* id, bool send_only, const char* call) {
+  if (send_only && pending() >= static_cast<int>(max_pending_)) {
+    fail_usage(
+        format("%s on handle %p: the group allows max_pending_steps = %u send-only steps awaiting "
+               "epc_complete, and they are pending on %s; call epc_complete on one of them first",
+               call, id, max_pending_, holders().c_str()));
+  }
+  const void* const* held = holder_[direction];
+  for (int i = 0; i < slots_; ++i) {
+    const int slot = (next_[direction] + i) % slots_;
+    if (held[slot] != nullptr) continue;
+    next_[direction] = (slot + 1) % slots_;
+    if (send_only) holder_[direction][slot] = id;
+    return slot;
+  }
+  fail_usage(
+      format("%s on handle %p: every %s slot of the group (%d) is held by a pending send-only step, on %s; "
+             "call epc_complete on one of them first",
+             call, id, direction_name(direction), slots_, holders().c_str()));
+}
+
+void LlSteps::release(LlDirection direction, int slot) { holder_[direction][slot] = nullptr; }
 
 #ifdef EPC_PHASE_TRACE
 void LlSteps::read_phase_trace(void* out, size_t bytes) const {

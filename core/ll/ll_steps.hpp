@@ -1,13 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the low-latency handles of one group share: the device step counters that pick each
-// step's double-buffer slot and epoch (kernels/wire/ll_state.hpp), and the handle whose
-// EPC_STEP_SEND_ONLY step is waiting for epc_complete. One per low-latency group, created with it.
+// What the low-latency handles of one group share: the device step state (kernels/wire/
+// ll_state.hpp) and the host's record of which receive slot each pending send-only step holds.
+// One per low-latency group, created with it.
+//
+// Slots. A step of one direction (dispatch or combine) uses one of the direction's slots of
+// the window: a whole step for the call, a send-only step until its epc_complete (or its
+// handle's destroy). The host picks it, round-robin over the slots no pending step holds:
+// consecutive steps use different slots, so a step seldom waits for its slot's credits
+// (kernels/ll/ll_slot_credit.cuh), and a handle that never completes keeps its one slot while
+// the others rotate. Every rank must pick the same slot for the same step; the pick depends
+// only on the order of the group's calls (steps, completes, destroys), which every rank makes
+// alike (docs/design.md, "Steps in flight").
 #pragma once
 
 #include <cstdint>
 
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
+#include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_state.hpp"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/wire/ll_phase_trace.hpp"
@@ -15,18 +25,26 @@
 
 namespace epc {
 
+// The two directions, indexing LlSteps' slots and the handle's step records alike.
+enum LlDirection : int { kLlDispatch = kernels::kLlDispatchRecord, kLlCombine = kernels::kLlCombineRecord };
+
 class LlSteps {
  public:
   // Allocates and zeroes the state on the group's device.
   explicit LlSteps(const Group& group);
 
   kernels::LlState* state() const { return state_; }
+  int slots() const { return slots_; }
 
-  // The handle (its caller-visible id) whose send-only step is pending, if any: a step's
-  // slot and epoch come from the group's step counters, so no other step of the group may
-  // start before it completes.
-  const void* pending_owner() const { return pending_owner_; }
-  void set_pending_owner(const void* owner) { pending_owner_ = owner; }
+  // The slot for a step of `direction` on handle `id` (its caller-visible id), held by the
+  // step until release() when `send_only`. Throws EPC_ERR_INVALID_USAGE, naming `call` and
+  // the handles that hold slots, when a send-only step would exceed max_pending_steps, or
+  // when every slot of the direction is held. Changes nothing when it throws.
+  int take(LlDirection direction, const void* id, bool send_only, const char* call);
+  // The send-only step holding `slot` completed (or its handle went away).
+  void release(LlDirection direction, int slot);
+  // Send-only steps pending over both directions.
+  int pending() const;
 
 #ifdef EPC_PHASE_TRACE
   // The ring the LL kernels stamp their phases into (kernels/wire/ll_phase_trace.hpp), zeroed
@@ -38,12 +56,20 @@ class LlSteps {
 #endif
 
  private:
+  // "handle 0x.. (dispatch), handle 0x.. (combine)": the holders of every slot.
+  std::string holders() const;
+
   DeviceAllocations memory_;
   kernels::LlState* state_ = nullptr;
 #ifdef EPC_PHASE_TRACE
   kernels::LlPhaseTrace* phase_trace_ = nullptr;
 #endif
-  const void* pending_owner_ = nullptr;
+  int slots_ = kernels::kLlMinSlots;
+  uint32_t max_pending_ = 0;
+  // Per direction: the handle whose send-only step holds each slot (null: free), and where
+  // the round-robin search starts.
+  const void* holder_[kernels::kLlStepRecords][kernels::kLlMaxSlots] = {};
+  int next_[kernels::kLlStepRecords] = {};
 };
 
 }  // namespace epc

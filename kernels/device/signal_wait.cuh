@@ -25,18 +25,19 @@ __device__ __forceinline__ bool wait_for_signal(const PeerTransport& transport, 
 }
 
 // Threads of the block split the peers; every thread returns the block's outcome. Waits
-// until reached(value) for the word of every peer p < nranks, at offset + 8 p and signalled
-// by p; stores the low 32 bits of each in `payload[p]` (shared memory, may be null).
+// until reached(value) for the word of every peer p < nranks, at offset + stride p and
+// signalled by p; stores the low 32 bits of each in `payload[p]` (shared memory, may be null).
 template <typename Reached>
 __device__ __forceinline__ bool wait_for_every_peer_signal(const PeerTransport& transport, uint64_t offset, int nranks,
                                                            Reached reached, uint32_t* payload, uint64_t timeout_ns,
-                                                           DeviceError* error, uint32_t phase, int rank) {
+                                                           DeviceError* error, uint32_t phase, int rank,
+                                                           uint64_t stride = sizeof(uint64_t)) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
   for (int p = threadIdx.x; p < nranks; p += blockDim.x) {
     uint64_t value = 0;
-    const uint64_t word = offset + static_cast<uint64_t>(p) * sizeof(uint64_t);
+    const uint64_t word = offset + static_cast<uint64_t>(p) * stride;
     if (!wait_for_signal(transport, word, p, reached, &value, timeout_ns, error, phase, rank, p)) failed = 1;
     if (payload != nullptr) payload[p] = static_cast<uint32_t>(value);
   }
@@ -48,23 +49,25 @@ __device__ __forceinline__ bool wait_for_every_peer_signal(const PeerTransport& 
 template <typename Reached>
 __device__ __forceinline__ bool warp_wait_for_every_peer_signal(const PeerTransport& transport, uint64_t offset,
                                                                 int nranks, Reached reached, uint64_t timeout_ns,
-                                                                DeviceError* error, uint32_t phase, int rank) {
+                                                                DeviceError* error, uint32_t phase, int rank,
+                                                                uint64_t stride = sizeof(uint64_t)) {
   bool ok = true;
   for (int p = threadIdx.x % 32; p < nranks && ok; p += 32) {
     uint64_t value = 0;
-    const uint64_t word = offset + static_cast<uint64_t>(p) * sizeof(uint64_t);
+    const uint64_t word = offset + static_cast<uint64_t>(p) * stride;
     ok = wait_for_signal(transport, word, p, reached, &value, timeout_ns, error, phase, rank, p);
   }
   return __all_sync(0xffffffffu, ok);
 }
 
-// The low-latency step signal: waits until word p >> 32 == epoch for every peer p.
+// The low-latency step signal: waits until word p >> 32 == epoch for every peer p, the words
+// `stride` bytes apart.
 __device__ __forceinline__ bool wait_for_peers_signal(const PeerTransport& transport, uint64_t offset, int nranks,
                                                       uint32_t epoch, uint32_t* payload, uint64_t timeout_ns,
-                                                      DeviceError* error, uint32_t phase, int rank) {
+                                                      DeviceError* error, uint32_t phase, int rank, uint64_t stride) {
   return wait_for_every_peer_signal(
       transport, offset, nranks, [epoch](uint64_t v) { return static_cast<uint32_t>(v >> 32) == epoch; }, payload,
-      timeout_ns, error, phase, rank);
+      timeout_ns, error, phase, rank, stride);
 }
 
 }  // namespace epc::kernels

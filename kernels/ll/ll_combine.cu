@@ -11,12 +11,13 @@ namespace {
 
 struct CombineParts {
   using Params = LlCombineParams;
-  __device__ __forceinline__ static uint64_t* step_counter(LlState* s) { return &s->combine_step; }
-  __device__ __forceinline__ static uint32_t* receive_done(LlState* s) { return &s->combine_recv_done; }
+  static constexpr int kRecord = kLlCombineRecord;
+  static constexpr uint32_t kSlotPhase = kPhaseLlCombineSlot;
+  __device__ __forceinline__ static LlOpState* op(LlState* s) { return &s->combine; }
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->combine; }
 #endif
-  __device__ __forceinline__ static void send(const Params& p, uint64_t step) { combine::send(p, step); }
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step) { return combine::send(p, step); }
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) { return combine::receive(p, step); }
   // The sending part's [nranks] token counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }

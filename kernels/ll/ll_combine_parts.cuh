@@ -18,6 +18,7 @@
 #include "kernels/device/sum_store.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/ll/ll_received.cuh"
+#include "kernels/ll/ll_slot_credit.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_params.hpp"
 
@@ -65,11 +66,11 @@ __device__ __forceinline__ void send_partial(const LlCombineParams& p, const Mes
   }
 }
 
-// The whole part, run by every thread of every block.
-__device__ __forceinline__ void send(const LlCombineParams& p, uint64_t step) {
+// The whole part, run by every thread of every block; true in the launch's last block, which
+// has signalled every rank (ll_step_kernel.cuh records the step).
+__device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const int slot = static_cast<int>(step & 1);
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks], as the last dispatch received
 #ifdef EPC_PHASE_TRACE
@@ -96,7 +97,7 @@ __device__ __forceinline__ void send(const LlCombineParams& p, uint64_t step) {
       }
     }
     __syncthreads();
-    const uint64_t offset = g.partial_offset(p.recv_offset[slot], g.rank, m.token);
+    const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.token);
     if (entries.entries > 0) send_partial(p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
     __syncthreads();
     if (entries.entries > 0 && part.end > part.begin) {
@@ -110,13 +111,16 @@ __device__ __forceinline__ void send(const LlCombineParams& p, uint64_t step) {
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhasePayloadSent);
 #endif
 
-  if (last_block_to_finish(&c.state->combine_send_done, /*publish_system=*/!c.transport.one_node) &&
-      threadIdx.x < kWarpSize) {
-    warp_signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step, 0);
+  const bool last = last_block_to_finish(&c.state->combine.send_done, /*publish_system=*/!c.transport.one_node);
+  if (last && threadIdx.x < kWarpSize) {
+    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, 0);
 #ifdef EPC_PHASE_TRACE
     if (threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseSignalsSent);
 #endif
+  } else if (last && threadIdx.x < 2 * kWarpSize) {
+    warp_give_owed_late(c, &c.state->combine, p.slot);
   }
+  return last;
 }
 
 // The ranks hosting token t's unmasked entries, ascending, into shared `ranks`; returns
@@ -143,22 +147,21 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks)
 }
 
 // The whole part, run by every thread of every block; false when the block's wait failed
-// (ll_step_kernel.cuh moves the step counter on).
+// (ll_step_kernel.cuh gives the slot's credits).
 __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const int slot = static_cast<int>(step & 1);
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
 
-  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns,
-                     c.error, kPhaseCombineReceive, c.dev_comm.rank)) {
+  if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns, c.error,
+                     kPhaseCombineReceive, c.dev_comm.rank)) {
     return false;
   }
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseWaitDone);
 #endif
-  const char* partials = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
+  const char* partials = static_cast<const char*>(c.transport.local(p.recv_offset));
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
     const int num_ranks = token_ranks(c, t, ranks);

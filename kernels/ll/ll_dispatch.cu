@@ -12,12 +12,13 @@ namespace {
 
 struct DispatchParts {
   using Params = LlDispatchParams;
-  __device__ __forceinline__ static uint64_t* step_counter(LlState* s) { return &s->dispatch_step; }
-  __device__ __forceinline__ static uint32_t* receive_done(LlState* s) { return &s->dispatch_recv_done; }
+  static constexpr int kRecord = kLlDispatchRecord;
+  static constexpr uint32_t kSlotPhase = kPhaseLlDispatchSlot;
+  __device__ __forceinline__ static LlOpState* op(LlState* s) { return &s->dispatch; }
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->dispatch; }
 #endif
-  __device__ __forceinline__ static void send(const Params& p, uint64_t step) { dispatch_send::run(p, step); }
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step) { return dispatch_send::run(p, step); }
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) { return dispatch_recv::run(p, step); }
   static size_t send_shared(const Params&) { return 0; }
   // The receiving part's [nranks] token counts.

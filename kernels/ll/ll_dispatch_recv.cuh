@@ -32,15 +32,14 @@ struct MessageRows {
 };
 
 // The whole part, run by every thread of every block; false when the block's wait failed
-// (ll_step_kernel.cuh moves the step counter on).
+// (ll_step_kernel.cuh gives the slot's credits).
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const int slot = static_cast<int>(step & 1);
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks]
 
-  if (!wait_for_step(c.transport, p.signal_offset[slot], g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
+  if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
                      c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
     return false;  // the failure is recorded; the group is failed
   }
@@ -48,7 +47,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseWaitDone);
 #endif
 
-  const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset[slot]));
+  const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset));
   const int32_t* table = reinterpret_cast<const int32_t*>(
       slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes));  // [R][L]
   const int expert_rows = g.nranks * g.max_tokens;

@@ -15,6 +15,7 @@
 #include "kernels/device/phase_stamp.cuh"
 #endif
 #include "kernels/device/step_signal.cuh"
+#include "kernels/ll/ll_slot_credit.cuh"
 #include "kernels/ll/ll_token_routing.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_message.hpp"
@@ -111,11 +112,11 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
   }
 }
 
-// The whole part, run by every thread of every block.
-__device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
+// The whole part, run by every thread of every block; true in the launch's last block, which
+// has signalled every rank (ll_step_kernel.cuh records the step).
+__device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const int slot = static_cast<int>(step & 1);
   __shared__ TokenRoute route;
   __shared__ char* messages[kMaxTopk];
 #ifdef EPC_PHASE_TRACE
@@ -123,7 +124,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
 #endif
   // The tables depend on the routing only: sent first, by the block with the fewest tokens,
   // and ordered before the signal by the last-block count below.
-  if (blockIdx.x == gridDim.x - 1) send_count_tables(p, g.count_table_offset(p.recv_offset[slot]));
+  if (blockIdx.x == gridDim.x - 1) send_count_tables(p, g.count_table_offset(p.recv_offset));
 
   // One block per (token, slice of its row); the first slice's block also writes the
   // headers and entries.
@@ -137,7 +138,7 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
     const char* row = static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2;
     const RowPrefetch first = prefetch_row(row, part);
     route_token(c, p.weights, t, &route, first_slice);  // ends with __syncthreads
-    const uint64_t message_at = g.message_offset(p.recv_offset[slot], g.rank, t);
+    const uint64_t message_at = g.message_offset(p.recv_offset, g.rank, t);
     if (threadIdx.x < kWarpSize && first_slice) {
       // Headers: one per rank, entries in top-k order.
       for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
@@ -186,19 +187,22 @@ __device__ __forceinline__ void run(const LlDispatchParams& p, uint64_t step) {
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhasePayloadSent);
 #endif
 
-  if (last_block_to_finish(&c.state->dispatch_send_done, /*publish_system=*/!c.transport.one_node)) {
+  const bool last = last_block_to_finish(&c.state->dispatch.send_done, /*publish_system=*/!c.transport.one_node);
+  if (last) {
     if (threadIdx.x < kWarpSize) {
       // Inside a node each lane's release store orders every block's stores before its
       // signal (through the last-block count); the network's puts need the fence.
       if (!c.transport.one_node && threadIdx.x == 0) __threadfence_system();
       __syncwarp();
-      warp_signal_every_peer(c.transport, p.signal_offset[slot], g.nranks, g.rank, step,
-                             static_cast<uint32_t>(c.num_tokens));
+      warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, static_cast<uint32_t>(c.num_tokens));
 #ifdef EPC_PHASE_TRACE
       if (threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseSignalsSent);
 #endif
+    } else if (threadIdx.x < 2 * kWarpSize) {
+      warp_give_owed_late(c, &c.state->dispatch, p.slot);
     }
   }
+  return last;
 }
 
 }  // namespace epc::kernels::dispatch_send

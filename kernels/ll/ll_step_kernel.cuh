@@ -6,18 +6,24 @@
 // of the same launch off the GPU until the timeout); otherwise the two parts run as two
 // kernels, as they always do for EPC_STEP_SEND_ONLY.
 //
-// `Parts` names an operation: its parameter struct (Params), its step counter and receive
-// completion counter in LlState (step_counter, receive_done), its phase-trace ring
-// (phase_trace, -Dphase_trace=true builds), its two parts (send, receive, run by every
-// thread of every block, given the step the launch serves; receive returns in every thread
-// of a block whether the block saw every peer's signal) and the dynamic shared memory each
-// needs (send_shared, receive_shared).
+// `Parts` names an operation: its parameter struct (Params), its direction's state in LlState
+// (op), its index in the handle's step records (kRecord), the phase a slot-credit timeout
+// reports (kSlotPhase), its phase-trace ring (phase_trace, -Dphase_trace=true builds), its two
+// parts (send, receive, run by every thread of every block, given the step the launch
+// serves; send returns in every thread of a block whether the block was the launch's last to
+// finish, after which it has signalled every peer; receive returns in every thread of a block
+// whether the block saw every peer's signal) and the dynamic shared memory each needs
+// (send_shared, receive_shared).
 //
-// Every block reads the step once, at its start, and a receiving launch moves the counter on
-// once no block of it will read it again (finish_step). In a fused launch every block has read
-// it before the sending part's completion count, which the peers' signals follow, so block 0,
-// which has seen every signal, moves it; a receive-only launch counts its blocks first. A
-// failed wait leaves it: the group is failed.
+// A sending launch serves the direction's next step: every block reads the number at its
+// start and claims the step's slot (ll_slot_credit.cuh) before it sends; the last block to
+// finish the sending part, which every block has passed, records the step in the handle and
+// moves the number and the slot's state on. A receive-only launch (epc_complete) serves the
+// step its handle recorded, so the handles of a group complete in any order; its last block
+// gives the slot's credits. A fused launch's receiving part ends as it did before slots were
+// shared: block 0 notes the whole step received, and the next sending launch gives its
+// credits. A
+// failed wait leaves everything: the group is failed.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +31,7 @@
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/common/resident_blocks.hpp"
 #include "kernels/device/launch_done.cuh"
+#include "kernels/ll/ll_slot_credit.cuh"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
@@ -34,25 +41,56 @@ namespace epc::kernels {
 
 constexpr int kLlThreads = 512;
 
+// Called by every thread of the block that finished a sending part last. `whole`: the launch
+// also receives the step (fused), whose credits the next sending launch gives.
+template <typename Parts>
+__device__ __forceinline__ void record_step(const typename Parts::Params& p, LlOpState* op, uint64_t step, bool whole) {
+  __syncthreads();  // the second warp has read what a previous whole step owed
+  if (threadIdx.x != 0) return;
+  p.common.handle.steps[Parts::kRecord] = step;
+  op->slot_epoch[p.slot] = step + 1;
+  op->next_step = step + 1;
+  const uint32_t bit = 1u << p.slot;
+  op->whole_slots = whole ? (op->whole_slots | bit) : (op->whole_slots & ~bit);
+  op->owed_epoch = whole ? step + 1 : 0;
+  op->owed_signal_offset = p.signal_offset;
+}
+
 // Called by every thread of every block of a receiving launch after its receiving part.
 template <typename Parts>
-__device__ __forceinline__ void finish_step(const typename Parts::Params& p, uint64_t step, bool fused, bool received) {
-  LlState* state = p.common.state;
+__device__ __forceinline__ void finish_step(const typename Parts::Params& p, LlOpState* op, uint64_t step, bool fused,
+                                            bool received) {
   if (!received) return;
-  // Only the step counter follows, read by this GPU's next launches: GPU-scope fences.
-  const bool last = fused ? blockIdx.x == 0 : last_block_to_finish(Parts::receive_done(state), false);
-  if (!last || threadIdx.x != 0) return;
+  if (fused) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    note_whole_received(op, step);
 #ifdef EPC_PHASE_TRACE
-  stamp_phase(Parts::phase_trace(p.common), step, kLlPhaseReceiveDone);
+    stamp_phase(Parts::phase_trace(p.common), step, kLlPhaseReceiveDone);
 #endif
-  *Parts::step_counter(state) = step + 1;
+    return;
+  }
+  // The credits go to other GPUs: the last block's fence is system-scope.
+  if (!last_block_to_finish(&op->receive_done[p.slot], /*publish_system=*/true)) return;
+  if (threadIdx.x < kWarpSize) {
+    warp_give_slot_credits(p.common.transport, p.signal_offset, p.common.geo.nranks, p.common.geo.rank, step);
+  }
+#ifdef EPC_PHASE_TRACE
+  if (threadIdx.x == 0) stamp_phase(Parts::phase_trace(p.common), step, kLlPhaseReceiveDone);
+#endif
 }
 
 template <typename Parts, bool kSend, bool kReceive>
 __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
-  const uint64_t step = *Parts::step_counter(p.common.state);
-  if (kSend) Parts::send(p, step);
-  if (kReceive) finish_step<Parts>(p, step, /*fused=*/kSend, Parts::receive(p, step));
+  LlOpState* op = Parts::op(p.common.state);
+  uint64_t step;
+  if (kSend) {
+    step = op->next_step;
+    if (!claim_slot(p.common, op, p.slot, p.signal_offset, Parts::kSlotPhase)) return;
+    if (Parts::send(p, step)) record_step<Parts>(p, op, step, /*whole=*/kReceive);
+  } else {
+    step = p.common.handle.steps[Parts::kRecord];
+  }
+  if (kReceive) finish_step<Parts>(p, op, step, /*fused=*/kSend, Parts::receive(p, step));
 }
 
 template <typename Parts>

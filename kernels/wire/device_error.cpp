@@ -21,6 +21,10 @@ const char* phase_name(uint32_t phase) {
       return "high-throughput dispatch";
     case kPhaseHtCombine:
       return "high-throughput combine";
+    case kPhaseLlDispatchSlot:
+      return "low-latency dispatch slot reuse (a peer has not freed the slot's previous step)";
+    case kPhaseLlCombineSlot:
+      return "low-latency combine slot reuse (a peer has not freed the slot's previous step)";
     default:
       return "unknown phase";
   }

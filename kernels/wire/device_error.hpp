@@ -18,6 +18,8 @@ enum Phase : uint32_t {
   kPhaseHtLayout = 5,         // waiting for a peer's high-throughput counts
   kPhaseHtDispatch = 6,       // waiting for a peer's high-throughput rows or acknowledgement
   kPhaseHtCombine = 7,
+  kPhaseLlDispatchSlot = 8,  // waiting for a peer to free a low-latency dispatch slot (its credit)
+  kPhaseLlCombineSlot = 9,   // the same for a combine slot
 };
 
 const char* phase_name(uint32_t phase);

@@ -24,10 +24,14 @@
 
 #include <cstdint>
 
+#include "kernels/wire/limits.hpp"
+
 namespace epc::kernels {
 
 constexpr uint32_t kNoGinSignal = 0xffffffffu;
 constexpr int kMaxGinSignalArrays = 8;
+static_assert(1 + 2 * kLlMaxSlots <= kMaxGinSignalArrays,
+              "a low-latency plan has the barrier inbox and each slot's dispatch and combine signals");
 
 struct GinSignalArray {
   uint64_t offset;         // window offset of row 0, word 0

@@ -19,9 +19,13 @@ constexpr float kE4m3Max = 448.0f;
 constexpr int kMaxLlTokens = 1024;
 constexpr int kMaxHtTokens = 65536;
 
-// Double buffers: low-latency receive slots, and high-throughput layout slots. A step uses
-// slot step % 2, which kernels compute as step & 1.
-constexpr int kLlSlots = 2;
+// Low-latency receive slots per direction: a group has max(kLlMinSlots, max_pending_steps)
+// of them, at most kLlMaxSlots; the host picks a step's slot (core/ll/ll_steps.hpp). Each
+// slot is 4 plan regions (receive and signal, both directions): with the control region and
+// the network staging, 3 slots fill 14 of EPC_PLAN_MAX_REGIONS (16). High-throughput layout
+// slots: a double buffer, a step uses slot step % 2 (step & 1).
+constexpr int kLlMinSlots = 2;
+constexpr int kLlMaxSlots = 3;
 constexpr int kHtLayoutSlots = 2;
 
 // High-throughput rows travel in chunks of this many, one flag per chunk. Small chunks keep
@@ -35,6 +39,7 @@ constexpr int kHalfChannelsPerVector = kVectorBytes / 2;
 
 static_assert(kFp8BlockChannels % kHalfChannelsPerVector == 0, "an fp8 block is whole 16-bit vectors");
 static_assert(kMaxHtTokens % kHtChunkTokens == 0, "chunks tile the largest batch");
-static_assert(kLlSlots == 2 && kHtLayoutSlots == 2, "kernels pick a step's slot as step & 1");
+static_assert(kLlMinSlots >= 2 && kLlMaxSlots >= kLlMinSlots, "every step-to-step rotation has a second slot");
+static_assert(kHtLayoutSlots == 2, "high-throughput kernels pick a layout slot as step & 1");
 
 }  // namespace epc::kernels

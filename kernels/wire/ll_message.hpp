@@ -54,4 +54,14 @@ constexpr size_t ll_message_header_bytes(size_t max_entries) {
          kLlMessageAlignment * kLlMessageAlignment;
 }
 
+// A slot's signal region: one row of kLlSignalRowWords uint64 words per writer rank. Word 0
+// is the writer's step signal (its messages of the step landed in this slot: epoch << 32 |
+// payload); word 1 is the writer's credit (it has finished reading what this rank wrote into
+// the writer's copy of this slot, up to the step whose step + 1 the word holds).
+constexpr int kLlSignalRowWords = 2;
+constexpr uint64_t ll_signal_row_bytes() { return kLlSignalRowWords * sizeof(uint64_t); }
+constexpr uint64_t ll_step_signal_offset(int writer) { return static_cast<uint64_t>(writer) * ll_signal_row_bytes(); }
+constexpr uint64_t ll_credit_offset(int writer) { return ll_step_signal_offset(writer) + sizeof(uint64_t); }
+constexpr uint64_t ll_signal_region_bytes(int nranks) { return ll_step_signal_offset(nranks); }
+
 }  // namespace epc::kernels

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Parameters of the low-latency kernels, passed by value. Offsets are into the group's
-// symmetric window; the per-slot pairs are indexed by the step's double-buffer slot.
+// symmetric window, those of a step's receive slot and its signal region (the host picks the
+// slot: core/ll/ll_steps.hpp).
 #pragma once
 
 #include <nccl.h>
@@ -55,6 +56,9 @@ struct LlHandleArrays {
   // [num_experts] entries of the routing per expert, counted when the routing is set: the
   // count table each dispatch sends every rank.
   const int32_t* expert_entries;
+  // [kLlStepRecords] the step number of the handle's last dispatch and combine, written by
+  // their sending launch: the receiving launch of a send-only step reads its step here.
+  uint64_t* steps;
 };
 
 struct LlCommon {
@@ -97,8 +101,9 @@ enum class LlPayload : int32_t { kHalf = 0, kFp8 = 1 };
 
 struct LlDispatchParams {
   LlCommon common;
-  uint64_t recv_offset[kLlSlots];
-  uint64_t signal_offset[kLlSlots];
+  int slot;                // the step's receive slot, 0..slots-1
+  uint64_t recv_offset;    // of that slot's receive region
+  uint64_t signal_offset;  // of that slot's signal region (kernels/wire/ll_message.hpp)
   const void* x;           // [B, H] bf16 or fp16
   const float* weights;    // [B, K]
   void* out_x;             // [L, R*T, H] of x's dtype, or e4m3 bytes
@@ -114,12 +119,25 @@ struct LlDispatchParams {
 
 struct LlCombineParams {
   LlCommon common;
-  uint64_t recv_offset[kLlSlots];
-  uint64_t signal_offset[kLlSlots];
+  int slot;                    // the step's receive slot, 0..slots-1
+  uint64_t recv_offset;        // of that slot's receive region
+  uint64_t signal_offset;      // of that slot's signal region (kernels/wire/ll_message.hpp)
   const uint16_t* expert_out;  // [L, R*T, H] bf16
   void* out;                   // [B, H] of out_type
   SumOutput out_type;
   int message_slices;  // blocks per received message in the sending part (1..kLlMaxMessageSlices)
+};
+
+// A slot whose step this rank will never receive (its handle was destroyed with the step
+// pending) is freed as a receive would free it: its credits go to every source
+// (kernels/ll/ll_slot_release.cu).
+struct LlSlotReleaseParams {
+  PeerTransport transport;
+  const LlOpState* op;     // the slot's direction
+  uint64_t signal_offset;  // of the slot's signal region
+  int slot;
+  int nranks;
+  int rank;
 };
 
 struct RoutingCopyParams {

@@ -135,9 +135,9 @@ int main(int argc, char** argv) {
     expect(status == EPC_OK && plan.symmetric_bytes > 0, what);
     snprintf(what, sizeof what,
              "plan defaults: max_token_bytes %u (2 * H = 4096), recv_capacity %llu (R * T = 512), "
-             "max_pending_steps %u (1)",
+             "max_pending_steps %u (2)",
              (unsigned)plan.max_token_bytes, (unsigned long long)plan.recv_capacity, (unsigned)plan.max_pending_steps);
-    expect(plan.max_token_bytes == 2 * 2048 && plan.recv_capacity == 4 * 128 && plan.max_pending_steps == 1, what);
+    expect(plan.max_token_bytes == 2 * 2048 && plan.recv_capacity == 4 * 128 && plan.max_pending_steps == 2, what);
   }
 
   /* An invalid configuration: a stable error code and a message naming the field. */

@@ -22,7 +22,7 @@
 // out-parameters are untouched on failure; on success only struct_size bytes are written,
 // the caller's header is kept, unknown tails are zeroed; a short EpcPlan gets exactly the
 // prefix of the full one; the plan reports the group defaults the header states
-// (max_token_bytes 2H or H + H/32, recv_capacity R * T, max_pending_steps 1); epc_last_error
+// (max_token_bytes 2H or H + H/32, recv_capacity R * T, max_pending_steps 2 or as given, up to 3); epc_last_error
 // copies a NUL-terminated prefix and never clears; no call on an object that is not a live
 // group or handle succeeds or touches its outputs, whatever its structs hold.
 #include <cstddef>
@@ -187,7 +187,8 @@ void call_plan_query(FuzzInput& in) {
                                                               : 4096;
   FUZZ_CHECK(full.recv_capacity == static_cast<uint64_t>(nranks) * tokens);
   FUZZ_CHECK(raw.recv_capacity == 0 || raw.recv_capacity == full.recv_capacity);
-  FUZZ_CHECK(full.max_pending_steps == 1 && raw.max_pending_steps <= 1);
+  FUZZ_CHECK(full.max_pending_steps == (raw.max_pending_steps == 0 ? 2u : raw.max_pending_steps));
+  FUZZ_CHECK(full.max_pending_steps <= 3);
   FUZZ_CHECK(raw.overflow == EPC_OVERFLOW_FAIL || raw.overflow == EPC_OVERFLOW_DROP);
   FUZZ_CHECK(raw.flags == 0);
   FUZZ_CHECK(full.reserved0 == 0);

@@ -82,7 +82,10 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.token_bytes == (raw.max_token_bytes == 0 ? wide : raw.max_token_bytes));
   FUZZ_CHECK(ll || c.token_bytes <= uint64_t{c.hidden} * limits::kMaxTokenBytesPerChannel);
   FUZZ_CHECK(c.max_token_bytes() == (!ll ? c.token_bytes : c.dtype == EPC_DTYPE_BF16 ? wide : narrow));
-  FUZZ_CHECK(c.max_pending_steps == 1 && c.recv_capacity == 0 && c.overflow == EPC_OVERFLOW_FAIL);
+  FUZZ_CHECK(c.max_pending_steps ==
+             (raw.max_pending_steps == 0 ? limits::kDefaultPendingSteps : raw.max_pending_steps));
+  FUZZ_CHECK(c.max_pending_steps <= limits::kMaxPendingSteps);
+  FUZZ_CHECK(c.recv_capacity == 0 && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
   FUZZ_CHECK(raw.flags == 0);
@@ -119,7 +122,8 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
   FUZZ_CHECK(L >= 1 && L * R == c.num_experts);
   FUZZ_CHECK(plan.region(EPC_REGION_CONTROL).size >= mul(static_cast<uint64_t>(t.nranks), sizeof(uint64_t)));
   FUZZ_CHECK(plan.mode == c.mode && plan.num_sms == c.num_sms);
-  FUZZ_CHECK(plan.max_token_bytes == c.max_token_bytes() && plan.max_pending_steps == 1);
+  FUZZ_CHECK(plan.max_token_bytes == c.max_token_bytes() && plan.max_pending_steps == c.max_pending_steps);
+  FUZZ_CHECK(c.mode != EPC_MODE_LOW_LATENCY || plan.num_slots == (c.max_pending_steps > 2 ? c.max_pending_steps : 2u));
   FUZZ_CHECK(plan.recv_capacity == mul(R, T) && plan.handle_bytes > 0);
   FUZZ_CHECK(plan.lsa_barriers == 0);
   FUZZ_CHECK((t.num_nodes > 1) == (plan.gin_contexts > 0));

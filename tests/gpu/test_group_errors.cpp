@@ -44,11 +44,11 @@ TEST(GroupErrors, InvalidConfigsAreRejectedBeforeAnyCollective) {
   c = small_config();
   c.max_token_bytes = c.hidden;  // below the fp8 row (H + H / 32)
   expect_create_fails(c, EPC_ERR_INVALID_ARGUMENT, "max_token_bytes");
-  // Defined by the ABI, not served by 2.0: more than one pending send-only step, a smaller
-  // receive window than R * T (LL), the per-entry combine window; in both modes.
+  // Defined by the ABI, not served: more pending send-only steps than 3, a smaller receive
+  // window than R * T (LL), the per-entry combine window; in both modes.
   for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
     c = small_config(mode);
-    c.max_pending_steps = 2;
+    c.max_pending_steps = 4;
     expect_create_fails(c, EPC_ERR_UNSUPPORTED, "max_pending_steps");
     if (mode == EPC_MODE_LOW_LATENCY) {  // HT serves smaller windows (test_ht_capacity.cpp)
       c = small_config(mode);

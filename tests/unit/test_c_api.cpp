@@ -160,16 +160,18 @@ TEST(CApi, PlanQueryDescribesTheWindow) {
 }
 
 TEST(CApi, PlanReportsTheGroupDefaults) {
-  // max_token_bytes 0 -> 2 * H; recv_capacity 0 -> R * T; max_pending_steps 0 -> 1.
+  // max_token_bytes 0 -> 2 * H; recv_capacity 0 -> R * T; max_pending_steps 0 -> 2 (since
+  // 2.1; the two-slot window 2.0 had).
   EpcPlan ll = plan_of(valid_config());
   EXPECT_EQ(ll.max_token_bytes, 2 * kHidden);
   EXPECT_EQ(ll.recv_capacity, kRanks * kLlTokens);
-  EXPECT_EQ(ll.max_pending_steps, 1u);
+  EXPECT_EQ(ll.max_pending_steps, 2u);
+  EXPECT_EQ(ll.num_slots, 2u);
   EpcPlan ht = plan_of(valid_config(EPC_MODE_HIGH_THROUGHPUT));
   EXPECT_EQ(ht.mode, static_cast<EpcMode>(EPC_MODE_HIGH_THROUGHPUT));
   EXPECT_EQ(ht.max_token_bytes, 2 * kHidden);
   EXPECT_EQ(ht.recv_capacity, kRanks * kHtTokens);
-  EXPECT_EQ(ht.max_pending_steps, 1u);
+  EXPECT_EQ(ht.max_pending_steps, 2u);
   // mode 0 is LL.
   EpcGroupConfig zero_mode = valid_config();
   zero_mode.mode = 0;
@@ -334,9 +336,16 @@ TEST(CApi, OverflowPendingStepsAndFlags) {
   c = valid_config();
   c.max_pending_steps = 1;
   EXPECT_EQ(plan_of(c).max_pending_steps, 1u);
+  const uint64_t two_slots = plan_of(c).symmetric_bytes;
   c.max_pending_steps = 2;
+  EXPECT_EQ(plan_of(c).symmetric_bytes, two_slots);
+  c.max_pending_steps = 3;
+  EXPECT_EQ(plan_of(c).max_pending_steps, 3u);
+  EXPECT_EQ(plan_of(c).num_slots, 3u);
+  EXPECT_GT(plan_of(c).symmetric_bytes, two_slots);
+  c.max_pending_steps = 4;
   expect_plan_rejected(c, kRanks,
-                       {"max_pending_steps 2", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "max_pending_steps"}});
+                       {"max_pending_steps 4", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "max_pending_steps"}});
 
   c = valid_config();
   c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
@@ -391,7 +400,7 @@ TEST(CApi, ShorterGroupConfigGetsDefaultsForItsTail) {
       << last_error();
   EXPECT_EQ(plan.max_token_bytes, 2 * kHidden);
   EXPECT_EQ(plan.recv_capacity, kRanks * kLlTokens);
-  EXPECT_EQ(plan.max_pending_steps, 1u);
+  EXPECT_EQ(plan.max_pending_steps, 2u);
 }
 
 TEST(CApi, LongerGroupConfigNeedsAZeroTail) {

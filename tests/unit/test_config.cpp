@@ -213,10 +213,15 @@ TEST(Config, OverflowPolicy) {
 
 TEST(Config, MaxPendingSteps) {
   EpcGroupConfig raw = minimal();
-  raw.max_pending_steps = 1;
-  EXPECT_EQ(status_of(raw), EPC_OK);
+  EXPECT_EQ(epc::resolve_config(&raw).max_pending_steps, epc::limits::kDefaultPendingSteps);
+  EXPECT_EQ(epc::limits::kDefaultPendingSteps, 2u);
+  for (uint32_t served = 1; served <= epc::limits::kMaxPendingSteps; ++served) {
+    raw.max_pending_steps = served;
+    EXPECT_EQ(status_of(raw), EPC_OK) << served;
+    EXPECT_EQ(epc::resolve_config(&raw).max_pending_steps, served);
+  }
   std::string msg;
-  for (uint32_t more : {2u, 0xFFFFFFFFu}) {
+  for (uint32_t more : {epc::limits::kMaxPendingSteps + 1, 0xFFFFFFFFu}) {
     raw.max_pending_steps = more;
     EXPECT_EQ(status_of(raw, &msg), EPC_ERR_UNSUPPORTED) << more;
     EXPECT_NE(msg.find("EpcGroupConfig"), std::string::npos) << msg;

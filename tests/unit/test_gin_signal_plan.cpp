@@ -13,6 +13,7 @@
 #include "core/planner.hpp"
 #include "kernels/wire/gin_signal_map.hpp"
 #include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_message.hpp"
 
 namespace {
 
@@ -50,9 +51,13 @@ std::vector<SignalWord> barrier_words(const epc::Plan& p, int nranks) {
 // word of the two slots' dispatch and combine arrays (kernels/device/step_signal.cuh).
 std::vector<SignalWord> ll_words(const epc::Plan& p, int nranks) {
   std::vector<SignalWord> words = barrier_words(p, nranks);
-  for (uint32_t s = 0; s < 2; ++s) {
+  // Each slot's signal region: per writer, its step signal and its credit.
+  for (uint32_t s = 0; s < p.num_slots; ++s) {
     for (EpcRegionKind kind : {EPC_REGION_DISPATCH_SIGNAL, EPC_REGION_COMBINE_SIGNAL}) {
-      for (int w = 0; w < nranks; ++w) words.push_back({p.region(kind, s).offset + 8ull * w, w});
+      for (int w = 0; w < nranks; ++w) {
+        words.push_back({p.region(kind, s).offset + epc::kernels::ll_step_signal_offset(w), w});
+        words.push_back({p.region(kind, s).offset + epc::kernels::ll_credit_offset(w), w});
+      }
     }
   }
   return words;
@@ -119,22 +124,24 @@ TEST(GinSignalPlan, LowLatencyOneIdPerRemoteWriterAndSlotArray) {
   const auto c = config(EPC_MODE_LOW_LATENCY, 64, 64);
   const epc::Topology t{8, 4, 2, 4};
   const epc::Plan p = epc::make_plan(c, t);
-  // (barrier + 2 slots * (dispatch, combine)) * 4 writers in the other node.
-  EXPECT_EQ(p.gin_signals, 20u);
+  // (barrier + 2 slots * (dispatch, combine) * (step signal, credit)) * 4 writers in the
+  // other node.
+  EXPECT_EQ(p.gin_signals, (1u + 2u * 2u * 2u) * 4u);
   EXPECT_EQ(p.gin_contexts, 1u);
   EXPECT_EQ(p.gin_signal_map.count, 5u);
   std::vector<std::vector<SignalWord>> words(8, ll_words(p, 8));
   expect_dense_ids(p, t, words);
   // Reader 0 (node 0) numbers writers 4..7, reader 5 (node 1) writers 0..3, from id 0 on
-  // (the barrier's), then the dispatch signals of slot 0 from id 4 on.
+  // (the barrier's), then the dispatch rows of slot 0 (step signal, credit) from id 4 on.
   EXPECT_EQ(p.gin_signal_map.id(8 * 4, 0), 0u);
   EXPECT_EQ(p.gin_signal_map.id(8 * 3, 1), 3u);
   const uint64_t dispatch0 = p.region(EPC_REGION_DISPATCH_SIGNAL, 0).offset;
-  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 4, 0), 4u);
-  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 7, 0), 7u);
-  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 0, 1), 4u);
-  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 8 * 3, 1), 7u);
-  EXPECT_EQ(p.gin_signal_map.id(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset + 8 * 4, 0), 8u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 16 * 4, 0), 4u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 16 * 4 + 8, 0), 5u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 16 * 7 + 8, 0), 11u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 16 * 0, 1), 4u);
+  EXPECT_EQ(p.gin_signal_map.id(dispatch0 + 16 * 3 + 8, 1), 11u);
+  EXPECT_EQ(p.gin_signal_map.id(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset + 16 * 4, 0), 12u);
 }
 
 TEST(GinSignalPlan, HighThroughputAcrossTwoAndFourNodes) {
@@ -186,7 +193,7 @@ TEST(GinSignalPlan, VirtualNodesAcrossLsaTeamsNumberByNode) {
   c.virtual_node_size = 2;
   const epc::Topology t{8, 4, 2, 2};
   const epc::Plan p = epc::make_plan(c, {8, 4, 2});
-  EXPECT_EQ(p.gin_signals, (1u + 2u * 2u) * 6u);
+  EXPECT_EQ(p.gin_signals, (1u + 2u * 2u * 2u) * 6u);
   std::vector<std::vector<SignalWord>> words(8, ll_words(p, 8));
   expect_dense_ids(p, t, words);
 }

@@ -46,6 +46,32 @@ TEST(Planner, LowLatencyDecodeLayoutByHand) {
   EXPECT_EQ(p.num_sms, 132u);
 }
 
+// max_pending_steps 1 and 2 (the default) keep the two-slot window above; each pending step
+// more adds one slot per direction (4 regions, 14738944 bytes here). Above 3 the configuration
+// check refuses it (tests/unit/test_config.cpp).
+TEST(Planner, PendingStepsGrowTheLowLatencyWindow) {
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
+  for (uint32_t pending : {1u, 2u}) {
+    c.max_pending_steps = pending;
+    const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+    EXPECT_EQ(p.num_slots, 2u) << pending;
+    EXPECT_EQ(p.max_pending_steps, pending);
+    EXPECT_EQ(p.regions.size(), 9u) << pending;
+    EXPECT_EQ(p.symmetric_bytes, 29478912u) << pending;
+  }
+  c.max_pending_steps = 3;
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  EXPECT_EQ(p.num_slots, 3u);
+  ASSERT_EQ(p.regions.size(), 13u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 2).offset, 256u + 2u * 14738944u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 2).name, "dispatch_recv[2]");
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 2).offset, 14738944u + 2u * 14738944u);
+  // End 256 + 3 * 14738944 = 44217088, rounded up to 4096: 10796 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 44220416u);
+  // Each slot's signal region holds a step signal and a credit per rank: 4 * 16 -> 256.
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 2).size, 256u);
+}
+
 TEST(Planner, HighThroughputPrefillLayoutByHand) {
   // 4 ranks, 256 experts (64 local), hidden 7168, 4096 tokens, top-8.
   auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
@@ -161,9 +187,10 @@ TEST(Planner, NetworkResourcesOnlyAcrossNodes) {
   EXPECT_EQ(one.gin_contexts, 0u);
   EXPECT_EQ(one.gin_signals, 0u);
   EXPECT_EQ(two.gin_contexts, 1u);
-  // (barrier + slots * (dispatch, combine)) * ranks of the other node (words the own node
-  // writes travel over NVLink and need no GIN signal; tests/unit/test_gin_signal_plan.cpp)
-  EXPECT_EQ(two.gin_signals, (1u + 2u * 2u) * 4u);
+  // (barrier + slots * (dispatch, combine) * (step signal, credit)) * ranks of the other node
+  // (words the own node writes travel over NVLink and need no GIN signal;
+  // tests/unit/test_gin_signal_plan.cpp)
+  EXPECT_EQ(two.gin_signals, (1u + 2u * 2u * 2u) * 4u);
 }
 
 // Every rank outside the node gets a staging mirror of the span peers write into (the

@@ -35,7 +35,8 @@ type GroupConfig struct {
 	// Overflow is what a step does when more rows arrive than a handle holds; 0: OverflowFail.
 	Overflow Overflow
 	// MaxPendingSteps bounds the send-only steps awaiting Complete at once over all the
-	// group's handles; 0: the default (1 in ABI 2.0; more: ErrUnsupported in ABI 2.0).
+	// group's handles (one per handle); 0: the default, 2 since ABI 2.1 (1 in 2.0); up to 3
+	// (more: ErrUnsupported), each above 2 adding a receive slot per direction (LL).
 	MaxPendingSteps uint32
 	// Flags are EPC_GROUP_* bits (GroupCombinePerEntry: ErrUnsupported in ABI 2.0).
 	Flags uint32

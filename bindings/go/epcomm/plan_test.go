@@ -33,7 +33,7 @@ func TestPlanQueryLowLatencyFourRanks(t *testing.T) {
 		t.Errorf("region 0 = %+v", r)
 	}
 	if plan.Mode != ModeLowLatency || plan.NumSlots != 2 || plan.MaxTokenBytes != 2*7168 ||
-		plan.RecvCapacity != 4*128 || plan.MaxPendingSteps != 1 || plan.HandleBytes == 0 || plan.NumSMs != 132 {
+		plan.RecvCapacity != 4*128 || plan.MaxPendingSteps != 2 || plan.HandleBytes == 0 || plan.NumSMs != 132 {
 		t.Errorf("plan header = %+v", plan)
 	}
 	last := plan.Regions[len(plan.Regions)-1]
@@ -73,7 +73,7 @@ func TestPlanQueryGroupFields(t *testing.T) {
 		{"recv_capacity below R*T", func(g *GroupConfig) { g.RecvCapacity = 4*128 - 1 }, ErrUnsupported, "recv_capacity"},
 		{"recv_capacity above R*T", func(g *GroupConfig) { g.RecvCapacity = 4*128 + 1 }, ErrInvalidArgument, "recv_capacity"},
 		{"an unknown overflow", func(g *GroupConfig) { g.Overflow = 7 }, ErrInvalidArgument, "overflow"},
-		{"two pending steps", func(g *GroupConfig) { g.MaxPendingSteps = 2 }, ErrUnsupported, "max_pending_steps"},
+		{"four pending steps", func(g *GroupConfig) { g.MaxPendingSteps = 4 }, ErrUnsupported, "max_pending_steps"},
 		{"combine per entry", func(g *GroupConfig) { g.Flags = GroupCombinePerEntry }, ErrUnsupported, "flags"},
 		{"an unknown group flag", func(g *GroupConfig) { g.Flags = 0x80 }, ErrInvalidArgument, "flags"},
 	} {

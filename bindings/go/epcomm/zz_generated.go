@@ -55,7 +55,11 @@ const (
 	// StepSendOnly is EPC_STEP_SEND_ONLY, 0x1u: dispatch and combine: queue only the sending
 	// half; epc_complete on the handle writes the outputs. Served in 2.0 on LL groups; 2.1
 	// also serves HT groups of one node (across nodes, virtual ones included, the fused launch
-	// is required: EPC_ERR_UNSUPPORTED).
+	// is required: EPC_ERR_UNSUPPORTED). LL groups (2.1): up to max_pending_steps such halves
+	// of different handles may await their epc_complete at once. Order, on the device (one
+	// stream, or events): a handle's complete after its send, its next step after its
+	// complete, and the group's dispatches (and its combines) in the order they were made;
+	// every rank makes the group's steps, completes and handle destroys in the same order.
 	StepSendOnly = 1
 	// DispatchPow2Scales is EPC_DISPATCH_POW2_SCALES, 0x2u: EPC_QUANT_FP8 into FP32 scales:
 	// round each scale up to a power of two.

@@ -40,7 +40,8 @@ class GroupConfig:
       overflows (fewer: UNSUPPORTED in 2.0; served since 2.1 on HT groups of one node).
     overflow: Overflow.FAIL (0) or Overflow.DROP: what a step does past a capacity.
     max_pending_steps: send-only steps awaiting complete() at once over all the group's
-      handles; 0 = 1 (more: UNSUPPORTED in 2.0).
+      handles, one per handle; 0 = 2 (since 2.1); up to 3 (more: UNSUPPORTED), each above 2
+      adding a receive slot per direction on LL groups.
     num_sms: SM budget; 0 = 132 (LL) or 24 (HT).
     timeout_ms: bound on every device-side wait; 0 = 10000.
     flags: GroupFlags (GroupFlags.COMBINE_PER_ENTRY: UNSUPPORTED in 2.0).

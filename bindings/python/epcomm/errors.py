@@ -60,8 +60,8 @@ class CapacityError(EpcError):
 
 class InvalidUsageError(EpcError):
     """Status INVALID_USAGE: a call out of order: complete() with nothing pending, a step on
-    a handle with one pending (or while another handle of the group holds the group's only
-    pending slot), a step on a handle without routing."""
+    a handle with one pending, a send-only step past the group's max_pending_steps (or while
+    pending steps hold every slot of its direction), a step on a handle without routing."""
 
     def __init__(self, status: int = _ffi.EPC_ERR_INVALID_USAGE, message: str = "", function: Optional[str] = None):
         super().__init__(status, message, function)

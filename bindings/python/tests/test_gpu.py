@@ -48,7 +48,7 @@ def test_group_on_every_gpu_one_thread_per_rank():
         assert info.hidden == 2048 and info.mode == epcomm.Mode.LOW_LATENCY
         assert info.max_tokens_per_rank == 128 and info.max_token_bytes == 2 * 2048
         assert info.recv_capacity == nranks * 128 and info.overflow == epcomm.Overflow.FAIL
-        assert info.max_pending_steps == 1 and info.flags == 0
+        assert info.max_pending_steps == 2 and info.flags == 0
         assert info.lsa_size * info.num_nodes == nranks
         if info.num_nodes == 1:
             assert info.symmetric_bytes == plan.symmetric_bytes

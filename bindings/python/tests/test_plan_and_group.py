@@ -25,7 +25,7 @@ def test_plan_for_four_ranks_256_experts_hidden_7168():
     assert plan.region("dispatch_recv[0]") == plan.regions[1]
     assert plan.mode == epcomm.Mode.LOW_LATENCY and plan.num_slots == 2
     assert plan.max_token_bytes == 2 * 7168 and plan.recv_capacity == 4 * 128
-    assert plan.max_pending_steps == 1 and plan.handle_bytes > 0
+    assert plan.max_pending_steps == 2 and plan.handle_bytes > 0
     # Regions lie inside the window and do not overlap.
     end = 0
     for region in sorted(plan.regions, key=lambda r: r.offset):
@@ -73,7 +73,7 @@ def test_an_fp8_only_window_is_planned_from_max_token_bytes():
 def test_what_2_0_does_not_serve_is_unsupported_and_names_the_field():
     for overrides, field in [
         (dict(recv_capacity=4 * 128 - 1), "recv_capacity"),
-        (dict(max_pending_steps=2), "max_pending_steps"),
+        (dict(max_pending_steps=4), "max_pending_steps"),
         (dict(flags=epcomm.GroupFlags.COMBINE_PER_ENTRY), "flags"),
     ]:
         with pytest.raises(epcomm.EpcError) as caught:

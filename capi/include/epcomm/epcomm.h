@@ -239,8 +239,11 @@ typedef struct EpcGroupConfig {
                                    then holds recv_capacity rows) */
   EpcOverflow overflow;         /* 0: EPC_OVERFLOW_FAIL */
   uint32_t max_pending_steps;   /* send-only steps awaiting epc_complete at once over all
-                                   the group's handles; 0: the default (1 in 2.0; more:
-                                   EPC_ERR_UNSUPPORTED in 2.0) */
+                                   the group's handles, at most one per handle; 0: the
+                                   default, 2 since 2.1 (1 in 2.0). Up to 3 (more:
+                                   EPC_ERR_UNSUPPORTED); on LL groups each one above 2
+                                   adds a receive slot per direction to the window
+                                   (epc_plan_query) */
   uint32_t num_sms;             /* SM budget; 0: 132 (LL), 24 (HT) */
   uint32_t timeout_ms;          /* bound on every device-side wait; 0: 10000 */
   uint32_t flags;               /* EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
@@ -285,7 +288,8 @@ typedef struct EpcPlan {
   uint32_t struct_size;       /* set by the caller */
   uint32_t abi_version;       /* set by the caller */
   EpcMode mode;
-  uint32_t num_slots;         /* buffer slots steps rotate through: 2 (LL), 1 (HT) */
+  uint32_t num_slots;         /* buffer slots steps rotate through: LL the larger of 2
+                                 and max_pending_steps, HT 1 */
   uint64_t symmetric_bytes;   /* per rank: the registered window (its regions, aligned) */
   uint64_t workspace_bytes;   /* per rank: other device memory the group holds */
   uint64_t handle_bytes;      /* device memory one handle with the default EpcHandleConfig
@@ -611,7 +615,15 @@ typedef uint32_t EpcWeighting;
                                          Served in 2.0 on LL groups; 2.1 also serves HT
                                          groups of one node (across nodes, virtual ones
                                          included, the fused launch is required:
-                                         EPC_ERR_UNSUPPORTED) */
+                                         EPC_ERR_UNSUPPORTED). LL groups (2.1): up to
+                                         max_pending_steps such halves of different handles
+                                         may await their epc_complete at once. Order, on
+                                         the device (one stream, or events): a handle's
+                                         complete after its send, its next step after its
+                                         complete, and the group's dispatches (and its
+                                         combines) in the order they were made; every rank
+                                         makes the group's steps, completes and handle
+                                         destroys in the same order */
 #define EPC_DISPATCH_POW2_SCALES 0x2u /* EPC_QUANT_FP8 into FP32 scales: round each scale
                                          up to a power of two */
 
@@ -716,13 +728,17 @@ EPC_API EpcStatus epc_dispatch(EpcHandle* handle, const EpcDispatchArgs* args, v
 EPC_API EpcStatus epc_combine(EpcHandle* handle, const EpcCombineArgs* args, void* stream);
 
 /* Finish the handle's pending send-only call: wait on the device for every peer and write
- * the outputs its call named. Handles of a group complete in any order. On HT groups (2.1)
- * one send-only step per operation may be pending on the group (a dispatch and a combine,
- * on two handles, where max_pending_steps allows two); the receive half runs on the
- * group's num_sms.
+ * the outputs its call named. Handles of a group complete in any order. On LL groups (2.1)
+ * each pending step keeps its own receive slot until its complete, so a handle never
+ * completed (or destroyed with its step pending) holds up no other handle's steps. On HT
+ * groups (2.1) one send-only step per operation may be pending on the group (a dispatch and
+ * a combine, on two handles, where max_pending_steps allows two); the receive half runs on
+ * the group's num_sms. Ordering across streams is the caller's (EPC_STEP_SEND_ONLY says
+ * which); the library checks what it sees on the host.
  *   handle  in/out  with a step pending
  *   flags   in      reserved, 0
- *   stream  in      ordered after the send-only call (the same stream, or an event)
+ *   stream  in      ordered after the send-only call (the same stream, or an event); the
+ *                   handle's next step must be ordered after it likewise
  * Errors: INVALID_USAGE (nothing pending).
  * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
  * Threads: group-exclusive. Since: 2.0 (HT groups: 2.1). */

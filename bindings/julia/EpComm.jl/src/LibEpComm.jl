@@ -184,7 +184,7 @@ const EPC_WEIGHTING_SENDER = EpcWeighting(2)  # expert layouts: on the expert's 
 
 const EPC_WEIGHTING_HOME = EpcWeighting(3)  # expert layouts: every (token, entry) row crosses, and the token's rank weights them by home_topk_weights: K rows per token instead of one per rank, at least twice the bytes at K = 8 on 4 ranks. Needs EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in 2.0)
 
-const EPC_STEP_SEND_ONLY = UInt32(0x1)  # dispatch and combine: queue only the sending half; epc_complete on the handle writes the outputs. Served in 2.0 on LL groups; 2.1 also serves HT groups of one node (across nodes, virtual ones included, the fused launch is required: EPC_ERR_UNSUPPORTED)
+const EPC_STEP_SEND_ONLY = UInt32(0x1)  # dispatch and combine: queue only the sending half; epc_complete on the handle writes the outputs. Served in 2.0 on LL groups; 2.1 also serves HT groups of one node (across nodes, virtual ones included, the fused launch is required: EPC_ERR_UNSUPPORTED). LL groups (2.1): up to max_pending_steps such halves of different handles may await their epc_complete at once. Order, on the device (one stream, or events): a handle's complete after its send, its next step after its complete, and the group's dispatches (and its combines) in the order they were made; every rank makes the group's steps, completes and handle destroys in the same order
 
 const EPC_DISPATCH_POW2_SCALES = UInt32(0x2)  # EPC_QUANT_FP8 into FP32 scales: round each scale up to a power of two
 
@@ -230,7 +230,7 @@ struct EpcGroupConfig
     max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes; HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes and at most 8 * H
     recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0; served since 2.1 on HT groups of one node, whose dispatch window then holds recv_capacity rows)
     overflow::EpcOverflow  # 0: EPC_OVERFLOW_FAIL
-    max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles; 0: the default (1 in 2.0; more: EPC_ERR_UNSUPPORTED in 2.0)
+    max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles, at most one per handle; 0: the default, 2 since 2.1 (1 in 2.0). Up to 3 (more: EPC_ERR_UNSUPPORTED); on LL groups each one above 2 adds a receive slot per direction to the window (epc_plan_query)
     num_sms::UInt32  # SM budget; 0: 132 (LL), 24 (HT)
     timeout_ms::UInt32  # bound on every device-side wait; 0: 10000
     flags::UInt32  # EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY: EPC_ERR_UNSUPPORTED in 2.0)
@@ -262,7 +262,7 @@ struct EpcPlan
     struct_size::UInt32  # set by the caller
     abi_version::UInt32  # set by the caller
     mode::EpcMode
-    num_slots::UInt32  # buffer slots steps rotate through: 2 (LL), 1 (HT)
+    num_slots::UInt32  # buffer slots steps rotate through: LL the larger of 2 and max_pending_steps, HT 1
     symmetric_bytes::UInt64  # per rank: the registered window (its regions, aligned)
     workspace_bytes::UInt64  # per rank: other device memory the group holds
     handle_bytes::UInt64  # device memory one handle with the default EpcHandleConfig holds: the mode's default layout only (the plan is per group, the layout per handle); an HT EXPERT_PACKED handle holds more: per-entry arrays of (2 * R + 5) * T * max_topk 4-byte words, [R, L] starts and a sort's scratch
@@ -743,13 +743,17 @@ end
     epc_complete(handle, flags, stream)  # C: EpcStatus epc_complete(EpcHandle* handle, uint32_t flags, void* stream)
 
 Finish the handle's pending send-only call: wait on the device for every peer and write
-the outputs its call named. Handles of a group complete in any order. On HT groups (2.1)
-one send-only step per operation may be pending on the group (a dispatch and a combine,
-on two handles, where max_pending_steps allows two); the receive half runs on the
-group's num_sms.
+the outputs its call named. Handles of a group complete in any order. On LL groups (2.1)
+each pending step keeps its own receive slot until its complete, so a handle never
+completed (or destroyed with its step pending) holds up no other handle's steps. On HT
+groups (2.1) one send-only step per operation may be pending on the group (a dispatch and
+a combine, on two handles, where max_pending_steps allows two); the receive half runs on
+the group's num_sms. Ordering across streams is the caller's (EPC_STEP_SEND_ONLY says
+which); the library checks what it sees on the host.
   handle  in/out  with a step pending
   flags   in      reserved, 0
-  stream  in      ordered after the send-only call (the same stream, or an event)
+  stream  in      ordered after the send-only call (the same stream, or an event); the
+                  handle's next step must be ordered after it likewise
 Errors: INVALID_USAGE (nothing pending).
 Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
 Threads: group-exclusive. Since: 2.0 (HT groups: 2.1).

@@ -14,7 +14,7 @@ the library's default: `mode` low latency (`:low_latency`, or `:high_throughput`
 `max_tokens_per_rank` 128 (LL) or 4096 (HT), `max_topk` 8, `max_token_bytes` 2 * hidden
 (bf16 or fp16 payloads; down to hidden + hidden / 32 for a window that carries fp8 payloads
 only), `recv_capacity` nranks * max_tokens_per_rank, `overflow` `:fail` (or `:drop`),
-`max_pending_steps` 1, `num_sms` 132 (LL) or 24 (HT), `timeout_ms` 10000, `flags`
+`max_pending_steps` 2 (up to 3), `num_sms` 132 (LL) or 24 (HT), `timeout_ms` 10000, `flags`
 (`EPC_GROUP_*`) none. `alloc_fn`/`free_fn`/`alloc_ctx` are C function pointers (e.g. from
 `@cfunction`) of a symmetric-memory allocator; set both or neither.
 

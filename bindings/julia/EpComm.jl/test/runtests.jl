@@ -66,7 +66,7 @@ end
         @test plan.mode == EPC_MODE_LOW_LATENCY
         @test plan.max_token_bytes == 2 * 7168
         @test plan.recv_capacity == 4 * 128
-        @test plan.max_pending_steps == 1
+        @test plan.max_pending_steps == 2
         @test plan.handle_bytes > 0
         @test plan.regions[1].name == "control"
         @test plan.regions[1].slot === nothing
@@ -112,7 +112,7 @@ end
                 ((max_token_bytes = 2048,), EPC_ERR_INVALID_ARGUMENT, "max_token_bytes"),
                 ((recv_capacity = 4 * 128 - 1,), EPC_ERR_UNSUPPORTED, "recv_capacity"),
                 ((recv_capacity = 4 * 128 + 1,), EPC_ERR_INVALID_ARGUMENT, "recv_capacity"),
-                ((max_pending_steps = 2,), EPC_ERR_UNSUPPORTED, "max_pending_steps"),
+                ((max_pending_steps = 4,), EPC_ERR_UNSUPPORTED, "max_pending_steps"),
                 ((flags = EPC_GROUP_COMBINE_PER_ENTRY,), EPC_ERR_UNSUPPORTED, "flags"),
                 ((overflow = 7,), EPC_ERR_INVALID_ARGUMENT, "overflow")]
             failure = failure_of(() -> plan_query(GroupConfig(; num_experts = 64, hidden = 2048,

@@ -210,8 +210,11 @@ pub struct EpcGroupConfig {
     /// 0: EPC_OVERFLOW_FAIL
     pub overflow: EpcOverflow,
     /// send-only steps awaiting epc_complete at once over all
-    /// the group's handles; 0: the default (1 in 2.0; more:
-    /// EPC_ERR_UNSUPPORTED in 2.0)
+    /// the group's handles, at most one per handle; 0: the
+    /// default, 2 since 2.1 (1 in 2.0). Up to 3 (more:
+    /// EPC_ERR_UNSUPPORTED); on LL groups each one above 2
+    /// adds a receive slot per direction to the window
+    /// (epc_plan_query)
     pub max_pending_steps: u32,
     /// SM budget; 0: 132 (LL), 24 (HT)
     pub num_sms: u32,
@@ -311,7 +314,8 @@ pub struct EpcPlan {
     /// set by the caller
     pub abi_version: u32,
     pub mode: EpcMode,
-    /// buffer slots steps rotate through: 2 (LL), 1 (HT)
+    /// buffer slots steps rotate through: LL the larger of 2
+    /// and max_pending_steps, HT 1
     pub num_slots: u32,
     /// per rank: the registered window (its regions, aligned)
     pub symmetric_bytes: u64,
@@ -674,7 +678,15 @@ pub const EPC_WEIGHTING_HOME: EpcWeighting = 3;
 /// Served in 2.0 on LL groups; 2.1 also serves HT
 /// groups of one node (across nodes, virtual ones
 /// included, the fused launch is required:
-/// EPC_ERR_UNSUPPORTED)
+/// EPC_ERR_UNSUPPORTED). LL groups (2.1): up to
+/// max_pending_steps such halves of different handles
+/// may await their epc_complete at once. Order, on
+/// the device (one stream, or events): a handle's
+/// complete after its send, its next step after its
+/// complete, and the group's dispatches (and its
+/// combines) in the order they were made; every rank
+/// makes the group's steps, completes and handle
+/// destroys in the same order
 pub const EPC_STEP_SEND_ONLY: u32 = 0x1;
 
 /// EPC_QUANT_FP8 into FP32 scales: round each scale
@@ -1041,13 +1053,17 @@ extern "C" {
     pub fn epc_combine(handle: *mut EpcHandle, args: *const EpcCombineArgs, stream: *mut c_void) -> EpcStatus;
 
     /// Finish the handle's pending send-only call: wait on the device for every peer and write
-    /// the outputs its call named. Handles of a group complete in any order. On HT groups (2.1)
-    /// one send-only step per operation may be pending on the group (a dispatch and a combine,
-    /// on two handles, where max_pending_steps allows two); the receive half runs on the
-    /// group's num_sms.
+    /// the outputs its call named. Handles of a group complete in any order. On LL groups (2.1)
+    /// each pending step keeps its own receive slot until its complete, so a handle never
+    /// completed (or destroyed with its step pending) holds up no other handle's steps. On HT
+    /// groups (2.1) one send-only step per operation may be pending on the group (a dispatch and
+    /// a combine, on two handles, where max_pending_steps allows two); the receive half runs on
+    /// the group's num_sms. Ordering across streams is the caller's (EPC_STEP_SEND_ONLY says
+    /// which); the library checks what it sees on the host.
     /// handle  in/out  with a step pending
     /// flags   in      reserved, 0
-    /// stream  in      ordered after the send-only call (the same stream, or an event)
+    /// stream  in      ordered after the send-only call (the same stream, or an event); the
+    /// handle's next step must be ordered after it likewise
     /// Errors: INVALID_USAGE (nothing pending).
     /// Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
     /// Threads: group-exclusive. Since: 2.0 (HT groups: 2.1).
