@@ -3,9 +3,12 @@
 // (kernel, api, CUPTI and, with --graph, graph replay; with --send-only each half
 // separately). After the kernel-timed steps the outputs are checked (bench/output_check.hpp)
 // and, in builds configured with -Dphase_trace=true, the phase trace of those steps is read.
+// With --micro-batches=2 a second handle on the same routing (its own outputs) joins the first
+// for the layer timing of bench/micro_batch_timing.hpp, whose outputs are checked too.
 #include <cuda_runtime.h>
 
 #include "bench/device_fill.hpp"
+#include "bench/micro_batch_timing.hpp"
 #include "bench/mode.hpp"
 #include "bench/mode_support.hpp"
 #include "bench/output_check.hpp"
@@ -53,6 +56,14 @@ class LlMode final : public Mode {
       return false;
     }
     if (fp8_ && !out_scales_.allocate(rows * (H_ / 128) * 4, "cudaMalloc out_scales", error)) return false;
+    // The second micro-batch's outputs (its inputs are the first's: the same routing and x).
+    if (o_.micro_batches > 1 &&
+        (!out_x2_.allocate(rows * H_ * x_element, "cudaMalloc out_x (micro-batch B)", error) ||
+         !counts2_.allocate(static_cast<size_t>(L_) * 4, "cudaMalloc out_counts (micro-batch B)", error) ||
+         !out2_.allocate(static_cast<size_t>(T_) * H_ * 2, "cudaMalloc combine output (micro-batch B)", error) ||
+         (fp8_ && !out_scales2_.allocate(rows * (H_ / 128) * 4, "cudaMalloc out_scales (micro-batch B)", error)))) {
+      return false;
+    }
     // Expert outputs of 1.0 make combine's result predictable (bench/output_check.hpp).
     TRY_CUDA(fill_u16(x_.ptr, kBf16One, static_cast<size_t>(T_) * H_, s_->stream()), "filling x");
     TRY_CUDA(fill_u16(y_.ptr, kBf16One, rows * H_, s_->stream()), "filling expert outputs");
@@ -83,7 +94,8 @@ class LlMode final : public Mode {
       error = create_error.empty() ? "another rank could not create its handle" : create_error;
       return false;
     }
-    const bool ok = measure_with(handle, B, in, out, checked, error);
+    bool ok = measure_with(handle, B, in, out, checked, error);
+    if (ok && o_.micro_batches > 1) ok = measure_micro_batches(handle, idx, B, in, out, checked, error);
     const EpcStatus destroyed = epc_handle_destroy(handle);
     if (ok && destroyed != EPC_OK) {
       error = epc_error("epc_handle_destroy", destroyed);
@@ -94,26 +106,31 @@ class LlMode final : public Mode {
 
   void teardown() override {
     group_.destroy();
-    for (DeviceBuffer* b : {&x_, &w_, &idx_, &out_x_, &out_scales_, &counts_, &y_, &out_}) b->release();
+    for (DeviceBuffer* b :
+         {&x_, &w_, &idx_, &out_x_, &out_scales_, &counts_, &y_, &out_, &out_x2_, &out_scales2_, &counts2_, &out2_}) {
+      b->release();
+    }
   }
 
  private:
-  StepTensors tensors(int B) const {
+  // The tensors of micro-batch `batch` (0: A, the only one without --micro-batches=2).
+  StepTensors tensors(int B, int batch = 0) const {
     const int64_t RT = static_cast<int64_t>(R_) * T_;
+    const bool a = batch == 0;
     StepTensors t;
     t.x = tensor(x_.ptr, EPC_DTYPE_BF16, {B, H_});
     t.w = tensor(w_.ptr, EPC_DTYPE_FP32, {B, K_});
-    t.out_x = tensor(out_x_.ptr, fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16, {L_, RT, H_});
-    t.out_scales = tensor(out_scales_.ptr, EPC_DTYPE_FP32, {L_, RT, H_ / 128});
-    t.counts = tensor(counts_.ptr, EPC_DTYPE_INT32, {L_});
+    t.out_x = tensor((a ? out_x_ : out_x2_).ptr, fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16, {L_, RT, H_});
+    t.out_scales = tensor((a ? out_scales_ : out_scales2_).ptr, EPC_DTYPE_FP32, {L_, RT, H_ / 128});
+    t.counts = tensor((a ? counts_ : counts2_).ptr, EPC_DTYPE_INT32, {L_});
     t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {L_, RT, H_});
-    t.out = tensor(out_.ptr, EPC_DTYPE_BF16, {B, H_});
+    t.out = tensor((a ? out_ : out2_).ptr, EPC_DTYPE_BF16, {B, H_});
     return t;
   }
 
   // 1.3's epc_ll_dispatch / epc_ll_dispatch_fp8: the same tensors, the cast in the send
   // kernel with EPC_QUANT_FP8.
-  EpcStatus call_dispatch(EpcHandle* h, const StepTensors& t, uint32_t flags) const {
+  EpcStatus call_dispatch(EpcHandle* h, const StepTensors& t, uint32_t flags, cudaStream_t st = nullptr) const {
     EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
     args.flags = flags;
     args.x = &t.x;
@@ -125,15 +142,15 @@ class LlMode final : public Mode {
       if (o_.pow2_scales) args.flags |= EPC_DISPATCH_POW2_SCALES;
       args.out_scales = &t.out_scales;
     }
-    return epc_dispatch(h, &args, s_->stream());
+    return epc_dispatch(h, &args, st != nullptr ? st : s_->stream());
   }
 
-  EpcStatus call_combine(EpcHandle* h, const StepTensors& t, uint32_t flags) const {
+  EpcStatus call_combine(EpcHandle* h, const StepTensors& t, uint32_t flags, cudaStream_t st = nullptr) const {
     EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
     args.flags = flags;
     args.x = &t.y;
     args.out = &t.out;
-    return epc_combine(h, &args, s_->stream());
+    return epc_combine(h, &args, st != nullptr ? st : s_->stream());
   }
 
   // One dispatch (send + complete with --send-only), recording marks when given.
@@ -174,6 +191,51 @@ class LlMode final : public Mode {
     return time_point(*s_, o_, in, step, [&](std::string& e) { return check_outputs(B, in, e); }, out, checked, error);
   }
 
+  // Collective. The layer timing of two micro-batches: `a` and a second handle on the same
+  // routing (`idx`), each with its own outputs, both checked after the timed layers.
+  bool measure_micro_batches(EpcHandle* a, const EpcTensor& idx, int B, const PointInput& in, MetricList& out,
+                             bool& checked, std::string& error) {
+    const cudaStream_t st = s_->stream();
+    EpcRouting routing = EPC_ROUTING_INIT;
+    routing.topk_idx = &idx;
+    EpcHandle* b = nullptr;
+    const EpcStatus created = epc_handle_create(group_.get(), nullptr, &routing, st, &b);
+    if (!s_->all_true(created == EPC_OK)) {
+      epc_handle_destroy(b);
+      error = created == EPC_OK ? "another rank could not create its second handle"
+                                : epc_error("epc_handle_create (micro-batch B)", created);
+      return false;
+    }
+    EpcHandle* handles[2] = {a, b};
+    const StepTensors t[2] = {tensors(B, 0), tensors(B, 1)};
+    MicroBatchCalls calls;
+    calls.dispatch = [&](int m, uint32_t flags, cudaStream_t s, std::string& e) {
+      const EpcStatus status = call_dispatch(handles[m], t[m], flags, s);
+      if (status != EPC_OK) e = epc_error("epc_dispatch (micro-batch)", status);
+      return status == EPC_OK;
+    };
+    calls.combine = [&](int m, uint32_t flags, cudaStream_t s, std::string& e) {
+      const EpcStatus status = call_combine(handles[m], t[m], flags, s);
+      if (status != EPC_OK) e = epc_error("epc_combine (micro-batch)", status);
+      return status == EPC_OK;
+    };
+    calls.complete = [&](int m, cudaStream_t s, std::string& e) {
+      const EpcStatus status = epc_complete(handles[m], 0, s);
+      if (status != EPC_OK) e = epc_error("epc_complete (micro-batch)", status);
+      return status == EPC_OK;
+    };
+    bool ok = time_micro_batches(st, o_, in.warmup, in.iters, calls, out, error);
+    // Both micro-batches' last layer (overlapped) must hold the expected results.
+    if (ok) ok = check_outputs(B, in, error, 0) && check_outputs(B, in, error, 1);
+    checked = checked && ok;
+    const EpcStatus destroyed = epc_handle_destroy(b);
+    if (ok && destroyed != EPC_OK) {
+      error = epc_error("epc_handle_destroy (micro-batch B)", destroyed);
+      return false;
+    }
+    return ok;
+  }
+
 #ifdef EPC_PHASE_TRACE
   // Collective. The phases of the last `steps` steps, kept when every rank could read them.
   bool read_phases(int steps, MetricList& out) {
@@ -191,11 +253,15 @@ class LlMode final : public Mode {
   }
 #endif
 
-  bool check_outputs(int B, const PointInput& in, std::string& error) {
+  // The outputs of micro-batch `batch` (0: A).
+  bool check_outputs(int B, const PointInput& in, std::string& error, int batch = 0) {
     std::vector<int32_t> counts(static_cast<size_t>(L_));
     std::vector<uint16_t> combined(static_cast<size_t>(B) * H_);
-    TRY_CUDA(cudaMemcpy(counts.data(), counts_.ptr, counts.size() * 4, cudaMemcpyDeviceToHost), "reading out_counts");
-    TRY_CUDA(cudaMemcpy(combined.data(), out_.ptr, combined.size() * 2, cudaMemcpyDeviceToHost),
+    TRY_CUDA(cudaDeviceSynchronize(), "waiting for the steps");
+    TRY_CUDA(
+        cudaMemcpy(counts.data(), (batch == 0 ? counts_ : counts2_).ptr, counts.size() * 4, cudaMemcpyDeviceToHost),
+        "reading out_counts");
+    TRY_CUDA(cudaMemcpy(combined.data(), (batch == 0 ? out_ : out2_).ptr, combined.size() * 2, cudaMemcpyDeviceToHost),
              "reading the combine output");
     std::string why;
     if (!check_counts(counts, in.traffic->expected_counts, why) ||
@@ -213,6 +279,7 @@ class LlMode final : public Mode {
   int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;
   OurGroup group_;
   DeviceBuffer x_, w_, idx_, out_x_, out_scales_, counts_, y_, out_;
+  DeviceBuffer out_x2_, out_scales2_, counts2_, out2_;  // micro-batch B's (--micro-batches=2)
 };
 
 }  // namespace

@@ -265,6 +265,18 @@ const std::vector<Flag>& flags() {
        "time both halves (HT: groups of one node, so not with --virtual-node-size below the "
        "rank count). Default off.",
        switch_flag(&Options::send_only)},
+      {"--micro-batches", "N",
+       "LL: 2 also times one layer of two micro-batches (dispatch, stand-in expert GEMM, combine "
+       "each), serial on one stream and overlapped as vLLM's dual-batch overlap does (send-only "
+       "halves, the GEMM on a second stream), in the same run (bench/micro_batch_timing.hpp). "
+       "Default 1: off.",
+       int_flag(&Options::micro_batches, 1, 2)},
+      {"--gemm-us", "N", "--micro-batches=2: the stand-in GEMM's length in microseconds. Default 50.",
+       int_flag(&Options::gemm_us, 0, 1000000)},
+      {"--gemm-sms", "N",
+       "--micro-batches=2: SMs the stand-in GEMM holds (one block each, all of the SM's shared "
+       "memory). Default 0: every SM.",
+       int_flag(&Options::gemm_sms, 0, 1024)},
       {"--baseline", nullptr,
        "measure the NCCL host-API baseline at every point (count exchange, host sync, pack "
        "kernel, grouped ncclSend/ncclRecv, and back; bench/JSON.md). Default on.",
@@ -375,6 +387,10 @@ bool validate(const Options& o, std::string& error) {
   if (largest > mode_max || o.max_tokens > mode_max) {
     error = std::string(o.max_tokens > mode_max ? "--max-tokens" : "--tokens") + ": --mode=" + o.mode +
             " allows at most " + std::to_string(mode_max) + " tokens per rank";
+    return false;
+  }
+  if (ht && o.micro_batches > 1) {
+    error = "--micro-batches=2 times low-latency micro-batches (send-only halves): use --mode=ll";
     return false;
   }
   if (ht && o.pow2_scales) {

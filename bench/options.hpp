@@ -55,6 +55,11 @@ struct Options {
   bool graph = false;
   int graph_replays = 5;
   bool send_only = false;
+  // LL: 2 also times a layer of two micro-batches, serial and overlapped
+  // (bench/micro_batch_timing.hpp), with a stand-in GEMM of gemm_us on gemm_sms SMs (0: all).
+  int micro_batches = 1;
+  int gemm_us = 50;
+  int gemm_sms = 0;
   bool baseline = true;
   bool ceiling = true;
   int ceiling_peak_mib = 32;  // per peer, for the peak-bandwidth ceiling

@@ -49,6 +49,9 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.field("graph", o.graph);
   j.field("graph_replays", o.graph_replays);
   j.field("send_only", o.send_only);
+  j.field("micro_batches", o.micro_batches);
+  j.field("gemm_us", o.gemm_us);
+  j.field("gemm_sms", o.gemm_sms);
   j.field("baseline", o.baseline);
   j.field("ceiling", o.ceiling);
   j.field("ceiling_peak_bytes_per_peer", static_cast<int64_t>(o.ceiling_peak_mib) << 20);

@@ -172,6 +172,23 @@ std::string phase_table(const RunRecord& run) {
   return s;
 }
 
+// --micro-batches=2: one layer of two micro-batches, serial and overlapped, and the gain.
+std::string micro_batch_table(const RunRecord& run) {
+  if (!any_point_has(run, "ours.mb.serial")) return {};
+  std::string s = printf_string(
+      "\nTwo micro-batches per layer (dispatch, stand-in GEMM of %d us on %s SMs, combine each), us: median "
+      "[p10-p90] of the slowest rank (CUDA events per layer; bench/micro_batch_timing.hpp)\n",
+      run.options.gemm_us, run.options.gemm_sms == 0 ? "all" : std::to_string(run.options.gemm_sms).c_str());
+  s += printf_string("%6s | %-22s | %-22s | %-22s | %14s\n", "tokens", "GEMM alone", "serial layer", "overlapped layer",
+                     "overlap/serial");
+  for (const PointResult& p : run.points) {
+    s += printf_string("%6d | %-22s | %-22s | %-22s | %14s\n", p.tokens, us(p, "ours.mb.gemm", true).c_str(),
+                       us(p, "ours.mb.serial", true).c_str(), us(p, "ours.mb.overlap", true).c_str(),
+                       num(ratio(p, "ours.mb.overlap", "ours.mb.serial"), "%.3f").c_str());
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string to_table(const RunRecord& run) {
@@ -213,6 +230,7 @@ std::string to_table(const RunRecord& run) {
   }
   s += gpu_time_table(run);
   s += phase_table(run);
+  s += micro_batch_table(run);
   s += run.options.mode == "ht"
            ? "\nBandwidth in GB/s per GPU (bench/JSON.md): logical (DeepEP's rule: a row per (token, "
              "destination rank), self included) / wire (bytes leaving the GPU) / wire over the ceiling\n"
