@@ -55,13 +55,14 @@ class LlMode final : public Mode {
         !out_.allocate(static_cast<size_t>(T_) * H_ * 2, "cudaMalloc combine output", error)) {
       return false;
     }
-    if (fp8_ && !out_scales_.allocate(rows * (H_ / 128) * 4, "cudaMalloc out_scales", error)) return false;
+    scales_ = ll_scale_layout(o_.scales, L_, static_cast<int64_t>(R_) * T_, H_ / 128);
+    if (fp8_ && !out_scales_.allocate(scales_.bytes, "cudaMalloc out_scales", error)) return false;
     // The second micro-batch's outputs (its inputs are the first's: the same routing and x).
     if (o_.micro_batches > 1 &&
         (!out_x2_.allocate(rows * H_ * x_element, "cudaMalloc out_x (micro-batch B)", error) ||
          !counts2_.allocate(static_cast<size_t>(L_) * 4, "cudaMalloc out_counts (micro-batch B)", error) ||
          !out2_.allocate(static_cast<size_t>(T_) * H_ * 2, "cudaMalloc combine output (micro-batch B)", error) ||
-         (fp8_ && !out_scales2_.allocate(rows * (H_ / 128) * 4, "cudaMalloc out_scales (micro-batch B)", error)))) {
+         (fp8_ && !out_scales2_.allocate(scales_.bytes, "cudaMalloc out_scales (micro-batch B)", error)))) {
       return false;
     }
     // Expert outputs of 1.0 make combine's result predictable (bench/output_check.hpp).
@@ -121,7 +122,7 @@ class LlMode final : public Mode {
     t.x = tensor(x_.ptr, EPC_DTYPE_BF16, {B, H_});
     t.w = tensor(w_.ptr, EPC_DTYPE_FP32, {B, K_});
     t.out_x = tensor((a ? out_x_ : out_x2_).ptr, fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16, {L_, RT, H_});
-    t.out_scales = tensor((a ? out_scales_ : out_scales2_).ptr, EPC_DTYPE_FP32, {L_, RT, H_ / 128});
+    t.out_scales = scales_.tensor((a ? out_scales_ : out_scales2_).ptr);
     t.counts = tensor((a ? counts_ : counts2_).ptr, EPC_DTYPE_INT32, {L_});
     t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {L_, RT, H_});
     t.out = tensor((a ? out_ : out2_).ptr, EPC_DTYPE_BF16, {B, H_});
@@ -276,6 +277,7 @@ class LlMode final : public Mode {
   RankSession* s_ = nullptr;
   Options o_;
   bool fp8_ = false;
+  LlScaleLayout scales_;  // out_scales' dtype and strides (--scales)
   int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;
   OurGroup group_;
   DeviceBuffer x_, w_, idx_, out_x_, out_scales_, counts_, y_, out_;

@@ -98,6 +98,36 @@ GroupFacts OurGroup::facts() const {
   return f;
 }
 
+LlScaleLayout ll_scale_layout(const std::string& scales, int64_t experts, int64_t rows, int64_t scales_per_row) {
+  LlScaleLayout l;
+  const bool packed = scales == "ue8m0-packed";
+  const bool column_major = packed || scales == "fp32-colmajor";
+  l.dtype = packed ? EPC_DTYPE_E8M0X4 : scales == "ue8m0" ? EPC_DTYPE_E8M0 : EPC_DTYPE_FP32;
+  const int64_t element = l.dtype == EPC_DTYPE_E8M0 ? 1 : 4;
+  const int64_t words = packed ? (scales_per_row + 3) / 4 : scales_per_row;
+  l.shape[0] = experts;
+  l.shape[1] = rows;
+  l.shape[2] = words;
+  if (column_major) {
+    const int64_t column = (rows + 16 / element - 1) / (16 / element) * (16 / element);
+    l.strides[0] = words * column;
+    l.strides[1] = 1;
+    l.strides[2] = column;
+  } else {
+    l.strides[0] = rows * words;
+    l.strides[1] = words;
+    l.strides[2] = 1;
+  }
+  l.bytes = static_cast<size_t>(experts * l.strides[0] * element);
+  return l;
+}
+
+EpcTensor LlScaleLayout::tensor(void* data) const {
+  EpcTensor t = ::epc::bench::tensor(data, dtype, {shape[0], shape[1], shape[2]});
+  for (int i = 0; i < 3; ++i) t.strides[i] = strides[i];
+  return t;
+}
+
 EpcTensor tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape) {
   EpcTensor t;
   std::memset(&t, 0, sizeof t);

@@ -66,6 +66,19 @@ class OurGroup {
 // A contiguous tensor descriptor.
 EpcTensor tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shape);
 
+// The out_scales of an LL fp8 dispatch as --scales names it: fp32 (row-major), fp32-colmajor
+// (column-major over rows, each column padded to 16 bytes, as TMA loads it), ue8m0 (E8M0
+// bytes, row-major) or ue8m0-packed (E8M0X4 words, column-major, 16-byte columns: DeepGEMM's
+// scale layout), for `experts` x `rows` rows of `scales` scales.
+struct LlScaleLayout {
+  EpcDtype dtype = EPC_DTYPE_FP32;
+  int64_t shape[3] = {0, 0, 0};
+  int64_t strides[3] = {0, 0, 0};  // elements
+  size_t bytes = 0;                // the allocation the strides span
+  EpcTensor tensor(void* data) const;
+};
+LlScaleLayout ll_scale_layout(const std::string& scales, int64_t experts, int64_t rows, int64_t scales_per_row);
+
 struct DeviceBuffer {
   void* ptr = nullptr;
   DeviceBuffer() = default;

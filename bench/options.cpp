@@ -168,14 +168,17 @@ const std::vector<Flag>& flags() {
          e = "e4m3 or e2m1";
          return false;
        }},
-      {"--scales", "fp32|bf16|ue8m0|ue8m0-packed|uint8",
-       "HT passthrough: the scales' dtype (FP32, BF16, E8M0, E8M0X4 (four per 32-bit word), UINT8). Default fp32.",
+      {"--scales", "fp32|fp32-colmajor|bf16|ue8m0|ue8m0-packed|uint8",
+       "HT passthrough: the scales' dtype (FP32, BF16, E8M0, E8M0X4 (four per 32-bit word), UINT8). LL fp8: "
+       "out_scales as fp32 (row-major), fp32-colmajor (column-major over rows, 16-byte columns), ue8m0 (E8M0 "
+       "bytes, row-major) or ue8m0-packed (E8M0X4, column-major, 16-byte columns). Default fp32.",
        [](const std::string& v, Options& o, std::string& e) {
-         if (v == "fp32" || v == "bf16" || v == "ue8m0" || v == "ue8m0-packed" || v == "uint8") {
+         if (v == "fp32" || v == "fp32-colmajor" || v == "bf16" || v == "ue8m0" || v == "ue8m0-packed" ||
+             v == "uint8") {
            o.scales = v;
            return true;
          }
-         e = "fp32 or bf16 or ue8m0 or ue8m0-packed or uint8";
+         e = "fp32 or fp32-colmajor or bf16 or ue8m0 or ue8m0-packed or uint8";
          return false;
        }},
       {"--scale-count", "S",
@@ -383,6 +386,17 @@ bool validate(const Options& o, std::string& error) {
     }
   }
   const bool ht = o.mode == "ht";
+  if (!ht && o.scales != "fp32" &&
+      (o.dtype != "fp8" || (o.scales != "fp32-colmajor" && o.scales != "ue8m0" && o.scales != "ue8m0-packed"))) {
+    error = "--scales=" + o.scales +
+            " with --mode=ll: the fp8 cast's out_scales are fp32, fp32-colmajor, ue8m0 or ue8m0-packed, with "
+            "--dtype=fp8";
+    return false;
+  }
+  if (ht && o.scales == "fp32-colmajor") {
+    error = "--scales=fp32-colmajor is an LL fp8 out_scales layout; HT passthrough scales are row-major";
+    return false;
+  }
   const int mode_max = ht ? kMaxHtTokens : kMaxLlTokens;
   if (largest > mode_max || o.max_tokens > mode_max) {
     error = std::string(o.max_tokens > mode_max ? "--max-tokens" : "--tokens") + ": --mode=" + o.mode +

@@ -37,7 +37,7 @@ struct Options {
   // --payload rows with --scale-count scales of --scales per row (0: the format's usual count).
   std::string quant = "none";    // none | passthrough
   std::string payload = "e4m3";  // e4m3 | e2m1
-  std::string scales = "fp32";   // fp32 | bf16 | ue8m0 | ue8m0-packed | uint8
+  std::string scales = "fp32";   // fp32 | fp32-colmajor (LL) | bf16 | ue8m0 | ue8m0-packed | uint8
   int scale_count = 0;
   int sms = 0;  // SM budget of our kernels; 0: the library's default
   // EpcGroupConfig.virtual_node_size of our groups: 0 off; else the NVLink team is

@@ -7,7 +7,8 @@
 Checks: --help exits 0 and documents every flag; with the GPUs hidden
 (CUDA_VISIBLE_DEVICES="") the benchmark exits 1 with a message naming the missing GPU and no
 crash; --mode=ht (bf16 and fp8, either sizing) and --dtype=fp8 are accepted and stop at the
-GPU check; a flag that does not apply to HT (--fp8-pow2-scales), bad flags and a
+GPU check, as are LL fp8 --scales layouts; a flag that does not apply to HT
+(--fp8-pow2-scales), --scales a mode's payload cannot take, bad flags and a
 --virtual-node-size that does not divide --ranks exit 2 naming the flag.
 """
 
@@ -80,6 +81,8 @@ def main():
     for args in (
         ["--mode=ht", "--tokens=1024..16384"],
         ["--mode=ht", "--tokens=4096", "--dtype=fp8", "--ht-sizing=capacity", "--graph"],
+        ["--dtype=fp8", "--scales=ue8m0-packed"],
+        ["--dtype=fp8", "--scales=fp32-colmajor"],
     ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(
@@ -92,6 +95,9 @@ def main():
         (["--mode=ht", "--dtype=fp8", "--fp8-pow2-scales"], "--fp8-pow2-scales"),
         (["--tokens=2048"], "--mode=ll allows at most 1024"),
         (["--mode=ht", "--ht-sizing=lazy"], "--ht-sizing"),
+        (["--scales=ue8m0"], "--scales=ue8m0 with --mode=ll"),
+        (["--dtype=fp8", "--scales=bf16"], "--scales=bf16 with --mode=ll"),
+        (["--mode=ht", "--quant=passthrough", "--scales=fp32-colmajor"], "--scales=fp32-colmajor"),
     ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(rc == 2 and name in err, f"{' '.join(args)} exits 2 naming {name}", out + err)
