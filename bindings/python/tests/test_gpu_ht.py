@@ -148,7 +148,7 @@ def local_errors(r, group, exact, x):
         (lambda: epcomm.Handle.create(group, layout="expert_padded"), unsupported, "layout"),
         (lambda: epcomm.Handle.create(group, flags=epcomm.HandleFlags.ZERO_PADDING), invalid, "ZERO_PADDING"),
         (lambda: exact.dispatch(x, out_x=torch.zeros(rows + 1, h, dtype=torch.bfloat16, **on)), invalid, "out_x"),
-        (lambda: exact.dispatch(x, out_x=out_x, send_only=True), unsupported, "EPC_STEP_SEND_ONLY"),
+        (lambda: exact.dispatch(x, out_x=out_x, send_only=True, send_sms=1 << 20), invalid, "send_sms"),
         (lambda: exact.dispatch(x, out_x=out_x, quant="fp8"), unsupported, "quant"),
         (
             lambda: exact.dispatch(x, out_x=out_x, out_expert_offsets=torch.zeros(5, dtype=torch.int32, **on)),

@@ -173,9 +173,9 @@ fn local_errors(c: &Case, b: &Buffers, group: &Group<'_>, exact: &Handle<'_>, ra
         "layout",
     )?;
     refused(
-        "a capacity other than the default",
-        Handle::create(group, Some(&HandleConfig::new().capacity(3)), Some(&routing), None),
-        Status::UNSUPPORTED,
+        "a capacity above what can arrive (recv_capacity)",
+        Handle::create(group, Some(&HandleConfig::new().capacity(1 << 40)), Some(&routing), None),
+        Status::INVALID_ARGUMENT,
         "capacity",
     )?;
     let (tokens, h, k) = (c.tokens(0, rank) as i64, c.hidden as i64, c.topk as i64);
@@ -190,10 +190,10 @@ fn local_errors(c: &Case, b: &Buffers, group: &Group<'_>, exact: &Handle<'_>, ra
         "out_x",
     )?;
     refused(
-        "a send-only dispatch on a high-throughput group",
-        exact.dispatch(&Dispatch::new(x, out_x).send_only(), None),
-        Status::UNSUPPORTED,
-        "",
+        "a send-only dispatch on more SMs than the GPU has",
+        exact.dispatch(&Dispatch::new(x, out_x).send_only().send_sms(1 << 20), None),
+        Status::INVALID_ARGUMENT,
+        "send_sms",
     )?;
     let y = b.rows.tensor(Dtype::BF16, &[rows, h]);
     let w = b.returned.tensor(Dtype::FP32, &[rows, k]);
