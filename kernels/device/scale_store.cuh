@@ -11,11 +11,12 @@
 
 namespace epc::kernels {
 
-// Element `word` of a row of `scales` fp32 scales, encoded as `e` (bit pattern; kUe8m0 in
-// the low byte).
-__device__ __forceinline__ uint32_t encode_scale_word(const float* row, int word, int scales, ScaleEncoding e) {
-  if (e == ScaleEncoding::kFp32) return __float_as_uint(row[word]);
-  if (e == ScaleEncoding::kUe8m0) return __float_as_uint(row[word]) >> 23;
+// Element `word` of a row of `scales` fp32 scales, encoded as E (bit pattern; kUe8m0 in the
+// low byte).
+template <ScaleEncoding E>
+__device__ __forceinline__ uint32_t encode_scale_word(const float* row, int word, int scales) {
+  if (E == ScaleEncoding::kFp32) return __float_as_uint(row[word]);
+  if (E == ScaleEncoding::kUe8m0) return __float_as_uint(row[word]) >> 23;
   uint32_t packed = 0;
   for (int b = 0; b < 4; ++b) {
     const int block = word * 4 + b;
@@ -24,13 +25,40 @@ __device__ __forceinline__ uint32_t encode_scale_word(const float* row, int word
   return packed;
 }
 
-__device__ __forceinline__ void store_scale_word(const ScaleOutput& out, int64_t expert, int64_t row, int word,
-                                                 uint32_t value) {
-  const int64_t at = expert * out.expert_stride + row * out.row_stride + word * out.word_stride;
-  if (out.encoding == ScaleEncoding::kUe8m0) {
-    static_cast<uint8_t*>(out.data)[at] = static_cast<uint8_t>(value);
-  } else {
-    static_cast<uint32_t*>(out.data)[at] = value;
+// One received row's scales `src` (fp32, `scales` of them), words [begin, end) of them split
+// over the block's threads, stored into every row that row feeds: `rows` of them, whose
+// scales start at elements row_at[j] (negative: the entry did not fit, nothing is stored).
+// The encoding is a template parameter so the loop holds no per-store branch.
+template <ScaleEncoding E>
+__device__ __forceinline__ void store_row_scales(const ScaleOutput& out, const float* src, int scales, int begin,
+                                                 int end, int rows, const int64_t* row_at) {
+  for (int w = begin + static_cast<int>(threadIdx.x); w < end; w += static_cast<int>(blockDim.x)) {
+    const uint32_t value = encode_scale_word<E>(src, w, scales);
+    const int64_t offset = w * out.word_stride;
+    for (int j = 0; j < rows; ++j) {
+      if (row_at[j] < 0) continue;
+      if (E == ScaleEncoding::kUe8m0) {
+        static_cast<uint8_t*>(out.data)[row_at[j] + offset] = static_cast<uint8_t>(value);
+      } else {
+        static_cast<uint32_t*>(out.data)[row_at[j] + offset] = value;
+      }
+    }
+  }
+}
+
+// store_row_scales in out's encoding.
+__device__ __forceinline__ void store_row_scales(const ScaleOutput& out, const float* src, int scales, int begin,
+                                                 int end, int rows, const int64_t* row_at) {
+  switch (out.encoding) {
+    case ScaleEncoding::kFp32:
+      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at);
+      break;
+    case ScaleEncoding::kUe8m0:
+      store_row_scales<ScaleEncoding::kUe8m0>(out, src, scales, begin, end, rows, row_at);
+      break;
+    case ScaleEncoding::kUe8m0x4:
+      store_row_scales<ScaleEncoding::kUe8m0x4>(out, src, scales, begin, end, rows, row_at);
+      break;
   }
 }
 

@@ -28,7 +28,9 @@ static_assert(kMaxTopk <= kWarpSize, "a message's entries are placed one per lan
 // Where the entries of one message go, worked out by its first warp into shared memory.
 struct MessageRows {
   int entries;
-  int flat_row[kMaxTopk];  // l * R*T + row, or -1 for an entry that did not fit
+  int flat_row[kMaxTopk];       // l * R*T + row, or -1 for an entry that did not fit
+  int64_t scale_row[kMaxTopk];  // fp8: where the row's scales start in out_scales (elements),
+                                // -1 for an entry that did not fit
 };
 
 // The whole part, run by every thread of every block; false when the block's wait failed
@@ -89,6 +91,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
           report_failure(c.error, EPC_ERR_INVALID_ARGUMENT, kPhaseRouting, c.dev_comm.rank, m.source, 0);
         }
         placed.flat_row[lane] = flat_row;
+        placed.scale_row[lane] = flat_row < 0 ? -1 : l * p.out_scales.expert_stride + row * p.out_scales.row_stride;
         if (records) {
           const size_t at = static_cast<size_t>(m.index) * g.max_entries + lane;
           c.handle.msg_rows[at] = flat_row;
@@ -109,15 +112,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       }
     }
     if (fp8) {
-      const float* src_scales = reinterpret_cast<const float*>(payload + g.hidden);
-      const VectorSlice scale_part = vector_slice(scale_words(p.out_scales.encoding, scales), slice, slices);
-      for (int w = scale_part.begin + threadIdx.x; w < scale_part.end; w += blockDim.x) {
-        const uint32_t value = encode_scale_word(src_scales, w, scales, p.out_scales.encoding);
-        for (int j = 0; j < placed.entries; ++j) {
-          const int row = placed.flat_row[j];
-          if (row >= 0) store_scale_word(p.out_scales, row / expert_rows, row % expert_rows, w, value);
-        }
-      }
+      const VectorSlice words = vector_slice(scale_words(p.out_scales.encoding, scales), slice, slices);
+      store_row_scales(p.out_scales, reinterpret_cast<const float*>(payload + g.hidden), scales, words.begin, words.end,
+                       placed.entries, placed.scale_row);
     }
     __syncthreads();  // `placed` is rewritten for the next message
   }
