@@ -19,12 +19,13 @@ EpcStatus epc_handle_create(EpcGroup* group, const EpcHandleConfig* config, cons
     const epc::HandleSetup setup = epc::resolve_handle_config(config, g.config(), g.topology().nranks);
     const EpcTensor* topk_idx = routing != nullptr ? epc::routing_tensor(routing) : nullptr;
     auto handle = std::make_unique<EpcHandle>();
+    const epc::HandleName name{handle.get(), g.next_handle_id()};
     if (g.config().mode == EPC_MODE_LOW_LATENCY) {
-      handle->ll = std::make_unique<epc::LlHandle>(g, epc::capi::ll_steps_of(group), setup, handle.get(), topk_idx,
-                                                   as_stream(stream));
+      handle->ll =
+          std::make_unique<epc::LlHandle>(g, epc::capi::ll_steps_of(group), setup, name, topk_idx, as_stream(stream));
     } else {
-      handle->ht = std::make_unique<epc::HtHandle>(g, epc::capi::ht_steps_of(group), setup, handle.get(), topk_idx,
-                                                   as_stream(stream));
+      handle->ht =
+          std::make_unique<epc::HtHandle>(g, epc::capi::ht_steps_of(group), setup, name, topk_idx, as_stream(stream));
     }
     *out_handle = handle.release();
   });

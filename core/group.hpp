@@ -66,6 +66,8 @@ class Group {
   kernels::PeerTransport transport() const;
   kernels::DeviceError* device_error() const { return error_device_; }
   uint64_t timeout_ns() const { return static_cast<uint64_t>(config_.timeout_ms) * 1000000ull; }
+  // The id of the group's next handle (EpcHandleInfo.id): 1, 2, ... in creation order.
+  uint64_t next_handle_id() { return ++handles_created_; }
 
  private:
   // Everything the group owns on the device and in NCCL. Declared in the order it is
@@ -132,6 +134,7 @@ class Group {
   // seen a status, and never while it is being written.
   std::atomic<EpcStatus> failed_status_{EPC_OK};
   std::string failed_message_;
+  std::atomic<uint64_t> handles_created_{0};
 };
 
 }  // namespace epc

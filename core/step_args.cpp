@@ -139,8 +139,8 @@ uint64_t ht_packed_worst_rows(uint64_t entries, uint64_t zones, uint64_t alignme
   return (entries + (zones < entries ? zones : entries) * (a - 1)) / a * a;
 }
 
-EpcHandleInfo handle_info(EpcMode mode, const HandleSetup& setup, int num_tokens, int topk, uint32_t pending,
-                          int64_t rows) {
+EpcHandleInfo handle_info(EpcMode mode, const HandleSetup& setup, uint64_t id, int num_tokens, int topk,
+                          uint32_t pending, int64_t rows) {
   EpcHandleInfo i = EPC_HANDLE_INFO_INIT;
   i.mode = mode;
   i.layout = setup.layout;
@@ -156,6 +156,7 @@ EpcHandleInfo handle_info(EpcMode mode, const HandleSetup& setup, int num_tokens
   i.overflow_status = EPC_OK;
   i.overflow_rank = -1;
   i.overflow_rows = 0;
+  i.id = id;
   return i;
 }
 

@@ -32,8 +32,8 @@ uint64_t ht_packed_worst_rows(uint64_t entries, uint64_t zones, uint64_t alignme
 
 // What epc_handle_query reports for a handle of `mode` set up as `setup`, with its current
 // routing (B, K; 0 before the first), pending call (EPC_PENDING_*) and rows.
-EpcHandleInfo handle_info(EpcMode mode, const HandleSetup& setup, int num_tokens, int topk, uint32_t pending,
-                          int64_t rows);
+EpcHandleInfo handle_info(EpcMode mode, const HandleSetup& setup, uint64_t id, int num_tokens, int topk,
+                          uint32_t pending, int64_t rows);
 
 // The routing tensor an EpcRouting carries; throws for a NULL struct or field, and for the
 // fields not served yet.

@@ -61,7 +61,7 @@ PayloadBytes check_passthrough(const EpcDispatchArgs& a, int64_t B, int64_t N, i
 
 }  // namespace
 
-HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
+HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, HandleName id, const EpcTensor* topk_idx,
                    cudaStream_t stream)
     : group_(group), steps_(steps), setup_(setup), id_(id), memory_(group.device()) {
   group_.check_healthy();
@@ -115,7 +115,7 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const
 HtHandle::~HtHandle() {
   if (pending_ == EPC_PENDING_NONE) return;
   const bool dispatch = pending_ == EPC_PENDING_DISPATCH;
-  if (steps_.pending_owner(dispatch) == id_) steps_.set_pending_owner(dispatch, nullptr);
+  if (steps_.pending_owner(dispatch) == id_) steps_.set_pending_owner(dispatch, HandleName{});
   abandon_pending();
 }
 
@@ -264,32 +264,34 @@ void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
 }
 
 void HtHandle::require_routed(const char* call) const {
-  if (topk_ == 0) fail_usage(format("%s: handle %p has no routing yet; call epc_handle_update first", call, id_));
+  if (topk_ == 0) {
+    fail_usage(format("%s: %s has no routing yet; call epc_handle_update first", call, id_.text().c_str()));
+  }
 }
 
 void HtHandle::require_ready(const char* call, bool starts_step, bool dispatch, bool send_only) const {
   if (pending_ != EPC_PENDING_NONE) {
-    fail_usage(format("%s: handle %p has a send-only %s pending; call epc_complete on it first", call, id_,
+    fail_usage(format("%s: %s has a send-only %s pending; call epc_complete on it first", call, id_.text().c_str(),
                       pending_ == EPC_PENDING_DISPATCH ? "dispatch" : "combine"));
   }
   if (!starts_step) return;
   const char* operation = dispatch ? "dispatch" : "combine";
-  const void* owner = steps_.pending_owner(dispatch);
-  if (owner != nullptr) {
+  const HandleName owner = steps_.pending_owner(dispatch);
+  if (owner) {
     fail_usage(
-        format("%s on handle %p: handle %p of this high-throughput group has a send-only %s pending, whose "
-               "slots and step a second %s would reuse; call epc_complete on handle %p first",
-               call, id_, owner, operation, operation, owner));
+        format("%s on %s: %s of this high-throughput group has a send-only %s pending, whose "
+               "slots and step a second %s would reuse; call epc_complete on it first",
+               call, id_.text().c_str(), owner.text().c_str(), operation, operation));
   }
   // The other operation's pending step, if any, counts against max_pending_steps.
-  const void* other = steps_.pending_owner(!dispatch);
+  const HandleName other = steps_.pending_owner(!dispatch);
   const uint32_t limit = group_.config().max_pending_steps;
-  if (send_only && other != nullptr && limit < 2) {
+  if (send_only && other && limit < 2) {
     fail_usage(
-        format("%s with EPC_STEP_SEND_ONLY on handle %p: handle %p of this group has a send-only %s pending, and "
-               "the group allows max_pending_steps = %u; call epc_complete on handle %p first, or queue this "
+        format("%s with EPC_STEP_SEND_ONLY on %s: %s of this group has a send-only %s pending, and "
+               "the group allows max_pending_steps = %u; call epc_complete on it first, or queue this "
                "%s without EPC_STEP_SEND_ONLY",
-               call, id_, other, dispatch ? "combine" : "dispatch", limit, other, operation));
+               call, id_.text().c_str(), other.text().c_str(), dispatch ? "combine" : "dispatch", limit, operation));
   }
   require_routed(call);
 }
@@ -420,8 +422,8 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (packed() && !dispatched_) {
     fail_usage(
         format("epc_combine: EXPERT_PACKED combine sums the rows dispatch gave each entry; call epc_dispatch "
-               "on handle %p (since its last routing) first",
-               id_));
+               "on %s (since its last routing) first",
+               id_.text().c_str()));
   }
   if (weighted && !dispatched_weights_) {
     fail_argument(
@@ -434,8 +436,8 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (nodes > 1 && !dispatched_) {
     fail_usage(
         format("epc_combine: this group spans %d nodes, and combine sums each token's rows inside a node "
-               "where dispatch forwarded it; call epc_dispatch on handle %p (since its last routing) first",
-               nodes, id_));
+               "where dispatch forwarded it; call epc_dispatch on %s (since its last routing) first",
+               nodes, id_.text().c_str()));
   }
   const int64_t B = num_tokens_, H = c.hidden, K = topk_, N = rows_;
   if (a.x->dtype == EPC_DTYPE_FP16) {
@@ -484,9 +486,9 @@ void HtHandle::complete(cudaStream_t stream) {
   group_.check_healthy();
   if (pending_ == EPC_PENDING_NONE) {
     fail_usage(
-        format("epc_complete: handle %p has nothing pending (no dispatch or combine was queued with "
+        format("epc_complete: %s has nothing pending (no dispatch or combine was queued with "
                "EPC_STEP_SEND_ONLY)",
-               id_));
+               id_.text().c_str()));
   }
   const int blocks = static_cast<int>(group_.config().num_sms);
   const bool dispatch = pending_ == EPC_PENDING_DISPATCH;
@@ -504,11 +506,11 @@ void HtHandle::complete(cudaStream_t stream) {
   }
   pending_ = EPC_PENDING_NONE;
   pending_counts_ = CountOutputs{};
-  steps_.set_pending_owner(dispatch, nullptr);
+  steps_.set_pending_owner(dispatch, HandleName{});
 }
 
 EpcHandleInfo HtHandle::info() const {
-  EpcHandleInfo info = handle_info(EPC_MODE_HIGH_THROUGHPUT, setup_, num_tokens_, topk_, pending_, rows_);
+  EpcHandleInfo info = handle_info(EPC_MODE_HIGH_THROUGHPUT, setup_, id_.number, num_tokens_, topk_, pending_, rows_);
   overflow_->fill(info);
   return info;
 }

@@ -14,6 +14,7 @@
 #include "core/count_outputs.hpp"
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
+#include "core/handle_name.hpp"
 #include "core/ht/ht_overflow.hpp"
 #include "core/ht/ht_steps.hpp"
 #include "core/step_args.hpp"
@@ -27,7 +28,7 @@ class HtHandle {
   // `id` names the handle in messages (the caller's EpcHandle*). With routing: collective,
   // and with EPC_SIZING_EXACT waits for the count exchange (one host sync). Without
   // routing (`topk_idx` null): local, allocation only.
-  HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
+  HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, HandleName id, const EpcTensor* topk_idx,
            cudaStream_t stream);
   // A send-only step still pending is ended on this rank (abandon_pending).
   ~HtHandle();
@@ -66,7 +67,7 @@ class HtHandle {
   Group& group_;
   HtSteps& steps_;
   HandleSetup setup_;
-  const void* id_;
+  HandleName id_;
   int topk_ = 0;  // 0 until the first routing
   int num_tokens_ = 0;
   int64_t rows_ = 0;

@@ -32,14 +32,14 @@ bool HtOverflowReport::seen(uint64_t sequence, int32_t* rank, int32_t* rows) con
   return r->sequence == sequence;  // not overwritten meanwhile by a later layout
 }
 
-void HtOverflowReport::check(const char* call, bool fail_policy, const void* handle) const {
+void HtOverflowReport::check(const char* call, bool fail_policy, const HandleName& handle) const {
   int32_t rank = -1, rows = 0;
   if (!fail_policy || dispatched_ != routing_ || !seen(dispatched_, &rank, &rows) || rank < 0) return;
   fail(EPC_ERR_CAPACITY,
-       format("%s: the last dispatch on handle %p overflowed: rank %d received %d rows more than its capacity "
+       format("%s: the last dispatch on %s overflowed: rank %d received %d rows more than its capacity "
               "(EPC_OVERFLOW_FAIL), so that step did nothing on any rank; raise EpcGroupConfig.recv_capacity or "
               "EpcHandleConfig.capacity, or use EPC_OVERFLOW_DROP; the next epc_handle_update starts afresh",
-              call, handle, rank, rows));
+              call, handle.text().c_str(), rank, rows));
 }
 
 void HtOverflowReport::fill(EpcHandleInfo& info) const {

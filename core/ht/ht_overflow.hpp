@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/device_memory.hpp"
+#include "core/handle_name.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/ht_capacity.hpp"
 
@@ -28,7 +29,7 @@ class HtOverflowReport {
   void dispatched() { dispatched_ = routing_; }
   // Throws EPC_ERR_CAPACITY, naming the rank and the rows, when the last dispatch was of the
   // current routing, its layout overflowed and `fail_policy` (EPC_OVERFLOW_FAIL) holds.
-  void check(const char* call, bool fail_policy, const void* handle) const;
+  void check(const char* call, bool fail_policy, const HandleName& handle) const;
   // The overflow fields of epc_handle_query: the last dispatch's, once its layout has run.
   void fill(EpcHandleInfo& info) const;
 

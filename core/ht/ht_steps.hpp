@@ -7,6 +7,7 @@
 
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
+#include "core/handle_name.hpp"
 #include "kernels/wire/ht_params.hpp"
 
 namespace epc {
@@ -23,16 +24,14 @@ class HtSteps {
   // counters, so one of each may be pending at once, on two handles, where the group's
   // max_pending_steps allows two; a second step of the same operation would reuse the
   // pending step's counter value and slots.
-  const void* pending_owner(bool dispatch) const { return dispatch ? pending_dispatch_ : pending_combine_; }
-  void set_pending_owner(bool dispatch, const void* owner) {
-    (dispatch ? pending_dispatch_ : pending_combine_) = owner;
-  }
+  HandleName pending_owner(bool dispatch) const { return dispatch ? pending_dispatch_ : pending_combine_; }
+  void set_pending_owner(bool dispatch, HandleName owner) { (dispatch ? pending_dispatch_ : pending_combine_) = owner; }
 
  private:
   DeviceAllocations memory_;
   kernels::HtState* state_ = nullptr;
-  const void* pending_dispatch_ = nullptr;
-  const void* pending_combine_ = nullptr;
+  HandleName pending_dispatch_;
+  HandleName pending_combine_;
 };
 
 }  // namespace epc

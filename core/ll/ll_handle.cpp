@@ -14,7 +14,7 @@
 
 namespace epc {
 
-LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
+LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, HandleName id, const EpcTensor* topk_idx,
                    cudaStream_t stream)
     : group_(group), steps_(steps), setup_(setup), id_(id), memory_(group.device()) {
   group_.check_healthy();
@@ -156,11 +156,11 @@ int LlHandle::message_blocks() const {
 
 void LlHandle::require_ready(const char* call, bool starts_step) const {
   if (pending_ != EPC_PENDING_NONE) {
-    fail_usage(format("%s: handle %p has a send-only %s pending; call epc_complete on it first", call, id_,
+    fail_usage(format("%s: %s has a send-only %s pending; call epc_complete on it first", call, id_.text().c_str(),
                       pending_ == EPC_PENDING_DISPATCH ? "dispatch" : "combine"));
   }
   if (starts_step && topk_ == 0) {
-    fail_usage(format("%s: handle %p has no routing yet; call epc_handle_update first", call, id_));
+    fail_usage(format("%s: %s has no routing yet; call epc_handle_update first", call, id_.text().c_str()));
   }
 }
 
@@ -314,9 +314,9 @@ void LlHandle::complete(cudaStream_t stream) {
   group_.check_healthy();
   if (pending_ == EPC_PENDING_NONE) {
     fail_usage(
-        format("epc_complete: handle %p has nothing pending (no dispatch or combine was queued with "
+        format("epc_complete: %s has nothing pending (no dispatch or combine was queued with "
                "EPC_STEP_SEND_ONLY)",
-               id_));
+               id_.text().c_str()));
   }
   DeviceGuard guard(group_.device());
   const bool dispatch = pending_ == EPC_PENDING_DISPATCH;
@@ -339,7 +339,8 @@ void LlHandle::complete(cudaStream_t stream) {
 
 EpcHandleInfo LlHandle::info() const {
   // EXPERT_PADDED: every [L, C, ...] output has C = capacity rows per zone.
-  return handle_info(EPC_MODE_LOW_LATENCY, setup_, num_tokens_, topk_, pending_, static_cast<int64_t>(setup_.capacity));
+  return handle_info(EPC_MODE_LOW_LATENCY, setup_, id_.number, num_tokens_, topk_, pending_,
+                     static_cast<int64_t>(setup_.capacity));
 }
 
 }  // namespace epc

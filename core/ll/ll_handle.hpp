@@ -12,6 +12,7 @@
 #include "core/count_outputs.hpp"
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
+#include "core/handle_name.hpp"
 #include "core/ll/ll_steps.hpp"
 #include "core/step_args.hpp"
 #include "epcomm/epcomm.h"
@@ -23,7 +24,7 @@ class LlHandle {
  public:
   // `id` names the handle in messages (the caller's EpcHandle*); `topk_idx` may be null (no
   // routing yet). Allocates; local.
-  LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, const void* id, const EpcTensor* topk_idx,
+  LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, HandleName id, const EpcTensor* topk_idx,
            cudaStream_t stream);
   ~LlHandle();
   LlHandle(const LlHandle&) = delete;
@@ -58,7 +59,7 @@ class LlHandle {
   Group& group_;
   LlSteps& steps_;
   HandleSetup setup_;
-  const void* id_;
+  HandleName id_;
   int num_tokens_ = 0;
   int topk_ = 0;  // 0 until the first routing
   int max_entries_ = 0;

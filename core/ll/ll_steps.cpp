@@ -34,7 +34,7 @@ LlSteps::LlSteps(const Group& group)
 int LlSteps::pending() const {
   int n = 0;
   for (const auto& direction : holder_) {
-    for (int s = 0; s < slots_; ++s) n += direction[s] != nullptr;
+    for (int s = 0; s < slots_; ++s) n += static_cast<bool>(direction[s]);
   }
   return n;
 }
@@ -43,36 +43,36 @@ std::string LlSteps::holders() const {
   std::string out;
   for (int d = 0; d < kernels::kLlStepRecords; ++d) {
     for (int s = 0; s < slots_; ++s) {
-      if (holder_[d][s] == nullptr) continue;
+      if (!holder_[d][s]) continue;
       if (!out.empty()) out += ", ";
-      out += format("handle %p (%s)", holder_[d][s], direction_name(d));
+      out += format("%s (%s)", holder_[d][s].text().c_str(), direction_name(d));
     }
   }
   return out;
 }
 
-int LlSteps::take(LlDirection direction, const void* id, bool send_only, const char* call) {
+int LlSteps::take(LlDirection direction, HandleName id, bool send_only, const char* call) {
   if (send_only && pending() >= static_cast<int>(max_pending_)) {
     fail_usage(
-        format("%s on handle %p: the group allows max_pending_steps = %u send-only steps awaiting "
+        format("%s on %s: the group allows max_pending_steps = %u send-only steps awaiting "
                "epc_complete, and they are pending on %s; call epc_complete on one of them first",
-               call, id, max_pending_, holders().c_str()));
+               call, id.text().c_str(), max_pending_, holders().c_str()));
   }
-  const void* const* held = holder_[direction];
+  const HandleName* held = holder_[direction];
   for (int i = 0; i < slots_; ++i) {
     const int slot = (next_[direction] + i) % slots_;
-    if (held[slot] != nullptr) continue;
+    if (held[slot]) continue;
     next_[direction] = (slot + 1) % slots_;
     if (send_only) holder_[direction][slot] = id;
     return slot;
   }
   fail_usage(
-      format("%s on handle %p: every %s slot of the group (%d) is held by a pending send-only step, on %s; "
+      format("%s on %s: every %s slot of the group (%d) is held by a pending send-only step, on %s; "
              "call epc_complete on one of them first",
-             call, id, direction_name(direction), slots_, holders().c_str()));
+             call, id.text().c_str(), direction_name(direction), slots_, holders().c_str()));
 }
 
-void LlSteps::release(LlDirection direction, int slot) { holder_[direction][slot] = nullptr; }
+void LlSteps::release(LlDirection direction, int slot) { holder_[direction][slot] = HandleName{}; }
 
 #ifdef EPC_PHASE_TRACE
 void LlSteps::read_phase_trace(void* out, size_t bytes) const {

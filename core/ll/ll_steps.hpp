@@ -17,6 +17,7 @@
 
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
+#include "core/handle_name.hpp"
 #include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_state.hpp"
 #ifdef EPC_PHASE_TRACE
@@ -40,7 +41,7 @@ class LlSteps {
   // step until release() when `send_only`. Throws EPC_ERR_INVALID_USAGE, naming `call` and
   // the handles that hold slots, when a send-only step would exceed max_pending_steps, or
   // when every slot of the direction is held. Changes nothing when it throws.
-  int take(LlDirection direction, const void* id, bool send_only, const char* call);
+  int take(LlDirection direction, HandleName id, bool send_only, const char* call);
   // The send-only step holding `slot` completed (or its handle went away).
   void release(LlDirection direction, int slot);
   // Send-only steps pending over both directions.
@@ -56,7 +57,7 @@ class LlSteps {
 #endif
 
  private:
-  // "handle 0x.. (dispatch), handle 0x.. (combine)": the holders of every slot.
+  // "handle 1 (0x..) (dispatch), handle 2 (0x..) (combine)": the holders of every slot.
   std::string holders() const;
 
   DeviceAllocations memory_;
@@ -68,7 +69,7 @@ class LlSteps {
   uint32_t max_pending_ = 0;
   // Per direction: the handle whose send-only step holds each slot (null: free), and where
   // the round-robin search starts.
-  const void* holder_[kernels::kLlStepRecords][kernels::kLlMaxSlots] = {};
+  HandleName holder_[kernels::kLlStepRecords][kernels::kLlMaxSlots] = {};
   int next_[kernels::kLlStepRecords] = {};
 };
 

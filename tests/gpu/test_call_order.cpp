@@ -183,10 +183,17 @@ TEST(CallOrder, PendingSendOnlyStepsRefuseOtherSteps) {
 
 // ---- High-throughput send-only (2.1) ---------------------------------------------------------
 
-// The id a library message names a handle by (the caller's EpcHandle*, printed with %p).
+// How a library message names a handle: by the id epc_handle_query reports (ABI 2.1) and the
+// caller's EpcHandle* ("handle 3 (0x...)").
+uint64_t id_of(const EpcHandle* handle) {
+  EpcHandleInfo info = EPC_HANDLE_INFO_INIT;
+  EXPECT_EQ(epc_handle_query(handle, &info), EPC_OK);
+  return info.id;
+}
 std::string handle_id(const EpcHandle* handle) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", static_cast<const void*>(handle));
+  char text[64];
+  std::snprintf(text, sizeof text, "handle %llu (%p)", static_cast<unsigned long long>(id_of(handle)),
+                static_cast<const void*>(handle));
   return text;
 }
 
@@ -219,7 +226,12 @@ TEST(CallOrder, HighThroughputSendOnlyOrder) {
   EpcHandle* a = handles[0].get();
   EpcHandle* b = handles[1].get();
   EpcHandle* c = handles[2].get();
+  // Ids count the group's handles in creation order, from 1.
+  EXPECT_EQ(id_of(a), 1u);
+  EXPECT_EQ(id_of(b), 2u);
+  EXPECT_EQ(id_of(c), 3u);
   expect_usage(epc_complete(a, 0, s), "nothing pending", "epc_complete on an HT handle with nothing pending");
+  expect_usage(epc_complete(a, 0, s), handle_id(a), "epc_complete with nothing pending names the handle");
 
   ASSERT_TRUE(epc_ok(ht::call_dispatch(a, buffers[0], s, EPC_STEP_SEND_ONLY), "send-only dispatch on A"));
   EXPECT_EQ(pending_of(a), static_cast<uint32_t>(EPC_PENDING_DISPATCH));

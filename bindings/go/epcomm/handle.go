@@ -151,6 +151,7 @@ type HandleInfo struct {
 	OverflowStatus  Status // OK, or ErrCapacity when the last dispatch received more rows than C
 	OverflowRank    int32  // the rank whose receive overflowed, -1 for none
 	OverflowRows    int64  // rows that did not fit (OverflowDrop: dropped)
+	ID              uint64 // ABI 2.1: the handle's number in its group (1, 2, ... in creation order); messages name it
 }
 
 // DispatchArgs are the fields of Handle.Dispatch (EpcDispatchArgs). X and OutX are
@@ -410,6 +411,7 @@ func (h *Handle) Query() (HandleInfo, error) {
 		OverflowStatus:  Status(info.overflow_status),
 		OverflowRank:    int32(info.overflow_rank),
 		OverflowRows:    int64(info.overflow_rows),
+		ID:              uint64(info.id),
 	}, nil
 }
 

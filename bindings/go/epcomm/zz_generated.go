@@ -667,6 +667,7 @@ func headerStructLayouts() []structLayout {
 			{"overflow_status", unsafe.Offsetof(C.EpcHandleInfo{}.overflow_status), unsafe.Sizeof(C.EpcHandleInfo{}.overflow_status)},
 			{"overflow_rank", unsafe.Offsetof(C.EpcHandleInfo{}.overflow_rank), unsafe.Sizeof(C.EpcHandleInfo{}.overflow_rank)},
 			{"overflow_rows", unsafe.Offsetof(C.EpcHandleInfo{}.overflow_rows), unsafe.Sizeof(C.EpcHandleInfo{}.overflow_rows)},
+			{"id", unsafe.Offsetof(C.EpcHandleInfo{}.id), unsafe.Sizeof(C.EpcHandleInfo{}.id)},
 		}},
 		{"EpcDispatchArgs", unsafe.Sizeof(C.EpcDispatchArgs{}), unsafe.Alignof(C.EpcDispatchArgs{}), []fieldLayout{
 			{"struct_size", unsafe.Offsetof(C.EpcDispatchArgs{}.struct_size), unsafe.Sizeof(C.EpcDispatchArgs{}.struct_size)},

@@ -268,6 +268,7 @@ class EpcHandleInfo(ctypes.Structure):
         ("overflow_status", EpcStatus),
         ("overflow_rank", ctypes.c_int32),
         ("overflow_rows", ctypes.c_int64),
+        ("id", ctypes.c_uint64),
     ]
 
 

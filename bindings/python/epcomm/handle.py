@@ -70,6 +70,7 @@ class HandleInfo:
     overflow_status: Status  # Status.OK, or Status.CAPACITY when the last dispatch overflowed
     overflow_rank: int  # the rank whose receive overflowed, -1 for none
     overflow_rows: int  # rows that did not fit (Overflow.DROP: dropped)
+    id: int = 0  # ABI 2.1: the handle's number in its group (1, 2, ... in creation order); messages name it
 
 
 def unexposed_info_fields() -> List[str]:

@@ -506,6 +506,11 @@ typedef struct EpcHandleInfo {
   int32_t overflow_rank;     /* the rank whose receive overflowed, -1 for none (this rank
                                 if its own did, else the lowest such rank) */
   int64_t overflow_rows;     /* rows that did not fit (EPC_OVERFLOW_DROP: dropped) */
+  uint64_t id;               /* Since: 2.1. The handle's number in its group: 1 for the
+                                group's first handle, counting up in creation order, never
+                                reused; the same on every rank that creates the group's
+                                handles in one order. Messages name a handle by it ("handle
+                                3 (0x...)") */
 } EpcHandleInfo;
 
 typedef struct EpcHandle EpcHandle;

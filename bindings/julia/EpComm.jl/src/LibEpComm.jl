@@ -361,6 +361,7 @@ struct EpcHandleInfo
     overflow_status::EpcStatus  # EPC_OK, or EPC_ERR_CAPACITY when the last dispatch received more rows than C
     overflow_rank::Int32  # the rank whose receive overflowed, -1 for none (this rank if its own did, else the lowest such rank)
     overflow_rows::Int64  # rows that did not fit (EPC_OVERFLOW_DROP: dropped)
+    id::UInt64  # Since: 2.1. The handle's number in its group: 1 for the group's first handle, counting up in creation order, never reused; the same on every rank that creates the group's handles in one order. Messages name a handle by it ("handle 3 (0x...)")
 end
 
 """

@@ -34,7 +34,8 @@ the current routing's `num_tokens` and `topk` (0 before the first), `pending`
 (`EPC_PENDING_*`: the send-only call awaiting [`complete`](@ref)), `flags`, `capacity`,
 `rows` (the first dimension of `[rows, ...]` tensors; with `sizing = :exact` the rows this
 rank receives), and the last dispatch's overflow: `overflow_status` (`EPC_OK` or
-`EPC_ERR_CAPACITY`), `overflow_rank` (-1 for none), `overflow_rows`.
+`EPC_ERR_CAPACITY`), `overflow_rank` (-1 for none), `overflow_rows`; `id` (ABI 2.1): the
+handle's number in its group, 1, 2, ... in creation order, by which messages name it.
 """
 struct HandleInfo
     mode::EpcMode
@@ -50,6 +51,7 @@ struct HandleInfo
     overflow_status::EpcStatus
     overflow_rank::Int
     overflow_rows::Int
+    id::UInt64
 end
 
 HandleInfo(raw::EpcHandleInfo) = HandleInfo((getfield(raw, name) for name in fieldnames(HandleInfo))...)

@@ -579,6 +579,12 @@ pub struct EpcHandleInfo {
     pub overflow_rank: i32,
     /// rows that did not fit (EPC_OVERFLOW_DROP: dropped)
     pub overflow_rows: i64,
+    /// Since: 2.1. The handle's number in its group: 1 for the
+    /// group's first handle, counting up in creation order, never
+    /// reused; the same on every rank that creates the group's
+    /// handles in one order. Messages name a handle by it ("handle
+    /// 3 (0x...)")
+    pub id: u64,
 }
 
 impl Default for EpcHandleInfo {
@@ -1296,6 +1302,7 @@ pub const STRUCT_LAYOUTS: &[StructLayout] = &[
             FieldLayout { name: "overflow_status", offset: core::mem::offset_of!(EpcHandleInfo, overflow_status), size: core::mem::size_of::<EpcStatus>() },
             FieldLayout { name: "overflow_rank", offset: core::mem::offset_of!(EpcHandleInfo, overflow_rank), size: core::mem::size_of::<i32>() },
             FieldLayout { name: "overflow_rows", offset: core::mem::offset_of!(EpcHandleInfo, overflow_rows), size: core::mem::size_of::<i64>() },
+            FieldLayout { name: "id", offset: core::mem::offset_of!(EpcHandleInfo, id), size: core::mem::size_of::<u64>() },
         ],
     },
     StructLayout {

@@ -77,6 +77,9 @@ pub struct HandleInfo {
     pub overflow_rank: Option<i32>,
     /// Rows that did not fit ([`Overflow::DROP`](crate::Overflow::DROP): were dropped).
     pub overflow_rows: i64,
+    /// ABI 2.1: the handle's number in its group (1, 2, ... in creation order); messages
+    /// name the handle by it.
+    pub id: u64,
 }
 
 impl HandleInfo {
@@ -95,6 +98,7 @@ impl HandleInfo {
             overflow_status: Status(raw.overflow_status),
             overflow_rank: (raw.overflow_rank >= 0).then_some(raw.overflow_rank),
             overflow_rows: raw.overflow_rows,
+            id: raw.id,
         }
     }
 }
