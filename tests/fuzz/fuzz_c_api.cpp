@@ -185,8 +185,12 @@ void call_plan_query(FuzzInput& in) {
   const uint64_t tokens = raw.max_tokens_per_rank != 0        ? raw.max_tokens_per_rank
                           : full.mode == EPC_MODE_LOW_LATENCY ? 128
                                                               : 4096;
-  FUZZ_CHECK(full.recv_capacity == static_cast<uint64_t>(nranks) * tokens);
-  FUZZ_CHECK(raw.recv_capacity == 0 || raw.recv_capacity == full.recv_capacity);
+  // recv_capacity: R * T by default; LL groups hold R * T by construction, HT groups (2.1)
+  // any positive value up to it.
+  const uint64_t worst = static_cast<uint64_t>(nranks) * tokens;
+  FUZZ_CHECK(full.recv_capacity == (raw.recv_capacity == 0 ? worst : raw.recv_capacity));
+  FUZZ_CHECK(full.recv_capacity > 0 && full.recv_capacity <= worst);
+  FUZZ_CHECK(full.mode == EPC_MODE_HIGH_THROUGHPUT || full.recv_capacity == worst);
   FUZZ_CHECK(full.max_pending_steps == (raw.max_pending_steps == 0 ? 2u : raw.max_pending_steps));
   FUZZ_CHECK(full.max_pending_steps <= 3);
   FUZZ_CHECK(raw.overflow == EPC_OVERFLOW_FAIL || raw.overflow == EPC_OVERFLOW_DROP);
