@@ -280,12 +280,14 @@ bool LlBuffers::check(const LlStep& step, cudaStream_t stream, const std::string
                 "epc_handle_update(LL, B=" + std::to_string(buffers.tokens()) + ")");
 }
 
-EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream) {
+EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream,
+                        uint32_t send_sms) {
   const EpcTensor x = buffers.x(), weights = buffers.topk_weights(), out_x = buffers.out_x(),
                   scales = buffers.out_scales(), counts = buffers.out_counts(), counts_host = buffers.out_counts_host(),
                   acc = buffers.acc_counts();
   EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
   args.flags = flags;
+  args.send_sms = send_sms;
   args.x = &x;
   args.topk_weights = &weights;
   args.out_x = &out_x;
@@ -300,10 +302,12 @@ EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags f
   return epc_dispatch(handle, &args, stream);
 }
 
-EpcStatus call_combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream) {
+EpcStatus call_combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream,
+                       uint32_t send_sms) {
   const EpcTensor expert_out = buffers.expert_out(), out = buffers.out();
   EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
   args.flags = flags;
+  args.send_sms = send_sms;
   args.x = &expert_out;
   args.out = &out;
   return epc_combine(handle, &args, stream);

@@ -151,11 +151,13 @@ using StepFlags = uint32_t;
                                          HandlePtr& out);
 ::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream);
 
-// epc_dispatch / epc_combine with the buffers' tensors and `flags`, nothing else: quant
-// EPC_QUANT_FP8 when the buffers' step uses fp8 (with EPC_DISPATCH_POW2_SCALES for UE8M0
-// scales), the outputs LlOutputs names. The status as it is.
-EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream);
-EpcStatus call_combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream);
+// epc_dispatch / epc_combine with the buffers' tensors, `flags` and `send_sms` (ABI 2.1),
+// nothing else: quant EPC_QUANT_FP8 when the buffers' step uses fp8 (with
+// EPC_DISPATCH_POW2_SCALES for UE8M0 scales), the outputs LlOutputs names. The status as it is.
+EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream,
+                        uint32_t send_sms = 0);
+EpcStatus call_combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream,
+                       uint32_t send_sms = 0);
 
 // call_dispatch / call_combine as AssertionResults; with EPC_STEP_SEND_ONLY followed at once
 // by epc_complete on the same stream.

@@ -64,29 +64,6 @@ TEST(SendSms, HighThroughputOutputsAtAnyBudget) {
   }
 }
 
-// A bf16 low-latency step with the buffers' tensors and `send_sms`.
-EpcStatus ll_dispatch(EpcHandle* handle, const ll::LlBuffers& b, uint32_t flags, uint32_t send_sms, cudaStream_t s) {
-  const EpcTensor x = b.x(), weights = b.topk_weights(), out_x = b.out_x(), counts = b.out_counts();
-  EpcDispatchArgs a = EPC_DISPATCH_ARGS_INIT;
-  a.flags = flags;
-  a.send_sms = send_sms;
-  a.x = &x;
-  a.topk_weights = &weights;
-  a.out_x = &out_x;
-  a.out_expert_counts = &counts;
-  return epc_dispatch(handle, &a, s);
-}
-
-EpcStatus ll_combine(EpcHandle* handle, const ll::LlBuffers& b, uint32_t flags, uint32_t send_sms, cudaStream_t s) {
-  const EpcTensor x = b.expert_out(), out = b.out();
-  EpcCombineArgs a = EPC_COMBINE_ARGS_INIT;
-  a.flags = flags;
-  a.send_sms = send_sms;
-  a.x = &x;
-  a.out = &out;
-  return epc_combine(handle, &a, s);
-}
-
 TEST(SendSms, LowLatencyOutputsAtAnyBudget) {
   constexpr int K = 8;
   const ll::LlShape shape = world_shape(8, 2048, 64, K);
@@ -111,9 +88,9 @@ TEST(SendSms, LowLatencyOutputsAtAnyBudget) {
         ASSERT_TRUE(ll::update_handle(handle.get(), buffers, s));
       }
       const uint32_t flags = send_only ? EPC_STEP_SEND_ONLY : 0;
-      ASSERT_TRUE(epc_ok(ll_dispatch(handle.get(), buffers, flags, budget, s), label + ": dispatch"));
+      ASSERT_TRUE(epc_ok(ll::call_dispatch(handle.get(), buffers, flags, s, budget), label + ": dispatch"));
       ASSERT_TRUE(complete_if(send_only, handle.get(), s));
-      ASSERT_TRUE(epc_ok(ll_combine(handle.get(), buffers, flags, budget, s), label + ": combine"));
+      ASSERT_TRUE(epc_ok(ll::call_combine(handle.get(), buffers, flags, s, budget), label + ": combine"));
       ASSERT_TRUE(complete_if(send_only, handle.get(), s));
       buffers.check(step, s, label);
     }
