@@ -133,8 +133,14 @@ std::vector<HtPackedResult> ht_dispatch_packed(const Problem& problem, const HtP
   return results;
 }
 
-HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
-                                  bool weighted, int alignment, const std::vector<std::vector<float>>& g_per_rank) {
+namespace {
+
+enum class PackedWeights { kNone, kSender, kHome };
+
+// ht_combine_packed and ht_combine_packed_home: `home` is [r][B_r * K] with kHome.
+HtCombineResult combine_packed(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
+                               PackedWeights weights, const std::vector<std::vector<float>>& home, int alignment,
+                               const std::vector<std::vector<float>>& g_per_rank, const char* name) {
   const Problem& p = problem;
   validate_problem(p);
   std::vector<std::vector<int64_t>> offsets;
@@ -142,22 +148,30 @@ HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std:
   const int L = p.local_experts();
   const std::size_t H = static_cast<std::size_t>(p.hidden);
   const std::size_t K = static_cast<std::size_t>(p.topk);
+  const std::string fn = name;
   if (y_per_rank.size() != static_cast<std::size_t>(p.nranks)) {
-    throw std::invalid_argument("ht_combine_packed: y_per_rank must have one entry per rank");
+    throw std::invalid_argument(fn + ": y_per_rank must have one entry per rank");
   }
   const bool backward = !g_per_rank.empty();
   if (backward && g_per_rank.size() != static_cast<std::size_t>(p.nranks)) {
-    throw std::invalid_argument("ht_combine_packed: g_per_rank must be empty or have one entry per rank");
+    throw std::invalid_argument(fn + ": g_per_rank must be empty or have one entry per rank");
+  }
+  if (weights == PackedWeights::kHome && home.size() != static_cast<std::size_t>(p.nranks)) {
+    throw std::invalid_argument(fn + ": home_weights must have one entry per rank");
   }
   for (int q = 0; q < p.nranks; ++q) {
     const std::size_t n = static_cast<std::size_t>(offsets[q][L]);
     if (y_per_rank[q].size() != n * H) {
-      throw std::invalid_argument("ht_combine_packed: y_per_rank[" + std::to_string(q) +
+      throw std::invalid_argument(fn + ": y_per_rank[" + std::to_string(q) +
                                   "] must hold rows * hidden = " + std::to_string(n * H) + " values");
     }
     if (backward && g_per_rank[q].size() != n) {
-      throw std::invalid_argument("ht_combine_packed: g_per_rank[" + std::to_string(q) + "] must hold " +
-                                  std::to_string(n) + " values");
+      throw std::invalid_argument(fn + ": g_per_rank[" + std::to_string(q) + "] must hold " + std::to_string(n) +
+                                  " values");
+    }
+    if (weights == PackedWeights::kHome && home[q].size() != static_cast<std::size_t>(p.ranks[q].num_tokens) * K) {
+      throw std::invalid_argument(fn + ": home_weights[" + std::to_string(q) + "] must hold B * topk = " +
+                                  std::to_string(static_cast<std::size_t>(p.ranks[q].num_tokens) * K) + " values");
     }
   }
   HtCombineResult result;
@@ -170,21 +184,32 @@ HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std:
     result.x[r].assign(B * H, 0);
     result.sums[r].assign(B * H, 0.0f);
     if (backward) result.topk_weights[r].assign(B * K, 0.0f);
+    auto y_of = [&](std::size_t t, std::size_t k, std::size_t c) {
+      const int64_t expert = rank.topk_idx[t * K + k];
+      return bf16_to_float(y_per_rank[p.rank_of_expert(expert)][static_cast<std::size_t>(rows[r][t * K + k]) * H + c]);
+    };
     for (std::size_t t = 0; t < B; ++t) {
       for (std::size_t c = 0; c < H; ++c) {
         float acc = 0.0f;
-        for (int d = 0; d < p.nranks; ++d) {
-          float partial = 0.0f;
-          bool any = false;
+        if (weights == PackedWeights::kHome) {
+          // Every entry's row came home: one fp32 sum in top-k order, no partial.
           for (std::size_t k = 0; k < K; ++k) {
-            const int64_t expert = rank.topk_idx[t * K + k];
-            if (expert == -1 || p.rank_of_expert(expert) != d) continue;
-            const float w = weighted ? rank.topk_weights[t * K + k] : 1.0f;
-            const uint16_t y = y_per_rank[d][static_cast<std::size_t>(rows[r][t * K + k]) * H + c];
-            partial = add_rounded_product(partial, w, bf16_to_float(y));
-            any = true;
+            if (rank.topk_idx[t * K + k] == -1) continue;
+            acc = add_rounded_product(acc, home[r][t * K + k], y_of(t, k, c));
           }
-          if (any) acc = acc + bf16_to_float(float_to_bf16(partial));
+        } else {
+          for (int d = 0; d < p.nranks; ++d) {
+            float partial = 0.0f;
+            bool any = false;
+            for (std::size_t k = 0; k < K; ++k) {
+              const int64_t expert = rank.topk_idx[t * K + k];
+              if (expert == -1 || p.rank_of_expert(expert) != d) continue;
+              const float w = weights == PackedWeights::kSender ? rank.topk_weights[t * K + k] : 1.0f;
+              partial = add_rounded_product(partial, w, y_of(t, k, c));
+              any = true;
+            }
+            if (any) acc = acc + bf16_to_float(float_to_bf16(partial));
+          }
         }
         result.sums[r][t * H + c] = acc;
         result.x[r][t * H + c] = float_to_bf16(acc);
@@ -198,6 +223,21 @@ HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std:
     }
   }
   return result;
+}
+
+}  // namespace
+
+HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                  bool weighted, int alignment, const std::vector<std::vector<float>>& g_per_rank) {
+  return combine_packed(problem, y_per_rank, weighted ? PackedWeights::kSender : PackedWeights::kNone, {}, alignment,
+                        g_per_rank, "ht_combine_packed");
+}
+
+HtCombineResult ht_combine_packed_home(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                       const std::vector<std::vector<float>>& home_weights, int alignment,
+                                       const std::vector<std::vector<float>>& g_per_rank) {
+  return combine_packed(problem, y_per_rank, PackedWeights::kHome, home_weights, alignment, g_per_rank,
+                        "ht_combine_packed_home");
 }
 
 }  // namespace epc::ref

@@ -69,4 +69,9 @@ HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std:
                                   bool weighted, int alignment = 0,
                                   const std::vector<std::vector<float>>& g_per_rank = {});
 
+// home_weights: per source rank r, float [B_r, K]; the rest as ht_combine_packed.
+HtCombineResult ht_combine_packed_home(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                       const std::vector<std::vector<float>>& home_weights, int alignment = 0,
+                                       const std::vector<std::vector<float>>& g_per_rank = {});
+
 }  // namespace epc::ref

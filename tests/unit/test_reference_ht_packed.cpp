@@ -136,6 +136,62 @@ TEST(HtPacked, BackwardWeightsComeFromTheEntrysRow) {
   EXPECT_EQ(out.topk_weights[1], (std::vector<float>{101.0f, 1.0f, 4.0f, 5.0f, 0.0f, 0.0f}));
 }
 
+// EPC_WEIGHTING_HOME: the token's rank weights every entry's row by its own weights.
+// Rows as numbered_rows: rank 0 row i = i + 1, rank 1 row i = 10 * (i + 1).
+TEST(HtPacked, HandCheckedCombineWeightsAtHome) {
+  const Problem p = hand_problem();
+  const auto y = numbered_rows(ht_dispatch_packed(p));
+  // Weights at home; masked entries' weights (9, 5) must play no part.
+  const std::vector<std::vector<float>> home = {{0.25f, 2.0f, 4.0f, 9.0f, 0.5f, 0.125f},
+                                                {3.0f, 0.5f, 1.0f, -1.0f, 5.0f, 5.0f}};
+  const HtCombineResult out = ht_combine_packed_home(p, y, home);
+  // (0,0): k0 rank 0 row 2 (3) * 0.25 + k1 rank 1 row 0 (10) * 2 = 0.75 + 20.
+  EXPECT_EQ(out.x[0][0 * 8], exact_bf16(20.75f));
+  // (0,1): k0 rank 1 row 2 (30) * 4; k1 masked.
+  EXPECT_EQ(out.x[0][1 * 8], exact_bf16(120.0f));
+  // (0,2): k0 rank 0 row 0 (1) * 0.5 + k1 rank 0 row 3 (4) * 0.125: two rows of one rank,
+  // weighted one by one (no partial).
+  EXPECT_EQ(out.x[0][2 * 8], exact_bf16(1.0f));
+  // (1,0): k0 rank 1 row 1 (20) * 3 + k1 rank 0 row 1 (2) * 0.5.
+  EXPECT_EQ(out.x[1][0 * 8], exact_bf16(61.0f));
+  // (1,1): the duplicate expert's two rows, 5 * 1 + 6 * -1.
+  EXPECT_EQ(out.x[1][1 * 8], exact_bf16(-1.0f));
+  EXPECT_EQ(out.x[1][2 * 8], 0);  // masked only: +0
+  EXPECT_EQ(out.sums[1][0], 61.0f);
+  for (int c = 1; c < 8; ++c) EXPECT_EQ(out.x[0][c], out.x[0][0]) << c;
+  // Backward weights are carried back as for the other weightings.
+  std::vector<std::vector<float>> g = {{0, 1, 2, 3, 4, 5}, {100, 101, 102}};
+  EXPECT_EQ(ht_combine_packed_home(p, y, home, 0, g).topk_weights, ht_combine_packed(p, y, false, 0, g).topk_weights);
+  EXPECT_THROW(ht_combine_packed_home(p, y, {home[0]}), std::invalid_argument);
+  EXPECT_THROW(ht_combine_packed_home(p, y, {home[0], {1.0f}}), std::invalid_argument);
+}
+
+// The home sum runs over the entries in top-k order, not rank by rank: 2^24 - 2^24 + 1 = 1,
+// where rank 0's row first (1 + 2^24 rounds to 2^24) would give 0.
+TEST(HtPacked, HomeSumsInTopkOrder) {
+  Problem p;
+  p.nranks = 2;
+  p.num_experts = 2;
+  p.hidden = 8;
+  p.topk = 3;
+  p.max_tokens = 1;
+  p.ranks.resize(2);
+  p.ranks[0].num_tokens = 1;
+  p.ranks[0].topk_idx = {1, 1, 0};
+  p.ranks[0].topk_weights = {0.0f, 0.0f, 0.0f};
+  p.ranks[0].x.resize(8);
+  p.ranks[1].num_tokens = 0;
+  // Rank 1 rows: k0 then k1; rank 0 row: k2.
+  std::vector<std::vector<uint16_t>> y = {std::vector<uint16_t>(8, exact_bf16(1.0f)), {}};
+  for (float v : {16777216.0f, -16777216.0f}) y[1].insert(y[1].end(), 8, exact_bf16(v));
+  const HtCombineResult out = ht_combine_packed_home(p, y, {{1.0f, 1.0f, 1.0f}, {}});
+  EXPECT_EQ(out.sums[0][0], 1.0f);
+  EXPECT_EQ(out.x[0][0], exact_bf16(1.0f));
+  // Each row is scaled by its own entry's home weight: 0.5 * 2^24 - 0.5 * 2^24 + 3 * 1.
+  const HtCombineResult scaled = ht_combine_packed_home(p, y, {{0.5f, 0.5f, 3.0f}, {}});
+  EXPECT_EQ(scaled.x[0][0], exact_bf16(3.0f));
+}
+
 TEST(HtPacked, WorstRows) {
   EXPECT_EQ(ht_packed_zone_rows(0, 128), 0);
   EXPECT_EQ(ht_packed_zone_rows(1, 128), 128);
