@@ -26,12 +26,13 @@ struct Options {
   int plan_ranks = 8;             // topology shown when there is no GPU (or with --plan-only)
   int node_size = 0;              // ranks per NVLink node of that plan; 0: all of them (one node)
   bool plan_only = false;
+  bool ht_per_entry = false;  // the HT group with EPC_GROUP_COMBINE_PER_ENTRY
 };
 
 const char* kUsage =
     "usage: epcomm-info [--experts=N] [--hidden=N] [--topk=N] [--ll-tokens=N] [--ht-tokens=N]\n"
     "                   [--ht-recv-capacity=N] [--gpus=N] [--plan-ranks=N] [--node-size=N]\n"
-    "                   [--plan-only]\n"
+    "                   [--ht-combine-per-entry] [--plan-only]\n"
     "Prints the symmetric-memory plan of a low-latency and a high-throughput group and, on a\n"
     "machine with GPUs, creates both on every local GPU (or the first N), runs the group\n"
     "barrier and prints each rank's topology. Defaults: 256 experts, hidden 7168, top-8,\n"
@@ -39,7 +40,9 @@ const char* kUsage =
     "when no GPU is visible (default 8), --node-size the ranks per NVLink node of that plan\n"
     "(default: one node of them all; it must divide --plan-ranks); --plan-only shows that\n"
     "plan and creates nothing, also where GPUs are visible. --ht-recv-capacity sets the HT\n"
-    "group's recv_capacity, the tokens its receive window holds (default: ranks * HT tokens).\n";
+    "group's recv_capacity, the tokens its receive window holds (default: ranks * HT tokens).\n"
+    "--ht-combine-per-entry sets EPC_GROUP_COMBINE_PER_ENTRY on the HT group: its combine window\n"
+    "holds a row per (token, top-k entry), which combine-time weights (EPC_WEIGHTING_HOME) need.\n";
 
 bool parse_u32(const char* arg, const char* name, uint32_t& out) {
   size_t n = std::strlen(name);
@@ -84,6 +87,10 @@ Options parse(int argc, char** argv) {
       o.plan_only = true;
       continue;
     }
+    if (std::strcmp(argv[i], "--ht-combine-per-entry") == 0) {
+      o.ht_per_entry = true;
+      continue;
+    }
     std::fprintf(stderr, "epcomm-info: unknown argument %s\n%s", argv[i], kUsage);
     std::exit(2);
   }
@@ -109,7 +116,10 @@ EpcGroupConfig make_config(const Options& o, EpcMode mode) {
   c.hidden = o.hidden;
   c.max_topk = o.topk;
   c.max_tokens_per_rank = mode == EPC_MODE_LOW_LATENCY ? o.ll_tokens : o.ht_tokens;
-  if (mode == EPC_MODE_HIGH_THROUGHPUT) c.recv_capacity = o.ht_recv_capacity;
+  if (mode == EPC_MODE_HIGH_THROUGHPUT) {
+    c.recv_capacity = o.ht_recv_capacity;
+    if (o.ht_per_entry) c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  }
   return c;
 }
 
@@ -132,9 +142,10 @@ bool print_plan(const Options& o, EpcMode mode, int ranks, int node_size) {
   }
   std::printf(
       "\n%s plan: %d ranks in %d node(s) of %d, %u experts, hidden %u, top-%u, %u tokens/rank, "
-      "recv_capacity %llu\n",
+      "recv_capacity %llu%s\n",
       mode_name(mode), ranks, ranks / node_size, node_size, c.num_experts, c.hidden, c.max_topk, c.max_tokens_per_rank,
-      static_cast<unsigned long long>(plan.recv_capacity));
+      static_cast<unsigned long long>(plan.recv_capacity),
+      (c.flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0 ? ", combine per entry" : "");
   std::printf(
       "  symmetric window per rank: %.2f MiB (%llu bytes), %u slot(s), %u B per token "
       "message, %u SMs\n",

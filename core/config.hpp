@@ -47,6 +47,9 @@ struct GroupConfig {
   // Tokens one rank can receive at most: every rank sends it every token.
   uint64_t worst_case_recv(int nranks) const { return static_cast<uint64_t>(nranks) * max_tokens_per_rank; }
   uint64_t recv_capacity_for(int nranks) const { return recv_capacity != 0 ? recv_capacity : worst_case_recv(nranks); }
+  // HT combine slots per (source, token) stream position: max_topk with
+  // EPC_GROUP_COMBINE_PER_ENTRY (one per top-k entry, EPC_WEIGHTING_HOME), else one.
+  uint32_t combine_slots_per_token() const { return (flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0 ? max_topk : 1; }
 };
 
 // Defaults, and the limits a configuration is checked against. Those the kernels rely on
@@ -92,5 +95,7 @@ GroupConfig resolve_config(const EpcGroupConfig* config);
 void check_config_for_ranks(const GroupConfig& config, int nranks);
 // A receive capacity below the worst case is served on groups of one node (high throughput).
 void check_capacity_for_nodes(const GroupConfig& config, int nranks, int num_nodes);
+// EPC_GROUP_COMBINE_PER_ENTRY is served on groups of one node (high throughput).
+void check_per_entry_for_nodes(const GroupConfig& config, int num_nodes);
 
 }  // namespace epc

@@ -83,7 +83,8 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
   // recv_capacity slots: [R][T] at the default R * T, compact below (ht_capacity.hpp).
   b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, c.recv_capacity_for(t.nranks) * dispatch.bytes, "dispatch_recv");
   b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "dispatch_signal");
-  b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * combine.bytes, "combine_recv");
+  // [R][T] slots, or [R][T * max_topk] for per-entry rows (EPC_WEIGHTING_HOME).
+  b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * c.combine_slots_per_token() * combine.bytes, "combine_recv");
   b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "combine_signal");
   if (t.nodes() > 1) {
     // Dispatch crosses between nodes once per (token, node), to the rail peer, which
@@ -103,6 +104,7 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   const Topology t = with_virtual_nodes(topo, c.virtual_node_size);
   check_config_for_ranks(c, t.nranks);
   check_capacity_for_nodes(c, t.nranks, t.nodes());
+  check_per_entry_for_nodes(c, t.nodes());
   Plan plan;
   plan.mode = c.mode;
   plan.num_sms = c.num_sms;

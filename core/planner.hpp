@@ -25,7 +25,9 @@
 //     dispatch_recv              [nranks][max_tokens] dispatch slots: row, fp8 scales, top-k
 //     dispatch_signal            [nranks][max_tokens / kHtChunkTokens] uint64 chunk flags,
 //                                then [nranks] uint64 acknowledgements (written by receivers)
-//     combine_recv               [nranks][max_tokens] combine slots: row, top-k weights
+//     combine_recv               [nranks][max_tokens] combine slots: row, top-k weights; with
+//                                EPC_GROUP_COMBINE_PER_ENTRY [nranks][max_tokens * max_topk],
+//                                slot [d][j * max_topk + k] holding entry k of d's row j
 //     combine_signal             like dispatch_signal
 //     rail_recv, rail_signal     with more than one node: [nodes][max_tokens] rail slots
 //                                (tokens from the rail peer of each node, to forward inside

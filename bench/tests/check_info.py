@@ -7,7 +7,9 @@
 Checks: --plan-only prints both modes' plans and exits 0 wherever it runs; one node (the
 default) has no network staging region; 16 ranks in nodes of 8 have one, and their window
 is the sum of the regions the plan lists (last offset + size, rounded to the window's
-alignment at most); a --node-size that does not divide --plan-ranks exits 2 naming it.
+alignment at most); --ht-combine-per-entry makes the HT combine window max_topk times as
+large (one slot per top-k entry) and leaves the LL plan alone, and is refused across nodes
+naming EpcGroupConfig.flags; a --node-size that does not divide --plan-ranks exits 2 naming it.
 """
 
 import re
@@ -57,6 +59,19 @@ def main(info):
         expect("net_staging" in regions, f"{mode}, two nodes: a network staging region", out)
         expect(end <= window < end + 4096, f"{mode}: the window ({window} B) holds its regions ({end} B)", out)
         expect(window > one[mode][0], f"{mode}: two nodes need more than one ({window} > {one[mode][0]} B)", out)
+
+    code, out = run(info, ["--plan-only", "--plan-ranks=8", "--topk=4", "--ht-combine-per-entry"])
+    per_entry = plans(out)
+    code4, out4 = run(info, ["--plan-only", "--plan-ranks=8", "--topk=4"])
+    plain = plans(out4)
+    expect(code == 0 and code4 == 0 and "combine per entry" in out, "--ht-combine-per-entry plans", out)
+    if code == 0 and code4 == 0:
+        got = per_entry["high-throughput"][1]["combine_recv"][1]
+        want = 4 * plain["high-throughput"][1]["combine_recv"][1]
+        expect(got == want, f"per-entry combine window: 4 slots per token at top-4 ({got} == {want} B)", out)
+        expect(per_entry["low-latency"] == plain["low-latency"], "--ht-combine-per-entry: the LL plan unchanged", out)
+    code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=8", "--ht-combine-per-entry"])
+    expect(code == 1 and "EpcGroupConfig.flags" in out, "per-entry combine across nodes: refused naming the field", out)
 
     code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=5"])
     expect(code == 2 and "--node-size=5 does not divide --plan-ranks=16" in out, "a bad node size exits 2", out)

@@ -88,7 +88,9 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.recv_capacity == 0 && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
-  FUZZ_CHECK(raw.flags == 0);
+  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, on high-throughput groups only (2.1).
+  FUZZ_CHECK(c.flags == raw.flags && (raw.flags == 0 || (!ll && raw.flags == EPC_GROUP_COMBINE_PER_ENTRY)));
+  FUZZ_CHECK(c.combine_slots_per_token() == (raw.flags != 0 ? c.max_topk : 1u));
   FUZZ_CHECK(c.virtual_node_size == raw.virtual_node_size);
   FUZZ_CHECK((c.alloc_fn == nullptr) == (c.free_fn == nullptr));
 }
@@ -203,7 +205,10 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     FUZZ_CHECK(epc::ht_acks_offset(c, t.nranks) == mul(mul(R, chunks), 8));
     FUZZ_CHECK(epc::ht_signal_bytes(c, t.nranks) == add(epc::ht_acks_offset(c, t.nranks), mul(R, 8)));
     FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV).size >= mul(mul(R, T), dispatch.bytes));
-    FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV).size >= mul(mul(R, T), combine.bytes));
+    // One slot per (token, top-k entry) with EPC_GROUP_COMBINE_PER_ENTRY, served in one node.
+    FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV).size >=
+               mul(mul(mul(R, T), c.combine_slots_per_token()), combine.bytes));
+    FUZZ_CHECK(c.flags == 0 || nodes.nodes() == 1);
     FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
     FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
     FUZZ_CHECK(plan.workspace_bytes == 256);

@@ -347,13 +347,32 @@ TEST(CApi, OverflowPendingStepsAndFlags) {
   expect_plan_rejected(c, kRanks,
                        {"max_pending_steps 4", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "max_pending_steps"}});
 
-  c = valid_config();
+  c = valid_config();  // low latency
   c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
-  expect_plan_rejected(c, kRanks, {"COMBINE_PER_ENTRY", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags"}});
+  expect_plan_rejected(c, kRanks, {"LL COMBINE_PER_ENTRY", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags"}});
+  c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  c.virtual_node_size = 2;
+  expect_plan_rejected(c, kRanks,
+                       {"HT COMBINE_PER_ENTRY across nodes", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags"}});
   c.flags = 0x2;
   expect_plan_rejected(c, kRanks, {"unknown flag 0x2", EPC_ERR_INVALID_ARGUMENT, {"EpcGroupConfig", "flags"}});
   c.flags = 0x80000000u;
   expect_plan_rejected(c, kRanks, {"unknown flag 0x80000000", EPC_ERR_INVALID_ARGUMENT, {"EpcGroupConfig", "flags"}});
+}
+
+// HT groups with EPC_GROUP_COMBINE_PER_ENTRY: the plan reports the per-entry combine window,
+// [R][T * max_topk] slots of a bf16 row and max_topk fp32 weights (default max_topk 8).
+TEST(CApi, PlanQueryReportsThePerEntryCombineWindow) {
+  EpcGroupConfig c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
+  const EpcPlan per_rank = plan_of(c);
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  const EpcPlan per_entry = plan_of(c);
+  auto combine_recv = [](const EpcPlan& p) { return find_region(p, EPC_REGION_COMBINE_RECV).size; };
+  const uint64_t slot = kHidden * 2 + 8 * 4;
+  EXPECT_EQ(combine_recv(per_rank), kRanks * kHtTokens * slot);
+  EXPECT_EQ(combine_recv(per_entry), kRanks * kHtTokens * 8 * slot);
+  EXPECT_EQ(per_entry.symmetric_bytes - per_rank.symmetric_bytes, 7 * kRanks * kHtTokens * slot);
 }
 
 TEST(CApi, PlanQueryRejectsNullAndBadOutput) {

@@ -108,15 +108,19 @@ TEST(Config, TopkRange) {
   EXPECT_EQ(status_of(raw), EPC_ERR_INVALID_ARGUMENT);
 }
 
-// flags: EPC_GROUP_COMBINE_PER_ENTRY is defined but not served in 2.0; unknown bits are
-// invalid. Messages name the struct and the field.
+// flags: EPC_GROUP_COMBINE_PER_ENTRY is served on high-throughput groups (since 2.1), not
+// on low-latency ones; unknown bits are invalid. Messages name the struct and the field.
 TEST(Config, GroupFlags) {
   EpcGroupConfig raw = minimal();
   std::string msg;
   raw.flags = EPC_GROUP_COMBINE_PER_ENTRY;
   EXPECT_EQ(status_of(raw, &msg), EPC_ERR_UNSUPPORTED);
-  EXPECT_NE(msg.find("EpcGroupConfig"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("flags"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("EpcGroupConfig.flags"), std::string::npos) << msg;
+  raw.mode = EPC_MODE_HIGH_THROUGHPUT;
+  EXPECT_EQ(status_of(raw), EPC_OK);
+  EXPECT_EQ(epc::resolve_config(&raw).flags, EPC_GROUP_COMBINE_PER_ENTRY);
+  EXPECT_EQ(epc::resolve_config(&raw).combine_slots_per_token(), 8u);  // max_topk's default
+  raw.mode = EPC_MODE_LOW_LATENCY;
   for (uint32_t unknown : {0x2u, 0x4u, 0x80000000u}) {
     raw.flags = unknown;
     EXPECT_EQ(status_of(raw, &msg), EPC_ERR_INVALID_ARGUMENT) << unknown;

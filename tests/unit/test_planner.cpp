@@ -105,6 +105,46 @@ TEST(Planner, HighThroughputPrefillLayoutByHand) {
   EXPECT_EQ(q.symmetric_bytes, 475144192u - 179699712u);
 }
 
+// EPC_GROUP_COMBINE_PER_ENTRY: the combine window holds a slot per (token, top-k entry) of
+// every source, [R][T * max_topk], for EPC_WEIGHTING_HOME; the rest of the layout is the one
+// above. Served on high-throughput groups of one node.
+TEST(Planner, PerEntryCombineWindowHoldsASlotPerEntry) {
+  EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
+  raw.mode = EPC_MODE_HIGH_THROUGHPUT;
+  raw.num_experts = 256;
+  raw.hidden = 7168;
+  raw.max_tokens_per_rank = 4096;
+  raw.max_topk = 8;
+  raw.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  const epc::GroupConfig c = epc::resolve_config(&raw);
+  EXPECT_EQ(c.combine_slots_per_token(), 8u);
+  epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  // Up to the combine window, as HighThroughputPrefillLayoutByHand.
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).size, 239599616u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).offset, 239670272u);
+  // 4 * 4096 * 8 slots of 14336 + 32 bytes = 1883242496 (eight times the per-rank window).
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).size, 1883242496u);
+  // The signals keep one flag per chunk of tokens: 65792 as before.
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL).offset, 239670272u + 1883242496u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL).size, 65792u);
+  // 475144192 + 7 * 235405312 (already a multiple of 4096).
+  EXPECT_EQ(p.symmetric_bytes, 2122981376u);
+  // max_topk 2: a quarter of that window.
+  raw.max_topk = 2;
+  EXPECT_EQ(epc::make_plan(epc::resolve_config(&raw), {4, 4, 1}).region(EPC_REGION_COMBINE_RECV).size,
+            4u * 4096u * 2u * (14336u + 16u));
+  // Across nodes, virtual ones included: refused naming the field.
+  raw.max_topk = 8;
+  raw.virtual_node_size = 2;
+  try {
+    epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
+    ADD_FAILURE() << "a per-entry window across nodes was planned";
+  } catch (const epc::Error& e) {
+    EXPECT_EQ(e.status(), EPC_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("EpcGroupConfig.flags"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Planner, Fp8GroupsUseSmallerMessages) {
   EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
   raw.num_experts = 256;
