@@ -44,6 +44,13 @@ const EpcTensor* routing_tensor(const EpcRouting* routing);
 EpcDispatchArgs read_dispatch_args(const EpcDispatchArgs* args);
 EpcCombineArgs read_combine_args(const EpcCombineArgs* args);
 
+// The weighting an HT combine runs on a handle of `layout` in a group of `group_flags`
+// (EpcGroupConfig.flags) after its default: NONE (FLAT: the rows as given), SENDER or HOME
+// (EXPERT_PACKED). Throws INVALID_ARGUMENT, naming EpcCombineArgs.weighting, for SENDER or
+// HOME on FLAT and for HOME on a group without EPC_GROUP_COMBINE_PER_ENTRY (its combine
+// window has no per-entry slots; the message names EpcGroupConfig.flags too).
+EpcWeighting resolve_ht_weighting(EpcWeighting weighting, EpcLayout layout, uint32_t group_flags);
+
 // A step's SM budget for its sending launch (EpcDispatchArgs or EpcCombineArgs .send_sms,
 // named `field`) after its default, 0: the group's num_sms. Throws INVALID_ARGUMENT when it
 // exceeds num_sms or `device_sms`, the GPU's SM count.

@@ -409,16 +409,9 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcCombineArgs.flags");
   const int blocks =
       resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
-  if (!packed() && (a.weighting == EPC_WEIGHTING_SENDER || a.weighting == EPC_WEIGHTING_HOME)) {
-    fail_argument(
-        "EpcCombineArgs.weighting: EPC_WEIGHTING_SENDER and EPC_WEIGHTING_HOME apply to the expert layouts; "
-        "EPC_LAYOUT_FLAT rows are summed as given (the caller weighted them)");
-  }
-  const bool weighted = packed() && (a.weighting == EPC_WEIGHTING_DEFAULT || a.weighting == EPC_WEIGHTING_SENDER);
-  if (packed() && a.weighting == EPC_WEIGHTING_HOME) {
-    fail_unsupported(
-        format("EpcCombineArgs.weighting EPC_WEIGHTING_HOME is not served in ABI %d.%d", EPC_ABI_MAJOR, EPC_ABI_MINOR));
-  }
+  const EpcWeighting weighting = resolve_ht_weighting(a.weighting, setup_.layout, group_.config().flags);
+  const bool weighted = weighting == EPC_WEIGHTING_SENDER;
+  const bool home = weighting == EPC_WEIGHTING_HOME;
   if (packed() && !dispatched_) {
     fail_usage(
         format("epc_combine: EXPERT_PACKED combine sums the rows dispatch gave each entry; call epc_dispatch "
@@ -456,6 +449,7 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
     }
     check_tensor(a.out_topk_weights, {"EpcCombineArgs.out_topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
   }
+  if (home) check_tensor(a.home_topk_weights, {"EpcCombineArgs.home_topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
 
   kernels::HtCombineParams p;
   std::memset(&p, 0, sizeof p);
@@ -468,6 +462,10 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.out_weights = backward ? static_cast<float*>(a.out_topk_weights->data) : nullptr;
   p.packed = packed();
   p.weighted = weighted;
+  if (home) {  // one row per (token, entry) returns (kernels/wire/ht_params.hpp)
+    p.home_weights = static_cast<const float*>(a.home_topk_weights->data);
+    p.entry_slots = static_cast<int>(c.combine_slots_per_token());
+  }
   p.common.send_warps = kernels::ht_combine_send_warps(group_.topology().node_size);
   if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A warp sums bf16 rows element by element in fp32, in a fixed order of terms, and rounds
 // once to the output's type: the order the reference model states for combine (tests/reference), so the
-// GPU result is bit-exact. Used for a token's final sum and, across nodes, for the partial
-// sum of the rows a node returns for it.
+// GPU result is bit-exact. Used for a token's final sum (with EPC_WEIGHTING_HOME, over its
+// entries' rows, each weighted) and, across nodes, for the partial sum of the rows a node
+// returns for it.
 #pragma once
 
 #include <cstdint>
@@ -26,15 +27,32 @@ struct NoComputedTerm {
   __device__ int4 vector(int) const { return make_int4(0, 0, 0, 0); }
 };
 
+// Term weights: none, every term added as it is.
+struct UnitTermWeights {
+  static constexpr bool kAny = false;
+  __device__ float operator()(int) const { return 1.0f; }
+};
+
+// The sum below with terms weighted: acc + w_n * float(row_n[i]) (add_rounded_product).
+template <typename WeightOf>
+struct TermWeights {
+  static constexpr bool kAny = true;
+  WeightOf weight_of;
+  __device__ float operator()(int n) const { return weight_of(n); }
+};
+
 // out[i] = out_type(sum over terms n = 0 .. terms-1 ascending of float(row_n[i])), +0 with no
-// term. `row_of(n)` returns term n's row of `vectors` 16-byte vectors, or nullptr where term
-// n is absent; a lane calls it for the terms it looks up (n = first + lane), so it may read
-// per-lane state. Rows are read with __ldcg (peers wrote them). Term `computed.index()` (when
-// not -1, and Computed::kAny; row_of must return non-null for it) is instead `computed.vector(i)`, which the whole
-// warp calls together. Every lane must call.
-template <typename RowOf, typename Computed = NoComputedTerm>
+// term; with `weights` (TermWeights), each term is w_n * float(row_n[i]) and is added as
+// add_rounded_product does (the product rounded to fp32 first). `row_of(n)` returns term n's
+// row of `vectors` 16-byte vectors, or nullptr where term n is absent; a lane calls it (and
+// `weights(n)` where the row is present) for the terms it looks up (n = first + lane), so they
+// may read per-lane state. Rows are read with __ldcg (peers wrote them). Term
+// `computed.index()` (when not -1, and Computed::kAny; row_of must return non-null for it) is
+// instead `computed.vector(i)`, which the whole warp calls together. Every lane must call.
+template <typename RowOf, typename Computed = NoComputedTerm, typename Weights = UnitTermWeights>
 __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int vectors, void* out, SumOutput out_type,
-                                                   const Computed& computed = Computed{}) {
+                                                   const Computed& computed = Computed{},
+                                                   const Weights& weights = Weights{}) {
   const int lane = lane_id();
   for (int base = 0; base < vectors; base += kRowSumVectors * kWarpSize) {
     int4 own[kRowSumVectors];
@@ -52,12 +70,14 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
       for (int e = 0; e < kBf16PerVector; ++e) acc[u][e] = 0.0f;
     }
     for (int first = 0; first < terms; first += kWarpSize) {
-      // Lane i holds term first + i's row, if present.
+      // Lane i holds term first + i's row (and weight), if present.
       const int4* my_src = first + lane < terms ? row_of(first + lane) : nullptr;
+      const float my_weight = Weights::kAny && my_src != nullptr ? weights(first + lane) : 1.0f;
       unsigned rest = __ballot_sync(0xffffffffu, my_src != nullptr);
       while (rest != 0) {
         // Up to kRowSumTerms rows loaded at once, then added in ascending term order.
         int4 raw[kRowSumTerms][kRowSumVectors];
+        float weight[kRowSumTerms];
         int taken = 0;
 #pragma unroll
         for (int s = 0; s < kRowSumTerms; ++s) {
@@ -66,6 +86,7 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
           rest &= rest - 1;
           const int4* src =
               reinterpret_cast<const int4*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_src), owner));
+          if constexpr (Weights::kAny) weight[s] = __shfl_sync(0xffffffffu, my_weight, owner);
           const bool is_computed = Computed::kAny && first + owner == computed.index();
 #pragma unroll
           for (int u = 0; u < kRowSumVectors; ++u) {
@@ -81,7 +102,13 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
           for (int u = 0; u < kRowSumVectors; ++u) {
             const uint16_t* bits = reinterpret_cast<const uint16_t*>(&raw[s][u]);
 #pragma unroll
-            for (int e = 0; e < kBf16PerVector; ++e) acc[u][e] = __fadd_rn(acc[u][e], bf16_bits_to_float(bits[e]));
+            for (int e = 0; e < kBf16PerVector; ++e) {
+              if constexpr (Weights::kAny) {
+                acc[u][e] = add_rounded_product(acc[u][e], weight[s], bf16_bits_to_float(bits[e]));
+              } else {
+                acc[u][e] = __fadd_rn(acc[u][e], bf16_bits_to_float(bits[e]));
+              }
+            }
           }
         }
       }

@@ -12,20 +12,21 @@ namespace epc::kernels {
 
 namespace {
 
-// kPacked: the EXPERT_PACKED kernels (one node only). The parts take it as a template flag,
-// so FLAT kernels, one node or several, carry none of that code.
-template <bool kPackedLayout>
+// kKind: which combine (HtCombineKind). The parts take it as a template argument, so FLAT
+// kernels, one node or several, carry none of the EXPERT_PACKED code, and the per-(token,
+// rank) kernels none of the per-entry code.
+template <HtCombineKind kKind>
 struct CombineParts {
   using Params = HtCombineParams;
-  static constexpr bool kPacked = kPackedLayout;
+  static constexpr bool kPacked = kKind != HtCombineKind::kFlat;
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
   __device__ static void prologue(const Params&) {}
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) {
-    ht_combine_send::run<kPacked>(p, step, r);
+    ht_combine_send::run<kKind>(p, step, r);
   }
   __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) {
-    ht_combine_recv::run<kPacked>(p, step, r);
+    ht_combine_recv::run<kKind>(p, step, r);
   }
   __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
     ht_combine_forward::run(p, step, r);
@@ -35,15 +36,17 @@ struct CombineParts {
 }  // namespace
 
 cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream, HtHalves halves) {
-  return params.packed ? launch_ht_step<CombineParts<true>>(params, blocks, halves, stream)
-                       : launch_ht_step<CombineParts<false>>(params, blocks, halves, stream);
+  if (!params.packed) return launch_ht_step<CombineParts<HtCombineKind::kFlat>>(params, blocks, halves, stream);
+  return params.home_weights != nullptr
+             ? launch_ht_step<CombineParts<HtCombineKind::kPackedHome>>(params, blocks, halves, stream)
+             : launch_ht_step<CombineParts<HtCombineKind::kPacked>>(params, blocks, halves, stream);
 }
 
 // Ending a step reads no layout: the FLAT instantiation serves both layouts.
 cudaError_t launch_ht_combine_abandon(const HtCombineParams& params, cudaStream_t stream) {
-  return launch_ht_abandon<CombineParts<false>>(params, stream);
+  return launch_ht_abandon<CombineParts<HtCombineKind::kFlat>>(params, stream);
 }
 
-size_t ht_combine_local_bytes() { return ht_step_local_bytes<CombineParts<false>>(); }
+size_t ht_combine_local_bytes() { return ht_step_local_bytes<CombineParts<HtCombineKind::kFlat>>(); }
 
 }  // namespace epc::kernels

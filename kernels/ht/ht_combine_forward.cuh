@@ -67,7 +67,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int m, in
   float weight = 0.0f;  // entries hosted on other nodes come with those nodes' partials
   if (owner >= 0 && g.in_own_node(owner)) {
     const int i = owner % g.node_size;
-    weight = returned_weight<false>(p, source, slot_index(g, m, i), rows[i], k);
+    weight = returned_weight<HtCombineKind::kFlat>(p, source, slot_index(g, m, i), rows[i], k);
   }
   reinterpret_cast<float*>(slot + g.combine_slot.weights_offset)[k] = weight;
 }

@@ -6,8 +6,10 @@
 // returned and, across nodes, another node adds once, at its rank on this rank's rail, the
 // partial sum of its rows that rank returned at slot [it][t] (ht_combine_forward.cuh). For
 // the backward pass, entry k's weight comes from the rank hosting entry k's expert (through
-// its node's partial when that is another node). Rows this rank returned to itself are
-// never copied: they are read from the caller's x.
+// its node's partial when that is another node). With EPC_WEIGHTING_HOME the terms are the
+// token's entries instead, k ascending, each row weighted by the token's home weight (the
+// chunk flags waited for are the same: a rank's flag covers all entries of its tokens).
+// Rows this rank returned to itself are never copied: they are read from the caller's x.
 #pragma once
 
 #include "kernels/device/bf16_row_sum.cuh"
@@ -55,13 +57,31 @@ struct OwnPartial {
   __device__ int4 vector(int i) const { return packed_partial_vector(p, row, weight, i); }
 };
 
-template <bool kPacked>
+// EPC_WEIGHTING_HOME: token t's entries' rows, weighted by its home weights, in top-k order.
+__device__ __forceinline__ void sum_entries(const HtCombineParams& p, int t, const int32_t* rows, void* out) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
+  auto term = [&](int k) -> const int4* {
+    const int expert = c.handle.topk_idx[t * g.topk + k];
+    if (expert < 0) return nullptr;
+    const int dest = expert / g.local_experts;
+    const int row = rows[dest];  // -1: the token's rows were dropped there (capacity)
+    return row >= 0 ? returned_entry_row(p, dest, row, k) : nullptr;
+  };
+  auto weight = [&](int k) { return __ldg(p.home_weights + static_cast<size_t>(t) * g.topk + k); };
+  warp_sum_bf16_rows(g.topk, term, g.hidden / kBf16PerVector, out, p.out_type, NoComputedTerm{},
+                     TermWeights<decltype(weight)>{weight});
+}
+
+template <HtCombineKind kKind>
 __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
   void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
-  if constexpr (kPacked) {
+  if constexpr (kKind == HtCombineKind::kPackedHome) {
+    sum_entries(p, t, rows, out);
+  } else if constexpr (kKind == HtCombineKind::kPacked) {
     // This rank's own term is the partial of the token's rows here, computed in place.
     auto term = [&](int d) -> const int4* {
       const int row = term_row(g, rows, t, d);
@@ -85,7 +105,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
       const int owner = expert / g.local_experts;
       const int dest = g.in_own_node(owner) ? owner : g.rail_peer(g.node_of(owner));
       const int row = term_row(g, rows, t, dest);  // -1: the row was dropped there (capacity)
-      if (row >= 0) weight = returned_weight<kPacked>(p, g.rank, dest, row, k);
+      if (row >= 0) weight = returned_weight<kKind>(p, g.rank, dest, row, k);
     }
     p.out_weights[static_cast<size_t>(t) * g.topk + k] = weight;
   }
@@ -94,11 +114,11 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
 // Returns false when a wait failed (recorded in the group's error). Tokens, not chunks, are
 // dealt to warps: a token's reduction is the slow part, so a warp holding a whole chunk at
 // the end would stretch the tail.
-template <bool kPacked>
+template <HtCombineKind kKind>
 __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
   for (int t = role.index; t < p.common.num_tokens; t += role.count) {
     if (!wait_for_rows(p, step, t)) return false;
-    reduce_token<kPacked>(p, t);
+    reduce_token<kKind>(p, t);
   }
   return true;
 }

@@ -6,8 +6,10 @@
 // there. The target is s itself when s is in this node (the slot index is then this rank);
 // across nodes it is s's rail peer in this node, which reduces the node's rows for each of
 // s's tokens into one (ht_combine_forward.cuh, ht_message.hpp). Rows whose target is this
-// rank are read in place. Like dispatch, it first waits until every rank has acknowledged
-// the previous combine.
+// rank are read in place. With EPC_WEIGHTING_HOME (EXPERT_PACKED, one node) each of a
+// token's entries goes unweighted into its own slot [this rank][j * entry_slots + k]
+// instead; a chunk's flag still covers its tokens. Like dispatch, it first waits until every
+// rank has acknowledged the previous combine.
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
@@ -32,8 +34,8 @@ __device__ __forceinline__ void write_row(const HtCombineParams& p, int row, cha
   }
 }
 
-// Returns false when a wait failed (recorded in the group's error). kPacked: EXPERT_PACKED.
-template <bool kPacked>
+// Returns false when a wait failed (recorded in the group's error).
+template <HtCombineKind kKind>
 __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -53,18 +55,26 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
     const int first = chunk * kHtChunkTokens;
     const int end = min(c.handle.recv_count[source], first + kHtChunkTokens);
     const int base = c.handle.recv_base[source];
-    const uint64_t offset = ht_slot_offset(p.channel.data_offset, index, first, g.max_tokens, g.combine_slot.bytes);
+    // Slots per token: one, or one per entry (EPC_WEIGHTING_HOME).
+    const int per_token = kKind == HtCombineKind::kPackedHome ? p.entry_slots : 1;
+    const uint64_t offset =
+        ht_slot_offset(p.channel.data_offset, index, first * per_token, g.max_tokens * per_token, g.combine_slot.bytes);
     for (int j = first; j < end; ++j) {
-      char* slot = static_cast<char*>(
-          c.transport.buffer(offset + static_cast<uint64_t>(j - first) * g.combine_slot.bytes, target));
-      if constexpr (kPacked) {
-        write_packed_partial(p, source, j, slot);
+      auto slot = [&](int k) {
+        const uint64_t at = static_cast<uint64_t>((j - first) * per_token + k) * g.combine_slot.bytes;
+        return static_cast<char*>(c.transport.buffer(offset + at, target));
+      };
+      if constexpr (kKind == HtCombineKind::kPackedHome) {
+        write_packed_entries(p, source, j, slot);
+      } else if constexpr (kKind == HtCombineKind::kPacked) {
+        write_packed_partial(p, source, j, slot(0));
       } else {
-        write_row(p, base + j, slot);
+        write_row(p, base + j, slot(0));
       }
     }
     __syncwarp();  // the warp commits together what its lanes wrote
-    c.transport.commit(offset, static_cast<uint64_t>(end - first) * g.combine_slot.bytes, target, lane_id(), kWarpSize);
+    c.transport.commit(offset, static_cast<uint64_t>((end - first) * per_token) * g.combine_slot.bytes, target,
+                       lane_id(), kWarpSize);
     __threadfence_system();
     __syncwarp();
     if (lane_id() == 0) {

@@ -2,7 +2,8 @@
 // The EXPERT_PACKED layout's device parts, shared by dispatch's senders (rows this rank
 // sends itself) and receivers (rows from peers' slots), and by combine's senders and
 // receivers: a token's rows go to one row per local entry, in zones of each local expert;
-// combine sums those rows of a token back into one bf16 partial per (token, rank).
+// combine sums those rows of a token back into one bf16 partial per (token, rank), or
+// (EPC_WEIGHTING_HOME) returns each of them to its own per-entry slot.
 #pragma once
 
 #include <cstdint>
@@ -144,6 +145,29 @@ __device__ __forceinline__ void write_packed_partial(const HtCombineParams& p, i
   if (p.weights != nullptr && lane_id() < g.topk) {
     reinterpret_cast<float*>(slot + g.combine_slot.weights_offset)[lane_id()] =
         row >= 0 ? __ldg(p.weights + row) : 0.0f;
+  }
+}
+
+// EPC_WEIGHTING_HOME, combine's sender: the rows of the entries of the token in slot
+// [source][j], unweighted, each into its own per-entry slot (`slot(k)`: entry k's slot as
+// buffer() gave it), with its backward weight (the first float of the slot's weights) where
+// weights travel. Masked entries and those of other ranks write nothing.
+template <typename SlotOf>
+__device__ __forceinline__ void write_packed_entries(const HtCombineParams& p, int source, int j, SlotOf slot) {
+  const HtGeometry& g = p.common.geo;
+  int row;
+  float weight;
+  packed_entry(p.common, source, j, &row, &weight);
+  const int vectors = g.hidden / kHalfChannelsPerVector;
+  for (unsigned rest = __ballot_sync(0xffffffffu, row >= 0); rest != 0; rest &= rest - 1) {
+    const int k = __ffs(rest) - 1;
+    const int from = __shfl_sync(0xffffffffu, row, k);
+    warp_copy_row_segmented<RowLoad::kReadOnly>(
+        reinterpret_cast<int4*>(slot(k)), reinterpret_cast<const int4*>(p.x + static_cast<size_t>(from) * g.hidden),
+        vectors);
+  }
+  if (p.weights != nullptr && row >= 0) {
+    reinterpret_cast<float*>(slot(lane_id()) + g.combine_slot.weights_offset)[0] = __ldg(p.weights + row);
   }
 }
 

@@ -223,6 +223,17 @@ struct HtCombineParams {
   // `weighted` (EPC_WEIGHTING_SENDER). `packed` picks the kernels, as for dispatch.
   bool packed;
   bool weighted;
+  // EPC_WEIGHTING_HOME (EXPERT_PACKED on a group with EPC_GROUP_COMBINE_PER_ENTRY; else
+  // null and 0): every entry's row crosses unweighted into the per-entry slot
+  // [writer][j * entry_slots + k] of its token's rank, which sums the rows of token t in
+  // top-k order weighted by home_weights[t][k]. entry_slots is the group's max_topk, the
+  // slots per stream position of its combine window. Non-null picks the per-entry kernels.
+  const float* home_weights;  // [B, K]
+  int entry_slots;
 };
+
+// Which combine kernels a launch runs (ht_combine.cu): FLAT, EXPERT_PACKED with one partial
+// per (token, rank), or EXPERT_PACKED with one row per (token, entry) (EPC_WEIGHTING_HOME).
+enum class HtCombineKind : uint8_t { kFlat, kPacked, kPackedHome };
 
 }  // namespace epc::kernels

@@ -139,15 +139,18 @@ EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype window) {
   return c;
 }
 
-::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out, EpcDtype window) {
-  const EpcGroupConfig c = group_config(shape, mode, window);
+::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out, EpcDtype window,
+                                        uint32_t group_flags) {
+  EpcGroupConfig c = group_config(shape, mode, window);
+  c.flags = group_flags;
   EpcGroup* group = nullptr;
   ::testing::AssertionResult r =
       epc_ok(epc_group_create(context().comm, &c, &group),
              std::string("epc_group_create(") + (mode == EPC_MODE_LOW_LATENCY ? "LL" : "HT") +
                  ", E=" + std::to_string(shape.num_experts) + ", H=" + std::to_string(shape.hidden) +
                  ", T=" + std::to_string(shape.max_tokens) + ", max_topk=" + std::to_string(shape.max_topk) +
-                 (window == EPC_DTYPE_FP8_E4M3 ? ", fp8-only window" : "") + ")");
+                 (window == EPC_DTYPE_FP8_E4M3 ? ", fp8-only window" : "") +
+                 (group_flags != 0 ? ", flags " + std::to_string(group_flags) : "") + ")");
   if (!r) return r;
   out.reset(group);
   return ::testing::AssertionSuccess();

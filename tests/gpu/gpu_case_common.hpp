@@ -144,9 +144,10 @@ Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk
 // H + H / 32: fp8 payloads only).
 EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype window = EPC_DTYPE_BF16);
 
-// epc_group_create(group_config(...)) on the process's communicator.
+// epc_group_create(group_config(...)) on the process's communicator, with EpcGroupConfig.flags
+// `group_flags` (EPC_GROUP_*).
 ::testing::AssertionResult create_group(const Shape& shape, EpcMode mode, GroupPtr& out,
-                                        EpcDtype window = EPC_DTYPE_BF16);
+                                        EpcDtype window = EPC_DTYPE_BF16, uint32_t group_flags = 0);
 
 // ---- Handles ---------------------------------------------------------------------------------
 

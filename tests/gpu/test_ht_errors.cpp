@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/rank_context.hpp"
@@ -95,7 +97,8 @@ struct BadCall {
 // One epc_combine call's arguments; has_* false passes NULL.
 struct CombineCall {
   EpcTensor x, weights, out, out_weights;
-  bool has_weights = true, has_out_weights = true;
+  EpcTensor home{};  // home_topk_weights, passed where has_home
+  bool has_weights = true, has_out_weights = true, has_home = false;
   uint32_t flags = 0;
   EpcWeighting weighting = EPC_WEIGHTING_DEFAULT;
   uint32_t send_sms = 0, reserved0 = 0;
@@ -110,6 +113,7 @@ struct CombineCall {
     a.topk_weights = has_weights ? &weights : nullptr;
     a.out = &out;
     a.out_topk_weights = has_out_weights ? &out_weights : nullptr;
+    a.home_topk_weights = has_home ? &home : nullptr;
     return epc_combine(handle, &a, stream);
   }
 };
@@ -338,6 +342,14 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
        [](CombineCall& c) { c.out.dtype = EPC_DTYPE_INT32; }},
       {"weighting SENDER on FLAT", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.weighting",
        [](CombineCall& c) { c.weighting = EPC_WEIGHTING_SENDER; }},
+      {"weighting HOME on FLAT", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.weighting",
+       [](CombineCall& c) {
+         c.weighting = EPC_WEIGHTING_HOME;
+         c.home = c.out_weights;  // [B, K] fp32
+         c.has_home = true;
+       }},
+      {"weighting HOME without home_topk_weights", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.home_topk_weights",
+       [](CombineCall& c) { c.weighting = EPC_WEIGHTING_HOME; }},
       {"weighting 9", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.weighting", [](CombineCall& c) { c.weighting = 9; }},
       {"send_sms above the group's num_sms (24)", EPC_ERR_INVALID_ARGUMENT, "EpcCombineArgs.send_sms",
        [](CombineCall& c) { c.send_sms = 25; }},
@@ -366,6 +378,85 @@ TEST(HighThroughputErrors, BadArgumentsAreRejectedAndChangeNothing) {
   ASSERT_TRUE(update_handle(capacity.get(), capacity_buffers, s));
   ASSERT_TRUE(dispatch_and_combine(capacity.get(), capacity_buffers, s));
   capacity_buffers.check(step, s, "CAPACITY handle after the rejected calls");
+}
+
+// EPC_WEIGHTING_HOME on EXPERT_PACKED handles where it cannot be served: on a group without
+// EPC_GROUP_COMBINE_PER_ENTRY (INVALID_ARGUMENT naming the flag), and with home_topk_weights
+// of the wrong shape or dtype on a group with it. Nothing is written: out keeps its poison
+// until a valid call.
+TEST(HighThroughputErrors, WeightsAtHomeWhereTheyCannotBeServed) {
+  constexpr int K = 4;
+  const HtShape shape = world_shape(8, 1024, 64, 8);
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const cudaStream_t s = stream.get();
+  ProblemSpec spec;
+  spec.topk = K;
+  spec.seed = 40100;
+  spec.tokens = 32;
+  const ref::Problem p = make_problem(shape, spec);
+  const ref::RankTokens& mine = p.ranks[my_rank()];
+  const int64_t B = mine.num_tokens, H = shape.hidden;
+  for (const bool per_entry : {false, true}) {
+    const std::string label = per_entry ? "per-entry group" : "group without EPC_GROUP_COMBINE_PER_ENTRY";
+    GroupPtr group;
+    ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group, EPC_DTYPE_BF16,
+                             per_entry ? EPC_GROUP_COMBINE_PER_ENTRY : 0u));
+    DeviceMemory idx, x, home, out, scratch;
+    ASSERT_TRUE(idx.allocate(mine.topk_idx.size() * 8, "topk_idx"));
+    ASSERT_TRUE(upload_bytes(idx.get(), mine.topk_idx.data(), mine.topk_idx.size() * 8, s, "topk_idx"));
+    const EpcTensor idx_t = make_tensor(idx.get(), EPC_DTYPE_INT64, {B, K});
+    EpcHandleConfig hc = handle_config(EPC_SIZING_EXACT);
+    hc.layout = EPC_LAYOUT_EXPERT_PACKED;
+    HandlePtr handle;
+    ASSERT_TRUE(create_handle_with(group.get(), hc, &idx_t, s, handle, label));
+    EpcHandleInfo info = EPC_HANDLE_INFO_INIT;
+    ASSERT_TRUE(query_handle(handle.get(), info));
+    const int64_t rows = info.rows;
+    ASSERT_TRUE(x.allocate(std::max<size_t>(1, size_t(rows) * H * 2), "x"));
+    ASSERT_TRUE(scratch.allocate(size_t(B) * H * 2, "dispatch x"));
+    ASSERT_TRUE(home.allocate(size_t(B + 1) * (K + 1) * 4, "home weights"));
+    ASSERT_TRUE(out.allocate(size_t(B) * H * 2, "out"));
+    for (DeviceMemory* m : {&x, &scratch, &home}) {
+      ASSERT_TRUE(cuda_ok(cudaMemsetAsync(m->get(), 0, m->bytes(), s), "clear"));
+    }
+    ASSERT_TRUE(cuda_ok(cudaMemsetAsync(out.get(), 0xFF, out.bytes(), s), "poison out"));
+    // A dispatch first: EXPERT_PACKED combine sums the rows it gave each entry.
+    const EpcTensor dx_t = make_tensor(scratch.get(), EPC_DTYPE_BF16, {B, H});
+    const EpcTensor x_t = make_tensor(x.get(), EPC_DTYPE_BF16, {rows, H});
+    EpcDispatchArgs da = EPC_DISPATCH_ARGS_INIT;
+    da.x = &dx_t;
+    da.out_x = &x_t;
+    ASSERT_EQ(epc_dispatch(handle.get(), &da, s), EPC_OK) << label << ": " << last_error();
+    const EpcTensor out_t = make_tensor(out.get(), EPC_DTYPE_BF16, {B, H});
+    auto combine = [&](const EpcTensor& home_t) {
+      EpcCombineArgs a = EPC_COMBINE_ARGS_INIT;
+      a.weighting = EPC_WEIGHTING_HOME;
+      a.x = &x_t;
+      a.out = &out_t;
+      a.home_topk_weights = &home_t;
+      return epc_combine(handle.get(), &a, s);
+    };
+    const EpcTensor good = make_tensor(home.get(), EPC_DTYPE_FP32, {B, K});
+    if (!per_entry) {
+      expect_invalid(combine(good), "EpcGroupConfig.flags", label + ": HOME");
+    } else {
+      expect_invalid(combine(make_tensor(home.get(), EPC_DTYPE_FP32, {B, K + 1})), "EpcCombineArgs.home_topk_weights",
+                     label + ": home_topk_weights [B, K + 1]");
+      expect_invalid(combine(make_tensor(home.get(), EPC_DTYPE_FP32, {B + 1, K})), "EpcCombineArgs.home_topk_weights",
+                     label + ": home_topk_weights [B + 1, K]");
+      expect_invalid(combine(make_tensor(home.get(), EPC_DTYPE_INT32, {B, K})), "EpcCombineArgs.home_topk_weights",
+                     label + ": int32 home_topk_weights");
+    }
+    std::vector<uint16_t> got(size_t(B) * H);
+    ASSERT_TRUE(download_and_wait({{got.data(), out.get(), got.size() * 2, "out"}}, s));
+    EXPECT_EQ(std::count(got.begin(), got.end(), uint16_t{0xFFFF}), static_cast<long>(got.size()))
+        << label << ": a refused combine wrote out";
+    if (!per_entry) continue;
+    ASSERT_EQ(combine(good), EPC_OK) << label << ": " << last_error();  // zero rows, zero weights: +0
+    ASSERT_TRUE(download_and_wait({{got.data(), out.get(), got.size() * 2, "out"}}, s));
+    EXPECT_EQ(std::count(got.begin(), got.end(), uint16_t{0}), static_cast<long>(got.size())) << label;
+  }
 }
 
 }  // namespace

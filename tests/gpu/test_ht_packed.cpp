@@ -3,9 +3,12 @@
 // (ref::ht_dispatch_packed, ref::ht_combine_packed): rows, scales, per-row weights, counts,
 // offsets and entries received; padding rows zeroed with EPC_HANDLE_ZERO_PADDING and left
 // untouched (still the 0xFF poison) without it; combine weighted on the expert's rank
-// (the default) and as given, with backward weights; the same with every call split by
-// EPC_STEP_SEND_ONLY and epc_complete (ABI 2.1, split_step.hpp). Every rank builds the same
-// problem and checks its own part.
+// (the default) and as given, with backward weights; on groups with
+// EPC_GROUP_COMBINE_PER_ENTRY also weighted on the token's rank (EPC_WEIGHTING_HOME,
+// ref::ht_combine_packed_home) into bf16 with backward weights and into fp32 (the unrounded
+// sum); the same with every call split by EPC_STEP_SEND_ONLY and epc_complete (ABI 2.1,
+// split_step.hpp), in a CUDA graph too. Every rank builds the same problem and checks its own
+// part.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +32,7 @@ struct PackedCase {
   EpcSizing sizing;
   bool fp8;
   EpcDtype offsets_dtype;
+  bool per_entry;  // the group has EPC_GROUP_COMBINE_PER_ENTRY: combine also with EPC_WEIGHTING_HOME
 };
 
 // First mismatching byte of rows [0, rows) of `row_bytes`, or -1.
@@ -42,7 +46,8 @@ int64_t first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_
 // Dispatch, then combine twice, each call queued as `mode` says.
 void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& runner) {
   const std::string label = "alignment " + std::to_string(k.alignment) + (k.zero_padding ? " zero-padded " : " ") +
-                            sizing_name(k.sizing) + (k.fp8 ? " fp8, " : " bf16, ") + split_name(mode);
+                            sizing_name(k.sizing) + (k.fp8 ? " fp8, " : " bf16, ") +
+                            (k.per_entry ? "per-entry window, " : "") + split_name(mode);
   const HtShape shape = world_shape(8, 2048, 128, 8);
   ProblemSpec spec = random_spec(8, seed);
   spec.fp8 = k.fp8;
@@ -67,7 +72,8 @@ void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& r
   const int B = mine.num_tokens;
 
   GroupPtr group;
-  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
+  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group, EPC_DTYPE_BF16,
+                           k.per_entry ? EPC_GROUP_COMBINE_PER_ENTRY : 0u));
   Stream owned_stream;
   cudaStream_t stream = owned_stream.get();
   EpcHandleConfig hc = handle_config(k.sizing, k.zero_padding ? EPC_HANDLE_ZERO_PADDING : 0);
@@ -221,18 +227,71 @@ void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& r
                                   stream));
     const ref::HtCombineResult& wc = pass == 0 ? weighted : plain;
     EXPECT_EQ(got_out, wc.x[rank]) << label << (pass == 0 ? " combine weighted" : " combine as given");
-    if (pass == 0) EXPECT_EQ(got_g, weighted.topk_weights[rank]) << label << " backward weights";
+    if (pass == 0) {
+      EXPECT_EQ(got_g, weighted.topk_weights[rank]) << label << " backward weights";
+    }
+  }
+  if (!k.per_entry) return;
+
+  // EPC_WEIGHTING_HOME: every entry's row as given, weighted on the token's rank by weights
+  // given at combine (multiples of 1/16 in [-2, 2), unlike dispatch's): into bf16 with
+  // backward weights, then into fp32, which shows the fp32 sum before any rounding.
+  std::vector<std::vector<float>> home(R);
+  for (int q = 0; q < R; ++q) {
+    for (size_t i = 0; i < p.ranks[q].topk_idx.size(); ++i)
+      home[q].push_back(static_cast<float>(static_cast<int>(engine() % 64) - 32) / 16.0f);
+  }
+  const ref::HtCombineResult at_home = ref::ht_combine_packed_home(p, y, home, k.alignment, g);
+  DeviceMemory hw, out32;
+  ASSERT_TRUE(hw.allocate(std::max<size_t>(1, home[rank].size() * 4), "home weights"));
+  ASSERT_TRUE(upload_bytes(hw.get(), home[rank].data(), home[rank].size() * 4, stream, "home weights"));
+  ASSERT_TRUE(out32.allocate(std::max<size_t>(1, size_t(B) * H * 4), "out fp32"));
+  ASSERT_EQ(cudaMemsetAsync(out_g.get(), 0xFF, out_g.bytes(), stream), cudaSuccess);
+  const EpcTensor hw_t = make_tensor(hw.get(), EPC_DTYPE_FP32, {B, K});
+  const EpcTensor out32_t = make_tensor(out32.get(), EPC_DTYPE_FP32, {B, H});
+  for (const bool fp32 : {false, true}) {
+    EpcCombineArgs ca = EPC_COMBINE_ARGS_INIT;
+    ca.weighting = EPC_WEIGHTING_HOME;
+    ca.x = &cx_t;
+    ca.home_topk_weights = &hw_t;
+    ca.out = fp32 ? &out32_t : &out_t;
+    if (!fp32) {
+      ca.topk_weights = &cg_t;
+      ca.out_topk_weights = &og_t;
+    }
+    const StepCall combine = [&](uint32_t flags, cudaStream_t s) {
+      EpcCombineArgs a = ca;
+      a.flags |= flags;
+      return epc_combine(handle.get(), &a, s);
+    };
+    ASSERT_TRUE(runner.run(mode, handle.get(), stream, {combine})) << label << " home";
+    if (fp32) {
+      std::vector<float> got_sums(size_t(B) * H);
+      ASSERT_TRUE(download_and_wait({{got_sums.data(), out32.get(), got_sums.size() * 4, "out fp32"}}, stream));
+      EXPECT_EQ(std::memcmp(got_sums.data(), at_home.sums[rank].data(), got_sums.size() * 4), 0)
+          << label << " combine at home, fp32";
+      continue;
+    }
+    std::vector<uint16_t> got_out(size_t(B) * H);
+    std::vector<float> got_g(size_t(B) * K);
+    ASSERT_TRUE(download_and_wait({{got_out.data(), out.get(), got_out.size() * 2, "out"},
+                                   {got_g.data(), out_g.get(), got_g.size() * 4, "out_w"}},
+                                  stream));
+    EXPECT_EQ(got_out, at_home.x[rank]) << label << " combine at home";
+    EXPECT_EQ(got_g, at_home.topk_weights[rank]) << label << " backward weights at home";
   }
 }
 
 TEST(HighThroughputPacked, MatchesTheReference) {
   const PackedCase cases[] = {
-      // alignment, zero padding, sizing, fp8, offsets dtype
-      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32},       // bf16, no alignment
-      {128, true, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64},      // DeepGEMM's alignment, zeroed
-      {128, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32},  // default capacity
-      {7, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64},      // fp8, odd alignment
-      {16, false, EPC_SIZING_EXACT, true, EPC_DTYPE_INT32},       // fp8
+      // alignment, zero padding, sizing, fp8, offsets dtype, per-entry window
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, false},       // bf16, no alignment
+      {128, true, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64, false},      // DeepGEMM's alignment, zeroed
+      {128, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32, false},  // default capacity
+      {7, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64, false},      // fp8, odd alignment
+      {16, false, EPC_SIZING_EXACT, true, EPC_DTYPE_INT32, false},       // fp8
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, true},        // bf16, weights at home
+      {128, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64, true},     // fp8, weights at home
   };
   SplitRunner runner;
   ASSERT_TRUE(runner.status());
@@ -244,8 +303,9 @@ TEST(HighThroughputPacked, MatchesTheReference) {
 // CUDA graph, give the reference model's bits as the fused calls do.
 TEST(HighThroughputPacked, SendOnlyAndCompleteMatchTheReference) {
   const PackedCase cases[] = {
-      {128, true, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64},   // bf16, zeroed padding
-      {7, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32},  // fp8, padding left alone
+      {128, true, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64, true},    // bf16, zeroed padding, at home
+      {7, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32, false},  // fp8, padding left alone
+      {7, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32, true},   // fp8, weights at home
   };
   SplitRunner runner;
   ASSERT_TRUE(runner.status());

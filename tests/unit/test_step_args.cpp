@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.hpp"
@@ -524,6 +525,11 @@ TEST(CombineArgs, FieldsThatDoNotDependOnTheMode) {
     a.weighting = w;
     EXPECT_EQ(read(a).status, EPC_OK) << w;  // the mode and layout decide the rest
   }
+  a.weighting = EPC_WEIGHTING_HOME;
+  a.home_topk_weights = &t.weights;
+  EXPECT_EQ(read(a).status, EPC_OK);
+  a.home_topk_weights = nullptr;
+  expect_outcome(read(a), EPC_ERR_INVALID_ARGUMENT, {"EpcCombineArgs.home_topk_weights"}, "HOME without weights");
   a.weighting = 4;
   expect_outcome(read(a), EPC_ERR_INVALID_ARGUMENT, {"EpcCombineArgs.weighting"}, "unknown weighting");
   // home_topk_weights only with WEIGHTING_HOME.
@@ -538,6 +544,34 @@ TEST(CombineArgs, FieldsThatDoNotDependOnTheMode) {
   EXPECT_EQ(read(a).status, EPC_OK);
   a.topk_weights = nullptr;
   expect_outcome(read(a), EPC_ERR_INVALID_ARGUMENT, {"EpcCombineArgs", "out_topk_weights"}, "out without weights");
+}
+
+// The weighting an HT combine runs (resolve_ht_weighting): defaults, and each refused
+// combination's status with a message naming the field. HOME needs EXPERT_PACKED and a group
+// with EPC_GROUP_COMBINE_PER_ENTRY (LL groups refuse the flag: Config.GroupFlags).
+TEST(CombineArgs, HighThroughputWeighting) {
+  auto resolve = [](EpcWeighting w, EpcLayout layout, uint32_t flags) {
+    EpcWeighting got = 99;
+    Outcome o = run([&] { got = epc::resolve_ht_weighting(w, layout, flags); });
+    return std::make_pair(o, got);
+  };
+  const uint32_t per_entry = EPC_GROUP_COMBINE_PER_ENTRY;
+  for (uint32_t flags : {0u, per_entry}) {
+    EXPECT_EQ(resolve(EPC_WEIGHTING_DEFAULT, EPC_LAYOUT_FLAT, flags).second, EPC_WEIGHTING_NONE);
+    EXPECT_EQ(resolve(EPC_WEIGHTING_NONE, EPC_LAYOUT_FLAT, flags).second, EPC_WEIGHTING_NONE);
+    EXPECT_EQ(resolve(EPC_WEIGHTING_DEFAULT, EPC_LAYOUT_EXPERT_PACKED, flags).second, EPC_WEIGHTING_SENDER);
+    EXPECT_EQ(resolve(EPC_WEIGHTING_SENDER, EPC_LAYOUT_EXPERT_PACKED, flags).second, EPC_WEIGHTING_SENDER);
+    EXPECT_EQ(resolve(EPC_WEIGHTING_NONE, EPC_LAYOUT_EXPERT_PACKED, flags).second, EPC_WEIGHTING_NONE);
+    // FLAT has no expert rows to weight: meaningless there, with or without the flag.
+    for (EpcWeighting w : {EPC_WEIGHTING_SENDER, EPC_WEIGHTING_HOME}) {
+      expect_outcome(resolve(w, EPC_LAYOUT_FLAT, flags).first, EPC_ERR_INVALID_ARGUMENT,
+                     {"EpcCombineArgs.weighting", "EPC_LAYOUT_FLAT"}, "SENDER or HOME on FLAT");
+    }
+  }
+  EXPECT_EQ(resolve(EPC_WEIGHTING_HOME, EPC_LAYOUT_EXPERT_PACKED, per_entry).second, EPC_WEIGHTING_HOME);
+  expect_outcome(resolve(EPC_WEIGHTING_HOME, EPC_LAYOUT_EXPERT_PACKED, 0).first, EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcCombineArgs.weighting", "EpcGroupConfig.flags", "EPC_GROUP_COMBINE_PER_ENTRY"},
+                 "HOME without the per-entry window");
 }
 
 TEST(CombineArgs, StructRules) {
