@@ -12,7 +12,8 @@
 //          handle is created before the capture, so graphs work in either sizing).
 // The payload is bf16 1.0, or fp8 e4m3 1.0 with scales of 1.0 [B, H/128] filled once (the
 // caller's quantization is not timed). Combine returns rows of bf16 1.0, so a token's result
-// is the number of ranks that received it. After the kernel-timed steps the outputs are
+// is the number of ranks that received it (expert-packed: of entries, times 1/topk with
+// --weights-at=dispatch or combine). After the kernel-timed steps the outputs are
 // checked: N (out_num_recv, and the handle's row count with exact sizing), the received
 // (token, entry) pairs per local expert (out_expert_counts), and combine's result.
 #include <cuda_runtime.h>
@@ -48,6 +49,9 @@ class HtMode final : public Mode {
     scaled_ = format_.scale_dtype != EPC_DTYPE_INVALID;
     capacity_ = o_.ht_sizing == "capacity";
     packed_ = o_.layout == "expert-packed";
+    weighting_ = o_.weights_at == "dispatch"  ? EPC_WEIGHTING_SENDER
+                 : o_.weights_at == "combine" ? EPC_WEIGHTING_HOME
+                                              : EPC_WEIGHTING_NONE;
     align_ = std::max(1, o_.alignment);
     R_ = session.nranks();
     T_ = o_.group_max_tokens();
@@ -98,7 +102,11 @@ class HtMode final : public Mode {
 
   GroupFacts facts() const override { return group_.facts(); }
 
-  WireFormat wire() const override { return WireFormat::for_ht(H_, fp8_, K_); }
+  WireFormat wire() const override {
+    WireFormat w = WireFormat::for_ht(H_, fp8_, K_);
+    w.ht_combine_per_entry = weighting_ == EPC_WEIGHTING_HOME;
+    return w;
+  }
 
   bool measure(const PointInput& in, MetricList& out, bool& checked, std::string& error) override {
     checked = false;
@@ -284,8 +292,10 @@ class HtMode final : public Mode {
     EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
     args.x = &t.y;
     args.out = &t.out;
-    // Expert-packed: a token's rows on each rank summed as given (1.0 each), as flat's are.
-    if (packed_) args.weighting = EPC_WEIGHTING_NONE;
+    // Expert-packed: a token's rows summed as given (1.0 each), as flat's are, or weighted
+    // by 1/topk on the expert's rank (dispatch's weights) or on the token's (given here).
+    if (packed_) args.weighting = weighting_;
+    if (weighting_ == EPC_WEIGHTING_HOME) args.home_topk_weights = &t.w;
     if (o_.send_only) {
       args.flags = EPC_STEP_SEND_ONLY;
       TRY_EPC(epc_combine(h, &args, st), "epc_combine (send-only)");
@@ -335,11 +345,13 @@ class HtMode final : public Mode {
     return true;
   }
 
-  // Expert-packed combine of rows of 1.0 summed as given: each token's unmasked entries.
+  // Expert-packed combine of rows of 1.0: each token's unmasked entries, each weighted 1/topk
+  // where weights apply (upload_routing's weights; check_combined allows for the rounding).
   std::vector<float> expected_packed_combine(const Routing& routing, int B) const {
+    const float weight = weighting_ == EPC_WEIGHTING_NONE ? 1.0f : 1.0f / static_cast<float>(K_);
     std::vector<float> sums(static_cast<size_t>(B), 0.0f);
     for (int t = 0; t < B; ++t) {
-      for (int k = 0; k < K_; ++k) sums[t] += routing[static_cast<size_t>(t) * K_ + k] >= 0 ? 1.0f : 0.0f;
+      for (int k = 0; k < K_; ++k) sums[t] += routing[static_cast<size_t>(t) * K_ + k] >= 0 ? weight : 0.0f;
     }
     return sums;
   }
@@ -386,6 +398,7 @@ class HtMode final : public Mode {
   bool scaled_ = false;  // fp8, or --quant=passthrough: scales travel
   bool capacity_ = false;
   bool packed_ = false;
+  EpcWeighting weighting_ = EPC_WEIGHTING_NONE;  // expert-packed combine (--weights-at)
   int align_ = 1;
   int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;
   OurGroup group_;

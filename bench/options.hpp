@@ -28,6 +28,11 @@ struct Options {
   std::string ht_sizing = "exact";  // ht: exact | capacity (EpcHandleConfig.sizing of each point's handle)
   std::string layout = "flat";      // ht: flat | expert-packed (EpcHandleConfig.layout)
   int alignment = 0;                // ht expert-packed: EpcHandleConfig.expert_alignment (0 means 1)
+  // ht expert-packed: where combine's top-k weights come from. none: rows summed as given
+  // (EPC_WEIGHTING_NONE); dispatch: dispatch's topk_weights on the expert's rank
+  // (EPC_WEIGHTING_SENDER); combine: home_topk_weights on the token's rank (EPC_WEIGHTING_HOME,
+  // on a group with EPC_GROUP_COMBINE_PER_ENTRY).
+  std::string weights_at = "none";
   int hidden = 7168;
   int topk = 8;
   int experts = 256;

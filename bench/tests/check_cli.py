@@ -71,6 +71,7 @@ def main():
         "--large-iters",
         "--virtual-node-size",
         "--cupti",
+        "--weights-at",
     ):
         expect(flag in flags, f"--help documents {flag}")
 
@@ -83,6 +84,7 @@ def main():
         ["--mode=ht", "--tokens=4096", "--dtype=fp8", "--ht-sizing=capacity", "--graph"],
         ["--dtype=fp8", "--scales=ue8m0-packed"],
         ["--dtype=fp8", "--scales=fp32-colmajor"],
+        ["--mode=ht", "--layout=expert-packed", "--weights-at=combine"],
     ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(
@@ -98,6 +100,7 @@ def main():
         (["--scales=ue8m0"], "--scales=ue8m0 with --mode=ll"),
         (["--dtype=fp8", "--scales=bf16"], "--scales=bf16 with --mode=ll"),
         (["--mode=ht", "--quant=passthrough", "--scales=fp32-colmajor"], "--scales=fp32-colmajor"),
+        (["--mode=ht", "--weights-at=combine"], "--weights-at=combine"),
     ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(rc == 2 and name in err, f"{' '.join(args)} exits 2 naming {name}", out + err)

@@ -36,6 +36,7 @@ TEST(Options, DefaultsMatchTheDocumentedOnes) {
   EXPECT_EQ(o.iters_at(1 << 16), 200);
   EXPECT_EQ(o.virtual_node_size, 0);
   EXPECT_TRUE(o.cupti);
+  EXPECT_EQ(o.weights_at, "none");
 }
 
 TEST(Options, EveryFlagIsInTheHelp) {
@@ -136,6 +137,15 @@ TEST(Options, HighThroughputSweep) {
   EXPECT_NE(error.find("--mode=ll allows at most 1024"), std::string::npos) << error;
 }
 
+TEST(Options, WeightsAtOnExpertPacked) {
+  for (const char* at : {"none", "dispatch", "combine"}) {
+    Options o;
+    std::string error;
+    ASSERT_TRUE(parse({"--mode=ht", "--layout=expert-packed", std::string("--weights-at=") + at}, o, error)) << error;
+    EXPECT_EQ(o.weights_at, at);
+  }
+}
+
 TEST(Options, TokenLists) {
   std::vector<int> t;
   std::string error;
@@ -186,6 +196,9 @@ TEST(Options, BadValuesAreRefusedByName) {
       {{"--virtual-node-size"}, "--virtual-node-size needs a value"},
       {{"--virtual-node-size=65537"}, "--virtual-node-size"},
       {{"--cupti=maybe"}, "--cupti"},
+      {{"--mode=ht", "--layout=expert-packed", "--weights-at=home"}, "--weights-at"},
+      {{"--mode=ht", "--weights-at=combine"}, "--weights-at=combine"},
+      {{"--weights-at=dispatch"}, "--layout=expert-packed"},
   };
   for (const Case& c : cases) {
     Options o;

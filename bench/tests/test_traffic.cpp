@@ -115,6 +115,24 @@ TEST(Traffic, HighThroughputRankOne) {
   EXPECT_EQ(t.expected_counts, (std::vector<int32_t>{2, 2}));
 }
 
+// Weights at combine (EPC_WEIGHTING_HOME): a row per (token, entry) returns, not one per
+// (token, rank). Rank 0's token 0 has both entries on rank 1: two rows come back to it.
+TEST(Traffic, HighThroughputCombinePerEntry) {
+  const std::vector<Routing> routing = {{2, 3, 1, -1}, {3, 2, 0, 3}};
+  WireFormat w = WireFormat::for_ht(8, false, 2);
+  EXPECT_EQ(compute_traffic(routing, 1, 2, 2, 4, w, 1 << 30).combine_to, (std::vector<int64_t>{16, 0}));
+  w.ht_combine_per_entry = true;
+  EXPECT_EQ(compute_traffic(routing, 1, 2, 2, 4, w, 1 << 30).combine_to, (std::vector<int64_t>{32, 0}));
+  // Rank 1's token 1 has one entry (expert 0) on rank 0: one row either way.
+  EXPECT_EQ(compute_traffic(routing, 0, 2, 2, 4, w, 1 << 30).combine_to, (std::vector<int64_t>{0, 16}));
+  // The ceiling's buffers: with hidden 64, dispatch slots (128 + 16 B) outweigh combine rows
+  // (128 B) per token, but not two rows per token.
+  WireFormat wide = WireFormat::for_ht(64, false, 2);
+  EXPECT_EQ(wide.max_bytes_to_peer(10, 2, 2, 0), 10 * (128 + 16));
+  wide.ht_combine_per_entry = true;
+  EXPECT_EQ(wide.max_bytes_to_peer(10, 2, 2, 0), 10 * 2 * 128);
+}
+
 TEST(Traffic, HighThroughputFp8AndChunks) {
   const WireFormat w = WireFormat::for_ht(7168, true, 8);
   EXPECT_EQ(w.dispatch_row_bytes, 7168 + 56 * 4);
