@@ -33,7 +33,9 @@ const (
 	UniqueIDBytes = 128
 	// GroupCombinePerEntry is EPC_GROUP_COMBINE_PER_ENTRY, 0x1u: EpcGroupConfig.flags: size
 	// the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs
-	// (K rows per token instead of one per (token, rank)).
+	// (K rows per token instead of one per (token, rank)). Served since 2.1 on HT groups of
+	// one node: combine_recv holds R * T * max_topk slots instead of R * T (epc_plan_query);
+	// LL groups, and HT groups of several nodes (virtual ones included): EPC_ERR_UNSUPPORTED.
 	GroupCombinePerEntry = 1
 	// PlanMaxRegions is EPC_PLAN_MAX_REGIONS.
 	PlanMaxRegions = 16
@@ -431,7 +433,12 @@ const (
 	// WeightingHome is EPC_WEIGHTING_HOME: expert layouts: every (token, entry) row crosses,
 	// and the token's rank weights them by home_topk_weights: K rows per token instead of one
 	// per rank, at least twice the bytes at K = 8 on 4 ranks. Needs
-	// EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in 2.0).
+	// EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in 2.0). The token's rank sums, for k
+	// ascending with entry k unmasked, home_topk_weights[t][k] * row_k in fp32 (each product
+	// rounded to fp32, then added), rounded once to out's dtype; dispatch's topk_weights play
+	// no part, and no partial is formed on the expert's rank. Served since 2.1 on HT
+	// EXPERT_PACKED handles (on a group without the flag: EPC_ERR_INVALID_ARGUMENT); LL
+	// groups: EPC_ERR_UNSUPPORTED.
 	WeightingHome Weighting = 3
 )
 

@@ -208,7 +208,11 @@ typedef uint32_t EpcOverflow;
 
 #define EPC_GROUP_COMBINE_PER_ENTRY 0x1u /* EpcGroupConfig.flags: size the combine window for
                                one row per (token, top-k entry), which EPC_WEIGHTING_HOME
-                               needs (K rows per token instead of one per (token, rank)) */
+                               needs (K rows per token instead of one per (token, rank)).
+                               Served since 2.1 on HT groups of one node: combine_recv
+                               holds R * T * max_topk slots instead of R * T
+                               (epc_plan_query); LL groups, and HT groups of several nodes
+                               (virtual ones included): EPC_ERR_UNSUPPORTED */
 
 /* Symmetric-memory allocator: must return memory NCCL can register as a window (from
  * ncclMemAlloc or the CUDA VMM API); group creation fails with EPC_ERR_NCCL naming the
@@ -247,7 +251,8 @@ typedef struct EpcGroupConfig {
   uint32_t num_sms;             /* SM budget; 0: 132 (LL), 24 (HT) */
   uint32_t timeout_ms;          /* bound on every device-side wait; 0: 10000 */
   uint32_t flags;               /* EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
-                                   EPC_ERR_UNSUPPORTED in 2.0) */
+                                   EPC_ERR_UNSUPPORTED in 2.0; HT groups of one node since
+                                   2.1) */
   uint32_t virtual_node_size;   /* testing aid; 0: a node is an NVLink (LSA) team. Else
                                    every team is split into nodes of this many consecutive
                                    ranks (it must divide the team), which talk only through
@@ -613,7 +618,14 @@ typedef uint32_t EpcWeighting;
                                    per token instead of one per rank, at least twice the
                                    bytes at K = 8 on 4 ranks. Needs
                                    EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in
-                                   2.0) */
+                                   2.0). The token's rank sums, for k ascending with entry k
+                                   unmasked, home_topk_weights[t][k] * row_k in fp32 (each
+                                   product rounded to fp32, then added), rounded once to
+                                   out's dtype; dispatch's topk_weights play no part, and
+                                   no partial is formed on the expert's rank. Served since
+                                   2.1 on HT EXPERT_PACKED handles (on a group without the
+                                   flag: EPC_ERR_INVALID_ARGUMENT); LL groups:
+                                   EPC_ERR_UNSUPPORTED */
 
 #define EPC_STEP_SEND_ONLY 0x1u       /* dispatch and combine: queue only the sending half;
                                          epc_complete on the handle writes the outputs.
@@ -718,7 +730,9 @@ EPC_API EpcStatus epc_dispatch(EpcHandle* handle, const EpcDispatchArgs* args, v
 /* Return the expert outputs to their tokens' ranks and reduce them there. On the expert's
  * rank the rows of one token are weighted (`weighting`) and summed in fp32 in top-k order
  * into one partial, rounded once to bf16; on the token's rank the partials are summed in
- * fp32 over ranks in ascending order and rounded once to out's dtype. Across nodes (HT),
+ * fp32 over ranks in ascending order and rounded once to out's dtype. With
+ * EPC_WEIGHTING_HOME the rows return one by one instead and the token's rank forms the one
+ * weighted fp32 sum over its entries in top-k order (EpcWeighting). Across nodes (HT),
  * one node's rows of a token are first summed inside that node, ranks ascending, rounded
  * once to bf16, and cross once; the token's rank then sums in ascending rank order, a
  * node's partial standing at its rail peer's place. Tokens sent nowhere get zeros. On HT
