@@ -430,7 +430,10 @@ class Handle:
           bfloat16; NONE on FLAT: the caller weighted the rows).
         topk_weights [rows, K] and out_topk_weights [B, K] float32, both or neither (FLAT):
           the backward of dispatch's weights: entry k takes the value the rank hosting its
-          expert sent (0 where masked). home_topk_weights: Weighting.HOME only.
+          expert sent (0 where masked). home_topk_weights [B, K] float32: Weighting.HOME
+          only (expert layouts on a group with GroupFlags.COMBINE_PER_ENTRY: every
+          (token, entry) row returns and this rank sums weight * row over the token's
+          entries in top-k order in float32; served on HT EXPERT_PACKED since 2.1).
         send_only=True queues only the sending half; complete() writes out. send_sms: as
         dispatch's."""
         args = _init(_ffi.EpcCombineArgs)

@@ -165,6 +165,8 @@ class _Slot:
         self.rows_dispatch = Args(_ffi.EpcDispatchArgs, ("x", "out_x"))
         self.combine = Args(_ffi.EpcCombineArgs, ("x", "out"))
         self.combine_weights = Args(_ffi.EpcCombineArgs, ("x", "topk_weights", "out", "out_topk_weights"))
+        self.combine_home = Args(_ffi.EpcCombineArgs, ("x", "home_topk_weights", "out"))
+        self.combine_home.struct.weighting = _ffi.EPC_WEIGHTING_HOME
 
 
 _buffers: Dict[int, "Buffer"] = {}
@@ -520,14 +522,27 @@ class Buffer:
         out: Any = None,
         topk_weights: Any = None,
         out_topk_weights: Any = None,
+        home_topk_weights: Any = None,
         slot: int = 0,
     ) -> Any:
         """Sum the rows x [rows, H] bf16 back to their tokens: out [B, H] (bf16 default,
         fp16, fp32; B = topk_idx.shape[0]). With topk_weights [rows, K] float32 (the
         gradients of dispatch's out_topk_weights) also writes out_topk_weights [B, K]
-        float32 (allocated when None) and returns (out, out_topk_weights)."""
+        float32 (allocated when None) and returns (out, out_topk_weights).
+        home_topk_weights [B, K] float32 (an expert-packed slot of a Buffer created with
+        flags=GroupFlags.COMBINE_PER_ENTRY; not with topk_weights): the weights given here,
+        not dispatch's: every (token, entry) row comes back and out is the float32 sum of
+        home_topk_weights[t, k] * row in top-k order, rounded once (Weighting.HOME)."""
         if out is None:
             out = self._empty((_first_dim(topk_idx, "topk_idx", "ht_combine"), self.info.hidden), torch.bfloat16)
+        if home_topk_weights is not None:
+            if topk_weights is not None:
+                raise ValueError("ht_combine: home_topk_weights goes without topk_weights (no backward weights)")
+            if torch.compiler.is_compiling():
+                torch.ops.epcomm.combine_home(self.id, slot, x, home_topk_weights, out)
+            else:
+                self._combine_home(slot, x, home_topk_weights, out)
+            return out
         if topk_weights is None:
             if torch.compiler.is_compiling():
                 torch.ops.epcomm.combine(self.id, slot, x, out)
@@ -549,6 +564,14 @@ class Buffer:
         self._fill(args, "topk_weights", topk_weights, _FP32, "ht_combine")
         self._fill(args, "out", out, _OUT, "ht_combine")
         self._fill(args, "out_topk_weights", out_topk_weights, _FP32, "ht_combine")
+        self._run("epc_combine", state.address, args.address)
+
+    def _combine_home(self, slot: int, x: Any, home_topk_weights: Any, out: Any) -> None:
+        state = self._slot(slot)
+        args = state.combine_home
+        self._fill(args, "x", x, _BF16, "ht_combine")
+        self._fill(args, "home_topk_weights", home_topk_weights, _FP32, "ht_combine")
+        self._fill(args, "out", out, _OUT, "ht_combine")
         self._run("epc_combine", state.address, args.address)
 
     # -- autograd ---------------------------------------------------------------------------
@@ -656,6 +679,12 @@ def _combine_weights_op(
     _buffers[buffer]._combine_weights(slot, x, topk_weights, out, out_topk_weights)  # noqa: SLF001
 
 
+def _combine_home_op(
+    buffer: int, slot: int, x: torch.Tensor, home_topk_weights: torch.Tensor, out: torch.Tensor
+) -> None:  # fmt: skip
+    _buffers[buffer]._combine_home(slot, x, home_topk_weights, out)  # noqa: SLF001
+
+
 def _nothing(*args: Any) -> None:
     return None
 
@@ -672,6 +701,7 @@ for _op_name, _function, _mutated in (
     ("dispatch_rows", _dispatch_rows_op, ("out_x",)),
     ("combine", _combine_op, ("out",)),
     ("combine_weights", _combine_weights_op, ("out", "out_topk_weights")),
+    ("combine_home", _combine_home_op, ("out",)),
 ):
     _op = torch.library.custom_op(f"epcomm::{_op_name}", _function, mutates_args=_mutated)
     _op.register_fake(_nothing)

@@ -403,6 +403,19 @@ def test_combine_and_complete_fill_their_fields(dead_handle, seen):
     assert len(dead_handle._in_flight) == 4  # noqa: SLF001 (complete keeps the send-only tensors)
 
 
+def test_combine_passes_weights_at_home(dead_handle, seen):
+    dead_handle.combine(**combine(), weighting="home", home_topk_weights=fake((4, 2), "<f4", 5), stream=STREAM)
+    dead_handle.combine(
+        **combine(), weighting=epcomm.Weighting.HOME, home_topk_weights=fake((4, 2), "<f4", 6), stream=0x6000
+    )
+    (n0, a0), (n1, a1) = seen
+    assert n0 == n1 == "epc_combine"
+    for args, home in ((a0[1]._obj, 5), (a1[1]._obj, 6)):  # noqa: SLF001
+        assert args.weighting == _ffi.EPC_WEIGHTING_HOME
+        assert data(args.home_topk_weights) == home
+        assert (data(args.x), data(args.out), data(args.topk_weights)) == (1, 0, None)
+
+
 def test_every_struct_field_is_a_keyword():
     # A field added to the header must be added to the methods too.
     dispatch = inspect.signature(epcomm.Handle.dispatch).parameters

@@ -202,6 +202,39 @@ def test_ht_packed_round_trip(ht):
         ht.ht_dispatch(x, idx, w, slot=slot)
 
 
+def test_ht_packed_combine_with_weights_at_home(dist, ept):
+    """Weights given at combine (Weighting.HOME) on a Buffer with a per-entry combine window:
+    out is the float32 sum over a token's entries, in top-k order, of the weight given here
+    times the entry's row, rounded once; dispatch's weights play no part. Power-of-two
+    weights and rows 1 + e/8 keep every product and sum exact."""
+    with ept.Buffer(
+        num_experts=EXPERTS,
+        hidden=HIDDEN,
+        max_tokens_per_rank=TOKENS,
+        max_topk=TOPK,
+        mode="high_throughput",
+        flags=epcomm.GroupFlags.COMBINE_PER_ENTRY,
+    ) as buffer:
+        x, idx, w = routing(22, masked=True)
+        g = torch.Generator(device="cuda").manual_seed(22)
+        home = 2.0 ** -torch.randint(0, 3, (TOKENS, TOPK), device="cuda", generator=g).float()
+        recv_x, counts, offsets = buffer.ht_dispatch_packed(x, idx, w)
+        rows = torch.empty_like(recv_x)
+        for e in range(EXPERTS):  # expert e's rows: 1 + e / 8 everywhere
+            rows[offsets[e] : offsets[e] + counts[e]] = 1.0 + e / 8.0
+        want = torch.zeros(TOKENS, HIDDEN, device="cuda")
+        for k in range(TOPK):
+            valid = idx[:, k] >= 0
+            value = torch.where(valid, (1.0 + idx[:, k].clamp(min=0).float() / 8.0) * home[:, k], 0.0)
+            want = want + value[:, None]
+        out = buffer.ht_combine(rows, idx, home_topk_weights=home)
+        assert torch.equal(out, want.to(torch.bfloat16))
+        out32 = buffer.ht_combine(rows, idx, home_topk_weights=home, out=torch.empty(TOKENS, HIDDEN, device="cuda"))
+        assert torch.equal(out32, want)
+        with pytest.raises(ValueError, match="home_topk_weights"):
+            buffer.ht_combine(rows, idx, home_topk_weights=home, topk_weights=w)
+
+
 def moe_forward(x, idx, w, weights, valid=None):
     """sum_k w[t, k] * (x[t] @ weights[idx[t, k]]) in float32, rounded to bf16; rows outside
     `valid` are zero (their inputs are unspecified)."""
