@@ -21,24 +21,26 @@ struct Options {
   uint32_t topk = 8;
   uint32_t ll_tokens = 128;
   uint32_t ht_tokens = 4096;
-  uint32_t ht_recv_capacity = 0;  // 0: R * T
-  int gpus = -1;                  // -1: all visible
-  int plan_ranks = 8;             // topology shown when there is no GPU (or with --plan-only)
-  int node_size = 0;              // ranks per NVLink node of that plan; 0: all of them (one node)
+  uint32_t ht_recv_capacity = 0;               // 0: R * T
+  int gpus = -1;                               // -1: all visible
+  int plan_ranks = 8;                          // topology shown when there is no GPU (or with --plan-only)
+  int node_size = 0;                           // ranks per NVLink node of that plan; 0: all of them (one node)
+  const char* node_size_flag = "--node-size";  // the spelling given, for the error message
   bool plan_only = false;
   bool ht_per_entry = false;  // the HT group with EPC_GROUP_COMBINE_PER_ENTRY
 };
 
 const char* kUsage =
     "usage: epcomm-info [--experts=N] [--hidden=N] [--topk=N] [--ll-tokens=N] [--ht-tokens=N]\n"
-    "                   [--ht-recv-capacity=N] [--gpus=N] [--plan-ranks=N] [--node-size=N]\n"
-    "                   [--ht-combine-per-entry] [--plan-only]\n"
+    "                   [--ht-recv-capacity=N] [--gpus=N] [--plan-ranks=N]\n"
+    "                   [--plan-node-size=N | --node-size=N] [--ht-combine-per-entry] [--plan-only]\n"
     "Prints the symmetric-memory plan of a low-latency and a high-throughput group and, on a\n"
     "machine with GPUs, creates both on every local GPU (or the first N), runs the group\n"
     "barrier and prints each rank's topology. Defaults: 256 experts, hidden 7168, top-8,\n"
     "128 LL / 4096 HT tokens per rank. --plan-ranks sets the rank count of the plan shown\n"
-    "when no GPU is visible (default 8), --node-size the ranks per NVLink node of that plan\n"
-    "(default: one node of them all; it must divide --plan-ranks); --plan-only shows that\n"
+    "when no GPU is visible (default 8), --plan-node-size (or its older spelling --node-size)\n"
+    "the ranks per NVLink node of that plan (default: one node of them all; it must divide\n"
+    "--plan-ranks); --plan-only shows that\n"
     "plan and creates nothing, also where GPUs are visible. --ht-recv-capacity sets the HT\n"
     "group's recv_capacity, the tokens its receive window holds (default: ranks * HT tokens).\n"
     "--ht-combine-per-entry sets EPC_GROUP_COMBINE_PER_ENTRY on the HT group: its combine window\n"
@@ -79,10 +81,14 @@ Options parse(int argc, char** argv) {
       o.plan_ranks = static_cast<int>(v);
       continue;
     }
-    if (parse_u32(argv[i], "--node-size=", v)) {
-      o.node_size = static_cast<int>(v);
-      continue;
+    for (const char* flag : {"--plan-node-size", "--node-size"}) {
+      if (parse_u32(argv[i], (std::string(flag) + "=").c_str(), v)) {
+        o.node_size = static_cast<int>(v);
+        o.node_size_flag = flag;
+        break;
+      }
     }
+    if (v != 0) continue;
     if (std::strcmp(argv[i], "--plan-only") == 0) {
       o.plan_only = true;
       continue;
@@ -96,8 +102,8 @@ Options parse(int argc, char** argv) {
   }
   if (o.node_size == 0) o.node_size = o.plan_ranks;
   if (o.plan_ranks % o.node_size != 0) {
-    std::fprintf(stderr, "epcomm-info: --node-size=%d does not divide --plan-ranks=%d\n%s", o.node_size, o.plan_ranks,
-                 kUsage);
+    std::fprintf(stderr, "epcomm-info: %s=%d does not divide --plan-ranks=%d\n%s", o.node_size_flag, o.node_size,
+                 o.plan_ranks, kUsage);
     std::exit(2);
   }
   return o;

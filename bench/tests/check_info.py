@@ -7,9 +7,11 @@
 Checks: --plan-only prints both modes' plans and exits 0 wherever it runs; one node (the
 default) has no network staging region; 16 ranks in nodes of 8 have one, and their window
 is the sum of the regions the plan lists (last offset + size, rounded to the window's
-alignment at most); --ht-combine-per-entry makes the HT combine window max_topk times as
-large (one slot per top-k entry) and leaves the LL plan alone, and is refused across nodes
-naming EpcGroupConfig.flags; a --node-size that does not divide --plan-ranks exits 2 naming it.
+alignment at most); --plan-node-size and its older spelling --node-size print the same;
+--ht-combine-per-entry makes the HT combine window max_topk times as large (one slot per
+top-k entry) and leaves the LL plan alone, and is refused across nodes naming
+EpcGroupConfig.flags; a node size that does not divide --plan-ranks exits 2 naming the flag as
+given.
 """
 
 import re
@@ -60,6 +62,8 @@ def main(info):
         expect(end <= window < end + 4096, f"{mode}: the window ({window} B) holds its regions ({end} B)", out)
         expect(window > one[mode][0], f"{mode}: two nodes need more than one ({window} > {one[mode][0]} B)", out)
 
+    code, spelled = run(info, ["--plan-only", "--plan-ranks=16", "--plan-node-size=8"])
+    expect(code == 0 and spelled == out, "--plan-node-size=8 prints what --node-size=8 prints", spelled)
     code, out = run(info, ["--plan-only", "--plan-ranks=8", "--topk=4", "--ht-combine-per-entry"])
     per_entry = plans(out)
     code4, out4 = run(info, ["--plan-only", "--plan-ranks=8", "--topk=4"])
@@ -75,6 +79,8 @@ def main(info):
 
     code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=5"])
     expect(code == 2 and "--node-size=5 does not divide --plan-ranks=16" in out, "a bad node size exits 2", out)
+    code, out = run(info, ["--plan-only", "--plan-ranks=16", "--plan-node-size=5"])
+    expect(code == 2 and "--plan-node-size=5 does not divide --plan-ranks=16" in out, "... naming its spelling", out)
     return 1 if failures else 0
 
 
