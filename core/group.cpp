@@ -85,6 +85,13 @@ void Group::allocate_memory() {
   uint32_t* claim = owned_->device.allocate<uint32_t>(1, "cudaMalloc of the error record's claim word");
   check_cuda(cudaMemset(claim, 0, sizeof(uint32_t)), "zeroing the error record's claim word");
   error_host()->claim = claim;
+
+  // What the transport reads to stage bytes for ranks of other nodes (kernels/wire/transport.hpp).
+  if (topo_.nodes() > 1) {
+    staging_map_ = owned_->device.allocate<kernels::StagingMap>(1, "cudaMalloc of the staging map");
+    check_cuda(cudaMemcpy(staging_map_, &plan_.staging_map, sizeof plan_.staging_map, cudaMemcpyHostToDevice),
+               "copying the staging map");
+  }
 }
 
 void Group::register_window() {
@@ -249,9 +256,8 @@ kernels::PeerTransport Group::transport() const {
   t.node_begin = node_ * topo_.node_size;
   t.node_size = topo_.node_size;
   t.one_node = topo_.nodes() == 1;
-  t.staging.offset = plan_.net_staging.offset;
-  t.staging.span_begin = plan_.net_staging.span_begin;
-  t.staging.span_bytes = plan_.net_staging.span_bytes;
+  t.staging.map = staging_map_;
+  t.staging.rank = rank_;
   t.net.kind = kernels::NetKind::kLsaStandIn;
   if (spans_lsa_teams()) {
     t.net.kind = kernels::NetKind::kGin;
@@ -355,6 +361,7 @@ CloseFailure Group::shut_down() noexcept {
   }
   error_device_ = nullptr;
   gin_state_ = nullptr;
+  staging_map_ = nullptr;
   if (previous >= 0) cudaSetDevice(previous);
   return first;
 }

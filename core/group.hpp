@@ -125,6 +125,7 @@ class Group {
   kernels::DeviceError* error_host() const { return owned_ ? owned_->error_host.get() : nullptr; }
   kernels::DeviceError* error_device_ = nullptr;  // its device view
   kernels::GinState* gin_state_ = nullptr;        // in owned_->device, when the ranks span LSA teams
+  kernels::StagingMap* staging_map_ = nullptr;    // in owned_->device, with more than one node
   uint64_t barrier_epoch_ = 0;
 
   // Sticky failure: once set, every call on the group fails with it. Set once, by the

@@ -14,6 +14,7 @@
 #include "epcomm/epcomm.h"
 #include "kernels/wire/gin_signal_map.hpp"
 #include "kernels/wire/limits.hpp"
+#include "kernels/wire/staging_map.hpp"
 
 namespace epc {
 
@@ -28,17 +29,6 @@ struct Region {
 // Inside the control region.
 struct ControlLayout {
   uint64_t barrier_inbox_offset = 0;  // [nranks] uint64, from region start
-};
-
-// Where the network transport stages what is bound for ranks outside this rank's node
-// (kernels/wire/transport.hpp): one mirror of the window span [span_begin, span_begin +
-// span_bytes) per remote rank, so a kernel writes what it would store into a remote peer's
-// window at `offset` into its own window at offset + (remote index) * span_bytes +
-// (offset - span_begin) instead, and the transport puts it from there.
-struct NetStagingLayout {
-  uint64_t offset = 0;      // the net_staging region; 0 when every rank is in one node
-  uint64_t span_begin = 0;  // the first byte a peer writes (the control region's start)
-  uint64_t span_bytes = 0;
 };
 
 struct Plan {
@@ -63,7 +53,9 @@ struct Plan {
   uint32_t max_token_bytes = 0;
   uint32_t max_pending_steps = 0;
   ControlLayout control;
-  NetStagingLayout net_staging;
+  // Where each rank stages what it sends to ranks of other nodes (the net_staging region's
+  // layout, core/staging_plan.hpp); count 0 and offset 0 when every rank is in one node.
+  kernels::StagingMap staging_map{};
   std::vector<Region> regions;
 
   // The region of `kind` in `slot` (EPC_SLOT_NONE for unslotted); throws if absent.

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/gin_signal_plan.hpp"
 #include "core/handle_memory.hpp"
+#include "core/staging_plan.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_state.hpp"
@@ -117,28 +118,18 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   plan.control.barrier_inbox_offset = 0;
 
   LayoutBuilder builder(plan);
-  // Peers write from the control region on (the barrier inbox is signalled across nodes too).
-  const uint64_t span_begin = builder.cursor();
   builder.add(EPC_REGION_CONTROL, EPC_SLOT_NONE, static_cast<uint64_t>(t.nranks) * sizeof(uint64_t), "control");
   if (c.mode == EPC_MODE_LOW_LATENCY) {
     plan_low_latency(c, t, plan, builder);
   } else {
     plan_high_throughput(c, t, plan, builder);
   }
-  if (t.remote_ranks() > 0) {
-    plan.net_staging.span_begin = span_begin;
-    plan.net_staging.span_bytes = builder.cursor() - span_begin;
-    if (plan.net_staging.span_bytes > kMaxWindowBytes / static_cast<uint64_t>(t.remote_ranks())) {
-      fail_argument(
-          format("the window would need more than %llu bytes per rank: %d ranks outside "
-                 "the node each need a %llu-byte staging copy; use fewer tokens, a "
-                 "smaller hidden or larger nodes",
-                 static_cast<unsigned long long>(kMaxWindowBytes), t.remote_ranks(),
-                 static_cast<unsigned long long>(plan.net_staging.span_bytes)));
-    }
-    plan.net_staging.offset = builder.cursor();
-    builder.add(EPC_REGION_NET_STAGING, EPC_SLOT_NONE,
-                static_cast<uint64_t>(t.remote_ranks()) * plan.net_staging.span_bytes, "net_staging");
+  if (t.nodes() > 1) {
+    // Last, so one-node windows keep every offset: what this rank sends to each rank of
+    // another node, its own rows of the arrays peers write (kernels/wire/staging_map.hpp).
+    plan.staging_map = plan_staging(c, t, plan);
+    plan.staging_map.offset = builder.cursor();
+    builder.add(EPC_REGION_NET_STAGING, EPC_SLOT_NONE, plan.staging_map.bytes(), "net_staging");
   }
   // GIN only between LSA teams: virtual nodes inside one team use the stand-in, and asking
   // NCCL for any GIN signal makes it set up GIN, which fails on hosts without it.
@@ -146,6 +137,12 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
     plan.gin_signal_map = plan_gin_signals(c, t, plan);
     plan.gin_contexts = 1;
     plan.gin_signals = plan.gin_signal_map.total_ids;
+  }
+  if (builder.end() > kMaxWindowBytes) {
+    fail_argument(
+        format("the window would need %llu bytes per rank, more than %llu; use fewer tokens, a smaller "
+               "hidden, fewer ranks or larger nodes",
+               static_cast<unsigned long long>(builder.end()), static_cast<unsigned long long>(kMaxWindowBytes)));
   }
   if (plan.regions.size() > EPC_PLAN_MAX_REGIONS) {
     fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS", plan.regions.size()));

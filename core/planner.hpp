@@ -33,6 +33,10 @@
 //                                (tokens from the rail peer of each node, to forward inside
 //                                this node) and [nodes][max_tokens / kHtChunkTokens] uint64
 //                                chunk flags carrying which of the chunk's tokens came
+//   net_staging                  with more than one node, last (so one-node windows keep every
+//                                offset): what this rank sends to ranks of other nodes, its own
+//                                row of each array it writes there, once per destination
+//                                (core/staging_plan.hpp, kernels/wire/staging_map.hpp)
 #pragma once
 
 #include "core/config.hpp"

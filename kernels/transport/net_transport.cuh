@@ -46,7 +46,7 @@ namespace epc::kernels {
 // Stateless: the window comes from PeerTransport with every call.
 struct LsaNetStandIn {
   // Split over the `parts` calling threads in the widest words both ends' alignment allows
-  // (staging mirrors the window span, so source and destination agree modulo 256).
+  // (staged rows start 16-byte aligned, so a 16-byte-aligned window row keeps 16-byte words).
   __device__ void put(ncclWindow_t window, int peer, uint64_t dst_offset, uint64_t src_offset, uint64_t bytes, int part,
                       int parts) const {
     const char* src = static_cast<const char*>(ncclGetLocalPointer(window, src_offset));

@@ -20,8 +20,9 @@
 // stores through NVLink: buffer() is the peer's own memory, commit has nothing to do, signal
 // is a release store and read_signal an acquire load of the word. Peers in other nodes are
 // reached only through the network transport (NetTransport, net_transport.cuh): buffer() is
-// a staging copy in this rank's own window (NetStaging), commit puts it to the peer, and
-// signal travels behind the puts. Writers must not read back what they wrote through
+// this rank's staged copy of its own row in its own window (NetStaging: the staging map of
+// kernels/wire/staging_map.hpp places it), commit puts it to the peer, and signal travels
+// behind the puts. Writers must not read back what they wrote through
 // buffer().
 //
 // Signal words follow two rules, which the kernels' flags and counters already keep:
@@ -50,20 +51,28 @@ __device__ inline bool PeerTransport::in_node(int peer) const {
   return one_node || static_cast<unsigned>(peer - node_begin) < static_cast<unsigned>(node_size);
 }
 
-// The staged copy of `offset` for a peer outside this node.
+// The staged copy of `offset` for a peer outside this node (kernels/wire/staging_map.hpp),
+// or kNotStaged for a byte of no row this rank owns: a planner bug that the staging map's
+// unit tests rule out for every kernel write.
 __device__ inline uint64_t PeerTransport::staged(uint64_t offset, int peer) const {
-  const uint64_t remote = static_cast<uint64_t>(peer < node_begin ? peer : peer - node_size);
-  return staging.offset + remote * staging.span_bytes + (offset - staging.span_begin);
+  return staging.map->staged_offset(offset, staging.rank, peer);
 }
 
 __device__ inline void* PeerTransport::local(uint64_t offset) const { return ncclGetLocalPointer(window, offset); }
 
+// An unstaged byte gets a null pointer, so the write faults where it is made instead of
+// landing in another row's staging; commit and signal then send nothing, and the peer
+// times out naming this rank (as a word without a GIN signal does).
 __device__ inline void* PeerTransport::buffer(uint64_t offset, int peer) const {
-  return in_node(peer) ? ncclGetPeerPointer(window, offset, peer) : local(staged(offset, peer));
+  if (in_node(peer)) return ncclGetPeerPointer(window, offset, peer);
+  const uint64_t at = staged(offset, peer);
+  return at == kNotStaged ? nullptr : local(at);
 }
 
 __device__ inline void PeerTransport::commit(uint64_t offset, uint64_t bytes, int peer, int part, int parts) const {
-  if (!in_node(peer)) net.put(window, peer, offset, staged(offset, peer), bytes, part, parts);
+  if (in_node(peer)) return;
+  const uint64_t at = staged(offset, peer);
+  if (at != kNotStaged) net.put(window, peer, offset, at, bytes, part, parts);
 }
 
 // Across nodes the network only adds, so the word gets value - (the value last signalled
@@ -75,7 +84,9 @@ __device__ inline void PeerTransport::signal(uint64_t offset, int peer, uint64_t
     store_release(static_cast<uint64_t*>(ncclGetPeerPointer(window, offset, peer)), value);
     return;
   }
-  uint64_t* last = static_cast<uint64_t*>(local(staged(offset, peer)));
+  const uint64_t at = staged(offset, peer);
+  if (at == kNotStaged) return;
+  uint64_t* last = static_cast<uint64_t*>(local(at));
   const uint64_t delta = value - *last;
   *last = value;
   net.signal(window, peer, peer / node_size, offset, delta);

@@ -20,16 +20,17 @@
 #include <cstdint>
 
 #include "kernels/wire/gin_signal_map.hpp"
+#include "kernels/wire/staging_map.hpp"
 
 namespace epc::kernels {
 
-// Where the network-bound bytes wait (core/planner.hpp, NetStagingLayout): one mirror of the
-// window span [span_begin, span_begin + span_bytes) per rank outside this node, in the
-// order of their world ranks.
+// Where the network-bound bytes wait: the staging map (kernels/wire/staging_map.hpp), in
+// device memory beside the window (group creation copies the plan's there; only transports
+// of groups of several nodes read it), and the writer it is read for.
 struct NetStaging {
-  uint64_t offset;
-  uint64_t span_begin;
-  uint64_t span_bytes;
+  const StagingMap* map;  // nullptr when every rank is in one node
+  int32_t rank;           // this rank: the writer of every staged row
+  int32_t reserved;
 };
 
 // Zero (a zeroed PeerTransport) is the stand-in.

@@ -6,8 +6,9 @@
 // epc::Error with an argument status and a message, or return a configuration inside every
 // documented limit and a plan whose layout is sound: regions contiguous from offset 0,
 // aligned, each at least as large as the format it holds needs (recomputed here with
-// overflow-checked arithmetic), names that fit EpcPlanRegion.name, and a window that covers
-// them all. Anything else aborts.
+// overflow-checked arithmetic), names that fit EpcPlanRegion.name, a window that covers
+// them all, and across nodes a staging map whose rows are disjoint, aligned and no larger than
+// the window mirror it replaced. Anything else aborts.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "epcomm/epcomm.h"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_message.hpp"
+#include "kernels/wire/staging_map.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
 
 namespace {
@@ -103,6 +105,49 @@ void check_region_names(const epc::Plan& plan) {
   }
 }
 
+// Ranks outside a node (LSA team or virtual node) get a staging region, the last one, laid
+// out by the staging map (kernels/wire/staging_map.hpp): each staged array's rows lie inside
+// one region before it, a writer's row is at most its stride, the rows of a block are in
+// order, 16-byte aligned, disjoint and inside it, the region holds exactly the blocks (up to
+// its rounding), and it is never larger than the mirror of the whole span per remote rank it
+// replaced.
+void check_staging_map(const epc::GroupConfig& c, const epc::Topology& t, const epc::Plan& plan) {
+  const epc::kernels::StagingMap& map = plan.staging_map;
+  const uint64_t remote = static_cast<uint64_t>(t.remote_ranks());
+  FUZZ_CHECK((map.count > 0) == (remote > 0));
+  if (remote == 0) {
+    FUZZ_CHECK(map.offset == 0 && map.bytes() == 0);
+    return;
+  }
+  const epc::Region& r = plan.region(EPC_REGION_NET_STAGING);
+  FUZZ_CHECK(&r == &plan.regions.back() && r.offset == map.offset);
+  FUZZ_CHECK(map.remote_ranks == remote && map.remote_nodes == static_cast<uint32_t>(t.nodes() - 1));
+  FUZZ_CHECK(map.node_size == static_cast<uint32_t>(t.node_size));
+  FUZZ_CHECK(map.rank_block_bytes % 16 == 0 && map.rail_block_bytes % 16 == 0);
+  FUZZ_CHECK(r.size >= map.bytes() && r.size - map.bytes() < epc::kRegionAlignment);
+  FUZZ_CHECK(map.bytes() <= mul(remote, r.offset));
+  FUZZ_CHECK(map.count == (c.mode == EPC_MODE_LOW_LATENCY ? 1 + 5 * plan.num_slots : 15u));
+  uint64_t end[2] = {0, 0};  // where the previous row of a rank block, a rail block ends
+  for (uint32_t i = 0; i < map.count; ++i) {
+    const epc::kernels::StagedArray& a = map.arrays[i];
+    const uint64_t rows =
+        a.row_of == epc::kernels::RowOf::kNode ? static_cast<uint64_t>(t.nodes()) : static_cast<uint64_t>(t.nranks);
+    FUZZ_CHECK(a.row_bytes > 0 && a.row_bytes <= a.row_stride);
+    const epc::Region* holder = nullptr;
+    for (const epc::Region& region : plan.regions) {
+      if (a.offset >= region.offset && a.offset < region.offset + region.size) holder = &region;
+    }
+    FUZZ_CHECK(holder != nullptr && holder->kind != EPC_REGION_NET_STAGING);
+    FUZZ_CHECK(add(a.offset, mul(rows, a.row_stride)) <= holder->offset + holder->size);
+    const size_t kind = a.staged_for == epc::kernels::StagedFor::kRemoteRailPeer ? 1 : 0;
+    FUZZ_CHECK(a.staged % 16 == 0 && a.staged >= end[kind]);
+    end[kind] = add(a.staged, a.row_bytes);
+    FUZZ_CHECK(end[kind] <= (kind == 1 ? map.rail_block_bytes : map.rank_block_bytes));
+    FUZZ_CHECK(map.array(a.name, a.slot) == &a);
+  }
+  FUZZ_CHECK(map.rank_block_bytes == (end[0] + 15) / 16 * 16 && map.rail_block_bytes == (end[1] + 15) / 16 * 16);
+}
+
 void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::Plan& plan) {
   FUZZ_CHECK(!plan.regions.empty() && plan.regions.size() <= EPC_PLAN_MAX_REGIONS);
   FUZZ_CHECK(plan.regions[0].kind == EPC_REGION_CONTROL && plan.regions[0].offset == 0);
@@ -129,20 +174,9 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
   FUZZ_CHECK(plan.recv_capacity == mul(R, T) && plan.handle_bytes > 0);
   FUZZ_CHECK(plan.lsa_barriers == 0);
   FUZZ_CHECK((t.num_nodes > 1) == (plan.gin_contexts > 0));
-  // Ranks outside a node (LSA team or virtual node) get one staging mirror each of the span
-  // peers write into: everything from the control region (the barrier inbox) on.
   const epc::Topology nodes = epc::with_virtual_nodes(t, c.virtual_node_size);
-  const uint64_t remote = static_cast<uint64_t>(nodes.remote_ranks());
-  const size_t staging = remote > 0 ? 1 : 0;
-  FUZZ_CHECK((plan.net_staging.offset > 0) == (remote > 0));
-  if (remote > 0) {
-    const epc::Region& r = plan.region(EPC_REGION_NET_STAGING);
-    FUZZ_CHECK(&r == &plan.regions.back() && r.offset == plan.net_staging.offset);
-    FUZZ_CHECK(plan.net_staging.span_begin == plan.regions[0].offset);
-    FUZZ_CHECK(plan.net_staging.span_begin + plan.net_staging.span_bytes == r.offset);
-    FUZZ_CHECK(r.size >= mul(remote, plan.net_staging.span_bytes));
-    FUZZ_CHECK(plan.net_staging.span_bytes % epc::kRegionAlignment == 0);
-  }
+  const size_t staging = nodes.nodes() > 1 ? 1 : 0;
+  check_staging_map(c, nodes, plan);
   if (c.mode == EPC_MODE_LOW_LATENCY) {
     FUZZ_CHECK(plan.num_slots == 2 && plan.regions.size() == 9 + staging);
     const uint64_t row = c.dtype == EPC_DTYPE_FP8_E4M3 ? add(c.hidden, c.hidden / 128 * 4) : mul(c.hidden, 2);

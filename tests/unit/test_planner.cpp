@@ -233,16 +233,19 @@ TEST(Planner, NetworkResourcesOnlyAcrossNodes) {
   EXPECT_EQ(two.gin_signals, (1u + 2u * 2u * 2u) * 4u);
 }
 
-// Every rank outside the node gets a staging mirror of the span peers write into (the
-// whole window before it, the barrier inbox included); virtual nodes split an LSA team
-// without asking for GIN resources.
-TEST(Planner, RanksOutsideTheNodeGetStagingMirrors) {
+// Every rank outside the node gets a staging block holding this rank's own row of each
+// array it writes there (kernels/wire/staging_map.hpp), after every other region; virtual
+// nodes split an LSA team without asking for GIN resources. tests/unit/test_staging_map.cpp
+// checks the map against every kernel write.
+TEST(Planner, RanksOutsideTheNodeGetStagingBlocks) {
   auto c = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
   const epc::Plan flat = epc::make_plan(c, {4, 4, 1});
-  EXPECT_EQ(flat.net_staging.offset, 0u);
+  EXPECT_EQ(flat.staging_map.count, 0u);
   EXPECT_EQ(flat.regions.back().kind, EPC_REGION_COMBINE_SIGNAL);
-  const uint64_t span = flat.regions.back().offset + flat.regions.back().size;
-
+  // A block, L = 16: the barrier word (8 -> 16), then per slot 64 messages of 2112 B (header
+  // 8 + 4 * 12 = 56 -> 64, row 2048), 16 counts (64), the signal row (16), 64 partial rows of
+  // 2048 B and the signal row: 16 + 2 * (135168 + 64 + 16 + 131072 + 16) = 532688.
+  const uint64_t block = 532688;
   for (uint32_t node_size : {1u, 2u}) {
     c.virtual_node_size = node_size;
     const epc::Plan plan = epc::make_plan(c, {4, 4, 1});
@@ -250,18 +253,19 @@ TEST(Planner, RanksOutsideTheNodeGetStagingMirrors) {
     ASSERT_EQ(plan.regions.size(), flat.regions.size() + 1);
     const epc::Region& staging = plan.region(EPC_REGION_NET_STAGING);
     EXPECT_EQ(staging.name, "net_staging");
-    EXPECT_EQ(plan.net_staging.span_begin, 0u);
-    EXPECT_EQ(plan.net_staging.span_bytes, span);
-    EXPECT_EQ(plan.net_staging.offset, staging.offset);
+    EXPECT_EQ(plan.staging_map.offset, staging.offset);
+    EXPECT_EQ(plan.staging_map.rank_block_bytes, block);
+    EXPECT_EQ(plan.staging_map.rail_block_bytes, 0u);
     EXPECT_EQ(staging.offset, flat.regions.back().offset + flat.regions.back().size);
-    EXPECT_EQ(staging.size, remote * span);
-    EXPECT_EQ(plan.gin_contexts, 0u);  // one LSA team: the stand-in carries it
+    EXPECT_EQ(staging.size, (remote * block + 255) / 256 * 256);  // 1598208, 1065472
+    EXPECT_EQ(plan.gin_contexts, 0u);                             // one LSA team: the stand-in carries it
   }
   c.virtual_node_size = 4;  // the whole team: no network at all
-  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).net_staging.offset, 0u);
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).staging_map.count, 0u);
   c.virtual_node_size = 0;
+  // Two nodes of 4, L = 8: counts of 32 B, a block of 532624, 4 of them.
   const epc::Plan two_nodes = epc::make_plan(c, {8, 4, 2});
-  EXPECT_EQ(two_nodes.region(EPC_REGION_NET_STAGING).size, 4 * two_nodes.net_staging.span_bytes);
+  EXPECT_EQ(two_nodes.region(EPC_REGION_NET_STAGING).size, 2130688u);
 }
 
 EpcStatus plan_status(const epc::GroupConfig& c, epc::Topology t) {
@@ -292,10 +296,16 @@ TEST(Planner, RejectsVirtualNodesThatDoNotDivideTheTeam) {
   EXPECT_EQ(plan_status(c, {8, 4, 2}), EPC_OK);
 }
 
-TEST(Planner, RefusesStagingBeyondAnyMemory) {
+// No window past kMaxWindowBytes (2^52): staging of 16383 other nodes of 2^38 bytes each is
+// refused before its size is summed; 1024 such nodes stage 2^48 bytes, but the window's
+// receive regions and staging then need more than 2^52 bytes in all at 16384 ranks.
+TEST(Planner, RefusesWindowsBeyondAnyMemory) {
   auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 65536, 1u << 20, 65536, 32);
   c.virtual_node_size = 1;
-  EXPECT_EQ(plan_status(c, {1024, 1024, 1}), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(plan_status(c, {16384, 16384, 1}), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(plan_status(c, {1024, 1024, 1}), EPC_OK);
+  c.virtual_node_size = 0;
+  EXPECT_EQ(plan_status(c, {16384, 16384, 1}), EPC_ERR_INVALID_ARGUMENT);
 }
 
 TEST(Planner, RejectsExpertsNotDivisibleByRanks) {

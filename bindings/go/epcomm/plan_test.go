@@ -119,7 +119,7 @@ func TestPlanQueryRejectsRankCountsOutsideInt32(t *testing.T) {
 }
 
 // Virtual nodes of 2 on one NVLink team of 4 (ABI 1.3): the library reads the field and
-// gives the two ranks of the other virtual node a staging mirror, the window's last region.
+// stages what each rank sends the two ranks of the other virtual node in the window's last region.
 func TestPlanQueryVirtualNodesAddNetworkStaging(t *testing.T) {
 	cfg := GroupConfig{NumExperts: 256, Hidden: 7168}
 	wholeTeam, err := PlanQuery(cfg, 4, 4, 1)

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/staging_plan.hpp"
+
+#include "core/error.hpp"
+#include "kernels/wire/ht_capacity.hpp"
+#include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ll_message.hpp"
+
+namespace epc {
+
+namespace {
+
+using kernels::RowOf;
+using kernels::Staged;
+using kernels::StagedFor;
+
+class StagingBuilder {
+ public:
+  explicit StagingBuilder(kernels::StagingMap& map) : map_(map) {}
+
+  // Rows of `row_bytes`, `row_stride` apart from `offset`, one per writer rank (or node).
+  void add(Staged name, uint32_t slot, uint64_t offset, uint64_t row_stride, uint64_t row_bytes, RowOf row_of,
+           StagedFor staged_for) {
+    if (map_.count == static_cast<uint32_t>(kernels::kMaxStagedArrays)) {
+      fail(EPC_ERR_INTERNAL, "more staged arrays than kernels::kMaxStagedArrays");
+    }
+    uint64_t& cursor = staged_for == StagedFor::kRemoteRailPeer ? rail_cursor_ : rank_cursor_;
+    const kernels::StagedArray a{offset, row_stride, row_bytes, cursor, name, slot, row_of, staged_for};
+    map_.arrays[map_.count++] = a;
+    cursor = kernels::staged_align(cursor + row_bytes);
+    map_.rank_block_bytes = rank_cursor_;
+    map_.rail_block_bytes = rail_cursor_;
+  }
+  // Shorthands: rows by writer rank, bound for every rank of another node; uint64 words.
+  void to_every_rank(Staged name, uint32_t slot, uint64_t offset, uint64_t row_bytes) {
+    add(name, slot, offset, row_bytes, row_bytes, RowOf::kRank, StagedFor::kEveryRemoteRank);
+  }
+  void words_to_every_rank(Staged name, uint32_t slot, uint64_t offset) {
+    to_every_rank(name, slot, offset, sizeof(uint64_t));
+  }
+
+ private:
+  kernels::StagingMap& map_;
+  uint64_t rank_cursor_ = 0;
+  uint64_t rail_cursor_ = 0;
+};
+
+// What the low-latency kernels write into a peer: per slot, the messages and entry counts of
+// dispatch (kernels/ll/ll_dispatch_send.cuh), combine's partial rows
+// (ll_combine_parts.cuh), and in each direction's signal region the writer's step signal and
+// credit (kernels/device/step_signal.cuh, ll_slot_credit.cuh).
+void plan_low_latency(const GroupConfig& c, const Topology& t, const Plan& plan, StagingBuilder& b) {
+  const int T = static_cast<int>(c.max_tokens_per_rank);
+  const int L = static_cast<int>(c.local_experts(t.nranks));
+  const uint64_t messages = kernels::ll_record_offset(1, 0, T, plan.message_bytes);
+  const uint64_t partials = kernels::ll_record_offset(1, 0, T, static_cast<uint64_t>(c.hidden) * 2);
+  for (uint32_t s = 0; s < plan.num_slots; ++s) {
+    const uint64_t recv = plan.region(EPC_REGION_DISPATCH_RECV, s).offset;
+    b.to_every_rank(Staged::kLlMessages, s, recv, messages);
+    b.to_every_rank(Staged::kLlCounts, s, recv + kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes),
+                    kernels::ll_count_offset(1, 0, L));
+    b.to_every_rank(Staged::kLlDispatchSignals, s, plan.region(EPC_REGION_DISPATCH_SIGNAL, s).offset,
+                    kernels::ll_signal_row_bytes());
+    b.to_every_rank(Staged::kLlCombineRows, s, plan.region(EPC_REGION_COMBINE_RECV, s).offset, partials);
+    b.to_every_rank(Staged::kLlCombineSignals, s, plan.region(EPC_REGION_COMBINE_SIGNAL, s).offset,
+                    kernels::ll_signal_row_bytes());
+  }
+}
+
+// What the high-throughput kernels write into a peer of another node: to every rank, the
+// layout words and signals (kernels/ht/ht_layout.cu, ht_layout_capacity.cuh) and both
+// directions' acknowledgements (ht_step_kernel.cuh); to its rail peer in each other node
+// only, the rail slots and flags of dispatch (ht_dispatch_rail.cuh) and combine's partials
+// and their flags (ht_combine_forward.cuh). Everything else stays inside the node.
+void plan_high_throughput(const GroupConfig& c, const Topology& t, const Plan& plan, StagingBuilder& b) {
+  const int R = t.nranks, T = static_cast<int>(c.max_tokens_per_rank);
+  const int L = static_cast<int>(c.local_experts(t.nranks));
+  for (uint32_t s = 0; s < kHtLayoutSlots; ++s) {
+    const uint64_t slot = plan.region(EPC_REGION_LAYOUT, s).offset;
+    b.words_to_every_rank(Staged::kHtLayoutSignals, s, slot);
+    b.words_to_every_rank(Staged::kHtLayoutRound2Signals, s, slot + ht_layout_round2_signals(R));
+    b.to_every_rank(Staged::kHtLayoutWords, s, slot + ht_layout_words_offset(R),
+                    static_cast<uint64_t>(kernels::ht_layout_words(R, L)) * sizeof(int32_t));
+    b.to_every_rank(Staged::kHtLayoutRound2Words, s, slot + ht_layout_round2_words_offset(R, L),
+                    static_cast<uint64_t>(L) * sizeof(int32_t));
+  }
+  const uint64_t acks = ht_acks_offset(c, R);
+  b.words_to_every_rank(Staged::kHtDispatchAcks, kernels::kNoStagingSlot,
+                        plan.region(EPC_REGION_DISPATCH_SIGNAL).offset + acks);
+  b.words_to_every_rank(Staged::kHtCombineAcks, kernels::kNoStagingSlot,
+                        plan.region(EPC_REGION_COMBINE_SIGNAL).offset + acks);
+
+  const uint32_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
+  const kernels::HtDispatchSlot dispatch = kernels::ht_dispatch_slot(c.hidden, element, c.max_topk, c.token_bytes);
+  const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size));
+  const kernels::HtCombineSlot combine = kernels::ht_combine_slot(c.hidden, c.max_topk);
+  const uint64_t rail_row = kernels::ht_slot_offset(0, 1, 0, T, rail.bytes);
+  const uint64_t partial_row = kernels::ht_slot_offset(0, 1, 0, T, combine.bytes);
+  const uint64_t flag_row = kernels::ht_chunk_flags_bytes(1, T);
+  b.add(Staged::kHtRailRows, kernels::kNoStagingSlot, plan.region(EPC_REGION_RAIL_RECV).offset, rail_row, rail_row,
+        RowOf::kNode, StagedFor::kRemoteRailPeer);
+  b.add(Staged::kHtRailFlags, kernels::kNoStagingSlot, plan.region(EPC_REGION_RAIL_SIGNAL).offset, flag_row, flag_row,
+        RowOf::kNode, StagedFor::kRemoteRailPeer);
+  b.add(Staged::kHtCombinePartials, kernels::kNoStagingSlot, plan.region(EPC_REGION_COMBINE_RECV).offset, partial_row,
+        partial_row, RowOf::kRank, StagedFor::kRemoteRailPeer);
+  b.add(Staged::kHtCombineFlags, kernels::kNoStagingSlot, plan.region(EPC_REGION_COMBINE_SIGNAL).offset, flag_row,
+        flag_row, RowOf::kRank, StagedFor::kRemoteRailPeer);
+}
+
+}  // namespace
+
+kernels::StagingMap plan_staging(const GroupConfig& c, const Topology& t, const Plan& plan) {
+  kernels::StagingMap map{};
+  if (t.nodes() < 2) return map;
+  map.remote_ranks = static_cast<uint32_t>(t.remote_ranks());
+  map.remote_nodes = static_cast<uint32_t>(t.nodes() - 1);
+  map.node_size = static_cast<uint32_t>(t.node_size);
+  StagingBuilder b(map);
+  // The group barrier: every rank signals its epoch into its word of every rank's inbox.
+  b.words_to_every_rank(Staged::kBarrierInbox, kernels::kNoStagingSlot,
+                        plan.region(EPC_REGION_CONTROL).offset + plan.control.barrier_inbox_offset);
+  if (c.mode == EPC_MODE_LOW_LATENCY) {
+    plan_low_latency(c, t, plan, b);
+  } else {
+    plan_high_throughput(c, t, plan, b);
+  }
+  // Each block is at most one rank's window; the blocks stay inside kMaxWindowBytes.
+  const uint64_t blocks = uint64_t{map.remote_ranks} + map.remote_nodes;
+  const uint64_t block = map.rank_block_bytes > map.rail_block_bytes ? map.rank_block_bytes : map.rail_block_bytes;
+  if (block > kMaxWindowBytes / blocks) {
+    fail_argument(
+        format("the window would need more than %llu bytes per rank: each of the %d ranks outside the "
+               "node needs %llu bytes of staging; use fewer tokens, a smaller hidden or larger nodes",
+               static_cast<unsigned long long>(kMaxWindowBytes), t.remote_ranks(),
+               static_cast<unsigned long long>(map.rank_block_bytes)));
+  }
+  return map;
+}
+
+}  // namespace epc
