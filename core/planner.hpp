@@ -20,8 +20,10 @@
 //                                pre-reduced partial sum for each of this rank's tokens
 //     combine_signal[s]          [nranks] uint64
 //   High-throughput mode (kernels/wire/ht_message.hpp has the slot formats):
-//     layout[s], s in {0, 1}     [nranks] uint64 signals, then [nranks][2 + local_experts]
-//                                uint32 counts from each source; successive layouts alternate
+//     layout[s], s in {0, 1}     [nranks] uint64 signals and [nranks] of round two, then
+//                                [nranks][ht_layout_words] int32 words from each source and
+//                                [nranks][local_experts] of round two (core/plan.hpp);
+//                                successive layouts alternate
 //     dispatch_recv              [nranks][max_tokens] dispatch slots: row, fp8 scales, top-k
 //     dispatch_signal            [nranks][max_tokens / kHtChunkTokens] uint64 chunk flags,
 //                                then [nranks] uint64 acknowledgements (written by receivers)
