@@ -67,7 +67,13 @@ kernels::GinSignalMap plan_gin_signals(const GroupConfig& c, const Topology& t, 
   }
   const uint32_t chunks = static_cast<uint32_t>(kernels::ht_chunks(static_cast<int>(c.max_tokens_per_rank)));
   const uint64_t acks = ht_acks_offset(c, t.nranks);
-  for (uint32_t s = 0; s < kHtLayoutSlots; ++s) b.by_rank(plan.region(EPC_REGION_LAYOUT, s).offset, 1, t);
+  // Both rounds of each layout slot (kernels/ht/ht_layout.cu; round two, the kept counts
+  // under a receive capacity, ht_layout_capacity.cuh).
+  for (uint32_t s = 0; s < kHtLayoutSlots; ++s) {
+    const uint64_t slot = plan.region(EPC_REGION_LAYOUT, s).offset;
+    b.by_rank(slot, 1, t);
+    b.by_rank(slot + ht_layout_round2_signals(t.nranks), 1, t);
+  }
   // Dispatch chunk flags from other nodes are raised by this node's forwarders (the rail
   // scheme), so only the acknowledgements of the dispatch signal region cross the network.
   b.by_rank(plan.region(EPC_REGION_DISPATCH_SIGNAL).offset + acks, 1, t);

@@ -29,9 +29,12 @@
 namespace epc::kernels {
 
 constexpr uint32_t kNoGinSignal = 0xffffffffu;
-constexpr int kMaxGinSignalArrays = 8;
+constexpr int kMaxGinSignalArrays = 10;
 static_assert(1 + 2 * kLlMaxSlots <= kMaxGinSignalArrays,
               "a low-latency plan has the barrier inbox and each slot's dispatch and combine signals");
+static_assert(1 + 2 * kHtLayoutSlots + 4 <= kMaxGinSignalArrays,
+              "a high-throughput plan has the barrier inbox, both layout rounds' signals of each layout "
+              "slot, two acknowledgement arrays, combine flags and rail flags");
 
 struct GinSignalArray {
   uint64_t offset;         // window offset of row 0, word 0

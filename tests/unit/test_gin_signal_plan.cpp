@@ -64,7 +64,8 @@ std::vector<SignalWord> ll_words(const epc::Plan& p, int nranks) {
 }
 
 // Every signal word of a high-throughput plan across nodes that a rank receives from the
-// network or from its node: the barrier's, layout signals (ht_layout.cu), acknowledgements
+// network or from its node: the barrier's, layout signals of both rounds (ht_layout.cu,
+// ht_layout_capacity.cuh), acknowledgements
 // (ht_step_kernel.cuh), combine chunk flags (ht_combine_send.cuh, ht_combine_forward.cuh:
 // row x is written by x when x is in the reader's node or is its rail peer in another node
 // (the partials), else by the reader's node-mate with x's local index), rail flags
@@ -76,7 +77,11 @@ std::vector<SignalWord> ht_words(const epc::GroupConfig& c, const epc::Plan& p, 
   const uint64_t acks = epc::ht_acks_offset(c, R);
   std::vector<SignalWord> words = barrier_words(p, R);
   for (uint32_t s = 0; s < epc::kHtLayoutSlots; ++s) {
-    for (int w = 0; w < R; ++w) words.push_back({p.region(EPC_REGION_LAYOUT, s).offset + 8ull * w, w});
+    const uint64_t slot = p.region(EPC_REGION_LAYOUT, s).offset;
+    for (int w = 0; w < R; ++w) {
+      words.push_back({slot + 8ull * w, w});
+      words.push_back({slot + epc::ht_layout_round2_signals(R) + 8ull * w, w});  // ht_layout_capacity.cuh
+    }
   }
   for (int w = 0; w < R; ++w) {
     words.push_back({p.region(EPC_REGION_DISPATCH_SIGNAL).offset + acks + 8ull * w, w});
@@ -150,10 +155,11 @@ TEST(GinSignalPlan, HighThroughputAcrossTwoAndFourNodes) {
     const epc::Plan p = epc::make_plan(c, t);
     const uint32_t remote_ranks = static_cast<uint32_t>(t.nranks - t.node_size);
     const uint32_t remote_nodes = static_cast<uint32_t>(t.num_nodes - 1);
-    // The barrier, layout (2 slots) and two acknowledgement arrays: one id per remote rank
-    // each; combine flags (partials from the rail peers) and rail flags 32 per remote node each.
-    EXPECT_EQ(p.gin_signals, 5 * remote_ranks + 32 * remote_nodes + 32 * remote_nodes) << t.num_nodes;
-    EXPECT_EQ(p.gin_signal_map.count, 7u);
+    // The barrier, layout (2 slots, 2 rounds) and two acknowledgement arrays: one id per
+    // remote rank each; combine flags (partials from the rail peers) and rail flags 32 per
+    // remote node each.
+    EXPECT_EQ(p.gin_signals, 7 * remote_ranks + 32 * remote_nodes + 32 * remote_nodes) << t.num_nodes;
+    EXPECT_EQ(p.gin_signal_map.count, 9u);
     std::vector<std::vector<SignalWord>> words;
     for (int reader = 0; reader < t.nranks; ++reader) words.push_back(ht_words(c, p, t, reader));
     expect_dense_ids(p, t, words);
@@ -171,8 +177,8 @@ TEST(GinSignalPlan, WordsThatNoRemoteRankSignalsHaveNoId) {
   EXPECT_EQ(map.id(p.region(EPC_REGION_NET_STAGING).offset, 0), kNoGinSignal);
   EXPECT_EQ(map.id(0, 0), kNoGinSignal);
   EXPECT_EQ(map.id(p.region(EPC_REGION_LAYOUT, 0).offset + 8 * 9 + 4, 0), kNoGinSignal);
-  // Past the layout signals: the count words of the same region.
-  EXPECT_EQ(map.id(p.region(EPC_REGION_LAYOUT, 0).offset + 8 * 16, 0), kNoGinSignal);
+  // Past both rounds' layout signals: the count words of the same region.
+  EXPECT_EQ(map.id(p.region(EPC_REGION_LAYOUT, 0).offset + epc::ht_layout_words_offset(16), 0), kNoGinSignal);
 }
 
 TEST(GinSignalPlan, NoGinInsideOneLsaTeam) {

@@ -8,7 +8,7 @@
 //   - no staged byte holds two (peer, window byte) pairs, so data bytes and the words that
 //     keep the last value signalled never share one;
 //   - 16-byte writes at 16-byte-aligned window offsets are staged 16-byte aligned, and
-//     signal words 8-byte aligned;
+//     signal words 8-byte aligned, each with a GIN signal id where the nodes are LSA teams;
 //   - the region holds nothing else: the bytes no write reaches are at most the 16-byte
 //     rounding of each staged row and record, and the region's rounding to 256 bytes.
 #include <gtest/gtest.h>
@@ -32,6 +32,7 @@ struct Write {
   int peer;
   uint64_t offset;  // in the peer's window
   uint64_t bytes;
+  bool signal = false;  // a signal word: its staged copy keeps the last value signalled
 };
 
 // Ranks outside `writer`'s node, and its rail peer in each other node.
@@ -58,7 +59,7 @@ std::vector<Write> ll_writes(const epc::GroupConfig& c, const epc::Topology& t, 
   std::vector<Write> out;
   for (int p : remote_ranks(t, writer)) {
     // The barrier (kernels/transport/group_barrier.cu): its word of the inbox.
-    out.push_back({p, plan.region(EPC_REGION_CONTROL).offset + static_cast<uint64_t>(writer) * 8, 8});
+    out.push_back({p, plan.region(EPC_REGION_CONTROL).offset + static_cast<uint64_t>(writer) * 8, 8, true});
     for (uint32_t s = 0; s < plan.num_slots; ++s) {
       const uint64_t recv = plan.region(EPC_REGION_DISPATCH_RECV, s).offset;
       for (int t_ = 0; t_ < T; ++t_) {
@@ -78,8 +79,8 @@ std::vector<Write> ll_writes(const epc::GroupConfig& c, const epc::Topology& t, 
       // step_signal.cuh and ll_slot_credit.cuh: its step signal and credit in both directions.
       for (EpcRegionKind kind : {EPC_REGION_DISPATCH_SIGNAL, EPC_REGION_COMBINE_SIGNAL}) {
         const uint64_t region = plan.region(kind, s).offset;
-        out.push_back({p, region + epc::kernels::ll_step_signal_offset(writer), 8});
-        out.push_back({p, region + epc::kernels::ll_credit_offset(writer), 8});
+        out.push_back({p, region + epc::kernels::ll_step_signal_offset(writer), 8, true});
+        out.push_back({p, region + epc::kernels::ll_credit_offset(writer), 8, true});
       }
     }
   }
@@ -95,12 +96,12 @@ std::vector<Write> ht_writes(const epc::GroupConfig& c, const epc::Topology& t, 
   const uint64_t acks = epc::ht_acks_offset(c, R);
   std::vector<Write> out;
   for (int p : remote_ranks(t, writer)) {
-    out.push_back({p, plan.region(EPC_REGION_CONTROL).offset + static_cast<uint64_t>(writer) * 8, 8});
+    out.push_back({p, plan.region(EPC_REGION_CONTROL).offset + static_cast<uint64_t>(writer) * 8, 8, true});
     for (uint32_t s = 0; s < epc::kHtLayoutSlots; ++s) {
       // ht_layout.cu: its words and signal; ht_layout_capacity.cuh: round two's.
       const uint64_t slot = plan.region(EPC_REGION_LAYOUT, s).offset;
-      out.push_back({p, epc::kernels::ht_ack_word(slot, writer), 8});
-      out.push_back({p, epc::kernels::ht_ack_word(slot + epc::ht_layout_round2_signals(R), writer), 8});
+      out.push_back({p, epc::kernels::ht_ack_word(slot, writer), 8, true});
+      out.push_back({p, epc::kernels::ht_ack_word(slot + epc::ht_layout_round2_signals(R), writer), 8, true});
       out.push_back({p, slot + epc::ht_layout_words_offset(R) + static_cast<uint64_t>(writer) * words * 4,
                      static_cast<uint64_t>(words) * 4});
       out.push_back({p, slot + epc::ht_layout_round2_words_offset(R, L) + static_cast<uint64_t>(writer) * L * 4,
@@ -108,7 +109,7 @@ std::vector<Write> ht_writes(const epc::GroupConfig& c, const epc::Topology& t, 
     }
     // ht_step_kernel.cuh finish_ht_step: both directions' acknowledgements.
     for (EpcRegionKind kind : {EPC_REGION_DISPATCH_SIGNAL, EPC_REGION_COMBINE_SIGNAL}) {
-      out.push_back({p, epc::kernels::ht_ack_word(plan.region(kind).offset + acks, writer), 8});
+      out.push_back({p, epc::kernels::ht_ack_word(plan.region(kind).offset + acks, writer), 8, true});
     }
   }
   const auto dispatch =
@@ -155,8 +156,17 @@ void check_writer(const epc::GroupConfig& c, const epc::Topology& t, const epc::
         << "peer " << w.peer << " offset " << w.offset << ": a write split in staging";
     ASSERT_GE(at, region.offset);
     ASSERT_LE(at + w.bytes, region.offset + region.size);
-    if (w.offset % 16 == 0 && w.bytes % 16 == 0) EXPECT_EQ(at % 16, 0u) << w.offset;
-    if (w.bytes == 8) EXPECT_EQ(at % 8, 0u) << w.offset;
+    if (w.offset % 16 == 0 && w.bytes % 16 == 0) {
+      EXPECT_EQ(at % 16, 0u) << w.offset;
+    }
+    if (w.signal) {
+      EXPECT_EQ(w.bytes, 8u);
+      EXPECT_EQ(at % 8, 0u) << w.offset;
+      // Between LSA teams the word also travels as a GIN signal of its own.
+      if (plan.gin_signal_map.count > 0) {
+        EXPECT_NE(plan.gin_signal_map.id(w.offset, t.node_of(w.peer)), epc::kernels::kNoGinSignal) << w.offset;
+      }
+    }
     for (uint64_t i = 0; i < w.bytes; ++i) {
       const uint64_t key = static_cast<uint64_t>(w.peer) * plan.symmetric_bytes + w.offset + i + 1;
       uint64_t& slot = owner[at - region.offset + i];
