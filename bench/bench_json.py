@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Reading epcomm-bench JSON records (format "epcomm-bench/4" and the older "/3", "/2" and
-"/1", documented in bench/JSON.md).
+"""Reading epcomm-bench JSON records (format "epcomm-bench/5" and the older "/4", "/3", "/2"
+and "/1", documented in bench/JSON.md).
 
 load() checks the structure before anyone plots or compares it, and names the first thing
 that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
@@ -10,10 +10,11 @@ with holes. Standard library only.
 import json
 import re
 
-FORMAT = "epcomm-bench/4"
+FORMAT = "epcomm-bench/5"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
-# network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans.
-FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", FORMAT)
+# network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans; /5
+# the HT receive window and the rows it dropped.
+FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", "epcomm-bench/4", FORMAT)
 METRIC_NAME = re.compile(
     r"^(ours|baseline|ceiling|ceiling_budget)\."
     r"(kernel|api|graph|cupti|cupti_graph|phase)\.[a-z_]+$"
@@ -79,6 +80,9 @@ POINT_KEYS_4 = ("roofline",)
 ROOFLINE_KEYS = ("memory_bytes", "wire_bytes", "memory_us", "wire_us", "us")
 CONFIG_KEYS_4 = ("cupti", "phase_trace")
 CUPTI_KEYS = ("active", "library", "why_not")
+# Required from format /5 on.
+CONFIG_KEYS_5 = ("capacity_factor", "overflow", "recv_capacity")
+POINT_KEYS_5 = ("dropped_rows",)
 MACHINE_KEYS = (
     "hostname",
     "gpus",
@@ -129,13 +133,33 @@ def check(record):
     if record["format"] not in FORMATS:
         raise FormatError(f"record.format is {record['format']!r}; this reader knows {', '.join(FORMATS)}")
     version = FORMATS.index(record["format"]) + 1
-    v2, v3, v4 = version >= 2, version >= 3, version >= 4
+    v2, v3, v4, v5 = version >= 2, version >= 3, version >= 4, version >= 5
     _need(record, TOP_KEYS_4 if v4 else (), "record")
     _need(
         record["config"],
-        CONFIG_KEYS + (CONFIG_KEYS_2 if v2 else ()) + (CONFIG_KEYS_3 if v3 else ()) + (CONFIG_KEYS_4 if v4 else ()),
+        CONFIG_KEYS
+        + (CONFIG_KEYS_2 if v2 else ())
+        + (CONFIG_KEYS_3 if v3 else ())
+        + (CONFIG_KEYS_4 if v4 else ())
+        + (CONFIG_KEYS_5 if v5 else ()),
         "config",
     )
+    if v5:
+        config = record["config"]
+        ht = config["mode"] == "ht"
+        factor, window = config["capacity_factor"], config["recv_capacity"]
+        if ht != (config["overflow"] in ("fail", "drop")) or (not ht and config["overflow"] != "none"):
+            raise FormatError("config.overflow: expected fail or drop (ht), none (ll)")
+        if ht and (
+            isinstance(factor, bool)
+            or not isinstance(factor, (int, float))
+            or not 0 < factor <= 1
+            or not isinstance(window, int)
+            or window < 1
+        ):
+            raise FormatError("config: expected capacity_factor in (0, 1] and a positive recv_capacity (ht)")
+        if not ht and (factor is not None or window is not None):
+            raise FormatError("config: capacity_factor and recv_capacity are null with --mode=ll")
     if v4:
         cupti = record["cupti"]
         _need(cupti, CUPTI_KEYS, "cupti")
@@ -180,9 +204,16 @@ def check(record):
             point,
             ("tokens_per_rank", "output_checked", "bytes", "times", "bandwidth", "ratios")
             + (POINT_KEYS_2 if v2 else ())
-            + (POINT_KEYS_4 if v4 else ()),
+            + (POINT_KEYS_4 if v4 else ())
+            + (POINT_KEYS_5 if v5 else ()),
             where,
         )
+        if v5 and (
+            not isinstance(point["dropped_rows"], list)
+            or len(point["dropped_rows"]) != ranks
+            or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in point["dropped_rows"])
+        ):
+            raise FormatError(f"{where}.dropped_rows: expected {ranks} non-negative integers")
         bytes_keys = (
             BYTES_KEYS + (BYTES_KEYS_2 if v2 else ()) + (BYTES_KEYS_3 if v3 else ()) + (BYTES_KEYS_4 if v4 else ())
         )

@@ -12,6 +12,7 @@
 
 #include "bench/cupti_timing.hpp"
 #include "bench/gather.hpp"
+#include "bench/ht_capacity_check.hpp"
 #include "bench/latency_floor.hpp"
 #include "bench/lsa_ceiling.hpp"
 #include "bench/machine.hpp"
@@ -228,11 +229,21 @@ class Driver {
       result.traffic.push_back(
           compute_traffic(routing, r, tokens, o_.topk, o_.experts, run_.wire, capacity, node_size()));
     }
+    // Rows past a receive window below R * T (--capacity-factor), as the reference model
+    // drops them; every rank computes the same from every rank's routing.
+    if (run_.wire.ht && o_.capacity_factor < 1.0 &&
+        !agree(
+            ht_dropped_rows(routing, tokens, o_.topk, o_.experts, ht_recv_capacity(o_, R), result.dropped_rows, error_),
+            "to count the dropped rows at " + std::to_string(tokens) + " tokens per rank")) {
+      return false;
+    }
+    if (result.dropped_rows.empty()) result.dropped_rows.assign(static_cast<size_t>(R), 0);
     PointInput in;
     in.tokens = tokens;
     in.warmup = result.warmup;
     in.iters = result.iters;
     in.routing = &routing[static_cast<size_t>(s_.rank())];
+    in.all_routing = &routing;
     in.traffic = &result.traffic[static_cast<size_t>(s_.rank())];
     in.tracer = run_.cupti.active ? &tracer_ : nullptr;
 

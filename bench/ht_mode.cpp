@@ -15,13 +15,20 @@
 // is the number of ranks that received it (expert-packed: of entries, times 1/topk with
 // --weights-at=dispatch or combine). After the kernel-timed steps the outputs are
 // checked: N (out_num_recv, and the handle's row count with exact sizing), the received
-// (token, entry) pairs per local expert (out_expert_counts), and combine's result.
+// (token, entry) pairs per local expert (out_expert_counts), and combine's result. With
+// --capacity-factor below 1 the group's receive window holds ceil(F * R * T) rows: under
+// --overflow=drop the expected outputs are the reference model's DROP result
+// (bench/ht_capacity_check.hpp); under --overflow=fail a point whose routing overflows is not
+// timed: the bench checks the overflow the handle reports and that the next call refuses.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 
 #include "bench/cupti_timing.hpp"
 #include "bench/device_fill.hpp"
+#include "bench/ht_capacity_check.hpp"
 #include "bench/mode.hpp"
 #include "bench/mode_support.hpp"
 #include "bench/output_check.hpp"
@@ -57,7 +64,12 @@ class HtMode final : public Mode {
     T_ = o_.group_max_tokens();
     H_ = o_.hidden;
     K_ = o_.topk;
-    if (!group_.create(session, group_config(o_, EPC_MODE_HIGH_THROUGHPUT), error)) return false;
+    window_ = ht_recv_capacity(o_, R_);
+    compact_ = window_ < static_cast<int64_t>(R_) * T_;
+    EpcGroupConfig config = group_config(o_, EPC_MODE_HIGH_THROUGHPUT);
+    if (compact_) config.recv_capacity = static_cast<uint64_t>(window_);  // else 0: the default R * T
+    config.overflow = o_.overflow == "drop" ? EPC_OVERFLOW_DROP : EPC_OVERFLOW_FAIL;
+    if (!group_.create(session, config, error)) return false;
     L_ = static_cast<int>(group_.info().local_experts);
 
     // Every [rows, ...] tensor is sized for the most a handle can report (capacity sizing:
@@ -114,10 +126,20 @@ class HtMode final : public Mode {
     if (!upload_routing(*s_, in, K_, idx_.ptr, w_.ptr, error)) return false;
     EpcHandle* handle = nullptr;
     int64_t rows = 0;
-    if (!create_handles(B, std::max(1, std::min(in.iters, kMaxLayoutSamples)), handle, rows, out, error)) {
+    expected_.reset();
+    if (compact_) {
+      HtCapacityExpectation e;
+      if (!expect_ht_capacity(*in.all_routing, s_->rank(), B, K_, o_.experts, window_, e, error)) return false;
+      expected_ = std::move(e);
+    }
+    // Under FAIL an overflowing routing gets one handle: no step can run on it.
+    const bool refused = expected_ && expected_->overflow_rank >= 0 && o_.overflow == "fail";
+    if (!create_handles(B, refused ? 1 : std::max(1, std::min(in.iters, kMaxLayoutSamples)), handle, rows, out,
+                        error)) {
       return false;
     }
-    const bool ok = check_rows(rows, in, error) && measure_with(handle, B, rows, in, out, checked, error);
+    const bool ok = check_rows(rows, in, error) && (refused ? check_refusal(handle, B, rows, error)
+                                                            : measure_with(handle, B, rows, in, out, checked, error));
     const EpcStatus destroyed = epc_handle_destroy(handle);
     if (ok && destroyed != EPC_OK) {
       error = epc_error("epc_handle_destroy", destroyed);
@@ -137,18 +159,20 @@ class HtMode final : public Mode {
  private:
   EpcSizing sizing() const { return capacity_ ? EPC_SIZING_CAPACITY : EPC_SIZING_EXACT; }
 
-  // The most rows a handle reports: R * T (flat), or every entry of R * T tokens in zones
-  // aligned to align_ (expert-packed; EpcHandleConfig.capacity's default).
+  // The most rows a handle reports: the window, R * T or --capacity-factor's (flat), or every
+  // entry of R * T tokens in zones aligned to align_ (expert-packed; EpcHandleConfig.capacity's
+  // default).
   int64_t max_rows() const {
     const int64_t tokens = static_cast<int64_t>(R_) * T_;
-    if (!packed_) return tokens;
+    if (!packed_) return window_;
     const int64_t entries = tokens * K_;
     return (entries + std::min<int64_t>(L_, entries) * (align_ - 1)) / align_ * align_;
   }
 
-  // Rows the routing gives an EXACT handle: received tokens, or aligned zones of entries.
+  // Rows the routing gives an EXACT handle: received tokens up to the window, or aligned zones
+  // of entries.
   int64_t exact_rows(const PointInput& in) const {
-    if (!packed_) return in.traffic->received_tokens;
+    if (!packed_) return std::min(in.traffic->received_tokens, window_);
     int64_t rows = 0;
     for (int32_t c : in.traffic->expected_counts) rows += (c + align_ - 1) / align_ * align_;
     return rows;
@@ -330,19 +354,69 @@ class HtMode final : public Mode {
              "reading the combine output");
     std::string why;
     const int64_t want_recv = packed_ ? received_entries(in) : in.traffic->received_tokens;
+    // A smaller window: what the reference model keeps (DROP; under FAIL no point that
+    // overflows gets here). out_num_recv counts the rows that arrived, dropped ones included.
+    const std::vector<int32_t>& want_counts = expected_ ? expected_->expert_counts : in.traffic->expected_counts;
     if (num_recv != want_recv) {
       why = "dispatch received " + std::to_string(num_recv) + " rows (out_num_recv); the routing sends " +
             std::to_string(want_recv);
-    } else if (check_counts(counts, in.traffic->expected_counts, why)) {
-      check_combined(
-          combined, B, H_,
-          packed_ ? expected_packed_combine(*in.routing, B) : expected_ht_combine(*in.routing, B, K_, L_, R_), why);
+    } else if (check_counts(counts, want_counts, why)) {
+      check_combined(combined, B, H_,
+                     expected_ ? expected_->combined
+                     : packed_ ? expected_packed_combine(*in.routing, B)
+                               : expected_ht_combine(*in.routing, B, K_, L_, R_),
+                     why);
     }
     if (!why.empty()) {
       error = "wrong results, so no times are reported: " + why;
       return false;
     }
     return true;
+  }
+
+  // --overflow=fail on a routing that overflows some rank's window: one dispatch, which the
+  // device turns into nothing on every rank; then the handle must report the overflow the
+  // reference model gives this rank, and the next call (combine) must return
+  // EPC_ERR_CAPACITY. Either way the point has no times: the error says what was checked.
+  bool check_refusal(EpcHandle* h, int B, int64_t rows, std::string& error) {
+    const HtTensors t = tensors(B, rows);
+    if (!dispatch(h, t, nullptr, 0, error)) return false;
+    TRY_CUDA(cudaStreamSynchronize(s_->stream()), "running the overflowing dispatch");
+    EpcHandleInfo info = EPC_HANDLE_INFO_INIT;
+    TRY_EPC(epc_handle_query(h, &info), "epc_handle_query");
+    EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
+    args.x = &t.y;
+    args.out = &t.out;
+    const EpcStatus combined = epc_combine(h, &args, s_->stream());
+    const HtCapacityExpectation& e = *expected_;
+    std::string why;
+    if (info.overflow_status != EPC_ERR_CAPACITY || info.overflow_rank != e.overflow_rank ||
+        info.overflow_rows != e.overflow_rows) {
+      why = "epc_handle_query reported overflow status " + std::to_string(info.overflow_status) + ", rank " +
+            std::to_string(info.overflow_rank) + ", " + std::to_string(info.overflow_rows) +
+            " rows; the reference model gives EPC_ERR_CAPACITY, rank " + std::to_string(e.overflow_rank) + ", " +
+            std::to_string(e.overflow_rows) + " rows";
+    } else if (combined != EPC_ERR_CAPACITY) {
+      why =
+          "epc_combine after the overflowing dispatch returned " + std::to_string(combined) + ", not EPC_ERR_CAPACITY";
+    }
+    if (!s_->all_true(why.empty())) {
+      error = why.empty() ? "another rank's overflow report is wrong" : "wrong overflow report: " + why;
+      return false;
+    }
+    error = "--overflow=fail with a window of " + std::to_string(window_) +
+            " rows (--capacity-factor=" + factor_text() + " of " + std::to_string(static_cast<int64_t>(R_) * T_) +
+            "): rank " + std::to_string(e.overflow_rank) + " receives " + std::to_string(e.overflow_rows) +
+            " rows more than it holds, so every step overflows and does nothing (EPC_OVERFLOW_FAIL); the handle "
+            "reported that overflow as the reference model gives it and epc_combine returned EPC_ERR_CAPACITY; "
+            "no times (use --overflow=drop, or a larger --capacity-factor)";
+    return false;
+  }
+
+  std::string factor_text() const {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", o_.capacity_factor);
+    return text;
   }
 
   // Expert-packed combine of rows of 1.0: each token's unmasked entries, each weighted 1/topk
@@ -400,6 +474,9 @@ class HtMode final : public Mode {
   bool packed_ = false;
   EpcWeighting weighting_ = EPC_WEIGHTING_NONE;  // expert-packed combine (--weights-at)
   int align_ = 1;
+  int64_t window_ = 0;                             // the group's receive window in rows (ht_recv_capacity)
+  bool compact_ = false;                           // window_ < R * T: rows can overflow
+  std::optional<HtCapacityExpectation> expected_;  // the point's, with a compact window
   int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;
   OurGroup group_;
   DeviceBuffer x_, x_scales_, w_, idx_, out_x_, out_scales_, out_idx_, out_w_, counts_, num_recv_, y_, out_;

@@ -20,10 +20,11 @@ namespace epc::bench {
 
 struct PointInput {
   int tokens = 0;
-  int warmup = 0;                        // untimed steps before each measurement (Options::warmup_at)
-  int iters = 0;                         // timed steps per measurement (Options::iters_at)
-  const Routing* routing = nullptr;      // this rank's [tokens, topk]
-  const RankTraffic* traffic = nullptr;  // this rank's, with the expected counts
+  int warmup = 0;                                     // untimed steps before each measurement (Options::warmup_at)
+  int iters = 0;                                      // timed steps per measurement (Options::iters_at)
+  const Routing* routing = nullptr;                   // this rank's [tokens, topk]
+  const std::vector<Routing>* all_routing = nullptr;  // every rank's, rank r's at index r
+  const RankTraffic* traffic = nullptr;               // this rank's, with the expected counts
   // CUPTI's kernel records, when every rank could open them (--cupti); else nullptr.
   KernelTracer* tracer = nullptr;
 };

@@ -97,6 +97,7 @@ GroupFacts OurGroup::facts() const {
   f.local_experts = info_.local_experts;
   f.max_tokens = info_.max_tokens_per_rank;
   f.num_nodes = static_cast<uint32_t>(info_.num_nodes);
+  f.recv_capacity = info_.recv_capacity;
   return f;
 }
 

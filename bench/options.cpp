@@ -142,6 +142,34 @@ const std::vector<Flag>& flags() {
          e = "none or dispatch or combine";
          return false;
        }},
+      {"--capacity-factor", "F",
+       "HT: the group's receive window (EpcGroupConfig.recv_capacity) as a fraction F in (0, 1] of R x T rows "
+       "(ranks x max tokens), rounded up: a rank keeps its first ceil(F x R x T) rows in (source rank, source "
+       "token) order; the rest overflow (--overflow). Served on flat layouts on one node. Default 1: R x T, "
+       "the library's default, which never overflows.",
+       [](const std::string& v, Options& o, std::string& e) {
+         double f = 0.0;
+         if (to_fraction(v, 0.0, 1.0, false, f) && f > 0.0) {
+           o.capacity_factor = f;
+           return true;
+         }
+         e = "a number in (0, 1]";
+         return false;
+       }},
+      {"--overflow", "fail|drop",
+       "HT: what a step does when more rows arrive than the window holds (EpcGroupConfig.overflow). fail "
+       "(EPC_OVERFLOW_FAIL): the step does nothing and the library returns EPC_ERR_CAPACITY; the bench then "
+       "checks the overflow the handle reports against the reference model and stops without times. drop "
+       "(EPC_OVERFLOW_DROP): rows past the window are dropped, and the outputs are checked against the "
+       "reference model's DROP result. Default fail.",
+       [](const std::string& v, Options& o, std::string& e) {
+         if (v == "fail" || v == "drop") {
+           o.overflow = v;
+           return true;
+         }
+         e = "fail or drop";
+         return false;
+       }},
       {"--hidden", "N", "channels per token; a multiple of 8 (fp8: of 128). Default 7168.",
        int_flag(&Options::hidden, 8, 1 << 20)},
       {"--topk", "N", "experts per token (1..32). Default 8.", int_flag(&Options::topk, 1, kMaxTopk)},
@@ -416,6 +444,17 @@ bool validate(const Options& o, std::string& error) {
             " weights the rows of an expert layout: use --mode=ht with --layout=expert-packed";
     return false;
   }
+  if (!ht && (o.capacity_factor != 1.0 || o.overflow != "fail")) {
+    error = std::string(o.capacity_factor != 1.0 ? "--capacity-factor" : "--overflow=" + o.overflow) +
+            " sizes the high-throughput receive window: use --mode=ht (an LL window holds R x T rows by "
+            "construction)";
+    return false;
+  }
+  if (ht && o.capacity_factor < 1.0 && o.layout != "flat") {
+    error =
+        "--capacity-factor below 1 serves --layout=flat (the library refuses a smaller window with " + o.layout + ")";
+    return false;
+  }
   const int mode_max = ht ? kMaxHtTokens : kMaxLlTokens;
   if (largest > mode_max || o.max_tokens > mode_max) {
     error = std::string(o.max_tokens > mode_max ? "--max-tokens" : "--tokens") + ": --mode=" + o.mode +
@@ -450,12 +489,27 @@ bool check_virtual_node_size(const Options& o, int nranks, std::string& error) {
             " (high-throughput steps across nodes need the fused launch)";
     return false;
   }
+  if (o.mode == "ht" && o.capacity_factor < 1.0 && n != 0 && n < nranks) {
+    error = "--capacity-factor below 1 needs one node, and --virtual-node-size=" + std::to_string(n) + " splits the " +
+            std::to_string(nranks) + " ranks into " + std::to_string(nranks / n) +
+            " (the library serves a smaller receive window on groups of one node)";
+    return false;
+  }
   if (n == 0 || (nranks > 0 && n <= nranks && nranks % n == 0)) return true;
   error = "--virtual-node-size=" + std::to_string(n) + " does not divide the rank count " + std::to_string(nranks) +
           ": virtual nodes hold the same number of consecutive ranks (use a "
           "divisor of " +
           std::to_string(nranks) + ", or 0 for no virtual nodes)";
   return false;
+}
+
+int64_t ht_recv_capacity(const Options& o, int nranks) {
+  const int64_t worst = static_cast<int64_t>(nranks) * o.group_max_tokens();
+  if (o.capacity_factor >= 1.0) return worst;
+  // The product of a decimal fraction and an integer can land a hair above the integer it
+  // names (0.3 x 10): such a hair does not round up.
+  const double rows = std::ceil(o.capacity_factor * static_cast<double>(worst) * (1.0 - 1e-12));
+  return std::clamp<int64_t>(static_cast<int64_t>(rows), 1, worst);
 }
 
 int Options::largest_tokens() const { return tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end()); }

@@ -33,6 +33,10 @@ struct Options {
   // (EPC_WEIGHTING_SENDER); combine: home_topk_weights on the token's rank (EPC_WEIGHTING_HOME,
   // on a group with EPC_GROUP_COMBINE_PER_ENTRY).
   std::string weights_at = "none";
+  // ht: the group's receive window (EpcGroupConfig.recv_capacity) as a fraction of R * T rows,
+  // rounded up (ht_recv_capacity); 1: the library's default R * T, which never overflows.
+  double capacity_factor = 1.0;
+  std::string overflow = "fail";  // ht: fail | drop (EpcGroupConfig.overflow)
   int hidden = 7168;
   int topk = 8;
   int experts = 256;
@@ -87,8 +91,13 @@ bool parse_options(int argc, char* const* argv, Options& out, std::string& error
 
 // The rank count is known only once the launcher (or a rank) knows the world size: --ranks,
 // EPC_TEST_RANKS, the visible GPUs, or EPC_WORLD_SIZE. Returns false with `error` naming the
-// flag unless --virtual-node-size is 0 or divides `nranks`.
+// flag unless --virtual-node-size is 0 or divides `nranks` (and leaves one node where a
+// flag needs it: HT --send-only, --capacity-factor below 1).
 bool check_virtual_node_size(const Options& options, int nranks, std::string& error);
+
+// HT: the rows the group's receive window holds on `nranks` ranks, ceil(capacity_factor * R *
+// T) (at least 1; R * T at factor 1, the library's default).
+int64_t ht_recv_capacity(const Options& options, int nranks);
 
 // Tokens per rank a mode accepts (the library's limits, checked early).
 using kernels::kMaxHtTokens;

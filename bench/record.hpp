@@ -35,6 +35,9 @@ struct PointResult {
   // Our dispatch delivered the expected rows per expert and combine the expected sums
   // (bench/output_check.hpp); a point with wrong results is not recorded at all.
   bool output_checked = false;
+  // HT with --capacity-factor below 1: rows each rank's window dropped or, under
+  // --overflow=fail, would drop (the reference model's count; [ranks], 0 elsewhere).
+  std::vector<int64_t> dropped_rows;
 
   const AcrossRanks* find(const std::string& name) const;
   double median_us(const std::string& name) const;  // NaN when absent
@@ -87,6 +90,7 @@ struct GroupFacts {
   // Nodes as the group uses them (EpcGroupInfo.num_nodes): ranks / node size, where a node is
   // the NVLink team or, with --virtual-node-size, a virtual node. 0: not known (treated as 1).
   uint32_t num_nodes = 0;
+  uint64_t recv_capacity = 0;  // EpcGroupInfo.recv_capacity: rows the receive window holds (HT)
 };
 
 // Whether the kernel spans ("cupti" metrics) were recorded, and if not why.

@@ -23,6 +23,20 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.end_array();
   j.field("max_tokens_per_rank", static_cast<int64_t>(run.group.max_tokens));
   j.field("ht_sizing", o.mode == "ht" ? o.ht_sizing : std::string("none"));
+  // /5: the receive window (HT; LL's holds R * T rows by construction).
+  j.key("capacity_factor");
+  if (o.mode == "ht") {
+    j.value(o.capacity_factor);
+  } else {
+    j.null();
+  }
+  j.field("overflow", o.mode == "ht" ? o.overflow : std::string("none"));
+  j.key("recv_capacity");
+  if (o.mode == "ht") {
+    j.value(static_cast<int64_t>(run.group.recv_capacity));
+  } else {
+    j.null();
+  }
   j.field("hidden", o.hidden);
   j.field("topk", o.topk);
   j.field("experts", o.experts);
@@ -123,6 +137,12 @@ void write_point(JsonWriter& j, const RunRecord& run, const PointResult& p) {
   j.field("warmup", p.warmup);
   j.field("iters", p.iters);
   j.field("output_checked", p.output_checked);
+  j.key("dropped_rows");  // /5
+  j.begin_array(true);
+  for (int r = 0; r < run.nranks; ++r) {
+    j.value(static_cast<size_t>(r) < p.dropped_rows.size() ? p.dropped_rows[static_cast<size_t>(r)] : int64_t{0});
+  }
+  j.end_array();
   j.key("bytes");
   j.begin_object();
   per_rank(j, p, "selections", &RankTraffic::selections);

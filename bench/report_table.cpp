@@ -82,6 +82,16 @@ std::string header(const RunRecord& run) {
         "NVLink throughout\n",
         nodes, o.virtual_node_size, o.virtual_node_size);
   }
+  if (o.mode == "ht") {
+    const int64_t worst = static_cast<int64_t>(run.nranks) * run.group.max_tokens;
+    s += printf_string(
+        "receive window: %llu rows per rank (capacity factor %g of ranks x max tokens = %lld), overflow %s%s\n",
+        static_cast<unsigned long long>(run.group.recv_capacity), o.capacity_factor, static_cast<long long>(worst),
+        o.overflow.c_str(),
+        o.capacity_factor < 1.0 ? (o.overflow == "drop" ? "; outputs checked against the reference model's DROP result"
+                                                        : "; a point that overflows stops the run untimed")
+                                : "");
+  }
   const std::string gpu = run.machine.gpus.empty() ? std::string("?") : run.machine.gpus[0].name;
   s += printf_string(
       "machine: %zu x %s, NCCL %s, driver %s; symmetric memory per GPU %.1f MiB "
@@ -217,8 +227,12 @@ std::string to_table(const RunRecord& run) {
     if (roof) s += printf_string(" | %8s", num(roofline_step_us(run, p), "%.1f").c_str());
     if (budget) s += printf_string(" | %8s", us(p, "ceiling_budget.kernel.step", false).c_str());
     if (layout) s += printf_string(" | %8s", us(p, "ours.api.layout", false).c_str());
-    s += printf_string(" | %8s%s\n", num(ratio(p, "ours.kernel.step", "baseline.kernel.step"), "%.2f").c_str(),
-                       p.output_checked ? "" : "  (outputs NOT checked)");
+    int64_t dropped = 0;
+    for (int64_t d : p.dropped_rows) dropped += d;
+    const std::string drops =
+        dropped > 0 ? printf_string("  (%lld rows dropped)", static_cast<long long>(dropped)) : "";
+    s += printf_string(" | %8s%s%s\n", num(ratio(p, "ours.kernel.step", "baseline.kernel.step"), "%.2f").c_str(),
+                       p.output_checked ? "" : "  (outputs NOT checked)", drops.c_str());
   }
   if (roof) {
     s += "roofline = a lower bound of the step from this run's bandwidths: per op the larger of its device-memory "

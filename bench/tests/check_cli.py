@@ -9,7 +9,9 @@ Checks: --help exits 0 and documents every flag; with the GPUs hidden
 crash; --mode=ht (bf16 and fp8, either sizing) and --dtype=fp8 are accepted and stop at the
 GPU check, as are LL fp8 --scales layouts; a flag that does not apply to HT
 (--fp8-pow2-scales), --scales a mode's payload cannot take, bad flags and a
---virtual-node-size that does not divide --ranks exit 2 naming the flag.
+--virtual-node-size that does not divide --ranks exit 2 naming the flag; HT's receive window
+flags (--capacity-factor, --overflow) are accepted on flat HT runs of one node and refused by
+name elsewhere (LL, expert-packed, virtual nodes, values out of range).
 """
 
 import os
@@ -72,6 +74,8 @@ def main():
         "--virtual-node-size",
         "--cupti",
         "--weights-at",
+        "--capacity-factor",
+        "--overflow",
     ):
         expect(flag in flags, f"--help documents {flag}")
 
@@ -85,6 +89,9 @@ def main():
         ["--dtype=fp8", "--scales=ue8m0-packed"],
         ["--dtype=fp8", "--scales=fp32-colmajor"],
         ["--mode=ht", "--layout=expert-packed", "--weights-at=combine"],
+        ["--mode=ht", "--tokens=4096", "--capacity-factor=0.5", "--overflow=drop"],
+        ["--mode=ht", "--capacity-factor=0.25", "--overflow=fail", "--ht-sizing=capacity"],
+        ["--mode=ht", "--ranks=4", "--virtual-node-size=4", "--capacity-factor=0.5"],
     ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(
@@ -101,6 +108,16 @@ def main():
         (["--dtype=fp8", "--scales=bf16"], "--scales=bf16 with --mode=ll"),
         (["--mode=ht", "--quant=passthrough", "--scales=fp32-colmajor"], "--scales=fp32-colmajor"),
         (["--mode=ht", "--weights-at=combine"], "--weights-at=combine"),
+        (["--capacity-factor=0.5"], "--capacity-factor sizes the high-throughput receive window"),
+        (["--mode=ll", "--overflow=drop"], "--overflow=drop sizes the high-throughput receive window"),
+        (["--mode=ht", "--capacity-factor=0"], "--capacity-factor: expected a number in (0, 1]"),
+        (["--mode=ht", "--capacity-factor=2"], "--capacity-factor: expected a number in (0, 1]"),
+        (["--mode=ht", "--overflow=wrap"], "--overflow: expected fail or drop"),
+        (["--mode=ht", "--layout=expert-packed", "--capacity-factor=0.5"], "--capacity-factor below 1 serves"),
+        (
+            ["--mode=ht", "--ranks=4", "--virtual-node-size=2", "--capacity-factor=0.5"],
+            "--capacity-factor below 1 needs one node",
+        ),
     ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(rc == 2 and name in err, f"{' '.join(args)} exits 2 naming {name}", out + err)

@@ -85,6 +85,24 @@ def main():
         return 1
     except bench_json.FormatError:
         pass
+    # /5: the receive window and the dropped rows are required and checked.
+    for what, spoil in (
+        ("a record without config.overflow", lambda b: b["config"].pop("overflow")),
+        ("a point without dropped_rows", lambda b: b["points"][0].pop("dropped_rows")),
+        ("a negative dropped_rows", lambda b: b["points"][0]["dropped_rows"].__setitem__(0, -1)),
+        ("an LL capacity_factor", lambda b: b["config"].__setitem__("capacity_factor", 0.5)),
+    ):
+        broken = json.loads(saved)
+        if what == "an LL capacity_factor" and broken["config"]["mode"] != "ll":
+            broken["config"]["capacity_factor"] = 1.5  # out of (0, 1] for HT
+        else:
+            spoil(broken)
+        try:
+            bench_json.check(broken)
+            print(f"FAIL  the reader accepted {what}")
+            return 1
+        except bench_json.FormatError:
+            pass
     # A phase-trace build's figures are metrics like the others; an unknown kind is refused.
     traced = json.loads(saved)
     times = traced["points"][0]["times"]

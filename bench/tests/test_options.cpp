@@ -37,6 +37,8 @@ TEST(Options, DefaultsMatchTheDocumentedOnes) {
   EXPECT_EQ(o.virtual_node_size, 0);
   EXPECT_TRUE(o.cupti);
   EXPECT_EQ(o.weights_at, "none");
+  EXPECT_EQ(o.capacity_factor, 1.0);
+  EXPECT_EQ(o.overflow, "fail");
 }
 
 TEST(Options, EveryFlagIsInTheHelp) {
@@ -146,6 +148,64 @@ TEST(Options, WeightsAtOnExpertPacked) {
   }
 }
 
+TEST(Options, CapacityFactorAndOverflow) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({"--mode=ht", "--tokens=4096", "--capacity-factor=0.25", "--overflow=drop"}, o, error)) << error;
+  EXPECT_EQ(o.capacity_factor, 0.25);
+  EXPECT_EQ(o.overflow, "drop");
+  ASSERT_TRUE(parse({"--mode=ht", "--capacity-factor=1", "--overflow=fail"}, o, error)) << error;
+  EXPECT_EQ(o.capacity_factor, 1.0);
+  EXPECT_EQ(o.overflow, "fail");
+  // The defaults are LL's behaviour too: only other values are refused there.
+  ASSERT_TRUE(parse({"--mode=ll", "--capacity-factor=1", "--overflow=fail"}, o, error)) << error;
+}
+
+// ceil(F * R * T) rows, R * T at factor 1, at least 1; a decimal fraction that lands a hair
+// above an integer does not round up.
+TEST(Options, ReceiveCapacityRows) {
+  Options o;
+  o.mode = "ht";
+  o.tokens = {4096};
+  EXPECT_EQ(ht_recv_capacity(o, 1), 4096);
+  EXPECT_EQ(ht_recv_capacity(o, 8), 32768);
+  o.capacity_factor = 0.5;
+  EXPECT_EQ(ht_recv_capacity(o, 1), 2048);
+  EXPECT_EQ(ht_recv_capacity(o, 8), 16384);
+  o.capacity_factor = 0.25;
+  EXPECT_EQ(ht_recv_capacity(o, 1), 1024);
+  o.tokens = {10};
+  o.capacity_factor = 0.3;  // 0.3 * 10 is 3.0000000000000004 in doubles
+  EXPECT_EQ(ht_recv_capacity(o, 1), 3);
+  o.capacity_factor = 0.31;
+  EXPECT_EQ(ht_recv_capacity(o, 1), 4);
+  o.capacity_factor = 1e-9;
+  EXPECT_EQ(ht_recv_capacity(o, 1), 1);
+  o.max_tokens = 20;  // the group's T, not the point's
+  o.capacity_factor = 0.5;
+  EXPECT_EQ(ht_recv_capacity(o, 3), 30);
+}
+
+// A smaller window is served on flat layouts on one node; the bench refuses the rest before
+// any GPU work, naming the flags.
+TEST(Options, CapacityFactorNeedsFlatOnOneNode) {
+  Options o;
+  std::string error;
+  EXPECT_FALSE(parse({"--mode=ht", "--layout=expert-packed", "--capacity-factor=0.5"}, o, error));
+  EXPECT_NE(error.find("--capacity-factor below 1 serves --layout=flat"), std::string::npos) << error;
+  ASSERT_TRUE(parse({"--mode=ht", "--layout=expert-packed", "--overflow=drop"}, o, error)) << error;
+  ASSERT_TRUE(parse({"--mode=ht", "--capacity-factor=0.5"}, o, error)) << error;
+  EXPECT_TRUE(check_virtual_node_size(o, 4, error));
+  o.virtual_node_size = 2;
+  EXPECT_FALSE(check_virtual_node_size(o, 4, error));
+  EXPECT_NE(error.find("--capacity-factor below 1 needs one node"), std::string::npos) << error;
+  o.virtual_node_size = 4;
+  EXPECT_TRUE(check_virtual_node_size(o, 4, error));
+  o.virtual_node_size = 2;
+  o.capacity_factor = 1.0;
+  EXPECT_TRUE(check_virtual_node_size(o, 4, error));
+}
+
 TEST(Options, TokenLists) {
   std::vector<int> t;
   std::string error;
@@ -199,6 +259,17 @@ TEST(Options, BadValuesAreRefusedByName) {
       {{"--mode=ht", "--layout=expert-packed", "--weights-at=home"}, "--weights-at"},
       {{"--mode=ht", "--weights-at=combine"}, "--weights-at=combine"},
       {{"--weights-at=dispatch"}, "--layout=expert-packed"},
+      {{"--mode=ht", "--capacity-factor=0"}, "--capacity-factor: expected a number in (0, 1]"},
+      {{"--mode=ht", "--capacity-factor=1.5"}, "--capacity-factor: expected a number in (0, 1]"},
+      {{"--mode=ht", "--capacity-factor=-0.5"}, "--capacity-factor"},
+      {{"--mode=ht", "--capacity-factor=half"}, "--capacity-factor"},
+      {{"--mode=ht", "--capacity-factor=nan"}, "--capacity-factor"},
+      {{"--mode=ht", "--capacity-factor="}, "--capacity-factor"},
+      {{"--mode=ht", "--capacity-factor"}, "--capacity-factor needs a value"},
+      {{"--mode=ht", "--overflow=truncate"}, "--overflow: expected fail or drop"},
+      {{"--capacity-factor=0.5"}, "--capacity-factor sizes the high-throughput receive window: use --mode=ht"},
+      {{"--overflow=drop"}, "--overflow=drop sizes the high-throughput receive window: use --mode=ht"},
+      {{"--mode=ll", "--dtype=fp8", "--capacity-factor=0.5", "--overflow=drop"}, "use --mode=ht"},
   };
   for (const Case& c : cases) {
     Options o;
