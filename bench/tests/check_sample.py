@@ -86,17 +86,20 @@ def main():
     except bench_json.FormatError:
         pass
     # /5: the receive window and the dropped rows are required and checked.
-    for what, spoil in (
-        ("a record without config.overflow", lambda b: b["config"].pop("overflow")),
-        ("a point without dropped_rows", lambda b: b["points"][0].pop("dropped_rows")),
-        ("a negative dropped_rows", lambda b: b["points"][0]["dropped_rows"].__setitem__(0, -1)),
-        ("an LL capacity_factor", lambda b: b["config"].__setitem__("capacity_factor", 0.5)),
+    ht = record["config"]["mode"] == "ht"
+    for what, key, value in (
+        ("a record without config.overflow", ("config", "overflow"), None),
+        ("a point without dropped_rows", ("points", "dropped_rows"), None),
+        ("a negative dropped_rows", ("points", "dropped_rows"), [-1] * record["config"]["ranks"]),
+        # Out of (0, 1] for HT; any number for LL, whose window is not the bench's to size.
+        ("a wrong capacity_factor", ("config", "capacity_factor"), 1.5 if ht else 0.5),
     ):
         broken = json.loads(saved)
-        if what == "an LL capacity_factor" and broken["config"]["mode"] != "ll":
-            broken["config"]["capacity_factor"] = 1.5  # out of (0, 1] for HT
+        holder = broken["config"] if key[0] == "config" else broken["points"][0]
+        if value is None:
+            del holder[key[1]]
         else:
-            spoil(broken)
+            holder[key[1]] = value
         try:
             bench_json.check(broken)
             print(f"FAIL  the reader accepted {what}")
