@@ -54,8 +54,15 @@ __device__ inline bool PeerTransport::in_node(int peer) const {
 // The staged copy of `offset` for a peer outside this node (kernels/wire/staging_map.hpp),
 // or kNotStaged for a byte of no row this rank owns: a planner bug that the staging map's
 // unit tests rule out for every kernel write.
+// A call, not inlined: the lookup walks the map's arrays, and inlined at every buffer() and
+// commit() of a kernel it sat among the hot loops that one-node launches run, which made
+// them slower (bench/results/ll_session11_ab_1xh100.md).
+__device__ __noinline__ static uint64_t staged_offset_call(const StagingMap* map, uint64_t offset, int rank, int peer) {
+  return map->staged_offset(offset, rank, peer);
+}
+
 __device__ inline uint64_t PeerTransport::staged(uint64_t offset, int peer) const {
-  return staging.map->staged_offset(offset, staging.rank, peer);
+  return staged_offset_call(staging.map, offset, staging.rank, peer);
 }
 
 __device__ inline void* PeerTransport::local(uint64_t offset) const { return ncclGetLocalPointer(window, offset); }
