@@ -61,6 +61,17 @@ __device__ __noinline__ static uint64_t staged_offset_call(const StagingMap* map
   return map->staged_offset(offset, rank, peer);
 }
 
+// The network's put and signal, as calls for the same reason: one-node launches never make
+// them, and their copy loops would otherwise sit inlined at every commit and signal.
+__device__ __noinline__ static void net_put_call(NetTransport net, ncclWindow_t window, int peer, uint64_t dst_offset,
+                                                 uint64_t src_offset, uint64_t bytes, int part, int parts) {
+  net.put(window, peer, dst_offset, src_offset, bytes, part, parts);
+}
+__device__ __noinline__ static void net_signal_call(NetTransport net, ncclWindow_t window, int peer, int peer_node,
+                                                    uint64_t offset, uint64_t delta) {
+  net.signal(window, peer, peer_node, offset, delta);
+}
+
 __device__ inline uint64_t PeerTransport::staged(uint64_t offset, int peer) const {
   return staged_offset_call(staging.map, offset, staging.rank, peer);
 }
@@ -79,7 +90,7 @@ __device__ inline void* PeerTransport::buffer(uint64_t offset, int peer) const {
 __device__ inline void PeerTransport::commit(uint64_t offset, uint64_t bytes, int peer, int part, int parts) const {
   if (in_node(peer)) return;
   const uint64_t at = staged(offset, peer);
-  if (at != kNotStaged) net.put(window, peer, offset, at, bytes, part, parts);
+  if (at != kNotStaged) net_put_call(net, window, peer, offset, at, bytes, part, parts);
 }
 
 // Across nodes the network only adds, so the word gets value - (the value last signalled
@@ -96,7 +107,7 @@ __device__ inline void PeerTransport::signal(uint64_t offset, int peer, uint64_t
   uint64_t* last = static_cast<uint64_t*>(local(at));
   const uint64_t delta = value - *last;
   *last = value;
-  net.signal(window, peer, peer / node_size, offset, delta);
+  net_signal_call(net, window, peer, peer / node_size, offset, delta);
 }
 
 __device__ inline uint64_t PeerTransport::read_signal(uint64_t offset, int writer) const {
