@@ -12,6 +12,7 @@
 #include "kernels/device/row_copy.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/wire/ht_params.hpp"
+#include "kernels/wire/limits.hpp"
 
 namespace epc::kernels {
 
@@ -91,6 +92,11 @@ __device__ __forceinline__ void zero_packed_padding(const HtDispatchParams& p) {
   }
 }
 
+// Rows of a token whose vector a lane loads before it adds any: their loads overlap instead of
+// following one another (a token has up to K rows here, one per local entry).
+constexpr int kPackedRowsInFlight = 4;
+static_assert(kMaxTopk % kPackedRowsInFlight == 0, "a token's entries come in whole groups of rows in flight");
+
 // Combine: vector `i` (8 bf16 channels) of the partial of the token whose rows lanes hold
 // (lane k < K: entry k's row, -1 where none, and its weight): the rows multiplied by their
 // weights (or as given) and summed in fp32 in top-k order, rounded once to bf16.
@@ -99,15 +105,27 @@ __device__ __forceinline__ int4 packed_partial_vector(const HtCombineParams& p, 
   float acc[kHalfChannelsPerVector];
 #pragma unroll
   for (int e = 0; e < kHalfChannelsPerVector; ++e) acc[e] = 0.0f;
-  for (int k = 0; k < g.topk; ++k) {
-    const int row = __shfl_sync(0xffffffffu, my_row, k);
-    if (row < 0) continue;
-    const float w = p.weighted ? __shfl_sync(0xffffffffu, my_weight, k) : 1.0f;
-    const int4 raw = __ldg(reinterpret_cast<const int4*>(p.x + static_cast<size_t>(row) * g.hidden) + i);
-    const uint16_t* bits = reinterpret_cast<const uint16_t*>(&raw);
+  for (int k0 = 0; k0 < g.topk; k0 += kPackedRowsInFlight) {
+    int row[kPackedRowsInFlight];
+    float w[kPackedRowsInFlight];
+    int4 raw[kPackedRowsInFlight];
 #pragma unroll
-    for (int e = 0; e < kHalfChannelsPerVector; ++e)
-      acc[e] = add_rounded_product(acc[e], w, bf16_bits_to_float(bits[e]));
+    for (int q = 0; q < kPackedRowsInFlight; ++q) {
+      const int k = k0 + q;  // < kMaxTopk = the warp's lanes
+      row[q] = __shfl_sync(0xffffffffu, my_row, k);
+      w[q] = p.weighted ? __shfl_sync(0xffffffffu, my_weight, k) : 1.0f;
+      if (k >= g.topk) row[q] = -1;
+      raw[q] = row[q] >= 0 ? __ldg(reinterpret_cast<const int4*>(p.x + static_cast<size_t>(row[q]) * g.hidden) + i)
+                           : make_int4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int q = 0; q < kPackedRowsInFlight; ++q) {
+      if (row[q] < 0) continue;
+      const uint16_t* bits = reinterpret_cast<const uint16_t*>(&raw[q]);
+#pragma unroll
+      for (int e = 0; e < kHalfChannelsPerVector; ++e)
+        acc[e] = add_rounded_product(acc[e], w[q], bf16_bits_to_float(bits[e]));
+    }
   }
   int4 out;
   uint16_t* bits = reinterpret_cast<uint16_t*>(&out);
