@@ -10,7 +10,10 @@ build=${1:-build}
 stage=${2:-.gpu}
 rm -rf "$stage"
 mkdir -p "$stage/capi" "$stage/tests/gpu" "$stage/bench"
-cp -a "$build"/capi/libepcomm.so* "$stage/capi/"
+# The library and its links, not the build's object folder beside them (libepcomm.so.*.p).
+for lib in "$build"/capi/libepcomm.so*; do
+  [ -d "$lib" ] || cp -a "$lib" "$stage/capi/"
+done
 for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-hosts tests/gpu/epcomm-gpu-threads bench/epcomm-info \
            bench/epcomm-bench; do
   if [ ! -f "$build/$exe" ]; then
