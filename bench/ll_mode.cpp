@@ -5,6 +5,9 @@
 // and, in builds configured with -Dphase_trace=true, the phase trace of those steps is read.
 // With --micro-batches=2 a second handle on the same routing (its own outputs) joins the first
 // for the layer timing of bench/micro_batch_timing.hpp, whose outputs are checked too.
+// --layout=rank-major|flat: the handles' layout, dispatch then also writes each received row's
+// top-k ids and weights (shared by the micro-batches: the same routing writes the same values)
+// and combine sums the rows as given.
 #include <cuda_runtime.h>
 
 #include "bench/device_fill.hpp"
@@ -26,7 +29,7 @@ namespace epc::bench {
 namespace {
 
 struct StepTensors {
-  EpcTensor x, w, out_x, out_scales, counts, y, out;
+  EpcTensor x, w, out_x, out_scales, counts, rank_counts, num_recv, out_idx, out_w, y, out;
 };
 
 class LlMode final : public Mode {
@@ -37,6 +40,9 @@ class LlMode final : public Mode {
     s_ = &session;
     o_ = options;
     fp8_ = o_.dtype == "fp8";
+    layout_ = o_.layout == "rank-major" ? EPC_LAYOUT_RANK_MAJOR
+              : o_.layout == "flat"     ? EPC_LAYOUT_FLAT
+                                        : EPC_LAYOUT_EXPERT_PADDED;
     R_ = session.nranks();
     T_ = o_.group_max_tokens();
     H_ = o_.hidden;
@@ -51,11 +57,18 @@ class LlMode final : public Mode {
         !idx_.allocate(static_cast<size_t>(T_) * K_ * 8, "cudaMalloc topk_idx", error) ||
         !out_x_.allocate(rows * H_ * x_element, "cudaMalloc out_x", error) ||
         !counts_.allocate(static_cast<size_t>(L_) * 4, "cudaMalloc out_counts", error) ||
+        !rank_counts_.allocate(static_cast<size_t>(R_ + 1) * 4, "cudaMalloc out_rank_counts", error) ||
+        !out_idx_.allocate(static_cast<size_t>(R_) * T_ * K_ * 4, "cudaMalloc out_topk_idx", error) ||
+        !out_w_.allocate(static_cast<size_t>(R_) * T_ * K_ * 4, "cudaMalloc out_topk_weights", error) ||
         !y_.allocate(rows * H_ * 2, "cudaMalloc expert outputs", error) ||
         !out_.allocate(static_cast<size_t>(T_) * H_ * 2, "cudaMalloc combine output", error)) {
       return false;
     }
-    scales_ = ll_scale_layout(o_.scales, L_, static_cast<int64_t>(R_) * T_, H_ / 128);
+    // Zones of R x T rows per expert, of T rows per rank, or one of R x T rows (FLAT's 2-D
+    // tensor drops that dimension: tensors()).
+    scales_ = layout_ == EPC_LAYOUT_RANK_MAJOR ? ll_scale_layout(o_.scales, R_, T_, H_ / 128)
+                                               : ll_scale_layout(o_.scales, layout_ == EPC_LAYOUT_FLAT ? 1 : L_,
+                                                                 static_cast<int64_t>(R_) * T_, H_ / 128);
     if (fp8_ && !out_scales_.allocate(scales_.bytes, "cudaMalloc out_scales", error)) return false;
     // The second micro-batch's outputs (its inputs are the first's: the same routing and x).
     if (o_.micro_batches > 1 &&
@@ -85,7 +98,8 @@ class LlMode final : public Mode {
     EpcRouting routing = EPC_ROUTING_INIT;
     routing.topk_idx = &idx;
     EpcHandle* handle = nullptr;
-    const EpcStatus created = epc_handle_create(group_.get(), nullptr, &routing, st, &handle);
+    const EpcHandleConfig config = handle_config();
+    const EpcStatus created = epc_handle_create(group_.get(), &config, &routing, st, &handle);
     std::string create_error = created == EPC_OK ? "" : epc_error("epc_handle_create", created);
     const cudaError_t synced = cudaStreamSynchronize(st);
     if (created == EPC_OK && synced != cudaSuccess) create_error = cuda_error("uploading routing", synced);
@@ -107,8 +121,8 @@ class LlMode final : public Mode {
 
   void teardown() override {
     group_.destroy();
-    for (DeviceBuffer* b :
-         {&x_, &w_, &idx_, &out_x_, &out_scales_, &counts_, &y_, &out_, &out_x2_, &out_scales2_, &counts2_, &out2_}) {
+    for (DeviceBuffer* b : {&x_, &w_, &idx_, &out_x_, &out_scales_, &counts_, &rank_counts_, &out_idx_, &out_w_, &y_,
+                            &out_, &out_x2_, &out_scales2_, &counts2_, &out2_}) {
       b->release();
     }
   }
@@ -121,10 +135,32 @@ class LlMode final : public Mode {
     StepTensors t;
     t.x = tensor(x_.ptr, EPC_DTYPE_BF16, {B, H_});
     t.w = tensor(w_.ptr, EPC_DTYPE_FP32, {B, K_});
-    t.out_x = tensor((a ? out_x_ : out_x2_).ptr, fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16, {L_, RT, H_});
+    const EpcDtype x_dtype = fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
+    void* out_x = (a ? out_x_ : out_x2_).ptr;
     t.out_scales = scales_.tensor((a ? out_scales_ : out_scales2_).ptr);
+    if (layout_ == EPC_LAYOUT_RANK_MAJOR) {
+      t.out_x = tensor(out_x, x_dtype, {R_, T_, H_});
+      t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {R_, T_, H_});
+      t.out_idx = tensor(out_idx_.ptr, EPC_DTYPE_INT32, {R_, T_, K_});
+      t.out_w = tensor(out_w_.ptr, EPC_DTYPE_FP32, {R_, T_, K_});
+    } else if (layout_ == EPC_LAYOUT_FLAT) {
+      t.out_x = tensor(out_x, x_dtype, {RT, H_});
+      t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {RT, H_});
+      t.out_idx = tensor(out_idx_.ptr, EPC_DTYPE_INT32, {RT, K_});
+      t.out_w = tensor(out_w_.ptr, EPC_DTYPE_FP32, {RT, K_});
+      t.out_scales.ndim = 2;  // [1, R x T, S] -> [R x T, S]
+      for (int i = 0; i < 2; ++i) {
+        t.out_scales.shape[i] = t.out_scales.shape[i + 1];
+        t.out_scales.strides[i] = t.out_scales.strides[i + 1];
+      }
+      t.out_scales.shape[2] = t.out_scales.strides[2] = 0;
+    } else {
+      t.out_x = tensor(out_x, x_dtype, {L_, RT, H_});
+      t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {L_, RT, H_});
+    }
     t.counts = tensor((a ? counts_ : counts2_).ptr, EPC_DTYPE_INT32, {L_});
-    t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {L_, RT, H_});
+    t.rank_counts = tensor(rank_counts_.ptr, EPC_DTYPE_INT32, {R_});
+    t.num_recv = tensor(static_cast<int32_t*>(rank_counts_.ptr) + R_, EPC_DTYPE_INT32, {1});
     t.out = tensor((a ? out_ : out2_).ptr, EPC_DTYPE_BF16, {B, H_});
     return t;
   }
@@ -137,7 +173,13 @@ class LlMode final : public Mode {
     args.x = &t.x;
     args.topk_weights = &t.w;
     args.out_x = &t.out_x;
-    args.out_expert_counts = &t.counts;
+    if (layout_ != EPC_LAYOUT_RANK_MAJOR) args.out_expert_counts = &t.counts;
+    if (layout_ != EPC_LAYOUT_EXPERT_PADDED) {
+      args.out_topk_idx = &t.out_idx;
+      args.out_topk_weights = &t.out_w;
+    }
+    if (layout_ == EPC_LAYOUT_RANK_MAJOR) args.out_rank_counts = &t.rank_counts;
+    if (layout_ == EPC_LAYOUT_FLAT) args.out_num_recv = &t.num_recv;
     if (fp8_) {
       args.quant = EPC_QUANT_FP8;
       if (o_.pow2_scales) args.flags |= EPC_DISPATCH_POW2_SCALES;
@@ -200,7 +242,8 @@ class LlMode final : public Mode {
     EpcRouting routing = EPC_ROUTING_INIT;
     routing.topk_idx = &idx;
     EpcHandle* b = nullptr;
-    const EpcStatus created = epc_handle_create(group_.get(), nullptr, &routing, st, &b);
+    const EpcHandleConfig config = handle_config();
+    const EpcStatus created = epc_handle_create(group_.get(), &config, &routing, st, &b);
     if (!s_->all_true(created == EPC_OK)) {
       epc_handle_destroy(b);
       error = created == EPC_OK ? "another rank could not create its second handle"
@@ -264,23 +307,35 @@ class LlMode final : public Mode {
         "reading out_counts");
     TRY_CUDA(cudaMemcpy(combined.data(), (batch == 0 ? out_ : out2_).ptr, combined.size() * 2, cudaMemcpyDeviceToHost),
              "reading the combine output");
+    // Expert outputs of 1.0: weighted partials per rank (EXPERT_PADDED), or the number of
+    // ranks that received the token (the token layouts, rows summed as given).
+    const std::vector<float> expected = layout_ == EPC_LAYOUT_EXPERT_PADDED
+                                            ? expected_combine(*in.routing, B, K_, L_, R_, /*per_rank_partials=*/true)
+                                            : expected_ht_combine(*in.routing, B, K_, L_, R_);
     std::string why;
-    if (!check_counts(counts, in.traffic->expected_counts, why) ||
-        !check_combined(combined, B, H_, expected_combine(*in.routing, B, K_, L_, R_, /*per_rank_partials=*/true),
-                        why)) {
+    // RANK_MAJOR reports no per-expert counts.
+    if ((layout_ != EPC_LAYOUT_RANK_MAJOR && !check_counts(counts, in.traffic->expected_counts, why)) ||
+        !check_combined(combined, B, H_, expected, why)) {
       error = "wrong results, so no times are reported: " + why;
       return false;
     }
     return true;
   }
 
+  EpcHandleConfig handle_config() const {
+    EpcHandleConfig config = EPC_HANDLE_CONFIG_INIT;
+    config.layout = layout_;
+    return config;
+  }
+
   RankSession* s_ = nullptr;
   Options o_;
   bool fp8_ = false;
+  EpcLayout layout_ = EPC_LAYOUT_EXPERT_PADDED;
   LlScaleLayout scales_;  // out_scales' dtype and strides (--scales)
   int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;
   OurGroup group_;
-  DeviceBuffer x_, w_, idx_, out_x_, out_scales_, counts_, y_, out_;
+  DeviceBuffer x_, w_, idx_, out_x_, out_scales_, counts_, rank_counts_, out_idx_, out_w_, y_, out_;
   DeviceBuffer out_x2_, out_scales2_, counts2_, out2_;  // micro-batch B's (--micro-batches=2)
 };
 

@@ -113,17 +113,20 @@ const std::vector<Flag>& flags() {
          e = "exact or capacity";
          return false;
        }},
-      {"--layout", "flat|expert-packed",
-       "HT: what dispatch writes (EpcHandleConfig.layout). flat: one row per (token, receiving rank). "
-       "expert-packed: one row per (token, local entry), grouped by local expert in zones aligned to "
-       "--alignment; combine then sums a token's rows on each rank first (EPC_WEIGHTING_NONE here). "
-       "Default flat.",
+      {"--layout", "expert-padded|rank-major|flat|expert-packed",
+       "What dispatch writes (EpcHandleConfig.layout). LL: expert-padded (default; one zone of R x T rows "
+       "per local expert, combine weighted on the expert's rank), rank-major (one zone of T rows per "
+       "source rank) or flat (received tokens back to back), the last two with each row's top-k ids "
+       "and weights and combine summing the rows as given. HT: flat (default; one row per (token, "
+       "receiving rank)) or expert-packed (one row per (token, local entry), grouped by local expert in "
+       "zones aligned to --alignment; combine then sums a token's rows on each rank first, "
+       "EPC_WEIGHTING_NONE here).",
        [](const std::string& v, Options& o, std::string& e) {
-         if (v == "flat" || v == "expert-packed") {
+         if (v == "expert-padded" || v == "rank-major" || v == "flat" || v == "expert-packed") {
            o.layout = v;
            return true;
          }
-         e = "flat or expert-packed";
+         e = "expert-padded, rank-major, flat or expert-packed";
          return false;
        }},
       {"--alignment", "N", "HT expert-packed: zone alignment in rows (0 means 1). Default 0.",
@@ -428,6 +431,12 @@ bool validate(const Options& o, std::string& error) {
     }
   }
   const bool ht = o.mode == "ht";
+  if (ht ? o.layout != "flat" && o.layout != "expert-packed"
+         : o.layout != "expert-padded" && o.layout != "rank-major" && o.layout != "flat") {
+    error = "--layout=" + o.layout + " with --mode=" + o.mode + ": " +
+            (ht ? "HT serves flat and expert-packed" : "LL serves expert-padded, rank-major and flat");
+    return false;
+  }
   if (!ht && o.scales != "fp32" &&
       (o.dtype != "fp8" || (o.scales != "fp32-colmajor" && o.scales != "ue8m0" && o.scales != "ue8m0-packed"))) {
     error = "--scales=" + o.scales +
@@ -574,6 +583,7 @@ bool parse_options(int argc, char* const* argv, Options& out, std::string& error
       return false;
     }
   }
+  if (o.layout == "default") o.layout = o.mode == "ht" ? "flat" : "expert-padded";
   if (!o.help && !validate(o, error)) return false;
   out = o;
   return true;

@@ -26,7 +26,8 @@ struct Options {
   std::vector<int> tokens{128};     // tokens per rank, one point each
   int max_tokens = 0;               // the group's max_tokens_per_rank; 0: largest of `tokens`
   std::string ht_sizing = "exact";  // ht: exact | capacity (EpcHandleConfig.sizing of each point's handle)
-  std::string layout = "flat";      // ht: flat | expert-packed (EpcHandleConfig.layout)
+  std::string layout = "default";   // EpcHandleConfig.layout: ll: expert-padded (default) |
+                                    // rank-major | flat; ht: flat (default) | expert-packed
   int alignment = 0;                // ht expert-packed: EpcHandleConfig.expert_alignment (0 means 1)
   // ht expert-packed: where combine's top-k weights come from. none: rows summed as given
   // (EPC_WEIGHTING_NONE); dispatch: dispatch's topk_weights on the expert's rank

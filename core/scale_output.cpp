@@ -6,6 +6,40 @@
 
 namespace epc {
 
+namespace {
+
+kernels::ScaleEncoding encoding_of(EpcDtype dtype) {
+  switch (dtype) {
+    case EPC_DTYPE_E8M0:
+      return kernels::ScaleEncoding::kUe8m0;
+    case EPC_DTYPE_E8M0X4:
+      return kernels::ScaleEncoding::kUe8m0x4;
+    default:  // FP32, or a dtype check_strided_tensor refuses naming the accepted ones
+      return kernels::ScaleEncoding::kFp32;
+  }
+}
+
+}  // namespace
+
+kernels::ScaleOutput fp8_scale_output_rows(const EpcTensor* t, int64_t rows, int64_t scales) {
+  if (t == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_FP8 needs it");
+  kernels::ScaleOutput out{};
+  out.encoding = encoding_of(t->dtype);
+  const int64_t words = kernels::scale_words(out.encoding, static_cast<int>(scales));
+  int64_t strides[2] = {0, 0};
+  check_strided_tensor(t,
+                       {"EpcDispatchArgs.out_scales",
+                        {EPC_DTYPE_FP32, EPC_DTYPE_E8M0, EPC_DTYPE_E8M0X4},
+                        {rows, words},
+                        static_cast<uint32_t>(kernels::scale_word_bytes(out.encoding))},
+                       strides);
+  out.data = t->data;
+  out.expert_stride = 0;
+  out.row_stride = strides[0];
+  out.word_stride = strides[1];
+  return out;
+}
+
 kernels::ScaleOutput fp8_scale_output(const EpcTensor* t, int64_t experts, int64_t rows, int64_t scales) {
   if (t == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_FP8 needs it");
   kernels::ScaleOutput out{};

@@ -15,5 +15,7 @@ namespace epc {
 // any strides under which no two elements share memory (row-major, column-major over rows,
 // rows padded for TMA, ...). Throws EPC_ERR_INVALID_ARGUMENT naming the field otherwise.
 kernels::ScaleOutput fp8_scale_output(const EpcTensor* out_scales, int64_t experts, int64_t rows, int64_t scales);
+// The same for a 2-D out_scales [rows, scales] (words as above); expert_stride is 0.
+kernels::ScaleOutput fp8_scale_output_rows(const EpcTensor* out_scales, int64_t rows, int64_t scales);
 
 }  // namespace epc

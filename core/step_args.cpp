@@ -7,8 +7,6 @@
 
 namespace epc {
 
-namespace {
-
 const char* layout_name(EpcLayout layout) {
   switch (layout) {
     case EPC_LAYOUT_EXPERT_PADDED:
@@ -23,6 +21,8 @@ const char* layout_name(EpcLayout layout) {
       return "an unknown layout";
   }
 }
+
+namespace {
 
 const char* mode_name(EpcMode mode) { return mode == EPC_MODE_LOW_LATENCY ? "low-latency" : "high-throughput"; }
 
@@ -94,10 +94,18 @@ HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConf
   s.expert_alignment = raw.expert_alignment != 0 ? raw.expert_alignment : 1;
   const EpcLayout served = ll ? EPC_LAYOUT_EXPERT_PADDED : EPC_LAYOUT_FLAT;
   const bool ht_packed = !ll && s.layout == EPC_LAYOUT_EXPERT_PACKED;
-  if (s.layout != served && !ht_packed) {
+  const bool ll_tokens = ll && (s.layout == EPC_LAYOUT_RANK_MAJOR || s.layout == EPC_LAYOUT_FLAT);
+  if (s.layout != served && !ht_packed && !ll_tokens) {
     fail_unsupported(format("EpcHandleConfig.layout %s is not served on %s groups in ABI %d.%d (they serve %s%s)",
                             layout_name(s.layout), mode_name(group.mode), EPC_ABI_MAJOR, EPC_ABI_MINOR,
-                            layout_name(served), ll ? "" : " and EPC_LAYOUT_EXPERT_PACKED"));
+                            layout_name(served),
+                            ll ? ", EPC_LAYOUT_RANK_MAJOR and EPC_LAYOUT_FLAT" : " and EPC_LAYOUT_EXPERT_PACKED"));
+  }
+  if (ll && s.sizing == EPC_SIZING_EXACT) {
+    fail_unsupported(
+        format("EpcHandleConfig.sizing EPC_SIZING_EXACT is not served on low-latency groups in ABI %d.%d (their "
+               "EPC_LAYOUT_FLAT holds ranks * max_tokens_per_rank rows, with no host synchronisation)",
+               EPC_ABI_MAJOR, EPC_ABI_MINOR));
   }
   // R * T rows per expert zone (EXPERT_PADDED); FLAT: the recv_capacity tokens the group's
   // window holds; EXPERT_PACKED: the rows R * T tokens of max_topk entries can take in
@@ -116,18 +124,24 @@ HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConf
                          : ll      ? group.worst_case_recv(nranks)
                                    : window;
   s.capacity = raw.capacity != 0 ? raw.capacity : worst;
-  if (!ll && !ht_packed && s.capacity > worst) {
+  if (s.layout == EPC_LAYOUT_FLAT && s.capacity > worst) {
     fail_argument(
-        format("EpcHandleConfig.capacity is %llu rows; at most %llu tokens (EpcGroupConfig.recv_capacity) can "
-               "arrive, so EPC_LAYOUT_FLAT needs no more rows",
-               static_cast<unsigned long long>(raw.capacity), static_cast<unsigned long long>(worst)));
+        format("EpcHandleConfig.capacity is %llu rows; at most %llu tokens (%s) can arrive, so "
+               "EPC_LAYOUT_FLAT needs no more rows",
+               static_cast<unsigned long long>(raw.capacity), static_cast<unsigned long long>(worst),
+               ll ? "ranks * max_tokens_per_rank" : "EpcGroupConfig.recv_capacity"));
   }
   if ((ll || ht_packed) && s.capacity != worst) {
-    fail_unsupported(format(
-        "EpcHandleConfig.capacity is %llu; ABI %d.%d serves only the default for %s, %llu rows "
-        "(ranks * max_tokens_per_rank%s); pass 0 (EPC_LAYOUT_FLAT serves any capacity)",
-        static_cast<unsigned long long>(raw.capacity), EPC_ABI_MAJOR, EPC_ABI_MINOR, layout_name(s.layout),
-        static_cast<unsigned long long>(worst), ll ? " per expert zone" : " * max_topk, in aligned expert zones"));
+    fail_unsupported(
+        format("EpcHandleConfig.capacity is %llu; ABI %d.%d serves only the default for %s, %llu rows "
+               "(ranks * max_tokens_per_rank%s); pass 0%s",
+               static_cast<unsigned long long>(raw.capacity), EPC_ABI_MAJOR, EPC_ABI_MINOR, layout_name(s.layout),
+               static_cast<unsigned long long>(worst),
+               !ll                                    ? " * max_topk, in aligned expert zones"
+               : s.layout == EPC_LAYOUT_EXPERT_PADDED ? " per expert zone"
+                                                      : " in all",
+               ll_tokens ? " (low-latency groups hold every token that can arrive)"
+                         : " (EPC_LAYOUT_FLAT serves any capacity)"));
   }
   return s;
 }

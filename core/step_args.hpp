@@ -12,6 +12,9 @@
 
 namespace epc {
 
+// The EPC_LAYOUT_* name of `layout`, for messages.
+const char* layout_name(EpcLayout layout);
+
 // What a handle's receive side looks like (EpcHandleConfig after defaults).
 struct HandleSetup {
   EpcLayout layout = EPC_LAYOUT_DEFAULT;

@@ -139,6 +139,28 @@ TEST(Options, HighThroughputSweep) {
   EXPECT_NE(error.find("--mode=ll allows at most 1024"), std::string::npos) << error;
 }
 
+// --layout defaults to the mode's layout; each mode accepts its own layouts only.
+TEST(Options, LayoutsPerMode) {
+  Options o;
+  std::string error;
+  ASSERT_TRUE(parse({}, o, error)) << error;
+  EXPECT_EQ(o.layout, "expert-padded");
+  ASSERT_TRUE(parse({"--mode=ht"}, o, error)) << error;
+  EXPECT_EQ(o.layout, "flat");
+  for (const char* layout : {"expert-padded", "rank-major", "flat"}) {
+    ASSERT_TRUE(parse({std::string("--layout=") + layout}, o, error)) << error;
+    EXPECT_EQ(o.layout, layout);
+  }
+  EXPECT_FALSE(parse({"--layout=expert-packed"}, o, error));
+  EXPECT_NE(error.find("LL serves expert-padded, rank-major and flat"), std::string::npos) << error;
+  for (const char* layout : {"expert-padded", "rank-major"}) {
+    EXPECT_FALSE(parse({"--mode=ht", std::string("--layout=") + layout}, o, error)) << layout;
+    EXPECT_NE(error.find("HT serves flat and expert-packed"), std::string::npos) << error;
+  }
+  EXPECT_FALSE(parse({"--layout=packed"}, o, error));
+  EXPECT_NE(error.find("--layout"), std::string::npos) << error;
+}
+
 TEST(Options, WeightsAtOnExpertPacked) {
   for (const char* at : {"none", "dispatch", "combine"}) {
     Options o;

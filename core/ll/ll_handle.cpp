@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
 #include "core/handle_memory.hpp"
+#include "core/ll/ll_outputs.hpp"
 #include "core/routing_input.hpp"
 #include "core/scale_output.hpp"
 #include "core/tensor_check.hpp"
@@ -122,6 +123,9 @@ kernels::LlCommon LlHandle::common() const {
   k.timeout_ns = group_.timeout_ns();
   k.num_tokens = num_tokens_;
   k.topk = topk_;
+  k.layout = setup_.layout == EPC_LAYOUT_RANK_MAJOR ? kernels::LlLayout::kRankMajor
+             : setup_.layout == EPC_LAYOUT_FLAT     ? kernels::LlLayout::kFlat
+                                                    : kernels::LlLayout::kExpertPadded;
 #ifdef EPC_PHASE_TRACE
   k.phase_trace = steps_.phase_trace();
 #endif
@@ -133,6 +137,18 @@ int LlHandle::blocks(int items) const {
   // blocks make small batches cheaper to launch and to finish.
   const int budget = static_cast<int>(group_.config().num_sms);
   return items < 1 ? 1 : (items < budget ? items : budget);
+}
+
+LlShape LlHandle::shape() const {
+  const GroupConfig& c = group_.config();
+  LlShape s;
+  s.ranks = group_.topology().nranks;
+  s.max_tokens = c.max_tokens_per_rank;
+  s.hidden = c.hidden;
+  s.local_experts = c.local_experts(group_.topology().nranks);
+  s.tokens = num_tokens_;
+  s.topk = topk_;
+  return s;
 }
 
 int LlHandle::capped(int blocks, int budget) { return blocks < budget ? blocks : budget; }
@@ -168,9 +184,8 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   group_.check_healthy();
   require_ready("epc_dispatch", /*starts_step=*/true);
   const GroupConfig& c = group_.config();
-  const int64_t B = num_tokens_, H = c.hidden, K = topk_;
+  const int64_t B = num_tokens_, H = c.hidden;
   const int64_t L = c.local_experts(group_.topology().nranks);
-  const int64_t C = static_cast<int64_t>(setup_.capacity);
   const bool fp8 = a.quant == EPC_QUANT_FP8;
   if (a.quant == EPC_QUANT_PASSTHROUGH) {
     fail_unsupported(
@@ -191,27 +206,8 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
                c.max_token_bytes()));
   }
   check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
-  if (a.topk_weights == nullptr) {
-    fail_argument(
-        "EpcDispatchArgs.topk_weights is NULL; low-latency combine weights each row on the expert's rank "
-        "(EPC_WEIGHTING_SENDER), so dispatch needs the weights");
-  }
-  check_tensor(a.topk_weights, {"EpcDispatchArgs.topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
-  if (fp8) {
-    check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {EPC_DTYPE_FP8_E4M3}, {L, C, H}});
-    if (a.out_scales == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_FP8 needs it");
-  } else {
-    check_tensor(a.out_x, {"EpcDispatchArgs.out_x", {a.x->dtype}, {L, C, H}});
-  }
-  const char* padded = "EPC_LAYOUT_EXPERT_PADDED has no such output";
-  require_absent(a.out_topk_idx, "EpcDispatchArgs.out_topk_idx", padded);
-  require_absent(a.out_expert_offsets, "EpcDispatchArgs.out_expert_offsets", padded);
-  require_absent(a.out_rank_counts, "EpcDispatchArgs.out_rank_counts", padded);
-  require_absent(a.out_num_recv, "EpcDispatchArgs.out_num_recv", padded);
-  require_unserved(a.out_topk_weights, "EpcDispatchArgs.out_topk_weights", "the weight of each row, [L, C]");
-  if (a.out_expert_counts != nullptr) {
-    check_tensor(a.out_expert_counts, {"EpcDispatchArgs.out_expert_counts", {EPC_DTYPE_INT32}, {L}, 4});
-  }
+  const bool padded = setup_.layout == EPC_LAYOUT_EXPERT_PADDED;
+  const LlOutputs out = check_ll_dispatch_outputs(a, setup_, shape());
   const CountOutputs counts = check_count_outputs(a, L);
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
 
@@ -220,10 +216,15 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.common = common();
   p.x = a.x->data;
   p.x_is_fp16 = a.x->dtype == EPC_DTYPE_FP16;
-  p.weights = static_cast<const float*>(a.topk_weights->data);
+  p.weights = padded || a.out_topk_weights != nullptr ? static_cast<const float*>(a.topk_weights->data) : nullptr;
   p.out_x = a.out_x->data;
-  if (fp8) p.out_scales = fp8_scale_output(a.out_scales, L, C, H / limits::kFp8BlockChannels);
+  if (fp8) p.out_scales = out.scales;
   p.out_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : counts_;
+  p.out_topk_idx = out.topk_idx;
+  p.out_topk_weights = out.topk_weights;
+  p.out_rank_counts = out.rank_counts;
+  p.out_num_recv = out.num_recv;
+  p.global_expert_ids = (setup_.flags & EPC_HANDLE_GLOBAL_EXPERT_IDS) != 0;
   p.acc_counts = counts.accumulated;
   p.message_slices = message_slices();
   p.token_slices = slices_for(num_tokens_);
@@ -259,22 +260,15 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
 void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
   require_ready("epc_combine", /*starts_step=*/true);
-  if (a.weighting == EPC_WEIGHTING_NONE || a.weighting == EPC_WEIGHTING_HOME) {
-    fail_unsupported(format(
-        "EpcCombineArgs.weighting %s is not served on low-latency groups in ABI %d.%d (they "
-        "weight on the expert's rank: EPC_WEIGHTING_SENDER)",
-        a.weighting == EPC_WEIGHTING_NONE ? "EPC_WEIGHTING_NONE" : "EPC_WEIGHTING_HOME", EPC_ABI_MAJOR, EPC_ABI_MINOR));
-  }
+  check_ll_weighting(a.weighting, setup_.layout);
   require_unserved(a.topk_weights, "EpcCombineArgs.topk_weights", "weights carried back on low-latency groups");
   const GroupConfig& c = group_.config();
   const int64_t B = num_tokens_, H = c.hidden;
-  const int64_t L = c.local_experts(group_.topology().nranks);
-  const int64_t C = static_cast<int64_t>(setup_.capacity);
   if (a.x->dtype == EPC_DTYPE_FP16) {
     fail_unsupported(format("EpcCombineArgs.x of dtype fp16 is not served in ABI %d.%d; bf16 travels", EPC_ABI_MAJOR,
                             EPC_ABI_MINOR));
   }
-  check_tensor(a.x, {"EpcCombineArgs.x", {EPC_DTYPE_BF16}, {L, C, H}});
+  check_ll_rows_tensor(a.x, "EpcCombineArgs.x", EPC_DTYPE_BF16, setup_, shape());
   check_tensor(a.out, {"EpcCombineArgs.out", {EPC_DTYPE_BF16, EPC_DTYPE_FP16, EPC_DTYPE_FP32}, {B, H}});
   if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
@@ -338,7 +332,8 @@ void LlHandle::complete(cudaStream_t stream) {
 }
 
 EpcHandleInfo LlHandle::info() const {
-  // EXPERT_PADDED: every [L, C, ...] output has C = capacity rows per zone.
+  // EXPERT_PADDED: every [L, C, ...] output has C = capacity rows per zone; the token
+  // layouts hold R * T rows (RANK_MAJOR as [R, T, ...]), which is their capacity.
   return handle_info(EPC_MODE_LOW_LATENCY, setup_, id_.number, num_tokens_, topk_, pending_,
                      static_cast<int64_t>(setup_.capacity));
 }

@@ -13,6 +13,7 @@
 #include "core/device_memory.hpp"
 #include "core/group.hpp"
 #include "core/handle_name.hpp"
+#include "core/ll/ll_outputs.hpp"
 #include "core/ll/ll_steps.hpp"
 #include "core/step_args.hpp"
 #include "epcomm/epcomm.h"
@@ -41,6 +42,8 @@ class LlHandle {
   // epc_complete, and a step before any routing. (LlSteps::take checks the group's limits.)
   void require_ready(const char* call, bool starts_step) const;
   void copy_routing(const EpcTensor* topk_idx, cudaStream_t stream);
+  // The handle's shapes for the checks of core/ll/ll_outputs.hpp.
+  LlShape shape() const;
   kernels::LlCommon common() const;
   // The SM budget, or `items` blocks when fewer suffice (one block per item).
   int blocks(int items = INT32_MAX) const;

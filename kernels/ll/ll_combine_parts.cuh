@@ -5,7 +5,9 @@
 // at [this rank][token]; the last block then signals every rank. Receive: waits for every
 // rank, then one block per token adds the partials of the ranks hosting its entries in
 // ascending rank order (fp32) and writes bf16. This is the reference model's ll_combine
-// with CombineOrder::kPerRankPrereduce.
+// with CombineOrder::kPerRankPrereduce. In the token layouts a message has one row, which the
+// caller weighted (EPC_WEIGHTING_NONE): it crosses unchanged, and the receive is the same,
+// the reference's ll_combine_tokens.
 #pragma once
 
 #include "kernels/device/bf16.cuh"
@@ -41,9 +43,15 @@ struct MessageEntries {
 };
 
 // Pre-reduces a slice of one message with the whole block: partial = sum over its entries
-// (top-k order) of weight x row, with up to kRowsInFlight rows loaded before they are added.
-__device__ __forceinline__ void send_partial(const LlCombineParams& p, const MessageEntries& m, VectorSlice part,
-                                             int4* dst) {
+// (top-k order) of weight x row, with up to kRowsInFlight rows loaded before they are added;
+// in the token layouts the message's one row, as the caller weighted it.
+__device__ __forceinline__ void send_partial(const LlCommon& c, const LlCombineParams& p, const MessageEntries& m,
+                                             VectorSlice part, int4* dst) {
+  if (c.layout != LlLayout::kExpertPadded) {
+    const int4* row = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(m.flat_row[0]) * c.geo.hidden);
+    for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) dst[v] = row[v];
+    return;
+  }
   for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) {
     float acc[kChannelsPerVector] = {};
     for (int j0 = 0; j0 < m.entries; j0 += kRowsInFlight) {
@@ -98,7 +106,8 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step) {
     }
     __syncthreads();
     const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.token);
-    if (entries.entries > 0) send_partial(p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
+    if (entries.entries > 0)
+      send_partial(c, p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
     __syncthreads();
     if (entries.entries > 0 && part.end > part.begin) {
       constexpr uint64_t kVectorBytes = 16;

@@ -10,6 +10,9 @@ namespace epc::kernels {
 
 namespace {
 
+// kByToken: the token layouts (RANK_MAJOR, FLAT) or EXPERT_PADDED, a template argument so
+// that each layout's launch carries only its own placement code.
+template <bool kByToken>
 struct DispatchParts {
   using Params = LlDispatchParams;
   static constexpr int kRecord = kLlDispatchRecord;
@@ -18,27 +21,43 @@ struct DispatchParts {
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->dispatch; }
 #endif
-  __device__ __forceinline__ static bool send(const Params& p, uint64_t step) { return dispatch_send::run(p, step); }
-  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) { return dispatch_recv::run(p, step); }
-  static size_t send_shared(const Params&) { return 0; }
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step) {
+    return dispatch_send::run<kByToken>(p, step);
+  }
+  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) {
+    return dispatch_recv::run<kByToken>(p, step);
+  }
+  // The sending part's [nranks] token places (the token layouts).
+  static size_t send_shared(const Params& p) {
+    return kByToken ? static_cast<size_t>(p.common.geo.nranks) * sizeof(int) : 0;
+  }
   // The receiving part's [nranks] token counts.
   static size_t receive_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
 };
 
+bool by_token(const LlDispatchParams& p) { return p.common.layout != LlLayout::kExpertPadded; }
+
 }  // namespace
 
 cudaError_t launch_ll_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream) {
-  return launch_ll_send<DispatchParts>(params, blocks, stream);
+  return by_token(params) ? launch_ll_send<DispatchParts<true>>(params, blocks, stream)
+                          : launch_ll_send<DispatchParts<false>>(params, blocks, stream);
 }
 
 cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream) {
-  return launch_ll_receive<DispatchParts>(params, blocks, stream);
+  return by_token(params) ? launch_ll_receive<DispatchParts<true>>(params, blocks, stream)
+                          : launch_ll_receive<DispatchParts<false>>(params, blocks, stream);
 }
 
 cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks, cudaStream_t stream) {
-  return launch_ll_step<DispatchParts>(params, send_blocks, recv_blocks, stream);
+  return by_token(params) ? launch_ll_step<DispatchParts<true>>(params, send_blocks, recv_blocks, stream)
+                          : launch_ll_step<DispatchParts<false>>(params, send_blocks, recv_blocks, stream);
 }
 
-size_t ll_dispatch_local_bytes() { return ll_step_local_bytes<DispatchParts>(); }
+size_t ll_dispatch_local_bytes() {
+  const size_t padded = ll_step_local_bytes<DispatchParts<false>>();
+  const size_t tokens = ll_step_local_bytes<DispatchParts<true>>();
+  return padded > tokens ? padded : tokens;
+}
 
 }  // namespace epc::kernels

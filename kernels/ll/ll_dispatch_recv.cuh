@@ -3,9 +3,11 @@
 // message on its own: an entry's packed row inside its expert is the number of that
 // expert's entries from lower source ranks (the count tables the sources sent) plus the
 // entry's position, which gives the reference order (source rank, source token, top-k slot)
-// with no scan. One block per (message, slice of its row) copies its slice of the payload
-// once into every row it feeds; the first slice's block records the rows and weights that
-// combine will need.
+// with no scan. The token layouts place a message once, at its header's place in its
+// source's zone (RANK_MAJOR) or after the tokens of lower source ranks (FLAT), and write its
+// slots' expert ids and weights. One block per (message, slice of its row) copies its slice
+// of the payload once into every row it feeds; the first slice's block records the rows and
+// weights that combine will need.
 #pragma once
 
 #ifdef EPC_PHASE_TRACE
@@ -33,8 +35,75 @@ struct MessageRows {
                                 // -1 for an entry that did not fit
 };
 
+// The token layouts: the tokens source `s` sent this rank in the step, from its last
+// header (its place, plus one if that token came too).
+__device__ __forceinline__ int tokens_sent_here(const char* slots, const LlGeometry& g, const uint32_t* tokens_from,
+                                                int s) {
+  const int sent = static_cast<int>(tokens_from[s]);
+  if (sent == 0) return 0;
+  const auto* last = reinterpret_cast<const LlMessageHeader*>(
+      slots + (static_cast<size_t>(s) * g.max_tokens + sent - 1) * g.message_bytes);
+  return last->place + (last->entries > 0 ? 1 : 0);
+}
+
+// The token layouts: the one row message `m` feeds (none when the token has no entry here,
+// or the header's place is out of range, which only a sender of another layout writes), and
+// with `records` its slots' ids and weights and the handle's record of the row. Run by the
+// block's first warp.
+__device__ __forceinline__ void place_token(const LlDispatchParams& p, const char* message, const ReceivedMessage& m,
+                                            const char* slots, const uint32_t* tokens_from, bool records,
+                                            MessageRows* placed) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  const int lane = lane_id();
+  const LlMessageHeader header = *reinterpret_cast<const LlMessageHeader*>(message);
+  int row = -1;
+  int64_t scale_row = -1;
+  if (header.entries > 0 && header.place >= 0 && header.place < g.max_tokens) {
+    if (c.layout == LlLayout::kRankMajor) {
+      row = m.source * g.max_tokens + header.place;
+      scale_row = m.source * p.out_scales.expert_stride + header.place * p.out_scales.row_stride;
+    } else {
+      // The lanes share out the lower sources and sum their token counts.
+      int before = 0;
+      for (int s = lane; s < m.source; s += kWarpSize) before += tokens_sent_here(slots, g, tokens_from, s);
+      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(0xffffffffu, before, offset);
+      row = header.place + before;
+      scale_row = row * p.out_scales.row_stride;
+    }
+  }
+  if (lane == 0) {
+    placed->entries = row >= 0 ? 1 : 0;
+    placed->flat_row[0] = row;
+    placed->scale_row[0] = scale_row;
+    if (records) {
+      // Combine sends this row back as it is (EPC_WEIGHTING_NONE).
+      c.handle.msg_entries[m.index] = placed->entries;
+      c.handle.msg_rows[static_cast<size_t>(m.index) * g.max_entries] = row;
+      c.handle.msg_weights[static_cast<size_t>(m.index) * g.max_entries] = 1.0f;
+    }
+  }
+  if (!records || row < 0) return;  // uniform over the warp
+  const size_t slots_at = static_cast<size_t>(row) * c.topk;
+  if (lane < c.topk) {
+    if (p.out_topk_idx != nullptr) p.out_topk_idx[slots_at + lane] = -1;
+    if (p.out_topk_weights != nullptr) p.out_topk_weights[slots_at + lane] = 0.0f;
+  }
+  __syncwarp();
+  if (lane < header.entries) {
+    const LlMessageEntry entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
+    const int slot = entry.position;  // the top-k slot in the token layouts
+    if (slot >= 0 && slot < c.topk) {
+      const int id = p.global_expert_ids ? g.rank * g.local_experts + entry.local_expert : entry.local_expert;
+      if (p.out_topk_idx != nullptr) p.out_topk_idx[slots_at + slot] = id;
+      if (p.out_topk_weights != nullptr) p.out_topk_weights[slots_at + slot] = entry.weight;
+    }
+  }
+}
+
 // The whole part, run by every thread of every block; false when the block's wait failed
-// (ll_step_kernel.cuh gives the slot's credits).
+// (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or FLAT (ll_dispatch.cu).
+template <bool kByToken>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
@@ -52,13 +121,25 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset));
   const int32_t* table = reinterpret_cast<const int32_t*>(
       slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes));  // [R][L]
+  const int columns = g.local_experts;
   const int expert_rows = g.nranks * g.max_tokens;
+  constexpr bool by_token = kByToken;
   for (int l = blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts; l += gridDim.x * blockDim.x) {
     int rows = 0;
-    for (int s = 0; s < g.nranks; ++s) rows += table[s * g.local_experts + l];
-    const int written = rows < expert_rows ? rows : expert_rows;
+    for (int s = 0; s < g.nranks; ++s) rows += table[s * columns + l];
+    // Expert zones hold R*T rows; the token layouts count (token, entry) pairs.
+    const int written = by_token || rows < expert_rows ? rows : expert_rows;
     p.out_counts[l] = written;
     if (p.acc_counts != nullptr) p.acc_counts[l] += written;
+  }
+  if (by_token && p.out_rank_counts != nullptr) {
+    for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < g.nranks; s += gridDim.x * blockDim.x)
+      p.out_rank_counts[s] = tokens_sent_here(slots, g, tokens_from, s);
+  }
+  if (by_token && p.out_num_recv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    int tokens = 0;
+    for (int s = 0; s < g.nranks; ++s) tokens += tokens_sent_here(slots, g, tokens_from, s);
+    *p.out_num_recv = tokens;
   }
 
   const bool fp8 = p.payload == LlPayload::kFp8;
@@ -72,7 +153,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     const bool records = slice == 0;  // one block per message writes the handle's records
     const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
     const char* message = slots + static_cast<size_t>(m.index) * g.message_bytes;
-    if (threadIdx.x < kWarpSize) {
+    if (threadIdx.x < kWarpSize && by_token) {
+      place_token(p, message, m, slots, tokens_from, records, &placed);
+    } else if (threadIdx.x < kWarpSize) {
       const int entries = reinterpret_cast<const LlMessageHeader*>(message)->entries;
       if (lane == 0) {
         if (records) c.handle.msg_entries[m.index] = entries;
@@ -82,7 +165,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
         const LlMessageEntry entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
         const int l = entry.local_expert;
         int row = entry.position;
-        for (int s = 0; s < m.source; ++s) row += table[s * g.local_experts + l];
+        for (int s = 0; s < m.source; ++s) row += table[s * columns + l];
         int flat_row = -1;
         // Only duplicate expert ids in a row can overfill an expert; never write past it.
         if (row < expert_rows) {

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Low-latency dispatch, sending half. One block per token: it names the token's entries on
-// every rank (local expert, position among this rank's entries for that expert, weight),
-// writes a header into each rank's slot [this rank][token] (zero entries where the token
-// has none, so receivers never read a stale header), and stores the payload once into every
-// rank that hosts one of its entries: the row as it is, or quantized to e4m3 on the way.
-// One block sends each rank the table of entries per local expert (counted when the routing
-// was set); the last block to finish signals every rank with (epoch, B).
+// every rank (local expert, position among this rank's entries for that expert or, in the
+// token layouts, the top-k slot; weight), writes a header into each rank's slot [this
+// rank][token] (zero entries where the token has none, so receivers never read a stale
+// header; in the token layouts the tokens before it sent there), and stores the
+// payload once into every rank that hosts one of its entries: the row as it is, or quantized
+// to e4m3 on the way. One block sends each rank the table of entries per local expert
+// (counted when the routing was set); the last block to finish signals every rank with
+// (epoch, B).
 #pragma once
 
 #include "kernels/device/fp8.cuh"
@@ -113,12 +115,15 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
 }
 
 // The whole part, run by every thread of every block; true in the launch's last block, which
-// has signalled every rank (ll_step_kernel.cuh records the step).
+// has signalled every rank (ll_step_kernel.cuh records the step). kByToken: the handle's
+// layout is RANK_MAJOR or FLAT (ll_dispatch.cu).
+template <bool kByToken>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   __shared__ TokenRoute route;
   __shared__ char* messages[kMaxTopk];
+  extern __shared__ int places[];  // [nranks] in the token layouts (send_shared)
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseStart);
 #endif
@@ -137,13 +142,16 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     const VectorSlice part = vector_slice(vectors, item % slices, slices, kWarpSize);
     const char* row = static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2;
     const RowPrefetch first = prefetch_row(row, part);
-    route_token(c, p.weights, t, &route, first_slice);  // ends with __syncthreads
+    const RouteCounts counts = !first_slice ? RouteCounts::kNone
+                               : kByToken   ? RouteCounts::kTokenPlaces
+                                            : RouteCounts::kExpertPositions;
+    route_token(c, p.weights, t, &route, counts, places);  // ends with __syncthreads
     const uint64_t message_at = g.message_offset(p.recv_offset, g.rank, t);
     if (threadIdx.x < kWarpSize && first_slice) {
       // Headers: one per rank, entries in top-k order.
       for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
         auto* header = static_cast<LlMessageHeader*>(c.transport.buffer(message_at, d));
-        header->token = t;
+        header->place = kByToken ? places[d] : t;
         header->entries = route.entries_on_rank(d);
       }
       const int j = threadIdx.x;
@@ -152,7 +160,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
         char* message = static_cast<char*>(c.transport.buffer(message_at, dest));
         LlMessageEntry entry;
         entry.local_expert = route.expert[j] - dest * g.local_experts;
-        entry.position = route.position[j];
+        entry.position = kByToken ? j : route.position[j];
         entry.weight = route.weight[j];
         reinterpret_cast<LlMessageEntry*>(message + sizeof(LlMessageHeader))[route.index_on_rank[j]] = entry;
       }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Where one token goes in a low-latency dispatch, worked out by a whole block into shared
 // memory: its unmasked entries, the ranks hosting them, each entry's index inside its
-// rank's message, and each entry's position among this rank's entries for the same expert
-// in (token, top-k slot) order, which lets receivers place rows without scanning.
+// rank's message, and either each entry's position among this rank's entries for the same
+// expert in (token, top-k slot) order (EXPERT_PADDED) or, for every rank, the tokens before
+// this one sent there (the token layouts), which lets receivers place rows without scanning.
 #pragma once
 
 #include "kernels/device/warp.cuh"
@@ -14,6 +15,10 @@ namespace epc::kernels {
 // The first warp of the block routes the token, lane j holding entry j, and fills arrays of
 // one element per lane.
 static_assert(kMaxTopk == kWarpSize, "route_token gives each top-k entry one lane of a warp");
+
+// Entries of earlier tokens one pass of the token-place count reads into shared memory.
+constexpr int kPlaceChunk = 512;
+static_assert(kPlaceChunk >= kMaxTopk, "a pass holds at least one token's entries");
 
 struct TokenRoute {
   int expert[kMaxTopk];  // global expert id, -1 when masked or j >= K
@@ -32,17 +37,22 @@ struct TokenRoute {
   }
 };
 
-// Fills `route` (shared) for token t. Called by every thread of the block; ends synchronised.
-// `positions`: also each entry's position (else only its own token's earlier slots count).
+// What route_token counts over the earlier tokens: nothing (positions then count only the
+// token's own earlier slots), each entry's position, or each rank's place (`places`).
+enum class RouteCounts { kNone, kExpertPositions, kTokenPlaces };
+
+// Fills `route` (shared) for token t, and with kTokenPlaces `places` (shared, [nranks]): the
+// tokens before t with an entry on each rank. Called by every thread of the block; ends
+// synchronised. `weights` may be null (weights 0).
 __device__ __forceinline__ void route_token(const LlCommon& c, const float* weights, int t, TokenRoute* route,
-                                            bool positions = true) {
+                                            RouteCounts counts, int* places) {
   const int32_t* idx = c.handle.topk_idx;
   const int K = c.topk;
   if (threadIdx.x < kWarpSize) {
     const int j = threadIdx.x;
     const int expert = j < K ? idx[t * K + j] : -1;
     route->expert[j] = expert;
-    route->weight[j] = j < K ? weights[t * K + j] : 0.0f;
+    route->weight[j] = j < K && weights != nullptr ? weights[t * K + j] : 0.0f;
     const unsigned lower_lanes = (1u << j) - 1u;
     // Earlier slots of this token with the same expert; earlier tokens' entries follow.
     route->position[j] = __popc(__match_any_sync(0xffffffffu, expert) & lower_lanes);
@@ -59,9 +69,34 @@ __device__ __forceinline__ void route_token(const LlCommon& c, const float* weig
     }
     if (j == 0) route->num_dests = __popc(leaders);
   }
+  if (counts == RouteCounts::kTokenPlaces) {
+    for (int d = threadIdx.x; d < c.geo.nranks; d += blockDim.x) places[d] = 0;
+  }
   __syncthreads();
+  if (counts == RouteCounts::kTokenPlaces) {
+    // One thread per earlier entry, in chunks of whole tokens: an entry counts for its rank
+    // when no earlier slot of its token is on that rank (read from the chunk in shared
+    // memory), and each warp adds its counts per rank at once.
+    __shared__ int entry_rank[kPlaceChunk];
+    const int chunk = (min(static_cast<int>(blockDim.x), kPlaceChunk) / K) * K;
+    for (int base = 0; base < t * K; base += chunk) {
+      const int f = base + static_cast<int>(threadIdx.x);
+      const bool mine = static_cast<int>(threadIdx.x) < chunk && f < t * K;
+      const int id = mine ? idx[f] : -1;
+      const int rank = id >= 0 ? id / c.geo.local_experts : -1;
+      if (mine) entry_rank[threadIdx.x] = rank;
+      __syncthreads();
+      bool first = rank >= 0;
+      for (int k0 = 1; first && k0 <= f % K; ++k0) first = entry_rank[threadIdx.x - k0] != rank;
+      const int key = first ? rank : -1;
+      const unsigned same = __match_any_sync(0xffffffffu, key);
+      if (key >= 0 && (same & ((1u << lane_id()) - 1u)) == 0) atomicAdd(&places[key], __popc(same));
+      __syncthreads();
+    }
+    return;
+  }
   // Positions: plus the matches of each entry's expert among the earlier tokens' entries.
-  const int end = positions ? t * K : 0;
+  const int end = counts == RouteCounts::kExpertPositions ? t * K : 0;
   for (int f = threadIdx.x; f < end; f += blockDim.x) {
     const int id = idx[f];
     if (id < 0) continue;

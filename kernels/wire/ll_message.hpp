@@ -9,6 +9,14 @@
 // top-k slot) order, so the receiver can place every message independently: the packed row
 // is (entries of that expert from lower source ranks) + position. Behind the messages sits
 // a small table [source][local expert] of those per-source entry counts.
+//
+// The token layouts (RANK_MAJOR, FLAT: one row per received token) place a message by its
+// token instead: every header's `place` counts the source's tokens before this one that it
+// sent the receiver, so a message's row is its place (RANK_MAJOR, in the source's zone) or
+// the tokens of lower source ranks + place (FLAT), a source's token count being the place of
+// its last header plus one if that token came too; each entry's `position` holds its top-k
+// slot. Every rank's handle of one step has the same layout, so the sender knows which of
+// the two it writes.
 #pragma once
 
 #include <cstddef>
@@ -17,14 +25,16 @@
 namespace epc::kernels {
 
 struct LlMessageHeader {
-  int32_t token;    // source token index
+  int32_t place;    // token layouts: the source's tokens before this one sent to this
+                    // receiver; EXPERT_PADDED: the source token
   int32_t entries;  // LlMessageEntry records that follow
 };
 
 struct LlMessageEntry {
   int32_t local_expert;
-  int32_t position;  // among the source's entries for this expert, in (token, slot) order
-  float weight;
+  int32_t position;  // EXPERT_PADDED: among the source's entries for this expert, in
+                     // (token, slot) order; token layouts: the entry's top-k slot
+  float weight;      // the entry's topk_weights value (0 where dispatch was given none)
 };
 
 constexpr size_t kLlMessageAlignment = 16;

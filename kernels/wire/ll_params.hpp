@@ -61,6 +61,11 @@ struct LlHandleArrays {
   uint64_t* steps;
 };
 
+// How a dispatch places what it receives (EpcHandleConfig.layout on LL groups): one row per
+// entry in its expert's zone, or one row per received token (the token layouts), in its
+// source's zone of max_tokens rows or back to back over all sources.
+enum class LlLayout : int32_t { kExpertPadded = 0, kRankMajor = 1, kFlat = 2 };
+
 struct LlCommon {
   ncclDevComm dev_comm;
   PeerTransport transport;  // this rank's window and the peers' (the only way to them)
@@ -69,8 +74,9 @@ struct LlCommon {
   LlState* state;
   DeviceError* error;
   uint64_t timeout_ns;
-  int num_tokens;  // B of this rank
-  int topk;        // K
+  int num_tokens;   // B of this rank
+  int topk;         // K
+  LlLayout layout;  // the handle's, the same on every rank of a step
 #ifdef EPC_PHASE_TRACE
   LlPhaseTrace* phase_trace;  // the group's (core/ll/ll_steps.hpp), stamped by the LL kernels
 #endif
@@ -105,11 +111,20 @@ struct LlDispatchParams {
   uint64_t recv_offset;    // of that slot's receive region
   uint64_t signal_offset;  // of that slot's signal region (kernels/wire/ll_message.hpp)
   const void* x;           // [B, H] bf16 or fp16
-  const float* weights;    // [B, K]
-  void* out_x;             // [L, R*T, H] of x's dtype, or e4m3 bytes
-  ScaleOutput out_scales;  // [L, R*T, H/128 scales] with kFp8, else data null
+  const float* weights;    // [B, K], or null (token layouts without out_topk_weights: 0)
+  void* out_x;             // [L, R*T, H] (token layouts: [R*T, H]) of x's dtype, or e4m3 bytes
+  ScaleOutput out_scales;  // [L, R*T, H/128 scales] (token layouts: [R, T, ...] or [R*T, ...],
+                           // expert_stride the zone's) with kFp8, else data null
   int32_t* out_counts;     // [L]: the caller's, or the handle's own
   int64_t* acc_counts;     // [L] or null: out_counts are added to it
+  // Token layouts only, each null when not asked for: per received row its K slots' expert
+  // ids (-1 off this rank) and weights (0 off this rank), [R*T, K]; tokens per source [R];
+  // tokens received [1].
+  int32_t* out_topk_idx;
+  float* out_topk_weights;
+  int32_t* out_rank_counts;
+  int32_t* out_num_recv;
+  bool global_expert_ids;  // out_topk_idx: rank * L + local id
   int message_slices;      // blocks per received message in the receiving part (1..kLlMaxMessageSlices)
   int token_slices;        // blocks per token in the sending part (1..kLlMaxMessageSlices)
   LlPayload payload;

@@ -160,12 +160,14 @@ void expect_bad_creations(EpcGroup* group, EpcGroup* ll_group, const HtShape& sh
     expect_status(create(group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.layout",
                   "layout " + std::to_string(layout) + " on an HT group");
   }
-  for (EpcLayout layout : {EPC_LAYOUT_FLAT, EPC_LAYOUT_EXPERT_PACKED}) {
-    c = handle_config();
-    c.layout = layout;
-    expect_status(create(ll_group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.layout",
-                  "layout " + std::to_string(layout) + " on an LL group");
-  }
+  c = handle_config();
+  c.layout = EPC_LAYOUT_EXPERT_PACKED;
+  expect_status(create(ll_group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.layout",
+                "EXPERT_PACKED on an LL group");
+  c = handle_config(EPC_SIZING_EXACT);
+  c.layout = EPC_LAYOUT_FLAT;
+  expect_status(create(ll_group, c, &routing), EPC_ERR_UNSUPPORTED, "EpcHandleConfig.sizing",
+                "EXACT on an LL group (FLAT)");
   c = handle_config(EPC_SIZING_EXACT);
   expect_invalid(create(ll_group, c, &routing), "EpcHandleConfig.sizing", "EXACT on an LL group (EXPERT_PADDED)");
   expect_invalid(epc_handle_create(group, nullptr, &routing, s, nullptr), "out_handle", "out_handle NULL");

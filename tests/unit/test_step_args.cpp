@@ -88,8 +88,8 @@ TEST(HandleConfig, NullGivesTheModesDefaults) {
 }
 
 TEST(HandleConfig, LayoutsPerMode) {
-  // LL serves EXPERT_PADDED, HT serves FLAT and EXPERT_PACKED; the other defined layouts are
-  // UNSUPPORTED.
+  // LL serves EXPERT_PADDED, RANK_MAJOR and FLAT, HT serves FLAT and EXPERT_PACKED; the other
+  // defined layouts are UNSUPPORTED.
   struct Case {
     EpcMode mode;
     EpcLayout layout;
@@ -98,8 +98,8 @@ TEST(HandleConfig, LayoutsPerMode) {
   const Case cases[] = {
       {EPC_MODE_LOW_LATENCY, EPC_LAYOUT_EXPERT_PADDED, EPC_OK},
       {EPC_MODE_LOW_LATENCY, EPC_LAYOUT_EXPERT_PACKED, EPC_ERR_UNSUPPORTED},
-      {EPC_MODE_LOW_LATENCY, EPC_LAYOUT_RANK_MAJOR, EPC_ERR_UNSUPPORTED},
-      {EPC_MODE_LOW_LATENCY, EPC_LAYOUT_FLAT, EPC_ERR_UNSUPPORTED},
+      {EPC_MODE_LOW_LATENCY, EPC_LAYOUT_RANK_MAJOR, EPC_OK},
+      {EPC_MODE_LOW_LATENCY, EPC_LAYOUT_FLAT, EPC_OK},
       {EPC_MODE_HIGH_THROUGHPUT, EPC_LAYOUT_FLAT, EPC_OK},
       {EPC_MODE_HIGH_THROUGHPUT, EPC_LAYOUT_EXPERT_PADDED, EPC_ERR_UNSUPPORTED},
       {EPC_MODE_HIGH_THROUGHPUT, EPC_LAYOUT_EXPERT_PACKED, EPC_OK},
@@ -177,6 +177,40 @@ TEST(HandleConfig, Capacity) {
   exact.capacity = worst(EPC_MODE_HIGH_THROUGHPUT);
   expect_outcome(resolve(exact, EPC_MODE_HIGH_THROUGHPUT), EPC_ERR_INVALID_ARGUMENT, {"EpcHandleConfig", "capacity"},
                  "capacity with EXACT");
+}
+
+// LL token layouts hold every token that can arrive: R * T rows, no other capacity (FLAT:
+// more is meaningless, fewer not served; RANK_MAJOR: its zones are fixed), no EXACT sizing.
+TEST(HandleConfig, LowLatencyTokenLayoutsHoldRanksTimesMaxTokens) {
+  const uint64_t rows = worst(EPC_MODE_LOW_LATENCY);
+  for (EpcLayout layout : {EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
+    epc::HandleSetup s;
+    ASSERT_EQ(resolve(handle_config(layout), EPC_MODE_LOW_LATENCY, &s).status, EPC_OK);
+    EXPECT_EQ(s.layout, layout);
+    EXPECT_EQ(s.capacity, rows);
+  }
+  EpcHandleConfig flat = handle_config(EPC_LAYOUT_FLAT);
+  flat.capacity = rows;
+  EXPECT_EQ(resolve(flat, EPC_MODE_LOW_LATENCY).status, EPC_OK);
+  flat.capacity = rows - 1;
+  expect_outcome(resolve(flat, EPC_MODE_LOW_LATENCY), EPC_ERR_UNSUPPORTED,
+                 {"EpcHandleConfig", "capacity", "EPC_LAYOUT_FLAT"}, "LL FLAT below R * T");
+  flat.capacity = rows + 1;
+  expect_outcome(resolve(flat, EPC_MODE_LOW_LATENCY), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcHandleConfig", "capacity", "ranks * max_tokens_per_rank"}, "LL FLAT above R * T");
+  EpcHandleConfig rank_major = handle_config(EPC_LAYOUT_RANK_MAJOR);
+  rank_major.capacity = rows;
+  expect_outcome(resolve(rank_major, EPC_MODE_LOW_LATENCY), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcHandleConfig", "capacity", "EPC_LAYOUT_RANK_MAJOR"}, "capacity on RANK_MAJOR");
+  expect_outcome(resolve(handle_config(EPC_LAYOUT_FLAT, EPC_SIZING_EXACT), EPC_MODE_LOW_LATENCY), EPC_ERR_UNSUPPORTED,
+                 {"EpcHandleConfig", "sizing", "EPC_SIZING_EXACT"}, "EXACT on LL FLAT");
+  expect_outcome(resolve(handle_config(EPC_LAYOUT_RANK_MAJOR, EPC_SIZING_EXACT), EPC_MODE_LOW_LATENCY),
+                 EPC_ERR_INVALID_ARGUMENT, {"EpcHandleConfig", "sizing"}, "EXACT on LL RANK_MAJOR");
+  EpcHandleConfig global = handle_config(EPC_LAYOUT_FLAT);
+  global.flags = EPC_HANDLE_GLOBAL_EXPERT_IDS;
+  epc::HandleSetup s;
+  ASSERT_EQ(resolve(global, EPC_MODE_LOW_LATENCY, &s).status, EPC_OK);
+  EXPECT_EQ(s.flags, EPC_HANDLE_GLOBAL_EXPERT_IDS);
 }
 
 TEST(HandleConfig, FlatCapacityDefaultsToTheGroupsRecvCapacity) {

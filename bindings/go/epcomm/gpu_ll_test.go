@@ -167,8 +167,8 @@ func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank i
 	checks := []error{refused("a 3-D topk_idx", err, ErrInvalidArgument, "topk_idx")}
 	_, err = CreateHandle(group, nil, routing(tensorOn(b.topkIdx, DtypeInt64, 4, llMaxTopK+1)), 0)
 	checks = append(checks, refused("K above max_topk", err, ErrInvalidArgument, "max_topk"))
-	_, err = CreateHandle(group, &HandleConfig{Layout: LayoutFlat}, nil, 0)
-	checks = append(checks, refused("a flat layout on a low-latency group", err, ErrUnsupported, "layout"))
+	_, err = CreateHandle(group, &HandleConfig{Layout: LayoutExpertPacked}, nil, 0)
+	checks = append(checks, refused("an expert-packed layout on a low-latency group", err, ErrUnsupported, "layout"))
 	_, err = CreateHandle(group, &HandleConfig{Sizing: SizingExact}, nil, 0)
 	checks = append(checks, refused("exact sizing of an expert-padded layout", err, ErrInvalidArgument, "sizing"))
 	checks = append(checks, refused("an fp32 topk_idx", h.Update(routing(tensorOn(b.topkIdx, DtypeFP32, 4, 2)), 0),

@@ -288,8 +288,18 @@ func (r RegionKind) String() string {
 // zones start at multiples of expert_alignment. RANK_MAJOR and FLAT hold a token once per
 // receiving rank, with its entries for that rank (the others: id -1, weight 0). An output a
 // layout has no column for is meaningless there (EPC_ERR_INVALID_ARGUMENT). combine's x has
-// out_x's shape. Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups;
-// the others return EPC_ERR_UNSUPPORTED.
+// out_x's shape. RANK_MAJOR: zone r holds the tokens rank r sent here back to back from its
+// row 0, in source-token order, out_rank_counts[r] of them. FLAT: rows 0 .. out_num_recv -
+// 1 hold the received tokens ordered by (source rank, source token); on LL groups rows = R
+// * T. In both, row i's out_topk_idx[i][k] / out_topk_weights[i][k] describe the token's
+// top-k slot k (a token naming one local expert twice is received once, both slots set),
+// and out_expert_counts (FLAT) counts (token, slot) pairs per local expert. Rows past a
+// zone's count or past out_num_recv are not written, in any output. On LL groups every
+// rank's handle of one step must have the same layout, and acc_expert_counts and
+// out_expert_counts_host (per-expert statistics, not a layout column) serve every layout.
+// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
+// EXPERT_PACKED on HT groups and RANK_MAJOR and FLAT on LL groups; the others return
+// EPC_ERR_UNSUPPORTED.
 type Layout uint32
 
 const (
@@ -301,7 +311,8 @@ const (
 	// LayoutExpertPacked is EPC_LAYOUT_EXPERT_PACKED: expert zones back to back, aligned (a
 	// contiguous grouped GEMM by offsets).
 	LayoutExpertPacked Layout = 2
-	// LayoutRankMajor is EPC_LAYOUT_RANK_MAJOR: one zone of T rows per source rank.
+	// LayoutRankMajor is EPC_LAYOUT_RANK_MAJOR: one zone of T rows per source rank, its tokens
+	// from row 0 (a grouped GEMM masked by out_rank_counts).
 	LayoutRankMajor Layout = 3
 	// LayoutFlat is EPC_LAYOUT_FLAT: received tokens back to back, once per rank.
 	LayoutFlat Layout = 4
@@ -332,7 +343,8 @@ const (
 	// anywhere, so update, dispatch, combine and complete are capturable.
 	SizingCapacity Sizing = 0
 	// SizingExact is EPC_SIZING_EXACT: rows = what this rank receives: create (with routing)
-	// and update wait once for the count exchange. FLAT and EXPERT_PACKED only.
+	// and update wait once for the count exchange. FLAT and EXPERT_PACKED only (LL groups:
+	// EPC_ERR_UNSUPPORTED).
 	SizingExact Sizing = 1
 )
 

@@ -236,7 +236,9 @@ class Handle:
         fields, 0 meaning the default:
 
         layout: Layout (or a name): DEFAULT is EXPERT_PADDED on low-latency groups (out_x
-          [L, C, H]), FLAT on high-throughput ones (out_x [rows, H]); 2.0 serves those two.
+          [L, C, H]), FLAT on high-throughput ones (out_x [rows, H]); 2.0 serves those two,
+          2.1 also EXPERT_PACKED on high-throughput groups and RANK_MAJOR (out_x [R, T, H])
+          and FLAT (out_x [R * T, H]) on low-latency ones.
         sizing: Sizing.CAPACITY (0: rows = capacity, no host synchronisation, so update()
           and every step are graph-capturable) or Sizing.EXACT (FLAT: rows = what this rank
           receives; create with routing and update() then wait once for the counts).

@@ -132,7 +132,7 @@ def local_errors(r, group, handle, x, weights, out):
         (lambda: handle.update(torch.zeros(4, 2, dtype=torch.float32, **on)), invalid, "topk_idx"),
         (lambda: handle.update(torch.zeros(4, MAX_TOPK + 1, dtype=torch.int64, **on)), invalid, "topk_idx"),
         (lambda: epcomm.Handle.create(group, sizing="exact"), invalid, "sizing"),
-        (lambda: epcomm.Handle.create(group, layout="rank_major"), unsupported, "layout"),
+        (lambda: epcomm.Handle.create(group, layout="expert_packed"), unsupported, "layout"),
         (lambda: epcomm.Handle.create(group, capacity=7), unsupported, "capacity"),
         (
             lambda: handle.dispatch(x, **dict(good, out_x=r.out_x[:, :, : r.case.hidden // 2].contiguous())),

@@ -434,15 +434,27 @@ EPC_API EpcStatus epc_group_async_error(const EpcGroup* group);
  * RANK_MAJOR and FLAT hold a token once per receiving rank, with its entries for that rank
  * (the others: id -1, weight 0). An output a layout has no column for is meaningless
  * there (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's shape.
- * Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; the others
- * return EPC_ERR_UNSUPPORTED. */
+ * RANK_MAJOR: zone r holds the tokens rank r sent here back to back from its row 0, in
+ * source-token order, out_rank_counts[r] of them. FLAT: rows 0 .. out_num_recv - 1 hold
+ * the received tokens ordered by (source rank, source token); on LL groups rows = R * T.
+ * In both, row i's out_topk_idx[i][k] / out_topk_weights[i][k] describe the token's top-k
+ * slot k (a token naming one local expert twice is received once, both slots set), and
+ * out_expert_counts (FLAT) counts (token, slot) pairs per local expert. Rows past a zone's
+ * count or past out_num_recv are not written, in any output. On LL groups every rank's
+ * handle of one step must have the same layout, and acc_expert_counts and
+ * out_expert_counts_host (per-expert statistics, not a layout column) serve every layout.
+ * Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
+ * EXPERT_PACKED on HT groups and RANK_MAJOR and FLAT on LL groups; the others return
+ * EPC_ERR_UNSUPPORTED. */
 typedef uint32_t EpcLayout;
 #define EPC_LAYOUT_DEFAULT 0       /* EXPERT_PADDED on LL groups, FLAT on HT groups */
 #define EPC_LAYOUT_EXPERT_PADDED 1 /* one zone of C rows per local expert (a grouped GEMM
                                       masked by counts) */
 #define EPC_LAYOUT_EXPERT_PACKED 2 /* expert zones back to back, aligned (a contiguous
                                       grouped GEMM by offsets) */
-#define EPC_LAYOUT_RANK_MAJOR 3    /* one zone of T rows per source rank */
+#define EPC_LAYOUT_RANK_MAJOR 3    /* one zone of T rows per source rank, its tokens
+                                      from row 0 (a grouped GEMM masked by
+                                      out_rank_counts) */
 #define EPC_LAYOUT_FLAT 4          /* received tokens back to back, once per rank */
 
 /* How the handle's row count is chosen. */
@@ -451,7 +463,7 @@ typedef uint32_t EpcSizing;
                                  update, dispatch, combine and complete are capturable */
 #define EPC_SIZING_EXACT 1    /* rows = what this rank receives: create (with routing) and
                                  update wait once for the count exchange. FLAT and
-                                 EXPERT_PACKED only */
+                                 EXPERT_PACKED only (LL groups: EPC_ERR_UNSUPPORTED) */
 
 #define EPC_HANDLE_ZERO_PADDING 0x1u      /* dispatch zero-fills padding rows and scales
                                              (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0).
@@ -469,7 +481,9 @@ typedef struct EpcHandleConfig {
                                 EXPERT_PACKED: rows, 0: the most recv_capacity tokens can
                                 produce in the layout (FLAT: recv_capacity). RANK_MAJOR
                                 and EXACT sizing: must be 0. In 2.0 only the default is
-                                served; 2.1 serves FLAT capacities up to that default */
+                                served; 2.1 serves FLAT capacities up to that default on
+                                HT groups (LL groups: R * T only, every token that can
+                                arrive) */
   uint32_t expert_alignment; /* EXPERT_PACKED: zone starts and sizes are multiples of this,
                                 any positive value; 0: 1. Other layouts: must be 0 */
   uint32_t flags;            /* EPC_HANDLE_* */
@@ -657,7 +671,7 @@ typedef struct EpcDispatchArgs {
   const EpcTensor* x_scales;       /* PASSTHROUGH: required, [B, S]; else NULL */
   const EpcTensor* x_global_scale; /* NVFP4: [1] fp32, the same on every rank; not sent */
   const EpcTensor* topk_weights;   /* [B, K] fp32: required by EPC_WEIGHTING_SENDER (LL
-                                      groups) and by out_topk_weights */
+                                      EXPERT_PADDED) and by out_topk_weights */
   /* outputs: what this rank receives, shapes per EpcLayout */
   const EpcTensor* out_x;                  /* required, x's dtype (FP8 cast: FP8_E4M3) */
   const EpcTensor* out_scales;             /* required with a cast or PASSTHROUGH, else
@@ -730,7 +744,9 @@ EPC_API EpcStatus epc_dispatch(EpcHandle* handle, const EpcDispatchArgs* args, v
 /* Return the expert outputs to their tokens' ranks and reduce them there. On the expert's
  * rank the rows of one token are weighted (`weighting`) and summed in fp32 in top-k order
  * into one partial, rounded once to bf16; on the token's rank the partials are summed in
- * fp32 over ranks in ascending order and rounded once to out's dtype. With
+ * fp32 over ranks in ascending order and rounded once to out's dtype. In RANK_MAJOR and
+ * FLAT a token's row on a rank is already its partial (EPC_WEIGHTING_NONE): it returns
+ * bit for bit, and the token's rank sums the rows of the ranks that received the token. With
  * EPC_WEIGHTING_HOME the rows return one by one instead and the token's rank forms the one
  * weighted fp32 sum over its entries in top-k order (EpcWeighting). Across nodes (HT),
  * one node's rows of a token are first summed inside that node, ranks ascending, rounded

@@ -151,12 +151,13 @@ const EPC_LAYOUT_EXPERT_PADDED = EpcLayout(1)  # one zone of C rows per local ex
 
 const EPC_LAYOUT_EXPERT_PACKED = EpcLayout(2)  # expert zones back to back, aligned (a contiguous grouped GEMM by offsets)
 
-const EPC_LAYOUT_RANK_MAJOR = EpcLayout(3)  # one zone of T rows per source rank
+const EPC_LAYOUT_RANK_MAJOR = EpcLayout(3)  # one zone of T rows per source rank, its tokens from row 0 (a grouped GEMM masked by out_rank_counts)
+
 const EPC_LAYOUT_FLAT = EpcLayout(4)  # received tokens back to back, once per rank
 
 const EPC_SIZING_CAPACITY = EpcSizing(0)  # rows = capacity: no host synchronisation anywhere, so update, dispatch, combine and complete are capturable
 
-const EPC_SIZING_EXACT = EpcSizing(1)  # rows = what this rank receives: create (with routing) and update wait once for the count exchange. FLAT and EXPERT_PACKED only
+const EPC_SIZING_EXACT = EpcSizing(1)  # rows = what this rank receives: create (with routing) and update wait once for the count exchange. FLAT and EXPERT_PACKED only (LL groups: EPC_ERR_UNSUPPORTED)
 
 const EPC_HANDLE_ZERO_PADDING = UInt32(0x1)  # dispatch zero-fills padding rows and scales (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0). Padding rows: a zone's rows past its count; rows past the last zone are never written
 
@@ -323,7 +324,7 @@ struct EpcHandleConfig
     abi_version::UInt32
     layout::EpcLayout  # 0: EPC_LAYOUT_DEFAULT
     sizing::EpcSizing  # 0: EPC_SIZING_CAPACITY
-    capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT and EXPERT_PACKED: rows, 0: the most recv_capacity tokens can produce in the layout (FLAT: recv_capacity). RANK_MAJOR and EXACT sizing: must be 0. In 2.0 only the default is served; 2.1 serves FLAT capacities up to that default
+    capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT and EXPERT_PACKED: rows, 0: the most recv_capacity tokens can produce in the layout (FLAT: recv_capacity). RANK_MAJOR and EXACT sizing: must be 0. In 2.0 only the default is served; 2.1 serves FLAT capacities up to that default on HT groups (LL groups: R * T only, every token that can arrive)
     expert_alignment::UInt32  # EXPERT_PACKED: zone starts and sizes are multiples of this, any positive value; 0: 1. Other layouts: must be 0
     flags::UInt32  # EPC_HANDLE_*
 end
@@ -379,7 +380,7 @@ struct EpcDispatchArgs
     x::Ptr{EpcTensor}  # required: [B, H] (FP4_E2M1X2: [B, H / 2]); B may be 0 with NULL data
     x_scales::Ptr{EpcTensor}  # PASSTHROUGH: required, [B, S]; else NULL
     x_global_scale::Ptr{EpcTensor}  # NVFP4: [1] fp32, the same on every rank; not sent
-    topk_weights::Ptr{EpcTensor}  # [B, K] fp32: required by EPC_WEIGHTING_SENDER (LL groups) and by out_topk_weights
+    topk_weights::Ptr{EpcTensor}  # [B, K] fp32: required by EPC_WEIGHTING_SENDER (LL EXPERT_PADDED) and by out_topk_weights
     out_x::Ptr{EpcTensor}  # required, x's dtype (FP8 cast: FP8_E4M3)
     out_scales::Ptr{EpcTensor}  # required with a cast or PASSTHROUGH, else NULL
     out_topk_idx::Ptr{EpcTensor}  # int32: the entry's expert id (local, or global with EPC_HANDLE_GLOBAL_EXPERT_IDS) where the expert is on this rank, else -1
@@ -723,7 +724,9 @@ end
 Return the expert outputs to their tokens' ranks and reduce them there. On the expert's
 rank the rows of one token are weighted (`weighting`) and summed in fp32 in top-k order
 into one partial, rounded once to bf16; on the token's rank the partials are summed in
-fp32 over ranks in ascending order and rounded once to out's dtype. With
+fp32 over ranks in ascending order and rounded once to out's dtype. In RANK_MAJOR and
+FLAT a token's row on a rank is already its partial (EPC_WEIGHTING_NONE): it returns
+bit for bit, and the token's rank sums the rows of the ranks that received the token. With
 EPC_WEIGHTING_HOME the rows return one by one instead and the token's rank forms the one
 weighted fp32 sum over its entries in top-k order (EpcWeighting). Across nodes (HT),
 one node's rows of a token are first summed inside that node, ranks ascending, rounded

@@ -442,8 +442,18 @@ impl Default for EpcGroupInfo {
 /// RANK_MAJOR and FLAT hold a token once per receiving rank, with its entries for that rank
 /// (the others: id -1, weight 0). An output a layout has no column for is meaningless
 /// there (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's shape.
-/// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; the others
-/// return EPC_ERR_UNSUPPORTED.
+/// RANK_MAJOR: zone r holds the tokens rank r sent here back to back from its row 0, in
+/// source-token order, out_rank_counts\[r\] of them. FLAT: rows 0 .. out_num_recv - 1 hold
+/// the received tokens ordered by (source rank, source token); on LL groups rows = R * T.
+/// In both, row i's out_topk_idx\[i\]\[k\] / out_topk_weights\[i\]\[k\] describe the token's top-k
+/// slot k (a token naming one local expert twice is received once, both slots set), and
+/// out_expert_counts (FLAT) counts (token, slot) pairs per local expert. Rows past a zone's
+/// count or past out_num_recv are not written, in any output. On LL groups every rank's
+/// handle of one step must have the same layout, and acc_expert_counts and
+/// out_expert_counts_host (per-expert statistics, not a layout column) serve every layout.
+/// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
+/// EXPERT_PACKED on HT groups and RANK_MAJOR and FLAT on LL groups; the others return
+/// EPC_ERR_UNSUPPORTED.
 pub type EpcLayout = u32;
 
 /// EXPERT_PADDED on LL groups, FLAT on HT groups
@@ -457,7 +467,9 @@ pub const EPC_LAYOUT_EXPERT_PADDED: EpcLayout = 1;
 /// grouped GEMM by offsets)
 pub const EPC_LAYOUT_EXPERT_PACKED: EpcLayout = 2;
 
-/// one zone of T rows per source rank
+/// one zone of T rows per source rank, its tokens
+/// from row 0 (a grouped GEMM masked by
+/// out_rank_counts)
 pub const EPC_LAYOUT_RANK_MAJOR: EpcLayout = 3;
 
 /// received tokens back to back, once per rank
@@ -472,7 +484,7 @@ pub const EPC_SIZING_CAPACITY: EpcSizing = 0;
 
 /// rows = what this rank receives: create (with routing) and
 /// update wait once for the count exchange. FLAT and
-/// EXPERT_PACKED only
+/// EXPERT_PACKED only (LL groups: EPC_ERR_UNSUPPORTED)
 pub const EPC_SIZING_EXACT: EpcSizing = 1;
 
 /// dispatch zero-fills padding rows and scales
@@ -498,7 +510,9 @@ pub struct EpcHandleConfig {
     /// EXPERT_PACKED: rows, 0: the most recv_capacity tokens can
     /// produce in the layout (FLAT: recv_capacity). RANK_MAJOR
     /// and EXACT sizing: must be 0. In 2.0 only the default is
-    /// served; 2.1 serves FLAT capacities up to that default
+    /// served; 2.1 serves FLAT capacities up to that default on
+    /// HT groups (LL groups: R * T only, every token that can
+    /// arrive)
     pub capacity: u64,
     /// EXPERT_PACKED: zone starts and sizes are multiples of this,
     /// any positive value; 0: 1. Other layouts: must be 0
@@ -734,7 +748,7 @@ pub struct EpcDispatchArgs {
     /// NVFP4: \[1\] fp32, the same on every rank; not sent
     pub x_global_scale: *const EpcTensor,
     /// \[B, K\] fp32: required by EPC_WEIGHTING_SENDER (LL
-    /// groups) and by out_topk_weights
+    /// EXPERT_PADDED) and by out_topk_weights
     pub topk_weights: *const EpcTensor,
     /// outputs: what this rank receives, shapes per EpcLayout
     ///
@@ -1056,7 +1070,9 @@ extern "C" {
     /// Return the expert outputs to their tokens' ranks and reduce them there. On the expert's
     /// rank the rows of one token are weighted (`weighting`) and summed in fp32 in top-k order
     /// into one partial, rounded once to bf16; on the token's rank the partials are summed in
-    /// fp32 over ranks in ascending order and rounded once to out's dtype. With
+    /// fp32 over ranks in ascending order and rounded once to out's dtype. In RANK_MAJOR and
+    /// FLAT a token's row on a rank is already its partial (EPC_WEIGHTING_NONE): it returns
+    /// bit for bit, and the token's rank sums the rows of the ranks that received the token. With
     /// EPC_WEIGHTING_HOME the rows return one by one instead and the token's rank forms the one
     /// weighted fp32 sum over its entries in top-k order (EpcWeighting). Across nodes (HT),
     /// one node's rows of a token are first summed inside that node, ranks ascending, rounded

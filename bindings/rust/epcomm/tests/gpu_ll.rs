@@ -202,8 +202,8 @@ fn local_errors(
         "max_topk",
     )?;
     refused(
-        "a FLAT layout on a low-latency group",
-        Handle::create(group, Some(&HandleConfig::new().layout(Layout::FLAT)), None, None),
+        "an EXPERT_PACKED layout on a low-latency group",
+        Handle::create(group, Some(&HandleConfig::new().layout(Layout::EXPERT_PACKED)), None, None),
         Status::UNSUPPORTED,
         "layout",
     )?;

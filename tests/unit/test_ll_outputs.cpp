@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: Apache-2.0
+// The low-latency layouts' tensor checks before any GPU work (core/ll/ll_outputs.cpp): out_x
+// and combine's x per layout, the received top-k ids and weights and the counts each layout
+// has a column for (epcomm.h's EpcLayout table), the fp8 scales, and the combine weighting;
+// each refusal names the field and returns the status the ABI's rule gives. The data
+// pointers are never dereferenced.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/ll/ll_outputs.hpp"
+#include "core/step_args.hpp"
+
+namespace {
+
+void* const kDevice = reinterpret_cast<void*>(uintptr_t{0x7f0000000000});
+
+// R = 4, T = 16, H = 256, L = 8, B = 10, K = 4.
+epc::LlShape shape() {
+  epc::LlShape s;
+  s.ranks = 4;
+  s.max_tokens = 16;
+  s.hidden = 256;
+  s.local_experts = 8;
+  s.tokens = 10;
+  s.topk = 4;
+  return s;
+}
+
+epc::HandleSetup setup(EpcLayout layout) {
+  epc::HandleSetup s;
+  s.layout = layout;
+  s.capacity = 4 * 16;
+  return s;
+}
+
+EpcTensor tensor(EpcDtype dtype, std::initializer_list<int64_t> extents) {
+  EpcTensor t{kDevice, dtype, static_cast<int32_t>(extents.size()), {0, 0, 0, 0}, {0, 0, 0, 0}};
+  int i = 0;
+  for (int64_t e : extents) t.shape[i++] = e;
+  return t;
+}
+
+struct Outcome {
+  EpcStatus status = EPC_OK;
+  std::string message;
+};
+
+template <typename Call>
+Outcome run(Call call) {
+  Outcome o;
+  try {
+    call();
+  } catch (const epc::Error& e) {
+    o.status = e.status();
+    o.message = e.what();
+  }
+  return o;
+}
+
+void expect_outcome(const Outcome& o, EpcStatus status, std::initializer_list<const char*> parts, const char* what) {
+  EXPECT_EQ(o.status, status) << what << ": " << o.message;
+  for (const char* part : parts) EXPECT_NE(o.message.find(part), std::string::npos) << what << ": " << o.message;
+}
+
+// A dispatch's tensors, valid for `layout` with bf16 payload and no optional output.
+struct Dispatch {
+  EpcTensor x = tensor(EPC_DTYPE_BF16, {10, 256});
+  EpcTensor weights = tensor(EPC_DTYPE_FP32, {10, 4});
+  EpcTensor out_x;
+  EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
+
+  explicit Dispatch(EpcLayout layout) {
+    out_x = layout == EPC_LAYOUT_RANK_MAJOR ? tensor(EPC_DTYPE_BF16, {4, 16, 256})
+            : layout == EPC_LAYOUT_FLAT     ? tensor(EPC_DTYPE_BF16, {64, 256})
+                                            : tensor(EPC_DTYPE_BF16, {8, 64, 256});
+    args.x = &x;
+    args.topk_weights = &weights;
+    args.out_x = &out_x;
+  }
+  Outcome check(EpcLayout layout) const {
+    return run([&] { epc::check_ll_dispatch_outputs(args, setup(layout), shape()); });
+  }
+};
+
+TEST(LlOutputs, OutXHasTheLayoutsShape) {
+  for (EpcLayout layout : {EPC_LAYOUT_EXPERT_PADDED, EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
+    Dispatch d(layout);
+    EXPECT_EQ(d.check(layout).status, EPC_OK) << layout;
+  }
+  // Another layout's out_x is refused, naming the field.
+  Dispatch d(EPC_LAYOUT_FLAT);
+  expect_outcome(d.check(EPC_LAYOUT_RANK_MAJOR), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_x"},
+                 "FLAT out_x on RANK_MAJOR");
+  expect_outcome(d.check(EPC_LAYOUT_EXPERT_PADDED), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_x"},
+                 "FLAT out_x on EXPERT_PADDED");
+}
+
+TEST(LlOutputs, TopkWeightsAreRequiredByExpertPaddedAndByOutTopkWeightsOnly) {
+  Dispatch flat(EPC_LAYOUT_FLAT);
+  flat.args.topk_weights = nullptr;
+  EXPECT_EQ(flat.check(EPC_LAYOUT_FLAT).status, EPC_OK);
+  EpcTensor w = tensor(EPC_DTYPE_FP32, {64, 4});
+  flat.args.out_topk_weights = &w;
+  expect_outcome(flat.check(EPC_LAYOUT_FLAT), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcDispatchArgs.topk_weights", "out_topk_weights"}, "out_topk_weights without weights");
+  Dispatch padded(EPC_LAYOUT_EXPERT_PADDED);
+  padded.args.topk_weights = nullptr;
+  expect_outcome(padded.check(EPC_LAYOUT_EXPERT_PADDED), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.topk_weights"},
+                 "EXPERT_PADDED without weights");
+}
+
+TEST(LlOutputs, RankMajorServesIdsWeightsAndRankCounts) {
+  Dispatch d(EPC_LAYOUT_RANK_MAJOR);
+  EpcTensor idx = tensor(EPC_DTYPE_INT32, {4, 16, 4});
+  EpcTensor w = tensor(EPC_DTYPE_FP32, {4, 16, 4});
+  EpcTensor ranks = tensor(EPC_DTYPE_INT32, {4});
+  d.args.out_topk_idx = &idx;
+  d.args.out_topk_weights = &w;
+  d.args.out_rank_counts = &ranks;
+  epc::LlOutputs out;
+  const Outcome o = run([&] { out = epc::check_ll_dispatch_outputs(d.args, setup(EPC_LAYOUT_RANK_MAJOR), shape()); });
+  ASSERT_EQ(o.status, EPC_OK) << o.message;
+  EXPECT_EQ(out.topk_idx, kDevice);
+  EXPECT_EQ(out.topk_weights, kDevice);
+  EXPECT_EQ(out.rank_counts, kDevice);
+  EXPECT_EQ(out.num_recv, nullptr);
+  // FLAT's [rows, K] ids are the wrong shape here.
+  EpcTensor flat_idx = tensor(EPC_DTYPE_INT32, {64, 4});
+  d.args.out_topk_idx = &flat_idx;
+  expect_outcome(d.check(EPC_LAYOUT_RANK_MAJOR), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_topk_idx"},
+                 "[rows, K] ids on RANK_MAJOR");
+  d.args.out_topk_idx = &idx;
+  EpcTensor idx64 = tensor(EPC_DTYPE_INT64, {4, 16, 4});
+  d.args.out_topk_idx = &idx64;
+  expect_outcome(d.check(EPC_LAYOUT_RANK_MAJOR), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_topk_idx"},
+                 "int64 ids");
+}
+
+TEST(LlOutputs, FlatServesIdsWeightsExpertCountsAndNumRecv) {
+  Dispatch d(EPC_LAYOUT_FLAT);
+  EpcTensor idx = tensor(EPC_DTYPE_INT32, {64, 4});
+  EpcTensor w = tensor(EPC_DTYPE_FP32, {64, 4});
+  EpcTensor counts = tensor(EPC_DTYPE_INT32, {8});
+  EpcTensor num = tensor(EPC_DTYPE_INT32, {1});
+  d.args.out_topk_idx = &idx;
+  d.args.out_topk_weights = &w;
+  d.args.out_expert_counts = &counts;
+  d.args.out_num_recv = &num;
+  epc::LlOutputs out;
+  const Outcome o = run([&] { out = epc::check_ll_dispatch_outputs(d.args, setup(EPC_LAYOUT_FLAT), shape()); });
+  ASSERT_EQ(o.status, EPC_OK) << o.message;
+  EXPECT_EQ(out.num_recv, kDevice);
+  EXPECT_EQ(out.rank_counts, nullptr);
+  EpcTensor two = tensor(EPC_DTYPE_INT32, {2});
+  d.args.out_num_recv = &two;
+  expect_outcome(d.check(EPC_LAYOUT_FLAT), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_num_recv"}, "[2] num_recv");
+}
+
+// An output a layout has no column for is INVALID_ARGUMENT naming it; EXPERT_PADDED's
+// per-row weights are defined but not served (UNSUPPORTED).
+TEST(LlOutputs, OutputsWithoutAColumnAreRefusedNamingTheField) {
+  EpcTensor r = tensor(EPC_DTYPE_INT32, {4});
+  EpcTensor one = tensor(EPC_DTYPE_INT32, {1});
+  EpcTensor l = tensor(EPC_DTYPE_INT32, {8});
+  EpcTensor offsets = tensor(EPC_DTYPE_INT32, {9});
+  struct Case {
+    EpcLayout layout;
+    const EpcTensor* EpcDispatchArgs::* field;
+    const EpcTensor* tensor;
+    const char* name;
+  };
+  const Case cases[] = {
+      {EPC_LAYOUT_FLAT, &EpcDispatchArgs::out_rank_counts, &r, "out_rank_counts"},
+      {EPC_LAYOUT_FLAT, &EpcDispatchArgs::out_expert_offsets, &offsets, "out_expert_offsets"},
+      {EPC_LAYOUT_RANK_MAJOR, &EpcDispatchArgs::out_num_recv, &one, "out_num_recv"},
+      {EPC_LAYOUT_RANK_MAJOR, &EpcDispatchArgs::out_expert_counts, &l, "out_expert_counts"},
+      {EPC_LAYOUT_RANK_MAJOR, &EpcDispatchArgs::out_expert_offsets, &offsets, "out_expert_offsets"},
+      {EPC_LAYOUT_EXPERT_PADDED, &EpcDispatchArgs::out_rank_counts, &r, "out_rank_counts"},
+      {EPC_LAYOUT_EXPERT_PADDED, &EpcDispatchArgs::out_num_recv, &one, "out_num_recv"},
+      {EPC_LAYOUT_EXPERT_PADDED, &EpcDispatchArgs::out_topk_idx, &l, "out_topk_idx"},
+  };
+  for (const Case& k : cases) {
+    Dispatch d(k.layout);
+    d.args.*k.field = k.tensor;
+    const std::string what = std::string(epc::layout_name(k.layout)) + " " + k.name;
+    expect_outcome(d.check(k.layout), EPC_ERR_INVALID_ARGUMENT, {k.name, epc::layout_name(k.layout)}, what.c_str());
+  }
+  Dispatch padded(EPC_LAYOUT_EXPERT_PADDED);
+  EpcTensor w = tensor(EPC_DTYPE_FP32, {8, 64});
+  padded.args.out_topk_weights = &w;
+  expect_outcome(padded.check(EPC_LAYOUT_EXPERT_PADDED), EPC_ERR_UNSUPPORTED, {"EpcDispatchArgs.out_topk_weights"},
+                 "EXPERT_PADDED out_topk_weights");
+}
+
+// fp8: e4m3 out_x of the layout's shape and scales [R, T, S] (RANK_MAJOR) or [R * T, S]
+// (FLAT), S = H / 128 (E8M0X4: ceil(S / 4) words).
+TEST(LlOutputs, Fp8ScalesFollowTheLayout) {
+  for (EpcLayout layout : {EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
+    const bool rank_major = layout == EPC_LAYOUT_RANK_MAJOR;
+    Dispatch d(layout);
+    d.args.quant = EPC_QUANT_FP8;
+    d.out_x.dtype = EPC_DTYPE_FP8_E4M3;
+    EpcTensor scales = rank_major ? tensor(EPC_DTYPE_FP32, {4, 16, 2}) : tensor(EPC_DTYPE_FP32, {64, 2});
+    expect_outcome(d.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_scales"}, "no scales");
+    d.args.out_scales = &scales;
+    epc::LlOutputs out;
+    const Outcome o = run([&] { out = epc::check_ll_dispatch_outputs(d.args, setup(layout), shape()); });
+    ASSERT_EQ(o.status, EPC_OK) << o.message;
+    EXPECT_EQ(out.scales.row_stride, 2);
+    EXPECT_EQ(out.scales.expert_stride, rank_major ? 32 : 0);
+    EpcTensor packed = rank_major ? tensor(EPC_DTYPE_E8M0X4, {4, 16, 1}) : tensor(EPC_DTYPE_E8M0X4, {64, 1});
+    d.args.out_scales = &packed;
+    EXPECT_EQ(d.check(layout).status, EPC_OK);
+    EpcTensor wrong = rank_major ? tensor(EPC_DTYPE_FP32, {64, 2}) : tensor(EPC_DTYPE_FP32, {4, 16, 2});
+    d.args.out_scales = &wrong;
+    expect_outcome(d.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_scales"}, "other layout's scales");
+    d.args.out_scales = &scales;
+    d.out_x.dtype = EPC_DTYPE_BF16;
+    expect_outcome(d.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_x"}, "bf16 out_x with fp8");
+  }
+}
+
+TEST(LlOutputs, CombineXAndWeightingPerLayout) {
+  for (EpcLayout layout : {EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
+    Dispatch d(layout);
+    EXPECT_EQ(run([&] {
+                epc::check_ll_rows_tensor(&d.out_x, "EpcCombineArgs.x", EPC_DTYPE_BF16, setup(layout), shape());
+              }).status,
+              EPC_OK);
+    EXPECT_EQ(run([&] { epc::check_ll_weighting(EPC_WEIGHTING_DEFAULT, layout); }).status, EPC_OK);
+    EXPECT_EQ(run([&] { epc::check_ll_weighting(EPC_WEIGHTING_NONE, layout); }).status, EPC_OK);
+    for (EpcWeighting w : {EPC_WEIGHTING_SENDER, EPC_WEIGHTING_HOME}) {
+      expect_outcome(run([&] { epc::check_ll_weighting(w, layout); }), EPC_ERR_INVALID_ARGUMENT,
+                     {"EpcCombineArgs.weighting", epc::layout_name(layout)}, "SENDER or HOME on a token layout");
+    }
+  }
+  Dispatch flat(EPC_LAYOUT_FLAT);
+  expect_outcome(run([&] {
+                   epc::check_ll_rows_tensor(&flat.out_x, "EpcCombineArgs.x", EPC_DTYPE_BF16,
+                                             setup(EPC_LAYOUT_RANK_MAJOR), shape());
+                 }),
+                 EPC_ERR_INVALID_ARGUMENT, {"EpcCombineArgs.x"}, "FLAT x on RANK_MAJOR");
+  EXPECT_EQ(run([&] { epc::check_ll_weighting(EPC_WEIGHTING_SENDER, EPC_LAYOUT_EXPERT_PADDED); }).status, EPC_OK);
+  for (EpcWeighting w : {EPC_WEIGHTING_NONE, EPC_WEIGHTING_HOME}) {
+    expect_outcome(run([&] { epc::check_ll_weighting(w, EPC_LAYOUT_EXPERT_PADDED); }), EPC_ERR_UNSUPPORTED,
+                   {"EpcCombineArgs.weighting"}, "NONE or HOME on EXPERT_PADDED");
+  }
+}
+
+}  // namespace
