@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Reading epcomm-bench JSON records (format "epcomm-bench/5" and the older "/4", "/3", "/2"
-and "/1", documented in bench/JSON.md).
+"""Reading epcomm-bench JSON records (format "epcomm-bench/6" and the older "/5", "/4", "/3",
+"/2" and "/1", documented in bench/JSON.md).
 
 load() checks the structure before anyone plots or compares it, and names the first thing
 that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
@@ -10,11 +10,11 @@ with holes. Standard library only.
 import json
 import re
 
-FORMAT = "epcomm-bench/5"
+FORMAT = "epcomm-bench/6"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
 # network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans; /5
-# the HT receive window and the rows it dropped.
-FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", "epcomm-bench/4", FORMAT)
+# the HT receive window and the rows it dropped; /6 the layout and payload options.
+FORMATS = ("epcomm-bench/1", "epcomm-bench/2", "epcomm-bench/3", "epcomm-bench/4", "epcomm-bench/5", FORMAT)
 METRIC_NAME = re.compile(
     r"^(ours|baseline|ceiling|ceiling_budget)\."
     r"(kernel|api|graph|cupti|cupti_graph|phase)\.[a-z_]+$"
@@ -83,6 +83,15 @@ CUPTI_KEYS = ("active", "library", "why_not")
 # Required from format /5 on.
 CONFIG_KEYS_5 = ("capacity_factor", "overflow", "recv_capacity")
 POINT_KEYS_5 = ("dropped_rows",)
+# Required from format /6 on, with the values the bench's options take.
+CONFIG_CHOICES_6 = {
+    "layout": ("default", "expert-padded", "expert-packed", "rank-major", "flat"),
+    "weights_at": ("none", "dispatch", "combine"),
+    "quant": ("none", "passthrough"),
+    "payload": ("e4m3", "e2m1"),
+    "scales": ("fp32", "fp32-colmajor", "bf16", "ue8m0", "ue8m0-packed", "uint8"),
+}
+CONFIG_COUNTS_6 = ("alignment", "scale_count")
 MACHINE_KEYS = (
     "hostname",
     "gpus",
@@ -133,7 +142,7 @@ def check(record):
     if record["format"] not in FORMATS:
         raise FormatError(f"record.format is {record['format']!r}; this reader knows {', '.join(FORMATS)}")
     version = FORMATS.index(record["format"]) + 1
-    v2, v3, v4, v5 = version >= 2, version >= 3, version >= 4, version >= 5
+    v2, v3, v4, v5, v6 = version >= 2, version >= 3, version >= 4, version >= 5, version >= 6
     _need(record, TOP_KEYS_4 if v4 else (), "record")
     _need(
         record["config"],
@@ -141,9 +150,18 @@ def check(record):
         + (CONFIG_KEYS_2 if v2 else ())
         + (CONFIG_KEYS_3 if v3 else ())
         + (CONFIG_KEYS_4 if v4 else ())
-        + (CONFIG_KEYS_5 if v5 else ()),
+        + (CONFIG_KEYS_5 if v5 else ())
+        + ((*CONFIG_CHOICES_6, *CONFIG_COUNTS_6) if v6 else ()),
         "config",
     )
+    if v6:
+        for key, choices in CONFIG_CHOICES_6.items():
+            if record["config"][key] not in choices:
+                raise FormatError(f"config.{key} is {record['config'][key]!r}; expected one of {', '.join(choices)}")
+        for key in CONFIG_COUNTS_6:
+            value = record["config"][key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise FormatError(f"config.{key}: expected a count (an integer >= 0)")
     if v5:
         config = record["config"]
         ht = config["mode"] == "ht"

@@ -43,6 +43,15 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.field("local_experts", static_cast<int64_t>(run.group.local_experts));
   j.field("dtype", o.dtype);
   j.field("fp8_pow2_scales", o.pow2_scales);
+  // /6: the options that pick what dispatch writes and what the payload is, so that records of
+  // one family of command lines are told apart by their config alone.
+  j.field("layout", o.layout);
+  j.field("alignment", o.alignment);
+  j.field("weights_at", o.weights_at);
+  j.field("quant", o.quant);
+  j.field("payload", o.payload);
+  j.field("scales", o.scales);
+  j.field("scale_count", o.scale_count);
   j.field("sms", static_cast<int64_t>(run.group.num_sms));
   // Ours only: the baseline and the ceiling always move their bytes over NVLink.
   j.field("virtual_node_size", o.virtual_node_size);

@@ -93,6 +93,11 @@ def main():
         ("a negative dropped_rows", ("points", "dropped_rows"), [-1] * record["config"]["ranks"]),
         # Out of (0, 1] for HT; any number for LL, whose window is not the bench's to size.
         ("a wrong capacity_factor", ("config", "capacity_factor"), 1.5 if ht else 0.5),
+        # /6: the layout and payload options are required and checked.
+        ("a record without config.layout", ("config", "layout"), None),
+        ("an unknown config.layout", ("config", "layout"), "rank-minor"),
+        ("a negative config.alignment", ("config", "alignment"), -1),
+        ("an unknown config.scales", ("config", "scales"), "fp64"),
     ):
         broken = json.loads(saved)
         holder = broken["config"] if key[0] == "config" else broken["points"][0]
