@@ -231,6 +231,11 @@ struct LlLayout {
 
 LlLayout ll_layout(const Problem& problem);
 
+// Source token `x_row` (problem.dtype) in e4m3 with one scale per 128 channels, as the sending
+// rank's in-kernel cast makes it (quantize_row_fp8); `scratch` holds the row in float.
+void quantize_source_token(const Problem& p, const uint16_t* x_row, bool round_scale_ue8m0, std::vector<float>& scratch,
+                           uint8_t* q_out, float* scales_out);
+
 // One result per receiving rank q (index q).
 std::vector<LlDispatchResult> ll_dispatch(const Problem& problem, const LlDispatchOptions& options = {});
 

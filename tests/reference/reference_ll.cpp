@@ -17,14 +17,6 @@ std::size_t entry_index(const Problem& p, int token, int slot) {
   return static_cast<std::size_t>(token) * p.topk + slot;
 }
 
-// Converts one source token to float and quantizes it, as the sending rank would.
-void quantize_source_token(const Problem& p, const uint16_t* x_row, bool round_scale_ue8m0, std::vector<float>& scratch,
-                           uint8_t* q_out, float* scales_out) {
-  scratch.resize(p.hidden);
-  for (int c = 0; c < p.hidden; ++c) scratch[c] = to_float(p.dtype, x_row[c]);
-  quantize_row_fp8(scratch.data(), p.hidden, round_scale_ue8m0, q_out, scales_out);
-}
-
 void validate_combine_input(const Problem& p, const std::vector<std::vector<uint16_t>>& y) {
   if (y.size() != static_cast<std::size_t>(p.nranks)) {
     throw std::invalid_argument("epc::ref::ll_combine: y_per_rank has " + std::to_string(y.size()) +
@@ -89,6 +81,13 @@ float combine_per_rank_prereduce(const Problem& p, const LlLayout& layout, const
 }
 
 }  // namespace
+
+void quantize_source_token(const Problem& p, const uint16_t* x_row, bool round_scale_ue8m0, std::vector<float>& scratch,
+                           uint8_t* q_out, float* scales_out) {
+  scratch.resize(p.hidden);
+  for (int c = 0; c < p.hidden; ++c) scratch[c] = to_float(p.dtype, x_row[c]);
+  quantize_row_fp8(scratch.data(), p.hidden, round_scale_ue8m0, q_out, scales_out);
+}
 
 LlLayout ll_layout(const Problem& problem) {
   validate_problem(problem);

@@ -79,7 +79,7 @@ std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTo
     out.src.assign(rows, TokenRef{});
   }
 
-  std::vector<float> token_float(H);
+  std::vector<float> scratch;
   std::vector<uint8_t> token_fp8(options.use_fp8 ? H : 0);
   std::vector<float> token_scales(options.use_fp8 ? blocks : 0);
   for (int r = 0; r < p.nranks; ++r) {
@@ -87,9 +87,7 @@ std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTo
     for (int t = 0; t < rank.num_tokens; ++t) {
       const uint16_t* x_row = rank.x.data() + t * H;
       if (options.use_fp8) {
-        for (std::size_t c = 0; c < H; ++c) token_float[c] = to_float(p.dtype, x_row[c]);
-        quantize_row_fp8(token_float.data(), p.hidden, options.round_scale_ue8m0, token_fp8.data(),
-                         token_scales.data());
+        quantize_source_token(p, x_row, options.round_scale_ue8m0, scratch, token_fp8.data(), token_scales.data());
       }
       for (int q = 0; q < p.nranks; ++q) {
         const int32_t at = token_row[r][static_cast<std::size_t>(t) * p.nranks + q];
