@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/ll/ll_outputs.hpp"
 #include "core/step_args.hpp"
+#include "tests/unit/error_outcome.hpp"
 
 namespace {
 
@@ -44,27 +45,9 @@ EpcTensor tensor(EpcDtype dtype, std::initializer_list<int64_t> extents) {
   return t;
 }
 
-struct Outcome {
-  EpcStatus status = EPC_OK;
-  std::string message;
-};
-
-template <typename Call>
-Outcome run(Call call) {
-  Outcome o;
-  try {
-    call();
-  } catch (const epc::Error& e) {
-    o.status = e.status();
-    o.message = e.what();
-  }
-  return o;
-}
-
-void expect_outcome(const Outcome& o, EpcStatus status, std::initializer_list<const char*> parts, const char* what) {
-  EXPECT_EQ(o.status, status) << what << ": " << o.message;
-  for (const char* part : parts) EXPECT_NE(o.message.find(part), std::string::npos) << what << ": " << o.message;
-}
+using epc::test::expect_outcome;
+using epc::test::Outcome;
+using epc::test::run;
 
 // A dispatch's tensors, valid for `layout` with bf16 payload and no optional output.
 struct Dispatch {

@@ -16,6 +16,7 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/step_args.hpp"
+#include "tests/unit/error_outcome.hpp"
 
 namespace {
 
@@ -32,27 +33,9 @@ epc::GroupConfig group(EpcMode mode) {
 // R * T: the default capacity of both served layouts.
 uint64_t worst(EpcMode mode) { return kRanks * uint64_t{group(mode).max_tokens_per_rank}; }
 
-struct Outcome {
-  EpcStatus status = EPC_OK;
-  std::string message;
-};
-
-Outcome run(const std::function<void()>& call) {
-  Outcome o;
-  try {
-    call();
-  } catch (const epc::Error& e) {
-    o.status = e.status();
-    o.message = e.what();
-  }
-  return o;
-}
-
-// The status, and a message naming every part.
-void expect_outcome(const Outcome& o, EpcStatus status, std::initializer_list<const char*> parts, const char* what) {
-  EXPECT_EQ(o.status, status) << what << ": " << o.message;
-  for (const char* part : parts) EXPECT_NE(o.message.find(part), std::string::npos) << what << ": " << o.message;
-}
+using epc::test::expect_outcome;
+using epc::test::Outcome;
+using epc::test::run;
 
 Outcome resolve(const EpcHandleConfig& c, EpcMode mode, epc::HandleSetup* out = nullptr) {
   return run([&] {
