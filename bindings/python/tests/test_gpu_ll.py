@@ -23,6 +23,17 @@ from ll_model import LlCase, f16_bits, first_difference
 MAX_TOPK = 4
 
 
+def group_config(case):
+    """The low-latency group every rank of `case` creates."""
+    return epcomm.GroupConfig(
+        num_experts=case.experts,
+        hidden=case.hidden,
+        max_tokens_per_rank=case.max_tokens,
+        max_topk=MAX_TOPK,
+        timeout_ms=20000,
+    )
+
+
 class Rank:
     """One rank's tensors on its GPU, sized for the largest step."""
 
@@ -184,13 +195,7 @@ def local_errors(r, group, handle, x, weights, out):
 def test_ll_dispatch_and_combine_match_the_host_model():
     nranks, torch = requested_gpus()
     case = LlCase(nranks=nranks)
-    config = epcomm.GroupConfig(
-        num_experts=case.experts,
-        hidden=case.hidden,
-        max_tokens_per_rank=case.max_tokens,
-        max_topk=MAX_TOPK,
-        timeout_ms=20000,
-    )
+    config = group_config(case)
     uid = epcomm.UniqueId.create()
     out_dtypes = [torch.bfloat16, torch.float32, torch.float16]
 
@@ -228,13 +233,7 @@ def test_reused_epc_tensors_survive_ten_steps():
     results match the host model and the descriptors are never released by the handle."""
     nranks, torch = requested_gpus()
     case = LlCase(nranks=nranks)
-    config = epcomm.GroupConfig(
-        num_experts=case.experts,
-        hidden=case.hidden,
-        max_tokens_per_rank=case.max_tokens,
-        max_topk=MAX_TOPK,
-        timeout_ms=20000,
-    )
+    config = group_config(case)
     uid = epcomm.UniqueId.create()
 
     def rank_main(rank):

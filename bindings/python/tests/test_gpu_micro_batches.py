@@ -11,7 +11,7 @@ against the host model (ll_model.py). Runs with EPCOMM_TEST_GPUS=N, N >= 1; skip
 import epcomm
 from gpu_support import requested_gpus, run_ranks
 from ll_model import LlCase
-from test_gpu_ll import MAX_TOPK, Rank
+from test_gpu_ll import Rank, group_config
 
 LAYERS = 6
 
@@ -38,13 +38,7 @@ class Sends:
 def test_dual_batch_overlap_decode_loop_matches_the_host_model():
     nranks, torch = requested_gpus()
     case = LlCase(nranks=nranks)
-    config = epcomm.GroupConfig(
-        num_experts=case.experts,
-        hidden=case.hidden,
-        max_tokens_per_rank=case.max_tokens,
-        max_topk=MAX_TOPK,
-        timeout_ms=20000,
-    )
+    config = group_config(case)
     assert epcomm.plan_query(config, nranks).max_pending_steps == 2  # the default serves two
     uid = epcomm.UniqueId.create()
 
