@@ -69,9 +69,13 @@ __device__ __forceinline__ void warp_give_owed_credits(const PeerTransport& tran
 // Whether `slot` needs no credits: never used, or its previous step was a whole step and a
 // later whole step was received. Read from state that sending launches alone write, which
 // run in order: stable while a sending launch runs, the same in every thread and block.
+// The three words are loaded before any is tested, so that a launch's start waits for one
+// memory round trip, not one per word.
 __device__ __forceinline__ bool slot_known_free(const LlOpState* op, int slot) {
   const uint64_t previous = op->slot_epoch[slot];
-  return previous == 0 || (((op->whole_slots >> slot) & 1u) != 0 && op->received_whole > previous);
+  const uint32_t whole_slots = op->whole_slots;
+  const uint64_t received_whole = op->received_whole;
+  return previous == 0 || (((whole_slots >> slot) & 1u) != 0 && received_whole > previous);
 }
 
 // The owed credits of one warp, from the state before this launch records its own step.
