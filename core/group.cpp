@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
@@ -60,6 +61,7 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
     create_device_comm();
     if (spans_lsa_teams()) reset_gin_signals();
     register_window();
+    locate_windows();
     barrier(nullptr);
   } catch (...) {
     shut_down();
@@ -109,6 +111,32 @@ void Group::register_window() {
                               bytes, ncclGetErrorString(res), ncclGetLastError(comm_)));
   }
   check_nccl(res, "ncclCommWindowRegister", comm_);
+}
+
+void Group::locate_windows() {
+  const int first = node_ * topo_.node_size;
+  const int count = topo_.node_size;
+  uint64_t* device =
+      owned_->device.allocate<uint64_t>(static_cast<size_t>(count) + 1, "cudaMalloc of the window addresses");
+  check_cuda(kernels::launch_window_pointers(window(), first, count, device, nullptr), "launching the window lookup");
+  std::vector<uint64_t> at(static_cast<size_t>(count) + 1);
+  check_cuda(cudaMemcpy(at.data(), device, at.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost),
+             "reading the window addresses");
+  // NCCL maps a team's windows at a fixed stride; the transport relies on it, so check it.
+  node_stride_ = count > 1 ? at[1] - at[0] : 0;
+  node_base_ = at[0] - static_cast<uint64_t>(first) * node_stride_;
+  local_base_ = at[static_cast<size_t>(count)];
+  for (int i = 0; i <= count; ++i) {
+    const int peer = i < count ? first + i : rank_;
+    const uint64_t expected = node_base_ + static_cast<uint64_t>(peer) * node_stride_;
+    if (at[static_cast<size_t>(i)] != expected) {
+      fail(EPC_ERR_INTERNAL,
+           format("NCCL maps rank %d's window at 0x%llx, not at 0x%llx as an even spacing of this node's %d "
+                  "windows would; this build of epcomm needs evenly spaced windows",
+                  peer, static_cast<unsigned long long>(at[static_cast<size_t>(i)]),
+                  static_cast<unsigned long long>(expected), count));
+    }
+  }
 }
 
 void Group::reset_gin_signals() {
@@ -253,6 +281,9 @@ kernels::PeerTransport Group::transport() const {
   kernels::PeerTransport t;
   std::memset(&t, 0, sizeof t);
   t.window = window();
+  t.node_base = node_base_;
+  t.node_stride = node_stride_;
+  t.local_base = local_base_;
   t.node_begin = node_ * topo_.node_size;
   t.node_size = topo_.node_size;
   t.one_node = topo_.nodes() == 1;

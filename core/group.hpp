@@ -86,6 +86,9 @@ class Group {
   void allocate_memory();
   // Collective; also the ordering point of creation (register_window says why).
   void register_window();
+  // Asks NCCL where this node's windows are mapped (PeerTransport's node_base, node_stride
+  // and local_base); fails with EPC_ERR_INTERNAL if they are not evenly spaced.
+  void locate_windows();
   // Across LSA teams: zeroes the GIN signals NCCL gave this device communicator.
   void reset_gin_signals();
   // Also the GIN check when the ranks span LSA teams: throws EPC_ERR_UNSUPPORTED (or
@@ -127,6 +130,9 @@ class Group {
   kernels::GinState* gin_state_ = nullptr;        // in owned_->device, when the ranks span LSA teams
   kernels::StagingMap* staging_map_ = nullptr;    // in owned_->device, with more than one node
   uint64_t barrier_epoch_ = 0;
+  uint64_t node_base_ = 0;  // where world rank p of this node has its window: node_base_ + p * node_stride_
+  uint64_t node_stride_ = 0;
+  uint64_t local_base_ = 0;
 
   // Sticky failure: once set, every call on the group fails with it. Set once, by the
   // thread making a call on the group (calls on a group do not overlap): the message is

@@ -82,12 +82,17 @@ cudaError_t launch_ht_combine_abandon(const HtCombineParams& params, cudaStream_
 cudaError_t launch_gin_reset_signals(const GinState* state, uint32_t count, cudaStream_t stream);
 cudaError_t launch_gin_flush(const GinState* state, cudaStream_t stream);
 
+// The addresses of the windows of world ranks [first, first + count) (this rank's node) at
+// offset 0, then this rank's own: `out` [count + 1] in device memory. One block.
+cudaError_t launch_window_pointers(ncclWindow_t window, int first, int count, uint64_t* out, cudaStream_t stream);
+
 // The most per-thread local memory (bytes, stack frames and spills) any kernel above needs,
 // and its parts per file (kernels/common/kernel_stack.hpp says why group creation reserves it).
 size_t max_kernel_local_bytes();
 size_t group_barrier_local_bytes();
 size_t routing_copy_local_bytes();
 size_t gin_lifecycle_local_bytes();
+size_t window_pointers_local_bytes();
 size_t ll_dispatch_local_bytes();
 size_t ll_combine_local_bytes();
 size_t ht_layout_local_bytes();

@@ -76,13 +76,20 @@ __device__ inline uint64_t PeerTransport::staged(uint64_t offset, int peer) cons
   return staged_offset_call(staging.map, offset, staging.rank, peer);
 }
 
-__device__ inline void* PeerTransport::local(uint64_t offset) const { return ncclGetLocalPointer(window, offset); }
+__device__ inline void* PeerTransport::local(uint64_t offset) const {
+  return reinterpret_cast<void*>(local_base + offset);
+}
+
+// ncclGetPeerPointer's address for a peer of this node, from this struct alone.
+__device__ inline void* PeerTransport::node_peer(uint64_t offset, int peer) const {
+  return reinterpret_cast<void*>(node_base + static_cast<uint64_t>(peer) * node_stride + offset);
+}
 
 // An unstaged byte gets a null pointer, so the write faults where it is made instead of
 // landing in another row's staging; commit and signal then send nothing, and the peer
 // times out naming this rank (as a word without a GIN signal does).
 __device__ inline void* PeerTransport::buffer(uint64_t offset, int peer) const {
-  if (in_node(peer)) return ncclGetPeerPointer(window, offset, peer);
+  if (in_node(peer)) return node_peer(offset, peer);
   const uint64_t at = staged(offset, peer);
   return at == kNotStaged ? nullptr : local(at);
 }
@@ -99,7 +106,7 @@ __device__ inline void PeerTransport::commit(uint64_t offset, uint64_t bytes, in
 // like the word itself.
 __device__ inline void PeerTransport::signal(uint64_t offset, int peer, uint64_t value) const {
   if (in_node(peer)) {
-    store_release(static_cast<uint64_t*>(ncclGetPeerPointer(window, offset, peer)), value);
+    store_release(static_cast<uint64_t*>(node_peer(offset, peer)), value);
     return;
   }
   const uint64_t at = staged(offset, peer);

@@ -77,6 +77,12 @@ struct NetTransport {
 
 struct PeerTransport {
   ncclWindow_t window;
+  // Where the windows of this rank's node are mapped, asked of NCCL once at group creation
+  // (kernels/transport/window_pointers.cu): world rank p of the node at node_base + p *
+  // node_stride (modulo 2^64), this rank's at local_base. Reaching them then reads no memory.
+  uint64_t node_base;
+  uint64_t node_stride;
+  uint64_t local_base;
   int node_begin;  // first world rank of this rank's node
   int node_size;   // ranks in it; every rank when the group is one node
   // The group is one node: no peer is behind the network. Redundant with node_size, but a
@@ -90,6 +96,7 @@ struct PeerTransport {
   __device__ bool in_node(int peer) const;
   __device__ uint64_t staged(uint64_t offset, int peer) const;
   __device__ void* local(uint64_t offset) const;
+  __device__ void* node_peer(uint64_t offset, int peer) const;
   __device__ void* buffer(uint64_t offset, int peer) const;
   __device__ void commit(uint64_t offset, uint64_t bytes, int peer, int part, int parts) const;
   __device__ void signal(uint64_t offset, int peer, uint64_t value) const;
