@@ -27,6 +27,10 @@ namespace epc::kernels::dispatch_recv {
 
 static_assert(kMaxTopk <= kWarpSize, "a message's entries are placed one per lane of a warp");
 
+// Rounds of a message's payload slice each thread loads before the message is placed (a
+// hidden-7168 bf16 row is 896 vectors: two rounds of 512 threads).
+constexpr int kPayloadPrefetchRounds = 2;
+
 // Where the entries of one message go, worked out by its first warp into shared memory.
 struct MessageRows {
   int entries;
@@ -56,7 +60,10 @@ __device__ __forceinline__ void place_token(const LlDispatchParams& p, const cha
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int lane = lane_id();
+  // Every entry slot loads with the header; slots past its count are not used.
   const LlMessageHeader header = *reinterpret_cast<const LlMessageHeader*>(message);
+  LlMessageEntry entry{};
+  if (lane < g.max_entries) entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
   int row = -1;
   int64_t scale_row = -1;
   if (header.entries > 0 && header.place >= 0 && header.place < g.max_tokens) {
@@ -91,7 +98,6 @@ __device__ __forceinline__ void place_token(const LlDispatchParams& p, const cha
   }
   __syncwarp();
   if (lane < header.entries) {
-    const LlMessageEntry entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
     const int slot = entry.position;  // the top-k slot in the token layouts
     if (slot >= 0 && slot < c.topk) {
       const int id = p.global_expert_ids ? g.rank * g.local_experts + entry.local_expert : entry.local_expert;
@@ -153,16 +159,29 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     const bool records = slice == 0;  // one block per message writes the handle's records
     const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
     const char* message = slots + static_cast<size_t>(m.index) * g.message_bytes;
+    // The payload does not depend on where it goes: its first vectors load while the first
+    // warp places the message.
+    const int4* payload = reinterpret_cast<const int4*>(message + g.header_bytes);
+    const VectorSlice part = vector_slice(static_cast<int>(out_row_bytes / 16), slice, slices);
+    int4 first[kPayloadPrefetchRounds] = {};
+#pragma unroll
+    for (int r = 0; r < kPayloadPrefetchRounds; ++r) {
+      const int v = part.begin + threadIdx.x + r * static_cast<int>(blockDim.x);
+      if (v < part.end) first[r] = payload[v];
+    }
     if (threadIdx.x < kWarpSize && by_token) {
       place_token(p, message, m, slots, tokens_from, records, &placed);
     } else if (threadIdx.x < kWarpSize) {
+      // Every entry slot loads with the header; slots past its count are not used.
       const int entries = reinterpret_cast<const LlMessageHeader*>(message)->entries;
+      LlMessageEntry entry{};
+      if (lane < g.max_entries)
+        entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
       if (lane == 0) {
         if (records) c.handle.msg_entries[m.index] = entries;
         placed.entries = entries;
       }
       if (lane < entries) {
-        const LlMessageEntry entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
         const int l = entry.local_expert;
         int row = entry.position;
         for (int s = 0; s < m.source; ++s) row += table[s * columns + l];
@@ -184,10 +203,17 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     }
     __syncthreads();
     // The slice of the payload, loaded once per vector and stored into every row it feeds.
-    const char* payload = message + g.header_bytes;
-    const VectorSlice part = vector_slice(static_cast<int>(out_row_bytes / 16), slice, slices);
-    for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) {
-      const int4 data = reinterpret_cast<const int4*>(payload)[v];
+    int round = 0;
+    for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x, ++round) {
+      int4 data;
+      if (round < kPayloadPrefetchRounds) {
+#pragma unroll
+        for (int r = 0; r < kPayloadPrefetchRounds; ++r) {
+          if (r == round) data = first[r];  // a register, not an indexed (local-memory) load
+        }
+      } else {
+        data = payload[v];
+      }
       for (int j = 0; j < placed.entries; ++j) {
         const int row = placed.flat_row[j];
         if (row >= 0)
@@ -196,8 +222,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     }
     if (fp8) {
       const VectorSlice words = vector_slice(scale_words(p.out_scales.encoding, scales), slice, slices);
-      store_row_scales(p.out_scales, reinterpret_cast<const float*>(payload + g.hidden), scales, words.begin, words.end,
-                       placed.entries, placed.scale_row);
+      store_row_scales(p.out_scales, reinterpret_cast<const float*>(message + g.header_bytes + g.hidden), scales,
+                       words.begin, words.end, placed.entries, placed.scale_row);
     }
     __syncthreads();  // `placed` is rewritten for the next message
   }

@@ -96,16 +96,25 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
   }
 }
 
+// This thread's first count of the tables below (expert threadIdx.x), loaded before the
+// block's tokens so that its latency overlaps theirs.
+__device__ __forceinline__ int32_t first_table_count(const LlCommon& c) {
+  const int experts = c.geo.nranks * c.geo.local_experts;
+  return static_cast<int>(threadIdx.x) < experts ? c.handle.expert_entries[threadIdx.x] : 0;
+}
+
 // Sends every rank the number of entries this rank has for each of its local experts (counted
-// when the routing was set). Called by one block; ends synchronised.
-__device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uint64_t table_offset) {
+// when the routing was set), `first` from first_table_count. Called by one block; ends
+// synchronised.
+__device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uint64_t table_offset, int32_t first) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int experts = g.nranks * g.local_experts;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     const int dest = e / g.local_experts;
     const uint64_t offset = table_offset + ll_count_offset(g.rank, e % g.local_experts, g.local_experts);
-    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = c.handle.expert_entries[e];
+    const int32_t count = e == static_cast<int>(threadIdx.x) ? first : c.handle.expert_entries[e];
+    *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = count;
   }
   __syncthreads();
   const uint64_t bytes = static_cast<uint64_t>(g.local_experts) * sizeof(int32_t);
@@ -127,9 +136,11 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseStart);
 #endif
-  // The tables depend on the routing only: sent first, by the block with the fewest tokens,
-  // and ordered before the signal by the last-block count below.
-  if (blockIdx.x == gridDim.x - 1) send_count_tables(p, g.count_table_offset(p.recv_offset));
+  // The tables depend on the routing only: sent by the block with the fewest tokens, loaded
+  // before its tokens and stored after them, and ordered before the signal by the
+  // last-block count below.
+  const bool tables = blockIdx.x == gridDim.x - 1;
+  const int32_t first_count = tables ? first_table_count(c) : 0;
 
   // One block per (token, slice of its row); the first slice's block also writes the
   // headers and entries.
@@ -191,6 +202,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     }
     __syncthreads();  // `route` and `messages` are rewritten for the next token
   }
+  if (tables) send_count_tables(p, g.count_table_offset(p.recv_offset), first_count);
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhasePayloadSent);
 #endif
