@@ -163,6 +163,8 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step)
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
 
+  // The first token's ranks depend on the routing only: found while the peers still send.
+  int num_ranks = static_cast<int>(blockIdx.x) < c.num_tokens ? token_ranks(c, blockIdx.x, ranks) : 0;
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns, c.error,
                      kPhaseCombineReceive, c.dev_comm.rank)) {
     return false;
@@ -173,7 +175,7 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step)
   const char* partials = static_cast<const char*>(c.transport.local(p.recv_offset));
 
   for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
-    const int num_ranks = token_ranks(c, t, ranks);
+    if (t != static_cast<int>(blockIdx.x)) num_ranks = token_ranks(c, t, ranks);
     void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
     for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
       float acc[kChannelsPerVector] = {};
