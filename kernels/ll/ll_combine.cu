@@ -17,7 +17,9 @@ struct CombineParts {
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->combine; }
 #endif
-  __device__ __forceinline__ static bool send(const Params& p, uint64_t step) { return combine::send(p, step); }
+  struct Early {};  // the sending part's first loads depend on the dispatch's records
+  __device__ __forceinline__ static Early early(const Params&) { return {}; }
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, Early) { return combine::send(p, step); }
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) { return combine::receive(p, step); }
   // The sending part's [nranks] token counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }

@@ -21,8 +21,10 @@ struct DispatchParts {
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->dispatch; }
 #endif
-  __device__ __forceinline__ static bool send(const Params& p, uint64_t step) {
-    return dispatch_send::run<kByToken>(p, step);
+  using Early = dispatch_send::EarlyLoads;
+  __device__ __forceinline__ static Early early(const Params& p) { return dispatch_send::early_loads(p); }
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
+    return dispatch_send::run<kByToken>(p, step, early);
   }
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) {
     return dispatch_recv::run<kByToken>(p, step);

@@ -130,24 +130,6 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const int columns = g.local_experts;
   const int expert_rows = g.nranks * g.max_tokens;
   constexpr bool by_token = kByToken;
-  for (int l = blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts; l += gridDim.x * blockDim.x) {
-    int rows = 0;
-    for (int s = 0; s < g.nranks; ++s) rows += table[s * columns + l];
-    // Expert zones hold R*T rows; the token layouts count (token, entry) pairs.
-    const int written = by_token || rows < expert_rows ? rows : expert_rows;
-    p.out_counts[l] = written;
-    if (p.acc_counts != nullptr) p.acc_counts[l] += written;
-  }
-  if (by_token && p.out_rank_counts != nullptr) {
-    for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < g.nranks; s += gridDim.x * blockDim.x)
-      p.out_rank_counts[s] = tokens_sent_here(slots, g, tokens_from, s);
-  }
-  if (by_token && p.out_num_recv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
-    int tokens = 0;
-    for (int s = 0; s < g.nranks; ++s) tokens += tokens_sent_here(slots, g, tokens_from, s);
-    *p.out_num_recv = tokens;
-  }
-
   const bool fp8 = p.payload == LlPayload::kFp8;
   const size_t out_row_bytes = static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
   const int scales = g.hidden / kFp8BlockChannels;
@@ -226,6 +208,26 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
                        words.begin, words.end, placed.entries, placed.scale_row);
     }
     __syncthreads();  // `placed` is rewritten for the next message
+  }
+
+  // The counts come last: their loads and stores would otherwise hold up the warps that
+  // place the first messages by a round trip.
+  for (int l = blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts; l += gridDim.x * blockDim.x) {
+    int rows = 0;
+    for (int s = 0; s < g.nranks; ++s) rows += table[s * columns + l];
+    // Expert zones hold R*T rows; the token layouts count (token, entry) pairs.
+    const int written = by_token || rows < expert_rows ? rows : expert_rows;
+    p.out_counts[l] = written;
+    if (p.acc_counts != nullptr) p.acc_counts[l] += written;
+  }
+  if (by_token && p.out_rank_counts != nullptr) {
+    for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < g.nranks; s += gridDim.x * blockDim.x)
+      p.out_rank_counts[s] = tokens_sent_here(slots, g, tokens_from, s);
+  }
+  if (by_token && p.out_num_recv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    int tokens = 0;
+    for (int s = 0; s < g.nranks; ++s) tokens += tokens_sent_here(slots, g, tokens_from, s);
+    *p.out_num_recv = tokens;
   }
 
   return true;

@@ -123,11 +123,41 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
   }
 }
 
+// What the part loads before the step's slot is claimed (ll_step_kernel.cuh): what the
+// block's first item needs of the caller's row and the routing, and the tables' first count,
+// so that these loads overlap the load of the slot's state.
+struct EarlyLoads {
+  RowPrefetch first_row;
+  TokenEntry entry;  // the first warp's lanes
+  int32_t first_count;
+};
+
+// The row slice of item `item` (token item / slices).
+__device__ __forceinline__ VectorSlice item_part(const LlDispatchParams& p, int item) {
+  return vector_slice(p.common.geo.hidden / kChannelsPerVector, item % p.token_slices, p.token_slices, kWarpSize);
+}
+__device__ __forceinline__ const char* token_row(const LlDispatchParams& p, int t) {
+  return static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.common.geo.hidden * 2;
+}
+
+__device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
+  const LlCommon& c = p.common;
+  EarlyLoads e{};
+  const int item = static_cast<int>(blockIdx.x);
+  if (item < c.num_tokens * p.token_slices) {
+    const int t = item / p.token_slices;
+    e.first_row = prefetch_row(token_row(p, t), item_part(p, item));
+    if (threadIdx.x < kWarpSize) e.entry = load_token_entry(c, p.weights, t);
+  }
+  e.first_count = blockIdx.x == gridDim.x - 1 ? first_table_count(c) : 0;
+  return e;
+}
+
 // The whole part, run by every thread of every block; true in the launch's last block, which
 // has signalled every rank (ll_step_kernel.cuh records the step). kByToken: the handle's
 // layout is RANK_MAJOR or FLAT (ll_dispatch.cu).
 template <bool kByToken>
-__device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
+__device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   __shared__ TokenRoute route;
@@ -140,23 +170,26 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   // before its tokens and stored after them, and ordered before the signal by the
   // last-block count below.
   const bool tables = blockIdx.x == gridDim.x - 1;
-  const int32_t first_count = tables ? first_table_count(c) : 0;
 
   // One block per (token, slice of its row); the first slice's block also writes the
   // headers and entries.
   const int slices = p.token_slices;
-  const int vectors = g.hidden / kChannelsPerVector;
   const bool fp8 = p.payload == LlPayload::kFp8;
   for (int item = blockIdx.x; item < c.num_tokens * slices; item += gridDim.x) {
     const int t = item / slices;
     const bool first_slice = item % slices == 0;
-    const VectorSlice part = vector_slice(vectors, item % slices, slices, kWarpSize);
-    const char* row = static_cast<const char*>(p.x) + static_cast<size_t>(t) * g.hidden * 2;
-    const RowPrefetch first = prefetch_row(row, part);
+    const VectorSlice part = item_part(p, item);
+    const char* row = token_row(p, t);
+    RowPrefetch first = early.first_row;
+    TokenEntry entry = early.entry;
+    if (item != static_cast<int>(blockIdx.x)) {
+      first = prefetch_row(row, part);
+      if (threadIdx.x < kWarpSize) entry = load_token_entry(c, p.weights, t);
+    }
     const RouteCounts counts = !first_slice ? RouteCounts::kNone
                                : kByToken   ? RouteCounts::kTokenPlaces
                                             : RouteCounts::kExpertPositions;
-    route_token(c, p.weights, t, &route, counts, places);  // ends with __syncthreads
+    route_token(c, entry, t, &route, counts, places);  // ends with __syncthreads
     const uint64_t message_at = g.message_offset(p.recv_offset, g.rank, t);
     if (threadIdx.x < kWarpSize && first_slice) {
       // Headers: one per rank, entries in top-k order.
@@ -202,7 +235,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     }
     __syncthreads();  // `route` and `messages` are rewritten for the next token
   }
-  if (tables) send_count_tables(p, g.count_table_offset(p.recv_offset), first_count);
+  if (tables) send_count_tables(p, g.count_table_offset(p.recv_offset), early.first_count);
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhasePayloadSent);
 #endif

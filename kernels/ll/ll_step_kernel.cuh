@@ -8,9 +8,10 @@
 //
 // `Parts` names an operation: its parameter struct (Params), its direction's state in LlState
 // (op), its index in the handle's step records (kRecord), the phase a slot-credit timeout
-// reports (kSlotPhase), its phase-trace ring (phase_trace, -Dphase_trace=true builds), its two
-// parts (send, receive, run by every thread of every block, given the step the launch
-// serves; send returns in every thread of a block whether the block was the launch's last to
+// reports (kSlotPhase), its phase-trace ring (phase_trace, -Dphase_trace=true builds), the
+// loads its sending part makes before the slot is claimed (Early, early), its two parts
+// (send, receive, run by every thread of every block, given the step the launch serves and
+// send also what early loaded; send returns in every thread of a block whether the block was the launch's last to
 // finish, after which it has signalled every peer; receive returns in every thread of a block
 // whether the block saw every peer's signal) and the dynamic shared memory each needs
 // (send_shared, receive_shared).
@@ -85,8 +86,11 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
   uint64_t step;
   if (kSend) {
     step = op->next_step;
+    // Loads of the caller's inputs and the handle's routing, which no earlier step of the
+    // slot can still be using: issued before the claim so that they overlap its load.
+    const typename Parts::Early early = Parts::early(p);
     if (!claim_slot(p.common, op, p.slot, p.signal_offset, Parts::kSlotPhase)) return;
-    if (Parts::send(p, step)) record_step<Parts>(p, op, step, /*whole=*/kReceive);
+    if (Parts::send(p, step, early)) record_step<Parts>(p, op, step, /*whole=*/kReceive);
   } else {
     step = p.common.handle.steps[Parts::kRecord];
   }

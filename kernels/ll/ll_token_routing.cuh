@@ -37,22 +37,41 @@ struct TokenRoute {
   }
 };
 
+// Lane j's entry of a token: its global expert id (-1 when masked or j >= K) and weight (0
+// without weights). Loaded apart from route_token so that a sending launch can load its
+// first token's entries before it claims the step's slot.
+struct TokenEntry {
+  int expert;
+  float weight;
+};
+
+// Called by the first warp: lane j's entry of token t. `weights` may be null.
+__device__ __forceinline__ TokenEntry load_token_entry(const LlCommon& c, const float* weights, int t) {
+  TokenEntry e{-1, 0.0f};
+  const int j = static_cast<int>(threadIdx.x);
+  if (j < c.topk) {
+    e.expert = c.handle.topk_idx[t * c.topk + j];
+    if (weights != nullptr) e.weight = weights[t * c.topk + j];
+  }
+  return e;
+}
+
 // What route_token counts over the earlier tokens: nothing (positions then count only the
 // token's own earlier slots), each entry's position, or each rank's place (`places`).
 enum class RouteCounts { kNone, kExpertPositions, kTokenPlaces };
 
-// Fills `route` (shared) for token t, and with kTokenPlaces `places` (shared, [nranks]): the
-// tokens before t with an entry on each rank. Called by every thread of the block; ends
-// synchronised. `weights` may be null (weights 0).
-__device__ __forceinline__ void route_token(const LlCommon& c, const float* weights, int t, TokenRoute* route,
+// Fills `route` (shared) for token t, whose entries the first warp's lanes hold in `entry`
+// (load_token_entry), and with kTokenPlaces `places` (shared, [nranks]): the tokens before t
+// with an entry on each rank. Called by every thread of the block; ends synchronised.
+__device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry, int t, TokenRoute* route,
                                             RouteCounts counts, int* places) {
   const int32_t* idx = c.handle.topk_idx;
   const int K = c.topk;
   if (threadIdx.x < kWarpSize) {
     const int j = threadIdx.x;
-    const int expert = j < K ? idx[t * K + j] : -1;
+    const int expert = entry.expert;
     route->expert[j] = expert;
-    route->weight[j] = j < K && weights != nullptr ? weights[t * K + j] : 0.0f;
+    route->weight[j] = entry.weight;
     const unsigned lower_lanes = (1u << j) - 1u;
     // Earlier slots of this token with the same expert; earlier tokens' entries follow.
     route->position[j] = __popc(__match_any_sync(0xffffffffu, expert) & lower_lanes);
