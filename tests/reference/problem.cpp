@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Validation of a reference Problem: every shape and routing rule of reference.hpp, checked
 // before any mode reads the arrays, so the modes can index without further checks.
+#include <algorithm>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -120,6 +121,13 @@ void validate_passthrough_payload(const Problem& problem, const PassthroughForma
     require_size(rank.x_quant.size(), tokens * row, r, "x_quant", "num_tokens * row_bytes");
     require_size(rank.x_scale_bytes.size(), tokens * scales, r, "x_scale_bytes", "num_tokens * scale_bytes");
   }
+}
+
+void copy_passthrough_token(const RankTokens& rank, int t, std::size_t row_bytes, std::size_t scale_bytes,
+                            uint8_t* row_out, uint8_t* scales_out) {
+  const std::size_t token = static_cast<std::size_t>(t);
+  std::copy_n(rank.x_quant.begin() + token * row_bytes, row_bytes, row_out);
+  std::copy_n(rank.x_scale_bytes.begin() + token * scale_bytes, scale_bytes, scales_out);
 }
 
 }  // namespace epc::ref

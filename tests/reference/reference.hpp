@@ -27,7 +27,9 @@
 // counts[l] is their number. Each row carries the source token's payload:
 //   16-bit: the token's bits copied exactly (dtype bf16 or fp16, as given);
 //   fp8:    quantize_row_fp8(float(x[r][t]), ...) of the SOURCE token (numeric.hpp): e4m3
-//           bytes [H] and float scales [H/128]; the same bytes for every entry of the token.
+//           bytes [H] and float scales [H/128]; the same bytes for every entry of the token;
+//   passthrough: the source token's x_quant row and x_scale_bytes, copied byte for byte
+//           (see "Passthrough" below; the same bytes for every entry of the token).
 // and a SourceRef {r, t, k, topk_weights[r][t][k]}. Rows at or past counts[l] are all-zero
 // here with SourceRef {-1, -1, -1, 0.0f}; kernels may leave them unspecified, and tests
 // compare only the first counts[l] rows. If some expert would receive more than R*T rows
@@ -113,8 +115,10 @@
 // move in 16-byte vectors) or e2m1 two per byte, low nibble first, H / 2 bytes (H % 32 ==
 // 0). Scales: S >= 1 elements of fp32 (4 bytes), bf16 (2), e8m0 (1: a biased exponent,
 // 2^(e - 127)), e8m0x4 (4: four e8m0, lowest byte first) or uint8 (1); scale_bytes = S *
-// size. Each received row (flat: one per (token, rank); packed: one per entry) holds its
-// source token's row_bytes and scale_bytes exactly; nothing else is written for them.
+// size. Each received row (HT flat and the LL token layouts: one per (token, rank); HT packed
+// and LL expert-padded: one per entry) holds its source token's row_bytes and scale_bytes
+// exactly; nothing else is written for them. Rows, order and the other outputs are those
+// of the 16-bit dispatch of the same routing.
 //
 // ---- Input validation ------------------------------------------------------------------
 // Every function validates its inputs and throws std::invalid_argument naming the offending
@@ -143,8 +147,8 @@ struct RankTokens {
   std::vector<float> topk_weights;     // [B_r, K]
   std::vector<uint8_t> x_fp8;          // [B_r, H] e4m3 (HT fp8 dispatch only)
   std::vector<float> fp8_scales;       // [B_r, H/128] (HT fp8 dispatch only)
-  std::vector<uint8_t> x_quant;        // [B_r, row_bytes] (HT passthrough only)
-  std::vector<uint8_t> x_scale_bytes;  // [B_r, scale_bytes] (HT passthrough only)
+  std::vector<uint8_t> x_quant;        // [B_r, row_bytes] (passthrough only)
+  std::vector<uint8_t> x_scale_bytes;  // [B_r, scale_bytes] (passthrough only)
 };
 
 // ---- Passthrough formats ----------------------------------------------------------------
@@ -187,12 +191,20 @@ void validate_x16_payload(const Problem& problem);
 void validate_fp8_payload(const Problem& problem);
 // The passthrough payload: x_quant has B_r * row_bytes bytes, x_scale_bytes B_r * scale_bytes.
 void validate_passthrough_payload(const Problem& problem, const PassthroughFormat& format);
+// Copies token t's passthrough row (row_bytes) and scales (scale_bytes) of `rank` to
+// `row_out` and `scales_out`, byte for byte.
+void copy_passthrough_token(const RankTokens& rank, int t, std::size_t row_bytes, std::size_t scale_bytes,
+                            uint8_t* row_out, uint8_t* scales_out);
 
 // ---- Low-Latency mode -------------------------------------------------------------------
 
 struct LlDispatchOptions {
   bool use_fp8 = false;            // quantize the payload to e4m3 + per-128-channel scales
   bool round_scale_ue8m0 = false;  // with use_fp8: scales rounded up to powers of two
+  // RankTokens::x_quant + x_scale_bytes in `format`, copied byte for byte (see
+  // "Passthrough"); excludes use_fp8.
+  bool passthrough = false;
+  PassthroughFormat format;
 };
 
 // Where one LL row came from; combine routes the row back with it.
@@ -213,7 +225,11 @@ struct LlDispatchResult {
   std::vector<uint16_t> x;        // [L, R*T, H] when !is_fp8, else empty
   std::vector<uint8_t> x_fp8;     // [L, R*T, H] when is_fp8, else empty
   std::vector<float> fp8_scales;  // [L, R*T, H/128] when is_fp8, else empty
-  std::vector<SourceRef> src;     // [L, R*T]
+  // With LlDispatchOptions::passthrough (x empty then): [L, R*T, row_bytes] and
+  // [L, R*T, scale_bytes].
+  std::vector<uint8_t> x_quant;
+  std::vector<uint8_t> x_scale_bytes;
+  std::vector<SourceRef> src;  // [L, R*T]
 
   std::size_t row_index(int local_expert, int row) const {
     return static_cast<std::size_t>(local_expert) * rows_per_expert + row;

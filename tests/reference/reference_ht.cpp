@@ -153,9 +153,8 @@ std::vector<HtDispatchResult> ht_dispatch(const Problem& problem, const HtDispat
         const std::size_t row = static_cast<std::size_t>(row_of_token);
         HtDispatchResult& out = results[q];
         if (passthrough) {
-          std::copy_n(rank.x_quant.begin() + t * row_bytes, row_bytes, out.x_quant.begin() + row * row_bytes);
-          std::copy_n(rank.x_scale_bytes.begin() + t * scale_bytes, scale_bytes,
-                      out.x_scale_bytes.begin() + row * scale_bytes);
+          copy_passthrough_token(rank, t, row_bytes, scale_bytes, out.x_quant.data() + row * row_bytes,
+                                 out.x_scale_bytes.data() + row * scale_bytes);
         } else if (fp8) {
           std::copy_n(rank.x_fp8.begin() + t * H, H, out.x_fp8.begin() + row * H);
           std::copy_n(rank.fp8_scales.begin() + t * blocks, blocks, out.fp8_scales.begin() + row * blocks);

@@ -50,7 +50,14 @@ std::vector<std::vector<int32_t>> ll_token_rows(const Problem& problem, LlTokenL
 std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTokenOptions& options) {
   const Problem& p = problem;
   const std::vector<std::vector<int32_t>> token_row = ll_token_rows(p, options.layout);  // validates
-  validate_x16_payload(p);
+  if (options.passthrough && options.use_fp8) {
+    throw std::invalid_argument("epc::ref::ll_dispatch_tokens: passthrough and use_fp8 exclude each other");
+  }
+  if (options.passthrough) {
+    validate_passthrough_payload(p, options.format);
+  } else {
+    validate_x16_payload(p);
+  }
   if (options.use_fp8 && p.hidden % kFp8BlockChannels != 0) {
     throw std::invalid_argument("epc::ref::ll_dispatch_tokens: fp8 needs hidden to be a multiple of 128, got " +
                                 std::to_string(p.hidden));
@@ -60,6 +67,8 @@ std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTo
   const std::size_t K = static_cast<std::size_t>(p.topk);
   const std::size_t blocks = H / kFp8BlockChannels;
   const std::size_t rows = static_cast<std::size_t>(p.nranks) * p.max_tokens;
+  const std::size_t row_bytes = options.passthrough ? passthrough_row_bytes(p.hidden, options.format) : 0;
+  const std::size_t scale_bytes = options.passthrough ? passthrough_scale_bytes(options.format) : 0;
 
   std::vector<LlTokenResult> results(p.nranks);
   for (LlTokenResult& out : results) {
@@ -69,6 +78,9 @@ std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTo
     if (options.use_fp8) {
       out.x_fp8.assign(rows * H, 0);
       out.fp8_scales.assign(rows * blocks, 0.0f);
+    } else if (options.passthrough) {
+      out.x_quant.assign(rows * row_bytes, 0);
+      out.x_scale_bytes.assign(rows * scale_bytes, 0);
     } else {
       out.x.assign(rows * H, 0);
     }
@@ -85,7 +97,7 @@ std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTo
   for (int r = 0; r < p.nranks; ++r) {
     const RankTokens& rank = p.ranks[r];
     for (int t = 0; t < rank.num_tokens; ++t) {
-      const uint16_t* x_row = rank.x.data() + t * H;
+      const uint16_t* x_row = options.passthrough ? nullptr : rank.x.data() + t * H;
       if (options.use_fp8) {
         quantize_source_token(p, x_row, options.round_scale_ue8m0, scratch, token_fp8.data(), token_scales.data());
       }
@@ -98,6 +110,9 @@ std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTo
         if (options.use_fp8) {
           std::copy(token_fp8.begin(), token_fp8.end(), out.x_fp8.begin() + row * H);
           std::copy(token_scales.begin(), token_scales.end(), out.fp8_scales.begin() + row * blocks);
+        } else if (options.passthrough) {
+          copy_passthrough_token(rank, t, row_bytes, scale_bytes, out.x_quant.data() + row * row_bytes,
+                                 out.x_scale_bytes.data() + row * scale_bytes);
         } else {
           std::copy(x_row, x_row + H, out.x.begin() + row * H);
         }

@@ -12,7 +12,8 @@
 //                                                (source rank, source token), HT FLAT's order)
 // Each received row holds:
 //   x:                 the source token's 16-bit bits, or (use_fp8) quantize_row_fp8 of the
-//                      SOURCE token, as ll_dispatch (e4m3 [H], fp32 scales [H/128]);
+//                      SOURCE token, as ll_dispatch (e4m3 [H], fp32 scales [H/128]), or
+//                      (passthrough) its x_quant row and x_scale_bytes byte for byte;
 //   recv_topk_idx[K]:  for slot k whose expert e is on q: e - q*L (global_expert_ids: e);
 //                      every other slot (masked, or another rank's expert): -1;
 //   recv_topk_weights[K]: topk_weights[r][t][k] where recv_topk_idx is not -1, else 0.0f;
@@ -44,6 +45,8 @@ struct LlTokenOptions {
   bool use_fp8 = false;            // quantize to e4m3 + per-128-channel scales
   bool round_scale_ue8m0 = false;  // with use_fp8: scales rounded up to powers of two
   bool global_expert_ids = false;  // recv_topk_idx: q*L + local id instead of the local id
+  bool passthrough = false;        // RankTokens::x_quant + x_scale_bytes copied byte for byte
+  PassthroughFormat format;        // with passthrough
 };
 
 // What rank q holds after an LL dispatch in a token layout. Row i is out_x's i-th row of
@@ -56,6 +59,8 @@ struct LlTokenResult {
   std::vector<uint16_t> x;               // [rows, H] when !is_fp8
   std::vector<uint8_t> x_fp8;            // [rows, H] when is_fp8
   std::vector<float> fp8_scales;         // [rows, H/128] when is_fp8
+  std::vector<uint8_t> x_quant;          // [rows, row_bytes] with passthrough (x empty)
+  std::vector<uint8_t> x_scale_bytes;    // [rows, scale_bytes] with passthrough
   std::vector<int32_t> recv_topk_idx;    // [rows, K]
   std::vector<float> recv_topk_weights;  // [rows, K]
   std::vector<int32_t> expert_counts;    // [L]

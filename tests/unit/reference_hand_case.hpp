@@ -52,4 +52,33 @@ inline Problem hand_problem() {
   return p;
 }
 
+// ---- Passthrough payloads (EPC_QUANT_PASSTHROUGH) --------------------------------------
+
+// Recognisable bytes: payload byte b of token (r, t) and scale byte i of it.
+inline uint8_t row_byte(int r, int t, int b) { return static_cast<uint8_t>((r << 7) | (t << 5) | b); }
+inline uint8_t scale_byte(int r, int t, int i) { return static_cast<uint8_t>(0x40 | (r << 5) | (t << 3) | i); }
+
+// The hand routing with hidden 32 and a passthrough payload of `row` and `scales` bytes.
+inline Problem passthrough_problem(int row, int scales) {
+  Problem p = hand_problem();
+  p.hidden = 32;
+  for (int r = 0; r < p.nranks; ++r) {
+    RankTokens& rank = p.ranks[r];
+    rank.x.clear();
+    for (int t = 0; t < rank.num_tokens; ++t) {
+      for (int b = 0; b < row; ++b) rank.x_quant.push_back(row_byte(r, t, b));
+      for (int i = 0; i < scales; ++i) rank.x_scale_bytes.push_back(scale_byte(r, t, i));
+    }
+  }
+  return p;
+}
+
+inline PassthroughFormat format(QuantPayload payload, ScaleDtype scales, int count) {
+  PassthroughFormat f;
+  f.payload = payload;
+  f.scales = scales;
+  f.scale_count = count;
+  return f;
+}
+
 }  // namespace epc::ref::hand_case
