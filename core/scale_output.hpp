@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The out_scales of a dispatch that casts to fp8: which encodings and strides are served,
-// checked at the ABI, and the kernels' description of it (kernels/wire/scale_output.hpp).
+// The out_scales of a dispatch that carries scales (the fp8 cast's, or a passthrough's
+// caller-made ones): which encodings and strides are served, checked at the ABI, and the
+// kernels' description of it (kernels/wire/scale_output.hpp).
 #pragma once
 
 #include <cstdint>
@@ -17,5 +18,14 @@ namespace epc {
 kernels::ScaleOutput fp8_scale_output(const EpcTensor* out_scales, int64_t experts, int64_t rows, int64_t scales);
 // The same for a 2-D out_scales [rows, scales] (words as above); expert_stride is 0.
 kernels::ScaleOutput fp8_scale_output_rows(const EpcTensor* out_scales, int64_t rows, int64_t scales);
+
+// EPC_QUANT_PASSTHROUGH's out_scales: `scales` elements per row of `dtype` (x_scales'),
+// copied as they are, [experts, rows, scales] with the strides rule above. Elements of 1, 2
+// or 4 bytes are served (8-byte ones: EPC_ERR_UNSUPPORTED).
+kernels::ScaleOutput passthrough_scale_output(const EpcTensor* out_scales, EpcDtype dtype, int64_t experts,
+                                              int64_t rows, int64_t scales);
+// The same for a 2-D out_scales [rows, scales]; expert_stride is 0.
+kernels::ScaleOutput passthrough_scale_output_rows(const EpcTensor* out_scales, EpcDtype dtype, int64_t rows,
+                                                   int64_t scales);
 
 }  // namespace epc

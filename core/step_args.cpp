@@ -207,7 +207,12 @@ EpcDispatchArgs read_dispatch_args(const EpcDispatchArgs* args) {
     fail_unsupported(
         format("EpcDispatchArgs.quant EPC_QUANT_NVFP4 is not served in ABI %d.%d", EPC_ABI_MAJOR, EPC_ABI_MINOR));
   }
-  if (a.x_global_scale != nullptr) fail_argument("EpcDispatchArgs.x_global_scale applies to EPC_QUANT_NVFP4 only");
+  if (a.x_global_scale != nullptr && a.quant != EPC_QUANT_PASSTHROUGH) {
+    // Checked with the payload (core/passthrough.cpp): fp4 e2m1x2 x only.
+    fail_argument(
+        "EpcDispatchArgs.x_global_scale applies to EPC_QUANT_NVFP4 and to EPC_QUANT_PASSTHROUGH of fp4 e2m1x2 x "
+        "only");
+  }
   if (a.scale_layout == EPC_SCALES_SWIZZLED_128X4) {
     fail_unsupported(format("EpcDispatchArgs.scale_layout EPC_SCALES_SWIZZLED_128X4 is not served in ABI %d.%d",
                             EPC_ABI_MAJOR, EPC_ABI_MINOR));

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
 #include "core/handle_memory.hpp"
+#include "core/passthrough.hpp"
 #include "core/routing_input.hpp"
 #include "core/tensor_check.hpp"
 #include "kernels/launch.hpp"
@@ -23,40 +24,12 @@ struct PayloadBytes {
   int64_t columns;
 };
 
-// EPC_QUANT_PASSTHROUGH: x e4m3 [B, H] (H % 16 == 0) or e2m1x2 [B, H / 2] (H % 32 == 0),
-// x_scales [B, S] of any dtype and S >= 1; out_x and out_scales of the same dtypes, [N, .].
+// EPC_QUANT_PASSTHROUGH: the inputs as both modes check them (core/passthrough.hpp), and
+// out_scales of x_scales' dtype, [N, S].
 PayloadBytes check_passthrough(const EpcDispatchArgs& a, int64_t B, int64_t N, int64_t H) {
-  int64_t columns = H;
-  if (a.x->dtype == EPC_DTYPE_FP4_E2M1X2) {
-    if (H % 32 != 0) {
-      fail_argument(
-          format("EpcDispatchArgs.x is fp4 e2m1x2 but EpcGroupConfig.hidden is %lld; packed e2m1 rows need "
-                 "hidden to be a multiple of 32 (16-byte rows)",
-                 static_cast<long long>(H)));
-    }
-    columns = H / 2;
-  } else if (a.x->dtype != EPC_DTYPE_FP8_E4M3 || H % 16 != 0) {
-    fail_unsupported(
-        format("EpcDispatchArgs.x: EPC_QUANT_PASSTHROUGH serves, in ABI %d.%d, fp8 e4m3 x [B, hidden] "
-               "(hidden a multiple of 16) and fp4 e2m1x2 x [B, hidden / 2] (hidden a multiple of 32); "
-               "got %s with hidden %lld",
-               EPC_ABI_MAJOR, EPC_ABI_MINOR, dtype_name(a.x->dtype), static_cast<long long>(H)));
-  }
-  check_tensor(a.x, {"EpcDispatchArgs.x", {a.x->dtype}, {B, columns}});
-  if (a.x_scales == nullptr) fail_argument("EpcDispatchArgs.x_scales is NULL; EPC_QUANT_PASSTHROUGH needs it");
-  if (a.out_scales == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_PASSTHROUGH needs it");
-  const EpcDtype sd = a.x_scales->dtype;
-  const int64_t element = static_cast<int64_t>(dtype_size(sd));
-  if (element == 0) fail_argument(format("EpcDispatchArgs.x_scales has dtype %u, which is no EPC_DTYPE_*", sd));
-  if (a.x_scales->ndim != 2 || a.x_scales->shape[1] < 1) {
-    fail_argument("EpcDispatchArgs.x_scales must be [B, S] with S >= 1 scales per row");
-  }
-  const int64_t S = a.x_scales->shape[1];
-  // Whole 32-bit words of scales per row move as words (kernels/device/row_copy.cuh).
-  const uint32_t align = S * element % 4 == 0 ? 4u : static_cast<uint32_t>(element);
-  check_tensor(a.x_scales, {"EpcDispatchArgs.x_scales", {sd}, {B, S}, align});
-  check_tensor(a.out_scales, {"EpcDispatchArgs.out_scales", {sd}, {N, S}, align});
-  return PayloadBytes{columns * static_cast<int64_t>(dtype_size(a.x->dtype)), S * element, columns};
+  const PassthroughPayload p = check_passthrough_inputs(a, B, H);
+  check_tensor(a.out_scales, {"EpcDispatchArgs.out_scales", {p.scale_dtype}, {N, p.scale_count}, p.scale_alignment});
+  return PayloadBytes{p.row, p.scale_bytes, p.columns};
 }
 
 }  // namespace

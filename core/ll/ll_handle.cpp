@@ -8,6 +8,7 @@
 #include "core/gpu_check.hpp"
 #include "core/handle_memory.hpp"
 #include "core/ll/ll_outputs.hpp"
+#include "core/passthrough.hpp"
 #include "core/routing_input.hpp"
 #include "core/scale_output.hpp"
 #include "core/tensor_check.hpp"
@@ -187,11 +188,11 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   const int64_t B = num_tokens_, H = c.hidden;
   const int64_t L = c.local_experts(group_.topology().nranks);
   const bool fp8 = a.quant == EPC_QUANT_FP8;
-  if (a.quant == EPC_QUANT_PASSTHROUGH) {
-    fail_unsupported(
-        format("EpcDispatchArgs.quant EPC_QUANT_PASSTHROUGH is not served on low-latency groups in "
-               "ABI %d.%d (EPC_QUANT_FP8 casts in the send kernel)",
-               EPC_ABI_MAJOR, EPC_ABI_MINOR));
+  const bool passthrough = a.quant == EPC_QUANT_PASSTHROUGH;
+  PassthroughPayload caller{};
+  if (passthrough) {
+    caller = check_passthrough_inputs(a, B, H);
+    check_ll_passthrough_fits(caller, c.max_token_bytes());
   }
   if (fp8 && c.hidden % limits::kFp8BlockChannels != 0) {
     fail_argument(
@@ -199,15 +200,15 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
                "hidden is %u",
                limits::kFp8BlockChannels, c.hidden));
   }
-  if (!fp8 && c.dtype == EPC_DTYPE_FP8_E4M3) {
+  if (a.quant == EPC_QUANT_NONE && c.dtype == EPC_DTYPE_FP8_E4M3) {
     fail_argument(
         format("EpcDispatchArgs.quant is EPC_QUANT_NONE, but the group's max_token_bytes (%u) holds fp8 "
                "rows only; use EPC_QUANT_FP8",
                c.max_token_bytes()));
   }
-  check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
+  if (!passthrough) check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
   const bool padded = setup_.layout == EPC_LAYOUT_EXPERT_PADDED;
-  const LlOutputs out = check_ll_dispatch_outputs(a, setup_, shape());
+  const LlOutputs out = check_ll_dispatch_outputs(a, setup_, shape(), passthrough ? &caller : nullptr);
   const CountOutputs counts = check_count_outputs(a, L);
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
 
@@ -216,9 +217,19 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.common = common();
   p.x = a.x->data;
   p.x_is_fp16 = a.x->dtype == EPC_DTYPE_FP16;
+  p.x_row_bytes = passthrough ? static_cast<int>(caller.row) : static_cast<int>(H) * 2;
+  p.payload_row_bytes = passthrough ? p.x_row_bytes : fp8 ? static_cast<int>(H) : static_cast<int>(H) * 2;
+  if (passthrough) {
+    p.x_scales = a.x_scales->data;
+    p.scale_count = static_cast<int>(caller.scale_count);
+    p.scale_bytes = static_cast<int>(caller.scale_bytes);
+  } else if (fp8) {
+    p.scale_count = static_cast<int>(H / limits::kFp8BlockChannels);
+    p.scale_bytes = p.scale_count * static_cast<int>(sizeof(float));
+  }
   p.weights = padded || a.out_topk_weights != nullptr ? static_cast<const float*>(a.topk_weights->data) : nullptr;
   p.out_x = a.out_x->data;
-  if (fp8) p.out_scales = out.scales;
+  p.out_scales = out.scales;  // data null without scales
   p.out_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : counts_;
   p.out_topk_idx = out.topk_idx;
   p.out_topk_weights = out.topk_weights;
@@ -228,7 +239,9 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.acc_counts = counts.accumulated;
   p.message_slices = message_slices();
   p.token_slices = slices_for(num_tokens_);
-  p.payload = fp8 ? kernels::LlPayload::kFp8 : kernels::LlPayload::kHalf;
+  p.payload = passthrough ? kernels::LlPayload::kPassthrough
+              : fp8       ? kernels::LlPayload::kFp8
+                          : kernels::LlPayload::kHalf;
   // A UE8M0 encoding holds powers of two only: the cast rounds every scale up to one.
   p.round_scale_ue8m0 =
       (a.flags & EPC_DISPATCH_POW2_SCALES) != 0 || (fp8 && p.out_scales.encoding != kernels::ScaleEncoding::kFp32);

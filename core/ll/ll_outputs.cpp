@@ -38,7 +38,8 @@ void check_slots_tensor(const EpcTensor* tensor, const char* field, EpcDtype dty
 
 }  // namespace
 
-LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& a, const HandleSetup& setup, const LlShape& s) {
+LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& a, const HandleSetup& setup, const LlShape& s,
+                                    const PassthroughPayload* passthrough) {
   const EpcLayout layout = setup.layout;
   const bool padded = layout == EPC_LAYOUT_EXPERT_PADDED;
   const bool fp8 = a.quant == EPC_QUANT_FP8;
@@ -53,7 +54,10 @@ LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& a, const HandleSetup&
   if (a.topk_weights != nullptr) {
     check_tensor(a.topk_weights, {"EpcDispatchArgs.topk_weights", {EPC_DTYPE_FP32}, {s.tokens, s.topk}, 4});
   }
-  check_ll_rows_tensor(a.out_x, "EpcDispatchArgs.out_x", fp8 ? EPC_DTYPE_FP8_E4M3 : a.x->dtype, setup, s);
+  // A passthrough row has the payload's columns (hidden / 2 for packed e2m1).
+  LlShape rows = s;
+  if (passthrough != nullptr) rows.hidden = passthrough->columns;
+  check_ll_rows_tensor(a.out_x, "EpcDispatchArgs.out_x", fp8 ? EPC_DTYPE_FP8_E4M3 : a.x->dtype, setup, rows);
   if (fp8 && a.out_scales == nullptr) fail_argument("EpcDispatchArgs.out_scales is NULL; EPC_QUANT_FP8 needs it");
 
   const std::string no_column = std::string(layout_name(layout)) + " has no such output";
@@ -67,15 +71,28 @@ LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& a, const HandleSetup&
   if (a.out_expert_counts != nullptr) {
     check_tensor(a.out_expert_counts, {"EpcDispatchArgs.out_expert_counts", {EPC_DTYPE_INT32}, {s.local_experts}, 4});
   }
-  const int64_t scales = s.hidden / limits::kFp8BlockChannels;
+  // out_scales: [L, C, .], [R, T, .] or [R * T, .] of the cast's or the caller's scales.
+  const bool rank_major = layout == EPC_LAYOUT_RANK_MAJOR;
+  const int64_t zones = padded ? s.local_experts : rank_major ? s.ranks : -1;
+  const int64_t zone_rows = padded       ? static_cast<int64_t>(setup.capacity)
+                            : rank_major ? s.max_tokens
+                                         : s.ranks * s.max_tokens;
   LlOutputs out;
+  if (fp8) {
+    const int64_t scales = s.hidden / limits::kFp8BlockChannels;
+    out.scales = zones < 0 ? fp8_scale_output_rows(a.out_scales, zone_rows, scales)
+                           : fp8_scale_output(a.out_scales, zones, zone_rows, scales);
+  } else if (passthrough != nullptr) {
+    const EpcDtype dtype = passthrough->scale_dtype;
+    const int64_t scales = passthrough->scale_count;
+    out.scales = zones < 0 ? passthrough_scale_output_rows(a.out_scales, dtype, zone_rows, scales)
+                           : passthrough_scale_output(a.out_scales, dtype, zones, zone_rows, scales);
+  }
   if (padded) {
     require_absent(a.out_topk_idx, "EpcDispatchArgs.out_topk_idx", no_column.c_str());
     require_unserved(a.out_topk_weights, "EpcDispatchArgs.out_topk_weights", "the weight of each row, [L, C]");
-    if (fp8) out.scales = fp8_scale_output(a.out_scales, s.local_experts, static_cast<int64_t>(setup.capacity), scales);
     return out;
   }
-  const bool rank_major = layout == EPC_LAYOUT_RANK_MAJOR;
   if (a.out_topk_idx != nullptr) {
     check_slots_tensor(a.out_topk_idx, "EpcDispatchArgs.out_topk_idx", EPC_DTYPE_INT32, rank_major, s);
     out.topk_idx = static_cast<int32_t*>(a.out_topk_idx->data);
@@ -92,11 +109,17 @@ LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& a, const HandleSetup&
     check_tensor(a.out_num_recv, {"EpcDispatchArgs.out_num_recv", {EPC_DTYPE_INT32}, {1}, 4});
     out.num_recv = static_cast<int32_t*>(a.out_num_recv->data);
   }
-  if (fp8) {
-    out.scales = rank_major ? fp8_scale_output(a.out_scales, s.ranks, s.max_tokens, scales)
-                            : fp8_scale_output_rows(a.out_scales, s.ranks * s.max_tokens, scales);
-  }
   return out;
+}
+
+void check_ll_passthrough_fits(const PassthroughPayload& payload, uint32_t max_token_bytes) {
+  if (payload.row + payload.scale_bytes <= static_cast<int64_t>(max_token_bytes)) return;
+  fail_argument(
+      format("EpcDispatchArgs.x_scales: a row of x (%lld bytes) and its %lld scales (%lld bytes) exceed the %u bytes "
+             "per token of this low-latency group's messages (EpcGroupConfig.max_token_bytes, which low-latency groups "
+             "round down to 2 * hidden, or to hidden + hidden / 32 below that)",
+             static_cast<long long>(payload.row), static_cast<long long>(payload.scale_count),
+             static_cast<long long>(payload.scale_bytes), max_token_bytes));
 }
 
 void check_ll_weighting(EpcWeighting weighting, EpcLayout layout) {

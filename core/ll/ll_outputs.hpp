@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What a low-latency step's tensors must look like in the handle's layout (EXPERT_PADDED,
-// RANK_MAJOR or FLAT), checked before any GPU work: out_x and combine's x, the fp8 scales,
+// RANK_MAJOR or FLAT), checked before any GPU work: out_x and combine's x, the scales,
 // the received top-k ids and weights and the counts each layout has a column for
 // (epcomm.h's EpcLayout table), and the combine weighting. Pure CPU, so the unit tests
 // check every refusal without a GPU.
@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/passthrough.hpp"
 #include "core/step_args.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/scale_output.hpp"
@@ -25,7 +26,7 @@ struct LlShape {
 };
 
 // The outputs a dispatch writes beside out_x and the per-expert counts, null where not
-// asked for; `scales` with EPC_QUANT_FP8.
+// asked for; `scales` with EPC_QUANT_FP8 and EPC_QUANT_PASSTHROUGH.
 struct LlOutputs {
   kernels::ScaleOutput scales{};
   int32_t* topk_idx = nullptr;
@@ -43,7 +44,15 @@ void check_ll_rows_tensor(const EpcTensor* tensor, const char* field, EpcDtype d
 // caller): topk_weights (required by EXPERT_PADDED and by out_topk_weights), out_x, out_scales,
 // and the outputs the layout has a column for. An output it has none for is
 // INVALID_ARGUMENT; EXPERT_PADDED's out_topk_weights is UNSUPPORTED (defined, not served).
-LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& args, const HandleSetup& setup, const LlShape& shape);
+// `passthrough` (EPC_QUANT_PASSTHROUGH, else null): out_x of x's dtype with the payload's
+// columns, out_scales of x_scales' dtype with its S elements per row, any strides.
+LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& args, const HandleSetup& setup, const LlShape& shape,
+                                    const PassthroughPayload* passthrough = nullptr);
+
+// EPC_QUANT_PASSTHROUGH: a message holds the group's max token bytes behind its header
+// (core/planner.cpp), `max_token_bytes` (GroupConfig::max_token_bytes()). A row and its
+// scales beyond it are INVALID_ARGUMENT naming EpcDispatchArgs.x_scales and the limit.
+void check_ll_passthrough_fits(const PassthroughPayload& payload, uint32_t max_token_bytes);
 
 // Combine's weighting on a handle of `layout`: EXPERT_PADDED weights on the expert's rank
 // (SENDER; NONE and HOME are UNSUPPORTED), RANK_MAJOR and FLAT sum the rows as given (NONE;

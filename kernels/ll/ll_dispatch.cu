@@ -10,9 +10,10 @@ namespace epc::kernels {
 
 namespace {
 
-// kByToken: the token layouts (RANK_MAJOR, FLAT) or EXPERT_PADDED, a template argument so
-// that each layout's launch carries only its own placement code.
-template <bool kByToken>
+// kByToken: the token layouts (RANK_MAJOR, FLAT) or EXPERT_PADDED; kPayload: what the
+// messages carry (16-bit rows, the fp8 cast, passthrough). Template arguments, so that each
+// launch carries only its own layout's placement and its own payload's copies and scales.
+template <bool kByToken, LlPayload kPayload>
 struct DispatchParts {
   using Params = LlDispatchParams;
   static constexpr int kRecord = kLlDispatchRecord;
@@ -24,10 +25,10 @@ struct DispatchParts {
   using Early = dispatch_send::EarlyLoads;
   __device__ __forceinline__ static Early early(const Params& p) { return dispatch_send::early_loads(p); }
   __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
-    return dispatch_send::run<kByToken>(p, step, early);
+    return dispatch_send::run<kByToken, kPayload>(p, step, early);
   }
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) {
-    return dispatch_recv::run<kByToken>(p, step);
+    return dispatch_recv::run<kByToken, kPayload>(p, step);
   }
   // The sending part's [nranks] token places (the token layouts).
   static size_t send_shared(const Params& p) {
@@ -37,28 +38,50 @@ struct DispatchParts {
   static size_t receive_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
 };
 
-bool by_token(const LlDispatchParams& p) { return p.common.layout != LlLayout::kExpertPadded; }
+// Calls `launch` with the DispatchParts of p's layout and payload.
+template <typename Launch>
+cudaError_t with_parts(const LlDispatchParams& p, Launch&& launch) {
+  const bool by_token = p.common.layout != LlLayout::kExpertPadded;
+  switch (p.payload) {
+    case LlPayload::kFp8:
+      return by_token ? launch(DispatchParts<true, LlPayload::kFp8>{})
+                      : launch(DispatchParts<false, LlPayload::kFp8>{});
+    case LlPayload::kPassthrough:
+      return by_token ? launch(DispatchParts<true, LlPayload::kPassthrough>{})
+                      : launch(DispatchParts<false, LlPayload::kPassthrough>{});
+    default:
+      return by_token ? launch(DispatchParts<true, LlPayload::kHalf>{})
+                      : launch(DispatchParts<false, LlPayload::kHalf>{});
+  }
+}
+
+template <bool kByToken>
+size_t local_bytes() {
+  const size_t half = ll_step_local_bytes<DispatchParts<kByToken, LlPayload::kHalf>>();
+  const size_t fp8 = ll_step_local_bytes<DispatchParts<kByToken, LlPayload::kFp8>>();
+  const size_t passthrough = ll_step_local_bytes<DispatchParts<kByToken, LlPayload::kPassthrough>>();
+  const size_t most = half > fp8 ? half : fp8;
+  return most > passthrough ? most : passthrough;
+}
 
 }  // namespace
 
 cudaError_t launch_ll_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream) {
-  return by_token(params) ? launch_ll_send<DispatchParts<true>>(params, blocks, stream)
-                          : launch_ll_send<DispatchParts<false>>(params, blocks, stream);
+  return with_parts(params, [&](auto parts) { return launch_ll_send<decltype(parts)>(params, blocks, stream); });
 }
 
 cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream) {
-  return by_token(params) ? launch_ll_receive<DispatchParts<true>>(params, blocks, stream)
-                          : launch_ll_receive<DispatchParts<false>>(params, blocks, stream);
+  return with_parts(params, [&](auto parts) { return launch_ll_receive<decltype(parts)>(params, blocks, stream); });
 }
 
 cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks, cudaStream_t stream) {
-  return by_token(params) ? launch_ll_step<DispatchParts<true>>(params, send_blocks, recv_blocks, stream)
-                          : launch_ll_step<DispatchParts<false>>(params, send_blocks, recv_blocks, stream);
+  return with_parts(
+      params, [&](auto parts) { return launch_ll_step<decltype(parts)>(params, send_blocks, recv_blocks, stream); });
 }
 
 size_t ll_dispatch_local_bytes() {
-  const size_t padded = ll_step_local_bytes<DispatchParts<false>>();
-  const size_t tokens = ll_step_local_bytes<DispatchParts<true>>();
+  const size_t padded = local_bytes<false>();
+  const size_t tokens = local_bytes<true>();
   return padded > tokens ? padded : tokens;
 }
 

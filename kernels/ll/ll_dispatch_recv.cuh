@@ -35,7 +35,7 @@ constexpr int kPayloadPrefetchRounds = 2;
 struct MessageRows {
   int entries;
   int flat_row[kMaxTopk];       // l * R*T + row, or -1 for an entry that did not fit
-  int64_t scale_row[kMaxTopk];  // fp8: where the row's scales start in out_scales (elements),
+  int64_t scale_row[kMaxTopk];  // where the row's scales start in out_scales (elements),
                                 // -1 for an entry that did not fit
 };
 
@@ -108,8 +108,9 @@ __device__ __forceinline__ void place_token(const LlDispatchParams& p, const cha
 }
 
 // The whole part, run by every thread of every block; false when the block's wait failed
-// (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or FLAT (ll_dispatch.cu).
-template <bool kByToken>
+// (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or FLAT; kPayload:
+// p.payload (ll_dispatch.cu).
+template <bool kByToken, LlPayload kPayload>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
@@ -130,9 +131,10 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const int columns = g.local_experts;
   const int expert_rows = g.nranks * g.max_tokens;
   constexpr bool by_token = kByToken;
-  const bool fp8 = p.payload == LlPayload::kFp8;
-  const size_t out_row_bytes = static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
-  const int scales = g.hidden / kFp8BlockChannels;
+  constexpr bool fp8 = kPayload == LlPayload::kFp8;
+  constexpr bool passthrough = kPayload == LlPayload::kPassthrough;
+  const size_t out_row_bytes =
+      passthrough ? static_cast<size_t>(p.payload_row_bytes) : static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
   const int messages = received_messages(tokens_from, g.nranks);
   const int slices = p.message_slices;
   __shared__ MessageRows placed;
@@ -203,9 +205,14 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       }
     }
     if (fp8) {
+      const int scales = g.hidden / kFp8BlockChannels;
       const VectorSlice words = vector_slice(scale_words(p.out_scales.encoding, scales), slice, slices);
-      store_row_scales(p.out_scales, reinterpret_cast<const float*>(message + g.header_bytes + g.hidden), scales,
-                       words.begin, words.end, placed.entries, placed.scale_row);
+      store_cast_scales(p.out_scales, reinterpret_cast<const float*>(message + g.header_bytes + g.hidden), scales,
+                        words.begin, words.end, placed.entries, placed.scale_row);
+    } else if (passthrough) {  // the caller's elements, behind its row
+      const VectorSlice words = vector_slice(p.scale_count, slice, slices);
+      store_copied_scales(p.out_scales, message + g.header_bytes + out_row_bytes, p.scale_count, words.begin, words.end,
+                          placed.entries, placed.scale_row);
     }
     __syncthreads();  // `placed` is rewritten for the next message
   }

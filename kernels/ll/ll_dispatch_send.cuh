@@ -4,8 +4,8 @@
 // token layouts, the top-k slot; weight), writes a header into each rank's slot [this
 // rank][token] (zero entries where the token has none, so receivers never read a stale
 // header; in the token layouts the tokens before it sent there), and stores the
-// payload once into every rank that hosts one of its entries: the row as it is, or quantized
-// to e4m3 on the way. One block sends each rank the table of entries per local expert
+// payload once into every rank that hosts one of its entries: the row as it is (16-bit, or the
+// caller's quantized row and its scale bytes), or quantized to e4m3 on the way. One block sends each rank the table of entries per local expert
 // (counted when the routing was set); the last block to finish signals every rank with
 // (epoch, B).
 #pragma once
@@ -52,6 +52,7 @@ __device__ __forceinline__ RowPrefetch prefetch_row(const char* row, VectorSlice
 // thread owns one 16-byte vector of the source row per round (the first rounds already in
 // `first`); for fp8 the 16 lanes holding one 128-channel block agree on its scale through
 // shuffles, so rounds are warp-uniform (slices start at whole warps of vectors).
+template <LlPayload kPayload>
 __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, const RowPrefetch& first,
                                              VectorSlice part, char* const* messages, const TokenRoute& route) {
   const LlGeometry& g = p.common.geo;
@@ -65,7 +66,7 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
     } else if (valid) {
       raw = reinterpret_cast<const int4*>(row)[v];
     }
-    if (p.payload == LlPayload::kHalf) {
+    if (kPayload != LlPayload::kFp8) {  // 16-bit rows and passthrough rows go as they are
       if (!valid) continue;
       for (int d = 0; d < route.num_dests; ++d) {
         reinterpret_cast<int4*>(messages[d] + g.header_bytes)[v] = raw;
@@ -103,6 +104,26 @@ __device__ __forceinline__ int32_t first_table_count(const LlCommon& c) {
   return static_cast<int>(threadIdx.x) < experts ? c.handle.expert_entries[threadIdx.x] : 0;
 }
 
+// EPC_QUANT_PASSTHROUGH: the token's scale bytes, behind its row in every destination's
+// message (in 32-bit words where their count allows: the host then requires x_scales to be
+// 4-byte aligned; messages are 16-byte aligned).
+__device__ __forceinline__ void send_scales(const LlDispatchParams& p, int t, char* const* messages,
+                                            const TokenRoute& route) {
+  const int at = p.common.geo.header_bytes + p.payload_row_bytes;
+  const char* scales = static_cast<const char*>(p.x_scales) + static_cast<size_t>(t) * p.scale_bytes;
+  const bool words = p.scale_bytes % 4 == 0;
+  const int units = words ? p.scale_bytes / 4 : p.scale_bytes;
+  for (int i = threadIdx.x; i < units; i += blockDim.x) {
+    if (words) {
+      const uint32_t w = __ldg(reinterpret_cast<const uint32_t*>(scales) + i);
+      for (int d = 0; d < route.num_dests; ++d) reinterpret_cast<uint32_t*>(messages[d] + at)[i] = w;
+    } else {
+      const unsigned char b = __ldg(reinterpret_cast<const unsigned char*>(scales) + i);
+      for (int d = 0; d < route.num_dests; ++d) reinterpret_cast<unsigned char*>(messages[d] + at)[i] = b;
+    }
+  }
+}
+
 // Sends every rank the number of entries this rank has for each of its local experts (counted
 // when the routing was set), `first` from first_table_count. Called by one block; ends
 // synchronised.
@@ -132,12 +153,13 @@ struct EarlyLoads {
   int32_t first_count;
 };
 
-// The row slice of item `item` (token item / slices).
+// The slice of x's row that item `item` sends (token item / slices), and token t's row: hidden
+// 16-bit channels, or the caller's quantized row (x_row_bytes says which).
 __device__ __forceinline__ VectorSlice item_part(const LlDispatchParams& p, int item) {
-  return vector_slice(p.common.geo.hidden / kChannelsPerVector, item % p.token_slices, p.token_slices, kWarpSize);
+  return vector_slice(p.x_row_bytes / 16, item % p.token_slices, p.token_slices, kWarpSize);
 }
 __device__ __forceinline__ const char* token_row(const LlDispatchParams& p, int t) {
-  return static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.common.geo.hidden * 2;
+  return static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.x_row_bytes;
 }
 
 __device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
@@ -155,8 +177,8 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
 
 // The whole part, run by every thread of every block; true in the launch's last block, which
 // has signalled every rank (ll_step_kernel.cuh records the step). kByToken: the handle's
-// layout is RANK_MAJOR or FLAT (ll_dispatch.cu).
-template <bool kByToken>
+// layout is RANK_MAJOR or FLAT; kPayload: p.payload (ll_dispatch.cu).
+template <bool kByToken, LlPayload kPayload>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
@@ -174,7 +196,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
   // One block per (token, slice of its row); the first slice's block also writes the
   // headers and entries.
   const int slices = p.token_slices;
-  const bool fp8 = p.payload == LlPayload::kFp8;
+  constexpr bool fp8 = kPayload == LlPayload::kFp8;
+  constexpr bool passthrough = kPayload == LlPayload::kPassthrough;
   for (int item = blockIdx.x; item < c.num_tokens * slices; item += gridDim.x) {
     const int t = item / slices;
     const bool first_slice = item % slices == 0;
@@ -215,15 +238,21 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       }
     }
     __syncthreads();
-    send_payload(p, row, first, part, messages, route);
+    send_payload<kPayload>(p, row, first, part, messages, route);
+    if (passthrough && first_slice) send_scales(p, t, messages, route);
     __syncthreads();
     // Every rank got a header (the first slice's); ranks hosting an entry also each slice's
-    // payload bytes and, for fp8, its blocks' scales.
+    // payload bytes and, for fp8, its blocks' scales (passthrough: the first slice's block
+    // sends all of them).
     const uint64_t vector_bytes = fp8 ? 8 : 16;
     for (int d = 0; d < g.nranks; ++d) {
       if (first_slice) c.transport.commit(message_at, g.header_bytes, d, threadIdx.x, blockDim.x);
-      if (route.entries_on_rank(d) == 0 || part.end == part.begin) continue;
+      if (route.entries_on_rank(d) == 0) continue;
       const uint64_t payload_at = message_at + g.header_bytes;
+      if (passthrough && first_slice) {
+        c.transport.commit(payload_at + p.payload_row_bytes, p.scale_bytes, d, threadIdx.x, blockDim.x);
+      }
+      if (part.end == part.begin) continue;
       c.transport.commit(payload_at + part.begin * vector_bytes, (part.end - part.begin) * vector_bytes, d, threadIdx.x,
                          blockDim.x);
       if (fp8) {

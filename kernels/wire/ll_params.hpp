@@ -101,20 +101,28 @@ __device__ __host__ inline VectorSlice vector_slice(int vectors, int slice, int 
   return {begin, end};
 }
 
-// What a dispatch carries: the caller's 16-bit rows unchanged, or e4m3 bytes plus one fp32
-// scale per 128 channels, quantized by the send kernel.
-enum class LlPayload : int32_t { kHalf = 0, kFp8 = 1 };
+// What a dispatch carries: the caller's 16-bit rows unchanged, e4m3 bytes plus one fp32
+// scale per 128 channels quantized by the send kernel, or the caller's quantized rows and
+// scale bytes unchanged (EPC_QUANT_PASSTHROUGH).
+enum class LlPayload : int32_t { kHalf = 0, kFp8 = 1, kPassthrough = 2 };
 
 struct LlDispatchParams {
   LlCommon common;
   int slot;                // the step's receive slot, 0..slots-1
   uint64_t recv_offset;    // of that slot's receive region
   uint64_t signal_offset;  // of that slot's signal region (kernels/wire/ll_message.hpp)
-  const void* x;           // [B, H] bf16 or fp16
+  const void* x;           // [B, H] bf16 or fp16, or (kPassthrough) [B, payload_row_bytes]
+  const void* x_scales;    // kPassthrough: [B, scale_bytes], else null
   const float* weights;    // [B, K], or null (token layouts without out_topk_weights: 0)
-  void* out_x;             // [L, R*T, H] (token layouts: [R*T, H]) of x's dtype, or e4m3 bytes
-  ScaleOutput out_scales;  // [L, R*T, H/128 scales] (token layouts: [R, T, ...] or [R*T, ...],
-                           // expert_stride the zone's) with kFp8, else data null
+  void* out_x;             // [L, R*T, H] (token layouts: [R*T, H]) of x's dtype, or e4m3 bytes,
+                           // or (kPassthrough) rows of payload_row_bytes
+  ScaleOutput out_scales;  // [L, R*T, scale_count] (token layouts: [R, T, ...] or [R*T, ...],
+                           // expert_stride the zone's) with kFp8 and kPassthrough, else data null
+  int x_row_bytes;         // bytes of a row of x: hidden * 2, or payload_row_bytes
+  int payload_row_bytes;   // bytes of the row in a message and in out_x: hidden * 2, hidden (kFp8)
+                           // or the passthrough row; the scales follow it in the message
+  int scale_count;         // scales per row: hidden / 128 (kFp8), S (kPassthrough), else 0
+  int scale_bytes;         // their bytes in a message: scale_count * 4 (kFp8), S * element
   int32_t* out_counts;     // [L]: the caller's, or the handle's own
   int64_t* acc_counts;     // [L] or null: out_counts are added to it
   // Token layouts only, each null when not asked for: per received row its K slots' expert

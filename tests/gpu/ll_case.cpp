@@ -8,6 +8,7 @@
 
 #include "tests/gpu/rank_context.hpp"
 #include "tests/reference/numeric.hpp"
+#include "tests/reference/reference_ll_tokens.hpp"
 
 namespace epc::gputest::ll {
 namespace {
@@ -368,6 +369,54 @@ void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::
   EXPECT_EQ(failing_steps, 0) << label << ": " << failing_steps << " of " << problems.size()
                               << " steps differ from the reference (the first " << kMaxReportedSteps
                               << " are printed above)";
+}
+
+// ---- Passthrough (EPC_QUANT_PASSTHROUGH) ---------------------------------------------------
+
+void fill_passthrough(ref::Problem& problem, const ref::PassthroughFormat& format, uint64_t seed) {
+  const std::size_t row = static_cast<std::size_t>(ref::passthrough_row_bytes(problem.hidden, format));
+  const std::size_t scales = static_cast<std::size_t>(ref::passthrough_scale_bytes(format));
+  std::mt19937_64 engine(seed);
+  for (ref::RankTokens& r : problem.ranks) {
+    r.x.clear();
+    r.x_quant.resize(static_cast<std::size_t>(r.num_tokens) * row);
+    r.x_scale_bytes.resize(static_cast<std::size_t>(r.num_tokens) * scales);
+    for (uint8_t& b : r.x_quant) b = static_cast<uint8_t>(engine());
+    for (uint8_t& b : r.x_scale_bytes) b = static_cast<uint8_t>(engine());
+  }
+}
+
+PassthroughRows passthrough_rows(const ref::Problem& problem, EpcLayout layout, const ref::PassthroughFormat& format,
+                                 int rank) {
+  PassthroughRows out;
+  out.row_bytes = ref::passthrough_row_bytes(problem.hidden, format);
+  out.scale_bytes = ref::passthrough_scale_bytes(format);
+  if (layout == EPC_LAYOUT_EXPERT_PADDED) {
+    ref::LlDispatchOptions o;
+    o.passthrough = true;
+    o.format = format;
+    ref::LlDispatchResult r = std::move(ref::ll_dispatch(problem, o)[rank]);
+    out.rows = r.local_experts * r.rows_per_expert;
+    out.written.assign(static_cast<std::size_t>(out.rows), 0);
+    for (int l = 0; l < r.local_experts; ++l) {
+      for (int i = 0; i < r.counts[l]; ++i) out.written[r.row_index(l, i)] = 1;
+    }
+    out.x = std::move(r.x_quant);
+    out.scales = std::move(r.x_scale_bytes);
+    out.expert_counts = std::move(r.counts);
+    return out;
+  }
+  ref::LlTokenOptions o;
+  o.layout = layout == EPC_LAYOUT_RANK_MAJOR ? ref::LlTokenLayout::kRankMajor : ref::LlTokenLayout::kFlat;
+  o.passthrough = true;
+  o.format = format;
+  ref::LlTokenResult r = std::move(ref::ll_dispatch_tokens(problem, o)[rank]);
+  out.rows = r.rows;
+  out.written = std::move(r.written);
+  out.x = std::move(r.x_quant);
+  out.scales = std::move(r.x_scale_bytes);
+  out.expert_counts = std::move(r.expert_counts);
+  return out;
 }
 
 }  // namespace epc::gputest::ll

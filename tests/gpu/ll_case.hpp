@@ -177,4 +177,25 @@ void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::
                   StepFlags combine_flags = 0, const ref::LlDispatchOptions& options = {},
                   const LlOutputs& outputs = {});
 
+// ---- Passthrough (EPC_QUANT_PASSTHROUGH) ---------------------------------------------------
+
+// Gives every rank's tokens an x_quant row and x_scale_bytes of `format`, bytes drawn from
+// `seed` (every byte value: NaN, e8m0 0xFF), the same on every rank; drops the 16-bit x.
+void fill_passthrough(ref::Problem& problem, const ref::PassthroughFormat& format, uint64_t seed);
+
+// What `rank` must hold after a passthrough dispatch in `layout`, over out_x's rows
+// (EXPERT_PADDED: L * R*T, expert-major; RANK_MAJOR and FLAT: R * T), from the reference
+// model (ll_dispatch, ll_dispatch_tokens with the passthrough option).
+struct PassthroughRows {
+  int rows = 0;
+  int row_bytes = 0;
+  int scale_bytes = 0;
+  std::vector<uint8_t> written;        // [rows]: 1 where the step writes the row
+  std::vector<uint8_t> x;              // [rows, row_bytes]
+  std::vector<uint8_t> scales;         // [rows, scale_bytes]
+  std::vector<int32_t> expert_counts;  // [L]: rows per expert (token layouts: entries)
+};
+PassthroughRows passthrough_rows(const ref::Problem& problem, EpcLayout layout, const ref::PassthroughFormat& format,
+                                 int rank);
+
 }  // namespace epc::gputest::ll

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The low-latency layouts' tensor checks before any GPU work (core/ll/ll_outputs.cpp): out_x
 // and combine's x per layout, the received top-k ids and weights and the counts each layout
-// has a column for (epcomm.h's EpcLayout table), the fp8 scales, and the combine weighting;
+// has a column for (epcomm.h's EpcLayout table), the fp8 scales, the passthrough payload
+// (core/passthrough.cpp: x, x_scales, x_global_scale; out_x, out_scales; the message limit),
+// and the combine weighting;
 // each refusal names the field and returns the status the ABI's rule gives. The data
 // pointers are never dereferenced.
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/ll/ll_outputs.hpp"
+#include "core/passthrough.hpp"
 #include "core/step_args.hpp"
 #include "tests/unit/error_outcome.hpp"
 
@@ -205,6 +208,140 @@ TEST(LlOutputs, Fp8ScalesFollowTheLayout) {
     d.out_x.dtype = EPC_DTYPE_BF16;
     expect_outcome(d.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_x"}, "bf16 out_x with fp8");
   }
+}
+
+// A passthrough dispatch of e2m1 x [10, 128] (hidden 256) with S scales of `scale_dtype`.
+struct Passthrough {
+  Dispatch d;
+  EpcTensor x = tensor(EPC_DTYPE_FP4_E2M1X2, {10, 128});
+  EpcTensor x_scales;
+  EpcTensor out_scales;
+
+  Passthrough(EpcLayout layout, EpcDtype scale_dtype, int64_t S) : d(layout) {
+    x_scales = tensor(scale_dtype, {10, S});
+    out_scales = layout == EPC_LAYOUT_RANK_MAJOR ? tensor(scale_dtype, {4, 16, S})
+                 : layout == EPC_LAYOUT_FLAT     ? tensor(scale_dtype, {64, S})
+                                                 : tensor(scale_dtype, {8, 64, S});
+    d.out_x.dtype = EPC_DTYPE_FP4_E2M1X2;
+    d.out_x.shape[d.out_x.ndim - 1] = 128;
+    d.args.quant = EPC_QUANT_PASSTHROUGH;
+    d.args.x = &x;
+    d.args.x_scales = &x_scales;
+    d.args.out_scales = &out_scales;
+  }
+  // The inputs as both modes check them, then LL's outputs; the payload's scales in `out`.
+  Outcome check(EpcLayout layout, epc::LlOutputs* out = nullptr) const {
+    return run([&] {
+      const epc::PassthroughPayload p = epc::check_passthrough_inputs(d.args, 10, 256);
+      const epc::LlOutputs o = epc::check_ll_dispatch_outputs(d.args, setup(layout), shape(), &p);
+      if (out != nullptr) *out = o;
+    });
+  }
+};
+
+TEST(LlOutputs, PassthroughOutputsFollowTheLayoutInTheScalesDtype) {
+  for (EpcLayout layout : {EPC_LAYOUT_EXPERT_PADDED, EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
+    // NVFP4: e2m1 rows, one e4m3 scale per 16 channels (moved as bytes).
+    Passthrough p(layout, EPC_DTYPE_FP8_E4M3, 16);
+    epc::LlOutputs out;
+    const Outcome o = p.check(layout, &out);
+    ASSERT_EQ(o.status, EPC_OK) << o.message;
+    EXPECT_EQ(out.scales.encoding, epc::kernels::ScaleEncoding::kRaw8);
+    EXPECT_EQ(out.scales.row_stride, 16);
+    EXPECT_EQ(out.scales.word_stride, 1);
+    // bf16 scales move as 2-byte elements, fp32 and E8M0X4 words as 4-byte ones.
+    Passthrough half(layout, EPC_DTYPE_BF16, 3);
+    ASSERT_EQ(half.check(layout, &out).status, EPC_OK);
+    EXPECT_EQ(out.scales.encoding, epc::kernels::ScaleEncoding::kRaw16);
+    Passthrough packed(layout, EPC_DTYPE_E8M0X4, 2);
+    ASSERT_EQ(packed.check(layout, &out).status, EPC_OK);
+    EXPECT_EQ(out.scales.encoding, epc::kernels::ScaleEncoding::kFp32);
+    // out_x has the payload's columns (hidden / 2), in x's dtype.
+    p.d.out_x.shape[p.d.out_x.ndim - 1] = 256;
+    expect_outcome(p.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_x"}, "out_x of hidden columns");
+    p.d.out_x.shape[p.d.out_x.ndim - 1] = 128;
+    p.d.out_x.dtype = EPC_DTYPE_FP8_E4M3;
+    expect_outcome(p.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_x"}, "out_x of another dtype");
+    p.d.out_x.dtype = EPC_DTYPE_FP4_E2M1X2;
+    // out_scales: x_scales' dtype and S, the layout's rows.
+    p.out_scales.dtype = EPC_DTYPE_UINT8;
+    expect_outcome(p.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_scales"}, "another scale dtype");
+    p.out_scales.dtype = EPC_DTYPE_FP8_E4M3;
+    p.out_scales.shape[p.out_scales.ndim - 1] = 15;
+    expect_outcome(p.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_scales"}, "another S");
+    p.out_scales.shape[p.out_scales.ndim - 1] = 16;
+    p.d.args.out_scales = nullptr;
+    expect_outcome(p.check(layout), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_scales"}, "no out_scales");
+  }
+}
+
+TEST(LlOutputs, PassthroughScalesTakeAnyNonOverlappingStrides) {
+  // FLAT [64, 4] fp32 column-major with columns padded to 68 rows (TMA-aligned).
+  Passthrough p(EPC_LAYOUT_FLAT, EPC_DTYPE_FP32, 4);
+  p.out_scales.strides[0] = 1;
+  p.out_scales.strides[1] = 68;
+  epc::LlOutputs out;
+  ASSERT_EQ(p.check(EPC_LAYOUT_FLAT, &out).status, EPC_OK);
+  EXPECT_EQ(out.scales.row_stride, 1);
+  EXPECT_EQ(out.scales.word_stride, 68);
+  p.out_scales.strides[1] = 32;  // columns of 64 rows 32 apart overlap
+  expect_outcome(p.check(EPC_LAYOUT_FLAT), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_scales"}, "overlap");
+  // 8-byte elements have no raw store on LL.
+  Passthrough wide(EPC_LAYOUT_FLAT, EPC_DTYPE_INT64, 1);
+  expect_outcome(wide.check(EPC_LAYOUT_FLAT), EPC_ERR_UNSUPPORTED, {"EpcDispatchArgs.x_scales"}, "int64 scales");
+}
+
+TEST(LlOutputs, PassthroughInputsAreCheckedAsInEveryMode) {
+  Passthrough p(EPC_LAYOUT_FLAT, EPC_DTYPE_FP8_E4M3, 16);
+  p.x.shape[1] = 256;
+  expect_outcome(p.check(EPC_LAYOUT_FLAT), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x"}, "e2m1 x of H columns");
+  p.x.shape[1] = 128;
+  p.d.args.x_scales = nullptr;
+  expect_outcome(p.check(EPC_LAYOUT_FLAT), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x_scales"}, "no x_scales");
+  p.d.args.x_scales = &p.x_scales;
+  EpcTensor bf16_x = tensor(EPC_DTYPE_BF16, {10, 256});
+  p.d.args.x = &bf16_x;
+  expect_outcome(p.check(EPC_LAYOUT_FLAT), EPC_ERR_UNSUPPORTED, {"EpcDispatchArgs.x"}, "bf16 x");
+  p.d.args.x = &p.x;
+  // NVFP4's global scale: [1] fp32 with e2m1 x; refused with e4m3 x, naming it.
+  EpcTensor global = tensor(EPC_DTYPE_FP32, {1});
+  p.d.args.x_global_scale = &global;
+  EXPECT_EQ(p.check(EPC_LAYOUT_FLAT).status, EPC_OK);
+  global.shape[0] = 2;
+  expect_outcome(p.check(EPC_LAYOUT_FLAT), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x_global_scale"}, "[2]");
+  global.shape[0] = 1;
+  global.dtype = EPC_DTYPE_BF16;
+  expect_outcome(p.check(EPC_LAYOUT_FLAT), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x_global_scale"}, "bf16");
+  global.dtype = EPC_DTYPE_FP32;
+  EpcTensor e4m3_x = tensor(EPC_DTYPE_FP8_E4M3, {10, 256});
+  p.d.args.x = &e4m3_x;
+  p.d.out_x.shape[1] = 256;
+  p.d.out_x.dtype = EPC_DTYPE_FP8_E4M3;
+  expect_outcome(p.check(EPC_LAYOUT_FLAT), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x_global_scale"},
+                 "global scale with e4m3 x");
+  p.d.args.x_global_scale = nullptr;
+  EXPECT_EQ(p.check(EPC_LAYOUT_FLAT).status, EPC_OK);
+}
+
+TEST(LlOutputs, PassthroughMessagesHoldTheGroupsTokenBytes) {
+  // hidden 256, bf16 window: 512 bytes. e4m3 rows of 256 bytes leave 256 for scales.
+  epc::PassthroughPayload p;
+  p.row = 256;
+  p.scale_count = 64;
+  p.scale_bytes = 256;
+  EXPECT_EQ(run([&] { epc::check_ll_passthrough_fits(p, 512); }).status, EPC_OK);
+  p.scale_count = 65;
+  p.scale_bytes = 260;
+  expect_outcome(run([&] { epc::check_ll_passthrough_fits(p, 512); }), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcDispatchArgs.x_scales", "512", "max_token_bytes"}, "one scale past the window");
+  // An fp8 window (hidden + hidden / 32 = 264 bytes) holds DeepSeek's 2 fp32 scales only.
+  p.scale_count = 2;
+  p.scale_bytes = 8;
+  EXPECT_EQ(run([&] { epc::check_ll_passthrough_fits(p, 264); }).status, EPC_OK);
+  p.scale_count = 3;
+  p.scale_bytes = 12;
+  expect_outcome(run([&] { epc::check_ll_passthrough_fits(p, 264); }), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcDispatchArgs.x_scales", "264"}, "fp8 window");
 }
 
 TEST(LlOutputs, CombineXAndWeightingPerLayout) {

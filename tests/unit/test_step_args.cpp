@@ -418,16 +418,22 @@ TEST(DispatchArgs, FlagsQuantAndScales) {
   a = dispatch_args(t);
   a.out_scales = &t.scales;
   expect_outcome(read(a), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.out_scales"}, "out_scales with NONE");
-  // x_scales only with PASSTHROUGH; x_global_scale only with NVFP4.
+  // x_scales only with PASSTHROUGH; x_global_scale with NVFP4 and PASSTHROUGH (whose
+  // payload check takes it with fp4 x only: core/passthrough.cpp).
   a = dispatch_args(t);
   a.x_scales = &t.scales;
   expect_outcome(read(a), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x_scales"}, "x_scales without PASSTHROUGH");
   a.quant = EPC_QUANT_PASSTHROUGH;
   a.out_scales = &t.scales;
   EXPECT_EQ(read(a).status, EPC_OK);
+  a.x_global_scale = &t.other;
+  EXPECT_EQ(read(a).status, EPC_OK);
   a = dispatch_args(t);
   a.x_global_scale = &t.other;
   expect_outcome(read(a), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x_global_scale"}, "global scale");
+  a.quant = EPC_QUANT_FP8;
+  a.out_scales = &t.scales;
+  expect_outcome(read(a), EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x_global_scale"}, "global scale with FP8");
   // out_topk_weights needs topk_weights.
   a = dispatch_args(t);
   a.out_topk_weights = &t.other;
