@@ -87,7 +87,7 @@ POINT_KEYS_5 = ("dropped_rows",)
 CONFIG_CHOICES_6 = {
     "layout": ("default", "expert-padded", "expert-packed", "rank-major", "flat"),
     "weights_at": ("none", "dispatch", "combine"),
-    "quant": ("none", "passthrough"),
+    "quant": ("none", "fp8", "passthrough"),
     "payload": ("e4m3", "e2m1"),
     "scales": ("fp32", "fp32-colmajor", "bf16", "ue8m0", "ue8m0-packed", "uint8"),
 }

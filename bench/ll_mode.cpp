@@ -8,7 +8,13 @@
 // --layout=rank-major|flat: the handles' layout, dispatch then also writes each received row's
 // top-k ids and weights (shared by the micro-batches: the same routing writes the same values)
 // and combine sums the rows as given.
+// --quant=passthrough: x and x_scales are the caller's --payload rows and --scales, filled once
+// with bytes that name their token (bench/output_check.hpp), so the check finds every row's
+// bytes where the reference model puts them; e2m1 rows also pass NVFP4's x_global_scale.
 #include <cuda_runtime.h>
+
+#include <cstring>
+#include <vector>
 
 #include "bench/device_fill.hpp"
 #include "bench/micro_batch_timing.hpp"
@@ -29,7 +35,7 @@ namespace epc::bench {
 namespace {
 
 struct StepTensors {
-  EpcTensor x, w, out_x, out_scales, counts, rank_counts, num_recv, out_idx, out_w, y, out;
+  EpcTensor x, x_scales, global_scale, w, out_x, out_scales, counts, rank_counts, num_recv, out_idx, out_w, y, out;
 };
 
 class LlMode final : public Mode {
@@ -40,6 +46,8 @@ class LlMode final : public Mode {
     s_ = &session;
     o_ = options;
     fp8_ = o_.dtype == "fp8";
+    pass_ = o_.quant == "passthrough";
+    format_ = token_format(o_);
     layout_ = o_.layout == "rank-major" ? EPC_LAYOUT_RANK_MAJOR
               : o_.layout == "flat"     ? EPC_LAYOUT_FLAT
                                         : EPC_LAYOUT_EXPERT_PADDED;
@@ -51,11 +59,12 @@ class LlMode final : public Mode {
     L_ = static_cast<int>(group_.info().local_experts);
 
     const size_t rows = static_cast<size_t>(L_) * R_ * T_;
-    const size_t x_element = fp8_ ? 1 : 2;
+    // Bytes of an out_x row: bf16, the fp8 cast's e4m3, or the caller's passthrough row.
+    const size_t out_row = pass_ ? static_cast<size_t>(format_.row_bytes) : static_cast<size_t>(H_) * (fp8_ ? 1 : 2);
     if (!x_.allocate(static_cast<size_t>(T_) * H_ * 2, "cudaMalloc x", error) ||
         !w_.allocate(static_cast<size_t>(T_) * K_ * 4, "cudaMalloc topk_weights", error) ||
         !idx_.allocate(static_cast<size_t>(T_) * K_ * 8, "cudaMalloc topk_idx", error) ||
-        !out_x_.allocate(rows * H_ * x_element, "cudaMalloc out_x", error) ||
+        !out_x_.allocate(rows * out_row, "cudaMalloc out_x", error) ||
         !counts_.allocate(static_cast<size_t>(L_) * 4, "cudaMalloc out_counts", error) ||
         !rank_counts_.allocate(static_cast<size_t>(R_ + 1) * 4, "cudaMalloc out_rank_counts", error) ||
         !out_idx_.allocate(static_cast<size_t>(R_) * T_ * K_ * 4, "cudaMalloc out_topk_idx", error) ||
@@ -66,20 +75,26 @@ class LlMode final : public Mode {
     }
     // Zones of R x T rows per expert, of T rows per rank, or one of R x T rows (FLAT's 2-D
     // tensor drops that dimension: tensors()).
-    scales_ = layout_ == EPC_LAYOUT_RANK_MAJOR ? ll_scale_layout(o_.scales, R_, T_, H_ / 128)
+    const TokenFormat* caller = pass_ ? &format_ : nullptr;
+    scales_ = layout_ == EPC_LAYOUT_RANK_MAJOR ? ll_scale_layout(o_.scales, R_, T_, H_ / 128, caller)
                                                : ll_scale_layout(o_.scales, layout_ == EPC_LAYOUT_FLAT ? 1 : L_,
-                                                                 static_cast<int64_t>(R_) * T_, H_ / 128);
-    if (fp8_ && !out_scales_.allocate(scales_.bytes, "cudaMalloc out_scales", error)) return false;
+                                                                 static_cast<int64_t>(R_) * T_, H_ / 128, caller);
+    const bool scaled = fp8_ || pass_;
+    if (scaled && !out_scales_.allocate(scales_.bytes, "cudaMalloc out_scales", error)) return false;
     // The second micro-batch's outputs (its inputs are the first's: the same routing and x).
     if (o_.micro_batches > 1 &&
-        (!out_x2_.allocate(rows * H_ * x_element, "cudaMalloc out_x (micro-batch B)", error) ||
+        (!out_x2_.allocate(rows * out_row, "cudaMalloc out_x (micro-batch B)", error) ||
          !counts2_.allocate(static_cast<size_t>(L_) * 4, "cudaMalloc out_counts (micro-batch B)", error) ||
          !out2_.allocate(static_cast<size_t>(T_) * H_ * 2, "cudaMalloc combine output (micro-batch B)", error) ||
-         (fp8_ && !out_scales2_.allocate(scales_.bytes, "cudaMalloc out_scales (micro-batch B)", error)))) {
+         (scaled && !out_scales2_.allocate(scales_.bytes, "cudaMalloc out_scales (micro-batch B)", error)))) {
       return false;
     }
     // Expert outputs of 1.0 make combine's result predictable (bench/output_check.hpp).
-    TRY_CUDA(fill_u16(x_.ptr, kBf16One, static_cast<size_t>(T_) * H_, s_->stream()), "filling x");
+    if (pass_) {
+      if (!fill_passthrough(error)) return false;
+    } else {
+      TRY_CUDA(fill_u16(x_.ptr, kBf16One, static_cast<size_t>(T_) * H_, s_->stream()), "filling x");
+    }
     TRY_CUDA(fill_u16(y_.ptr, kBf16One, rows * H_, s_->stream()), "filling expert outputs");
     TRY_CUDA(cudaStreamSynchronize(s_->stream()), "filling buffers");
     return true;
@@ -87,7 +102,11 @@ class LlMode final : public Mode {
 
   GroupFacts facts() const override { return group_.facts(); }
 
-  WireFormat wire() const override { return WireFormat::for_dtype(H_, fp8_, K_); }
+  WireFormat wire() const override {
+    WireFormat w = WireFormat::for_dtype(H_, fp8_, K_);
+    if (pass_) w.dispatch_row_bytes = format_.row_bytes + format_.scale_bytes;  // committed bytes
+    return w;
+  }
 
   bool measure(const PointInput& in, MetricList& out, bool& checked, std::string& error) override {
     checked = false;
@@ -121,30 +140,56 @@ class LlMode final : public Mode {
 
   void teardown() override {
     group_.destroy();
-    for (DeviceBuffer* b : {&x_, &w_, &idx_, &out_x_, &out_scales_, &counts_, &rank_counts_, &out_idx_, &out_w_, &y_,
-                            &out_, &out_x2_, &out_scales2_, &counts2_, &out2_}) {
+    for (DeviceBuffer* b : {&x_, &x_scales_, &global_scale_, &w_, &idx_, &out_x_, &out_scales_, &counts_, &rank_counts_,
+                            &out_idx_, &out_w_, &y_, &out_, &out_x2_, &out_scales2_, &counts2_, &out2_}) {
       b->release();
     }
   }
 
  private:
+  // --quant=passthrough: x and x_scales of every token hold the bytes that name it
+  // (passthrough_row_byte, passthrough_scale_byte); the global scale is 1.0.
+  bool fill_passthrough(std::string& error) {
+    const int64_t row = format_.row_bytes, scales = format_.scale_bytes;
+    std::vector<uint8_t> x(static_cast<size_t>(T_ * row)), s(static_cast<size_t>(T_ * scales));
+    const int me = s_->rank();
+    for (int t = 0; t < T_; ++t) {
+      for (int64_t b = 0; b < row; ++b) x[static_cast<size_t>(t * row + b)] = passthrough_row_byte(me, t, b);
+      for (int64_t b = 0; b < scales; ++b) s[static_cast<size_t>(t * scales + b)] = passthrough_scale_byte(me, t, b);
+    }
+    const float one = 1.0f;
+    if (!x_scales_.allocate(s.size(), "cudaMalloc x_scales", error) ||
+        !global_scale_.allocate(sizeof one, "cudaMalloc x_global_scale", error)) {
+      return false;
+    }
+    TRY_CUDA(cudaMemcpy(x_.ptr, x.data(), x.size(), cudaMemcpyHostToDevice), "filling x");
+    TRY_CUDA(cudaMemcpy(x_scales_.ptr, s.data(), s.size(), cudaMemcpyHostToDevice), "filling x_scales");
+    TRY_CUDA(cudaMemcpy(global_scale_.ptr, &one, sizeof one, cudaMemcpyHostToDevice), "filling x_global_scale");
+    return true;
+  }
+
   // The tensors of micro-batch `batch` (0: A, the only one without --micro-batches=2).
   StepTensors tensors(int B, int batch = 0) const {
     const int64_t RT = static_cast<int64_t>(R_) * T_;
     const bool a = batch == 0;
     StepTensors t;
-    t.x = tensor(x_.ptr, EPC_DTYPE_BF16, {B, H_});
+    const int64_t cols = pass_ ? format_.columns : H_;  // out_x's and (passthrough) x's last extent
+    t.x = tensor(x_.ptr, pass_ ? format_.x_dtype : EPC_DTYPE_BF16, {B, cols});
+    if (pass_) {
+      t.x_scales = tensor(x_scales_.ptr, format_.scale_dtype, {B, format_.scale_count});
+      t.global_scale = tensor(global_scale_.ptr, EPC_DTYPE_FP32, {1});
+    }
     t.w = tensor(w_.ptr, EPC_DTYPE_FP32, {B, K_});
-    const EpcDtype x_dtype = fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
+    const EpcDtype x_dtype = pass_ ? format_.x_dtype : fp8_ ? EPC_DTYPE_FP8_E4M3 : EPC_DTYPE_BF16;
     void* out_x = (a ? out_x_ : out_x2_).ptr;
     t.out_scales = scales_.tensor((a ? out_scales_ : out_scales2_).ptr);
     if (layout_ == EPC_LAYOUT_RANK_MAJOR) {
-      t.out_x = tensor(out_x, x_dtype, {R_, T_, H_});
+      t.out_x = tensor(out_x, x_dtype, {R_, T_, cols});
       t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {R_, T_, H_});
       t.out_idx = tensor(out_idx_.ptr, EPC_DTYPE_INT32, {R_, T_, K_});
       t.out_w = tensor(out_w_.ptr, EPC_DTYPE_FP32, {R_, T_, K_});
     } else if (layout_ == EPC_LAYOUT_FLAT) {
-      t.out_x = tensor(out_x, x_dtype, {RT, H_});
+      t.out_x = tensor(out_x, x_dtype, {RT, cols});
       t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {RT, H_});
       t.out_idx = tensor(out_idx_.ptr, EPC_DTYPE_INT32, {RT, K_});
       t.out_w = tensor(out_w_.ptr, EPC_DTYPE_FP32, {RT, K_});
@@ -155,7 +200,7 @@ class LlMode final : public Mode {
       }
       t.out_scales.shape[2] = t.out_scales.strides[2] = 0;
     } else {
-      t.out_x = tensor(out_x, x_dtype, {L_, RT, H_});
+      t.out_x = tensor(out_x, x_dtype, {L_, RT, cols});
       t.y = tensor(y_.ptr, EPC_DTYPE_BF16, {L_, RT, H_});
     }
     t.counts = tensor((a ? counts_ : counts2_).ptr, EPC_DTYPE_INT32, {L_});
@@ -166,7 +211,7 @@ class LlMode final : public Mode {
   }
 
   // 1.3's epc_ll_dispatch / epc_ll_dispatch_fp8: the same tensors, the cast in the send
-  // kernel with EPC_QUANT_FP8.
+  // kernel with EPC_QUANT_FP8; or the caller's quantized rows (EPC_QUANT_PASSTHROUGH).
   EpcStatus call_dispatch(EpcHandle* h, const StepTensors& t, uint32_t flags, cudaStream_t st = nullptr) const {
     EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
     args.flags = flags;
@@ -183,6 +228,11 @@ class LlMode final : public Mode {
     if (fp8_) {
       args.quant = EPC_QUANT_FP8;
       if (o_.pow2_scales) args.flags |= EPC_DISPATCH_POW2_SCALES;
+      args.out_scales = &t.out_scales;
+    } else if (pass_) {
+      args.quant = EPC_QUANT_PASSTHROUGH;
+      args.x_scales = &t.x_scales;
+      if (format_.x_dtype == EPC_DTYPE_FP4_E2M1X2) args.x_global_scale = &t.global_scale;
       args.out_scales = &t.out_scales;
     }
     return epc_dispatch(h, &args, st != nullptr ? st : s_->stream());
@@ -315,11 +365,57 @@ class LlMode final : public Mode {
     std::string why;
     // RANK_MAJOR reports no per-expert counts.
     if ((layout_ != EPC_LAYOUT_RANK_MAJOR && !check_counts(counts, in.traffic->expected_counts, why)) ||
-        !check_combined(combined, B, H_, expected, why)) {
+        !check_combined(combined, B, H_, expected, why) || (pass_ && !check_passthrough(B, in, batch, why))) {
       error = "wrong results, so no times are reported: " + why;
       return false;
     }
     return true;
+  }
+
+  // --quant=passthrough: every row the reference model gives this rank holds its token's bytes.
+  // Only rows that receive a token are read (runs of consecutive rows, one copy each).
+  bool check_passthrough(int B, const PointInput& in, int batch, std::string& why) {
+    const LlRows kind = layout_ == EPC_LAYOUT_RANK_MAJOR ? LlRows::kRankMajor
+                        : layout_ == EPC_LAYOUT_FLAT     ? LlRows::kFlat
+                                                         : LlRows::kExpertPadded;
+    std::vector<RowSource> sources;
+    if (!ll_row_sources(*in.all_routing, s_->rank(), B, K_, o_.experts, T_, kind, sources, why)) return false;
+    // The rows that receive a token, in out_x order, copied run by run (no [L, R*T] host copy).
+    std::vector<size_t> at;
+    std::vector<RowSource> kept;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (sources[i].rank < 0) continue;
+      at.push_back(i);
+      kept.push_back(sources[i]);
+    }
+    const size_t row = static_cast<size_t>(format_.row_bytes), scale_bytes = static_cast<size_t>(format_.scale_bytes);
+    const char* out_x = static_cast<const char*>((batch == 0 ? out_x_ : out_x2_).ptr);
+    std::vector<uint8_t> x(kept.size() * row), strided(scales_.bytes), scales(kept.size() * scale_bytes);
+    for (size_t k = 0; k < at.size();) {
+      size_t end = k + 1;
+      while (end < at.size() && at[end] == at[end - 1] + 1) ++end;
+      if (cudaMemcpy(&x[k * row], out_x + at[k] * row, (end - k) * row, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        why = "reading out_x failed";
+        return false;
+      }
+      k = end;
+    }
+    if (cudaMemcpy(strided.data(), (batch == 0 ? out_scales_ : out_scales2_).ptr, strided.size(),
+                   cudaMemcpyDeviceToHost) != cudaSuccess) {
+      why = "reading out_scales failed";
+      return false;
+    }
+    // Row i of out_x is row i % zone of zone i / zone in out_scales (FLAT: one zone).
+    const int64_t zone = scales_.shape[1], element = format_.scale_bytes / format_.scale_count;
+    for (size_t k = 0; k < at.size(); ++k) {
+      const int64_t r = static_cast<int64_t>(at[k]);
+      for (int64_t w = 0; w < format_.scale_count; ++w) {
+        const int64_t e = (r / zone) * scales_.strides[0] + (r % zone) * scales_.strides[1] + w * scales_.strides[2];
+        std::memcpy(&scales[k * scale_bytes + static_cast<size_t>(w * element)],
+                    &strided[static_cast<size_t>(e * element)], static_cast<size_t>(element));
+      }
+    }
+    return check_passthrough_rows(kept, x, format_.row_bytes, scales, format_.scale_bytes, why);
   }
 
   EpcHandleConfig handle_config() const {
@@ -331,11 +427,14 @@ class LlMode final : public Mode {
   RankSession* s_ = nullptr;
   Options o_;
   bool fp8_ = false;
+  bool pass_ = false;     // --quant=passthrough
+  TokenFormat format_{};  // x and its scales (token_format)
   EpcLayout layout_ = EPC_LAYOUT_EXPERT_PADDED;
   LlScaleLayout scales_;  // out_scales' dtype and strides (--scales)
   int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;
   OurGroup group_;
-  DeviceBuffer x_, w_, idx_, out_x_, out_scales_, counts_, rank_counts_, out_idx_, out_w_, y_, out_;
+  DeviceBuffer x_, x_scales_, global_scale_, w_, idx_, out_x_, out_scales_, counts_, rank_counts_, out_idx_, out_w_, y_,
+      out_;
   DeviceBuffer out_x2_, out_scales2_, counts2_, out2_;  // micro-batch B's (--micro-batches=2)
 };
 

@@ -13,31 +13,18 @@ TokenFormat token_format(const Options& o) {
   const int64_t H = o.hidden;
   if (o.quant == "passthrough") {
     const bool e2m1 = o.payload == "e2m1";
-    TokenFormat f{static_cast<EpcDtype>(e2m1 ? EPC_DTYPE_FP4_E2M1X2 : EPC_DTYPE_FP8_E4M3),
-                  e2m1 ? H / 2 : H,
-                  e2m1 ? H / 2 : H,
-                  EPC_DTYPE_FP32,
-                  H / 128,
-                  4};
-    int64_t per = H / 128;
-    if (o.scales == "bf16") {
-      f.scale_dtype = EPC_DTYPE_BF16;
-      f.scale_bytes = 2;
-    } else if (o.scales == "ue8m0") {
-      f.scale_dtype = EPC_DTYPE_E8M0;
-      f.scale_bytes = 1;
-      per = H / 32;
-    } else if (o.scales == "ue8m0-packed") {
-      f.scale_dtype = EPC_DTYPE_E8M0X4;
-      f.scale_bytes = 4;
-    } else if (o.scales == "uint8") {
-      f.scale_dtype = EPC_DTYPE_UINT8;
-      f.scale_bytes = 1;
-      per = H / 16;
-    }
-    f.scale_count = o.scale_count > 0 ? o.scale_count : (per > 0 ? per : 1);
-    f.scale_bytes *= f.scale_count;
-    return f;
+    const EpcDtype scale_dtype = o.scales == "bf16"           ? EPC_DTYPE_BF16
+                                 : o.scales == "ue8m0"        ? EPC_DTYPE_E8M0
+                                 : o.scales == "ue8m0-packed" ? EPC_DTYPE_E8M0X4
+                                 : o.scales == "uint8"        ? EPC_DTYPE_UINT8
+                                                              : EPC_DTYPE_FP32;
+    const int64_t S = o.passthrough_scale_count();
+    return TokenFormat{static_cast<EpcDtype>(e2m1 ? EPC_DTYPE_FP4_E2M1X2 : EPC_DTYPE_FP8_E4M3),
+                       e2m1 ? H / 2 : H,
+                       o.passthrough_row_bytes(),
+                       scale_dtype,
+                       S,
+                       S * o.passthrough_scale_element_bytes()};
   }
   if (o.dtype == "fp8") return TokenFormat{EPC_DTYPE_FP8_E4M3, H, H, EPC_DTYPE_FP32, H / 128, H / 128 * 4};
   return TokenFormat{EPC_DTYPE_BF16, H, 2 * H, EPC_DTYPE_INVALID, 0, 0};
@@ -101,13 +88,19 @@ GroupFacts OurGroup::facts() const {
   return f;
 }
 
-LlScaleLayout ll_scale_layout(const std::string& scales, int64_t experts, int64_t rows, int64_t scales_per_row) {
+LlScaleLayout ll_scale_layout(const std::string& scales, int64_t experts, int64_t rows, int64_t scales_per_row,
+                              const TokenFormat* passthrough) {
   LlScaleLayout l;
   const bool packed = scales == "ue8m0-packed";
   const bool column_major = packed || scales == "fp32-colmajor";
   l.dtype = packed ? EPC_DTYPE_E8M0X4 : scales == "ue8m0" ? EPC_DTYPE_E8M0 : EPC_DTYPE_FP32;
-  const int64_t element = l.dtype == EPC_DTYPE_E8M0 ? 1 : 4;
-  const int64_t words = packed ? (scales_per_row + 3) / 4 : scales_per_row;
+  int64_t element = l.dtype == EPC_DTYPE_E8M0 ? 1 : 4;
+  int64_t words = packed ? (scales_per_row + 3) / 4 : scales_per_row;
+  if (passthrough != nullptr) {  // the caller's elements, as many as it made
+    l.dtype = passthrough->scale_dtype;
+    element = passthrough->scale_bytes / passthrough->scale_count;
+    words = passthrough->scale_count;
+  }
   l.shape[0] = experts;
   l.shape[1] = rows;
   l.shape[2] = words;

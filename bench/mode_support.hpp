@@ -77,7 +77,10 @@ struct LlScaleLayout {
   size_t bytes = 0;                // the allocation the strides span
   EpcTensor tensor(void* data) const;
 };
-LlScaleLayout ll_scale_layout(const std::string& scales, int64_t experts, int64_t rows, int64_t scales_per_row);
+// `passthrough` (--quant=passthrough, else null): out_scales of the caller's scale dtype and
+// count, laid out as --scales says (column-major for fp32-colmajor and ue8m0-packed).
+LlScaleLayout ll_scale_layout(const std::string& scales, int64_t experts, int64_t rows, int64_t scales_per_row,
+                              const TokenFormat* passthrough = nullptr);
 
 struct DeviceBuffer {
   void* ptr = nullptr;

@@ -190,21 +190,23 @@ const std::vector<Flag>& flags() {
          e = "bf16 or fp8";
          return false;
        }},
-      {"--quant", "none|passthrough",
-       "HT: EpcDispatchArgs.quant. none: the --dtype payload. passthrough: caller-quantized --payload rows with "
-       "--scale-count scales of --scales per row, filled once and copied byte for byte (needs --dtype=bf16). Default "
-       "none.",
+      {"--quant", "none|fp8|passthrough",
+       "EpcDispatchArgs.quant. none: the --dtype payload. fp8 (LL): the cast in the send kernel, the same as "
+       "--dtype=fp8. passthrough (HT and LL, every layout): caller-quantized --payload rows with --scale-count "
+       "scales of --scales per row, filled once and copied byte for byte (needs --dtype=bf16; LL: row and scales "
+       "within 2 * hidden bytes, the LL message). Default none.",
        [](const std::string& v, Options& o, std::string& e) {
-         if (v == "none" || v == "passthrough") {
+         if (v == "none" || v == "fp8" || v == "passthrough") {
            o.quant = v;
+           if (v == "fp8") o.dtype = "fp8";
            return true;
          }
-         e = "none or passthrough";
+         e = "none or fp8 or passthrough";
          return false;
        }},
       {"--payload", "e4m3|e2m1",
-       "HT passthrough: x as fp8 e4m3 [tokens, hidden] (hidden a multiple of 16) or fp4 e2m1x2 [tokens, hidden/2] "
-       "(hidden a multiple of 32). Default e4m3.",
+       "Passthrough: x as fp8 e4m3 [tokens, hidden] (hidden a multiple of 16) or fp4 e2m1x2 [tokens, hidden/2] "
+       "(hidden a multiple of 32; LL also passes NVFP4's x_global_scale). Default e4m3.",
        [](const std::string& v, Options& o, std::string& e) {
          if (v == "e4m3" || v == "e2m1") {
            o.payload = v;
@@ -214,7 +216,8 @@ const std::vector<Flag>& flags() {
          return false;
        }},
       {"--scales", "fp32|fp32-colmajor|bf16|ue8m0|ue8m0-packed|uint8",
-       "HT passthrough: the scales' dtype (FP32, BF16, E8M0, E8M0X4 (four per 32-bit word), UINT8). LL fp8: "
+       "Passthrough: the scales' dtype (FP32, BF16, E8M0, E8M0X4 (four per 32-bit word), UINT8; LL: fp32-colmajor "
+       "and ue8m0-packed out_scales column-major over rows with 16-byte columns, the others row-major). LL fp8: "
        "out_scales as fp32 (row-major), fp32-colmajor (column-major over rows, 16-byte columns), ue8m0 (E8M0 "
        "bytes, row-major) or ue8m0-packed (E8M0X4, column-major, 16-byte columns). Default fp32.",
        [](const std::string& v, Options& o, std::string& e) {
@@ -227,8 +230,8 @@ const std::vector<Flag>& flags() {
          return false;
        }},
       {"--scale-count", "S",
-       "HT passthrough: scales per row; 0: hidden/128 (fp32, bf16, ue8m0-packed words), hidden/32 (ue8m0), "
-       "hidden/16 (uint8). The window grows past 2 * hidden when row and scales need it. Default 0.",
+       "Passthrough: scales per row; 0: hidden/128 (fp32, bf16, ue8m0-packed words), hidden/32 (ue8m0), "
+       "hidden/16 (uint8). HT: the window grows past 2 * hidden when row and scales need it. Default 0.",
        int_flag(&Options::scale_count, 0, 1 << 20)},
       {"--fp8-pow2-scales", nullptr,
        "LL fp8: round scales to powers of two (HT fp8 scales are the caller's). Default off.",
@@ -420,24 +423,36 @@ bool validate(const Options& o, std::string& error) {
     error = "--dtype=fp8 needs --hidden to be a multiple of 128 (one scale per 128 channels)";
     return false;
   }
+  const bool ht = o.mode == "ht";
+  if (o.quant == "fp8" && (ht || o.dtype != "fp8")) {
+    error = ht ? "--quant=fp8 (the cast in the send kernel) serves --mode=ll; HT takes caller-quantized rows: "
+                 "--quant=passthrough"
+               : "--quant=fp8 is the cast of --dtype=fp8; drop --dtype=" + o.dtype;
+    return false;
+  }
   if (o.quant == "passthrough") {
-    if (o.mode != "ht" || o.dtype != "bf16") {
-      error = "--quant=passthrough serves --mode=ht with --dtype=bf16 (the payload is --payload)";
+    if (o.dtype != "bf16") {
+      error = "--quant=passthrough needs --dtype=bf16 (the payload is --payload)";
       return false;
     }
     if (o.hidden % (o.payload == "e2m1" ? 32 : 16) != 0) {
       error = "--payload=" + o.payload + " needs --hidden to be a multiple of " + (o.payload == "e2m1" ? "32" : "16");
       return false;
     }
+    const int64_t bytes = o.passthrough_row_bytes() + o.passthrough_scale_count() * o.passthrough_scale_element_bytes();
+    if (!ht && bytes > 2 * int64_t{o.hidden}) {
+      error = "--quant=passthrough with --mode=ll: a row and its scales (" + std::to_string(bytes) +
+              " bytes) exceed the 2 * hidden bytes of an LL message (--scale-count)";
+      return false;
+    }
   }
-  const bool ht = o.mode == "ht";
   if (ht ? o.layout != "flat" && o.layout != "expert-packed"
          : o.layout != "expert-padded" && o.layout != "rank-major" && o.layout != "flat") {
     error = "--layout=" + o.layout + " with --mode=" + o.mode + ": " +
             (ht ? "HT serves flat and expert-packed" : "LL serves expert-padded, rank-major and flat");
     return false;
   }
-  if (!ht && o.scales != "fp32" &&
+  if (!ht && o.quant != "passthrough" && o.scales != "fp32" &&
       (o.dtype != "fp8" || (o.scales != "fp32-colmajor" && o.scales != "ue8m0" && o.scales != "ue8m0-packed"))) {
     error = "--scales=" + o.scales +
             " with --mode=ll: the fp8 cast's out_scales are fp32, fp32-colmajor, ue8m0 or ue8m0-packed, with "
@@ -631,6 +646,18 @@ std::string joined_command(int argc, char* const* argv) {
     s += argv[i];
   }
   return s;
+}
+
+int64_t Options::passthrough_row_bytes() const { return payload == "e2m1" ? hidden / 2 : hidden; }
+
+int64_t Options::passthrough_scale_count() const {
+  if (scale_count > 0) return scale_count;
+  const int64_t per = scales == "ue8m0" ? hidden / 32 : scales == "uint8" ? hidden / 16 : hidden / 128;
+  return per > 0 ? per : 1;
+}
+
+int Options::passthrough_scale_element_bytes() const {
+  return scales == "bf16" ? 2 : scales == "ue8m0" || scales == "uint8" ? 1 : 4;
 }
 
 }  // namespace epc::bench

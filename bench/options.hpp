@@ -43,12 +43,19 @@ struct Options {
   int experts = 256;
   std::string dtype = "bf16";  // bf16 | fp8
   bool pow2_scales = false;    // fp8: power-of-two scales
-  // ht: EpcDispatchArgs.quant none (the --dtype payload) or passthrough: caller-quantized
+  // EpcDispatchArgs.quant: none (the --dtype payload), fp8 (LL: the cast in the send kernel,
+  // the same as --dtype=fp8, which it sets) or passthrough (both modes): caller-quantized
   // --payload rows with --scale-count scales of --scales per row (0: the format's usual count).
-  std::string quant = "none";    // none | passthrough
+  std::string quant = "none";    // none | fp8 | passthrough
   std::string payload = "e4m3";  // e4m3 | e2m1
   std::string scales = "fp32";   // fp32 | fp32-colmajor (LL) | bf16 | ue8m0 | ue8m0-packed | uint8
   int scale_count = 0;
+  // --quant=passthrough: bytes of one x row (--payload), the scales per row after the default
+  // (--scale-count 0: hidden/128 for fp32, bf16 and ue8m0-packed words, hidden/32 for ue8m0,
+  // hidden/16 for uint8) and the bytes of one scale element (--scales).
+  int64_t passthrough_row_bytes() const;
+  int64_t passthrough_scale_count() const;
+  int passthrough_scale_element_bytes() const;
   int sms = 0;  // SM budget of our kernels; 0: the library's default
   // EpcGroupConfig.virtual_node_size of our groups: 0 off; else the NVLink team is
   // split into nodes of this many consecutive ranks that reach each other only through the

@@ -161,6 +161,43 @@ TEST(Options, LayoutsPerMode) {
   EXPECT_NE(error.find("--layout"), std::string::npos) << error;
 }
 
+TEST(Options, QuantPerMode) {
+  Options o;
+  std::string error;
+  // LL: --quant=fp8 is the in-kernel cast of --dtype=fp8; passthrough in every layout.
+  ASSERT_TRUE(parse({"--quant=fp8"}, o, error)) << error;
+  EXPECT_EQ(o.quant, "fp8");
+  EXPECT_EQ(o.dtype, "fp8");
+  for (const char* layout : {"expert-padded", "rank-major", "flat"}) {
+    for (const char* scales : {"fp32", "fp32-colmajor", "bf16", "ue8m0", "ue8m0-packed", "uint8"}) {
+      Options p;
+      ASSERT_TRUE(parse({"--quant=passthrough", std::string("--layout=") + layout, std::string("--scales=") + scales},
+                        p, error))
+          << layout << " " << scales << ": " << error;
+    }
+  }
+  ASSERT_TRUE(parse({"--quant=passthrough", "--payload=e2m1", "--scales=uint8"}, o, error)) << error;
+  EXPECT_EQ(o.passthrough_row_bytes(), 3584);
+  EXPECT_EQ(o.passthrough_scale_count(), 448);
+  EXPECT_EQ(o.passthrough_scale_element_bytes(), 1);
+  ASSERT_TRUE(parse({"--mode=ht", "--quant=passthrough", "--scales=ue8m0"}, o, error)) << error;
+  EXPECT_EQ(o.passthrough_scale_count(), 224);
+  // An LL message holds 2 * hidden bytes: e4m3 7168 + 1793 fp32 scales is one too many.
+  ASSERT_TRUE(parse({"--quant=passthrough", "--scale-count=1792"}, o, error)) << error;
+  EXPECT_FALSE(parse({"--quant=passthrough", "--scale-count=1793"}, o, error));
+  EXPECT_NE(error.find("2 * hidden bytes of an LL message"), std::string::npos) << error;
+  // HT grows its window instead.
+  ASSERT_TRUE(parse({"--mode=ht", "--quant=passthrough", "--scale-count=1793"}, o, error)) << error;
+  EXPECT_FALSE(parse({"--mode=ht", "--quant=fp8"}, o, error));
+  EXPECT_NE(error.find("--quant=fp8 (the cast in the send kernel) serves --mode=ll"), std::string::npos) << error;
+  EXPECT_FALSE(parse({"--quant=fp8", "--dtype=bf16"}, o, error));
+  EXPECT_NE(error.find("drop --dtype=bf16"), std::string::npos) << error;
+  EXPECT_FALSE(parse({"--quant=passthrough", "--dtype=fp8"}, o, error));
+  EXPECT_NE(error.find("--quant=passthrough needs --dtype=bf16"), std::string::npos) << error;
+  EXPECT_FALSE(parse({"--quant=nvfp4"}, o, error));
+  EXPECT_NE(error.find("--quant"), std::string::npos) << error;
+}
+
 TEST(Options, WeightsAtOnExpertPacked) {
   for (const char* at : {"none", "dispatch", "combine"}) {
     Options o;

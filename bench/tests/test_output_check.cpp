@@ -64,5 +64,51 @@ TEST(OutputCheck, Counts) {
   EXPECT_FALSE(check_counts({1}, {1, 2}, error));
 }
 
+TEST(OutputCheck, LlRowSourcesFollowTheReferenceLayouts) {
+  // Two ranks of two experts, top-2. Rank 0: t0 -> [1, 2], t1 -> [3, -1]; rank 1: t0 -> [0, 1],
+  // t1 -> [-1, -1]. T = 2.
+  const std::vector<Routing> all = {{1, 2, 3, -1}, {0, 1, -1, -1}};
+  std::vector<RowSource> rows;
+  std::string error;
+  // Rank 0, expert-padded [2, 4]: expert 0 <- (1, 0); expert 1 <- (0, 0), (1, 0).
+  ASSERT_TRUE(ll_row_sources(all, 0, 2, 2, 4, 2, LlRows::kExpertPadded, rows, error)) << error;
+  ASSERT_EQ(rows.size(), 8u);
+  EXPECT_EQ(rows[0].rank, 1);
+  EXPECT_EQ(rows[0].token, 0);
+  EXPECT_EQ(rows[1].rank, -1);
+  EXPECT_EQ(rows[4].rank, 0);
+  EXPECT_EQ(rows[5].rank, 1);
+  // Rank 1, rank-major [2, 2]: zone 0 <- (0, 0), (0, 1); zone 1 empty.
+  ASSERT_TRUE(ll_row_sources(all, 1, 2, 2, 4, 2, LlRows::kRankMajor, rows, error)) << error;
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[1].rank, 0);
+  EXPECT_EQ(rows[1].token, 1);
+  EXPECT_EQ(rows[2].rank, -1);
+  // Rank 0, flat: (0, 0), (1, 0).
+  ASSERT_TRUE(ll_row_sources(all, 0, 2, 2, 4, 2, LlRows::kFlat, rows, error)) << error;
+  EXPECT_EQ(rows[1].rank, 1);
+  EXPECT_EQ(rows[2].rank, -1);
+}
+
+TEST(OutputCheck, PassthroughRowsMustHoldTheirSourcesBytes) {
+  const std::vector<RowSource> sources = {{0, 1}, {-1, -1}, {1, 0}};
+  std::vector<uint8_t> x(3 * 4, 0xEE), scales(3 * 2, 0xEE);
+  for (int i : {0, 2}) {
+    for (int b = 0; b < 4; ++b) x[i * 4 + b] = passthrough_row_byte(sources[i].rank, sources[i].token, b);
+    for (int b = 0; b < 2; ++b) scales[i * 2 + b] = passthrough_scale_byte(sources[i].rank, sources[i].token, b);
+  }
+  std::string error;
+  EXPECT_TRUE(check_passthrough_rows(sources, x, 4, scales, 2, error)) << error;
+  // Distinct tokens fill distinct bytes.
+  EXPECT_NE(passthrough_row_byte(0, 1, 0), passthrough_row_byte(1, 0, 0));
+  scales[2 * 2 + 1] ^= 1;
+  EXPECT_FALSE(check_passthrough_rows(sources, x, 4, scales, 2, error));
+  EXPECT_NE(error.find("out_scales of row 2 byte 1"), std::string::npos) << error;
+  scales[2 * 2 + 1] ^= 1;
+  x[3] ^= 0x80;
+  EXPECT_FALSE(check_passthrough_rows(sources, x, 4, scales, 2, error));
+  EXPECT_NE(error.find("out_x row 0 byte 3"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace epc::bench
