@@ -164,17 +164,17 @@ type HandleInfo struct {
 //	                         OutTopKWeights [rows, K], OutExpertCounts [L], OutNumRecv [1]
 type DispatchArgs struct {
 	Flags       uint32      // StepSendOnly, DispatchPow2Scales
-	Quant       Quant       // 0: QuantNone; QuantFP8 casts in the send kernel (LL); QuantPassthrough copies caller-quantized X and XScales (HT)
+	Quant       Quant       // 0: QuantNone; QuantFP8 casts in the send kernel (LL); QuantPassthrough copies caller-quantized X and XScales (HT; LL since 2.1)
 	ScaleBlock  uint32      // channels per scale; 0: 128 (FP8)
 	ScaleLayout ScaleLayout // 0: ScalesStrided
 
-	X            *Tensor // required: [B, H] bf16 or fp16 (QuantPassthrough: fp8_e4m3)
-	XScales      *Tensor // QuantPassthrough: [B, S] float32
-	XGlobalScale *Tensor // QuantNVFP4: [1] float32, the same on every rank
+	X            *Tensor // required: [B, H] bf16 or fp16 (QuantPassthrough: fp8_e4m3 [B, H] or fp4_e2m1x2 [B, H/2])
+	XScales      *Tensor // QuantPassthrough: [B, S] of any scale dtype
+	XGlobalScale *Tensor // QuantNVFP4, and QuantPassthrough of fp4_e2m1x2 X: [1] float32, the same on every rank; not sent
 	TopKWeights  *Tensor // [B, K] float32: required on LL groups (combine weights by it) and by OutTopKWeights
 
 	OutX                *Tensor // required: X's dtype (QuantFP8: fp8_e4m3)
-	OutScales           *Tensor // with QuantFP8 or QuantPassthrough: float32
+	OutScales           *Tensor // with QuantFP8 or QuantPassthrough: the scales' dtype
 	OutTopKIdx          *Tensor // int32: the entry's expert id where its expert is on this rank, else -1
 	OutTopKWeights      *Tensor // float32: the entry's weight where its expert is on this rank, else 0
 	OutExpertCounts     *Tensor // [L] int32: rows per local expert (LayoutFlat: received (token, entry) pairs)

@@ -382,7 +382,15 @@ const (
 	// are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT
 	// groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of
 	// 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes
-	// are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128).
+	// are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128). 2.1 serves it
+	// on LL groups too, in every layout: the same x and x_scales with scale elements of 1, 2
+	// or 4 bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones:
+	// EPC_ERR_UNSUPPORTED); out_x has the layout's rows with x's columns, out_scales [L, C,
+	// S], [R, T, S] or [R * T, S] with any strides under which no two elements share memory
+	// (as the LL fp8 cast's), and every row a token feeds gets its row and scales. An LL
+	// message holds max_token_bytes as LL groups round it (2 * H, or H + H / 32): a row plus S
+	// scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2
+	// x may come with x_global_scale (NVFP4), checked and not sent.
 	QuantPassthrough Quant = 3
 )
 

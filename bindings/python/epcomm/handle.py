@@ -358,7 +358,10 @@ class Handle:
           fp8_e4m3 out_x with float32 out_scales [.., H/128]: scale = max(amax of the
           block, 1e-4) / 448, rounded up to a power of two with pow2_scales=True), or
           PASSTHROUGH (fp8_e4m3 x with x_scales [B, H/128] float32, copied byte for byte
-          into out_x and out_scales). With FP8 on low-latency groups out_scales may also be
+          into out_x and out_scales; since 2.1 in both modes also fp4_e2m1x2 x [B, H/2], any
+          scale count and dtype, on low-latency groups in every layout with out_scales of
+          any non-overlapping strides, and NVFP4's x_global_scale [1] float32 with e2m1 x,
+          checked and not sent). With FP8 on low-latency groups out_scales may also be
           Dtype.E8M0 (one exponent byte per scale) or E8M0X4 (four per int32 word, [.., ceil(
           H/512)]), which round every scale up to a power of two, and may have any strides
           that do not overlap (column-major over rows, e.g. a transposed view, as grouped
@@ -372,8 +375,8 @@ class Handle:
           received (token, entry) pairs). out_num_recv [1] int32: rows that arrived (FLAT).
           out_expert_counts_host [L] int32 in pinned host memory: a copy of the counts,
           readable once the stream has passed the step. acc_expert_counts [L] int64: the
-          counts are added to it (the caller zeroes it). out_expert_offsets, out_rank_counts
-          and x_global_scale belong to layouts and casts 2.0 does not serve.
+          counts are added to it (the caller zeroes it). out_expert_offsets (EXPERT_PACKED)
+          and out_rank_counts (RANK_MAJOR) belong to other layouts.
         send_only=True queues only the sending half; complete() writes the outputs.
         send_sms (ABI 2.1): the SMs the sending launch may occupy (0: the group's num_sms;
           at most num_sms and the GPU's SM count): the send half's grid with send_only,

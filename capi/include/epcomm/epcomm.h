@@ -233,7 +233,8 @@ typedef struct EpcGroupConfig {
                                    scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8
                                    with one fp32 scale per 128 channels; H a multiple of
                                    128): such a group carries fp8 payloads only. LL groups
-                                   round values down to one of these two sizes; HT groups
+                                   round values down to one of these two sizes (an LL
+                                   passthrough row and its scales must fit it); HT groups
                                    hold the value as given (EPC_QUANT_PASSTHROUGH rows and
                                    scales up to it), at least these sizes and at most
                                    8 * H */
@@ -605,7 +606,20 @@ typedef uint32_t EpcQuant;
                                    multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple
                                    of 32) rows with any S >= 1 scales of any dtype, 4-byte
                                    aligned when a row's scale bytes are a multiple of 4
-                                   (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128) */
+                                   (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128).
+                                   2.1 serves it on LL groups too, in every layout: the
+                                   same x and x_scales with scale elements of 1, 2 or 4
+                                   bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...;
+                                   8-byte ones: EPC_ERR_UNSUPPORTED); out_x has the
+                                   layout's rows with x's columns, out_scales [L, C, S],
+                                   [R, T, S] or [R * T, S] with any strides under which no
+                                   two elements share memory (as the LL fp8 cast's), and
+                                   every row a token feeds gets its row and scales. An LL
+                                   message holds max_token_bytes as LL groups round it (2 *
+                                   H, or H + H / 32): a row plus S scales beyond that is
+                                   EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes
+                                   FP4_E2M1X2 x may come with x_global_scale (NVFP4),
+                                   checked and not sent */
 
 /* Where out_scales' elements lie. */
 typedef uint32_t EpcScaleLayout;
@@ -668,8 +682,13 @@ typedef struct EpcDispatchArgs {
   /* inputs: this rank's tokens */
   const EpcTensor* x;              /* required: [B, H] (FP4_E2M1X2: [B, H / 2]); B may be 0
                                       with NULL data */
-  const EpcTensor* x_scales;       /* PASSTHROUGH: required, [B, S]; else NULL */
-  const EpcTensor* x_global_scale; /* NVFP4: [1] fp32, the same on every rank; not sent */
+  const EpcTensor* x_scales;       /* PASSTHROUGH: required, [B, S] (LL: row and scales
+                                      within the group's message, EPC_QUANT_PASSTHROUGH);
+                                      else NULL */
+  const EpcTensor* x_global_scale; /* NVFP4, and (2.1) PASSTHROUGH of FP4_E2M1X2 x: [1]
+                                      fp32, the same on every rank; not sent (each rank's
+                                      GEMM uses its own); with other payloads
+                                      EPC_ERR_INVALID_ARGUMENT */
   const EpcTensor* topk_weights;   /* [B, K] fp32: required by EPC_WEIGHTING_SENDER (LL
                                       EXPERT_PADDED) and by out_topk_weights */
   /* outputs: what this rank receives, shapes per EpcLayout */

@@ -172,7 +172,7 @@ const EPC_QUANT_FP8 = EpcQuant(1)  # cast in the send kernel: bf16/fp16 x -> e4m
 
 const EPC_QUANT_NVFP4 = EpcQuant(2)  # cast in the send kernel: -> FP4_E2M1X2 with one E4M3 scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0)
 
-const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128)
+const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128). 2.1 serves it on LL groups too, in every layout: the same x and x_scales with scale elements of 1, 2 or 4 bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones: EPC_ERR_UNSUPPORTED); out_x has the layout's rows with x's columns, out_scales [L, C, S], [R, T, S] or [R * T, S] with any strides under which no two elements share memory (as the LL fp8 cast's), and every row a token feeds gets its row and scales. An LL message holds max_token_bytes as LL groups round it (2 * H, or H + H / 32): a row plus S scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2 x may come with x_global_scale (NVFP4), checked and not sent
 
 const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any strides under which no two elements share memory for the LL fp8 cast (e.g. column-major with rows padded for TMA)
 
@@ -228,7 +228,7 @@ struct EpcGroupConfig
     hidden::UInt32  # required: H, a multiple of 8 (16-byte bf16 rows)
     max_tokens_per_rank::UInt32  # T; 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
     max_topk::UInt32  # bound on K; 0: 8; at most 32
-    max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes; HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes and at most 8 * H
+    max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes (an LL passthrough row and its scales must fit it); HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes and at most 8 * H
     recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0; served since 2.1 on HT groups of one node, whose dispatch window then holds recv_capacity rows)
     overflow::EpcOverflow  # 0: EPC_OVERFLOW_FAIL
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles, at most one per handle; 0: the default, 2 since 2.1 (1 in 2.0). Up to 3 (more: EPC_ERR_UNSUPPORTED); on LL groups each one above 2 adds a receive slot per direction to the window (epc_plan_query)
@@ -378,8 +378,8 @@ struct EpcDispatchArgs
     scale_block::UInt32  # channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4)
     scale_layout::EpcScaleLayout  # 0: EPC_SCALES_STRIDED
     x::Ptr{EpcTensor}  # required: [B, H] (FP4_E2M1X2: [B, H / 2]); B may be 0 with NULL data
-    x_scales::Ptr{EpcTensor}  # PASSTHROUGH: required, [B, S]; else NULL
-    x_global_scale::Ptr{EpcTensor}  # NVFP4: [1] fp32, the same on every rank; not sent
+    x_scales::Ptr{EpcTensor}  # PASSTHROUGH: required, [B, S] (LL: row and scales within the group's message, EPC_QUANT_PASSTHROUGH); else NULL
+    x_global_scale::Ptr{EpcTensor}  # NVFP4, and (2.1) PASSTHROUGH of FP4_E2M1X2 x: [1] fp32, the same on every rank; not sent (each rank's GEMM uses its own); with other payloads EPC_ERR_INVALID_ARGUMENT
     topk_weights::Ptr{EpcTensor}  # [B, K] fp32: required by EPC_WEIGHTING_SENDER (LL EXPERT_PADDED) and by out_topk_weights
     out_x::Ptr{EpcTensor}  # required, x's dtype (FP8 cast: FP8_E4M3)
     out_scales::Ptr{EpcTensor}  # required with a cast or PASSTHROUGH, else NULL

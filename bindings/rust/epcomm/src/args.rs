@@ -158,7 +158,8 @@ impl<'t> Dispatch<'t> {
         self
     }
 
-    /// [`Quant::NVFP4`]: `[1]` FP32, the same on every rank; not sent.
+    /// [`Quant::NVFP4`], and (2.1) [`Quant::PASSTHROUGH`] of FP4_E2M1X2 `x`: `[1]` FP32, the
+    /// same on every rank; checked, not sent.
     pub fn x_global_scale(mut self, scale: TensorRef<'t>) -> Self {
         self.x_global_scale = Some(scale);
         self

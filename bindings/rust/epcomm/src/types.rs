@@ -153,7 +153,9 @@ open_enum! {
         NVFP4 = sys::EPC_QUANT_NVFP4,
         /// The caller quantized: `x` and `x_scales` are copied byte for byte into `out_x`
         /// and `out_scales` of the same dtypes. Served in 2.0: high-throughput groups,
-        /// FP8_E4M3 `x` with FP32 scales `[B, H/128]`.
+        /// FP8_E4M3 `x` with FP32 scales `[B, H/128]`; 2.1: both modes, FP8_E4M3 or
+        /// FP4_E2M1X2 `x` with any scale count and scale dtype (LL: elements of 1, 2 or 4
+        /// bytes, row and scales within the group's message).
         PASSTHROUGH = sys::EPC_QUANT_PASSTHROUGH,
     }
 }
