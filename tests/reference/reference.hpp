@@ -48,6 +48,13 @@
 // A token whose entries are all masked gives +0.0 (0x0000) everywhere in both orders.
 // Combine data is always bf16 (Problem::dtype describes only the dispatch input).
 //
+// ll_combine_home (EPC_WEIGHTING_HOME): every entry's row y_row(r,t,k) returns unweighted
+// and the token's rank weights it by home_weights[r][t][k] (dispatch's topk_weights play no
+// part): acc = 0; for k = 0..K-1 unmasked: acc = acc + h_k * float(y_row[c]);
+// out[t][c] = bf16(acc). That is kTopkOrder with h in place of w, and HT's
+// ht_combine_packed_home over the LL rows; no partial is formed, so duplicate expert ids
+// and entries of one rank add one by one in slot order.
+//
 // ---- High-Throughput (HT) mode ---------------------------------------------------------
 // ht_dispatch, per receiving rank q: token (r, t) is received ONCE if at least one of its
 // unmasked entries has its expert on q. Received rows are ordered by (r ascending, t
@@ -266,6 +273,15 @@ std::vector<std::vector<uint16_t>> ll_combine(const Problem& problem,
 std::vector<std::vector<float>> ll_combine_sums(const Problem& problem,
                                                 const std::vector<std::vector<uint16_t>>& y_per_rank,
                                                 CombineOrder order);
+
+// EPC_WEIGHTING_HOME: home_weights[r] is float [B_r, K]; the fp32 accumulators per source
+// rank (ll_combine_home_sums) and them rounded to bf16 (ll_combine_home).
+std::vector<std::vector<float>> ll_combine_home_sums(const Problem& problem,
+                                                     const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                                     const std::vector<std::vector<float>>& home_weights);
+std::vector<std::vector<uint16_t>> ll_combine_home(const Problem& problem,
+                                                   const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                                   const std::vector<std::vector<float>>& home_weights);
 
 // Combine accumulators rounded once to a 16-bit output dtype (float_to_bf16 or
 // float_to_fp16 of each element).

@@ -44,14 +44,15 @@ float expert_output(const Problem& p, const LlLayout& layout, const std::vector<
   return bf16_to_float(y[q][row * p.hidden + c]);
 }
 
-// kTopkOrder: one float accumulator over the unmasked slots in slot order.
+// kTopkOrder (weights: the rank's topk_weights) and ll_combine_home (its home weights): one
+// float accumulator over the unmasked slots in slot order.
 float combine_topk_order(const Problem& p, const LlLayout& layout, const std::vector<std::vector<uint16_t>>& y, int r,
-                         int t, int c) {
+                         int t, int c, const std::vector<float>& weights) {
   const RankTokens& rank = p.ranks[r];
   float acc = 0.0f;
   for (int k = 0; k < p.topk; ++k) {
     if (rank.topk_idx[entry_index(p, t, k)] == -1) continue;
-    const float weight = rank.topk_weights[entry_index(p, t, k)];
+    const float weight = weights[entry_index(p, t, k)];
     acc = add_rounded_product(acc, weight, expert_output(p, layout, y, r, t, k, c));
   }
   return acc;
@@ -208,8 +209,9 @@ std::vector<std::vector<float>> ll_combine_sums(const Problem& problem,
     for (int t = 0; t < tokens; ++t) {
       for (int c = 0; c < p.hidden; ++c) {
         sums[r][static_cast<std::size_t>(t) * p.hidden + c] =
-            order == CombineOrder::kTopkOrder ? combine_topk_order(p, layout, y_per_rank, r, t, c)
-                                              : combine_per_rank_prereduce(p, layout, y_per_rank, r, t, c);
+            order == CombineOrder::kTopkOrder
+                ? combine_topk_order(p, layout, y_per_rank, r, t, c, p.ranks[r].topk_weights)
+                : combine_per_rank_prereduce(p, layout, y_per_rank, r, t, c);
       }
     }
   }
@@ -220,6 +222,46 @@ std::vector<std::vector<uint16_t>> ll_combine(const Problem& problem,
                                               const std::vector<std::vector<uint16_t>>& y_per_rank,
                                               CombineOrder order) {
   const std::vector<std::vector<float>> sums = ll_combine_sums(problem, y_per_rank, order);
+  std::vector<std::vector<uint16_t>> out;
+  out.reserve(sums.size());
+  for (const std::vector<float>& rank_sums : sums) out.push_back(round_sums(rank_sums, Dtype::kBf16));
+  return out;
+}
+
+std::vector<std::vector<float>> ll_combine_home_sums(const Problem& problem,
+                                                     const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                                     const std::vector<std::vector<float>>& home_weights) {
+  const Problem& p = problem;
+  const LlLayout layout = ll_layout(p);  // validates the problem
+  validate_combine_input(p, y_per_rank);
+  if (home_weights.size() != static_cast<std::size_t>(p.nranks)) {
+    throw std::invalid_argument("epc::ref::ll_combine_home: home_weights has " + std::to_string(home_weights.size()) +
+                                " ranks, expected " + std::to_string(p.nranks));
+  }
+  std::vector<std::vector<float>> sums(p.nranks);
+  for (int r = 0; r < p.nranks; ++r) {
+    const int tokens = p.ranks[r].num_tokens;
+    const std::size_t want = static_cast<std::size_t>(tokens) * p.topk;
+    if (home_weights[r].size() != want) {
+      throw std::invalid_argument("epc::ref::ll_combine_home: home_weights[" + std::to_string(r) + "] has " +
+                                  std::to_string(home_weights[r].size()) +
+                                  " values, expected B * topk = " + std::to_string(want));
+    }
+    sums[r].assign(static_cast<std::size_t>(tokens) * p.hidden, 0.0f);
+    for (int t = 0; t < tokens; ++t) {
+      for (int c = 0; c < p.hidden; ++c) {
+        sums[r][static_cast<std::size_t>(t) * p.hidden + c] =
+            combine_topk_order(p, layout, y_per_rank, r, t, c, home_weights[r]);
+      }
+    }
+  }
+  return sums;
+}
+
+std::vector<std::vector<uint16_t>> ll_combine_home(const Problem& problem,
+                                                   const std::vector<std::vector<uint16_t>>& y_per_rank,
+                                                   const std::vector<std::vector<float>>& home_weights) {
+  const std::vector<std::vector<float>> sums = ll_combine_home_sums(problem, y_per_rank, home_weights);
   std::vector<std::vector<uint16_t>> out;
   out.reserve(sums.size());
   for (const std::vector<float>& rank_sums : sums) out.push_back(round_sums(rank_sums, Dtype::kBf16));
