@@ -136,12 +136,6 @@ GroupConfig resolve_config(const EpcGroupConfig* caller) {
     fail_argument(format("EpcGroupConfig.flags has unknown bits 0x%x (EPC_GROUP_COMBINE_PER_ENTRY is 0x%x)",
                          raw.flags & ~EPC_GROUP_COMBINE_PER_ENTRY, EPC_GROUP_COMBINE_PER_ENTRY));
   }
-  if ((raw.flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0 && ll) {
-    fail(EPC_ERR_UNSUPPORTED,
-         format("EpcGroupConfig.flags: EPC_GROUP_COMBINE_PER_ENTRY (combine-time weights) is served on "
-                "high-throughput groups only in ABI %d.%d",
-                EPC_ABI_MAJOR, EPC_ABI_MINOR));
-  }
   c.flags = raw.flags;
   if ((raw.alloc_fn == nullptr) != (raw.free_fn == nullptr)) {
     fail_argument("EpcGroupConfig: set both alloc_fn and free_fn, or neither");
@@ -192,7 +186,7 @@ void check_per_entry_for_nodes(const GroupConfig& c, int num_nodes) {
   if ((c.flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0 && num_nodes > 1) {
     fail(EPC_ERR_UNSUPPORTED,
          format("EpcGroupConfig.flags: EPC_GROUP_COMBINE_PER_ENTRY is served on groups of one node in ABI %d.%d "
-                "(EPC_WEIGHTING_HOME needs EPC_LAYOUT_EXPERT_PACKED, served there only), and this group spans %d "
+                "(EPC_WEIGHTING_HOME returns every entry's row over NVLink only), and this group spans %d "
                 "nodes (clear the flag, or set virtual_node_size to 0)",
                 EPC_ABI_MAJOR, EPC_ABI_MINOR, num_nodes));
   }

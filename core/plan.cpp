@@ -21,6 +21,10 @@ uint32_t ll_message_entries(const GroupConfig& c) {
   return c.max_topk;
 }
 
+uint32_t ll_combine_rows_per_token(const GroupConfig& c) {
+  return (c.flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0 ? ll_message_entries(c) : 1;
+}
+
 uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {
   return kernels::ll_count_table_bytes(nranks, static_cast<int>(c.local_experts(nranks)));
 }

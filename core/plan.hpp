@@ -71,6 +71,10 @@ constexpr uint64_t kMaxWindowBytes = uint64_t{1} << 52;
 // (local expert, position, weight) entries a low-latency message header holds, and the header's bytes.
 uint32_t ll_message_entries(const GroupConfig& config);
 uint32_t ll_message_header_bytes(const GroupConfig& config);
+// Rows a low-latency combine slot holds per (source, token): one partial (EPC_WEIGHTING_SENDER),
+// or with EPC_GROUP_COMBINE_PER_ENTRY one per message entry, ll_message_entries
+// (EPC_WEIGHTING_HOME; kernels/wire/ll_message.hpp ll_entry_row_offset).
+uint32_t ll_combine_rows_per_token(const GroupConfig& config);
 // Bytes of the [nranks][local_experts] int32 entry-count table behind a dispatch_recv slot's
 // messages.
 uint64_t ll_count_table_bytes(const GroupConfig& config, int nranks);

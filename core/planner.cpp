@@ -64,7 +64,10 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
           kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes) + ll_count_table_bytes(c, t.nranks),
           "dispatch_recv");
     b.add(EPC_REGION_DISPATCH_SIGNAL, s, kernels::ll_signal_region_bytes(t.nranks), "dispatch_signal");
-    b.add(EPC_REGION_COMBINE_RECV, s, kernels::ll_record_offset(t.nranks, 0, T, combine_row), "combine_recv");
+    // [R][T] partials, or [R][T][max_entries] entry rows with EPC_GROUP_COMBINE_PER_ENTRY.
+    b.add(EPC_REGION_COMBINE_RECV, s,
+          kernels::ll_combine_slot_bytes(t.nranks, T, static_cast<int>(ll_combine_rows_per_token(c)), combine_row),
+          "combine_recv");
     b.add(EPC_REGION_COMBINE_SIGNAL, s, kernels::ll_signal_region_bytes(t.nranks), "combine_signal");
   }
 }

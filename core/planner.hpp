@@ -17,7 +17,9 @@
 //                                [local_experts] int32 table of entries per source and expert
 //     dispatch_signal[s]         [nranks] uint64 arrival words, one per source rank
 //     combine_recv[s]            [nranks][max_tokens][hidden] bf16: each expert rank's
-//                                pre-reduced partial sum for each of this rank's tokens
+//                                pre-reduced partial sum for each of this rank's tokens;
+//                                with EPC_GROUP_COMBINE_PER_ENTRY [nranks][max_tokens]
+//                                [max_topk][hidden]: each entry's row (EPC_WEIGHTING_HOME)
 //     combine_signal[s]          [nranks] uint64
 //   High-throughput mode (kernels/wire/ht_message.hpp has the slot formats):
 //     layout[s], s in {0, 1}     [nranks] uint64 signals and [nranks] of round two, then

@@ -273,9 +273,9 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
 void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
   require_ready("epc_combine", /*starts_step=*/true);
-  check_ll_weighting(a.weighting, setup_.layout);
-  require_unserved(a.topk_weights, "EpcCombineArgs.topk_weights", "weights carried back on low-latency groups");
   const GroupConfig& c = group_.config();
+  const bool home = resolve_ll_weighting(a.weighting, setup_.layout, c.flags) == EPC_WEIGHTING_HOME;
+  require_unserved(a.topk_weights, "EpcCombineArgs.topk_weights", "weights carried back on low-latency groups");
   const int64_t B = num_tokens_, H = c.hidden;
   if (a.x->dtype == EPC_DTYPE_FP16) {
     fail_unsupported(format("EpcCombineArgs.x of dtype fp16 is not served in ABI %d.%d; bf16 travels", EPC_ABI_MAJOR,
@@ -284,6 +284,7 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   check_ll_rows_tensor(a.x, "EpcCombineArgs.x", EPC_DTYPE_BF16, setup_, shape());
   check_tensor(a.out, {"EpcCombineArgs.out", {EPC_DTYPE_BF16, EPC_DTYPE_FP16, EPC_DTYPE_FP32}, {B, H}});
   if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
+  if (home) check_tensor(a.home_topk_weights, {"EpcCombineArgs.home_topk_weights", {EPC_DTYPE_FP32}, {B, topk_}, 4});
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
 
   kernels::LlCombineParams p;
@@ -293,6 +294,8 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.out = a.out->data;
   p.out_type = sum_output_of(a.out->dtype);
   p.message_slices = message_slices();
+  // Every entry's row returns unweighted into the per-entry combine slots (kernels/wire/ll_message.hpp).
+  if (home) p.home_weights = static_cast<const float*>(a.home_topk_weights->data);
 
   const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
   p.slot = steps_.take(kLlCombine, id_, send_only, "epc_combine");

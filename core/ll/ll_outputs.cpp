@@ -122,15 +122,22 @@ void check_ll_passthrough_fits(const PassthroughPayload& payload, uint32_t max_t
              static_cast<long long>(payload.scale_bytes), max_token_bytes));
 }
 
-void check_ll_weighting(EpcWeighting weighting, EpcLayout layout) {
+EpcWeighting resolve_ll_weighting(EpcWeighting weighting, EpcLayout layout, uint32_t group_flags) {
   if (layout == EPC_LAYOUT_EXPERT_PADDED) {
-    if (weighting == EPC_WEIGHTING_NONE || weighting == EPC_WEIGHTING_HOME) {
+    if (weighting == EPC_WEIGHTING_NONE) {
       fail_unsupported(format(
-          "EpcCombineArgs.weighting %s is not served on low-latency EPC_LAYOUT_EXPERT_PADDED handles in ABI "
-          "%d.%d (they weight on the expert's rank: EPC_WEIGHTING_SENDER)",
-          weighting == EPC_WEIGHTING_NONE ? "EPC_WEIGHTING_NONE" : "EPC_WEIGHTING_HOME", EPC_ABI_MAJOR, EPC_ABI_MINOR));
+          "EpcCombineArgs.weighting EPC_WEIGHTING_NONE is not served on low-latency EPC_LAYOUT_EXPERT_PADDED handles "
+          "in ABI %d.%d (they weight on the expert's rank, EPC_WEIGHTING_SENDER, or on the token's, "
+          "EPC_WEIGHTING_HOME)",
+          EPC_ABI_MAJOR, EPC_ABI_MINOR));
     }
-    return;
+    if (weighting == EPC_WEIGHTING_HOME && (group_flags & EPC_GROUP_COMBINE_PER_ENTRY) == 0) {
+      fail_argument(
+          "EpcCombineArgs.weighting is EPC_WEIGHTING_HOME, which returns one row per (token, top-k entry); the "
+          "group's combine window holds one per (token, rank): create the group with EpcGroupConfig.flags "
+          "EPC_GROUP_COMBINE_PER_ENTRY");
+    }
+    return weighting == EPC_WEIGHTING_DEFAULT ? EPC_WEIGHTING_SENDER : weighting;
   }
   if (weighting == EPC_WEIGHTING_SENDER || weighting == EPC_WEIGHTING_HOME) {
     fail_argument(
@@ -138,6 +145,7 @@ void check_ll_weighting(EpcWeighting weighting, EpcLayout layout) {
                "%s rows are summed as given (the caller weighted them: EPC_WEIGHTING_NONE)",
                layout_name(layout)));
   }
+  return EPC_WEIGHTING_NONE;
 }
 
 }  // namespace epc

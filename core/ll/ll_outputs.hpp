@@ -54,9 +54,12 @@ LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& args, const HandleSet
 // scales beyond it are INVALID_ARGUMENT naming EpcDispatchArgs.x_scales and the limit.
 void check_ll_passthrough_fits(const PassthroughPayload& payload, uint32_t max_token_bytes);
 
-// Combine's weighting on a handle of `layout`: EXPERT_PADDED weights on the expert's rank
-// (SENDER; NONE and HOME are UNSUPPORTED), RANK_MAJOR and FLAT sum the rows as given (NONE;
-// SENDER and HOME are INVALID_ARGUMENT).
-void check_ll_weighting(EpcWeighting weighting, EpcLayout layout);
+// The weighting a combine runs on a handle of `layout` in a group of `group_flags`
+// (EpcGroupConfig.flags) after its default: EXPERT_PADDED weights on the expert's rank (SENDER,
+// the default) or on the token's (HOME: INVALID_ARGUMENT, naming EpcGroupConfig.flags too, on a
+// group without EPC_GROUP_COMBINE_PER_ENTRY, whose window has no per-entry rows; NONE is
+// UNSUPPORTED); RANK_MAJOR and FLAT sum the rows as given (NONE; SENDER and HOME are
+// INVALID_ARGUMENT).
+EpcWeighting resolve_ll_weighting(EpcWeighting weighting, EpcLayout layout, uint32_t group_flags);
 
 }  // namespace epc

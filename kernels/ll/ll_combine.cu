@@ -9,6 +9,9 @@ namespace epc::kernels {
 
 namespace {
 
+// kHome: EPC_WEIGHTING_HOME (every entry's row returns) or SENDER (one partial per rank), a
+// template argument so that each launch carries only its own kind's code.
+template <bool kHome>
 struct CombineParts {
   using Params = LlCombineParams;
   static constexpr int kRecord = kLlCombineRecord;
@@ -19,27 +22,40 @@ struct CombineParts {
 #endif
   struct Early {};  // the sending part's first loads depend on the dispatch's records
   __device__ __forceinline__ static Early early(const Params&) { return {}; }
-  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, Early) { return combine::send(p, step); }
-  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) { return combine::receive(p, step); }
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, Early) {
+    return combine::send<kHome>(p, step);
+  }
+  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) {
+    return combine::receive<kHome>(p, step);
+  }
   // The sending part's [nranks] token counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
   static size_t receive_shared(const Params&) { return 0; }
 };
 
+bool home(const LlCombineParams& p) { return p.home_weights != nullptr; }
+
 }  // namespace
 
 cudaError_t launch_ll_combine_send(const LlCombineParams& params, int blocks, cudaStream_t stream) {
-  return launch_ll_send<CombineParts>(params, blocks, stream);
+  return home(params) ? launch_ll_send<CombineParts<true>>(params, blocks, stream)
+                      : launch_ll_send<CombineParts<false>>(params, blocks, stream);
 }
 
 cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cudaStream_t stream) {
-  return launch_ll_receive<CombineParts>(params, blocks, stream);
+  return home(params) ? launch_ll_receive<CombineParts<true>>(params, blocks, stream)
+                      : launch_ll_receive<CombineParts<false>>(params, blocks, stream);
 }
 
 cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks, cudaStream_t stream) {
-  return launch_ll_step<CombineParts>(params, send_blocks, recv_blocks, stream);
+  return home(params) ? launch_ll_step<CombineParts<true>>(params, send_blocks, recv_blocks, stream)
+                      : launch_ll_step<CombineParts<false>>(params, send_blocks, recv_blocks, stream);
 }
 
-size_t ll_combine_local_bytes() { return ll_step_local_bytes<CombineParts>(); }
+size_t ll_combine_local_bytes() {
+  const size_t sender = ll_step_local_bytes<CombineParts<false>>();
+  const size_t home = ll_step_local_bytes<CombineParts<true>>();
+  return sender > home ? sender : home;
+}
 
 }  // namespace epc::kernels

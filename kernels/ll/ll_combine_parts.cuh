@@ -7,7 +7,9 @@
 // ascending rank order (fp32) and writes bf16. This is the reference model's ll_combine
 // with CombineOrder::kPerRankPrereduce. In the token layouts a message has one row, which the
 // caller weighted (EPC_WEIGHTING_NONE): it crosses unchanged, and the receive is the same,
-// the reference's ll_combine_tokens.
+// the reference's ll_combine_tokens. With EPC_WEIGHTING_HOME (kHome, a template argument so
+// that the SENDER launch carries none of its code) every entry's row returns instead and the
+// token's rank weights them (ll_combine_home.cuh).
 #pragma once
 
 #include "kernels/device/bf16.cuh"
@@ -19,6 +21,7 @@
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/sum_store.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ll/ll_combine_home.cuh"
 #include "kernels/ll/ll_received.cuh"
 #include "kernels/ll/ll_slot_credit.cuh"
 #include "kernels/transport/peer_transport.cuh"
@@ -76,6 +79,7 @@ __device__ __forceinline__ void send_partial(const LlCommon& c, const LlCombineP
 
 // The whole part, run by every thread of every block; true in the launch's last block, which
 // has signalled every rank (ll_step_kernel.cuh records the step).
+template <bool kHome>
 __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
@@ -105,14 +109,18 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step) {
       }
     }
     __syncthreads();
-    const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.token);
-    if (entries.entries > 0)
-      send_partial(c, p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
-    __syncthreads();
-    if (entries.entries > 0 && part.end > part.begin) {
-      constexpr uint64_t kVectorBytes = 16;
-      c.transport.commit(offset + part.begin * kVectorBytes, (part.end - part.begin) * kVectorBytes, m.source,
-                         threadIdx.x, blockDim.x);
+    if constexpr (kHome) {
+      send_entry_rows(p, m.source, m.token, entries.entries, entries.flat_row, part);
+    } else {
+      const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.token);
+      if (entries.entries > 0)
+        send_partial(c, p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
+      __syncthreads();
+      if (entries.entries > 0 && part.end > part.begin) {
+        constexpr uint64_t kVectorBytes = 16;
+        c.transport.commit(offset + part.begin * kVectorBytes, (part.end - part.begin) * kVectorBytes, m.source,
+                           threadIdx.x, blockDim.x);
+      }
     }
     __syncthreads();  // `entries` is rewritten for the next message
   }
@@ -157,6 +165,7 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks)
 
 // The whole part, run by every thread of every block; false when the block's wait failed
 // (ll_step_kernel.cuh gives the slot's credits).
+template <bool kHome>
 __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
@@ -164,7 +173,7 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step)
   __shared__ int ranks[kWarpSize];
 
   // The first token's ranks depend on the routing only: found while the peers still send.
-  int num_ranks = static_cast<int>(blockIdx.x) < c.num_tokens ? token_ranks(c, blockIdx.x, ranks) : 0;
+  int num_ranks = !kHome && static_cast<int>(blockIdx.x) < c.num_tokens ? token_ranks(c, blockIdx.x, ranks) : 0;
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns, c.error,
                      kPhaseCombineReceive, c.dev_comm.rank)) {
     return false;
@@ -173,26 +182,33 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step)
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseWaitDone);
 #endif
   const char* partials = static_cast<const char*>(c.transport.local(p.recv_offset));
-
-  for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
-    if (t != static_cast<int>(blockIdx.x)) num_ranks = token_ranks(c, t, ranks);
-    void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
-    for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
-      float acc[kChannelsPerVector] = {};
-      for (int r0 = 0; r0 < num_ranks; r0 += kRanksInFlight) {
-        Vector part[kRanksInFlight];
-        for (int k = 0; k < kRanksInFlight; ++k) {
-          if (r0 + k >= num_ranks) break;
-          part[k].raw = reinterpret_cast<const int4*>(
-              partials + (static_cast<size_t>(ranks[r0 + k]) * g.max_tokens + t) * g.row_bytes)[v];
-        }
-        for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
-          for (int e = 0; e < kChannelsPerVector; ++e) acc[e] = __fadd_rn(acc[e], bf16_bits_to_float(part[k].bf16[e]));
-        }
-      }
-      store_sum_vector(out, v, acc, p.out_type);
+  if constexpr (kHome) {
+    for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
+      sum_home_entries(p, partials, t,
+                       static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type));
     }
-    __syncthreads();  // `ranks` is rewritten for the next token
+  } else {
+    for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
+      if (t != static_cast<int>(blockIdx.x)) num_ranks = token_ranks(c, t, ranks);
+      void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
+      for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+        float acc[kChannelsPerVector] = {};
+        for (int r0 = 0; r0 < num_ranks; r0 += kRanksInFlight) {
+          Vector part[kRanksInFlight];
+          for (int k = 0; k < kRanksInFlight; ++k) {
+            if (r0 + k >= num_ranks) break;
+            part[k].raw = reinterpret_cast<const int4*>(
+                partials + (static_cast<size_t>(ranks[r0 + k]) * g.max_tokens + t) * g.row_bytes)[v];
+          }
+          for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
+            for (int e = 0; e < kChannelsPerVector; ++e)
+              acc[e] = __fadd_rn(acc[e], bf16_bits_to_float(part[k].bf16[e]));
+          }
+        }
+        store_sum_vector(out, v, acc, p.out_type);
+      }
+      __syncthreads();  // `ranks` is rewritten for the next token
+    }
   }
 
   return true;

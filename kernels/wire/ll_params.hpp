@@ -32,7 +32,8 @@ struct LlGeometry {
   int hidden;
   int message_bytes;  // header + row in a dispatch receive buffer, padded to 16 bytes
   int header_bytes;
-  int max_entries;  // min(top-k, L): entries one message header can hold
+  int max_entries;  // entries one message header can hold (max_topk: duplicate ids may
+                    // put every entry on one rank)
 
   // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp).
   __device__ __host__ uint64_t message_offset(uint64_t slot, int source, int token) const {
@@ -43,6 +44,11 @@ struct LlGeometry {
   }
   __device__ __host__ uint64_t partial_offset(uint64_t slot, int source, int token) const {
     return slot + ll_record_offset(source, token, max_tokens, static_cast<uint64_t>(row_bytes));
+  }
+  // EPC_WEIGHTING_HOME: entry `entry` of message (source, token), in a combine slot of
+  // [nranks][max_tokens][max_entries] rows.
+  __device__ __host__ uint64_t entry_row_offset(uint64_t slot, int source, int token, int entry) const {
+    return slot + ll_entry_row_offset(source, token, entry, max_tokens, max_entries, static_cast<uint64_t>(row_bytes));
   }
 };
 
@@ -148,6 +154,9 @@ struct LlCombineParams {
   const uint16_t* expert_out;  // [L, R*T, H] bf16
   void* out;                   // [B, H] of out_type
   SumOutput out_type;
+  // EPC_WEIGHTING_HOME: [B, K] fp32, the token's rank's weights; every entry's row returns
+  // unweighted into a per-entry combine slot (LlGeometry::entry_row_offset). Null: SENDER.
+  const float* home_weights;
   int message_slices;  // blocks per received message in the sending part (1..kLlMaxMessageSlices)
 };
 

@@ -194,8 +194,8 @@ void call_plan_query(FuzzInput& in) {
   FUZZ_CHECK(full.max_pending_steps == (raw.max_pending_steps == 0 ? 2u : raw.max_pending_steps));
   FUZZ_CHECK(full.max_pending_steps <= 3);
   FUZZ_CHECK(raw.overflow == EPC_OVERFLOW_FAIL || raw.overflow == EPC_OVERFLOW_DROP);
-  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, on high-throughput groups only (2.1).
-  FUZZ_CHECK(raw.flags == 0 || (full.mode == EPC_MODE_HIGH_THROUGHPUT && raw.flags == EPC_GROUP_COMBINE_PER_ENTRY));
+  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, in both modes (2.1).
+  FUZZ_CHECK(raw.flags == 0 || raw.flags == EPC_GROUP_COMBINE_PER_ENTRY);
   FUZZ_CHECK(full.reserved0 == 0);
 }
 

@@ -90,8 +90,8 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.recv_capacity == 0 && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
-  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, on high-throughput groups only (2.1).
-  FUZZ_CHECK(c.flags == raw.flags && (raw.flags == 0 || (!ll && raw.flags == EPC_GROUP_COMBINE_PER_ENTRY)));
+  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, in both modes (2.1; one node: the planner).
+  FUZZ_CHECK(c.flags == raw.flags && (raw.flags == 0 || raw.flags == EPC_GROUP_COMBINE_PER_ENTRY));
   FUZZ_CHECK(c.combine_slots_per_token() == (raw.flags != 0 ? c.max_topk : 1u));
   FUZZ_CHECK(c.virtual_node_size == raw.virtual_node_size);
   FUZZ_CHECK((c.alloc_fn == nullptr) == (c.free_fn == nullptr));
@@ -192,9 +192,12 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
       const uint64_t messages = mul(mul(R, T), plan.message_bytes);
       FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV, s).size >= add(messages, mul(mul(R, L), 4)));
       FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL, s).size >= mul(R, 8));
-      FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV, s).size >= mul(mul(R, T), mul(c.hidden, 2)));
+      // A row per (token, message entry) with EPC_GROUP_COMBINE_PER_ENTRY, served in one node.
+      FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV, s).size >=
+                 mul(mul(mul(R, T), epc::ll_combine_rows_per_token(c)), mul(c.hidden, 2)));
       FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL, s).size >= mul(R, 8));
     }
+    FUZZ_CHECK(c.flags == 0 || nodes.nodes() == 1);
     FUZZ_CHECK(plan.workspace_bytes == 256);
   } else {
     const size_t rail = nodes.nodes() > 1 ? 2 : 0;  // rail_recv, rail_signal

@@ -55,11 +55,6 @@ TEST(GroupErrors, InvalidConfigsAreRejectedBeforeAnyCollective) {
       c.recv_capacity = static_cast<uint64_t>(world) * c.max_tokens_per_rank - 1;
       expect_create_fails(c, EPC_ERR_UNSUPPORTED, "recv_capacity");
     }
-    if (mode == EPC_MODE_LOW_LATENCY) {  // HT serves it (test_ht_packed.cpp)
-      c = small_config(mode);
-      c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
-      expect_create_fails(c, EPC_ERR_UNSUPPORTED, "flags");
-    }
   }
   c = small_config();
   c.struct_size = 4;

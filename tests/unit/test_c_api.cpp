@@ -347,14 +347,14 @@ TEST(CApi, OverflowPendingStepsAndFlags) {
   expect_plan_rejected(c, kRanks,
                        {"max_pending_steps 4", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "max_pending_steps"}});
 
-  c = valid_config();  // low latency
-  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
-  expect_plan_rejected(c, kRanks, {"LL COMBINE_PER_ENTRY", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags"}});
+  for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
+    c = valid_config(mode);
+    c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+    c.virtual_node_size = 2;
+    expect_plan_rejected(c, kRanks,
+                         {"COMBINE_PER_ENTRY across nodes", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags", "nodes"}});
+  }
   c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
-  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
-  c.virtual_node_size = 2;
-  expect_plan_rejected(c, kRanks,
-                       {"HT COMBINE_PER_ENTRY across nodes", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags"}});
   c.flags = 0x2;
   expect_plan_rejected(c, kRanks, {"unknown flag 0x2", EPC_ERR_INVALID_ARGUMENT, {"EpcGroupConfig", "flags"}});
   c.flags = 0x80000000u;
@@ -373,6 +373,21 @@ TEST(CApi, PlanQueryReportsThePerEntryCombineWindow) {
   EXPECT_EQ(combine_recv(per_rank), kRanks * kHtTokens * slot);
   EXPECT_EQ(combine_recv(per_entry), kRanks * kHtTokens * 8 * slot);
   EXPECT_EQ(per_entry.symmetric_bytes - per_rank.symmetric_bytes, 7 * kRanks * kHtTokens * slot);
+}
+
+// LL groups with EPC_GROUP_COMBINE_PER_ENTRY: each combine slot holds [R][T][max_topk] bf16
+// rows instead of [R][T] partials (the default max_topk 8).
+TEST(CApi, PlanQueryReportsTheLowLatencyPerEntryCombineSlots) {
+  EpcGroupConfig c = valid_config();
+  const EpcPlan partials = plan_of(c);
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  const EpcPlan per_entry = plan_of(c);
+  EXPECT_EQ(per_entry.num_regions, partials.num_regions);
+  for (uint32_t i = 0; i < per_entry.num_regions; ++i) {
+    const EpcPlanRegion& r = per_entry.regions[i];
+    if (r.kind != EPC_REGION_COMBINE_RECV) continue;
+    EXPECT_EQ(r.size, 8 * find_region(partials, EPC_REGION_COMBINE_RECV).size) << r.slot;
+  }
 }
 
 TEST(CApi, PlanQueryRejectsNullAndBadOutput) {

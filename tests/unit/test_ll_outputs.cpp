@@ -344,6 +344,16 @@ TEST(LlOutputs, PassthroughMessagesHoldTheGroupsTokenBytes) {
                  {"EpcDispatchArgs.x_scales", "264"}, "fp8 window");
 }
 
+constexpr uint32_t kPerEntry = EPC_GROUP_COMBINE_PER_ENTRY;
+
+// resolve_ll_weighting's result; a throw fails the test.
+EpcWeighting resolve(EpcWeighting w, EpcLayout layout, uint32_t flags) {
+  EpcWeighting got = EPC_WEIGHTING_DEFAULT;
+  const auto o = run([&] { got = epc::resolve_ll_weighting(w, layout, flags); });
+  EXPECT_EQ(o.status, EPC_OK) << o.message;
+  return got;
+}
+
 TEST(LlOutputs, CombineXAndWeightingPerLayout) {
   for (EpcLayout layout : {EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
     Dispatch d(layout);
@@ -351,11 +361,14 @@ TEST(LlOutputs, CombineXAndWeightingPerLayout) {
                 epc::check_ll_rows_tensor(&d.out_x, "EpcCombineArgs.x", EPC_DTYPE_BF16, setup(layout), shape());
               }).status,
               EPC_OK);
-    EXPECT_EQ(run([&] { epc::check_ll_weighting(EPC_WEIGHTING_DEFAULT, layout); }).status, EPC_OK);
-    EXPECT_EQ(run([&] { epc::check_ll_weighting(EPC_WEIGHTING_NONE, layout); }).status, EPC_OK);
-    for (EpcWeighting w : {EPC_WEIGHTING_SENDER, EPC_WEIGHTING_HOME}) {
-      expect_outcome(run([&] { epc::check_ll_weighting(w, layout); }), EPC_ERR_INVALID_ARGUMENT,
-                     {"EpcCombineArgs.weighting", epc::layout_name(layout)}, "SENDER or HOME on a token layout");
+    for (uint32_t flags : {0u, kPerEntry}) {
+      for (EpcWeighting w : {EPC_WEIGHTING_DEFAULT, EPC_WEIGHTING_NONE}) {
+        EXPECT_EQ(resolve(w, layout, flags), EPC_WEIGHTING_NONE);
+      }
+      for (EpcWeighting w : {EPC_WEIGHTING_SENDER, EPC_WEIGHTING_HOME}) {
+        expect_outcome(run([&] { epc::resolve_ll_weighting(w, layout, flags); }), EPC_ERR_INVALID_ARGUMENT,
+                       {"EpcCombineArgs.weighting", epc::layout_name(layout)}, "SENDER or HOME on a token layout");
+      }
     }
   }
   Dispatch flat(EPC_LAYOUT_FLAT);
@@ -364,11 +377,18 @@ TEST(LlOutputs, CombineXAndWeightingPerLayout) {
                                              setup(EPC_LAYOUT_RANK_MAJOR), shape());
                  }),
                  EPC_ERR_INVALID_ARGUMENT, {"EpcCombineArgs.x"}, "FLAT x on RANK_MAJOR");
-  EXPECT_EQ(run([&] { epc::check_ll_weighting(EPC_WEIGHTING_SENDER, EPC_LAYOUT_EXPERT_PADDED); }).status, EPC_OK);
-  for (EpcWeighting w : {EPC_WEIGHTING_NONE, EPC_WEIGHTING_HOME}) {
-    expect_outcome(run([&] { epc::check_ll_weighting(w, EPC_LAYOUT_EXPERT_PADDED); }), EPC_ERR_UNSUPPORTED,
-                   {"EpcCombineArgs.weighting"}, "NONE or HOME on EXPERT_PADDED");
+  // EXPERT_PADDED: SENDER by default, HOME on a group with EPC_GROUP_COMBINE_PER_ENTRY.
+  const EpcLayout padded = EPC_LAYOUT_EXPERT_PADDED;
+  for (uint32_t flags : {0u, kPerEntry}) {
+    EXPECT_EQ(resolve(EPC_WEIGHTING_DEFAULT, padded, flags), EPC_WEIGHTING_SENDER);
+    EXPECT_EQ(resolve(EPC_WEIGHTING_SENDER, padded, flags), EPC_WEIGHTING_SENDER);
+    expect_outcome(run([&] { epc::resolve_ll_weighting(EPC_WEIGHTING_NONE, padded, flags); }), EPC_ERR_UNSUPPORTED,
+                   {"EpcCombineArgs.weighting", "EPC_WEIGHTING_NONE"}, "NONE on EXPERT_PADDED");
   }
+  EXPECT_EQ(resolve(EPC_WEIGHTING_HOME, padded, kPerEntry), EPC_WEIGHTING_HOME);
+  expect_outcome(run([&] { epc::resolve_ll_weighting(EPC_WEIGHTING_HOME, padded, 0); }), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcCombineArgs.weighting", "EpcGroupConfig.flags", "EPC_GROUP_COMBINE_PER_ENTRY"},
+                 "HOME without the flag");
 }
 
 }  // namespace

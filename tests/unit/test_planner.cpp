@@ -3,8 +3,12 @@
 // the comments from the layout rules documented in planner.hpp.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "core/error.hpp"
+#include "core/plan.hpp"
 #include "core/planner.hpp"
+#include "kernels/wire/ll_message.hpp"
 #include "tests/unit/group_config.hpp"
 
 namespace {
@@ -70,6 +74,44 @@ TEST(Planner, PendingStepsGrowTheLowLatencyWindow) {
   EXPECT_EQ(p.symmetric_bytes, 44220416u);
   // Each slot's signal region holds a step signal and a credit per rank: 4 * 16 -> 256.
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 2).size, 256u);
+}
+
+// EPC_GROUP_COMBINE_PER_ENTRY on a low-latency group: each combine slot holds a row per
+// (source, token, message entry), [R][T][max_topk] (EPC_WEIGHTING_HOME); the dispatch
+// regions keep LowLatencyDecodeLayoutByHand's sizes.
+TEST(Planner, LowLatencyPerEntryCombineSlotsHoldARowPerEntry) {
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  EXPECT_EQ(epc::ll_combine_rows_per_token(c), 8u);
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  ASSERT_EQ(p.regions.size(), 9u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).size, 7398400u);
+  // combine_recv[0]: 4 * 128 * 8 * 14336 = 58720256, eight times the partials' window.
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).offset, 7398912u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 58720256u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset, 7398912u + 58720256u);
+  // A slot spans 7398400 + 256 + 58720256 + 256 = 66119168 bytes.
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).offset, 256u + 66119168u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 1).offset, 66119168u + 66119168u);
+  // End 132238592, rounded up to 4096: 32285 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 132239360u);
+  // Entry j of source s's token t sits at ((s * T + t) * 8 + j) rows into the slot.
+  EXPECT_EQ(epc::kernels::ll_entry_row_offset(3, 127, 7, 128, 8, 14336), 58720256u - 14336u);
+  EXPECT_EQ(epc::kernels::ll_entry_row_offset(1, 2, 3, 128, 8, 14336), ((1u * 128u + 2u) * 8u + 3u) * 14336u);
+  // max_topk 2: a quarter of that region.
+  c.max_topk = 2;
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_COMBINE_RECV, 0).size, 4u * 128u * 2u * 14336u);
+  // Across nodes, virtual ones included: refused naming the field and the node count.
+  c.max_topk = 8;
+  c.virtual_node_size = 2;
+  try {
+    epc::make_plan(c, {4, 4, 1});
+    ADD_FAILURE() << "a per-entry window across nodes was planned";
+  } catch (const epc::Error& e) {
+    EXPECT_EQ(e.status(), EPC_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("EpcGroupConfig.flags"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("spans 2 nodes"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Planner, HighThroughputPrefillLayoutByHand) {

@@ -74,7 +74,8 @@ func TestPlanQueryGroupFields(t *testing.T) {
 		{"recv_capacity above R*T", func(g *GroupConfig) { g.RecvCapacity = 4*128 + 1 }, ErrInvalidArgument, "recv_capacity"},
 		{"an unknown overflow", func(g *GroupConfig) { g.Overflow = 7 }, ErrInvalidArgument, "overflow"},
 		{"four pending steps", func(g *GroupConfig) { g.MaxPendingSteps = 4 }, ErrUnsupported, "max_pending_steps"},
-		{"combine per entry", func(g *GroupConfig) { g.Flags = GroupCombinePerEntry }, ErrUnsupported, "flags"},
+		// Served on one node since 2.1; across (virtual) nodes still refused.
+		{"combine per entry across nodes", func(g *GroupConfig) { g.Flags, g.VirtualNodeSize = GroupCombinePerEntry, 2 }, ErrUnsupported, "flags"},
 		{"an unknown group flag", func(g *GroupConfig) { g.Flags = 0x80 }, ErrInvalidArgument, "flags"},
 	} {
 		cfg := base

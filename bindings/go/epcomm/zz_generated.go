@@ -33,9 +33,10 @@ const (
 	UniqueIDBytes = 128
 	// GroupCombinePerEntry is EPC_GROUP_COMBINE_PER_ENTRY, 0x1u: EpcGroupConfig.flags: size
 	// the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs
-	// (K rows per token instead of one per (token, rank)). Served since 2.1 on HT groups of
-	// one node: combine_recv holds R * T * max_topk slots instead of R * T (epc_plan_query);
-	// LL groups, and HT groups of several nodes (virtual ones included): EPC_ERR_UNSUPPORTED.
+	// (K rows per token instead of one per (token, rank)). Served since 2.1 on groups of one
+	// node: HT combine_recv holds R * T * max_topk slots instead of R * T, each LL
+	// combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query); groups of
+	// several nodes (virtual ones included): EPC_ERR_UNSUPPORTED.
 	GroupCombinePerEntry = 1
 	// PlanMaxRegions is EPC_PLAN_MAX_REGIONS.
 	PlanMaxRegions = 16
@@ -457,8 +458,9 @@ const (
 	// ascending with entry k unmasked, home_topk_weights[t][k] * row_k in fp32 (each product
 	// rounded to fp32, then added), rounded once to out's dtype; dispatch's topk_weights play
 	// no part, and no partial is formed on the expert's rank. Served since 2.1 on HT
-	// EXPERT_PACKED handles (on a group without the flag: EPC_ERR_INVALID_ARGUMENT); LL
-	// groups: EPC_ERR_UNSUPPORTED.
+	// EXPERT_PACKED and LL EXPERT_PADDED handles (on a group without the flag:
+	// EPC_ERR_INVALID_ARGUMENT; LL EXPERT_PADDED dispatch requires topk_weights either way, as
+	// its step may be combined with SENDER).
 	WeightingHome Weighting = 3
 )
 

@@ -438,7 +438,8 @@ class Handle:
           expert sent (0 where masked). home_topk_weights [B, K] float32: Weighting.HOME
           only (expert layouts on a group with GroupFlags.COMBINE_PER_ENTRY: every
           (token, entry) row returns and this rank sums weight * row over the token's
-          entries in top-k order in float32; served on HT EXPERT_PACKED since 2.1).
+          entries in top-k order in float32; served on HT EXPERT_PACKED and LL EXPERT_PADDED
+          since 2.1).
         send_only=True queues only the sending half; complete() writes out. send_sms: as
         dispatch's."""
         args = _init(_ffi.EpcCombineArgs)

@@ -142,6 +142,32 @@ class LlCase:
             out.append(row)
         return out
 
+    def home_weight(self, step: int, rank: int, token: int, k: int) -> float:
+        """The weight Weighting.HOME gives entry (rank, token, k) at combine: not dispatch's."""
+        return (1.5 if k == 0 else -0.75) + 0.125 * ((rank + token + step) % 4)
+
+    def home_weights(self, step: int, rank: int) -> List[List[float]]:
+        return [[self.home_weight(step, rank, t, k) for k in range(self.topk)] for t in range(self.tokens(step, rank))]
+
+    def combine_home_sums(self, step: int, r: int) -> List[List[float]]:
+        """combine_sums with Weighting.HOME: every entry's row comes back unweighted and rank
+        r adds home_weight * expert output over the token's unmasked entries in top-k order
+        (float32, each product rounded before the add); no partial per rank."""
+        out = []
+        for t in range(self.tokens(step, r)):
+            entries = [(k, self.expert(step, r, t, k)) for k in range(self.topk)]
+            entries = [(k, e) for k, e in entries if e >= 0]
+            row = []
+            for c in range(self.hidden):
+                x = bf16_value(bf16_bits(self.x_value(step, r, t, c)))
+                acc = 0.0
+                for k, e in entries:
+                    y = bf16_value(bf16_bits(f32(x * self.expert_scale(e))))
+                    acc = f32(acc + f32(self.home_weight(step, r, t, k) * y))
+                row.append(acc)
+            out.append(row)
+        return out
+
 
 def first_difference(what: str, got: List[List[int]], want: List[List[int]]) -> str:
     """Where two lists of bf16 rows first differ, as text; "" when they are equal."""

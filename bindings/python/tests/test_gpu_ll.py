@@ -18,7 +18,7 @@ import pytest
 
 import epcomm
 from gpu_support import bits, requested_gpus, run_ranks
-from ll_model import LlCase, f16_bits, first_difference
+from ll_model import LlCase, bf16_bits, f16_bits, first_difference
 
 MAX_TOPK = 4
 
@@ -223,6 +223,45 @@ def test_ll_dispatch_and_combine_match_the_host_model():
                 local_errors(r, group, handle, x, weights, out)
             with pytest.raises(epcomm.EpcError, match="the handle is closed"):
                 handle.complete()
+
+    run_ranks(nranks, rank_main)
+
+
+def test_ll_weights_at_combine_match_the_host_model():
+    """Weighting.HOME on a group with GroupFlags.COMBINE_PER_ENTRY: every entry's row returns
+    and this rank weights it by home_topk_weights (ll_model.combine_home_sums), bf16 out
+    whole, then float32 out send_only + complete."""
+    nranks, torch = requested_gpus()
+    case = LlCase(nranks=nranks)
+    config = group_config(case)
+    config.flags = epcomm.GroupFlags.COMBINE_PER_ENTRY
+    uid = epcomm.UniqueId.create()
+
+    def rank_main(rank):
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+        r = Rank(torch, case, rank, device)
+        with epcomm.Comm.init(uid, nranks, rank, device=rank) as comm, epcomm.Group.create(comm, config) as group:
+            with epcomm.Handle.create(group) as handle:
+                for number, dtype in enumerate([torch.bfloat16, torch.float32]):
+                    idx, weights, x, out = r.inputs(number, dtype)
+                    home = torch.tensor(case.home_weights(number, rank), dtype=torch.float32, device=device)
+                    send_only = number == 1
+                    handle.update(idx)
+                    handle.dispatch(x, out_x=r.out_x, topk_weights=weights, out_expert_counts=r.out_counts)
+                    r.check_dispatch_device_counts(number)
+                    r.run_experts()
+                    handle.combine(r.expert_out, out=out, weighting="home", home_topk_weights=home, send_only=send_only)
+                    if send_only:
+                        handle.complete()
+                    torch.cuda.synchronize(device)
+                    sums = case.combine_home_sums(number, rank)
+                    if dtype == torch.float32:
+                        assert out.cpu().tolist() == sums, f"step {number}: float32 combined tokens at home"
+                    else:
+                        want = [[bf16_bits(v) for v in row] for row in sums]
+                        problem = first_difference(f"step {number}: combined tokens at home", bits(torch, out), want)
+                        assert not problem, problem
 
     run_ranks(nranks, rank_main)
 

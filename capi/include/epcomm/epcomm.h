@@ -209,10 +209,11 @@ typedef uint32_t EpcOverflow;
 #define EPC_GROUP_COMBINE_PER_ENTRY 0x1u /* EpcGroupConfig.flags: size the combine window for
                                one row per (token, top-k entry), which EPC_WEIGHTING_HOME
                                needs (K rows per token instead of one per (token, rank)).
-                               Served since 2.1 on HT groups of one node: combine_recv
-                               holds R * T * max_topk slots instead of R * T
-                               (epc_plan_query); LL groups, and HT groups of several nodes
-                               (virtual ones included): EPC_ERR_UNSUPPORTED */
+                               Served since 2.1 on groups of one node: HT combine_recv
+                               holds R * T * max_topk slots instead of R * T, each LL
+                               combine_recv[s] R * T * max_topk bf16 rows instead of R * T
+                               (epc_plan_query); groups of several nodes (virtual ones
+                               included): EPC_ERR_UNSUPPORTED */
 
 /* Symmetric-memory allocator: must return memory NCCL can register as a window (from
  * ncclMemAlloc or the CUDA VMM API); group creation fails with EPC_ERR_NCCL naming the
@@ -252,7 +253,7 @@ typedef struct EpcGroupConfig {
   uint32_t num_sms;             /* SM budget; 0: 132 (LL), 24 (HT) */
   uint32_t timeout_ms;          /* bound on every device-side wait; 0: 10000 */
   uint32_t flags;               /* EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
-                                   EPC_ERR_UNSUPPORTED in 2.0; HT groups of one node since
+                                   EPC_ERR_UNSUPPORTED in 2.0; groups of one node since
                                    2.1) */
   uint32_t virtual_node_size;   /* testing aid; 0: a node is an NVLink (LSA) team. Else
                                    every team is split into nodes of this many consecutive
@@ -651,9 +652,10 @@ typedef uint32_t EpcWeighting;
                                    product rounded to fp32, then added), rounded once to
                                    out's dtype; dispatch's topk_weights play no part, and
                                    no partial is formed on the expert's rank. Served since
-                                   2.1 on HT EXPERT_PACKED handles (on a group without the
-                                   flag: EPC_ERR_INVALID_ARGUMENT); LL groups:
-                                   EPC_ERR_UNSUPPORTED */
+                                   2.1 on HT EXPERT_PACKED and LL EXPERT_PADDED handles (on
+                                   a group without the flag: EPC_ERR_INVALID_ARGUMENT; LL
+                                   EXPERT_PADDED dispatch requires topk_weights either way,
+                                   as its step may be combined with SENDER) */
 
 #define EPC_STEP_SEND_ONLY 0x1u       /* dispatch and combine: queue only the sending half;
                                          epc_complete on the handle writes the outputs.

@@ -129,7 +129,7 @@ const EPC_OVERFLOW_FAIL = EpcOverflow(0)  # nothing is written past capacity; th
 
 const EPC_OVERFLOW_DROP = EpcOverflow(1)  # rows past capacity, in row order, are dropped; counts describe the rows written, out_num_recv the rows that arrived; combine gets no contribution from a dropped row (HT FLAT: a rank keeps its lowest (source rank, source token) rows)
 
-const EPC_GROUP_COMBINE_PER_ENTRY = UInt32(0x1)  # EpcGroupConfig.flags: size the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs (K rows per token instead of one per (token, rank)). Served since 2.1 on HT groups of one node: combine_recv holds R * T * max_topk slots instead of R * T (epc_plan_query); LL groups, and HT groups of several nodes (virtual ones included): EPC_ERR_UNSUPPORTED
+const EPC_GROUP_COMBINE_PER_ENTRY = UInt32(0x1)  # EpcGroupConfig.flags: size the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs (K rows per token instead of one per (token, rank)). Served since 2.1 on groups of one node: HT combine_recv holds R * T * max_topk slots instead of R * T, each LL combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query); groups of several nodes (virtual ones included): EPC_ERR_UNSUPPORTED
 
 const EPC_REGION_CONTROL = EpcRegionKind(1)  # barrier epochs, one per rank
 const EPC_REGION_DISPATCH_RECV = EpcRegionKind(2)  # incoming dispatch messages (LL: one per slot)
@@ -183,7 +183,7 @@ const EPC_WEIGHTING_NONE = EpcWeighting(1)  # rows are summed as given: the call
 
 const EPC_WEIGHTING_SENDER = EpcWeighting(2)  # expert layouts: on the expert's rank each row is multiplied by its entry's weight in dispatch's topk_weights, and one token's rows are summed into one partial per rank: one row per (token, rank) crosses
 
-const EPC_WEIGHTING_HOME = EpcWeighting(3)  # expert layouts: every (token, entry) row crosses, and the token's rank weights them by home_topk_weights: K rows per token instead of one per rank, at least twice the bytes at K = 8 on 4 ranks. Needs EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in 2.0). The token's rank sums, for k ascending with entry k unmasked, home_topk_weights[t][k] * row_k in fp32 (each product rounded to fp32, then added), rounded once to out's dtype; dispatch's topk_weights play no part, and no partial is formed on the expert's rank. Served since 2.1 on HT EXPERT_PACKED handles (on a group without the flag: EPC_ERR_INVALID_ARGUMENT); LL groups: EPC_ERR_UNSUPPORTED
+const EPC_WEIGHTING_HOME = EpcWeighting(3)  # expert layouts: every (token, entry) row crosses, and the token's rank weights them by home_topk_weights: K rows per token instead of one per rank, at least twice the bytes at K = 8 on 4 ranks. Needs EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in 2.0). The token's rank sums, for k ascending with entry k unmasked, home_topk_weights[t][k] * row_k in fp32 (each product rounded to fp32, then added), rounded once to out's dtype; dispatch's topk_weights play no part, and no partial is formed on the expert's rank. Served since 2.1 on HT EXPERT_PACKED and LL EXPERT_PADDED handles (on a group without the flag: EPC_ERR_INVALID_ARGUMENT; LL EXPERT_PADDED dispatch requires topk_weights either way, as its step may be combined with SENDER)
 
 const EPC_STEP_SEND_ONLY = UInt32(0x1)  # dispatch and combine: queue only the sending half; epc_complete on the handle writes the outputs. Served in 2.0 on LL groups; 2.1 also serves HT groups of one node (across nodes, virtual ones included, the fused launch is required: EPC_ERR_UNSUPPORTED). LL groups (2.1): up to max_pending_steps such halves of different handles may await their epc_complete at once. Order, on the device (one stream, or events): a handle's complete after its send, its next step after its complete, and the group's dispatches (and its combines) in the order they were made; every rank makes the group's steps, completes and handle destroys in the same order
 
@@ -234,7 +234,7 @@ struct EpcGroupConfig
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles, at most one per handle; 0: the default, 2 since 2.1 (1 in 2.0). Up to 3 (more: EPC_ERR_UNSUPPORTED); on LL groups each one above 2 adds a receive slot per direction to the window (epc_plan_query)
     num_sms::UInt32  # SM budget; 0: 132 (LL), 24 (HT)
     timeout_ms::UInt32  # bound on every device-side wait; 0: 10000
-    flags::UInt32  # EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY: EPC_ERR_UNSUPPORTED in 2.0; HT groups of one node since 2.1)
+    flags::UInt32  # EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY: EPC_ERR_UNSUPPORTED in 2.0; groups of one node since 2.1)
     virtual_node_size::UInt32  # testing aid; 0: a node is an NVLink (LSA) team. Else every team is split into nodes of this many consecutive ranks (it must divide the team), which talk only through the network transport (between virtual nodes, an NVLink-backed stand-in with the network's ordering)
     alloc_fn::EpcAllocFn  # NULL: ncclMemAlloc; set both or neither
     free_fn::EpcFreeFn

@@ -168,10 +168,11 @@ pub const EPC_OVERFLOW_DROP: EpcOverflow = 1;
 /// EpcGroupConfig.flags: size the combine window for
 /// one row per (token, top-k entry), which EPC_WEIGHTING_HOME
 /// needs (K rows per token instead of one per (token, rank)).
-/// Served since 2.1 on HT groups of one node: combine_recv
-/// holds R * T * max_topk slots instead of R * T
-/// (epc_plan_query); LL groups, and HT groups of several nodes
-/// (virtual ones included): EPC_ERR_UNSUPPORTED
+/// Served since 2.1 on groups of one node: HT combine_recv
+/// holds R * T * max_topk slots instead of R * T, each LL
+/// combine_recv\[s\] R * T * max_topk bf16 rows instead of R * T
+/// (epc_plan_query); groups of several nodes (virtual ones
+/// included): EPC_ERR_UNSUPPORTED
 pub const EPC_GROUP_COMBINE_PER_ENTRY: u32 = 0x1;
 
 /// Symmetric-memory allocator: must return memory NCCL can register as a window (from
@@ -226,7 +227,7 @@ pub struct EpcGroupConfig {
     /// bound on every device-side wait; 0: 10000
     pub timeout_ms: u32,
     /// EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
-    /// EPC_ERR_UNSUPPORTED in 2.0; HT groups of one node since
+    /// EPC_ERR_UNSUPPORTED in 2.0; groups of one node since
     /// 2.1)
     pub flags: u32,
     /// testing aid; 0: a node is an NVLink (LSA) team. Else
@@ -714,9 +715,10 @@ pub const EPC_WEIGHTING_SENDER: EpcWeighting = 2;
 /// product rounded to fp32, then added), rounded once to
 /// out's dtype; dispatch's topk_weights play no part, and
 /// no partial is formed on the expert's rank. Served since
-/// 2.1 on HT EXPERT_PACKED handles (on a group without the
-/// flag: EPC_ERR_INVALID_ARGUMENT); LL groups:
-/// EPC_ERR_UNSUPPORTED
+/// 2.1 on HT EXPERT_PACKED and LL EXPERT_PADDED handles (on
+/// a group without the flag: EPC_ERR_INVALID_ARGUMENT; LL
+/// EXPERT_PADDED dispatch requires topk_weights either way,
+/// as its step may be combined with SENDER)
 pub const EPC_WEIGHTING_HOME: EpcWeighting = 3;
 
 /// dispatch and combine: queue only the sending half;

@@ -109,7 +109,8 @@ impl GroupConfig {
         self
     }
 
-    /// `EPC_GROUP_*` bits ([`GroupFlags::COMBINE_PER_ENTRY`]: UNSUPPORTED in 2.0).
+    /// `EPC_GROUP_*` bits ([`GroupFlags::COMBINE_PER_ENTRY`]: UNSUPPORTED in 2.0; served on
+    /// groups of one node since 2.1).
     pub fn flags(mut self, flags: GroupFlags) -> Self {
         self.raw.flags = flags.0;
         self

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// Low-latency combine with EPC_WEIGHTING_HOME (groups with EPC_GROUP_COMBINE_PER_ENTRY): the
+// two halves ll_combine_parts.cuh runs in place of the partial sums. Send: every entry j of
+// a received message (source s, token t) returns its expert's row unweighted into s's
+// combine slot at [this rank][t][j] (LlGeometry::entry_row_offset), j being the entry's
+// index among the token's entries on this rank in top-k order, as the dispatch sender
+// numbered them (ll_token_routing.cuh index_on_rank). Receive: the token's rank walks its
+// top-k slots in order, finds each unmasked entry's row from its expert's rank d and its
+// index on d, and sums home_weights[t][k] x row in fp32 (warp_sum_bf16_rows, product rounded
+// first), rounded once to out's dtype: the reference model's ll_combine_home.
+#pragma once
+
+#include "kernels/device/bf16_row_sum.cuh"
+#include "kernels/device/warp.cuh"
+#include "kernels/transport/peer_transport.cuh"
+#include "kernels/wire/ll_params.hpp"
+
+namespace epc::kernels::combine {
+
+// Copies vectors [part.begin, part.end) of each of the message's `entries` rows (flat rows
+// `flat_row`, -1 for one dispatch could not place: zeros go, the routing fault is reported
+// there) into rank `source`'s combine slot, then commits them. The whole block calls.
+__device__ __forceinline__ void send_entry_rows(const LlCombineParams& p, int source, int token, int entries,
+                                                const int* flat_row, VectorSlice part) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  const int span = part.end - part.begin;
+  // The message's rows lie back to back in the slot, and HOME is served on one node, where
+  // buffer() is the peer's own memory: one lookup per message.
+  int4* first = static_cast<int4*>(c.transport.buffer(g.entry_row_offset(p.recv_offset, g.rank, token, 0), source));
+  const int row_vectors = g.row_bytes / 16;
+  // The entries' slices share out the block's threads, so a small step keeps its loads in flight.
+  for (int i = threadIdx.x; i < entries * span; i += blockDim.x) {
+    const int j = i / span;
+    const int v = part.begin + i % span;
+    const int row = flat_row[j];
+    first[static_cast<size_t>(j) * row_vectors + v] =
+        row >= 0 ? reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * g.hidden)[v]
+                 : make_int4(0, 0, 0, 0);
+  }
+  __syncthreads();
+  if (span <= 0) return;
+  constexpr uint64_t kVectorBytes = 16;
+  for (int j = 0; j < entries; ++j) {
+    c.transport.commit(g.entry_row_offset(p.recv_offset, g.rank, token, j) + part.begin * kVectorBytes,
+                       span * kVectorBytes, source, threadIdx.x, blockDim.x);
+  }
+}
+
+// Token t's output from its entries' rows in this rank's combine slot (`rows`, local), each
+// warp of the block a range of the row's vectors. The whole block calls.
+__device__ __forceinline__ void sum_home_entries(const LlCombineParams& p, const char* rows, int t, void* out) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  const int k = lane_id();
+  const int expert = k < c.topk ? c.handle.topk_idx[t * c.topk + k] : -1;
+  const int dest = expert >= 0 ? expert / g.local_experts : -1;
+  // The entry's index among the token's entries on its rank: earlier slots on the same rank.
+  const int on_rank = __popc(__match_any_sync(0xffffffffu, dest) & ((1u << k) - 1u));
+  const float weight = expert >= 0 ? __ldg(p.home_weights + static_cast<size_t>(t) * c.topk + k) : 0.0f;
+
+  const int vectors = g.hidden / kBf16PerVector;
+  const int warps = blockDim.x / kWarpSize;
+  const int per_warp = (vectors + warps - 1) / warps;
+  const int begin = (threadIdx.x / kWarpSize) * per_warp;
+  if (begin >= vectors) return;  // uniform over the warp
+  const int count = vectors - begin < per_warp ? vectors - begin : per_warp;
+  const int4* row =
+      expert >= 0
+          ? reinterpret_cast<const int4*>(rows + ll_entry_row_offset(dest, t, on_rank, g.max_tokens, g.max_entries,
+                                                                     static_cast<uint64_t>(g.row_bytes))) +
+                begin
+          : nullptr;
+  // Terms are the top-k slots, lane k looking up slot k (c.topk <= kWarpSize).
+  auto term = [&](int) { return row; };
+  auto weight_of = [&](int) { return weight; };
+  void* out_part = static_cast<char*>(out) + static_cast<size_t>(begin) * kBf16PerVector * sum_output_bytes(p.out_type);
+  warp_sum_bf16_rows(c.topk, term, count, out_part, p.out_type, NoComputedTerm{},
+                     TermWeights<decltype(weight_of)>{weight_of});
+}
+
+}  // namespace epc::kernels::combine
