@@ -28,12 +28,14 @@ struct Options {
   const char* node_size_flag = "--node-size";  // the spelling given, for the error message
   bool plan_only = false;
   bool ht_per_entry = false;  // the HT group with EPC_GROUP_COMBINE_PER_ENTRY
+  bool ll_per_entry = false;  // the LL group with EPC_GROUP_COMBINE_PER_ENTRY
 };
 
 const char* kUsage =
     "usage: epcomm-info [--experts=N] [--hidden=N] [--topk=N] [--ll-tokens=N] [--ht-tokens=N]\n"
     "                   [--ht-recv-capacity=N] [--gpus=N] [--plan-ranks=N]\n"
-    "                   [--plan-node-size=N | --node-size=N] [--ht-combine-per-entry] [--plan-only]\n"
+    "                   [--plan-node-size=N | --node-size=N] [--ht-combine-per-entry]\n"
+    "                   [--ll-combine-per-entry] [--plan-only]\n"
     "Prints the symmetric-memory plan of a low-latency and a high-throughput group and, on a\n"
     "machine with GPUs, creates both on every local GPU (or the first N), runs the group\n"
     "barrier and prints each rank's topology. Defaults: 256 experts, hidden 7168, top-8,\n"
@@ -44,7 +46,9 @@ const char* kUsage =
     "plan and creates nothing, also where GPUs are visible. --ht-recv-capacity sets the HT\n"
     "group's recv_capacity, the tokens its receive window holds (default: ranks * HT tokens).\n"
     "--ht-combine-per-entry sets EPC_GROUP_COMBINE_PER_ENTRY on the HT group: its combine window\n"
-    "holds a row per (token, top-k entry), which combine-time weights (EPC_WEIGHTING_HOME) need.\n";
+    "holds a row per (token, top-k entry), which combine-time weights (EPC_WEIGHTING_HOME) need;\n"
+    "--ll-combine-per-entry sets it on the LL group: each combine slot holds a row per (token,\n"
+    "top-k entry) instead of one partial per (token, rank).\n";
 
 bool parse_u32(const char* arg, const char* name, uint32_t& out) {
   size_t n = std::strlen(name);
@@ -97,6 +101,10 @@ Options parse(int argc, char** argv) {
       o.ht_per_entry = true;
       continue;
     }
+    if (std::strcmp(argv[i], "--ll-combine-per-entry") == 0) {
+      o.ll_per_entry = true;
+      continue;
+    }
     std::fprintf(stderr, "epcomm-info: unknown argument %s\n%s", argv[i], kUsage);
     std::exit(2);
   }
@@ -125,6 +133,8 @@ EpcGroupConfig make_config(const Options& o, EpcMode mode) {
   if (mode == EPC_MODE_HIGH_THROUGHPUT) {
     c.recv_capacity = o.ht_recv_capacity;
     if (o.ht_per_entry) c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  } else if (o.ll_per_entry) {
+    c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
   }
   return c;
 }

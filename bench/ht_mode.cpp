@@ -116,7 +116,7 @@ class HtMode final : public Mode {
 
   WireFormat wire() const override {
     WireFormat w = WireFormat::for_ht(H_, fp8_, K_);
-    w.ht_combine_per_entry = weighting_ == EPC_WEIGHTING_HOME;
+    w.combine_per_entry = weighting_ == EPC_WEIGHTING_HOME;
     return w;
   }
 

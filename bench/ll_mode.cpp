@@ -7,7 +7,9 @@
 // for the layer timing of bench/micro_batch_timing.hpp, whose outputs are checked too.
 // --layout=rank-major|flat: the handles' layout, dispatch then also writes each received row's
 // top-k ids and weights (shared by the micro-batches: the same routing writes the same values)
-// and combine sums the rows as given.
+// and combine sums the rows as given. --weights-at=combine (expert-padded): combine weights
+// on the token's rank (EPC_WEIGHTING_HOME, the routing's weights given again at combine), on a
+// group with EPC_GROUP_COMBINE_PER_ENTRY.
 // --quant=passthrough: x and x_scales are the caller's --payload rows and --scales, filled once
 // with bytes that name their token (bench/output_check.hpp), so the check finds every row's
 // bytes where the reference model puts them; e2m1 rows also pass NVFP4's x_global_scale.
@@ -48,6 +50,7 @@ class LlMode final : public Mode {
     fp8_ = o_.dtype == "fp8";
     pass_ = o_.quant == "passthrough";
     format_ = token_format(o_);
+    home_ = o_.weights_at == "combine";
     layout_ = o_.layout == "rank-major" ? EPC_LAYOUT_RANK_MAJOR
               : o_.layout == "flat"     ? EPC_LAYOUT_FLAT
                                         : EPC_LAYOUT_EXPERT_PADDED;
@@ -105,6 +108,7 @@ class LlMode final : public Mode {
   WireFormat wire() const override {
     WireFormat w = WireFormat::for_dtype(H_, fp8_, K_);
     if (pass_) w.dispatch_row_bytes = format_.row_bytes + format_.scale_bytes;  // committed bytes
+    w.combine_per_entry = home_;
     return w;
   }
 
@@ -243,6 +247,10 @@ class LlMode final : public Mode {
     args.flags = flags;
     args.x = &t.y;
     args.out = &t.out;
+    if (home_) {
+      args.weighting = EPC_WEIGHTING_HOME;
+      args.home_topk_weights = &t.w;
+    }
     return epc_combine(h, &args, st != nullptr ? st : s_->stream());
   }
 
@@ -357,10 +365,11 @@ class LlMode final : public Mode {
         "reading out_counts");
     TRY_CUDA(cudaMemcpy(combined.data(), (batch == 0 ? out_ : out2_).ptr, combined.size() * 2, cudaMemcpyDeviceToHost),
              "reading the combine output");
-    // Expert outputs of 1.0: weighted partials per rank (EXPERT_PADDED), or the number of
-    // ranks that received the token (the token layouts, rows summed as given).
+    // Expert outputs of 1.0: weighted partials per rank (EXPERT_PADDED; with weights at
+    // combine one weighted sum over the entries), or the number of ranks that received the
+    // token (the token layouts, rows summed as given).
     const std::vector<float> expected = layout_ == EPC_LAYOUT_EXPERT_PADDED
-                                            ? expected_combine(*in.routing, B, K_, L_, R_, /*per_rank_partials=*/true)
+                                            ? expected_combine(*in.routing, B, K_, L_, R_, /*per_rank_partials=*/!home_)
                                             : expected_ht_combine(*in.routing, B, K_, L_, R_);
     std::string why;
     // RANK_MAJOR reports no per-expert counts.
@@ -429,6 +438,7 @@ class LlMode final : public Mode {
   bool fp8_ = false;
   bool pass_ = false;     // --quant=passthrough
   TokenFormat format_{};  // x and its scales (token_format)
+  bool home_ = false;     // --weights-at=combine: EPC_WEIGHTING_HOME
   EpcLayout layout_ = EPC_LAYOUT_EXPERT_PADDED;
   LlScaleLayout scales_;  // out_scales' dtype and strides (--scales)
   int R_ = 0, T_ = 0, H_ = 0, K_ = 0, L_ = 0;

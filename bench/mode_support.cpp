@@ -49,7 +49,7 @@ EpcGroupConfig group_config(const Options& o, EpcMode mode) {
   cfg.timeout_ms = static_cast<uint32_t>(o.timeout_ms);
   cfg.virtual_node_size = static_cast<uint32_t>(o.virtual_node_size);
   // Weights at combine (EPC_WEIGHTING_HOME) need a row per (token, entry) in the window.
-  if (mode == EPC_MODE_HIGH_THROUGHPUT && o.weights_at == "combine") cfg.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  if (o.weights_at == "combine") cfg.flags = EPC_GROUP_COMBINE_PER_ENTRY;
   return cfg;
 }
 

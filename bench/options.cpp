@@ -132,11 +132,12 @@ const std::vector<Flag>& flags() {
       {"--alignment", "N", "HT expert-packed: zone alignment in rows (0 means 1). Default 0.",
        int_flag(&Options::alignment, 0, 1 << 20)},
       {"--weights-at", "none|dispatch|combine",
-       "HT expert-packed: where combine's top-k weights (1/topk) come from. none: rows summed as given "
-       "(EPC_WEIGHTING_NONE). dispatch: dispatch's topk_weights, applied on the expert's rank, which returns one "
-       "row per (token, rank) (EPC_WEIGHTING_SENDER). combine: given at combine and applied on the token's rank, "
-       "to which every (token, entry) row returns (EPC_WEIGHTING_HOME; the group gets "
-       "EPC_GROUP_COMBINE_PER_ENTRY, a combine window of max_topk rows per token). Default none.",
+       "HT expert-packed and LL expert-padded: where combine's top-k weights (1/topk) come from. none: rows "
+       "summed as given (EPC_WEIGHTING_NONE; LL expert-padded: as dispatch). dispatch: dispatch's topk_weights, "
+       "applied on the expert's rank, which returns one row per (token, rank) (EPC_WEIGHTING_SENDER). combine: "
+       "given at combine and applied on the token's rank, to which every (token, entry) row returns "
+       "(EPC_WEIGHTING_HOME; the group gets EPC_GROUP_COMBINE_PER_ENTRY, a combine window of max_topk rows per "
+       "token). Default none.",
        [](const std::string& v, Options& o, std::string& e) {
          if (v == "none" || v == "dispatch" || v == "combine") {
            o.weights_at = v;
@@ -463,9 +464,10 @@ bool validate(const Options& o, std::string& error) {
     error = "--scales=fp32-colmajor is an LL fp8 out_scales layout; HT passthrough scales are row-major";
     return false;
   }
-  if (o.weights_at != "none" && (!ht || o.layout != "expert-packed")) {
+  if (o.weights_at != "none" && (ht ? o.layout != "expert-packed" : o.layout != "expert-padded")) {
     error = "--weights-at=" + o.weights_at +
-            " weights the rows of an expert layout: use --mode=ht with --layout=expert-packed";
+            " weights the rows of an expert layout: use --mode=ht with --layout=expert-packed, or --mode=ll with "
+            "--layout=expert-padded";
     return false;
   }
   if (!ht && (o.capacity_factor != 1.0 || o.overflow != "fail")) {

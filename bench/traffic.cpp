@@ -101,7 +101,7 @@ int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, int nranks, int 
   if (nodes == 1) {
     dispatch = ht ? tokens * (dispatch_row_bytes + ht_meta_bytes)
                   : tokens * (header_fixed_bytes + topk * header_entry_bytes + dispatch_row_bytes);
-    combine = tokens * combine_row_bytes * (ht_combine_per_entry ? topk : 1);
+    combine = tokens * combine_row_bytes * (combine_per_entry ? topk : 1);
   } else if (ht) {
     // A rail peer gets a rail slot per token; another rank of this node (if any) a slot per
     // token from this rank, and one per token of each of the nodes - 1 sources this rank
@@ -221,7 +221,7 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
           if (s != rank && n > 0) {
             if (!rails || !remote(s)) {
               // EPC_WEIGHTING_HOME (one node): one row per entry here.
-              const int64_t rows = wire.ht_combine_per_entry ? n : 1;
+              const int64_t rows = wire.combine_per_entry ? n : 1;
               t.combine_to[static_cast<size_t>(s)] +=
                   remote(s) ? wire.net_combine_row_bytes : rows * wire.combine_row_bytes;
             } else if (rail_here(s) != rank) {

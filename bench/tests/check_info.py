@@ -76,6 +76,19 @@ def main(info):
         expect(per_entry["low-latency"] == plain["low-latency"], "--ht-combine-per-entry: the LL plan unchanged", out)
     code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=8", "--ht-combine-per-entry"])
     expect(code == 1 and "EpcGroupConfig.flags" in out, "per-entry combine across nodes: refused naming the field", out)
+    code, out = run(info, ["--plan-only", "--plan-ranks=8", "--topk=4", "--ll-combine-per-entry"])
+    ll_entry = plans(out)
+    expect(code == 0 and "combine per entry" in out, "--ll-combine-per-entry plans", out)
+    if code == 0 and code4 == 0:
+        for slot in ("combine_recv[0]", "combine_recv[1]"):
+            got = ll_entry["low-latency"][1][slot][1]
+            want = 4 * plain["low-latency"][1][slot][1]
+            expect(got == want, f"LL {slot}: a row per entry, 4 per token at top-4 ({got} == {want} B)", out)
+        expect(
+            ll_entry["high-throughput"] == plain["high-throughput"], "--ll-combine-per-entry: HT plan unchanged", out
+        )
+    code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=8", "--ll-combine-per-entry"])
+    expect(code == 1 and "EpcGroupConfig.flags" in out, "LL per-entry combine across nodes: refused", out)
 
     code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=5"])
     expect(code == 2 and "--node-size=5 does not divide --plan-ranks=16" in out, "a bad node size exits 2", out)

@@ -198,12 +198,15 @@ TEST(Options, QuantPerMode) {
   EXPECT_NE(error.find("--quant"), std::string::npos) << error;
 }
 
-TEST(Options, WeightsAtOnExpertPacked) {
+TEST(Options, WeightsAtOnExpertLayouts) {
   for (const char* at : {"none", "dispatch", "combine"}) {
     Options o;
     std::string error;
     ASSERT_TRUE(parse({"--mode=ht", "--layout=expert-packed", std::string("--weights-at=") + at}, o, error)) << error;
     EXPECT_EQ(o.weights_at, at);
+    Options ll;
+    ASSERT_TRUE(parse({"--mode=ll", "--layout=expert-padded", std::string("--weights-at=") + at}, ll, error)) << error;
+    EXPECT_EQ(ll.weights_at, at);
   }
 }
 
@@ -317,7 +320,8 @@ TEST(Options, BadValuesAreRefusedByName) {
       {{"--cupti=maybe"}, "--cupti"},
       {{"--mode=ht", "--layout=expert-packed", "--weights-at=home"}, "--weights-at"},
       {{"--mode=ht", "--weights-at=combine"}, "--weights-at=combine"},
-      {{"--weights-at=dispatch"}, "--layout=expert-packed"},
+      {{"--layout=flat", "--weights-at=dispatch"}, "--layout=expert-padded"},
+      {{"--layout=rank-major", "--weights-at=combine"}, "--layout=expert-padded"},
       {{"--mode=ht", "--capacity-factor=0"}, "--capacity-factor: expected a number in (0, 1]"},
       {{"--mode=ht", "--capacity-factor=1.5"}, "--capacity-factor: expected a number in (0, 1]"},
       {{"--mode=ht", "--capacity-factor=-0.5"}, "--capacity-factor"},

@@ -121,7 +121,7 @@ TEST(Traffic, HighThroughputCombinePerEntry) {
   const std::vector<Routing> routing = {{2, 3, 1, -1}, {3, 2, 0, 3}};
   WireFormat w = WireFormat::for_ht(8, false, 2);
   EXPECT_EQ(compute_traffic(routing, 1, 2, 2, 4, w, 1 << 30).combine_to, (std::vector<int64_t>{16, 0}));
-  w.ht_combine_per_entry = true;
+  w.combine_per_entry = true;
   EXPECT_EQ(compute_traffic(routing, 1, 2, 2, 4, w, 1 << 30).combine_to, (std::vector<int64_t>{32, 0}));
   // Rank 1's token 1 has one entry (expert 0) on rank 0: one row either way.
   EXPECT_EQ(compute_traffic(routing, 0, 2, 2, 4, w, 1 << 30).combine_to, (std::vector<int64_t>{0, 16}));
@@ -129,7 +129,7 @@ TEST(Traffic, HighThroughputCombinePerEntry) {
   // (128 B) per token, but not two rows per token.
   WireFormat wide = WireFormat::for_ht(64, false, 2);
   EXPECT_EQ(wide.max_bytes_to_peer(10, 2, 2, 0), 10 * (128 + 16));
-  wide.ht_combine_per_entry = true;
+  wide.combine_per_entry = true;
   EXPECT_EQ(wide.max_bytes_to_peer(10, 2, 2, 0), 10 * 2 * 128);
 }
 
