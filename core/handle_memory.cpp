@@ -8,7 +8,7 @@
 namespace epc {
 
 uint64_t LlHandleSizes::bytes() const {
-  return (topk_idx + recv_tokens + msg_entries + msg_rows + counts + expert_entries) * sizeof(int32_t) +
+  return (topk_idx + recv_tokens + msg_slot + msg_entries + msg_rows + counts + expert_entries) * sizeof(int32_t) +
          msg_weights * sizeof(float) + steps * sizeof(uint64_t);
 }
 
@@ -19,6 +19,7 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
   LlHandleSizes s;
   s.topk_idx = T * K;
   s.recv_tokens = R;
+  s.msg_slot = R * T;
   s.msg_entries = R * T;
   s.msg_rows = R * T * K;
   s.msg_weights = R * T * K;

@@ -19,6 +19,7 @@ namespace epc {
 struct LlHandleSizes {
   size_t topk_idx;        // int32 [T, max_topk]
   size_t recv_tokens;     // int32 [R]
+  size_t msg_slot;        // int32 [R * T]
   size_t msg_entries;     // int32 [R, T]
   size_t msg_rows;        // int32 [R, T, max_topk]
   size_t msg_weights;     // float [R, T, max_topk]

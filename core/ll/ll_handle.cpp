@@ -28,6 +28,7 @@ LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, Handl
   const char* what = "cudaMalloc of the handle";
   topk_idx_ = memory_.allocate<int32_t>(n.topk_idx, "cudaMalloc of the handle's routing");
   recv_tokens_ = memory_.allocate<int32_t>(n.recv_tokens, what);
+  msg_slot_ = memory_.allocate<int32_t>(n.msg_slot, what);
   msg_entries_ = memory_.allocate<int32_t>(n.msg_entries, what);
   msg_rows_ = memory_.allocate<int32_t>(n.msg_rows, what);
   msg_weights_ = memory_.allocate<float>(n.msg_weights, what);
@@ -40,6 +41,7 @@ LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, Handl
   // "nothing received" rather than from uninitialised memory.
   const char* zeroing = "zeroing the handle's receive state";
   check_cuda(cudaMemsetAsync(recv_tokens_, 0, n.recv_tokens * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(msg_slot_, 0, n.msg_slot * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(msg_entries_, 0, n.msg_entries * sizeof(int32_t), stream), zeroing);
   // Combine loads every entry slot of a message with its count; slots past it hold zeros.
   check_cuda(cudaMemsetAsync(msg_rows_, 0, n.msg_rows * sizeof(int32_t), stream), zeroing);
@@ -114,6 +116,7 @@ kernels::LlCommon LlHandle::common() const {
   k.geo.max_entries = max_entries_;
   k.handle.topk_idx = topk_idx_;
   k.handle.recv_tokens = recv_tokens_;
+  k.handle.msg_slot = msg_slot_;
   k.handle.msg_entries = msg_entries_;
   k.handle.msg_rows = msg_rows_;
   k.handle.msg_weights = msg_weights_;

@@ -40,6 +40,7 @@ union Vector {
 
 // The entries of one received message, read by its first warp into shared memory.
 struct MessageEntries {
+  int slot;  // source * max_tokens + token
   int entries;
   int flat_row[kWarpSize];  // -1 for an entry dispatch could not place (reported there)
   float weight[kWarpSize];
@@ -88,27 +89,38 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step) {
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseStart);
 #endif
+  __shared__ MessageEntries entries;
+  const int slices = p.message_slices;
+  // Message n's records: the first message's load beside the token counts (the dispatch
+  // wrote a record for every message it received, at its number, so the load needs none).
+  const auto load_records = [&](int n) {
+    if (threadIdx.x >= kWarpSize) return;
+    // The count and every entry slot load together; slots past the count are not used.
+    if (lane == 0) {
+      entries.slot = c.handle.msg_slot[n];
+      entries.entries = c.handle.msg_entries[n];
+    }
+    if (lane < g.max_entries) {
+      entries.flat_row[lane] = c.handle.msg_rows[static_cast<size_t>(n) * g.max_entries + lane];
+      entries.weight[lane] = c.handle.msg_weights[static_cast<size_t>(n) * g.max_entries + lane];
+    }
+  };
+  const int first = static_cast<int>(blockIdx.x);
+  if (first / slices < g.nranks * g.max_tokens) load_records(first / slices);
   for (int s = threadIdx.x; s < g.nranks; s += blockDim.x)
     tokens_from[s] = static_cast<uint32_t>(c.handle.recv_tokens[s]);
   __syncthreads();
 
-  __shared__ MessageEntries entries;
   const int messages = received_messages(tokens_from, g.nranks);
-  const int slices = p.message_slices;
   const int vectors = g.hidden / kChannelsPerVector;
   // One block per (message, slice of its row).
-  for (int item = blockIdx.x; item < messages * slices; item += gridDim.x) {
-    const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
-    const VectorSlice part = vector_slice(vectors, item % slices, slices);
-    if (threadIdx.x < kWarpSize) {
-      // The count and every entry slot load together; slots past the count are not used.
-      if (lane == 0) entries.entries = c.handle.msg_entries[m.index];
-      if (lane < g.max_entries) {
-        entries.flat_row[lane] = c.handle.msg_rows[static_cast<size_t>(m.index) * g.max_entries + lane];
-        entries.weight[lane] = c.handle.msg_weights[static_cast<size_t>(m.index) * g.max_entries + lane];
-      }
+  for (int item = first; item < messages * slices; item += gridDim.x) {
+    if (item != first) {
+      load_records(item / slices);
+      __syncthreads();
     }
-    __syncthreads();
+    const ReceivedMessage m{entries.slot / g.max_tokens, entries.slot % g.max_tokens, entries.slot, item / slices};
+    const VectorSlice part = vector_slice(vectors, item % slices, slices);
     if constexpr (kHome) {
       send_entry_rows(p, m.source, m.token, entries.entries, entries.flat_row, part);
     } else {

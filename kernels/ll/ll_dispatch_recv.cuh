@@ -85,9 +85,10 @@ __device__ __forceinline__ void place_token(const LlDispatchParams& p, const cha
     placed->scale_row[0] = scale_row;
     if (records) {
       // Combine sends this row back as it is (EPC_WEIGHTING_NONE).
-      c.handle.msg_entries[m.index] = placed->entries;
-      c.handle.msg_rows[static_cast<size_t>(m.index) * g.max_entries] = row;
-      c.handle.msg_weights[static_cast<size_t>(m.index) * g.max_entries] = 1.0f;
+      c.handle.msg_slot[m.number] = m.index;
+      c.handle.msg_entries[m.number] = placed->entries;
+      c.handle.msg_rows[static_cast<size_t>(m.number) * g.max_entries] = row;
+      c.handle.msg_weights[static_cast<size_t>(m.number) * g.max_entries] = 1.0f;
     }
   }
   if (!records || row < 0) return;  // uniform over the warp
@@ -162,7 +163,10 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       if (lane < g.max_entries)
         entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
       if (lane == 0) {
-        if (records) c.handle.msg_entries[m.index] = entries;
+        if (records) {
+          c.handle.msg_slot[m.number] = m.index;
+          c.handle.msg_entries[m.number] = entries;
+        }
         placed.entries = entries;
       }
       if (lane < entries) {
@@ -179,7 +183,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
         placed.flat_row[lane] = flat_row;
         placed.scale_row[lane] = flat_row < 0 ? -1 : l * p.out_scales.expert_stride + row * p.out_scales.row_stride;
         if (records) {
-          const size_t at = static_cast<size_t>(m.index) * g.max_entries + lane;
+          const size_t at = static_cast<size_t>(m.number) * g.max_entries + lane;
           c.handle.msg_rows[at] = flat_row;
           c.handle.msg_weights[at] = entry.weight;
         }

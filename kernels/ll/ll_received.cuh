@@ -10,7 +10,8 @@ namespace epc::kernels {
 struct ReceivedMessage {
   int source;
   int token;
-  int index;  // slot number: source * max_tokens + token
+  int index;   // slot number: source * max_tokens + token
+  int number;  // i: its place in (source, token) order, which indexes the handle's records
 };
 
 __device__ __forceinline__ int received_messages(const uint32_t* tokens_from, int nranks) {
@@ -23,11 +24,12 @@ __device__ __forceinline__ int received_messages(const uint32_t* tokens_from, in
 __device__ __forceinline__ ReceivedMessage received_message(int i, const uint32_t* tokens_from, int nranks,
                                                             int max_tokens) {
   int s = 0;
-  while (s < nranks - 1 && i >= static_cast<int>(tokens_from[s])) {
-    i -= static_cast<int>(tokens_from[s]);
+  int token = i;
+  while (s < nranks - 1 && token >= static_cast<int>(tokens_from[s])) {
+    token -= static_cast<int>(tokens_from[s]);
     ++s;
   }
-  return {s, i, s * max_tokens + i};
+  return {s, token, s * max_tokens + token, i};
 }
 
 }  // namespace epc::kernels

@@ -56,9 +56,14 @@ struct LlGeometry {
 struct LlHandleArrays {
   const int32_t* topk_idx;  // [B, K] int32, validated
   int32_t* recv_tokens;     // [R] tokens each source sent in the last dispatch
-  int32_t* msg_entries;     // [R, T] entries of message (s, t) that landed here
-  int32_t* msg_rows;        // [R, T, max_entries] flat row l * R*T + row of each entry
-  float* msg_weights;       // [R, T, max_entries]
+  // The last dispatch's records of its received messages, message n (in (source, token)
+  // order, ll_received.cuh) at n, so that combine can load message n's without first
+  // reading recv_tokens to find where it is: its slot source * T + token, its entries, the
+  // flat row l * R*T + row and the weight of each.
+  int32_t* msg_slot;     // [R * T]
+  int32_t* msg_entries;  // [R * T]
+  int32_t* msg_rows;     // [R * T, max_entries]
+  float* msg_weights;    // [R * T, max_entries]
   // [num_experts] entries of the routing per expert, counted when the routing is set: the
   // count table each dispatch sends every rank.
   const int32_t* expert_entries;
