@@ -18,18 +18,33 @@ class StagingBuilder {
  public:
   explicit StagingBuilder(kernels::StagingMap& map) : map_(map) {}
 
-  // Rows of `row_bytes`, `row_stride` apart from `offset`, one per writer rank (or node).
+  // Rows of `row_bytes`, `row_stride` apart from `offset`, one per writer rank (or node),
+  // staged whole, per destination.
   void add(Staged name, uint32_t slot, uint64_t offset, uint64_t row_stride, uint64_t row_bytes, RowOf row_of,
            StagedFor staged_for) {
-    if (map_.count == static_cast<uint32_t>(kernels::kMaxStagedArrays)) {
-      fail(EPC_ERR_INTERNAL, "more staged arrays than kernels::kMaxStagedArrays");
+    if (map_.count == static_cast<uint32_t>(kernels::kMaxStagedArrays) ||
+        staged_for == StagedFor::kOnceForRemoteRanks) {
+      fail(EPC_ERR_INTERNAL, "more staged arrays than kernels::kMaxStagedArrays, or a whole row staged once");
     }
-    uint64_t& cursor = staged_for == StagedFor::kRemoteRailPeer ? rail_cursor_ : rank_cursor_;
-    const kernels::StagedArray a{offset, row_stride, row_bytes, cursor, name, slot, row_of, staged_for};
-    map_.arrays[map_.count++] = a;
-    cursor = kernels::staged_align(cursor + row_bytes);
-    map_.rank_block_bytes = rank_cursor_;
-    map_.rail_block_bytes = rail_cursor_;
+    map_.arrays[map_.count] = kernels::StagedArray{offset, row_stride, row_bytes, 0, name, slot, row_of, staged_for};
+    place(map_.arrays[map_.count++], row_bytes);
+  }
+  // Rows of records of `record_stride` bytes, of which bytes [part_begin, part_begin +
+  // part_bytes) of each are staged (packed; 16-byte multiples), per destination or once.
+  void add_parts(Staged name, uint32_t slot, uint64_t offset, uint64_t row_stride, uint64_t row_bytes,
+                 uint64_t record_stride, uint64_t part_begin, uint64_t part_bytes, StagedFor staged_for) {
+    const uint64_t align = kernels::kStagedRowAlignment;
+    if (map_.part_count == static_cast<uint32_t>(kernels::kMaxStagedParts) || row_bytes % record_stride != 0 ||
+        part_begin + part_bytes > record_stride || record_stride % align != 0 || part_bytes % align != 0 ||
+        part_bytes == 0 || row_bytes >= kernels::kMaxStagedRecordRowBytes) {
+      fail(EPC_ERR_INTERNAL, "a staged array's parts do not tile its records");
+    }
+    kernels::StagedParts& p = map_.parts[map_.part_count++];
+    p = kernels::StagedParts{{offset, row_stride, row_bytes, 0, name, slot, RowOf::kRank, staged_for},
+                             record_stride,
+                             part_begin,
+                             part_bytes};
+    place(p.rows, p.staged_bytes());
   }
   // Shorthands: rows by writer rank, bound for every rank of another node; uint64 words.
   void to_every_rank(Staged name, uint32_t slot, uint64_t offset, uint64_t row_bytes) {
@@ -43,20 +58,42 @@ class StagingBuilder {
   kernels::StagingMap& map_;
   uint64_t rank_cursor_ = 0;
   uint64_t rail_cursor_ = 0;
+  uint64_t shared_cursor_ = 0;
+
+  // Places `bytes` of `a` at its block's cursor, 16-byte aligned.
+  void place(kernels::StagedArray& a, uint64_t bytes) {
+    uint64_t& cursor = a.staged_for == StagedFor::kRemoteRailPeer       ? rail_cursor_
+                       : a.staged_for == StagedFor::kOnceForRemoteRanks ? shared_cursor_
+                                                                        : rank_cursor_;
+    a.staged = cursor;
+    cursor = kernels::staged_align(cursor + bytes);
+    map_.rank_block_bytes = rank_cursor_;
+    map_.rail_block_bytes = rail_cursor_;
+    map_.shared_block_bytes = shared_cursor_;
+  }
 };
 
 // What the low-latency kernels write into a peer: per slot, the messages and entry counts of
 // dispatch (kernels/ll/ll_dispatch_send.cuh), combine's partial rows
 // (ll_combine_parts.cuh), and in each direction's signal region the writer's step signal and
-// credit (kernels/device/step_signal.cuh, ll_slot_credit.cuh).
+// credit (kernels/device/step_signal.cuh, ll_slot_credit.cuh). A message's header names the
+// token's entries on its destination, so it is staged per destination; its payload (the
+// token's row, or its e4m3 bytes and scales) is the same bytes for every destination, so it
+// is staged once per (slot, token) and put from there to each rank of another node hosting
+// one of the token's entries. Partials are one row per (destination, token): per
+// destination.
 void plan_low_latency(const GroupConfig& c, const Topology& t, const Plan& plan, StagingBuilder& b) {
   const int T = static_cast<int>(c.max_tokens_per_rank);
   const int L = static_cast<int>(c.local_experts(t.nranks));
   const uint64_t messages = kernels::ll_record_offset(1, 0, T, plan.message_bytes);
+  const uint64_t header = ll_message_header_bytes(c);
   const uint64_t partials = kernels::ll_record_offset(1, 0, T, static_cast<uint64_t>(c.hidden) * 2);
   for (uint32_t s = 0; s < plan.num_slots; ++s) {
     const uint64_t recv = plan.region(EPC_REGION_DISPATCH_RECV, s).offset;
-    b.to_every_rank(Staged::kLlMessages, s, recv, messages);
+    b.add_parts(Staged::kLlMessageHeaders, s, recv, messages, messages, plan.message_bytes, 0, header,
+                StagedFor::kEveryRemoteRank);
+    b.add_parts(Staged::kLlMessagePayloads, s, recv, messages, messages, plan.message_bytes, header,
+                plan.message_bytes - header, StagedFor::kOnceForRemoteRanks);
     b.to_every_rank(Staged::kLlCounts, s, recv + kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes),
                     kernels::ll_count_offset(1, 0, L));
     b.to_every_rank(Staged::kLlDispatchSignals, s, plan.region(EPC_REGION_DISPATCH_SIGNAL, s).offset,
@@ -125,8 +162,9 @@ kernels::StagingMap plan_staging(const GroupConfig& c, const Topology& t, const 
     plan_high_throughput(c, t, plan, b);
   }
   // Each block is at most one rank's window; the blocks stay inside kMaxWindowBytes.
-  const uint64_t blocks = uint64_t{map.remote_ranks} + map.remote_nodes;
-  const uint64_t block = map.rank_block_bytes > map.rail_block_bytes ? map.rank_block_bytes : map.rail_block_bytes;
+  const uint64_t blocks = uint64_t{map.remote_ranks} + map.remote_nodes + (map.shared_block_bytes > 0 ? 1 : 0);
+  uint64_t block = map.rank_block_bytes > map.rail_block_bytes ? map.rank_block_bytes : map.rail_block_bytes;
+  block = block > map.shared_block_bytes ? block : map.shared_block_bytes;
   if (block > kMaxWindowBytes / blocks) {
     fail_argument(
         format("the window would need more than %llu bytes per rank: each of the %d ranks outside the "

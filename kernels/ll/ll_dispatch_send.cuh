@@ -5,9 +5,11 @@
 // rank][token] (zero entries where the token has none, so receivers never read a stale
 // header; in the token layouts the tokens before it sent there), and stores the
 // payload once into every rank that hosts one of its entries: the row as it is (16-bit, or the
-// caller's quantized row and its scale bytes), or quantized to e4m3 on the way. One block sends each rank the table of entries per local expert
-// (counted when the routing was set); the last block to finish signals every rank with
-// (epoch, B).
+// caller's quantized row and its scale bytes), or quantized to e4m3 on the way. Ranks of other
+// nodes share one staged copy of the payload (the staging map stages it once per slot and
+// token), written once and put to each of them. One block sends each rank the table of
+// entries per local expert (counted when the routing was set); the last block to finish
+// signals every rank with (epoch, B).
 #pragma once
 
 #include "kernels/device/fp8.cuh"
@@ -48,13 +50,50 @@ __device__ __forceinline__ RowPrefetch prefetch_row(const char* row, VectorSlice
   return f;
 }
 
-// Stores the slice `part` of the token's payload into every destination in `route`. Each
-// thread owns one 16-byte vector of the source row per round (the first rounds already in
-// `first`); for fp8 the 16 lanes holding one 128-channel block agree on its scale through
-// shuffles, so rounds are warp-uniform (slices start at whole warps of vectors).
+// warp_find_payloads across nodes, a call (one-node launches never make it): ranks of other
+// nodes all read the one staged copy of the payload (buffer() returns the same address for
+// each of them), which is listed once, at its first such destination, so that send_payload
+// writes it once; inside the node, each destination's own memory, as in one node.
+__device__ __noinline__ static void warp_find_payloads_across_nodes(PeerTransport transport, uint64_t payload_at,
+                                                                    const TokenRoute* route, char** payloads,
+                                                                    int* count) {
+  static_assert(kMaxTopk <= kWarpSize, "a lane per destination");
+  const int lane = lane_id();
+  const bool valid = lane < route->num_dests;
+  const int dest = valid ? route->dest[lane] : 0;
+  const bool staged = valid && !transport.in_node(dest);
+  const unsigned staged_lanes = __ballot_sync(0xffffffffu, staged);
+  const bool listed = valid && (!staged || lane == __ffs(staged_lanes) - 1);
+  const unsigned listed_lanes = __ballot_sync(0xffffffffu, listed);
+  if (listed) {
+    payloads[__popc(listed_lanes & ((1u << lane) - 1))] = static_cast<char*>(transport.record_buffer(payload_at, dest));
+  }
+  if (lane == 0) *count = __popc(listed_lanes);
+}
+
+// Called by one warp: where send_payload stores the token's payload, whose window offset in
+// every destination is `payload_at`: `payloads[0, *count)`.
+__device__ __forceinline__ void warp_find_payloads(const PeerTransport& transport, uint64_t payload_at,
+                                                   const TokenRoute& route, char** payloads, int* count) {
+  if (!transport.one_node) {
+    warp_find_payloads_across_nodes(transport, payload_at, &route, payloads, count);
+    return;
+  }
+  for (int d = lane_id(); d < route.num_dests; d += kWarpSize) {
+    payloads[d] = static_cast<char*>(transport.record_buffer(payload_at, route.dest[d]));
+  }
+  if (lane_id() == 0) *count = route.num_dests;
+}
+
+// Stores the slice `part` of the token's payload through `payloads[0, count)`
+// (warp_find_payloads). Each thread owns one 16-byte vector of the source row per round
+// (the first rounds already in `first`); for fp8 the 16 lanes holding one 128-channel block
+// agree on its scale through shuffles, so rounds are warp-uniform (slices start at whole
+// warps of vectors). The destination loops stay loops (unroll 1), as they compiled before
+// payload pointers were looked up apart from the messages: unrolled, they grew the kernel.
 template <LlPayload kPayload>
 __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, const RowPrefetch& first,
-                                             VectorSlice part, char* const* messages, const TokenRoute& route) {
+                                             VectorSlice part, char* const* payloads, int count) {
   const LlGeometry& g = p.common.geo;
   const int rounds_end = part.begin + (part.end - part.begin + kWarpSize - 1) / kWarpSize * kWarpSize;
   int round = 0;
@@ -68,8 +107,9 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
     }
     if (kPayload != LlPayload::kFp8) {  // 16-bit rows and passthrough rows go as they are
       if (!valid) continue;
-      for (int d = 0; d < route.num_dests; ++d) {
-        reinterpret_cast<int4*>(messages[d] + g.header_bytes)[v] = raw;
+#pragma unroll 1
+      for (int d = 0; d < count; ++d) {
+        reinterpret_cast<int4*>(payloads[d])[v] = raw;
       }
       continue;
     }
@@ -89,8 +129,9 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
     for (int e = 0; e < kChannelsPerVector; ++e) q[e] = float_to_e4m3(__fdiv_rn(values[e], scale));
     const uint2 packed = *reinterpret_cast<const uint2*>(q);
     const int block = v / kVectorsPerFp8Block;
-    for (int d = 0; d < route.num_dests; ++d) {
-      char* payload = messages[d] + g.header_bytes;
+#pragma unroll 1
+    for (int d = 0; d < count; ++d) {
+      char* payload = payloads[d];
       reinterpret_cast<uint2*>(payload)[v] = packed;
       if (v % kVectorsPerFp8Block == 0) reinterpret_cast<float*>(payload + g.hidden)[block] = scale;
     }
@@ -107,19 +148,18 @@ __device__ __forceinline__ int32_t first_table_count(const LlCommon& c) {
 // EPC_QUANT_PASSTHROUGH: the token's scale bytes, behind its row in every destination's
 // message (in 32-bit words where their count allows: the host then requires x_scales to be
 // 4-byte aligned; messages are 16-byte aligned).
-__device__ __forceinline__ void send_scales(const LlDispatchParams& p, int t, char* const* messages,
-                                            const TokenRoute& route) {
-  const int at = p.common.geo.header_bytes + p.payload_row_bytes;
+__device__ __forceinline__ void send_scales(const LlDispatchParams& p, int t, char* const* payloads, int count) {
+  const int at = p.payload_row_bytes;
   const char* scales = static_cast<const char*>(p.x_scales) + static_cast<size_t>(t) * p.scale_bytes;
   const bool words = p.scale_bytes % 4 == 0;
   const int units = words ? p.scale_bytes / 4 : p.scale_bytes;
   for (int i = threadIdx.x; i < units; i += blockDim.x) {
     if (words) {
       const uint32_t w = __ldg(reinterpret_cast<const uint32_t*>(scales) + i);
-      for (int d = 0; d < route.num_dests; ++d) reinterpret_cast<uint32_t*>(messages[d] + at)[i] = w;
+      for (int d = 0; d < count; ++d) reinterpret_cast<uint32_t*>(payloads[d] + at)[i] = w;
     } else {
       const unsigned char b = __ldg(reinterpret_cast<const unsigned char*>(scales) + i);
-      for (int d = 0; d < route.num_dests; ++d) reinterpret_cast<unsigned char*>(messages[d] + at)[i] = b;
+      for (int d = 0; d < count; ++d) reinterpret_cast<unsigned char*>(payloads[d] + at)[i] = b;
     }
   }
 }
@@ -183,7 +223,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   __shared__ TokenRoute route;
-  __shared__ char* messages[kMaxTopk];
+  __shared__ char* payloads[kMaxTopk];
+  __shared__ int payload_count;
   extern __shared__ int places[];  // [nranks] in the token layouts (send_shared)
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseStart);
@@ -217,14 +258,14 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     if (threadIdx.x < kWarpSize && first_slice) {
       // Headers: one per rank, entries in top-k order.
       for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
-        auto* header = static_cast<LlMessageHeader*>(c.transport.buffer(message_at, d));
+        auto* header = static_cast<LlMessageHeader*>(c.transport.record_buffer(message_at, d));
         header->place = kByToken ? places[d] : t;
         header->entries = route.entries_on_rank(d);
       }
       const int j = threadIdx.x;
       if (j < c.topk && route.expert[j] >= 0) {
         const int dest = route.expert[j] / g.local_experts;
-        char* message = static_cast<char*>(c.transport.buffer(message_at, dest));
+        char* message = static_cast<char*>(c.transport.record_buffer(message_at, dest));
         LlMessageEntry entry;
         entry.local_expert = route.expert[j] - dest * g.local_experts;
         entry.position = kByToken ? j : route.position[j];
@@ -233,36 +274,35 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       }
     }
     if (threadIdx.x < kWarpSize) {
-      for (int d = threadIdx.x; d < route.num_dests; d += kWarpSize) {
-        messages[d] = static_cast<char*>(c.transport.buffer(message_at, route.dest[d]));
-      }
+      warp_find_payloads(c.transport, message_at + g.header_bytes, route, payloads, &payload_count);
     }
     __syncthreads();
-    send_payload<kPayload>(p, row, first, part, messages, route);
-    if (passthrough && first_slice) send_scales(p, t, messages, route);
+    send_payload<kPayload>(p, row, first, part, payloads, payload_count);
+    if (passthrough && first_slice) send_scales(p, t, payloads, payload_count);
     __syncthreads();
     // Every rank got a header (the first slice's); ranks hosting an entry also each slice's
     // payload bytes and, for fp8, its blocks' scales (passthrough: the first slice's block
-    // sends all of them).
+    // sends all of them; across nodes put from the one staged copy, which the staging map
+    // finds for every destination).
     const uint64_t vector_bytes = fp8 ? 8 : 16;
     for (int d = 0; d < g.nranks; ++d) {
-      if (first_slice) c.transport.commit(message_at, g.header_bytes, d, threadIdx.x, blockDim.x);
+      if (first_slice) c.transport.commit_record(message_at, g.header_bytes, d, threadIdx.x, blockDim.x);
       if (route.entries_on_rank(d) == 0) continue;
       const uint64_t payload_at = message_at + g.header_bytes;
       if (passthrough && first_slice) {
-        c.transport.commit(payload_at + p.payload_row_bytes, p.scale_bytes, d, threadIdx.x, blockDim.x);
+        c.transport.commit_record(payload_at + p.payload_row_bytes, p.scale_bytes, d, threadIdx.x, blockDim.x);
       }
       if (part.end == part.begin) continue;
-      c.transport.commit(payload_at + part.begin * vector_bytes, (part.end - part.begin) * vector_bytes, d, threadIdx.x,
-                         blockDim.x);
+      c.transport.commit_record(payload_at + part.begin * vector_bytes, (part.end - part.begin) * vector_bytes, d,
+                                threadIdx.x, blockDim.x);
       if (fp8) {
         const int b0 = part.begin / kVectorsPerFp8Block;
         const int b1 = (part.end + kVectorsPerFp8Block - 1) / kVectorsPerFp8Block;
-        c.transport.commit(payload_at + g.hidden + b0 * sizeof(float), (b1 - b0) * sizeof(float), d, threadIdx.x,
-                           blockDim.x);
+        c.transport.commit_record(payload_at + g.hidden + b0 * sizeof(float), (b1 - b0) * sizeof(float), d, threadIdx.x,
+                                  blockDim.x);
       }
     }
-    __syncthreads();  // `route` and `messages` are rewritten for the next token
+    __syncthreads();  // `route` and `payloads` are rewritten for the next token
   }
   if (tables) send_count_tables(p, g.count_table_offset(p.recv_offset), early.first_count);
 #ifdef EPC_PHASE_TRACE

@@ -23,7 +23,11 @@
 // this rank's staged copy of its own row in its own window (NetStaging: the staging map of
 // kernels/wire/staging_map.hpp places it), commit puts it to the peer, and signal travels
 // behind the puts. Writers must not read back what they wrote through
-// buffer().
+// buffer(). Arrays of records of which the staging map stages parts (low-latency dispatch
+// messages: a header per destination, the payload once for all) are reached through
+// record_buffer() and commit_record() instead, with the same meaning; bytes staged once
+// have one address for every peer outside the node, where the writer writes them once, and
+// commit_record puts them to each peer it names.
 //
 // Signal words follow two rules, which the kernels' flags and counters already keep:
 //   - One rank writes a given word of a given peer (rows of signal arrays are per writer),
@@ -58,7 +62,13 @@ __device__ inline bool PeerTransport::in_node(int peer) const {
 // commit() of a kernel it sat among the hot loops that one-node launches run, which made
 // them slower (bench/results/ll_session11_ab_1xh100.md).
 __device__ __noinline__ static uint64_t staged_offset_call(const StagingMap* map, uint64_t offset, int rank, int peer) {
-  return map->staged_offset(offset, rank, peer);
+  return map->staged_row_offset(offset, rank, peer);
+}
+// The same for bytes of record parts (low-latency messages: headers per destination, the
+// payload once for all), a call of its own so that its division costs the other lookups
+// nothing.
+__device__ __noinline__ static uint64_t staged_part_call(const StagingMap* map, uint64_t offset, int rank, int peer) {
+  return map->staged_part_offset(offset, rank, peer);
 }
 
 // The network's put and signal, as calls for the same reason: one-node launches never make
@@ -74,6 +84,10 @@ __device__ __noinline__ static void net_signal_call(NetTransport net, ncclWindow
 
 __device__ inline uint64_t PeerTransport::staged(uint64_t offset, int peer) const {
   return staged_offset_call(staging.map, offset, staging.rank, peer);
+}
+
+__device__ inline uint64_t PeerTransport::staged_part(uint64_t offset, int peer) const {
+  return staged_part_call(staging.map, offset, staging.rank, peer);
 }
 
 __device__ inline void* PeerTransport::local(uint64_t offset) const {
@@ -97,6 +111,19 @@ __device__ inline void* PeerTransport::buffer(uint64_t offset, int peer) const {
 __device__ inline void PeerTransport::commit(uint64_t offset, uint64_t bytes, int peer, int part, int parts) const {
   if (in_node(peer)) return;
   const uint64_t at = staged(offset, peer);
+  if (at != kNotStaged) net_put_call(net, window, peer, offset, at, bytes, part, parts);
+}
+
+__device__ inline void* PeerTransport::record_buffer(uint64_t offset, int peer) const {
+  if (in_node(peer)) return node_peer(offset, peer);
+  const uint64_t at = staged_part(offset, peer);
+  return at == kNotStaged ? nullptr : local(at);
+}
+
+__device__ inline void PeerTransport::commit_record(uint64_t offset, uint64_t bytes, int peer, int part,
+                                                    int parts) const {
+  if (in_node(peer)) return;
+  const uint64_t at = staged_part(offset, peer);
   if (at != kNotStaged) net_put_call(net, window, peer, offset, at, bytes, part, parts);
 }
 

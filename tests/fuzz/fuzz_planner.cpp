@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/config.hpp"
 #include "core/error.hpp"
@@ -107,29 +108,38 @@ void check_region_names(const epc::Plan& plan) {
 
 // Ranks outside a node (LSA team or virtual node) get a staging region, the last one, laid
 // out by the staging map (kernels/wire/staging_map.hpp): each staged array's rows lie inside
-// one region before it, a writer's row is at most its stride, the rows of a block are in
-// order, 16-byte aligned, disjoint and inside it, the region holds exactly the blocks (up to
-// its rounding), and it is never larger than the mirror of the whole span per remote rank it
-// replaced.
+// one region before it, a writer's row is at most its stride, an array's part of each record
+// lies inside the record (16-byte multiples), the rows of a block are 16-byte aligned,
+// disjoint and inside it, the region holds exactly the blocks (up
+// to its rounding), and it is never larger than the mirror of the whole span per remote rank
+// it replaced. Low-latency messages are two arrays over the same rows, headers per
+// destination and payloads staged once, whose parts tile each message; the region then holds
+// one message header, count row, partial row and signal words per remote rank and one payload
+// per token and slot, linear in the ranks.
 void check_staging_map(const epc::GroupConfig& c, const epc::Topology& t, const epc::Plan& plan) {
   const epc::kernels::StagingMap& map = plan.staging_map;
   const uint64_t remote = static_cast<uint64_t>(t.remote_ranks());
   FUZZ_CHECK((map.count > 0) == (remote > 0));
   if (remote == 0) {
-    FUZZ_CHECK(map.offset == 0 && map.bytes() == 0);
+    FUZZ_CHECK(map.offset == 0 && map.bytes() == 0 && map.part_count == 0);
     return;
   }
   const epc::Region& r = plan.region(EPC_REGION_NET_STAGING);
   FUZZ_CHECK(&r == &plan.regions.back() && r.offset == map.offset);
   FUZZ_CHECK(map.remote_ranks == remote && map.remote_nodes == static_cast<uint32_t>(t.nodes() - 1));
   FUZZ_CHECK(map.node_size == static_cast<uint32_t>(t.node_size));
-  FUZZ_CHECK(map.rank_block_bytes % 16 == 0 && map.rail_block_bytes % 16 == 0);
+  FUZZ_CHECK(map.rank_block_bytes % 16 == 0 && map.rail_block_bytes % 16 == 0 && map.shared_block_bytes % 16 == 0);
   FUZZ_CHECK(r.size >= map.bytes() && r.size - map.bytes() < epc::kRegionAlignment);
   FUZZ_CHECK(map.bytes() <= mul(remote, r.offset));
-  FUZZ_CHECK(map.count == (c.mode == EPC_MODE_LOW_LATENCY ? 1 + 5 * plan.num_slots : 15u));
-  uint64_t end[2] = {0, 0};  // where the previous row of a rank block, a rail block ends
-  for (uint32_t i = 0; i < map.count; ++i) {
-    const epc::kernels::StagedArray& a = map.arrays[i];
+  FUZZ_CHECK(map.count ==
+             (c.mode == EPC_MODE_LOW_LATENCY ? 1 + epc::kernels::kLlStagedArraysPerSlot * plan.num_slots : 15u));
+  FUZZ_CHECK(map.part_count ==
+             (c.mode == EPC_MODE_LOW_LATENCY ? epc::kernels::kLlStagedPartsPerSlot * plan.num_slots : 0u));
+  uint64_t end[3] = {0, 0, 0};  // where the previous row of a rank, rail, shared block ends
+  const uint64_t block[3] = {map.rank_block_bytes, map.rail_block_bytes, map.shared_block_bytes};
+  // Staged rows in the order the planner placed them: whole-row arrays and record parts
+  // interleave in the rank blocks, so both lists are checked against one cursor per block.
+  auto check_row = [&](const epc::kernels::StagedArray& a, uint64_t staged_bytes) {
     const uint64_t rows =
         a.row_of == epc::kernels::RowOf::kNode ? static_cast<uint64_t>(t.nodes()) : static_cast<uint64_t>(t.nranks);
     FUZZ_CHECK(a.row_bytes > 0 && a.row_bytes <= a.row_stride);
@@ -139,13 +149,71 @@ void check_staging_map(const epc::GroupConfig& c, const epc::Topology& t, const 
     }
     FUZZ_CHECK(holder != nullptr && holder->kind != EPC_REGION_NET_STAGING);
     FUZZ_CHECK(add(a.offset, mul(rows, a.row_stride)) <= holder->offset + holder->size);
-    const size_t kind = a.staged_for == epc::kernels::StagedFor::kRemoteRailPeer ? 1 : 0;
-    FUZZ_CHECK(a.staged % 16 == 0 && a.staged >= end[kind]);
-    end[kind] = add(a.staged, a.row_bytes);
-    FUZZ_CHECK(end[kind] <= (kind == 1 ? map.rail_block_bytes : map.rank_block_bytes));
+    const size_t kind = static_cast<size_t>(a.staged_for);
+    FUZZ_CHECK(kind < 3);
+    FUZZ_CHECK(a.staged % 16 == 0);
+    end[kind] = std::max(end[kind], add(a.staged, staged_bytes));
+    FUZZ_CHECK(end[kind] <= block[kind]);
     FUZZ_CHECK(map.array(a.name, a.slot) == &a);
+  };
+  // Disjoint staged rows: sorted by place within each block kind.
+  struct Placed {
+    size_t kind;
+    uint64_t begin, end;
+  };
+  std::vector<Placed> placed;
+  for (uint32_t i = 0; i < map.count; ++i) {
+    const epc::kernels::StagedArray& a = map.arrays[i];
+    FUZZ_CHECK(a.staged_for != epc::kernels::StagedFor::kOnceForRemoteRanks);  // whole rows go per destination
+    check_row(a, a.row_bytes);
+    placed.push_back({static_cast<size_t>(a.staged_for), a.staged, a.staged + a.row_bytes});
   }
-  FUZZ_CHECK(map.rank_block_bytes == (end[0] + 15) / 16 * 16 && map.rail_block_bytes == (end[1] + 15) / 16 * 16);
+  for (uint32_t i = 0; i < map.part_count; ++i) {
+    const epc::kernels::StagedParts& p = map.parts[i];
+    FUZZ_CHECK(p.record_stride > 0 && p.rows.row_bytes % p.record_stride == 0 && p.record_stride % 16 == 0);
+    FUZZ_CHECK(p.part_bytes > 0 && p.part_bytes % 16 == 0 && add(p.part_begin, p.part_bytes) <= p.record_stride);
+    FUZZ_CHECK(p.rows.row_bytes < epc::kernels::kMaxStagedRecordRowBytes);
+    check_row(p.rows, p.staged_bytes());
+    FUZZ_CHECK(map.parts_of(p.rows.name, p.rows.slot) == &p);
+    placed.push_back({static_cast<size_t>(p.rows.staged_for), p.rows.staged, p.rows.staged + p.staged_bytes()});
+    // Only low-latency payloads are staged once.
+    FUZZ_CHECK((p.rows.staged_for == epc::kernels::StagedFor::kOnceForRemoteRanks) ==
+               (p.rows.name == epc::kernels::Staged::kLlMessagePayloads));
+    if (p.rows.name != epc::kernels::Staged::kLlMessagePayloads) continue;
+    // A message is its header, staged per destination, and its payload, staged once: the
+    // two parts tile it.
+    const epc::kernels::StagedParts* headers = map.parts_of(epc::kernels::Staged::kLlMessageHeaders, p.rows.slot);
+    FUZZ_CHECK(headers != nullptr && headers->rows.offset == p.rows.offset);
+    FUZZ_CHECK(headers->rows.row_bytes == p.rows.row_bytes && headers->record_stride == p.record_stride);
+    FUZZ_CHECK(p.record_stride == plan.message_bytes && p.records() == c.max_tokens_per_rank);
+    FUZZ_CHECK(headers->part_begin == 0 && headers->part_bytes == epc::ll_message_header_bytes(c));
+    FUZZ_CHECK(p.part_begin == headers->part_bytes && p.part_begin + p.part_bytes == p.record_stride);
+    // The lookup: the first payload byte of rank 0's last token, bound for the first and the
+    // last rank outside its node, is one staged byte; its header's first byte two.
+    const int first = t.node_size, last = t.nranks - 1;
+    const uint64_t message = p.rows.writer_row(0, 0) + mul(c.max_tokens_per_rank - 1, p.record_stride);
+    const uint64_t payload = add(message, p.part_begin);
+    FUZZ_CHECK(map.staged_offset(payload, 0, first) != epc::kernels::kNotStaged);
+    FUZZ_CHECK(map.staged_offset(payload, 0, first) == map.staged_offset(payload, 0, last));
+    FUZZ_CHECK(map.staged_row_offset(payload, 0, first) == epc::kernels::kNotStaged);
+    FUZZ_CHECK(first == last || map.staged_offset(message, 0, first) != map.staged_offset(message, 0, last));
+  }
+  std::sort(placed.begin(), placed.end(),
+            [](const Placed& a, const Placed& b) { return a.kind != b.kind ? a.kind < b.kind : a.begin < b.begin; });
+  for (size_t i = 1; i < placed.size(); ++i) {
+    if (placed[i].kind == placed[i - 1].kind) FUZZ_CHECK(placed[i].begin >= placed[i - 1].end);
+  }
+  for (size_t k = 0; k < 3; ++k) FUZZ_CHECK(block[k] == (end[k] + 15) / 16 * 16);
+  if (c.mode == EPC_MODE_LOW_LATENCY) {
+    // Linear in the ranks: per remote rank everything but the payloads, which are staged
+    // once per (slot, token), never per destination.
+    const uint64_t header = epc::ll_message_header_bytes(c);
+    const uint64_t payload = plan.message_bytes - header;
+    FUZZ_CHECK(map.shared_block_bytes == mul(mul(plan.num_slots, c.max_tokens_per_rank), payload));
+    const uint64_t per_slot = add(mul(c.max_tokens_per_rank, add(header, mul(c.hidden, 2))),
+                                  add(mul(c.num_experts / static_cast<uint64_t>(t.nranks), 4), 64));
+    FUZZ_CHECK(map.rank_block_bytes <= add(mul(plan.num_slots, per_slot), 16));
+  }
 }
 
 void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::Plan& plan) {

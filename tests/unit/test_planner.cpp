@@ -284,10 +284,11 @@ TEST(Planner, RanksOutsideTheNodeGetStagingBlocks) {
   const epc::Plan flat = epc::make_plan(c, {4, 4, 1});
   EXPECT_EQ(flat.staging_map.count, 0u);
   EXPECT_EQ(flat.regions.back().kind, EPC_REGION_COMBINE_SIGNAL);
-  // A block, L = 16: the barrier word (8 -> 16), then per slot 64 messages of 2112 B (header
-  // 8 + 4 * 12 = 56 -> 64, row 2048), 16 counts (64), the signal row (16), 64 partial rows of
-  // 2048 B and the signal row: 16 + 2 * (135168 + 64 + 16 + 131072 + 16) = 532688.
-  const uint64_t block = 532688;
+  // A block, L = 16: the barrier word (8 -> 16), then per slot the headers of 64 messages of
+  // 2112 B (header 8 + 4 * 12 = 56 -> 64, row 2048), 16 counts (64), the signal row (16), 64
+  // partial rows of 2048 B and the signal row: 16 + 2 * (4096 + 64 + 16 + 131072 + 16) =
+  // 270544. Behind the blocks the messages' payloads, staged once: 2 * 64 * 2048 = 262144.
+  const uint64_t block = 270544, shared = 262144;
   for (uint32_t node_size : {1u, 2u}) {
     c.virtual_node_size = node_size;
     const epc::Plan plan = epc::make_plan(c, {4, 4, 1});
@@ -298,16 +299,18 @@ TEST(Planner, RanksOutsideTheNodeGetStagingBlocks) {
     EXPECT_EQ(plan.staging_map.offset, staging.offset);
     EXPECT_EQ(plan.staging_map.rank_block_bytes, block);
     EXPECT_EQ(plan.staging_map.rail_block_bytes, 0u);
+    EXPECT_EQ(plan.staging_map.shared_block_bytes, shared);
     EXPECT_EQ(staging.offset, flat.regions.back().offset + flat.regions.back().size);
-    EXPECT_EQ(staging.size, (remote * block + 255) / 256 * 256);  // 1598208, 1065472
-    EXPECT_EQ(plan.gin_contexts, 0u);                             // one LSA team: the stand-in carries it
+    EXPECT_EQ(staging.size, (remote * block + shared + 255) / 256 * 256);  // 1073920, 803328
+    EXPECT_EQ(plan.gin_contexts, 0u);                                      // one LSA team: the stand-in carries it
   }
   c.virtual_node_size = 4;  // the whole team: no network at all
   EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).staging_map.count, 0u);
   c.virtual_node_size = 0;
-  // Two nodes of 4, L = 8: counts of 32 B, a block of 532624, 4 of them.
+  // Two nodes of 4, L = 8: counts of 32 B, a block of 270480, 4 of them, and the payloads:
+  // 1081920 + 262144 = 1344064 -> 1344256.
   const epc::Plan two_nodes = epc::make_plan(c, {8, 4, 2});
-  EXPECT_EQ(two_nodes.region(EPC_REGION_NET_STAGING).size, 2130688u);
+  EXPECT_EQ(two_nodes.region(EPC_REGION_NET_STAGING).size, 1344256u);
 }
 
 EpcStatus plan_status(const epc::GroupConfig& c, epc::Topology t) {

@@ -6,7 +6,9 @@
 //   - every written byte has a staged byte inside net_staging, and a write's bytes stay
 //     contiguous there (the transport puts a write from one staged address);
 //   - no staged byte holds two (peer, window byte) pairs, so data bytes and the words that
-//     keep the last value signalled never share one;
+//     keep the last value signalled never share one; except the bytes staged once for every
+//     rank of another node (low-latency payloads): each of those holds one source byte, the
+//     same (slot, token, byte) for every peer it is put to, at one staged address;
 //   - 16-byte writes at 16-byte-aligned window offsets are staged 16-byte aligned, and
 //     signal words 8-byte aligned, each with a GIN signal id where the nodes are LSA teams;
 //   - the region holds nothing else: the bytes no write reaches are at most the 16-byte
@@ -14,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "core/planner.hpp"
@@ -33,6 +36,9 @@ struct Write {
   uint64_t offset;  // in the peer's window
   uint64_t bytes;
   bool signal = false;  // a signal word: its staged copy keeps the last value signalled
+  // The bytes are the same for every peer (the writer's token payload): what is written is
+  // named by the window offset alone, which names (slot, token, byte), whatever the peer.
+  bool same_for_every_peer = false;
 };
 
 // Ranks outside `writer`'s node, and its rail peer in each other node.
@@ -64,10 +70,11 @@ std::vector<Write> ll_writes(const epc::GroupConfig& c, const epc::Topology& t, 
       const uint64_t recv = plan.region(EPC_REGION_DISPATCH_RECV, s).offset;
       for (int t_ = 0; t_ < T; ++t_) {
         // ll_dispatch_send.cuh: each message's header to every rank, its payload (and fp8
-        // scales, right behind the row) to ranks hosting an entry.
+        // scales, right behind the row) to ranks hosting an entry: the token's bytes, the
+        // same for each of them.
         const uint64_t at = recv + epc::kernels::ll_record_offset(writer, t_, T, plan.message_bytes);
         out.push_back({p, at, header});
-        out.push_back({p, at + header, c.payload_row_bytes()});
+        out.push_back({p, at + header, c.payload_row_bytes(), false, true});
         // ll_combine_parts.cuh: the partial row for each token received from this peer.
         const uint64_t partials = plan.region(EPC_REGION_COMBINE_RECV, s).offset;
         out.push_back({p, partials + epc::kernels::ll_record_offset(writer, t_, T, uint64_t{c.hidden} * 2),
@@ -145,8 +152,11 @@ void check_writer(const epc::GroupConfig& c, const epc::Topology& t, const epc::
   const epc::Region& region = plan.region(EPC_REGION_NET_STAGING);
   const std::vector<Write> writes =
       c.mode == EPC_MODE_LOW_LATENCY ? ll_writes(c, t, plan, writer) : ht_writes(c, t, plan, writer);
-  // owner[b]: the (peer, window byte) staged at byte b of the region, + 1 (0: none).
+  // owner[b]: the (peer, window byte) staged at byte b of the region, + 1 (0: none); for
+  // bytes the same for every peer, the peer is nranks (one source for all).
   std::vector<uint64_t> owner(region.size, 0);
+  // Where each byte the same for every peer is staged: one place for all of them.
+  std::map<uint64_t, uint64_t> shared_at;
   uint64_t records = 0;
   for (const Write& w : writes) {
     ASSERT_GT(w.bytes, 0u);
@@ -167,18 +177,25 @@ void check_writer(const epc::GroupConfig& c, const epc::Topology& t, const epc::
         EXPECT_NE(plan.gin_signal_map.id(w.offset, t.node_of(w.peer)), epc::kernels::kNoGinSignal) << w.offset;
       }
     }
+    if (w.same_for_every_peer) {
+      const auto [it, first] = shared_at.emplace(w.offset, at);
+      ASSERT_EQ(it->second, at) << "peer " << w.peer << " offset " << w.offset << ": staged twice";
+      if (first) ++records;
+    } else {
+      ++records;
+    }
+    const uint64_t source = w.same_for_every_peer ? static_cast<uint64_t>(t.nranks) : static_cast<uint64_t>(w.peer);
     for (uint64_t i = 0; i < w.bytes; ++i) {
-      const uint64_t key = static_cast<uint64_t>(w.peer) * plan.symmetric_bytes + w.offset + i + 1;
+      const uint64_t key = source * plan.symmetric_bytes + w.offset + i + 1;
       uint64_t& slot = owner[at - region.offset + i];
       ASSERT_TRUE(slot == 0 || slot == key) << "staged byte " << at + i << " holds two bytes";
       slot = key;
     }
-    ++records;
   }
   uint64_t unwritten = 0;
   for (uint64_t o : owner) unwritten += o == 0 ? 1 : 0;
-  const uint64_t blocks = uint64_t{map.remote_ranks} + map.remote_nodes;
-  EXPECT_LE(unwritten, blocks * map.count * 15 + records * 15 + epc::kRegionAlignment - 1)
+  const uint64_t blocks = uint64_t{map.remote_ranks} + map.remote_nodes + 1;
+  EXPECT_LE(unwritten, blocks * (map.count + map.part_count) * 15 + records * 15 + epc::kRegionAlignment - 1)
       << "net_staging holds " << unwritten << " bytes no kernel writes";
 }
 
@@ -246,7 +263,7 @@ TEST(StagingMap, NamedGettersMatchTheLookup) {
   ASSERT_EQ(map.count, 15u);
   const epc::kernels::StagedArray* rail = map.array(epc::kernels::Staged::kHtRailRows);
   ASSERT_NE(rail, nullptr);
-  EXPECT_EQ(map.array(epc::kernels::Staged::kLlMessages, 0), nullptr);
+  EXPECT_EQ(map.array(epc::kernels::Staged::kLlMessageHeaders, 0), nullptr);
   // Writer 5 (node 1, local index 1); its rail peer in node 3 is rank 13, the third other node.
   EXPECT_EQ(map.staged_offset(rail->writer_row(5, 1), 5, 13), map.rail_block(2) + rail->staged);
   EXPECT_EQ(map.rail_block(0), map.offset + 12 * map.rank_block_bytes);
@@ -256,6 +273,51 @@ TEST(StagingMap, NamedGettersMatchTheLookup) {
   EXPECT_EQ(map.staged_offset(layout->writer_row(5, 1) + 4, 5, 14), map.rank_block(10) + layout->staged + 4);
   // Another writer's row is not this writer's to stage.
   EXPECT_EQ(map.staged_offset(layout->writer_row(6, 1), 5, 14), kNotStaged);
+}
+
+// Low-latency messages: a token's header is staged per rank of another node, its payload
+// once, at one address for all of them, in the shared block behind the rank blocks.
+TEST(StagingMap, LowLatencyPayloadsAreStagedOnce) {
+  using epc::kernels::Staged;
+  using epc::kernels::StagedFor;
+  const auto c = group_config(EPC_MODE_LOW_LATENCY, 64, 256, 8, 4);
+  const epc::Plan plan = epc::make_plan(c, {16, 4, 4});
+  const epc::kernels::StagingMap& map = plan.staging_map;
+  ASSERT_EQ(map.count, 1u + 4u * plan.num_slots);
+  ASSERT_EQ(map.part_count, 2u * plan.num_slots);
+  const epc::kernels::StagedParts* headers = map.parts_of(Staged::kLlMessageHeaders, 1);
+  const epc::kernels::StagedParts* payloads = map.parts_of(Staged::kLlMessagePayloads, 1);
+  ASSERT_NE(headers, nullptr);
+  ASSERT_NE(payloads, nullptr);
+  EXPECT_EQ(map.array(Staged::kLlMessagePayloads, 1), &payloads->rows);
+  EXPECT_EQ(headers->rows.staged_for, StagedFor::kEveryRemoteRank);
+  EXPECT_EQ(payloads->rows.staged_for, StagedFor::kOnceForRemoteRanks);
+  // Header 8 + 4 * 12 = 56 -> 64 bytes, payload 512: messages of 576 bytes, 8 per row.
+  const uint64_t header = epc::ll_message_header_bytes(c);
+  ASSERT_EQ(header, 64u);
+  ASSERT_EQ(plan.message_bytes, 576u);
+  EXPECT_EQ(headers->part_begin, 0u);
+  EXPECT_EQ(headers->part_bytes, header);
+  EXPECT_EQ(payloads->part_begin, header);
+  EXPECT_EQ(payloads->part_bytes, 512u);
+  EXPECT_EQ(map.shared_block_bytes, plan.num_slots * 8u * 512u);
+  EXPECT_EQ(map.shared_block(), map.offset + 12 * map.rank_block_bytes);
+  // Writer 5 (node 1), token 3, in slot 1 of any peer.
+  const uint64_t message =
+      plan.region(EPC_REGION_DISPATCH_RECV, 1).offset + epc::kernels::ll_record_offset(5, 3, 8, plan.message_bytes);
+  for (int peer : {0, 3, 8, 14, 15}) {
+    EXPECT_EQ(map.staged_offset(message + header + 16, 5, peer),
+              map.shared_block() + payloads->rows.staged + 3 * 512 + 16)
+        << peer;
+  }
+  // Its header bound for rank 14, the tenth rank outside node 1, and for rank 0, the first.
+  EXPECT_EQ(map.staged_offset(message + 8, 5, 14), map.rank_block(10) + headers->rows.staged + 3 * header + 8);
+  EXPECT_EQ(map.staged_offset(message + 8, 5, 0), map.rank_block(0) + headers->rows.staged + 3 * header + 8);
+  // The message's last byte (no padding here), then the next message's header.
+  EXPECT_EQ(map.staged_offset(message + plan.message_bytes - 1, 5, 0),
+            map.shared_block() + payloads->rows.staged + 4 * 512 - 1);
+  EXPECT_EQ(map.staged_offset(message + plan.message_bytes, 5, 0),
+            map.rank_block(0) + headers->rows.staged + 4 * header);
 }
 
 // One node: no staging, and no map for the transport to read.
