@@ -58,6 +58,37 @@ std::string nodes_label(int node_size) {
   return ::testing::AssertionSuccess();
 }
 
+// Tokens (of any rank) with entries on ranks of their rank's own node and on `remote` or
+// more ranks of other nodes. A low-latency payload is staged once and put to every rank of
+// another node that hosts an entry (kernels/wire/staging_map.hpp), and stored directly into
+// the ranks of its own node: the routing must have tokens that go both ways, and (with two
+// ranks or more outside a node) to two ranks of other nodes, for the case to cover that.
+int tokens_sent_across(const ref::Problem& p, int node_size, int remote, bool and_in_node) {
+  int tokens = 0;
+  for (int rank = 0; rank < p.nranks; ++rank) {
+    const ref::RankTokens& sent = p.ranks[rank];
+    for (int t = 0; t < sent.num_tokens; ++t) {
+      std::vector<bool> hosts(p.nranks, false);
+      for (int j = 0; j < p.topk; ++j) {
+        const int64_t expert = sent.topk_idx[static_cast<size_t>(t) * p.topk + j];
+        if (expert >= 0) hosts[p.rank_of_expert(expert)] = true;
+      }
+      int across = 0;
+      bool in_node = false;
+      for (int r = 0; r < p.nranks; ++r) {
+        if (!hosts[r]) continue;
+        if (r / node_size == rank / node_size) {
+          in_node = true;
+        } else {
+          ++across;
+        }
+      }
+      if (across >= remote && (in_node || !and_in_node)) ++tokens;
+    }
+  }
+  return tokens;
+}
+
 // LL: random routing with masked entries and random B, then skewed routing (a hot expert
 // on the last rank takes a third of the entries) with one rank empty; fp8 dispatch too.
 TEST(VirtualNodes, LowLatencyMatchesTheReference) {
@@ -77,6 +108,10 @@ TEST(VirtualNodes, LowLatencyMatchesTheReference) {
     ll::clear_rank(problems.back(), 0);
     problems.push_back(problems.front());  // the first routing again, in the other slot
     const std::string label = "low latency, " + nodes_label(node_size);
+    EXPECT_GT(tokens_sent_across(problems[0], node_size, 1, /*and_in_node=*/true), 0) << label;
+    if (context().env.world_size - node_size >= 2) {
+      EXPECT_GT(tokens_sent_across(problems[0], node_size, 2, /*and_in_node=*/false), 0) << label;
+    }
     ll::run_sequence(group.get(), shape, problems, 43000, label);
 
     ref::LlDispatchOptions fp8;
