@@ -257,6 +257,16 @@ EpcCombineArgs read_combine_args(const EpcCombineArgs* args) {
   return a;
 }
 
+EpcWeighting resolve_expert_weighting(EpcWeighting weighting, uint32_t group_flags) {
+  if (weighting == EPC_WEIGHTING_HOME && (group_flags & EPC_GROUP_COMBINE_PER_ENTRY) == 0) {
+    fail_argument(
+        "EpcCombineArgs.weighting is EPC_WEIGHTING_HOME, which returns one row per (token, top-k entry); the "
+        "group's combine window holds one per (token, rank): create the group with EpcGroupConfig.flags "
+        "EPC_GROUP_COMBINE_PER_ENTRY");
+  }
+  return weighting == EPC_WEIGHTING_DEFAULT ? EPC_WEIGHTING_SENDER : weighting;
+}
+
 EpcWeighting resolve_ht_weighting(EpcWeighting weighting, EpcLayout layout, uint32_t group_flags) {
   if (layout != EPC_LAYOUT_EXPERT_PACKED) {
     if (weighting == EPC_WEIGHTING_SENDER || weighting == EPC_WEIGHTING_HOME) {
@@ -266,13 +276,7 @@ EpcWeighting resolve_ht_weighting(EpcWeighting weighting, EpcLayout layout, uint
     }
     return EPC_WEIGHTING_NONE;
   }
-  if (weighting == EPC_WEIGHTING_HOME && (group_flags & EPC_GROUP_COMBINE_PER_ENTRY) == 0) {
-    fail_argument(
-        "EpcCombineArgs.weighting is EPC_WEIGHTING_HOME, which returns one row per (token, top-k entry); the "
-        "group's combine window holds one per (token, rank): create the group with EpcGroupConfig.flags "
-        "EPC_GROUP_COMBINE_PER_ENTRY");
-  }
-  return weighting == EPC_WEIGHTING_DEFAULT ? EPC_WEIGHTING_SENDER : weighting;
+  return resolve_expert_weighting(weighting, group_flags);
 }
 
 int resolve_send_sms(uint32_t send_sms, uint32_t num_sms, int device_sms, const char* field) {

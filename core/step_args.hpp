@@ -53,6 +53,10 @@ EpcCombineArgs read_combine_args(const EpcCombineArgs* args);
 // HOME on FLAT and for HOME on a group without EPC_GROUP_COMBINE_PER_ENTRY (its combine
 // window has no per-entry slots; the message names EpcGroupConfig.flags too).
 EpcWeighting resolve_ht_weighting(EpcWeighting weighting, EpcLayout layout, uint32_t group_flags);
+// The weighting of an expert layout (HT EXPERT_PACKED, LL EXPERT_PADDED) once the layout's own
+// refusals are made: DEFAULT is SENDER; HOME needs a group with EPC_GROUP_COMBINE_PER_ENTRY
+// (else INVALID_ARGUMENT naming the flag).
+EpcWeighting resolve_expert_weighting(EpcWeighting weighting, uint32_t group_flags);
 
 // A step's SM budget for its sending launch (EpcDispatchArgs or EpcCombineArgs .send_sms,
 // named `field`) after its default, 0: the group's num_sms. Throws INVALID_ARGUMENT when it

@@ -131,13 +131,7 @@ EpcWeighting resolve_ll_weighting(EpcWeighting weighting, EpcLayout layout, uint
           "EPC_WEIGHTING_HOME)",
           EPC_ABI_MAJOR, EPC_ABI_MINOR));
     }
-    if (weighting == EPC_WEIGHTING_HOME && (group_flags & EPC_GROUP_COMBINE_PER_ENTRY) == 0) {
-      fail_argument(
-          "EpcCombineArgs.weighting is EPC_WEIGHTING_HOME, which returns one row per (token, top-k entry); the "
-          "group's combine window holds one per (token, rank): create the group with EpcGroupConfig.flags "
-          "EPC_GROUP_COMBINE_PER_ENTRY");
-    }
-    return weighting == EPC_WEIGHTING_DEFAULT ? EPC_WEIGHTING_SENDER : weighting;
+    return resolve_expert_weighting(weighting, group_flags);
   }
   if (weighting == EPC_WEIGHTING_SENDER || weighting == EPC_WEIGHTING_HOME) {
     fail_argument(
