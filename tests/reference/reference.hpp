@@ -134,6 +134,7 @@
 // shapes above, topk_idx outside [-1, E), fp8 (LL or HT) with H % 128 != 0.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -258,6 +259,61 @@ LlLayout ll_layout(const Problem& problem);
 // rank's in-kernel cast makes it (quantize_row_fp8); `scratch` holds the row in float.
 void quantize_source_token(const Problem& p, const uint16_t* x_row, bool round_scale_ue8m0, std::vector<float>& scratch,
                            uint8_t* q_out, float* scales_out);
+
+// An LL dispatch's payload, the same in every LL layout: each received row holds its source
+// token's 16-bit row, its fp8 cast (quantize_source_token) or the caller's passthrough bytes.
+// Construction validates the payload (std::invalid_argument naming `who`); allocate sizes a
+// result's payload arrays for `rows` rows (all zero); load takes one source token; store
+// copies it into a result's row. Results are LlDispatchResult or LlTokenResult.
+class LlSourcePayload {
+ public:
+  LlSourcePayload(const Problem& p, bool use_fp8, bool round_scale_ue8m0, bool passthrough,
+                  const PassthroughFormat& format, const char* who);
+
+  template <typename Result>
+  void allocate(Result& out, std::size_t rows) const {
+    if (use_fp8_) {
+      out.x_fp8.assign(rows * hidden_, 0);
+      out.fp8_scales.assign(rows * blocks_, 0.0f);
+    } else if (passthrough_) {
+      out.x_quant.assign(rows * row_bytes_, 0);
+      out.x_scale_bytes.assign(rows * scale_bytes_, 0);
+    } else {
+      out.x.assign(rows * hidden_, 0);
+    }
+  }
+
+  void load(const RankTokens& rank, int t);
+
+  template <typename Result>
+  void store(Result& out, std::size_t row) const {
+    if (use_fp8_) {
+      std::copy(fp8_.begin(), fp8_.end(), out.x_fp8.begin() + row * hidden_);
+      std::copy(scales_.begin(), scales_.end(), out.fp8_scales.begin() + row * blocks_);
+    } else if (passthrough_) {
+      copy_passthrough_token(*rank_, t_, row_bytes_, scale_bytes_, out.x_quant.data() + row * row_bytes_,
+                             out.x_scale_bytes.data() + row * scale_bytes_);
+    } else {
+      std::copy(x_row_, x_row_ + hidden_, out.x.begin() + row * hidden_);
+    }
+  }
+
+ private:
+  const Problem& p_;
+  bool use_fp8_;
+  bool round_scale_ue8m0_;
+  bool passthrough_;
+  std::size_t hidden_;
+  std::size_t blocks_;       // fp8 scales per row
+  std::size_t row_bytes_;    // passthrough
+  std::size_t scale_bytes_;  // passthrough
+  const RankTokens* rank_ = nullptr;
+  int t_ = 0;
+  const uint16_t* x_row_ = nullptr;
+  std::vector<float> scratch_;
+  std::vector<uint8_t> fp8_;
+  std::vector<float> scales_;
+};
 
 // One result per receiving rank q (index q).
 std::vector<LlDispatchResult> ll_dispatch(const Problem& problem, const LlDispatchOptions& options = {});

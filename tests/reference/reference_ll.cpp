@@ -121,28 +121,45 @@ LlLayout ll_layout(const Problem& problem) {
   return layout;
 }
 
-std::vector<LlDispatchResult> ll_dispatch(const Problem& problem, const LlDispatchOptions& options) {
-  const Problem& p = problem;
-  const LlLayout layout = ll_layout(p);  // validates the problem
-  if (options.passthrough && options.use_fp8) {
-    throw std::invalid_argument("epc::ref::ll_dispatch: passthrough and use_fp8 exclude each other");
-  }
-  if (options.passthrough) {
-    validate_passthrough_payload(p, options.format);
+LlSourcePayload::LlSourcePayload(const Problem& p, bool use_fp8, bool round_scale_ue8m0, bool passthrough,
+                                 const PassthroughFormat& format, const char* who)
+    : p_(p),
+      use_fp8_(use_fp8),
+      round_scale_ue8m0_(round_scale_ue8m0),
+      passthrough_(passthrough),
+      hidden_(static_cast<std::size_t>(p.hidden)),
+      blocks_(static_cast<std::size_t>(p.hidden) / kFp8BlockChannels),
+      row_bytes_(0),
+      scale_bytes_(0) {
+  const std::string prefix = std::string("epc::ref::") + who + ": ";
+  if (passthrough && use_fp8) throw std::invalid_argument(prefix + "passthrough and use_fp8 exclude each other");
+  if (passthrough) {
+    validate_passthrough_payload(p, format);
+    row_bytes_ = static_cast<std::size_t>(passthrough_row_bytes(p.hidden, format));
+    scale_bytes_ = static_cast<std::size_t>(passthrough_scale_bytes(format));
   } else {
     validate_x16_payload(p);
   }
-  if (options.use_fp8 && p.hidden % kFp8BlockChannels != 0) {
-    throw std::invalid_argument(
-        "epc::ref::ll_dispatch: fp8 needs hidden to be a multiple of "
-        "128, got " +
-        std::to_string(p.hidden));
+  if (use_fp8 && p.hidden % kFp8BlockChannels != 0) {
+    throw std::invalid_argument(prefix + "fp8 needs hidden to be a multiple of 128, got " + std::to_string(p.hidden));
   }
-  const std::size_t row_bytes = options.passthrough ? passthrough_row_bytes(p.hidden, options.format) : 0;
-  const std::size_t scale_bytes = options.passthrough ? passthrough_scale_bytes(options.format) : 0;
+  fp8_.resize(use_fp8 ? hidden_ : 0);
+  scales_.resize(use_fp8 ? blocks_ : 0);
+}
+
+void LlSourcePayload::load(const RankTokens& rank, int t) {
+  rank_ = &rank;
+  t_ = t;
+  x_row_ = passthrough_ ? nullptr : rank.x.data() + static_cast<std::size_t>(t) * hidden_;
+  if (use_fp8_) quantize_source_token(p_, x_row_, round_scale_ue8m0_, scratch_, fp8_.data(), scales_.data());
+}
+
+std::vector<LlDispatchResult> ll_dispatch(const Problem& problem, const LlDispatchOptions& options) {
+  const Problem& p = problem;
+  const LlLayout layout = ll_layout(p);  // validates the problem
+  LlSourcePayload payload(p, options.use_fp8, options.round_scale_ue8m0, options.passthrough, options.format,
+                          "ll_dispatch");
   const int L = p.local_experts();
-  const std::size_t H = static_cast<std::size_t>(p.hidden);
-  const std::size_t blocks = H / kFp8BlockChannels;
   const std::size_t rows = static_cast<std::size_t>(L) * layout.rows_per_expert;
 
   std::vector<LlDispatchResult> results(p.nranks);
@@ -154,41 +171,19 @@ std::vector<LlDispatchResult> ll_dispatch(const Problem& problem, const LlDispat
     out.is_fp8 = options.use_fp8;
     out.counts = layout.counts[q];
     out.src.assign(rows, SourceRef{});
-    if (options.use_fp8) {
-      out.x_fp8.assign(rows * H, 0);
-      out.fp8_scales.assign(rows * blocks, 0.0f);
-    } else if (options.passthrough) {
-      out.x_quant.assign(rows * row_bytes, 0);
-      out.x_scale_bytes.assign(rows * scale_bytes, 0);
-    } else {
-      out.x.assign(rows * H, 0);
-    }
+    payload.allocate(out, rows);
   }
 
-  std::vector<float> scratch;
-  std::vector<uint8_t> token_fp8(options.use_fp8 ? H : 0);
-  std::vector<float> token_scales(options.use_fp8 ? blocks : 0);
   for (int r = 0; r < p.nranks; ++r) {
     const RankTokens& rank = p.ranks[r];
     for (int t = 0; t < rank.num_tokens; ++t) {
-      const uint16_t* x_row = options.passthrough ? nullptr : rank.x.data() + t * H;
-      if (options.use_fp8) {
-        quantize_source_token(p, x_row, options.round_scale_ue8m0, scratch, token_fp8.data(), token_scales.data());
-      }
+      payload.load(rank, t);
       for (int k = 0; k < p.topk; ++k) {
         const int64_t expert = rank.topk_idx[entry_index(p, t, k)];
         if (expert == -1) continue;
         LlDispatchResult& out = results[p.rank_of_expert(expert)];
         const std::size_t row = out.row_index(p.local_id_of_expert(expert), layout.entry_row[r][entry_index(p, t, k)]);
-        if (options.use_fp8) {
-          std::copy(token_fp8.begin(), token_fp8.end(), out.x_fp8.begin() + row * H);
-          std::copy(token_scales.begin(), token_scales.end(), out.fp8_scales.begin() + row * blocks);
-        } else if (options.passthrough) {
-          copy_passthrough_token(rank, t, row_bytes, scale_bytes, out.x_quant.data() + row * row_bytes,
-                                 out.x_scale_bytes.data() + row * scale_bytes);
-        } else {
-          std::copy(x_row, x_row + H, out.x.begin() + row * H);
-        }
+        payload.store(out, row);
         out.src[row] = SourceRef{r, t, k, rank.topk_weights[entry_index(p, t, k)]};
       }
     }

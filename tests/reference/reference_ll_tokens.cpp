@@ -50,40 +50,18 @@ std::vector<std::vector<int32_t>> ll_token_rows(const Problem& problem, LlTokenL
 std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTokenOptions& options) {
   const Problem& p = problem;
   const std::vector<std::vector<int32_t>> token_row = ll_token_rows(p, options.layout);  // validates
-  if (options.passthrough && options.use_fp8) {
-    throw std::invalid_argument("epc::ref::ll_dispatch_tokens: passthrough and use_fp8 exclude each other");
-  }
-  if (options.passthrough) {
-    validate_passthrough_payload(p, options.format);
-  } else {
-    validate_x16_payload(p);
-  }
-  if (options.use_fp8 && p.hidden % kFp8BlockChannels != 0) {
-    throw std::invalid_argument("epc::ref::ll_dispatch_tokens: fp8 needs hidden to be a multiple of 128, got " +
-                                std::to_string(p.hidden));
-  }
+  LlSourcePayload payload(p, options.use_fp8, options.round_scale_ue8m0, options.passthrough, options.format,
+                          "ll_dispatch_tokens");
   const int L = p.local_experts();
-  const std::size_t H = static_cast<std::size_t>(p.hidden);
   const std::size_t K = static_cast<std::size_t>(p.topk);
-  const std::size_t blocks = H / kFp8BlockChannels;
   const std::size_t rows = static_cast<std::size_t>(p.nranks) * p.max_tokens;
-  const std::size_t row_bytes = options.passthrough ? passthrough_row_bytes(p.hidden, options.format) : 0;
-  const std::size_t scale_bytes = options.passthrough ? passthrough_scale_bytes(options.format) : 0;
 
   std::vector<LlTokenResult> results(p.nranks);
   for (LlTokenResult& out : results) {
     out.rows = static_cast<int>(rows);
     out.is_fp8 = options.use_fp8;
     out.written.assign(rows, 0);
-    if (options.use_fp8) {
-      out.x_fp8.assign(rows * H, 0);
-      out.fp8_scales.assign(rows * blocks, 0.0f);
-    } else if (options.passthrough) {
-      out.x_quant.assign(rows * row_bytes, 0);
-      out.x_scale_bytes.assign(rows * scale_bytes, 0);
-    } else {
-      out.x.assign(rows * H, 0);
-    }
+    payload.allocate(out, rows);
     out.recv_topk_idx.assign(rows * K, -1);
     out.recv_topk_weights.assign(rows * K, 0.0f);
     out.expert_counts.assign(L, 0);
@@ -91,31 +69,17 @@ std::vector<LlTokenResult> ll_dispatch_tokens(const Problem& problem, const LlTo
     out.src.assign(rows, TokenRef{});
   }
 
-  std::vector<float> scratch;
-  std::vector<uint8_t> token_fp8(options.use_fp8 ? H : 0);
-  std::vector<float> token_scales(options.use_fp8 ? blocks : 0);
   for (int r = 0; r < p.nranks; ++r) {
     const RankTokens& rank = p.ranks[r];
     for (int t = 0; t < rank.num_tokens; ++t) {
-      const uint16_t* x_row = options.passthrough ? nullptr : rank.x.data() + t * H;
-      if (options.use_fp8) {
-        quantize_source_token(p, x_row, options.round_scale_ue8m0, scratch, token_fp8.data(), token_scales.data());
-      }
+      payload.load(rank, t);
       for (int q = 0; q < p.nranks; ++q) {
         const int32_t at = token_row[r][static_cast<std::size_t>(t) * p.nranks + q];
         if (at == -1) continue;
         const std::size_t row = static_cast<std::size_t>(at);
         LlTokenResult& out = results[q];
         out.written[row] = 1;
-        if (options.use_fp8) {
-          std::copy(token_fp8.begin(), token_fp8.end(), out.x_fp8.begin() + row * H);
-          std::copy(token_scales.begin(), token_scales.end(), out.fp8_scales.begin() + row * blocks);
-        } else if (options.passthrough) {
-          copy_passthrough_token(rank, t, row_bytes, scale_bytes, out.x_quant.data() + row * row_bytes,
-                                 out.x_scale_bytes.data() + row * scale_bytes);
-        } else {
-          std::copy(x_row, x_row + H, out.x.begin() + row * H);
-        }
+        payload.store(out, row);
         for (int k = 0; k < p.topk; ++k) {
           const int64_t expert = rank.topk_idx[entry_index(p, t, k)];
           if (expert == -1 || p.rank_of_expert(expert) != q) continue;
