@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Per-128-channel e4m3 quantization exactly as the reference model defines it
 // (tests/reference/numeric.hpp): amax over the block (NaN never wins), scale = max(amax,
-// 1e-4) / 448 (optionally rounded up to a power of two, UE8M0), q = satfinite(x / scale).
+// 1e-4) / 448 (optionally rounded up to a power of two, UE8M0), q = satfinite(x / scale),
+// each quotient taken without a division (kernels/wire/fp8_quotient.hpp).
 #pragma once
 
 #include <cuda_fp8.h>
 
 #include <cstdint>
 
+#include "kernels/device/warp.cuh"
+#include "kernels/wire/fp8_quotient.hpp"
 #include "kernels/wire/limits.hpp"
 
 namespace epc::kernels {
@@ -19,16 +22,32 @@ __device__ __forceinline__ float ue8m0_round_up(float scale) {
 }
 
 __device__ __forceinline__ float fp8_block_scale(float amax, bool round_scale_ue8m0) {
-  const float clamped = amax > kFp8MinAmax ? amax : kFp8MinAmax;
-  const float scale = __fdiv_rn(clamped, kE4m3Max);
+  const float scale = fp8_unrounded_scale(amax);
   return round_scale_ue8m0 ? ue8m0_round_up(scale) : scale;
 }
 
 // The larger of two magnitudes, keeping `a` when `b` is NaN (as the reference's scan does).
 __device__ __forceinline__ float amax_combine(float a, float b) { return b > a ? b : a; }
 
+// The largest of the amaxes of the 16 lanes of this lane's half of the warp, called by the
+// whole warp. An amax from amax_combine is never NaN nor negative, and non-negative floats
+// order as their bits do, so two warp-wide integer max reductions (one per half, the other
+// half giving 0) replace four dependent shuffles.
+__device__ __forceinline__ float half_warp_amax(float amax) {
+  const unsigned bits = __float_as_uint(amax);
+  const bool upper = lane_id() >= kWarpSize / 2;
+  const unsigned lower_max = __reduce_max_sync(0xffffffffu, upper ? 0u : bits);
+  const unsigned upper_max = __reduce_max_sync(0xffffffffu, upper ? bits : 0u);
+  return __uint_as_float(upper ? upper_max : lower_max);
+}
+
 __device__ __forceinline__ uint8_t float_to_e4m3(float value) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3));
+}
+
+// float_to_e4m3 of two values in one conversion: `low` in the low byte.
+__device__ __forceinline__ uint16_t float2_to_e4m3x2(float low, float high) {
+  return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(low, high), __NV_SATFINITE, __NV_E4M3));
 }
 
 }  // namespace epc::kernels

@@ -101,7 +101,10 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
     const bool valid = v < part.end;
     int4 raw = make_int4(0, 0, 0, 0);
     if (round < kPrefetchRounds) {
-      raw = first.raw[round];
+#pragma unroll
+      for (int r = 0; r < kPrefetchRounds; ++r) {
+        if (r == round) raw = first.raw[r];  // a register, not an indexed (local-memory) load
+      }
     } else if (valid) {
       raw = reinterpret_cast<const int4*>(row)[v];
     }
@@ -120,14 +123,17 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
       values[e] = half_bits_to_float(half[e], p.x_is_fp16);
       amax = amax_combine(amax, fabsf(values[e]));
     }
-    for (int offset = kVectorsPerFp8Block / 2; offset > 0; offset /= 2) {
-      amax = amax_combine(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    }
+    static_assert(kVectorsPerFp8Block == kWarpSize / 2, "a 128-channel block is half a warp's vectors");
+    amax = half_warp_amax(amax);
     if (!valid) continue;
     const float scale = fp8_block_scale(amax, p.round_scale_ue8m0);
-    uint8_t q[kChannelsPerVector];
-    for (int e = 0; e < kChannelsPerVector; ++e) q[e] = float_to_e4m3(__fdiv_rn(values[e], scale));
-    const uint2 packed = *reinterpret_cast<const uint2*>(q);
+    const Fp8Divisor divisor = fp8_divisor(scale);
+    uint16_t q[kChannelsPerVector / 2];
+    for (int e = 0; e < kChannelsPerVector; e += 2) {
+      q[e / 2] = float2_to_e4m3x2(fp8_quotient(values[e], divisor), fp8_quotient(values[e + 1], divisor));
+    }
+    const uint2 packed =
+        make_uint2(q[0] | (static_cast<uint32_t>(q[1]) << 16), q[2] | (static_cast<uint32_t>(q[3]) << 16));
     const int block = v / kVectorsPerFp8Block;
 #pragma unroll 1
     for (int d = 0; d < count; ++d) {
