@@ -12,32 +12,50 @@
 
 namespace epc::kernels {
 
-// Element `word` of a row of `scales` scales at `row` (fp32, or the passthrough's elements),
-// encoded as E (bit pattern, in the low bits).
+// The source bytes element `word` of a row of `scales` scales at `row` is made of, loaded
+// apart from its encoding so that a receiver can issue the loads early (prefetch_row_scales):
+// one fp32 scale (four for kUe8m0x4, 0 past the row's last block) or one element.
 template <ScaleEncoding E>
-__device__ __forceinline__ uint32_t encode_scale_word(const void* row, int word, int scales) {
-  const float* fp32 = static_cast<const float*>(row);
-  if (E == ScaleEncoding::kFp32) return __float_as_uint(fp32[word]);
-  if (E == ScaleEncoding::kUe8m0) return __float_as_uint(fp32[word]) >> 23;
-  if (E == ScaleEncoding::kRaw8) return static_cast<const uint8_t*>(row)[word];
-  if (E == ScaleEncoding::kRaw16) return static_cast<const uint16_t*>(row)[word];
-  uint32_t packed = 0;
-  for (int b = 0; b < 4; ++b) {
-    const int block = word * 4 + b;
-    if (block < scales) packed |= (__float_as_uint(fp32[block]) >> 23) << (8 * b);
+__device__ __forceinline__ uint4 load_scale_source(const void* row, int word, int scales) {
+  uint4 raw = make_uint4(0, 0, 0, 0);
+  if (E == ScaleEncoding::kUe8m0x4) {
+    const uint32_t* fp32 = static_cast<const uint32_t*>(row);
+    const int block = word * 4;
+    if (block < scales) raw.x = fp32[block];
+    if (block + 1 < scales) raw.y = fp32[block + 1];
+    if (block + 2 < scales) raw.z = fp32[block + 2];
+    if (block + 3 < scales) raw.w = fp32[block + 3];
+  } else if (E == ScaleEncoding::kRaw8) {
+    raw.x = static_cast<const uint8_t*>(row)[word];
+  } else if (E == ScaleEncoding::kRaw16) {
+    raw.x = static_cast<const uint16_t*>(row)[word];
+  } else {
+    raw.x = static_cast<const uint32_t*>(row)[word];
   }
-  return packed;
+  return raw;
+}
+
+// The element load_scale_source loaded, encoded as E (bit pattern, in the low bits).
+template <ScaleEncoding E>
+__device__ __forceinline__ uint32_t encode_scale_source(uint4 raw) {
+  if (E == ScaleEncoding::kUe8m0) return raw.x >> 23;
+  if (E == ScaleEncoding::kUe8m0x4) {
+    return (raw.x >> 23) | ((raw.y >> 23) << 8) | ((raw.z >> 23) << 16) | ((raw.w >> 23) << 24);
+  }
+  return raw.x;
 }
 
 // One received row's scales `src` (`scales` of them), words [begin, end) of them split over
 // the block's threads, stored into every row that row feeds: `rows` of them, whose scales
-// start at elements row_at[j] (negative: the entry did not fit, nothing is stored). The
-// encoding is a template parameter so the loop holds no per-store branch.
+// start at elements row_at[j] (negative: the entry did not fit, nothing is stored). `first`
+// is this thread's first word's source, from prefetch_row_scales. The encoding is a
+// template parameter so the loop holds no per-store branch.
 template <ScaleEncoding E>
 __device__ __forceinline__ void store_row_scales(const ScaleOutput& out, const void* src, int scales, int begin,
-                                                 int end, int rows, const int64_t* row_at) {
-  for (int w = begin + static_cast<int>(threadIdx.x); w < end; w += static_cast<int>(blockDim.x)) {
-    const uint32_t value = encode_scale_word<E>(src, w, scales);
+                                                 int end, int rows, const int64_t* row_at, uint4 first) {
+  const int first_word = begin + static_cast<int>(threadIdx.x);
+  for (int w = first_word; w < end; w += static_cast<int>(blockDim.x)) {
+    const uint32_t value = encode_scale_source<E>(w == first_word ? first : load_scale_source<E>(src, w, scales));
     const int64_t offset = w * out.word_stride;
     for (int j = 0; j < rows; ++j) {
       if (row_at[j] < 0) continue;
@@ -52,18 +70,36 @@ __device__ __forceinline__ void store_row_scales(const ScaleOutput& out, const v
   }
 }
 
+// This thread's first word of store_row_scales (begin + threadIdx.x, if below end), loaded
+// for `encoding`: issued before the received row is placed, its latency overlaps the placing.
+__device__ __forceinline__ uint4 prefetch_row_scales(ScaleEncoding encoding, const void* src, int scales, int begin,
+                                                     int end) {
+  const int w = begin + static_cast<int>(threadIdx.x);
+  if (w >= end) return make_uint4(0, 0, 0, 0);
+  switch (encoding) {
+    case ScaleEncoding::kUe8m0x4:
+      return load_scale_source<ScaleEncoding::kUe8m0x4>(src, w, scales);
+    case ScaleEncoding::kRaw8:
+      return load_scale_source<ScaleEncoding::kRaw8>(src, w, scales);
+    case ScaleEncoding::kRaw16:
+      return load_scale_source<ScaleEncoding::kRaw16>(src, w, scales);
+    default:  // kFp32, kUe8m0: one 32-bit word
+      return load_scale_source<ScaleEncoding::kFp32>(src, w, scales);
+  }
+}
+
 // store_row_scales of the fp8 cast's fp32 scales in out's encoding (kFp32, kUe8m0, kUe8m0x4).
 __device__ __forceinline__ void store_cast_scales(const ScaleOutput& out, const float* src, int scales, int begin,
-                                                  int end, int rows, const int64_t* row_at) {
+                                                  int end, int rows, const int64_t* row_at, uint4 first) {
   switch (out.encoding) {
     case ScaleEncoding::kUe8m0:
-      store_row_scales<ScaleEncoding::kUe8m0>(out, src, scales, begin, end, rows, row_at);
+      store_row_scales<ScaleEncoding::kUe8m0>(out, src, scales, begin, end, rows, row_at, first);
       break;
     case ScaleEncoding::kUe8m0x4:
-      store_row_scales<ScaleEncoding::kUe8m0x4>(out, src, scales, begin, end, rows, row_at);
+      store_row_scales<ScaleEncoding::kUe8m0x4>(out, src, scales, begin, end, rows, row_at, first);
       break;
     default:
-      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at);
+      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at, first);
       break;
   }
 }
@@ -71,16 +107,16 @@ __device__ __forceinline__ void store_cast_scales(const ScaleOutput& out, const 
 // store_row_scales of a passthrough's elements as they are, by their size (kRaw8, kRaw16,
 // kFp32: a 32-bit word).
 __device__ __forceinline__ void store_copied_scales(const ScaleOutput& out, const void* src, int scales, int begin,
-                                                    int end, int rows, const int64_t* row_at) {
+                                                    int end, int rows, const int64_t* row_at, uint4 first) {
   switch (out.encoding) {
     case ScaleEncoding::kRaw8:
-      store_row_scales<ScaleEncoding::kRaw8>(out, src, scales, begin, end, rows, row_at);
+      store_row_scales<ScaleEncoding::kRaw8>(out, src, scales, begin, end, rows, row_at, first);
       break;
     case ScaleEncoding::kRaw16:
-      store_row_scales<ScaleEncoding::kRaw16>(out, src, scales, begin, end, rows, row_at);
+      store_row_scales<ScaleEncoding::kRaw16>(out, src, scales, begin, end, rows, row_at, first);
       break;
     default:
-      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at);
+      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at, first);
       break;
   }
 }

@@ -154,6 +154,16 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       const int v = part.begin + threadIdx.x + r * static_cast<int>(blockDim.x);
       if (v < part.end) first[r] = payload[v];
     }
+    // And the first scales this thread stores, behind the row: the cast's fp32 scales, or
+    // the caller's elements.
+    const char* scales_src = message + g.header_bytes + out_row_bytes;
+    const int scale_count = passthrough ? p.scale_count : g.hidden / kFp8BlockChannels;
+    const VectorSlice words =
+        vector_slice(passthrough ? p.scale_count : scale_words(p.out_scales.encoding, scale_count), slice, slices);
+    uint4 first_scales = make_uint4(0, 0, 0, 0);
+    if (fp8 || passthrough) {
+      first_scales = prefetch_row_scales(p.out_scales.encoding, scales_src, scale_count, words.begin, words.end);
+    }
     if (threadIdx.x < kWarpSize && by_token) {
       place_token(p, message, m, slots, tokens_from, records, &placed);
     } else if (threadIdx.x < kWarpSize) {
@@ -209,14 +219,11 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       }
     }
     if (fp8) {
-      const int scales = g.hidden / kFp8BlockChannels;
-      const VectorSlice words = vector_slice(scale_words(p.out_scales.encoding, scales), slice, slices);
-      store_cast_scales(p.out_scales, reinterpret_cast<const float*>(message + g.header_bytes + g.hidden), scales,
-                        words.begin, words.end, placed.entries, placed.scale_row);
-    } else if (passthrough) {  // the caller's elements, behind its row
-      const VectorSlice words = vector_slice(p.scale_count, slice, slices);
-      store_copied_scales(p.out_scales, message + g.header_bytes + out_row_bytes, p.scale_count, words.begin, words.end,
-                          placed.entries, placed.scale_row);
+      store_cast_scales(p.out_scales, reinterpret_cast<const float*>(scales_src), scale_count, words.begin, words.end,
+                        placed.entries, placed.scale_row, first_scales);
+    } else if (passthrough) {
+      store_copied_scales(p.out_scales, scales_src, scale_count, words.begin, words.end, placed.entries,
+                          placed.scale_row, first_scales);
     }
     __syncthreads();  // `placed` is rewritten for the next message
   }
