@@ -180,7 +180,9 @@ class Buffer:
     group: the ProcessGroup (None: the default group); its backend must be NCCL.
     mode: "low_latency" (default) or "high_throughput" (a Mode or its name).
     num_experts, hidden (required) and every other keyword of GroupConfig
-    (max_tokens_per_rank, max_topk, num_sms, timeout_ms, ...; 0 means the default).
+    (max_tokens_per_rank, max_topk, num_sms, timeout_ms, ...; 0 means the default), among
+    them flags=GroupFlags.COMBINE_PER_ENTRY, which home_topk_weights at ll_combine and
+    ht_combine needs (one node; without it those calls raise the library's EpcError).
     device: the CUDA device (None: torch's current device).
     adopt: None (adopt the group's NCCL communicator when usable), False (never: broadcast
     a unique id), True (adopt or raise).
@@ -373,12 +375,19 @@ class Buffer:
         self._route(state, topk_idx, function)
         self._run("epc_dispatch", state.address, args.address)
 
-    def ll_combine(self, x: Any, topk_idx: Any, *, out: Any = None, slot: int = 0) -> Any:
+    def ll_combine(
+        self, x: Any, topk_idx: Any, *, out: Any = None, slot: int = 0, home_topk_weights: Any = None
+    ) -> Any:
         """Combine the expert outputs x [L, R*T, H] bf16 of the slot's last dispatch into
         out [B, H] (bf16 default, fp16, fp32; B = topk_idx.shape[0]), each token's rows
-        weighted by its dispatch's topk_weights. Collective; on the current stream."""
+        weighted by its dispatch's topk_weights. home_topk_weights [B, K] float32 (a Buffer
+        created with flags=GroupFlags.COMBINE_PER_ENTRY, one node): the weights given here,
+        not dispatch's, as in ht_combine (Weighting.HOME). Collective; on the current stream."""
         if out is None:
             out = self._empty((_first_dim(topk_idx, "topk_idx", "ll_combine"), self.info.hidden), torch.bfloat16)
+        if home_topk_weights is not None:
+            self._call_combine_home(slot, x, home_topk_weights, out)
+            return out
         if torch.compiler.is_compiling():
             torch.ops.epcomm.combine(self.id, slot, x, out)
         else:
@@ -538,10 +547,7 @@ class Buffer:
         if home_topk_weights is not None:
             if topk_weights is not None:
                 raise ValueError("ht_combine: home_topk_weights goes without topk_weights (no backward weights)")
-            if torch.compiler.is_compiling():
-                torch.ops.epcomm.combine_home(self.id, slot, x, home_topk_weights, out)
-            else:
-                self._combine_home(slot, x, home_topk_weights, out)
+            self._call_combine_home(slot, x, home_topk_weights, out)
             return out
         if topk_weights is None:
             if torch.compiler.is_compiling():
@@ -566,12 +572,20 @@ class Buffer:
         self._fill(args, "out_topk_weights", out_topk_weights, _FP32, "ht_combine")
         self._run("epc_combine", state.address, args.address)
 
+    def _call_combine_home(self, slot: int, x: Any, home_topk_weights: Any, out: Any) -> None:
+        """ll_combine's and ht_combine's Weighting.HOME: the custom op under torch.compile."""
+        if torch.compiler.is_compiling():
+            torch.ops.epcomm.combine_home(self.id, slot, x, home_topk_weights, out)
+        else:
+            self._combine_home(slot, x, home_topk_weights, out)
+
     def _combine_home(self, slot: int, x: Any, home_topk_weights: Any, out: Any) -> None:
         state = self._slot(slot)
         args = state.combine_home
-        self._fill(args, "x", x, _BF16, "ht_combine")
-        self._fill(args, "home_topk_weights", home_topk_weights, _FP32, "ht_combine")
-        self._fill(args, "out", out, _OUT, "ht_combine")
+        function = "ll_combine" if self.mode == Mode.LOW_LATENCY else "ht_combine"
+        self._fill(args, "x", x, _BF16, function)
+        self._fill(args, "home_topk_weights", home_topk_weights, _FP32, function)
+        self._fill(args, "out", out, _OUT, function)
         self._run("epc_combine", state.address, args.address)
 
     # -- autograd ---------------------------------------------------------------------------

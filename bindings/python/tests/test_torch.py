@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """epcomm.torch on a real GPU, one rank: a Buffer from a one-rank NCCL process group (the
 group's communicator adopted, and the unique-id fallback), low-latency and high-throughput
-round trips checked exactly, CUDA graph capture and replay, torch.compile of a function
-that dispatches and combines, the high-throughput autograd layer against the same layer
+round trips checked exactly, weights given at combine in both modes, CUDA graph capture
+and replay, torch.compile of a function that dispatches and combines, the high-throughput autograd layer against the same layer
 computed without epcomm, and the refusals of bad input naming the argument.
 
 Skipped, with the reason, where torch is not installed (CI) or EPCOMM_TEST_GPUS is unset.
@@ -15,7 +15,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="epcomm.torch tests: torch is not installed (they run on the GPU machines)")
 
 import epcomm  # noqa: E402
-from gpu_support import requested_gpus  # noqa: E402
+from gpu_support import bits, requested_gpus  # noqa: E402
+from ll_model import LlCase, bf16_bits, first_difference  # noqa: E402
 
 HIDDEN, EXPERTS, TOKENS, TOPK = 512, 8, 32, 2
 
@@ -233,6 +234,81 @@ def test_ht_packed_combine_with_weights_at_home(dist, ept):
         assert torch.equal(out32, want)
         with pytest.raises(ValueError, match="home_topk_weights"):
             buffer.ht_combine(rows, idx, home_topk_weights=home, topk_weights=w)
+
+
+def test_ll_combine_with_weights_at_home(dist, ept):
+    """ll_combine(home_topk_weights=) on a Buffer created with GroupFlags.COMBINE_PER_ENTRY
+    matches the host model bit for bit (ll_model.combine_home_sums, as the Handle-level test
+    in test_gpu_ll.py): eager into an allocated bf16 out, into a float32 out, and compiled
+    (the epcomm.combine_home op); a bad home_topk_weights is refused naming it."""
+    case = LlCase(nranks=1)
+    experts = case.experts_per_rank
+    scales = torch.tensor([case.expert_scale(e) for e in range(experts)], device="cuda").view(experts, 1, 1)
+
+    def inputs(step):
+        values = [[case.x_value(step, 0, t, c) for c in range(case.hidden)] for t in range(case.tokens(step, 0))]
+        x = torch.tensor(values).to(torch.bfloat16).cuda()
+        idx = torch.tensor(case.topk_idx(step, 0), device="cuda")
+        w = torch.tensor(case.topk_weights(step, 0), device="cuda")
+        return x, idx, w, torch.tensor(case.home_weights(step, 0), device="cuda")
+
+    def run_experts(recv, counts):
+        """Local expert l scales its counted rows by expert_scale(l); zeros past them."""
+        counted = torch.arange(recv.shape[1], device="cuda").view(1, -1, 1) < counts.view(-1, 1, 1)
+        scaled = (recv.float() * scales).to(torch.bfloat16)
+        return torch.where(counted, scaled, torch.zeros_like(scaled))
+
+    def check(step, out):
+        sums = case.combine_home_sums(step, 0)
+        if out.dtype == torch.float32:
+            assert out.cpu().tolist() == sums, f"step {step}: float32 combined tokens at home"
+        else:
+            want = [[bf16_bits(v) for v in row] for row in sums]
+            problem = first_difference(f"step {step}: combined tokens at home", bits(torch, out), want)
+            assert not problem, problem
+
+    def layer(x, idx, w, home, out=None):
+        recv, counts = buffer.ll_dispatch(x, idx, w)
+        return buffer.ll_combine(run_experts(recv, counts), idx, out=out, home_topk_weights=home)
+
+    with ept.Buffer(
+        num_experts=case.experts,
+        hidden=case.hidden,
+        max_tokens_per_rank=case.max_tokens,
+        max_topk=4,
+        flags=epcomm.GroupFlags.COMBINE_PER_ENTRY,
+    ) as buffer:
+        x, idx, w, home = inputs(0)
+        recv, _ = buffer.ll_dispatch(x, idx, w)
+        with pytest.raises(epcomm.InvalidTensorError, match="home_topk_weights has dtype torch.float64") as refused:
+            buffer.ll_combine(recv, idx, home_topk_weights=home.double())
+        assert refused.value.function == "ll_combine", refused.value
+        with pytest.raises(epcomm.EpcError, match="home_topk_weights") as caught:
+            buffer.ll_combine(recv, idx, home_topk_weights=home[:-1].contiguous())
+        assert caught.value.status == epcomm.Status.INVALID_ARGUMENT, caught.value
+        check(0, layer(x, idx, w, home))
+        x, idx, w, home = inputs(1)
+        out = torch.empty(len(x), case.hidden, device="cuda")
+        assert layer(x, idx, w, home, out) is out
+        check(1, out)
+        torch._dynamo.reset()
+        compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+        x, idx, w, home = inputs(2)
+        check(2, compiled(x, idx, w, home))
+        explained = torch._dynamo.explain(layer)(x, idx, w, home)
+        ops = " ".join(str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function")
+        assert explained.graph_break_count == 0 and "epcomm.combine_home" in ops, ops
+
+
+def test_ll_combine_with_weights_at_home_needs_the_flag(ll):
+    """A Buffer created without GroupFlags.COMBINE_PER_ENTRY: the library's refusal reaches the
+    caller as EpcError, and the Buffer still works after it."""
+    x, idx, w = routing(16)
+    recv, _ = ll.ll_dispatch(x, idx, w)
+    with pytest.raises(epcomm.EpcError, match="EPC_GROUP_COMBINE_PER_ENTRY") as caught:
+        ll.ll_combine(recv, idx, home_topk_weights=w)
+    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT, caught.value
+    assert torch.equal(ll.ll_combine(recv, idx), x)
 
 
 def moe_forward(x, idx, w, weights, valid=None):
