@@ -108,6 +108,43 @@ __device__ __forceinline__ void place_token(const LlDispatchParams& p, const cha
   }
 }
 
+// The rows expert `l` received (summed over the count tables) and, when the caller accumulates
+// counts, its running total, loaded before the messages are placed: the threads outside the
+// first warp (which places) would otherwise only wait at the block barrier, and loaded after
+// the messages these loads cost the block's part a round trip at its end. Stored after the
+// messages (store_expert_count), so that no store precedes a placing.
+struct ExpertCount {
+  int expert;  // -1: none for this thread
+  int rows;
+  int64_t accumulated;
+};
+
+// Experts served early by the threads outside the first warps of the grid's blocks.
+__device__ __forceinline__ int early_counted_experts() {
+  return static_cast<int>(gridDim.x * (blockDim.x - kWarpSize));
+}
+
+template <bool kByToken>
+__device__ __forceinline__ ExpertCount load_expert_count(const LlDispatchParams& p, const int32_t* table, int l) {
+  const LlGeometry& g = p.common.geo;
+  ExpertCount count{-1, 0, 0};
+  if (l < 0 || l >= g.local_experts) return count;
+  int rows = 0;
+  for (int s = 0; s < g.nranks; ++s) rows += table[s * g.local_experts + l];
+  // Expert zones hold R*T rows; the token layouts count (token, entry) pairs.
+  const int expert_rows = g.nranks * g.max_tokens;
+  count.expert = l;
+  count.rows = kByToken || rows < expert_rows ? rows : expert_rows;
+  if (p.acc_counts != nullptr) count.accumulated = p.acc_counts[l];
+  return count;
+}
+
+__device__ __forceinline__ void store_expert_count(const LlDispatchParams& p, const ExpertCount& count) {
+  if (count.expert < 0) return;
+  p.out_counts[count.expert] = count.rows;
+  if (p.acc_counts != nullptr) p.acc_counts[count.expert] = count.accumulated + count.rows;
+}
+
 // The whole part, run by every thread of every block; false when the block's wait failed
 // (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or FLAT; kPayload:
 // p.payload (ll_dispatch.cu).
@@ -138,6 +175,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       passthrough ? static_cast<size_t>(p.payload_row_bytes) : static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
   const int messages = received_messages(tokens_from, g.nranks);
   const int slices = p.message_slices;
+  const int early_expert =
+      threadIdx.x < kWarpSize ? -1 : static_cast<int>(blockIdx.x * (blockDim.x - kWarpSize) + threadIdx.x - kWarpSize);
+  const ExpertCount early_count = load_expert_count<by_token>(p, table, early_expert);
   __shared__ MessageRows placed;
   for (int item = blockIdx.x; item < messages * slices; item += gridDim.x) {
     const int slice = item % slices;
@@ -228,15 +268,11 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     __syncthreads();  // `placed` is rewritten for the next message
   }
 
-  // The counts come last: their loads and stores would otherwise hold up the warps that
-  // place the first messages by a round trip.
-  for (int l = blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts; l += gridDim.x * blockDim.x) {
-    int rows = 0;
-    for (int s = 0; s < g.nranks; ++s) rows += table[s * columns + l];
-    // Expert zones hold R*T rows; the token layouts count (token, entry) pairs.
-    const int written = by_token || rows < expert_rows ? rows : expert_rows;
-    p.out_counts[l] = written;
-    if (p.acc_counts != nullptr) p.acc_counts[l] += written;
+  store_expert_count(p, early_count);
+  // Experts past what the grid's threads served early (more than about 60000 per rank).
+  for (int l = early_counted_experts() + blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts;
+       l += gridDim.x * blockDim.x) {
+    store_expert_count(p, load_expert_count<by_token>(p, table, l));
   }
   if (by_token && p.out_rank_counts != nullptr) {
     for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < g.nranks; s += gridDim.x * blockDim.x)
