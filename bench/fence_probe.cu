@@ -3,7 +3,8 @@
 // cycles (clock64), after 0 to 128 stores of its own, from one block or from every SM at
 // once. The LL kernels' critical path at small batches is a chain of such operations (the
 // last-block count's acquire-release atomic, the signal's system-scope release); this probe
-// gives their fixed cost apart from the kernels (bench/results/ll_session13_fp8_1xh100.md).
+// gives their fixed cost apart from the kernels (bench/results/ll_session13_fp8_1xh100.md),
+// and what one poll's load of a word costs, with acquire or relaxed order.
 // Prints one line per (operation, stores, blocks): the mean over the blocks of the last of
 // 20 launches.
 #include <cuda_runtime.h>
@@ -13,9 +14,18 @@
 
 namespace {
 
-enum Operation { kFenceSys, kFenceGpu, kFenceScSys, kAtomicAcqRelGpu, kStoreReleaseSys, kOperations };
-const char* const kNames[kOperations] = {"fence.acq_rel.sys", "fence.acq_rel.gpu", "fence.sc.sys", "atom.acq_rel.gpu",
-                                         "st.release.sys"};
+enum Operation {
+  kFenceSys,
+  kFenceGpu,
+  kFenceScSys,
+  kAtomicAcqRelGpu,
+  kStoreReleaseSys,
+  kLoadAcquireSys,
+  kLoadRelaxedSys,
+  kOperations
+};
+const char* const kNames[kOperations] = {"fence.acq_rel.sys", "fence.acq_rel.gpu", "fence.sc.sys",  "atom.acq_rel.gpu",
+                                         "st.release.sys",    "ld.acquire.sys",    "ld.relaxed.sys"};
 constexpr int kWords = 1 << 20;  // stores land in [0, kWords); the atomics' words after them
 
 __global__ void probe(unsigned long long* cycles, int* words, int stores, int operation) {
@@ -37,9 +47,16 @@ __global__ void probe(unsigned long long* cycles, int* words, int stores, int op
       word.fetch_add(1, cuda::memory_order_acq_rel);
       break;
     }
-    default: {
+    case kStoreReleaseSys: {
       cuda::atomic_ref<int, cuda::thread_scope_system> word(words[kWords + 64]);
       word.store(1, cuda::memory_order_release);
+      break;
+    }
+    default: {  // a poll's load, its value used (the time includes the round trip)
+      cuda::atomic_ref<int, cuda::thread_scope_system> word(words[kWords + 96]);
+      const int value =
+          word.load(operation == kLoadAcquireSys ? cuda::memory_order_acquire : cuda::memory_order_relaxed);
+      if (value == -12345) words[0] = value;  // never true: keeps the load
       break;
     }
   }
