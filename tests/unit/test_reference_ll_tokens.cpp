@@ -19,6 +19,13 @@
 namespace epc::ref {
 namespace {
 
+// Options that name only the layout (16-bit rows, no scales).
+LlTokenOptions layout_options(LlTokenLayout layout) {
+  LlTokenOptions options;
+  options.layout = layout;
+  return options;
+}
+
 using hand_case::exact_bf16;
 using hand_case::hand_problem;
 using hand_case::payload;
@@ -37,7 +44,7 @@ std::vector<uint16_t> row_of(const LlTokenResult& result, int row) {
 // rank 0, in (rank, token) order: (0,0) [1,-1]; (0,2) [0,1]; (1,0) [-1,0]; (1,1) [1,1];
 // rank 1: (0,0) [-1,0]; (0,1) [1,-1]; (1,0) [0,-1].
 TEST(LlTokenDispatch, FlatHandCheckedRouting) {
-  const auto results = ll_dispatch_tokens(hand_problem(), {LlTokenLayout::kFlat});
+  const auto results = ll_dispatch_tokens(hand_problem(), layout_options(LlTokenLayout::kFlat));
   ASSERT_EQ(results.size(), 2u);
   const LlTokenResult& r0 = results[0];
   EXPECT_EQ(r0.rows, 6);
@@ -70,7 +77,7 @@ TEST(LlTokenDispatch, FlatHandCheckedRouting) {
 
 // The same tokens, zone r holding rank r's tokens from its row 0 (T = 3 rows per zone).
 TEST(LlTokenDispatch, RankMajorHandCheckedRouting) {
-  const auto results = ll_dispatch_tokens(hand_problem(), {LlTokenLayout::kRankMajor});
+  const auto results = ll_dispatch_tokens(hand_problem(), layout_options(LlTokenLayout::kRankMajor));
   const LlTokenResult& r0 = results[0];
   EXPECT_EQ(r0.written, (std::vector<uint8_t>{1, 1, 0, 1, 1, 0}));
   EXPECT_EQ(r0.rank_counts, (std::vector<int32_t>{2, 2}));
@@ -174,9 +181,9 @@ TEST(LlTokenDispatch, FlatAgreesWithHtFlatOnRandomProblems) {
     o.masked_fraction = 0.2;
     o.allow_duplicate_experts = seed % 2 == 0;
     const Problem p = make_random_problem(o);
-    const auto ll = ll_dispatch_tokens(p, {LlTokenLayout::kFlat});
+    const auto ll = ll_dispatch_tokens(p, layout_options(LlTokenLayout::kFlat));
     const auto ht = ht_dispatch(p);
-    const auto rank_major = ll_dispatch_tokens(p, {LlTokenLayout::kRankMajor});
+    const auto rank_major = ll_dispatch_tokens(p, layout_options(LlTokenLayout::kRankMajor));
     std::vector<std::vector<uint16_t>> x_flat(p.nranks), x_rank_major(p.nranks);
     for (int q = 0; q < p.nranks; ++q) {
       const std::size_t n = static_cast<std::size_t>(ht[q].num_recv);
