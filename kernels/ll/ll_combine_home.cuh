@@ -29,14 +29,40 @@ __device__ __forceinline__ void send_entry_rows(const LlCombineParams& p, int so
   // buffer() is the peer's own memory: one lookup per message.
   int4* first = static_cast<int4*>(c.transport.buffer(g.entry_row_offset(p.recv_offset, g.rank, token, 0), source));
   const int row_vectors = g.row_bytes / 16;
-  // The entries' slices share out the block's threads, so a small step keeps its loads in flight.
-  for (int i = threadIdx.x; i < entries * span; i += blockDim.x) {
-    const int j = i / span;
-    const int v = part.begin + i % span;
+  // The entries' slices share out the block's threads, so a small step keeps its loads in
+  // flight. Whole rounds of kCopiesInFlight vectors per thread load them all before storing
+  // any (the stores could alias the loads for all the compiler knows, so it would not
+  // overlap them by itself); the rest, fewer than that many per thread, one at a time.
+  constexpr int kCopiesInFlight = 4;
+  const int total = entries * span;
+  const int stride = static_cast<int>(blockDim.x);
+  struct Copy {
+    const int4* from;  // null: a zero vector (an entry dispatch could not place)
+    int4* to;
+  };
+  const auto copy_of = [&](int i) {
+    const int j = i / span, v = part.begin + i % span;
     const int row = flat_row[j];
-    first[static_cast<size_t>(j) * row_vectors + v] =
-        row >= 0 ? reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * g.hidden)[v]
-                 : make_int4(0, 0, 0, 0);
+    return Copy{
+        row >= 0 ? reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * g.hidden) + v : nullptr,
+        first + static_cast<size_t>(j) * row_vectors + v};
+  };
+  const auto load = [](const Copy& c) { return c.from != nullptr ? *c.from : make_int4(0, 0, 0, 0); };
+  int i = threadIdx.x;
+  for (; i + (kCopiesInFlight - 1) * stride < total; i += kCopiesInFlight * stride) {
+    Copy copies[kCopiesInFlight];
+    int4 data[kCopiesInFlight];
+#pragma unroll
+    for (int k = 0; k < kCopiesInFlight; ++k) {
+      copies[k] = copy_of(i + k * stride);
+      data[k] = load(copies[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < kCopiesInFlight; ++k) *copies[k].to = data[k];
+  }
+  for (; i < total; i += stride) {
+    const Copy c = copy_of(i);
+    *c.to = load(c);
   }
   __syncthreads();
   if (span <= 0) return;
