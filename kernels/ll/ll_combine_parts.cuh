@@ -91,34 +91,54 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step) {
 #endif
   __shared__ MessageEntries entries;
   const int slices = p.message_slices;
-  // Message n's records: the first message's load beside the token counts (the dispatch
-  // wrote a record for every message it received, at its number, so the load needs none).
-  const auto load_records = [&](int n) {
-    if (threadIdx.x >= kWarpSize) return;
-    // The count and every entry slot load together; slots past the count are not used.
+  // Message n's records, one lane's share: loaded into registers (fetch) a message ahead of
+  // its use, so that the load overlaps the previous message's rows, and published into
+  // `entries` (publish) when its turn comes. The first message's load goes beside the token
+  // counts (the dispatch wrote a record for every message it received, at its number, so the
+  // load needs none).
+  struct Records {
+    int slot, entries;  // lane 0
+    int flat_row;       // lanes < max_entries; slots past the count are not used
+    float weight;
+  };
+  const auto fetch = [&](int n) {
+    Records r{0, 0, -1, 0.0f};
+    if (threadIdx.x >= kWarpSize) return r;
     if (lane == 0) {
-      entries.slot = c.handle.msg_slot[n];
-      entries.entries = c.handle.msg_entries[n];
+      r.slot = c.handle.msg_slot[n];
+      r.entries = c.handle.msg_entries[n];
     }
     if (lane < g.max_entries) {
-      entries.flat_row[lane] = c.handle.msg_rows[static_cast<size_t>(n) * g.max_entries + lane];
-      entries.weight[lane] = c.handle.msg_weights[static_cast<size_t>(n) * g.max_entries + lane];
+      r.flat_row = c.handle.msg_rows[static_cast<size_t>(n) * g.max_entries + lane];
+      r.weight = c.handle.msg_weights[static_cast<size_t>(n) * g.max_entries + lane];
+    }
+    return r;
+  };
+  const auto publish = [&](const Records& r) {
+    if (threadIdx.x >= kWarpSize) return;
+    if (lane == 0) {
+      entries.slot = r.slot;
+      entries.entries = r.entries;
+    }
+    if (lane < g.max_entries) {
+      entries.flat_row[lane] = r.flat_row;
+      entries.weight[lane] = r.weight;
     }
   };
   const int first = static_cast<int>(blockIdx.x);
-  if (first / slices < g.nranks * g.max_tokens) load_records(first / slices);
+  Records next{};
+  if (first / slices < g.nranks * g.max_tokens) next = fetch(first / slices);
   for (int s = threadIdx.x; s < g.nranks; s += blockDim.x)
     tokens_from[s] = static_cast<uint32_t>(c.handle.recv_tokens[s]);
-  __syncthreads();
 
-  const int messages = received_messages(tokens_from, g.nranks);
   const int vectors = g.hidden / kChannelsPerVector;
+  __syncthreads();
+  const int messages = received_messages(tokens_from, g.nranks);
   // One block per (message, slice of its row).
   for (int item = first; item < messages * slices; item += gridDim.x) {
-    if (item != first) {
-      load_records(item / slices);
-      __syncthreads();
-    }
+    publish(next);
+    __syncthreads();
+    if (item + static_cast<int>(gridDim.x) < messages * slices) next = fetch((item + gridDim.x) / slices);
     const ReceivedMessage m{entries.slot / g.max_tokens, entries.slot % g.max_tokens, entries.slot, item / slices};
     const VectorSlice part = vector_slice(vectors, item % slices, slices);
     if constexpr (kHome) {
