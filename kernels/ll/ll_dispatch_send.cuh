@@ -245,16 +245,22 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
   const int slices = p.token_slices;
   constexpr bool fp8 = kPayload == LlPayload::kFp8;
   constexpr bool passthrough = kPayload == LlPayload::kPassthrough;
+  RowPrefetch next_row = early.first_row;
+  TokenEntry next_entry = early.entry;
   for (int item = blockIdx.x; item < c.num_tokens * slices; item += gridDim.x) {
     const int t = item / slices;
     const bool first_slice = item % slices == 0;
     const VectorSlice part = item_part(p, item);
     const char* row = token_row(p, t);
-    RowPrefetch first = early.first_row;
-    TokenEntry entry = early.entry;
-    if (item != static_cast<int>(blockIdx.x)) {
-      first = prefetch_row(row, part);
-      if (threadIdx.x < kWarpSize) entry = load_token_entry(c, p.weights, t);
+    // This item's first row vectors and entries, loaded an item ahead (the first item's
+    // before the slot was claimed); the block's next item's load now, so that it overlaps
+    // this item's work.
+    const RowPrefetch first = next_row;
+    const TokenEntry entry = next_entry;
+    const int next = item + static_cast<int>(gridDim.x);
+    if (next < c.num_tokens * slices) {
+      next_row = prefetch_row(token_row(p, next / slices), item_part(p, next));
+      if (threadIdx.x < kWarpSize) next_entry = load_token_entry(c, p.weights, next / slices);
     }
     const RouteCounts counts = !first_slice ? RouteCounts::kNone
                                : kByToken   ? RouteCounts::kTokenPlaces
