@@ -13,6 +13,7 @@
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
+#include "kernels/device/register_pick.cuh"
 #include "kernels/device/scale_store.cuh"
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/step_wait.cuh"
@@ -119,7 +120,13 @@ struct ExpertCount {
   int64_t accumulated;
 };
 
-// Experts served early by the threads outside the first warps of the grid's blocks.
+// The experts served early: one per thread outside the first warp of each block, this
+// thread's (-1 for the first warp's threads), and how many the grid serves so.
+__device__ __forceinline__ int early_counted_expert() {
+  const int per_block = static_cast<int>(blockDim.x) - kWarpSize;
+  return threadIdx.x < kWarpSize ? -1
+                                 : static_cast<int>(blockIdx.x) * per_block + static_cast<int>(threadIdx.x) - kWarpSize;
+}
 __device__ __forceinline__ int early_counted_experts() {
   return static_cast<int>(gridDim.x * (blockDim.x - kWarpSize));
 }
@@ -175,9 +182,10 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       passthrough ? static_cast<size_t>(p.payload_row_bytes) : static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
   const int messages = received_messages(tokens_from, g.nranks);
   const int slices = p.message_slices;
-  const int early_expert =
-      threadIdx.x < kWarpSize ? -1 : static_cast<int>(blockIdx.x * (blockDim.x - kWarpSize) + threadIdx.x - kWarpSize);
-  const ExpertCount early_count = load_expert_count<by_token>(p, table, early_expert);
+  const ExpertCount early_count = load_expert_count<by_token>(p, table, early_counted_expert());
+  // A row's scales behind its payload: the cast's fp32 scales, or the caller's elements.
+  const int scale_count = passthrough ? p.scale_count : g.hidden / kFp8BlockChannels;
+  const int scale_words_per_row = passthrough ? p.scale_count : scale_words(p.out_scales.encoding, scale_count);
   __shared__ MessageRows placed;
   for (int item = blockIdx.x; item < messages * slices; item += gridDim.x) {
     const int slice = item % slices;
@@ -194,12 +202,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       const int v = part.begin + threadIdx.x + r * static_cast<int>(blockDim.x);
       if (v < part.end) first[r] = payload[v];
     }
-    // And the first scales this thread stores, behind the row: the cast's fp32 scales, or
-    // the caller's elements.
+    // And the first scales this thread stores.
     const char* scales_src = message + g.header_bytes + out_row_bytes;
-    const int scale_count = passthrough ? p.scale_count : g.hidden / kFp8BlockChannels;
-    const VectorSlice words =
-        vector_slice(passthrough ? p.scale_count : scale_words(p.out_scales.encoding, scale_count), slice, slices);
+    const VectorSlice words = vector_slice(scale_words_per_row, slice, slices);
     uint4 first_scales = make_uint4(0, 0, 0, 0);
     if (fp8 || passthrough) {
       first_scales = prefetch_row_scales(p.out_scales.encoding, scales_src, scale_count, words.begin, words.end);
@@ -245,10 +250,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x, ++round) {
       int4 data;
       if (round < kPayloadPrefetchRounds) {
-#pragma unroll
-        for (int r = 0; r < kPayloadPrefetchRounds; ++r) {
-          if (r == round) data = first[r];  // a register, not an indexed (local-memory) load
-        }
+        data = register_pick(first, round);
       } else {
         data = payload[v];
       }

@@ -15,6 +15,7 @@
 #include "kernels/device/fp8.cuh"
 #include "kernels/device/half_bits.cuh"
 #include "kernels/device/launch_done.cuh"
+#include "kernels/device/register_pick.cuh"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
@@ -101,10 +102,7 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
     const bool valid = v < part.end;
     int4 raw = make_int4(0, 0, 0, 0);
     if (round < kPrefetchRounds) {
-#pragma unroll
-      for (int r = 0; r < kPrefetchRounds; ++r) {
-        if (r == round) raw = first.raw[r];  // a register, not an indexed (local-memory) load
-      }
+      raw = register_pick(first.raw, round);
     } else if (valid) {
       raw = reinterpret_cast<const int4*>(row)[v];
     }
