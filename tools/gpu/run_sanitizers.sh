@@ -56,11 +56,15 @@ if [ ! -x "$binary" ]; then
 fi
 
 join() { local IFS=:; echo "$*"; }
-# memcheck: everything except the big cases and the tests of the timeout itself.
+# memcheck: everything except the big cases and the tests of the timeout itself; on several
+# ranks also the test whose two groups need their kernels resident at once (on 2 H200
+# memcheck held Concurrency.TwoThreadsEachDriveTheirOwnGroup
+# until the time limit, as racecheck does below: the sanitizers serialise kernels).
 memcheck_skip=(
   '*Tokens4096*' '*ThousandTokens*' '*Hidden16384*' '*7168*' '*FiveHundredSteps*'
   '*ThousandSteps*' 'Soak.*' '*Faults.*' 'GroupErrors.BarrierTimeout*'
 )
+[ "$ranks" -gt 1 ] && memcheck_skip+=('Concurrency.TwoThreadsEachDriveTheirOwnGroup')
 # racecheck: a few small cases of each kind of kernel. (With memcheck's filter, 31 tests ran
 # clean on 2 H200 before Concurrency.TwoThreadsEachDriveTheirOwnGroup hung until the time
 # limit: its two groups need their kernels resident at once, which racecheck seems not to
