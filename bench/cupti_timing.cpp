@@ -54,8 +54,8 @@ void keep_if_every_rank_has(RankSession& session, const std::string& what, const
 }
 
 bool time_cupti_steps(RankSession& session, KernelTracer& tracer, int warmup, int iters, bool send_only,
-                      const StepCalls& step, MetricList& out, int& kernels_per_step, std::string& error) {
-  kernels_per_step = 0;
+                      const StepCalls& step, MetricList& out, StepKernels& kernels, std::string& error) {
+  kernels = StepKernels{};
   for (int i = 0; i < warmup; ++i) {
     if (!step.dispatch(nullptr, 0, error) || !step.combine(nullptr, 0, error)) return false;
   }
@@ -79,8 +79,9 @@ bool time_cupti_steps(RankSession& session, KernelTracer& tracer, int warmup, in
     figures.emplace_back(std::string("ours.cupti.") + span.name, summarize(us));
   }
   if (problem.empty()) {
-    kernels_per_step =
+    kernels.per_step =
         std::max(0, kernels_per_iteration(by_tag, iters, {kStart, kDispatchSent, kDispatchDone, kCombineSent}));
+    kernels.dispatch = std::max(0, kernels_per_iteration(by_tag, iters, {kStart, kDispatchSent}));
   }
   keep_if_every_rank_has(session, "CUPTI kernel spans", figures, problem, out);
   return true;
@@ -105,7 +106,7 @@ bool time_cupti_calls(RankSession& session, KernelTracer& tracer, const std::str
 }
 
 bool time_cupti_graph(RankSession& session, KernelTracer& tracer, cudaGraph_t graph, int iters, int replays,
-                      int kernels_per_step, MetricList& out, std::string& error) {
+                      const StepKernels& eager, MetricList& out, std::string& error) {
   const cudaStream_t st = session.stream();
   std::string problem;
   const bool recording = tracer.usable() && tracer.start(problem);
@@ -135,11 +136,17 @@ bool time_cupti_graph(RankSession& session, KernelTracer& tracer, cudaGraph_t gr
     return false;
   }
   MetricList figures;
-  std::vector<double> us;
-  if (problem.empty() && graph_step_spans(kernels, static_cast<uint32_t>(session.device()), replays + 1, iters,
-                                          kernels_per_step, us, problem)) {
-    us.erase(us.begin(), us.begin() + iters);  // the uploading replay's steps
-    figures.emplace_back("ours.cupti_graph.step", summarize(us));
+  GraphSpans spans;
+  if (problem.empty() &&
+      graph_step_spans(kernels, static_cast<uint32_t>(session.device()), replays + 1, iters, eager, spans, problem)) {
+    const auto add = [&](const char* name, std::vector<double>& us) {
+      if (us.empty()) return;
+      us.erase(us.begin(), us.begin() + iters);  // the uploading replay's steps
+      figures.emplace_back(std::string("ours.cupti_graph.") + name, summarize(us));
+    };
+    add("step", spans.step);
+    add("dispatch", spans.dispatch);
+    add("combine", spans.combine);
   }
   keep_if_every_rank_has(session, "CUPTI kernel spans of the graph replays", figures, problem, out);
   return true;

@@ -23,10 +23,10 @@
 namespace epc::bench {
 
 // Collective. Appends ours.cupti.{dispatch,combine,step} (with `send_only` also the halves, as
-// the kernel timing names them) and sets `kernels_per_step` (what one step launched, 0 when
-// unknown).
+// the kernel timing names them) and sets `kernels` (what one step launched and how many of
+// those its dispatch; 0 when unknown).
 bool time_cupti_steps(RankSession& session, KernelTracer& tracer, int warmup, int iters, bool send_only,
-                      const StepCalls& step, MetricList& out, int& kernels_per_step, std::string& error);
+                      const StepCalls& step, MetricList& out, StepKernels& kernels, std::string& error);
 
 // Collective. `iters` calls, each recording marks 0 and 1 around itself (as a step half
 // records its marks); appends `name` with each call's span.
@@ -34,9 +34,10 @@ bool time_cupti_calls(RankSession& session, KernelTracer& tracer, const std::str
                       const StepHalf& call, MetricList& out, std::string& error);
 
 // Collective. Replays `graph` (`iters` steps) `replays` times, after one replay that is
-// recorded but not counted (it uploads the graph); appends ours.cupti_graph.step.
+// recorded but not counted (it uploads the graph); appends ours.cupti_graph.step and, when
+// `eager` cuts a step into its two calls, ours.cupti_graph.{dispatch,combine}.
 bool time_cupti_graph(RankSession& session, KernelTracer& tracer, cudaGraph_t graph, int iters, int replays,
-                      int kernels_per_step, MetricList& out, std::string& error);
+                      const StepKernels& eager, MetricList& out, std::string& error);
 
 // One recorded pass, for the timings above and the latency floor: `run` gets marks that tag
 // every API call with (iteration, part) until `end_mark`; the stream is then synchronised

@@ -107,8 +107,9 @@ int kernels_per_iteration(const std::map<uint64_t, KernelSpan>& by_tag, int iter
 }
 
 bool graph_step_spans(const std::vector<KernelRecord>& kernels, uint32_t device, int replays, int steps,
-                      int kernels_per_step, std::vector<double>& us, std::string& error) {
-  us.clear();
+                      const StepKernels& eager, GraphSpans& out, std::string& error) {
+  out = GraphSpans{};
+  const int kernels_per_step = eager.per_step;
   if (replays < 1 || steps < 1) {
     error = "graph_step_spans needs at least one replay of at least one step";
     return false;
@@ -145,10 +146,20 @@ bool graph_step_spans(const std::vector<KernelRecord>& kernels, uint32_t device,
       return false;
     }
   }
+  // The halves only where the eager step cut into a dispatch and a combine that both ran.
+  const size_t dispatch = kernels_per_step > 0 && eager.dispatch > 0 && static_cast<size_t>(eager.dispatch) < per_step
+                              ? static_cast<size_t>(eager.dispatch)
+                              : 0;
   for (size_t g = 0; g < groups; ++g) {
-    KernelSpan span;
-    for (size_t i = g * per_step; i < (g + 1) * per_step; ++i) span.add(launched[i].start_ns, launched[i].end_ns);
-    us.push_back(span.us());
+    KernelSpan step, first, second;
+    for (size_t i = g * per_step; i < (g + 1) * per_step; ++i) {
+      step.add(launched[i].start_ns, launched[i].end_ns);
+      (i - g * per_step < dispatch ? first : second).add(launched[i].start_ns, launched[i].end_ns);
+    }
+    out.step.push_back(step.us());
+    if (dispatch == 0) continue;
+    out.dispatch.push_back(first.us());
+    out.combine.push_back(second.us());
   }
   return true;
 }

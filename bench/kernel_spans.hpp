@@ -79,10 +79,27 @@ bool iteration_spans(const std::map<uint64_t, KernelSpan>& by_tag, int iteration
 // -1 (a graph's steps are checked against it).
 int kernels_per_iteration(const std::map<uint64_t, KernelSpan>& by_tag, int iterations, const std::vector<int>& parts);
 
-// Graph replays (the second rule above): the span of each of `replays` x `steps` steps, in
-// replay order, in us. `kernels_per_step` is what one eager step launched (0: unknown, not
-// checked). False with `error` set when the kernels do not cut into equal steps.
+// What one eager step launched: `per_step` kernels (0: unknown), the first `dispatch` of them
+// (in start order) its dispatch, the rest its combine (0: unknown).
+struct StepKernels {
+  int per_step = 0;
+  int dispatch = 0;
+};
+
+// A replayed step's spans in us: the whole step, and its dispatch and its combine when the
+// eager step said how many of its kernels each launched (else those two stay empty).
+struct GraphSpans {
+  std::vector<double> step;
+  std::vector<double> dispatch;
+  std::vector<double> combine;
+};
+
+// Graph replays (the second rule above): the spans of each of `replays` x `steps` steps, in
+// replay order. `eager` is what one eager step launched (per_step 0: unknown, not checked).
+// A step's first eager.dispatch kernels are its dispatch: a captured step is a chain, so its
+// dispatch's kernels start before its combine's. False with `error` set when the kernels do
+// not cut into equal steps.
 bool graph_step_spans(const std::vector<KernelRecord>& kernels, uint32_t device, int replays, int steps,
-                      int kernels_per_step, std::vector<double>& us, std::string& error);
+                      const StepKernels& eager, GraphSpans& out, std::string& error);
 
 }  // namespace epc::bench

@@ -244,7 +244,7 @@ bool CapturedSteps::capture(cudaStream_t st, int iters, const StepCalls& step, s
 }
 
 bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, KernelTracer* tracer,
-                int kernels_per_step, MetricList& out, std::string& error) {
+                const StepKernels& eager, MetricList& out, std::string& error) {
   const cudaStream_t st = session.stream();
   CapturedSteps captured;
   std::string capture_error;
@@ -271,8 +271,7 @@ bool time_graph(RankSession& session, int iters, int replays, const StepCalls& s
   std::vector<double> per_step;
   for (double v : us) per_step.push_back(v / iters);
   out.emplace_back("ours.graph.step", summarize(per_step));
-  return tracer == nullptr ||
-         time_cupti_graph(session, *tracer, captured.graph(), iters, replays, kernels_per_step, out, error);
+  return tracer == nullptr || time_cupti_graph(session, *tracer, captured.graph(), iters, replays, eager, out, error);
 }
 
 bool time_point(RankSession& session, const Options& options, const PointInput& in, const StepCalls& step,
@@ -289,13 +288,12 @@ bool time_point(RankSession& session, const Options& options, const PointInput& 
   }
   checked = true;
   if (!time_api("ours", st, in.iters, step, out, error)) return false;
-  int kernels_per_step = 0;
-  if (in.tracer != nullptr && !time_cupti_steps(session, *in.tracer, in.warmup, in.iters, options.send_only, step, out,
-                                                kernels_per_step, error)) {
+  StepKernels eager;
+  if (in.tracer != nullptr &&
+      !time_cupti_steps(session, *in.tracer, in.warmup, in.iters, options.send_only, step, out, eager, error)) {
     return false;
   }
-  return !options.graph ||
-         time_graph(session, in.iters, options.graph_replays, step, in.tracer, kernels_per_step, out, error);
+  return !options.graph || time_graph(session, in.iters, options.graph_replays, step, in.tracer, eager, out, error);
 }
 
 bool upload_routing(RankSession& session, const PointInput& in, int topk, void* topk_idx, void* topk_weights,

@@ -18,6 +18,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "bench/kernel_spans.hpp"
 #include "bench/mode.hpp"
 #include "bench/options.hpp"
 #include "bench/rank_session.hpp"
@@ -142,9 +143,9 @@ class CapturedSteps {
 };
 
 // Collective (every rank replays or none does). Appends ours.graph.step and, with a tracer,
-// ours.cupti_graph.step (`kernels_per_step`: what an eager step launched, 0 if unknown).
+// ours.cupti_graph.{step,dispatch,combine} (`eager`: what an eager step launched, 0 if unknown).
 bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, KernelTracer* tracer,
-                int kernels_per_step, MetricList& out, std::string& error);
+                const StepKernels& eager, MetricList& out, std::string& error);
 
 // Collective. What every mode does at a point once its handle exists: the kernel timing,
 // then `check` of the outputs those steps left (agreed by every rank, so that one with wrong

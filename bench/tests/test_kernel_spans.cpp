@@ -128,32 +128,53 @@ TEST(KernelSpans, GraphReplaysCutIntoSteps) {
   std::vector<KernelRecord> k = two_replays();
   k.push_back(kernel(10500, 10600, 3));  // an eager kernel meanwhile: not a graph's
   std::reverse(k.begin(), k.end());      // CUPTI's buffers need not be in start order
-  std::vector<double> us;
+  GraphSpans spans;
   std::string error;
-  ASSERT_TRUE(graph_step_spans(k, 0, 2, 3, 2, us, error)) << error;
-  EXPECT_EQ(us, (std::vector<double>{0.15, 0.16, 0.17, 0.18, 0.19, 0.2}));
-  ASSERT_TRUE(graph_step_spans(k, 0, 2, 3, 0, us, error)) << error;  // eager count unknown
-  EXPECT_EQ(us.size(), 6u);
-  ASSERT_TRUE(graph_step_spans(k, 0, 1, 6, 2, us, error)) << error;  // one replay of six steps: same nodes
-  EXPECT_EQ(us.size(), 6u);
+  ASSERT_TRUE(graph_step_spans(k, 0, 2, 3, {2, 0}, spans, error)) << error;
+  EXPECT_EQ(spans.step, (std::vector<double>{0.15, 0.16, 0.17, 0.18, 0.19, 0.2}));
+  EXPECT_TRUE(spans.dispatch.empty());  // the eager step did not say which kernel was its dispatch
+  EXPECT_TRUE(spans.combine.empty());
+  ASSERT_TRUE(graph_step_spans(k, 0, 2, 3, {0, 0}, spans, error)) << error;  // eager count unknown
+  EXPECT_EQ(spans.step.size(), 6u);
+  ASSERT_TRUE(graph_step_spans(k, 0, 1, 6, {2, 0}, spans, error)) << error;  // one replay of six steps: same nodes
+  EXPECT_EQ(spans.step.size(), 6u);
+}
+
+TEST(KernelSpans, GraphStepsCutIntoTheirCalls) {
+  std::vector<KernelRecord> k = two_replays();
+  std::reverse(k.begin(), k.end());
+  GraphSpans spans;
+  std::string error;
+  // The eager step's first kernel was its dispatch, the second its combine.
+  ASSERT_TRUE(graph_step_spans(k, 0, 2, 3, {2, 1}, spans, error)) << error;
+  EXPECT_EQ(spans.step, (std::vector<double>{0.15, 0.16, 0.17, 0.18, 0.19, 0.2}));
+  EXPECT_EQ(spans.dispatch, (std::vector<double>{0.1, 0.11, 0.12, 0.13, 0.14, 0.15}));
+  EXPECT_EQ(spans.combine, (std::vector<double>(6, 0.03)));
+  // A dispatch of every kernel leaves no combine to time: no halves, the steps still.
+  ASSERT_TRUE(graph_step_spans(k, 0, 2, 3, {2, 2}, spans, error)) << error;
+  EXPECT_EQ(spans.step.size(), 6u);
+  EXPECT_TRUE(spans.dispatch.empty());
+  // Without the eager count the cut is not checked, so no halves either.
+  ASSERT_TRUE(graph_step_spans(k, 0, 2, 3, {0, 1}, spans, error)) << error;
+  EXPECT_TRUE(spans.dispatch.empty());
 }
 
 TEST(KernelSpans, GraphCutsThatDoNotFitAreErrors) {
-  std::vector<double> us;
+  GraphSpans spans;
   std::string error;
-  EXPECT_FALSE(graph_step_spans(two_replays(), 0, 2, 4, 0, us, error));  // 12 kernels, 8 steps
+  EXPECT_FALSE(graph_step_spans(two_replays(), 0, 2, 4, {0, 0}, spans, error));  // 12 kernels, 8 steps
   EXPECT_NE(error.find("12 kernels launched by graphs, which do not divide into 2 replays of 4 steps"),
             std::string::npos)
       << error;
-  EXPECT_FALSE(graph_step_spans(two_replays(), 0, 2, 3, 1, us, error));  // the eager step had one kernel
+  EXPECT_FALSE(graph_step_spans(two_replays(), 0, 2, 3, {1, 0}, spans, error));  // the eager step had one kernel
   EXPECT_NE(error.find("a replayed step launched 2 kernels, an eager step 1"), std::string::npos) << error;
-  EXPECT_FALSE(graph_step_spans(two_replays(), 1, 2, 3, 0, us, error));  // nothing on device 1
+  EXPECT_FALSE(graph_step_spans(two_replays(), 1, 2, 3, {0, 0}, spans, error));  // nothing on device 1
   EXPECT_NE(error.find("reported 0 kernels"), std::string::npos) << error;
   std::vector<KernelRecord> foreign = two_replays();
   foreign[7].graph = 8;  // a kernel of another graph in the second replay
-  EXPECT_FALSE(graph_step_spans(foreign, 0, 2, 3, 0, us, error));
+  EXPECT_FALSE(graph_step_spans(foreign, 0, 2, 3, {0, 0}, spans, error));
   EXPECT_NE(error.find("replay 1 launched graph node 2 (graph 8)"), std::string::npos) << error;
-  EXPECT_FALSE(graph_step_spans(two_replays(), 0, 0, 3, 0, us, error));
+  EXPECT_FALSE(graph_step_spans(two_replays(), 0, 0, 3, {0, 0}, spans, error));
 }
 
 TEST(KernelSpans, SpansMerge) {
