@@ -34,7 +34,9 @@ until the step is done, `graph` one step replayed as a CUDA graph, `baseline` NC
 all-to-all with a count exchange on the same routing, `ceiling` a plain peer-store copy of
 the same bytes. From format 4: `cupti dispatch`, `cupti combine` and `cupti graph` are the
 GPU time of what a call (a replayed step) launched, from CUPTI's kernel records, the figures
-to compare with peers' kernel durations; `floor` one empty kernel on the LL grid (CUPTI);
+to compare with peers' kernel durations; `graph dispatch` and `graph combine` the same per
+call inside graph replays (where no host launch paces a multi-rank run); `floor` one empty
+kernel on the LL grid (CUPTI);
 `roofline` the step's lower bound from the run's bandwidths.
 """
 
@@ -51,6 +53,8 @@ LATENCY_COLUMNS = [
     ("ceiling", "ceiling.kernel.step"),
     ("cupti dispatch", "ours.cupti.dispatch"),
     ("cupti combine", "ours.cupti.combine"),
+    ("graph dispatch", "ours.cupti_graph.dispatch"),
+    ("graph combine", "ours.cupti_graph.combine"),
     ("cupti graph", "ours.cupti_graph.step"),
 ]
 

@@ -10,13 +10,43 @@ median over --iters layers after --warmup, of the slowest rank.
 
 import json
 import os
+import subprocess
 import sys
+import time
 
 from .baseline import AllToAllLayer
 from .cli import BINDINGS, recorded_config
 from .ht_path import HtLayer
 from .layer import local_weights, make_weights, reference_layer
 from .ll_path import LlLayer
+
+
+def build_commit():
+    """The commit the library under test was built from: EPCOMM_COMMIT (tools/gpu/stage.sh
+    writes it beside a staged build; run_bench.sh passes it), else this checkout's, else None."""
+    if os.environ.get("EPCOMM_COMMIT"):
+        return os.environ["EPCOMM_COMMIT"]
+    try:
+        return (
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    os.path.dirname(os.path.abspath(__file__)),
+                    "describe",
+                    "--always",
+                    "--dirty",
+                    "--abbrev=12",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=10,
+            ).stdout.strip()
+            or None
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def timed(torch, forward, x, warmup, iters):
@@ -134,6 +164,9 @@ def rank_main(rank, nranks, port, args, library, result_path):
         with open(result_path, "w", encoding="utf-8") as f:
             json.dump(
                 {
+                    "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "command": " ".join(["python3", "bench/moe_layer.py", *sys.argv[1:]]),
+                    "commit": build_commit(),
                     "gpus": nranks,
                     "gpu_name": torch.cuda.get_device_name(dev),
                     "torch": torch.__version__,

@@ -133,7 +133,7 @@ fi
 rc_moe=skipped
 if [ "${MOE:-1}" != 0 ]; then
   start=$SECONDS
-  timeout 300 python3 bench/moe_layer.py ${ranks:+--gpus=$ranks} --tokens=1,4,16,64,128 \
+  EPCOMM_COMMIT=$(cat "$stage/COMMIT" 2>/dev/null) timeout 300 python3 bench/moe_layer.py ${ranks:+--gpus=$ranks} --tokens=1,4,16,64,128 \
     --prefill-tokens=1024,4096 --ht-sms=24 --out "$out/moe_layer.json" >"$out/moe_layer.log" 2>&1
   rc_moe=$?
   moe_s=$((SECONDS - start))

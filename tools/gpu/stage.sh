@@ -36,6 +36,10 @@ for dir in "$cuda_home/lib64" "$cuda_home/lib" "$cuda_home/extras/CUPTI/lib64"; 
 done
 # The Python tools (bench/plot.py, bench/moe_layer.py, bindings/python) run from the
 # working tree, which the GPU machine has too.
+# The commit the staged build came from, for results written by scripts (bench/moe_layer.py)
+# on machines whose copy of the tree has no git history.
+git -C "$(dirname "$0")/../.." describe --always --dirty --abbrev=12 >"$stage/COMMIT" 2>/dev/null ||
+  echo unknown >"$stage/COMMIT"
 tools_dir=$(dirname "$0")
 "$tools_dir/build_bindings.sh" "$build" "$stage/bindings"
 du -sh "$stage"
