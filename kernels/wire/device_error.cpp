@@ -25,6 +25,10 @@ const char* phase_name(uint32_t phase) {
       return "low-latency dispatch slot reuse (a peer has not freed the slot's previous step)";
     case kPhaseLlCombineSlot:
       return "low-latency combine slot reuse (a peer has not freed the slot's previous step)";
+    case kPhaseHtRingSpace:
+      return "high-throughput ring space (the reader has not freed a slot)";
+    case kPhaseHtRingData:
+      return "high-throughput ring data (the writer has not published the next slot)";
     default:
       return "unknown phase";
   }

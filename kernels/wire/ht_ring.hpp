@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Credit rings for the high-throughput streams that cross nodes (issue 27, step C): the
-// index and credit arithmetic, and the header that places each row. No kernel uses them
-// yet; the CPU model of the protocol (tests/unit/ht_ring_model.hpp) runs on exactly these,
-// so the kernels that adopt the rings inherit what it proved.
+// index and credit arithmetic, and the header that places each row. The CPU model of the
+// protocol (tests/unit/ht_ring_model.hpp) and the rings' device ends
+// (kernels/ht/ht_ring.cuh) run on exactly these, so the kernels that adopt the rings
+// inherit what the model proved; no HT kernel uses them yet.
 //
 // A ring carries one stream from a writer to a reader, per channel (tokens t with
 // t % channels == channel), in `capacity` slots held at the reader. Two 64-bit counters,

@@ -40,6 +40,8 @@ done
 # must be refused with NCCL's reason (or, given GIN, match the reference).
 run gpu-separate-hosts "$stage/tests/gpu/epcomm-gpu-hosts" --ranks=2 --time-limit="${TIME_LIMIT:-360}"
 run gpu-threads "$stage/tests/gpu/epcomm-gpu-threads"
+# The credit ring's device ends on one GPU (kernels/ht/ht_ring.cuh), without NCCL.
+run gpu-ring "$stage/tests/gpu/epcomm-ring-tests"
 run epcomm-info "$stage/bench/epcomm-info"
 
 # The Python binding against the same library, GPU tests included (torch and pytest are on

@@ -14,7 +14,8 @@ mkdir -p "$stage/capi" "$stage/tests/gpu" "$stage/bench"
 for lib in "$build"/capi/libepcomm.so*; do
   [ -d "$lib" ] || cp -a "$lib" "$stage/capi/"
 done
-for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-hosts tests/gpu/epcomm-gpu-threads bench/epcomm-info \
+for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-hosts tests/gpu/epcomm-gpu-threads tests/gpu/epcomm-ring-tests \
+           bench/epcomm-info \
            bench/epcomm-bench bench/epcomm-fence-probe; do
   if [ ! -f "$build/$exe" ]; then
     echo "stage.sh: $build/$exe is missing: build first (ninja -C $build)" >&2

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// A credit ring's two ends on PeerTransport (issue 27, step C; the arithmetic and the slot
+// header are kernels/wire/ht_ring.hpp's, which the CPU model tests/unit/ht_ring_model.hpp
+// runs). One warp owns each end: the writer's warp fills slot `tail`, puts it and raises the
+// reader's tail word; the reader's warp copies the slot out and raises the writer's head word
+// (the credit). Both words only grow and are read "at least", so they are never reset:
+// later steps and graph replays keep counting where the last one stopped, and each end keeps
+// its own counter in registers (or in the caller's state between launches).
+//
+// Every wait is bounded by the group's timeout and names the phase and the rank waited for
+// (peer_wait.cuh). A warp serving several rings polls them with try_* and never blocks on
+// one (the rule that keeps the combine's key order deadlock-free, ht_ring.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/warp.cuh"
+#include "kernels/transport/peer_transport.cuh"
+#include "kernels/wire/ht_ring.hpp"
+
+namespace epc::kernels {
+
+// Where one ring (writer, reader, channel) lives: its slots and tail word in the reader's
+// window, its head word in the writer's.
+struct HtRingPlace {
+  uint64_t slots;      // reader's window: slot i at slots + i * slot_bytes
+  uint64_t tail_word;  // reader's window: slots written, signalled by the writer
+  uint64_t head_word;  // writer's window: slots consumed, signalled by the reader
+  uint32_t slot_bytes;
+  uint32_t capacity;
+  int32_t writer;
+  int32_t reader;
+
+  __device__ __forceinline__ uint64_t slot(uint64_t counter) const {
+    return slots + ht_ring_index(counter, capacity) * slot_bytes;
+  }
+};
+
+// What a timed-out ring wait reports.
+struct RingWait {
+  uint64_t timeout_ns;
+  DeviceError* error;
+  uint32_t phase;
+};
+
+// The writer's end. `tail`: slots this writer has published; `head_seen`: the reader's
+// head as last read (a stale value only delays).
+struct HtRingWriter {
+  HtRingPlace place;
+  uint64_t tail;
+  uint64_t head_seen;
+
+  // Whether slot `tail` may be written, lane 0 reading the head once if the last value seen
+  // does not already say so; no wait. Every lane of the warp calls and returns the same.
+  __device__ __forceinline__ bool try_space(const PeerTransport& t) {
+    if (!ht_ring_has_space(tail, head_seen, place.capacity)) {
+      if (lane_id() == 0) head_seen = t.read_signal(place.head_word, place.reader);
+      __syncwarp();  // lane 0's acquire before any lane's writes into the freed slot
+      head_seen = __shfl_sync(0xffffffffu, head_seen, 0);
+    }
+    return ht_ring_has_space(tail, head_seen, place.capacity);
+  }
+
+  // Waits until slot `tail` may be written: the reader has consumed slot tail - capacity.
+  // Every lane of the warp calls and returns the same; lane 0 polls.
+  __device__ __forceinline__ bool wait_space(const PeerTransport& t, const RingWait& w) {
+    if (ht_ring_has_space(tail, head_seen, place.capacity)) return true;
+    bool ok = true;
+    if (lane_id() == 0) {
+      ok = poll_until([&] { return t.read_signal(place.head_word, place.reader); },
+                      [&](uint64_t head) { return ht_ring_has_space(tail, head, place.capacity); }, &head_seen,
+                      w.timeout_ns, w.error, w.phase, place.writer, place.reader);
+    }
+    __syncwarp();
+    head_seen = __shfl_sync(0xffffffffu, head_seen, 0);
+    return __shfl_sync(0xffffffffu, ok, 0);
+  }
+
+  // Where to write slot `tail` (the reader's memory inside a node, this rank's staged copy
+  // across nodes).
+  __device__ __forceinline__ char* slot(const PeerTransport& t) const {
+    return static_cast<char*>(t.buffer(place.slot(tail), place.reader));
+  }
+
+  // Every lane of the warp, after the warp wrote the slot's first `bytes` bytes: puts them
+  // (across nodes) and raises the reader's tail behind them.
+  __device__ __forceinline__ void publish(const PeerTransport& t, uint32_t bytes) {
+    t.commit(place.slot(tail), bytes, place.reader, lane_id(), kWarpSize);
+    // Every lane's stores before lane 0's release inside a node; across nodes every lane's
+    // puts before the signal that follows them (as the rail's chunk flags do).
+    if (!t.in_node(place.reader)) __threadfence_system();
+    __syncwarp();
+    if (lane_id() == 0) t.signal(place.tail_word, place.reader, tail + 1);
+    ++tail;
+  }
+};
+
+// The reader's end. `head`: slots this reader has consumed; `tail_seen`: the writer's tail
+// as last read.
+struct HtRingReader {
+  HtRingPlace place;
+  uint64_t head;
+  uint64_t tail_seen;
+
+  // Whether slot `head` has been published; no wait. Every lane calls and returns the same.
+  __device__ __forceinline__ bool try_data(const PeerTransport& t) {
+    if (!ht_ring_has_data(tail_seen, head)) {
+      if (lane_id() == 0) tail_seen = t.read_signal(place.tail_word, place.writer);
+      __syncwarp();  // lane 0's acquire before any lane's loads of the slot
+      tail_seen = __shfl_sync(0xffffffffu, tail_seen, 0);
+    }
+    return ht_ring_has_data(tail_seen, head);
+  }
+
+  // Waits until slot `head` has been published. Every lane calls and returns the same.
+  __device__ __forceinline__ bool wait_data(const PeerTransport& t, const RingWait& w) {
+    if (ht_ring_has_data(tail_seen, head)) return true;
+    bool ok = true;
+    if (lane_id() == 0) {
+      ok = poll_until([&] { return t.read_signal(place.tail_word, place.writer); },
+                      [&](uint64_t tail) { return ht_ring_has_data(tail, head); }, &tail_seen, w.timeout_ns, w.error,
+                      w.phase, place.reader, place.writer);
+    }
+    __syncwarp();
+    tail_seen = __shfl_sync(0xffffffffu, tail_seen, 0);
+    return __shfl_sync(0xffffffffu, ok, 0);
+  }
+
+  // Slot `head` in this rank's own window.
+  __device__ __forceinline__ const char* slot(const PeerTransport& t) const {
+    return static_cast<const char*>(t.local(place.slot(head)));
+  }
+
+  // Every lane of the warp, after the warp has copied slot `head` out: gives its credit.
+  __device__ __forceinline__ void release(const PeerTransport& t) {
+    __syncwarp();  // every lane's loads of the slot before the writer may refill it
+    if (lane_id() == 0) t.signal(place.head_word, place.writer, head + 1);
+    ++head;
+  }
+};
+
+}  // namespace epc::kernels
