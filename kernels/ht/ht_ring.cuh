@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "kernels/device/peer_wait.cuh"
+#include "kernels/device/signal_wait.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ht_ring.hpp"
@@ -44,6 +44,27 @@ struct RingWait {
   uint32_t phase;
 };
 
+// Lane 0 brings `seen` up to date with the counter word `offset`, which rank `writer` signals
+// into this rank's window: one read when `wait` is null, else polls (signal_wait.cuh) until
+// `reached(seen)`, a timeout naming `rank` waiting for `writer`. The warp then shares the value,
+// lane 0's acquire ordered before every lane's later accesses of the slot. Every lane calls and
+// returns the same.
+template <typename Reached>
+__device__ __forceinline__ bool warp_refresh_counter(const PeerTransport& t, uint64_t offset, int writer,
+                                                     Reached reached, uint64_t& seen, const RingWait* wait, int rank) {
+  bool ok = true;
+  if (lane_id() == 0) {
+    if (wait == nullptr) {
+      seen = t.read_signal(offset, writer);
+    } else {
+      ok = wait_for_signal(t, offset, writer, reached, &seen, wait->timeout_ns, wait->error, wait->phase, rank, writer);
+    }
+  }
+  __syncwarp();
+  seen = __shfl_sync(0xffffffffu, seen, 0);
+  return __shfl_sync(0xffffffffu, ok, 0);
+}
+
 // The writer's end. `tail`: slots this writer has published; `head_seen`: the reader's
 // head as last read (a stale value only delays).
 struct HtRingWriter {
@@ -54,27 +75,22 @@ struct HtRingWriter {
   // Whether slot `tail` may be written, lane 0 reading the head once if the last value seen
   // does not already say so; no wait. Every lane of the warp calls and returns the same.
   __device__ __forceinline__ bool try_space(const PeerTransport& t) {
-    if (!ht_ring_has_space(tail, head_seen, place.capacity)) {
-      if (lane_id() == 0) head_seen = t.read_signal(place.head_word, place.reader);
-      __syncwarp();  // lane 0's acquire before any lane's writes into the freed slot
-      head_seen = __shfl_sync(0xffffffffu, head_seen, 0);
-    }
-    return ht_ring_has_space(tail, head_seen, place.capacity);
+    if (!has_space(head_seen))
+      warp_refresh_counter(
+          t, place.head_word, place.reader, [this](uint64_t head) { return has_space(head); }, head_seen, nullptr, 0);
+    return has_space(head_seen);
   }
 
   // Waits until slot `tail` may be written: the reader has consumed slot tail - capacity.
   // Every lane of the warp calls and returns the same; lane 0 polls.
   __device__ __forceinline__ bool wait_space(const PeerTransport& t, const RingWait& w) {
-    if (ht_ring_has_space(tail, head_seen, place.capacity)) return true;
-    bool ok = true;
-    if (lane_id() == 0) {
-      ok = poll_until([&] { return t.read_signal(place.head_word, place.reader); },
-                      [&](uint64_t head) { return ht_ring_has_space(tail, head, place.capacity); }, &head_seen,
-                      w.timeout_ns, w.error, w.phase, place.writer, place.reader);
-    }
-    __syncwarp();
-    head_seen = __shfl_sync(0xffffffffu, head_seen, 0);
-    return __shfl_sync(0xffffffffu, ok, 0);
+    return has_space(head_seen) || warp_refresh_counter(
+                                       t, place.head_word, place.reader,
+                                       [this](uint64_t head) { return has_space(head); }, head_seen, &w, place.writer);
+  }
+
+  __device__ __forceinline__ bool has_space(uint64_t head) const {
+    return ht_ring_has_space(tail, head, place.capacity);
   }
 
   // Where to write slot `tail` (the reader's memory inside a node, this rank's staged copy
@@ -105,27 +121,20 @@ struct HtRingReader {
 
   // Whether slot `head` has been published; no wait. Every lane calls and returns the same.
   __device__ __forceinline__ bool try_data(const PeerTransport& t) {
-    if (!ht_ring_has_data(tail_seen, head)) {
-      if (lane_id() == 0) tail_seen = t.read_signal(place.tail_word, place.writer);
-      __syncwarp();  // lane 0's acquire before any lane's loads of the slot
-      tail_seen = __shfl_sync(0xffffffffu, tail_seen, 0);
-    }
-    return ht_ring_has_data(tail_seen, head);
+    if (!has_data(tail_seen))
+      warp_refresh_counter(
+          t, place.tail_word, place.writer, [this](uint64_t tail) { return has_data(tail); }, tail_seen, nullptr, 0);
+    return has_data(tail_seen);
   }
 
   // Waits until slot `head` has been published. Every lane calls and returns the same.
   __device__ __forceinline__ bool wait_data(const PeerTransport& t, const RingWait& w) {
-    if (ht_ring_has_data(tail_seen, head)) return true;
-    bool ok = true;
-    if (lane_id() == 0) {
-      ok = poll_until([&] { return t.read_signal(place.tail_word, place.writer); },
-                      [&](uint64_t tail) { return ht_ring_has_data(tail, head); }, &tail_seen, w.timeout_ns, w.error,
-                      w.phase, place.reader, place.writer);
-    }
-    __syncwarp();
-    tail_seen = __shfl_sync(0xffffffffu, tail_seen, 0);
-    return __shfl_sync(0xffffffffu, ok, 0);
+    return has_data(tail_seen) || warp_refresh_counter(
+                                      t, place.tail_word, place.writer,
+                                      [this](uint64_t tail) { return has_data(tail); }, tail_seen, &w, place.reader);
   }
+
+  __device__ __forceinline__ bool has_data(uint64_t tail) const { return ht_ring_has_data(tail, head); }
 
   // Slot `head` in this rank's own window.
   __device__ __forceinline__ const char* slot(const PeerTransport& t) const {
