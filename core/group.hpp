@@ -66,8 +66,12 @@ class Group {
   kernels::PeerTransport transport() const;
   kernels::DeviceError* device_error() const { return error_device_; }
   uint64_t timeout_ns() const { return static_cast<uint64_t>(config_.timeout_ms) * 1000000ull; }
-  // The id of the group's next handle (EpcHandleInfo.id): 1, 2, ... in creation order.
-  uint64_t next_handle_id() { return ++handles_created_; }
+  // The id the group's next handle gets (EpcHandleInfo.id): 1, 2, ... in creation order.
+  // Reading it takes nothing: only a handle that exists takes its id (take_handle_id), so a
+  // failed creation leaves the numbering as it was.
+  uint64_t next_handle_id() const { return handles_created_ + 1; }
+  // Takes next_handle_id() for a handle now created.
+  void take_handle_id() { ++handles_created_; }
 
  private:
   // Everything the group owns on the device and in NCCL. Declared in the order it is

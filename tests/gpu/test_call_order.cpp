@@ -4,9 +4,9 @@
 // a send-only half pending, and (HT, 2.1) a step of the operation pending on another handle.
 // LL groups serve another handle's steps beside a pending one (max_pending_steps 2 by default;
 // test_ll_micro_batches.cpp checks the limit). A failing call changes nothing: the query says the same before and
-// after, and the next correct calls give results equal to the CPU reference model. Every
-// rank makes the same failing calls (they fail before anything is queued), so the
-// collective steps stay aligned.
+// after, a refused epc_handle_create takes no handle id, and the next correct calls give results equal to the CPU
+// reference model. Every rank makes the same failing calls (they fail before anything is queued), so the collective
+// steps stay aligned.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -311,6 +311,42 @@ TEST(CallOrder, HighThroughputHandleDestroyedWithAStepPending) {
                       (dispatch ? "dispatch" : "combine") + " pending");
   }
   EXPECT_EQ(async_error(group.get()).status, EPC_OK) << async_error(group.get()).message;
+}
+
+// ---- Handle ids (2.1) -------------------------------------------------------------------------
+
+// A failed epc_handle_create takes no id (a failing call changes nothing): in both modes, after
+// two creations that the handle itself refuses (routing with K above max_topk), the next
+// handle created gets the id after the last handle that exists.
+TEST(CallOrder, FailedHandleCreateTakesNoId) {
+  constexpr int K = 4;
+  const Shape shape = world_shape(8, 1024, 32, K);
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const cudaStream_t s = stream.get();
+  for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
+    const std::string label = mode == EPC_MODE_LOW_LATENCY ? "LL" : "HT";
+    GroupPtr group;
+    ASSERT_TRUE(create_group(shape, mode, group));
+    HandlePtr first;
+    ASSERT_TRUE(create_handle_with(group.get(), handle_config(), nullptr, s, first, label + " first handle"));
+    EXPECT_EQ(id_of(first.get()), 1u) << label;
+    // Refused inside the handle's constructor, after the id used to be taken: no data is
+    // read, the shape alone fails.
+    const EpcTensor too_wide = make_tensor(nullptr, EPC_DTYPE_INT32, {1, K + 1});
+    EpcRouting routing = EPC_ROUTING_INIT;
+    routing.topk_idx = &too_wide;
+    const EpcHandleConfig config = handle_config();
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      EpcHandle* refused = nullptr;
+      expect_status(epc_handle_create(group.get(), &config, &routing, s, &refused), EPC_ERR_INVALID_ARGUMENT,
+                    "max_topk", label + " create with K above max_topk");
+      EXPECT_EQ(refused, nullptr) << label << ": a failing call writes no out-parameter";
+    }
+    HandlePtr second;
+    ASSERT_TRUE(create_handle_with(group.get(), handle_config(), nullptr, s, second, label + " second handle"));
+    EXPECT_EQ(id_of(second.get()), 2u) << label << ": the refused creations must not take ids";
+  }
 }
 
 }  // namespace
