@@ -42,9 +42,10 @@ const (
 	PlanMaxRegions = 16
 	// SlotNone is EPC_SLOT_NONE, 0xFFFFFFFFu.
 	SlotNone = 4294967295
-	// HandleZeroPadding is EPC_HANDLE_ZERO_PADDING, 0x1u: dispatch zero-fills padding rows and
-	// scales (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0). Padding rows: a zone's rows past its
-	// count; rows past the last zone are never written.
+	// HandleZeroPadding is EPC_HANDLE_ZERO_PADDING, 0x1u: dispatch zero-fills padding rows:
+	// their out_x, out_scales and out_topk_weights (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0;
+	// other layouts: EPC_ERR_INVALID_ARGUMENT). Padding rows: a zone's rows past its count;
+	// without the flag they keep their bytes. Rows past the last zone are never written.
 	HandleZeroPadding = 1
 	// HandleGlobalExpertIDs is EPC_HANDLE_GLOBAL_EXPERT_IDS, 0x2u: out_topk_idx holds global
 	// expert ids (rank * L + local id); else local ids.
@@ -98,12 +99,15 @@ const (
 	ErrBufferTooSmall Status = 9
 	// ErrInternal is EPC_ERR_INTERNAL: a bug in epcomm: please report it.
 	ErrInternal Status = 10
-	// ErrCapacity is EPC_ERR_CAPACITY: a step received more rows than the handle's capacity
-	// under EPC_OVERFLOW_FAIL; not sticky.
+	// ErrCapacity is EPC_ERR_CAPACITY: the handle's dispatch of its current routing overflowed
+	// a rank's capacity under EPC_OVERFLOW_FAIL (HT): returned by its steps until the next
+	// routing (EpcOverflow); not sticky.
 	ErrCapacity Status = 11
 	// ErrInvalidUsage is EPC_ERR_INVALID_USAGE: a call out of order: epc_complete with nothing
-	// pending, a step on a handle with one pending, more pending steps than max_pending_steps,
-	// a step on a handle without routing.
+	// pending, a step or an update on a handle with one pending, more pending steps than
+	// max_pending_steps (HT: also a send-only step of the operation pending on another
+	// handle), a step on a handle without routing, an HT combine with no dispatch since the
+	// routing on an EXPERT_PACKED handle or on a group of several nodes.
 	ErrInvalidUsage Status = 12
 )
 
@@ -129,7 +133,7 @@ const (
 	DtypeUint8 Dtype = 7
 	// DtypeFP8E5M2 is EPC_DTYPE_FP8_E5M2.
 	DtypeFP8E5M2 Dtype = 8
-	// DtypeE8M0 is EPC_DTYPE_E8M0: one unsigned power-of-two exponent per byte (UE8M0).
+	// DtypeE8M0 is EPC_DTYPE_E8M0: one power of two per byte (UE8M0): byte e is 2^(e - 127).
 	DtypeE8M0 Dtype = 9
 	// DtypeE8M0X4 is EPC_DTYPE_E8M0X4: four E8M0 in one 32-bit word, lowest byte first.
 	DtypeE8M0X4 Dtype = 10
@@ -193,17 +197,22 @@ func (m Mode) String() string {
 }
 
 // Overflow is the C type EpcOverflow (uint32_t). What a step does when more rows arrive
-// than the handle's capacity holds. Neither is sticky: the next step starts afresh. Every
-// rank learns every rank's overflow with the routing (HT: in the count exchange of
-// epc_handle_update), so all ranks act alike; the host sees it, without synchronising, once
-// the GPU has run that exchange.
+// than the handle's capacity holds: HT groups only (LL groups hold every token that can
+// arrive). Neither policy is sticky: the next routing starts afresh. Every rank learns
+// every rank's overflow in the routing's count exchange (epc_handle_update), so all ranks
+// act alike; the host sees it, without synchronising, once the GPU has run that exchange,
+// and from the routing's dispatch on epc_handle_query reports it, on every rank and under
+// either policy.
 type Overflow uint32
 
 const (
-	// OverflowFail is EPC_OVERFLOW_FAIL: nothing is written past capacity; the step's outputs
-	// are undefined; the handle reports the overflow (epc_handle_query) and its next call
-	// returns EPC_ERR_CAPACITY naming the rank and the count (HT: a step in which any rank
-	// overflows writes no output on any rank).
+	// OverflowFail is EPC_OVERFLOW_FAIL: a step in which any rank overflows does nothing on
+	// the GPU of any rank: its epc_dispatch returns EPC_OK and writes no device output,
+	// acc_expert_counts included (out_expert_counts_host, a host-queued copy, still receives
+	// the layout's counts of every (token, entry) pair sent to this rank). Once the host sees
+	// the overflow, every later epc_dispatch and epc_combine on the handle returns
+	// EPC_ERR_CAPACITY naming the rank and the rows, until its next epc_handle_update (before
+	// that, they too return EPC_OK and do nothing on the GPU).
 	OverflowFail Overflow = 0
 	// OverflowDrop is EPC_OVERFLOW_DROP: rows past capacity, in row order, are dropped; counts
 	// describe the rows written, out_num_recv the rows that arrived; combine gets no
@@ -283,23 +292,35 @@ func (r RegionKind) String() string {
 // top-k slot), rows of a flat layout by (source rank, source token): identical inputs give
 // bitwise identical outputs. layout out_x out_scales out_topk_idx / _weights counts
 // EXPERT_PADDED [L, C, H] [L, C, S] - / [L, C] out_expert_counts [L] EXPERT_PACKED [rows,
-// H] [rows, S] - / [rows] out_expert_counts [L], out_expert_offsets [L+1] RANK_MAJOR [R, T,
-// H] [R, T, S] [R, T, K] / [R, T, K] out_rank_counts [R] FLAT [rows, H] [rows, S] [rows, K]
-// / [rows, K] out_expert_counts [L], out_num_recv [1] S is H / scale_block. EXPERT_PACKED
-// zones start at multiples of expert_alignment. RANK_MAJOR and FLAT hold a token once per
-// receiving rank, with its entries for that rank (the others: id -1, weight 0). An output a
-// layout has no column for is meaningless there (EPC_ERR_INVALID_ARGUMENT). combine's x has
-// out_x's shape. RANK_MAJOR: zone r holds the tokens rank r sent here back to back from its
-// row 0, in source-token order, out_rank_counts[r] of them. FLAT: rows 0 .. out_num_recv -
-// 1 hold the received tokens ordered by (source rank, source token); on LL groups rows = R
-// * T. In both, row i's out_topk_idx[i][k] / out_topk_weights[i][k] describe the token's
-// top-k slot k (a token naming one local expert twice is received once, both slots set),
-// and out_expert_counts (FLAT) counts (token, slot) pairs per local expert. Rows past a
-// zone's count or past out_num_recv are not written, in any output. On LL groups every
-// rank's handle of one step must have the same layout, and acc_expert_counts and
-// out_expert_counts_host (per-expert statistics, not a layout column) serve every layout.
-// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
-// EXPERT_PACKED on HT groups and RANK_MAJOR and FLAT on LL groups; the others return
+// H] [rows, S] - / [rows] out_expert_counts [L], out_expert_offsets [L+1], out_num_recv [1]
+// RANK_MAJOR [R, T, H] [R, T, S] [R, T, K] / [R, T, K] out_rank_counts [R] FLAT [rows, H]
+// [rows, S] [rows, K] / [rows, K] out_expert_counts [L], out_num_recv [1] S: scales per
+// row. The fp8 cast: H / 128 scale blocks, one element each, but E8M0X4 out_scales hold
+// ceil(S / 4) words of four blocks, their bytes past the last block 0; PASSTHROUGH:
+// x_scales' S. EXPERT_PADDED's out_topk_weights [L, C] is defined but not served
+// (EPC_ERR_UNSUPPORTED). An output a layout has no column for is meaningless there
+// (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's shape. EXPERT_PADDED: zone l holds
+// out_expert_counts[l] rows from its row 0; on LL groups more entries for one expert than C
+// (only duplicate expert ids can make them) lose the rows past C and fail the group
+// (epc_group_async_error). EXPERT_PACKED: zone l holds out_expert_counts[l] rows from
+// out_expert_offsets[l], then padding up to the next zone, whose start is a multiple of
+// expert_alignment; out_num_recv counts the zones' rows of entries, padding excluded.
+// RANK_MAJOR and FLAT hold a token once per receiving rank, with its entries for that rank
+// (the others: id -1, weight 0). RANK_MAJOR: zone r holds the tokens rank r sent here back
+// to back from its row 0, in source-token order, out_rank_counts[r] of them. FLAT: rows 0
+// .. out_num_recv - 1 hold the received tokens ordered by (source rank, source token), but
+// under EPC_OVERFLOW_DROP only the first min(out_num_recv, rows) of them (out_num_recv
+// counts the dropped ones too); on LL groups rows = R * T. In both, row i's
+// out_topk_idx[i][k] / out_topk_weights[i][k] describe the token's top-k slot k (a token
+// naming one local expert twice is received once, both slots set), and out_expert_counts
+// (FLAT) counts (token, slot) pairs per local expert. Rows that receive no token are not
+// written, in any output: a zone's rows past its count (EXPERT_PACKED padding: unless
+// EPC_HANDLE_ZERO_PADDING), rows past the last EXPERT_PACKED zone, FLAT rows from
+// min(out_num_recv, rows) on. On LL groups every rank's handle of one step must have the
+// same layout, and acc_expert_counts and out_expert_counts_host (per-expert statistics, not
+// a layout column) serve every layout. Served in 2.0: EXPERT_PADDED on LL groups (C = R *
+// T), FLAT on HT groups; 2.1 adds EXPERT_PACKED on HT groups of one node whose
+// recv_capacity is R * T, and RANK_MAJOR and FLAT on LL groups; the others return
 // EPC_ERR_UNSUPPORTED.
 type Layout uint32
 
@@ -344,8 +365,8 @@ const (
 	// anywhere, so update, dispatch, combine and complete are capturable.
 	SizingCapacity Sizing = 0
 	// SizingExact is EPC_SIZING_EXACT: rows = what this rank receives: create (with routing)
-	// and update wait once for the count exchange. FLAT and EXPERT_PACKED only (LL groups:
-	// EPC_ERR_UNSUPPORTED).
+	// and update wait once for the count exchange. HT FLAT and EXPERT_PACKED only
+	// (EXPERT_PADDED and RANK_MAJOR: EPC_ERR_INVALID_ARGUMENT; LL FLAT: EPC_ERR_UNSUPPORTED).
 	SizingExact Sizing = 1
 )
 
@@ -361,9 +382,9 @@ func (s Sizing) String() string {
 }
 
 // Quant is the C type EpcQuant (uint32_t). How dispatch encodes the payload. The scales'
-// encoding follows out_scales' dtype: FP32 (the value), E8M0 (an exponent byte), E8M0X4
-// (four exponents per 32-bit word, of consecutive scale blocks), FP8_E4M3 (NVFP4 block
-// scales), any for PASSTHROUGH.
+// encoding follows out_scales' dtype: FP32 (the value), E8M0 (a byte e, the scale 2^(e -
+// 127)), E8M0X4 (four such bytes per 32-bit word, of consecutive scale blocks), FP8_E4M3
+// (NVFP4 block scales), any for PASSTHROUGH.
 type Quant uint32
 
 const (
@@ -377,21 +398,24 @@ const (
 	// without EPC_DISPATCH_POW2_SCALES).
 	QuantFP8 Quant = 1
 	// QuantNVFP4 is EPC_QUANT_NVFP4: cast in the send kernel: -> FP4_E2M1X2 with one E4M3
-	// scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0).
+	// scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0 and 2.1).
 	QuantNVFP4 Quant = 2
 	// QuantPassthrough is EPC_QUANT_PASSTHROUGH: the caller quantized: x and x_scales [B, S]
 	// are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT
 	// groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of
 	// 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes
-	// are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128). 2.1 serves it
-	// on LL groups too, in every layout: the same x and x_scales with scale elements of 1, 2
-	// or 4 bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones:
-	// EPC_ERR_UNSUPPORTED); out_x has the layout's rows with x's columns, out_scales [L, C,
-	// S], [R, T, S] or [R * T, S] with any strides under which no two elements share memory
-	// (as the LL fp8 cast's), and every row a token feeds gets its row and scales. An LL
-	// message holds max_token_bytes as LL groups round it (2 * H, or H + H / 32): a row plus S
-	// scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2
-	// x may come with x_global_scale (NVFP4), checked and not sent.
+	// are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128); x of another
+	// dtype, or FP8_E4M3 with H not a multiple of 16: EPC_ERR_UNSUPPORTED; FP4_E2M1X2 with H
+	// not a multiple of 32: EPC_ERR_INVALID_ARGUMENT. 2.1 serves it on LL groups too, in every
+	// layout: the same x and x_scales with scale elements of 1, 2 or 4 bytes (FP32, BF16,
+	// FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones: EPC_ERR_UNSUPPORTED); out_x has the
+	// layout's rows with x's columns, out_scales [L, C, S], [R, T, S] or [R * T, S] with any
+	// strides under which no two elements share memory (as the LL fp8 cast's), and every row a
+	// token feeds gets its row and scales. An LL message holds max_token_bytes as LL groups
+	// round it (2 * H, or H + H / 32): a row plus S scales beyond that is
+	// EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2 x may come with
+	// x_global_scale (NVFP4), checked and not sent (with FP8_E4M3 x:
+	// EPC_ERR_INVALID_ARGUMENT).
 	QuantPassthrough Quant = 3
 )
 
@@ -416,12 +440,14 @@ type ScaleLayout uint32
 const (
 	// ScalesStrided is EPC_SCALES_STRIDED: as out_scales' strides say: row-major, or
 	// column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any
-	// strides under which no two elements share memory for the LL fp8 cast (e.g. column-major
-	// with rows padded for TMA).
+	// strides under which no two elements share memory for LL dispatch, the fp8 cast's and
+	// PASSTHROUGH's (e.g. column-major with rows padded for TMA; strides under which elements
+	// overlap: EPC_ERR_INVALID_ARGUMENT). HT out_scales must be row-major contiguous, else
+	// EPC_ERR_UNSUPPORTED.
 	ScalesStrided ScaleLayout = 0
 	// ScalesSwizzled128x4 is EPC_SCALES_SWIZZLED_128X4: the block-scaled GEMM layout of tiles
 	// of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes
-	// (EPC_ERR_UNSUPPORTED in 2.0).
+	// (EPC_ERR_UNSUPPORTED in 2.0 and 2.1).
 	ScalesSwizzled128x4 ScaleLayout = 1
 )
 
@@ -445,7 +471,8 @@ const (
 	// others.
 	WeightingDefault Weighting = 0
 	// WeightingNone is EPC_WEIGHTING_NONE: rows are summed as given: the caller weighted them
-	// (the only choice for RANK_MAJOR and FLAT).
+	// (the only choice for RANK_MAJOR and FLAT; on HT EXPERT_PACKED a token's rows on a rank
+	// are summed unweighted into its partial; LL EXPERT_PADDED: EPC_ERR_UNSUPPORTED).
 	WeightingNone Weighting = 1
 	// WeightingSender is EPC_WEIGHTING_SENDER: expert layouts: on the expert's rank each row
 	// is multiplied by its entry's weight in dispatch's topk_weights, and one token's rows are

@@ -47,7 +47,7 @@ def tensor_fields(struct_type: Any) -> List[str]:
 class Routing:
     """A routing (EpcRouting): topk_idx [B, K] int32 or int64 expert ids on the group's
     device, -1 masking an entry (B <= max_tokens_per_rank, K <= max_topk); num_tokens [1]
-    int32 on the device: only its first n rows take part (UNSUPPORTED in 2.0)."""
+    int32 on the device: only its first n rows take part (UNSUPPORTED in 2.0 and 2.1)."""
 
     topk_idx: Any
     num_tokens: Any = None

@@ -100,9 +100,9 @@ const EPC_ERR_TIMEOUT = EpcStatus(7)  # a device-side wait expired; the group is
 const EPC_ERR_NO_DEVICE = EpcStatus(8)  # no CUDA device is present
 const EPC_ERR_BUFFER_TOO_SMALL = EpcStatus(9)  # a caller buffer was too small; see the call
 const EPC_ERR_INTERNAL = EpcStatus(10)  # a bug in epcomm: please report it
-const EPC_ERR_CAPACITY = EpcStatus(11)  # a step received more rows than the handle's capacity under EPC_OVERFLOW_FAIL; not sticky
+const EPC_ERR_CAPACITY = EpcStatus(11)  # the handle's dispatch of its current routing overflowed a rank's capacity under EPC_OVERFLOW_FAIL (HT): returned by its steps until the next routing (EpcOverflow); not sticky
 
-const EPC_ERR_INVALID_USAGE = EpcStatus(12)  # a call out of order: epc_complete with nothing pending, a step on a handle with one pending, more pending steps than max_pending_steps, a step on a handle without routing
+const EPC_ERR_INVALID_USAGE = EpcStatus(12)  # a call out of order: epc_complete with nothing pending, a step or an update on a handle with one pending, more pending steps than max_pending_steps (HT: also a send-only step of the operation pending on another handle), a step on a handle without routing, an HT combine with no dispatch since the routing on an EXPERT_PACKED handle or on a group of several nodes
 
 const EPC_DTYPE_INVALID = EpcDtype(0)
 const EPC_DTYPE_BF16 = EpcDtype(1)
@@ -113,7 +113,8 @@ const EPC_DTYPE_INT32 = EpcDtype(5)
 const EPC_DTYPE_INT64 = EpcDtype(6)
 const EPC_DTYPE_UINT8 = EpcDtype(7)  # raw bytes (caller-defined scale formats)
 const EPC_DTYPE_FP8_E5M2 = EpcDtype(8)
-const EPC_DTYPE_E8M0 = EpcDtype(9)  # one unsigned power-of-two exponent per byte (UE8M0)
+const EPC_DTYPE_E8M0 = EpcDtype(9)  # one power of two per byte (UE8M0): byte e is 2^(e - 127)
+
 const EPC_DTYPE_E8M0X4 = EpcDtype(10)  # four E8M0 in one 32-bit word, lowest byte first
 const EPC_DTYPE_FP4_E2M1X2 = EpcDtype(11)  # two e2m1 values per byte, low nibble first; the last dimension counts bytes (H / 2)
 
@@ -125,7 +126,7 @@ const EPC_MODE_LOW_LATENCY = EpcMode(1)  # decode: direct all-to-all between eve
 
 const EPC_MODE_HIGH_THROUGHPUT = EpcMode(2)  # prefill, training: hierarchical across nodes, few SMs, a backward pass
 
-const EPC_OVERFLOW_FAIL = EpcOverflow(0)  # nothing is written past capacity; the step's outputs are undefined; the handle reports the overflow (epc_handle_query) and its next call returns EPC_ERR_CAPACITY naming the rank and the count (HT: a step in which any rank overflows writes no output on any rank)
+const EPC_OVERFLOW_FAIL = EpcOverflow(0)  # a step in which any rank overflows does nothing on the GPU of any rank: its epc_dispatch returns EPC_OK and writes no device output, acc_expert_counts included (out_expert_counts_host, a host-queued copy, still receives the layout's counts of every (token, entry) pair sent to this rank). Once the host sees the overflow, every later epc_dispatch and epc_combine on the handle returns EPC_ERR_CAPACITY naming the rank and the rows, until its next epc_handle_update (before that, they too return EPC_OK and do nothing on the GPU)
 
 const EPC_OVERFLOW_DROP = EpcOverflow(1)  # rows past capacity, in row order, are dropped; counts describe the rows written, out_num_recv the rows that arrived; combine gets no contribution from a dropped row (HT FLAT: a rank keeps its lowest (source rank, source token) rows)
 
@@ -157,9 +158,9 @@ const EPC_LAYOUT_FLAT = EpcLayout(4)  # received tokens back to back, once per r
 
 const EPC_SIZING_CAPACITY = EpcSizing(0)  # rows = capacity: no host synchronisation anywhere, so update, dispatch, combine and complete are capturable
 
-const EPC_SIZING_EXACT = EpcSizing(1)  # rows = what this rank receives: create (with routing) and update wait once for the count exchange. FLAT and EXPERT_PACKED only (LL groups: EPC_ERR_UNSUPPORTED)
+const EPC_SIZING_EXACT = EpcSizing(1)  # rows = what this rank receives: create (with routing) and update wait once for the count exchange. HT FLAT and EXPERT_PACKED only (EXPERT_PADDED and RANK_MAJOR: EPC_ERR_INVALID_ARGUMENT; LL FLAT: EPC_ERR_UNSUPPORTED)
 
-const EPC_HANDLE_ZERO_PADDING = UInt32(0x1)  # dispatch zero-fills padding rows and scales (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0). Padding rows: a zone's rows past its count; rows past the last zone are never written
+const EPC_HANDLE_ZERO_PADDING = UInt32(0x1)  # dispatch zero-fills padding rows: their out_x, out_scales and out_topk_weights (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0; other layouts: EPC_ERR_INVALID_ARGUMENT). Padding rows: a zone's rows past its count; without the flag they keep their bytes. Rows past the last zone are never written
 
 const EPC_HANDLE_GLOBAL_EXPERT_IDS = UInt32(0x2)  # out_topk_idx holds global expert ids (rank * L + local id); else local ids
 
@@ -170,16 +171,16 @@ const EPC_PENDING_COMBINE = Int32(2)
 const EPC_QUANT_NONE = EpcQuant(0)  # x (bf16 or fp16) travels as it is; no scales
 const EPC_QUANT_FP8 = EpcQuant(1)  # cast in the send kernel: bf16/fp16 x -> e4m3 with one scale per scale_block channels, scale = max(amax of the block, 1e-4) / 448, rounded up to a power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448, rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128; 2.1 adds E8M0 and E8M0X4 out_scales on LL (every scale then rounded up to a power of two, with or without EPC_DISPATCH_POW2_SCALES)
 
-const EPC_QUANT_NVFP4 = EpcQuant(2)  # cast in the send kernel: -> FP4_E2M1X2 with one E4M3 scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0)
+const EPC_QUANT_NVFP4 = EpcQuant(2)  # cast in the send kernel: -> FP4_E2M1X2 with one E4M3 scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
 
-const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128). 2.1 serves it on LL groups too, in every layout: the same x and x_scales with scale elements of 1, 2 or 4 bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones: EPC_ERR_UNSUPPORTED); out_x has the layout's rows with x's columns, out_scales [L, C, S], [R, T, S] or [R * T, S] with any strides under which no two elements share memory (as the LL fp8 cast's), and every row a token feeds gets its row and scales. An LL message holds max_token_bytes as LL groups round it (2 * H, or H + H / 32): a row plus S scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2 x may come with x_global_scale (NVFP4), checked and not sent
+const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128); x of another dtype, or FP8_E4M3 with H not a multiple of 16: EPC_ERR_UNSUPPORTED; FP4_E2M1X2 with H not a multiple of 32: EPC_ERR_INVALID_ARGUMENT. 2.1 serves it on LL groups too, in every layout: the same x and x_scales with scale elements of 1, 2 or 4 bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones: EPC_ERR_UNSUPPORTED); out_x has the layout's rows with x's columns, out_scales [L, C, S], [R, T, S] or [R * T, S] with any strides under which no two elements share memory (as the LL fp8 cast's), and every row a token feeds gets its row and scales. An LL message holds max_token_bytes as LL groups round it (2 * H, or H + H / 32): a row plus S scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2 x may come with x_global_scale (NVFP4), checked and not sent (with FP8_E4M3 x: EPC_ERR_INVALID_ARGUMENT)
 
-const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any strides under which no two elements share memory for the LL fp8 cast (e.g. column-major with rows padded for TMA)
+const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any strides under which no two elements share memory for LL dispatch, the fp8 cast's and PASSTHROUGH's (e.g. column-major with rows padded for TMA; strides under which elements overlap: EPC_ERR_INVALID_ARGUMENT). HT out_scales must be row-major contiguous, else EPC_ERR_UNSUPPORTED
 
-const EPC_SCALES_SWIZZLED_128X4 = EpcScaleLayout(1)  # the block-scaled GEMM layout of tiles of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes (EPC_ERR_UNSUPPORTED in 2.0)
+const EPC_SCALES_SWIZZLED_128X4 = EpcScaleLayout(1)  # the block-scaled GEMM layout of tiles of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
 
 const EPC_WEIGHTING_DEFAULT = EpcWeighting(0)  # SENDER for expert layouts, NONE for the others
-const EPC_WEIGHTING_NONE = EpcWeighting(1)  # rows are summed as given: the caller weighted them (the only choice for RANK_MAJOR and FLAT)
+const EPC_WEIGHTING_NONE = EpcWeighting(1)  # rows are summed as given: the caller weighted them (the only choice for RANK_MAJOR and FLAT; on HT EXPERT_PACKED a token's rows on a rank are summed unweighted into its partial; LL EXPERT_PADDED: EPC_ERR_UNSUPPORTED)
 
 const EPC_WEIGHTING_SENDER = EpcWeighting(2)  # expert layouts: on the expert's rank each row is multiplied by its entry's weight in dispatch's topk_weights, and one token's rows are summed into one partial per rank: one row per (token, rank) crosses
 
@@ -196,7 +197,14 @@ const EPC_DISPATCH_POW2_SCALES = UInt32(0x2)  # EPC_QUANT_FP8 into FP32 scales: 
 
 A strided view of memory with DLPack's meaning: shape and strides count elements;
 all-zero strides means row-major contiguous; entries past ndim must be 0. Device memory
-of the group's GPU unless the field that holds it says otherwise.
+of the group's GPU unless the field that holds it says otherwise. Extents are exactly
+those the field states. Only LL dispatch's out_scales may be strided
+(EPC_SCALES_STRIDED); every other tensor must be row-major contiguous (all-zero strides,
+or the row-major ones; a dimension of extent 1 takes any stride), else
+EPC_ERR_UNSUPPORTED. data must be aligned, else EPC_ERR_INVALID_ARGUMENT: 16 bytes for
+x, out_x and combine's x and out; 8 for acc_expert_counts; 4 for every other int32,
+int64 or fp32 tensor; x_scales and HT out_scales 4 when a row's scale bytes are a
+multiple of 4, else their element size; LL out_scales their element size (E8M0X4: 4).
 """
 struct EpcTensor
     data::Ptr{Cvoid}
@@ -229,7 +237,7 @@ struct EpcGroupConfig
     max_tokens_per_rank::UInt32  # T; 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
     max_topk::UInt32  # bound on K; 0: 8; at most 32
     max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes (an LL passthrough row and its scales must fit it); HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes and at most 8 * H
-    recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0; served since 2.1 on HT groups of one node, whose dispatch window then holds recv_capacity rows)
+    recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows; more: EPC_ERR_INVALID_ARGUMENT. Fewer: EPC_ERR_UNSUPPORTED in 2.0; since 2.1 served on HT groups of one node, whose dispatch window then holds recv_capacity rows, to FLAT handles (EXPERT_PACKED handles, LL groups, and groups of several nodes, virtual ones included: EPC_ERR_UNSUPPORTED)
     overflow::EpcOverflow  # 0: EPC_OVERFLOW_FAIL
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles, at most one per handle; 0: the default, 2 since 2.1 (1 in 2.0). Up to 3 (more: EPC_ERR_UNSUPPORTED); on LL groups each one above 2 adds a receive slot per direction to the window (epc_plan_query)
     num_sms::UInt32  # SM budget; 0: 132 (LL), 24 (HT)
@@ -324,7 +332,7 @@ struct EpcHandleConfig
     abi_version::UInt32
     layout::EpcLayout  # 0: EPC_LAYOUT_DEFAULT
     sizing::EpcSizing  # 0: EPC_SIZING_CAPACITY
-    capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT and EXPERT_PACKED: rows, 0: the most recv_capacity tokens can produce in the layout (FLAT: recv_capacity). RANK_MAJOR and EXACT sizing: must be 0. In 2.0 only the default is served; 2.1 serves FLAT capacities up to that default on HT groups (LL groups: R * T only, every token that can arrive)
+    capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT: rows, 0: recv_capacity; more: EPC_ERR_INVALID_ARGUMENT. EXPERT_PACKED: rows, 0: the most that R * T tokens of max_topk entries take in aligned zones, E + min(L, E) * (a - 1) rounded down to a multiple of a (E = R * T * max_topk, a = expert_alignment). RANK_MAJOR and EXACT sizing: must be 0 (EPC_ERR_INVALID_ARGUMENT). In 2.0 only the default is served; 2.1 serves FLAT capacities below it on HT groups of one node (several nodes, virtual ones included: EPC_ERR_UNSUPPORTED). Other values: EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token that can arrive)
     expert_alignment::UInt32  # EXPERT_PACKED: zone starts and sizes are multiples of this, any positive value; 0: 1. Other layouts: must be 0
     flags::UInt32  # EPC_HANDLE_*
 end
@@ -338,7 +346,7 @@ struct EpcRouting
     struct_size::UInt32
     abi_version::UInt32
     topk_idx::Ptr{EpcTensor}  # required: [B, K] int32 or int64 on the group's device; -1 masks an entry; B <= T, K <= max_topk; copied on the stream, so it may be reused once the stream has passed
-    num_tokens::Ptr{EpcTensor}  # [1] int32 on the device: only the first n rows of topk_idx take part (n <= B), so that one graph captured at B serves every batch up to B (EPC_ERR_UNSUPPORTED in 2.0)
+    num_tokens::Ptr{EpcTensor}  # [1] int32 on the device: only the first n rows of topk_idx take part (n <= B), so that one graph captured at B serves every batch up to B (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
 end
 
 """
@@ -359,9 +367,9 @@ struct EpcHandleInfo
     flags::UInt32  # EPC_HANDLE_*
     capacity::UInt64  # C
     rows::Int64  # the first dimension of [rows, ...] tensors (FLAT, EXPERT_PACKED); EXACT: the rows this rank receives for the current routing (0 before the first)
-    overflow_status::EpcStatus  # EPC_OK, or EPC_ERR_CAPACITY when the last dispatch received more rows than C
+    overflow_status::EpcStatus  # EPC_OK, or EPC_ERR_CAPACITY when the layout of the last dispatch's routing found some rank's receive over its capacity, under either policy (every rank reports it), once the GPU has run that layout
     overflow_rank::Int32  # the rank whose receive overflowed, -1 for none (this rank if its own did, else the lowest such rank)
-    overflow_rows::Int64  # rows that did not fit (EPC_OVERFLOW_DROP: dropped)
+    overflow_rows::Int64  # rows that did not fit at overflow_rank (EPC_OVERFLOW_DROP: dropped there)
     id::UInt64  # Since: 2.1. The handle's number in its group: 1 for the group's first handle, counting up in creation order, never reused; the same on every rank that creates the group's handles in one order. Messages name a handle by it ("handle 3 (0x...)")
 end
 
@@ -375,12 +383,12 @@ struct EpcDispatchArgs
     abi_version::UInt32
     flags::UInt32  # EPC_STEP_SEND_ONLY, EPC_DISPATCH_POW2_SCALES
     quant::EpcQuant  # 0: EPC_QUANT_NONE
-    scale_block::UInt32  # channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4)
+    scale_block::UInt32  # channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4). Served: 0 and 128 (others with FP8 or PASSTHROUGH: EPC_ERR_UNSUPPORTED; with EPC_QUANT_NONE it must be 0)
     scale_layout::EpcScaleLayout  # 0: EPC_SCALES_STRIDED
     x::Ptr{EpcTensor}  # required: [B, H] (FP4_E2M1X2: [B, H / 2]); B may be 0 with NULL data
     x_scales::Ptr{EpcTensor}  # PASSTHROUGH: required, [B, S] (LL: row and scales within the group's message, EPC_QUANT_PASSTHROUGH); else NULL
     x_global_scale::Ptr{EpcTensor}  # NVFP4, and (2.1) PASSTHROUGH of FP4_E2M1X2 x: [1] fp32, the same on every rank; not sent (each rank's GEMM uses its own); with other payloads EPC_ERR_INVALID_ARGUMENT
-    topk_weights::Ptr{EpcTensor}  # [B, K] fp32: required by EPC_WEIGHTING_SENDER (LL EXPERT_PADDED) and by out_topk_weights
+    topk_weights::Ptr{EpcTensor}  # [B, K] fp32: required by LL EXPERT_PADDED dispatch and by out_topk_weights; an HT EXPERT_PACKED combine with EPC_WEIGHTING_SENDER (its default) needs them in the handle's last dispatch, else EPC_ERR_INVALID_ARGUMENT naming EpcCombineArgs.weighting
     out_x::Ptr{EpcTensor}  # required, x's dtype (FP8 cast: FP8_E4M3)
     out_scales::Ptr{EpcTensor}  # required with a cast or PASSTHROUGH, else NULL
     out_topk_idx::Ptr{EpcTensor}  # int32: the entry's expert id (local, or global with EPC_HANDLE_GLOBAL_EXPERT_IDS) where the expert is on this rank, else -1
@@ -389,8 +397,8 @@ struct EpcDispatchArgs
     out_expert_offsets::Ptr{EpcTensor}  # [L + 1] int32 or int64: zone starts (EXPERT_PACKED)
     out_rank_counts::Ptr{EpcTensor}  # [R] int32: tokens received per source rank (RANK_MAJOR)
     out_num_recv::Ptr{EpcTensor}  # [1] int32: rows that arrived, before any drop (FLAT, EXPERT_PACKED; there one per (token, entry), padding excluded)
-    out_expert_counts_host::Ptr{EpcTensor}  # [L] int32 in pinned host memory: a copy of the per-expert counts queued after the step; read it once the stream has passed
-    acc_expert_counts::Ptr{EpcTensor}  # [L] int64: rows per local expert are added at every step (load-balancer statistics); the caller zeroes it
+    out_expert_counts_host::Ptr{EpcTensor}  # [L] int32 in pinned host memory: a copy of the per-expert counts, the (token, entry) pairs received per local expert (those kept under EPC_OVERFLOW_DROP; LL EXPERT_PADDED: at most C), queued after the step; read it once the stream has passed
+    acc_expert_counts::Ptr{EpcTensor}  # [L] int64: the same counts are added at every step (load-balancer statistics); the caller zeroes it
     send_sms::UInt32  # SMs the sending launch may occupy, so that kernels overlapping it keep the others; 0: the group's num_sms; at most num_sms and the GPU's SM count. With EPC_STEP_SEND_ONLY: the send half's grid (epc_complete's receive half runs on num_sms); without it, the whole step's. Outputs do not depend on it
     reserved0::UInt32  # 0
 end
@@ -405,11 +413,11 @@ struct EpcCombineArgs
     abi_version::UInt32
     flags::UInt32  # EPC_STEP_SEND_ONLY
     weighting::EpcWeighting  # 0: EPC_WEIGHTING_DEFAULT
-    x::Ptr{EpcTensor}  # required: the expert outputs, dispatch out_x's shape; bf16 is what travels (fp16: EPC_ERR_UNSUPPORTED in 2.0)
-    topk_weights::Ptr{EpcTensor}  # with out_topk_weights (HT groups): per received row, fp32, dispatch out_topk_weights' shape; carried back (the gradient of dispatch's weights)
+    x::Ptr{EpcTensor}  # required: the expert outputs, dispatch out_x's shape; bf16 is what travels (fp16: EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
+    topk_weights::Ptr{EpcTensor}  # with out_topk_weights (HT groups): per received row, fp32, dispatch out_topk_weights' shape; carried back (the gradient of dispatch's weights); LL groups: EPC_ERR_UNSUPPORTED
     home_topk_weights::Ptr{EpcTensor}  # EPC_WEIGHTING_HOME: [B, K] fp32 on this rank
     out::Ptr{EpcTensor}  # required: [B, H] bf16, fp16 or fp32; must not overlap x
-    out_topk_weights::Ptr{EpcTensor}  # [B, K] fp32: entry k takes the value the rank hosting its expert sent (0 where masked)
+    out_topk_weights::Ptr{EpcTensor}  # [B, K] fp32: entry k takes the value the rank hosting its expert sent (0 where masked, and where that rank dropped the token's row under EPC_OVERFLOW_DROP)
     send_sms::UInt32  # as EpcDispatchArgs.send_sms
     reserved0::UInt32  # 0
 end
@@ -616,7 +624,9 @@ with the same message in epc_last_error:
   EPC_ERR_TIMEOUT           a kernel gave up waiting for a peer: the phase, the waiting
                             rank, the peer that did not arrive, how long it waited;
   EPC_ERR_INVALID_ARGUMENT  the routing check found an expert id outside
-                            [-1, num_experts): the phase and the rank;
+                            [-1, num_experts), or (LL EXPERT_PADDED) more entries for
+                            one expert than C, from duplicate ids, whose extra rows
+                            were dropped: the phase and the rank;
   EPC_ERR_CUDA, ...         epc_group_barrier failed on the host.
 It reads the error record kernels write in mapped host memory, with no CUDA call, so it
 sees only work the GPU has finished (a timeout once its deadline has passed on the
@@ -709,8 +719,9 @@ expert twice is received once per entry in the expert layouts.
 Errors: INVALID_ARGUMENT (a shape, dtype or field), INVALID_USAGE (no routing, a step
 pending on the handle, or max_pending_steps reached; on HT groups, a send-only step of
 the same operation pending on another handle of the group, both named), UNSUPPORTED (a
-layout, quant or field this library cannot serve yet), CAPACITY (the handle's previous
-dispatch overflowed under EPC_OVERFLOW_FAIL), the group's sticky failure.
+layout, quant or field this library cannot serve yet), CAPACITY (the handle's dispatch
+of its current routing overflowed under EPC_OVERFLOW_FAIL, and the host has seen it:
+EpcOverflow), the group's sticky failure.
 Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
 Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1).
 """
@@ -722,22 +733,27 @@ end
     epc_combine(handle, args, stream)  # C: EpcStatus epc_combine(EpcHandle* handle, const EpcCombineArgs* args, void* stream)
 
 Return the expert outputs to their tokens' ranks and reduce them there. On the expert's
-rank the rows of one token are weighted (`weighting`) and summed in fp32 in top-k order
-into one partial, rounded once to bf16; on the token's rank the partials are summed in
-fp32 over ranks in ascending order and rounded once to out's dtype. In RANK_MAJOR and
-FLAT a token's row on a rank is already its partial (EPC_WEIGHTING_NONE): it returns
-bit for bit, and the token's rank sums the rows of the ranks that received the token. With
-EPC_WEIGHTING_HOME the rows return one by one instead and the token's rank forms the one
-weighted fp32 sum over its entries in top-k order (EpcWeighting). Across nodes (HT),
-one node's rows of a token are first summed inside that node, ranks ascending, rounded
-once to bf16, and cross once; the token's rank then sums in ascending rank order, a
-node's partial standing at its rail peer's place. Tokens sent nowhere get zeros. On HT
-groups this is also the backward of dispatch: x = the rows' gradients, topk_weights and
+rank the rows of one token are weighted (`weighting`; EPC_WEIGHTING_NONE: as given) and
+summed in fp32 in top-k order into one partial, rounded once to bf16; on the token's rank
+the partials are summed in fp32 over ranks in ascending order and rounded once to out's
+dtype. In RANK_MAJOR and FLAT a token's row on a rank is already its partial
+(EPC_WEIGHTING_NONE): it returns bit for bit, and the token's rank sums the rows of the
+ranks that received the token. With EPC_WEIGHTING_HOME the rows return one by one
+instead and the token's rank forms the one weighted fp32 sum over its entries in top-k
+order (EpcWeighting). Across nodes (HT), every other node's rows of a token are first
+summed inside that node in fp32, ranks ascending, rounded once to bf16, and cross once;
+the token's rank then sums in fp32 in ascending rank order, another node's partial
+standing at its rail peer's place and each rank of its own node adding its row itself
+(no bf16 partial of its own node). Tokens sent nowhere get zeros. On HT groups this is
+also the backward of dispatch: x = the rows' gradients, topk_weights and
 out_topk_weights = the weights' gradients.
   handle  in/out  dispatched since its last update; no step pending on it
   args    in      required; read during the call
   stream  in
-Errors: as epc_dispatch.
+Errors: as epc_dispatch; also INVALID_USAGE (HT: no dispatch since the routing on an
+EXPERT_PACKED handle or on a group of several nodes) and INVALID_ARGUMENT naming
+EpcCombineArgs.weighting (HT EXPERT_PACKED: EPC_WEIGHTING_SENDER after a dispatch
+without topk_weights).
 Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
 Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1).
 """

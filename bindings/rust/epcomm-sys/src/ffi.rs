@@ -54,14 +54,20 @@ pub const EPC_ERR_BUFFER_TOO_SMALL: EpcStatus = 9;
 /// a bug in epcomm: please report it
 pub const EPC_ERR_INTERNAL: EpcStatus = 10;
 
-/// a step received more rows than the handle's capacity
-/// under EPC_OVERFLOW_FAIL; not sticky
+/// the handle's dispatch of its current routing
+/// overflowed a rank's capacity under
+/// EPC_OVERFLOW_FAIL (HT): returned by its steps until
+/// the next routing (EpcOverflow); not sticky
 pub const EPC_ERR_CAPACITY: EpcStatus = 11;
 
 /// a call out of order: epc_complete with nothing
-/// pending, a step on a handle with one pending, more
-/// pending steps than max_pending_steps, a step on a
-/// handle without routing
+/// pending, a step or an update on a handle with one
+/// pending, more pending steps than max_pending_steps
+/// (HT: also a send-only step of the operation pending
+/// on another handle), a step on a handle without
+/// routing, an HT combine with no dispatch since the
+/// routing on an EXPERT_PACKED handle or on a group of
+/// several nodes
 pub const EPC_ERR_INVALID_USAGE: EpcStatus = 12;
 
 pub type EpcDtype = u32;
@@ -85,7 +91,8 @@ pub const EPC_DTYPE_UINT8: EpcDtype = 7;
 
 pub const EPC_DTYPE_FP8_E5M2: EpcDtype = 8;
 
-/// one unsigned power-of-two exponent per byte (UE8M0)
+/// one power of two per byte (UE8M0): byte e is
+/// 2^(e - 127)
 pub const EPC_DTYPE_E8M0: EpcDtype = 9;
 
 /// four E8M0 in one 32-bit word, lowest byte first
@@ -99,7 +106,14 @@ pub const EPC_TENSOR_MAX_DIMS: u32 = 4;
 
 /// A strided view of memory with DLPack's meaning: shape and strides count elements;
 /// all-zero strides means row-major contiguous; entries past ndim must be 0. Device memory
-/// of the group's GPU unless the field that holds it says otherwise.
+/// of the group's GPU unless the field that holds it says otherwise. Extents are exactly
+/// those the field states. Only LL dispatch's out_scales may be strided
+/// (EPC_SCALES_STRIDED); every other tensor must be row-major contiguous (all-zero strides,
+/// or the row-major ones; a dimension of extent 1 takes any stride), else
+/// EPC_ERR_UNSUPPORTED. data must be aligned, else EPC_ERR_INVALID_ARGUMENT: 16 bytes for
+/// x, out_x and combine's x and out; 8 for acc_expert_counts; 4 for every other int32,
+/// int64 or fp32 tensor; x_scales and HT out_scales 4 when a row's scale bytes are a
+/// multiple of 4, else their element size; LL out_scales their element size (E8M0X4: 4).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct EpcTensor {
@@ -146,17 +160,23 @@ pub const EPC_MODE_LOW_LATENCY: EpcMode = 1;
 /// a backward pass
 pub const EPC_MODE_HIGH_THROUGHPUT: EpcMode = 2;
 
-/// What a step does when more rows arrive than the handle's capacity holds. Neither is
-/// sticky: the next step starts afresh. Every rank learns every rank's overflow with the
-/// routing (HT: in the count exchange of epc_handle_update), so all ranks act alike; the
-/// host sees it, without synchronising, once the GPU has run that exchange.
+/// What a step does when more rows arrive than the handle's capacity holds: HT groups only
+/// (LL groups hold every token that can arrive). Neither policy is sticky: the next routing
+/// starts afresh. Every rank learns every rank's overflow in the routing's count exchange
+/// (epc_handle_update), so all ranks act alike; the host sees it, without synchronising,
+/// once the GPU has run that exchange, and from the routing's dispatch on epc_handle_query
+/// reports it, on every rank and under either policy.
 pub type EpcOverflow = u32;
 
-/// nothing is written past capacity; the step's outputs are
-/// undefined; the handle reports the overflow (epc_handle_query)
-/// and its next call returns EPC_ERR_CAPACITY naming the rank
-/// and the count (HT: a step in which any rank overflows writes
-/// no output on any rank)
+/// a step in which any rank overflows does nothing on the GPU of
+/// any rank: its epc_dispatch returns EPC_OK and writes no device
+/// output, acc_expert_counts included (out_expert_counts_host, a
+/// host-queued copy, still receives the layout's counts of every
+/// (token, entry) pair sent to this rank). Once the host sees
+/// the overflow, every later epc_dispatch and epc_combine on
+/// the handle returns EPC_ERR_CAPACITY naming the rank and the
+/// rows, until its next epc_handle_update (before that, they
+/// too return EPC_OK and do nothing on the GPU)
 pub const EPC_OVERFLOW_FAIL: EpcOverflow = 0;
 
 /// rows past capacity, in row order, are dropped; counts describe
@@ -209,9 +229,12 @@ pub struct EpcGroupConfig {
     /// 8 * H
     pub max_token_bytes: u32,
     /// tokens per rank the receive window holds; 0: R * T, which
-    /// never overflows (fewer: EPC_ERR_UNSUPPORTED in 2.0; served
-    /// since 2.1 on HT groups of one node, whose dispatch window
-    /// then holds recv_capacity rows)
+    /// never overflows; more: EPC_ERR_INVALID_ARGUMENT. Fewer:
+    /// EPC_ERR_UNSUPPORTED in 2.0; since 2.1 served on HT groups
+    /// of one node, whose dispatch window then holds
+    /// recv_capacity rows, to FLAT handles (EXPERT_PACKED
+    /// handles, LL groups, and groups of several nodes, virtual
+    /// ones included: EPC_ERR_UNSUPPORTED)
     pub recv_capacity: u64,
     /// 0: EPC_OVERFLOW_FAIL
     pub overflow: EpcOverflow,
@@ -435,27 +458,41 @@ impl Default for EpcGroupInfo {
 /// layout          out_x          out_scales   out_topk_idx / _weights  counts
 /// EXPERT_PADDED   \[L, C, H\]      \[L, C, S\]    - / \[L, C\]               out_expert_counts \[L\]
 /// EXPERT_PACKED   \[rows, H\]      \[rows, S\]    - / \[rows\]               out_expert_counts \[L\],
-/// out_expert_offsets \[L+1\]
+/// out_expert_offsets \[L+1\],
+/// out_num_recv \[1\]
 /// RANK_MAJOR      \[R, T, H\]      \[R, T, S\]    \[R, T, K\] / \[R, T, K\]    out_rank_counts \[R\]
 /// FLAT            \[rows, H\]      \[rows, S\]    \[rows, K\] / \[rows, K\]    out_expert_counts \[L\],
 /// out_num_recv \[1\]
 ///
-/// S is H / scale_block. EXPERT_PACKED zones start at multiples of expert_alignment.
+/// S: scales per row. The fp8 cast: H / 128 scale blocks, one element each, but E8M0X4
+/// out_scales hold ceil(S / 4) words of four blocks, their bytes past the last block 0;
+/// PASSTHROUGH: x_scales' S. EXPERT_PADDED's out_topk_weights \[L, C\] is defined but not
+/// served (EPC_ERR_UNSUPPORTED). An output a layout has no column for is meaningless there
+/// (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's shape.
+/// EXPERT_PADDED: zone l holds out_expert_counts\[l\] rows from its row 0; on LL groups more
+/// entries for one expert than C (only duplicate expert ids can make them) lose the rows
+/// past C and fail the group (epc_group_async_error). EXPERT_PACKED: zone l holds
+/// out_expert_counts\[l\] rows from out_expert_offsets\[l\], then padding up to the next zone,
+/// whose start is a multiple of expert_alignment; out_num_recv counts the zones' rows of
+/// entries, padding excluded.
 /// RANK_MAJOR and FLAT hold a token once per receiving rank, with its entries for that rank
-/// (the others: id -1, weight 0). An output a layout has no column for is meaningless
-/// there (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's shape.
+/// (the others: id -1, weight 0).
 /// RANK_MAJOR: zone r holds the tokens rank r sent here back to back from its row 0, in
 /// source-token order, out_rank_counts\[r\] of them. FLAT: rows 0 .. out_num_recv - 1 hold
-/// the received tokens ordered by (source rank, source token); on LL groups rows = R * T.
+/// the received tokens ordered by (source rank, source token), but under EPC_OVERFLOW_DROP
+/// only the first min(out_num_recv, rows) of them (out_num_recv counts the dropped ones
+/// too); on LL groups rows = R * T.
 /// In both, row i's out_topk_idx\[i\]\[k\] / out_topk_weights\[i\]\[k\] describe the token's top-k
 /// slot k (a token naming one local expert twice is received once, both slots set), and
-/// out_expert_counts (FLAT) counts (token, slot) pairs per local expert. Rows past a zone's
-/// count or past out_num_recv are not written, in any output. On LL groups every rank's
-/// handle of one step must have the same layout, and acc_expert_counts and
-/// out_expert_counts_host (per-expert statistics, not a layout column) serve every layout.
+/// out_expert_counts (FLAT) counts (token, slot) pairs per local expert. Rows that receive
+/// no token are not written, in any output: a zone's rows past its count (EXPERT_PACKED
+/// padding: unless EPC_HANDLE_ZERO_PADDING), rows past the last EXPERT_PACKED zone, FLAT
+/// rows from min(out_num_recv, rows) on. On LL groups every rank's handle of one step must
+/// have the same layout, and acc_expert_counts and out_expert_counts_host (per-expert
+/// statistics, not a layout column) serve every layout.
 /// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
-/// EXPERT_PACKED on HT groups and RANK_MAJOR and FLAT on LL groups; the others return
-/// EPC_ERR_UNSUPPORTED.
+/// EXPERT_PACKED on HT groups of one node whose recv_capacity is R * T, and RANK_MAJOR and
+/// FLAT on LL groups; the others return EPC_ERR_UNSUPPORTED.
 pub type EpcLayout = u32;
 
 /// EXPERT_PADDED on LL groups, FLAT on HT groups
@@ -485,14 +522,18 @@ pub type EpcSizing = u32;
 pub const EPC_SIZING_CAPACITY: EpcSizing = 0;
 
 /// rows = what this rank receives: create (with routing) and
-/// update wait once for the count exchange. FLAT and
-/// EXPERT_PACKED only (LL groups: EPC_ERR_UNSUPPORTED)
+/// update wait once for the count exchange. HT FLAT and
+/// EXPERT_PACKED only (EXPERT_PADDED and RANK_MAJOR:
+/// EPC_ERR_INVALID_ARGUMENT; LL FLAT: EPC_ERR_UNSUPPORTED)
 pub const EPC_SIZING_EXACT: EpcSizing = 1;
 
-/// dispatch zero-fills padding rows and scales
-/// (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0).
+/// dispatch zero-fills padding rows: their
+/// out_x, out_scales and out_topk_weights
+/// (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0;
+/// other layouts: EPC_ERR_INVALID_ARGUMENT).
 /// Padding rows: a zone's rows past its count;
-/// rows past the last zone are never written
+/// without the flag they keep their bytes. Rows
+/// past the last zone are never written
 pub const EPC_HANDLE_ZERO_PADDING: u32 = 0x1;
 
 /// out_topk_idx holds global expert ids
@@ -508,13 +549,18 @@ pub struct EpcHandleConfig {
     pub layout: EpcLayout,
     /// 0: EPC_SIZING_CAPACITY
     pub sizing: EpcSizing,
-    /// C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT and
-    /// EXPERT_PACKED: rows, 0: the most recv_capacity tokens can
-    /// produce in the layout (FLAT: recv_capacity). RANK_MAJOR
-    /// and EXACT sizing: must be 0. In 2.0 only the default is
-    /// served; 2.1 serves FLAT capacities up to that default on
-    /// HT groups (LL groups: R * T only, every token that can
-    /// arrive)
+    /// C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT:
+    /// rows, 0: recv_capacity; more: EPC_ERR_INVALID_ARGUMENT.
+    /// EXPERT_PACKED: rows, 0: the most that R * T tokens of
+    /// max_topk entries take in aligned zones, E + min(L, E) *
+    /// (a - 1) rounded down to a multiple of a (E = R * T *
+    /// max_topk, a = expert_alignment). RANK_MAJOR and EXACT
+    /// sizing: must be 0 (EPC_ERR_INVALID_ARGUMENT). In 2.0 only
+    /// the default is served; 2.1 serves FLAT capacities below it
+    /// on HT groups of one node (several nodes, virtual ones
+    /// included: EPC_ERR_UNSUPPORTED). Other values:
+    /// EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token
+    /// that can arrive)
     pub capacity: u64,
     /// EXPERT_PACKED: zone starts and sizes are multiples of this,
     /// any positive value; 0: 1. Other layouts: must be 0
@@ -545,7 +591,7 @@ pub struct EpcRouting {
     /// \[1\] int32 on the device: only the first n rows of
     /// topk_idx take part (n <= B), so that one graph captured
     /// at B serves every batch up to B (EPC_ERR_UNSUPPORTED in
-    /// 2.0)
+    /// 2.0 and 2.1)
     pub num_tokens: *const EpcTensor,
 }
 
@@ -592,13 +638,16 @@ pub struct EpcHandleInfo {
     /// EXPERT_PACKED); EXACT: the rows this rank receives for the
     /// current routing (0 before the first)
     pub rows: i64,
-    /// EPC_OK, or EPC_ERR_CAPACITY when the last dispatch
-    /// received more rows than C
+    /// EPC_OK, or EPC_ERR_CAPACITY when the layout of the last
+    /// dispatch's routing found some rank's receive over its
+    /// capacity, under either policy (every rank reports it),
+    /// once the GPU has run that layout
     pub overflow_status: EpcStatus,
     /// the rank whose receive overflowed, -1 for none (this rank
     /// if its own did, else the lowest such rank)
     pub overflow_rank: i32,
-    /// rows that did not fit (EPC_OVERFLOW_DROP: dropped)
+    /// rows that did not fit at overflow_rank
+    /// (EPC_OVERFLOW_DROP: dropped there)
     pub overflow_rows: i64,
     /// Since: 2.1. The handle's number in its group: 1 for the
     /// group's first handle, counting up in creation order, never
@@ -629,8 +678,9 @@ pub struct EpcHandle {
 }
 
 /// How dispatch encodes the payload. The scales' encoding follows out_scales' dtype:
-/// FP32 (the value), E8M0 (an exponent byte), E8M0X4 (four exponents per 32-bit word, of
-/// consecutive scale blocks), FP8_E4M3 (NVFP4 block scales), any for PASSTHROUGH.
+/// FP32 (the value), E8M0 (a byte e, the scale 2^(e - 127)), E8M0X4 (four such bytes per
+/// 32-bit word, of consecutive scale blocks), FP8_E4M3 (NVFP4 block scales), any for
+/// PASSTHROUGH.
 pub type EpcQuant = u32;
 
 /// x (bf16 or fp16) travels as it is; no scales
@@ -649,7 +699,7 @@ pub const EPC_QUANT_FP8: EpcQuant = 1;
 
 /// cast in the send kernel: -> FP4_E2M1X2 with one E4M3
 /// scale per 16 channels relative to x_global_scale
-/// (EPC_ERR_UNSUPPORTED in 2.0)
+/// (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
 pub const EPC_QUANT_NVFP4: EpcQuant = 2;
 
 /// the caller quantized: x and x_scales \[B, S\] are copied
@@ -658,7 +708,10 @@ pub const EPC_QUANT_NVFP4: EpcQuant = 2;
 /// multiple of 16) or FP4_E2M1X2 \[B, H / 2\] (H a multiple
 /// of 32) rows with any S >= 1 scales of any dtype, 4-byte
 /// aligned when a row's scale bytes are a multiple of 4
-/// (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128).
+/// (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128);
+/// x of another dtype, or FP8_E4M3 with H not a multiple
+/// of 16: EPC_ERR_UNSUPPORTED; FP4_E2M1X2 with H not a
+/// multiple of 32: EPC_ERR_INVALID_ARGUMENT.
 /// 2.1 serves it on LL groups too, in every layout: the
 /// same x and x_scales with scale elements of 1, 2 or 4
 /// bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...;
@@ -671,7 +724,8 @@ pub const EPC_QUANT_NVFP4: EpcQuant = 2;
 /// H, or H + H / 32): a row plus S scales beyond that is
 /// EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes
 /// FP4_E2M1X2 x may come with x_global_scale (NVFP4),
-/// checked and not sent
+/// checked and not sent (with FP8_E4M3 x:
+/// EPC_ERR_INVALID_ARGUMENT)
 pub const EPC_QUANT_PASSTHROUGH: EpcQuant = 3;
 
 /// Where out_scales' elements lie.
@@ -680,13 +734,17 @@ pub type EpcScaleLayout = u32;
 /// as out_scales' strides say: row-major, or
 /// column-major over tokens (token stride 1). Served in
 /// 2.0: row-major; 2.1 serves any strides under which
-/// no two elements share memory for the LL fp8 cast
-/// (e.g. column-major with rows padded for TMA)
+/// no two elements share memory for LL dispatch, the
+/// fp8 cast's and PASSTHROUGH's (e.g. column-major with
+/// rows padded for TMA; strides under which elements
+/// overlap: EPC_ERR_INVALID_ARGUMENT). HT out_scales
+/// must be row-major contiguous, else
+/// EPC_ERR_UNSUPPORTED
 pub const EPC_SCALES_STRIDED: EpcScaleLayout = 0;
 
 /// the block-scaled GEMM layout of tiles of 128 rows x 4
 /// scale columns; out_scales is then 1-D, the padded
-/// size in bytes (EPC_ERR_UNSUPPORTED in 2.0)
+/// size in bytes (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
 pub const EPC_SCALES_SWIZZLED_128X4: EpcScaleLayout = 1;
 
 /// How combine weights the expert outputs before it sums them.
@@ -696,7 +754,9 @@ pub type EpcWeighting = u32;
 pub const EPC_WEIGHTING_DEFAULT: EpcWeighting = 0;
 
 /// rows are summed as given: the caller weighted them (the
-/// only choice for RANK_MAJOR and FLAT)
+/// only choice for RANK_MAJOR and FLAT; on HT EXPERT_PACKED
+/// a token's rows on a rank are summed unweighted into its
+/// partial; LL EXPERT_PADDED: EPC_ERR_UNSUPPORTED)
 pub const EPC_WEIGHTING_NONE: EpcWeighting = 1;
 
 /// expert layouts: on the expert's rank each row is
@@ -750,7 +810,9 @@ pub struct EpcDispatchArgs {
     pub flags: u32,
     /// 0: EPC_QUANT_NONE
     pub quant: EpcQuant,
-    /// channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4)
+    /// channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4).
+    /// Served: 0 and 128 (others with FP8 or PASSTHROUGH:
+    /// EPC_ERR_UNSUPPORTED; with EPC_QUANT_NONE it must be 0)
     pub scale_block: u32,
     /// 0: EPC_SCALES_STRIDED
     pub scale_layout: EpcScaleLayout,
@@ -768,8 +830,12 @@ pub struct EpcDispatchArgs {
     /// GEMM uses its own); with other payloads
     /// EPC_ERR_INVALID_ARGUMENT
     pub x_global_scale: *const EpcTensor,
-    /// \[B, K\] fp32: required by EPC_WEIGHTING_SENDER (LL
-    /// EXPERT_PADDED) and by out_topk_weights
+    /// \[B, K\] fp32: required by LL EXPERT_PADDED dispatch
+    /// and by out_topk_weights; an HT EXPERT_PACKED combine
+    /// with EPC_WEIGHTING_SENDER (its default) needs them in
+    /// the handle's last dispatch, else
+    /// EPC_ERR_INVALID_ARGUMENT naming
+    /// EpcCombineArgs.weighting
     pub topk_weights: *const EpcTensor,
     /// outputs: what this rank receives, shapes per EpcLayout
     ///
@@ -799,12 +865,15 @@ pub struct EpcDispatchArgs {
     /// (token, entry), padding excluded)
     pub out_num_recv: *const EpcTensor,
     /// \[L\] int32 in pinned host memory: a copy of the
-    /// per-expert counts queued after the step;
-    /// read it once the stream has passed
+    /// per-expert counts, the (token, entry) pairs
+    /// received per local expert (those kept under
+    /// EPC_OVERFLOW_DROP; LL EXPERT_PADDED: at most
+    /// C), queued after the step; read it once the
+    /// stream has passed
     pub out_expert_counts_host: *const EpcTensor,
-    /// \[L\] int64: rows per local expert are added
-    /// at every step (load-balancer statistics);
-    /// the caller zeroes it
+    /// \[L\] int64: the same counts are added at
+    /// every step (load-balancer statistics); the
+    /// caller zeroes it
     pub acc_expert_counts: *const EpcTensor,
     /// Since 2.1 (a 2.0 caller's shorter struct gets the defaults)
     ///
@@ -839,11 +908,12 @@ pub struct EpcCombineArgs {
     pub weighting: EpcWeighting,
     /// required: the expert outputs, dispatch out_x's
     /// shape; bf16 is what travels (fp16:
-    /// EPC_ERR_UNSUPPORTED in 2.0)
+    /// EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
     pub x: *const EpcTensor,
     /// with out_topk_weights (HT groups): per received
     /// row, fp32, dispatch out_topk_weights' shape;
-    /// carried back (the gradient of dispatch's weights)
+    /// carried back (the gradient of dispatch's weights);
+    /// LL groups: EPC_ERR_UNSUPPORTED
     pub topk_weights: *const EpcTensor,
     /// EPC_WEIGHTING_HOME: \[B, K\] fp32 on this rank
     pub home_topk_weights: *const EpcTensor,
@@ -851,7 +921,9 @@ pub struct EpcCombineArgs {
     /// overlap x
     pub out: *const EpcTensor,
     /// \[B, K\] fp32: entry k takes the value the rank
-    /// hosting its expert sent (0 where masked)
+    /// hosting its expert sent (0 where masked, and where
+    /// that rank dropped the token's row under
+    /// EPC_OVERFLOW_DROP)
     pub out_topk_weights: *const EpcTensor,
     /// Since 2.1 (a 2.0 caller's shorter struct gets the defaults)
     ///
@@ -1019,7 +1091,9 @@ extern "C" {
     /// EPC_ERR_TIMEOUT           a kernel gave up waiting for a peer: the phase, the waiting
     /// rank, the peer that did not arrive, how long it waited;
     /// EPC_ERR_INVALID_ARGUMENT  the routing check found an expert id outside
-    /// \[-1, num_experts): the phase and the rank;
+    /// \[-1, num_experts), or (LL EXPERT_PADDED) more entries for
+    /// one expert than C, from duplicate ids, whose extra rows
+    /// were dropped: the phase and the rank;
     /// EPC_ERR_CUDA, ...         epc_group_barrier failed on the host.
     /// It reads the error record kernels write in mapped host memory, with no CUDA call, so it
     /// sees only work the GPU has finished (a timeout once its deadline has passed on the
@@ -1082,29 +1156,35 @@ extern "C" {
     /// Errors: INVALID_ARGUMENT (a shape, dtype or field), INVALID_USAGE (no routing, a step
     /// pending on the handle, or max_pending_steps reached; on HT groups, a send-only step of
     /// the same operation pending on another handle of the group, both named), UNSUPPORTED (a
-    /// layout, quant or field this library cannot serve yet), CAPACITY (the handle's previous
-    /// dispatch overflowed under EPC_OVERFLOW_FAIL), the group's sticky failure.
+    /// layout, quant or field this library cannot serve yet), CAPACITY (the handle's dispatch
+    /// of its current routing overflowed under EPC_OVERFLOW_FAIL, and the host has seen it:
+    /// EpcOverflow), the group's sticky failure.
     /// Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
     /// Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1).
     pub fn epc_dispatch(handle: *mut EpcHandle, args: *const EpcDispatchArgs, stream: *mut c_void) -> EpcStatus;
 
     /// Return the expert outputs to their tokens' ranks and reduce them there. On the expert's
-    /// rank the rows of one token are weighted (`weighting`) and summed in fp32 in top-k order
-    /// into one partial, rounded once to bf16; on the token's rank the partials are summed in
-    /// fp32 over ranks in ascending order and rounded once to out's dtype. In RANK_MAJOR and
-    /// FLAT a token's row on a rank is already its partial (EPC_WEIGHTING_NONE): it returns
-    /// bit for bit, and the token's rank sums the rows of the ranks that received the token. With
-    /// EPC_WEIGHTING_HOME the rows return one by one instead and the token's rank forms the one
-    /// weighted fp32 sum over its entries in top-k order (EpcWeighting). Across nodes (HT),
-    /// one node's rows of a token are first summed inside that node, ranks ascending, rounded
-    /// once to bf16, and cross once; the token's rank then sums in ascending rank order, a
-    /// node's partial standing at its rail peer's place. Tokens sent nowhere get zeros. On HT
-    /// groups this is also the backward of dispatch: x = the rows' gradients, topk_weights and
+    /// rank the rows of one token are weighted (`weighting`; EPC_WEIGHTING_NONE: as given) and
+    /// summed in fp32 in top-k order into one partial, rounded once to bf16; on the token's rank
+    /// the partials are summed in fp32 over ranks in ascending order and rounded once to out's
+    /// dtype. In RANK_MAJOR and FLAT a token's row on a rank is already its partial
+    /// (EPC_WEIGHTING_NONE): it returns bit for bit, and the token's rank sums the rows of the
+    /// ranks that received the token. With EPC_WEIGHTING_HOME the rows return one by one
+    /// instead and the token's rank forms the one weighted fp32 sum over its entries in top-k
+    /// order (EpcWeighting). Across nodes (HT), every other node's rows of a token are first
+    /// summed inside that node in fp32, ranks ascending, rounded once to bf16, and cross once;
+    /// the token's rank then sums in fp32 in ascending rank order, another node's partial
+    /// standing at its rail peer's place and each rank of its own node adding its row itself
+    /// (no bf16 partial of its own node). Tokens sent nowhere get zeros. On HT groups this is
+    /// also the backward of dispatch: x = the rows' gradients, topk_weights and
     /// out_topk_weights = the weights' gradients.
     /// handle  in/out  dispatched since its last update; no step pending on it
     /// args    in      required; read during the call
     /// stream  in
-    /// Errors: as epc_dispatch.
+    /// Errors: as epc_dispatch; also INVALID_USAGE (HT: no dispatch since the routing on an
+    /// EXPERT_PACKED handle or on a group of several nodes) and INVALID_ARGUMENT naming
+    /// EpcCombineArgs.weighting (HT EXPERT_PACKED: EPC_WEIGHTING_SENDER after a dispatch
+    /// without topk_weights).
     /// Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
     /// Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1).
     pub fn epc_combine(handle: *mut EpcHandle, args: *const EpcCombineArgs, stream: *mut c_void) -> EpcStatus;
