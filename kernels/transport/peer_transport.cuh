@@ -18,11 +18,11 @@
 //
 // Peers in this rank's node (its NVLink/LSA team, or its virtual node) are reached by direct
 // stores through NVLink: buffer() is the peer's own memory, commit has nothing to do, signal
-// is a release store and read_signal an acquire load of the word. Peers in other nodes are
-// reached only through the network transport (NetTransport, net_transport.cuh): buffer() is
-// this rank's staged copy of its own row in its own window (NetStaging: the staging map of
-// kernels/wire/staging_map.hpp places it), commit puts it to the peer, and signal travels
-// behind the puts. Writers must not read back what they wrote through
+// is a release store (at GPU scope into this rank's own word) and read_signal an acquire
+// load of the word. Peers in other nodes are reached only through the network transport
+// (NetTransport, net_transport.cuh): buffer() is this rank's staged copy of its own row in
+// its own window (NetStaging: the staging map of kernels/wire/staging_map.hpp places it),
+// commit puts it to the peer, and signal travels behind the puts. Writers must not read back what they wrote through
 // buffer(). Arrays of records of which the staging map stages parts (low-latency dispatch
 // messages: a header per destination, the payload once for all) are reached through
 // record_buffer() and commit_record() instead, with the same meaning; bytes staged once
@@ -133,7 +133,14 @@ __device__ inline void PeerTransport::commit_record(uint64_t offset, uint64_t by
 // like the word itself.
 __device__ inline void PeerTransport::signal(uint64_t offset, int peer, uint64_t value) const {
   if (in_node(peer)) {
-    store_release(static_cast<uint64_t*>(node_peer(offset, peer)), value);
+    // This rank's own word is read only by this GPU: a GPU-scope release orders what it
+    // publishes for those readers and costs less than the system scope other GPUs need.
+    uint64_t* word = static_cast<uint64_t*>(node_peer(offset, peer));
+    if (word == local(offset)) {
+      store_release_gpu(word, value);
+    } else {
+      store_release(word, value);
+    }
     return;
   }
   const uint64_t at = staged(offset, peer);
