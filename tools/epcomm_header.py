@@ -17,13 +17,14 @@ them; pass `predefined` to model another view.
 
 Usage as a script: `epcomm_header.py [HEADER]` prints the parsed model as JSON.
 
-This module is the public entry point; the parts live beside it in tools/ and everything
-below is re-exported from here (`import epcomm_header` keeps working):
+This module is the public entry point; the parts live beside it in tools/:
   header_c_types.py      the C types the header may spell (INTEGER_CASTS, BUILTIN_TYPES, ...)
   header_model.py        Header and its declarations (Struct, Field, Function, ...), HeaderError
   header_lexing.py       comments, logical lines and tokens
   header_expressions.py  the integer constant-expression evaluator
   header_parser.py       the parser: parse_header, parse_header_text
+It re-exports what the tools and bindings generators use; the declarations themselves are
+reached through the Header that parse_header returns.
 """
 
 from __future__ import annotations
@@ -33,63 +34,20 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from header_c_types import BUILTIN_TYPES, FORBIDDEN_TYPE_WORDS, INTEGER_CASTS
-from header_expressions import ExpressionEvaluator, wrap_integer
-from header_lexing import (
-    CODE_TOKEN,
-    EXPR_TOKEN,
-    Token,
-    comments_by_end_line,
-    logical_lines,
-    strip_comments,
-    tokenize_code,
-)
-from header_model import (
-    Constant,
-    Field,
-    Function,
-    FunctionType,
-    Header,
-    HeaderError,
-    Include,
-    Macro,
-    Param,
-    Struct,
-    Typedef,
-)
+from header_c_types import INTEGER_CASTS
+from header_lexing import strip_comments
+from header_model import Header, HeaderError
 from header_parser import parse_header, parse_header_text
 
-# The parser's internals stay reachable as epcomm_header._Parser and ._Branch, as before.
-from header_parser import _Branch as _Branch, _Parser as _Parser
-
 __all__ = [
-    "BUILTIN_TYPES",
-    "CODE_TOKEN",
-    "Constant",
     "DEFAULT_HEADER",
-    "EXPR_TOKEN",
-    "ExpressionEvaluator",
-    "FORBIDDEN_TYPE_WORDS",
-    "Field",
-    "Function",
-    "FunctionType",
     "Header",
     "HeaderError",
     "INTEGER_CASTS",
-    "Include",
-    "Macro",
-    "Param",
-    "Struct",
-    "Token",
-    "Typedef",
-    "comments_by_end_line",
-    "logical_lines",
     "main",
     "parse_header",
     "parse_header_text",
     "strip_comments",
-    "tokenize_code",
-    "wrap_integer",
 ]
 
 DEFAULT_HEADER = Path(__file__).resolve().parent.parent / "capi/include/epcomm/epcomm.h"
