@@ -13,6 +13,7 @@
 #include "core/config.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/gin_signal_map.hpp"
+#include "kernels/wire/ht_ring.hpp"
 #include "kernels/wire/limits.hpp"
 #include "kernels/wire/staging_map.hpp"
 
@@ -56,6 +57,9 @@ struct Plan {
   // Where each rank stages what it sends to ranks of other nodes (the net_staging region's
   // layout, core/staging_plan.hpp); count 0 and offset 0 when every rank is in one node.
   kernels::StagingMap staging_map{};
+  // High-throughput dispatch over the node's credit rings, where the environment forces them
+  // (core/ht/ht_rings.hpp); capacity 0 otherwise.
+  kernels::HtRingArea ht_rings{};
   std::vector<Region> regions;
 
   // The region of `kind` in `slot` (EPC_SLOT_NONE for unslotted); throws if absent.

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/gin_signal_plan.hpp"
 #include "core/handle_memory.hpp"
+#include "core/ht/ht_rings.hpp"
 #include "core/staging_plan.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_message.hpp"
@@ -86,6 +87,7 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
   }
   // recv_capacity slots: [R][T] at the default R * T, compact below (ht_capacity.hpp).
   b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, c.recv_capacity_for(t.nranks) * dispatch.bytes, "dispatch_recv");
+  plan.ht_rings = plan_ht_rings(ht_rings_from_environment(), t, plan.regions.back(), dispatch.bytes);
   b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "dispatch_signal");
   // [R][T] slots, or [R][T * max_topk] for per-entry rows (EPC_WEIGHTING_HOME).
   b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * c.combine_slots_per_token() * combine.bytes, "combine_recv");

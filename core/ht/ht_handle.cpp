@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
 #include "core/handle_memory.hpp"
+#include "core/ht/ht_rings.hpp"
 #include "core/passthrough.hpp"
 #include "core/routing_input.hpp"
 #include "core/tensor_check.hpp"
@@ -277,6 +278,11 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcDispatchArgs.flags");
   const int blocks =
       resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
+  const kernels::HtRingArea& rings = group_.plan().ht_rings;
+  if (rings.capacity > 0) {
+    check_ht_rings_served(rings, packed(), send_only, blocks, kernels::ht_dispatch_rings_fused_blocks(),
+                          kernels::kHtDispatchSendWarps, kernels::kHtBlockWarps - kernels::kHtDispatchSendWarps);
+  }
   if (a.quant == EPC_QUANT_FP8) {
     fail_unsupported(
         format("EpcDispatchArgs.quant EPC_QUANT_FP8 (a cast in the send kernel) is not served on "
@@ -351,6 +357,7 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.scale_bytes = static_cast<int>(bytes.scales);
   p.scales_offset = kernels::ht_scales_offset(static_cast<uint32_t>(bytes.row));
   p.common.send_warps = kernels::kHtDispatchSendWarps;
+  p.rings = rings;
   if (group_.topology().nodes() > 1) {  // tokens cross between nodes once, then are forwarded
     p.common.forward_warps = kernels::kHtForwardWarps;
     p.rail_data_offset = group_.plan().region(EPC_REGION_RAIL_RECV).offset;

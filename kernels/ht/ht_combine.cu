@@ -19,6 +19,7 @@ template <HtCombineKind kKind>
 struct CombineParts {
   using Params = HtCombineParams;
   static constexpr bool kPacked = kKind != HtCombineKind::kFlat;
+  static constexpr bool kOneNode = kPacked;
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
   __device__ static void prologue(const Params&) {}

@@ -73,7 +73,7 @@ __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
 template <typename Parts, bool kSend, bool kReceive, bool kAcrossNodes>
 __global__ void __launch_bounds__(kHtThreads) ht_step_kernel(typename Parts::Params params) {
   if constexpr (kAcrossNodes) {
-    static_assert(!Parts::kPacked, "EXPERT_PACKED serves groups of one node");
+    static_assert(!Parts::kOneNode, "these kernels serve groups of one node");
     ht_step<Parts, kSend, kReceive, true>(params);
   } else {
     typename Parts::Params p = params;
@@ -112,8 +112,8 @@ cudaError_t launch_ht_step_kernels(const typename Parts::Params& params, int blo
 
 template <typename Parts>
 cudaError_t launch_ht_step(const typename Parts::Params& params, int blocks, HtHalves halves, cudaStream_t stream) {
-  if constexpr (Parts::kPacked) {
-    return launch_ht_step_kernels<Parts, false>(params, blocks, halves, stream);  // one node (the handle checks)
+  if constexpr (Parts::kOneNode) {
+    return launch_ht_step_kernels<Parts, false>(params, blocks, halves, stream);  // the handle checks
   } else {
     return params.common.forward_warps > 0 ? launch_ht_step_kernels<Parts, true>(params, blocks, halves, stream)
                                            : launch_ht_step_kernels<Parts, false>(params, blocks, halves, stream);
@@ -126,13 +126,24 @@ cudaError_t launch_ht_abandon(const typename Parts::Params& params, cudaStream_t
   return cudaGetLastError();
 }
 
+// Blocks of the fused kernel of one node that fit on the GPU at once.
+template <typename Parts>
+int ht_fused_blocks() {
+  static ResidentBlocks fused_capacity(kHtThreads);
+  return fused_capacity.get(ht_step_kernel<Parts, true, true, false>, 0);
+}
+
 template <typename Parts>
 size_t ht_step_local_bytes() {
-  static_assert(!Parts::kPacked, "the FLAT kernels, whose stacks include the across-nodes ones");
-  return max_local_bytes(ht_step_kernel<Parts, true, true, false>, ht_step_kernel<Parts, true, false, false>,
-                         ht_step_kernel<Parts, false, true, false>, ht_step_kernel<Parts, true, true, true>,
-                         ht_step_kernel<Parts, true, false, true>, ht_step_kernel<Parts, false, true, true>,
-                         ht_abandon_kernel<Parts>);
+  if constexpr (Parts::kOneNode) {
+    return max_local_bytes(ht_step_kernel<Parts, true, true, false>, ht_step_kernel<Parts, true, false, false>,
+                           ht_step_kernel<Parts, false, true, false>);
+  } else {
+    return max_local_bytes(ht_step_kernel<Parts, true, true, false>, ht_step_kernel<Parts, true, false, false>,
+                           ht_step_kernel<Parts, false, true, false>, ht_step_kernel<Parts, true, true, true>,
+                           ht_step_kernel<Parts, true, false, true>, ht_step_kernel<Parts, false, true, true>,
+                           ht_abandon_kernel<Parts>);
+  }
 }
 
 }  // namespace epc::kernels

@@ -8,6 +8,7 @@
 #include "kernels/wire/device_error.hpp"
 #include "kernels/wire/ht_capacity.hpp"
 #include "kernels/wire/ht_message.hpp"
+#include "kernels/wire/ht_ring.hpp"
 #include "kernels/wire/sum_output.hpp"
 #include "kernels/wire/transport.hpp"
 
@@ -18,6 +19,8 @@ namespace epc::kernels {
 // Warps per block that send in a fused dispatch (of 32; the others receive, or forward):
 // half, since receiving a row costs about what sending it does.
 constexpr int kHtDispatchSendWarps = 16;
+// Warps of every high-throughput block (kernels/ht/ht_warp_roles.cuh launches 1024 threads).
+constexpr int kHtBlockWarps = 32;
 // The same for combine, whose receivers sum several rows per token, so that more senders
 // starve them; the best count grows with the NVLink peers the rows go to: 3 per rank of
 // the node, at most 12, none in nodes of one rank (every row goes to this rank's reducers).
@@ -208,6 +211,9 @@ struct HtDispatchParams {
   int64_t* out_expert_offsets64;  // [L + 1] int64 or null
   uint64_t rail_data_offset;      // [nodes][T] rail slots, with more than one node
   uint64_t rail_flags_offset;     // [nodes][T/C] uint64 flags: chunk_flag(step, token mask, 0)
+  // Capacity > 0: rows travel through the node's credit rings instead of the [R][T] slots
+  // (kernels/ht/ht_dispatch_rings.cuh; FLAT, one node, fused launches).
+  HtRingArea rings;
 };
 
 struct HtCombineParams {

@@ -26,12 +26,49 @@ namespace epc::kernels {
 // recv_base[source] + row of the slot's destination; combine checks it against the key it
 // expects (rows travel in key order).
 struct HtRingHeader {
-  int32_t source;  // the token's source rank
+  int32_t source;  // the token's source rank; dispatch: -1 ends the writer's slots of a step
   int32_t row;     // dispatch: its row among the source's rows for the destination (-1: none)
   int32_t token;   // the source's token index
   int32_t node;    // combine: the source's node; dispatch: the writer's node
 };
 static_assert(sizeof(HtRingHeader) == 16, "ring headers keep a slot's payload 16-byte aligned");
+
+// The dispatch rings of one node, at the same offsets in every rank's window (a rank is a
+// reader of S * G rings and a writer of S * G: S ranks per node, G channels, C slots each),
+// and the named offsets of every word and slot. Each rank keeps its ends' counters in its own
+// window too (never reset, like the words), so that launches, steps and graph replays go on
+// counting where the last one stopped. Every offset is 16-byte aligned past `base` (which the
+// host aligns), so a slot's payload starts 16-byte aligned behind its header.
+struct HtRingArea {
+  uint64_t base;        // 0 with capacity 0: no rings
+  uint32_t node_size;   // S
+  uint32_t channels;    // G
+  uint32_t capacity;    // C slots per ring (0: the dispatch uses no rings)
+  uint32_t slot_bytes;  // a header (HtRingHeader) and a dispatch slot
+
+  constexpr uint64_t rings() const { return uint64_t{node_size} * channels; }
+  // Reader's window: ring (writer local index w, channel g)'s tail, signalled by the writer.
+  constexpr uint64_t tail_word(int w, int g) const { return base + (uint64_t(w) * channels + g) * 8; }
+  // Writer's window: ring (reader local index y, channel g)'s head, signalled by the reader.
+  constexpr uint64_t head_word(int y, int g) const { return base + (rings() + uint64_t(y) * channels + g) * 8; }
+  // This rank's own counters: as writer of the ring to reader y, its tail and the head it last
+  // saw; as reader of the ring from writer w, its head and the tail it last saw.
+  constexpr uint64_t writer_state(int y, int g) const {
+    return base + (2 * rings() + (uint64_t(y) * channels + g) * 2) * 8;
+  }
+  constexpr uint64_t reader_state(int w, int g) const {
+    return base + (4 * rings() + (uint64_t(w) * channels + g) * 2) * 8;
+  }
+  // Reader's window: ring (w, g)'s first slot; slot i follows at i * slot_bytes.
+  constexpr uint64_t slots(int w, int g) const {
+    return base + 6 * rings() * 8 + (uint64_t(w) * channels + g) * capacity * slot_bytes;
+  }
+  constexpr uint64_t bytes() const { return 6 * rings() * 8 + rings() * capacity * slot_bytes; }
+};
+
+constexpr uint32_t ht_ring_slot_bytes(uint32_t dispatch_slot_bytes) {
+  return static_cast<uint32_t>(sizeof(HtRingHeader)) + dispatch_slot_bytes;
+}
 
 constexpr uint64_t ht_ring_index(uint64_t counter, uint32_t capacity) { return counter % capacity; }
 // The writer may fill slot `tail` once the reader has consumed slot tail - capacity.

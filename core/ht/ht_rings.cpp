@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/ht/ht_rings.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/error.hpp"
+
+namespace epc {
+
+namespace {
+
+// The variable's value, `fallback` where it is unset or empty.
+uint32_t read_count(const char* name, uint32_t fallback, uint32_t most) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] < '0' || text[0] > '9' || value > most) {
+    fail_argument(format("the environment variable %s is '%s'; it must be a number from 0 to %u", name, text, most));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+}  // namespace
+
+RingRequest ht_rings_from_environment() {
+  RingRequest r;
+  r.slots = read_count("EPCOMM_HT_RING_SLOTS", 0, kMaxRingSlots);
+  r.channels = read_count("EPCOMM_HT_RING_CHANNELS", kDefaultRingChannels, kMaxRingChannels);
+  if (r.channels == 0) r.channels = kDefaultRingChannels;
+  return r;
+}
+
+kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, const Region& dispatch_recv,
+                                  uint32_t dispatch_slot_bytes) {
+  kernels::HtRingArea a{};
+  if (request.slots == 0) return a;
+  if (topo.nodes() > 1) {
+    fail(EPC_ERR_UNSUPPORTED,
+         format("EPCOMM_HT_RING_SLOTS is %u, but dispatch over rings serves groups of one node, and this group "
+                "spans %d nodes (unset it, or set virtual_node_size to 0)",
+                request.slots, topo.nodes()));
+  }
+  a.base = dispatch_recv.offset;
+  a.node_size = static_cast<uint32_t>(topo.node_size);
+  a.channels = request.channels;
+  a.capacity = request.slots;
+  a.slot_bytes = kernels::ht_ring_slot_bytes(dispatch_slot_bytes);
+  if (a.bytes() > dispatch_recv.size) {
+    fail_argument(
+        format("EPCOMM_HT_RING_SLOTS=%u with EPCOMM_HT_RING_CHANNELS=%u needs %llu bytes of rings, more "
+               "than the %llu bytes of the dispatch_recv region they take; use fewer slots or channels",
+               request.slots, request.channels, static_cast<unsigned long long>(a.bytes()),
+               static_cast<unsigned long long>(dispatch_recv.size)));
+  }
+  return a;
+}
+
+void check_ht_rings_served(const kernels::HtRingArea& rings, bool packed, bool send_only, int blocks, int fused_blocks,
+                           int send_warps, int receive_warps) {
+  if (rings.capacity == 0) return;
+  if (packed) {
+    fail_unsupported(
+        "EPCOMM_HT_RING_SLOTS is set, and dispatch over rings serves handles of EPC_LAYOUT_FLAT only; unset it");
+  }
+  if (send_only) {
+    fail_unsupported(
+        "EpcDispatchArgs.flags: EPC_STEP_SEND_ONLY is not served while EPCOMM_HT_RING_SLOTS is set (the rings' "
+        "readers run in the sending launch); dispatch without it");
+  }
+  if (blocks > fused_blocks) {
+    fail_unsupported(
+        format("EPCOMM_HT_RING_SLOTS is set, and dispatch over rings runs as one launch, of at most %d "
+               "blocks on this GPU; this one asks for %d (lower EpcDispatchArgs.send_sms or "
+               "EpcGroupConfig.num_sms)",
+               fused_blocks, blocks));
+  }
+  const int64_t senders = int64_t{blocks} * send_warps, receivers = int64_t{blocks} * receive_warps;
+  const int64_t readers = int64_t{rings.node_size} * rings.channels;
+  if (rings.channels > senders || readers > receivers) {
+    fail_argument(
+        format("EPCOMM_HT_RING_CHANNELS is %u: a dispatch of %d blocks has %lld sending warps (one per "
+               "channel) and %lld receiving warps (one per ring: %lld here); use fewer channels or more "
+               "blocks",
+               rings.channels, blocks, static_cast<long long>(senders), static_cast<long long>(receivers),
+               static_cast<long long>(readers)));
+  }
+}
+
+}  // namespace epc

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// High-throughput dispatch over credit rings inside a node (kernels/ht/ht_dispatch_rings.cuh),
+// forced by two environment variables, a testing aid on the way to issue 27's rings across
+// nodes (docs/design.md, "The staging map"): with EPCOMM_HT_RING_SLOTS=C (1 to
+// kMaxRingSlots) a high-throughput group's FLAT dispatch sends its rows through rings of C
+// slots per (writer, reader, channel), EPCOMM_HT_RING_CHANNELS=G of them (1 to
+// kMaxRingChannels, default kDefaultRingChannels) per pair of ranks. The rings take the
+// front of the dispatch_recv region, which such a dispatch does not otherwise use, so the
+// window keeps its size. Unset or 0: no rings (the default). Read by the planner, so at
+// epc_group_create and epc_plan_query.
+#pragma once
+
+#include <cstdint>
+
+#include "core/plan.hpp"
+#include "core/topology.hpp"
+#include "kernels/wire/ht_ring.hpp"
+
+namespace epc {
+
+constexpr uint32_t kMaxRingSlots = 64;
+constexpr uint32_t kMaxRingChannels = 64;
+constexpr uint32_t kDefaultRingChannels = 2;
+
+struct RingRequest {
+  uint32_t slots = 0;  // 0: no rings
+  uint32_t channels = kDefaultRingChannels;
+};
+
+// From the environment; throws EPC_ERR_INVALID_ARGUMENT naming the variable for a value
+// that is not a number in range.
+RingRequest ht_rings_from_environment();
+
+// Where the rings of `request` lie in a window whose dispatch_recv region is `dispatch_recv`
+// and whose dispatch slots take `dispatch_slot_bytes`: capacity 0 without a request. Throws
+// EPC_ERR_UNSUPPORTED on a group of several nodes, EPC_ERR_INVALID_ARGUMENT when they do not
+// fit in the region.
+kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, const Region& dispatch_recv,
+                                  uint32_t dispatch_slot_bytes);
+
+// Whether a dispatch of `blocks` blocks can run over `rings` (nothing to check without rings):
+// the FLAT layout, the whole step in one launch of at most `fused_blocks` blocks (readers spin
+// on rings that writers of the same launch fill), a sending warp per channel and a receiving
+// warp per ring, of `send_warps` and `receive_warps` per block. Throws EPC_ERR_UNSUPPORTED or
+// EPC_ERR_INVALID_ARGUMENT naming what to change.
+void check_ht_rings_served(const kernels::HtRingArea& rings, bool packed, bool send_only, int blocks, int fused_blocks,
+                           int send_warps, int receive_warps);
+
+}  // namespace epc

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// High-throughput dispatch over the node's credit rings (EPCOMM_HT_RING_SLOTS and
+// EPCOMM_HT_RING_CHANNELS, core/ht/ht_rings.hpp), compared bit for bit with the reference as
+// the slot path is (ht_case.hpp): rings of 1 to 3 slots and 1 to 3 channels, far fewer slots
+// than rows, so every ring wraps many times in a step; several steps and handles on one group,
+// so the rings' counters carry over between launches; fp8 passthrough rows with their scales.
+// On one rank every row goes through the rank's ring to itself; on several, through every
+// pair of ranks of the node. Combine is unchanged by the rings and checked as well.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/gpu/ht_case.hpp"
+#include "tests/gpu/rank_context.hpp"
+#include "tests/reference/reference.hpp"
+
+namespace epc::gputest::ht {
+namespace {
+
+// Sets the two variables for the lifetime of the object (the planner reads them at group
+// creation); unsets them after.
+class ForcedRings {
+ public:
+  ForcedRings(int slots, int channels) {
+    setenv("EPCOMM_HT_RING_SLOTS", std::to_string(slots).c_str(), 1);
+    setenv("EPCOMM_HT_RING_CHANNELS", std::to_string(channels).c_str(), 1);
+  }
+  ~ForcedRings() {
+    unsetenv("EPCOMM_HT_RING_SLOTS");
+    unsetenv("EPCOMM_HT_RING_CHANNELS");
+  }
+  ForcedRings(const ForcedRings&) = delete;
+  ForcedRings& operator=(const ForcedRings&) = delete;
+};
+
+::testing::AssertionResult create_ring_group(const HtShape& shape, int slots, int channels, GroupPtr& out,
+                                             EpcDtype window = EPC_DTYPE_BF16) {
+  ForcedRings rings(slots, channels);
+  return create_group(shape, EPC_MODE_HIGH_THROUGHPUT, out, window);
+}
+
+CallOptions all_outputs(bool backward_weights) {
+  CallOptions o;
+  o.backward_weights = backward_weights;
+  return o;
+}
+
+struct RingCase {
+  int slots;
+  int channels;
+};
+
+class HighThroughputRings : public ::testing::TestWithParam<RingCase> {};
+
+// Three steps with new routing (one rank without tokens), on EXACT handles (one per step)
+// and then on one CAPACITY handle; then one handle reused with new payloads.
+TEST_P(HighThroughputRings, MatchTheReference) {
+  const RingCase& c = GetParam();
+  const std::string label =
+      "rings of " + std::to_string(c.slots) + " slots, " + std::to_string(c.channels) + " channels";
+  const HtShape shape = world_shape(16, 2048, 256, 8);
+  GroupPtr group;
+  ASSERT_TRUE(create_ring_group(shape, c.slots, c.channels, group));
+  ProblemSpec spec = random_spec(8, 61000 + 10 * c.slots + c.channels);
+  spec.empty_rank = shape.nranks - 1;
+  const std::vector<HtStep> steps = make_steps(shape, spec, 3, my_rank());
+  run_steps(group.get(), shape, steps, EPC_SIZING_EXACT, {all_outputs(false)}, label);
+  run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {all_outputs(true), payload_only()}, label);
+
+  ref::Problem p = make_problem(shape, random_spec(8, 61500 + c.slots));
+  std::vector<HtStep> reuse;
+  for (uint64_t s = 0; s < 3; ++s) {
+    if (s > 0) replace_payload(p, 61600 + s);
+    reuse.push_back(make_step(p, 61700 + s, my_rank()));
+  }
+  run_steps(group.get(), shape, reuse, EPC_SIZING_EXACT, {all_outputs(false)}, label + ", handle reuse");
+}
+
+INSTANTIATE_TEST_SUITE_P(Capacities, HighThroughputRings,
+                         ::testing::Values(RingCase{1, 1}, RingCase{1, 3}, RingCase{2, 2}, RingCase{3, 1},
+                                           RingCase{3, 3}),
+                         [](const ::testing::TestParamInfo<RingCase>& info) {
+                           return "Slots" + std::to_string(info.param.slots) + "Channels" +
+                                  std::to_string(info.param.channels);
+                         });
+
+// fp8 rows and their scales, copied unchanged through rings of 2 slots, hidden 7168.
+TEST(HighThroughputRingsPayload, Fp8RowsAndScales) {
+  const HtShape shape = world_shape(16, 7168, 128, 8);
+  GroupPtr group;
+  ASSERT_TRUE(create_ring_group(shape, 2, 2, group));
+  ProblemSpec spec = random_spec(8, 62000);
+  spec.fp8 = true;
+  ref::Problem p = make_problem(shape, spec);
+  std::vector<HtStep> steps;
+  steps.push_back(make_step(p, 62001, my_rank(), /*fp8=*/true));
+  replace_payload(p, 62002);
+  steps.push_back(make_step(std::move(p), 62003, my_rank(), true));
+  run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {all_outputs(true)}, "fp8 through rings");
+}
+
+// A send-only dispatch is refused (the readers run in the sending launch), and the refusal
+// changes nothing: the same step then runs whole and matches.
+TEST(HighThroughputRingsPayload, SendOnlyIsRefused) {
+  const HtShape shape = world_shape(16, 2048, 64, 8);
+  GroupPtr group;
+  ASSERT_TRUE(create_ring_group(shape, 1, 1, group));
+  const std::vector<HtStep> steps = make_steps(shape, random_spec(8, 63000), 1, my_rank());
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  HtBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, 8));
+  ASSERT_TRUE(buffers.upload(steps[0], all_outputs(false), stream.get()));
+  HandlePtr handle;
+  ASSERT_TRUE(create_handle(group.get(), buffers, EPC_SIZING_EXACT, stream.get(), handle));
+  EXPECT_EQ(call_dispatch(handle.get(), buffers, stream.get(), EPC_STEP_SEND_ONLY), EPC_ERR_UNSUPPORTED)
+      << last_error();
+  ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get()));
+  EXPECT_TRUE(buffers.check(steps[0], stream.get(), "after a refused send-only dispatch"));
+}
+
+}  // namespace
+}  // namespace epc::gputest::ht

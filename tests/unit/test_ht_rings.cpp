@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+// Dispatch over credit rings inside a node (core/ht/ht_rings.hpp, kernels/wire/ht_ring.hpp's
+// HtRingArea): the environment variables that force them, where the planner puts them, that
+// every word and slot of the area has a place of its own inside it, and the dispatches the
+// rings refuse.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/ht/ht_rings.hpp"
+#include "core/planner.hpp"
+#include "tests/unit/group_config.hpp"
+
+namespace {
+
+using epc::test::group_config;
+
+// The two variables, set for the object's lifetime (an empty value unsets one).
+class Environment {
+ public:
+  Environment(const char* slots, const char* channels) {
+    set("EPCOMM_HT_RING_SLOTS", slots);
+    set("EPCOMM_HT_RING_CHANNELS", channels);
+  }
+  ~Environment() {
+    unsetenv("EPCOMM_HT_RING_SLOTS");
+    unsetenv("EPCOMM_HT_RING_CHANNELS");
+  }
+
+ private:
+  static void set(const char* name, const char* value) {
+    if (*value == '\0') {
+      unsetenv(name);
+    } else {
+      setenv(name, value, 1);
+    }
+  }
+};
+
+// The status and message `call` fails with: EPC_OK and "" when it returns.
+struct Failure {
+  EpcStatus status = EPC_OK;
+  std::string message;
+};
+Failure failure_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const epc::Error& e) {
+    return {e.status(), e.what()};
+  }
+  return {};
+}
+
+TEST(HtRingsEnvironment, UnsetMeansNoRings) {
+  Environment env("", "");
+  const epc::RingRequest r = epc::ht_rings_from_environment();
+  EXPECT_EQ(r.slots, 0u);
+  EXPECT_EQ(r.channels, epc::kDefaultRingChannels);
+}
+
+TEST(HtRingsEnvironment, ReadsSlotsAndChannels) {
+  Environment env("3", "5");
+  const epc::RingRequest r = epc::ht_rings_from_environment();
+  EXPECT_EQ(r.slots, 3u);
+  EXPECT_EQ(r.channels, 5u);
+  Environment zero_channels("1", "0");
+  EXPECT_EQ(epc::ht_rings_from_environment().channels, epc::kDefaultRingChannels);
+}
+
+TEST(HtRingsEnvironment, RefusesWhatIsNotACountInRange) {
+  for (const char* bad : {"x", "-1", "+2", "2x", "65", "99999999999999999999", " 2"}) {
+    Environment env(bad, "");
+    EXPECT_EQ(failure_of([] { epc::ht_rings_from_environment(); }).status, EPC_ERR_INVALID_ARGUMENT) << bad;
+  }
+  Environment env("1", "65");
+  const Failure f = failure_of([] { epc::ht_rings_from_environment(); });
+  EXPECT_EQ(f.status, EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(f.message.find("EPCOMM_HT_RING_CHANNELS is '65'"), std::string::npos) << f.message;
+}
+
+// Every counter word and slot byte of the area belongs to exactly one thing, inside bytes(),
+// and slots start 16-byte aligned (their payload follows a 16-byte header).
+TEST(HtRingArea, EveryWordAndSlotHasAPlaceOfItsOwn) {
+  for (uint32_t S : {1u, 2u, 3u, 8u}) {
+    for (uint32_t G : {1u, 2u, 3u}) {
+      for (uint32_t C : {1u, 2u, 3u}) {
+        const epc::kernels::HtRingArea a{4096, S, G, C, epc::kernels::ht_ring_slot_bytes(14400)};
+        std::vector<std::pair<uint64_t, uint64_t>> spans;  // [begin, end)
+        for (int i = 0; i < static_cast<int>(S); ++i) {
+          for (int g = 0; g < static_cast<int>(G); ++g) {
+            spans.push_back({a.tail_word(i, g), a.tail_word(i, g) + 8});
+            spans.push_back({a.head_word(i, g), a.head_word(i, g) + 8});
+            spans.push_back({a.writer_state(i, g), a.writer_state(i, g) + 16});
+            spans.push_back({a.reader_state(i, g), a.reader_state(i, g) + 16});
+            spans.push_back({a.slots(i, g), a.slots(i, g) + uint64_t{C} * a.slot_bytes});
+            EXPECT_EQ(a.slots(i, g) % 16, 0u);
+          }
+        }
+        std::sort(spans.begin(), spans.end());
+        uint64_t used = 0;
+        for (size_t k = 0; k < spans.size(); ++k) {
+          EXPECT_GE(spans[k].first, a.base);
+          EXPECT_LE(spans[k].second, a.base + a.bytes());
+          if (k > 0) EXPECT_LE(spans[k - 1].second, spans[k].first) << "overlap at " << spans[k].first;
+          used += spans[k].second - spans[k].first;
+        }
+        EXPECT_EQ(used, a.bytes()) << "S " << S << " G " << G << " C " << C;  // nothing unused
+      }
+    }
+  }
+}
+
+TEST(HtRingPlan, TakesTheFrontOfDispatchRecvAndKeepsTheWindow) {
+  const epc::GroupConfig c = group_config(EPC_MODE_HIGH_THROUGHPUT, 64, 7168, 512, 8);
+  const epc::Plan plain = epc::make_plan(c, {4, 4, 1});
+  EXPECT_EQ(plain.ht_rings.capacity, 0u);
+  Environment env("3", "2");
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  EXPECT_EQ(p.symmetric_bytes, plain.symmetric_bytes);
+  const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV);
+  EXPECT_EQ(p.ht_rings.base, recv.offset);
+  EXPECT_EQ(p.ht_rings.node_size, 4u);
+  EXPECT_EQ(p.ht_rings.channels, 2u);
+  EXPECT_EQ(p.ht_rings.capacity, 3u);
+  // A dispatch slot at hidden 7168, top-8 (ht_dispatch_slot): the payload area, a row of
+  // 14336 and 2.0's 56 fp32 scales (224), 14560; top-k ids and weights, 32 bytes each: 14624.
+  // A ring slot adds the 16-byte header.
+  EXPECT_EQ(p.ht_rings.slot_bytes, 14640u);
+  // 4 ranks x 2 channels = 8 rings: 6 * 8 * 8 = 384 bytes of words, 8 * 3 slots.
+  EXPECT_EQ(p.ht_rings.bytes(), 384u + 24u * 14640u);
+  EXPECT_LE(p.ht_rings.bytes(), recv.size);
+}
+
+TEST(HtRingPlan, RefusesGroupsOfSeveralNodesAndRingsThatDoNotFit) {
+  const epc::GroupConfig c = group_config(EPC_MODE_HIGH_THROUGHPUT, 64, 7168, 512, 8);
+  Environment env("1", "1");
+  const Failure nodes = failure_of([&] { epc::make_plan(c, {4, 2, 2}); });
+  EXPECT_EQ(nodes.status, EPC_ERR_UNSUPPORTED);
+  EXPECT_NE(nodes.message.find("EPCOMM_HT_RING_SLOTS"), std::string::npos) << nodes.message;
+  // One rank, 8 tokens: 8 slots of dispatch_recv; 64 slots of 64 channels do not fit.
+  const epc::GroupConfig small = group_config(EPC_MODE_HIGH_THROUGHPUT, 8, 2048, 8, 8);
+  Environment big("64", "64");
+  const Failure size = failure_of([&] { epc::make_plan(small, {1, 1, 1}); });
+  EXPECT_EQ(size.status, EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(size.message.find("EPCOMM_HT_RING_CHANNELS=64"), std::string::npos) << size.message;
+}
+
+TEST(HtRingPlan, LowLatencyGroupsIgnoreThem) {
+  Environment env("2", "2");
+  const epc::Plan p = epc::make_plan(group_config(EPC_MODE_LOW_LATENCY, 64, 7168, 128, 8), {4, 2, 2});
+  EXPECT_EQ(p.ht_rings.capacity, 0u);
+}
+
+TEST(HtRingsServed, RefusesWhatTheRingsCannotRun) {
+  const epc::kernels::HtRingArea none{};
+  const epc::kernels::HtRingArea rings{256, 4, 2, 1, 1024};
+  auto status = [](const epc::kernels::HtRingArea& a, bool packed, bool send_only, int blocks, int fused) {
+    return failure_of([&] { epc::check_ht_rings_served(a, packed, send_only, blocks, fused, 16, 16); }).status;
+  };
+  EXPECT_EQ(status(none, true, true, 500, 1), EPC_OK);  // no rings: nothing to check
+  EXPECT_EQ(status(rings, false, false, 24, 132), EPC_OK);
+  EXPECT_EQ(status(rings, true, false, 24, 132), EPC_ERR_UNSUPPORTED);
+  EXPECT_EQ(status(rings, false, true, 24, 132), EPC_ERR_UNSUPPORTED);
+  EXPECT_EQ(status(rings, false, false, 133, 132), EPC_ERR_UNSUPPORTED);
+  // 4 ranks x 2 channels = 8 readers: one block has 16 receiving warps, enough; 40 channels
+  // need 160 readers, more than 8 blocks' 128.
+  EXPECT_EQ(status(rings, false, false, 1, 132), EPC_OK);
+  const epc::kernels::HtRingArea wide{256, 4, 40, 1, 1024};
+  EXPECT_EQ(status(wide, false, false, 8, 132), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(status(wide, false, false, 10, 132), EPC_OK);
+  const epc::kernels::HtRingArea many{256, 1, 40, 1, 1024};
+  EXPECT_EQ(status(many, false, false, 2, 132), EPC_ERR_INVALID_ARGUMENT);  // 32 senders for 40 channels
+}
+
+}  // namespace
