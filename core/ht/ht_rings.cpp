@@ -43,6 +43,11 @@ kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& to
                 "spans %d nodes (unset it, or set virtual_node_size to 0)",
                 request.slots, topo.nodes()));
   }
+  if (topo.node_size > kHtRingMaxNodeSize) {
+    fail(EPC_ERR_UNSUPPORTED, format("EPCOMM_HT_RING_SLOTS is %u, but dispatch over rings serves nodes of at most %d "
+                                     "ranks (a lane of a warp writes each reader's ring), and this node has %d",
+                                     request.slots, kHtRingMaxNodeSize, topo.node_size));
+  }
   a.base = dispatch_recv.offset;
   a.node_size = static_cast<uint32_t>(topo.node_size);
   a.channels = request.channels;

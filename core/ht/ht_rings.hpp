@@ -19,8 +19,9 @@
 namespace epc {
 
 constexpr uint32_t kMaxRingSlots = 64;
-constexpr uint32_t kMaxRingChannels = 64;
+constexpr uint32_t kMaxRingChannels = 1024;
 constexpr uint32_t kDefaultRingChannels = 2;
+using kernels::kHtRingMaxNodeSize;
 
 struct RingRequest {
   uint32_t slots = 0;  // 0: no rings
@@ -33,8 +34,8 @@ RingRequest ht_rings_from_environment();
 
 // Where the rings of `request` lie in a window whose dispatch_recv region is `dispatch_recv`
 // and whose dispatch slots take `dispatch_slot_bytes`: capacity 0 without a request. Throws
-// EPC_ERR_UNSUPPORTED on a group of several nodes, EPC_ERR_INVALID_ARGUMENT when they do not
-// fit in the region.
+// EPC_ERR_UNSUPPORTED on a group of several nodes or a node of more than kHtRingMaxNodeSize
+// ranks, EPC_ERR_INVALID_ARGUMENT when they do not fit in the region.
 kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, const Region& dispatch_recv,
                                   uint32_t dispatch_slot_bytes);
 

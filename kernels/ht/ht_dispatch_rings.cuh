@@ -5,11 +5,12 @@
 // (writer, reader, channel g) of the reader's window, tokens t with t % G == g in token
 // order, each slot a header naming (source, row) and the dispatch slot's bytes. After its
 // last token the writer publishes a header with source -1 into each of its rings, which ends
-// the reader's step. One warp owns each ring end: sending warp g writes the G-th channel's
-// rings, receiving warp (w, g) reads ring (w, g) and places each row where the flat layout's
-// receiving part would (recv_base[source] + row). A reader waits on its one ring only, and
-// its writer's other rings have readers of their own, so every ring drains: the launch must
-// be fused (every warp resident), which the handle checks.
+// the reader's step. Sending warp g writes channel g's rings, a lane per reader, copying each
+// token once into every reader's slot; receiving warp (w, g) reads ring (w, g) and places each
+// row where the flat layout's receiving part would (recv_base[source] + row). Both ends signal
+// once per half ring rather than per slot. A reader waits on its one ring only, and a writer
+// waits only after publishing all it wrote, so every ring drains: the launch must be fused
+// (every warp resident), which the handle checks.
 //
 // Served for the FLAT layout on groups of one node, when the group's configuration forces
 // rings (core/ht/ht_rings.hpp says how); every other dispatch runs ht_dispatch_send.cuh and
@@ -28,6 +29,7 @@
 
 namespace epc::kernels::ht_dispatch_rings {
 
+static_assert(kHtRingMaxNodeSize <= kWarpSize, "a lane of the writer warp per reader");
 static_assert(kHtWarps == kHtBlockWarps, "the host counts a block's warps as kHtBlockWarps (check_ht_rings_served)");
 
 __device__ __forceinline__ int node_begin(const HtGeometry& g) { return g.node_of(g.rank) * g.node_size; }
@@ -41,53 +43,14 @@ __device__ __forceinline__ HtRingPlace ring_place(const HtDispatchParams& p, int
       a.slots(w, channel), a.tail_word(w, channel), a.head_word(y, channel), a.slot_bytes, a.capacity, writer, reader};
 }
 
-// Lane 0's view of two counters this rank keeps in its own window.
-__device__ __forceinline__ void load_counters(const PeerTransport& t, uint64_t offset, uint64_t& first,
-                                              uint64_t& second) {
-  const uint64_t* words = static_cast<const uint64_t*>(t.local(offset));
-  first = __shfl_sync(0xffffffffu, lane_id() == 0 ? __ldcg(words) : 0, 0);
-  second = __shfl_sync(0xffffffffu, lane_id() == 0 ? __ldcg(words + 1) : 0, 0);
-}
-__device__ __forceinline__ void store_counters(const PeerTransport& t, uint64_t offset, uint64_t first,
-                                               uint64_t second) {
-  if (lane_id() != 0) return;
-  uint64_t* words = static_cast<uint64_t*>(t.local(offset));
-  __stcg(words, first);
-  __stcg(words + 1, second);
-}
+// Slots a ring end lets pile up before it signals the other end (half the ring, at least
+// one): the writer's tail, and the reader's credit. Fewer signals, and the other end still
+// goes on while this one works through the rest.
+__device__ __forceinline__ uint64_t signal_batch(const HtRingArea& a) { return a.capacity > 1 ? a.capacity / 2 : 1; }
 
-// The whole warp: one slot into the ring to `reader` (its header, then for a row the
-// dispatch slot: payload, scales, the reader's entries). Returns false when the wait for
-// space failed (recorded in the group's error).
-__device__ __forceinline__ bool write_slot(const HtDispatchParams& p, int reader, int channel, const RingWait& wait,
-                                           int t, int row) {
-  const HtCommon& c = p.common;
-  const HtGeometry& g = c.geo;
-  const uint64_t state = p.rings.writer_state(reader - node_begin(g), channel);
-  HtRingWriter writer{ring_place(p, g.rank, reader, channel), 0, 0};
-  load_counters(c.transport, state, writer.tail, writer.head_seen);
-  if (!writer.wait_space(c.transport, wait)) return false;
-  char* slot = writer.slot(c.transport);
-  if (lane_id() == 0) {
-    *reinterpret_cast<int4*>(slot) =
-        row >= 0 ? make_int4(g.rank, row, t, g.node_of(g.rank)) : make_int4(-1, -1, -1, g.node_of(g.rank));
-  }
-  uint32_t bytes = sizeof(HtRingHeader);
-  if (row >= 0) {
-    char* body = slot + sizeof(HtRingHeader);
-    const int4* payload =
-        reinterpret_cast<const int4*>(static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.row_bytes);
-    warp_copy_row_segmented<RowLoad::kReadOnly>(reinterpret_cast<int4*>(body), payload, p.row_bytes / 16);
-    ht_dispatch_send::write_slot_extras<false>(p, t, reader, body);
-    bytes += g.dispatch_slot.bytes;
-  }
-  __syncwarp();  // every lane's stores before publish's signal
-  writer.publish(c.transport, bytes);
-  store_counters(c.transport, state, writer.tail, writer.head_seen);
-  return true;
-}
-
-// Sending warp `channel`: its tokens' rows, then the step's end, into every rank of the node.
+// Sending warp `channel`: its tokens' rows, then the step's end, into every rank of the node,
+// lane y the writer of the ring to the node's rank y (at most kWarpSize ranks: the planner
+// checks), each token copied once into the slots of every rank it goes to.
 __device__ __forceinline__ bool send(const HtDispatchParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -100,33 +63,81 @@ __device__ __forceinline__ bool send(const HtDispatchParams& p, uint64_t step, c
     return false;
   }
   const RingWait wait{c.timeout_ns, c.error, kPhaseHtRingSpace};
-  const int channel = role.index, begin = node_begin(g), end = begin + g.node_size;
-  for (int t = channel; t < c.num_tokens; t += channels) {
-    const int32_t* rows = c.handle.token_row + static_cast<size_t>(t) * g.nranks;
-    for (int reader = begin; reader < end; ++reader) {
-      const int row = rows[reader];
-      if (row >= 0 && !write_slot(p, reader, channel, wait, t, row)) return false;
-    }
+  const int channel = role.index, lane = lane_id(), reader = node_begin(g) + lane;
+  HtRingLaneWriter w{};
+  w.active = lane < g.node_size;
+  uint64_t* saved = nullptr;
+  if (w.active) {
+    w.place = ring_place(p, g.rank, reader, channel);
+    saved = static_cast<uint64_t*>(c.transport.local(p.rings.writer_state(lane, channel)));
+    w.tail = __ldcg(saved);
+    w.head_seen = __ldcg(saved + 1);
+    w.published = w.tail;
   }
-  for (int reader = begin; reader < end; ++reader) {
-    if (!write_slot(p, reader, channel, wait, -1, -1)) return false;
+  const uint64_t batch = signal_batch(p.rings);
+  const int vectors = p.row_bytes / 16;
+  for (int t = channel; t < c.num_tokens; t += channels) {
+    const int row = w.active ? c.handle.token_row[static_cast<size_t>(t) * g.nranks + reader] : -1;
+    if (!w.wait_space(c.transport, row >= 0, wait)) return false;
+    char* body = nullptr;
+    if (row >= 0) {
+      char* slot = w.slot(c.transport);
+      *reinterpret_cast<int4*>(slot) = make_int4(g.rank, row, t, g.node_of(g.rank));
+      body = slot + sizeof(HtRingHeader);
+    }
+    const unsigned readers = __ballot_sync(0xffffffffu, row >= 0);
+    if (readers == 0) continue;
+    const int4* payload =
+        reinterpret_cast<const int4*>(static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.row_bytes);
+    warp_copy_row_to_lanes<RowLoad::kReadOnly>(payload, vectors, readers, reinterpret_cast<int4*>(body));
+    for (unsigned rest = readers; rest != 0; rest &= rest - 1) {
+      const int owner = __ffs(rest) - 1;
+      ht_dispatch_send::write_slot_extras<false>(
+          p, t, node_begin(g) + owner,
+          reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(body), owner)));
+    }
+    if (row >= 0) ++w.tail;
+    if (__any_sync(0xffffffffu, w.tail - w.published >= batch)) w.publish(c.transport);
+  }
+  // The step's end: a header with source -1 in every ring.
+  if (!w.wait_space(c.transport, w.active, wait)) return false;
+  if (w.active) {
+    *reinterpret_cast<int4*>(w.slot(c.transport)) = make_int4(-1, -1, -1, g.node_of(g.rank));
+    ++w.tail;
+  }
+  w.publish(c.transport);
+  if (w.active) {
+    __stcg(saved, w.tail);
+    __stcg(saved + 1, w.head_seen);
   }
   return true;
 }
 
-// Receiving warp (writer, channel): every slot of its ring up to the writer's end.
+// Receiving warp (writer, channel): every slot of its ring up to the writer's end, one credit
+// for several slots (signal_batch) and never held back while it waits.
 __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int channels = static_cast<int>(p.rings.channels);
   if (role.index >= g.node_size * channels) return true;
   const int writer = node_begin(g) + role.index / channels, channel = role.index % channels;
-  const uint64_t state = p.rings.reader_state(writer - node_begin(g), channel);
+  uint64_t* saved = static_cast<uint64_t*>(c.transport.local(p.rings.reader_state(writer - node_begin(g), channel)));
   HtRingReader reader{ring_place(p, writer, g.rank, channel), 0, 0};
-  load_counters(c.transport, state, reader.head, reader.tail_seen);
+  if (lane_id() == 0) {
+    reader.head = __ldcg(saved);
+    reader.tail_seen = __ldcg(saved + 1);
+  }
+  reader.head = __shfl_sync(0xffffffffu, reader.head, 0);
+  reader.tail_seen = __shfl_sync(0xffffffffu, reader.tail_seen, 0);
+  uint64_t credited = reader.head;
+  const uint64_t batch = signal_batch(p.rings);
   const RingWait wait{c.timeout_ns, c.error, kPhaseHtRingData};
   bool ok = true;
   for (;;) {
+    if (!reader.has_data(reader.tail_seen) && credited < reader.head) {
+      reader.give_credit(c.transport);  // the writer may be waiting for it
+      credited = reader.head;
+    }
     if (!reader.wait_data(c.transport, wait)) {
       ok = false;
       break;
@@ -136,7 +147,7 @@ __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, con
     if (lane_id() == 0) header = __ldcg(reinterpret_cast<const int2*>(slot));
     const int source = __shfl_sync(0xffffffffu, header.x, 0), row = __shfl_sync(0xffffffffu, header.y, 0);
     if (source == -1) {  // the writer's end of the step
-      reader.release(c.transport);
+      reader.consume();
       break;
     }
     // A header naming a rank outside the node, or a row past the source's, is never written
@@ -148,9 +159,17 @@ __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, con
       break;
     }
     ht_dispatch_recv::copy_row(p, slot + sizeof(HtRingHeader), c.handle.recv_base[source] + row);
-    reader.release(c.transport);
+    reader.consume();
+    if (reader.head - credited >= batch) {
+      reader.give_credit(c.transport);
+      credited = reader.head;
+    }
   }
-  store_counters(c.transport, state, reader.head, reader.tail_seen);
+  if (credited < reader.head) reader.give_credit(c.transport);
+  if (lane_id() == 0) {
+    __stcg(saved, reader.head);
+    __stcg(saved + 1, reader.tail_seen);
+  }
   return ok;
 }
 

@@ -143,9 +143,64 @@ struct HtRingReader {
 
   // Every lane of the warp, after the warp has copied slot `head` out: gives its credit.
   __device__ __forceinline__ void release(const PeerTransport& t) {
-    __syncwarp();  // every lane's loads of the slot before the writer may refill it
-    if (lane_id() == 0) t.signal(place.head_word, place.writer, head + 1);
-    ++head;
+    consume();
+    give_credit(t);
+  }
+
+  // release() in two parts, for a reader that gives one credit for several slots: moves on
+  // to the next slot, and gives the credit for every slot consumed so far.
+  __device__ __forceinline__ void consume() { ++head; }
+  __device__ __forceinline__ void give_credit(const PeerTransport& t) const {
+    __syncwarp();  // every lane's loads of the slots before the writer may refill them
+    if (lane_id() == 0) t.signal(place.head_word, place.writer, head);
+  }
+};
+
+// The writer ends of up to kWarpSize rings inside a node, one per lane, for a warp that
+// writes one item to several readers at once (the same copy fills every lane's slot). Each
+// lane holds its ring's counters; `published` is the tail its reader was last given, so a
+// lane may write several slots before one signal (publish). A lane never waits for space
+// while holding slots it has not published (wait_space publishes first), so its reader always
+// has what it needs to go on.
+struct HtRingLaneWriter {
+  HtRingPlace place;  // this lane's ring (unused where `active` is false)
+  bool active;
+  uint64_t tail;
+  uint64_t head_seen;
+  uint64_t published;
+
+  __device__ __forceinline__ bool has_space() const { return ht_ring_has_space(tail, head_seen, place.capacity); }
+
+  // Every lane: the lanes with `need` wait until their slot `tail` may be written. First
+  // publishes what the warp wrote, when any of them must read its reader's head. Every lane
+  // returns the warp's outcome.
+  __device__ __forceinline__ bool wait_space(const PeerTransport& t, bool need, const RingWait& w) {
+    const bool lacking = need && !has_space();
+    if (!__any_sync(0xffffffffu, lacking)) return true;
+    publish(t);
+    bool ok = true;
+    if (lacking) {
+      ok = wait_for_signal(
+          t, place.head_word, place.reader,
+          [this](uint64_t head) { return ht_ring_has_space(tail, head, place.capacity); }, &head_seen, w.timeout_ns,
+          w.error, w.phase, place.writer, place.reader);
+    }
+    return __all_sync(0xffffffffu, ok);
+  }
+
+  // This lane's slot `tail` (the reader's memory: rings inside a node only).
+  __device__ __forceinline__ char* slot(const PeerTransport& t) const {
+    return static_cast<char*>(t.buffer(place.slot(tail), place.reader));
+  }
+
+  // Every lane, after the warp's stores of every slot written so far: each lane with slots
+  // its reader was not given raises the reader's tail.
+  __device__ __forceinline__ void publish(const PeerTransport& t) {
+    __syncwarp();  // every lane's stores into the slots before the signals
+    if (active && published < tail) {
+      t.signal(place.tail_word, place.reader, tail);
+      published = tail;
+    }
   }
 };
 

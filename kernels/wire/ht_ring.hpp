@@ -66,6 +66,10 @@ struct HtRingArea {
   constexpr uint64_t bytes() const { return 6 * rings() * 8 + rings() * capacity * slot_bytes; }
 };
 
+// Ranks per node the rings serve: a writer warp holds one reader's ring per lane
+// (kernels/ht/ht_dispatch_rings.cuh).
+constexpr int kHtRingMaxNodeSize = 32;
+
 constexpr uint32_t ht_ring_slot_bytes(uint32_t dispatch_slot_bytes) {
   return static_cast<uint32_t>(sizeof(HtRingHeader)) + dispatch_slot_bytes;
 }

@@ -80,10 +80,10 @@ TEST(HtRingsEnvironment, RefusesWhatIsNotACountInRange) {
     Environment env(bad, "");
     EXPECT_EQ(failure_of([] { epc::ht_rings_from_environment(); }).status, EPC_ERR_INVALID_ARGUMENT) << bad;
   }
-  Environment env("1", "65");
+  Environment env("1", "1025");
   const Failure f = failure_of([] { epc::ht_rings_from_environment(); });
   EXPECT_EQ(f.status, EPC_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(f.message.find("EPCOMM_HT_RING_CHANNELS is '65'"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("EPCOMM_HT_RING_CHANNELS is '1025'"), std::string::npos) << f.message;
 }
 
 // Every counter word and slot byte of the area belongs to exactly one thing, inside bytes(),
@@ -145,6 +145,14 @@ TEST(HtRingPlan, RefusesGroupsOfSeveralNodesAndRingsThatDoNotFit) {
   const Failure nodes = failure_of([&] { epc::make_plan(c, {4, 2, 2}); });
   EXPECT_EQ(nodes.status, EPC_ERR_UNSUPPORTED);
   EXPECT_NE(nodes.message.find("EPCOMM_HT_RING_SLOTS"), std::string::npos) << nodes.message;
+  // A writer warp has a lane per reader: nodes of at most 32 ranks.
+  const Failure wide =
+      failure_of([] { epc::make_plan(group_config(EPC_MODE_HIGH_THROUGHPUT, 64, 2048, 64, 8), {64, 64, 1}); });
+  EXPECT_EQ(wide.status, EPC_ERR_UNSUPPORTED);
+  EXPECT_NE(wide.message.find("at most 32 ranks"), std::string::npos) << wide.message;
+  EXPECT_EQ(
+      failure_of([] { epc::make_plan(group_config(EPC_MODE_HIGH_THROUGHPUT, 64, 2048, 64, 8), {32, 32, 1}); }).status,
+      EPC_OK);
   // One rank, 8 tokens: 8 slots of dispatch_recv; 64 slots of 64 channels do not fit.
   const epc::GroupConfig small = group_config(EPC_MODE_HIGH_THROUGHPUT, 8, 2048, 8, 8);
   Environment big("64", "64");
