@@ -57,9 +57,11 @@ struct Plan {
   // Where each rank stages what it sends to ranks of other nodes (the net_staging region's
   // layout, core/staging_plan.hpp); count 0 and offset 0 when every rank is in one node.
   kernels::StagingMap staging_map{};
-  // High-throughput dispatch over the node's credit rings, where the environment forces them
-  // (core/ht/ht_rings.hpp); capacity 0 otherwise.
-  kernels::HtRingArea ht_rings{};
+  // High-throughput dispatch and combine over the node's credit rings, where the environment
+  // forces them (core/ht/ht_rings.hpp), at the front of dispatch_recv and combine_recv;
+  // capacity 0 otherwise.
+  kernels::HtRingArea ht_dispatch_rings{};
+  kernels::HtRingArea ht_combine_rings{};
   std::vector<Region> regions;
 
   // The region of `kind` in `slot` (EPC_SLOT_NONE for unslotted); throws if absent.

@@ -73,7 +73,8 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
   }
 }
 
-void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, LayoutBuilder& b) {
+void plan_high_throughput(const GroupConfig& c, const Topology& t, const RingRequest& rings, Plan& plan,
+                          LayoutBuilder& b) {
   const uint64_t R = static_cast<uint64_t>(t.nranks);
   const uint64_t T = c.max_tokens_per_rank;
   const uint64_t L = c.local_experts(t.nranks);
@@ -87,10 +88,11 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, Plan& plan, L
   }
   // recv_capacity slots: [R][T] at the default R * T, compact below (ht_capacity.hpp).
   b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, c.recv_capacity_for(t.nranks) * dispatch.bytes, "dispatch_recv");
-  plan.ht_rings = plan_ht_rings(ht_rings_from_environment(), t, plan.regions.back(), dispatch.bytes);
+  plan.ht_dispatch_rings = plan_ht_rings(rings, t, plan.regions.back(), dispatch.bytes);
   b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "dispatch_signal");
   // [R][T] slots, or [R][T * max_topk] for per-entry rows (EPC_WEIGHTING_HOME).
   b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * c.combine_slots_per_token() * combine.bytes, "combine_recv");
+  plan.ht_combine_rings = plan_ht_rings(rings, t, plan.regions.back(), combine.bytes);
   b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "combine_signal");
   if (t.nodes() > 1) {
     // Dispatch crosses between nodes once per (token, node), to the rail peer, which
@@ -117,8 +119,9 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   plan.recv_capacity = c.recv_capacity_for(t.nranks);
   plan.max_token_bytes = c.max_token_bytes();
   plan.max_pending_steps = c.max_pending_steps;
-  plan.handle_bytes =
-      c.mode == EPC_MODE_LOW_LATENCY ? ll_handle_sizes(c, t.nranks).bytes() : ht_handle_sizes(c, t).bytes();
+  const RingRequest rings = c.mode == EPC_MODE_HIGH_THROUGHPUT ? ht_rings_from_environment() : RingRequest{};
+  plan.handle_bytes = c.mode == EPC_MODE_LOW_LATENCY ? ll_handle_sizes(c, t.nranks).bytes()
+                                                     : ht_handle_sizes(c, t, rings.slots > 0).bytes();
   plan.warps_per_block = kWarpsPerBlock;
   plan.control.barrier_inbox_offset = 0;
 
@@ -127,7 +130,7 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   if (c.mode == EPC_MODE_LOW_LATENCY) {
     plan_low_latency(c, t, plan, builder);
   } else {
-    plan_high_throughput(c, t, plan, builder);
+    plan_high_throughput(c, t, rings, plan, builder);
   }
   if (t.nodes() > 1) {
     // Last, so one-node windows keep every offset: what this rank sends to each rank of

@@ -71,6 +71,7 @@ cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStr
 // Dispatch over the node's rings (HtDispatchParams::rings) runs fused only: the most blocks
 // such a launch may have (launch_ht_dispatch refuses more, and any split).
 int ht_dispatch_rings_fused_blocks();
+int ht_combine_rings_fused_blocks();
 // Ends a step whose sending half ran and whose receiving half never will (a handle
 // destroyed with it pending), as the receiving half's last block would: acknowledged to
 // every rank, the step counter moved on. One block of one warp.

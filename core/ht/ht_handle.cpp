@@ -50,7 +50,7 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, Handl
                EPC_ABI_MINOR, group_.topology().nodes()));
   }
   const int topk = topk_idx != nullptr ? routing_topk(group_, topk_idx) : 0;
-  const HtHandleSizes n = ht_handle_sizes(c, group_.topology());
+  const HtHandleSizes n = ht_handle_sizes(c, group_.topology(), group_.plan().ht_dispatch_rings.capacity > 0);
   DeviceGuard guard(group_.device());
   const char* what = "cudaMalloc of the handle's layout";
   arrays_.topk_idx = memory_.allocate<int32_t>(n.topk_idx, "cudaMalloc of the handle's routing");
@@ -64,6 +64,7 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, Handl
   arrays_.send_slot = memory_.allocate<int32_t>(n.send_slot, what);
   arrays_.recv_slot = memory_.allocate<int32_t>(n.recv_slot, what);
   arrays_.overflow = memory_.allocate<kernels::HtOverflowState>(1, what);
+  if (n.ring_tokens > 0) arrays_.ring_tokens = memory_.allocate<int32_t>(n.ring_tokens, what);
   overflow_ = std::make_unique<HtOverflowReport>();
   if (n.forwarded_rows > 0) {  // where dispatch forwarded each token, for combine to reduce there
     arrays_.forwarded_rows = memory_.allocate<int32_t>(n.forwarded_rows, what);
@@ -278,10 +279,13 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcDispatchArgs.flags");
   const int blocks =
       resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
-  const kernels::HtRingArea& rings = group_.plan().ht_rings;
+  const kernels::HtRingArea& rings = group_.plan().ht_dispatch_rings;
   if (rings.capacity > 0) {
-    check_ht_rings_served(rings, packed(), send_only, blocks, kernels::ht_dispatch_rings_fused_blocks(),
-                          kernels::kHtDispatchSendWarps, kernels::kHtBlockWarps - kernels::kHtDispatchSendWarps);
+    const int64_t G = rings.channels, S = rings.node_size;
+    check_ht_rings_served(
+        rings, packed(), send_only,
+        {"epc_dispatch", blocks, kernels::ht_dispatch_rings_fused_blocks(), kernels::kHtDispatchSendWarps,
+         kernels::kHtBlockWarps - kernels::kHtDispatchSendWarps, G, S * G});
   }
   if (a.quant == EPC_QUANT_FP8) {
     fail_unsupported(
@@ -430,6 +434,21 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
     check_tensor(a.out_topk_weights, {"EpcCombineArgs.out_topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
   }
   if (home) check_tensor(a.home_topk_weights, {"EpcCombineArgs.home_topk_weights", {EPC_DTYPE_FP32}, {B, K}, 4});
+  const kernels::HtRingArea& rings = group_.plan().ht_combine_rings;
+  if (rings.capacity > 0) {
+    const int64_t G = rings.channels, S = rings.node_size;
+    check_ht_rings_served(
+        rings, packed(), send_only,
+        {"epc_combine", blocks, kernels::ht_combine_rings_fused_blocks(), kernels::kHtRingCombineSendWarps,
+         kernels::kHtBlockWarps - kernels::kHtRingCombineSendWarps, S * G, G});
+    if (!dispatched_) {
+      fail_usage(
+          format("epc_combine: EPCOMM_HT_RING_SLOTS is set, and combine returns rows through the rings in the "
+                 "order of the tokens a dispatch over them recorded; call epc_dispatch on %s (since its last "
+                 "routing) first",
+                 id_.text().c_str()));
+    }
+  }
 
   kernels::HtCombineParams p;
   std::memset(&p, 0, sizeof p);
@@ -447,6 +466,10 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
     p.entry_slots = static_cast<int>(c.combine_slots_per_token());
   }
   p.common.send_warps = kernels::ht_combine_send_warps(group_.topology().node_size);
+  if (rings.capacity > 0) {  // every ring has a writer warp, this rank's own included
+    p.rings = rings;
+    p.common.send_warps = kernels::kHtRingCombineSendWarps;
+  }
   if (nodes > 1) p.common.forward_warps = kernels::kHtCombineForwardWarps;  // reduce inside each node
   DeviceGuard guard(group_.device());
   if (send_only) {

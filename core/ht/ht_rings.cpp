@@ -63,34 +63,33 @@ kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& to
   return a;
 }
 
-void check_ht_rings_served(const kernels::HtRingArea& rings, bool packed, bool send_only, int blocks, int fused_blocks,
-                           int send_warps, int receive_warps) {
+void check_ht_rings_served(const kernels::HtRingArea& rings, bool packed, bool send_only, const RingLaunch& l) {
   if (rings.capacity == 0) return;
   if (packed) {
     fail_unsupported(
-        "EPCOMM_HT_RING_SLOTS is set, and dispatch over rings serves handles of EPC_LAYOUT_FLAT only; unset it");
+        format("%s: EPCOMM_HT_RING_SLOTS is set, and the rings serve handles of EPC_LAYOUT_FLAT only; "
+               "unset it",
+               l.call));
   }
   if (send_only) {
     fail_unsupported(
-        "EpcDispatchArgs.flags: EPC_STEP_SEND_ONLY is not served while EPCOMM_HT_RING_SLOTS is set (the rings' "
-        "readers run in the sending launch); dispatch without it");
+        format("%s: EPC_STEP_SEND_ONLY is not served while EPCOMM_HT_RING_SLOTS is set (the rings' "
+               "readers run in the sending launch); call it without the flag",
+               l.call));
   }
-  if (blocks > fused_blocks) {
+  if (l.blocks > l.fused_blocks) {
     fail_unsupported(
-        format("EPCOMM_HT_RING_SLOTS is set, and dispatch over rings runs as one launch, of at most %d "
-               "blocks on this GPU; this one asks for %d (lower EpcDispatchArgs.send_sms or "
-               "EpcGroupConfig.num_sms)",
-               fused_blocks, blocks));
+        format("%s: EPCOMM_HT_RING_SLOTS is set, and the rings run as one launch, of at most %d blocks "
+               "on this GPU; this one asks for %d (lower send_sms or EpcGroupConfig.num_sms)",
+               l.call, l.fused_blocks, l.blocks));
   }
-  const int64_t senders = int64_t{blocks} * send_warps, receivers = int64_t{blocks} * receive_warps;
-  const int64_t readers = int64_t{rings.node_size} * rings.channels;
-  if (rings.channels > senders || readers > receivers) {
+  const int64_t senders = int64_t{l.blocks} * l.send_warps, receivers = int64_t{l.blocks} * l.receive_warps;
+  if (l.writers > senders || l.readers > receivers) {
     fail_argument(
-        format("EPCOMM_HT_RING_CHANNELS is %u: a dispatch of %d blocks has %lld sending warps (one per "
-               "channel) and %lld receiving warps (one per ring: %lld here); use fewer channels or more "
-               "blocks",
-               rings.channels, blocks, static_cast<long long>(senders), static_cast<long long>(receivers),
-               static_cast<long long>(readers)));
+        format("%s: EPCOMM_HT_RING_CHANNELS is %u, and its rings need %lld sending and %lld receiving "
+               "warps; %d blocks have %lld and %lld (use fewer channels or more blocks)",
+               l.call, rings.channels, static_cast<long long>(l.writers), static_cast<long long>(l.readers), l.blocks,
+               static_cast<long long>(senders), static_cast<long long>(receivers)));
   }
 }
 

@@ -39,12 +39,23 @@ RingRequest ht_rings_from_environment();
 kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, const Region& dispatch_recv,
                                   uint32_t dispatch_slot_bytes);
 
-// Whether a dispatch of `blocks` blocks can run over `rings` (nothing to check without rings):
-// the FLAT layout, the whole step in one launch of at most `fused_blocks` blocks (readers spin
-// on rings that writers of the same launch fill), a sending warp per channel and a receiving
-// warp per ring, of `send_warps` and `receive_warps` per block. Throws EPC_ERR_UNSUPPORTED or
-// EPC_ERR_INVALID_ARGUMENT naming what to change.
-void check_ht_rings_served(const kernels::HtRingArea& rings, bool packed, bool send_only, int blocks, int fused_blocks,
-                           int send_warps, int receive_warps);
+// How a dispatch or combine over rings would launch: `blocks` blocks of `send_warps` sending
+// and `receive_warps` receiving warps, at most `fused_blocks` in one launch on this GPU, and
+// the warps its rings need in each role.
+struct RingLaunch {
+  const char* call;  // "epc_dispatch" or "epc_combine"
+  int blocks;
+  int fused_blocks;
+  int send_warps;
+  int receive_warps;
+  int64_t writers;  // sending warps the rings need
+  int64_t readers;  // receiving warps the rings need
+};
+
+// Whether the launch can run over `rings` (nothing to check without rings): the FLAT layout,
+// the whole step in one launch (readers spin on rings that writers of the same launch fill),
+// and enough warps in each role. Throws EPC_ERR_UNSUPPORTED or EPC_ERR_INVALID_ARGUMENT naming
+// what to change.
+void check_ht_rings_served(const kernels::HtRingArea& rings, bool packed, bool send_only, const RingLaunch& launch);
 
 }  // namespace epc

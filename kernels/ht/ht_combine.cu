@@ -4,6 +4,7 @@
 // ht_step_kernel.cuh says.
 #include "kernels/ht/ht_combine_forward.cuh"
 #include "kernels/ht/ht_combine_recv.cuh"
+#include "kernels/ht/ht_combine_rings.cuh"
 #include "kernels/ht/ht_combine_send.cuh"
 #include "kernels/ht/ht_step_kernel.cuh"
 #include "kernels/launch.hpp"
@@ -12,22 +13,33 @@ namespace epc::kernels {
 
 namespace {
 
-// kKind: which combine (HtCombineKind). The parts take it as a template argument, so FLAT
-// kernels, one node or several, carry none of the EXPERT_PACKED code, and the per-(token,
-// rank) kernels none of the per-entry code.
-template <HtCombineKind kKind>
+// kKind: which combine (HtCombineKind); kRings: FLAT rows returned through the node's credit
+// rings (ht_combine_rings.cuh; one node only). The parts take them as template arguments, so
+// FLAT kernels, one node or several, carry none of the EXPERT_PACKED or ring code, and the
+// per-(token, rank) kernels none of the per-entry code.
+template <HtCombineKind kKind, bool kRingsTransport = false>
 struct CombineParts {
   using Params = HtCombineParams;
   static constexpr bool kPacked = kKind != HtCombineKind::kFlat;
-  static constexpr bool kOneNode = kPacked;
+  static constexpr bool kRings = kRingsTransport;
+  static constexpr bool kOneNode = kPacked || kRings;
+  static_assert(!(kPacked && kRings), "rings serve the FLAT layout");
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
   __device__ static void prologue(const Params&) {}
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) {
-    ht_combine_send::run<kKind>(p, step, r);
+    if constexpr (kRings) {
+      ht_combine_rings::send(p, step, r);
+    } else {
+      ht_combine_send::run<kKind>(p, step, r);
+    }
   }
   __device__ static void receive(const Params& p, uint64_t step, const WarpRole& r) {
-    ht_combine_recv::run<kKind>(p, step, r);
+    if constexpr (kRings) {
+      ht_combine_rings::receive(p, step, r);
+    } else {
+      ht_combine_recv::run<kKind>(p, step, r);
+    }
   }
   __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
     ht_combine_forward::run(p, step, r);
@@ -37,6 +49,11 @@ struct CombineParts {
 }  // namespace
 
 cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStream_t stream, HtHalves halves) {
+  if (params.rings.capacity > 0) {
+    // The readers spin on rings the writers of the same launch fill (the handle checks).
+    if (halves != HtHalves::kBoth || blocks > ht_combine_rings_fused_blocks()) return cudaErrorInvalidConfiguration;
+    return launch_ht_step<CombineParts<HtCombineKind::kFlat, true>>(params, blocks, halves, stream);
+  }
   if (!params.packed) return launch_ht_step<CombineParts<HtCombineKind::kFlat>>(params, blocks, halves, stream);
   return params.home_weights != nullptr
              ? launch_ht_step<CombineParts<HtCombineKind::kPackedHome>>(params, blocks, halves, stream)
@@ -48,6 +65,12 @@ cudaError_t launch_ht_combine_abandon(const HtCombineParams& params, cudaStream_
   return launch_ht_abandon<CombineParts<HtCombineKind::kFlat>>(params, stream);
 }
 
-size_t ht_combine_local_bytes() { return ht_step_local_bytes<CombineParts<HtCombineKind::kFlat>>(); }
+int ht_combine_rings_fused_blocks() { return ht_fused_blocks<CombineParts<HtCombineKind::kFlat, true>>(); }
+
+size_t ht_combine_local_bytes() {
+  const size_t flat = ht_step_local_bytes<CombineParts<HtCombineKind::kFlat>>();
+  const size_t rings = ht_step_local_bytes<CombineParts<HtCombineKind::kFlat, true>>();
+  return flat > rings ? flat : rings;
+}
 
 }  // namespace epc::kernels

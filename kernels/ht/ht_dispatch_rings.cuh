@@ -34,19 +34,10 @@ static_assert(kHtWarps == kHtBlockWarps, "the host counts a block's warps as kHt
 
 __device__ __forceinline__ int node_begin(const HtGeometry& g) { return g.node_of(g.rank) * g.node_size; }
 
-// Ring (writer, reader, channel) as both of its ends see it.
+// Ring (writer, reader, channel) of the dispatch's rings.
 __device__ __forceinline__ HtRingPlace ring_place(const HtDispatchParams& p, int writer, int reader, int channel) {
-  const HtGeometry& g = p.common.geo;
-  const HtRingArea& a = p.rings;
-  const int w = writer - node_begin(g), y = reader - node_begin(g);
-  return HtRingPlace{
-      a.slots(w, channel), a.tail_word(w, channel), a.head_word(y, channel), a.slot_bytes, a.capacity, writer, reader};
+  return ht_ring_place(p.rings, node_begin(p.common.geo), writer, reader, channel);
 }
-
-// Slots a ring end lets pile up before it signals the other end (half the ring, at least
-// one): the writer's tail, and the reader's credit. Fewer signals, and the other end still
-// goes on while this one works through the rest.
-__device__ __forceinline__ uint64_t signal_batch(const HtRingArea& a) { return a.capacity > 1 ? a.capacity / 2 : 1; }
 
 // Sending warp `channel`: its tokens' rows, then the step's end, into every rank of the node,
 // lane y the writer of the ring to the node's rank y (at most kWarpSize ranks: the planner
@@ -74,7 +65,7 @@ __device__ __forceinline__ bool send(const HtDispatchParams& p, uint64_t step, c
     w.head_seen = __ldcg(saved + 1);
     w.published = w.tail;
   }
-  const uint64_t batch = signal_batch(p.rings);
+  const uint64_t batch = ht_ring_signal_batch(p.rings);
   const int vectors = p.row_bytes / 16;
   for (int t = channel; t < c.num_tokens; t += channels) {
     const int row = w.active ? c.handle.token_row[static_cast<size_t>(t) * g.nranks + reader] : -1;
@@ -114,7 +105,7 @@ __device__ __forceinline__ bool send(const HtDispatchParams& p, uint64_t step, c
 }
 
 // Receiving warp (writer, channel): every slot of its ring up to the writer's end, one credit
-// for several slots (signal_batch) and never held back while it waits.
+// for several slots (ht_ring_signal_batch) and never held back while it waits.
 __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -130,7 +121,7 @@ __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, con
   reader.head = __shfl_sync(0xffffffffu, reader.head, 0);
   reader.tail_seen = __shfl_sync(0xffffffffu, reader.tail_seen, 0);
   uint64_t credited = reader.head;
-  const uint64_t batch = signal_batch(p.rings);
+  const uint64_t batch = ht_ring_signal_batch(p.rings);
   const RingWait wait{c.timeout_ns, c.error, kPhaseHtRingData};
   bool ok = true;
   for (;;) {
@@ -143,8 +134,8 @@ __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, con
       break;
     }
     const char* slot = reader.slot(c.transport);
-    int2 header = make_int2(0, 0);  // (source, row)
-    if (lane_id() == 0) header = __ldcg(reinterpret_cast<const int2*>(slot));
+    int4 header = make_int4(0, 0, 0, 0);  // HtRingHeader: source, row, token, node
+    if (lane_id() == 0) header = __ldcg(reinterpret_cast<const int4*>(slot));
     const int source = __shfl_sync(0xffffffffu, header.x, 0), row = __shfl_sync(0xffffffffu, header.y, 0);
     if (source == -1) {  // the writer's end of the step
       reader.consume();
@@ -158,7 +149,10 @@ __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, con
       ok = false;
       break;
     }
-    ht_dispatch_recv::copy_row(p, slot + sizeof(HtRingHeader), c.handle.recv_base[source] + row);
+    const int out_row = c.handle.recv_base[source] + row;
+    ht_dispatch_recv::copy_row(p, slot + sizeof(HtRingHeader), out_row);
+    // Combine returns the row through its rings in its token's order (ht_combine_rings.cuh).
+    if (lane_id() == 0) c.handle.ring_tokens[out_row] = header.z;
     reader.consume();
     if (reader.head - credited >= batch) {
       reader.give_credit(c.transport);

@@ -204,4 +204,70 @@ struct HtRingLaneWriter {
   }
 };
 
+// The reader ends of up to kWarpSize rings, one per lane, for a warp that takes one item from
+// several rings at once. `credited` is the head its writer was last given, so a lane may
+// consume several slots before one credit (give_credit). A lane never waits for data while
+// holding credits back (wait_data gives them first), so its writer always has room to go on.
+struct HtRingLaneReader {
+  HtRingPlace place;  // this lane's ring (unused where `active` is false)
+  bool active;
+  uint64_t head;
+  uint64_t tail_seen;
+  uint64_t credited;
+
+  __device__ __forceinline__ bool has_data() const { return ht_ring_has_data(tail_seen, head); }
+
+  // Every lane: the lanes with `need` wait until their slot `head` is published. First gives
+  // the credits the warp holds, when any of them must read its writer's tail. Every lane
+  // returns the warp's outcome.
+  __device__ __forceinline__ bool wait_data(const PeerTransport& t, bool need, const RingWait& w) {
+    const bool lacking = need && !has_data();
+    if (!__any_sync(0xffffffffu, lacking)) return true;
+    give_credit(t);
+    bool ok = true;
+    if (lacking) {
+      ok = wait_for_signal(
+          t, place.tail_word, place.writer, [this](uint64_t tail) { return ht_ring_has_data(tail, head); }, &tail_seen,
+          w.timeout_ns, w.error, w.phase, place.reader, place.writer);
+    }
+    return __all_sync(0xffffffffu, ok);
+  }
+
+  // This lane's slot `head`, in this rank's own window.
+  __device__ __forceinline__ const char* slot(const PeerTransport& t) const {
+    return static_cast<const char*>(t.local(place.slot(head)));
+  }
+
+  // Every lane, after the warp's loads of every slot consumed so far: each lane that consumed
+  // slots its writer was not given credit for gives it.
+  __device__ __forceinline__ void give_credit(const PeerTransport& t) {
+    __syncwarp();  // every lane's loads of the slots before the writers may refill them
+    if (active && credited < head) {
+      t.signal(place.head_word, place.writer, head);
+      credited = head;
+    }
+  }
+};
+
+// Ring (writer, reader, channel) of `area` in a node whose first rank is `node_begin`, as both
+// of its ends see it.
+__device__ __forceinline__ HtRingPlace ht_ring_place(const HtRingArea& area, int node_begin, int writer, int reader,
+                                                     int channel) {
+  const int w = writer - node_begin, y = reader - node_begin;
+  return HtRingPlace{area.slots(w, channel),
+                     area.tail_word(w, channel),
+                     area.head_word(y, channel),
+                     area.slot_bytes,
+                     area.capacity,
+                     writer,
+                     reader};
+}
+
+// Slots a ring end lets pile up before it signals the other end (half the ring, at least
+// one): the writer's tail, and the reader's credit. Fewer signals, and the other end still
+// goes on while this one works through the rest.
+__device__ __forceinline__ uint64_t ht_ring_signal_batch(const HtRingArea& area) {
+  return area.capacity > 1 ? area.capacity / 2 : 1;
+}
+
 }  // namespace epc::kernels

@@ -27,6 +27,9 @@ constexpr int kHtBlockWarps = 32;
 __host__ __device__ constexpr int ht_combine_send_warps(int node_size) {
   return node_size <= 1 ? 0 : (3 * node_size < 12 ? 3 * node_size : 12);
 }
+// Combine over the node's forced rings (kernels/ht/ht_combine_rings.cuh): sending warps per
+// block, a writer per ring, this rank's ring to itself included.
+constexpr int kHtRingCombineSendWarps = 16;
 // Across nodes, warps per block that forward tokens arriving from rail peers into the
 // ranks of this node (dispatch; not yet tuned), taken from the receiving warps.
 constexpr int kHtForwardWarps = 6;
@@ -130,6 +133,9 @@ struct HtHandleArrays {
   // (-1 where not local) and its weight (0 without dispatch weights).
   int32_t* entry_rows;   // [R, T, K]
   float* entry_weights;  // [R, T, K]
+  // With rings only (else null), written by dispatch, read by combine: the source's token
+  // index of each received row, which orders combine's rings (ht_combine_rings.cuh).
+  int32_t* ring_tokens;  // [rows]
 };
 
 struct HtCommon {
@@ -236,6 +242,10 @@ struct HtCombineParams {
   // slots per stream position of its combine window. Non-null picks the per-entry kernels.
   const float* home_weights;  // [B, K]
   int entry_slots;
+  // Capacity > 0: rows return through the node's credit rings instead of the [R][T] slots
+  // (kernels/ht/ht_combine_rings.cuh; FLAT, one node, fused launches, after a dispatch over
+  // rings).
+  HtRingArea rings;
 };
 
 // Which combine kernels a launch runs (ht_combine.cu): FLAT, EXPERT_PACKED with one partial

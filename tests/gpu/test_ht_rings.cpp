@@ -4,8 +4,8 @@
 // the slot path is (ht_case.hpp): rings of 1 to 3 slots and 1 to 3 channels, far fewer slots
 // than rows, so every ring wraps many times in a step; several steps and handles on one group,
 // so the rings' counters carry over between launches; fp8 passthrough rows with their scales.
-// On one rank every row goes through the rank's ring to itself; on several, through every
-// pair of ranks of the node. Combine is unchanged by the rings and checked as well.
+// On one rank every row goes through the rank's ring to itself, both ways; on several, through
+// every pair of ranks of the node. Combine returns the rows through rings too.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -102,9 +102,10 @@ TEST(HighThroughputRingsPayload, Fp8RowsAndScales) {
   run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {all_outputs(true)}, "fp8 through rings");
 }
 
-// A send-only dispatch is refused (the readers run in the sending launch), and the refusal
-// changes nothing: the same step then runs whole and matches.
-TEST(HighThroughputRingsPayload, SendOnlyIsRefused) {
+// A send-only dispatch or combine is refused (the readers run in the sending launch), and so
+// is a combine before any dispatch on the handle (the rings return rows in the token order
+// dispatch recorded); the refusals change nothing: the same step then runs whole and matches.
+TEST(HighThroughputRingsPayload, SendOnlyAndCombineFirstAreRefused) {
   const HtShape shape = world_shape(16, 2048, 64, 8);
   GroupPtr group;
   ASSERT_TRUE(create_ring_group(shape, 1, 1, group));
@@ -116,10 +117,13 @@ TEST(HighThroughputRingsPayload, SendOnlyIsRefused) {
   ASSERT_TRUE(buffers.upload(steps[0], all_outputs(false), stream.get()));
   HandlePtr handle;
   ASSERT_TRUE(create_handle(group.get(), buffers, EPC_SIZING_EXACT, stream.get(), handle));
+  EXPECT_EQ(call_combine(handle.get(), buffers, stream.get()), EPC_ERR_INVALID_USAGE) << last_error();
   EXPECT_EQ(call_dispatch(handle.get(), buffers, stream.get(), EPC_STEP_SEND_ONLY), EPC_ERR_UNSUPPORTED)
       << last_error();
-  ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get()));
-  EXPECT_TRUE(buffers.check(steps[0], stream.get(), "after a refused send-only dispatch"));
+  ASSERT_TRUE(dispatch(handle.get(), buffers, stream.get()));
+  EXPECT_EQ(call_combine(handle.get(), buffers, stream.get(), EPC_STEP_SEND_ONLY), EPC_ERR_UNSUPPORTED) << last_error();
+  ASSERT_TRUE(combine(handle.get(), buffers, stream.get()));
+  EXPECT_TRUE(buffers.check(steps[0], stream.get(), "after refused calls"));
 }
 
 }  // namespace

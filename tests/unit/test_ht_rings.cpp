@@ -121,22 +121,22 @@ TEST(HtRingArea, EveryWordAndSlotHasAPlaceOfItsOwn) {
 TEST(HtRingPlan, TakesTheFrontOfDispatchRecvAndKeepsTheWindow) {
   const epc::GroupConfig c = group_config(EPC_MODE_HIGH_THROUGHPUT, 64, 7168, 512, 8);
   const epc::Plan plain = epc::make_plan(c, {4, 4, 1});
-  EXPECT_EQ(plain.ht_rings.capacity, 0u);
+  EXPECT_EQ(plain.ht_dispatch_rings.capacity, 0u);
   Environment env("3", "2");
   const epc::Plan p = epc::make_plan(c, {4, 4, 1});
   EXPECT_EQ(p.symmetric_bytes, plain.symmetric_bytes);
   const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV);
-  EXPECT_EQ(p.ht_rings.base, recv.offset);
-  EXPECT_EQ(p.ht_rings.node_size, 4u);
-  EXPECT_EQ(p.ht_rings.channels, 2u);
-  EXPECT_EQ(p.ht_rings.capacity, 3u);
+  EXPECT_EQ(p.ht_dispatch_rings.base, recv.offset);
+  EXPECT_EQ(p.ht_dispatch_rings.node_size, 4u);
+  EXPECT_EQ(p.ht_dispatch_rings.channels, 2u);
+  EXPECT_EQ(p.ht_dispatch_rings.capacity, 3u);
   // A dispatch slot at hidden 7168, top-8 (ht_dispatch_slot): the payload area, a row of
   // 14336 and 2.0's 56 fp32 scales (224), 14560; top-k ids and weights, 32 bytes each: 14624.
   // A ring slot adds the 16-byte header.
-  EXPECT_EQ(p.ht_rings.slot_bytes, 14640u);
+  EXPECT_EQ(p.ht_dispatch_rings.slot_bytes, 14640u);
   // 4 ranks x 2 channels = 8 rings: 6 * 8 * 8 = 384 bytes of words, 8 * 3 slots.
-  EXPECT_EQ(p.ht_rings.bytes(), 384u + 24u * 14640u);
-  EXPECT_LE(p.ht_rings.bytes(), recv.size);
+  EXPECT_EQ(p.ht_dispatch_rings.bytes(), 384u + 24u * 14640u);
+  EXPECT_LE(p.ht_dispatch_rings.bytes(), recv.size);
 }
 
 TEST(HtRingPlan, RefusesGroupsOfSeveralNodesAndRingsThatDoNotFit) {
@@ -164,28 +164,50 @@ TEST(HtRingPlan, RefusesGroupsOfSeveralNodesAndRingsThatDoNotFit) {
 TEST(HtRingPlan, LowLatencyGroupsIgnoreThem) {
   Environment env("2", "2");
   const epc::Plan p = epc::make_plan(group_config(EPC_MODE_LOW_LATENCY, 64, 7168, 128, 8), {4, 2, 2});
-  EXPECT_EQ(p.ht_rings.capacity, 0u);
+  EXPECT_EQ(p.ht_dispatch_rings.capacity, 0u);
 }
 
 TEST(HtRingsServed, RefusesWhatTheRingsCannotRun) {
   const epc::kernels::HtRingArea none{};
   const epc::kernels::HtRingArea rings{256, 4, 2, 1, 1024};
-  auto status = [](const epc::kernels::HtRingArea& a, bool packed, bool send_only, int blocks, int fused) {
-    return failure_of([&] { epc::check_ht_rings_served(a, packed, send_only, blocks, fused, 16, 16); }).status;
+  // 16 sending and 16 receiving warps per block; `writers` and `readers` the warps the rings need.
+  auto failure = [](const epc::kernels::HtRingArea& a, bool packed, bool send_only, int blocks, int fused,
+                    int64_t writers, int64_t readers) {
+    return failure_of([&] {
+      epc::check_ht_rings_served(a, packed, send_only, {"epc_combine", blocks, fused, 16, 16, writers, readers});
+    });
   };
-  EXPECT_EQ(status(none, true, true, 500, 1), EPC_OK);  // no rings: nothing to check
-  EXPECT_EQ(status(rings, false, false, 24, 132), EPC_OK);
-  EXPECT_EQ(status(rings, true, false, 24, 132), EPC_ERR_UNSUPPORTED);
-  EXPECT_EQ(status(rings, false, true, 24, 132), EPC_ERR_UNSUPPORTED);
-  EXPECT_EQ(status(rings, false, false, 133, 132), EPC_ERR_UNSUPPORTED);
-  // 4 ranks x 2 channels = 8 readers: one block has 16 receiving warps, enough; 40 channels
-  // need 160 readers, more than 8 blocks' 128.
-  EXPECT_EQ(status(rings, false, false, 1, 132), EPC_OK);
-  const epc::kernels::HtRingArea wide{256, 4, 40, 1, 1024};
-  EXPECT_EQ(status(wide, false, false, 8, 132), EPC_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status(wide, false, false, 10, 132), EPC_OK);
-  const epc::kernels::HtRingArea many{256, 1, 40, 1, 1024};
-  EXPECT_EQ(status(many, false, false, 2, 132), EPC_ERR_INVALID_ARGUMENT);  // 32 senders for 40 channels
+  auto status = [&](auto... args) { return failure(args...).status; };
+  EXPECT_EQ(status(none, true, true, 500, 1, 9999, 9999), EPC_OK);  // no rings: nothing to check
+  EXPECT_EQ(status(rings, false, false, 24, 132, 8, 2), EPC_OK);
+  EXPECT_EQ(status(rings, true, false, 24, 132, 8, 2), EPC_ERR_UNSUPPORTED);
+  EXPECT_EQ(status(rings, false, true, 24, 132, 8, 2), EPC_ERR_UNSUPPORTED);
+  EXPECT_EQ(status(rings, false, false, 133, 132, 8, 2), EPC_ERR_UNSUPPORTED);
+  // One block: 16 warps in each role.
+  EXPECT_EQ(status(rings, false, false, 1, 132, 16, 16), EPC_OK);
+  EXPECT_EQ(status(rings, false, false, 1, 132, 17, 16), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(status(rings, false, false, 1, 132, 16, 17), EPC_ERR_INVALID_ARGUMENT);
+  const Failure f = failure(rings, false, false, 2, 132, 40, 2);
+  EXPECT_NE(f.message.find("epc_combine: EPCOMM_HT_RING_CHANNELS is 2"), std::string::npos) << f.message;
+}
+
+TEST(HtRingPlan, CombineRingsTakeTheFrontOfCombineRecv) {
+  const epc::GroupConfig c = group_config(EPC_MODE_HIGH_THROUGHPUT, 64, 7168, 512, 8);
+  Environment env("2", "3");
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  const epc::Region& recv = p.region(EPC_REGION_COMBINE_RECV);
+  EXPECT_EQ(p.ht_combine_rings.base, recv.offset);
+  EXPECT_EQ(p.ht_combine_rings.capacity, 2u);
+  EXPECT_EQ(p.ht_combine_rings.channels, 3u);
+  // A combine slot: a bf16 row (14336) and top-8 fp32 weights (32); the ring slot's header.
+  EXPECT_EQ(p.ht_combine_rings.slot_bytes, 14336u + 32u + 16u);
+  EXPECT_LE(p.ht_combine_rings.bytes(), recv.size);
+  // Handles hold each received row's token for combine: R * T int32 more.
+  const epc::Plan plain = [&] {
+    Environment off("", "");
+    return epc::make_plan(c, {4, 4, 1});
+  }();
+  EXPECT_EQ(p.handle_bytes, plain.handle_bytes + 4u * 512u * 4u);
 }
 
 }  // namespace
