@@ -86,13 +86,18 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, const RingReq
   for (uint32_t s = 0; s < kHtLayoutSlots; ++s) {
     b.add(EPC_REGION_LAYOUT, s, ht_layout_slot_bytes(t.nranks, static_cast<int>(L)), "layout");
   }
-  // recv_capacity slots: [R][T] at the default R * T, compact below (ht_capacity.hpp).
-  b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE, c.recv_capacity_for(t.nranks) * dispatch.bytes, "dispatch_recv");
-  plan.ht_dispatch_rings = plan_ht_rings(rings, t, plan.regions.back(), dispatch.bytes);
+  // recv_capacity slots: [R][T] at the default R * T, compact below (ht_capacity.hpp); or
+  // the rings, where the environment forces them (core/ht/ht_rings.hpp).
+  plan.ht_dispatch_rings = plan_ht_rings(rings, t, b.cursor(), dispatch.bytes);
+  b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE,
+        rings.slots > 0 ? plan.ht_dispatch_rings.bytes() : c.recv_capacity_for(t.nranks) * dispatch.bytes,
+        "dispatch_recv");
   b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "dispatch_signal");
-  // [R][T] slots, or [R][T * max_topk] for per-entry rows (EPC_WEIGHTING_HOME).
-  b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE, R * T * c.combine_slots_per_token() * combine.bytes, "combine_recv");
-  plan.ht_combine_rings = plan_ht_rings(rings, t, plan.regions.back(), combine.bytes);
+  // [R][T] slots, or [R][T * max_topk] for per-entry rows (EPC_WEIGHTING_HOME); or the rings.
+  plan.ht_combine_rings = plan_ht_rings(rings, t, b.cursor(), combine.bytes);
+  b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE,
+        rings.slots > 0 ? plan.ht_combine_rings.bytes() : R * T * c.combine_slots_per_token() * combine.bytes,
+        "combine_recv");
   b.add(EPC_REGION_COMBINE_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "combine_signal");
   if (t.nodes() > 1) {
     // Dispatch crosses between nodes once per (token, node), to the rail peer, which

@@ -33,33 +33,26 @@ RingRequest ht_rings_from_environment() {
   return r;
 }
 
-kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, const Region& dispatch_recv,
-                                  uint32_t dispatch_slot_bytes) {
+kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, uint64_t base,
+                                  uint32_t slot_bytes) {
   kernels::HtRingArea a{};
   if (request.slots == 0) return a;
   if (topo.nodes() > 1) {
     fail(EPC_ERR_UNSUPPORTED,
-         format("EPCOMM_HT_RING_SLOTS is %u, but dispatch over rings serves groups of one node, and this group "
-                "spans %d nodes (unset it, or set virtual_node_size to 0)",
+         format("EPCOMM_HT_RING_SLOTS is %u, but the rings serve groups of one node, and this group spans %d nodes "
+                "(unset it, or set virtual_node_size to 0)",
                 request.slots, topo.nodes()));
   }
   if (topo.node_size > kHtRingMaxNodeSize) {
-    fail(EPC_ERR_UNSUPPORTED, format("EPCOMM_HT_RING_SLOTS is %u, but dispatch over rings serves nodes of at most %d "
-                                     "ranks (a lane of a warp writes each reader's ring), and this node has %d",
+    fail(EPC_ERR_UNSUPPORTED, format("EPCOMM_HT_RING_SLOTS is %u, but the rings serve nodes of at most %d ranks (a "
+                                     "lane of a warp holds each ring's end), and this node has %d",
                                      request.slots, kHtRingMaxNodeSize, topo.node_size));
   }
-  a.base = dispatch_recv.offset;
+  a.base = base;
   a.node_size = static_cast<uint32_t>(topo.node_size);
   a.channels = request.channels;
   a.capacity = request.slots;
-  a.slot_bytes = kernels::ht_ring_slot_bytes(dispatch_slot_bytes);
-  if (a.bytes() > dispatch_recv.size) {
-    fail_argument(
-        format("EPCOMM_HT_RING_SLOTS=%u with EPCOMM_HT_RING_CHANNELS=%u needs %llu bytes of rings, more "
-               "than the %llu bytes of the dispatch_recv region they take; use fewer slots or channels",
-               request.slots, request.channels, static_cast<unsigned long long>(a.bytes()),
-               static_cast<unsigned long long>(dispatch_recv.size)));
-  }
+  a.slot_bytes = kernels::ht_ring_slot_bytes(slot_bytes);
   return a;
 }
 

@@ -4,15 +4,14 @@
 // nodes (docs/design.md, "The staging map"): with EPCOMM_HT_RING_SLOTS=C (1 to
 // kMaxRingSlots) a high-throughput group's FLAT dispatch sends its rows through rings of C
 // slots per (writer, reader, channel), EPCOMM_HT_RING_CHANNELS=G of them (1 to
-// kMaxRingChannels, default kDefaultRingChannels) per pair of ranks. The rings take the
-// front of the dispatch_recv region, which such a dispatch does not otherwise use, so the
-// window keeps its size. Unset or 0: no rings (the default). Read by the planner, so at
-// epc_group_create and epc_plan_query.
+// kMaxRingChannels, default kDefaultRingChannels) per pair of ranks, and its combine returns
+// them the same way. The dispatch_recv and combine_recv regions then hold the rings instead of
+// [R][T] slots, so the window no longer grows with the token count. Unset or 0: no rings (the
+// default). Read by the planner, so at epc_group_create and epc_plan_query.
 #pragma once
 
 #include <cstdint>
 
-#include "core/plan.hpp"
 #include "core/topology.hpp"
 #include "kernels/wire/ht_ring.hpp"
 
@@ -32,12 +31,11 @@ struct RingRequest {
 // that is not a number in range.
 RingRequest ht_rings_from_environment();
 
-// Where the rings of `request` lie in a window whose dispatch_recv region is `dispatch_recv`
-// and whose dispatch slots take `dispatch_slot_bytes`: capacity 0 without a request. Throws
-// EPC_ERR_UNSUPPORTED on a group of several nodes or a node of more than kHtRingMaxNodeSize
-// ranks, EPC_ERR_INVALID_ARGUMENT when they do not fit in the region.
-kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, const Region& dispatch_recv,
-                                  uint32_t dispatch_slot_bytes);
+// The rings of `request` from window offset `base` (the dispatch_recv or combine_recv region,
+// which then holds them and nothing else), each slot a header and `slot_bytes` of a dispatch
+// or combine slot: capacity 0 without a request. Throws EPC_ERR_UNSUPPORTED on a group of
+// several nodes or a node of more than kHtRingMaxNodeSize ranks.
+kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, uint64_t base, uint32_t slot_bytes);
 
 // How a dispatch or combine over rings would launch: `blocks` blocks of `send_warps` sending
 // and `receive_warps` receiving warps, at most `fused_blocks` in one launch on this GPU, and

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,33 @@ INSTANTIATE_TEST_SUITE_P(Capacities, HighThroughputRings,
                            return "Slots" + std::to_string(info.param.slots) + "Channels" +
                                   std::to_string(info.param.channels);
                          });
+
+// The window a group with rings registers is the one epc_plan_query gives for the same
+// environment, and it holds no [R][T] slots: far smaller than without rings.
+TEST(HighThroughputRingsPayload, WindowIsWhatThePlanSays) {
+  const HtShape shape = world_shape(16, 7168, 4096, 8);
+  const EpcGroupConfig config = group_config(shape, EPC_MODE_HIGH_THROUGHPUT);
+  auto planned = [&] {
+    EpcPlan plan;
+    std::memset(&plan, 0, sizeof plan);
+    plan.struct_size = sizeof plan;
+    plan.abi_version = EPC_ABI_VERSION;
+    EXPECT_EQ(epc_plan_query(&config, shape.nranks, shape.nranks, 1, &plan), EPC_OK) << last_error();
+    return plan.symmetric_bytes;
+  };
+  const uint64_t without = planned();
+  ForcedRings rings(2, 8);
+  const uint64_t with = planned();
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group));
+  EpcGroupInfo info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  info.abi_version = EPC_ABI_VERSION;
+  ASSERT_EQ(epc_group_query(group.get(), &info), EPC_OK) << last_error();
+  EXPECT_EQ(info.symmetric_bytes, with);
+  EXPECT_LT(with * 10, without) << "with rings " << with << " bytes, without " << without;
+}
 
 // fp8 rows and their scales, copied unchanged through rings of 2 slots, hidden 7168.
 TEST(HighThroughputRingsPayload, Fp8RowsAndScales) {
