@@ -56,7 +56,7 @@ struct RingCase {
 
 class HighThroughputRings : public ::testing::TestWithParam<RingCase> {};
 
-// Three steps with new routing (one rank without tokens), on EXACT handles (one per step)
+// Three steps with new routing (on several ranks one without tokens), on EXACT handles (one per step)
 // and then on one CAPACITY handle; then one handle reused with new payloads.
 TEST_P(HighThroughputRings, MatchTheReference) {
   const RingCase& c = GetParam();
@@ -66,7 +66,7 @@ TEST_P(HighThroughputRings, MatchTheReference) {
   GroupPtr group;
   ASSERT_TRUE(create_ring_group(shape, c.slots, c.channels, group));
   ProblemSpec spec = random_spec(8, 61000 + 10 * c.slots + c.channels);
-  spec.empty_rank = shape.nranks - 1;
+  if (shape.nranks > 1) spec.empty_rank = shape.nranks - 1;  // one rank keeps its tokens
   const std::vector<HtStep> steps = make_steps(shape, spec, 3, my_rank());
   run_steps(group.get(), shape, steps, EPC_SIZING_EXACT, {all_outputs(false)}, label);
   run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {all_outputs(true), payload_only()}, label);
@@ -87,6 +87,61 @@ INSTANTIATE_TEST_SUITE_P(Capacities, HighThroughputRings,
                            return "Slots" + std::to_string(info.param.slots) + "Channels" +
                                   std::to_string(info.param.channels);
                          });
+
+// Graph replays go on counting where the eager steps stopped, and a second handle's eager
+// steps between the replays share the same rings: one CAPACITY handle's update, dispatch and
+// combine captured once (global capture mode) and replayed four times with new routing and
+// payloads, an EXACT handle stepping eagerly between replays, then an eager step on the first.
+TEST(HighThroughputRingsPayload, GraphReplaysAndInterleavedHandles) {
+  const HtShape shape = world_shape(16, 2048, 256, 8);
+  GroupPtr group;
+  ASSERT_TRUE(create_ring_group(shape, 2, 3, group));
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  const CallOptions options = all_outputs(true);
+  HtBuffers buffers, other_buffers;
+  ASSERT_TRUE(buffers.allocate(shape, 8));
+  ASSERT_TRUE(other_buffers.allocate(shape, 8));
+  auto step_for = [&](int s) {
+    ProblemSpec spec = random_spec(8, 64000 + 10 * static_cast<uint64_t>(s));
+    spec.random_token_counts = false;  // B is part of the graph
+    spec.tokens = 200;
+    if (shape.nranks > 1) spec.empty_rank = shape.nranks - 1;  // one rank keeps its tokens
+    return make_step(make_problem(shape, spec), spec.seed + 1, my_rank());
+  };
+  const HtStep warmup = step_for(0);
+  ASSERT_TRUE(buffers.upload(warmup, options, stream.get()));
+  HandlePtr handle, other;
+  ASSERT_TRUE(create_handle(group.get(), buffers, EPC_SIZING_CAPACITY, stream.get(), handle));
+  ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get()));
+  buffers.check(warmup, stream.get(), "eager warm-up before capture");
+  GraphExecPtr exec;
+  ASSERT_TRUE(capture_on_every_rank(
+      stream.get(),
+      [&] {
+        ::testing::AssertionResult r = update_handle(handle.get(), buffers, stream.get());
+        if (r) r = dispatch_and_combine(handle.get(), buffers, stream.get());
+        return r;
+      },
+      exec));
+  const std::vector<HtStep> others = make_steps(shape, random_spec(8, 65000), 1, my_rank());
+  ASSERT_TRUE(other_buffers.upload(others[0], options, stream.get()));
+  ASSERT_TRUE(create_handle(group.get(), other_buffers, EPC_SIZING_EXACT, stream.get(), other));
+  for (int s = 1; s <= 4; ++s) {
+    const HtStep step = step_for(s);
+    ASSERT_TRUE(buffers.upload(step, options, stream.get()));
+    ASSERT_TRUE(cuda_ok(cudaGraphLaunch(exec.get(), stream.get()), "cudaGraphLaunch"));
+    buffers.check(step, stream.get(), "graph replay " + std::to_string(s));
+    ASSERT_TRUE(other_buffers.upload(others[0], options, stream.get()));
+    ASSERT_TRUE(dispatch_and_combine(other.get(), other_buffers, stream.get()));
+    other_buffers.check(others[0], stream.get(), "the other handle after replay " + std::to_string(s));
+  }
+  const HtStep after = step_for(5);
+  ASSERT_TRUE(buffers.upload(after, options, stream.get()));
+  ASSERT_TRUE(update_handle(handle.get(), buffers, stream.get()));
+  ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get()));
+  buffers.check(after, stream.get(), "eager step after the graph replays");
+}
 
 // The window a group with rings registers is the one epc_plan_query gives for the same
 // environment, and it holds no [R][T] slots: far smaller than without rings.
