@@ -44,9 +44,9 @@ class Driver {
     if (run_.ceiling_peak) bounds += ", ceiling " + fixed(run_.ceiling_peak->egress_GBps(), 1) + " GB/s egress";
     if (run_.memory_copy) bounds += ", memory copy " + fixed(run_.memory_copy->copy_GBps(), 1) + " GB/s";
     if (run_.floor) bounds += ", floor step " + fixed(run_.floor->step.slowest.median_us, 1) + " us";
-    say("%d ranks ready in %.1f s: symmetric memory %.1f MiB per GPU%s", s_.nranks(),
+    say("%d ranks ready in %.1f s: symmetric memory %.1f MiB per GPU (the plan's %.1f MiB)%s", s_.nranks(),
         us_between(start, Clock::now()) / 1e6, static_cast<double>(run_.group.symmetric_bytes) / (1 << 20),
-        bounds.c_str());
+        static_cast<double>(run_.group.planned_symmetric_bytes) / (1 << 20), bounds.c_str());
     for (size_t i = 0; i < o_.tokens.size(); ++i) {
       const Clock::time_point t0 = Clock::now();
       if (!point(o_.tokens[i])) return 1;

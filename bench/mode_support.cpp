@@ -78,6 +78,7 @@ void OurGroup::destroy() {
 GroupFacts OurGroup::facts() const {
   GroupFacts f;
   f.symmetric_bytes = info_.symmetric_bytes;
+  f.planned_symmetric_bytes = plan_.symmetric_bytes;
   f.workspace_bytes = info_.workspace_bytes;
   f.message_bytes = plan_.message_bytes;
   f.num_sms = info_.num_sms;

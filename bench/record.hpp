@@ -82,6 +82,9 @@ struct MachineInfo {
 
 struct GroupFacts {
   uint64_t symmetric_bytes = 0;
+  // What epc_plan_query gives for the same configuration and topology: equal to
+  // symmetric_bytes unless the library's window and its planner disagree.
+  uint64_t planned_symmetric_bytes = 0;
   uint64_t workspace_bytes = 0;
   uint32_t message_bytes = 0;
   uint32_t num_sms = 0;

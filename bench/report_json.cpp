@@ -252,6 +252,7 @@ std::string to_json(const RunRecord& run) {
   j.key("group");
   j.begin_object();
   j.field("symmetric_bytes_per_gpu", static_cast<int64_t>(run.group.symmetric_bytes));
+  j.field("planned_symmetric_bytes_per_gpu", static_cast<int64_t>(run.group.planned_symmetric_bytes));
   j.field("workspace_bytes_per_gpu", static_cast<int64_t>(run.group.workspace_bytes));
   j.field("message_bytes", static_cast<int64_t>(run.group.message_bytes));
   j.end_object();

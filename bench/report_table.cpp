@@ -94,10 +94,11 @@ std::string header(const RunRecord& run) {
   }
   const std::string gpu = run.machine.gpus.empty() ? std::string("?") : run.machine.gpus[0].name;
   s += printf_string(
-      "machine: %zu x %s, NCCL %s, driver %s; symmetric memory per GPU %.1f MiB "
+      "machine: %zu x %s, NCCL %s, driver %s; symmetric memory per GPU %.1f MiB, the plan's %.1f MiB%s "
       "(max %u tokens per rank)\n",
       run.machine.gpus.size(), gpu.c_str(), run.machine.nccl_runtime.c_str(), run.machine.nvidia_driver.c_str(),
-      mib(run.group.symmetric_bytes), run.group.max_tokens);
+      mib(run.group.symmetric_bytes), mib(run.group.planned_symmetric_bytes),
+      run.group.symmetric_bytes == run.group.planned_symmetric_bytes ? "" : " (they differ)", run.group.max_tokens);
   if (run.memory_copy) {
     s += printf_string("memory: device-to-device copy of %.0f MiB: %.1f GB/s read + write per GPU\n",
                        mib(static_cast<uint64_t>(run.memory_copy->bytes)), run.memory_copy->copy_GBps());

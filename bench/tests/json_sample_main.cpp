@@ -146,11 +146,13 @@ int main(int argc, char** argv) {
   run.group.max_tokens = static_cast<uint32_t>(max_tokens);
   if (ht) {
     run.group.symmetric_bytes = 1946157056;
+    run.group.planned_symmetric_bytes = 1946157056;
     run.group.num_sms = 24;
     run.group.recv_capacity = static_cast<uint64_t>(R) * static_cast<uint64_t>(max_tokens);  // the default, R * T
     run.wire = WireFormat::for_ht(run.options.hidden, false, run.options.topk);
   } else {
     run.group.symmetric_bytes = 58982400;
+    run.group.planned_symmetric_bytes = 58982400;
     run.group.num_sms = 32;
     run.wire = WireFormat::for_dtype(run.options.hidden, false, run.options.topk);
   }
