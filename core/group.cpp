@@ -233,6 +233,11 @@ bool Group::device_failure(EpcStatus* status, std::string* message) const {
         "%s: rank %d was given an expert id outside [-1, %u) or more entries for "
         "one expert than it has rows; the group is unusable, destroy it",
         kernels::phase_name(phase), rank, config_.num_experts);
+  } else if (recorded == EPC_ERR_INTERNAL) {
+    *message = format(
+        "%s: rank %d found in its ring from rank %d a slot that the protocol never puts there (a bug in "
+        "epcomm: please report it); the group is unusable, destroy it",
+        kernels::phase_name(phase), rank, static_cast<int>(record->peer));
   } else {
     *message = format(
         "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the "

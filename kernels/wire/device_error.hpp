@@ -21,7 +21,8 @@ enum Phase : uint32_t {
   kPhaseLlDispatchSlot = 8,  // waiting for a peer to free a low-latency dispatch slot (its credit)
   kPhaseLlCombineSlot = 9,   // the same for a combine slot
   kPhaseHtRingSpace = 10,    // waiting for a ring's reader to free a slot (its credit; kernels/ht/ht_ring.cuh)
-  kPhaseHtRingData = 11,     // waiting for a ring's writer to publish a slot
+  kPhaseHtRingData = 11,     // waiting for a ring's writer to publish a slot; with EPC_ERR_INTERNAL,
+                             // a published slot that was not the one expected
 };
 
 const char* phase_name(uint32_t phase);
