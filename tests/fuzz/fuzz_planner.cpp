@@ -8,15 +8,19 @@
 // aligned, each at least as large as the format it holds needs (recomputed here with
 // overflow-checked arithmetic), names that fit EpcPlanRegion.name, a window that covers
 // them all, and across nodes a staging map whose rows are disjoint, aligned and no larger than
-// the window mirror it replaced. Anything else aborts.
+// the window mirror it replaced. With the dispatch and combine rings forced through the
+// environment (core/ht/ht_rings.hpp, set from the input too, sometimes to garbage), the two
+// receive regions hold exactly the rings, one node only. Anything else aborts.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/ht/ht_rings.hpp"
 #include "core/planner.hpp"
 #include "core/topology.hpp"
 #include "epcomm/epcomm.h"
@@ -218,6 +222,41 @@ void check_staging_map(const epc::GroupConfig& c, const epc::Topology& t, const 
   }
 }
 
+// Rings fill `region` exactly (up to its rounding) from its start, in a group of one node of at
+// most kHtRingMaxNodeSize ranks; each ring's last slot ends inside the area.
+void check_rings(const epc::kernels::HtRingArea& a, const epc::Region& region, const epc::Topology& nodes,
+                 uint32_t slot_bytes) {
+  FUZZ_CHECK(nodes.nodes() == 1 && nodes.node_size <= epc::kernels::kHtRingMaxNodeSize);
+  FUZZ_CHECK(a.base == region.offset && a.node_size == static_cast<uint32_t>(nodes.node_size));
+  FUZZ_CHECK(a.capacity >= 1 && a.capacity <= epc::kMaxRingSlots);
+  FUZZ_CHECK(a.channels >= 1 && a.channels <= epc::kMaxRingChannels);
+  FUZZ_CHECK(a.slot_bytes == add(slot_bytes, sizeof(epc::kernels::HtRingHeader)) && a.slot_bytes % 16 == 0);
+  FUZZ_CHECK(region.size >= a.bytes() && region.size - a.bytes() < epc::kRegionAlignment);
+  const int last_ring = static_cast<int>(a.node_size) - 1, last_channel = static_cast<int>(a.channels) - 1;
+  FUZZ_CHECK(add(a.slots(last_ring, last_channel), mul(a.capacity, a.slot_bytes)) == add(a.base, a.bytes()));
+  FUZZ_CHECK(add(a.reader_state(last_ring, last_channel), 16) <= a.slots(0, 0));
+}
+
+// The ring variables for one input: set from it (a count, sometimes text that is not one),
+// unset again when the input is done.
+class RingEnvironment {
+ public:
+  explicit RingEnvironment(FuzzInput& in) {
+    const uint8_t how = in.byte();
+    if ((how & 1) == 0) return;
+    static const char* const kTexts[] = {"0", "1", "2", "3", "7", "64", "65", "1024", "1025", "", "x", "-1", "2x"};
+    const size_t n = sizeof kTexts / sizeof kTexts[0];
+    setenv("EPCOMM_HT_RING_SLOTS", kTexts[(how >> 1) % n], 1);
+    if ((how & 0x80) != 0) setenv("EPCOMM_HT_RING_CHANNELS", kTexts[in.byte() % n], 1);
+  }
+  ~RingEnvironment() {
+    unsetenv("EPCOMM_HT_RING_SLOTS");
+    unsetenv("EPCOMM_HT_RING_CHANNELS");
+  }
+  RingEnvironment(const RingEnvironment&) = delete;
+  RingEnvironment& operator=(const RingEnvironment&) = delete;
+};
+
 void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::Plan& plan) {
   FUZZ_CHECK(!plan.regions.empty() && plan.regions.size() <= EPC_PLAN_MAX_REGIONS);
   FUZZ_CHECK(plan.regions[0].kind == EPC_REGION_CONTROL && plan.regions[0].offset == 0);
@@ -248,6 +287,7 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
   const size_t staging = nodes.nodes() > 1 ? 1 : 0;
   check_staging_map(c, nodes, plan);
   if (c.mode == EPC_MODE_LOW_LATENCY) {
+    FUZZ_CHECK(plan.ht_dispatch_rings.capacity == 0 && plan.ht_combine_rings.capacity == 0);
     FUZZ_CHECK(plan.num_slots == 2 && plan.regions.size() == 9 + staging);
     const uint64_t row = c.dtype == EPC_DTYPE_FP8_E4M3 ? add(c.hidden, c.hidden / 128 * 4) : mul(c.hidden, 2);
     const uint64_t header = epc::kernels::ll_message_header_bytes(c.max_topk);
@@ -311,10 +351,18 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     FUZZ_CHECK(chunks * epc::kernels::kHtChunkTokens >= T);
     FUZZ_CHECK(epc::ht_acks_offset(c, t.nranks) == mul(mul(R, chunks), 8));
     FUZZ_CHECK(epc::ht_signal_bytes(c, t.nranks) == add(epc::ht_acks_offset(c, t.nranks), mul(R, 8)));
-    FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV).size >= mul(mul(R, T), dispatch.bytes));
-    // One slot per (token, top-k entry) with EPC_GROUP_COMBINE_PER_ENTRY, served in one node.
-    FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV).size >=
-               mul(mul(mul(R, T), c.combine_slots_per_token()), combine.bytes));
+    const epc::kernels::HtRingArea& dispatch_rings = plan.ht_dispatch_rings;
+    const epc::kernels::HtRingArea& combine_rings = plan.ht_combine_rings;
+    FUZZ_CHECK((dispatch_rings.capacity > 0) == (combine_rings.capacity > 0));
+    if (dispatch_rings.capacity > 0) {
+      check_rings(dispatch_rings, plan.region(EPC_REGION_DISPATCH_RECV), nodes, dispatch.bytes);
+      check_rings(combine_rings, plan.region(EPC_REGION_COMBINE_RECV), nodes, combine.bytes);
+    } else {
+      FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV).size >= mul(mul(R, T), dispatch.bytes));
+      // One slot per (token, top-k entry) with EPC_GROUP_COMBINE_PER_ENTRY, served in one node.
+      FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV).size >=
+                 mul(mul(mul(R, T), c.combine_slots_per_token()), combine.bytes));
+    }
     FUZZ_CHECK(c.flags == 0 || nodes.nodes() == 1);
     FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
     FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
@@ -351,6 +399,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     topo.nranks = topo.lsa_size * topo.num_nodes;
   }
 
+  const RingEnvironment rings(in);
   try {
     const epc::GroupConfig c = epc::resolve_config(&raw);
     check_config(raw, c);

@@ -143,6 +143,7 @@ def planner(
     alloc=False,
     free=False,
     raw_topology=None,
+    rings=None,
 ) -> bytes:
     out = b"".join(pick(PLANNER_U32, v, "I") for v in (mode, experts, hidden, tokens, topk, token_bytes, sms, timeout))
     extras = (
@@ -157,6 +158,25 @@ def planner(
         out += b"".join(pick(PLANNER_I32, v, "i") for v in raw_topology)
     else:
         out += u8(lsa - 1) + u8(nodes - 1)
+    if rings is not None:
+        out += ring_environment(*rings)
+    return out
+
+
+# fuzz_planner.cpp's RingEnvironment: the texts EPCOMM_HT_RING_SLOTS and _CHANNELS take.
+RING_TEXTS = ["0", "1", "2", "3", "7", "64", "65", "1024", "1025", "", "x", "-1", "2x"]
+
+
+def ring_environment(slots: str, channels: str | None = None) -> bytes:
+    """The bytes RingEnvironment decodes to EPCOMM_HT_RING_SLOTS=slots (and _CHANNELS=channels
+    where given): a byte with bit 0 set, whose bits 1-7 modulo the texts pick the slots and
+    whose bit 7 says a channels byte follows."""
+    n = len(RING_TEXTS)
+    low = 64 if channels is not None else 0
+    k = next(k for k in range(low, low + 64) if k % n == RING_TEXTS.index(slots))
+    out = u8(1 | (k << 1))
+    if channels is not None:
+        out += u8(RING_TEXTS.index(channels))
     return out
 
 
@@ -201,6 +221,14 @@ PLANNER_SEEDS = {
     "bad-topology-negative": planner(raw_topology=(-1, -1, -1)),
     "bad-topology-too-many-ranks": planner(experts=65536, raw_topology=(65537, 65537, 1)),
     "topology-65536-ranks": planner(experts=65536, hidden=8, raw_topology=(65536, 256, 256)),
+    "ht-rings-3-slots-2-channels": planner(mode=HT, lsa=4, rings=("3", "2")),
+    "ht-rings-default-channels": planner(mode=HT, lsa=8, rings=("2",)),
+    "ht-rings-64-slots-1024-channels": planner(mode=HT, experts=32, hidden=2048, lsa=32, rings=("64", "1024")),
+    "ll-rings-ignored": planner(lsa=4, rings=("2", "2")),
+    "bad-ht-rings-slots-text": planner(mode=HT, lsa=4, rings=("x",)),
+    "bad-ht-rings-channels-1025": planner(mode=HT, lsa=4, rings=("1", "1025")),
+    "unsupported-ht-rings-2-nodes": planner(mode=HT, lsa=4, nodes=2, rings=("1",)),
+    "unsupported-ht-rings-node-of-64": planner(mode=HT, experts=64, hidden=2048, lsa=64, rings=("1",)),
 }
 
 
