@@ -8,6 +8,7 @@
 // every pair of ranks of the node. Combine returns the rows through rings too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -141,6 +142,47 @@ TEST(HighThroughputRingsPayload, GraphReplaysAndInterleavedHandles) {
   ASSERT_TRUE(update_handle(handle.get(), buffers, stream.get()));
   ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get()));
   buffers.check(after, stream.get(), "eager step after the graph replays");
+}
+
+// EPC_OVERFLOW_DROP over rings: handles at, below and far below the rows a step needs keep
+// the lowest (source rank, source token) rows, as the reference's capacity rule says, and
+// combine returns exactly the kept rows through the rings.
+TEST(HighThroughputRingsPayload, DropKeepsTheLowestRows) {
+  const HtShape shape = world_shape(8, 2048, 256, 8);
+  GroupPtr group;
+  {
+    ForcedRings rings(2, 2);
+    EpcGroupConfig config = group_config(shape, EPC_MODE_HIGH_THROUGHPUT);
+    config.overflow = EPC_OVERFLOW_DROP;
+    EpcGroup* created = nullptr;
+    ASSERT_TRUE(epc_ok(epc_group_create(context().comm, &config, &created), "epc_group_create(HT, DROP, rings)"));
+    group.reset(created);
+  }
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  HtBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, 8));
+  ProblemSpec spec = random_spec(8, 66000);
+  spec.random_token_counts = false;
+  spec.hot_expert_share = 0.3;
+  const ref::Problem problem = make_problem(shape, spec);
+  const std::vector<int32_t> received = ref::ht_layout(problem).num_recv;
+  const int64_t needed = *std::max_element(received.begin(), received.end());
+  ASSERT_GT(needed, 4);
+  for (int64_t capacity : {needed, needed / 2, int64_t{1}}) {
+    const HtStep step = make_step(problem, 66001, my_rank(), false, 0, false, capacity);
+    ASSERT_TRUE(buffers.upload(step, all_outputs(true), stream.get()));
+    EpcHandleConfig hc = handle_config(EPC_SIZING_CAPACITY);
+    hc.capacity = static_cast<uint64_t>(capacity);
+    const EpcTensor idx = buffers.topk_idx();
+    HandlePtr handle;
+    ASSERT_TRUE(create_handle_with(group.get(), hc, &idx, stream.get(), handle, "epc_handle_create(rings, DROP)"));
+    EpcHandleInfo info = EPC_HANDLE_INFO_INIT;
+    ASSERT_TRUE(query_handle(handle.get(), info));
+    buffers.set_handle(EPC_SIZING_CAPACITY, info.rows);
+    ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get()));
+    buffers.check(step, stream.get(), "rings, DROP, capacity " + std::to_string(capacity));
+  }
 }
 
 // The window a group with rings registers is the one epc_plan_query gives for the same
