@@ -54,9 +54,7 @@ __device__ __forceinline__ bool send(const HtCombineParams& p, uint64_t step, co
   if (w.active) {
     w.place = ht_ring_place(p.rings, node_begin(g), g.rank, source, channel);
     saved = static_cast<uint64_t*>(c.transport.local(p.rings.writer_state(source - node_begin(g), channel)));
-    w.tail = __ldcg(saved);
-    w.head_seen = __ldcg(saved + 1);
-    w.published = w.tail;
+    w.restore(saved);
   }
   const uint64_t batch = ht_ring_signal_batch(p.rings);
   const int base = c.handle.recv_base[source], rows = c.handle.recv_count[source];
@@ -78,10 +76,7 @@ __device__ __forceinline__ bool send(const HtCombineParams& p, uint64_t step, co
     }
   }
   w.publish(c.transport);
-  if (w.active) {
-    __stcg(saved, w.tail);
-    __stcg(saved + 1, w.head_seen);
-  }
+  if (w.active) w.save(saved);
   return true;
 }
 
@@ -100,9 +95,7 @@ __device__ __forceinline__ bool receive(const HtCombineParams& p, uint64_t, cons
   if (r.active) {
     r.place = ht_ring_place(p.rings, node_begin(g), writer, g.rank, channel);
     saved = static_cast<uint64_t*>(c.transport.local(p.rings.reader_state(lane, channel)));
-    r.head = __ldcg(saved);
-    r.tail_seen = __ldcg(saved + 1);
-    r.credited = r.head;
+    r.restore(saved);
   }
   const uint64_t batch = ht_ring_signal_batch(p.rings);
   const size_t out_row_bytes = static_cast<size_t>(g.hidden) * sum_output_bytes(p.out_type);
@@ -146,10 +139,7 @@ __device__ __forceinline__ bool receive(const HtCombineParams& p, uint64_t, cons
     if (__any_sync(0xffffffffu, r.head - r.credited >= batch)) r.give_credit(c.transport);
   }
   r.give_credit(c.transport);
-  if (r.active) {
-    __stcg(saved, r.head);
-    __stcg(saved + 1, r.tail_seen);
-  }
+  if (r.active) r.save(saved);
   return true;
 }
 

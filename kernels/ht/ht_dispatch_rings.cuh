@@ -61,9 +61,7 @@ __device__ __forceinline__ bool send(const HtDispatchParams& p, uint64_t step, c
   if (w.active) {
     w.place = ring_place(p, g.rank, reader, channel);
     saved = static_cast<uint64_t*>(c.transport.local(p.rings.writer_state(lane, channel)));
-    w.tail = __ldcg(saved);
-    w.head_seen = __ldcg(saved + 1);
-    w.published = w.tail;
+    w.restore(saved);
   }
   const uint64_t batch = ht_ring_signal_batch(p.rings);
   const int vectors = p.row_bytes / 16;
@@ -97,10 +95,7 @@ __device__ __forceinline__ bool send(const HtDispatchParams& p, uint64_t step, c
     ++w.tail;
   }
   w.publish(c.transport);
-  if (w.active) {
-    __stcg(saved, w.tail);
-    __stcg(saved + 1, w.head_seen);
-  }
+  if (w.active) w.save(saved);
   return true;
 }
 
@@ -114,12 +109,7 @@ __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, con
   const int writer = node_begin(g) + role.index / channels, channel = role.index % channels;
   uint64_t* saved = static_cast<uint64_t*>(c.transport.local(p.rings.reader_state(writer - node_begin(g), channel)));
   HtRingReader reader{ring_place(p, writer, g.rank, channel), 0, 0};
-  if (lane_id() == 0) {
-    reader.head = __ldcg(saved);
-    reader.tail_seen = __ldcg(saved + 1);
-  }
-  reader.head = __shfl_sync(0xffffffffu, reader.head, 0);
-  reader.tail_seen = __shfl_sync(0xffffffffu, reader.tail_seen, 0);
+  reader.restore(saved);
   uint64_t credited = reader.head;
   const uint64_t batch = ht_ring_signal_batch(p.rings);
   const RingWait wait{c.timeout_ns, c.error, kPhaseHtRingData};
@@ -160,10 +150,7 @@ __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, con
     }
   }
   if (credited < reader.head) reader.give_credit(c.transport);
-  if (lane_id() == 0) {
-    __stcg(saved, reader.head);
-    __stcg(saved + 1, reader.tail_seen);
-  }
+  reader.save(saved);
   return ok;
 }
 

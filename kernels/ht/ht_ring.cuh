@@ -119,6 +119,18 @@ struct HtRingReader {
   uint64_t head;
   uint64_t tail_seen;
 
+  // Every lane: the counters as the owner's window keeps them between launches
+  // (HtRingArea::reader_state), restored at a warp's start (lane 0 loads) and saved at its end.
+  __device__ __forceinline__ void restore(const uint64_t* saved) {
+    head = __shfl_sync(0xffffffffu, lane_id() == 0 ? __ldcg(saved) : 0, 0);
+    tail_seen = __shfl_sync(0xffffffffu, lane_id() == 0 ? __ldcg(saved + 1) : 0, 0);
+  }
+  __device__ __forceinline__ void save(uint64_t* saved) const {
+    if (lane_id() != 0) return;
+    __stcg(saved, head);
+    __stcg(saved + 1, tail_seen);
+  }
+
   // Whether slot `head` has been published; no wait. Every lane calls and returns the same.
   __device__ __forceinline__ bool try_data(const PeerTransport& t) {
     if (!has_data(tail_seen))
@@ -169,6 +181,18 @@ struct HtRingLaneWriter {
   uint64_t head_seen;
   uint64_t published;
 
+  // This lane's counters as the owner's window keeps them between launches
+  // (HtRingArea::writer_state): restored at a warp's start, saved at its end.
+  __device__ __forceinline__ void restore(const uint64_t* saved) {
+    tail = __ldcg(saved);
+    head_seen = __ldcg(saved + 1);
+    published = tail;
+  }
+  __device__ __forceinline__ void save(uint64_t* saved) const {
+    __stcg(saved, tail);
+    __stcg(saved + 1, head_seen);
+  }
+
   __device__ __forceinline__ bool has_space() const { return ht_ring_has_space(tail, head_seen, place.capacity); }
 
   // Every lane: the lanes with `need` wait until their slot `tail` may be written. First
@@ -214,6 +238,18 @@ struct HtRingLaneReader {
   uint64_t head;
   uint64_t tail_seen;
   uint64_t credited;
+
+  // This lane's counters as the owner's window keeps them between launches
+  // (HtRingArea::reader_state): restored at a warp's start, saved at its end.
+  __device__ __forceinline__ void restore(const uint64_t* saved) {
+    head = __ldcg(saved);
+    tail_seen = __ldcg(saved + 1);
+    credited = head;
+  }
+  __device__ __forceinline__ void save(uint64_t* saved) const {
+    __stcg(saved, head);
+    __stcg(saved + 1, tail_seen);
+  }
 
   __device__ __forceinline__ bool has_data() const { return ht_ring_has_data(tail_seen, head); }
 
