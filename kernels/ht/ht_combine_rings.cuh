@@ -15,7 +15,7 @@
 // every warp resident: the launch is fused, which the handle checks).
 //
 // Served for the FLAT layout on groups of one node, after a dispatch over rings, when the
-// group's configuration forces rings (core/ht/ht_rings.hpp); every other combine runs
+// environment forces rings (core/ht/ht_rings.hpp); every other combine runs
 // ht_combine_send.cuh and ht_combine_recv.cuh.
 #pragma once
 

@@ -3,7 +3,7 @@
 // kernels/wire/ht_ring.hpp's and kernels/ht/ht_ring.cuh's). Rows then need no [R][T] slots:
 // each rank writes its rows for every rank of the node, itself included, into the ring
 // (writer, reader, channel g) of the reader's window, tokens t with t % G == g in token
-// order, each slot a header naming (source, row) and the dispatch slot's bytes. After its
+// order, each slot a header naming (source, row, token) and the dispatch slot's bytes. After its
 // last token the writer publishes a header with source -1 into each of its rings, which ends
 // the reader's step. Sending warp g writes channel g's rings, a lane per reader, copying each
 // token once into every reader's slot; receiving warp (w, g) reads ring (w, g) and places each
@@ -12,8 +12,8 @@
 // waits only after publishing all it wrote, so every ring drains: the launch must be fused
 // (every warp resident), which the handle checks.
 //
-// Served for the FLAT layout on groups of one node, when the group's configuration forces
-// rings (core/ht/ht_rings.hpp says how); every other dispatch runs ht_dispatch_send.cuh and
+// Served for the FLAT layout on groups of one node, when the environment forces rings
+// (core/ht/ht_rings.hpp says how); every other dispatch runs ht_dispatch_send.cuh and
 // ht_dispatch_recv.cuh.
 #pragma once
 
