@@ -88,13 +88,13 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, const RingReq
   }
   // recv_capacity slots: [R][T] at the default R * T, compact below (ht_capacity.hpp); or
   // the rings, where the environment forces them (core/ht/ht_rings.hpp).
-  plan.ht_dispatch_rings = plan_ht_rings(rings, t, b.cursor(), dispatch.bytes);
+  plan.ht_dispatch_rings = plan_ht_rings(rings, t, b.cursor(), dispatch.bytes, c.num_sms);
   b.add(EPC_REGION_DISPATCH_RECV, EPC_SLOT_NONE,
         rings.slots > 0 ? plan.ht_dispatch_rings.bytes() : c.recv_capacity_for(t.nranks) * dispatch.bytes,
         "dispatch_recv");
   b.add(EPC_REGION_DISPATCH_SIGNAL, EPC_SLOT_NONE, ht_signal_bytes(c, t.nranks), "dispatch_signal");
   // [R][T] slots, or [R][T * max_topk] for per-entry rows (EPC_WEIGHTING_HOME); or the rings.
-  plan.ht_combine_rings = plan_ht_rings(rings, t, b.cursor(), combine.bytes);
+  plan.ht_combine_rings = plan_ht_rings(rings, t, b.cursor(), combine.bytes, c.num_sms);
   b.add(EPC_REGION_COMBINE_RECV, EPC_SLOT_NONE,
         rings.slots > 0 ? plan.ht_combine_rings.bytes() : R * T * c.combine_slots_per_token() * combine.bytes,
         "combine_recv");

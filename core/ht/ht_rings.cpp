@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/ht/ht_rings.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -28,13 +29,17 @@ uint32_t read_count(const char* name, uint32_t fallback, uint32_t most) {
 RingRequest ht_rings_from_environment() {
   RingRequest r;
   r.slots = read_count("EPCOMM_HT_RING_SLOTS", 0, kMaxRingSlots);
-  r.channels = read_count("EPCOMM_HT_RING_CHANNELS", kDefaultRingChannels, kMaxRingChannels);
-  if (r.channels == 0) r.channels = kDefaultRingChannels;
+  r.channels = read_count("EPCOMM_HT_RING_CHANNELS", 0, kMaxRingChannels);
   return r;
 }
 
-kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, uint64_t base,
-                                  uint32_t slot_bytes) {
+uint32_t ring_channels_served(uint32_t blocks, int node_size) {
+  const uint64_t served = uint64_t{blocks} * kRingWarpsPerBlock / static_cast<uint64_t>(node_size > 0 ? node_size : 1);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(served, 1, kMaxRingChannels));
+}
+
+kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& topo, uint64_t base, uint32_t slot_bytes,
+                                  uint32_t num_sms) {
   kernels::HtRingArea a{};
   if (request.slots == 0) return a;
   if (topo.nodes() > 1) {
@@ -50,7 +55,7 @@ kernels::HtRingArea plan_ht_rings(const RingRequest& request, const Topology& to
   }
   a.base = base;
   a.node_size = static_cast<uint32_t>(topo.node_size);
-  a.channels = request.channels;
+  a.channels = request.channels != 0 ? request.channels : ring_channels_served(num_sms, topo.node_size);
   a.capacity = request.slots;
   a.slot_bytes = kernels::ht_ring_slot_bytes(slot_bytes);
   return a;

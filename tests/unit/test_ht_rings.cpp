@@ -63,7 +63,7 @@ TEST(HtRingsEnvironment, UnsetMeansNoRings) {
   Environment env("", "");
   const epc::RingRequest r = epc::ht_rings_from_environment();
   EXPECT_EQ(r.slots, 0u);
-  EXPECT_EQ(r.channels, epc::kDefaultRingChannels);
+  EXPECT_EQ(r.channels, 0u);  // what the grid serves
 }
 
 TEST(HtRingsEnvironment, ReadsSlotsAndChannels) {
@@ -72,7 +72,7 @@ TEST(HtRingsEnvironment, ReadsSlotsAndChannels) {
   EXPECT_EQ(r.slots, 3u);
   EXPECT_EQ(r.channels, 5u);
   Environment zero_channels("1", "0");
-  EXPECT_EQ(epc::ht_rings_from_environment().channels, epc::kDefaultRingChannels);
+  EXPECT_EQ(epc::ht_rings_from_environment().channels, 0u);
 }
 
 TEST(HtRingsEnvironment, RefusesWhatIsNotACountInRange) {
@@ -141,6 +141,23 @@ TEST(HtRingPlan, DispatchRecvHoldsJustTheRings) {
   // In place of 4 * 512 slots of 14624 bytes.
   EXPECT_EQ(plain.region(EPC_REGION_DISPATCH_RECV).size, 4u * 512u * 14624u);
   EXPECT_LT(p.symmetric_bytes, plain.symmetric_bytes);
+}
+
+// Without EPCOMM_HT_RING_CHANNELS a node gets the channels its grid serves: 16 warps of each
+// role per block, one per channel and rank of the node.
+TEST(HtRingPlan, ChannelsDefaultToWhatTheGridServes) {
+  EXPECT_EQ(epc::ring_channels_served(24, 1), 384u);
+  EXPECT_EQ(epc::ring_channels_served(24, 8), 48u);
+  EXPECT_EQ(epc::ring_channels_served(24, 7), 54u);
+  EXPECT_EQ(epc::ring_channels_served(1, 32), 1u);       // at least one
+  EXPECT_EQ(epc::ring_channels_served(1024, 1), 1024u);  // at most kMaxRingChannels
+  Environment env("2", "");
+  epc::GroupConfig c = group_config(EPC_MODE_HIGH_THROUGHPUT, 64, 7168, 512, 8);
+  EXPECT_EQ(epc::make_plan(c, {8, 8, 1}).ht_dispatch_rings.channels, 48u);  // the default 24 SMs
+  c.num_sms = 6;
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  EXPECT_EQ(p.ht_dispatch_rings.channels, 24u);
+  EXPECT_EQ(p.ht_combine_rings.channels, 24u);
 }
 
 TEST(HtRingPlan, RefusesGroupsOfSeveralNodesAndNodesOverAWarp) {
