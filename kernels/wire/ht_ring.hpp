@@ -33,8 +33,9 @@ struct HtRingHeader {
 };
 static_assert(sizeof(HtRingHeader) == 16, "ring headers keep a slot's payload 16-byte aligned");
 
-// The dispatch rings of one node, at the same offsets in every rank's window (a rank is a
-// reader of S * G rings and a writer of S * G: S ranks per node, G channels, C slots each),
+// The rings of one node for dispatch or for combine, at the same offsets in every rank's window
+// (a rank is a reader of S * G rings and a writer of S * G: S ranks per node, G channels, C
+// slots each),
 // and the named offsets of every word and slot. Each rank keeps its ends' counters in its own
 // window too (never reset, like the words), so that launches, steps and graph replays go on
 // counting where the last one stopped. Every offset is 16-byte aligned past `base` (which the
@@ -43,8 +44,8 @@ struct HtRingArea {
   uint64_t base;        // 0 with capacity 0: no rings
   uint32_t node_size;   // S
   uint32_t channels;    // G
-  uint32_t capacity;    // C slots per ring (0: the dispatch uses no rings)
-  uint32_t slot_bytes;  // a header (HtRingHeader) and a dispatch slot
+  uint32_t capacity;    // C slots per ring (0: no rings)
+  uint32_t slot_bytes;  // a header (HtRingHeader) and a dispatch or combine slot
 
   constexpr uint64_t rings() const { return uint64_t{node_size} * channels; }
   // Reader's window: ring (writer local index w, channel g)'s tail, signalled by the writer.
@@ -70,8 +71,8 @@ struct HtRingArea {
 // (kernels/ht/ht_dispatch_rings.cuh).
 constexpr int kHtRingMaxNodeSize = 32;
 
-constexpr uint32_t ht_ring_slot_bytes(uint32_t dispatch_slot_bytes) {
-  return static_cast<uint32_t>(sizeof(HtRingHeader)) + dispatch_slot_bytes;
+constexpr uint32_t ht_ring_slot_bytes(uint32_t slot_bytes) {
+  return static_cast<uint32_t>(sizeof(HtRingHeader)) + slot_bytes;
 }
 
 constexpr uint64_t ht_ring_index(uint64_t counter, uint32_t capacity) { return counter % capacity; }
