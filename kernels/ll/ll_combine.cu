@@ -20,10 +20,10 @@ struct CombineParts {
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->combine; }
 #endif
-  struct Early {};  // the sending part's first loads depend on the dispatch's records
-  __device__ __forceinline__ static Early early(const Params&) { return {}; }
-  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, Early) {
-    return combine::send<kHome>(p, step);
+  using Early = combine::EarlyLoads;
+  __device__ __forceinline__ static Early early(const Params& p) { return combine::early_loads(p); }
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
+    return combine::send<kHome>(p, step, early);
   }
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) {
     return combine::receive<kHome>(p, step);

@@ -78,57 +78,79 @@ __device__ __forceinline__ void send_partial(const LlCommon& c, const LlCombineP
   }
 }
 
+// One received message's records (the dispatch wrote one for every message it received, at
+// its number), one lane's share: loaded into registers a message ahead of their use, and
+// published into shared memory when their turn comes.
+struct MessageRecords {
+  int slot, entries;  // lane 0
+  int flat_row;       // lanes < max_entries; slots past the count are not used
+  float weight;
+};
+
+// Called by every thread; only the first warp loads.
+__device__ __forceinline__ MessageRecords fetch_records(const LlCommon& c, int n) {
+  MessageRecords r{0, 0, -1, 0.0f};
+  if (threadIdx.x >= kWarpSize) return r;
+  const int lane = lane_id();
+  if (lane == 0) {
+    r.slot = c.handle.msg_slot[n];
+    r.entries = c.handle.msg_entries[n];
+  }
+  if (lane < c.geo.max_entries) {
+    r.flat_row = c.handle.msg_rows[static_cast<size_t>(n) * c.geo.max_entries + lane];
+    r.weight = c.handle.msg_weights[static_cast<size_t>(n) * c.geo.max_entries + lane];
+  }
+  return r;
+}
+
+__device__ __forceinline__ void publish_records(const LlCommon& c, const MessageRecords& r, MessageEntries* entries) {
+  if (threadIdx.x >= kWarpSize) return;
+  const int lane = lane_id();
+  if (lane == 0) {
+    entries->slot = r.slot;
+    entries->entries = r.entries;
+  }
+  if (lane < c.geo.max_entries) {
+    entries->flat_row[lane] = r.flat_row;
+    entries->weight[lane] = r.weight;
+  }
+}
+
+// What the sending part loads before the step's slot is claimed (ll_step_kernel.cuh): the
+// block's first message's records and this thread's rank's count of the dispatch's tokens
+// (the previous dispatch wrote them), so that their latency overlaps the load of the slot's
+// state.
+struct EarlyLoads {
+  MessageRecords first;
+  uint32_t tokens_from;  // rank threadIdx.x's, when it is one
+};
+
+__device__ __forceinline__ EarlyLoads early_loads(const LlCombineParams& p) {
+  const LlCommon& c = p.common;
+  EarlyLoads e{};
+  const int message = static_cast<int>(blockIdx.x) / p.message_slices;
+  if (message < c.geo.nranks * c.geo.max_tokens) e.first = fetch_records(c, message);
+  if (static_cast<int>(threadIdx.x) < c.geo.nranks)
+    e.tokens_from = static_cast<uint32_t>(c.handle.recv_tokens[threadIdx.x]);
+  return e;
+}
+
 // The whole part, run by every thread of every block; true in the launch's last block, which
 // has signalled every rank (ll_step_kernel.cuh records the step).
 template <bool kHome>
-__device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step) {
+__device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks], as the last dispatch received
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseStart);
 #endif
   __shared__ MessageEntries entries;
   const int slices = p.message_slices;
-  // Message n's records, one lane's share: loaded into registers (fetch) a message ahead of
-  // its use, so that the load overlaps the previous message's rows, and published into
-  // `entries` (publish) when its turn comes. The first message's load goes beside the token
-  // counts (the dispatch wrote a record for every message it received, at its number, so the
-  // load needs none).
-  struct Records {
-    int slot, entries;  // lane 0
-    int flat_row;       // lanes < max_entries; slots past the count are not used
-    float weight;
-  };
-  const auto fetch = [&](int n) {
-    Records r{0, 0, -1, 0.0f};
-    if (threadIdx.x >= kWarpSize) return r;
-    if (lane == 0) {
-      r.slot = c.handle.msg_slot[n];
-      r.entries = c.handle.msg_entries[n];
-    }
-    if (lane < g.max_entries) {
-      r.flat_row = c.handle.msg_rows[static_cast<size_t>(n) * g.max_entries + lane];
-      r.weight = c.handle.msg_weights[static_cast<size_t>(n) * g.max_entries + lane];
-    }
-    return r;
-  };
-  const auto publish = [&](const Records& r) {
-    if (threadIdx.x >= kWarpSize) return;
-    if (lane == 0) {
-      entries.slot = r.slot;
-      entries.entries = r.entries;
-    }
-    if (lane < g.max_entries) {
-      entries.flat_row[lane] = r.flat_row;
-      entries.weight[lane] = r.weight;
-    }
-  };
   const int first = static_cast<int>(blockIdx.x);
-  Records next{};
-  if (first / slices < g.nranks * g.max_tokens) next = fetch(first / slices);
-  for (int s = threadIdx.x; s < g.nranks; s += blockDim.x)
+  MessageRecords next = early.first;
+  if (static_cast<int>(threadIdx.x) < g.nranks) tokens_from[threadIdx.x] = early.tokens_from;
+  for (int s = threadIdx.x + blockDim.x; s < g.nranks; s += blockDim.x)
     tokens_from[s] = static_cast<uint32_t>(c.handle.recv_tokens[s]);
 
   const int vectors = g.hidden / kChannelsPerVector;
@@ -136,9 +158,9 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step) {
   const int messages = received_messages(tokens_from, g.nranks);
   // One block per (message, slice of its row).
   for (int item = first; item < messages * slices; item += gridDim.x) {
-    publish(next);
+    publish_records(c, next, &entries);
     __syncthreads();
-    if (item + static_cast<int>(gridDim.x) < messages * slices) next = fetch((item + gridDim.x) / slices);
+    if (item + static_cast<int>(gridDim.x) < messages * slices) next = fetch_records(c, (item + gridDim.x) / slices);
     const ReceivedMessage m{entries.slot / g.max_tokens, entries.slot % g.max_tokens, entries.slot, item / slices};
     const VectorSlice part = vector_slice(vectors, item % slices, slices);
     if constexpr (kHome) {
