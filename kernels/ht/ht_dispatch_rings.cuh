@@ -100,57 +100,58 @@ __device__ __forceinline__ bool send(const HtDispatchParams& p, uint64_t step, c
 }
 
 // Receiving warp (writer, channel): every slot of its ring up to the writer's end, one credit
-// for several slots (ht_ring_signal_batch) and never held back while it waits.
+// for several slots (ht_ring_signal_batch) and never held back while it waits. Lane 0 holds
+// the ring's end (an HtRingLaneReader of one active lane); the warp copies each row.
 __device__ __forceinline__ bool receive(const HtDispatchParams& p, uint64_t, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int channels = static_cast<int>(p.rings.channels);
   if (role.index >= g.node_size * channels) return true;
   const int writer = node_begin(g) + role.index / channels, channel = role.index % channels;
-  uint64_t* saved = static_cast<uint64_t*>(c.transport.local(p.rings.reader_state(writer - node_begin(g), channel)));
-  HtRingReader reader{ring_place(p, writer, g.rank, channel), 0, 0};
-  reader.restore(saved);
-  uint64_t credited = reader.head;
+  HtRingLaneReader r{};
+  r.active = lane_id() == 0;
+  uint64_t* saved = nullptr;
+  if (r.active) {
+    r.place = ring_place(p, writer, g.rank, channel);
+    saved = static_cast<uint64_t*>(c.transport.local(p.rings.reader_state(writer - node_begin(g), channel)));
+    r.restore(saved);
+  }
   const uint64_t batch = ht_ring_signal_batch(p.rings);
   const RingWait wait{c.timeout_ns, c.error, kPhaseHtRingData};
   bool ok = true;
   for (;;) {
-    if (!reader.has_data(reader.tail_seen) && credited < reader.head) {
-      reader.give_credit(c.transport);  // the writer may be waiting for it
-      credited = reader.head;
-    }
-    if (!reader.wait_data(c.transport, wait)) {
+    if (!r.wait_data(c.transport, r.active, wait)) {
       ok = false;
       break;
     }
-    const char* slot = reader.slot(c.transport);
+    const char* slot = reinterpret_cast<const char*>(
+        __shfl_sync(0xffffffffu, r.active ? reinterpret_cast<uintptr_t>(r.slot(c.transport)) : 0, 0));
     int4 header = make_int4(0, 0, 0, 0);  // HtRingHeader: source, row, token, node
-    if (lane_id() == 0) header = __ldcg(reinterpret_cast<const int4*>(slot));
+    if (r.active) header = __ldcg(reinterpret_cast<const int4*>(slot));
     const int source = __shfl_sync(0xffffffffu, header.x, 0), row = __shfl_sync(0xffffffffu, header.y, 0);
     if (source == -1) {  // the writer's end of the step
-      reader.consume();
+      if (r.active) ++r.head;
       break;
     }
     // A header naming a rank outside the node, or a row past the source's, is never written
     // by a writer of this dispatch: reported, and nothing is written out of bounds.
     if (source < node_begin(g) || source >= node_begin(g) + g.node_size || row < 0 ||
         row >= c.handle.recv_count[source]) {
-      if (lane_id() == 0) report_failure(c.error, EPC_ERR_INTERNAL, kPhaseHtRingData, g.rank, writer, 0);
+      if (r.active) report_failure(c.error, EPC_ERR_INTERNAL, kPhaseHtRingData, g.rank, writer, 0);
       ok = false;
       break;
     }
     const int out_row = c.handle.recv_base[source] + row;
     ht_dispatch_recv::copy_row(p, slot + sizeof(HtRingHeader), out_row);
     // Combine returns the row through its rings in its token's order (ht_combine_rings.cuh).
-    if (lane_id() == 0) c.handle.ring_tokens[out_row] = header.z;
-    reader.consume();
-    if (reader.head - credited >= batch) {
-      reader.give_credit(c.transport);
-      credited = reader.head;
+    if (r.active) {
+      c.handle.ring_tokens[out_row] = header.z;
+      ++r.head;
     }
+    if (__any_sync(0xffffffffu, r.head - r.credited >= batch)) r.give_credit(c.transport);
   }
-  if (credited < reader.head) reader.give_credit(c.transport);
-  reader.save(saved);
+  r.give_credit(c.transport);
+  if (r.active) r.save(saved);
   return ok;
 }
 

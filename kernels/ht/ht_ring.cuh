@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // A credit ring's two ends on PeerTransport (issue 27, step C; the arithmetic and the slot
 // header are kernels/wire/ht_ring.hpp's, which the CPU model tests/unit/ht_ring_model.hpp
-// runs). One warp owns each end: the writer's warp fills slot `tail`, puts it and raises the
-// reader's tail word; the reader's warp copies the slot out and raises the writer's head word
-// (the credit). Both words only grow and are read "at least", so they are never reset:
-// later steps and graph replays keep counting where the last one stopped, and each end keeps
-// its own counter in registers (or in the caller's state between launches).
+// runs). A warp holds the ends of up to kWarpSize rings, one per lane (a warp with one ring
+// makes one lane active): the writer fills slot `tail` and raises the reader's tail word; the
+// reader copies the slot out and raises the writer's head word (the credit). Both words only
+// grow and are read "at least", so they are never reset: later steps and graph replays keep
+// counting where the last one stopped, and each end keeps its own counter in registers (or in
+// the caller's state between launches).
 //
 // Every wait is bounded by the group's timeout and names the phase and the rank waited for
-// (peer_wait.cuh). A warp serving several rings polls them with try_* and never blocks on
-// one (the rule that keeps the combine's key order deadlock-free, ht_ring.hpp).
+// (peer_wait.cuh). An end never waits while it holds back what the other end needs (a writer
+// publishes, a reader gives its credits, before either waits), the rule that keeps the rings
+// deadlock-free (ht_ring.hpp).
 #pragma once
 
 #include <cstdint>
@@ -42,130 +44,6 @@ struct RingWait {
   uint64_t timeout_ns;
   DeviceError* error;
   uint32_t phase;
-};
-
-// Lane 0 brings `seen` up to date with the counter word `offset`, which rank `writer` signals
-// into this rank's window: one read when `wait` is null, else polls (signal_wait.cuh) until
-// `reached(seen)`, a timeout naming `rank` waiting for `writer`. The warp then shares the value,
-// lane 0's acquire ordered before every lane's later accesses of the slot. Every lane calls and
-// returns the same.
-template <typename Reached>
-__device__ __forceinline__ bool warp_refresh_counter(const PeerTransport& t, uint64_t offset, int writer,
-                                                     Reached reached, uint64_t& seen, const RingWait* wait, int rank) {
-  bool ok = true;
-  if (lane_id() == 0) {
-    if (wait == nullptr) {
-      seen = t.read_signal(offset, writer);
-    } else {
-      ok = wait_for_signal(t, offset, writer, reached, &seen, wait->timeout_ns, wait->error, wait->phase, rank, writer);
-    }
-  }
-  __syncwarp();
-  seen = __shfl_sync(0xffffffffu, seen, 0);
-  return __shfl_sync(0xffffffffu, ok, 0);
-}
-
-// The writer's end. `tail`: slots this writer has published; `head_seen`: the reader's
-// head as last read (a stale value only delays).
-struct HtRingWriter {
-  HtRingPlace place;
-  uint64_t tail;
-  uint64_t head_seen;
-
-  // Whether slot `tail` may be written, lane 0 reading the head once if the last value seen
-  // does not already say so; no wait. Every lane of the warp calls and returns the same.
-  __device__ __forceinline__ bool try_space(const PeerTransport& t) {
-    if (!has_space(head_seen))
-      warp_refresh_counter(
-          t, place.head_word, place.reader, [this](uint64_t head) { return has_space(head); }, head_seen, nullptr, 0);
-    return has_space(head_seen);
-  }
-
-  // Waits until slot `tail` may be written: the reader has consumed slot tail - capacity.
-  // Every lane of the warp calls and returns the same; lane 0 polls.
-  __device__ __forceinline__ bool wait_space(const PeerTransport& t, const RingWait& w) {
-    return has_space(head_seen) || warp_refresh_counter(
-                                       t, place.head_word, place.reader,
-                                       [this](uint64_t head) { return has_space(head); }, head_seen, &w, place.writer);
-  }
-
-  __device__ __forceinline__ bool has_space(uint64_t head) const {
-    return ht_ring_has_space(tail, head, place.capacity);
-  }
-
-  // Where to write slot `tail` (the reader's memory inside a node, this rank's staged copy
-  // across nodes).
-  __device__ __forceinline__ char* slot(const PeerTransport& t) const {
-    return static_cast<char*>(t.buffer(place.slot(tail), place.reader));
-  }
-
-  // Every lane of the warp, after the warp wrote the slot's first `bytes` bytes: puts them
-  // (across nodes) and raises the reader's tail behind them.
-  __device__ __forceinline__ void publish(const PeerTransport& t, uint32_t bytes) {
-    t.commit(place.slot(tail), bytes, place.reader, lane_id(), kWarpSize);
-    // Every lane's stores before lane 0's release inside a node; across nodes every lane's
-    // puts before the signal that follows them (as the rail's chunk flags do).
-    if (!t.in_node(place.reader)) __threadfence_system();
-    __syncwarp();
-    if (lane_id() == 0) t.signal(place.tail_word, place.reader, tail + 1);
-    ++tail;
-  }
-};
-
-// The reader's end. `head`: slots this reader has consumed; `tail_seen`: the writer's tail
-// as last read.
-struct HtRingReader {
-  HtRingPlace place;
-  uint64_t head;
-  uint64_t tail_seen;
-
-  // Every lane: the counters as the owner's window keeps them between launches
-  // (HtRingArea::reader_state), restored at a warp's start (lane 0 loads) and saved at its end.
-  __device__ __forceinline__ void restore(const uint64_t* saved) {
-    head = __shfl_sync(0xffffffffu, lane_id() == 0 ? __ldcg(saved) : 0, 0);
-    tail_seen = __shfl_sync(0xffffffffu, lane_id() == 0 ? __ldcg(saved + 1) : 0, 0);
-  }
-  __device__ __forceinline__ void save(uint64_t* saved) const {
-    if (lane_id() != 0) return;
-    __stcg(saved, head);
-    __stcg(saved + 1, tail_seen);
-  }
-
-  // Whether slot `head` has been published; no wait. Every lane calls and returns the same.
-  __device__ __forceinline__ bool try_data(const PeerTransport& t) {
-    if (!has_data(tail_seen))
-      warp_refresh_counter(
-          t, place.tail_word, place.writer, [this](uint64_t tail) { return has_data(tail); }, tail_seen, nullptr, 0);
-    return has_data(tail_seen);
-  }
-
-  // Waits until slot `head` has been published. Every lane calls and returns the same.
-  __device__ __forceinline__ bool wait_data(const PeerTransport& t, const RingWait& w) {
-    return has_data(tail_seen) || warp_refresh_counter(
-                                      t, place.tail_word, place.writer,
-                                      [this](uint64_t tail) { return has_data(tail); }, tail_seen, &w, place.reader);
-  }
-
-  __device__ __forceinline__ bool has_data(uint64_t tail) const { return ht_ring_has_data(tail, head); }
-
-  // Slot `head` in this rank's own window.
-  __device__ __forceinline__ const char* slot(const PeerTransport& t) const {
-    return static_cast<const char*>(t.local(place.slot(head)));
-  }
-
-  // Every lane of the warp, after the warp has copied slot `head` out: gives its credit.
-  __device__ __forceinline__ void release(const PeerTransport& t) {
-    consume();
-    give_credit(t);
-  }
-
-  // release() in two parts, for a reader that gives one credit for several slots: moves on
-  // to the next slot, and gives the credit for every slot consumed so far.
-  __device__ __forceinline__ void consume() { ++head; }
-  __device__ __forceinline__ void give_credit(const PeerTransport& t) const {
-    __syncwarp();  // every lane's loads of the slots before the writer may refill them
-    if (lane_id() == 0) t.signal(place.head_word, place.writer, head);
-  }
 };
 
 // The writer ends of up to kWarpSize rings inside a node, one per lane, for a warp that

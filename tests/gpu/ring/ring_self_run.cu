@@ -11,16 +11,17 @@ namespace epc::gputest::ring {
 namespace {
 
 using kernels::HtRingHeader;
+using kernels::HtRingLaneReader;
+using kernels::HtRingLaneWriter;
 using kernels::HtRingPlace;
-using kernels::HtRingReader;
-using kernels::HtRingWriter;
 using kernels::PeerTransport;
 using kernels::RingWait;
 
 constexpr int kMaxRings = 8;
 constexpr uint64_t kWordStride = 128;  // each counter word on a line of its own
 
-// What each ring's ends keep between launches.
+// What each ring's ends keep between launches, in the order their restore() and save() read
+// and write them (HtRingArea's writer_state and reader_state).
 struct RingCounters {
   uint64_t tail, head_seen;  // writer
   uint64_t head, tail_seen;  // reader
@@ -35,6 +36,8 @@ struct RingSelfParams {
   int payload_bytes;
   int max_delay_cycles;
   uint64_t seed;
+  bool lanes;      // one warp, a lane per ring; else a warp per ring
+  uint64_t batch;  // slots an end lets pile up before it signals the other
   bool writers, readers;
   RingWait space_wait, data_wait;
   RingCounters* counters;
@@ -53,63 +56,97 @@ __device__ void rest(uint64_t& state, int max_cycles) {
   }
 }
 
-__device__ void write_ring(const RingSelfParams& p, int r) {
+// The 32 lanes' rings: lane k holds ring first + k when k < count.
+struct WarpRings {
+  int first, count;
+  __device__ bool has(int lane) const { return lane < count; }
+};
+
+// Writes every item of the warp's rings, the same item into each of them at once (as HT
+// dispatch's sending warp copies a token to every reader), signalling every p.batch slots.
+__device__ void write_rings(const RingSelfParams& p, WarpRings rings) {
   const PeerTransport& t = p.transport;
-  RingCounters& saved = p.counters[r];
-  HtRingWriter w{p.places[r], saved.tail, saved.head_seen};
-  uint64_t random = p.seed ^ (0x100000001b3ull * (2 * r + 1));
+  const int lane = kernels::lane_id();
+  HtRingLaneWriter w{};
+  w.active = rings.has(lane);
+  if (w.active) {
+    w.place = p.places[rings.first + lane];
+    w.restore(&p.counters[rings.first + lane].tail);
+  }
+  uint64_t random = p.seed ^ (0x100000001b3ull * (2 * rings.first + 1));
   for (int i = p.first_item; i < p.first_item + p.items; ++i) {
     rest(random, p.max_delay_cycles);
-    if (!w.wait_space(t, p.space_wait)) return;
-    char* slot = w.slot(t);
-    if (kernels::lane_id() == 0) *reinterpret_cast<HtRingHeader*>(slot) = HtRingHeader{0, i, i, r};
-    uint32_t* payload = reinterpret_cast<uint32_t*>(slot + sizeof(HtRingHeader));
-    for (int word = kernels::lane_id(); word < p.payload_bytes / 4; word += kernels::kWarpSize) {
-      payload[word] = ring_payload_word(r, i, word);
+    if (!w.wait_space(t, w.active, p.space_wait)) return;
+    const uintptr_t slot = w.active ? reinterpret_cast<uintptr_t>(w.slot(t)) : 0;
+    for (int k = 0; k < rings.count; ++k) {
+      const int r = rings.first + k;
+      char* ring_slot = reinterpret_cast<char*>(__shfl_sync(0xffffffffu, slot, k));
+      if (lane == 0) *reinterpret_cast<HtRingHeader*>(ring_slot) = HtRingHeader{0, i, i, r};
+      uint32_t* payload = reinterpret_cast<uint32_t*>(ring_slot + sizeof(HtRingHeader));
+      for (int word = lane; word < p.payload_bytes / 4; word += kernels::kWarpSize) {
+        payload[word] = ring_payload_word(r, i, word);
+      }
     }
-    w.publish(t, static_cast<uint32_t>(sizeof(HtRingHeader) + p.payload_bytes));
+    if (w.active) ++w.tail;
+    if (__any_sync(0xffffffffu, w.active && w.tail - w.published >= p.batch)) w.publish(t);
   }
-  if (kernels::lane_id() == 0) {
-    saved.tail = w.tail;
-    saved.head_seen = w.head_seen;
-  }
+  w.publish(t);
+  if (w.active) w.save(&p.counters[rings.first + lane].tail);
 }
 
-__device__ void read_ring(const RingSelfParams& p, int r) {
+// Reads every item of the warp's rings, one from each at once (as HT combine's receiving warp
+// takes a token's rows), checking each slot and copying its payload out, crediting every
+// p.batch slots.
+__device__ void read_rings(const RingSelfParams& p, WarpRings rings) {
   const PeerTransport& t = p.transport;
-  RingCounters& saved = p.counters[r];
-  HtRingReader rd{p.places[r], saved.head, saved.tail_seen};
-  uint64_t random = p.seed ^ (0x100000001b3ull * (2 * r + 2));
+  const int lane = kernels::lane_id();
+  HtRingLaneReader rd{};
+  rd.active = rings.has(lane);
+  if (rd.active) {
+    rd.place = p.places[rings.first + lane];
+    rd.restore(&p.counters[rings.first + lane].head);
+  }
+  uint64_t random = p.seed ^ (0x100000001b3ull * (2 * rings.first + 2));
   for (int i = p.first_item; i < p.first_item + p.items; ++i) {
     rest(random, p.max_delay_cycles);
-    if (!rd.wait_data(t, p.data_wait)) return;
+    if (!rd.wait_data(t, rd.active, p.data_wait)) return;
     // More published and unread than the ring holds would mean a writer overwrote a slot.
-    if (kernels::lane_id() == 0 && rd.tail_seen - rd.head > rd.place.capacity) atomicAdd(p.overfull, 1u);
-    const char* slot = rd.slot(t);
-    const HtRingHeader h = *reinterpret_cast<const HtRingHeader*>(slot);
-    bool wrong = h.source != 0 || h.row != i || h.token != i || h.node != r;
-    const uint32_t* payload = reinterpret_cast<const uint32_t*>(slot + sizeof(HtRingHeader));
-    uint32_t* out = reinterpret_cast<uint32_t*>(p.out + (static_cast<size_t>(r) * p.total_items + i) * p.payload_bytes);
-    for (int word = kernels::lane_id(); word < p.payload_bytes / 4; word += kernels::kWarpSize) {
-      const uint32_t v = payload[word];
-      wrong |= v != ring_payload_word(r, i, word);
-      out[word] = v;
+    if (rd.active && rd.tail_seen - rd.head > rd.place.capacity) atomicAdd(p.overfull, 1u);
+    const uintptr_t slot = rd.active ? reinterpret_cast<uintptr_t>(rd.slot(t)) : 0;
+    for (int k = 0; k < rings.count; ++k) {
+      const int r = rings.first + k;
+      const char* ring_slot = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, slot, k));
+      const HtRingHeader h = *reinterpret_cast<const HtRingHeader*>(ring_slot);
+      bool wrong = h.source != 0 || h.row != i || h.token != i || h.node != r;
+      const uint32_t* payload = reinterpret_cast<const uint32_t*>(ring_slot + sizeof(HtRingHeader));
+      uint32_t* out =
+          reinterpret_cast<uint32_t*>(p.out + (static_cast<size_t>(r) * p.total_items + i) * p.payload_bytes);
+      for (int word = lane; word < p.payload_bytes / 4; word += kernels::kWarpSize) {
+        const uint32_t v = payload[word];
+        wrong |= v != ring_payload_word(r, i, word);
+        out[word] = v;
+      }
+      if (__any_sync(0xffffffffu, wrong) && lane == 0) atomicAdd(p.mismatches, 1u);
     }
-    if (__any_sync(0xffffffffu, wrong) && kernels::lane_id() == 0) atomicAdd(p.mismatches, 1u);
-    rd.release(t);
+    if (rd.active) ++rd.head;
+    if (__any_sync(0xffffffffu, rd.active && rd.head - rd.credited >= p.batch)) rd.give_credit(t);
   }
-  if (kernels::lane_id() == 0) {
-    saved.head = rd.head;
-    saved.tail_seen = rd.tail_seen;
-  }
+  rd.give_credit(t);
+  if (rd.active) rd.save(&p.counters[rings.first + lane].head);
 }
 
-// Block 0: warp r writes ring r; block 1: warp r reads it.
+// Block 0 writes, block 1 reads: warp r ring r, or warp 0 every ring (p.lanes).
 __global__ void ring_self_kernel(RingSelfParams p) {
-  const int r = static_cast<int>(threadIdx.x) / kernels::kWarpSize;
-  if (r >= p.rings) return;
-  if (blockIdx.x == 0 && p.writers) write_ring(p, r);
-  if (blockIdx.x == 1 && p.readers) read_ring(p, r);
+  const int warp = static_cast<int>(threadIdx.x) / kernels::kWarpSize;
+  WarpRings rings{warp, 1};
+  if (p.lanes) {
+    if (warp != 0) return;
+    rings = WarpRings{0, p.rings};
+  } else if (warp >= p.rings) {
+    return;
+  }
+  if (blockIdx.x == 0 && p.writers) write_rings(p, rings);
+  if (blockIdx.x == 1 && p.readers) read_rings(p, rings);
 }
 
 // Device memory freed when it goes out of scope.
@@ -131,7 +168,7 @@ std::string describe(const char* what, cudaError_t e) { return std::string(what)
 RingSelfResult run_ring_self(const RingSelfConfig& c) {
   RingSelfResult result;
   if (c.rings < 1 || c.rings > kMaxRings || c.capacity < 1 || c.items < 0 || c.payload_bytes % 16 != 0 ||
-      c.launches < 1) {
+      c.launches < 1 || c.batch < 1 || c.batch > c.capacity) {
     result.cuda_error = "run_ring_self: bad configuration";
     return result;
   }
@@ -180,6 +217,8 @@ RingSelfResult run_ring_self(const RingSelfConfig& c) {
   p.items = c.items;
   p.payload_bytes = c.payload_bytes;
   p.max_delay_cycles = c.max_delay_cycles;
+  p.lanes = c.lanes;
+  p.batch = c.batch;
   p.writers = c.writers;
   p.readers = c.readers;
   auto* error_record = static_cast<kernels::DeviceError*>(error.ptr);

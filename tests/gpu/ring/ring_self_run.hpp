@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // A credit ring (kernels/ht/ht_ring.cuh) exercised on one GPU without NCCL: this rank is both
 // ends of `rings` rings (one channel each), reached through a PeerTransport over plain device
-// memory as a one-rank node. One writer warp and one reader warp per ring, in two blocks,
-// each resting a seeded random number of cycles before every slot, so that the ring runs
-// full, empty and in between; the readers check each slot against what its writer must have
-// put there and copy its payload out. Counters carry over from one launch to the next, as
-// they do across steps and graph replays.
+// memory as a one-rank node. Writers in one block, readers in another: a warp per ring end
+// (one active lane of HtRingLaneWriter / HtRingLaneReader), or one warp for every ring's end, a
+// lane per ring (`lanes`, as HT's ring kernels hold them), each warp resting a seeded random
+// number of cycles before every slot, so that the rings run full, empty and in between; the
+// readers check each slot against what its writer must have put there and copy its payload
+// out. Both ends signal every `batch` slots. Counters carry over from one launch to the next,
+// as they do across steps and graph replays.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,8 @@ struct RingSelfConfig {
   int launches = 1;
   uint64_t seed = 1;
   int max_delay_cycles = 2000;
+  bool lanes = false;   // one warp holds every ring's end, a lane per ring
+  uint32_t batch = 1;   // slots an end lets pile up before it signals (1..capacity)
   bool writers = true;  // false: no writer runs (the readers must time out)
   bool readers = true;  // false: no reader runs (the writers must time out once the ring is full)
   uint64_t timeout_ns = 5'000'000'000ull;

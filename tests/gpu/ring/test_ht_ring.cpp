@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The credit ring's device ends (kernels/ht/ht_ring.cuh) on one GPU: every slot a reader
 // takes is the next one its writer published, bit for bit, for ring capacities 1 to 3 and
-// 1 to 3 channels, writers and readers resting at random; counters carry over launches; a
+// 1 to 3 channels, a warp per ring end, and for capacities 1 to 4 with one warp holding up to
+// 8 rings' ends and signalling in batches, writers and readers resting at random; counters
+// carry over launches; a
 // missing reader or writer ends in a timeout that names the ring phase and the rank waited
 // for, instead of a hang. The CPU model (tests/unit/ht_ring_model.hpp) proves the protocol;
 // this proves the kernels' ends keep it on a GPU.
@@ -36,8 +38,24 @@ std::vector<uint8_t> expected_out(const RingSelfConfig& c) {
 
 std::string label(const RingSelfConfig& c) {
   return std::to_string(c.rings) + " ring(s) of capacity " + std::to_string(c.capacity) + ", " +
-         std::to_string(c.items) + " items x " + std::to_string(c.launches) + " launch(es), seed " +
-         std::to_string(c.seed);
+         std::to_string(c.items) + " items x " + std::to_string(c.launches) + " launch(es), " +
+         (c.lanes ? "a lane per ring" : "a warp per ring") + ", signals every " + std::to_string(c.batch) +
+         " slot(s), seed " + std::to_string(c.seed);
+}
+
+// Runs `c` and checks that every ring carried every item, in order, bit for bit.
+void expect_every_item(const RingSelfConfig& c) {
+  const RingSelfResult got = run_ring_self(c);
+  ASSERT_EQ(got.cuda_error, "") << label(c);
+  EXPECT_EQ(got.error.status, 0u) << label(c) << ": a wait gave up in phase " << kernels::phase_name(got.error.phase);
+  EXPECT_EQ(got.mismatches, 0u) << label(c) << ": a reader took a slot that was not its writer's next item";
+  EXPECT_EQ(got.overfull, 0u) << label(c) << ": more slots were published than the ring holds";
+  EXPECT_TRUE(got.out == expected_out(c)) << label(c) << ": the copied payloads differ from what was written";
+  const uint64_t total = static_cast<uint64_t>(c.items) * c.launches;
+  for (int r = 0; r < c.rings; ++r) {
+    EXPECT_EQ(got.tails[r], total) << label(c) << ", ring " << r;
+    EXPECT_EQ(got.heads[r], total) << label(c) << ", ring " << r;
+  }
 }
 
 TEST(HtRing, EverySlotArrivesOnceInOrderAtEveryCapacity) {
@@ -49,16 +67,26 @@ TEST(HtRing, EverySlotArrivesOnceInOrderAtEveryCapacity) {
       c.items = 300;
       c.payload_bytes = 1024;
       c.seed = 100 * capacity + rings;
-      const RingSelfResult got = run_ring_self(c);
-      ASSERT_EQ(got.cuda_error, "") << label(c);
-      EXPECT_EQ(got.error.status, 0u) << label(c) << ": a wait gave up in phase "
-                                      << kernels::phase_name(got.error.phase);
-      EXPECT_EQ(got.mismatches, 0u) << label(c) << ": a reader took a slot that was not its writer's next item";
-      EXPECT_EQ(got.overfull, 0u) << label(c) << ": more slots were published than the ring holds";
-      EXPECT_TRUE(got.out == expected_out(c)) << label(c) << ": the copied payloads differ from what was written";
-      for (int r = 0; r < rings; ++r) {
-        EXPECT_EQ(got.tails[r], 300u) << label(c) << ", ring " << r;
-        EXPECT_EQ(got.heads[r], 300u) << label(c) << ", ring " << r;
+      expect_every_item(c);
+    }
+  }
+}
+
+// One warp holds every ring's end, a lane per ring, and both ends signal once per `batch`
+// slots, as HT's ring kernels do (a writer publishes, a reader credits, before it waits).
+TEST(HtRing, AWarpOfRingEndsBatchingItsSignalsLosesNothing) {
+  for (uint32_t capacity : {1u, 2u, 3u, 4u}) {
+    for (uint32_t batch : {1u, capacity > 1 ? capacity / 2 : 1u, capacity}) {
+      for (int rings : {2, 5, 8}) {
+        RingSelfConfig c;
+        c.rings = rings;
+        c.capacity = capacity;
+        c.batch = batch;
+        c.lanes = true;
+        c.items = 200;
+        c.payload_bytes = 512;
+        c.seed = 1000 * capacity + 10 * batch + rings;
+        expect_every_item(c);
       }
     }
   }
@@ -67,22 +95,19 @@ TEST(HtRing, EverySlotArrivesOnceInOrderAtEveryCapacity) {
 // Steps and graph replays never reset the counters: five launches keep counting, and the
 // slot index wraps at a point that differs per launch.
 TEST(HtRing, CountersCarryOverLaunches) {
-  RingSelfConfig c;
-  c.rings = 2;
-  c.capacity = 3;
-  c.items = 7;
-  c.launches = 5;
-  c.payload_bytes = 256;
-  c.max_delay_cycles = 4000;
-  c.seed = 77;
-  const RingSelfResult got = run_ring_self(c);
-  ASSERT_EQ(got.cuda_error, "") << label(c);
-  EXPECT_EQ(got.error.status, 0u) << label(c);
-  EXPECT_EQ(got.mismatches, 0u) << label(c);
-  EXPECT_EQ(got.overfull, 0u) << label(c);
-  EXPECT_TRUE(got.out == expected_out(c)) << label(c);
-  EXPECT_EQ(got.tails, (std::vector<uint64_t>{35, 35}));
-  EXPECT_EQ(got.heads, (std::vector<uint64_t>{35, 35}));
+  for (bool lanes : {false, true}) {
+    RingSelfConfig c;
+    c.rings = 2;
+    c.capacity = 3;
+    c.items = 7;
+    c.launches = 5;
+    c.payload_bytes = 256;
+    c.max_delay_cycles = 4000;
+    c.lanes = lanes;
+    c.batch = lanes ? 2 : 1;
+    c.seed = 77;
+    expect_every_item(c);
+  }
 }
 
 // A ring with one end missing: the other end's wait gives up after the timeout, naming the
