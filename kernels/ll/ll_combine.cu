@@ -31,6 +31,10 @@ struct CombineParts {
   // The sending part's [nranks] token counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
   static size_t receive_shared(const Params&) { return 0; }
+  // Full blocks always: each thread of the sending part loads its vector of every entry's
+  // row, so fewer threads keep fewer loads in flight (small blocks measured slower at every
+  // batch; docs/tuning.md).
+  static int threads(const Params&) { return kLlThreads; }
 };
 
 bool home(const LlCombineParams& p) { return p.home_weights != nullptr; }

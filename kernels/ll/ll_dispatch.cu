@@ -36,6 +36,14 @@ struct DispatchParts {
   }
   // The receiving part's [nranks] token counts.
   static size_t receive_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
+  // Small blocks when no block's slice of a row, sent or received, has more vectors than they
+  // have threads: a small step (few tokens, rows split over up to kLlMaxMessageSlices blocks)
+  // then pays less at each block barrier. A received row is never longer than the sent one.
+  static int threads(const Params& p) {
+    const int slices = p.token_slices < p.message_slices ? p.token_slices : p.message_slices;
+    const int vectors = (p.x_row_bytes / 16 + slices - 1) / slices;
+    return vectors <= kLlSmallThreads ? kLlSmallThreads : kLlThreads;
+  }
 };
 
 // Calls `launch` with the DispatchParts of p's layout and payload.

@@ -9,7 +9,8 @@
 // `Parts` names an operation: its parameter struct (Params), its direction's state in LlState
 // (op), its index in the handle's step records (kRecord), the phase a slot-credit timeout
 // reports (kSlotPhase), its phase-trace ring (phase_trace, -Dphase_trace=true builds), the
-// loads its sending part makes before the slot is claimed (Early, early), its two parts
+// loads its sending part makes before the slot is claimed (Early, early), a launch's block
+// size (threads: kLlThreads or kLlSmallThreads), its two parts
 // (send, receive, run by every thread of every block, given the step the launch serves and
 // send also what early loaded; send returns in every thread of a block whether the block was the launch's last to
 // finish, after which it has signalled every peer; receive returns in every thread of a block
@@ -40,7 +41,11 @@
 
 namespace epc::kernels {
 
+// A block's threads: kLlThreads, or kLlSmallThreads for a launch whose Parts::threads says
+// its items are small (a block's barriers then cost less; docs/tuning.md). The kernels work
+// on any block size up to kLlThreads: every loop strides by blockDim.x.
 constexpr int kLlThreads = 512;
+constexpr int kLlSmallThreads = 256;
 
 // Called by every thread of the block that finished a sending part last. `whole`: the launch
 // also receives the step (fused), whose credits the next sending launch gives.
@@ -99,14 +104,22 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
 
 template <typename Parts>
 cudaError_t launch_ll_send(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
-  ll_step_kernel<Parts, true, false><<<blocks, kLlThreads, Parts::send_shared(params), stream>>>(params);
+  ll_step_kernel<Parts, true, false><<<blocks, Parts::threads(params), Parts::send_shared(params), stream>>>(params);
   return cudaGetLastError();
 }
 
 template <typename Parts>
 cudaError_t launch_ll_receive(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
-  ll_step_kernel<Parts, false, true><<<blocks, kLlThreads, Parts::receive_shared(params), stream>>>(params);
+  ll_step_kernel<Parts, false, true><<<blocks, Parts::threads(params), Parts::receive_shared(params), stream>>>(params);
   return cudaGetLastError();
+}
+
+// Blocks of the fused kernel of `Parts` that fit on the device at once, for blocks of
+// `threads` threads (kLlThreads or kLlSmallThreads).
+template <typename Parts>
+int fused_capacity(int threads, size_t shared) {
+  static ResidentBlocks full(kLlThreads), small(kLlSmallThreads);
+  return (threads == kLlSmallThreads ? small : full).get(ll_step_kernel<Parts, true, true>, shared);
 }
 
 // Both parts: fused over the larger of the two block counts when it fits, else one after
@@ -117,9 +130,9 @@ cudaError_t launch_ll_step(const typename Parts::Params& params, int send_blocks
   const int blocks = send_blocks > receive_blocks ? send_blocks : receive_blocks;
   const size_t send_shared = Parts::send_shared(params), receive_shared = Parts::receive_shared(params);
   const size_t shared = send_shared > receive_shared ? send_shared : receive_shared;
-  static ResidentBlocks fused_capacity(kLlThreads);
-  if (blocks <= fused_capacity.get(ll_step_kernel<Parts, true, true>, shared)) {
-    ll_step_kernel<Parts, true, true><<<blocks, kLlThreads, shared, stream>>>(params);
+  const int threads = Parts::threads(params);
+  if (blocks <= fused_capacity<Parts>(threads, shared)) {
+    ll_step_kernel<Parts, true, true><<<blocks, threads, shared, stream>>>(params);
     return cudaGetLastError();
   }
   const cudaError_t sent = launch_ll_send<Parts>(params, send_blocks, stream);
