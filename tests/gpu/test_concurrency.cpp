@@ -147,53 +147,81 @@ TEST(Concurrency, ThreeHighThroughputHandlesOfOneGroupUsedInTurn) {
 
 constexpr int kThreadSteps = 50;
 
-// `steps` LL steps on `group` from the calling thread, on a stream of its own; counts the
-// steps that differ from the reference into `failing`.
-void drive_low_latency(EpcGroup* group, const Shape& shape, int* failing) {
-  ASSERT_TRUE(cuda_ok(cudaSetDevice(context().env.device), "cudaSetDevice in the LL thread"));
+// What one thread drives: its stream, its buffers and its handle (made with step 0's routing).
+// They are all made on the main thread before either thread starts: CUDA may hold back every
+// later launch on the device behind the kernels already running when a thread allocates
+// device or page-locked memory (the programming guide's implicit synchronization; creating a
+// handle allocates too), and a kernel of the other group waits for its peers, whose threads can
+// be held back the same way, so an allocation while the other group steps can leave both
+// groups waiting for each other across ranks until they time out (seen on 3 H200 when each
+// thread allocated its own; the header's conventions).
+struct LlDriver {
   Stream stream;
-  ASSERT_TRUE(stream.status());
   ll::LlBuffers buffers;
-  ASSERT_TRUE(buffers.allocate(shape, shape.max_topk));
   HandlePtr handle;
+};
+
+struct HtDriver {
+  Stream stream;
+  ht::HtBuffers buffers;
+  HandlePtr handle;
+};
+
+ll::LlStep low_latency_step(const Shape& shape, int s) {
+  const uint64_t seed = 84000 + 2 * static_cast<uint64_t>(s);
+  return ll::make_step(ll::random_problem(shape, shape.max_topk, seed, true, 0.1), seed + 1, my_rank());
+}
+
+ht::HtStep high_throughput_step(const Shape& shape, int s) {
+  const uint64_t seed = 85000 + 2 * static_cast<uint64_t>(s);
+  return ht::make_step(ht::make_problem(shape, ht::random_spec(shape.max_topk, seed)), seed + 1, my_rank());
+}
+
+void prepare_low_latency(EpcGroup* group, const Shape& shape, LlDriver& d) {
+  ASSERT_TRUE(d.stream.status());
+  ASSERT_TRUE(d.buffers.allocate(shape, shape.max_topk));
+  ASSERT_TRUE(d.buffers.upload(low_latency_step(shape, 0), d.stream.get()));
+  ASSERT_TRUE(ll::create_handle(group, d.buffers, d.stream.get(), d.handle));
+}
+
+void prepare_high_throughput(EpcGroup* group, const Shape& shape, HtDriver& d) {
+  ASSERT_TRUE(d.stream.status());
+  ASSERT_TRUE(d.buffers.allocate(shape, shape.max_topk));
+  ASSERT_TRUE(d.buffers.upload(high_throughput_step(shape, 0), ht::CallOptions(), d.stream.get()));
+  ASSERT_TRUE(ht::create_handle(group, d.buffers, EPC_SIZING_CAPACITY, d.stream.get(), d.handle));
+}
+
+// `kThreadSteps` LL steps on the driver's handle from the calling thread, new routing every
+// step; counts the steps that differ from the reference into `failing`.
+void drive_low_latency(LlDriver* d, const Shape& shape, int* failing) {
+  ASSERT_TRUE(cuda_ok(cudaSetDevice(context().env.device), "cudaSetDevice in the LL thread"));
   for (int s = 0; s < kThreadSteps; ++s) {
-    const uint64_t seed = 84000 + 2 * static_cast<uint64_t>(s);
-    const ll::LlStep step =
-        ll::make_step(ll::random_problem(shape, shape.max_topk, seed, true, 0.1), seed + 1, my_rank());
-    ASSERT_TRUE(buffers.upload(step, stream.get()));
-    if (s == 0) {
-      ASSERT_TRUE(ll::create_handle(group, buffers, stream.get(), handle));
-    } else {
-      ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
+    const ll::LlStep step = low_latency_step(shape, s);
+    if (s > 0) {
+      ASSERT_TRUE(d->buffers.upload(step, d->stream.get()));
+      ASSERT_TRUE(ll::update_handle(d->handle.get(), d->buffers, d->stream.get()));
     }
-    ASSERT_TRUE(ll::dispatch_and_combine(handle.get(), buffers, stream.get()));
-    if (!buffers.check(step, stream.get(), "LL thread, step " + std::to_string(s), *failing < kMaxReportedSteps)) {
+    ASSERT_TRUE(ll::dispatch_and_combine(d->handle.get(), d->buffers, d->stream.get()));
+    if (!d->buffers.check(step, d->stream.get(), "LL thread, step " + std::to_string(s),
+                          *failing < kMaxReportedSteps)) {
       ++*failing;
     }
   }
 }
 
-// The same with HT steps on one CAPACITY handle, updated with new routing every step.
-void drive_high_throughput(EpcGroup* group, const Shape& shape, int* failing) {
+// The same with HT steps on one CAPACITY handle.
+void drive_high_throughput(HtDriver* d, const Shape& shape, int* failing) {
   ASSERT_TRUE(cuda_ok(cudaSetDevice(context().env.device), "cudaSetDevice in the HT thread"));
-  Stream stream;
-  ASSERT_TRUE(stream.status());
-  ht::HtBuffers buffers;
-  ASSERT_TRUE(buffers.allocate(shape, shape.max_topk));
   const ht::CallOptions options;
-  HandlePtr handle;
   for (int s = 0; s < kThreadSteps; ++s) {
-    const uint64_t seed = 85000 + 2 * static_cast<uint64_t>(s);
-    const ht::HtStep step =
-        ht::make_step(ht::make_problem(shape, ht::random_spec(shape.max_topk, seed)), seed + 1, my_rank());
-    ASSERT_TRUE(buffers.upload(step, options, stream.get()));
-    if (s == 0) {
-      ASSERT_TRUE(ht::create_handle(group, buffers, EPC_SIZING_CAPACITY, stream.get(), handle));
-    } else {
-      ASSERT_TRUE(ht::update_handle(handle.get(), buffers, stream.get()));
+    const ht::HtStep step = high_throughput_step(shape, s);
+    if (s > 0) {
+      ASSERT_TRUE(d->buffers.upload(step, options, d->stream.get()));
+      ASSERT_TRUE(ht::update_handle(d->handle.get(), d->buffers, d->stream.get()));
     }
-    ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), buffers, stream.get()));
-    if (!buffers.check(step, stream.get(), "HT thread, step " + std::to_string(s), *failing < kMaxReportedSteps)) {
+    ASSERT_TRUE(ht::dispatch_and_combine(d->handle.get(), d->buffers, d->stream.get()));
+    if (!d->buffers.check(step, d->stream.get(), "HT thread, step " + std::to_string(s),
+                          *failing < kMaxReportedSteps)) {
       ++*failing;
     }
   }
@@ -205,9 +233,13 @@ TEST(Concurrency, TwoThreadsEachDriveTheirOwnGroup) {
   GroupPtr ll_group, ht_group;
   ASSERT_TRUE(create_group_with_sms(ll_shape, EPC_MODE_LOW_LATENCY, kLlSms, ll_group));
   ASSERT_TRUE(create_group_with_sms(ht_shape, EPC_MODE_HIGH_THROUGHPUT, kHtSms, ht_group));
+  LlDriver ll_driver;
+  HtDriver ht_driver;
+  ASSERT_NO_FATAL_FAILURE(prepare_low_latency(ll_group.get(), ll_shape, ll_driver));
+  ASSERT_NO_FATAL_FAILURE(prepare_high_throughput(ht_group.get(), ht_shape, ht_driver));
   int ll_failing = 0, ht_failing = 0;
-  std::thread ll_thread(drive_low_latency, ll_group.get(), ll_shape, &ll_failing);
-  std::thread ht_thread(drive_high_throughput, ht_group.get(), ht_shape, &ht_failing);
+  std::thread ll_thread(drive_low_latency, &ll_driver, ll_shape, &ll_failing);
+  std::thread ht_thread(drive_high_throughput, &ht_driver, ht_shape, &ht_failing);
   ll_thread.join();
   ht_thread.join();
   EXPECT_EQ(ll_failing, 0) << ll_failing << " of " << kThreadSteps << " LL steps differ from the reference";

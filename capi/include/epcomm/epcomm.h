@@ -49,6 +49,11 @@
  *  - Groups whose steps overlap on the GPU must fit on it together: a step's kernels wait
  *    for their peers while holding their SMs, so keep the sum of the overlapping groups'
  *    num_sms within the GPU's SM count, or a step can wait for SMs until its timeout.
+ *    CUDA may also hold every later launch on a device behind the kernels running there
+ *    when a thread allocates device or page-locked memory, which epc_group_create and
+ *    epc_handle_create do (and destroying frees): make those calls before the steps of
+ *    other groups on the same GPU start, or while none of them runs, never while one may be
+ *    waiting for its peers, or the groups can wait for each other until they time out.
  */
 #ifndef EPCOMM_EPCOMM_H
 #define EPCOMM_EPCOMM_H
