@@ -4,7 +4,9 @@
 // "Receive capacity"): each rank keeps its rows in (source rank, source token) order up to the
 // capacity and drops the rest (EPC_OVERFLOW_DROP); under EPC_OVERFLOW_FAIL every rank reports
 // the same overflow. The bench's payload is all 1.0 and so are combine's rows, so the model runs
-// on rows of 8 channels: every channel of a row carries the same value. Pure CPU.
+// on rows of 8 channels: every channel of a row carries the same value. A token's combined
+// value is then a count of ranks, exact in bf16 in any order of summation, so the model's
+// one-node order serves groups of several nodes too (their per-node partials). Pure CPU.
 #pragma once
 
 #include <cstdint>

@@ -149,7 +149,8 @@ const std::vector<Flag>& flags() {
       {"--capacity-factor", "F",
        "HT: the group's receive window (EpcGroupConfig.recv_capacity) as a fraction F in (0, 1] of R x T rows "
        "(ranks x max tokens), rounded up: a rank keeps its first ceil(F x R x T) rows in (source rank, source "
-       "token) order; the rest overflow (--overflow). Served on flat layouts on one node. Default 1: R x T, "
+       "token) order; the rest overflow (--overflow). Served on flat layouts, on one node and across nodes "
+       "(--virtual-node-size included). Default 1: R x T, "
        "the library's default, which never overflows.",
        [](const std::string& v, Options& o, std::string& e) {
          double f = 0.0;
@@ -513,12 +514,6 @@ bool check_virtual_node_size(const Options& o, int nranks, std::string& error) {
     error = "--send-only with --mode=ht needs one node, and --virtual-node-size=" + std::to_string(n) + " splits the " +
             std::to_string(nranks) + " ranks into " + std::to_string(nranks / n) +
             " (high-throughput steps across nodes need the fused launch)";
-    return false;
-  }
-  if (o.mode == "ht" && o.capacity_factor < 1.0 && n != 0 && n < nranks) {
-    error = "--capacity-factor below 1 needs one node, and --virtual-node-size=" + std::to_string(n) + " splits the " +
-            std::to_string(nranks) + " ranks into " + std::to_string(nranks / n) +
-            " (the library serves a smaller receive window on groups of one node)";
     return false;
   }
   if (n == 0 || (nranks > 0 && n <= nranks && nranks % n == 0)) return true;

@@ -170,18 +170,6 @@ void check_config_for_ranks(const GroupConfig& c, int nranks) {
   }
 }
 
-void check_capacity_for_nodes(const GroupConfig& c, int nranks, int num_nodes) {
-  const uint64_t worst = c.worst_case_recv(nranks);
-  if (c.recv_capacity != 0 && c.recv_capacity < worst && num_nodes > 1) {
-    fail(EPC_ERR_UNSUPPORTED,
-         format("EpcGroupConfig.recv_capacity is %llu, below the %llu tokens (ranks * max_tokens_per_rank) that can "
-                "arrive; ABI %d.%d serves such windows on groups of one node, and this group spans %d nodes "
-                "(pass 0, or set virtual_node_size to 0)",
-                static_cast<unsigned long long>(c.recv_capacity), static_cast<unsigned long long>(worst), EPC_ABI_MAJOR,
-                EPC_ABI_MINOR, num_nodes));
-  }
-}
-
 void check_per_entry_for_nodes(const GroupConfig& c, int num_nodes) {
   if ((c.flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0 && num_nodes > 1) {
     fail(EPC_ERR_UNSUPPORTED,

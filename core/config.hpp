@@ -93,8 +93,6 @@ GroupConfig resolve_config(const EpcGroupConfig* config);
 
 // Checks what depends on the rank count: experts divisible by ranks, the receive capacity.
 void check_config_for_ranks(const GroupConfig& config, int nranks);
-// A receive capacity below the worst case is served on groups of one node (high throughput).
-void check_capacity_for_nodes(const GroupConfig& config, int nranks, int num_nodes);
 // EPC_GROUP_COMBINE_PER_ENTRY is served on groups of one node (both modes).
 void check_per_entry_for_nodes(const GroupConfig& config, int num_nodes);
 

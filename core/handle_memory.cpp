@@ -31,7 +31,7 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
 
 uint64_t HtHandleSizes::bytes() const {
   return (topk_idx + token_row + chunk_start + entry_counts + recv_count + recv_base + send_slot + recv_slot +
-          source_tokens + expert_counts + forwarded_rows + forwarded_topk + ring_tokens) *
+          source_tokens + expert_counts + forwarded_rows + forwarded_topk + forward_slot + ring_tokens) *
              sizeof(int32_t) +
          sizeof(kernels::HtOverflowState);
 }
@@ -55,6 +55,7 @@ HtHandleSizes ht_handle_sizes(const GroupConfig& c, const Topology& t, bool ring
   s.expert_counts = c.local_experts(t.nranks);
   s.forwarded_rows = nodes > 1 ? nodes * T * static_cast<size_t>(t.node_size) : 0;
   s.forwarded_topk = nodes > 1 ? nodes * T * K : 0;
+  s.forward_slot = nodes > 1 ? nodes * static_cast<size_t>(t.node_size) : 0;
   s.ring_tokens = rings ? c.recv_capacity_for(t.nranks) : 0;
   return s;
 }

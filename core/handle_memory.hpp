@@ -44,6 +44,7 @@ struct HtHandleSizes {
   size_t expert_counts;    // int32 [L]
   size_t forwarded_rows;   // int32 [nodes, T, node size], with several nodes
   size_t forwarded_topk;   // int32 [nodes, T, max_topk], with several nodes
+  size_t forward_slot;     // int32 [nodes, node size], with several nodes
   size_t ring_tokens;      // int32 [recv_capacity], with rings (core/ht/ht_rings.hpp)
   uint64_t bytes() const;  // with one kernels::HtOverflowState
 };

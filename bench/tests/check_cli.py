@@ -96,6 +96,9 @@ def main():
         ["--mode=ht", "--tokens=4096", "--capacity-factor=0.5", "--overflow=drop"],
         ["--mode=ht", "--capacity-factor=0.25", "--overflow=fail", "--ht-sizing=capacity"],
         ["--mode=ht", "--ranks=4", "--virtual-node-size=4", "--capacity-factor=0.5"],
+        # Served across nodes too since 2.1 (virtual ones here).
+        ["--mode=ht", "--ranks=4", "--virtual-node-size=2", "--capacity-factor=0.5", "--overflow=drop"],
+        ["--mode=ht", "--ranks=2", "--virtual-node-size=1", "--capacity-factor=0.25", "--overflow=fail"],
     ):
         rc, out, err = run(bench, args, hide_gpus=True)
         expect(
@@ -122,8 +125,8 @@ def main():
         (["--mode=ht", "--overflow=wrap"], "--overflow: expected fail or drop"),
         (["--mode=ht", "--layout=expert-packed", "--capacity-factor=0.5"], "--capacity-factor below 1 serves"),
         (
-            ["--mode=ht", "--ranks=4", "--virtual-node-size=2", "--capacity-factor=0.5"],
-            "--capacity-factor below 1 needs one node",
+            ["--mode=ht", "--ranks=4", "--virtual-node-size=2", "--layout=expert-packed", "--capacity-factor=0.5"],
+            "--capacity-factor below 1 serves",
         ),
     ):
         rc, out, err = run(bench, args, hide_gpus=True)

@@ -248,9 +248,9 @@ TEST(Options, ReceiveCapacityRows) {
   EXPECT_EQ(ht_recv_capacity(o, 3), 30);
 }
 
-// A smaller window is served on flat layouts on one node; the bench refuses the rest before
-// any GPU work, naming the flags.
-TEST(Options, CapacityFactorNeedsFlatOnOneNode) {
+// A smaller window is served on flat layouts, on one node and across nodes (virtual ones
+// included, since 2.1); the bench refuses the rest before any GPU work, naming the flags.
+TEST(Options, CapacityFactorNeedsFlat) {
   Options o;
   std::string error;
   EXPECT_FALSE(parse({"--mode=ht", "--layout=expert-packed", "--capacity-factor=0.5"}, o, error));
@@ -258,11 +258,13 @@ TEST(Options, CapacityFactorNeedsFlatOnOneNode) {
   ASSERT_TRUE(parse({"--mode=ht", "--layout=expert-packed", "--overflow=drop"}, o, error)) << error;
   ASSERT_TRUE(parse({"--mode=ht", "--capacity-factor=0.5"}, o, error)) << error;
   EXPECT_TRUE(check_virtual_node_size(o, 4, error));
-  o.virtual_node_size = 2;
+  for (int node_size : {1, 2, 4}) {
+    o.virtual_node_size = node_size;
+    EXPECT_TRUE(check_virtual_node_size(o, 4, error)) << node_size << ": " << error;
+  }
+  o.virtual_node_size = 3;  // still refused for what it is: not a divisor
   EXPECT_FALSE(check_virtual_node_size(o, 4, error));
-  EXPECT_NE(error.find("--capacity-factor below 1 needs one node"), std::string::npos) << error;
-  o.virtual_node_size = 4;
-  EXPECT_TRUE(check_virtual_node_size(o, 4, error));
+  EXPECT_NE(error.find("does not divide"), std::string::npos) << error;
   o.virtual_node_size = 2;
   o.capacity_factor = 1.0;
   EXPECT_TRUE(check_virtual_node_size(o, 4, error));

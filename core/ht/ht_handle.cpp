@@ -40,15 +40,6 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, Handl
     : group_(group), steps_(steps), setup_(setup), id_(id), memory_(group.device()) {
   group_.check_healthy();
   const GroupConfig& c = group_.config();
-  if (!packed() && group_.topology().nodes() > 1 &&
-      row_limit() < static_cast<int64_t>(c.worst_case_recv(group_.topology().nranks))) {
-    fail_unsupported(
-        format("EpcHandleConfig.capacity is %llu rows, below the %llu tokens that can arrive; ABI %d.%d serves "
-               "such capacities on groups of one node, and this group spans %d nodes (pass 0)",
-               static_cast<unsigned long long>(setup_.capacity),
-               static_cast<unsigned long long>(c.worst_case_recv(group_.topology().nranks)), EPC_ABI_MAJOR,
-               EPC_ABI_MINOR, group_.topology().nodes()));
-  }
   const int topk = topk_idx != nullptr ? routing_topk(group_, topk_idx) : 0;
   const HtHandleSizes n = ht_handle_sizes(c, group_.topology(), group_.plan().ht_dispatch_rings.capacity > 0);
   DeviceGuard guard(group_.device());
@@ -69,6 +60,7 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, Handl
   if (n.forwarded_rows > 0) {  // where dispatch forwarded each token, for combine to reduce there
     arrays_.forwarded_rows = memory_.allocate<int32_t>(n.forwarded_rows, what);
     arrays_.forwarded_topk = memory_.allocate<int32_t>(n.forwarded_topk, what);
+    arrays_.forward_slot = memory_.allocate<int32_t>(n.forward_slot, what);
   }
   // A layout that gives up (a timeout, or a group that a bad routing value has already
   // failed) writes none of the received counts, and a CAPACITY handle's dispatch or combine
@@ -81,6 +73,9 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, Handl
   check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0, n.expert_counts * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.send_slot, 0, n.send_slot * sizeof(int32_t), stream), zeroing);
   check_cuda(cudaMemsetAsync(arrays_.recv_slot, 0, n.recv_slot * sizeof(int32_t), stream), zeroing);
+  if (n.forward_slot > 0) {
+    check_cuda(cudaMemsetAsync(arrays_.forward_slot, 0, n.forward_slot * sizeof(int32_t), stream), zeroing);
+  }
   check_cuda(cudaMemsetAsync(arrays_.overflow, 0, sizeof(kernels::HtOverflowState), stream), zeroing);
   if (packed()) allocate_packed(stream);
   if (setup_.sizing == EPC_SIZING_CAPACITY) rows_ = static_cast<int64_t>(setup_.capacity);

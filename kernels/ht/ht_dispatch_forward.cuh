@@ -2,13 +2,15 @@
 // High-throughput dispatch across nodes, the forwarding part: this rank stands in, inside
 // its node, for its rail peer in every other node. Each warp takes (source node, chunk)
 // items: it waits for the rail flag of that chunk (which of its tokens came), copies each
-// token that came from the rail slot into the dispatch slot [source][row] of every rank of
+// token that came from the rail slot into the dispatch slot of its row on every rank of
 // this node the token has entries on (this rank included), with the entries that are local
-// there, and then raises those ranks' flags for (source, chunk) with the rows the chunk
-// filled, exactly as the source would have: receivers cannot tell forwarded rows from
-// direct ones. Like the senders, it first waits until every rank has acknowledged the
-// previous dispatch, so no slot is overwritten while it is still being read. It also records
-// where the tokens went, which combine's reducers need (ht_combine_forward.cuh).
+// there: slot forward_slot[m][i] + row of rank i, where the layout says the source's rows
+// start there (ht_capacity.hpp). It then raises those ranks' flags for (source, chunk) with
+// the rows the chunk filled, exactly as the source would have: receivers cannot tell
+// forwarded rows from direct ones. Like the senders, it first waits until every rank has
+// acknowledged the previous dispatch, so no slot is overwritten while it is still being
+// read. It also records where the tokens went, which combine's reducers need
+// (ht_combine_forward.cuh).
 #pragma once
 
 #include "kernels/device/chunk_flag.cuh"
@@ -69,6 +71,8 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
   const HtGeometry& g = c.geo;
   const int dest = first + lane_id();
   const bool mine = dest < node_end;
+  // Where the source's rows start in dest's window (ht_capacity.hpp, ht_forward_slot).
+  const int first_slot = mine ? c.handle.forward_slot[g.node_of(source) * g.node_size + (dest - node_begin)] : 0;
   int start = 0, end = 0;  // rows this chunk fills on `dest`
   for (int j = 0; j < kHtChunkTokens; ++j) {
     if (((mask >> j) & 1u) == 0) continue;
@@ -86,7 +90,7 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
     char* my_dst = nullptr;
     if (row >= 0) {
       my_dst = static_cast<char*>(c.transport.buffer(
-          ht_slot_offset(p.channel.data_offset, source, row, g.max_tokens, g.dispatch_slot.bytes), dest));
+          ht_window_slot_offset(p.channel.data_offset, first_slot, row, g.dispatch_slot.bytes), dest));
     }
     const unsigned dests = __ballot_sync(0xffffffffu, row >= 0);
     if (dests == 0) continue;
@@ -101,8 +105,9 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
   __syncwarp();  // the warp commits together what its lanes wrote
   for (int i = 0; i < kWarpSize && first + i < node_end; ++i) {
     const int s = __shfl_sync(0xffffffffu, start, i), e = __shfl_sync(0xffffffffu, end, i);
+    const int slot = __shfl_sync(0xffffffffu, first_slot, i);
     if (e > s) {
-      const uint64_t offset = ht_slot_offset(p.channel.data_offset, source, s, g.max_tokens, g.dispatch_slot.bytes);
+      const uint64_t offset = ht_window_slot_offset(p.channel.data_offset, slot, s, g.dispatch_slot.bytes);
       c.transport.commit(offset, static_cast<uint64_t>(e - s) * g.dispatch_slot.bytes, first + i, lane_id(), kWarpSize);
     }
   }

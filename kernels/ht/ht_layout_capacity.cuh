@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The layout's capacity part (kernels/wire/ht_capacity.hpp): from every source's counts for
 // every rank and every rank's row limit, which this rank's rows each rank keeps, which rows
-// this rank keeps from each source, the dispatch slots, and the overflow every rank reports
-// alike. Where some rank drops rows under EPC_OVERFLOW_DROP, a second exchange gives every
-// rank the entries per local expert of the rows it keeps.
+// this rank keeps from each source, the dispatch slots (across nodes also those this rank
+// forwards into), and the overflow every rank reports alike. Where some rank drops rows
+// under EPC_OVERFLOW_DROP, a second exchange gives every rank the entries per local expert
+// of the rows it keeps.
 #pragma once
 
 #include "kernels/device/signal_wait.cuh"
@@ -47,6 +48,12 @@ __device__ __forceinline__ bool apply(const HtLayoutParams& p, const volatile in
     const int base = c.handle.recv_base[s];
     c.handle.recv_count[s] = ht_kept_rows(base, c.handle.recv_count[s], p.row_limit);
     c.handle.recv_slot[s] = p.compact_window ? base : s * g.max_tokens;
+  }
+  // Across nodes: where this rank, forwarding for its rail peer in node m, writes in the
+  // window of rank i of its node, as that rank's recv_slot says (ht_forward_slot).
+  for (int k = threadIdx.x; g.num_nodes > 1 && k < g.num_nodes * g.node_size; k += blockDim.x) {
+    c.handle.forward_slot[k] =
+        ht_forward_slot(count, R, g.node_size, me, k / g.node_size, k % g.node_size, p.compact_window, g.max_tokens);
   }
   __syncthreads();
   const bool overflow = lowest < R;

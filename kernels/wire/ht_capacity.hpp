@@ -13,7 +13,11 @@
 //
 // The dispatch window: with recv_capacity below R * T, a rank's dispatch slots are compact,
 // row i in slot i (i < recv_capacity); at R * T, the slots are [source][j] (slot s * T + j),
-// which needs no positions from other ranks (across nodes, the forwarders write them).
+// which needs no positions from other ranks. Across nodes a source's rows for the ranks of
+// another node are written there by its rail peer, the forwarder (ht_dispatch_forward.cuh),
+// which must put them where the sender of its own node would: from the same counts the
+// layout gives it, for each source it forwards and each rank of its node, where that
+// source's rows start at that rank (ht_forward_slot, the handle's forward_slot).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +52,28 @@ constexpr void ht_rows_at(const Count& count, int nranks, int below, int dest, i
   }
   *first = before;
   *total = all;
+}
+
+// Where the rows of `source` start in the dispatch window of `dest`: pos_dest(source) in a
+// compact window, else source * max_tokens. Senders (send_slot), receivers (recv_slot) and
+// forwarders (forward_slot) all come to this.
+template <typename Count>
+constexpr int ht_window_first_slot(const Count& count, int nranks, int source, int dest, bool compact, int max_tokens) {
+  if (!compact) return source * max_tokens;
+  int first = 0, total = 0;
+  ht_rows_at(count, nranks, source, dest, &first, &total);
+  return first;
+}
+
+// Across nodes of `node_size` ranks: where forwarder `rank` writes, in the window of rank i
+// of its node, the rows its rail peer in node m (the rank of node m with its local index)
+// sends there. The handle keeps them as forward_slot[m * node_size + i].
+template <typename Count>
+constexpr int ht_forward_slot(const Count& count, int nranks, int node_size, int rank, int m, int i, bool compact,
+                              int max_tokens) {
+  const int source = m * node_size + rank % node_size;
+  const int dest = rank / node_size * node_size + i;
+  return ht_window_first_slot(count, nranks, source, dest, compact, max_tokens);
 }
 
 // What a handle's last layout found about capacity, the same on every rank (device memory,

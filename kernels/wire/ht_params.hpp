@@ -119,6 +119,10 @@ struct HtHandleArrays {
   // expert ids (for the backward weights).
   int32_t* forwarded_rows;  // [nodes, T, node_size]
   int32_t* forwarded_topk;  // [nodes, T, K]
+  // Across nodes only (else null), written by the layout, read by the dispatch forwarders:
+  // where the rows of this rank's rail peer in node m start in the window of rank i of this
+  // node (ht_capacity.hpp, ht_forward_slot).
+  int32_t* forward_slot;  // [nodes, node_size]
   // EXPERT_PACKED handles only (else null). Sender side, from the routing: each entry's
   // place q among this rank's entries for the destination rank hosting its expert, in
   // (expert, token, slot) order.

@@ -10,7 +10,8 @@
 // them all, and across nodes a staging map whose rows are disjoint, aligned and no larger than
 // the window mirror it replaced. With the dispatch and combine rings forced through the
 // environment (core/ht/ht_rings.hpp, set from the input too, sometimes to garbage), the two
-// receive regions hold exactly the rings, one node only. Anything else aborts.
+// receive regions hold exactly the rings, one node only. A receive capacity (HT, one node or
+// several) sizes the dispatch window for that many slots. Anything else aborts.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -92,7 +93,7 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.max_pending_steps ==
              (raw.max_pending_steps == 0 ? limits::kDefaultPendingSteps : raw.max_pending_steps));
   FUZZ_CHECK(c.max_pending_steps <= limits::kMaxPendingSteps);
-  FUZZ_CHECK(c.recv_capacity == 0 && c.overflow == EPC_OVERFLOW_FAIL);
+  FUZZ_CHECK(c.recv_capacity == raw.recv_capacity && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
   // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, in both modes (2.1; one node: the planner).
@@ -280,7 +281,10 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
   FUZZ_CHECK(plan.mode == c.mode && plan.num_sms == c.num_sms);
   FUZZ_CHECK(plan.max_token_bytes == c.max_token_bytes() && plan.max_pending_steps == c.max_pending_steps);
   FUZZ_CHECK(c.mode != EPC_MODE_LOW_LATENCY || plan.num_slots == (c.max_pending_steps > 2 ? c.max_pending_steps : 2u));
-  FUZZ_CHECK(plan.recv_capacity == mul(R, T) && plan.handle_bytes > 0);
+  // recv_capacity: R * T by default; below it on HT groups only (2.1: one node or several).
+  FUZZ_CHECK(plan.recv_capacity == (c.recv_capacity == 0 ? mul(R, T) : c.recv_capacity));
+  FUZZ_CHECK(plan.recv_capacity >= 1 && plan.recv_capacity <= mul(R, T) && plan.handle_bytes > 0);
+  FUZZ_CHECK(c.mode == EPC_MODE_HIGH_THROUGHPUT || plan.recv_capacity == mul(R, T));
   FUZZ_CHECK(plan.lsa_barriers == 0);
   FUZZ_CHECK((t.num_nodes > 1) == (plan.gin_contexts > 0));
   const epc::Topology nodes = epc::with_virtual_nodes(t, c.virtual_node_size);
@@ -358,7 +362,10 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
       check_rings(dispatch_rings, plan.region(EPC_REGION_DISPATCH_RECV), nodes, dispatch.bytes);
       check_rings(combine_rings, plan.region(EPC_REGION_COMBINE_RECV), nodes, combine.bytes);
     } else {
-      FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV).size >= mul(mul(R, T), dispatch.bytes));
+      // recv_capacity slots: [R][T] at R * T, compact below (kernels/wire/ht_capacity.hpp).
+      const epc::Region& window = plan.region(EPC_REGION_DISPATCH_RECV);
+      FUZZ_CHECK(window.size >= mul(plan.recv_capacity, dispatch.bytes));
+      FUZZ_CHECK(window.size - mul(plan.recv_capacity, dispatch.bytes) < epc::kRegionAlignment);
       // One slot per (token, top-k entry) with EPC_GROUP_COMBINE_PER_ENTRY, served in one node.
       FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV).size >=
                  mul(mul(mul(R, T), c.combine_slots_per_token()), combine.bytes));
@@ -389,7 +396,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (extras & 4) raw.alloc_fn = &alloc_must_not_run;
   if (extras & 8) raw.free_fn = &free_must_not_run;
   epc::Topology topo;
-  if (extras & 16) {  // any three numbers
+  if (extras & 32) raw.recv_capacity = in.pick(kU32Values);  // often below R * T, sometimes above
+  if (extras & 16) {                                         // any three numbers
     topo.nranks = in.pick(kI32Values);
     topo.lsa_size = in.pick(kI32Values);
     topo.num_nodes = in.pick(kI32Values);

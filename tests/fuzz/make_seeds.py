@@ -144,16 +144,24 @@ def planner(
     free=False,
     raw_topology=None,
     rings=None,
+    recv_capacity=None,
 ) -> bytes:
     out = b"".join(pick(PLANNER_U32, v, "I") for v in (mode, experts, hidden, tokens, topk, token_bytes, sms, timeout))
     extras = (
-        (flags is not None) * 1 | (reserved is not None) * 2 | alloc * 4 | free * 8 | (raw_topology is not None) * 16
+        (flags is not None) * 1
+        | (reserved is not None) * 2
+        | alloc * 4
+        | free * 8
+        | (raw_topology is not None) * 16
+        | (recv_capacity is not None) * 32
     )
     out += u8(extras)
     if flags is not None:
         out += struct.pack("<I", flags)
     if reserved is not None:
         out += struct.pack("<I", reserved)
+    if recv_capacity is not None:
+        out += pick(PLANNER_U32, recv_capacity, "I")
     if raw_topology is not None:
         out += b"".join(pick(PLANNER_I32, v, "i") for v in raw_topology)
     else:
@@ -229,6 +237,11 @@ PLANNER_SEEDS = {
     "bad-ht-rings-channels-1025": planner(mode=HT, lsa=4, rings=("1", "1025")),
     "unsupported-ht-rings-2-nodes": planner(mode=HT, lsa=4, nodes=2, rings=("1",)),
     "unsupported-ht-rings-node-of-64": planner(mode=HT, experts=64, hidden=2048, lsa=64, rings=("1",)),
+    "ht-recv-capacity-1024-one-node": planner(mode=HT, lsa=4, recv_capacity=1024),
+    "ht-recv-capacity-4096-2-nodes": planner(mode=HT, lsa=4, nodes=2, recv_capacity=4096),
+    "ht-recv-capacity-1-16-nodes": planner(mode=HT, experts=64, hidden=2048, lsa=2, nodes=16, recv_capacity=1),
+    "unsupported-ll-recv-capacity-128": planner(lsa=4, recv_capacity=128),
+    "bad-ht-recv-capacity-above-r-times-t": planner(mode=HT, lsa=4, recv_capacity=65537),
 }
 
 

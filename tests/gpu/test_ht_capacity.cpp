@@ -4,9 +4,16 @@
 // (reference.hpp, "Receive capacity"): FLAT handles above, at and below the rows they need;
 // EPC_OVERFLOW_DROP keeps the lowest (source rank, source token) rows and counts the rest;
 // EPC_OVERFLOW_FAIL writes nothing and reports (epc_handle_query, then EPC_ERR_CAPACITY);
-// neither is sticky; a receive window below R * T with EXACT and CAPACITY sizing; graph
-// replays that overflow and fit in turn. HtBuffers::check also proves that nothing is written
-// past a handle's rows (its buffers hold R * T rows, poisoned).
+// neither is sticky; a receive window below R * T with EXACT and CAPACITY sizing, and at,
+// below and far below the need under both policies; graph replays that overflow and fit in
+// turn. HtBuffers::check also proves that nothing is written past a handle's rows (its
+// buffers hold R * T rows, poisoned).
+//
+// Every case runs on one node and across nodes (virtual nodes of 1 rank, and of 2 from 4
+// ranks on): there a token crosses to its rail peer, which forwards it into the dispatch
+// slots of its node's ranks where their compact windows hold its source's rows
+// (kernels/wire/ht_capacity.hpp, ht_forward_slot), and combine reduces inside each node first
+// (the reference model's order for `node_size`).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,23 +30,40 @@ namespace {
 
 constexpr int K = 8;
 
-class HighThroughputCapacity : public ::testing::Test {
+// The parameter: the group's virtual_node_size (0: one node; 1: every rank its own node;
+// 2: nodes of two ranks, from 4 ranks on).
+class HighThroughputCapacity : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
+    const int world = context().env.world_size;
+    if (node_size_ > 0 && (world % node_size_ != 0 || world / node_size_ < 2)) {
+      GTEST_SKIP() << "nodes of " << node_size_ << " need a multiple of " << node_size_ << " ranks, at least "
+                   << 2 * node_size_;
+    }
     ASSERT_TRUE(stream_.status());
     ASSERT_TRUE(buffers_.allocate(shape_, K));
   }
 
-  // An HT group whose window holds `recv_capacity` tokens (0: R * T) under `overflow`.
+  // An HT group whose window holds `recv_capacity` tokens (0: R * T) under `overflow`, split
+  // into nodes of node_size_ ranks (any handle of the previous group destroyed first).
   void make_group(uint64_t recv_capacity, EpcOverflow overflow) {
+    handle_.reset();
     EpcGroupConfig c = group_config(shape_, EPC_MODE_HIGH_THROUGHPUT);
     c.recv_capacity = recv_capacity;
     c.overflow = overflow;
+    c.virtual_node_size = static_cast<uint32_t>(node_size_);
     EpcGroup* group = nullptr;
     ASSERT_TRUE(epc_ok(epc_group_create(context().comm, &c, &group),
-                       "epc_group_create(HT, recv_capacity " + std::to_string(recv_capacity) + ")"));
+                       "epc_group_create(HT, recv_capacity " + std::to_string(recv_capacity) + ", " + nodes() + ")"));
     group_.reset(group);
+    EpcGroupInfo info = EPC_GROUP_INFO_INIT;
+    ASSERT_EQ(epc_group_query(group, &info), EPC_OK);
+    if (node_size_ > 0) {
+      ASSERT_EQ(info.num_nodes, shape_.nranks / node_size_) << nodes();
+    }
   }
+
+  std::string nodes() const { return node_size_ == 0 ? "one node" : "nodes of " + std::to_string(node_size_); }
 
   // A FLAT handle of `capacity` rows (0: the default) routed by the uploaded step.
   void make_handle(EpcSizing sizing, uint64_t capacity) {
@@ -60,7 +84,7 @@ class HighThroughputCapacity : public ::testing::Test {
     spec.tokens = tokens;
     spec.hot_expert_share = 0.3;
     spec.hot_expert = static_cast<int>(seed % 8);
-    return make_step(make_problem(shape_, spec), seed + 1, my_rank(), false, 0, false, capacity);
+    return make_step(make_problem(shape_, spec), seed + 1, my_rank(), false, node_size_, false, capacity);
   }
 
   // The most rows any rank receives in `s` (its capacity ignored).
@@ -86,11 +110,42 @@ class HighThroughputCapacity : public ::testing::Test {
       ASSERT_TRUE(update_handle(handle_.get(), buffers_, stream_.get()));
     }
     ASSERT_TRUE(dispatch_and_combine(handle_.get(), buffers_, stream_.get()));
-    buffers_.check(s, stream_.get(),
-                   label + " (N=" + std::to_string(s.num_recv()) + ", kept " + std::to_string(s.rows()) + ")");
-    expect_overflow(s, label);
+    buffers_.check(
+        s, stream_.get(),
+        label + " (N=" + std::to_string(s.num_recv()) + ", kept " + std::to_string(s.rows()) + ", " + nodes() + ")");
+    expect_overflow(s, label + ", " + nodes());
   }
 
+  // EPC_OVERFLOW_FAIL, a step `over` that overflows `capacity` (uploaded, the handle routed
+  // by it, nothing dispatched yet): its dispatch writes nothing on any rank, the query names
+  // the rank and rows, and the next dispatch and combine return EPC_ERR_CAPACITY saying so.
+  void expect_fail_step(const HtStep& over, int64_t capacity, const std::string& label) {
+    ASSERT_TRUE(dispatch(handle_.get(), buffers_, stream_.get()));
+    ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"));
+    expect_overflow(over, label);
+    // Nothing written anywhere: every output keeps its poison.
+    std::vector<uint8_t> got_x(static_cast<size_t>(shape_.max_rows()) * shape_.hidden * 2);
+    std::vector<int32_t> got_counts(shape_.local_experts()), got_n(1);
+    ASSERT_TRUE(download_and_wait(
+        {{got_x.data(), buffers_.out_x().data, got_x.size(), "out_x"},
+         {got_counts.data(), buffers_.out_expert_counts().data, got_counts.size() * 4, "out_expert_counts"},
+         {got_n.data(), buffers_.out_num_recv().data, 4, "out_num_recv"}},
+        stream_.get()));
+    EXPECT_EQ(std::count(got_x.begin(), got_x.end(), uint8_t{0xFF}), static_cast<long>(got_x.size())) << label;
+    EXPECT_EQ(got_counts, std::vector<int32_t>(got_counts.size(), -1)) << label;
+    EXPECT_EQ(got_n[0], -1) << label;
+    // The next calls say so, naming the rank and the count.
+    const ref::HtOverflow want = ref::ht_overflow_seen_by(ref::ht_layout(over.problem, capacity), my_rank());
+    ASSERT_GE(want.rank, 0) << label << ": the step does not overflow";
+    EXPECT_EQ(call_combine(handle_.get(), buffers_, stream_.get()), EPC_ERR_CAPACITY) << label;
+    char message[512];
+    ASSERT_EQ(epc_last_error(message, sizeof message, nullptr), EPC_OK);
+    EXPECT_NE(std::string(message).find("rank " + std::to_string(want.rank)), std::string::npos) << message;
+    EXPECT_NE(std::string(message).find(std::to_string(want.rows) + " rows"), std::string::npos) << message;
+    EXPECT_EQ(call_dispatch(handle_.get(), buffers_, stream_.get()), EPC_ERR_CAPACITY) << label;
+  }
+
+  const int node_size_ = GetParam();
   const HtShape shape_ = world_shape(8, 2048, 256, K);
   const CallOptions options_;  // every optional tensor, combine with backward weights
   GroupPtr group_;
@@ -101,7 +156,7 @@ class HighThroughputCapacity : public ::testing::Test {
 
 // DROP: a handle above (R * T), exactly at, and below the rows the step needs (1 row too); each
 // is a new handle on one group, then the one below the need runs a fitting step (not sticky).
-TEST_F(HighThroughputCapacity, DropKeepsTheLowestRowsAboveAtAndBelowTheNeed) {
+TEST_P(HighThroughputCapacity, DropKeepsTheLowestRowsAboveAtAndBelowTheNeed) {
   ASSERT_NO_FATAL_FAILURE(make_group(0, EPC_OVERFLOW_DROP));
   const int64_t needed = need(step(500, 0));
   ASSERT_GT(needed, 4);
@@ -128,7 +183,7 @@ TEST_F(HighThroughputCapacity, DropKeepsTheLowestRowsAboveAtAndBelowTheNeed) {
 // FAIL: the overflowing step writes nothing on any rank; the query names the rank and the
 // rows; the next dispatch and combine return EPC_ERR_CAPACITY; an update with a routing that
 // fits starts afresh.
-TEST_F(HighThroughputCapacity, FailWritesNothingReportsAndIsNotSticky) {
+TEST_P(HighThroughputCapacity, FailWritesNothingReportsAndIsNotSticky) {
   ASSERT_NO_FATAL_FAILURE(make_group(0, EPC_OVERFLOW_FAIL));
   const int64_t capacity = need(step(800, 0)) / 2;
   ASSERT_GT(capacity, 0);
@@ -142,28 +197,7 @@ TEST_F(HighThroughputCapacity, FailWritesNothingReportsAndIsNotSticky) {
   ASSERT_TRUE(buffers_.upload(over, options_, stream_.get()));  // poisons every output
   ASSERT_TRUE(update_handle(handle_.get(), buffers_, stream_.get()));
   // The dispatch of the overflowing routing is queued (no host synchronisation decides it).
-  ASSERT_TRUE(dispatch(handle_.get(), buffers_, stream_.get()));
-  ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"));
-  expect_overflow(over, "FAIL overflow");
-  // Nothing written anywhere: every output keeps its poison.
-  std::vector<uint8_t> got_x(static_cast<size_t>(shape_.max_rows()) * shape_.hidden * 2);
-  std::vector<int32_t> got_counts(shape_.local_experts()), got_n(1);
-  ASSERT_TRUE(download_and_wait(
-      {{got_x.data(), buffers_.out_x().data, got_x.size(), "out_x"},
-       {got_counts.data(), buffers_.out_expert_counts().data, got_counts.size() * 4, "out_expert_counts"},
-       {got_n.data(), buffers_.out_num_recv().data, 4, "out_num_recv"}},
-      stream_.get()));
-  EXPECT_EQ(std::count(got_x.begin(), got_x.end(), uint8_t{0xFF}), static_cast<long>(got_x.size()));
-  EXPECT_EQ(got_counts, std::vector<int32_t>(got_counts.size(), -1));
-  EXPECT_EQ(got_n[0], -1);
-  // The next calls say so, naming the rank and the count.
-  const ref::HtOverflow want = ref::ht_overflow_seen_by(ref::ht_layout(over.problem, capacity), my_rank());
-  EXPECT_EQ(call_combine(handle_.get(), buffers_, stream_.get()), EPC_ERR_CAPACITY);
-  char message[512];
-  ASSERT_EQ(epc_last_error(message, sizeof message, nullptr), EPC_OK);
-  EXPECT_NE(std::string(message).find("rank " + std::to_string(want.rank)), std::string::npos) << message;
-  EXPECT_NE(std::string(message).find(std::to_string(want.rows) + " rows"), std::string::npos) << message;
-  EXPECT_EQ(call_dispatch(handle_.get(), buffers_, stream_.get()), EPC_ERR_CAPACITY);
+  ASSERT_NO_FATAL_FAILURE(expect_fail_step(over, capacity, "FAIL overflow"));
   // Not sticky: the next routing that fits runs and matches the reference.
   ASSERT_TRUE(buffers_.upload(fits, options_, stream_.get()));
   ASSERT_NO_FATAL_FAILURE(run(fits, false, "a fitting step after a FAIL overflow"));
@@ -172,7 +206,7 @@ TEST_F(HighThroughputCapacity, FailWritesNothingReportsAndIsNotSticky) {
 
 // A receive window below R * T (compact dispatch slots): EXACT handles take min(N, window)
 // rows, CAPACITY handles default to the window; DROP keeps the lowest rows.
-TEST_F(HighThroughputCapacity, SmallerWindowWithExactAndCapacitySizing) {
+TEST_P(HighThroughputCapacity, SmallerWindowWithExactAndCapacitySizing) {
   const int64_t window = need(step(1000, 0)) * 2 / 3;
   ASSERT_GT(window, 0);
   ASSERT_NO_FATAL_FAILURE(make_group(static_cast<uint64_t>(window), EPC_OVERFLOW_DROP));
@@ -207,9 +241,41 @@ TEST_F(HighThroughputCapacity, SmallerWindowWithExactAndCapacitySizing) {
   EXPECT_EQ(h, nullptr);
 }
 
+// Receive windows at, below and far below (1 row) the rows a step needs, under DROP and
+// FAIL, each a new group with a FLAT CAPACITY handle of the window's rows: compact dispatch
+// slots below R * T, which across nodes the forwarders fill too. DROP keeps the lowest rows;
+// FAIL writes nothing and reports, and a step that fits runs next on the same handle.
+TEST_P(HighThroughputCapacity, SmallerWindowsAtBelowAndFarBelowTheNeed) {
+  const int64_t needed = need(step(1400, 0));
+  ASSERT_GT(needed, 4);
+  ASSERT_LT(needed, shape_.max_rows());  // at the need, the window is compact too
+  for (EpcOverflow overflow : {EPC_OVERFLOW_DROP, EPC_OVERFLOW_FAIL}) {
+    for (int64_t window : {needed, needed / 2, int64_t{1}}) {
+      const std::string label = std::string(overflow == EPC_OVERFLOW_DROP ? "DROP" : "FAIL") + ", a window of " +
+                                std::to_string(window) + " rows (the need " + std::to_string(needed) + ")";
+      ASSERT_NO_FATAL_FAILURE(make_group(static_cast<uint64_t>(window), overflow));
+      const HtStep s = step(1400, window);
+      ASSERT_TRUE(buffers_.upload(s, options_, stream_.get()));
+      ASSERT_NO_FATAL_FAILURE(make_handle(EPC_SIZING_CAPACITY, 0));
+      ASSERT_EQ(buffers_.rows(), window) << label;
+      if (overflow == EPC_OVERFLOW_DROP || window >= needed) {
+        ASSERT_NO_FATAL_FAILURE(run(s, true, label));
+        continue;
+      }
+      ASSERT_NO_FATAL_FAILURE(expect_fail_step(s, window, label));
+      // Not sticky: a routing that fits (B = window / R: at most R * B rows reach a rank).
+      const HtStep fits = step(1500, window, static_cast<int>(window / shape_.nranks));
+      ASSERT_LE(need(fits), window);
+      ASSERT_TRUE(buffers_.upload(fits, options_, stream_.get()));
+      ASSERT_NO_FATAL_FAILURE(run(fits, false, label + ", then a step that fits"));
+    }
+  }
+  EXPECT_EQ(epc_group_async_error(group_.get()), EPC_OK);
+}
+
 // CAPACITY sizing is graph-safe with a capacity too: one capture of [update, dispatch,
 // combine], replayed with routings that overflow (DROP) and fit in turn, B fixed.
-TEST_F(HighThroughputCapacity, GraphReplaysOverflowAndFitInTurn) {
+TEST_P(HighThroughputCapacity, GraphReplaysOverflowAndFitInTurn) {
   ASSERT_NO_FATAL_FAILURE(make_group(0, EPC_OVERFLOW_DROP));
   const int64_t capacity = need(step(1200, 0)) * 3 / 4;
   ASSERT_GT(capacity, 0);
@@ -222,7 +288,7 @@ TEST_F(HighThroughputCapacity, GraphReplaysOverflowAndFitInTurn) {
         std::fill_n(r.topk_idx.begin() + static_cast<long>(t) * K, K, int64_t{-1});
       }
     }
-    return make_step(p, seed + 1, my_rank(), false, 0, false, capacity);
+    return make_step(p, seed + 1, my_rank(), false, node_size_, false, capacity);
   };
   {
     const HtStep warmup = step(1200, capacity);
@@ -250,6 +316,11 @@ TEST_F(HighThroughputCapacity, GraphReplaysOverflowAndFitInTurn) {
     expect_overflow(s, label);  // the replayed layout's report
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(NodeSizes, HighThroughputCapacity, ::testing::Values(0, 1, 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("OneNode") : "NodesOf" + std::to_string(info.param);
+                         });
 
 }  // namespace
 }  // namespace epc::gputest::ht

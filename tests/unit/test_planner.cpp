@@ -147,6 +147,60 @@ TEST(Planner, HighThroughputPrefillLayoutByHand) {
   EXPECT_EQ(q.symmetric_bytes, 475144192u - 179699712u);
 }
 
+// 8 ranks in 2 nodes of 4 (real, then virtual), the same shape (L = 32): the window of R * T
+// and, since 2.1, of a quarter of it, across nodes as on one node.
+TEST(Planner, HighThroughputCapacityAcrossNodesByHand) {
+  auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
+  // control 8 * 8 -> 256; layout[s]: 2 * 8 signals * 8 = 128, 8 * (2 + 32 + 1 + 8) words * 4
+  // = 1376, round two's 8 * 32 words * 4 = 1024: 2528 -> 2560, twice: 5376.
+  // dispatch_recv 8 * 4096 * 14624 = 479199232; dispatch_signal 8 * 2048 flags * 8 + 8 acks
+  // * 8 = 131136 -> 131328; combine_recv 8 * 4096 * 14368 = 470810624; combine_signal 131328;
+  // rail_recv 2 nodes * 4096 * (14624 + 16 for 4 rows) = 119930880; rail_signal 2 * 2048 * 8
+  // = 32768. net_staging: per rank of the other node (4) the barrier 16, per layout slot
+  // signals 16 + 16, words 43 * 4 = 172 -> 176 and 32 * 4 = 128, the acks 16 + 16: 720; per
+  // other node (1) its rail peer's rail slots 4096 * 14640 = 59965440, their flags 16384,
+  // partials 4096 * 14368 = 58851328, their flags 16384: 118849536. 4 * 720 + 118849536 =
+  // 118852416 -> 118852608. End 1189094144 -> 290307 * 4096 = 1189097472.
+  const uint64_t full_window = 1189097472u, full_dispatch = 479199232u;
+  // A quarter: 8192 compact slots of 14624 B, 119799808; 359399424 bytes fewer (a multiple
+  // of 4096, so the rounded end falls by as much).
+  const uint64_t quarter_dispatch = 119799808u, saved = 359399424u;
+  // The handle: int32 topk_idx 4096 * 8, token_row 4096 * 8, chunk_start 2049 * 8, entry
+  // counts 256, recv_count 8, recv_base 9, send_slot, recv_slot, source_tokens 8 each, expert
+  // counts 32, forwarded_rows 2 * 4096 * 4, forwarded_topk 2 * 4096 * 8, forward_slot 2 * 4:
+  // 180569 * 4 = 722276, and the 16-byte overflow state: 722292, whatever the capacity.
+  const uint64_t handle = 722292u;
+  for (uint32_t virtual_node_size : {0u, 4u}) {
+    c.virtual_node_size = virtual_node_size;
+    const epc::Topology t = virtual_node_size == 0 ? epc::Topology{8, 4, 2} : epc::Topology{8, 8, 1};
+    c.recv_capacity = 0;
+    const epc::Plan full = epc::make_plan(c, t);
+    ASSERT_EQ(full.regions.size(), 10u) << virtual_node_size;
+    EXPECT_EQ(full.region(EPC_REGION_DISPATCH_RECV).offset, 5376u);
+    EXPECT_EQ(full.region(EPC_REGION_DISPATCH_RECV).size, full_dispatch);
+    EXPECT_EQ(full.region(EPC_REGION_COMBINE_RECV).size, 470810624u);
+    EXPECT_EQ(full.region(EPC_REGION_RAIL_RECV).size, 119930880u);
+    EXPECT_EQ(full.region(EPC_REGION_NET_STAGING).size, 118852608u);
+    EXPECT_EQ(full.symmetric_bytes, full_window);
+    EXPECT_EQ(full.handle_bytes, handle);
+    c.recv_capacity = 8192;
+    const epc::Plan quarter = epc::make_plan(c, t);
+    EXPECT_EQ(quarter.recv_capacity, 8192u);
+    EXPECT_EQ(quarter.region(EPC_REGION_DISPATCH_RECV).size, quarter_dispatch);
+    EXPECT_EQ(full_dispatch - quarter_dispatch, saved);
+    EXPECT_EQ(quarter.symmetric_bytes, full_window - saved);  // 829698048
+    EXPECT_EQ(quarter.symmetric_bytes, 829698048u);
+    // Every other region keeps its size, and the staging map is the one of R * T.
+    for (size_t r = 0; r < full.regions.size(); ++r) {
+      if (full.regions[r].kind == EPC_REGION_DISPATCH_RECV) continue;
+      EXPECT_EQ(quarter.regions[r].size, full.regions[r].size) << full.regions[r].name;
+    }
+    EXPECT_EQ(quarter.staging_map.rank_block_bytes, full.staging_map.rank_block_bytes);
+    EXPECT_EQ(quarter.staging_map.rail_block_bytes, full.staging_map.rail_block_bytes);
+    EXPECT_EQ(quarter.handle_bytes, handle);
+  }
+}
+
 // EPC_GROUP_COMBINE_PER_ENTRY: the combine window holds a slot per (token, top-k entry) of
 // every source, [R][T * max_topk], for EPC_WEIGHTING_HOME; the rest of the layout is the one
 // above. Served on high-throughput groups of one node.

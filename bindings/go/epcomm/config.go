@@ -30,7 +30,8 @@ type GroupConfig struct {
 	// carries fp8 payloads only. Values are rounded down to one of these two sizes.
 	MaxTokenBytes uint32
 	// RecvCapacity is the tokens per rank the receive window holds; 0: NRanks *
-	// MaxTokensPerRank, which never overflows (fewer: ErrUnsupported in ABI 2.0).
+	// MaxTokensPerRank, which never overflows (fewer: ErrUnsupported in ABI 2.0; served
+	// since 2.1 on high-throughput groups, of one node or several, to FLAT handles).
 	RecvCapacity uint64
 	// Overflow is what a step does when more rows arrive than a handle holds; 0: OverflowFail.
 	Overflow Overflow

@@ -37,7 +37,8 @@ class GroupConfig:
       128): a window for fp8 payloads with one fp32 scale per 128 channels only (1.3's
       dtype=fp8_e4m3 group). Rounded down to one of those two sizes (GroupInfo says which).
     recv_capacity: tokens per rank the receive window holds; 0 = R * T, which never
-      overflows (fewer: UNSUPPORTED in 2.0; served since 2.1 on HT groups of one node).
+      overflows (fewer: UNSUPPORTED in 2.0; served since 2.1 on HT groups, of one node or
+      several, to FLAT handles).
     overflow: Overflow.FAIL (0) or Overflow.DROP: what a step does past a capacity.
     max_pending_steps: send-only steps awaiting complete() at once over all the group's
       handles, one per handle; 0 = 2 (since 2.1); up to 3 (more: UNSUPPORTED), each above 2

@@ -401,14 +401,17 @@ def test_stream_arguments():
 
 
 def test_high_throughput_recv_capacity_shrinks_the_dispatch_window():
-    # Served since 2.1 on HT groups of one node: recv_capacity compact dispatch slots.
-    full = epcomm.plan_query(deepseek_config(mode="high_throughput"), 4)
-    quarter = epcomm.plan_query(deepseek_config(mode="high_throughput", recv_capacity=4096, overflow="drop"), 4)
-    assert (full.recv_capacity, quarter.recv_capacity) == (4 * 4096, 4096)
-
+    # Served since 2.1 on HT groups: recv_capacity compact dispatch slots, on one node and
+    # across (here virtual) nodes alike.
     def dispatch_recv(plan):
         return next(r.size for r in plan.regions if r.name == "dispatch_recv")
 
-    assert dispatch_recv(full) == 4 * 4096 * full.message_bytes
-    assert dispatch_recv(quarter) == 4096 * quarter.message_bytes
-    assert full.symmetric_bytes - quarter.symmetric_bytes == dispatch_recv(full) - dispatch_recv(quarter)
+    for nodes in ({}, dict(virtual_node_size=2)):
+        full = epcomm.plan_query(deepseek_config(mode="high_throughput", **nodes), 4)
+        quarter = epcomm.plan_query(
+            deepseek_config(mode="high_throughput", recv_capacity=4096, overflow="drop", **nodes), 4
+        )
+        assert (full.recv_capacity, quarter.recv_capacity) == (4 * 4096, 4096), nodes
+        assert dispatch_recv(full) == 4 * 4096 * full.message_bytes
+        assert dispatch_recv(quarter) == 4096 * quarter.message_bytes
+        assert full.symmetric_bytes - quarter.symmetric_bytes == dispatch_recv(full) - dispatch_recv(quarter)

@@ -267,10 +267,10 @@ typedef struct EpcGroupConfig {
   uint64_t recv_capacity;       /* tokens per rank the receive window holds; 0: R * T, which
                                    never overflows; more: EPC_ERR_INVALID_ARGUMENT. Fewer:
                                    EPC_ERR_UNSUPPORTED in 2.0; since 2.1 served on HT groups
-                                   of one node, whose dispatch window then holds
-                                   recv_capacity rows, to FLAT handles (EXPERT_PACKED
-                                   handles, LL groups, and groups of several nodes, virtual
-                                   ones included: EPC_ERR_UNSUPPORTED) */
+                                   of one node or of several (virtual ones included), whose
+                                   dispatch window then holds recv_capacity rows, to FLAT
+                                   handles (EXPERT_PACKED handles and LL groups:
+                                   EPC_ERR_UNSUPPORTED) */
   EpcOverflow overflow;         /* 0: EPC_OVERFLOW_FAIL */
   uint32_t max_pending_steps;   /* send-only steps awaiting epc_complete at once over all
                                    the group's handles, at most one per handle; 0: the
@@ -535,8 +535,8 @@ typedef struct EpcHandleConfig {
                                 max_topk, a = expert_alignment). RANK_MAJOR and EXACT
                                 sizing: must be 0 (EPC_ERR_INVALID_ARGUMENT). In 2.0 only
                                 the default is served; 2.1 serves FLAT capacities below it
-                                on HT groups of one node (several nodes, virtual ones
-                                included: EPC_ERR_UNSUPPORTED). Other values:
+                                on HT groups of one node or of several (virtual ones
+                                included). Other values:
                                 EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token
                                 that can arrive) */
   uint32_t expert_alignment; /* EXPERT_PACKED: zone starts and sizes are multiples of this,

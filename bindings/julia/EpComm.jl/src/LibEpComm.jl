@@ -237,7 +237,7 @@ struct EpcGroupConfig
     max_tokens_per_rank::UInt32  # T; 0: 128 (LL) or 4096 (HT); at most 1024 (LL), 65536 (HT)
     max_topk::UInt32  # bound on K; 0: 8; at most 32
     max_token_bytes::UInt32  # dispatch bytes per token the window holds, payload plus scales; 0: 2 * H (bf16 or fp16). Down to H + H / 32 (fp8 with one fp32 scale per 128 channels; H a multiple of 128): such a group carries fp8 payloads only. LL groups round values down to one of these two sizes (an LL passthrough row and its scales must fit it); HT groups hold the value as given (EPC_QUANT_PASSTHROUGH rows and scales up to it), at least these sizes and at most 8 * H
-    recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows; more: EPC_ERR_INVALID_ARGUMENT. Fewer: EPC_ERR_UNSUPPORTED in 2.0; since 2.1 served on HT groups of one node, whose dispatch window then holds recv_capacity rows, to FLAT handles (EXPERT_PACKED handles, LL groups, and groups of several nodes, virtual ones included: EPC_ERR_UNSUPPORTED)
+    recv_capacity::UInt64  # tokens per rank the receive window holds; 0: R * T, which never overflows; more: EPC_ERR_INVALID_ARGUMENT. Fewer: EPC_ERR_UNSUPPORTED in 2.0; since 2.1 served on HT groups of one node or of several (virtual ones included), whose dispatch window then holds recv_capacity rows, to FLAT handles (EXPERT_PACKED handles and LL groups: EPC_ERR_UNSUPPORTED)
     overflow::EpcOverflow  # 0: EPC_OVERFLOW_FAIL
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles, at most one per handle; 0: the default, 2 since 2.1 (1 in 2.0). Up to 3 (more: EPC_ERR_UNSUPPORTED); on LL groups each one above 2 adds a receive slot per direction to the window (epc_plan_query)
     num_sms::UInt32  # SM budget; 0: 132 (LL), 24 (HT)
@@ -332,7 +332,7 @@ struct EpcHandleConfig
     abi_version::UInt32
     layout::EpcLayout  # 0: EPC_LAYOUT_DEFAULT
     sizing::EpcSizing  # 0: EPC_SIZING_CAPACITY
-    capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT: rows, 0: recv_capacity; more: EPC_ERR_INVALID_ARGUMENT. EXPERT_PACKED: rows, 0: the most that R * T tokens of max_topk entries take in aligned zones, E + min(L, E) * (a - 1) rounded down to a multiple of a (E = R * T * max_topk, a = expert_alignment). RANK_MAJOR and EXACT sizing: must be 0 (EPC_ERR_INVALID_ARGUMENT). In 2.0 only the default is served; 2.1 serves FLAT capacities below it on HT groups of one node (several nodes, virtual ones included: EPC_ERR_UNSUPPORTED). Other values: EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token that can arrive)
+    capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT: rows, 0: recv_capacity; more: EPC_ERR_INVALID_ARGUMENT. EXPERT_PACKED: rows, 0: the most that R * T tokens of max_topk entries take in aligned zones, E + min(L, E) * (a - 1) rounded down to a multiple of a (E = R * T * max_topk, a = expert_alignment). RANK_MAJOR and EXACT sizing: must be 0 (EPC_ERR_INVALID_ARGUMENT). In 2.0 only the default is served; 2.1 serves FLAT capacities below it on HT groups of one node or of several (virtual ones included). Other values: EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token that can arrive)
     expert_alignment::UInt32  # EXPERT_PACKED: zone starts and sizes are multiples of this, any positive value; 0: 1. Other layouts: must be 0
     flags::UInt32  # EPC_HANDLE_*
 end

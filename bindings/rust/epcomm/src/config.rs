@@ -89,7 +89,8 @@ impl GroupConfig {
     }
 
     /// Tokens per rank the receive window holds; 0: `nranks * max_tokens_per_rank`, which
-    /// never overflows (less is refused as UNSUPPORTED in 2.0).
+    /// never overflows (less is refused as UNSUPPORTED in 2.0; served since 2.1 on
+    /// high-throughput groups, of one node or several, to FLAT handles).
     pub fn recv_capacity(mut self, tokens: u64) -> Self {
         self.raw.recv_capacity = tokens;
         self
