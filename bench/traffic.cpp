@@ -41,6 +41,7 @@ WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
   w.net_dispatch_message_bytes = kernels::ht_dispatch_slot(h, fp8 ? 1 : 2, k).bytes;
   w.net_dispatch_header_bytes = 0;
   w.net_combine_row_bytes = kernels::ht_combine_slot(h, k).bytes;
+  w.max_topk = topk;
   return w;
 }
 
@@ -57,7 +58,7 @@ std::string WireFormat::describe() const {
                   "peer in another node the network transport puts whole slots instead: %lld B "
                   "per returned row; dispatch across nodes goes by rail: a token crosses once per "
                   "other node hosting its experts, as one rail slot (the %lld B dispatch slot + "
-                  "4 B per rank of a node, padded to 16 B) to the rank with the source's local "
+                  "4 B per rank of a node and 4 B per entry, each padded to 16 B) to the rank with the source's local "
                   "index there, which forwards it over NVLink into the slots of the ranks of its "
                   "node with entries and raises a flag at every rank of its node for every chunk "
                   "of the source; the source's own chunk flags then go only to the ranks of its "
@@ -92,7 +93,7 @@ std::string WireFormat::describe() const {
 int64_t WireFormat::net_rail_slot_bytes(int node_size) const {
   kernels::HtDispatchSlot dispatch{};
   dispatch.bytes = static_cast<uint32_t>(net_dispatch_message_bytes);
-  return kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(node_size)).bytes;
+  return kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(node_size), static_cast<uint32_t>(max_topk)).bytes;
 }
 
 int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, int nranks, int node_size) const {

@@ -60,10 +60,12 @@ struct WireFormat {
   // LL combine the bf16 row; HT combine its whole slot and HT dispatch a whole rail slot
   // (kernels/wire/ht_message.hpp: every dispatch slot has room for fp8 scales and both top-k
   // arrays, every combine slot for the backward weights; a rail slot is a dispatch slot and
-  // one int32 per rank of the node, padded to 16 B: net_rail_slot_bytes).
+  // one int32 per rank of the node and one per entry (max_topk), each padded to 16 B:
+  // net_rail_slot_bytes).
   int64_t net_dispatch_message_bytes = 0;  // LL: a message with entries; HT: a dispatch slot
   int64_t net_dispatch_header_bytes = 0;   // LL: a message without entries; HT: 0 (none sent)
   int64_t net_combine_row_bytes = 0;       // LL: the bf16 row; HT: a combine slot
+  int64_t max_topk = 0;                    // the group's, which sizes the slots
 
   // `topk` is the group's max_topk (the bench creates its groups with --topk).
   static WireFormat for_dtype(int hidden, bool fp8, int topk);  // LL

@@ -129,7 +129,7 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, const Plan& p
 
   const uint32_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
   const kernels::HtDispatchSlot dispatch = kernels::ht_dispatch_slot(c.hidden, element, c.max_topk, c.token_bytes);
-  const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size));
+  const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size), c.max_topk);
   const kernels::HtCombineSlot combine = kernels::ht_combine_slot(c.hidden, c.max_topk);
   const uint64_t rail_row = kernels::ht_slot_offset(0, 1, 0, T, rail.bytes);
   const uint64_t partial_row = kernels::ht_slot_offset(0, 1, 0, T, combine.bytes);

@@ -169,7 +169,7 @@ kernels::HtCommon HtHandle::common() const {
   k.geo.combine_slot = kernels::ht_combine_slot(c.hidden, c.max_topk);
   k.geo.node_size = group_.topology().node_size;
   k.geo.num_nodes = group_.topology().nodes();
-  k.geo.rail_slot = kernels::ht_rail_slot(k.geo.dispatch_slot, static_cast<uint32_t>(k.geo.node_size));
+  k.geo.rail_slot = kernels::ht_rail_slot(k.geo.dispatch_slot, static_cast<uint32_t>(k.geo.node_size), c.max_topk);
   k.handle = arrays_;
   k.state = steps_.state();
   k.error = group_.device_error();

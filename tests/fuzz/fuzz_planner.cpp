@@ -315,9 +315,11 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     if (rail > 0) {
       const auto slot = epc::kernels::ht_rail_slot(
           epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk, c.token_bytes),
-          static_cast<uint32_t>(nodes.node_size));
-      FUZZ_CHECK(slot.rows_offset % 16 == 0 &&
-                 slot.bytes >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size));
+          static_cast<uint32_t>(nodes.node_size), c.max_topk);
+      const uint64_t places = epc::kernels::ht_rail_positions_offset(slot, static_cast<uint32_t>(nodes.node_size));
+      FUZZ_CHECK(slot.rows_offset % 16 == 0 && places % 16 == 0 &&
+                 places >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size) &&
+                 slot.bytes >= places + 4 * static_cast<uint64_t>(c.max_topk));
       const uint64_t M = static_cast<uint64_t>(nodes.nodes());
       FUZZ_CHECK(plan.region(EPC_REGION_RAIL_RECV).size >= mul(mul(M, T), slot.bytes));
       FUZZ_CHECK(plan.region(EPC_REGION_RAIL_SIGNAL).size >=

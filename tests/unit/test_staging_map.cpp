@@ -121,13 +121,18 @@ std::vector<Write> ht_writes(const epc::GroupConfig& c, const epc::Topology& t, 
   }
   const auto dispatch =
       epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk, c.token_bytes);
-  const auto rail = epc::kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size));
+  const auto rail = epc::kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size), c.max_topk);
+  // The entries' places (EXPERT_PACKED) follow the rows per rank inside the slot put whole.
+  const uint32_t places = epc::kernels::ht_rail_positions_offset(rail, static_cast<uint32_t>(t.node_size));
+  EXPECT_GE(places, rail.rows_offset + 4 * static_cast<uint32_t>(t.node_size));
+  EXPECT_LE(places + 4 * c.max_topk, rail.bytes);
   const auto combine = epc::kernels::ht_combine_slot(c.hidden, c.max_topk);
   const int own_node = t.node_of(writer);
   for (int p : rail_peers(t, writer)) {
     for (int t_ = 0; t_ < T; ++t_) {
-      // ht_dispatch_rail.cuh: the rail slot [own node][t]; ht_combine_forward.cuh: the
-      // partial [writer][t].
+      // ht_dispatch_rail.cuh: the rail slot [own node][t], put whole (its row per rank of
+      // the node and, EXPERT_PACKED, its entries' places included); ht_combine_forward.cuh:
+      // the partial [writer][t].
       out.push_back(
           {p, epc::kernels::ht_slot_offset(plan.region(EPC_REGION_RAIL_RECV).offset, own_node, t_, T, rail.bytes),
            rail.bytes});
