@@ -4,7 +4,9 @@
 // they received from s to this rank, into slots [their rail peer in m][j]
 // (ht_combine_send.cuh); each warp takes (node, chunk of s's tokens) items and, for each
 // token of the chunk that came to this node, waits for those rows, sums them in fp32 in
-// ascending rank order and rounds once to bf16 (the reference model's partial), and puts
+// ascending rank order and rounds once to bf16 (the reference model's partial; for
+// EXPERT_PACKED handles the rows are the ranks' bf16 partials per (token, rank), this rank's
+// own computed in place from its entries' rows), and puts
 // that one row into s's slot [this rank][t] (with the backward weights of the entries
 // hosted here). Then it raises s's flag [this rank][chunk]. Where the token's rows are on
 // this node comes from the dispatch forwarders' record (HtHandleArrays::forwarded_rows).
@@ -16,6 +18,7 @@
 #include "kernels/device/signal_wait.cuh"
 #include "kernels/ht/ht_chunk_wait.cuh"
 #include "kernels/ht/ht_combine_slots.cuh"
+#include "kernels/ht/ht_packed_rows.cuh"
 #include "kernels/ht/ht_rail_chunks.cuh"
 #include "kernels/ht/ht_warp_roles.cuh"
 #include "kernels/transport/peer_transport.cuh"
@@ -51,7 +54,10 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
 }
 
 // Token t's partial (and backward weights) into `slot`, s's slot [this rank][t] as buffer()
-// gave it.
+// gave it. kKind kPacked (EXPERT_PACKED): the node's ranks returned one bf16 partial per
+// (token, rank), and this rank's own is the partial of the token's rows here, computed in
+// place (PackedPartialTerm) as its combine senders compute them for peers.
+template <HtCombineKind kKind>
 __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int m, int source, int t, const int32_t* rows,
                                              char* slot) {
   const HtCommon& c = p.common;
@@ -59,7 +65,13 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int m, in
   auto term = [&](int i) -> const int4* {
     return rows[i] >= 0 ? returned_row(p, source, slot_index(g, m, i), rows[i]) : nullptr;
   };
-  warp_sum_bf16_rows(g.node_size, term, g.hidden / kBf16PerVector, slot, SumOutput::kBf16);
+  if constexpr (kKind == HtCombineKind::kPacked) {
+    const int own = g.rank % g.node_size;
+    warp_sum_bf16_rows(g.node_size, term, g.hidden / kBf16PerVector, slot, SumOutput::kBf16,
+                       PackedPartialTerm(p, rows[own] >= 0 ? own : -1, source, rows[own]));
+  } else {
+    warp_sum_bf16_rows(g.node_size, term, g.hidden / kBf16PerVector, slot, SumOutput::kBf16);
+  }
   const int k = lane_id();
   if (p.weights == nullptr || k >= g.topk) return;
   const int expert = c.handle.forwarded_topk[(static_cast<size_t>(m) * g.max_tokens + t) * g.topk + k];
@@ -67,13 +79,16 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int m, in
   float weight = 0.0f;  // entries hosted on other nodes come with those nodes' partials
   if (owner >= 0 && g.in_own_node(owner)) {
     const int i = owner % g.node_size;
-    weight = returned_weight<HtCombineKind::kFlat>(p, source, slot_index(g, m, i), rows[i], k);
+    weight = returned_weight<kKind>(p, source, slot_index(g, m, i), rows[i], k);
   }
   reinterpret_cast<float*>(slot + g.combine_slot.weights_offset)[k] = weight;
 }
 
-// Returns false when a wait failed (recorded in the group's error).
+// Returns false when a wait failed (recorded in the group's error). kKind: FLAT or
+// EXPERT_PACKED with one partial per (token, rank).
+template <HtCombineKind kKind>
 __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, const WarpRole& role) {
+  static_assert(kKind != HtCombineKind::kPackedHome, "EPC_WEIGHTING_HOME is served on one node");
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   return for_each_rail_chunk(c, p.channel.acks_offset, step, kPhaseHtCombine, role, [&](int m, int chunk, int source) {
@@ -87,7 +102,7 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
       if (!here) continue;
       came |= 1u << (t - first);
       const uint64_t at = ht_slot_offset(p.channel.data_offset, g.rank, t, g.max_tokens, g.combine_slot.bytes);
-      reduce_token(p, m, source, t, rows, static_cast<char*>(c.transport.buffer(at, source)));
+      reduce_token<kKind>(p, m, source, t, rows, static_cast<char*>(c.transport.buffer(at, source)));
     }
     if (came == 0) return true;  // the source waits only for tokens that came here
     __syncwarp();                // the warp commits together what its lanes wrote

@@ -42,21 +42,6 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
                                   rank_d);
 }
 
-// EXPERT_PACKED: this rank's partial of one of its own tokens (slot j of its own stream),
-// summed from its entries' rows as combine's senders sum them for peers.
-struct OwnPartial {
-  static constexpr bool kAny = true;
-  const HtCombineParams& p;
-  int term;  // this rank, or -1 when the token has no row here
-  int row;
-  float weight;
-  __device__ OwnPartial(const HtCombineParams& params, int own, int j) : p(params), term(own), row(-1), weight(0.0f) {
-    if (own >= 0) packed_entry(p.common, own, j, &row, &weight);
-  }
-  __device__ int index() const { return term; }
-  __device__ int4 vector(int i) const { return packed_partial_vector(p, row, weight, i); }
-};
-
 // EPC_WEIGHTING_HOME: token t's entries' rows, weighted by its home weights, in top-k order.
 __device__ __forceinline__ void sum_entries(const HtCombineParams& p, int t, const int32_t* rows, void* out) {
   const HtCommon& c = p.common;
@@ -89,7 +74,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
       return d == g.rank ? reinterpret_cast<const int4*>(p.x) : returned_row(p, g.rank, d, row);
     };
     warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type,
-                       OwnPartial(p, rows[g.rank] >= 0 ? g.rank : -1, rows[g.rank]));
+                       PackedPartialTerm(p, rows[g.rank] >= 0 ? g.rank : -1, g.rank, rows[g.rank]));
   } else {
     auto term = [&](int d) -> const int4* {
       const int row = term_row(g, rows, t, d);

@@ -491,8 +491,9 @@ impl Default for EpcGroupInfo {
 /// have the same layout, and acc_expert_counts and out_expert_counts_host (per-expert
 /// statistics, not a layout column) serve every layout.
 /// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
-/// EXPERT_PACKED on HT groups of one node whose recv_capacity is R * T, and RANK_MAJOR and
-/// FLAT on LL groups; the others return EPC_ERR_UNSUPPORTED.
+/// EXPERT_PACKED on HT groups whose recv_capacity is R * T (of one node or of several,
+/// virtual ones included), and RANK_MAJOR and FLAT on LL groups; the others return
+/// EPC_ERR_UNSUPPORTED.
 pub type EpcLayout = u32;
 
 /// EXPERT_PADDED on LL groups, FLAT on HT groups
@@ -1171,11 +1172,11 @@ extern "C" {
     /// (EPC_WEIGHTING_NONE): it returns bit for bit, and the token's rank sums the rows of the
     /// ranks that received the token. With EPC_WEIGHTING_HOME the rows return one by one
     /// instead and the token's rank forms the one weighted fp32 sum over its entries in top-k
-    /// order (EpcWeighting). Across nodes (HT), every other node's rows of a token are first
-    /// summed inside that node in fp32, ranks ascending, rounded once to bf16, and cross once;
-    /// the token's rank then sums in fp32 in ascending rank order, another node's partial
-    /// standing at its rail peer's place and each rank of its own node adding its row itself
-    /// (no bf16 partial of its own node). Tokens sent nowhere get zeros. On HT groups this is
+    /// order (EpcWeighting). Across nodes (HT), every other node's rows of a token (EXPERT_PACKED:
+    /// its ranks' bf16 partials) are first summed inside that node in fp32, ranks ascending,
+    /// rounded once to bf16, and cross once; the token's rank then sums in fp32 in ascending
+    /// rank order, another node's partial standing at its rail peer's place and each rank of its
+    /// own node adding its row (or partial) itself (no bf16 partial of its own node). Tokens sent nowhere get zeros. On HT groups this is
     /// also the backward of dispatch: x = the rows' gradients, topk_weights and
     /// out_topk_weights = the weights' gradients.
     /// handle  in/out  dispatched since its last update; no step pending on it
