@@ -95,7 +95,7 @@ GroupConfig resolve_config(const EpcGroupConfig* config);
 void check_config_for_ranks(const GroupConfig& config, int nranks);
 // A receive capacity below the worst case is served on groups of one node (high throughput).
 void check_capacity_for_nodes(const GroupConfig& config, int nranks, int num_nodes);
-// EPC_GROUP_COMBINE_PER_ENTRY is served on groups of one node (both modes).
+// EPC_GROUP_COMBINE_PER_ENTRY is served on HT groups of any split and on LL groups of one node.
 void check_per_entry_for_nodes(const GroupConfig& config, int num_nodes);
 
 }  // namespace epc

@@ -15,16 +15,16 @@ namespace epc::kernels {
 
 namespace {
 
-// kKind: which combine (HtCombineKind; EPC_WEIGHTING_HOME on one node only); kRings: FLAT
-// rows returned through the node's credit rings (ht_combine_rings.cuh; one node only). The
-// parts take them as template arguments, so FLAT kernels, one node or several, carry none of
-// the EXPERT_PACKED or ring code, and the per-(token, rank) kernels none of the per-entry code.
+// kKind: which combine (HtCombineKind); kRings: FLAT rows returned through the node's credit
+// rings (ht_combine_rings.cuh; one node only). The parts take them as template arguments, so
+// FLAT kernels, one node or several, carry none of the EXPERT_PACKED or ring code, and the
+// per-(token, rank) kernels none of the per-entry code.
 template <HtCombineKind kKind, bool kRingsTransport = false>
 struct CombineParts {
   using Params = HtCombineParams;
   static constexpr bool kPacked = kKind != HtCombineKind::kFlat;
   static constexpr bool kRings = kRingsTransport;
-  static constexpr bool kOneNode = kKind == HtCombineKind::kPackedHome || kRings;
+  static constexpr bool kOneNode = kRings;
   static_assert(!(kPacked && kRings), "rings serve the FLAT layout");
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
@@ -44,7 +44,7 @@ struct CombineParts {
     }
   }
   __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
-    if constexpr (kKind != HtCombineKind::kPackedHome) ht_combine_forward::run<kKind>(p, step, r);
+    ht_combine_forward::run<kKind>(p, step, r);
   }
 };
 

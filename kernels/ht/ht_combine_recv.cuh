@@ -43,6 +43,8 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
 }
 
 // EPC_WEIGHTING_HOME: token t's entries' rows, weighted by its home weights, in top-k order.
+// An entry hosted on another node came through this rank's rail peer there, at slot
+// [peer][t * entry_slots + k] (ht_combine_forward.cuh).
 __device__ __forceinline__ void sum_entries(const HtCombineParams& p, int t, const int32_t* rows, void* out) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -51,7 +53,9 @@ __device__ __forceinline__ void sum_entries(const HtCombineParams& p, int t, con
     if (expert < 0) return nullptr;
     const int dest = expert / g.local_experts;
     const int row = rows[dest];  // -1: the token's rows were dropped there (capacity)
-    return row >= 0 ? returned_entry_row(p, dest, row, k) : nullptr;
+    if (row < 0) return nullptr;
+    return g.in_own_node(dest) ? returned_entry_row(p, dest, row, k)
+                               : returned_entry_row(p, g.rail_peer(g.node_of(dest)), t, k);
   };
   auto weight = [&](int k) { return __ldg(p.home_weights + static_cast<size_t>(t) * g.topk + k); };
   warp_sum_bf16_rows(g.topk, term, g.hidden / kBf16PerVector, out, p.out_type, NoComputedTerm{},

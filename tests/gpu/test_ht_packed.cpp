@@ -323,10 +323,13 @@ std::vector<int> split_node_sizes() {
   return sizes;
 }
 
-// An HT group of `shape` split into virtual nodes of `node_size` ranks.
-::testing::AssertionResult create_split_group(const HtShape& shape, int node_size, GroupPtr& out) {
+// An HT group of `shape` split into virtual nodes of `node_size` ranks, with EpcGroupConfig.flags
+// `group_flags`.
+::testing::AssertionResult create_split_group(const HtShape& shape, int node_size, GroupPtr& out,
+                                              uint32_t group_flags = 0) {
   EpcGroupConfig config = group_config(shape, EPC_MODE_HIGH_THROUGHPUT);
   config.virtual_node_size = static_cast<uint32_t>(node_size);
+  config.flags = group_flags;
   EpcGroup* raw = nullptr;
   ::testing::AssertionResult created =
       epc_ok(epc_group_create(context().comm, &config, &raw), "epc_group_create with virtual nodes");
@@ -360,6 +363,32 @@ TEST(HighThroughputPacked, AcrossVirtualNodesMatchesTheReference) {
     GroupPtr group;
     ASSERT_TRUE(create_split_group(world_shape(8, 2048, 128, 8), node_size, group)) << "nodes of " << node_size;
     uint64_t seed = 31200 + 100 * static_cast<uint64_t>(node_size);
+    for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner, {group.get(), node_size});
+  }
+}
+
+// EPC_WEIGHTING_HOME across nodes (groups with EPC_GROUP_COMBINE_PER_ENTRY): a sender
+// returns a remote source's entry rows to the source's rail peer in its node, which forwards
+// each unreduced into the token's rank's per-entry slots; the token's rank sums them as on
+// one node (ref::ht_combine_packed_home), into bf16 with backward weights and into fp32.
+// The same group also combines with SENDER and NONE weighting (the node order), each case
+// after its own dispatch; cases one after another on a group per split.
+TEST(HighThroughputPacked, WeightsAtHomeAcrossVirtualNodesMatchTheReference) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const PackedCase cases[] = {
+      // alignment, zero padding, sizing, fp8, offsets dtype, per-entry window
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, true},     // bf16, no alignment
+      {128, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64, true},  // fp8, zeroed padding
+      {7, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32, true},  // bf16, padding left alone
+  };
+  SplitRunner runner;
+  ASSERT_TRUE(runner.status());
+  for (int node_size : sizes) {
+    GroupPtr group;
+    ASSERT_TRUE(create_split_group(world_shape(8, 2048, 128, 8), node_size, group, EPC_GROUP_COMBINE_PER_ENTRY))
+        << "nodes of " << node_size;
+    uint64_t seed = 31700 + 100 * static_cast<uint64_t>(node_size);
     for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner, {group.get(), node_size});
   }
 }

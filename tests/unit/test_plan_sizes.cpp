@@ -50,6 +50,12 @@ TEST(PlanSizes, StagingByHand) {
   // partials of 14368 B (58851328), 2048 flags (16384) = 119046144.
   // 8 * 528 + 1 * 119046144 = 119050368 -> 119050496.
   EXPECT_EQ(staging(EPC_MODE_HIGH_THROUGHPUT, 16), 119050496u);
+  // With EPC_GROUP_COMBINE_PER_ENTRY the rail block also holds 4096 * 8 entry rows of 14368 B
+  // (470810624) beside the 4096 partials: 119046144 + 470810624 = 589856768;
+  // 8 * 528 + 589856768 = 589860992 -> 589861120.
+  auto per_entry = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, kHtTokens, 8);
+  per_entry.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  EXPECT_EQ(epc::make_plan(per_entry, {16, 8, 2}).region(EPC_REGION_NET_STAGING).size, 589861120u);
 }
 
 // Nodes of 8, the figures epcomm-info prints (docs/design.md): LL 144.2 / 313.0 / 650.8 MiB /

@@ -33,10 +33,12 @@ const (
 	UniqueIDBytes = 128
 	// GroupCombinePerEntry is EPC_GROUP_COMBINE_PER_ENTRY, 0x1u: EpcGroupConfig.flags: size
 	// the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs
-	// (K rows per token instead of one per (token, rank)). Served since 2.1 on groups of one
-	// node: HT combine_recv holds R * T * max_topk slots instead of R * T, each LL
-	// combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query); groups of
-	// several nodes (virtual ones included): EPC_ERR_UNSUPPORTED.
+	// (K rows per token instead of one per (token, rank)). Served since 2.1: HT combine_recv
+	// holds R * T * max_topk slots instead of R * T (across nodes, virtual ones included, each
+	// rail peer forwards the entries' rows its node hosts, unreduced, and each rank stages T *
+	// max_topk slots per other node beside its T partials), on groups of one node or several;
+	// each LL combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query), on
+	// LL groups of one node (several nodes, virtual ones included: EPC_ERR_UNSUPPORTED).
 	GroupCombinePerEntry = 1
 	// PlanMaxRegions is EPC_PLAN_MAX_REGIONS.
 	PlanMaxRegions = 16
