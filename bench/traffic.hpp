@@ -47,8 +47,8 @@ struct WireFormat {
   // the slots of its node's ranks with entries and raises their flags for every chunk of the
   // source, each write the same as a direct one.
   int64_t ht_meta_bytes = 0;  // 8 * K: the slot's top-k ids and weights
-  // Combine with EPC_WEIGHTING_HOME (one node, either mode): a row per (token, entry) returns
-  // instead of one per (token, rank).
+  // Combine with EPC_WEIGHTING_HOME: a row per (token, entry) returns instead of one per (token,
+  // rank); across nodes (HT) the rail peer forwards each entry row of its node unreduced.
   bool combine_per_entry = false;
   int64_t ht_chunk_tokens = 0;  // kernels::kHtChunkTokens
   int64_t ht_flag_bytes = 8;

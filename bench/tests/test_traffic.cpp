@@ -353,6 +353,35 @@ TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   EXPECT_EQ(r0.dispatch_to[2] + r1.dispatch_to[3] + r2.dispatch_to[0] + r3.dispatch_to[1], 6 * 96);
 }
 
+// EPC_WEIGHTING_HOME across nodes of 2 (the routing above): every entry's row returns, and
+// the rail peer forwards each entry row of its node unreduced, a whole 32 B slot each.
+// Rank 0 combine (experts 0, 1):
+//   rank 1's token 0 (experts 0, 1): two rows back to rank 1 over NVLink, 32
+//   rank 2's token 0 (expert 1): rank 0 is rank 2's rail peer here: read in place
+//   rank 3's token 0 (expert 0): one row to rank 3's rail peer here, rank 1, 16
+//   for rank 2 (rank 0's rail source): its token 0 has an entry on rank 0 (expert 1) and one
+//   on rank 1 (expert 3): two slots over the network, 64, and a flag; token 1 did not come
+//   rank 1 (NVLink): 48 + 2 flags 16 + ack 8 = 72; rank 2: 64 + 8 + 8 = 80; rank 3: ack 8
+TEST(Traffic, VirtualNodesWeightsAtHomeReturnEveryEntry) {
+  WireFormat w = WireFormat::for_ht(8, false, 2);
+  w.combine_per_entry = true;
+  const RankTraffic r0 = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 2);
+  EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 48, 64, 0}));
+  EXPECT_EQ(r0.wire_combine_nvlink_bytes, 72);
+  EXPECT_EQ(r0.wire_combine_network_bytes, 88);
+  // Dispatch does not change.
+  const RankTraffic partials = compute_traffic(four_ranks(), 0, 2, 2, 8, WireFormat::for_ht(8, false, 2), 1 << 30, 2);
+  EXPECT_EQ(r0.dispatch_to, partials.dispatch_to);
+  EXPECT_EQ(r0.wire_dispatch_bytes, partials.wire_dispatch_bytes);
+  // The ceiling's window, nodes of one rank at top-8 (hidden 8): a rail slot is the 96 B
+  // dispatch slot + 16 + 32 = 144 B, a combine slot 16 + 32 = 48 B; 10 tokens of 8 entry slots
+  // (3840 B) outweigh the 10 rail slots (1440 B), where one partial per token (480 B) did not.
+  WireFormat eight = WireFormat::for_ht(8, false, 8);
+  EXPECT_EQ(eight.max_bytes_to_peer(10, 8, 8, 1), 10 * 144);
+  eight.combine_per_entry = true;
+  EXPECT_EQ(eight.max_bytes_to_peer(10, 8, 8, 1), 10 * 8 * 48);
+}
+
 // Nodes of one rank: every peer is another node and its own rail peer; a rail slot carries
 // one row index and 2 entry places (64 + 16 + 16 = 96 B), nobody forwards to anyone but itself, nothing is NVLink;
 // a combine partial is the one row of its node.

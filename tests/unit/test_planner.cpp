@@ -187,8 +187,7 @@ TEST(Planner, PerEntryCombineWindowHoldsASlotPerEntry) {
   const epc::Plan split_per_rank = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
   EXPECT_EQ(split_per_rank.staging_map.array(epc::kernels::Staged::kHtCombineEntries, epc::kernels::kNoStagingSlot),
             nullptr);
-  EXPECT_EQ(split.region(EPC_REGION_NET_STAGING).size - split_per_rank.region(EPC_REGION_NET_STAGING).size,
-            470810624u);
+  EXPECT_EQ(split.region(EPC_REGION_NET_STAGING).size - split_per_rank.region(EPC_REGION_NET_STAGING).size, 470810624u);
 }
 
 TEST(Planner, Fp8GroupsUseSmallerMessages) {
