@@ -41,6 +41,7 @@ WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
   w.net_dispatch_message_bytes = kernels::ht_dispatch_slot(h, fp8 ? 1 : 2, k).bytes;
   w.net_dispatch_header_bytes = 0;
   w.net_combine_row_bytes = kernels::ht_combine_slot(h, k).bytes;
+  w.max_topk = topk;
   return w;
 }
 
@@ -57,7 +58,7 @@ std::string WireFormat::describe() const {
                   "peer in another node the network transport puts whole slots instead: %lld B "
                   "per returned row; dispatch across nodes goes by rail: a token crosses once per "
                   "other node hosting its experts, as one rail slot (the %lld B dispatch slot + "
-                  "4 B per rank of a node, padded to 16 B) to the rank with the source's local "
+                  "4 B per rank of a node and 4 B per entry, each padded to 16 B) to the rank with the source's local "
                   "index there, which forwards it over NVLink into the slots of the ranks of its "
                   "node with entries and raises a flag at every rank of its node for every chunk "
                   "of the source; the source's own chunk flags then go only to the ranks of its "
@@ -92,7 +93,7 @@ std::string WireFormat::describe() const {
 int64_t WireFormat::net_rail_slot_bytes(int node_size) const {
   kernels::HtDispatchSlot dispatch{};
   dispatch.bytes = static_cast<uint32_t>(net_dispatch_message_bytes);
-  return kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(node_size)).bytes;
+  return kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(node_size), static_cast<uint32_t>(max_topk)).bytes;
 }
 
 int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, int nranks, int node_size) const {
@@ -111,7 +112,10 @@ int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, int nranks, int 
     // A rail peer gets one partial (a whole combine slot) per token; another rank of this node
     // (if any) a row per token from this rank for its own tokens and one per token of each of
     // the nodes - 1 sources it reduces for.
-    combine = std::max(tokens * net_combine_row_bytes, node_size > 1 ? nodes * tokens * combine_row_bytes : 0);
+    // EPC_WEIGHTING_HOME: every entry's row instead of one per (token, rank or node).
+    const int64_t rows = combine_per_entry ? topk : 1;
+    combine =
+        std::max(tokens * rows * net_combine_row_bytes, node_size > 1 ? nodes * tokens * rows * combine_row_bytes : 0);
   } else {
     dispatch = tokens * net_dispatch_message_bytes;  // at least the NVLink message
     combine = tokens * net_combine_row_bytes;
@@ -179,15 +183,19 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
       } else if (rails && remote(s) && same_rail(s)) {
         // This rank is s's rail peer here: it forwards the token to the other ranks of its
         // node that host its experts (into its own window for itself: not wire bytes), and
-        // in combine returns the node's one partial row for it, a flag per chunk that had one.
+        // in combine returns the node's one partial row for it (EPC_WEIGHTING_HOME: each of
+        // the node's entry rows, unreduced), a flag per chunk that had one.
         bool came = false;
+        int64_t entries_here = 0;
         for (int d = own_node * per_node; d < (own_node + 1) * per_node; ++d) {
           if (entries_on[static_cast<size_t>(d)] == 0) continue;
           came = true;
+          entries_here += entries_on[static_cast<size_t>(d)];
           if (d != rank) t.dispatch_to[static_cast<size_t>(d)] += ht_slot;
         }
         if (came) {
-          t.combine_to[static_cast<size_t>(s)] += wire.net_combine_row_bytes;
+          t.combine_to[static_cast<size_t>(s)] +=
+              (wire.combine_per_entry ? entries_here : 1) * wire.net_combine_row_bytes;
           const int chunk = tok / wire.ht_chunk_tokens;
           if (chunk != last_partial_chunk) combine_flags_to[static_cast<size_t>(s)]++;
           last_partial_chunk = chunk;
@@ -225,7 +233,8 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
               t.combine_to[static_cast<size_t>(s)] +=
                   remote(s) ? wire.net_combine_row_bytes : rows * wire.combine_row_bytes;
             } else if (rail_here(s) != rank) {
-              t.combine_to[static_cast<size_t>(rail_here(s))] += wire.combine_row_bytes;
+              t.combine_to[static_cast<size_t>(rail_here(s))] +=
+                  (wire.combine_per_entry ? n : 1) * wire.combine_row_bytes;
             }
           }
         }

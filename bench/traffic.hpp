@@ -47,8 +47,8 @@ struct WireFormat {
   // the slots of its node's ranks with entries and raises their flags for every chunk of the
   // source, each write the same as a direct one.
   int64_t ht_meta_bytes = 0;  // 8 * K: the slot's top-k ids and weights
-  // Combine with EPC_WEIGHTING_HOME (one node, either mode): a row per (token, entry) returns
-  // instead of one per (token, rank).
+  // Combine with EPC_WEIGHTING_HOME: a row per (token, entry) returns instead of one per (token,
+  // rank); across nodes (HT) the rail peer forwards each entry row of its node unreduced.
   bool combine_per_entry = false;
   int64_t ht_chunk_tokens = 0;  // kernels::kHtChunkTokens
   int64_t ht_flag_bytes = 8;
@@ -60,10 +60,12 @@ struct WireFormat {
   // LL combine the bf16 row; HT combine its whole slot and HT dispatch a whole rail slot
   // (kernels/wire/ht_message.hpp: every dispatch slot has room for fp8 scales and both top-k
   // arrays, every combine slot for the backward weights; a rail slot is a dispatch slot and
-  // one int32 per rank of the node, padded to 16 B: net_rail_slot_bytes).
+  // one int32 per rank of the node and one per entry (max_topk), each padded to 16 B:
+  // net_rail_slot_bytes).
   int64_t net_dispatch_message_bytes = 0;  // LL: a message with entries; HT: a dispatch slot
   int64_t net_dispatch_header_bytes = 0;   // LL: a message without entries; HT: 0 (none sent)
   int64_t net_combine_row_bytes = 0;       // LL: the bf16 row; HT: a combine slot
+  int64_t max_topk = 0;                    // the group's, which sizes the slots
 
   // `topk` is the group's max_topk (the bench creates its groups with --topk).
   static WireFormat for_dtype(int hidden, bool fp8, int topk);  // LL

@@ -103,7 +103,7 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, const RingReq
     // Dispatch crosses between nodes once per (token, node), to the rail peer, which
     // forwards inside its node (kernels/wire/ht_message.hpp).
     const uint64_t M = static_cast<uint64_t>(t.nodes());
-    const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size));
+    const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size), c.max_topk);
     b.add(EPC_REGION_RAIL_RECV, EPC_SLOT_NONE, M * T * rail.bytes, "rail_recv");
     b.add(EPC_REGION_RAIL_SIGNAL, EPC_SLOT_NONE,
           M * static_cast<uint64_t>(kernels::ht_chunks(static_cast<int>(T))) * sizeof(uint64_t), "rail_signal");

@@ -129,7 +129,7 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, const Plan& p
 
   const uint32_t element = c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2;
   const kernels::HtDispatchSlot dispatch = kernels::ht_dispatch_slot(c.hidden, element, c.max_topk, c.token_bytes);
-  const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size));
+  const kernels::HtRailSlot rail = kernels::ht_rail_slot(dispatch, static_cast<uint32_t>(t.node_size), c.max_topk);
   const kernels::HtCombineSlot combine = kernels::ht_combine_slot(c.hidden, c.max_topk);
   const uint64_t rail_row = kernels::ht_slot_offset(0, 1, 0, T, rail.bytes);
   const uint64_t partial_row = kernels::ht_slot_offset(0, 1, 0, T, combine.bytes);
@@ -142,6 +142,13 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, const Plan& p
         partial_row, RowOf::kRank, StagedFor::kRemoteRailPeer);
   b.add(Staged::kHtCombineFlags, kernels::kNoStagingSlot, plan.region(EPC_REGION_COMBINE_SIGNAL).offset, flag_row,
         flag_row, RowOf::kRank, StagedFor::kRemoteRailPeer);
+  // EPC_WEIGHTING_HOME: each entry's row, forwarded unreduced (ht_combine_forward.cuh).
+  const int per_token = static_cast<int>(c.combine_slots_per_token());
+  if (per_token > 1) {
+    const uint64_t entry_row = kernels::ht_slot_offset(0, 1, 0, T * per_token, combine.bytes);
+    b.add(Staged::kHtCombineEntries, kernels::kNoStagingSlot, plan.region(EPC_REGION_COMBINE_RECV).offset, entry_row,
+          entry_row, RowOf::kRank, StagedFor::kRemoteRailPeer);
+  }
 }
 
 }  // namespace

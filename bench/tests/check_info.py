@@ -74,8 +74,15 @@ def main(info):
         want = 4 * plain["high-throughput"][1]["combine_recv"][1]
         expect(got == want, f"per-entry combine window: 4 slots per token at top-4 ({got} == {want} B)", out)
         expect(per_entry["low-latency"] == plain["low-latency"], "--ht-combine-per-entry: the LL plan unchanged", out)
+    # HT across nodes: planned, each rank staging T * max_topk entry rows per other node
+    # beside its partials (4096 * 8 slots of 14368 B: tests/unit/test_plan_sizes.cpp).
     code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=8", "--ht-combine-per-entry"])
-    expect(code == 1 and "EpcGroupConfig.flags" in out, "per-entry combine across nodes: refused naming the field", out)
+    code16, out16 = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=8"])
+    expect(code == 0 and code16 == 0 and "combine per entry" in out, "HT per-entry combine across nodes plans", out)
+    if code == 0 and code16 == 0:
+        got = plans(out)["high-throughput"][1]["net_staging"][1]
+        want = plans(out16)["high-throughput"][1]["net_staging"][1] + 4096 * 8 * 14368
+        expect(got == want, f"HT per-entry staging: the entry rows beside the partials ({got} == {want} B)", out)
     code, out = run(info, ["--plan-only", "--plan-ranks=8", "--topk=4", "--ll-combine-per-entry"])
     ll_entry = plans(out)
     expect(code == 0 and "combine per entry" in out, "--ll-combine-per-entry plans", out)

@@ -254,8 +254,8 @@ TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
 // HT dispatch across nodes goes by rail (kernels/ht/ht_dispatch_rail.cuh, ht_dispatch_forward.cuh).
 // In nodes of 2 the rank with local index i of one node is the rail peer of the rank with
 // local index i of the other: 0 <-> 2, 1 <-> 3. A source stores each token's 32 B slot over
-// NVLink into the other rank of its node when that rank has entries; it puts one 80 B rail
-// slot (the 64 B dispatch slot + 2 int32 rows padded to 16 B) per token with entries in the
+// NVLink into the other rank of its node when that rank has entries; it puts one 96 B rail
+// slot (the 64 B dispatch slot + 2 int32 rows and 2 int32 entry places, each padded to 16 B) per token with entries in the
 // other node into its rail peer there, whichever ranks of that node have them. The rail peer
 // forwards the token over NVLink into the 32 B slot of the other rank of its node when that
 // rank has entries (its own rows land in its own window: no wire bytes). Flags: one chunk
@@ -268,17 +268,17 @@ TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
 TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   const WireFormat w = WireFormat::for_ht(8, false, 2);
   ASSERT_EQ(w.net_dispatch_message_bytes, 64);
-  ASSERT_EQ(w.net_rail_slot_bytes(2), 64 + 16);
+  ASSERT_EQ(w.net_rail_slot_bytes(2), 64 + 16 + 16);
   ASSERT_EQ(w.net_combine_row_bytes, 32);
 
   // Rank 0 (node 0; rail peer 2, forwards for 2):
-  //   own token 0 (ranks 1, 2): slot to rank 1 over NVLink 32, rail slot to rank 2 80
-  //   own token 1 (rank 3):     rail slot to rank 2 80 (rank 3 gets it from rank 2)
+  //   own token 0 (ranks 1, 2): slot to rank 1 over NVLink 32, rail slot to rank 2 96
+  //   own token 1 (rank 3):     rail slot to rank 2 96 (rank 3 gets it from rank 2)
   //   rank 2's token 0 (ranks 0, 1), forwarded: slot to rank 1 32 (its own row: local)
   //   rank 2's token 1 (rank 2 itself): does not come to node 0
-  //   dispatch_to {0, 32 + 32, 80 + 80, 0}
+  //   dispatch_to {0, 32 + 32, 96 + 96, 0}
   //   NVLink:  64 + two flags to rank 1 (its own chunk, rank 2's chunk) 16 + ack 8 = 88
-  //   network: 160 + rail flag to rank 2 8 + acks to ranks 2 and 3 16          = 184
+  //   network: 192 + rail flag to rank 2 8 + acks to ranks 2 and 3 16          = 216
   //   (direct to every rank, as before the rails: NVLink 48, network 160)
   // Rank 0 combine (experts 0, 1): rows of ranks 1, 2, 3's token 0.
   //   rank 1's row: back to rank 1 over NVLink 16, a flag
@@ -289,10 +289,10 @@ TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   //   rank 1 (NVLink): 32 + 2 flags 16 + ack 8 = 56; rank 2: 32 + 8 + 8 = 48; rank 3: ack 8
   // Layout: 24 B per peer, one over NVLink, two over the network.
   const RankTraffic r0 = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 2);
-  EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 64, 160, 0}));
+  EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 64, 192, 0}));
   EXPECT_EQ(r0.wire_dispatch_nvlink_bytes, 88);
-  EXPECT_EQ(r0.wire_dispatch_network_bytes, 184);
-  EXPECT_EQ(r0.wire_dispatch_bytes, 272);
+  EXPECT_EQ(r0.wire_dispatch_network_bytes, 216);
+  EXPECT_EQ(r0.wire_dispatch_bytes, 304);
   EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 32, 32, 0}));
   EXPECT_EQ(r0.wire_combine_nvlink_bytes, 56);
   EXPECT_EQ(r0.wire_combine_network_bytes, 56);
@@ -305,35 +305,35 @@ TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
 
   // Rank 1 (node 0; rail peer 3, forwards for 3):
   //   own token 0 (rank 0 twice): slot to rank 0 32
-  //   own token 1 (ranks 2, 3):   rail slot to rank 3 80
+  //   own token 1 (ranks 2, 3):   rail slot to rank 3 96
   //   rank 3's token 0 (ranks 0, 3), forwarded: slot to rank 0 32
   //   rank 3's token 1 (ranks 1, 2): its row here is local
   //   NVLink:  64 + two flags to rank 0 16 + ack 8 = 88
-  //   network: 80 + rail flag to rank 3 8 + acks to ranks 2 and 3 16 = 104
+  //   network: 96 + rail flag to rank 3 8 + acks to ranks 2 and 3 16 = 120
   const RankTraffic r1 = compute_traffic(four_ranks(), 1, 2, 2, 8, w, 1 << 30, 2);
-  EXPECT_EQ(r1.dispatch_to, (std::vector<int64_t>{64, 0, 0, 80}));
+  EXPECT_EQ(r1.dispatch_to, (std::vector<int64_t>{64, 0, 0, 96}));
   EXPECT_EQ(r1.wire_dispatch_nvlink_bytes, 88);
-  EXPECT_EQ(r1.wire_dispatch_network_bytes, 104);
+  EXPECT_EQ(r1.wire_dispatch_network_bytes, 120);
 
   // Rank 2 (node 1; rail peer 0, forwards for 0):
-  //   own token 0 (ranks 0, 1): rail slot to rank 0 80 (rank 0 forwards to rank 1)
+  //   own token 0 (ranks 0, 1): rail slot to rank 0 96 (rank 0 forwards to rank 1)
   //   own token 1 (rank 2 itself): nothing on the wire
   //   rank 0's token 0 (ranks 1, 2): its row here is local
   //   rank 0's token 1 (rank 3), forwarded: slot to rank 3 32
   //   NVLink:  32 + two flags to rank 3 16 + ack 8 = 56
-  //   network: 80 + rail flag to rank 0 8 + acks to ranks 0 and 1 16 = 104
+  //   network: 96 + rail flag to rank 0 8 + acks to ranks 0 and 1 16 = 120
   const RankTraffic r2 = compute_traffic(four_ranks(), 2, 2, 2, 8, w, 1 << 30, 2);
-  EXPECT_EQ(r2.dispatch_to, (std::vector<int64_t>{80, 0, 0, 32}));
+  EXPECT_EQ(r2.dispatch_to, (std::vector<int64_t>{96, 0, 0, 32}));
   EXPECT_EQ(r2.wire_dispatch_nvlink_bytes, 56);
-  EXPECT_EQ(r2.wire_dispatch_network_bytes, 104);
+  EXPECT_EQ(r2.wire_dispatch_network_bytes, 120);
 
   // Rank 3 (node 1; rail peer 1, forwards for 1):
-  //   own token 0 (ranks 0, 3): rail slot to rank 1 80 (its own row: local)
-  //   own token 1 (ranks 1, 2): slot to rank 2 32, rail slot to rank 1 80
+  //   own token 0 (ranks 0, 3): rail slot to rank 1 96 (its own row: local)
+  //   own token 1 (ranks 1, 2): slot to rank 2 32, rail slot to rank 1 96
   //   rank 1's token 0 (rank 0): does not come to node 1
   //   rank 1's token 1 (ranks 2, 3), forwarded: slot to rank 2 32
   //   NVLink:  64 + two flags to rank 2 16 + ack 8 = 88
-  //   network: 160 + rail flag to rank 1 8 + acks to ranks 0 and 1 16 = 184
+  //   network: 192 + rail flag to rank 1 8 + acks to ranks 0 and 1 16 = 216
   // Rank 3 combine (experts 6, 7): rows of rank 0's token 1 and rank 1's token 1.
   //   rank 0's row: to rank 0's rail peer here, rank 2, over NVLink 16, a flag
   //   rank 1's row: rank 3 is rank 1's rail peer here: read in place
@@ -341,38 +341,67 @@ TEST(Traffic, VirtualNodesSplitHighThroughputBytes) {
   //   did not come
   //   NVLink 16 + 8 + 8 = 32; network: rank 1 32 + 8 + 8, rank 0 its acknowledgement 8 = 56
   const RankTraffic r3 = compute_traffic(four_ranks(), 3, 2, 2, 8, w, 1 << 30, 2);
-  EXPECT_EQ(r3.dispatch_to, (std::vector<int64_t>{0, 160, 64, 0}));
+  EXPECT_EQ(r3.dispatch_to, (std::vector<int64_t>{0, 192, 64, 0}));
   EXPECT_EQ(r3.wire_dispatch_nvlink_bytes, 88);
-  EXPECT_EQ(r3.wire_dispatch_network_bytes, 184);
+  EXPECT_EQ(r3.wire_dispatch_network_bytes, 216);
   EXPECT_EQ(r3.combine_to, (std::vector<int64_t>{0, 32, 16, 0}));
   EXPECT_EQ(r3.wire_combine_nvlink_bytes, 32);
   EXPECT_EQ(r3.wire_combine_network_bytes, 56);
 
   // Six (token, other node) pairs cross in all (rank 0: 2, rank 1: 1, rank 2: 1, rank 3: 2),
-  // each once as an 80 B rail slot.
-  EXPECT_EQ(r0.dispatch_to[2] + r1.dispatch_to[3] + r2.dispatch_to[0] + r3.dispatch_to[1], 6 * 80);
+  // each once as a 96 B rail slot.
+  EXPECT_EQ(r0.dispatch_to[2] + r1.dispatch_to[3] + r2.dispatch_to[0] + r3.dispatch_to[1], 6 * 96);
+}
+
+// EPC_WEIGHTING_HOME across nodes of 2 (the routing above): every entry's row returns, and
+// the rail peer forwards each entry row of its node unreduced, a whole 32 B slot each.
+// Rank 0 combine (experts 0, 1):
+//   rank 1's token 0 (experts 0, 1): two rows back to rank 1 over NVLink, 32
+//   rank 2's token 0 (expert 1): rank 0 is rank 2's rail peer here: read in place
+//   rank 3's token 0 (expert 0): one row to rank 3's rail peer here, rank 1, 16
+//   for rank 2 (rank 0's rail source): its token 0 has an entry on rank 0 (expert 1) and one
+//   on rank 1 (expert 3): two slots over the network, 64, and a flag; token 1 did not come
+//   rank 1 (NVLink): 48 + 2 flags 16 + ack 8 = 72; rank 2: 64 + 8 + 8 = 80; rank 3: ack 8
+TEST(Traffic, VirtualNodesWeightsAtHomeReturnEveryEntry) {
+  WireFormat w = WireFormat::for_ht(8, false, 2);
+  w.combine_per_entry = true;
+  const RankTraffic r0 = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 2);
+  EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 48, 64, 0}));
+  EXPECT_EQ(r0.wire_combine_nvlink_bytes, 72);
+  EXPECT_EQ(r0.wire_combine_network_bytes, 88);
+  // Dispatch does not change.
+  const RankTraffic partials = compute_traffic(four_ranks(), 0, 2, 2, 8, WireFormat::for_ht(8, false, 2), 1 << 30, 2);
+  EXPECT_EQ(r0.dispatch_to, partials.dispatch_to);
+  EXPECT_EQ(r0.wire_dispatch_bytes, partials.wire_dispatch_bytes);
+  // The ceiling's window, nodes of one rank at top-8 (hidden 8): a rail slot is the 96 B
+  // dispatch slot + 16 + 32 = 144 B, a combine slot 16 + 32 = 48 B; 10 tokens of 8 entry slots
+  // (3840 B) outweigh the 10 rail slots (1440 B), where one partial per token (480 B) did not.
+  WireFormat eight = WireFormat::for_ht(8, false, 8);
+  EXPECT_EQ(eight.max_bytes_to_peer(10, 8, 8, 1), 10 * 144);
+  eight.combine_per_entry = true;
+  EXPECT_EQ(eight.max_bytes_to_peer(10, 8, 8, 1), 10 * 8 * 48);
 }
 
 // Nodes of one rank: every peer is another node and its own rail peer; a rail slot carries
-// one row index (64 + 16 = 80 B), nobody forwards to anyone but itself, nothing is NVLink;
+// one row index and 2 entry places (64 + 16 + 16 = 96 B), nobody forwards to anyone but itself, nothing is NVLink;
 // a combine partial is the one row of its node.
 TEST(Traffic, VirtualNodesOfOneRank) {
   const WireFormat w = WireFormat::for_ht(8, false, 2);
-  ASSERT_EQ(w.net_rail_slot_bytes(1), 64 + 16);
-  // Rank 0: token 0 to nodes 1 and 2, token 1 to node 3: 3 rail slots of 80 B; a rail flag
+  ASSERT_EQ(w.net_rail_slot_bytes(1), 64 + 16 + 16);
+  // Rank 0: token 0 to nodes 1 and 2, token 1 to node 3: 3 rail slots of 96 B; a rail flag
   // (one chunk) and an acknowledgement to each of the 3 peers.
   const RankTraffic alone = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 1 << 30, 1);
-  EXPECT_EQ(alone.dispatch_to, (std::vector<int64_t>{0, 80, 80, 80}));
+  EXPECT_EQ(alone.dispatch_to, (std::vector<int64_t>{0, 96, 96, 96}));
   EXPECT_EQ(alone.wire_dispatch_nvlink_bytes, 0);
-  EXPECT_EQ(alone.wire_dispatch_network_bytes, 3 * 80 + 3 * 8 + 3 * 8);
+  EXPECT_EQ(alone.wire_dispatch_network_bytes, 3 * 96 + 3 * 8 + 3 * 8);
   EXPECT_EQ(alone.wire_combine_nvlink_bytes, 0);
   EXPECT_EQ(alone.wire_combine_network_bytes, 3 * 48);
   EXPECT_EQ(alone.wire_layout_network_bytes, 3 * 24);
   // Rank 2: token 0 to nodes 0 and 1, token 1 to itself only: 2 rail slots; rank 3 gets
   // only its flag and acknowledgement.
   const RankTraffic two = compute_traffic(four_ranks(), 2, 2, 2, 8, w, 1 << 30, 1);
-  EXPECT_EQ(two.dispatch_to, (std::vector<int64_t>{80, 80, 0, 0}));
-  EXPECT_EQ(two.wire_dispatch_network_bytes, 2 * 80 + 3 * 8 + 3 * 8);
+  EXPECT_EQ(two.dispatch_to, (std::vector<int64_t>{96, 96, 0, 0}));
+  EXPECT_EQ(two.wire_dispatch_network_bytes, 2 * 96 + 3 * 8 + 3 * 8);
   // LL does not go by rail: whole messages to every peer (with entries 48 B, without 32 B).
   const RankTraffic ll = compute_traffic(four_ranks(), 0, 2, 2, 8, WireFormat::for_dtype(8, false, 2), 100, 1);
   EXPECT_EQ(ll.dispatch_to, (std::vector<int64_t>{0, 48 + 32, 48 + 32, 32 + 48}));
@@ -533,13 +562,13 @@ TEST(Traffic, NetworkMessagesSizeTheCeilingWindow) {
   const WireFormat ll = WireFormat::for_dtype(8, false, 2);
   EXPECT_EQ(ll.max_bytes_to_peer(10, 2, 4, 2), 10 * 48);
   const WireFormat ht = WireFormat::for_ht(8, false, 2);
-  // 4 ranks in nodes of 2: a rail peer gets 10 rail slots of 80 B, the other rank of the node
-  // 10 slots of 32 B from this rank and 10 more it forwards: 800 B.
-  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 4, 2), 10 * 80);
+  // 4 ranks in nodes of 2: a rail peer gets 10 rail slots of 96 B, the other rank of the node
+  // 10 slots of 32 B from this rank and 10 more it forwards (640 B): 960 B.
+  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 4, 2), 10 * 96);
   // 8 ranks in nodes of 2 (4 nodes): the rank of this node gets 4 * 10 slots of 32 B.
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 8, 2), 4 * 10 * 32);
   // Nodes of one rank: rail slots only (nobody else in the node to forward to).
-  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 8, 1), 10 * 80);
+  EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 8, 1), 10 * 96);
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2), 10 * 32);
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 4, 4), 10 * 32);  // one node
   EXPECT_NE(ht.describe().find("whole slots instead: 32 B per returned row"), std::string::npos) << ht.describe();

@@ -109,12 +109,6 @@ void HtHandle::abandon_pending() noexcept {
 void HtHandle::allocate_packed(cudaStream_t stream) {
   const GroupConfig& c = group_.config();
   const Topology& topo = group_.topology();
-  if (topo.nodes() > 1) {
-    fail_unsupported(
-        format("EpcHandleConfig.layout EPC_LAYOUT_EXPERT_PACKED is served on groups of one node in ABI "
-               "%d.%d; this group spans %d nodes (use EPC_LAYOUT_FLAT)",
-               EPC_ABI_MAJOR, EPC_ABI_MINOR, topo.nodes()));
-  }
   const size_t R = static_cast<size_t>(topo.nranks), T = c.max_tokens_per_rank, K = c.max_topk;
   const size_t L = c.local_experts(topo.nranks);
   const char* what = "cudaMalloc of the handle's expert-packed layout";
@@ -164,7 +158,7 @@ kernels::HtCommon HtHandle::common() const {
   k.geo.combine_slot = kernels::ht_combine_slot(c.hidden, c.max_topk);
   k.geo.node_size = group_.topology().node_size;
   k.geo.num_nodes = group_.topology().nodes();
-  k.geo.rail_slot = kernels::ht_rail_slot(k.geo.dispatch_slot, static_cast<uint32_t>(k.geo.node_size));
+  k.geo.rail_slot = kernels::ht_rail_slot(k.geo.dispatch_slot, static_cast<uint32_t>(k.geo.node_size), c.max_topk);
   k.handle = arrays_;
   k.state = steps_.state();
   k.error = group_.device_error();

@@ -2,6 +2,8 @@
 // High-throughput combine: the sending part (ht_combine_send.cuh), across nodes the reducing
 // part (ht_combine_forward.cuh), and the receiving part (ht_combine_recv.cuh), launched as
 // ht_step_kernel.cuh says.
+#include <algorithm>
+
 #include "kernels/ht/ht_combine_forward.cuh"
 #include "kernels/ht/ht_combine_recv.cuh"
 #include "kernels/ht/ht_combine_rings.cuh"
@@ -22,7 +24,7 @@ struct CombineParts {
   using Params = HtCombineParams;
   static constexpr bool kPacked = kKind != HtCombineKind::kFlat;
   static constexpr bool kRings = kRingsTransport;
-  static constexpr bool kOneNode = kPacked || kRings;
+  static constexpr bool kOneNode = kRings;
   static_assert(!(kPacked && kRings), "rings serve the FLAT layout");
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
@@ -42,7 +44,7 @@ struct CombineParts {
     }
   }
   __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
-    ht_combine_forward::run(p, step, r);
+    ht_combine_forward::run<kKind>(p, step, r);
   }
 };
 
@@ -68,9 +70,10 @@ cudaError_t launch_ht_combine_abandon(const HtCombineParams& params, cudaStream_
 int ht_combine_rings_fused_blocks() { return ht_fused_blocks<CombineParts<HtCombineKind::kFlat, true>>(); }
 
 size_t ht_combine_local_bytes() {
-  const size_t flat = ht_step_local_bytes<CombineParts<HtCombineKind::kFlat>>();
-  const size_t rings = ht_step_local_bytes<CombineParts<HtCombineKind::kFlat, true>>();
-  return flat > rings ? flat : rings;
+  return std::max({ht_step_local_bytes<CombineParts<HtCombineKind::kFlat>>(),
+                   ht_step_local_bytes<CombineParts<HtCombineKind::kPacked>>(),
+                   ht_step_local_bytes<CombineParts<HtCombineKind::kPackedHome>>(),
+                   ht_step_local_bytes<CombineParts<HtCombineKind::kFlat, true>>()});
 }
 
 }  // namespace epc::kernels

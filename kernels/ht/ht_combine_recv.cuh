@@ -42,22 +42,9 @@ __device__ __forceinline__ bool wait_for_rows(const HtCombineParams& p, uint64_t
                                   rank_d);
 }
 
-// EXPERT_PACKED: this rank's partial of one of its own tokens (slot j of its own stream),
-// summed from its entries' rows as combine's senders sum them for peers.
-struct OwnPartial {
-  static constexpr bool kAny = true;
-  const HtCombineParams& p;
-  int term;  // this rank, or -1 when the token has no row here
-  int row;
-  float weight;
-  __device__ OwnPartial(const HtCombineParams& params, int own, int j) : p(params), term(own), row(-1), weight(0.0f) {
-    if (own >= 0) packed_entry(p.common, own, j, &row, &weight);
-  }
-  __device__ int index() const { return term; }
-  __device__ int4 vector(int i) const { return packed_partial_vector(p, row, weight, i); }
-};
-
 // EPC_WEIGHTING_HOME: token t's entries' rows, weighted by its home weights, in top-k order.
+// An entry hosted on another node came through this rank's rail peer there, at slot
+// [peer][t * entry_slots + k] (ht_combine_forward.cuh).
 __device__ __forceinline__ void sum_entries(const HtCombineParams& p, int t, const int32_t* rows, void* out) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -66,7 +53,9 @@ __device__ __forceinline__ void sum_entries(const HtCombineParams& p, int t, con
     if (expert < 0) return nullptr;
     const int dest = expert / g.local_experts;
     const int row = rows[dest];  // -1: the token's rows were dropped there (capacity)
-    return row >= 0 ? returned_entry_row(p, dest, row, k) : nullptr;
+    if (row < 0) return nullptr;
+    return g.in_own_node(dest) ? returned_entry_row(p, dest, row, k)
+                               : returned_entry_row(p, g.rail_peer(g.node_of(dest)), t, k);
   };
   auto weight = [&](int k) { return __ldg(p.home_weights + static_cast<size_t>(t) * g.topk + k); };
   warp_sum_bf16_rows(g.topk, term, g.hidden / kBf16PerVector, out, p.out_type, NoComputedTerm{},
@@ -89,7 +78,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
       return d == g.rank ? reinterpret_cast<const int4*>(p.x) : returned_row(p, g.rank, d, row);
     };
     warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type,
-                       OwnPartial(p, rows[g.rank] >= 0 ? g.rank : -1, rows[g.rank]));
+                       PackedPartialTerm(p, rows[g.rank] >= 0 ? g.rank : -1, g.rank, rows[g.rank]));
   } else {
     auto term = [&](int d) -> const int4* {
       const int row = term_row(g, rows, t, d);

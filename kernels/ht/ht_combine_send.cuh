@@ -6,9 +6,9 @@
 // there. The target is s itself when s is in this node (the slot index is then this rank);
 // across nodes it is s's rail peer in this node, which reduces the node's rows for each of
 // s's tokens into one (ht_combine_forward.cuh, ht_message.hpp). Rows whose target is this
-// rank are read in place. With EPC_WEIGHTING_HOME (EXPERT_PACKED, one node) each of a
-// token's entries goes unweighted into its own slot [this rank][j * entry_slots + k]
-// instead; a chunk's flag still covers its tokens. Like dispatch, it first waits until every
+// rank are read in place. With EPC_WEIGHTING_HOME (EXPERT_PACKED) each of a token's
+// entries goes unweighted into its own slot [the same index][j * entry_slots + k] instead
+// (across nodes the rail peer forwards it unreduced); a chunk's flag still covers its tokens. Like dispatch, it first waits until every
 // rank has acknowledged the previous combine.
 #pragma once
 

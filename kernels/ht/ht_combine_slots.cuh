@@ -48,12 +48,13 @@ __device__ __forceinline__ const int4* returned_entry_row(const HtCombineParams&
   return reinterpret_cast<const int4*>(returned_entry_slot(p, dest, row, k));
 }
 
-// The backward weight of entry k at [dest][row], read in place like returned_row (the packed
-// kinds: one node only).
+// The backward weight of entry k at [dest][row], read in place like returned_row (where dest
+// is this rank, `row` is the token's slot index in source's stream: for the packed kinds the
+// weight is then the one at entry k's own row of the zones).
 template <HtCombineKind kKind>
 __device__ __forceinline__ float returned_weight(const HtCombineParams& p, int source, int dest, int row, int k) {
   const HtGeometry& g = p.common.geo;
-  if (kKind != HtCombineKind::kFlat && dest == g.rank) {  // the weight at entry k's own row (source is this rank)
+  if (kKind != HtCombineKind::kFlat && dest == g.rank) {  // the weight at entry k's own row
     const int entry_row = p.common.handle.entry_rows[packed_entry_index(g, source, row, k)];
     return entry_row >= 0 ? p.weights[entry_row] : 0.0f;
   }

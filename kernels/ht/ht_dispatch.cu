@@ -2,6 +2,8 @@
 // High-throughput dispatch: the sending part (ht_dispatch_send.cuh), across nodes the
 // forwarding part (ht_dispatch_forward.cuh), and the receiving part (ht_dispatch_recv.cuh),
 // launched as ht_step_kernel.cuh says.
+#include <algorithm>
+
 #include "kernels/ht/ht_dispatch_forward.cuh"
 #include "kernels/ht/ht_dispatch_recv.cuh"
 #include "kernels/ht/ht_dispatch_rings.cuh"
@@ -13,15 +15,15 @@ namespace epc::kernels {
 
 namespace {
 
-// kPacked: the EXPERT_PACKED kernels (one node only); kRings: the FLAT kernels whose rows
-// travel through the node's credit rings (ht_dispatch_rings.cuh; one node only). The parts
-// take them as template flags, so that the other kernels carry none of that code.
+// kPacked: the EXPERT_PACKED kernels; kRings: the FLAT kernels whose rows travel through
+// the node's credit rings (ht_dispatch_rings.cuh; one node only). The parts take them as
+// template flags, so that the other kernels carry none of that code.
 template <bool kPackedLayout, bool kRingsTransport = false>
 struct DispatchParts {
   using Params = HtDispatchParams;
   static constexpr bool kPacked = kPackedLayout;
   static constexpr bool kRings = kRingsTransport;
-  static constexpr bool kOneNode = kPacked || kRings;
+  static constexpr bool kOneNode = kRings;
   static_assert(!(kPacked && kRings), "rings serve the FLAT layout");
   __device__ static uint64_t* step_counter(HtState* s) { return &s->dispatch_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->dispatch_done; }
@@ -41,7 +43,7 @@ struct DispatchParts {
     }
   }
   __device__ static void forward(const Params& p, uint64_t step, const WarpRole& r) {
-    ht_dispatch_forward::run(p, step, r);
+    ht_dispatch_forward::run<kPacked>(p, step, r);
   }
 };
 
@@ -66,8 +68,9 @@ cudaError_t launch_ht_dispatch_abandon(const HtDispatchParams& params, cudaStrea
 
 size_t ht_dispatch_local_bytes() {
   const size_t flat = ht_step_local_bytes<DispatchParts<false>>();
+  const size_t packed = ht_step_local_bytes<DispatchParts<true>>();
   const size_t rings = ht_step_local_bytes<DispatchParts<false, true>>();
-  return flat > rings ? flat : rings;
+  return std::max({flat, packed, rings});
 }
 
 }  // namespace epc::kernels

@@ -23,7 +23,10 @@
 
 namespace epc::kernels::ht_dispatch_forward {
 
-// Scales, and the entries local to rank `dest`, from the rail slot into dest's slot.
+// Scales, and the entries local to rank `dest`, from the rail slot into dest's slot: their
+// local expert ids, or (kPacked: EXPERT_PACKED) their places among the source's entries for
+// dest, as the source writes a direct slot (ht_dispatch_send.cuh).
+template <bool kPacked>
 __device__ __forceinline__ void copy_extras(const HtDispatchParams& p, const char* rail, int dest, char* slot) {
   const HtGeometry& g = p.common.geo;
   const int lane = lane_id();
@@ -33,7 +36,12 @@ __device__ __forceinline__ void copy_extras(const HtDispatchParams& p, const cha
     const int expert = __ldcg(reinterpret_cast<const int32_t*>(rail + g.dispatch_slot.topk_offset) + lane);
     const float weight = __ldcg(reinterpret_cast<const float*>(rail + g.dispatch_slot.weights_offset) + lane);
     const bool local = expert >= 0 && expert / g.local_experts == dest;
-    reinterpret_cast<int32_t*>(slot + g.dispatch_slot.topk_offset)[lane] = local ? expert - dest * g.local_experts : -1;
+    int32_t entry = local ? expert - dest * g.local_experts : -1;
+    if (kPacked && local) {
+      const uint32_t places = ht_rail_positions_offset(g.rail_slot, static_cast<uint32_t>(g.node_size));
+      entry = __ldcg(reinterpret_cast<const int32_t*>(rail + places) + lane);
+    }
+    reinterpret_cast<int32_t*>(slot + g.dispatch_slot.topk_offset)[lane] = entry;
     reinterpret_cast<float*>(slot + g.dispatch_slot.weights_offset)[lane] = local ? weight : 0.0f;
   }
 }
@@ -65,6 +73,7 @@ __device__ __forceinline__ void record_chunk(const HtDispatchParams& p, int m, i
 // Forwards chunk `chunk` of `source` (whose rail flag said `mask`) to the ranks
 // first .. first + 31 of this node [node_begin, node_end) (lane i: rank first + i), then
 // raises their flags. Records the rows of the tokens that came (record_chunk).
+template <bool kPacked>
 __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_t step, int source, int chunk,
                                               uint32_t mask, int first, int node_begin, int node_end) {
   const HtCommon& c = p.common;
@@ -98,8 +107,9 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
                                                reinterpret_cast<int4*>(my_dst));
     for (unsigned rest = dests; rest != 0; rest &= rest - 1) {
       const int owner = __ffs(rest) - 1;
-      copy_extras(p, rail, first + owner,
-                  reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_dst), owner)));
+      copy_extras<kPacked>(
+          p, rail, first + owner,
+          reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_dst), owner)));
     }
   }
   __syncwarp();  // the warp commits together what its lanes wrote
@@ -119,7 +129,8 @@ __device__ __forceinline__ void forward_chunk(const HtDispatchParams& p, uint64_
   }
 }
 
-// Returns false when a wait failed (recorded in the group's error).
+// Returns false when a wait failed (recorded in the group's error). kPacked: EXPERT_PACKED.
+template <bool kPacked>
 __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, const WarpRole& role) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -137,7 +148,7 @@ __device__ __forceinline__ bool run(const HtDispatchParams& p, uint64_t step, co
     const uint32_t mask = static_cast<uint32_t>(chunk_flag_start(__shfl_sync(0xffffffffu, flag, 0)));
     record_chunk(p, m, chunk, mask);
     for (int first = node_begin; first < node_end; first += kWarpSize) {
-      forward_chunk(p, step, source, chunk, mask, first, node_begin, node_end);
+      forward_chunk<kPacked>(p, step, source, chunk, mask, first, node_begin, node_end);
     }
     return true;
   });

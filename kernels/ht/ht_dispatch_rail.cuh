@@ -20,7 +20,10 @@ __device__ __forceinline__ uint64_t slot_offset(const HtDispatchParams& p, int t
   return ht_slot_offset(p.rail_data_offset, g.node_of(g.rank), t, g.max_tokens, g.rail_slot.bytes);
 }
 
-// Scales, the token's global entries and weights, and its rows on node m's ranks.
+// Scales, the token's global entries and weights, and its rows on node m's ranks; kPacked
+// (EXPERT_PACKED), also each entry's place among this rank's entries for the rank hosting
+// its expert, which the forwarder writes where a direct slot has it (ht_message.hpp).
+template <bool kPacked>
 __device__ __forceinline__ void write_extras(const HtDispatchParams& p, int t, int m, char* slot) {
   const HtGeometry& g = p.common.geo;
   const int lane = lane_id();
@@ -33,6 +36,10 @@ __device__ __forceinline__ void write_extras(const HtDispatchParams& p, int t, i
     reinterpret_cast<int32_t*>(slot + g.dispatch_slot.topk_offset)[lane] = p.common.handle.topk_idx[t * g.topk + lane];
     reinterpret_cast<float*>(slot + g.dispatch_slot.weights_offset)[lane] =
         p.weights != nullptr ? p.weights[t * g.topk + lane] : 0.0f;
+    if (kPacked) {
+      const uint32_t places = ht_rail_positions_offset(g.rail_slot, static_cast<uint32_t>(g.node_size));
+      reinterpret_cast<int32_t*>(slot + places)[lane] = p.common.handle.entry_position[t * g.topk + lane];
+    }
   }
   const int32_t* rows = p.common.handle.token_row + static_cast<size_t>(t) * g.nranks + m * g.node_size;
   for (int i = lane; i < g.node_size; i += kWarpSize) {
@@ -41,6 +48,7 @@ __device__ __forceinline__ void write_extras(const HtDispatchParams& p, int t, i
 }
 
 // The whole warp: token t into the rail slot of every other node that hosts its experts.
+template <bool kPacked>
 __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t, const int4* payload) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
@@ -55,8 +63,9 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t, con
     warp_copy_row_to_lanes<RowLoad::kReadOnly>(payload, p.row_bytes / 16, nodes, reinterpret_cast<int4*>(my_dst));
     for (unsigned rest = nodes; rest != 0; rest &= rest - 1) {
       const int owner = __ffs(rest) - 1;
-      write_extras(p, t, first + owner,
-                   reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_dst), owner)));
+      write_extras<kPacked>(
+          p, t, first + owner,
+          reinterpret_cast<char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_dst), owner)));
     }
   }
 }

@@ -90,7 +90,7 @@ __device__ __forceinline__ int node_begin(const HtGeometry& g) { return g.node_o
 // Ranks of this node get the token directly; other nodes once each, through their rail peer
 // (ht_dispatch_rail.cuh). Rows a token sends itself skip the window: the payload goes
 // straight to out_x (at the row the receiving part would have copied it to) along with its
-// scales and entries. kPacked: EXPERT_PACKED (one node only).
+// scales and entries. kPacked: EXPERT_PACKED.
 template <bool kPacked>
 __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
   const HtCommon& c = p.common;
@@ -100,7 +100,7 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
       reinterpret_cast<const int4*>(static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.row_bytes);
   const int own_row = c.handle.recv_base[g.rank];
   const int node_end = node_begin(g) + g.node_size;
-  if (g.num_nodes > 1) ht_dispatch_rail::send_token(p, t, payload);
+  if (g.num_nodes > 1) ht_dispatch_rail::send_token<kPacked>(p, t, payload);
   for (int first = node_begin(g); first < node_end; first += kWarpSize) {
     // Lane i serves destination first + i: where the row goes there, if the token goes there.
     const int mine = first + lane_id();

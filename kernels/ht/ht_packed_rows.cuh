@@ -145,6 +145,25 @@ __device__ __forceinline__ void packed_entry(const HtCommon& c, int source, int 
   *weight = c.handle.entry_weights[at];
 }
 
+// A term of warp_sum_bf16_rows (bf16_row_sum.cuh) that the warp computes instead of reading:
+// the partial of the token in slot [source][j] of this rank (its rows here summed as
+// combine's senders sum them for peers), standing as term number `term` (-1: none, when the
+// token has no row here). Combine's receivers add it for their own tokens (source = this
+// rank); across nodes, the reducers for the tokens of the rail source they reduce for.
+struct PackedPartialTerm {
+  static constexpr bool kAny = true;
+  const HtCombineParams& p;
+  int term;
+  int row;
+  float weight;
+  __device__ PackedPartialTerm(const HtCombineParams& params, int term_index, int source, int j)
+      : p(params), term(term_index), row(-1), weight(0.0f) {
+    if (term_index >= 0) packed_entry(p.common, source, j, &row, &weight);
+  }
+  __device__ int index() const { return term; }
+  __device__ int4 vector(int i) const { return packed_partial_vector(p, row, weight, i); }
+};
+
 // Combine's sender: the partial of the token in slot [source][j] into a peer's slot, with
 // each entry's backward weight (the weight gradient of its row) where weights travel.
 __device__ __forceinline__ void write_packed_partial(const HtCombineParams& p, int source, int j, char* slot) {

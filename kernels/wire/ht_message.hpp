@@ -83,15 +83,27 @@ constexpr HtCombineSlot ht_combine_slot(uint32_t hidden, uint32_t max_topk) {
 // hosts one of the token's experts (the rank with the source's local index there), into
 // that peer's rail slot [source node][token]: a dispatch slot whose topk and weights hold
 // the token's global expert ids and weights for every entry, followed by the token's row
-// on each rank of the peer's node (-1 where it has no entry). The peer forwards it into
-// those ranks' dispatch slots as if the source had written them.
+// on each rank of the peer's node (-1 where it has no entry) and, for EXPERT_PACKED
+// handles, each entry's place q among the source's entries for the rank hosting its expert
+// (max_topk int32 from ht_rail_positions_offset, -1 where masked: what a direct slot's topk
+// holds for that rank; FLAT handles leave them unwritten). The peer forwards it into those ranks' dispatch slots as
+// if the source had written them.
 struct HtRailSlot {
-  uint32_t rows_offset;  // node_size int32
+  uint32_t rows_offset;  // node_size int32, then the places (ht_rail_positions_offset)
   uint32_t bytes;
 };
 
-constexpr HtRailSlot ht_rail_slot(const HtDispatchSlot& dispatch, uint32_t node_size) {
-  return HtRailSlot{dispatch.bytes, static_cast<uint32_t>(dispatch.bytes + ht_align16(uint64_t{node_size} * 4))};
+// Where a rail slot's entry places (max_topk int32) start. Derived rather than a field:
+// HtRailSlot is part of every HT kernel's parameters, whose one-node kernels compile to the
+// same registers and spills only while those keep their size.
+constexpr uint32_t ht_rail_positions_offset(const HtRailSlot& rail, uint32_t node_size) {
+  return static_cast<uint32_t>(rail.rows_offset + ht_align16(uint64_t{node_size} * 4));
+}
+
+constexpr HtRailSlot ht_rail_slot(const HtDispatchSlot& dispatch, uint32_t node_size, uint32_t max_topk) {
+  const HtRailSlot rows{dispatch.bytes, 0};
+  return HtRailSlot{dispatch.bytes, static_cast<uint32_t>(ht_rail_positions_offset(rows, node_size) +
+                                                          ht_align16(uint64_t{max_topk} * 4))};
 }
 
 // Chunks a stream of `items` tokens or rows is cut into.

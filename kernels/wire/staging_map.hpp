@@ -65,6 +65,12 @@ enum class Staged : uint32_t {
   kHtCombinePartials = 14,  // combine_recv: [nranks][max_tokens] combine slots (rail peers only)
   kHtCombineFlags = 15,     // combine_signal: [nranks][chunks] uint64 (rail peers only)
   kLlMessagePayloads = 16,  // dispatch_recv[slot]: the same messages' payloads (staged once)
+  // combine_recv with EPC_GROUP_COMBINE_PER_ENTRY: [nranks][max_tokens * max_topk] combine
+  // slots, one per (token, entry) (EPC_WEIGHTING_HOME; rail peers only). The per-rank
+  // partials above stay an array of their own: the other weightings write [nranks][max_tokens]
+  // slots at the region's start. Writer 0's partial row lies inside its entry row, and the
+  // map looks the partials up first, so its entry slots there are staged in its partial row.
+  kHtCombineEntries = 17,
 };
 
 enum class StagedFor : uint32_t { kEveryRemoteRank = 0, kRemoteRailPeer = 1, kOnceForRemoteRanks = 2 };
@@ -75,7 +81,7 @@ constexpr uint64_t kNotStaged = ~uint64_t{0};
 constexpr uint64_t kStagedRowAlignment = 16;
 // A low-latency plan stages the barrier inbox and four whole-row arrays per slot, and two
 // arrays of record parts (a message's header and payload); a high-throughput plan fifteen
-// whole-row arrays.
+// whole-row arrays, sixteen with EPC_GROUP_COMBINE_PER_ENTRY.
 constexpr int kMaxStagedArrays = 16;
 constexpr int kLlStagedArraysPerSlot = 4;
 constexpr int kLlStagedPartsPerSlot = 2;

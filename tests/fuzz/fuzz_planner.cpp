@@ -96,7 +96,7 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.recv_capacity == raw.recv_capacity && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
-  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, in both modes (2.1; one node: the planner).
+  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, in both modes (2.1; LL one node: the planner).
   FUZZ_CHECK(c.flags == raw.flags && (raw.flags == 0 || raw.flags == EPC_GROUP_COMBINE_PER_ENTRY));
   FUZZ_CHECK(c.combine_slots_per_token() == (raw.flags != 0 ? c.max_topk : 1u));
   FUZZ_CHECK(c.virtual_node_size == raw.virtual_node_size);
@@ -138,8 +138,9 @@ void check_staging_map(const epc::GroupConfig& c, const epc::Topology& t, const 
   // map.bytes() <= remote * r.offset, without the product, which can pass 2^64 for the
   // largest windows the planner accepts.
   FUZZ_CHECK((map.bytes() + remote - 1) / remote <= r.offset);
-  FUZZ_CHECK(map.count ==
-             (c.mode == EPC_MODE_LOW_LATENCY ? 1 + epc::kernels::kLlStagedArraysPerSlot * plan.num_slots : 15u));
+  // HT: one more with EPC_GROUP_COMBINE_PER_ENTRY (the entries' rows, kHtCombineEntries).
+  FUZZ_CHECK(map.count == (c.mode == EPC_MODE_LOW_LATENCY ? 1 + epc::kernels::kLlStagedArraysPerSlot * plan.num_slots
+                                                          : 15u + (c.combine_slots_per_token() > 1 ? 1u : 0u)));
   FUZZ_CHECK(map.part_count ==
              (c.mode == EPC_MODE_LOW_LATENCY ? epc::kernels::kLlStagedPartsPerSlot * plan.num_slots : 0u));
   uint64_t end[3] = {0, 0, 0};  // where the previous row of a rank, rail, shared block ends
@@ -319,9 +320,11 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     if (rail > 0) {
       const auto slot = epc::kernels::ht_rail_slot(
           epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk, c.token_bytes),
-          static_cast<uint32_t>(nodes.node_size));
-      FUZZ_CHECK(slot.rows_offset % 16 == 0 &&
-                 slot.bytes >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size));
+          static_cast<uint32_t>(nodes.node_size), c.max_topk);
+      const uint64_t places = epc::kernels::ht_rail_positions_offset(slot, static_cast<uint32_t>(nodes.node_size));
+      FUZZ_CHECK(slot.rows_offset % 16 == 0 && places % 16 == 0 &&
+                 places >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size) &&
+                 slot.bytes >= places + 4 * static_cast<uint64_t>(c.max_topk));
       const uint64_t M = static_cast<uint64_t>(nodes.nodes());
       FUZZ_CHECK(plan.region(EPC_REGION_RAIL_RECV).size >= mul(mul(M, T), slot.bytes));
       FUZZ_CHECK(plan.region(EPC_REGION_RAIL_SIGNAL).size >=
@@ -366,11 +369,10 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
       const epc::Region& window = plan.region(EPC_REGION_DISPATCH_RECV);
       FUZZ_CHECK(window.size >= mul(plan.recv_capacity, dispatch.bytes));
       FUZZ_CHECK(window.size - mul(plan.recv_capacity, dispatch.bytes) < epc::kRegionAlignment);
-      // One slot per (token, top-k entry) with EPC_GROUP_COMBINE_PER_ENTRY, served in one node.
+      // One slot per (token, top-k entry) with EPC_GROUP_COMBINE_PER_ENTRY, any split.
       FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV).size >=
                  mul(mul(mul(R, T), c.combine_slots_per_token()), combine.bytes));
     }
-    FUZZ_CHECK(c.flags == 0 || nodes.nodes() == 1);
     FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
     FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
     FUZZ_CHECK(plan.workspace_bytes == 256);

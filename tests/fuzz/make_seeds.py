@@ -220,7 +220,7 @@ PLANNER_SEEDS = {
     "ll-flags-combine-per-entry": planner(flags=1),
     "unsupported-ll-flags-combine-per-entry-2-nodes": planner(flags=1, lsa=4, nodes=2),
     "ht-flags-combine-per-entry": planner(mode=HT, flags=1, lsa=4),
-    "unsupported-ht-flags-combine-per-entry-2-nodes": planner(mode=HT, flags=1, lsa=4, nodes=2),
+    "ht-flags-combine-per-entry-2-nodes": planner(mode=HT, flags=1, lsa=4, nodes=2),
     "bad-flags-unknown": planner(flags=2),
     "bad-reserved": planner(reserved=7),
     "bad-alloc-without-free": planner(alloc=True),

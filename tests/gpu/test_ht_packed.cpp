@@ -7,8 +7,10 @@
 // EPC_GROUP_COMBINE_PER_ENTRY also weighted on the token's rank (EPC_WEIGHTING_HOME,
 // ref::ht_combine_packed_home) into bf16 with backward weights and into fp32 (the unrounded
 // sum); the same with every call split by EPC_STEP_SEND_ONLY and epc_complete (ABI 2.1,
-// split_step.hpp), in a CUDA graph too. Every rank builds the same problem and checks its own
-// part.
+// split_step.hpp), in a CUDA graph too; on groups split into virtual nodes (every node size
+// that makes two nodes or more), where tokens cross between nodes by rail and the nodes'
+// partials are summed inside each node first (ref::ht_combine_packed's node order), several
+// steps on one group. Every rank builds the same problem and checks its own part.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,6 +37,13 @@ struct PackedCase {
   bool per_entry;  // the group has EPC_GROUP_COMBINE_PER_ENTRY: combine also with EPC_WEIGHTING_HOME
 };
 
+// The group a case runs on: its own (node_size 0: one node), or `group`, split into virtual
+// nodes of `node_size` ranks.
+struct CaseGroup {
+  EpcGroup* group = nullptr;
+  int node_size = 0;
+};
+
 // First mismatching byte of rows [0, rows) of `row_bytes`, or -1.
 int64_t first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, int64_t bytes) {
   for (int64_t i = 0; i < bytes; ++i) {
@@ -43,11 +52,13 @@ int64_t first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_
   return -1;
 }
 
-// Dispatch, then combine twice, each call queued as `mode` says.
-void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& runner) {
+// Dispatch, then combine twice, each call queued as `mode` says, on the case's own group or
+// on `on.group`.
+void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& runner, const CaseGroup& on = {}) {
   const std::string label = "alignment " + std::to_string(k.alignment) + (k.zero_padding ? " zero-padded " : " ") +
                             sizing_name(k.sizing) + (k.fp8 ? " fp8, " : " bf16, ") +
-                            (k.per_entry ? "per-entry window, " : "") + split_name(mode);
+                            (k.per_entry ? "per-entry window, " : "") + split_name(mode) +
+                            (on.node_size > 0 ? ", nodes of " + std::to_string(on.node_size) : "");
   const HtShape shape = world_shape(8, 2048, 128, 8);
   ProblemSpec spec = random_spec(8, seed);
   spec.fp8 = k.fp8;
@@ -66,14 +77,17 @@ void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& r
     for (int64_t i = 0; i < int64_t{all[q].rows} * H; ++i) y[q].push_back(random_bf16(engine));
     for (int i = 0; i < all[q].rows; ++i) g[q].push_back(static_cast<float>(q * 1000 + i));
   }
-  const ref::HtCombineResult weighted = ref::ht_combine_packed(p, y, true, k.alignment, g);
-  const ref::HtCombineResult plain = ref::ht_combine_packed(p, y, false, k.alignment);
+  const ref::HtCombineResult weighted = ref::ht_combine_packed(p, y, true, k.alignment, g, on.node_size);
+  const ref::HtCombineResult plain = ref::ht_combine_packed(p, y, false, k.alignment, {}, on.node_size);
   const ref::RankTokens& mine = p.ranks[rank];
   const int B = mine.num_tokens;
 
-  GroupPtr group;
-  ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, group, EPC_DTYPE_BF16,
-                           k.per_entry ? EPC_GROUP_COMBINE_PER_ENTRY : 0u));
+  GroupPtr own_group;
+  if (on.group == nullptr) {
+    ASSERT_TRUE(create_group(shape, EPC_MODE_HIGH_THROUGHPUT, own_group, EPC_DTYPE_BF16,
+                             k.per_entry ? EPC_GROUP_COMBINE_PER_ENTRY : 0u));
+  }
+  EpcGroup* group = on.group != nullptr ? on.group : own_group.get();
   Stream owned_stream;
   cudaStream_t stream = owned_stream.get();
   EpcHandleConfig hc = handle_config(k.sizing, k.zero_padding ? EPC_HANDLE_ZERO_PADDING : 0);
@@ -84,7 +98,7 @@ void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& r
   ASSERT_TRUE(upload_bytes(idx.get(), mine.topk_idx.data(), sizeof(int64_t) * mine.topk_idx.size(), stream, "idx"));
   EpcTensor idx_t = make_tensor(idx.get(), EPC_DTYPE_INT64, {B, K});
   HandlePtr handle;
-  ASSERT_TRUE(create_handle_with(group.get(), hc, &idx_t, stream, handle, label));
+  ASSERT_TRUE(create_handle_with(group, hc, &idx_t, stream, handle, label));
   EpcHandleInfo info = EPC_HANDLE_INFO_INIT;
   ASSERT_TRUE(query_handle(handle.get(), info));
   const int64_t rows = info.rows;
@@ -297,6 +311,86 @@ TEST(HighThroughputPacked, MatchesTheReference) {
   ASSERT_TRUE(runner.status());
   uint64_t seed = 31000;
   for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner);
+}
+
+// Node sizes that split this world into two nodes or more.
+std::vector<int> split_node_sizes() {
+  std::vector<int> sizes;
+  const int world = context().env.world_size;
+  for (int n = 1; n < world; ++n) {
+    if (world % n == 0) sizes.push_back(n);
+  }
+  return sizes;
+}
+
+// An HT group of `shape` split into virtual nodes of `node_size` ranks, with EpcGroupConfig.flags
+// `group_flags`.
+::testing::AssertionResult create_split_group(const HtShape& shape, int node_size, GroupPtr& out,
+                                              uint32_t group_flags = 0) {
+  EpcGroupConfig config = group_config(shape, EPC_MODE_HIGH_THROUGHPUT);
+  config.virtual_node_size = static_cast<uint32_t>(node_size);
+  config.flags = group_flags;
+  EpcGroup* raw = nullptr;
+  ::testing::AssertionResult created =
+      epc_ok(epc_group_create(context().comm, &config, &raw), "epc_group_create with virtual nodes");
+  if (created) out.reset(raw);
+  return created;
+}
+
+// Across nodes a token crosses to another node once, to its rail peer there, with each
+// entry's place among its source's entries for the rank hosting its expert; the rail peer
+// forwards it into the ranks of its node as the source would, so the zones are those of one
+// node. Combine sums a token's rows on a rank into one partial, and another node's partials
+// into one on the token's rail peer there (ref::ht_combine_packed with the node size). Node
+// sizes 1 (on 2 ranks) and 2 (on 4 ranks); bf16 and fp8 (passthrough) payloads, alignments
+// 1, 7 and 128, padding zeroed and left alone, EXACT and CAPACITY: one step after another on
+// one group per node size.
+TEST(HighThroughputPacked, AcrossVirtualNodesMatchesTheReference) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const PackedCase cases[] = {
+      // alignment, zero padding, sizing, fp8, offsets dtype, per-entry window
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, false},      // bf16, no alignment
+      {128, true, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT64, false},  // DeepGEMM's alignment, zeroed
+      {7, true, EPC_SIZING_EXACT, true, EPC_DTYPE_INT64, false},        // fp8, odd alignment, zeroed
+      {128, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32, false},  // fp8, padding left alone
+      {7, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32, false},   // bf16, padding left alone
+      {1, true, EPC_SIZING_EXACT, true, EPC_DTYPE_INT32, false},        // fp8, no alignment
+  };
+  SplitRunner runner;
+  ASSERT_TRUE(runner.status());
+  for (int node_size : sizes) {
+    GroupPtr group;
+    ASSERT_TRUE(create_split_group(world_shape(8, 2048, 128, 8), node_size, group)) << "nodes of " << node_size;
+    uint64_t seed = 31200 + 100 * static_cast<uint64_t>(node_size);
+    for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner, {group.get(), node_size});
+  }
+}
+
+// EPC_WEIGHTING_HOME across nodes (groups with EPC_GROUP_COMBINE_PER_ENTRY): a sender
+// returns a remote source's entry rows to the source's rail peer in its node, which forwards
+// each unreduced into the token's rank's per-entry slots; the token's rank sums them as on
+// one node (ref::ht_combine_packed_home), into bf16 with backward weights and into fp32.
+// The same group also combines with SENDER and NONE weighting (the node order), each case
+// after its own dispatch; cases one after another on a group per split.
+TEST(HighThroughputPacked, WeightsAtHomeAcrossVirtualNodesMatchTheReference) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const PackedCase cases[] = {
+      // alignment, zero padding, sizing, fp8, offsets dtype, per-entry window
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, true},     // bf16, no alignment
+      {128, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64, true},  // fp8, zeroed padding
+      {7, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32, true},  // bf16, padding left alone
+  };
+  SplitRunner runner;
+  ASSERT_TRUE(runner.status());
+  for (int node_size : sizes) {
+    GroupPtr group;
+    ASSERT_TRUE(create_split_group(world_shape(8, 2048, 128, 8), node_size, group, EPC_GROUP_COMBINE_PER_ENTRY))
+        << "nodes of " << node_size;
+    uint64_t seed = 31700 + 100 * static_cast<uint64_t>(node_size);
+    for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner, {group.get(), node_size});
+  }
 }
 
 // The send-only halves and epc_complete, on one stream, on two joined by events, and in a

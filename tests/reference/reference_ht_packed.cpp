@@ -137,12 +137,17 @@ namespace {
 
 enum class PackedWeights { kNone, kSender, kHome };
 
-// ht_combine_packed and ht_combine_packed_home: `home` is [r][B_r * K] with kHome.
+// ht_combine_packed and ht_combine_packed_home: `home` is [r][B_r * K] with kHome;
+// `node_size` as ht_combine_packed's (0: one node).
 HtCombineResult combine_packed(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
                                PackedWeights weights, const std::vector<std::vector<float>>& home, int alignment,
-                               const std::vector<std::vector<float>>& g_per_rank, const char* name) {
+                               const std::vector<std::vector<float>>& g_per_rank, int node_size, const char* name) {
   const Problem& p = problem;
   validate_problem(p);
+  if (node_size == 0) node_size = p.nranks;
+  if (node_size < 1 || p.nranks % node_size != 0) {
+    throw std::invalid_argument(std::string(name) + ": node_size must divide nranks (or be 0)");
+  }
   std::vector<std::vector<int64_t>> offsets;
   const auto rows = entry_rows(p, alignment, nullptr, &offsets);
   const int L = p.local_experts();
@@ -198,17 +203,33 @@ HtCombineResult combine_packed(const Problem& problem, const std::vector<std::ve
             acc = add_rounded_product(acc, home[r][t * K + k], y_of(t, k, c));
           }
         } else {
-          for (int d = 0; d < p.nranks; ++d) {
-            float partial = 0.0f;
-            bool any = false;
-            for (std::size_t k = 0; k < K; ++k) {
-              const int64_t expert = rank.topk_idx[t * K + k];
-              if (expert == -1 || p.rank_of_expert(expert) != d) continue;
-              const float w = weights == PackedWeights::kSender ? rank.topk_weights[t * K + k] : 1.0f;
-              partial = add_rounded_product(partial, w, y_of(t, k, c));
-              any = true;
+          // Nodes ascending; in the source's own node every rank's partial is added as it is,
+          // every other node's partials are summed into one, rounded to bf16 (what crosses
+          // between nodes once per (token, node)).
+          for (int node = 0; node < p.nranks / node_size; ++node) {
+            const bool own = node == r / node_size;
+            float node_partial = 0.0f;
+            bool node_any = false;
+            for (int d = node * node_size; d < (node + 1) * node_size; ++d) {
+              float partial = 0.0f;
+              bool any = false;
+              for (std::size_t k = 0; k < K; ++k) {
+                const int64_t expert = rank.topk_idx[t * K + k];
+                if (expert == -1 || p.rank_of_expert(expert) != d) continue;
+                const float w = weights == PackedWeights::kSender ? rank.topk_weights[t * K + k] : 1.0f;
+                partial = add_rounded_product(partial, w, y_of(t, k, c));
+                any = true;
+              }
+              if (!any) continue;
+              const float term = bf16_to_float(float_to_bf16(partial));
+              if (own) {
+                acc = acc + term;
+              } else {
+                node_partial = node_partial + term;
+                node_any = true;
+              }
             }
-            if (any) acc = acc + bf16_to_float(float_to_bf16(partial));
+            if (node_any) acc = acc + bf16_to_float(float_to_bf16(node_partial));
           }
         }
         result.sums[r][t * H + c] = acc;
@@ -228,15 +249,16 @@ HtCombineResult combine_packed(const Problem& problem, const std::vector<std::ve
 }  // namespace
 
 HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
-                                  bool weighted, int alignment, const std::vector<std::vector<float>>& g_per_rank) {
+                                  bool weighted, int alignment, const std::vector<std::vector<float>>& g_per_rank,
+                                  int node_size) {
   return combine_packed(problem, y_per_rank, weighted ? PackedWeights::kSender : PackedWeights::kNone, {}, alignment,
-                        g_per_rank, "ht_combine_packed");
+                        g_per_rank, node_size, "ht_combine_packed");
 }
 
 HtCombineResult ht_combine_packed_home(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
                                        const std::vector<std::vector<float>>& home_weights, int alignment,
                                        const std::vector<std::vector<float>>& g_per_rank) {
-  return combine_packed(problem, y_per_rank, PackedWeights::kHome, home_weights, alignment, g_per_rank,
+  return combine_packed(problem, y_per_rank, PackedWeights::kHome, home_weights, alignment, g_per_rank, 0,
                         "ht_combine_packed_home");
 }
 

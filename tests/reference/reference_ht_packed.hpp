@@ -26,6 +26,12 @@
 // (the contract of ll_combine's kPerRankPrereduce: one bf16 partial per (token, rank)). With
 // backward weights g_per_rank[q] float [rows_q], out_topk_weights[r][t][k] is g at entry
 // (r, t, k)'s row (0 where masked).
+// Across nodes (node_size ranks per node, as ht_combine's "Across nodes" in reference.hpp),
+// the partials P_d = bf16(partial of d) are summed as ht_combine sums rows:
+//   acc = 0; for each node n ascending: if n is r's node, for each d in n ascending with a
+//   partial: acc = acc + float(P_d); else, if some d in n has one: node = 0; for each such d
+//   ascending: node = node + float(P_d); acc = acc + float(bf16(node)).   out = bf16(acc).
+// With one node, or nodes of one rank, this is the order above.
 #pragma once
 
 #include <cstdint>
@@ -64,10 +70,11 @@ int64_t ht_packed_worst_rows(int64_t entries, int64_t zones, int64_t alignment);
 
 std::vector<HtPackedResult> ht_dispatch_packed(const Problem& problem, const HtPackedOptions& options = {});
 
-// y_per_rank[q]: bf16 [rows_q, H]; g_per_rank: empty or, per q, float [rows_q].
+// y_per_rank[q]: bf16 [rows_q, H]; g_per_rank: empty or, per q, float [rows_q]; node_size: 0
+// (one node) or ranks per node.
 HtCombineResult ht_combine_packed(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,
                                   bool weighted, int alignment = 0,
-                                  const std::vector<std::vector<float>>& g_per_rank = {});
+                                  const std::vector<std::vector<float>>& g_per_rank = {}, int node_size = 0);
 
 // home_weights: per source rank r, float [B_r, K]; the rest as ht_combine_packed.
 HtCombineResult ht_combine_packed_home(const Problem& problem, const std::vector<std::vector<uint16_t>>& y_per_rank,

@@ -348,13 +348,14 @@ TEST(CApi, OverflowPendingStepsAndFlags) {
   expect_plan_rejected(c, kRanks,
                        {"max_pending_steps 4", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "max_pending_steps"}});
 
-  for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
-    c = valid_config(mode);
-    c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
-    c.virtual_node_size = 2;
-    expect_plan_rejected(c, kRanks,
-                         {"COMBINE_PER_ENTRY across nodes", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags", "nodes"}});
-  }
+  // Across nodes (virtual ones included) LL groups refuse the flag, naming the mode; HT
+  // groups serve it (PlanQueryReportsThePerEntryCombineWindow).
+  c = valid_config(EPC_MODE_LOW_LATENCY);
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  c.virtual_node_size = 2;
+  expect_plan_rejected(
+      c, kRanks,
+      {"LL COMBINE_PER_ENTRY across nodes", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags", "nodes", "(LL)"}});
   c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
   c.flags = 0x2;
   expect_plan_rejected(c, kRanks, {"unknown flag 0x2", EPC_ERR_INVALID_ARGUMENT, {"EpcGroupConfig", "flags"}});
@@ -363,7 +364,9 @@ TEST(CApi, OverflowPendingStepsAndFlags) {
 }
 
 // HT groups with EPC_GROUP_COMBINE_PER_ENTRY: the plan reports the per-entry combine window,
-// [R][T * max_topk] slots of a bf16 row and max_topk fp32 weights (default max_topk 8).
+// [R][T * max_topk] slots of a bf16 row and max_topk fp32 weights (default max_topk 8), on one
+// node and across virtual nodes, where each rank also stages the entry rows it forwards to
+// its rail peer in every other node (T * max_topk slots per other node, beside T partials).
 TEST(CApi, PlanQueryReportsThePerEntryCombineWindow) {
   EpcGroupConfig c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
   const EpcPlan per_rank = plan_of(c);
@@ -374,6 +377,20 @@ TEST(CApi, PlanQueryReportsThePerEntryCombineWindow) {
   EXPECT_EQ(combine_recv(per_rank), kRanks * kHtTokens * slot);
   EXPECT_EQ(combine_recv(per_entry), kRanks * kHtTokens * 8 * slot);
   EXPECT_EQ(per_entry.symmetric_bytes - per_rank.symmetric_bytes, 7 * kRanks * kHtTokens * slot);
+  for (uint32_t node_size : {1u, 2u}) {
+    c.virtual_node_size = node_size;
+    const uint64_t other_nodes = kRanks / node_size - 1;
+    const EpcPlan split = plan_of(c);
+    c.flags = 0;
+    const EpcPlan split_per_rank = plan_of(c);
+    c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+    EXPECT_EQ(combine_recv(split), kRanks * kHtTokens * 8 * slot) << node_size;
+    auto staging = [](const EpcPlan& p) { return find_region(p, EPC_REGION_NET_STAGING).size; };
+    const uint64_t grown = staging(split) - staging(split_per_rank);
+    // max_topk more slots per token for each other node, up to the region's rounding.
+    EXPECT_LE(grown, other_nodes * 8 * kHtTokens * slot + 256) << node_size;
+    EXPECT_GE(grown + 256, other_nodes * 8 * kHtTokens * slot) << node_size;
+  }
 }
 
 // LL groups with EPC_GROUP_COMBINE_PER_ENTRY: each combine slot holds [R][T][max_topk] bf16

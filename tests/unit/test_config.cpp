@@ -109,8 +109,8 @@ TEST(Config, TopkRange) {
 }
 
 // flags: EPC_GROUP_COMBINE_PER_ENTRY is served in both modes (since 2.1; across nodes the
-// planner refuses it: tests/unit/test_planner.cpp); unknown bits are invalid. Messages name
-// the struct and the field.
+// planner refuses it on LL groups: tests/unit/test_c_api.cpp); unknown bits are invalid.
+// Messages name the struct and the field.
 TEST(Config, GroupFlags) {
   EpcGroupConfig raw = minimal();
   std::string msg;

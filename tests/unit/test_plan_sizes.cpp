@@ -45,10 +45,17 @@ TEST(PlanSizes, StagingByHand) {
   EXPECT_EQ(staging(EPC_MODE_LOW_LATENCY, 16), 33261312u);
   // HT rank block: barrier 16, per layout slot (2): signal 16, round-two signal 16, words
   // (3 + L + R = 35 int32 = 140 -> 144), round-two words 64, then two acks 16 + 16:
-  // 16 + 2 * 240 + 32 = 528. Rail block: 4096 rail slots of 14656 B (60030976), 2048 chunk
-  // flags (16384), 4096 partials of 14368 B (58851328), 2048 flags (16384) = 118915072.
-  // 8 * 528 + 1 * 118915072 = 118919296 -> 118919424.
-  EXPECT_EQ(staging(EPC_MODE_HIGH_THROUGHPUT, 16), 118919424u);
+  // 16 + 2 * 240 + 32 = 528. Rail block: 4096 rail slots of 14688 B (the 14624 B dispatch
+  // slot, 8 int32 rows, 8 int32 entry places: 60162048), 2048 chunk flags (16384), 4096
+  // partials of 14368 B (58851328), 2048 flags (16384) = 119046144.
+  // 8 * 528 + 1 * 119046144 = 119050368 -> 119050496.
+  EXPECT_EQ(staging(EPC_MODE_HIGH_THROUGHPUT, 16), 119050496u);
+  // With EPC_GROUP_COMBINE_PER_ENTRY the rail block also holds 4096 * 8 entry rows of 14368 B
+  // (470810624) beside the 4096 partials: 119046144 + 470810624 = 589856768;
+  // 8 * 528 + 589856768 = 589860992 -> 589861120.
+  auto per_entry = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, kHtTokens, 8);
+  per_entry.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  EXPECT_EQ(epc::make_plan(per_entry, {16, 8, 2}).region(EPC_REGION_NET_STAGING).size, 589861120u);
 }
 
 // Nodes of 8, the figures epcomm-info prints (docs/design.md): LL 144.2 / 313.0 / 650.8 MiB /
@@ -56,15 +63,19 @@ TEST(PlanSizes, StagingByHand) {
 // compact staging map (a mirror of the window per remote rank) they were LL 1061126144 /
 // 5895073792 / 26881413120 / 469715767296 bytes and HT 18185822208 / 101032316928 /
 // 460708024320 bytes; with it, before LL payloads were staged once (a message per remote
-// rank), LL 176857088 / 412655616 / 884260864 / 3713875968 bytes.
+// rank), LL 176857088 / 412655616 / 884260864 / 3713875968 bytes; before the rail slots
+// carried the entries' places (32 B more per rail slot, in the rail region and its staging:
+// EXPERT_PACKED across nodes), HT 2139566080 / 4398051328 / 8915046400 bytes.
 TEST(PlanSizes, SeveralNodesPinned) {
   EXPECT_EQ(window(EPC_MODE_LOW_LATENCY, 16), 151166976u);
   EXPECT_EQ(window(EPC_MODE_LOW_LATENCY, 32), 328245248u);
   EXPECT_EQ(window(EPC_MODE_LOW_LATENCY, 64), 682409984u);
   EXPECT_EQ(window(EPC_MODE_LOW_LATENCY, 256), 2807382016u);
-  EXPECT_EQ(window(EPC_MODE_HIGH_THROUGHPUT, 16), 2139566080u);
-  EXPECT_EQ(window(EPC_MODE_HIGH_THROUGHPUT, 32), 4398051328u);
-  EXPECT_EQ(window(EPC_MODE_HIGH_THROUGHPUT, 64), 8915046400u);
+  // HT: M nodes add M * 4096 * 32 B of rail slots and (M - 1) * 4096 * 32 B of their staging.
+  EXPECT_EQ(window(EPC_MODE_HIGH_THROUGHPUT, 16), 2139566080u + (2 + 1) * 131072u);
+  EXPECT_EQ(window(EPC_MODE_HIGH_THROUGHPUT, 16), 2139959296u);
+  EXPECT_EQ(window(EPC_MODE_HIGH_THROUGHPUT, 32), 4398051328u + (4 + 3) * 131072u);
+  EXPECT_EQ(window(EPC_MODE_HIGH_THROUGHPUT, 64), 8915046400u + (8 + 7) * 131072u);
 }
 
 // Issue 27's targets for LL at 128 tokens: at most 700 MiB at 64 ranks, 2.7 GiB at 256.

@@ -203,7 +203,7 @@ TEST(Planner, HighThroughputCapacityAcrossNodesByHand) {
 
 // EPC_GROUP_COMBINE_PER_ENTRY: the combine window holds a slot per (token, top-k entry) of
 // every source, [R][T * max_topk], for EPC_WEIGHTING_HOME; the rest of the layout is the one
-// above. Served on high-throughput groups of one node.
+// above. Served on high-throughput groups of one node or several.
 TEST(Planner, PerEntryCombineWindowHoldsASlotPerEntry) {
   EpcGroupConfig raw = EPC_GROUP_CONFIG_INIT;
   raw.mode = EPC_MODE_HIGH_THROUGHPUT;
@@ -229,16 +229,19 @@ TEST(Planner, PerEntryCombineWindowHoldsASlotPerEntry) {
   raw.max_topk = 2;
   EXPECT_EQ(epc::make_plan(epc::resolve_config(&raw), {4, 4, 1}).region(EPC_REGION_COMBINE_RECV).size,
             4u * 4096u * 2u * (14336u + 16u));
-  // Across nodes, virtual ones included: refused naming the field.
+  // Across nodes, virtual ones included: the same window, and each rank stages the entry
+  // rows it forwards to its rail peer in the other node, 4096 * 8 slots of 14368 bytes
+  // (470810624), beside its 4096 partials (kHtCombineEntries, core/staging_plan.cpp).
   raw.max_topk = 8;
   raw.virtual_node_size = 2;
-  try {
-    epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
-    ADD_FAILURE() << "a per-entry window across nodes was planned";
-  } catch (const epc::Error& e) {
-    EXPECT_EQ(e.status(), EPC_ERR_UNSUPPORTED);
-    EXPECT_NE(std::string(e.what()).find("EpcGroupConfig.flags"), std::string::npos) << e.what();
-  }
+  const epc::Plan split = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
+  EXPECT_EQ(split.region(EPC_REGION_COMBINE_RECV).size, 1883242496u);
+  ASSERT_NE(split.staging_map.array(epc::kernels::Staged::kHtCombineEntries, epc::kernels::kNoStagingSlot), nullptr);
+  raw.flags = 0;
+  const epc::Plan split_per_rank = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
+  EXPECT_EQ(split_per_rank.staging_map.array(epc::kernels::Staged::kHtCombineEntries, epc::kernels::kNoStagingSlot),
+            nullptr);
+  EXPECT_EQ(split.region(EPC_REGION_NET_STAGING).size - split_per_rank.region(EPC_REGION_NET_STAGING).size, 470810624u);
 }
 
 TEST(Planner, Fp8GroupsUseSmallerMessages) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The HT EXPERT_PACKED layout of the reference model: the hand-worked routing at alignments
 // 1 and 4 (row order, zone offsets, padding, weights), its combine weighted and unweighted,
-// backward weights, the default capacity, and properties over random problems.
+// across nodes (a hand case where the node order changes the rounding), backward weights,
+// the default capacity, and properties over random problems.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -120,6 +121,75 @@ TEST(HtPacked, PartialSumsInFp32AndRoundsOnce) {
   const HtCombineResult out = ht_combine_packed(p, y, true);
   EXPECT_EQ(out.x[0][0], exact_bf16(1.0f + 1.0f / 128.0f));
   EXPECT_EQ(out.sums[0][0], 1.0f + 1.0f / 128.0f);  // the bf16 partial, summed over one rank
+}
+
+// Across nodes another node's partials are summed into one, rounded to bf16, before they
+// reach the token's rank. Rank 3's token has one entry on each of ranks 0, 1 and 2, whose
+// rows (the partials, unweighted) are 2^-8, 1 and 2^-8. One node, or nodes of one rank:
+// 2^-8 + 1 + 2^-8 = 1 + 2^-7 in fp32, exact in bf16. Nodes of 2: node 0's partial
+// 2^-8 + 1 rounds (to even) to 1 in bf16; rank 3's own node adds rank 2's 2^-8, and
+// 1 + 2^-8 rounds to 1 again.
+TEST(HtPacked, AcrossNodesNodeOrderRounds) {
+  Problem p;
+  p.nranks = 4;
+  p.num_experts = 4;
+  p.hidden = 8;
+  p.topk = 3;
+  p.max_tokens = 1;
+  p.ranks.resize(4);
+  p.ranks[3].num_tokens = 1;
+  p.ranks[3].topk_idx = {0, 1, 2};
+  p.ranks[3].topk_weights = {1.0f, 1.0f, 1.0f};
+  p.ranks[3].x.resize(8);
+  const float tiny = 1.0f / 256.0f;
+  std::vector<std::vector<uint16_t>> y = {std::vector<uint16_t>(8, exact_bf16(tiny)),
+                                          std::vector<uint16_t>(8, exact_bf16(1.0f)),
+                                          std::vector<uint16_t>(8, exact_bf16(tiny)),
+                                          {}};
+  for (int node_size : {0, 1, 4}) {
+    const HtCombineResult out = ht_combine_packed(p, y, /*weighted=*/false, 0, {}, node_size);
+    EXPECT_EQ(out.x[3][0], exact_bf16(1.0f + 1.0f / 128.0f)) << node_size;
+    EXPECT_EQ(out.sums[3][7], 1.0f + 1.0f / 128.0f) << node_size;
+  }
+  const HtCombineResult pairs = ht_combine_packed(p, y, /*weighted=*/false, 0, {}, 2);
+  EXPECT_EQ(pairs.x[3][0], exact_bf16(1.0f));
+  EXPECT_EQ(pairs.sums[3][0], 1.0f + tiny);
+  for (int c = 1; c < 8; ++c) EXPECT_EQ(pairs.x[3][c], pairs.x[3][0]) << c;
+  // Weighted alike (every weight 1), and the token's own node first changes nothing here.
+  EXPECT_EQ(ht_combine_packed(p, y, /*weighted=*/true, 0, {}, 2).x, pairs.x);
+  EXPECT_THROW(ht_combine_packed(p, y, false, 0, {}, 3), std::invalid_argument);
+  EXPECT_THROW(ht_combine_packed(p, y, false, 0, {}, -1), std::invalid_argument);
+}
+
+// Nodes of one rank, or one node of every rank, give the one-node order on any routing;
+// backward weights do not depend on the nodes.
+TEST(HtPacked, AcrossNodesOfOneRankIsTheOneNodeOrder) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    ProblemGenOptions o;
+    o.nranks = 4;
+    o.num_experts = 8;
+    o.hidden = 16;
+    o.topk = 3;
+    o.max_tokens = 5;
+    o.seed = seed;
+    o.random_token_counts = true;
+    o.masked_fraction = 0.2;
+    o.allow_duplicate_experts = seed % 2 == 0;
+    const Problem p = make_random_problem(o);
+    const auto results = ht_dispatch_packed(p);
+    std::vector<std::vector<uint16_t>> y(4);
+    std::vector<std::vector<float>> g(4);
+    for (int q = 0; q < 4; ++q) {
+      for (int i = 0; i < results[q].rows * 16; ++i) {
+        y[q].push_back(exact_bf16(static_cast<float>((i * 7 + q * 13 + static_cast<int>(seed)) % 23 - 11) / 8.0f));
+      }
+      for (int i = 0; i < results[q].rows; ++i) g[q].push_back(static_cast<float>(q * 100 + i));
+    }
+    const HtCombineResult one = ht_combine_packed(p, y, true, 0, g);
+    EXPECT_EQ(ht_combine_packed(p, y, true, 0, g, 1).x, one.x) << seed;
+    EXPECT_EQ(ht_combine_packed(p, y, true, 0, g, 4).x, one.x) << seed;
+    EXPECT_EQ(ht_combine_packed(p, y, true, 0, g, 2).topk_weights, one.topk_weights) << seed;
+  }
 }
 
 TEST(HtPacked, BackwardWeightsComeFromTheEntrysRow) {

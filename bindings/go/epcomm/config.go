@@ -39,8 +39,8 @@ type GroupConfig struct {
 	// group's handles (one per handle); 0: the default, 2 since ABI 2.1 (1 in 2.0); up to 3
 	// (more: ErrUnsupported), each above 2 adding a receive slot per direction (LL).
 	MaxPendingSteps uint32
-	// Flags are EPC_GROUP_* bits (GroupCombinePerEntry: ErrUnsupported in ABI 2.0; served on
-	// groups of one node since 2.1).
+	// Flags are EPC_GROUP_* bits (GroupCombinePerEntry: ErrUnsupported in ABI 2.0; served
+	// since 2.1 on HT groups of any number of nodes and on LL groups of one node).
 	Flags uint32
 
 	// VirtualNodeSize is a testing and tuning aid. 0: a node is an NVLink (LSA)

@@ -33,10 +33,12 @@ const (
 	UniqueIDBytes = 128
 	// GroupCombinePerEntry is EPC_GROUP_COMBINE_PER_ENTRY, 0x1u: EpcGroupConfig.flags: size
 	// the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs
-	// (K rows per token instead of one per (token, rank)). Served since 2.1 on groups of one
-	// node: HT combine_recv holds R * T * max_topk slots instead of R * T, each LL
-	// combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query); groups of
-	// several nodes (virtual ones included): EPC_ERR_UNSUPPORTED.
+	// (K rows per token instead of one per (token, rank)). Served since 2.1: HT combine_recv
+	// holds R * T * max_topk slots instead of R * T (across nodes, virtual ones included, each
+	// rail peer forwards the entries' rows its node hosts, unreduced, and each rank stages T *
+	// max_topk slots per other node beside its T partials), on groups of one node or several;
+	// each LL combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query), on
+	// LL groups of one node (several nodes, virtual ones included: EPC_ERR_UNSUPPORTED).
 	GroupCombinePerEntry = 1
 	// PlanMaxRegions is EPC_PLAN_MAX_REGIONS.
 	PlanMaxRegions = 16
@@ -319,9 +321,9 @@ func (r RegionKind) String() string {
 // min(out_num_recv, rows) on. On LL groups every rank's handle of one step must have the
 // same layout, and acc_expert_counts and out_expert_counts_host (per-expert statistics, not
 // a layout column) serve every layout. Served in 2.0: EXPERT_PADDED on LL groups (C = R *
-// T), FLAT on HT groups; 2.1 adds EXPERT_PACKED on HT groups of one node whose
-// recv_capacity is R * T, and RANK_MAJOR and FLAT on LL groups; the others return
-// EPC_ERR_UNSUPPORTED.
+// T), FLAT on HT groups; 2.1 adds EXPERT_PACKED on HT groups whose recv_capacity is R * T
+// (of one node or of several, virtual ones included), and RANK_MAJOR and FLAT on LL groups;
+// the others return EPC_ERR_UNSUPPORTED.
 type Layout uint32
 
 const (

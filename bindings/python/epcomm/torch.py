@@ -182,7 +182,7 @@ class Buffer:
     num_experts, hidden (required) and every other keyword of GroupConfig
     (max_tokens_per_rank, max_topk, num_sms, timeout_ms, ...; 0 means the default), among
     them flags=GroupFlags.COMBINE_PER_ENTRY, which home_topk_weights at ll_combine and
-    ht_combine needs (one node; without it those calls raise the library's EpcError).
+    ht_combine needs (LL: one node; without it those calls raise the library's EpcError).
     device: the CUDA device (None: torch's current device).
     adopt: None (adopt the group's NCCL communicator when usable), False (never: broadcast
     a unique id), True (adopt or raise).
@@ -381,7 +381,7 @@ class Buffer:
         """Combine the expert outputs x [L, R*T, H] bf16 of the slot's last dispatch into
         out [B, H] (bf16 default, fp16, fp32; B = topk_idx.shape[0]), each token's rows
         weighted by its dispatch's topk_weights. home_topk_weights [B, K] float32 (a Buffer
-        created with flags=GroupFlags.COMBINE_PER_ENTRY, one node): the weights given here,
+        created with flags=GroupFlags.COMBINE_PER_ENTRY, one node for LL): the weights given here,
         not dispatch's, as in ht_combine (Weighting.HOME). Collective; on the current stream."""
         if out is None:
             out = self._empty((_first_dim(topk_idx, "topk_idx", "ll_combine"), self.info.hidden), torch.bfloat16)

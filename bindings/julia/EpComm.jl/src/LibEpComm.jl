@@ -130,7 +130,7 @@ const EPC_OVERFLOW_FAIL = EpcOverflow(0)  # a step in which any rank overflows d
 
 const EPC_OVERFLOW_DROP = EpcOverflow(1)  # rows past capacity, in row order, are dropped; counts describe the rows written, out_num_recv the rows that arrived; combine gets no contribution from a dropped row (HT FLAT: a rank keeps its lowest (source rank, source token) rows)
 
-const EPC_GROUP_COMBINE_PER_ENTRY = UInt32(0x1)  # EpcGroupConfig.flags: size the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs (K rows per token instead of one per (token, rank)). Served since 2.1 on groups of one node: HT combine_recv holds R * T * max_topk slots instead of R * T, each LL combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query); groups of several nodes (virtual ones included): EPC_ERR_UNSUPPORTED
+const EPC_GROUP_COMBINE_PER_ENTRY = UInt32(0x1)  # EpcGroupConfig.flags: size the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs (K rows per token instead of one per (token, rank)). Served since 2.1: HT combine_recv holds R * T * max_topk slots instead of R * T (across nodes, virtual ones included, each rail peer forwards the entries' rows its node hosts, unreduced, and each rank stages T * max_topk slots per other node beside its T partials), on groups of one node or several; each LL combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query), on LL groups of one node (several nodes, virtual ones included: EPC_ERR_UNSUPPORTED)
 
 const EPC_REGION_CONTROL = EpcRegionKind(1)  # barrier epochs, one per rank
 const EPC_REGION_DISPATCH_RECV = EpcRegionKind(2)  # incoming dispatch messages (LL: one per slot)
@@ -242,7 +242,7 @@ struct EpcGroupConfig
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles, at most one per handle; 0: the default, 2 since 2.1 (1 in 2.0). Up to 3 (more: EPC_ERR_UNSUPPORTED); on LL groups each one above 2 adds a receive slot per direction to the window (epc_plan_query)
     num_sms::UInt32  # SM budget; 0: 132 (LL), 24 (HT)
     timeout_ms::UInt32  # bound on every device-side wait; 0: 10000
-    flags::UInt32  # EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY: EPC_ERR_UNSUPPORTED in 2.0; groups of one node since 2.1)
+    flags::UInt32  # EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY: EPC_ERR_UNSUPPORTED in 2.0; since 2.1 HT groups of any split and LL groups of one node)
     virtual_node_size::UInt32  # testing aid; 0: a node is an NVLink (LSA) team. Else every team is split into nodes of this many consecutive ranks (it must divide the team), which talk only through the network transport (between virtual nodes, an NVLink-backed stand-in with the network's ordering)
     alloc_fn::EpcAllocFn  # NULL: ncclMemAlloc; set both or neither
     free_fn::EpcFreeFn
@@ -740,11 +740,11 @@ dtype. In RANK_MAJOR and FLAT a token's row on a rank is already its partial
 (EPC_WEIGHTING_NONE): it returns bit for bit, and the token's rank sums the rows of the
 ranks that received the token. With EPC_WEIGHTING_HOME the rows return one by one
 instead and the token's rank forms the one weighted fp32 sum over its entries in top-k
-order (EpcWeighting). Across nodes (HT), every other node's rows of a token are first
-summed inside that node in fp32, ranks ascending, rounded once to bf16, and cross once;
-the token's rank then sums in fp32 in ascending rank order, another node's partial
-standing at its rail peer's place and each rank of its own node adding its row itself
-(no bf16 partial of its own node). Tokens sent nowhere get zeros. On HT groups this is
+order (EpcWeighting). Across nodes (HT), every other node's rows of a token (EXPERT_PACKED:
+its ranks' bf16 partials) are first summed inside that node in fp32, ranks ascending,
+rounded once to bf16, and cross once; the token's rank then sums in fp32 in ascending
+rank order, another node's partial standing at its rail peer's place and each rank of its
+own node adding its row (or partial) itself (no bf16 partial of its own node). Tokens sent nowhere get zeros. On HT groups this is
 also the backward of dispatch: x = the rows' gradients, topk_weights and
 out_topk_weights = the weights' gradients.
   handle  in/out  dispatched since its last update; no step pending on it

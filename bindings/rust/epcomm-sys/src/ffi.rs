@@ -188,11 +188,15 @@ pub const EPC_OVERFLOW_DROP: EpcOverflow = 1;
 /// EpcGroupConfig.flags: size the combine window for
 /// one row per (token, top-k entry), which EPC_WEIGHTING_HOME
 /// needs (K rows per token instead of one per (token, rank)).
-/// Served since 2.1 on groups of one node: HT combine_recv
-/// holds R * T * max_topk slots instead of R * T, each LL
-/// combine_recv\[s\] R * T * max_topk bf16 rows instead of R * T
-/// (epc_plan_query); groups of several nodes (virtual ones
-/// included): EPC_ERR_UNSUPPORTED
+/// Served since 2.1: HT combine_recv holds R * T * max_topk
+/// slots instead of R * T (across nodes, virtual ones
+/// included, each rail peer forwards the entries' rows its
+/// node hosts, unreduced, and each rank stages T * max_topk
+/// slots per other node beside its T partials), on groups of
+/// one node or several; each LL combine_recv\[s\] R * T *
+/// max_topk bf16 rows instead of R * T (epc_plan_query), on
+/// LL groups of one node (several nodes, virtual ones
+/// included: EPC_ERR_UNSUPPORTED)
 pub const EPC_GROUP_COMBINE_PER_ENTRY: u32 = 0x1;
 
 /// Symmetric-memory allocator: must return memory NCCL can register as a window (from
@@ -250,8 +254,8 @@ pub struct EpcGroupConfig {
     /// bound on every device-side wait; 0: 10000
     pub timeout_ms: u32,
     /// EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
-    /// EPC_ERR_UNSUPPORTED in 2.0; groups of one node since
-    /// 2.1)
+    /// EPC_ERR_UNSUPPORTED in 2.0; since 2.1 HT groups of any
+    /// split and LL groups of one node)
     pub flags: u32,
     /// testing aid; 0: a node is an NVLink (LSA) team. Else
     /// every team is split into nodes of this many consecutive
@@ -491,8 +495,9 @@ impl Default for EpcGroupInfo {
 /// have the same layout, and acc_expert_counts and out_expert_counts_host (per-expert
 /// statistics, not a layout column) serve every layout.
 /// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
-/// EXPERT_PACKED on HT groups of one node whose recv_capacity is R * T, and RANK_MAJOR and
-/// FLAT on LL groups; the others return EPC_ERR_UNSUPPORTED.
+/// EXPERT_PACKED on HT groups whose recv_capacity is R * T (of one node or of several,
+/// virtual ones included), and RANK_MAJOR and FLAT on LL groups; the others return
+/// EPC_ERR_UNSUPPORTED.
 pub type EpcLayout = u32;
 
 /// EXPERT_PADDED on LL groups, FLAT on HT groups
@@ -1171,11 +1176,11 @@ extern "C" {
     /// (EPC_WEIGHTING_NONE): it returns bit for bit, and the token's rank sums the rows of the
     /// ranks that received the token. With EPC_WEIGHTING_HOME the rows return one by one
     /// instead and the token's rank forms the one weighted fp32 sum over its entries in top-k
-    /// order (EpcWeighting). Across nodes (HT), every other node's rows of a token are first
-    /// summed inside that node in fp32, ranks ascending, rounded once to bf16, and cross once;
-    /// the token's rank then sums in fp32 in ascending rank order, another node's partial
-    /// standing at its rail peer's place and each rank of its own node adding its row itself
-    /// (no bf16 partial of its own node). Tokens sent nowhere get zeros. On HT groups this is
+    /// order (EpcWeighting). Across nodes (HT), every other node's rows of a token (EXPERT_PACKED:
+    /// its ranks' bf16 partials) are first summed inside that node in fp32, ranks ascending,
+    /// rounded once to bf16, and cross once; the token's rank then sums in fp32 in ascending
+    /// rank order, another node's partial standing at its rail peer's place and each rank of its
+    /// own node adding its row (or partial) itself (no bf16 partial of its own node). Tokens sent nowhere get zeros. On HT groups this is
     /// also the backward of dispatch: x = the rows' gradients, topk_weights and
     /// out_topk_weights = the weights' gradients.
     /// handle  in/out  dispatched since its last update; no step pending on it

@@ -110,8 +110,8 @@ impl GroupConfig {
         self
     }
 
-    /// `EPC_GROUP_*` bits ([`GroupFlags::COMBINE_PER_ENTRY`]: UNSUPPORTED in 2.0; served on
-    /// groups of one node since 2.1).
+    /// `EPC_GROUP_*` bits ([`GroupFlags::COMBINE_PER_ENTRY`]: UNSUPPORTED in 2.0; served since
+    /// 2.1 on HT groups of any split and on LL groups of one node).
     pub fn flags(mut self, flags: GroupFlags) -> Self {
         self.raw.flags = flags.0;
         self
