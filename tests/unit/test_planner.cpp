@@ -155,13 +155,14 @@ TEST(Planner, HighThroughputCapacityAcrossNodesByHand) {
   // = 1376, round two's 8 * 32 words * 4 = 1024: 2528 -> 2560, twice: 5376.
   // dispatch_recv 8 * 4096 * 14624 = 479199232; dispatch_signal 8 * 2048 flags * 8 + 8 acks
   // * 8 = 131136 -> 131328; combine_recv 8 * 4096 * 14368 = 470810624; combine_signal 131328;
-  // rail_recv 2 nodes * 4096 * (14624 + 16 for 4 rows) = 119930880; rail_signal 2 * 2048 * 8
+  // rail_recv 2 nodes * 4096 * (14624 + 16 for 4 rows + 32 for 8 entry places) = 120193024;
+  // rail_signal 2 * 2048 * 8
   // = 32768. net_staging: per rank of the other node (4) the barrier 16, per layout slot
   // signals 16 + 16, words 43 * 4 = 172 -> 176 and 32 * 4 = 128, the acks 16 + 16: 720; per
-  // other node (1) its rail peer's rail slots 4096 * 14640 = 59965440, their flags 16384,
-  // partials 4096 * 14368 = 58851328, their flags 16384: 118849536. 4 * 720 + 118849536 =
-  // 118852416 -> 118852608. End 1189094144 -> 290307 * 4096 = 1189097472.
-  const uint64_t full_window = 1189097472u, full_dispatch = 479199232u;
+  // other node (1) its rail peer's rail slots 4096 * 14672 = 60096512, their flags 16384,
+  // partials 4096 * 14368 = 58851328, their flags 16384: 118980608. 4 * 720 + 118980608 =
+  // 118983488 -> 118983680. End 1189487360 -> 290403 * 4096 = 1189490688.
+  const uint64_t full_window = 1189490688u, full_dispatch = 479199232u;
   // A quarter: 8192 compact slots of 14624 B, 119799808; 359399424 bytes fewer (a multiple
   // of 4096, so the rounded end falls by as much).
   const uint64_t quarter_dispatch = 119799808u, saved = 359399424u;
@@ -179,8 +180,8 @@ TEST(Planner, HighThroughputCapacityAcrossNodesByHand) {
     EXPECT_EQ(full.region(EPC_REGION_DISPATCH_RECV).offset, 5376u);
     EXPECT_EQ(full.region(EPC_REGION_DISPATCH_RECV).size, full_dispatch);
     EXPECT_EQ(full.region(EPC_REGION_COMBINE_RECV).size, 470810624u);
-    EXPECT_EQ(full.region(EPC_REGION_RAIL_RECV).size, 119930880u);
-    EXPECT_EQ(full.region(EPC_REGION_NET_STAGING).size, 118852608u);
+    EXPECT_EQ(full.region(EPC_REGION_RAIL_RECV).size, 120193024u);
+    EXPECT_EQ(full.region(EPC_REGION_NET_STAGING).size, 118983680u);
     EXPECT_EQ(full.symmetric_bytes, full_window);
     EXPECT_EQ(full.handle_bytes, handle);
     c.recv_capacity = 8192;
@@ -188,8 +189,8 @@ TEST(Planner, HighThroughputCapacityAcrossNodesByHand) {
     EXPECT_EQ(quarter.recv_capacity, 8192u);
     EXPECT_EQ(quarter.region(EPC_REGION_DISPATCH_RECV).size, quarter_dispatch);
     EXPECT_EQ(full_dispatch - quarter_dispatch, saved);
-    EXPECT_EQ(quarter.symmetric_bytes, full_window - saved);  // 829698048
-    EXPECT_EQ(quarter.symmetric_bytes, 829698048u);
+    EXPECT_EQ(quarter.symmetric_bytes, full_window - saved);  // 830091264
+    EXPECT_EQ(quarter.symmetric_bytes, 830091264u);
     // Every other region keeps its size, and the staging map is the one of R * T.
     for (size_t r = 0; r < full.regions.size(); ++r) {
       if (full.regions[r].kind == EPC_REGION_DISPATCH_RECV) continue;
