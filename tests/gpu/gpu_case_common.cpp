@@ -127,6 +127,15 @@ Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk
   return shape;
 }
 
+std::vector<int> split_node_sizes() {
+  std::vector<int> sizes;
+  const int world = context().env.world_size;
+  for (int n = 1; n < world; ++n) {
+    if (world % n == 0) sizes.push_back(n);
+  }
+  return sizes;
+}
+
 EpcGroupConfig group_config(const Shape& shape, EpcMode mode, EpcDtype window) {
   EpcGroupConfig c = EPC_GROUP_CONFIG_INIT;
   c.mode = mode;

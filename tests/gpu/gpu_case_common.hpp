@@ -138,6 +138,10 @@ struct Shape {
 // A shape for the current world: E = experts_per_rank * world size.
 Shape world_shape(int experts_per_rank, int hidden, int max_tokens, int max_topk);
 
+// Virtual node sizes that split the current world into two nodes or more (2 ranks: 1;
+// 4 ranks: 1 and 2), for the tests that run the cross-node paths on one host.
+std::vector<int> split_node_sizes();
+
 // `mode`, E/H/T/max_topk from the shape, timeout_ms test_timeout_ms() (20000 unless
 // EPCOMM_TEST_TIMEOUT_MS says otherwise). `window` is the payload the window is sized for:
 // BF16 (max_token_bytes 0: 2 * H, 16-bit and fp8 payloads) or FP8_E4M3 (max_token_bytes

@@ -313,16 +313,6 @@ TEST(HighThroughputPacked, MatchesTheReference) {
   for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner);
 }
 
-// Node sizes that split this world into two nodes or more.
-std::vector<int> split_node_sizes() {
-  std::vector<int> sizes;
-  const int world = context().env.world_size;
-  for (int n = 1; n < world; ++n) {
-    if (world % n == 0) sizes.push_back(n);
-  }
-  return sizes;
-}
-
 // An HT group of `shape` split into virtual nodes of `node_size` ranks, with EpcGroupConfig.flags
 // `group_flags`.
 ::testing::AssertionResult create_split_group(const HtShape& shape, int node_size, GroupPtr& out,

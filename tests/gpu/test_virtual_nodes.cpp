@@ -19,16 +19,6 @@
 namespace epc::gputest {
 namespace {
 
-// Node sizes that split this world into two nodes or more.
-std::vector<int> split_node_sizes() {
-  std::vector<int> sizes;
-  const int world = context().env.world_size;
-  for (int n = 1; n < world; ++n) {
-    if (world % n == 0) sizes.push_back(n);
-  }
-  return sizes;
-}
-
 std::string nodes_label(int node_size) {
   const int world = context().env.world_size;
   return std::to_string(world / node_size) + " nodes of " + std::to_string(node_size);
