@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/reference/node_sum.hpp"
 #include "tests/reference/reference.hpp"
 
 namespace epc::ref {
@@ -202,26 +203,13 @@ HtCombineResult ht_combine(const Problem& problem, const std::vector<std::vector
     result.sums[r].assign(tokens * H, 0.0f);
     for (int t = 0; t < rank.num_tokens; ++t) {
       for (std::size_t c = 0; c < H; ++c) {
-        // Nodes ascending; the source's own node rank by rank, every other node as one
-        // partial sum rounded to bf16 (what crosses the network once per (token, node)).
-        float acc = 0.0f;
-        for (int node = 0; node < p.nranks / node_size; ++node) {
-          const bool own = node == r / node_size;
-          float partial = 0.0f;
-          bool any = false;
-          for (int d = node * node_size; d < (node + 1) * node_size; ++d) {
-            const int32_t row = layout.token_row[r][token_rank_index(p, t, d)];
-            if (row == -1) continue;
-            const float term = bf16_to_float(x_per_rank[d][static_cast<std::size_t>(row) * H + c]);
-            if (own) {
-              acc = acc + term;
-            } else {
-              partial = partial + term;
-              any = true;
-            }
-          }
-          if (any) acc = acc + bf16_to_float(float_to_bf16(partial));
-        }
+        // Each rank's returned row, in the order combine across nodes sums them.
+        const float acc = sum_across_nodes(p.nranks, node_size, r / node_size, [&](int d, float* term) {
+          const int32_t row = layout.token_row[r][token_rank_index(p, t, d)];
+          if (row == -1) return false;
+          *term = bf16_to_float(x_per_rank[d][static_cast<std::size_t>(row) * H + c]);
+          return true;
+        });
         result.sums[r][t * H + c] = acc;
         result.x[r][t * H + c] = float_to_bf16(acc);
       }

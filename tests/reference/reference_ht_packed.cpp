@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/reference/node_sum.hpp"
+
 namespace epc::ref {
 namespace {
 
@@ -203,34 +205,21 @@ HtCombineResult combine_packed(const Problem& problem, const std::vector<std::ve
             acc = add_rounded_product(acc, home[r][t * K + k], y_of(t, k, c));
           }
         } else {
-          // Nodes ascending; in the source's own node every rank's partial is added as it is,
-          // every other node's partials are summed into one, rounded to bf16 (what crosses
-          // between nodes once per (token, node)).
-          for (int node = 0; node < p.nranks / node_size; ++node) {
-            const bool own = node == r / node_size;
-            float node_partial = 0.0f;
-            bool node_any = false;
-            for (int d = node * node_size; d < (node + 1) * node_size; ++d) {
-              float partial = 0.0f;
-              bool any = false;
-              for (std::size_t k = 0; k < K; ++k) {
-                const int64_t expert = rank.topk_idx[t * K + k];
-                if (expert == -1 || p.rank_of_expert(expert) != d) continue;
-                const float w = weights == PackedWeights::kSender ? rank.topk_weights[t * K + k] : 1.0f;
-                partial = add_rounded_product(partial, w, y_of(t, k, c));
-                any = true;
-              }
-              if (!any) continue;
-              const float term = bf16_to_float(float_to_bf16(partial));
-              if (own) {
-                acc = acc + term;
-              } else {
-                node_partial = node_partial + term;
-                node_any = true;
-              }
+          // Each rank's bf16 partial of the token's entries there, in the order combine
+          // across nodes sums them.
+          acc = sum_across_nodes(p.nranks, node_size, r / node_size, [&](int d, float* term) {
+            float partial = 0.0f;
+            bool any = false;
+            for (std::size_t k = 0; k < K; ++k) {
+              const int64_t expert = rank.topk_idx[t * K + k];
+              if (expert == -1 || p.rank_of_expert(expert) != d) continue;
+              const float w = weights == PackedWeights::kSender ? rank.topk_weights[t * K + k] : 1.0f;
+              partial = add_rounded_product(partial, w, y_of(t, k, c));
+              any = true;
             }
-            if (node_any) acc = acc + bf16_to_float(float_to_bf16(node_partial));
-          }
+            *term = bf16_to_float(float_to_bf16(partial));
+            return any;
+          });
         }
         result.sums[r][t * H + c] = acc;
         result.x[r][t * H + c] = float_to_bf16(acc);
