@@ -8,7 +8,8 @@
 namespace epc {
 
 uint64_t LlHandleSizes::bytes() const {
-  return (topk_idx + recv_tokens + msg_slot + msg_entries + msg_rows + counts + expert_entries) * sizeof(int32_t) +
+  return (topk_idx + recv_tokens + msg_slot + msg_entries + msg_rows + counts + expert_entries + entry_positions) *
+             sizeof(int32_t) +
          msg_weights * sizeof(float) + steps * sizeof(uint64_t);
 }
 
@@ -25,6 +26,7 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
   s.msg_weights = R * T * K;
   s.counts = c.local_experts(nranks);
   s.expert_entries = c.num_experts;
+  s.entry_positions = T * K;
   s.steps = kernels::kLlStepRecords;
   return s;
 }

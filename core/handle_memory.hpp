@@ -17,15 +17,16 @@ namespace epc {
 
 // Low latency: the routing and what connects a dispatch to its combine.
 struct LlHandleSizes {
-  size_t topk_idx;        // int32 [T, max_topk]
-  size_t recv_tokens;     // int32 [R]
-  size_t msg_slot;        // int32 [R * T]
-  size_t msg_entries;     // int32 [R, T]
-  size_t msg_rows;        // int32 [R, T, max_topk]
-  size_t msg_weights;     // float [R, T, max_topk]
-  size_t counts;          // int32 [L]: the per-expert counts when the caller asks for none
-  size_t expert_entries;  // int32 [num_experts]: the routing's entries per expert
-  size_t steps;           // uint64 [kLlStepRecords]: the step of the last dispatch and combine
+  size_t topk_idx;         // int32 [T, max_topk]
+  size_t recv_tokens;      // int32 [R]
+  size_t msg_slot;         // int32 [R * T]
+  size_t msg_entries;      // int32 [R, T]
+  size_t msg_rows;         // int32 [R, T, max_topk]
+  size_t msg_weights;      // float [R, T, max_topk]
+  size_t counts;           // int32 [L]: the per-expert counts when the caller asks for none
+  size_t expert_entries;   // int32 [num_experts]: the routing's entries per expert
+  size_t entry_positions;  // int32 [T, K]: each entry's position among its expert's entries
+  size_t steps;            // uint64 [kLlStepRecords]: the step of the last dispatch and combine
   uint64_t bytes() const;
 };
 LlHandleSizes ll_handle_sizes(const GroupConfig& config, int nranks);

@@ -29,7 +29,7 @@ int routing_topk(const Group& group, const EpcTensor* topk_idx, int fixed_topk) 
 }
 
 int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_t* out, cudaStream_t stream,
-                 int32_t* expert_entries) {
+                 const ExpertRouting& expert) {
   const GroupConfig& c = group.config();
   check_tensor(topk_idx, {"topk_idx", {EPC_DTYPE_INT64, EPC_DTYPE_INT32}, {kAnyExtent, topk}, 4});
   const int64_t tokens = topk_idx->shape[0];
@@ -46,13 +46,11 @@ int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_
   p.num_experts = static_cast<int>(c.num_experts);
   p.rank = group.rank();
   p.out = out;
-  p.expert_entries = expert_entries;
+  p.expert_entries = expert.entries;
+  p.entry_positions = expert.positions;
+  p.topk = topk;
   p.error = group.device_error();
   DeviceGuard guard(group.device());
-  if (expert_entries != nullptr) {
-    check_cuda(cudaMemsetAsync(expert_entries, 0, c.num_experts * sizeof(int32_t), stream),
-               "zeroing the routing's per-expert counts");
-  }
   check_cuda(kernels::launch_routing_copy(p, stream), "launching the routing copy");
   return static_cast<int>(tokens);
 }

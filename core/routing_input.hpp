@@ -14,11 +14,19 @@
 
 namespace epc {
 
+// What an LL handle keeps of its routing besides the ids (kernels/common/routing_copy.cu):
+// the entries per expert ([num_experts]) and each entry's position among its expert's
+// entries in (token, slot) order ([max_tokens, topk]). Both or neither.
+struct ExpertRouting {
+  int32_t* entries = nullptr;
+  int32_t* positions = nullptr;
+};
+
 // Checks `topk_idx` ([B, topk] int64 or int32, B <= max_tokens_per_rank) and queues its copy
-// into `out` ([max_tokens, topk] int32) on `stream`; with `expert_entries` ([num_experts])
-// also the count of its valid entries per expert. Returns B.
+// into `out` ([max_tokens, topk] int32) on `stream`, with `expert`'s arrays when given.
+// Returns B.
 int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_t* out, cudaStream_t stream,
-                 int32_t* expert_entries = nullptr);
+                 const ExpertRouting& expert = {});
 
 // The K of a routing tensor, checked against the group's max_topk and, when `fixed_topk` is
 // not 0 (a handle's K after its first routing), against that.

@@ -66,16 +66,17 @@ class LlHandle {
   int num_tokens_ = 0;
   int topk_ = 0;  // 0 until the first routing
   int max_entries_ = 0;
-  DeviceAllocations memory_;           // the arrays below
-  int32_t* topk_idx_ = nullptr;        // [T, max_topk]
-  int32_t* recv_tokens_ = nullptr;     // [R]
-  int32_t* msg_slot_ = nullptr;        // [R * T]
-  int32_t* msg_entries_ = nullptr;     // [R, T]
-  int32_t* msg_rows_ = nullptr;        // [R, T, max_entries]
-  float* msg_weights_ = nullptr;       // [R, T, max_entries]
-  int32_t* counts_ = nullptr;          // [L]: per-expert counts when the caller asks for none
-  int32_t* expert_entries_ = nullptr;  // [num_experts]: the routing's entries per expert
-  uint64_t* steps_record_ = nullptr;   // [kLlStepRecords]: written by the sending launches
+  DeviceAllocations memory_;            // the arrays below
+  int32_t* topk_idx_ = nullptr;         // [T, max_topk]
+  int32_t* recv_tokens_ = nullptr;      // [R]
+  int32_t* msg_slot_ = nullptr;         // [R * T]
+  int32_t* msg_entries_ = nullptr;      // [R, T]
+  int32_t* msg_rows_ = nullptr;         // [R, T, max_entries]
+  float* msg_weights_ = nullptr;        // [R, T, max_entries]
+  int32_t* counts_ = nullptr;           // [L]: per-expert counts when the caller asks for none
+  int32_t* expert_entries_ = nullptr;   // [num_experts]: the routing's entries per expert
+  int32_t* entry_positions_ = nullptr;  // [T, K]: each entry's position among its expert's entries
+  uint64_t* steps_record_ = nullptr;    // [kLlStepRecords]: written by the sending launches
 
   uint32_t pending_ = EPC_PENDING_NONE;
   int pending_slot_ = -1;  // the slot the pending step holds (LlSteps)

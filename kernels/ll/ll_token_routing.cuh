@@ -2,8 +2,9 @@
 // Where one token goes in a low-latency dispatch, worked out by a whole block into shared
 // memory: its unmasked entries, the ranks hosting them, each entry's index inside its
 // rank's message, and either each entry's position among this rank's entries for the same
-// expert in (token, top-k slot) order (EXPERT_PADDED) or, for every rank, the tokens before
-// this one sent there (the token layouts), which lets receivers place rows without scanning.
+// expert in (token, top-k slot) order (EXPERT_PADDED; found when the routing was set,
+// kernels/common/routing_copy.cu) or, for every rank, the tokens before this one sent there
+// (the token layouts), which lets receivers place rows without scanning.
 #pragma once
 
 #include "kernels/device/warp.cuh"
@@ -37,27 +38,32 @@ struct TokenRoute {
   }
 };
 
-// Lane j's entry of a token: its global expert id (-1 when masked or j >= K) and weight (0
-// without weights). Loaded apart from route_token so that a sending launch can load its
-// first token's entries before it claims the step's slot.
+// Lane j's entry of a token: its global expert id (-1 when masked or j >= K), weight (0
+// without weights) and position among its expert's entries (the handle's entry_positions).
+// Loaded apart from route_token so that a sending launch can load its first token's entries
+// before it claims the step's slot.
 struct TokenEntry {
   int expert;
   float weight;
+  int position;
 };
 
 // Called by the first warp: lane j's entry of token t. `weights` may be null.
 __device__ __forceinline__ TokenEntry load_token_entry(const LlCommon& c, const float* weights, int t) {
-  TokenEntry e{-1, 0.0f};
+  TokenEntry e{-1, 0.0f, 0};
   const int j = static_cast<int>(threadIdx.x);
   if (j < c.topk) {
     e.expert = c.handle.topk_idx[t * c.topk + j];
+    e.position = c.handle.entry_positions[t * c.topk + j];
     if (weights != nullptr) e.weight = weights[t * c.topk + j];
   }
   return e;
 }
 
-// What route_token counts over the earlier tokens: nothing (positions then count only the
-// token's own earlier slots), each entry's position, or each rank's place (`places`).
+// What route_token gives besides the token's own entries: nothing (positions then count only
+// the token's own earlier slots), each entry's position among its expert's entries of the
+// whole routing (loaded with the entry), or each rank's place (`places`), counted over the
+// earlier tokens.
 enum class RouteCounts { kNone, kExpertPositions, kTokenPlaces };
 
 // Fills `route` (shared) for token t, whose entries the first warp's lanes hold in `entry`
@@ -73,8 +79,8 @@ __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry,
     route->expert[j] = expert;
     route->weight[j] = entry.weight;
     const unsigned lower_lanes = (1u << j) - 1u;
-    // Earlier slots of this token with the same expert; earlier tokens' entries follow.
-    route->position[j] = __popc(__match_any_sync(0xffffffffu, expert) & lower_lanes);
+    const unsigned same_expert = __match_any_sync(0xffffffffu, expert);
+    route->position[j] = counts == RouteCounts::kExpertPositions ? entry.position : __popc(same_expert & lower_lanes);
     const int dest = expert >= 0 ? expert / c.geo.local_experts : -1;
     const unsigned same_dest = __match_any_sync(0xffffffffu, dest);
     route->index_on_rank[j] = __popc(same_dest & lower_lanes);
@@ -112,18 +118,7 @@ __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry,
       if (key >= 0 && (same & ((1u << lane_id()) - 1u)) == 0) atomicAdd(&places[key], __popc(same));
       __syncthreads();
     }
-    return;
   }
-  // Positions: plus the matches of each entry's expert among the earlier tokens' entries.
-  const int end = counts == RouteCounts::kExpertPositions ? t * K : 0;
-  for (int f = threadIdx.x; f < end; f += blockDim.x) {
-    const int id = idx[f];
-    if (id < 0) continue;
-    for (int j = 0; j < K; ++j) {
-      if (route->expert[j] == id) atomicAdd(&route->position[j], 1);
-    }
-  }
-  if (end > 0) __syncthreads();
 }
 
 }  // namespace epc::kernels

@@ -67,6 +67,10 @@ struct LlHandleArrays {
   // [num_experts] entries of the routing per expert, counted when the routing is set: the
   // count table each dispatch sends every rank.
   const int32_t* expert_entries;
+  // [B, K] each unmasked entry's position among the routing's entries of its expert in
+  // (token, top-k slot) order, found when the routing is set (routing_copy.cu), so that a
+  // dispatch places an entry without counting the entries of the tokens before it.
+  const int32_t* entry_positions;
   // [kLlStepRecords] the step number of the handle's last dispatch and combine, written by
   // their sending launch: the receiving launch of a send-only step reads its step here.
   uint64_t* steps;
@@ -183,8 +187,13 @@ struct RoutingCopyParams {
   int count;             // B * K
   int num_experts;
   int rank;
-  int32_t* out;             // [B, K] int32
-  int32_t* expert_entries;  // [num_experts] or null: each valid entry adds 1 to its expert (zeroed before)
+  int32_t* out;  // [B, K] int32
+  // Both or neither (LL handles): the routing's entries per expert ([num_experts]) and each
+  // unmasked entry's position among its expert's entries in (token, slot) order ([B, K];
+  // -1 for a masked entry).
+  int32_t* expert_entries;
+  int32_t* entry_positions;
+  int topk;  // K
   DeviceError* error;
 };
 
