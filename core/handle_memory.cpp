@@ -27,6 +27,7 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
   s.counts = c.local_experts(nranks);
   s.expert_entries = c.num_experts;
   s.entry_positions = T * K;
+  s.token_places = T * R;
   s.steps = kernels::kLlStepRecords;
   return s;
 }

@@ -48,6 +48,9 @@ int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_
   p.out = out;
   p.expert_entries = expert.entries;
   p.entry_positions = expert.positions;
+  p.token_places = expert.token_places;
+  p.ranks = group.topology().nranks;
+  p.local_experts = static_cast<int>(c.local_experts(group.topology().nranks));
   p.topk = topk;
   p.error = group.device_error();
   DeviceGuard guard(group.device());

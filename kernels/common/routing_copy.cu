@@ -4,8 +4,10 @@
 // record, so a bad value can never become an address in the communication kernels. For LL
 // handles the same launch also finds what every dispatch of the routing needs: the entries
 // per expert (the count tables it sends) and each entry's position among its expert's
-// entries in (token, top-k slot) order (where the receiver places it). One warp per expert
-// walks the tokens in order, so both come out without atomics, the same at every launch.
+// entries in (token, top-k slot) order (where the receiver places it), and in the token
+// layouts each token's place on every rank (the tokens before it sent there). One warp per
+// expert, and one per rank, walks the tokens in order, so all come out without atomics, the
+// same at every launch.
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/device/report.cuh"
 #include "kernels/device/warp.cuh"
@@ -68,14 +70,40 @@ __device__ __forceinline__ void place_expert_entries(const RoutingCopyParams& p,
   if (lane == 0) p.expert_entries[e] = running;
 }
 
+// Rank d's warp: lane l holds token t0 + l of each group of 32 tokens; a token with an
+// unmasked entry on d takes the next place there.
+__device__ __forceinline__ void place_tokens_on_rank(const RoutingCopyParams& p, int d) {
+  const int K = p.topk;
+  const int tokens = K > 0 ? p.count / K : 0;
+  const int lane = lane_id();
+  int running = 0;
+  for (int t0 = 0; t0 < tokens; t0 += kWarpSize) {
+    const int t = t0 + lane;
+    bool sent = false;
+    for (int j = 0; t < tokens && j < K && !sent; ++j) {
+      const int id = kept_id(p, t * K + j);
+      sent = id >= 0 && id / p.local_experts == d;
+    }
+    const unsigned senders = __ballot_sync(0xffffffffu, sent);
+    if (t < tokens)
+      p.token_places[static_cast<size_t>(t) * p.ranks + d] = running + __popc(senders & ((1u << lane) - 1u));
+    running += __popc(senders);
+  }
+}
+
+// Blocks past the copy's: a warp per expert, then (token layouts) a warp per rank.
 __global__ void routing_copy_kernel(RoutingCopyParams p, int copy_blocks) {
   if (static_cast<int>(blockIdx.x) < copy_blocks) {
     copy_entries(p, copy_blocks);
     return;
   }
   const int warps = kThreads / kWarpSize;
-  const int e = (static_cast<int>(blockIdx.x) - copy_blocks) * warps + static_cast<int>(threadIdx.x) / kWarpSize;
-  if (e < p.num_experts) place_expert_entries(p, e);
+  const int w = (static_cast<int>(blockIdx.x) - copy_blocks) * warps + static_cast<int>(threadIdx.x) / kWarpSize;
+  if (w < p.num_experts) {
+    place_expert_entries(p, w);
+  } else if (p.token_places != nullptr && w - p.num_experts < p.ranks) {
+    place_tokens_on_rank(p, w - p.num_experts);
+  }
 }
 
 }  // namespace
@@ -85,7 +113,9 @@ cudaError_t launch_routing_copy(const RoutingCopyParams& params, cudaStream_t st
   const int needed = (params.count + kThreads - 1) / kThreads;
   const int copy_blocks = needed < 1 ? 1 : (needed < kMaxCopyBlocks ? needed : kMaxCopyBlocks);
   const int warps = kThreads / kWarpSize;
-  const int expert_blocks = params.expert_entries != nullptr ? (params.num_experts + warps - 1) / warps : 0;
+  const int routing_warps =
+      params.expert_entries == nullptr ? 0 : params.num_experts + (params.token_places != nullptr ? params.ranks : 0);
+  const int expert_blocks = (routing_warps + warps - 1) / warps;
   routing_copy_kernel<<<copy_blocks + expert_blocks, kThreads, 0, stream>>>(params, copy_blocks);
   return cudaGetLastError();
 }

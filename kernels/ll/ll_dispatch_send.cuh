@@ -194,6 +194,7 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
 struct EarlyLoads {
   RowPrefetch first_row;
   TokenEntry entry;  // the first warp's lanes
+  int place;         // the token layouts: the first token's place on rank threadIdx.x
   int32_t first_count;
 };
 
@@ -214,6 +215,7 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
     const int t = item / p.token_slices;
     e.first_row = prefetch_row(token_row(p, t), item_part(p, item));
     if (threadIdx.x < kWarpSize) e.entry = load_token_entry(c, p.weights, t);
+    if (c.layout != LlLayout::kExpertPadded && item % p.token_slices == 0) e.place = load_token_place(c, t);
   }
   e.first_count = blockIdx.x == gridDim.x - 1 ? first_table_count(c) : 0;
   return e;
@@ -245,6 +247,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
   constexpr bool passthrough = kPayload == LlPayload::kPassthrough;
   RowPrefetch next_row = early.first_row;
   TokenEntry next_entry = early.entry;
+  int next_place = early.place;
   for (int item = blockIdx.x; item < c.num_tokens * slices; item += gridDim.x) {
     const int t = item / slices;
     const bool first_slice = item % slices == 0;
@@ -255,15 +258,17 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     // this item's work.
     const RowPrefetch first = next_row;
     const TokenEntry entry = next_entry;
+    const int place = next_place;
     const int next = item + static_cast<int>(gridDim.x);
     if (next < c.num_tokens * slices) {
       next_row = prefetch_row(token_row(p, next / slices), item_part(p, next));
       if (threadIdx.x < kWarpSize) next_entry = load_token_entry(c, p.weights, next / slices);
+      if (kByToken && (next % slices) == 0) next_place = load_token_place(c, next / slices);
     }
     const RouteCounts counts = !first_slice ? RouteCounts::kNone
                                : kByToken   ? RouteCounts::kTokenPlaces
                                             : RouteCounts::kExpertPositions;
-    route_token(c, entry, t, &route, counts, places);  // ends with __syncthreads
+    route_token(c, entry, t, &route, counts, places, place);  // ends with __syncthreads
     const uint64_t message_at = g.message_offset(p.recv_offset, g.rank, t);
     if (threadIdx.x < kWarpSize && first_slice) {
       // Headers: one per rank, entries in top-k order.

@@ -4,7 +4,8 @@
 // rank's message, and either each entry's position among this rank's entries for the same
 // expert in (token, top-k slot) order (EXPERT_PADDED; found when the routing was set,
 // kernels/common/routing_copy.cu) or, for every rank, the tokens before this one sent there
-// (the token layouts), which lets receivers place rows without scanning.
+// (the token layouts; found when the routing was set too), which lets receivers place rows
+// without scanning.
 #pragma once
 
 #include "kernels/device/warp.cuh"
@@ -16,10 +17,6 @@ namespace epc::kernels {
 // The first warp of the block routes the token, lane j holding entry j, and fills arrays of
 // one element per lane.
 static_assert(kMaxTopk == kWarpSize, "route_token gives each top-k entry one lane of a warp");
-
-// Entries of earlier tokens one pass of the token-place count reads into shared memory.
-constexpr int kPlaceChunk = 512;
-static_assert(kPlaceChunk >= kMaxTopk, "a pass holds at least one token's entries");
 
 struct TokenRoute {
   int expert[kMaxTopk];  // global expert id, -1 when masked or j >= K
@@ -62,17 +59,22 @@ __device__ __forceinline__ TokenEntry load_token_entry(const LlCommon& c, const 
 
 // What route_token gives besides the token's own entries: nothing (positions then count only
 // the token's own earlier slots), each entry's position among its expert's entries of the
-// whole routing (loaded with the entry), or each rank's place (`places`), counted over the
-// earlier tokens.
+// whole routing (loaded with the entry), or the token's place on every rank (`places`).
 enum class RouteCounts { kNone, kExpertPositions, kTokenPlaces };
 
+// Token t's place on rank threadIdx.x (the handle's token_places; 0 for a thread past the
+// ranks), loaded apart from route_token for the reason TokenEntry is. The token layouts only.
+__device__ __forceinline__ int load_token_place(const LlCommon& c, int t) {
+  const int d = static_cast<int>(threadIdx.x);
+  return d < c.geo.nranks ? c.handle.token_places[static_cast<size_t>(t) * c.geo.nranks + d] : 0;
+}
+
 // Fills `route` (shared) for token t, whose entries the first warp's lanes hold in `entry`
-// (load_token_entry), and with kTokenPlaces `places` (shared, [nranks]): the tokens before t
-// with an entry on each rank. Called by every thread of the block; ends synchronised.
+// (load_token_entry), and with kTokenPlaces `places` (shared, [nranks]) with the token's
+// place on every rank, this thread's in `place` (load_token_place). Called by every thread
+// of the block; ends synchronised.
 __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry, int t, TokenRoute* route,
-                                            RouteCounts counts, int* places) {
-  const int32_t* idx = c.handle.topk_idx;
-  const int K = c.topk;
+                                            RouteCounts counts, int* places, int place) {
   if (threadIdx.x < kWarpSize) {
     const int j = threadIdx.x;
     const int expert = entry.expert;
@@ -95,30 +97,13 @@ __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry,
     if (j == 0) route->num_dests = __popc(leaders);
   }
   if (counts == RouteCounts::kTokenPlaces) {
-    for (int d = threadIdx.x; d < c.geo.nranks; d += blockDim.x) places[d] = 0;
-  }
-  __syncthreads();
-  if (counts == RouteCounts::kTokenPlaces) {
-    // One thread per earlier entry, in chunks of whole tokens: an entry counts for its rank
-    // when no earlier slot of its token is on that rank (read from the chunk in shared
-    // memory), and each warp adds its counts per rank at once.
-    __shared__ int entry_rank[kPlaceChunk];
-    const int chunk = (min(static_cast<int>(blockDim.x), kPlaceChunk) / K) * K;
-    for (int base = 0; base < t * K; base += chunk) {
-      const int f = base + static_cast<int>(threadIdx.x);
-      const bool mine = static_cast<int>(threadIdx.x) < chunk && f < t * K;
-      const int id = mine ? idx[f] : -1;
-      const int rank = id >= 0 ? id / c.geo.local_experts : -1;
-      if (mine) entry_rank[threadIdx.x] = rank;
-      __syncthreads();
-      bool first = rank >= 0;
-      for (int k0 = 1; first && k0 <= f % K; ++k0) first = entry_rank[threadIdx.x - k0] != rank;
-      const int key = first ? rank : -1;
-      const unsigned same = __match_any_sync(0xffffffffu, key);
-      if (key >= 0 && (same & ((1u << lane_id()) - 1u)) == 0) atomicAdd(&places[key], __popc(same));
-      __syncthreads();
+    const int d0 = static_cast<int>(threadIdx.x);
+    if (d0 < c.geo.nranks) places[d0] = place;
+    for (int d = d0 + static_cast<int>(blockDim.x); d < c.geo.nranks; d += blockDim.x) {
+      places[d] = c.handle.token_places[static_cast<size_t>(t) * c.geo.nranks + d];
     }
   }
+  __syncthreads();
 }
 
 }  // namespace epc::kernels

@@ -71,6 +71,10 @@ struct LlHandleArrays {
   // (token, top-k slot) order, found when the routing is set (routing_copy.cu), so that a
   // dispatch places an entry without counting the entries of the tokens before it.
   const int32_t* entry_positions;
+  // [B, R] in the token layouts (null in EXPERT_PADDED): token t's place on rank d, the
+  // tokens before t with an unmasked entry on d, found when the routing is set too; the
+  // header a dispatch sends d for token t carries it.
+  const int32_t* token_places;
   // [kLlStepRecords] the step number of the handle's last dispatch and combine, written by
   // their sending launch: the receiving launch of a send-only step reads its step here.
   uint64_t* steps;
@@ -193,6 +197,10 @@ struct RoutingCopyParams {
   // -1 for a masked entry).
   int32_t* expert_entries;
   int32_t* entry_positions;
+  // Or null: each token's place on every rank ([B, ranks]), ranks hosting local_experts each.
+  int32_t* token_places;
+  int ranks;
+  int local_experts;
   int topk;  // K
   DeviceError* error;
 };

@@ -336,7 +336,9 @@ typedef struct EpcPlan {
                                  group, the layout per handle); an HT EXPERT_PACKED handle
                                  holds more: per-entry arrays of (2 * R + 5) * T *
                                  max_topk 4-byte words, [R, L] starts and a sort's
-                                 scratch */
+                                 scratch; an LL RANK_MAJOR or FLAT handle
+                                 max_tokens_per_rank * R 4-byte words more (each
+                                 token's place on every rank) */
   uint64_t recv_capacity;     /* after defaults */
   uint32_t num_sms;           /* SM budget the kernels use */
   uint32_t warps_per_block;   /* threads per block / 32 */

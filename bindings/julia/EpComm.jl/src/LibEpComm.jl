@@ -274,7 +274,7 @@ struct EpcPlan
     num_slots::UInt32  # buffer slots steps rotate through: LL the larger of 2 and max_pending_steps, HT 1
     symmetric_bytes::UInt64  # per rank: the registered window (its regions, aligned)
     workspace_bytes::UInt64  # per rank: other device memory the group holds
-    handle_bytes::UInt64  # device memory one handle with the default EpcHandleConfig holds: the mode's default layout only (the plan is per group, the layout per handle); an HT EXPERT_PACKED handle holds more: per-entry arrays of (2 * R + 5) * T * max_topk 4-byte words, [R, L] starts and a sort's scratch
+    handle_bytes::UInt64  # device memory one handle with the default EpcHandleConfig holds: the mode's default layout only (the plan is per group, the layout per handle); an HT EXPERT_PACKED handle holds more: per-entry arrays of (2 * R + 5) * T * max_topk 4-byte words, [R, L] starts and a sort's scratch; an LL RANK_MAJOR or FLAT handle max_tokens_per_rank * R 4-byte words more (each token's place on every rank)
     recv_capacity::UInt64  # after defaults
     num_sms::UInt32  # SM budget the kernels use
     warps_per_block::UInt32  # threads per block / 32

@@ -360,7 +360,9 @@ pub struct EpcPlan {
     /// group, the layout per handle); an HT EXPERT_PACKED handle
     /// holds more: per-entry arrays of (2 * R + 5) * T *
     /// max_topk 4-byte words, \[R, L\] starts and a sort's
-    /// scratch
+    /// scratch; an LL RANK_MAJOR or FLAT handle
+    /// max_tokens_per_rank * R 4-byte words more (each
+    /// token's place on every rank)
     pub handle_bytes: u64,
     /// after defaults
     pub recv_capacity: u64,
