@@ -170,16 +170,4 @@ void check_config_for_ranks(const GroupConfig& c, int nranks) {
   }
 }
 
-void check_per_entry_for_nodes(const GroupConfig& c, int num_nodes) {
-  // HT groups serve it across nodes: the rail peers forward every entry's row unreduced
-  // (kernels/ht/ht_combine_forward.cuh). LL groups return their rows over NVLink only.
-  if ((c.flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0 && num_nodes > 1 && c.mode == EPC_MODE_LOW_LATENCY) {
-    fail(EPC_ERR_UNSUPPORTED,
-         format("EpcGroupConfig.flags: EPC_GROUP_COMBINE_PER_ENTRY on low-latency (LL) groups is served on groups "
-                "of one node in ABI %d.%d (EPC_WEIGHTING_HOME returns every entry's row over NVLink only), and "
-                "this group spans %d nodes (clear the flag, or set virtual_node_size to 0)",
-                EPC_ABI_MAJOR, EPC_ABI_MINOR, num_nodes));
-  }
-}
-
 }  // namespace epc

@@ -93,7 +93,5 @@ GroupConfig resolve_config(const EpcGroupConfig* config);
 
 // Checks what depends on the rank count: experts divisible by ranks, the receive capacity.
 void check_config_for_ranks(const GroupConfig& config, int nranks);
-// EPC_GROUP_COMBINE_PER_ENTRY is served on HT groups of any split and on LL groups of one node.
-void check_per_entry_for_nodes(const GroupConfig& config, int num_nodes);
 
 }  // namespace epc

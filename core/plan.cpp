@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/plan.hpp"
 
+#include <cstdint>
+
 #include "core/error.hpp"
 #include "kernels/wire/ht_capacity.hpp"
 #include "kernels/wire/ht_message.hpp"
@@ -23,6 +25,15 @@ uint32_t ll_message_entries(const GroupConfig& c) {
 
 uint32_t ll_combine_rows_per_token(const GroupConfig& c) {
   return (c.flags & EPC_GROUP_COMBINE_PER_ENTRY) != 0 ? ll_message_entries(c) : 1;
+}
+
+// LlGeometry holds it in an int, as it holds row_bytes.
+static_assert(uint64_t{limits::kMaxHidden} * 2 * limits::kMaxTopk <= uint64_t{INT32_MAX},
+              "a low-latency combine record fits 32-bit geometry");
+
+uint64_t ll_combine_record_bytes(const GroupConfig& c) {
+  return kernels::ll_combine_record_bytes(static_cast<int>(ll_combine_rows_per_token(c)),
+                                          static_cast<uint64_t>(c.hidden) * 2);
 }
 
 uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {

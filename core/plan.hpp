@@ -81,6 +81,10 @@ uint32_t ll_message_header_bytes(const GroupConfig& config);
 // or with EPC_GROUP_COMBINE_PER_ENTRY one per message entry, ll_message_entries
 // (EPC_WEIGHTING_HOME; kernels/wire/ll_message.hpp ll_entry_row_offset).
 uint32_t ll_combine_rows_per_token(const GroupConfig& config);
+// Bytes of one (source, token) record of a low-latency combine slot, those rows of hidden * 2
+// bytes: where the partials of SENDER and NONE lie apart (kernels/wire/ll_message.hpp
+// ll_partial_offset; LlGeometry::combine_record_bytes).
+uint64_t ll_combine_record_bytes(const GroupConfig& config);
 // Bytes of the [nranks][local_experts] int32 entry-count table behind a dispatch_recv slot's
 // messages.
 uint64_t ll_count_table_bytes(const GroupConfig& config, int nranks);

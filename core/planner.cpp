@@ -116,7 +116,6 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
   check_topology(topo);
   const Topology t = with_virtual_nodes(topo, c.virtual_node_size);
   check_config_for_ranks(c, t.nranks);
-  check_per_entry_for_nodes(c, t.nodes());
   Plan plan;
   plan.mode = c.mode;
   plan.num_sms = c.num_sms;

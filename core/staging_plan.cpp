@@ -81,13 +81,17 @@ class StagingBuilder {
 // token's row, or its e4m3 bytes and scales) is the same bytes for every destination, so it
 // is staged once per (slot, token) and put from there to each rank of another node hosting
 // one of the token's entries. Partials are one row per (destination, token): per
-// destination.
+// destination. With EPC_GROUP_COMBINE_PER_ENTRY (EPC_WEIGHTING_HOME) the combine row is
+// the writer's [T][max_entries] entry rows (ll_combine_home.cuh), staged whole per
+// destination like the partials, so a message's rows stay contiguous in staging and its
+// sender looks them up once.
 void plan_low_latency(const GroupConfig& c, const Topology& t, const Plan& plan, StagingBuilder& b) {
   const int T = static_cast<int>(c.max_tokens_per_rank);
   const int L = static_cast<int>(c.local_experts(t.nranks));
   const uint64_t messages = kernels::ll_record_offset(1, 0, T, plan.message_bytes);
   const uint64_t header = ll_message_header_bytes(c);
-  const uint64_t partials = kernels::ll_record_offset(1, 0, T, static_cast<uint64_t>(c.hidden) * 2);
+  const uint64_t combine_row = kernels::ll_combine_slot_bytes(1, T, static_cast<int>(ll_combine_rows_per_token(c)),
+                                                              static_cast<uint64_t>(c.hidden) * 2);
   for (uint32_t s = 0; s < plan.num_slots; ++s) {
     const uint64_t recv = plan.region(EPC_REGION_DISPATCH_RECV, s).offset;
     b.add_parts(Staged::kLlMessageHeaders, s, recv, messages, messages, plan.message_bytes, 0, header,
@@ -98,7 +102,7 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, const Plan& plan,
                     kernels::ll_count_offset(1, 0, L));
     b.to_every_rank(Staged::kLlDispatchSignals, s, plan.region(EPC_REGION_DISPATCH_SIGNAL, s).offset,
                     kernels::ll_signal_row_bytes());
-    b.to_every_rank(Staged::kLlCombineRows, s, plan.region(EPC_REGION_COMBINE_RECV, s).offset, partials);
+    b.to_every_rank(Staged::kLlCombineRows, s, plan.region(EPC_REGION_COMBINE_RECV, s).offset, combine_row);
     b.to_every_rank(Staged::kLlCombineSignals, s, plan.region(EPC_REGION_COMBINE_SIGNAL, s).offset,
                     kernels::ll_signal_row_bytes());
   }

@@ -9,9 +9,9 @@ default) has no network staging region; 16 ranks in nodes of 8 have one, and the
 is the sum of the regions the plan lists (last offset + size, rounded to the window's
 alignment at most); --plan-node-size and its older spelling --node-size print the same;
 --ht-combine-per-entry makes the HT combine window max_topk times as large (one slot per
-top-k entry) and leaves the LL plan alone, and is refused across nodes naming
-EpcGroupConfig.flags; a node size that does not divide --plan-ranks exits 2 naming the flag as
-given.
+top-k entry) and leaves the LL plan alone; across nodes both --ht-combine-per-entry and
+--ll-combine-per-entry are planned, each with a larger staging region (the entries' rows); a
+node size that does not divide --plan-ranks exits 2 naming the flag as given.
 """
 
 import re
@@ -95,7 +95,22 @@ def main(info):
             ll_entry["high-throughput"] == plain["high-throughput"], "--ll-combine-per-entry: HT plan unchanged", out
         )
     code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=8", "--ll-combine-per-entry"])
-    expect(code == 1 and "EpcGroupConfig.flags" in out, "LL per-entry combine across nodes: refused", out)
+    ll_across = plans(out)
+    expect(code == 0 and "low-latency" in ll_across, "LL per-entry combine across nodes: planned", out)
+    if code == 0 and "low-latency" in ll_across and "low-latency" in two:
+        # Each rank stages max_topk (8) entry rows per token for every rank of the other node
+        # instead of one partial: the staging region grows with the rows too.
+        got, plain_two = ll_across["low-latency"][1], two["low-latency"][1]
+        expect(
+            got["net_staging"][1] > plain_two["net_staging"][1],
+            f"LL per-entry across nodes: staging grows ({got['net_staging'][1]} > {plain_two['net_staging'][1]} B)",
+            out,
+        )
+        expect(
+            got["combine_recv[0]"][1] == 8 * plain_two["combine_recv[0]"][1],
+            "LL per-entry across nodes: a row per entry, 8 per token at top-8",
+            out,
+        )
 
     code, out = run(info, ["--plan-only", "--plan-ranks=16", "--node-size=5"])
     expect(code == 2 and "--node-size=5 does not divide --plan-ranks=16" in out, "a bad node size exits 2", out)

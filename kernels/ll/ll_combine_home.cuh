@@ -17,6 +17,23 @@
 
 namespace epc::kernels::combine {
 
+// Makes vectors [part.begin, part.end) of a message's `entries` rows, the first at window
+// offset `first_row` of `source`'s window, travel to `source` in another node. A whole-row
+// slice leaves the rows contiguous, so they go as one put; else one put per row. The whole
+// block calls, after its stores and a block barrier.
+__device__ __forceinline__ void put_entry_rows(const PeerTransport& transport, uint64_t first_row, int source,
+                                               int entries, int row_bytes, VectorSlice part) {
+  constexpr uint64_t kVectorBytes = 16;
+  const uint64_t begin = part.begin * kVectorBytes, bytes = (part.end - part.begin) * kVectorBytes;
+  if (bytes == static_cast<uint64_t>(row_bytes)) {
+    if (entries > 0) transport.commit(first_row, bytes * entries, source, threadIdx.x, blockDim.x);
+    return;
+  }
+  for (int j = 0; j < entries; ++j) {
+    transport.commit(first_row + static_cast<uint64_t>(j) * row_bytes + begin, bytes, source, threadIdx.x, blockDim.x);
+  }
+}
+
 // Copies vectors [part.begin, part.end) of each of the message's `entries` rows (flat rows
 // `flat_row`, -1 for one dispatch could not place: zeros go, the routing fault is reported
 // there) into rank `source`'s combine slot, then commits them. The whole block calls.
@@ -25,8 +42,9 @@ __device__ __forceinline__ void send_entry_rows(const LlCombineParams& p, int so
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int span = part.end - part.begin;
-  // The message's rows lie back to back in the slot, and HOME is served on one node, where
-  // buffer() is the peer's own memory: one lookup per message.
+  // The message's rows lie back to back in the slot, and so in the staging of a source in
+  // another node (the staging map stages the writer's [T][max_entries] rows whole,
+  // core/staging_plan.cpp): one lookup per message either way.
   int4* first = static_cast<int4*>(c.transport.buffer(g.entry_row_offset(p.recv_offset, g.rank, token, 0), source));
   const int row_vectors = g.row_bytes / 16;
   // The entries' slices share out the block's threads, so a small step keeps its loads in
@@ -65,12 +83,10 @@ __device__ __forceinline__ void send_entry_rows(const LlCombineParams& p, int so
     *c.to = load(c);
   }
   __syncthreads();
-  if (span <= 0) return;
-  constexpr uint64_t kVectorBytes = 16;
-  for (int j = 0; j < entries; ++j) {
-    c.transport.commit(g.entry_row_offset(p.recv_offset, g.rank, token, j) + part.begin * kVectorBytes,
-                       span * kVectorBytes, source, threadIdx.x, blockDim.x);
-  }
+  // Inside one node the stores were the delivery: one-node launches leave here, on a branch
+  // uniform over the launch, before anything of the puts (their lookups and puts are calls).
+  if (c.transport.one_node || span <= 0) return;
+  put_entry_rows(c.transport, g.entry_row_offset(p.recv_offset, g.rank, token, 0), source, entries, g.row_bytes, part);
 }
 
 // Token t's output from its entries' rows in this rank's combine slot (`rows`, local), each

@@ -2,7 +2,9 @@
 // Low-latency combine. Send: one block per message this rank received in the last dispatch
 // sums, in fp32 and in the token's top-k order, weight x expert output over this rank's
 // entries of the token, rounds the partial to bf16 and stores it into the token's home rank
-// at [this rank][token]; the last block then signals every rank. Receive: waits for every
+// at record [this rank][token] (LlGeometry::partial_offset: the record's first row, entry row
+// 0 on groups with EPC_GROUP_COMBINE_PER_ENTRY, so that it lies in what the staging map
+// stages across nodes); the last block then signals every rank. Receive: waits for every
 // rank, then one block per token adds the partials of the ranks hosting its entries in
 // ascending rank order (fp32) and writes bf16. This is the reference model's ll_combine
 // with CombineOrder::kPerRankPrereduce. In the token layouts a message has one row, which the
@@ -251,8 +253,7 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step)
           Vector part[kRanksInFlight];
           for (int k = 0; k < kRanksInFlight; ++k) {
             if (r0 + k >= num_ranks) break;
-            part[k].raw = reinterpret_cast<const int4*>(
-                partials + (static_cast<size_t>(ranks[r0 + k]) * g.max_tokens + t) * g.row_bytes)[v];
+            part[k].raw = reinterpret_cast<const int4*>(partials + g.partial_offset(0, ranks[r0 + k], t))[v];
           }
           for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
             for (int e = 0; e < kChannelsPerVector; ++e)

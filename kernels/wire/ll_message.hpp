@@ -45,18 +45,30 @@ constexpr size_t kLlMessageAlignment = 16;
 constexpr uint64_t ll_record_offset(int source, int token, int max_tokens, uint64_t record_bytes) {
   return (static_cast<uint64_t>(source) * max_tokens + token) * record_bytes;
 }
-// A combine slot holds one partial row per (source rank, token) with EPC_WEIGHTING_SENDER,
-// or with EPC_WEIGHTING_HOME (groups with EPC_GROUP_COMBINE_PER_ENTRY) one row per entry of
-// each message, [nranks][max_tokens][max_entries]: entry j of the message token `token` sent
-// `source` (its j-th entry on that rank, in top-k order) at ll_entry_row_offset.
+// A combine slot holds one record per (source rank, token), [nranks][max_tokens], of
+// `rows_per_token` bf16 rows: one partial row, or on groups with EPC_GROUP_COMBINE_PER_ENTRY
+// max_entries rows, one per entry of the message (EPC_WEIGHTING_HOME). A record's bytes:
+constexpr uint64_t ll_combine_record_bytes(int rows_per_token, uint64_t row_bytes) {
+  return static_cast<uint64_t>(rows_per_token) * row_bytes;
+}
+// The partial (EPC_WEIGHTING_SENDER, NONE) of the message token `token` sent `source`: the
+// first row of its record. On a per-entry group that is the record's entry row 0, inside the
+// writer's [max_tokens][max_entries] rows, which the staging map stages whole per remote rank
+// (kLlCombineRows); without the flag (one row per record) the [nranks][max_tokens] partials.
+// Sender and receiver, host and device, place partials through this getter only.
+constexpr uint64_t ll_partial_offset(int source, int token, int max_tokens, uint64_t record_bytes) {
+  return ll_record_offset(source, token, max_tokens, record_bytes);
+}
+// With EPC_WEIGHTING_HOME, entry j of the message token `token` sent `source` (its j-th entry
+// on that rank, in top-k order): row j of the record, whose row 0 is where a partial goes.
 constexpr uint64_t ll_entry_row_offset(int source, int token, int entry, int max_tokens, int max_entries,
                                        uint64_t row_bytes) {
-  return ll_record_offset(source, token, max_tokens, static_cast<uint64_t>(max_entries) * row_bytes) +
+  return ll_partial_offset(source, token, max_tokens, ll_combine_record_bytes(max_entries, row_bytes)) +
          static_cast<uint64_t>(entry) * row_bytes;
 }
 // Bytes of a combine slot of `rows_per_token` rows (1, or max_entries per entry) per record.
 constexpr uint64_t ll_combine_slot_bytes(int nranks, int max_tokens, int rows_per_token, uint64_t row_bytes) {
-  return ll_record_offset(nranks, 0, max_tokens, static_cast<uint64_t>(rows_per_token) * row_bytes);
+  return ll_record_offset(nranks, 0, max_tokens, ll_combine_record_bytes(rows_per_token, row_bytes));
 }
 // Behind a dispatch slot's messages, the [nranks][local_experts] int32 table of entries per
 // source and local expert.

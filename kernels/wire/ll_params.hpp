@@ -34,6 +34,9 @@ struct LlGeometry {
   int header_bytes;
   int max_entries;  // entries one message header can hold (max_topk: duplicate ids may
                     // put every entry on one rank)
+  // Bytes of one (source, token) record of a combine slot: row_bytes, or max_entries *
+  // row_bytes on groups with EPC_GROUP_COMBINE_PER_ENTRY (ll_combine_record_bytes).
+  int combine_record_bytes;
 
   // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp).
   __device__ __host__ uint64_t message_offset(uint64_t slot, int source, int token) const {
@@ -42,8 +45,10 @@ struct LlGeometry {
   __device__ __host__ uint64_t count_table_offset(uint64_t slot) const {
     return slot + ll_count_table_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes));
   }
+  // The partial of message (source, token) (EPC_WEIGHTING_SENDER, NONE): its record's first
+  // row, entry row 0 on a per-entry group (ll_partial_offset).
   __device__ __host__ uint64_t partial_offset(uint64_t slot, int source, int token) const {
-    return slot + ll_record_offset(source, token, max_tokens, static_cast<uint64_t>(row_bytes));
+    return slot + ll_partial_offset(source, token, max_tokens, static_cast<uint64_t>(combine_record_bytes));
   }
   // EPC_WEIGHTING_HOME: entry `entry` of message (source, token), in a combine slot of
   // [nranks][max_tokens][max_entries] rows.

@@ -52,7 +52,7 @@ enum class Staged : uint32_t {
   kLlMessageHeaders = 1,   // dispatch_recv[slot]: [nranks][max_tokens] messages, their headers
   kLlCounts = 2,           // dispatch_recv[slot]: [nranks][local_experts] int32 behind them
   kLlDispatchSignals = 3,  // dispatch_signal[slot]: [nranks][kLlSignalRowWords] uint64
-  kLlCombineRows = 4,      // combine_recv[slot]: [nranks][max_tokens] bf16 rows
+  kLlCombineRows = 4,      // combine_recv[slot]: [nranks][max_tokens] bf16 rows ([..][max_entries] per entry)
   kLlCombineSignals = 5,   // combine_signal[slot]
   kHtLayoutSignals = 6,    // layout[slot]: [nranks] uint64
   kHtLayoutRound2Signals = 7,

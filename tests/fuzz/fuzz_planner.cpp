@@ -96,7 +96,7 @@ void check_config(const EpcGroupConfig& raw, const epc::GroupConfig& c) {
   FUZZ_CHECK(c.recv_capacity == raw.recv_capacity && c.overflow == EPC_OVERFLOW_FAIL);
   FUZZ_CHECK(c.num_sms >= 1 && c.num_sms <= limits::kMaxSms);
   FUZZ_CHECK(c.timeout_ms >= 1);
-  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, in both modes (2.1; LL one node: the planner).
+  // EPC_GROUP_COMBINE_PER_ENTRY, the one flag, in both modes and on any split (2.1).
   FUZZ_CHECK(c.flags == raw.flags && (raw.flags == 0 || raw.flags == EPC_GROUP_COMBINE_PER_ENTRY));
   FUZZ_CHECK(c.combine_slots_per_token() == (raw.flags != 0 ? c.max_topk : 1u));
   FUZZ_CHECK(c.virtual_node_size == raw.virtual_node_size);
@@ -119,8 +119,8 @@ void check_region_names(const epc::Plan& plan) {
 // to its rounding), and it is never larger than the mirror of the whole span per remote rank
 // it replaced. Low-latency messages are two arrays over the same rows, headers per
 // destination and payloads staged once, whose parts tile each message; the region then holds
-// one message header, count row, partial row and signal words per remote rank and one payload
-// per token and slot, linear in the ranks.
+// one message header, count row, partial row (or entry rows, with EPC_GROUP_COMBINE_PER_ENTRY)
+// and signal words per remote rank and one payload per token and slot, linear in the ranks.
 void check_staging_map(const epc::GroupConfig& c, const epc::Topology& t, const epc::Plan& plan) {
   const epc::kernels::StagingMap& map = plan.staging_map;
   const uint64_t remote = static_cast<uint64_t>(t.remote_ranks());
@@ -218,7 +218,16 @@ void check_staging_map(const epc::GroupConfig& c, const epc::Topology& t, const 
     const uint64_t header = epc::ll_message_header_bytes(c);
     const uint64_t payload = plan.message_bytes - header;
     FUZZ_CHECK(map.shared_block_bytes == mul(mul(plan.num_slots, c.max_tokens_per_rank), payload));
-    const uint64_t per_slot = add(mul(c.max_tokens_per_rank, add(header, mul(c.hidden, 2))),
+    // The combine row: a partial per token, or with EPC_GROUP_COMBINE_PER_ENTRY the token's
+    // max_entries entry rows, staged whole (ll_combine_home.cuh writes a message's rows
+    // through one lookup).
+    const uint64_t combine_row = mul(epc::ll_combine_rows_per_token(c), mul(c.hidden, 2));
+    for (uint32_t s = 0; s < plan.num_slots; ++s) {
+      const epc::kernels::StagedArray* rows = map.array(epc::kernels::Staged::kLlCombineRows, s);
+      FUZZ_CHECK(rows != nullptr && rows->offset == plan.region(EPC_REGION_COMBINE_RECV, s).offset);
+      FUZZ_CHECK(rows->row_bytes == mul(c.max_tokens_per_rank, combine_row) && rows->row_stride == rows->row_bytes);
+    }
+    const uint64_t per_slot = add(mul(c.max_tokens_per_rank, add(header, combine_row)),
                                   add(mul(c.num_experts / static_cast<uint64_t>(t.nranks), 4), 64));
     FUZZ_CHECK(map.rank_block_bytes <= add(mul(plan.num_slots, per_slot), 16));
   }
@@ -307,12 +316,11 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
       const uint64_t messages = mul(mul(R, T), plan.message_bytes);
       FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV, s).size >= add(messages, mul(mul(R, L), 4)));
       FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL, s).size >= mul(R, 8));
-      // A row per (token, message entry) with EPC_GROUP_COMBINE_PER_ENTRY, served in one node.
+      // A row per (token, message entry) with EPC_GROUP_COMBINE_PER_ENTRY, on any split.
       FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV, s).size >=
                  mul(mul(mul(R, T), epc::ll_combine_rows_per_token(c)), mul(c.hidden, 2)));
       FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL, s).size >= mul(R, 8));
     }
-    FUZZ_CHECK(c.flags == 0 || nodes.nodes() == 1);
     FUZZ_CHECK(plan.workspace_bytes == 256);
   } else {
     const size_t rail = nodes.nodes() > 1 ? 2 : 0;  // rail_recv, rail_signal

@@ -218,7 +218,7 @@ PLANNER_SEEDS = {
     "bad-token-bytes-fp8-hidden-2880": planner(hidden=2880, token_bytes=fp8_bytes(2880)),
     "bad-mode-3": planner(mode=3),
     "ll-flags-combine-per-entry": planner(flags=1),
-    "unsupported-ll-flags-combine-per-entry-2-nodes": planner(flags=1, lsa=4, nodes=2),
+    "ll-flags-combine-per-entry-2-nodes": planner(flags=1, lsa=4, nodes=2),
     "ht-flags-combine-per-entry": planner(mode=HT, flags=1, lsa=4),
     "ht-flags-combine-per-entry-2-nodes": planner(mode=HT, flags=1, lsa=4, nodes=2),
     "bad-flags-unknown": planner(flags=2),

@@ -6,7 +6,9 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <vector>
 
+#include "tests/gpu/gpu_case_common.hpp"
 #include "tests/gpu/rank_context.hpp"
 
 namespace epc::gputest {
@@ -129,6 +131,60 @@ TEST(GroupLifecycle, CallerAllocatorIsUsedWithItsContext) {
   ASSERT_EQ(epc_group_barrier(group, nullptr), EPC_OK) << last_error();
   ASSERT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
   EXPECT_EQ(counter.frees, 1);
+}
+
+// Across virtual nodes (every node size that splits this world: 1 at 2 ranks, 1 and 2 at 4)
+// the window a group registers, and allocates through the caller's allocator, is the one
+// epc_plan_query gives for the same config, staging region included: LL and HT groups with
+// and without EPC_GROUP_COMBINE_PER_ENTRY. The flag's window is larger in both modes (LL: a
+// row per entry in combine_recv and in staging; HT: max_topk combine slots per token, and
+// the entry rows staged for the rail peers).
+TEST(GroupLifecycle, WindowAcrossVirtualNodesIsWhatThePlanSays) {
+  const int world = context().env.world_size;
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  for (int node_size : sizes) {
+    for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
+      uint64_t without_flag = 0;
+      for (uint32_t flags : {0u, static_cast<uint32_t>(EPC_GROUP_COMBINE_PER_ENTRY)}) {
+        SCOPED_TRACE(testing::Message() << (mode == EPC_MODE_LOW_LATENCY ? "LL" : "HT") << ", virtual nodes of "
+                                        << node_size << ", flags " << flags);
+        CountingAllocator counter;
+        EpcGroupConfig c = small_config(mode);
+        c.max_tokens_per_rank = mode == EPC_MODE_LOW_LATENCY ? 32 : 256;
+        c.flags = flags;
+        c.virtual_node_size = static_cast<uint32_t>(node_size);
+        c.alloc_fn = &counting_alloc;
+        c.free_fn = &counting_free;
+        c.alloc_ctx = &counter;
+        EpcPlan plan;
+        std::memset(&plan, 0, sizeof plan);
+        plan.struct_size = sizeof plan;
+        plan.abi_version = EPC_ABI_VERSION;
+        ASSERT_EQ(epc_plan_query(&c, world, world, 1, &plan), EPC_OK) << last_error();
+        ASSERT_GT(plan.num_regions, 0u);
+        bool staged = false;
+        for (uint32_t i = 0; i < plan.num_regions; ++i) staged |= plan.regions[i].kind == EPC_REGION_NET_STAGING;
+        EXPECT_TRUE(staged);
+        EpcGroup* group = nullptr;
+        ASSERT_EQ(epc_group_create(context().comm, &c, &group), EPC_OK) << last_error();
+        const EpcGroupInfo info = query(group);
+        EXPECT_EQ(info.num_nodes, world / node_size);
+        EXPECT_EQ(info.node, context().env.rank / node_size);
+        EXPECT_EQ(info.symmetric_bytes, plan.symmetric_bytes);
+        EXPECT_EQ(counter.allocs, 1);
+        EXPECT_EQ(counter.bytes, plan.symmetric_bytes);
+        ASSERT_EQ(epc_group_barrier(group, nullptr), EPC_OK) << last_error();
+        ASSERT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
+        EXPECT_EQ(counter.frees, 1);
+        if (flags == 0) {
+          without_flag = plan.symmetric_bytes;
+        } else {
+          EXPECT_GT(plan.symmetric_bytes, without_flag);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

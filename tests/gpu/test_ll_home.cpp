@@ -6,7 +6,8 @@
 // out, fused and send-only + epc_complete, a CUDA graph replay; routing with B < T on some
 // ranks, masked entries and duplicate expert ids. On the same group the default SENDER combine
 // still matches its reference (ll_case.hpp's check), and a group without the flag refuses HOME
-// with nothing written.
+// with nothing written. Across virtual nodes (every peer through the network transport) the
+// same, over several steps on one handle.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -181,6 +182,136 @@ TEST(LowLatencyHome, GraphReplayAndLargeRows) {
   ASSERT_TRUE(create_group(wide, EPC_MODE_LOW_LATENCY, wide_group, EPC_DTYPE_BF16, EPC_GROUP_COMBINE_PER_ENTRY));
   run.out_dtype = EPC_DTYPE_FP32;
   run_home(wide_group.get(), wide, home_problem(wide, 8, 27700), run, 27701);
+}
+
+// ---- Across nodes --------------------------------------------------------------------------
+
+// Messages (source rank, token, destination rank in another node) with two entries or more on
+// their destination: their rows return to the token's rank through the network transport,
+// written through one staged lookup and put per row or all at once.
+int multi_entry_messages_across(const ref::Problem& p, int node_size) {
+  int messages = 0;
+  for (int rank = 0; rank < p.nranks; ++rank) {
+    const ref::RankTokens& sent = p.ranks[rank];
+    for (int t = 0; t < sent.num_tokens; ++t) {
+      std::vector<int> entries(p.nranks, 0);
+      for (int j = 0; j < p.topk; ++j) {
+        const int64_t expert = sent.topk_idx[static_cast<std::size_t>(t) * p.topk + j];
+        if (expert >= 0) ++entries[p.rank_of_expert(expert)];
+      }
+      for (int d = 0; d < p.nranks; ++d) messages += d / node_size != rank / node_size && entries[d] >= 2;
+    }
+  }
+  return messages;
+}
+
+// One HOME step of a sequence: the routing, and how the step runs.
+struct HomeStep {
+  ref::Problem problem;
+  HomeRun run;
+};
+
+// Runs `steps` one after another on ONE handle of `group` (created from the first routing,
+// updated with each later one), each a dispatch and a HOME combine, and compares every out
+// with the reference bit for bit. Before the first HOME step, a SENDER combine of the same
+// dispatch must match its reference too. Step s draws its y from seed + 10 * s.
+void run_home_sequence(EpcGroup* group, const LlShape& shape, const std::vector<HomeStep>& steps, uint64_t seed,
+                       const std::string& label) {
+  const int me = my_rank(), K = steps.front().problem.topk;
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  LlBuffers buffers;
+  ASSERT_TRUE(buffers.allocate(shape, K));
+  DeviceMemory weights;
+  ASSERT_TRUE(weights.allocate(static_cast<std::size_t>(shape.max_tokens) * K * 4, "home weights"));
+  HandlePtr handle;
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    const ref::Problem& problem = steps[s].problem;
+    const HomeRun& run = steps[s].run;
+    ASSERT_EQ(problem.topk, K);
+    const uint64_t y_seed = seed + 10 * s;
+    const std::string where = label + ", step " + std::to_string(s) + " (" + label_of(run) + ")";
+    ref::LlDispatchOptions options;
+    options.use_fp8 = run.fp8;
+    const LlStep step = make_step(problem, y_seed, me, options);
+    const std::vector<std::vector<float>> home = home_weights(problem, y_seed + 7);
+    const std::vector<float> sums = ref::ll_combine_home_sums(problem, make_expert_outputs(problem, y_seed), home)[me];
+    const std::vector<uint8_t> want = want_bytes(sums, EPC_DTYPE_BF16);
+    ASSERT_TRUE(buffers.upload(step, stream.get()));
+    ASSERT_TRUE(upload_bytes(weights.get(), home[me].data(), home[me].size() * 4, stream.get(), "home weights"));
+    if (s == 0) {
+      ASSERT_TRUE(create_handle(group, buffers, stream.get(), handle));
+      ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get(), run.flags, run.flags));
+      EXPECT_TRUE(buffers.check(step, stream.get(), where + ", SENDER"));
+    } else {
+      ASSERT_TRUE(update_handle(handle.get(), buffers, stream.get()));
+    }
+    const EpcTensor expert_out = buffers.expert_out(), out = buffers.out();
+    const EpcTensor t_home = make_tensor(weights.get(), EPC_DTYPE_FP32, {step.tokens(), K});
+    EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
+    args.flags = run.flags;
+    args.weighting = EPC_WEIGHTING_HOME;
+    args.home_topk_weights = &t_home;
+    args.x = &expert_out;
+    args.out = &out;
+    ASSERT_TRUE(cuda_ok(cudaMemsetAsync(out.data, 0xFF, want.size(), stream.get()), "poisoning out"));
+    ASSERT_TRUE(dispatch(handle.get(), buffers, run.flags, stream.get()));
+    ASSERT_TRUE(epc_ok(epc_combine(handle.get(), &args, stream.get()), where + ": epc_combine"));
+    if ((run.flags & EPC_STEP_SEND_ONLY) != 0) {
+      ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream.get()), where + ": epc_complete (combine)"));
+    }
+    std::vector<uint8_t> got(want.size());
+    ASSERT_TRUE(download_and_wait({{got.data(), out.data, got.size(), "out"}}, stream.get()));
+    EXPECT_EQ(first_mismatch(got, want, 2), -1)
+        << where << ": first mismatching element of " << step.tokens() << " x " << shape.hidden;
+  }
+}
+
+// Virtual nodes (every peer of another node through the network transport's NVLink stand-in):
+// at 2 ranks nodes of 1, at 4 nodes of 1 and 2. Five HOME steps on one handle, so both slots
+// are reused: random B with masked and duplicate entries (fused, bf16; small batches split
+// each message over several blocks: one put per row); every rank's whole batch (T = 48 on 2
+// ranks or more: one block per message, one put per message; send-only, fp8 dispatch); a hot
+// expert with rank 0 empty; the first routing again; a batch of one token per rank.
+TEST(LowLatencyHome, AcrossVirtualNodes) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const LlShape shape = world_shape(8, 1024, 48, 8);
+  for (int node_size : sizes) {
+    const std::string label = "LL home across virtual nodes of " + std::to_string(node_size);
+    EpcGroupConfig config = group_config(shape, EPC_MODE_LOW_LATENCY);
+    config.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+    config.virtual_node_size = static_cast<uint32_t>(node_size);
+    EpcGroup* raw = nullptr;
+    ASSERT_TRUE(epc_ok(epc_group_create(context().comm, &config, &raw), label + ": epc_group_create"));
+    GroupPtr group(raw);
+    const uint64_t seed = 28000 + 1000 * static_cast<uint64_t>(node_size);
+
+    std::vector<HomeStep> steps;
+    steps.push_back({home_problem(shape, 8, seed), HomeRun{}});
+    HomeRun full_run;
+    full_run.fp8 = true;
+    full_run.flags = EPC_STEP_SEND_ONLY;
+    steps.push_back({ref::make_random_problem(gen_options(shape, 8, seed + 1)), full_run});
+    ref::ProblemGenOptions skewed = gen_options(shape, 8, seed + 2);
+    skewed.hot_expert_share = 0.33;
+    skewed.hot_expert = shape.num_experts - 1;
+    skewed.masked_fraction = 0.1;
+    skewed.allow_duplicate_experts = true;
+    steps.push_back({ref::make_random_problem(skewed), HomeRun{}});
+    ll::clear_rank(steps.back().problem, 0);
+    steps.push_back({steps.front().problem, full_run});
+    steps.back().run.fp8 = false;
+    ref::ProblemGenOptions one = gen_options(shape, 8, seed + 4);
+    one.allow_duplicate_experts = true;
+    one.max_tokens = 1;  // B = 1 on every rank, in the group's T (the buffers' row layout)
+    steps.push_back({ref::make_random_problem(one), HomeRun{}});
+    steps.back().problem.max_tokens = shape.max_tokens;
+    int across = 0;
+    for (const HomeStep& step : steps) across += multi_entry_messages_across(step.problem, node_size);
+    EXPECT_GT(across, 0) << label << ": no message with several entries crosses between nodes";
+    run_home_sequence(group.get(), shape, steps, seed + 100, label);
+  }
 }
 
 // A group without the flag has no per-entry rows: HOME is INVALID_ARGUMENT naming the flag, and

@@ -348,14 +348,9 @@ TEST(CApi, OverflowPendingStepsAndFlags) {
   expect_plan_rejected(c, kRanks,
                        {"max_pending_steps 4", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "max_pending_steps"}});
 
-  // Across nodes (virtual ones included) LL groups refuse the flag, naming the mode; HT
-  // groups serve it (PlanQueryReportsThePerEntryCombineWindow).
-  c = valid_config(EPC_MODE_LOW_LATENCY);
-  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
-  c.virtual_node_size = 2;
-  expect_plan_rejected(
-      c, kRanks,
-      {"LL COMBINE_PER_ENTRY across nodes", EPC_ERR_UNSUPPORTED, {"EpcGroupConfig", "flags", "nodes", "(LL)"}});
+  // Across nodes (virtual ones included) both modes serve the flag:
+  // PlanQueryReportsThePerEntryCombineWindow (HT) and
+  // PlanQueryReportsTheLowLatencyPerEntryCombineSlots (LL).
   c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
   c.flags = 0x2;
   expect_plan_rejected(c, kRanks, {"unknown flag 0x2", EPC_ERR_INVALID_ARGUMENT, {"EpcGroupConfig", "flags"}});
@@ -394,17 +389,28 @@ TEST(CApi, PlanQueryReportsThePerEntryCombineWindow) {
 }
 
 // LL groups with EPC_GROUP_COMBINE_PER_ENTRY: each combine slot holds [R][T][max_topk] bf16
-// rows instead of [R][T] partials (the default max_topk 8).
+// rows instead of [R][T] partials (the default max_topk 8), in one node and across virtual
+// nodes of 2 and 1, where the staging region grows too (each rank stages its entry rows
+// for every rank of another node: tests/unit/test_planner.cpp pins the bytes).
 TEST(CApi, PlanQueryReportsTheLowLatencyPerEntryCombineSlots) {
-  EpcGroupConfig c = valid_config();
-  const EpcPlan partials = plan_of(c);
-  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
-  const EpcPlan per_entry = plan_of(c);
-  EXPECT_EQ(per_entry.num_regions, partials.num_regions);
-  for (uint32_t i = 0; i < per_entry.num_regions; ++i) {
-    const EpcPlanRegion& r = per_entry.regions[i];
-    if (r.kind != EPC_REGION_COMBINE_RECV) continue;
-    EXPECT_EQ(r.size, 8 * find_region(partials, EPC_REGION_COMBINE_RECV).size) << r.slot;
+  for (uint32_t node_size : {0u, 2u, 1u}) {
+    SCOPED_TRACE(testing::Message() << "virtual_node_size " << node_size);
+    EpcGroupConfig c = valid_config();
+    c.virtual_node_size = node_size;
+    const EpcPlan partials = plan_of(c);
+    c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+    const EpcPlan per_entry = plan_of(c);
+    EXPECT_EQ(per_entry.num_regions, partials.num_regions);
+    for (uint32_t i = 0; i < per_entry.num_regions; ++i) {
+      const EpcPlanRegion& r = per_entry.regions[i];
+      if (r.kind != EPC_REGION_COMBINE_RECV) continue;
+      EXPECT_EQ(r.size, 8 * find_region(partials, EPC_REGION_COMBINE_RECV).size) << r.slot;
+    }
+    const EpcPlanRegion& last = per_entry.regions[per_entry.num_regions - 1];
+    EXPECT_EQ(last.kind, node_size == 0 ? EPC_REGION_COMBINE_SIGNAL : EPC_REGION_NET_STAGING);
+    if (node_size != 0) {
+      EXPECT_GT(last.size, find_region(partials, EPC_REGION_NET_STAGING).size);
+    }
   }
 }
 

@@ -101,16 +101,51 @@ TEST(Planner, LowLatencyPerEntryCombineSlotsHoldARowPerEntry) {
   // max_topk 2: a quarter of that region.
   c.max_topk = 2;
   EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_COMBINE_RECV, 0).size, 4u * 128u * 2u * 14336u);
-  // Across nodes, virtual ones included: refused naming the field and the node count.
-  c.max_topk = 8;
-  c.virtual_node_size = 2;
-  try {
-    epc::make_plan(c, {4, 4, 1});
-    ADD_FAILURE() << "a per-entry window across nodes was planned";
-  } catch (const epc::Error& e) {
-    EXPECT_EQ(e.status(), EPC_ERR_UNSUPPORTED);
-    EXPECT_NE(std::string(e.what()).find("EpcGroupConfig.flags"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("spans 2 nodes"), std::string::npos) << e.what();
+}
+
+// EPC_GROUP_COMBINE_PER_ENTRY on a low-latency group across nodes (virtual ones here): the
+// combine row each rank stages for a rank of another node is its [T][max_entries] entry
+// rows, staged whole (core/staging_plan.cpp). RanksOutsideTheNodeGetStagingBlocks's shape
+// (4 ranks, L = 16, hidden 1024, T 64, top-4), by hand, against the same group without the
+// flag.
+TEST(Planner, LowLatencyPerEntryAcrossNodesByHand) {
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  // One node: control 256, then per slot dispatch_recv 64 * 4 messages of 2112 B and 256 B
+  // of counts (540928), its signals (256), combine_recv 4 * 64 * 4 rows of 2048 B (2097152,
+  // four times the partials' 524288) and its signals (256): 256 + 2 * 2638592 = 5277440.
+  const epc::Plan flat = epc::make_plan(c, {4, 4, 1});
+  EXPECT_EQ(flat.region(EPC_REGION_COMBINE_RECV, 1).size, 2097152u);
+  EXPECT_EQ(flat.symmetric_bytes, 5279744u);  // 5277440 rounded up to 4096
+  // A rank block: the barrier word (16), then per slot the headers (4096), counts (64),
+  // signal row (16), the 64 * 4 entry rows of 2048 B (524288, not 131072) and the signal
+  // row (16): 16 + 2 * 528480 = 1056976. The payloads staged once: 2 * 64 * 2048 = 262144.
+  const uint64_t block = 1056976, shared = 262144;
+  // {node size, window with the flag, window without}: nodes of 1: 3 remote ranks, staging
+  // 3433072 -> 3433216, window 5277440 + 3433216 = 8710656 -> 8712192; without the flag
+  // 2131712 + 1073920 = 3205632 -> 3207168. Nodes of 2: staging 2376096 -> 2376192, window
+  // 7653632 -> 7655424; without 2131712 + 803328 = 2935040 -> 2936832.
+  const uint64_t cases[][3] = {{1, 8712192, 3207168}, {2, 7655424, 2936832}};
+  for (const auto& [node_size, with_flag, without_flag] : cases) {
+    SCOPED_TRACE(testing::Message() << "virtual nodes of " << node_size);
+    c.virtual_node_size = static_cast<uint32_t>(node_size);
+    c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+    const epc::Plan plan = epc::make_plan(c, {4, 4, 1});
+    const uint64_t remote = 4 - node_size;
+    EXPECT_EQ(plan.staging_map.rank_block_bytes, block);
+    EXPECT_EQ(plan.staging_map.shared_block_bytes, shared);
+    const epc::kernels::StagedArray* rows = plan.staging_map.array(epc::kernels::Staged::kLlCombineRows, 1);
+    ASSERT_NE(rows, nullptr);
+    EXPECT_EQ(rows->row_bytes, 524288u);
+    EXPECT_EQ(rows->row_stride, 524288u);
+    EXPECT_EQ(plan.region(EPC_REGION_NET_STAGING).size, (remote * block + shared + 255) / 256 * 256);
+    EXPECT_EQ(plan.symmetric_bytes, with_flag);
+    c.flags = 0;
+    const epc::Plan partials = epc::make_plan(c, {4, 4, 1});
+    EXPECT_EQ(partials.symmetric_bytes, without_flag);
+    // The difference: per slot, three more partial windows (1572864) in combine_recv and
+    // three more partial rows (393216) per remote rank in staging, with no rounding left.
+    EXPECT_EQ(with_flag - without_flag, 2 * 1572864 + 2 * remote * 393216);
   }
 }
 

@@ -75,10 +75,23 @@ std::vector<Write> ll_writes(const epc::GroupConfig& c, const epc::Topology& t, 
         const uint64_t at = recv + epc::kernels::ll_record_offset(writer, t_, T, plan.message_bytes);
         out.push_back({p, at, header});
         out.push_back({p, at + header, c.payload_row_bytes(), false, true});
-        // ll_combine_parts.cuh: the partial row for each token received from this peer.
-        const uint64_t partials = plan.region(EPC_REGION_COMBINE_RECV, s).offset;
-        out.push_back({p, partials + epc::kernels::ll_record_offset(writer, t_, T, uint64_t{c.hidden} * 2),
-                       uint64_t{c.hidden} * 2});
+        // ll_combine_parts.cuh send (EPC_WEIGHTING_SENDER and NONE, with or without
+        // EPC_GROUP_COMBINE_PER_ENTRY): the partial row for each token received from this
+        // peer, at LlGeometry::partial_offset, whose record is combine_record_bytes long
+        // (core/ll/ll_handle.cpp).
+        const uint64_t combine = plan.region(EPC_REGION_COMBINE_RECV, s).offset;
+        const uint64_t row = uint64_t{c.hidden} * 2;
+        out.push_back(
+            {p, combine + epc::kernels::ll_partial_offset(writer, t_, T, epc::ll_combine_record_bytes(c)), row});
+        if ((c.flags & EPC_GROUP_COMBINE_PER_ENTRY) == 0) continue;
+        // ll_combine_home.cuh send_entry_rows, with EPC_GROUP_COMBINE_PER_ENTRY: the token's
+        // entry rows [writer][t][0, max_entries), stored through one buffer() of entry 0 (so
+        // they must stay contiguous in staging: one write) and put per entry, or all at once.
+        const int E = static_cast<int>(epc::ll_message_entries(c));
+        out.push_back({p, combine + epc::kernels::ll_entry_row_offset(writer, t_, 0, T, E, row), row * E});
+        for (int j = 0; j < E; ++j) {
+          out.push_back({p, combine + epc::kernels::ll_entry_row_offset(writer, t_, j, T, E, row), row});
+        }
       }
       // ll_dispatch_send.cuh send_count_tables: its row of the count table.
       const uint64_t table = recv + epc::kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes);
@@ -244,6 +257,26 @@ TEST(StagingMap, EveryLowLatencyWriteIsStagedOnce) {
         check_plan(c, split[0], split[1], split[0] > 16 ? std::vector<int>{0, 71, 72, 143} : std::vector<int>{});
       }
     }
+  }
+}
+
+// EPC_GROUP_COMBINE_PER_ENTRY: the combine row is the writer's [T][max_entries] entry rows,
+// which HOME writes and SENDER's partials (at entry row 0) too: at every split of the other
+// tests, with 2 and 3 slots, and in virtual nodes of 1 and 2 (the GPU tests' splits).
+TEST(StagingMap, EveryLowLatencyPerEntryWriteIsStagedOnce) {
+  for (uint32_t pending : {2u, 3u}) {
+    for (const auto& split : kSplits) {
+      auto c = group_config(EPC_MODE_LOW_LATENCY, 144, 256, 5, 4);
+      c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+      c.max_pending_steps = pending;
+      check_plan(c, split[0], split[1], split[0] > 16 ? std::vector<int>{0, 71, 72, 143} : std::vector<int>{});
+    }
+  }
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 16, 256, 6, 4);
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  for (uint32_t node_size : {1u, 2u}) {
+    c.virtual_node_size = node_size;
+    check_plan(c, 4, 4);
   }
 }
 

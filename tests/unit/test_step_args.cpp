@@ -571,7 +571,7 @@ TEST(CombineArgs, FieldsThatDoNotDependOnTheMode) {
 
 // The weighting an HT combine runs (resolve_ht_weighting): defaults, and each refused
 // combination's status with a message naming the field. HOME needs EXPERT_PACKED and a group
-// with EPC_GROUP_COMBINE_PER_ENTRY (LL groups refuse the flag: Config.GroupFlags).
+// with EPC_GROUP_COMBINE_PER_ENTRY (LL groups: LlOutputs.CombineXAndWeightingPerLayout).
 TEST(CombineArgs, HighThroughputWeighting) {
   auto resolve = [](EpcWeighting w, EpcLayout layout, uint32_t flags) {
     EpcWeighting got = 99;

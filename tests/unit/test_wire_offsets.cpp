@@ -32,6 +32,9 @@ TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
   g.max_tokens = 128;
   g.message_bytes = static_cast<int>(p.message_bytes);
   g.row_bytes = 7168 * 2;
+  g.max_entries = 8;
+  g.combine_record_bytes = static_cast<int>(epc::ll_combine_record_bytes(c));
+  EXPECT_EQ(g.combine_record_bytes, g.row_bytes);
   for (uint32_t s = 0; s < p.num_slots; ++s) {
     const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV, s);
     // The last message ends where the count table starts; the table ends inside the region.
@@ -39,6 +42,35 @@ TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
     EXPECT_LE(g.count_table_offset(recv.offset) + epc::kernels::ll_count_table_bytes(4, 64), recv.offset + recv.size);
     const epc::Region& partials = p.region(EPC_REGION_COMBINE_RECV, s);
     EXPECT_EQ(g.partial_offset(partials.offset, 3, 127) + g.row_bytes, partials.offset + partials.size);
+    // Without the flag, the [R][T] partials of one row each, as in 2.0.
+    EXPECT_EQ(g.partial_offset(partials.offset, 2, 5), partials.offset + (2u * 128 + 5) * 14336);
+  }
+}
+
+// EPC_GROUP_COMBINE_PER_ENTRY: a combine record is max_entries rows; SENDER's partial of
+// (source, token) is its entry row 0, where HOME's first entry goes, and the last of them
+// ends one record before the slot's end (the last record's other 7 rows).
+TEST(WireOffsets, LowLatencyPartialsOfPerEntryGroupsAreEntryRowZero) {
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  epc::kernels::LlGeometry g{};
+  g.nranks = 4;
+  g.max_tokens = 128;
+  g.row_bytes = 7168 * 2;
+  g.max_entries = 8;
+  g.combine_record_bytes = static_cast<int>(epc::ll_combine_record_bytes(c));
+  EXPECT_EQ(g.combine_record_bytes, 8 * 14336);
+  for (uint32_t s = 0; s < p.num_slots; ++s) {
+    const epc::Region& rows = p.region(EPC_REGION_COMBINE_RECV, s);
+    for (int source : {0, 1, 3}) {
+      for (int token : {0, 5, 127}) {
+        EXPECT_EQ(g.partial_offset(rows.offset, source, token), g.entry_row_offset(rows.offset, source, token, 0));
+      }
+    }
+    // (1, 2): record 130 of 8 rows of 14336 bytes.
+    EXPECT_EQ(g.partial_offset(rows.offset, 1, 2), rows.offset + 130u * 8 * 14336);
+    EXPECT_EQ(g.partial_offset(rows.offset, 3, 127) + 8u * 14336, rows.offset + rows.size);
   }
 }
 

@@ -40,7 +40,7 @@ type GroupConfig struct {
 	// (more: ErrUnsupported), each above 2 adding a receive slot per direction (LL).
 	MaxPendingSteps uint32
 	// Flags are EPC_GROUP_* bits (GroupCombinePerEntry: ErrUnsupported in ABI 2.0; served
-	// since 2.1 on HT groups of any number of nodes and on LL groups of one node).
+	// since 2.1 on LL and HT groups of any number of nodes).
 	Flags uint32
 
 	// VirtualNodeSize is a testing and tuning aid. 0: a node is an NVLink (LSA)

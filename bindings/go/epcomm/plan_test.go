@@ -74,8 +74,6 @@ func TestPlanQueryGroupFields(t *testing.T) {
 		{"recv_capacity above R*T", func(g *GroupConfig) { g.RecvCapacity = 4*128 + 1 }, ErrInvalidArgument, "recv_capacity"},
 		{"an unknown overflow", func(g *GroupConfig) { g.Overflow = 7 }, ErrInvalidArgument, "overflow"},
 		{"four pending steps", func(g *GroupConfig) { g.MaxPendingSteps = 4 }, ErrUnsupported, "max_pending_steps"},
-		// Served on one node since 2.1; across (virtual) nodes still refused.
-		{"combine per entry across nodes", func(g *GroupConfig) { g.Flags, g.VirtualNodeSize = GroupCombinePerEntry, 2 }, ErrUnsupported, "flags"},
 		{"an unknown group flag", func(g *GroupConfig) { g.Flags = 0x80 }, ErrInvalidArgument, "flags"},
 	} {
 		cfg := base
@@ -145,6 +143,24 @@ func TestPlanQueryVirtualNodesAddNetworkStaging(t *testing.T) {
 	for _, r := range wholeTeam.Regions {
 		if r.Kind == RegionNetStaging {
 			t.Errorf("a single node has a staging region: %+v", r)
+		}
+	}
+	// Both modes serve GroupCombinePerEntry across virtual nodes (2.1): each rank stages the
+	// entries' rows it sends the other node, so the staging region grows.
+	for _, mode := range []Mode{ModeLowLatency, ModeHighThroughput} {
+		cfg := GroupConfig{NumExperts: 256, Hidden: 7168, Mode: mode, VirtualNodeSize: 2}
+		partials, err := PlanQuery(cfg, 4, 4, 1)
+		if err != nil {
+			t.Fatalf("mode %v, PlanQuery across virtual nodes: %v", mode, err)
+		}
+		cfg.Flags = GroupCombinePerEntry
+		perEntry, err := PlanQuery(cfg, 4, 4, 1)
+		if err != nil {
+			t.Fatalf("mode %v, PlanQuery with GroupCombinePerEntry across virtual nodes: %v", mode, err)
+		}
+		without, staged := partials.Regions[len(partials.Regions)-1], perEntry.Regions[len(perEntry.Regions)-1]
+		if staged.Kind != RegionNetStaging || without.Kind != RegionNetStaging || staged.Size <= without.Size {
+			t.Errorf("mode %v: per-entry staging %+v, without the flag %+v", mode, staged, without)
 		}
 	}
 }

@@ -34,11 +34,12 @@ const (
 	// GroupCombinePerEntry is EPC_GROUP_COMBINE_PER_ENTRY, 0x1u: EpcGroupConfig.flags: size
 	// the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs
 	// (K rows per token instead of one per (token, rank)). Served since 2.1: HT combine_recv
-	// holds R * T * max_topk slots instead of R * T (across nodes, virtual ones included, each
-	// rail peer forwards the entries' rows its node hosts, unreduced, and each rank stages T *
-	// max_topk slots per other node beside its T partials), on groups of one node or several;
-	// each LL combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query), on
-	// LL groups of one node (several nodes, virtual ones included: EPC_ERR_UNSUPPORTED).
+	// holds R * T * max_topk slots instead of R * T, each LL combine_recv[s] R * T * max_topk
+	// bf16 rows instead of R * T (epc_plan_query), on groups of one node or several, in both
+	// modes. Across nodes (virtual ones included) NET_STAGING grows too: an HT rank stages T *
+	// max_topk slots per other node beside its T partials (each rail peer forwards the
+	// entries' rows its node hosts, unreduced); an LL rank stages T * max_topk entry rows per
+	// rank of another node instead of T partials.
 	GroupCombinePerEntry = 1
 	// PlanMaxRegions is EPC_PLAN_MAX_REGIONS.
 	PlanMaxRegions = 16

@@ -46,7 +46,7 @@ class GroupConfig:
     num_sms: SM budget; 0 = 132 (LL) or 24 (HT).
     timeout_ms: bound on every device-side wait; 0 = 10000.
     flags: GroupFlags (GroupFlags.COMBINE_PER_ENTRY: UNSUPPORTED in 2.0; served since 2.1
-      for Weighting.HOME, on HT groups of any number of nodes and LL groups of one node).
+      for Weighting.HOME, on LL and HT groups of any number of nodes).
     virtual_node_size: a testing and tuning aid. 0 = a node is an NVLink (LSA) team.
       Otherwise every LSA team is split into virtual nodes of this many consecutive ranks
       (it must divide the team size): ranks in different virtual nodes then exchange data

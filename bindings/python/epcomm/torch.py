@@ -381,8 +381,9 @@ class Buffer:
         """Combine the expert outputs x [L, R*T, H] bf16 of the slot's last dispatch into
         out [B, H] (bf16 default, fp16, fp32; B = topk_idx.shape[0]), each token's rows
         weighted by its dispatch's topk_weights. home_topk_weights [B, K] float32 (a Buffer
-        created with flags=GroupFlags.COMBINE_PER_ENTRY, one node for LL): the weights given here,
-        not dispatch's, as in ht_combine (Weighting.HOME). Collective; on the current stream."""
+        created with flags=GroupFlags.COMBINE_PER_ENTRY, any number of nodes): the weights given
+        here, not dispatch's, as in ht_combine (Weighting.HOME). Collective; on the current
+        stream."""
         if out is None:
             out = self._empty((_first_dim(topk_idx, "topk_idx", "ll_combine"), self.info.hidden), torch.bfloat16)
         if home_topk_weights is not None:

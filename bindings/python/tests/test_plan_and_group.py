@@ -46,6 +46,15 @@ def test_virtual_nodes_of_two_ranks_plan_a_network_staging_region():
     assert all(r.kind != epcomm.RegionKind.NET_STAGING for r in whole_team.regions)
     assert staging.offset + staging.size <= plan.symmetric_bytes
     assert plan.symmetric_bytes > whole_team.symmetric_bytes
+    # Both modes serve GroupFlags.COMBINE_PER_ENTRY across virtual nodes (2.1): each rank
+    # stages the entries' rows it sends the other node, so the staging region grows.
+    for mode in (epcomm.Mode.LOW_LATENCY, epcomm.Mode.HIGH_THROUGHPUT):
+        partials = epcomm.plan_query(deepseek_config(mode=mode, virtual_node_size=2), 4, 4, 1)
+        per_entry = epcomm.plan_query(
+            deepseek_config(mode=mode, virtual_node_size=2, flags=epcomm.GroupFlags.COMBINE_PER_ENTRY), 4, 4, 1
+        )
+        assert partials.regions[-1].kind == per_entry.regions[-1].kind == epcomm.RegionKind.NET_STAGING, mode
+        assert per_entry.regions[-1].size > partials.regions[-1].size, mode
 
 
 def test_a_virtual_node_size_that_does_not_divide_the_team_is_refused():
@@ -74,8 +83,6 @@ def test_what_2_0_does_not_serve_is_unsupported_and_names_the_field():
     for overrides, field in [
         (dict(recv_capacity=4 * 128 - 1), "recv_capacity"),
         (dict(max_pending_steps=4), "max_pending_steps"),
-        # Served since 2.1 on groups of one node; across (virtual) nodes still refused.
-        (dict(flags=epcomm.GroupFlags.COMBINE_PER_ENTRY, virtual_node_size=2), "flags"),
     ]:
         with pytest.raises(epcomm.EpcError) as caught:
             epcomm.plan_query(deepseek_config(**overrides), 4)

@@ -130,7 +130,7 @@ const EPC_OVERFLOW_FAIL = EpcOverflow(0)  # a step in which any rank overflows d
 
 const EPC_OVERFLOW_DROP = EpcOverflow(1)  # rows past capacity, in row order, are dropped; counts describe the rows written, out_num_recv the rows that arrived; combine gets no contribution from a dropped row (HT FLAT: a rank keeps its lowest (source rank, source token) rows)
 
-const EPC_GROUP_COMBINE_PER_ENTRY = UInt32(0x1)  # EpcGroupConfig.flags: size the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs (K rows per token instead of one per (token, rank)). Served since 2.1: HT combine_recv holds R * T * max_topk slots instead of R * T (across nodes, virtual ones included, each rail peer forwards the entries' rows its node hosts, unreduced, and each rank stages T * max_topk slots per other node beside its T partials), on groups of one node or several; each LL combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query), on LL groups of one node (several nodes, virtual ones included: EPC_ERR_UNSUPPORTED)
+const EPC_GROUP_COMBINE_PER_ENTRY = UInt32(0x1)  # EpcGroupConfig.flags: size the combine window for one row per (token, top-k entry), which EPC_WEIGHTING_HOME needs (K rows per token instead of one per (token, rank)). Served since 2.1: HT combine_recv holds R * T * max_topk slots instead of R * T, each LL combine_recv[s] R * T * max_topk bf16 rows instead of R * T (epc_plan_query), on groups of one node or several, in both modes. Across nodes (virtual ones included) NET_STAGING grows too: an HT rank stages T * max_topk slots per other node beside its T partials (each rail peer forwards the entries' rows its node hosts, unreduced); an LL rank stages T * max_topk entry rows per rank of another node instead of T partials
 
 const EPC_REGION_CONTROL = EpcRegionKind(1)  # barrier epochs, one per rank
 const EPC_REGION_DISPATCH_RECV = EpcRegionKind(2)  # incoming dispatch messages (LL: one per slot)
@@ -242,7 +242,7 @@ struct EpcGroupConfig
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles, at most one per handle; 0: the default, 2 since 2.1 (1 in 2.0). Up to 3 (more: EPC_ERR_UNSUPPORTED); on LL groups each one above 2 adds a receive slot per direction to the window (epc_plan_query)
     num_sms::UInt32  # SM budget; 0: 132 (LL), 24 (HT)
     timeout_ms::UInt32  # bound on every device-side wait; 0: 10000
-    flags::UInt32  # EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY: EPC_ERR_UNSUPPORTED in 2.0; since 2.1 HT groups of any split and LL groups of one node)
+    flags::UInt32  # EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY: EPC_ERR_UNSUPPORTED in 2.0; since 2.1 LL and HT groups of any split)
     virtual_node_size::UInt32  # testing aid; 0: a node is an NVLink (LSA) team. Else every team is split into nodes of this many consecutive ranks (it must divide the team), which talk only through the network transport (between virtual nodes, an NVLink-backed stand-in with the network's ordering)
     alloc_fn::EpcAllocFn  # NULL: ncclMemAlloc; set both or neither
     free_fn::EpcFreeFn

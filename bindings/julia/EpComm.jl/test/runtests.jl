@@ -94,6 +94,19 @@ end
         @test length(plan.regions) == length(whole_team.regions) + 1
         @test all(r -> r.kind != EPC_REGION_NET_STAGING, whole_team.regions)
         @test staging.offset + staging.size <= plan.symmetric_bytes
+        # Both modes serve EPC_GROUP_COMBINE_PER_ENTRY across virtual nodes (2.1): each rank
+        # stages the entries' rows it sends the other node, so the staging region grows.
+        for mode in (:low_latency, :high_throughput)
+            partials = plan_query(GroupConfig(num_experts = 256, hidden = 7168, mode = mode,
+                                              virtual_node_size = 2);
+                                  nranks = 4, lsa_size = 4, num_nodes = 1)
+            per_entry = plan_query(GroupConfig(num_experts = 256, hidden = 7168, mode = mode,
+                                               virtual_node_size = 2, flags = EPC_GROUP_COMBINE_PER_ENTRY);
+                                   nranks = 4, lsa_size = 4, num_nodes = 1)
+            @test last(partials.regions).kind == EPC_REGION_NET_STAGING
+            @test last(per_entry.regions).kind == EPC_REGION_NET_STAGING
+            @test last(per_entry.regions).size > last(partials.regions).size
+        end
 
         failure = failure_of(() -> plan_query(GroupConfig(num_experts = 256, hidden = 7168,
                                                           virtual_node_size = 3);
@@ -113,8 +126,6 @@ end
                 ((recv_capacity = 4 * 128 - 1,), EPC_ERR_UNSUPPORTED, "recv_capacity"),
                 ((recv_capacity = 4 * 128 + 1,), EPC_ERR_INVALID_ARGUMENT, "recv_capacity"),
                 ((max_pending_steps = 4,), EPC_ERR_UNSUPPORTED, "max_pending_steps"),
-                # served on one node since 2.1; across (virtual) nodes refused
-                ((flags = EPC_GROUP_COMBINE_PER_ENTRY, virtual_node_size = 2), EPC_ERR_UNSUPPORTED, "flags"),
                 ((overflow = 7,), EPC_ERR_INVALID_ARGUMENT, "overflow")]
             failure = failure_of(() -> plan_query(GroupConfig(; num_experts = 64, hidden = 2048,
                                                               keywords...); nranks = 4))

@@ -189,14 +189,14 @@ pub const EPC_OVERFLOW_DROP: EpcOverflow = 1;
 /// one row per (token, top-k entry), which EPC_WEIGHTING_HOME
 /// needs (K rows per token instead of one per (token, rank)).
 /// Served since 2.1: HT combine_recv holds R * T * max_topk
-/// slots instead of R * T (across nodes, virtual ones
-/// included, each rail peer forwards the entries' rows its
-/// node hosts, unreduced, and each rank stages T * max_topk
-/// slots per other node beside its T partials), on groups of
-/// one node or several; each LL combine_recv\[s\] R * T *
+/// slots instead of R * T, each LL combine_recv\[s\] R * T *
 /// max_topk bf16 rows instead of R * T (epc_plan_query), on
-/// LL groups of one node (several nodes, virtual ones
-/// included: EPC_ERR_UNSUPPORTED)
+/// groups of one node or several, in both modes. Across nodes
+/// (virtual ones included) NET_STAGING grows too: an HT rank
+/// stages T * max_topk slots per other node beside its T
+/// partials (each rail peer forwards the entries' rows its
+/// node hosts, unreduced); an LL rank stages T * max_topk
+/// entry rows per rank of another node instead of T partials
 pub const EPC_GROUP_COMBINE_PER_ENTRY: u32 = 0x1;
 
 /// Symmetric-memory allocator: must return memory NCCL can register as a window (from
@@ -254,8 +254,8 @@ pub struct EpcGroupConfig {
     /// bound on every device-side wait; 0: 10000
     pub timeout_ms: u32,
     /// EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
-    /// EPC_ERR_UNSUPPORTED in 2.0; since 2.1 HT groups of any
-    /// split and LL groups of one node)
+    /// EPC_ERR_UNSUPPORTED in 2.0; since 2.1 LL and HT
+    /// groups of any split)
     pub flags: u32,
     /// testing aid; 0: a node is an NVLink (LSA) team. Else
     /// every team is split into nodes of this many consecutive

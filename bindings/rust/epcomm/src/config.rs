@@ -111,7 +111,7 @@ impl GroupConfig {
     }
 
     /// `EPC_GROUP_*` bits ([`GroupFlags::COMBINE_PER_ENTRY`]: UNSUPPORTED in 2.0; served since
-    /// 2.1 on HT groups of any split and on LL groups of one node).
+    /// 2.1 on LL and HT groups of any number of nodes).
     pub fn flags(mut self, flags: GroupFlags) -> Self {
         self.raw.flags = flags.0;
         self

@@ -67,6 +67,20 @@ fn virtual_nodes_of_two_ranks_give_the_plan_a_network_staging_region() {
     assert!(whole_team.regions.iter().all(|region| region.kind != RegionKind::NET_STAGING));
     assert!(staging.offset + staging.size <= plan.symmetric_bytes);
     assert!(plan.symmetric_bytes > whole_team.symmetric_bytes);
+
+    // Both modes serve COMBINE_PER_ENTRY across virtual nodes (2.1): each rank stages the
+    // entries' rows it sends the other node, so the staging region grows.
+    for mode in [Mode::LOW_LATENCY, Mode::HIGH_THROUGHPUT] {
+        let split = config.mode(mode).virtual_node_size(2);
+        let partials = plan_query(&split, 4, 4, 1).expect("plan_query, across virtual nodes");
+        let per_entry = plan_query(&split.flags(epcomm::GroupFlags::COMBINE_PER_ENTRY), 4, 4, 1)
+            .expect("plan_query, per entry across virtual nodes");
+        let (without, staged) =
+            (partials.regions.last().expect("regions"), per_entry.regions.last().expect("regions"));
+        assert_eq!(without.kind, RegionKind::NET_STAGING, "{mode:?}");
+        assert_eq!(staged.kind, RegionKind::NET_STAGING, "{mode:?}");
+        assert!(staged.size > without.size, "{mode:?}: {} <= {}", staged.size, without.size);
+    }
 }
 
 #[test]
@@ -97,8 +111,6 @@ fn the_2_0_group_fields_follow_the_status_rule() {
     for (field, config) in [
         ("recv_capacity", config.recv_capacity(4 * 128 - 1)),
         ("max_pending_steps", config.max_pending_steps(4)),
-        // Served on one node since 2.1; across (virtual) nodes still refused.
-        ("flags", config.flags(epcomm::GroupFlags::COMBINE_PER_ENTRY).virtual_node_size(2)),
     ] {
         let error = plan_query(&config, 4, 4, 1).unwrap_err();
         assert_eq!(error.kind(), epcomm::ErrorKind::Unsupported, "{field}: {error}");
