@@ -118,7 +118,7 @@ int64_t WireFormat::max_bytes_to_peer(int64_t tokens, int topk, int nranks, int 
         std::max(tokens * rows * net_combine_row_bytes, node_size > 1 ? nodes * tokens * rows * combine_row_bytes : 0);
   } else {
     dispatch = tokens * net_dispatch_message_bytes;  // at least the NVLink message
-    combine = tokens * net_combine_row_bytes;
+    combine = tokens * net_combine_row_bytes * (combine_per_entry ? topk : 1);
   }
   return std::max(dispatch, combine);
 }
@@ -228,10 +228,11 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
           // when that is this rank: read in place), which reduces them (below).
           if (s != rank && n > 0) {
             if (!rails || !remote(s)) {
-              // EPC_WEIGHTING_HOME (one node): one row per entry here.
+              // EPC_WEIGHTING_HOME: one row per entry here, over NVLink or (LL) the network,
+              // which puts every entry row (kernels/ll/ll_combine_home.cuh put_entry_rows).
               const int64_t rows = wire.combine_per_entry ? n : 1;
               t.combine_to[static_cast<size_t>(s)] +=
-                  remote(s) ? wire.net_combine_row_bytes : rows * wire.combine_row_bytes;
+                  rows * (remote(s) ? wire.net_combine_row_bytes : wire.combine_row_bytes);
             } else if (rail_here(s) != rank) {
               t.combine_to[static_cast<size_t>(rail_here(s))] +=
                   (wire.combine_per_entry ? n : 1) * wire.combine_row_bytes;

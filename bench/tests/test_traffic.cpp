@@ -251,6 +251,31 @@ TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
   EXPECT_EQ(flat.baseline_wire_combine_bytes, r0.baseline_wire_combine_bytes);
 }
 
+// LL with EPC_WEIGHTING_HOME across virtual nodes of 1 (the routing above): every entry's
+// row returns through the network, no partials. Rank 0 combine (experts 0, 1):
+//   rank 1's token 0 (experts 0, 1): two rows, 32; rank 2's token 0 (expert 1): 16;
+//   rank 3's token 0 (expert 0): 16; a signal of 8 to each: network 64 + 24 = 88.
+// With SENDER, one partial per (token, rank) instead: 16 to rank 1 (network 72).
+TEST(Traffic, VirtualNodesLowLatencyWeightsAtHomeReturnEveryEntry) {
+  WireFormat w = WireFormat::for_dtype(8, false, 2);
+  const RankTraffic partials = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 100, 1);
+  EXPECT_EQ(partials.combine_to, (std::vector<int64_t>{0, 16, 16, 16}));
+  EXPECT_EQ(partials.wire_combine_network_bytes, 72);
+  w.combine_per_entry = true;
+  const RankTraffic home = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 100, 1);
+  EXPECT_EQ(home.combine_to, (std::vector<int64_t>{0, 32, 16, 16}));
+  EXPECT_EQ(home.wire_combine_network_bytes, 88);
+  EXPECT_EQ(home.wire_combine_nvlink_bytes, 0);
+  EXPECT_EQ(home.dispatch_to, partials.dispatch_to);  // dispatch does not change
+  // The ceiling's window, nodes of one rank (hidden 8, top-2): 10 whole 48 B messages
+  // (480 B) outweigh 10 partials (160 B), and 10 tokens of 2 entry rows (320 B).
+  EXPECT_EQ(w.max_bytes_to_peer(10, 2, 4, 1), 10 * 48);
+  WireFormat wide = WireFormat::for_dtype(64, false, 2);  // rows of 128 B: 2 rows outweigh a message
+  EXPECT_EQ(wide.max_bytes_to_peer(10, 2, 4, 1), 10 * (32 + 128));
+  wide.combine_per_entry = true;
+  EXPECT_EQ(wide.max_bytes_to_peer(10, 2, 4, 1), 10 * 2 * 128);
+}
+
 // HT dispatch across nodes goes by rail (kernels/ht/ht_dispatch_rail.cuh, ht_dispatch_forward.cuh).
 // In nodes of 2 the rank with local index i of one node is the rail peer of the rank with
 // local index i of the other: 0 <-> 2, 1 <-> 3. A source stores each token's 32 B slot over
