@@ -45,16 +45,27 @@ __device__ __forceinline__ uint32_t encode_scale_source(uint4 raw) {
   return raw.x;
 }
 
+// Which threads of a block store a row's scales: `thread` is this one's index among them
+// (numbered from the block's last thread down, so that the scales go from warps other than
+// the first ones, which store the row's payload at small steps), `threads` their count.
+struct ScaleThread {
+  int thread, threads;
+  __device__ static ScaleThread from_block_end() {
+    return {static_cast<int>(blockDim.x - 1 - threadIdx.x), static_cast<int>(blockDim.x)};
+  }
+};
+
 // One received row's scales `src` (`scales` of them), words [begin, end) of them split over
-// the block's threads, stored into every row that row feeds: `rows` of them, whose scales
-// start at elements row_at[j] (negative: the entry did not fit, nothing is stored). `first`
-// is this thread's first word's source, from prefetch_row_scales. The encoding is a
+// the block's threads (`at`), stored into every row that row feeds: `rows` of them, whose
+// scales start at elements row_at[j] (negative: the entry did not fit, nothing is stored).
+// `first` is this thread's first word's source, from prefetch_row_scales. The encoding is a
 // template parameter so the loop holds no per-store branch.
 template <ScaleEncoding E>
 __device__ __forceinline__ void store_row_scales(const ScaleOutput& out, const void* src, int scales, int begin,
-                                                 int end, int rows, const int64_t* row_at, uint4 first) {
-  const int first_word = begin + static_cast<int>(threadIdx.x);
-  for (int w = first_word; w < end; w += static_cast<int>(blockDim.x)) {
+                                                 int end, int rows, const int64_t* row_at, uint4 first,
+                                                 ScaleThread at) {
+  const int first_word = begin + at.thread;
+  for (int w = first_word; w < end; w += at.threads) {
     const uint32_t value = encode_scale_source<E>(w == first_word ? first : load_scale_source<E>(src, w, scales));
     const int64_t offset = w * out.word_stride;
     for (int j = 0; j < rows; ++j) {
@@ -70,11 +81,11 @@ __device__ __forceinline__ void store_row_scales(const ScaleOutput& out, const v
   }
 }
 
-// This thread's first word of store_row_scales (begin + threadIdx.x, if below end), loaded
-// for `encoding`: issued before the received row is placed, its latency overlaps the placing.
+// This thread's first word of store_row_scales (begin + at.thread, if below end), loaded for
+// `encoding`: issued before the received row is placed, its latency overlaps the placing.
 __device__ __forceinline__ uint4 prefetch_row_scales(ScaleEncoding encoding, const void* src, int scales, int begin,
-                                                     int end) {
-  const int w = begin + static_cast<int>(threadIdx.x);
+                                                     int end, ScaleThread at) {
+  const int w = begin + at.thread;
   if (w >= end) return make_uint4(0, 0, 0, 0);
   switch (encoding) {
     case ScaleEncoding::kUe8m0x4:
@@ -90,16 +101,17 @@ __device__ __forceinline__ uint4 prefetch_row_scales(ScaleEncoding encoding, con
 
 // store_row_scales of the fp8 cast's fp32 scales in out's encoding (kFp32, kUe8m0, kUe8m0x4).
 __device__ __forceinline__ void store_cast_scales(const ScaleOutput& out, const float* src, int scales, int begin,
-                                                  int end, int rows, const int64_t* row_at, uint4 first) {
+                                                  int end, int rows, const int64_t* row_at, uint4 first,
+                                                  ScaleThread at) {
   switch (out.encoding) {
     case ScaleEncoding::kUe8m0:
-      store_row_scales<ScaleEncoding::kUe8m0>(out, src, scales, begin, end, rows, row_at, first);
+      store_row_scales<ScaleEncoding::kUe8m0>(out, src, scales, begin, end, rows, row_at, first, at);
       break;
     case ScaleEncoding::kUe8m0x4:
-      store_row_scales<ScaleEncoding::kUe8m0x4>(out, src, scales, begin, end, rows, row_at, first);
+      store_row_scales<ScaleEncoding::kUe8m0x4>(out, src, scales, begin, end, rows, row_at, first, at);
       break;
     default:
-      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at, first);
+      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at, first, at);
       break;
   }
 }
@@ -107,16 +119,17 @@ __device__ __forceinline__ void store_cast_scales(const ScaleOutput& out, const 
 // store_row_scales of a passthrough's elements as they are, by their size (kRaw8, kRaw16,
 // kFp32: a 32-bit word).
 __device__ __forceinline__ void store_copied_scales(const ScaleOutput& out, const void* src, int scales, int begin,
-                                                    int end, int rows, const int64_t* row_at, uint4 first) {
+                                                    int end, int rows, const int64_t* row_at, uint4 first,
+                                                    ScaleThread at) {
   switch (out.encoding) {
     case ScaleEncoding::kRaw8:
-      store_row_scales<ScaleEncoding::kRaw8>(out, src, scales, begin, end, rows, row_at, first);
+      store_row_scales<ScaleEncoding::kRaw8>(out, src, scales, begin, end, rows, row_at, first, at);
       break;
     case ScaleEncoding::kRaw16:
-      store_row_scales<ScaleEncoding::kRaw16>(out, src, scales, begin, end, rows, row_at, first);
+      store_row_scales<ScaleEncoding::kRaw16>(out, src, scales, begin, end, rows, row_at, first, at);
       break;
     default:
-      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at, first);
+      store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at, first, at);
       break;
   }
 }

@@ -207,7 +207,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     const VectorSlice words = vector_slice(scale_words_per_row, slice, slices);
     uint4 first_scales = make_uint4(0, 0, 0, 0);
     if (fp8 || passthrough) {
-      first_scales = prefetch_row_scales(p.out_scales.encoding, scales_src, scale_count, words.begin, words.end);
+      first_scales = prefetch_row_scales(p.out_scales.encoding, scales_src, scale_count, words.begin, words.end,
+                                         ScaleThread::from_block_end());
     }
     if (threadIdx.x < kWarpSize && by_token) {
       place_token(p, message, m, slots, tokens_from, records, &placed);
@@ -262,10 +263,10 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     }
     if (fp8) {
       store_cast_scales(p.out_scales, reinterpret_cast<const float*>(scales_src), scale_count, words.begin, words.end,
-                        placed.entries, placed.scale_row, first_scales);
+                        placed.entries, placed.scale_row, first_scales, ScaleThread::from_block_end());
     } else if (passthrough) {
       store_copied_scales(p.out_scales, scales_src, scale_count, words.begin, words.end, placed.entries,
-                          placed.scale_row, first_scales);
+                          placed.scale_row, first_scales, ScaleThread::from_block_end());
     }
     __syncthreads();  // `placed` is rewritten for the next message
   }
