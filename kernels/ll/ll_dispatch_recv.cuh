@@ -202,7 +202,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       const int v = part.begin + threadIdx.x + r * static_cast<int>(blockDim.x);
       if (v < part.end) first[r] = payload[v];
     }
-    // And the first scales this thread stores.
+    // And the first scales this thread stores. The block's last threads store the scales:
+    // its first ones store the payload, and a small step's slice of a row leaves the last
+    // ones idle, so both go at once rather than one after the other.
     const char* scales_src = message + g.header_bytes + out_row_bytes;
     const VectorSlice words = vector_slice(scale_words_per_row, slice, slices);
     uint4 first_scales = make_uint4(0, 0, 0, 0);
