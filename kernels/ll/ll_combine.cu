@@ -25,8 +25,9 @@ struct CombineParts {
   __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
     return combine::send<kHome>(p, step, early);
   }
-  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) {
-    return combine::receive<kHome>(p, step);
+  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early& early,
+                                                 bool early_loaded) {
+    return combine::receive<kHome>(p, step, early_loaded ? early.receive_expert : combine::kNotLoaded);
   }
   // The sending part's [nranks] token counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }

@@ -125,7 +125,20 @@ __device__ __forceinline__ void publish_records(const LlCommon& c, const Message
 struct EarlyLoads {
   MessageRecords first;
   uint32_t tokens_from;  // rank threadIdx.x's, when it is one
+  // The receiving part's first token's expert in top-k slot lane (first warp; -1 past K or
+  // without a token), so that a fused launch's receive finds the token's ranks without a
+  // load after its sending part.
+  int receive_expert;
 };
+
+// A receive_expert that was not loaded (a receive-only launch loads nothing early).
+constexpr int kNotLoaded = -2;
+
+// Lane j's expert of token t (-1 past K), loaded by the first warp.
+__device__ __forceinline__ int token_expert(const LlCommon& c, int t) {
+  const int j = static_cast<int>(threadIdx.x);
+  return j < c.topk ? c.handle.topk_idx[t * c.topk + j] : -1;
+}
 
 __device__ __forceinline__ EarlyLoads early_loads(const LlCombineParams& p) {
   const LlCommon& c = p.common;
@@ -134,6 +147,10 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlCombineParams& p) {
   if (message < c.geo.nranks * c.geo.max_tokens) e.first = fetch_records(c, message);
   if (static_cast<int>(threadIdx.x) < c.geo.nranks)
     e.tokens_from = static_cast<uint32_t>(c.handle.recv_tokens[threadIdx.x]);
+  e.receive_expert = -1;
+  if (threadIdx.x < kWarpSize && static_cast<int>(blockIdx.x) < c.num_tokens) {
+    e.receive_expert = token_expert(c, blockIdx.x);
+  }
   return e;
 }
 
@@ -196,13 +213,14 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
   return last;
 }
 
-// The ranks hosting token t's unmasked entries, ascending, into shared `ranks`; returns
-// their number in every thread.
-__device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks) {
+// The ranks hosting the unmasked entries of the token whose expert in top-k slot lane the
+// first warp's lanes hold (`expert`, or kNotLoaded: token t's, loaded here), ascending, into
+// shared `ranks`; returns their number in every thread.
+__device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks, int expert = kNotLoaded) {
   __shared__ int count;
   if (threadIdx.x < kWarpSize) {
     const int j = threadIdx.x;
-    const int expert = j < c.topk ? c.handle.topk_idx[t * c.topk + j] : -1;
+    if (expert == kNotLoaded) expert = token_expert(c, t);
     const int rank = expert >= 0 ? expert / c.geo.local_experts : -1;
     const unsigned same = __match_any_sync(0xffffffffu, rank);
     const bool leader = rank >= 0 && (same & ((1u << j) - 1u)) == 0;
@@ -220,16 +238,18 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks)
 }
 
 // The whole part, run by every thread of every block; false when the block's wait failed
-// (ll_step_kernel.cuh gives the slot's credits).
+// (ll_step_kernel.cuh gives the slot's credits). `first_expert`: the first warp's
+// EarlyLoads::receive_expert in a fused launch, else kNotLoaded.
 template <bool kHome>
-__device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step) {
+__device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step, int first_expert) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
 
   // The first token's ranks depend on the routing only: found while the peers still send.
-  int num_ranks = !kHome && static_cast<int>(blockIdx.x) < c.num_tokens ? token_ranks(c, blockIdx.x, ranks) : 0;
+  int num_ranks =
+      !kHome && static_cast<int>(blockIdx.x) < c.num_tokens ? token_ranks(c, blockIdx.x, ranks, first_expert) : 0;
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns, c.error,
                      kPhaseCombineReceive, c.dev_comm.rank)) {
     return false;

@@ -27,7 +27,7 @@ struct DispatchParts {
   __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
     return dispatch_send::run<kByToken, kPayload>(p, step, early);
   }
-  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step) {
+  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early&, bool) {
     return dispatch_recv::run<kByToken, kPayload>(p, step);
   }
   // The sending part's [nranks] token places (the token layouts).

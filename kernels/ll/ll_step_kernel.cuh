@@ -12,7 +12,7 @@
 // loads its sending part makes before the slot is claimed (Early, early), a launch's block
 // size (threads: kLlThreads or kLlSmallThreads), its two parts
 // (send, receive, run by every thread of every block, given the step the launch serves and
-// send also what early loaded; send returns in every thread of a block whether the block was the launch's last to
+// what early loaded, which receive gets only in a fused launch (`early_loaded`); send returns in every thread of a block whether the block was the launch's last to
 // finish, after which it has signalled every peer; receive returns in every thread of a block
 // whether the block saw every peer's signal) and the dynamic shared memory each needs
 // (send_shared, receive_shared).
@@ -89,17 +89,19 @@ template <typename Parts, bool kSend, bool kReceive>
 __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
   LlOpState* op = Parts::op(p.common.state);
   uint64_t step;
+  typename Parts::Early early{};
   if (kSend) {
     step = op->next_step;
     // Loads of the caller's inputs and the handle's routing, which no earlier step of the
     // slot can still be using: issued before the claim so that they overlap its load.
-    const typename Parts::Early early = Parts::early(p);
+    early = Parts::early(p);
     if (!claim_slot(p.common, op, p.slot, p.signal_offset, Parts::kSlotPhase)) return;
     if (Parts::send(p, step, early)) record_step<Parts>(p, op, step, /*whole=*/kReceive);
   } else {
     step = p.common.handle.steps[Parts::kRecord];
   }
-  if (kReceive) finish_step<Parts>(p, op, step, /*fused=*/kSend, Parts::receive(p, step));
+  if (kReceive)
+    finish_step<Parts>(p, op, step, /*fused=*/kSend, Parts::receive(p, step, early, /*early_loaded=*/kSend));
 }
 
 template <typename Parts>
