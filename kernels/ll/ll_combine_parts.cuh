@@ -188,14 +188,17 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
       const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.token);
       if (entries.entries > 0)
         send_partial(c, p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
-      __syncthreads();
+      // The network's put reads what every thread stored; inside one node commit does nothing.
+      if (!c.transport.one_node) __syncthreads();
       if (entries.entries > 0 && part.end > part.begin) {
         constexpr uint64_t kVectorBytes = 16;
         c.transport.commit(offset + part.begin * kVectorBytes, (part.end - part.begin) * kVectorBytes, m.source,
                            threadIdx.x, blockDim.x);
       }
     }
-    __syncthreads();  // `entries` is rewritten for the next message
+    // `entries` is rewritten for the block's next message, if it has one (the count after the
+    // loop begins with a barrier of its own).
+    if (item + static_cast<int>(gridDim.x) < messages * slices) __syncthreads();
   }
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhasePayloadSent);
@@ -282,7 +285,7 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
         }
         store_sum_vector(out, v, acc, p.out_type);
       }
-      __syncthreads();  // `ranks` is rewritten for the next token
+      if (t + static_cast<int>(gridDim.x) < c.num_tokens) __syncthreads();  // `ranks` is rewritten for the next token
     }
   }
 

@@ -270,7 +270,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       store_copied_scales(p.out_scales, scales_src, scale_count, words.begin, words.end, placed.entries,
                           placed.scale_row, first_scales, ScaleThread::from_block_end());
     }
-    __syncthreads();  // `placed` is rewritten for the next message
+    // `placed` is rewritten for the block's next message, if it has one.
+    if (item + static_cast<int>(gridDim.x) < messages * slices) __syncthreads();
   }
 
   store_expert_count(p, early_count);

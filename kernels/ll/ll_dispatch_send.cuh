@@ -294,7 +294,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     __syncthreads();
     send_payload<kPayload>(p, row, first, part, payloads, payload_count);
     if (passthrough && first_slice) send_scales(p, t, payloads, payload_count);
-    __syncthreads();
+    // The network's puts read what every thread stored; inside one node commits do nothing.
+    if (!c.transport.one_node) __syncthreads();
     // Every rank got a header (the first slice's); ranks hosting an entry also each slice's
     // payload bytes and, for fp8, its blocks' scales (passthrough: the first slice's block
     // sends all of them; across nodes put from the one staged copy, which the staging map
@@ -317,7 +318,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
                                   blockDim.x);
       }
     }
-    __syncthreads();  // `route` and `payloads` are rewritten for the next token
+    // `route` and `payloads` are rewritten for the block's next token, if it has one (the
+    // count below begins with a barrier of its own).
+    if (next < c.num_tokens * slices) __syncthreads();
   }
   if (tables) send_count_tables(p, g.count_table_offset(p.recv_offset), early.first_count);
 #ifdef EPC_PHASE_TRACE
