@@ -41,54 +41,60 @@ __device__ __forceinline__ void copy_entries(const RoutingCopyParams& p, int cop
   }
 }
 
-// Expert e's warp: lane l holds token t0 + l of each group of 32 tokens; the lanes' matches
-// of e, scanned across the warp, give each matching entry its position, and the running
-// total ends as the expert's count.
-__device__ __forceinline__ void place_expert_entries(const RoutingCopyParams& p, int e) {
-  const int K = p.topk;
-  const int tokens = K > 0 ? p.count / K : 0;
+// Called by one warp: walks the routing's tokens in order, 32 at a time (lane l token t0 + l),
+// and gives every token `first`, the sum of `count` over the tokens before it (a warp scan per
+// group); returns the sum over all of them.
+template <typename Count, typename Give>
+__device__ __forceinline__ int warp_scan_tokens(const RoutingCopyParams& p, Count count, Give give) {
+  const int tokens = p.topk > 0 ? p.count / p.topk : 0;
   const int lane = lane_id();
   int running = 0;
   for (int t0 = 0; t0 < tokens; t0 += kWarpSize) {
     const int t = t0 + lane;
-    int matches = 0;
-    if (t < tokens) {
-      for (int j = 0; j < K; ++j) matches += kept_id(p, t * K + j) == e;
-    }
-    int before = matches;  // inclusive scan over the lanes
+    const int mine = t < tokens ? count(t) : 0;
+    int upto = mine;  // inclusive scan over the lanes
     for (int d = 1; d < kWarpSize; d *= 2) {
-      const int other = __shfl_up_sync(0xffffffffu, before, d);
-      if (lane >= d) before += other;
+      const int other = __shfl_up_sync(0xffffffffu, upto, d);
+      if (lane >= d) upto += other;
     }
-    const int total = __shfl_sync(0xffffffffu, before, kWarpSize - 1);
-    int position = running + before - matches;
-    for (int j = 0; matches > 0 && j < K; ++j) {
-      if (kept_id(p, t * K + j) == e) p.entry_positions[t * K + j] = position++;
-    }
-    running += total;
+    if (t < tokens) give(t, running + upto - mine);
+    running += __shfl_sync(0xffffffffu, upto, kWarpSize - 1);
   }
-  if (lane == 0) p.expert_entries[e] = running;
+  return running;
 }
 
-// Rank d's warp: lane l holds token t0 + l of each group of 32 tokens; a token with an
-// unmasked entry on d takes the next place there.
+// Expert e's warp: a token's entries of e take the next positions of e, in slot order; the
+// total is e's count.
+__device__ __forceinline__ void place_expert_entries(const RoutingCopyParams& p, int e) {
+  const int K = p.topk;
+  const int total = warp_scan_tokens(
+      p,
+      [&](int t) {
+        int matches = 0;
+        for (int j = 0; j < K; ++j) matches += kept_id(p, t * K + j) == e;
+        return matches;
+      },
+      [&](int t, int first) {
+        for (int j = 0; j < K; ++j) {
+          if (kept_id(p, t * K + j) == e) p.entry_positions[t * K + j] = first++;
+        }
+      });
+  if (lane_id() == 0) p.expert_entries[e] = total;
+}
+
+// Rank d's warp: a token with an unmasked entry on d takes the next place there.
 __device__ __forceinline__ void place_tokens_on_rank(const RoutingCopyParams& p, int d) {
   const int K = p.topk;
-  const int tokens = K > 0 ? p.count / K : 0;
-  const int lane = lane_id();
-  int running = 0;
-  for (int t0 = 0; t0 < tokens; t0 += kWarpSize) {
-    const int t = t0 + lane;
-    bool sent = false;
-    for (int j = 0; t < tokens && j < K && !sent; ++j) {
-      const int id = kept_id(p, t * K + j);
-      sent = id >= 0 && id / p.local_experts == d;
-    }
-    const unsigned senders = __ballot_sync(0xffffffffu, sent);
-    if (t < tokens)
-      p.token_places[static_cast<size_t>(t) * p.ranks + d] = running + __popc(senders & ((1u << lane) - 1u));
-    running += __popc(senders);
-  }
+  warp_scan_tokens(
+      p,
+      [&](int t) {
+        for (int j = 0; j < K; ++j) {
+          const int id = kept_id(p, t * K + j);
+          if (id >= 0 && id / p.local_experts == d) return 1;
+        }
+        return 0;
+      },
+      [&](int t, int first) { p.token_places[static_cast<size_t>(t) * p.ranks + d] = first; });
 }
 
 // Blocks past the copy's: a warp per expert, then (token layouts) a warp per rank.

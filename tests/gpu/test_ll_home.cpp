@@ -72,6 +72,18 @@ int first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& 
   return -1;
 }
 
+// A HOME combine's arguments: the handle's expert outputs `x`, `out`, the home weights [B, K].
+EpcCombineArgs home_combine_args(const EpcTensor* x, const EpcTensor* out, const EpcTensor* weights,
+                                 uint32_t flags = 0) {
+  EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
+  args.flags = flags;
+  args.weighting = EPC_WEIGHTING_HOME;
+  args.home_topk_weights = weights;
+  args.x = x;
+  args.out = out;
+  return args;
+}
+
 void run_home(EpcGroup* group, const LlShape& shape, const ref::Problem& problem, const HomeRun& run, uint64_t seed) {
   const std::string label = label_of(run);
   const int me = my_rank(), K = problem.topk, H = shape.hidden;
@@ -102,12 +114,7 @@ void run_home(EpcGroup* group, const LlShape& shape, const ref::Problem& problem
 
   const EpcTensor expert_out = buffers.expert_out(), out = buffers.out();
   const EpcTensor t_home = make_tensor(weights.get(), EPC_DTYPE_FP32, {step.tokens(), K});
-  EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
-  args.flags = run.flags;
-  args.weighting = EPC_WEIGHTING_HOME;
-  args.home_topk_weights = &t_home;
-  args.x = &expert_out;
-  args.out = &out;
+  EpcCombineArgs args = home_combine_args(&expert_out, &out, &t_home, run.flags);
   auto home_step = [&]() -> ::testing::AssertionResult {
     const ::testing::AssertionResult d = dispatch(handle.get(), buffers, run.flags, stream.get());
     if (!d) return d;
@@ -248,12 +255,7 @@ void run_home_sequence(EpcGroup* group, const LlShape& shape, const std::vector<
     }
     const EpcTensor expert_out = buffers.expert_out(), out = buffers.out();
     const EpcTensor t_home = make_tensor(weights.get(), EPC_DTYPE_FP32, {step.tokens(), K});
-    EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
-    args.flags = run.flags;
-    args.weighting = EPC_WEIGHTING_HOME;
-    args.home_topk_weights = &t_home;
-    args.x = &expert_out;
-    args.out = &out;
+    EpcCombineArgs args = home_combine_args(&expert_out, &out, &t_home, run.flags);
     ASSERT_TRUE(cuda_ok(cudaMemsetAsync(out.data, 0xFF, want.size(), stream.get()), "poisoning out"));
     ASSERT_TRUE(dispatch(handle.get(), buffers, run.flags, stream.get()));
     ASSERT_TRUE(epc_ok(epc_combine(handle.get(), &args, stream.get()), where + ": epc_combine"));
@@ -338,11 +340,7 @@ TEST(LowLatencyHome, GroupWithoutTheFlagRefusesHome) {
   const EpcTensor t_home = make_tensor(weights.get(), EPC_DTYPE_FP32, {step.tokens(), problem.topk});
   const std::size_t out_bytes = static_cast<std::size_t>(step.tokens()) * shape.hidden * 2;
   ASSERT_TRUE(cuda_ok(cudaMemsetAsync(out.data, 0xFF, out_bytes, stream.get()), "poisoning out"));
-  EpcCombineArgs args = EPC_COMBINE_ARGS_INIT;
-  args.weighting = EPC_WEIGHTING_HOME;
-  args.home_topk_weights = &t_home;
-  args.x = &expert_out;
-  args.out = &out;
+  EpcCombineArgs args = home_combine_args(&expert_out, &out, &t_home);
   EXPECT_EQ(epc_combine(handle.get(), &args, stream.get()), EPC_ERR_INVALID_ARGUMENT);
   const std::string message = last_error();
   EXPECT_NE(message.find("EPC_GROUP_COMBINE_PER_ENTRY"), std::string::npos) << message;
