@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "tests/reference/reference.hpp"
 
@@ -49,6 +51,25 @@ inline Problem hand_problem() {
       for (int c = 0; c < 8; ++c) p.ranks[r].x.push_back(payload(r, t, c));
     }
   }
+  return p;
+}
+
+// One token on rank `rank` (the other ranks have none): H = 8, zero payload, entries `idx`
+// with `weights`; for hand cases that follow one token's rows through a combine.
+inline Problem one_token_problem(int nranks, int num_experts, int rank, std::vector<int64_t> idx,
+                                 std::vector<float> weights) {
+  Problem p;
+  p.nranks = nranks;
+  p.num_experts = num_experts;
+  p.hidden = 8;
+  p.topk = static_cast<int>(idx.size());
+  p.max_tokens = 1;
+  p.ranks.resize(static_cast<std::size_t>(nranks));
+  RankTokens& r = p.ranks[static_cast<std::size_t>(rank)];
+  r.num_tokens = 1;
+  r.topk_idx = std::move(idx);
+  r.topk_weights = std::move(weights);
+  r.x.assign(8, 0);
   return p;
 }
 

@@ -19,6 +19,7 @@ namespace {
 
 using hand_case::exact_bf16;
 using hand_case::hand_problem;
+using hand_case::one_token_problem;
 using hand_case::payload;
 
 // The 16-bit payload of row `row` (8 channels) as a token reference: the payload() of the
@@ -105,17 +106,7 @@ TEST(HtPacked, HandCheckedCombineWeightsOnTheExpertsRank) {
 TEST(HtPacked, PartialSumsInFp32AndRoundsOnce) {
   // One rank, one token with four entries on it: 1 + 3 * 2^-9 in fp32 rounds to 1 + 2^-7 in
   // bf16, where rounding after every addition would stay at 1.
-  Problem p;
-  p.nranks = 1;
-  p.num_experts = 4;
-  p.hidden = 8;
-  p.topk = 4;
-  p.max_tokens = 1;
-  p.ranks.resize(1);
-  p.ranks[0].num_tokens = 1;
-  p.ranks[0].topk_idx = {0, 1, 2, 3};
-  p.ranks[0].topk_weights = {1.0f, 1.0f, 1.0f, 1.0f};
-  p.ranks[0].x.resize(8);
+  const Problem p = one_token_problem(1, 4, 0, {0, 1, 2, 3}, {1.0f, 1.0f, 1.0f, 1.0f});
   std::vector<std::vector<uint16_t>> y = {std::vector<uint16_t>(32, exact_bf16(1.0f / 512.0f))};
   for (int c = 0; c < 8; ++c) y[0][c] = exact_bf16(1.0f);
   const HtCombineResult out = ht_combine_packed(p, y, true);
@@ -130,17 +121,7 @@ TEST(HtPacked, PartialSumsInFp32AndRoundsOnce) {
 // 2^-8 + 1 rounds (to even) to 1 in bf16; rank 3's own node adds rank 2's 2^-8, and
 // 1 + 2^-8 rounds to 1 again.
 TEST(HtPacked, AcrossNodesNodeOrderRounds) {
-  Problem p;
-  p.nranks = 4;
-  p.num_experts = 4;
-  p.hidden = 8;
-  p.topk = 3;
-  p.max_tokens = 1;
-  p.ranks.resize(4);
-  p.ranks[3].num_tokens = 1;
-  p.ranks[3].topk_idx = {0, 1, 2};
-  p.ranks[3].topk_weights = {1.0f, 1.0f, 1.0f};
-  p.ranks[3].x.resize(8);
+  const Problem p = one_token_problem(4, 4, 3, {0, 1, 2}, {1.0f, 1.0f, 1.0f});
   const float tiny = 1.0f / 256.0f;
   std::vector<std::vector<uint16_t>> y = {std::vector<uint16_t>(8, exact_bf16(tiny)),
                                           std::vector<uint16_t>(8, exact_bf16(1.0f)),
@@ -239,18 +220,7 @@ TEST(HtPacked, HandCheckedCombineWeightsAtHome) {
 // The home sum runs over the entries in top-k order, not rank by rank: 2^24 - 2^24 + 1 = 1,
 // where rank 0's row first (1 + 2^24 rounds to 2^24) would give 0.
 TEST(HtPacked, HomeSumsInTopkOrder) {
-  Problem p;
-  p.nranks = 2;
-  p.num_experts = 2;
-  p.hidden = 8;
-  p.topk = 3;
-  p.max_tokens = 1;
-  p.ranks.resize(2);
-  p.ranks[0].num_tokens = 1;
-  p.ranks[0].topk_idx = {1, 1, 0};
-  p.ranks[0].topk_weights = {0.0f, 0.0f, 0.0f};
-  p.ranks[0].x.resize(8);
-  p.ranks[1].num_tokens = 0;
+  const Problem p = one_token_problem(2, 2, 0, {1, 1, 0}, {0.0f, 0.0f, 0.0f});
   // Rank 1 rows: k0 then k1; rank 0 row: k2.
   std::vector<std::vector<uint16_t>> y = {std::vector<uint16_t>(8, exact_bf16(1.0f)), {}};
   for (float v : {16777216.0f, -16777216.0f}) y[1].insert(y[1].end(), 8, exact_bf16(v));

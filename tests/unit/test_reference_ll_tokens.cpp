@@ -28,6 +28,7 @@ LlTokenOptions layout_options(LlTokenLayout layout) {
 
 using hand_case::exact_bf16;
 using hand_case::hand_problem;
+using hand_case::one_token_problem;
 using hand_case::payload;
 
 std::vector<uint16_t> token_payload(int rank, int token) {
@@ -149,17 +150,7 @@ TEST(LlTokenCombine, HandChecked) {
 // ascending rank order gives (1 + 2^-24) + 2^-24 = 1 in fp32 (each tie rounds to even),
 // where adding the two small terms first would give 1 + 2^-23.
 TEST(LlTokenCombine, SumsInAscendingRankOrderInFp32) {
-  Problem p;
-  p.nranks = 3;
-  p.num_experts = 3;
-  p.hidden = 8;
-  p.topk = 3;
-  p.max_tokens = 1;
-  p.ranks.resize(3);
-  p.ranks[0].num_tokens = 1;
-  p.ranks[0].topk_idx = {2, 0, 1};
-  p.ranks[0].topk_weights = {1.0f, 1.0f, 1.0f};
-  p.ranks[0].x.assign(8, 0);
+  const Problem p = one_token_problem(3, 3, 0, {2, 0, 1}, {1.0f, 1.0f, 1.0f});
   const float tiny = std::ldexp(1.0f, -24);
   const auto x = combine_input(p, LlTokenLayout::kFlat, {{1.0f}, {tiny}, {tiny}});
   const auto sums = ll_combine_tokens_sums(p, x, LlTokenLayout::kFlat);
