@@ -304,6 +304,7 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.out = a.out->data;
   p.out_type = sum_output_of(a.out->dtype);
   p.message_slices = message_slices();
+  p.token_slices = slices_for(num_tokens_);
   // Every entry's row returns unweighted into the per-entry combine slots (kernels/wire/ll_message.hpp).
   if (home) p.home_weights = static_cast<const float*>(a.home_topk_weights->data);
 
@@ -313,9 +314,8 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.signal_offset = group_.plan().region(EPC_REGION_COMBINE_SIGNAL, static_cast<uint32_t>(p.slot)).offset;
   DeviceGuard guard(group_.device());
   if (!send_only) {
-    check_cuda(
-        kernels::launch_ll_combine(p, capped(message_blocks(), budget), capped(blocks(num_tokens_), budget), stream),
-        "launching the combine");
+    check_cuda(kernels::launch_ll_combine(p, capped(message_blocks(), budget), capped(token_blocks(), budget), stream),
+               "launching the combine");
     return;
   }
   try {
@@ -346,7 +346,7 @@ void LlHandle::complete(cudaStream_t stream) {
     copy_counts_to_host(pending_counts_, pending_dispatch_.out_counts,
                         group_.config().local_experts(group_.topology().nranks), stream);
   } else {
-    check_cuda(kernels::launch_ll_combine_recv(pending_combine_, blocks(num_tokens_), stream),
+    check_cuda(kernels::launch_ll_combine_recv(pending_combine_, token_blocks(), stream),
                "launching the combine receive");
   }
   // The slot is free for the group's next step once this receive is queued: that step's

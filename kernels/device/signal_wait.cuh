@@ -24,21 +24,31 @@ __device__ __forceinline__ bool wait_for_signal(const PeerTransport& transport, 
                     rank, peer);
 }
 
+// A peer a wait does not wait for, and the low 32 bits taken as its word's (`rank` -1:
+// none). A fused low-latency launch sends itself nothing through its window.
+struct SkippedPeer {
+  int rank = -1;
+  uint32_t payload = 0;
+};
+
 // Threads of the block split the peers; every thread returns the block's outcome. Waits
-// until reached(value) for the word of every peer p < nranks, at offset + stride p and
-// signalled by p; stores the low 32 bits of each in `payload[p]` (shared memory, may be null).
+// until reached(value) for the word of every peer p < nranks but `skipped`, at offset +
+// stride p and signalled by p; stores the low 32 bits of each in `payload[p]` (shared memory,
+// may be null).
 template <typename Reached>
 __device__ __forceinline__ bool wait_for_every_peer_signal(const PeerTransport& transport, uint64_t offset, int nranks,
                                                            Reached reached, uint32_t* payload, uint64_t timeout_ns,
                                                            DeviceError* error, uint32_t phase, int rank,
-                                                           uint64_t stride = sizeof(uint64_t)) {
+                                                           uint64_t stride = sizeof(uint64_t),
+                                                           SkippedPeer skipped = {}) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
   for (int p = threadIdx.x; p < nranks; p += blockDim.x) {
-    uint64_t value = 0;
+    uint64_t value = skipped.payload;
     const uint64_t word = offset + static_cast<uint64_t>(p) * stride;
-    if (!wait_for_signal(transport, word, p, reached, &value, timeout_ns, error, phase, rank, p)) failed = 1;
+    if (p != skipped.rank && !wait_for_signal(transport, word, p, reached, &value, timeout_ns, error, phase, rank, p))
+      failed = 1;
     if (payload != nullptr) payload[p] = static_cast<uint32_t>(value);
   }
   __syncthreads();
@@ -60,14 +70,15 @@ __device__ __forceinline__ bool warp_wait_for_every_peer_signal(const PeerTransp
   return __all_sync(0xffffffffu, ok);
 }
 
-// The low-latency step signal: waits until word p >> 32 == epoch for every peer p, the words
-// `stride` bytes apart.
+// The low-latency step signal: waits until word p >> 32 == epoch for every peer p but
+// `skipped`, the words `stride` bytes apart.
 __device__ __forceinline__ bool wait_for_peers_signal(const PeerTransport& transport, uint64_t offset, int nranks,
                                                       uint32_t epoch, uint32_t* payload, uint64_t timeout_ns,
-                                                      DeviceError* error, uint32_t phase, int rank, uint64_t stride) {
+                                                      DeviceError* error, uint32_t phase, int rank, uint64_t stride,
+                                                      SkippedPeer skipped) {
   return wait_for_every_peer_signal(
       transport, offset, nranks, [epoch](uint64_t v) { return static_cast<uint32_t>(v >> 32) == epoch; }, payload,
-      timeout_ns, error, phase, rank, stride);
+      timeout_ns, error, phase, rank, stride, skipped);
 }
 
 }  // namespace epc::kernels

@@ -19,11 +19,16 @@ __device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_ca
 // Called by one warp: its lanes signal the peers in parallel (each peer's word is written by
 // one lane), so the release stores to R peers overlap instead of following one another.
 // `signal_offset`: the window offset of the step's slot's signal region (kernels/wire/ll_message.hpp).
+// `skipped` (-1: none) is not signalled: a fused launch's own rank, which does not wait for
+// its own signal (ll_step_kernel.cuh).
 __device__ __forceinline__ void warp_signal_every_peer(const PeerTransport& transport, uint64_t signal_offset,
-                                                       int nranks, int rank, uint64_t step, uint32_t payload) {
+                                                       int nranks, int rank, uint64_t step, uint32_t payload,
+                                                       int skipped = -1) {
   const uint64_t value = (static_cast<uint64_t>(step_epoch(step)) << 32) | payload;
   const size_t offset = signal_offset + ll_step_signal_offset(rank);
-  for (int peer = static_cast<int>(threadIdx.x % 32); peer < nranks; peer += 32) transport.signal(offset, peer, value);
+  for (int peer = static_cast<int>(threadIdx.x % 32); peer < nranks; peer += 32) {
+    if (peer != skipped) transport.signal(offset, peer, value);
+  }
 }
 
 }  // namespace epc::kernels

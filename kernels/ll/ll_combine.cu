@@ -21,13 +21,17 @@ struct CombineParts {
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->combine; }
 #endif
   using Early = combine::EarlyLoads;
-  __device__ __forceinline__ static Early early(const Params& p) { return combine::early_loads(p); }
-  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
-    return combine::send<kHome>(p, step, early);
+  template <bool kFused>
+  __device__ __forceinline__ static Early early(const Params& p) {
+    return combine::early_loads<combine::kCombineOwnInPlace<kHome, kFused>>(p);
   }
-  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early& early,
-                                                 bool early_loaded) {
-    return combine::receive<kHome>(p, step, early_loaded ? early.receive_expert : combine::kNotLoaded);
+  template <bool kFused>
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
+    return combine::send<kHome, kFused>(p, step, early);
+  }
+  template <bool kFused>
+  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early& early) {
+    return combine::receive<kHome, kFused>(p, step, early);
   }
   // The sending part's [nranks] token counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }

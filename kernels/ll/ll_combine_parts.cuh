@@ -5,13 +5,15 @@
 // at record [this rank][token] (LlGeometry::partial_offset: the record's first row, entry row
 // 0 on groups with EPC_GROUP_COMBINE_PER_ENTRY, so that it lies in what the staging map
 // stages across nodes); the last block then signals every rank. Receive: waits for every
-// rank, then one block per token adds the partials of the ranks hosting its entries in
+// rank, then one block per (token, slice of its row) adds the partials of the ranks hosting its entries in
 // ascending rank order (fp32) and writes bf16. This is the reference model's ll_combine
 // with CombineOrder::kPerRankPrereduce. In the token layouts a message has one row, which the
 // caller weighted (EPC_WEIGHTING_NONE): it crosses unchanged, and the receive is the same,
 // the reference's ll_combine_tokens. With EPC_WEIGHTING_HOME (kHome, a template argument so
 // that the SENDER launch carries none of its code) every entry's row returns instead and the
-// token's rank weights them (ll_combine_home.cuh).
+// token's rank weights them (ll_combine_home.cuh). A fused SENDER launch sends its own rank
+// no partial: its receiving part sums its own rank's entries where they are, as the sending
+// part would have (ll_step_kernel.cuh).
 #pragma once
 
 #include "kernels/device/bf16.cuh"
@@ -48,36 +50,38 @@ struct MessageEntries {
   float weight[kWarpSize];
 };
 
-// Pre-reduces a slice of one message with the whole block: partial = sum over its entries
-// (top-k order) of weight x row, with up to kRowsInFlight rows loaded before they are added;
-// in the token layouts the message's one row, as the caller weighted it.
+// Vector v of one message's partial: the sum over its entries (top-k order) of weight x row,
+// with up to kRowsInFlight rows loaded before they are added, rounded to bf16; in the token
+// layouts the message's one row, as the caller weighted it.
+__device__ __forceinline__ Vector partial_vector(const LlCommon& c, const LlCombineParams& p, const MessageEntries& m,
+                                                 int v) {
+  Vector out;
+  if (c.layout != LlLayout::kExpertPadded) {
+    out.raw = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(m.flat_row[0]) * c.geo.hidden)[v];
+    return out;
+  }
+  float acc[kChannelsPerVector] = {};
+  for (int j0 = 0; j0 < m.entries; j0 += kRowsInFlight) {
+    Vector y[kRowsInFlight];
+    for (int k = 0; k < kRowsInFlight && j0 + k < m.entries; ++k) {
+      const int row = m.flat_row[j0 + k];
+      if (row >= 0) y[k].raw = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * c.geo.hidden)[v];
+    }
+    for (int k = 0; k < kRowsInFlight && j0 + k < m.entries; ++k) {
+      if (m.flat_row[j0 + k] < 0) continue;
+      const float w = m.weight[j0 + k];
+      for (int e = 0; e < kChannelsPerVector; ++e)
+        acc[e] = add_rounded_product(acc[e], w, bf16_bits_to_float(y[k].bf16[e]));
+    }
+  }
+  for (int e = 0; e < kChannelsPerVector; ++e) out.bf16[e] = float_to_bf16_bits(acc[e]);
+  return out;
+}
+
+// Pre-reduces a slice of one message with the whole block into `dst`.
 __device__ __forceinline__ void send_partial(const LlCommon& c, const LlCombineParams& p, const MessageEntries& m,
                                              VectorSlice part, int4* dst) {
-  if (c.layout != LlLayout::kExpertPadded) {
-    const int4* row = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(m.flat_row[0]) * c.geo.hidden);
-    for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) dst[v] = row[v];
-    return;
-  }
-  for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) {
-    float acc[kChannelsPerVector] = {};
-    for (int j0 = 0; j0 < m.entries; j0 += kRowsInFlight) {
-      Vector y[kRowsInFlight];
-      for (int k = 0; k < kRowsInFlight && j0 + k < m.entries; ++k) {
-        const int row = m.flat_row[j0 + k];
-        if (row >= 0)
-          y[k].raw = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * p.common.geo.hidden)[v];
-      }
-      for (int k = 0; k < kRowsInFlight && j0 + k < m.entries; ++k) {
-        if (m.flat_row[j0 + k] < 0) continue;
-        const float w = m.weight[j0 + k];
-        for (int e = 0; e < kChannelsPerVector; ++e)
-          acc[e] = add_rounded_product(acc[e], w, bf16_bits_to_float(y[k].bf16[e]));
-      }
-    }
-    Vector out;
-    for (int e = 0; e < kChannelsPerVector; ++e) out.bf16[e] = float_to_bf16_bits(acc[e]);
-    dst[v] = out.raw;
-  }
+  for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) dst[v] = partial_vector(c, p, m, v).raw;
 }
 
 // One received message's records (the dispatch wrote one for every message it received, at
@@ -118,6 +122,21 @@ __device__ __forceinline__ void publish_records(const LlCommon& c, const Message
   }
 }
 
+// Whether a combine launch's rank sends itself nothing (a fused SENDER launch: its receiving
+// part sums its own entries in place).
+template <bool kHome, bool kFused>
+constexpr bool kCombineOwnInPlace = kFused && !kHome;
+
+// Called by the first warp: the number of this rank's own message of its token t in the last
+// dispatch's (source, token) order, whose records combine reads (the tokens of lower ranks
+// first).
+__device__ __forceinline__ int own_message_number(const LlCommon& c, int t) {
+  int before = 0;
+  for (int s = lane_id(); s < c.geo.rank; s += kWarpSize) before += c.handle.recv_tokens[s];
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(0xffffffffu, before, offset);
+  return before + t;
+}
+
 // What the sending part loads before the step's slot is claimed (ll_step_kernel.cuh): the
 // block's first message's records and this thread's rank's count of the dispatch's tokens
 // (the previous dispatch wrote them), so that their latency overlaps the load of the slot's
@@ -129,6 +148,8 @@ struct EarlyLoads {
   // without a token), so that a fused launch's receive finds the token's ranks without a
   // load after its sending part.
   int receive_expert;
+  // And, when it sums its own entries in place, the records of its own message of that token.
+  MessageRecords receive_own;
 };
 
 // A receive_expert that was not loaded (a receive-only launch loads nothing early).
@@ -140,6 +161,7 @@ __device__ __forceinline__ int token_expert(const LlCommon& c, int t) {
   return j < c.topk ? c.handle.topk_idx[t * c.topk + j] : -1;
 }
 
+template <bool kOwnInPlace>
 __device__ __forceinline__ EarlyLoads early_loads(const LlCombineParams& p) {
   const LlCommon& c = p.common;
   EarlyLoads e{};
@@ -148,19 +170,22 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlCombineParams& p) {
   if (static_cast<int>(threadIdx.x) < c.geo.nranks)
     e.tokens_from = static_cast<uint32_t>(c.handle.recv_tokens[threadIdx.x]);
   e.receive_expert = -1;
-  if (threadIdx.x < kWarpSize && static_cast<int>(blockIdx.x) < c.num_tokens) {
-    e.receive_expert = token_expert(c, blockIdx.x);
+  const int token = static_cast<int>(blockIdx.x) / p.token_slices;
+  if (threadIdx.x < kWarpSize && token < c.num_tokens) {
+    e.receive_expert = token_expert(c, token);
+    if (kOwnInPlace) e.receive_own = fetch_records(c, own_message_number(c, token));
   }
   return e;
 }
 
 // The whole part, run by every thread of every block; true in the launch's last block, which
 // has signalled every rank (ll_step_kernel.cuh records the step).
-template <bool kHome>
+template <bool kHome, bool kFused>
 __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  extern __shared__ uint32_t tokens_from[];  // [nranks], as the last dispatch received
+  const int skipped = kCombineOwnInPlace<kHome, kFused> ? g.rank : -1;  // the rank sent no partial
+  extern __shared__ uint32_t tokens_from[];                             // [nranks], as the last dispatch received
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseStart);
 #endif
@@ -184,7 +209,7 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
     const VectorSlice part = vector_slice(vectors, item % slices, slices);
     if constexpr (kHome) {
       send_entry_rows(p, m.source, m.token, entries.entries, entries.flat_row, part);
-    } else {
+    } else if (m.source != skipped) {
       const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.token);
       if (entries.entries > 0)
         send_partial(c, p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
@@ -206,7 +231,7 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
 
   const bool last = last_block_to_finish(&c.state->combine.send_done, /*publish_system=*/!c.transport.one_node);
   if (last && threadIdx.x < kWarpSize) {
-    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, 0);
+    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, 0, skipped);
 #ifdef EPC_PHASE_TRACE
     if (threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseSignalsSent);
 #endif
@@ -241,20 +266,35 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks,
 }
 
 // The whole part, run by every thread of every block; false when the block's wait failed
-// (ll_step_kernel.cuh gives the slot's credits). `first_expert`: the first warp's
-// EarlyLoads::receive_expert in a fused launch, else kNotLoaded.
-template <bool kHome>
-__device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step, int first_expert) {
+// (ll_step_kernel.cuh gives the slot's credits). `early`: what a fused launch loaded early
+// (a receive-only launch loads nothing early).
+template <bool kHome, bool kFused>
+__device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
+  // This rank's own entries of the block's token, summed in place (kCombineOwnInPlace).
+  constexpr bool in_place = kCombineOwnInPlace<kHome, kFused>;
+  const int own = in_place ? g.rank : -1;
+  __shared__ MessageEntries own_entries;
+  // Called by every thread before token_ranks, whose barrier publishes them.
+  const auto load_own_entries = [&](int t) {
+    if (in_place && threadIdx.x < kWarpSize)
+      publish_records(c, fetch_records(c, own_message_number(c, t)), &own_entries);
+  };
 
-  // The first token's ranks depend on the routing only: found while the peers still send.
-  int num_ranks =
-      !kHome && static_cast<int>(blockIdx.x) < c.num_tokens ? token_ranks(c, blockIdx.x, ranks, first_expert) : 0;
+  // One block per (token, slice of its row). The first token's ranks (and own entries)
+  // depend on the routing only: found while the peers still send.
+  const int slices = p.token_slices;
+  const int items = c.num_tokens * slices;
+  int num_ranks = 0;
+  if (!kHome && static_cast<int>(blockIdx.x) < items) {
+    if (in_place) publish_records(c, early.receive_own, &own_entries);
+    num_ranks = token_ranks(c, blockIdx.x / slices, ranks, kFused ? early.receive_expert : kNotLoaded);
+  }
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns, c.error,
-                     kPhaseCombineReceive, c.dev_comm.rank)) {
+                     kPhaseCombineReceive, c.dev_comm.rank, SkippedPeer{own, 0})) {
     return false;
   }
 #ifdef EPC_PHASE_TRACE
@@ -267,16 +307,28 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
                        static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type));
     }
   } else {
-    for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
-      if (t != static_cast<int>(blockIdx.x)) num_ranks = token_ranks(c, t, ranks);
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      const int t = item / slices;
+      if (item != static_cast<int>(blockIdx.x)) {
+        load_own_entries(t);
+        num_ranks = token_ranks(c, t, ranks);
+      }
       void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
-      for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+      const VectorSlice part = vector_slice(vectors, item % slices, slices);
+      for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) {
         float acc[kChannelsPerVector] = {};
+        // This rank's partial, as its sending part would have sent it (the token has an entry
+        // here exactly when this rank is among its ranks, and then its message has one).
+        Vector own_part;
+        own_part.raw = make_int4(0, 0, 0, 0);
+        if (in_place && own_entries.entries > 0) own_part = partial_vector(c, p, own_entries, v);
         for (int r0 = 0; r0 < num_ranks; r0 += kRanksInFlight) {
           Vector part[kRanksInFlight];
           for (int k = 0; k < kRanksInFlight; ++k) {
             if (r0 + k >= num_ranks) break;
-            part[k].raw = reinterpret_cast<const int4*>(partials + g.partial_offset(0, ranks[r0 + k], t))[v];
+            part[k].raw = ranks[r0 + k] == own
+                              ? own_part.raw
+                              : reinterpret_cast<const int4*>(partials + g.partial_offset(0, ranks[r0 + k], t))[v];
           }
           for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
             for (int e = 0; e < kChannelsPerVector; ++e)
@@ -285,7 +337,8 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
         }
         store_sum_vector(out, v, acc, p.out_type);
       }
-      if (t + static_cast<int>(gridDim.x) < c.num_tokens) __syncthreads();  // `ranks` is rewritten for the next token
+      // `ranks` and `own_entries` are rewritten for the next token
+      if (item + static_cast<int>(gridDim.x) < items) __syncthreads();
     }
   }
 

@@ -23,12 +23,17 @@ struct DispatchParts {
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->dispatch; }
 #endif
   using Early = dispatch_send::EarlyLoads;
-  __device__ __forceinline__ static Early early(const Params& p) { return dispatch_send::early_loads(p); }
-  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
-    return dispatch_send::run<kByToken, kPayload>(p, step, early);
+  template <bool kFused>
+  __device__ __forceinline__ static Early early(const Params& p) {
+    return dispatch_send::early_loads(p);
   }
-  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early&, bool) {
-    return dispatch_recv::run<kByToken, kPayload>(p, step);
+  template <bool kFused>
+  __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
+    return dispatch_send::run<kByToken, kPayload, kFused>(p, step, early);
+  }
+  template <bool kFused>
+  __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early&) {
+    return dispatch_recv::run<kByToken, kPayload, kFused>(p, step);
   }
   // The sending part's [nranks] token places (the token layouts).
   static size_t send_shared(const Params& p) {

@@ -7,7 +7,9 @@
 // source's zone (RANK_MAJOR) or after the tokens of lower source ranks (FLAT), and write its
 // slots' expert ids and weights. One block per (message, slice of its row) copies its slice
 // of the payload once into every row it feeds; the first slice's block records the rows and
-// weights that combine will need.
+// weights that combine will need. A fused launch may read its own rank's messages from the
+// routing and the caller's tokens instead of its window (ll_own_messages.cuh); nothing else
+// tells them apart.
 #pragma once
 
 #ifdef EPC_PHASE_TRACE
@@ -18,6 +20,7 @@
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/ll/ll_received.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/limits.hpp"
@@ -40,31 +43,53 @@ struct MessageRows {
                                 // -1 for an entry that did not fit
 };
 
+// What the sources told this rank in the step: their signals' token counts, their count
+// tables, and their messages' headers, those of `own` (-1: none; this rank, when it reads its
+// own messages in place) taken from the routing instead.
+struct Received {
+  const char* slots;
+  const uint32_t* tokens_from;  // [nranks] (shared)
+  const int32_t* table;         // [R][L]
+  int own;
+  int own_tokens;  // the token layouts: own's tokens sent here (warp_own_tokens_here)
+
+  // The entries source s has for local expert l.
+  __device__ int entries(const LlCommon& c, int s, int l) const {
+    return s == own ? c.handle.expert_entries[own * c.geo.local_experts + l] : table[s * c.geo.local_experts + l];
+  }
+  // Called by one warp: message m.
+  __device__ MessageView message(const LlDispatchParams& p, const ReceivedMessage& m) const {
+    return m.source == own
+               ? own_message(p.common, p.weights, m.token)
+               : stored_message(p.common.geo, slots + static_cast<size_t>(m.index) * p.common.geo.message_bytes);
+  }
+};
+
 // The token layouts: the tokens source `s` sent this rank in the step, from its last
 // header (its place, plus one if that token came too).
-__device__ __forceinline__ int tokens_sent_here(const char* slots, const LlGeometry& g, const uint32_t* tokens_from,
-                                                int s) {
-  const int sent = static_cast<int>(tokens_from[s]);
+__device__ __forceinline__ int tokens_sent_here(const LlCommon& c, const Received& r, int s) {
+  if (s == r.own) return r.own_tokens;
+  const LlGeometry& g = c.geo;
+  const char* slots = r.slots;
+  const int sent = static_cast<int>(r.tokens_from[s]);
   if (sent == 0) return 0;
   const auto* last = reinterpret_cast<const LlMessageHeader*>(
       slots + (static_cast<size_t>(s) * g.max_tokens + sent - 1) * g.message_bytes);
   return last->place + (last->entries > 0 ? 1 : 0);
 }
 
-// The token layouts: the one row message `m` feeds (none when the token has no entry here,
-// or the header's place is out of range, which only a sender of another layout writes), and
-// with `records` its slots' ids and weights and the handle's record of the row. Run by the
-// block's first warp.
-__device__ __forceinline__ void place_token(const LlDispatchParams& p, const char* message, const ReceivedMessage& m,
-                                            const char* slots, const uint32_t* tokens_from, bool records,
+// The token layouts: the one row message `m` (`view`) feeds (none when the token has no
+// entry here, or the header's place is out of range, which only a sender of another layout
+// writes), and with `records` its slots' ids and weights and the handle's record of the row.
+// Run by the block's first warp.
+__device__ __forceinline__ void place_token(const LlDispatchParams& p, const MessageView& view,
+                                            const ReceivedMessage& m, const Received& received, bool records,
                                             MessageRows* placed) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int lane = lane_id();
-  // Every entry slot loads with the header; slots past its count are not used.
-  const LlMessageHeader header = *reinterpret_cast<const LlMessageHeader*>(message);
-  LlMessageEntry entry{};
-  if (lane < g.max_entries) entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
+  const LlMessageHeader header = view.header;
+  const LlMessageEntry entry = view.entry;
   int row = -1;
   int64_t scale_row = -1;
   if (header.entries > 0 && header.place >= 0 && header.place < g.max_tokens) {
@@ -74,7 +99,7 @@ __device__ __forceinline__ void place_token(const LlDispatchParams& p, const cha
     } else {
       // The lanes share out the lower sources and sum their token counts.
       int before = 0;
-      for (int s = lane; s < m.source; s += kWarpSize) before += tokens_sent_here(slots, g, tokens_from, s);
+      for (int s = lane; s < m.source; s += kWarpSize) before += tokens_sent_here(c, received, s);
       for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(0xffffffffu, before, offset);
       row = header.place + before;
       scale_row = row * p.out_scales.row_stride;
@@ -132,12 +157,12 @@ __device__ __forceinline__ int early_counted_experts() {
 }
 
 template <bool kByToken>
-__device__ __forceinline__ ExpertCount load_expert_count(const LlDispatchParams& p, const int32_t* table, int l) {
+__device__ __forceinline__ ExpertCount load_expert_count(const LlDispatchParams& p, const Received& received, int l) {
   const LlGeometry& g = p.common.geo;
   ExpertCount count{-1, 0, 0};
   if (l < 0 || l >= g.local_experts) return count;
   int rows = 0;
-  for (int s = 0; s < g.nranks; ++s) rows += table[s * g.local_experts + l];
+  for (int s = 0; s < g.nranks; ++s) rows += received.entries(p.common, s, l);
   // Expert zones hold R*T rows; the token layouts count (token, entry) pairs.
   const int expert_rows = g.nranks * g.max_tokens;
   count.expert = l;
@@ -154,16 +179,25 @@ __device__ __forceinline__ void store_expert_count(const LlDispatchParams& p, co
 
 // The whole part, run by every thread of every block; false when the block's wait failed
 // (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or FLAT; kPayload:
-// p.payload (ll_dispatch.cu).
-template <bool kByToken, LlPayload kPayload>
+// p.payload (ll_dispatch.cu); kFused: the launch also sent.
+template <bool kByToken, LlPayload kPayload, bool kFused>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks]
+  // This rank's own messages, read in place when its sending part sent it none.
+  const int own = kDispatchOwnInPlace<kPayload, kFused> ? g.rank : -1;
+  const SkippedPeer skipped{own, static_cast<uint32_t>(c.num_tokens)};
+  // Found while the peers still send; the wait's barrier publishes it.
+  __shared__ int own_tokens;
+  if (kByToken && own >= 0 && threadIdx.x < kWarpSize) {
+    const int tokens = warp_own_tokens_here(c);
+    if (threadIdx.x == 0) own_tokens = tokens;
+  }
 
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
-                     c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank)) {
+                     c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank, skipped)) {
     return false;  // the failure is recorded; the group is failed
   }
 #ifdef EPC_PHASE_TRACE
@@ -171,9 +205,10 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
 #endif
 
   const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset));
-  const int32_t* table = reinterpret_cast<const int32_t*>(
-      slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes));  // [R][L]
-  const int columns = g.local_experts;
+  const Received received{
+      slots, tokens_from,
+      reinterpret_cast<const int32_t*>(slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes)), own,
+      kByToken && own >= 0 ? own_tokens : 0};
   const int expert_rows = g.nranks * g.max_tokens;
   constexpr bool by_token = kByToken;
   constexpr bool fp8 = kPayload == LlPayload::kFp8;
@@ -182,7 +217,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       passthrough ? static_cast<size_t>(p.payload_row_bytes) : static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
   const int messages = received_messages(tokens_from, g.nranks);
   const int slices = p.message_slices;
-  const ExpertCount early_count = load_expert_count<by_token>(p, table, early_counted_expert());
+  const ExpertCount early_count = load_expert_count<by_token>(p, received, early_counted_expert());
   // A row's scales behind its payload: the cast's fp32 scales, or the caller's elements.
   const int scale_count = passthrough ? p.scale_count : g.hidden / kFp8BlockChannels;
   const int scale_words_per_row = passthrough ? p.scale_count : scale_words(p.out_scales.encoding, scale_count);
@@ -191,10 +226,14 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     const int slice = item % slices;
     const bool records = slice == 0;  // one block per message writes the handle's records
     const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
+    const bool in_place = m.source == own;
     const char* message = slots + static_cast<size_t>(m.index) * g.message_bytes;
     // The payload does not depend on where it goes: its first vectors load while the first
-    // warp places the message.
-    const int4* payload = reinterpret_cast<const int4*>(message + g.header_bytes);
+    // warp places the message. An own message's row is the caller's, its scales behind it in
+    // x_scales (passthrough).
+    const char* payload_bytes = in_place ? static_cast<const char*>(p.x) + static_cast<size_t>(m.token) * p.x_row_bytes
+                                         : message + g.header_bytes;
+    const int4* payload = reinterpret_cast<const int4*>(payload_bytes);
     const VectorSlice part = vector_slice(static_cast<int>(out_row_bytes / 16), slice, slices);
     int4 first[kPayloadPrefetchRounds] = {};
 #pragma unroll
@@ -205,7 +244,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     // And the first scales this thread stores. The block's last threads store the scales:
     // its first ones store the payload, and a small step's slice of a row leaves the last
     // ones idle, so both go at once rather than one after the other.
-    const char* scales_src = message + g.header_bytes + out_row_bytes;
+    const char* scales_src = in_place && passthrough
+                                 ? static_cast<const char*>(p.x_scales) + static_cast<size_t>(m.token) * p.scale_bytes
+                                 : payload_bytes + out_row_bytes;
     const VectorSlice words = vector_slice(scale_words_per_row, slice, slices);
     uint4 first_scales = make_uint4(0, 0, 0, 0);
     if (fp8 || passthrough) {
@@ -213,13 +254,12 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
                                          ScaleThread::from_block_end());
     }
     if (threadIdx.x < kWarpSize && by_token) {
-      place_token(p, message, m, slots, tokens_from, records, &placed);
+      place_token(p, received.message(p, m), m, received, records, &placed);
     } else if (threadIdx.x < kWarpSize) {
       // Every entry slot loads with the header; slots past its count are not used.
-      const int entries = reinterpret_cast<const LlMessageHeader*>(message)->entries;
-      LlMessageEntry entry{};
-      if (lane < g.max_entries)
-        entry = reinterpret_cast<const LlMessageEntry*>(message + sizeof(LlMessageHeader))[lane];
+      const MessageView view = received.message(p, m);
+      const int entries = view.header.entries;
+      const LlMessageEntry entry = view.entry;
       if (lane == 0) {
         if (records) {
           c.handle.msg_slot[m.number] = m.index;
@@ -230,7 +270,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       if (lane < entries) {
         const int l = entry.local_expert;
         int row = entry.position;
-        for (int s = 0; s < m.source; ++s) row += table[s * columns + l];
+        for (int s = 0; s < m.source; ++s) row += received.entries(c, s, l);
         int flat_row = -1;
         // Only duplicate expert ids in a row can overfill an expert; never write past it.
         if (row < expert_rows) {
@@ -278,15 +318,15 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   // Experts past what the grid's threads served early (more than about 60000 per rank).
   for (int l = early_counted_experts() + blockIdx.x * blockDim.x + threadIdx.x; l < g.local_experts;
        l += gridDim.x * blockDim.x) {
-    store_expert_count(p, load_expert_count<by_token>(p, table, l));
+    store_expert_count(p, load_expert_count<by_token>(p, received, l));
   }
   if (by_token && p.out_rank_counts != nullptr) {
     for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < g.nranks; s += gridDim.x * blockDim.x)
-      p.out_rank_counts[s] = tokens_sent_here(slots, g, tokens_from, s);
+      p.out_rank_counts[s] = tokens_sent_here(c, received, s);
   }
   if (by_token && p.out_num_recv != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
     int tokens = 0;
-    for (int s = 0; s < g.nranks; ++s) tokens += tokens_sent_here(slots, g, tokens_from, s);
+    for (int s = 0; s < g.nranks; ++s) tokens += tokens_sent_here(c, received, s);
     *p.out_num_recv = tokens;
   }
 

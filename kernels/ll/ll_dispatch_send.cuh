@@ -9,7 +9,8 @@
 // nodes share one staged copy of the payload (the staging map stages it once per slot and
 // token), written once and put to each of them. One block sends each rank the table of
 // entries per local expert (counted when the routing was set); the last block to finish
-// signals every rank with (epoch, B).
+// signals every rank with (epoch, B). A fused launch of 16-bit or passthrough rows sends its
+// own rank nothing (ll_own_messages.cuh).
 #pragma once
 
 #include "kernels/device/fp8.cuh"
@@ -20,6 +21,7 @@
 #include "kernels/device/phase_stamp.cuh"
 #endif
 #include "kernels/device/step_signal.cuh"
+#include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/ll/ll_slot_credit.cuh"
 #include "kernels/ll/ll_token_routing.cuh"
 #include "kernels/transport/peer_transport.cuh"
@@ -56,11 +58,11 @@ __device__ __forceinline__ RowPrefetch prefetch_row(const char* row, VectorSlice
 // each of them), which is listed once, at its first such destination, so that send_payload
 // writes it once; inside the node, each destination's own memory, as in one node.
 __device__ __noinline__ static void warp_find_payloads_across_nodes(PeerTransport transport, uint64_t payload_at,
-                                                                    const TokenRoute* route, char** payloads,
-                                                                    int* count) {
+                                                                    const TokenRoute* route, int skipped,
+                                                                    char** payloads, int* count) {
   static_assert(kMaxTopk <= kWarpSize, "a lane per destination");
   const int lane = lane_id();
-  const bool valid = lane < route->num_dests;
+  const bool valid = lane < route->num_dests && route->dest[lane] != skipped;
   const int dest = valid ? route->dest[lane] : 0;
   const bool staged = valid && !transport.in_node(dest);
   const unsigned staged_lanes = __ballot_sync(0xffffffffu, staged);
@@ -73,17 +75,22 @@ __device__ __noinline__ static void warp_find_payloads_across_nodes(PeerTranspor
 }
 
 // Called by one warp: where send_payload stores the token's payload, whose window offset in
-// every destination is `payload_at`: `payloads[0, *count)`.
+// every destination is `payload_at`: `payloads[0, *count)`, every destination but `skipped`
+// (-1: none).
 __device__ __forceinline__ void warp_find_payloads(const PeerTransport& transport, uint64_t payload_at,
-                                                   const TokenRoute& route, char** payloads, int* count) {
+                                                   const TokenRoute& route, int skipped, char** payloads, int* count) {
   if (!transport.one_node) {
-    warp_find_payloads_across_nodes(transport, payload_at, &route, payloads, count);
+    warp_find_payloads_across_nodes(transport, payload_at, &route, skipped, payloads, count);
     return;
   }
-  for (int d = lane_id(); d < route.num_dests; d += kWarpSize) {
-    payloads[d] = static_cast<char*>(transport.record_buffer(payload_at, route.dest[d]));
+  const int lane = lane_id();
+  const bool listed = lane < route.num_dests && route.dest[lane] != skipped;
+  const unsigned listed_lanes = __ballot_sync(0xffffffffu, listed);
+  if (listed) {
+    payloads[__popc(listed_lanes & ((1u << lane) - 1))] =
+        static_cast<char*>(transport.record_buffer(payload_at, route.dest[lane]));
   }
-  if (lane_id() == 0) *count = route.num_dests;
+  if (lane == 0) *count = __popc(listed_lanes);
 }
 
 // Stores the slice `part` of the token's payload through `payloads[0, count)`
@@ -168,15 +175,17 @@ __device__ __forceinline__ void send_scales(const LlDispatchParams& p, int t, ch
   }
 }
 
-// Sends every rank the number of entries this rank has for each of its local experts (counted
-// when the routing was set), `first` from first_table_count. Called by one block; ends
-// synchronised.
-__device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uint64_t table_offset, int32_t first) {
+// Sends every rank but `skipped` the number of entries this rank has for each of its local
+// experts (counted when the routing was set), `first` from first_table_count. Called by one
+// block; ends synchronised.
+__device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uint64_t table_offset, int32_t first,
+                                                  int skipped) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int experts = g.nranks * g.local_experts;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
     const int dest = e / g.local_experts;
+    if (dest == skipped) continue;
     const uint64_t offset = table_offset + ll_count_offset(g.rank, e % g.local_experts, g.local_experts);
     const int32_t count = e == static_cast<int>(threadIdx.x) ? first : c.handle.expert_entries[e];
     *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = count;
@@ -184,6 +193,7 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
   __syncthreads();
   const uint64_t bytes = static_cast<uint64_t>(g.local_experts) * sizeof(int32_t);
   for (int d = 0; d < g.nranks; ++d) {
+    if (d == skipped) continue;
     c.transport.commit(table_offset + ll_count_offset(g.rank, 0, g.local_experts), bytes, d, threadIdx.x, blockDim.x);
   }
 }
@@ -223,11 +233,14 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
 
 // The whole part, run by every thread of every block; true in the launch's last block, which
 // has signalled every rank (ll_step_kernel.cuh records the step). kByToken: the handle's
-// layout is RANK_MAJOR or FLAT; kPayload: p.payload (ll_dispatch.cu).
-template <bool kByToken, LlPayload kPayload>
+// layout is RANK_MAJOR or FLAT; kPayload: p.payload (ll_dispatch.cu); kFused: the launch
+// also receives.
+template <bool kByToken, LlPayload kPayload, bool kFused>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
+  // The rank this launch sends no message, header or table to (-1: none).
+  const int skipped = kDispatchOwnInPlace<kPayload, kFused> ? g.rank : -1;
   __shared__ TokenRoute route;
   __shared__ char* payloads[kMaxTopk];
   __shared__ int payload_count;
@@ -273,13 +286,14 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     if (threadIdx.x < kWarpSize && first_slice) {
       // Headers: one per rank, entries in top-k order.
       for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
+        if (d == skipped) continue;
         auto* header = static_cast<LlMessageHeader*>(c.transport.record_buffer(message_at, d));
         header->place = kByToken ? places[d] : t;
         header->entries = route.entries_on_rank(d);
       }
       const int j = threadIdx.x;
-      if (j < c.topk && route.expert[j] >= 0) {
-        const int dest = route.expert[j] / g.local_experts;
+      const int dest = j < c.topk && route.expert[j] >= 0 ? route.expert[j] / g.local_experts : skipped;
+      if (dest >= 0 && dest != skipped) {
         char* message = static_cast<char*>(c.transport.record_buffer(message_at, dest));
         LlMessageEntry entry;
         entry.local_expert = route.expert[j] - dest * g.local_experts;
@@ -289,7 +303,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       }
     }
     if (threadIdx.x < kWarpSize) {
-      warp_find_payloads(c.transport, message_at + g.header_bytes, route, payloads, &payload_count);
+      warp_find_payloads(c.transport, message_at + g.header_bytes, route, skipped, payloads, &payload_count);
     }
     __syncthreads();
     send_payload<kPayload>(p, row, first, part, payloads, payload_count);
@@ -302,6 +316,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     // finds for every destination).
     const uint64_t vector_bytes = fp8 ? 8 : 16;
     for (int d = 0; d < g.nranks; ++d) {
+      if (d == skipped) continue;
       if (first_slice) c.transport.commit_record(message_at, g.header_bytes, d, threadIdx.x, blockDim.x);
       if (route.entries_on_rank(d) == 0) continue;
       const uint64_t payload_at = message_at + g.header_bytes;
@@ -322,7 +337,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     // count below begins with a barrier of its own).
     if (next < c.num_tokens * slices) __syncthreads();
   }
-  if (tables) send_count_tables(p, g.count_table_offset(p.recv_offset), early.first_count);
+  if (tables) send_count_tables(p, g.count_table_offset(p.recv_offset), early.first_count, skipped);
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhasePayloadSent);
 #endif
@@ -334,7 +349,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       // signal (through the last-block count); the network's puts need the fence.
       if (!c.transport.one_node && threadIdx.x == 0) __threadfence_system();
       __syncwarp();
-      warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, static_cast<uint32_t>(c.num_tokens));
+      warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, static_cast<uint32_t>(c.num_tokens),
+                             skipped);
 #ifdef EPC_PHASE_TRACE
       if (threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseSignalsSent);
 #endif

@@ -12,10 +12,16 @@
 // loads its sending part makes before the slot is claimed (Early, early), a launch's block
 // size (threads: kLlThreads or kLlSmallThreads), its two parts
 // (send, receive, run by every thread of every block, given the step the launch serves and
-// what early loaded, which receive gets only in a fused launch (`early_loaded`); send returns in every thread of a block whether the block was the launch's last to
-// finish, after which it has signalled every peer; receive returns in every thread of a block
-// whether the block saw every peer's signal) and the dynamic shared memory each needs
-// (send_shared, receive_shared).
+// what early loaded, which receive gets only in a fused launch (`fused`); send returns in
+// every thread of a block whether the block was the launch's last to finish, after which it
+// has signalled every peer; receive returns in every thread of a block whether the block saw
+// every peer's signal) and the dynamic shared memory each needs (send_shared,
+// receive_shared).
+//
+// A fused launch's rank sends itself nothing through the window where its receiving part can
+// read the rows where they are (the caller's tokens, the expert outputs): a split step's
+// inputs may change between its two launches, a fused one's cannot. It does not signal
+// itself either, nor wait for its own signal, so on one rank a fused step waits for nothing.
 //
 // A sending launch serves the direction's next step: every block reads the number at its
 // start and claims the step's slot (ll_slot_credit.cuh) before it sends; the last block to
@@ -94,14 +100,13 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
     step = op->next_step;
     // Loads of the caller's inputs and the handle's routing, which no earlier step of the
     // slot can still be using: issued before the claim so that they overlap its load.
-    early = Parts::early(p);
+    early = Parts::template early<kReceive>(p);
     if (!claim_slot(p.common, op, p.slot, p.signal_offset, Parts::kSlotPhase)) return;
-    if (Parts::send(p, step, early)) record_step<Parts>(p, op, step, /*whole=*/kReceive);
+    if (Parts::template send<kReceive>(p, step, early)) record_step<Parts>(p, op, step, /*whole=*/kReceive);
   } else {
     step = p.common.handle.steps[Parts::kRecord];
   }
-  if (kReceive)
-    finish_step<Parts>(p, op, step, /*fused=*/kSend, Parts::receive(p, step, early, /*early_loaded=*/kSend));
+  if (kReceive) finish_step<Parts>(p, op, step, /*fused=*/kSend, Parts::template receive<kSend>(p, step, early));
 }
 
 template <typename Parts>

@@ -176,6 +176,7 @@ struct LlCombineParams {
   // unweighted into a per-entry combine slot (LlGeometry::entry_row_offset). Null: SENDER.
   const float* home_weights;
   int message_slices;  // blocks per received message in the sending part (1..kLlMaxMessageSlices)
+  int token_slices;    // blocks per token in the receiving part (1..kLlMaxMessageSlices)
 };
 
 // A slot whose step this rank will never receive (its handle was destroyed with the step
