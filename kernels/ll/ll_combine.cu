@@ -23,7 +23,7 @@ struct CombineParts {
   using Early = combine::EarlyLoads;
   template <bool kFused>
   __device__ __forceinline__ static Early early(const Params& p) {
-    return combine::early_loads<combine::kCombineOwnInPlace<kHome, kFused>>(p);
+    return combine::early_loads < combine::kCombineOwnInPlace<kFused> && !kHome > (p);
   }
   template <bool kFused>
   __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {

@@ -7,11 +7,13 @@
 // numbered them (ll_token_routing.cuh index_on_rank). Receive: the token's rank walks its
 // top-k slots in order, finds each unmasked entry's row from its expert's rank d and its
 // index on d, and sums home_weights[t][k] x row in fp32 (warp_sum_bf16_rows, product rounded
-// first), rounded once to out's dtype: the reference model's ll_combine_home.
+// first), rounded once to out's dtype: the reference model's ll_combine_home. A fused launch's
+// own entries' rows are read where they are, in the expert outputs (ll_step_kernel.cuh).
 #pragma once
 
 #include "kernels/device/bf16_row_sum.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_params.hpp"
 
@@ -89,9 +91,12 @@ __device__ __forceinline__ void send_entry_rows(const LlCombineParams& p, int so
   put_entry_rows(c.transport, g.entry_row_offset(p.recv_offset, g.rank, token, 0), source, entries, g.row_bytes, part);
 }
 
-// Token t's output from its entries' rows in this rank's combine slot (`rows`, local), each
+// Token t's output from its entries' rows in this rank's combine slot (`rows`, local), and with
+// `own` (this rank, or -1) those on `own` from the expert outputs at the rows the dispatch
+// recorded (an entry the dispatch could not place, which failed the group, adds nothing), each
 // warp of the block a range of the row's vectors. The whole block calls.
-__device__ __forceinline__ void sum_home_entries(const LlCombineParams& p, const char* rows, int t, void* out) {
+__device__ __forceinline__ void sum_home_entries(const LlCombineParams& p, const char* rows, int t, void* out,
+                                                 int own) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int k = lane_id();
@@ -100,6 +105,11 @@ __device__ __forceinline__ void sum_home_entries(const LlCombineParams& p, const
   // The entry's index among the token's entries on its rank: earlier slots on the same rank.
   const int on_rank = __popc(__match_any_sync(0xffffffffu, dest) & ((1u << k) - 1u));
   const float weight = expert >= 0 ? __ldg(p.home_weights + static_cast<size_t>(t) * c.topk + k) : 0.0f;
+  int own_row = -1;
+  if (own >= 0) {
+    const int n = own_message_number(c, t);
+    if (expert >= 0 && dest == own) own_row = c.handle.msg_rows[static_cast<size_t>(n) * g.max_entries + on_rank];
+  }
 
   const int vectors = g.hidden / kBf16PerVector;
   const int warps = blockDim.x / kWarpSize;
@@ -107,12 +117,14 @@ __device__ __forceinline__ void sum_home_entries(const LlCombineParams& p, const
   const int begin = (threadIdx.x / kWarpSize) * per_warp;
   if (begin >= vectors) return;  // uniform over the warp
   const int count = vectors - begin < per_warp ? vectors - begin : per_warp;
-  const int4* row =
-      expert >= 0
-          ? reinterpret_cast<const int4*>(rows + ll_entry_row_offset(dest, t, on_rank, g.max_tokens, g.max_entries,
-                                                                     static_cast<uint64_t>(g.row_bytes))) +
-                begin
-          : nullptr;
+  const int4* row = nullptr;
+  if (expert >= 0 && dest != own) {
+    row = reinterpret_cast<const int4*>(rows + ll_entry_row_offset(dest, t, on_rank, g.max_tokens, g.max_entries,
+                                                                   static_cast<uint64_t>(g.row_bytes))) +
+          begin;
+  } else if (expert >= 0 && own_row >= 0) {
+    row = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(own_row) * g.hidden) + begin;
+  }
   // Terms are the top-k slots, lane k looking up slot k (c.topk <= kWarpSize).
   auto term = [&](int) { return row; };
   auto weight_of = [&](int) { return weight; };

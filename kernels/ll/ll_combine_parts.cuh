@@ -122,20 +122,10 @@ __device__ __forceinline__ void publish_records(const LlCommon& c, const Message
   }
 }
 
-// Whether a combine launch's rank sends itself nothing (a fused SENDER launch: its receiving
-// part sums its own entries in place).
-template <bool kHome, bool kFused>
-constexpr bool kCombineOwnInPlace = kFused && !kHome;
-
-// Called by the first warp: the number of this rank's own message of its token t in the last
-// dispatch's (source, token) order, whose records combine reads (the tokens of lower ranks
-// first).
-__device__ __forceinline__ int own_message_number(const LlCommon& c, int t) {
-  int before = 0;
-  for (int s = lane_id(); s < c.geo.rank; s += kWarpSize) before += c.handle.recv_tokens[s];
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(0xffffffffu, before, offset);
-  return before + t;
-}
+// Whether a combine launch's rank sends itself nothing (a fused launch: its receiving part
+// sums its own entries, or with EPC_WEIGHTING_HOME reads its own entries' rows, in place).
+template <bool kFused>
+constexpr bool kCombineOwnInPlace = kFused;
 
 // What the sending part loads before the step's slot is claimed (ll_step_kernel.cuh): the
 // block's first message's records and this thread's rank's count of the dispatch's tokens
@@ -184,8 +174,8 @@ template <bool kHome, bool kFused>
 __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
-  const int skipped = kCombineOwnInPlace<kHome, kFused> ? g.rank : -1;  // the rank sent no partial
-  extern __shared__ uint32_t tokens_from[];                             // [nranks], as the last dispatch received
+  const int skipped = kCombineOwnInPlace<kFused> ? g.rank : -1;  // the rank sent no partial or rows
+  extern __shared__ uint32_t tokens_from[];                      // [nranks], as the last dispatch received
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseStart);
 #endif
@@ -207,9 +197,11 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
     if (item + static_cast<int>(gridDim.x) < messages * slices) next = fetch_records(c, (item + gridDim.x) / slices);
     const ReceivedMessage m{entries.slot / g.max_tokens, entries.slot % g.max_tokens, entries.slot, item / slices};
     const VectorSlice part = vector_slice(vectors, item % slices, slices);
-    if constexpr (kHome) {
+    if (m.source == skipped) {
+      // Summed in place by the receiving part.
+    } else if constexpr (kHome) {
       send_entry_rows(p, m.source, m.token, entries.entries, entries.flat_row, part);
-    } else if (m.source != skipped) {
+    } else {
       const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.token);
       if (entries.entries > 0)
         send_partial(c, p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
@@ -274,13 +266,14 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
   const LlGeometry& g = c.geo;
   const int vectors = g.hidden / kChannelsPerVector;
   __shared__ int ranks[kWarpSize];
-  // This rank's own entries of the block's token, summed in place (kCombineOwnInPlace).
-  constexpr bool in_place = kCombineOwnInPlace<kHome, kFused>;
+  // This rank's own entries of the block's token, summed in place (kCombineOwnInPlace; with
+  // kHome, sum_home_entries finds them itself).
+  constexpr bool in_place = kCombineOwnInPlace<kFused>;
   const int own = in_place ? g.rank : -1;
   __shared__ MessageEntries own_entries;
   // Called by every thread before token_ranks, whose barrier publishes them.
   const auto load_own_entries = [&](int t) {
-    if (in_place && threadIdx.x < kWarpSize)
+    if (in_place && !kHome && threadIdx.x < kWarpSize)
       publish_records(c, fetch_records(c, own_message_number(c, t)), &own_entries);
   };
 
@@ -304,7 +297,8 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
   if constexpr (kHome) {
     for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
       sum_home_entries(p, partials, t,
-                       static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type));
+                       static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type),
+                       own);
     }
   } else {
     for (int item = blockIdx.x; item < items; item += gridDim.x) {

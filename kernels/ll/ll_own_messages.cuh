@@ -87,4 +87,14 @@ __device__ __forceinline__ int warp_own_tokens_here(const LlCommon& c) {
   return place + (here ? 1 : 0);
 }
 
+// Called by a whole warp, combine: the number of this rank's own message of its token t in
+// the last dispatch's (source, token) order, under which the dispatch recorded its rows and
+// weights (the tokens of lower ranks first).
+__device__ __forceinline__ int own_message_number(const LlCommon& c, int t) {
+  int before = 0;
+  for (int s = lane_id(); s < c.geo.rank; s += kWarpSize) before += c.handle.recv_tokens[s];
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(0xffffffffu, before, offset);
+  return before + t;
+}
+
 }  // namespace epc::kernels
