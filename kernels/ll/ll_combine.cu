@@ -23,7 +23,9 @@ struct CombineParts {
   using Early = combine::EarlyLoads;
   template <bool kFused>
   __device__ __forceinline__ static Early early(const Params& p) {
-    return combine::early_loads < combine::kCombineOwnInPlace<kFused> && !kHome > (p);
+    // The receiving part's own records: a SENDER sum in place (the home sum finds its rows).
+    constexpr bool kOwnRecords = combine::kCombineOwnInPlace<kFused> && !kHome;
+    return combine::early_loads<kOwnRecords>(p);
   }
   template <bool kFused>
   __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {

@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-// Low-latency combine. Send: one block per message this rank received in the last dispatch
-// sums, in fp32 and in the token's top-k order, weight x expert output over this rank's
-// entries of the token, rounds the partial to bf16 and stores it into the token's home rank
-// at record [this rank][token] (LlGeometry::partial_offset: the record's first row, entry row
-// 0 on groups with EPC_GROUP_COMBINE_PER_ENTRY, so that it lies in what the staging map
-// stages across nodes); the last block then signals every rank. Receive: waits for every
-// rank, then one block per (token, slice of its row) adds the partials of the ranks hosting its entries in
-// ascending rank order (fp32) and writes bf16. This is the reference model's ll_combine
-// with CombineOrder::kPerRankPrereduce. In the token layouts a message has one row, which the
-// caller weighted (EPC_WEIGHTING_NONE): it crosses unchanged, and the receive is the same,
-// the reference's ll_combine_tokens. With EPC_WEIGHTING_HOME (kHome, a template argument so
-// that the SENDER launch carries none of its code) every entry's row returns instead and the
-// token's rank weights them (ll_combine_home.cuh). A fused SENDER launch sends its own rank
-// no partial: its receiving part sums its own rank's entries where they are, as the sending
-// part would have (ll_step_kernel.cuh).
+// Low-latency combine. Send: one block per message this rank received in the last dispatch sums, in
+// fp32 and in the token's top-k order, weight x expert output over this rank's entries of the
+// token, rounds the partial to bf16 and stores it into the token's home rank at record [this
+// rank][token] (LlGeometry::partial_offset: the record's first row, entry row 0 on groups with
+// EPC_GROUP_COMBINE_PER_ENTRY, so that it lies in what the staging map stages across nodes); the
+// last block then signals every rank. Receive: waits for every rank, then one block per (token,
+// slice of its row) adds the partials of the ranks hosting its entries in ascending rank order
+// (fp32) and writes bf16. This is the reference model's ll_combine with
+// CombineOrder::kPerRankPrereduce. In the token layouts a message has one row, which the caller
+// weighted (EPC_WEIGHTING_NONE): it crosses unchanged, and the receive is the same, the reference's
+// ll_combine_tokens. With EPC_WEIGHTING_HOME (kHome, a template argument so that the SENDER launch
+// carries none of its code) every entry's row returns instead and the token's rank weights them
+// (ll_combine_home.cuh). A fused launch sends its own rank nothing: its receiving part sums its own
+// rank's entries where they are, as the sending part would have, or with EPC_WEIGHTING_HOME reads
+// their rows there (ll_step_kernel.cuh).
 #pragma once
 
 #include "kernels/device/bf16.cuh"
