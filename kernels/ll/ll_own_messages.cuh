@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// A fused low-latency dispatch's messages to its own rank, which never enter the window
-// (ll_step_kernel.cuh): the receiving part rebuilds what their header and entries would have
-// said from the handle's routing, and copies the rows from the caller's tokens. The rebuilt
-// message is the one the sending part writes for every other rank, field for field, so the
-// placement that follows cannot tell them apart.
+// A fused low-latency launch's messages to its own rank, which never enter the window
+// (ll_step_kernel.cuh). Dispatch's receiving part rebuilds what their header and entries would
+// have said from the handle's routing, and copies the rows from the caller's tokens: the
+// rebuilt message is the one the sending part writes for every other rank, field for field,
+// so the placement that follows cannot tell them apart. Combine's receiving part finds the
+// records the dispatch kept of them (own_message_number) and reads the rows in the expert
+// outputs.
 #pragma once
 
 #include "kernels/device/warp.cuh"
@@ -13,9 +15,9 @@
 namespace epc::kernels {
 
 // Whether a dispatch launch's rank sends itself nothing: a fused launch, whose receiving part
-// can read its rows where the caller left them. The fp8 cast stays on the sending side: cast
-// in the receiving part, a row would be cast by every block that copies a slice of it, since
-// a slice's scales are not those of its channels (measured slower at every batch).
+// can read its rows where the caller left them. The fp8 cast stays on the sending side: three
+// ways of casting own rows in the receiving part measured slower (docs/design.md, "A rank's
+// own messages").
 template <LlPayload kPayload, bool kFused>
 constexpr bool kDispatchOwnInPlace = kFused && kPayload != LlPayload::kFp8;
 
