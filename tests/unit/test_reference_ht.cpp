@@ -25,17 +25,8 @@ using hand_case::payload;
 // R ranks with one expert each (H = 8); rank 0 holds one token with entries `topk_idx`, the
 // other ranks none: the token's rows come back from every rank it names.
 Problem one_token_of_rank0(int nranks, std::vector<int64_t> topk_idx) {
-  Problem p;
-  p.nranks = nranks;
-  p.num_experts = nranks;
-  p.hidden = 8;
-  p.topk = static_cast<int>(topk_idx.size());
-  p.max_tokens = 1;
-  p.ranks.resize(static_cast<std::size_t>(nranks));
-  p.ranks[0].num_tokens = 1;
-  p.ranks[0].topk_weights.assign(topk_idx.size(), 1.0f);
-  p.ranks[0].topk_idx = std::move(topk_idx);
-  return p;
+  std::vector<float> weights(topk_idx.size(), 1.0f);
+  return hand_case::one_token_problem(nranks, nranks, 0, std::move(topk_idx), std::move(weights));
 }
 
 // Combine input: rank d's single row holds values[d] in all 8 channels.

@@ -123,17 +123,8 @@ TEST(LlCombine, HandCheckedPerRankPrereduce) {
 
 // One token, one row per expert, every channel of expert e's row = values[e].
 Problem single_token_problem(int nranks, int num_experts, std::vector<int64_t> idx, std::vector<float> weights) {
-  Problem p;
-  p.nranks = nranks;
-  p.num_experts = num_experts;
-  p.hidden = 8;
-  p.topk = static_cast<int>(idx.size());
-  p.max_tokens = 1;
-  p.ranks.resize(nranks);
-  p.ranks[0].num_tokens = 1;
-  p.ranks[0].topk_idx = std::move(idx);
-  p.ranks[0].topk_weights = std::move(weights);
-  p.ranks[0].x.assign(8, 0x3F80);
+  Problem p = hand_case::one_token_problem(nranks, num_experts, 0, std::move(idx), std::move(weights));
+  p.ranks[0].x.assign(8, 0x3F80);  // 1.0 in every channel
   return p;
 }
 
