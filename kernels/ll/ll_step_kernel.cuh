@@ -15,13 +15,19 @@
 // what early loaded, which receive gets only in a fused launch (`fused`); send returns in
 // every thread of a block whether the block was the launch's last to finish, after which it
 // has signalled every peer; receive returns in every thread of a block whether the block saw
-// every peer's signal) and the dynamic shared memory each needs (send_shared,
-// receive_shared).
+// every peer's signal), the dynamic shared memory each needs (send_shared,
+// receive_shared), and whether a fused launch has no peer at all (alone: the group's one rank,
+// reading its own messages in place).
 //
 // A fused launch's rank sends itself nothing through the window where its receiving part can
 // read the rows where they are (the caller's tokens, the expert outputs): a split step's
 // inputs may change between its two launches, a fused one's cannot. It does not signal
 // itself either, nor wait for its own signal, so on one rank a fused step waits for nothing.
+//
+// A fused launch alone in its group has nothing to send and no signal to send or wait for:
+// its sending part would only count its blocks, so that the last one records the step. It
+// skips that part and counts with a relaxed add (count_alone), which orders nothing: no peer
+// reads this rank's window, and the direction's next launch runs after this one.
 //
 // A sending launch serves the direction's next step: every block reads the number at its
 // start and claims the step's slot (ll_slot_credit.cuh) before it sends; the last block to
@@ -91,6 +97,23 @@ __device__ __forceinline__ void finish_step(const typename Parts::Params& p, LlO
 #endif
 }
 
+// Called by every thread of every block of a fused launch alone in its group, in place of
+// its sending part: the count whose last block gives what a previous whole step owed and
+// records the step, as the sending part's last block does.
+template <typename Parts>
+__device__ __forceinline__ void count_alone(const typename Parts::Params& p, LlOpState* op, uint64_t step) {
+#ifdef EPC_PHASE_TRACE
+  // No payload to send and no signal: the sending phases are empty.
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    for (int phase = kLlPhaseStart; phase <= kLlPhaseSignalsSent; ++phase)
+      stamp_phase(Parts::phase_trace(p.common), step, static_cast<LlPhase>(phase));
+  }
+#endif
+  if (!last_block_to_finish(&op->send_done, /*publish_system=*/false, cuda::memory_order_relaxed)) return;
+  if (threadIdx.x >= kWarpSize && threadIdx.x < 2 * kWarpSize) warp_give_owed_late(p.common, op, p.slot);
+  record_step<Parts>(p, op, step, /*whole=*/true);
+}
+
 template <typename Parts, bool kSend, bool kReceive>
 __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
   LlOpState* op = Parts::op(p.common.state);
@@ -102,7 +125,11 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
     // slot can still be using: issued before the claim so that they overlap its load.
     early = Parts::template early<kReceive>(p);
     if (!claim_slot(p.common, op, p.slot, p.signal_offset, Parts::kSlotPhase)) return;
-    if (Parts::template send<kReceive>(p, step, early)) record_step<Parts>(p, op, step, /*whole=*/kReceive);
+    if (kReceive && Parts::alone(p)) {
+      count_alone<Parts>(p, op, step);
+    } else if (Parts::template send<kReceive>(p, step, early)) {
+      record_step<Parts>(p, op, step, /*whole=*/kReceive);
+    }
   } else {
     step = p.common.handle.steps[Parts::kRecord];
   }
