@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/device/half_bits.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/wire/fp8_quotient.hpp"
 #include "kernels/wire/limits.hpp"
@@ -41,6 +42,25 @@ __device__ __forceinline__ float half_warp_amax(float amax) {
   return __uint_as_float(upper ? upper_max : lower_max);
 }
 
+// The largest of the amaxes of the 8 lanes of this lane's quarter of the warp (lanes 8q to
+// 8q + 7), called by the whole warp.
+__device__ __forceinline__ float quarter_warp_amax(float amax) {
+  for (int offset = 1; offset < kWarpSize / 4; offset *= 2)
+    amax = amax_combine(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  return amax;
+}
+
+// The eight 16-bit values of one vector as fp32 into `values`; returns their amax.
+__device__ __forceinline__ float widen_half_vector(int4 raw, bool is_fp16, float* values) {
+  const uint16_t* half = reinterpret_cast<const uint16_t*>(&raw);
+  float amax = 0.0f;
+  for (int e = 0; e < kHalfChannelsPerVector; ++e) {
+    values[e] = half_bits_to_float(half[e], is_fp16);
+    amax = amax_combine(amax, fabsf(values[e]));
+  }
+  return amax;
+}
+
 __device__ __forceinline__ uint8_t float_to_e4m3(float value) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3));
 }
@@ -48,6 +68,16 @@ __device__ __forceinline__ uint8_t float_to_e4m3(float value) {
 // float_to_e4m3 of two values in one conversion: `low` in the low byte.
 __device__ __forceinline__ uint16_t float2_to_e4m3x2(float low, float high) {
   return static_cast<uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(low, high), __NV_SATFINITE, __NV_E4M3));
+}
+
+// Eight values of one vector (widen_half_vector) quantized with the divisor of their block's
+// scale: eight e4m3 bytes, the first value's lowest.
+__device__ __forceinline__ uint2 e4m3_vector(const float* values, Fp8Divisor divisor) {
+  uint16_t q[kHalfChannelsPerVector / 2];
+  for (int e = 0; e < kHalfChannelsPerVector; e += 2) {
+    q[e / 2] = float2_to_e4m3x2(fp8_quotient(values[e], divisor), fp8_quotient(values[e + 1], divisor));
+  }
+  return make_uint2(q[0] | (static_cast<uint32_t>(q[1]) << 16), q[2] | (static_cast<uint32_t>(q[3]) << 16));
 }
 
 }  // namespace epc::kernels

@@ -185,9 +185,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int lane = lane_id();
-  extern __shared__ uint32_t tokens_from[];  // [nranks]
+  extern __shared__ uint32_t tokens_from[];  // [nranks], then for fp8 a row's scales (own_scales)
   // This rank's own messages, read in place when its sending part sent it none.
-  const int own = kDispatchOwnInPlace<kPayload, kFused> ? g.rank : -1;
+  const int own = dispatch_own_in_place<kPayload, kFused>(g) ? g.rank : -1;
   const SkippedPeer skipped{own, static_cast<uint32_t>(c.num_tokens)};
   // Found while the peers still send; the wait's barrier publishes it.
   __shared__ int own_tokens;
@@ -228,18 +228,26 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
     const bool in_place = m.source == own;
     const char* message = slots + static_cast<size_t>(m.index) * g.message_bytes;
+    // An own message of the fp8 cast, cast here (dispatch_own_in_place).
+    const bool cast_here = fp8 && in_place;
     // The payload does not depend on where it goes: its first vectors load while the first
     // warp places the message. An own message's row is the caller's, its scales behind it in
     // x_scales (passthrough).
     const char* payload_bytes = in_place ? static_cast<const char*>(p.x) + static_cast<size_t>(m.token) * p.x_row_bytes
                                          : message + g.header_bytes;
     const int4* payload = reinterpret_cast<const int4*>(payload_bytes);
-    const VectorSlice part = vector_slice(static_cast<int>(out_row_bytes / 16), slice, slices);
+    const VectorSlice part = cast_here ? own_cast_part(g.hidden, slice, slices)
+                                       : vector_slice(static_cast<int>(out_row_bytes / 16), slice, slices);
     int4 first[kPayloadPrefetchRounds] = {};
+    static_assert(kPayloadPrefetchRounds == 2, "a cast's first round is two 16-bit vectors");
+    if (cast_here) {
+      load_own_cast(payload_bytes, part.begin + threadIdx.x, part.end, first);
+    } else {
 #pragma unroll
-    for (int r = 0; r < kPayloadPrefetchRounds; ++r) {
-      const int v = part.begin + threadIdx.x + r * static_cast<int>(blockDim.x);
-      if (v < part.end) first[r] = payload[v];
+      for (int r = 0; r < kPayloadPrefetchRounds; ++r) {
+        const int v = part.begin + threadIdx.x + r * static_cast<int>(blockDim.x);
+        if (v < part.end) first[r] = payload[v];
+      }
     }
     // And the first scales this thread stores. The block's last threads store the scales:
     // its first ones store the payload, and a small step's slice of a row leaves the last
@@ -249,7 +257,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
                                  : payload_bytes + out_row_bytes;
     const VectorSlice words = vector_slice(scale_words_per_row, slice, slices);
     uint4 first_scales = make_uint4(0, 0, 0, 0);
-    if (fp8 || passthrough) {
+    if ((fp8 && !cast_here) || passthrough) {
       first_scales = prefetch_row_scales(p.out_scales.encoding, scales_src, scale_count, words.begin, words.end,
                                          ScaleThread::from_block_end());
     }
@@ -288,6 +296,18 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       }
     }
     __syncthreads();
+    if (cast_here) {
+      float* own_scales = reinterpret_cast<float*>(tokens_from + g.nranks);
+      cast_own_slice(p, payload_bytes, part, first, placed.entries, placed.flat_row, own_scales);
+      __syncthreads();  // the slice's scales
+      const VectorSlice own_words = own_cast_words(p.out_scales.encoding, part);
+      const ScaleThread at = ScaleThread::from_block_end();
+      store_cast_scales(
+          p.out_scales, own_scales, scale_count, own_words.begin, own_words.end, placed.entries, placed.scale_row,
+          prefetch_row_scales(p.out_scales.encoding, own_scales, scale_count, own_words.begin, own_words.end, at), at);
+      if (item + static_cast<int>(gridDim.x) < messages * slices) __syncthreads();
+      continue;
+    }
     // The slice of the payload, loaded once per vector and stored into every row it feeds.
     int round = 0;
     for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x, ++round) {

@@ -121,24 +121,13 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
       }
       continue;
     }
-    const uint16_t* half = reinterpret_cast<const uint16_t*>(&raw);
     float values[kChannelsPerVector];
-    float amax = 0.0f;
-    for (int e = 0; e < kChannelsPerVector; ++e) {
-      values[e] = half_bits_to_float(half[e], p.x_is_fp16);
-      amax = amax_combine(amax, fabsf(values[e]));
-    }
+    float amax = widen_half_vector(raw, p.x_is_fp16, values);
     static_assert(kVectorsPerFp8Block == kWarpSize / 2, "a 128-channel block is half a warp's vectors");
     amax = half_warp_amax(amax);
     if (!valid) continue;
     const float scale = fp8_block_scale(amax, p.round_scale_ue8m0);
-    const Fp8Divisor divisor = fp8_divisor(scale);
-    uint16_t q[kChannelsPerVector / 2];
-    for (int e = 0; e < kChannelsPerVector; e += 2) {
-      q[e / 2] = float2_to_e4m3x2(fp8_quotient(values[e], divisor), fp8_quotient(values[e + 1], divisor));
-    }
-    const uint2 packed =
-        make_uint2(q[0] | (static_cast<uint32_t>(q[1]) << 16), q[2] | (static_cast<uint32_t>(q[3]) << 16));
+    const uint2 packed = e4m3_vector(values, fp8_divisor(scale));
     const int block = v / kVectorsPerFp8Block;
 #pragma unroll 1
     for (int d = 0; d < count; ++d) {

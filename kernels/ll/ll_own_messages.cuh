@@ -8,18 +8,27 @@
 // outputs.
 #pragma once
 
+#include "kernels/device/fp8.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_params.hpp"
+#include "kernels/wire/scale_output.hpp"
 
 namespace epc::kernels {
 
 // Whether a dispatch launch's rank sends itself nothing: a fused launch, whose receiving part
-// can read its rows where the caller left them. The fp8 cast stays on the sending side: three
-// ways of casting own rows in the receiving part measured slower (docs/design.md, "A rank's
-// own messages").
+// can read its rows where the caller left them. The fp8 cast stays on the sending side, which
+// casts a row once for every rank it goes to: three ways of casting own rows in the receiving
+// part measured slower (docs/design.md, "A rank's own messages")...
 template <LlPayload kPayload, bool kFused>
 constexpr bool kDispatchOwnInPlace = kFused && kPayload != LlPayload::kFp8;
+
+// ...but where the rank is the group's only one, its receiving part casts them
+// (cast_own_slice): a launch alone then has no sending part at all (ll_step_kernel.cuh).
+template <LlPayload kPayload, bool kFused>
+__device__ __forceinline__ bool dispatch_own_in_place(const LlGeometry& g) {
+  return kDispatchOwnInPlace<kPayload, kFused> || (kFused && g.nranks == 1);
+}
 
 // A message's header and, lane i of the calling warp, its entry i (slots past the header's
 // count are not used).
@@ -74,6 +83,68 @@ __device__ __forceinline__ MessageView own_message(const LlCommon& c, const floa
     v.entry.weight = w;
   }
   return v;
+}
+
+// The fp8 cast of an own row by the receiving part. A thread casts one 16-byte fp8 vector (16
+// channels, two 16-bit vectors of the row); the 8 lanes of a quarter warp hold one 128-channel
+// block. Slices of the row are whole warps of vectors: whole blocks, and whole words of packed
+// UE8M0 scales (four blocks).
+constexpr int kOwnCastGranule = kWarpSize;
+
+__device__ __forceinline__ VectorSlice own_cast_part(int hidden, int slice, int slices) {
+  return vector_slice(hidden / kVectorBytes, slice, slices, kOwnCastGranule);
+}
+
+// The words of a row's scales in `encoding` that the blocks of slice `part` make up.
+__device__ __forceinline__ VectorSlice own_cast_words(ScaleEncoding encoding, VectorSlice part) {
+  constexpr int kVectorsPerBlock = kFp8BlockChannels / (2 * kHalfChannelsPerVector);
+  const int blocks_begin = part.begin / kVectorsPerBlock;
+  const int blocks_end = (part.end + kVectorsPerBlock - 1) / kVectorsPerBlock;
+  return {scale_words(encoding, blocks_begin), scale_words(encoding, blocks_end)};
+}
+
+// This thread's two 16-bit vectors of fp8 vector v of `row` into raw[0, 2) (zeros at or past
+// `end`).
+__device__ __forceinline__ void load_own_cast(const char* row, int v, int end, int4* raw) {
+  raw[0] = raw[1] = make_int4(0, 0, 0, 0);
+  if (v >= end) return;
+  raw[0] = reinterpret_cast<const int4*>(row)[2 * v];
+  raw[1] = reinterpret_cast<const int4*>(row)[2 * v + 1];
+}
+
+// Called by every thread of the block: the slice `part` (own_cast_part) of the caller's row
+// `row` cast to e4m3 exactly as the sending part casts it (ll_dispatch_send.cuh), stored into
+// rows out_rows[0, rows) of out_x (negative: the entry did not fit), and each of its blocks'
+// scales into scales[block] (shared). `first`: this thread's first vectors (load_own_cast).
+__device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const char* row, VectorSlice part,
+                                               const int4* first, int rows, const int* out_rows, float* scales) {
+  constexpr int kVectorsPerBlock = kFp8BlockChannels / (2 * kHalfChannelsPerVector);
+  static_assert(kVectorsPerBlock == kWarpSize / 4, "a 128-channel block is a quarter warp's fp8 vectors");
+  const int hidden = p.common.geo.hidden;
+  const int rounds_end = part.begin + (part.end - part.begin + kWarpSize - 1) / kWarpSize * kWarpSize;
+  for (int v = part.begin + threadIdx.x; v < rounds_end; v += blockDim.x) {
+    int4 raw[2];
+    if (v == part.begin + static_cast<int>(threadIdx.x)) {
+      raw[0] = first[0];
+      raw[1] = first[1];
+    } else {
+      load_own_cast(row, v, part.end, raw);
+    }
+    float values[2 * kHalfChannelsPerVector];
+    const float amax = quarter_warp_amax(amax_combine(widen_half_vector(raw[0], p.x_is_fp16, values),
+                                                      widen_half_vector(raw[1], p.x_is_fp16, values + 8)));
+    if (v >= part.end) continue;
+    const float scale = fp8_block_scale(amax, p.round_scale_ue8m0);
+    const Fp8Divisor divisor = fp8_divisor(scale);
+    const uint2 low = e4m3_vector(values, divisor), high = e4m3_vector(values + 8, divisor);
+    const int4 q =
+        make_int4(static_cast<int>(low.x), static_cast<int>(low.y), static_cast<int>(high.x), static_cast<int>(high.y));
+    for (int j = 0; j < rows; ++j) {
+      if (out_rows[j] >= 0)
+        reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(out_rows[j]) * hidden)[v] = q;
+    }
+    if (v % kVectorsPerBlock == 0) scales[v / kVectorsPerBlock] = scale;
+  }
 }
 
 // Called by one warp, the token layouts: this rank's tokens with an entry on itself, the count
