@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/device/warp.cuh"
 #include "kernels/wire/scale_output.hpp"
 
 namespace epc::kernels {
@@ -60,24 +61,32 @@ struct ScaleThread {
 // scales start at elements row_at[j] (negative: the entry did not fit, nothing is stored).
 // `first` is this thread's first word's source, from prefetch_row_scales. The encoding is a
 // template parameter so the loop holds no per-store branch.
+// Word w of a row's scales, `value` (encoded as E), into every row at row_at[0, rows)
+// (negative: the entry did not fit, nothing is stored).
+template <ScaleEncoding E>
+__device__ __forceinline__ void store_scale_word(const ScaleOutput& out, uint32_t value, int w, int rows,
+                                                 const int64_t* row_at) {
+  const int64_t offset = w * out.word_stride;
+  for (int j = 0; j < rows; ++j) {
+    if (row_at[j] < 0) continue;
+    if (scale_word_bytes(E) == 1) {
+      static_cast<uint8_t*>(out.data)[row_at[j] + offset] = static_cast<uint8_t>(value);
+    } else if (scale_word_bytes(E) == 2) {
+      static_cast<uint16_t*>(out.data)[row_at[j] + offset] = static_cast<uint16_t>(value);
+    } else {
+      static_cast<uint32_t*>(out.data)[row_at[j] + offset] = value;
+    }
+  }
+}
+
 template <ScaleEncoding E>
 __device__ __forceinline__ void store_row_scales(const ScaleOutput& out, const void* src, int scales, int begin,
                                                  int end, int rows, const int64_t* row_at, uint4 first,
                                                  ScaleThread at) {
   const int first_word = begin + at.thread;
   for (int w = first_word; w < end; w += at.threads) {
-    const uint32_t value = encode_scale_source<E>(w == first_word ? first : load_scale_source<E>(src, w, scales));
-    const int64_t offset = w * out.word_stride;
-    for (int j = 0; j < rows; ++j) {
-      if (row_at[j] < 0) continue;
-      if (scale_word_bytes(E) == 1) {
-        static_cast<uint8_t*>(out.data)[row_at[j] + offset] = static_cast<uint8_t>(value);
-      } else if (scale_word_bytes(E) == 2) {
-        static_cast<uint16_t*>(out.data)[row_at[j] + offset] = static_cast<uint16_t>(value);
-      } else {
-        static_cast<uint32_t*>(out.data)[row_at[j] + offset] = value;
-      }
-    }
+    store_scale_word<E>(out, encode_scale_source<E>(w == first_word ? first : load_scale_source<E>(src, w, scales)), w,
+                        rows, row_at);
   }
 }
 
@@ -112,6 +121,41 @@ __device__ __forceinline__ void store_cast_scales(const ScaleOutput& out, const 
       break;
     default:
       store_row_scales<ScaleEncoding::kFp32>(out, src, scales, begin, end, rows, row_at, first, at);
+      break;
+  }
+}
+
+// The fp8 cast's scales stored by the lanes that computed them, called by a whole warp whose
+// 32 lanes hold the vectors of four consecutive blocks of a row, the first block a multiple of
+// four (lane l: block `block` = first + l / 8, fp32 scale `scale`, the same in its block's
+// lanes; `valid`: the block is in the row), in out's encoding (kFp32, kUe8m0, kUe8m0x4) into
+// every row at row_at[0, rows).
+template <ScaleEncoding E>
+__device__ __forceinline__ void warp_store_block_scales(const ScaleOutput& out, float scale, int block, bool valid,
+                                                        int rows, const int64_t* row_at) {
+  constexpr int kLanesPerBlock = kWarpSize / 4;
+  const uint32_t bits = valid ? __float_as_uint(scale) : 0u;  // 0 past the row's last block
+  if (E == ScaleEncoding::kUe8m0x4) {
+    const uint4 raw = make_uint4(__shfl_sync(0xffffffffu, bits, 0), __shfl_sync(0xffffffffu, bits, kLanesPerBlock),
+                                 __shfl_sync(0xffffffffu, bits, 2 * kLanesPerBlock),
+                                 __shfl_sync(0xffffffffu, bits, 3 * kLanesPerBlock));
+    if (lane_id() == 0 && valid) store_scale_word<E>(out, encode_scale_source<E>(raw), block / 4, rows, row_at);
+  } else if (lane_id() % kLanesPerBlock == 0 && valid) {
+    store_scale_word<E>(out, encode_scale_source<E>(make_uint4(bits, 0, 0, 0)), block, rows, row_at);
+  }
+}
+
+__device__ __forceinline__ void warp_store_cast_scales(const ScaleOutput& out, float scale, int block, bool valid,
+                                                       int rows, const int64_t* row_at) {
+  switch (out.encoding) {
+    case ScaleEncoding::kUe8m0:
+      warp_store_block_scales<ScaleEncoding::kUe8m0>(out, scale, block, valid, rows, row_at);
+      break;
+    case ScaleEncoding::kUe8m0x4:
+      warp_store_block_scales<ScaleEncoding::kUe8m0x4>(out, scale, block, valid, rows, row_at);
+      break;
+    default:
+      warp_store_block_scales<ScaleEncoding::kFp32>(out, scale, block, valid, rows, row_at);
       break;
   }
 }

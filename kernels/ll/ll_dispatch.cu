@@ -41,11 +41,8 @@ struct DispatchParts {
   static size_t send_shared(const Params& p) {
     return kByToken ? static_cast<size_t>(p.common.geo.nranks) * sizeof(int) : 0;
   }
-  // The receiving part's [nranks] token counts and, for the fp8 cast, an own row's scales.
-  static size_t receive_shared(const Params& p) {
-    const size_t scales = kPayload == LlPayload::kFp8 ? p.common.geo.hidden / kFp8BlockChannels : 0;
-    return (static_cast<size_t>(p.common.geo.nranks) + scales) * sizeof(uint32_t);
-  }
+  // The receiving part's [nranks] token counts.
+  static size_t receive_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
   // Small blocks when no block's slice of a row, sent or received, has more vectors than they
   // have threads: a small step (few tokens, rows split over up to kLlMaxMessageSlices blocks)
   // then pays less at each block barrier. A received row is never longer than the sent one.

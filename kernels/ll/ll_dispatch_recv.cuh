@@ -185,7 +185,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int lane = lane_id();
-  extern __shared__ uint32_t tokens_from[];  // [nranks], then for fp8 a row's scales (own_scales)
+  extern __shared__ uint32_t tokens_from[];  // [nranks]
   // This rank's own messages, read in place when its sending part sent it none.
   const int own = dispatch_own_in_place<kPayload, kFused>(g) ? g.rank : -1;
   const SkippedPeer skipped{own, static_cast<uint32_t>(c.num_tokens)};
@@ -297,14 +297,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     }
     __syncthreads();
     if (cast_here) {
-      float* own_scales = reinterpret_cast<float*>(tokens_from + g.nranks);
-      cast_own_slice(p, payload_bytes, part, first, placed.entries, placed.flat_row, own_scales);
-      __syncthreads();  // the slice's scales
-      const VectorSlice own_words = own_cast_words(p.out_scales.encoding, part);
-      const ScaleThread at = ScaleThread::from_block_end();
-      store_cast_scales(
-          p.out_scales, own_scales, scale_count, own_words.begin, own_words.end, placed.entries, placed.scale_row,
-          prefetch_row_scales(p.out_scales.encoding, own_scales, scale_count, own_words.begin, own_words.end, at), at);
+      cast_own_slice(p, payload_bytes, part, first, placed.entries, placed.flat_row, placed.scale_row);
       if (item + static_cast<int>(gridDim.x) < messages * slices) __syncthreads();
       continue;
     }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "kernels/device/fp8.cuh"
+#include "kernels/device/scale_store.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_params.hpp"
@@ -95,14 +96,6 @@ __device__ __forceinline__ VectorSlice own_cast_part(int hidden, int slice, int 
   return vector_slice(hidden / kVectorBytes, slice, slices, kOwnCastGranule);
 }
 
-// The words of a row's scales in `encoding` that the blocks of slice `part` make up.
-__device__ __forceinline__ VectorSlice own_cast_words(ScaleEncoding encoding, VectorSlice part) {
-  constexpr int kVectorsPerBlock = kFp8BlockChannels / (2 * kHalfChannelsPerVector);
-  const int blocks_begin = part.begin / kVectorsPerBlock;
-  const int blocks_end = (part.end + kVectorsPerBlock - 1) / kVectorsPerBlock;
-  return {scale_words(encoding, blocks_begin), scale_words(encoding, blocks_end)};
-}
-
 // This thread's two 16-bit vectors of fp8 vector v of `row` into raw[0, 2) (zeros at or past
 // `end`).
 __device__ __forceinline__ void load_own_cast(const char* row, int v, int end, int4* raw) {
@@ -113,11 +106,13 @@ __device__ __forceinline__ void load_own_cast(const char* row, int v, int end, i
 }
 
 // Called by every thread of the block: the slice `part` (own_cast_part) of the caller's row
-// `row` cast to e4m3 exactly as the sending part casts it (ll_dispatch_send.cuh), stored into
-// rows out_rows[0, rows) of out_x (negative: the entry did not fit), and each of its blocks'
-// scales into scales[block] (shared). `first`: this thread's first vectors (load_own_cast).
+// `row` cast to e4m3 exactly as the sending part casts it (ll_dispatch_send.cuh), stored with
+// its blocks' scales into the `rows` entry rows `placed_rows` (out_x row numbers) and
+// `scale_rows` (out_scales elements) of the message (negative: the entry did not fit).
+// `first`: this thread's first vectors (load_own_cast).
 __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const char* row, VectorSlice part,
-                                               const int4* first, int rows, const int* out_rows, float* scales) {
+                                               const int4* first, int rows, const int* placed_rows,
+                                               const int64_t* scale_rows) {
   constexpr int kVectorsPerBlock = kFp8BlockChannels / (2 * kHalfChannelsPerVector);
   static_assert(kVectorsPerBlock == kWarpSize / 4, "a 128-channel block is a quarter warp's fp8 vectors");
   const int hidden = p.common.geo.hidden;
@@ -133,17 +128,18 @@ __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const 
     float values[2 * kHalfChannelsPerVector];
     const float amax = quarter_warp_amax(amax_combine(widen_half_vector(raw[0], p.x_is_fp16, values),
                                                       widen_half_vector(raw[1], p.x_is_fp16, values + 8)));
-    if (v >= part.end) continue;
     const float scale = fp8_block_scale(amax, p.round_scale_ue8m0);
+    const bool valid = v < part.end;
+    warp_store_cast_scales(p.out_scales, scale, v / kVectorsPerBlock, valid, rows, scale_rows);
+    if (!valid) continue;
     const Fp8Divisor divisor = fp8_divisor(scale);
     const uint2 low = e4m3_vector(values, divisor), high = e4m3_vector(values + 8, divisor);
     const int4 q =
         make_int4(static_cast<int>(low.x), static_cast<int>(low.y), static_cast<int>(high.x), static_cast<int>(high.y));
     for (int j = 0; j < rows; ++j) {
-      if (out_rows[j] >= 0)
-        reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(out_rows[j]) * hidden)[v] = q;
+      if (placed_rows[j] >= 0)
+        reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(placed_rows[j]) * hidden)[v] = q;
     }
-    if (v % kVectorsPerBlock == 0) scales[v / kVectorsPerBlock] = scale;
   }
 }
 
