@@ -56,11 +56,6 @@ struct ScaleThread {
   }
 };
 
-// One received row's scales `src` (`scales` of them), words [begin, end) of them split over
-// the block's threads (`at`), stored into every row that row feeds: `rows` of them, whose
-// scales start at elements row_at[j] (negative: the entry did not fit, nothing is stored).
-// `first` is this thread's first word's source, from prefetch_row_scales. The encoding is a
-// template parameter so the loop holds no per-store branch.
 // Word w of a row's scales, `value` (encoded as E), into every row at row_at[0, rows)
 // (negative: the entry did not fit, nothing is stored).
 template <ScaleEncoding E>
@@ -79,6 +74,11 @@ __device__ __forceinline__ void store_scale_word(const ScaleOutput& out, uint32_
   }
 }
 
+// One received row's scales `src` (`scales` of them), words [begin, end) of them split over
+// the block's threads (`at`), stored into every row that row feeds: `rows` of them, whose
+// scales start at elements row_at[j] (negative: the entry did not fit, nothing is stored).
+// `first` is this thread's first word's source, from prefetch_row_scales. The encoding is a
+// template parameter so the loop holds no per-store branch.
 template <ScaleEncoding E>
 __device__ __forceinline__ void store_row_scales(const ScaleOutput& out, const void* src, int scales, int begin,
                                                  int end, int rows, const int64_t* row_at, uint4 first,
@@ -145,6 +145,7 @@ __device__ __forceinline__ void warp_store_block_scales(const ScaleOutput& out, 
   }
 }
 
+// warp_store_block_scales in out's encoding.
 __device__ __forceinline__ void warp_store_cast_scales(const ScaleOutput& out, float scale, int block, bool valid,
                                                        int rows, const int64_t* row_at) {
   switch (out.encoding) {

@@ -5,7 +5,8 @@
 // rebuilt message is the one the sending part writes for every other rank, field for field,
 // so the placement that follows cannot tell them apart. Combine's receiving part finds the
 // records the dispatch kept of them (own_message_number) and reads the rows in the expert
-// outputs.
+// outputs. The fp8 cast's own rows are cast here only in a launch alone in its group
+// (dispatch_own_in_place, cast_own_slice).
 #pragma once
 
 #include "kernels/device/fp8.cuh"
@@ -13,7 +14,6 @@
 #include "kernels/device/warp.cuh"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_params.hpp"
-#include "kernels/wire/scale_output.hpp"
 
 namespace epc::kernels {
 
