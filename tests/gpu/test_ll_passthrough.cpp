@@ -192,7 +192,9 @@ void run_case(EpcGroup* group, const Shape& shape, EpcLayout layout, const PassC
   }
 
   ASSERT_TRUE(epc_ok(epc_dispatch(handle.get(), &d, stream), label + ": epc_dispatch"));
-  if (flags & EPC_STEP_SEND_ONLY) ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream), label + ": complete"));
+  if (flags & EPC_STEP_SEND_ONLY) {
+    ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream), label + ": complete"));
+  }
   std::vector<uint8_t> got_x(want_x.size()), got_s(want_s.size());
   std::vector<int32_t> got_counts(static_cast<size_t>(L));
   ASSERT_TRUE(download_and_wait({{got_x.data(), out_x.get(), got_x.size(), "out_x"},
@@ -201,7 +203,9 @@ void run_case(EpcGroup* group, const Shape& shape, EpcLayout layout, const PassC
                                 stream));
   EXPECT_EQ(first_mismatch(got_x, want_x), -1) << label << ": out_x byte (rows of " << row_bytes << ")";
   EXPECT_EQ(first_mismatch(got_s, want_s), -1) << label << ": out_scales byte";
-  if (!rank_major) EXPECT_EQ(got_counts, want.expert_counts) << label;
+  if (!rank_major) {
+    EXPECT_EQ(got_counts, want.expert_counts) << label;
+  }
 
   // Combine takes bf16 expert outputs after any dispatch payload.
   std::vector<std::vector<uint16_t>> y;
@@ -230,7 +234,9 @@ void run_case(EpcGroup* group, const Shape& shape, EpcLayout layout, const PassC
   c.x = &t_expert_out;
   c.out = &t_out;
   ASSERT_TRUE(epc_ok(epc_combine(handle.get(), &c, stream), label + ": epc_combine"));
-  if (flags & EPC_STEP_SEND_ONLY) ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream), label + ": complete"));
+  if (flags & EPC_STEP_SEND_ONLY) {
+    ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream), label + ": complete"));
+  }
   std::vector<uint16_t> got_out(size_t(B) * H);
   ASSERT_TRUE(download_and_wait({{got_out.data(), out.get(), got_out.size() * 2, "out"}}, stream));
   EXPECT_TRUE(got_out == want_out) << label << ": combine out";

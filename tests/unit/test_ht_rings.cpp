@@ -109,7 +109,9 @@ TEST(HtRingArea, EveryWordAndSlotHasAPlaceOfItsOwn) {
         for (size_t k = 0; k < spans.size(); ++k) {
           EXPECT_GE(spans[k].first, a.base);
           EXPECT_LE(spans[k].second, a.base + a.bytes());
-          if (k > 0) EXPECT_LE(spans[k - 1].second, spans[k].first) << "overlap at " << spans[k].first;
+          if (k > 0) {
+            EXPECT_LE(spans[k - 1].second, spans[k].first) << "overlap at " << spans[k].first;
+          }
           used += spans[k].second - spans[k].first;
         }
         EXPECT_EQ(used, a.bytes()) << "S " << S << " G " << G << " C " << C;  // nothing unused
