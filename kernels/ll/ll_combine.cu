@@ -35,10 +35,6 @@ struct CombineParts {
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early& early) {
     return combine::receive<kHome, kFused>(p, step, early);
   }
-  // A fused launch of the group's only rank, which sums its own entries in place.
-  __device__ __forceinline__ static bool alone(const Params& p) {
-    return combine::kCombineOwnInPlace<true> && p.common.geo.nranks == 1;
-  }
   // The sending part's [nranks] token counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
   static size_t receive_shared(const Params&) { return 0; }

@@ -35,8 +35,6 @@ struct DispatchParts {
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early&) {
     return dispatch_recv::run<kByToken, kPayload, kFused>(p, step);
   }
-  // A fused launch of the group's only rank, which reads its own messages in place.
-  __device__ __forceinline__ static bool alone(const Params& p) { return p.common.geo.nranks == 1; }
   // The sending part's [nranks] token places (the token layouts).
   static size_t send_shared(const Params& p) {
     return kByToken ? static_cast<size_t>(p.common.geo.nranks) * sizeof(int) : 0;

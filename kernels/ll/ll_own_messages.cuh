@@ -24,11 +24,14 @@ namespace epc::kernels {
 template <LlPayload kPayload, bool kFused>
 constexpr bool kDispatchOwnInPlace = kFused && kPayload != LlPayload::kFp8;
 
-// ...but where the rank is the group's only one, its receiving part casts them
-// (cast_own_slice): a launch alone then has no sending part at all (ll_step_kernel.cuh).
+// Whether a fused launch is alone in its group (its rank the only one): every message it would
+// send is its own, which it reads in place, so it has no sending part (ll_step_kernel.cuh).
+__device__ __forceinline__ bool fused_launch_alone(const LlGeometry& g) { return g.nranks == 1; }
+
+// ...but a launch alone casts them in its receiving part (cast_own_slice).
 template <LlPayload kPayload, bool kFused>
 __device__ __forceinline__ bool dispatch_own_in_place(const LlGeometry& g) {
-  return kDispatchOwnInPlace<kPayload, kFused> || (kFused && g.nranks == 1);
+  return kDispatchOwnInPlace<kPayload, kFused> || (kFused && fused_launch_alone(g));
 }
 
 // A message's header and, lane i of the calling warp, its entry i (slots past the header's

@@ -15,19 +15,19 @@
 // what early loaded, which receive gets only in a fused launch (`fused`); send returns in
 // every thread of a block whether the block was the launch's last to finish, after which it
 // has signalled every peer; receive returns in every thread of a block whether the block saw
-// every peer's signal), the dynamic shared memory each needs (send_shared,
-// receive_shared), and whether a fused launch has no peer at all (alone: the group's one rank,
-// reading its own messages in place).
+// every peer's signal) and the dynamic shared memory each needs (send_shared,
+// receive_shared).
 //
 // A fused launch's rank sends itself nothing through the window where its receiving part can
 // read the rows where they are (the caller's tokens, the expert outputs): a split step's
 // inputs may change between its two launches, a fused one's cannot. It does not signal
 // itself either, nor wait for its own signal, so on one rank a fused step waits for nothing.
 //
-// A fused launch alone in its group has nothing to send and no signal to send or wait for:
-// its sending part would only count its blocks, so that the last one records the step. It
-// skips that part and counts with a relaxed add (count_alone), which orders nothing: no peer
-// reads this rank's window, and the direction's next launch runs after this one.
+// A fused launch alone in its group (fused_launch_alone) has nothing to send and no signal to
+// send or wait for: its sending part would only count its blocks, so that the last one records
+// the step. It skips that part and counts with a relaxed add (count_alone), which orders
+// nothing: no peer reads this rank's window, and the direction's next launch runs after this
+// one.
 //
 // A sending launch serves the direction's next step: every block reads the number at its
 // start and claims the step's slot (ll_slot_credit.cuh) before it sends; the last block to
@@ -45,6 +45,7 @@
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/common/resident_blocks.hpp"
 #include "kernels/device/launch_done.cuh"
+#include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/ll/ll_slot_credit.cuh"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
@@ -125,7 +126,7 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
     // slot can still be using: issued before the claim so that they overlap its load.
     early = Parts::template early<kReceive>(p);
     if (!claim_slot(p.common, op, p.slot, p.signal_offset, Parts::kSlotPhase)) return;
-    if (kReceive && Parts::alone(p)) {
+    if (kReceive && fused_launch_alone(p.common.geo)) {
       count_alone<Parts>(p, op, step);
     } else if (Parts::template send<kReceive>(p, step, early)) {
       record_step<Parts>(p, op, step, /*whole=*/kReceive);
