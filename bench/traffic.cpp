@@ -17,11 +17,11 @@ WireFormat WireFormat::for_dtype(int hidden, bool fp8, int topk) {
   w.dispatch_row_bytes = fp8 ? h + h / 128 * 4 : 2 * h;
   w.combine_row_bytes = 2 * h;
   // The receive slot of a message (core/planner.cpp, plan_low_latency): a header with room for
-  // max_topk entries, then the payload, padded to 16 bytes. The network puts all of it, or
-  // the header alone when the token has no entry on that peer (kernels/ll/ll_dispatch_send.cuh).
-  w.net_dispatch_header_bytes = static_cast<int64_t>(kernels::ll_message_header_bytes(static_cast<size_t>(topk)));
+  // max_topk entries, then the payload, padded to 16 bytes. The network puts all of it, to the
+  // peers hosting an entry of the token only (kernels/ll/ll_dispatch_send.cuh).
+  const int64_t header_bytes = static_cast<int64_t>(kernels::ll_message_header_bytes(static_cast<size_t>(topk)));
   w.net_dispatch_message_bytes =
-      (w.net_dispatch_header_bytes + w.dispatch_row_bytes + static_cast<int64_t>(kernels::kLlMessageAlignment) - 1) /
+      (header_bytes + w.dispatch_row_bytes + static_cast<int64_t>(kernels::kLlMessageAlignment) - 1) /
       static_cast<int64_t>(kernels::kLlMessageAlignment) * static_cast<int64_t>(kernels::kLlMessageAlignment);
   w.net_combine_row_bytes = w.combine_row_bytes;  // kernels/ll/ll_combine_parts.cuh commits the row
   return w;
@@ -39,7 +39,6 @@ WireFormat WireFormat::for_ht(int hidden, bool fp8, int topk) {
   // slots, net_rail_slot_bytes, built on the dispatch slot).
   const uint32_t h = static_cast<uint32_t>(hidden), k = static_cast<uint32_t>(topk);
   w.net_dispatch_message_bytes = kernels::ht_dispatch_slot(h, fp8 ? 1 : 2, k).bytes;
-  w.net_dispatch_header_bytes = 0;
   w.net_combine_row_bytes = kernels::ht_combine_slot(h, k).bytes;
   w.max_topk = topk;
   return w;
@@ -76,17 +75,15 @@ std::string WireFormat::describe() const {
     return text;
   }
   std::snprintf(text, sizeof text,
-                "dispatch: per (token, remote rank) %lld B header + %lld B per entry, plus a "
-                "%lld B row when the token has an entry there; combine: a %lld B row per "
-                "(token, remote rank with entries); %lld B per local expert of each peer for the "
-                "count table; %lld B signal per peer per half; to a peer in another node the "
-                "network transport puts whole messages instead: %lld B with entries, %lld B "
-                "(header) without, and %lld B per combined row",
+                "dispatch: per (token, remote rank with entries) %lld B header + %lld B per entry "
+                "there and a %lld B row; combine: a %lld B row per (token, remote rank with "
+                "entries); %lld B per local expert of each peer for the count table; %lld B signal "
+                "per peer per half; to a peer in another node the network transport puts whole "
+                "messages instead: %lld B each, and %lld B per combined row",
                 static_cast<long long>(header_fixed_bytes), static_cast<long long>(header_entry_bytes),
                 static_cast<long long>(dispatch_row_bytes), static_cast<long long>(combine_row_bytes),
                 static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes),
-                static_cast<long long>(net_dispatch_message_bytes), static_cast<long long>(net_dispatch_header_bytes),
-                static_cast<long long>(net_combine_row_bytes));
+                static_cast<long long>(net_dispatch_message_bytes), static_cast<long long>(net_combine_row_bytes));
   return text;
 }
 
@@ -211,11 +208,11 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
           if (d != rank && !(rails && remote(d))) {  // HT across nodes: the rail slots above
             int64_t bytes;
             if (remote(d)) {  // the whole staged message
-              bytes = n > 0 ? wire.net_dispatch_message_bytes : wire.net_dispatch_header_bytes;
+              bytes = n > 0 ? wire.net_dispatch_message_bytes : 0;
             } else if (wire.ht) {
               bytes = n > 0 ? ht_slot : 0;
             } else {
-              bytes = wire.header_fixed_bytes + n * wire.header_entry_bytes + (n > 0 ? wire.dispatch_row_bytes : 0);
+              bytes = n > 0 ? wire.header_fixed_bytes + n * wire.header_entry_bytes + wire.dispatch_row_bytes : 0;
             }
             t.dispatch_to[static_cast<size_t>(d)] += bytes;
           }

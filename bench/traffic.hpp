@@ -28,9 +28,9 @@ struct WireFormat {
   bool ht = false;                 // high-throughput traffic (else low-latency)
   int64_t dispatch_row_bytes = 0;  // payload: bf16 2H; fp8 H + 4 * H/128 (row and scales)
   int64_t combine_row_bytes = 0;   // 2H: combine is bf16
-  // LL: every (token, remote rank) gets a header: token index and entry count, then one
-  // (local expert, position, weight) entry per entry on that rank; the row follows if there
-  // is one (kernels/wire/ll_message.hpp). Each dispatch also sends every peer a table of int32
+  // LL: every (token, remote rank hosting one of its entries) gets a message: a header (place
+  // and entry count, then one (local expert, position, weight) entry per entry on that rank)
+  // and the row (kernels/wire/ll_message.hpp); ranks without entries get nothing. Each dispatch also sends every peer a table of int32
   // entry counts, one per local expert of that peer.
   int64_t header_fixed_bytes = 8;
   int64_t header_entry_bytes = 12;
@@ -55,15 +55,14 @@ struct WireFormat {
   int64_t ht_ack_bytes = 8;
   int64_t ht_layout_header_words = 0;  // kernels::kHtLayoutHeaderWords
   // Through the network transport (a peer in another node) a message is put whole from its
-  // staging copy: LL dispatch a message with entries as the plan's message_bytes (header for
-  // K entries, then the payload, padded to 16 B) and a header-only one as the padded header;
+  // staging copy: LL dispatch a message as the plan's message_bytes (header for K entries,
+  // then the payload, padded to 16 B);
   // LL combine the bf16 row; HT combine its whole slot and HT dispatch a whole rail slot
   // (kernels/wire/ht_message.hpp: every dispatch slot has room for fp8 scales and both top-k
   // arrays, every combine slot for the backward weights; a rail slot is a dispatch slot and
   // one int32 per rank of the node and one per entry (max_topk), each padded to 16 B:
   // net_rail_slot_bytes).
-  int64_t net_dispatch_message_bytes = 0;  // LL: a message with entries; HT: a dispatch slot
-  int64_t net_dispatch_header_bytes = 0;   // LL: a message without entries; HT: 0 (none sent)
+  int64_t net_dispatch_message_bytes = 0;  // LL: a message; HT: a dispatch slot
   int64_t net_combine_row_bytes = 0;       // LL: the bf16 row; HT: a combine slot
   int64_t max_topk = 0;                    // the group's, which sizes the slots
 

@@ -8,7 +8,8 @@
 namespace epc {
 
 uint64_t LlHandleSizes::bytes() const {
-  return (topk_idx + recv_tokens + msg_slot + msg_entries + msg_rows + counts + expert_entries + entry_positions) *
+  return (topk_idx + recv_tokens + msg_slot + msg_entries + msg_rows + counts + expert_entries + entry_positions +
+          token_places + rank_tokens) *
              sizeof(int32_t) +
          msg_weights * sizeof(float) + steps * sizeof(uint64_t);
 }
@@ -28,6 +29,7 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
   s.expert_entries = c.num_experts;
   s.entry_positions = T * K;
   s.token_places = T * R;
+  s.rank_tokens = R;
   s.steps = kernels::kLlStepRecords;
   return s;
 }

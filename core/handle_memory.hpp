@@ -26,7 +26,8 @@ struct LlHandleSizes {
   size_t counts;           // int32 [L]: the per-expert counts when the caller asks for none
   size_t expert_entries;   // int32 [num_experts]: the routing's entries per expert
   size_t entry_positions;  // int32 [T, K]: each entry's position among its expert's entries
-  size_t token_places;     // int32 [T, R]: each token's place on every rank (token layouts only)
+  size_t token_places;     // int32 [T, R]: each token's place on every rank
+  size_t rank_tokens;      // int32 [R]: the routing's tokens with an entry on each rank
   size_t steps;            // uint64 [kLlStepRecords]: the step of the last dispatch and combine
   uint64_t bytes() const;
 };

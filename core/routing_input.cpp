@@ -49,6 +49,7 @@ int copy_routing(const Group& group, const EpcTensor* topk_idx, int topk, int32_
   p.expert_entries = expert.entries;
   p.entry_positions = expert.positions;
   p.token_places = expert.token_places;
+  p.rank_tokens = expert.rank_tokens;
   p.ranks = group.topology().nranks;
   p.local_experts = static_cast<int>(c.local_experts(group.topology().nranks));
   p.topk = topk;

@@ -16,12 +16,13 @@ namespace epc {
 
 // What an LL handle keeps of its routing besides the ids (kernels/common/routing_copy.cu):
 // the entries per expert ([num_experts]) and each entry's position among its expert's
-// entries in (token, slot) order ([max_tokens, topk]), both or neither; and for the token
-// layouts each token's place on every rank ([max_tokens, nranks]).
+// entries in (token, slot) order ([max_tokens, topk]), each token's place on every rank
+// ([max_tokens, nranks]) and the tokens with an entry on each rank ([nranks]): all or none.
 struct ExpertRouting {
   int32_t* entries = nullptr;
   int32_t* positions = nullptr;
   int32_t* token_places = nullptr;
+  int32_t* rank_tokens = nullptr;
 };
 
 // Checks `topk_idx` ([B, topk] int64 or int32, B <= max_tokens_per_rank) and queues its copy

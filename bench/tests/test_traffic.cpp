@@ -26,10 +26,10 @@ TEST(Traffic, RankZero) {
   EXPECT_EQ(t.selections, 3);
   EXPECT_EQ(t.logical_dispatch_bytes, 48);
   EXPECT_EQ(t.logical_combine_bytes, 48);
-  // To rank 1: token 0 with one entry (8 + 12 + 16), token 1 header only (8).
-  EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{0, 44}));
+  // To rank 1: token 0 with one entry (8 + 12 + 16); token 1, without one there, nothing.
+  EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{0, 36}));
   // Plus one 8-byte signal and rank 1's count table (2 local experts * 4 bytes).
-  EXPECT_EQ(t.wire_dispatch_bytes, 44 + 8 + 8);
+  EXPECT_EQ(t.wire_dispatch_bytes, 36 + 8 + 8);
   // Back to rank 1: its token 1 had an entry here (expert 0); its token 0 had none.
   EXPECT_EQ(t.combine_to, (std::vector<int64_t>{0, 16}));
   EXPECT_EQ(t.wire_combine_bytes, 24);
@@ -47,7 +47,7 @@ TEST(Traffic, RankOne) {
   const WireFormat w = WireFormat::for_dtype(8, false, 2);
   const RankTraffic t = compute_traffic(tiny(), 1, 2, 2, 4, w, 100);
   EXPECT_EQ(t.selections, 4);
-  EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{44, 0}));
+  EXPECT_EQ(t.dispatch_to, (std::vector<int64_t>{36, 0}));  // its token 1 (expert 0)
   EXPECT_EQ(t.combine_to, (std::vector<int64_t>{16, 0}));
   EXPECT_EQ(t.baseline_rows_to, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(t.baseline_rows_from, (std::vector<int64_t>{1, 3}));
@@ -192,8 +192,9 @@ std::vector<Routing> four_ranks() { return {{2, 5, 7, -1}, {0, 1, 4, 6}, {1, 3, 
 //   LL over NVLink:  a header of 8 B + 12 B per entry there, and the 16 B row when it has one;
 //                    combine a 16 B row; per peer an 8 B count table (2 experts) and 8 B signal
 //                    in dispatch, an 8 B signal in combine.
-//   LL via network:  the whole slot: header room for 2 entries 8 + 24 -> 32 B; with entries
-//                    32 + 16 = 48 B, without 32 B; combine 16 B; tables and signals as above.
+//   LL via network:  the whole slot: header room for 2 entries 8 + 24 -> 32 B, and the row:
+//                    48 B; combine 16 B; tables and signals as above.
+//   LL sends a token's message only to the ranks hosting one of its entries.
 //   HT over NVLink:  a 16 B row + 16 B of ids and weights = 32 B per (token, peer with entries);
 //                    combine a 16 B row; per peer one 8 B chunk flag (2 tokens, one chunk) and
 //                    an 8 B acknowledgement; combine one flag per 2 returned rows (none when
@@ -202,23 +203,22 @@ std::vector<Routing> four_ranks() { return {{2, 5, 7, -1}, {0, 1, 4, 6}, {1, 3, 
 //                    combine row 16 + weights room 16 = 32 B; flags, acks and layout as above.
 TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
   const WireFormat w = WireFormat::for_dtype(8, false, 2);
-  ASSERT_EQ(w.net_dispatch_header_bytes, 32);
   ASSERT_EQ(w.net_dispatch_message_bytes, 48);
   ASSERT_EQ(w.net_combine_row_bytes, 16);
 
-  // Rank 0 dispatch, a header to every peer for every token:
-  //   rank 1 (NVLink):  token 0 one entry 8 + 12 + 16 = 36, token 1 header 8;   + 8 + 8 = 60
-  //   rank 2 (network): token 0 with an entry 48, token 1 without 32;           + 8 + 8 = 96
-  //   rank 3 (network): token 0 without 32, token 1 with one 48;                + 8 + 8 = 96
+  // Rank 0 dispatch, a message per (token, peer with entries):
+  //   rank 1 (NVLink):  token 0 one entry 8 + 12 + 16 = 36;                     + 8 + 8 = 52
+  //   rank 2 (network): token 0 48;                                             + 8 + 8 = 64
+  //   rank 3 (network): token 1 48;                                             + 8 + 8 = 64
   // Rank 0 combine, a row per token of a peer with entries on rank 0, then a signal:
   //   rank 1 (NVLink):  its token 0 (experts 0, 1): 16 + 8 = 24
   //   rank 2 (network): its token 0 (expert 1):     16 + 8 = 24
   //   rank 3 (network): its token 0 (expert 0):     16 + 8 = 24
   const RankTraffic r0 = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 100, 2);
-  EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 44, 80, 80}));
-  EXPECT_EQ(r0.wire_dispatch_nvlink_bytes, 60);
-  EXPECT_EQ(r0.wire_dispatch_network_bytes, 192);
-  EXPECT_EQ(r0.wire_dispatch_bytes, 252);
+  EXPECT_EQ(r0.dispatch_to, (std::vector<int64_t>{0, 36, 48, 48}));
+  EXPECT_EQ(r0.wire_dispatch_nvlink_bytes, 52);
+  EXPECT_EQ(r0.wire_dispatch_network_bytes, 128);
+  EXPECT_EQ(r0.wire_dispatch_bytes, 180);
   EXPECT_EQ(r0.combine_to, (std::vector<int64_t>{0, 16, 16, 16}));
   EXPECT_EQ(r0.wire_combine_nvlink_bytes, 24);
   EXPECT_EQ(r0.wire_combine_network_bytes, 48);
@@ -226,24 +226,24 @@ TEST(Traffic, VirtualNodesSplitLowLatencyBytes) {
   EXPECT_EQ(r0.wire_layout_bytes, 0);  // LL handles are local
 
   // Rank 3 dispatch:
-  //   rank 0 (network): token 0 with an entry 48, token 1 without 32;          + 16 = 96
-  //   rank 1 (network): token 0 without 32, token 1 with one 48;               + 16 = 96
-  //   rank 2 (NVLink):  token 0 header 8, token 1 one entry 36;                + 16 = 60
+  //   rank 0 (network): token 0 48;                                            + 16 = 64
+  //   rank 1 (network): token 1 48;                                            + 16 = 64
+  //   rank 2 (NVLink):  token 1 one entry 36;                                  + 16 = 52
   // Rank 3 combine (experts 6, 7): rank 0's token 1 (7) and rank 1's token 1 (6) return over
   // the network, nothing to rank 2 but its signal:
   //   network (16 + 8) * 2 = 48, NVLink 8
   const RankTraffic r3 = compute_traffic(four_ranks(), 3, 2, 2, 8, w, 100, 2);
-  EXPECT_EQ(r3.dispatch_to, (std::vector<int64_t>{80, 80, 44, 0}));
-  EXPECT_EQ(r3.wire_dispatch_nvlink_bytes, 60);
-  EXPECT_EQ(r3.wire_dispatch_network_bytes, 192);
+  EXPECT_EQ(r3.dispatch_to, (std::vector<int64_t>{48, 48, 36, 0}));
+  EXPECT_EQ(r3.wire_dispatch_nvlink_bytes, 52);
+  EXPECT_EQ(r3.wire_dispatch_network_bytes, 128);
   EXPECT_EQ(r3.combine_to, (std::vector<int64_t>{16, 16, 0, 0}));
   EXPECT_EQ(r3.wire_combine_nvlink_bytes, 8);
   EXPECT_EQ(r3.wire_combine_network_bytes, 48);
 
   // The same routing without virtual nodes: every peer over NVLink, in NVLink sizes
-  // (44 + 16 per peer), so the total counts what really moves: network puts whole slots.
+  // (36 + 16 per peer), so the total counts what really moves: network puts whole slots.
   const RankTraffic flat = compute_traffic(four_ranks(), 0, 2, 2, 8, w, 100);
-  EXPECT_EQ(flat.wire_dispatch_bytes, 3 * 60);
+  EXPECT_EQ(flat.wire_dispatch_bytes, 3 * 52);
   EXPECT_EQ(flat.wire_dispatch_network_bytes, 0);
   EXPECT_EQ(flat.wire_combine_bytes, 72);
   // The baseline does not use virtual nodes: its bytes are the same either way.
@@ -427,9 +427,9 @@ TEST(Traffic, VirtualNodesOfOneRank) {
   const RankTraffic two = compute_traffic(four_ranks(), 2, 2, 2, 8, w, 1 << 30, 1);
   EXPECT_EQ(two.dispatch_to, (std::vector<int64_t>{96, 96, 0, 0}));
   EXPECT_EQ(two.wire_dispatch_network_bytes, 2 * 96 + 3 * 8 + 3 * 8);
-  // LL does not go by rail: whole messages to every peer (with entries 48 B, without 32 B).
+  // LL does not go by rail: a whole message (48 B) to every peer hosting an entry of a token.
   const RankTraffic ll = compute_traffic(four_ranks(), 0, 2, 2, 8, WireFormat::for_dtype(8, false, 2), 100, 1);
-  EXPECT_EQ(ll.dispatch_to, (std::vector<int64_t>{0, 48 + 32, 48 + 32, 32 + 48}));
+  EXPECT_EQ(ll.dispatch_to, (std::vector<int64_t>{0, 48, 48, 48}));
   EXPECT_EQ(ll.wire_dispatch_nvlink_bytes, 0);
 }
 
@@ -569,9 +569,7 @@ TEST(Traffic, NetworkMessagesAreThePlannersSlots) {
                                   : WireFormat::for_dtype(static_cast<int>(hidden), fp8, static_cast<int>(topk));
           EXPECT_EQ(w.net_dispatch_message_bytes, plan.message_bytes)
               << (ht ? "HT" : "LL") << (fp8 ? " fp8" : " bf16") << " top-" << topk << " hidden " << hidden;
-          if (!ht) {
-            EXPECT_EQ(w.net_dispatch_header_bytes, epc::ll_message_header_bytes(epc::resolve_config(&raw)));
-          } else {
+          if (ht) {
             // The rail slots: [2 nodes][64 tokens] of them for nodes of 2.
             EXPECT_EQ(static_cast<int64_t>(plan.region(EPC_REGION_RAIL_RECV, EPC_SLOT_NONE).size),
                       2 * 64 * w.net_rail_slot_bytes(2))
@@ -598,15 +596,15 @@ TEST(Traffic, NetworkMessagesSizeTheCeilingWindow) {
   EXPECT_EQ(ht.max_bytes_to_peer(10, 2, 4, 4), 10 * 32);  // one node
   EXPECT_NE(ht.describe().find("whole slots instead: 32 B per returned row"), std::string::npos) << ht.describe();
   EXPECT_NE(ht.describe().find("the 64 B dispatch slot + 4 B per rank of a node"), std::string::npos) << ht.describe();
-  EXPECT_NE(ll.describe().find("48 B with entries, 32 B (header) without"), std::string::npos) << ll.describe();
+  EXPECT_NE(ll.describe().find("whole messages instead: 48 B each"), std::string::npos) << ll.describe();
 }
 
-TEST(Traffic, AllMaskedMovesOnlyHeadersAndSignals) {
+TEST(Traffic, AllMaskedMovesOnlySignalsAndTables) {
   const std::vector<Routing> all = {{-1, -1}, {-1, -1}};
   const RankTraffic t = compute_traffic(all, 0, 1, 2, 4, WireFormat::for_dtype(8, false, 2), 100);
   EXPECT_EQ(t.selections, 0);
   EXPECT_EQ(t.logical_dispatch_bytes, 0);
-  EXPECT_EQ(t.wire_dispatch_bytes, 8 + 8 + 8);  // header, signal, count table
+  EXPECT_EQ(t.wire_dispatch_bytes, 8 + 8);  // signal, count table
   EXPECT_EQ(t.wire_combine_bytes, 8);
 }
 

@@ -35,8 +35,8 @@ LlHandle::LlHandle(Group& group, LlSteps& steps, const HandleSetup& setup, Handl
   counts_ = memory_.allocate<int32_t>(n.counts, what);
   expert_entries_ = memory_.allocate<int32_t>(n.expert_entries, what);
   entry_positions_ = memory_.allocate<int32_t>(n.entry_positions, what);
-  if (setup_.layout == EPC_LAYOUT_RANK_MAJOR || setup_.layout == EPC_LAYOUT_FLAT)
-    token_places_ = memory_.allocate<int32_t>(n.token_places, what);
+  token_places_ = memory_.allocate<int32_t>(n.token_places, what);
+  rank_tokens_ = memory_.allocate<int32_t>(n.rank_tokens, what);
   steps_record_ = memory_.allocate<uint64_t>(n.steps, what);
   // A dispatch receive that gives up (a timeout, or a group that a bad routing value has
   // already failed) writes none of the receive state, and a combine queued behind it before
@@ -85,7 +85,7 @@ LlHandle::~LlHandle() {
 
 void LlHandle::copy_routing(const EpcTensor* topk_idx, cudaStream_t stream) {
   num_tokens_ = epc::copy_routing(group_, topk_idx, topk_, topk_idx_, stream,
-                                  ExpertRouting{expert_entries_, entry_positions_, token_places_});
+                                  ExpertRouting{expert_entries_, entry_positions_, token_places_, rank_tokens_});
 }
 
 void LlHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
@@ -128,6 +128,7 @@ kernels::LlCommon LlHandle::common() const {
   k.handle.expert_entries = expert_entries_;
   k.handle.entry_positions = entry_positions_;
   k.handle.token_places = token_places_;
+  k.handle.rank_tokens = rank_tokens_;
   k.handle.steps = steps_record_;
   k.state = steps_.state();
   k.error = group_.device_error();

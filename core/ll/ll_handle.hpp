@@ -76,7 +76,8 @@ class LlHandle {
   int32_t* counts_ = nullptr;           // [L]: per-expert counts when the caller asks for none
   int32_t* expert_entries_ = nullptr;   // [num_experts]: the routing's entries per expert
   int32_t* entry_positions_ = nullptr;  // [T, K]: each entry's position among its expert's entries
-  int32_t* token_places_ = nullptr;     // [T, R] in the token layouts: each token's place on every rank
+  int32_t* token_places_ = nullptr;     // [T, R]: each token's place on every rank
+  int32_t* rank_tokens_ = nullptr;      // [R]: the routing's tokens with an entry on each rank
   uint64_t* steps_record_ = nullptr;    // [kLlStepRecords]: written by the sending launches
 
   uint32_t pending_ = EPC_PENDING_NONE;

@@ -3,11 +3,11 @@
 // outside [-1, num_experts) is replaced by -1 (masked) and reported in the group's error
 // record, so a bad value can never become an address in the communication kernels. For LL
 // handles the same launch also finds what every dispatch of the routing needs: the entries
-// per expert (the count tables it sends) and each entry's position among its expert's
-// entries in (token, top-k slot) order (where the receiver places it), and in the token
-// layouts each token's place on every rank (the tokens before it sent there). One warp per
-// expert, and one per rank, walks the tokens in order, so all come out without atomics, the
-// same at every launch.
+// per expert (the count tables it sends), each entry's position among its expert's entries
+// in (token, top-k slot) order (where the receiver places it), each token's place on every
+// rank (the tokens before it sent there: where its message lies, ll_message_index.cuh) and
+// each rank's count of tokens (the messages it is sent). One warp per expert, and one per
+// rank, walks the tokens in order, so all come out without atomics, the same at every launch.
 #include "kernels/common/kernel_stack.hpp"
 #include "kernels/device/report.cuh"
 #include "kernels/device/warp.cuh"
@@ -82,10 +82,11 @@ __device__ __forceinline__ void place_expert_entries(const RoutingCopyParams& p,
   if (lane_id() == 0) p.expert_entries[e] = total;
 }
 
-// Rank d's warp: a token with an unmasked entry on d takes the next place there.
+// Rank d's warp: a token with an unmasked entry on d takes the next place there; the total
+// is d's count of tokens.
 __device__ __forceinline__ void place_tokens_on_rank(const RoutingCopyParams& p, int d) {
   const int K = p.topk;
-  warp_scan_tokens(
+  const int total = warp_scan_tokens(
       p,
       [&](int t) {
         for (int j = 0; j < K; ++j) {
@@ -95,9 +96,10 @@ __device__ __forceinline__ void place_tokens_on_rank(const RoutingCopyParams& p,
         return 0;
       },
       [&](int t, int first) { p.token_places[static_cast<size_t>(t) * p.ranks + d] = first; });
+  if (lane_id() == 0) p.rank_tokens[d] = total;
 }
 
-// Blocks past the copy's: a warp per expert, then (token layouts) a warp per rank.
+// Blocks past the copy's: a warp per expert, then a warp per rank.
 __global__ void routing_copy_kernel(RoutingCopyParams p, int copy_blocks) {
   if (static_cast<int>(blockIdx.x) < copy_blocks) {
     copy_entries(p, copy_blocks);
@@ -107,7 +109,7 @@ __global__ void routing_copy_kernel(RoutingCopyParams p, int copy_blocks) {
   const int w = (static_cast<int>(blockIdx.x) - copy_blocks) * warps + static_cast<int>(threadIdx.x) / kWarpSize;
   if (w < p.num_experts) {
     place_expert_entries(p, w);
-  } else if (p.token_places != nullptr && w - p.num_experts < p.ranks) {
+  } else if (w - p.num_experts < p.ranks) {
     place_tokens_on_rank(p, w - p.num_experts);
   }
 }
@@ -119,8 +121,7 @@ cudaError_t launch_routing_copy(const RoutingCopyParams& params, cudaStream_t st
   const int needed = (params.count + kThreads - 1) / kThreads;
   const int copy_blocks = needed < 1 ? 1 : (needed < kMaxCopyBlocks ? needed : kMaxCopyBlocks);
   const int warps = kThreads / kWarpSize;
-  const int routing_warps =
-      params.expert_entries == nullptr ? 0 : params.num_experts + (params.token_places != nullptr ? params.ranks : 0);
+  const int routing_warps = params.expert_entries == nullptr ? 0 : params.num_experts + params.ranks;
   const int expert_blocks = (routing_warps + warps - 1) / warps;
   routing_copy_kernel<<<copy_blocks + expert_blocks, kThreads, 0, stream>>>(params, copy_blocks);
   return cudaGetLastError();

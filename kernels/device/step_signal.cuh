@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A low-latency step's signal: the step's epoch (step + 1, so a zeroed window never matches)
-// in the high 32 bits and a payload (the sender's token count, for dispatch) in the low 32,
+// in the high 32 bits and a payload (the messages the sender sent that peer, for dispatch) in
+// the low 32,
 // stored with release order into this rank's slot of every peer's signal array.
 #pragma once
 
@@ -19,15 +20,16 @@ __device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_ca
 // Called by one warp: its lanes signal the peers in parallel (each peer's word is written by
 // one lane), so the release stores to R peers overlap instead of following one another.
 // `signal_offset`: the window offset of the step's slot's signal region (kernels/wire/ll_message.hpp).
-// `skipped` (-1: none) is not signalled: a fused launch's own rank, which does not wait for
-// its own signal (ll_step_kernel.cuh).
+// `payload_of(peer)`: the payload peer gets. `skipped` (-1: none) is not signalled: a fused
+// launch's own rank, which does not wait for its own signal (ll_step_kernel.cuh).
+template <typename PayloadOf>
 __device__ __forceinline__ void warp_signal_every_peer(const PeerTransport& transport, uint64_t signal_offset,
-                                                       int nranks, int rank, uint64_t step, uint32_t payload,
+                                                       int nranks, int rank, uint64_t step, PayloadOf payload_of,
                                                        int skipped = -1) {
-  const uint64_t value = (static_cast<uint64_t>(step_epoch(step)) << 32) | payload;
+  const uint64_t epoch = static_cast<uint64_t>(step_epoch(step)) << 32;
   const size_t offset = signal_offset + ll_step_signal_offset(rank);
   for (int peer = static_cast<int>(threadIdx.x % 32); peer < nranks; peer += 32) {
-    if (peer != skipped) transport.signal(offset, peer, value);
+    if (peer != skipped) transport.signal(offset, peer, epoch | static_cast<uint32_t>(payload_of(peer)));
   }
 }
 

@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // Low-latency combine with EPC_WEIGHTING_HOME (groups with EPC_GROUP_COMBINE_PER_ENTRY): the
-// two halves ll_combine_parts.cuh runs in place of the partial sums. Send: every entry j of
-// a received message (source s, token t) returns its expert's row unweighted into s's
-// combine slot at [this rank][t][j] (LlGeometry::entry_row_offset), j being the entry's
-// index among the token's entries on this rank in top-k order, as the dispatch sender
-// numbered them (ll_token_routing.cuh index_on_rank). Receive: the token's rank walks its
-// top-k slots in order, finds each unmasked entry's row from its expert's rank d and its
-// index on d, and sums home_weights[t][k] x row in fp32 (warp_sum_bf16_rows, product rounded
-// first), rounded once to out's dtype: the reference model's ll_combine_home. A fused launch's
-// own entries' rows are read where they are, in the expert outputs (ll_step_kernel.cuh).
+// two halves ll_combine_parts.cuh runs in place of the partial sums. Send: every entry j of a
+// received message (source s, index i among its messages here) returns its expert's row
+// unweighted into s's combine slot at [this rank][i][j] (LlGeometry::entry_row_offset), j
+// being the entry's index among the token's entries on this rank in top-k order, as the
+// dispatch sender numbered them (ll_token_routing.cuh index_on_rank). Receive: the token's
+// rank walks its top-k slots in order, finds each unmasked entry's row from its expert's rank
+// d, the token's message index there (ll_message_index.cuh) and the entry's index on d, and
+// sums home_weights[t][k] x row in fp32 (warp_sum_bf16_rows, product rounded first), rounded
+// once to out's dtype: the reference model's ll_combine_home. A fused launch's own entries'
+// rows are read where they are, in the expert outputs (ll_step_kernel.cuh).
 #pragma once
 
 #include "kernels/device/bf16_row_sum.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ll/ll_message_index.cuh"
 #include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_params.hpp"
@@ -119,9 +121,10 @@ __device__ __forceinline__ void sum_home_entries(const LlCombineParams& p, const
   const int count = vectors - begin < per_warp ? vectors - begin : per_warp;
   const int4* row = nullptr;
   if (expert >= 0 && dest != own) {
-    row = reinterpret_cast<const int4*>(rows + ll_entry_row_offset(dest, t, on_rank, g.max_tokens, g.max_entries,
-                                                                   static_cast<uint64_t>(g.row_bytes))) +
-          begin;
+    row =
+        reinterpret_cast<const int4*>(rows + ll_entry_row_offset(dest, message_index(c, t, dest), on_rank, g.max_tokens,
+                                                                 g.max_entries, static_cast<uint64_t>(g.row_bytes))) +
+        begin;
   } else if (expert >= 0 && own_row >= 0) {
     row = reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(own_row) * g.hidden) + begin;
   }

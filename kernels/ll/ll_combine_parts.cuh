@@ -2,7 +2,8 @@
 // Low-latency combine. Send: one block per message this rank received in the last dispatch sums, in
 // fp32 and in the token's top-k order, weight x expert output over this rank's entries of the
 // token, rounds the partial to bf16 and stores it into the token's home rank at record [this
-// rank][token] (LlGeometry::partial_offset: the record's first row, entry row 0 on groups with
+// rank][the message's index] (ll_message_index.cuh; LlGeometry::partial_offset: the record's
+// first row, entry row 0 on groups with
 // EPC_GROUP_COMBINE_PER_ENTRY, so that it lies in what the staging map stages across nodes); the
 // last block then signals every rank. Receive: waits for every rank, then one block per (token,
 // slice of its row) adds the partials of the ranks hosting its entries in ascending rank order
@@ -26,6 +27,7 @@
 #include "kernels/device/sum_store.cuh"
 #include "kernels/device/warp.cuh"
 #include "kernels/ll/ll_combine_home.cuh"
+#include "kernels/ll/ll_message_index.cuh"
 #include "kernels/ll/ll_received.cuh"
 #include "kernels/ll/ll_slot_credit.cuh"
 #include "kernels/transport/peer_transport.cuh"
@@ -44,7 +46,7 @@ union Vector {
 
 // The entries of one received message, read by its first warp into shared memory.
 struct MessageEntries {
-  int slot;  // source * max_tokens + token
+  int slot;  // source * max_tokens + index
   int entries;
   int flat_row[kWarpSize];  // -1 for an entry dispatch could not place (reported there)
   float weight[kWarpSize];
@@ -200,9 +202,9 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
     if (m.source == skipped) {
       // Summed in place by the receiving part.
     } else if constexpr (kHome) {
-      send_entry_rows(p, m.source, m.token, entries.entries, entries.flat_row, part);
+      send_entry_rows(p, m.source, m.in_source, entries.entries, entries.flat_row, part);
     } else {
-      const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.token);
+      const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.in_source);
       if (entries.entries > 0)
         send_partial(c, p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
       // The network's put reads what every thread stored; inside one node commit does nothing.
@@ -223,7 +225,7 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
 
   const bool last = last_block_to_finish(&c.state->combine.send_done, /*publish_system=*/!c.transport.one_node);
   if (last && threadIdx.x < kWarpSize) {
-    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, 0, skipped);
+    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, [](int) { return 0u; }, skipped);
 #ifdef EPC_PHASE_TRACE
     if (threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseSignalsSent);
 #endif
@@ -233,10 +235,12 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
   return last;
 }
 
-// The ranks hosting the unmasked entries of the token whose expert in top-k slot lane the
-// first warp's lanes hold (`expert`, or kNotLoaded: token t's, loaded here), ascending, into
-// shared `ranks`; returns their number in every thread.
-__device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks, int expert = kNotLoaded) {
+// The ranks hosting the unmasked entries of token t, whose expert in top-k slot lane the
+// first warp's lanes hold (`expert`, or kNotLoaded: loaded here), ascending, into shared
+// `ranks`, and where each returned its partial (the token's message index there,
+// ll_message_index.cuh) into shared `indexes`; returns their number in every thread.
+__device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks, int* indexes,
+                                           int expert = kNotLoaded) {
   __shared__ int count;
   if (threadIdx.x < kWarpSize) {
     const int j = threadIdx.x;
@@ -250,7 +254,10 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks,
       const int other = __shfl_sync(0xffffffffu, rank, k);
       below += ((leaders >> k) & 1u) && other < rank;
     }
-    if (leader) ranks[below] = rank;
+    if (leader) {
+      ranks[below] = rank;
+      indexes[below] = message_index(c, t, rank);
+    }
     if (j == 0) count = __popc(leaders);
   }
   __syncthreads();
@@ -265,7 +272,7 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int vectors = g.hidden / kChannelsPerVector;
-  __shared__ int ranks[kWarpSize];
+  __shared__ int ranks[kWarpSize], indexes[kWarpSize];
   // This rank's own entries of the block's token, summed in place (kCombineOwnInPlace; with
   // kHome, sum_home_entries finds them itself).
   constexpr bool in_place = kCombineOwnInPlace<kFused>;
@@ -284,7 +291,7 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
   int num_ranks = 0;
   if (!kHome && static_cast<int>(blockIdx.x) < items) {
     if (in_place) publish_records(c, early.receive_own, &own_entries);
-    num_ranks = token_ranks(c, blockIdx.x / slices, ranks, kFused ? early.receive_expert : kNotLoaded);
+    num_ranks = token_ranks(c, blockIdx.x / slices, ranks, indexes, kFused ? early.receive_expert : kNotLoaded);
   }
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns, c.error,
                      kPhaseCombineReceive, c.dev_comm.rank, SkippedPeer{own, 0})) {
@@ -305,7 +312,7 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
       const int t = item / slices;
       if (item != static_cast<int>(blockIdx.x)) {
         load_own_entries(t);
-        num_ranks = token_ranks(c, t, ranks);
+        num_ranks = token_ranks(c, t, ranks, indexes);
       }
       void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
       const VectorSlice part = vector_slice(vectors, item % slices, slices);
@@ -320,9 +327,10 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
           Vector part[kRanksInFlight];
           for (int k = 0; k < kRanksInFlight; ++k) {
             if (r0 + k >= num_ranks) break;
-            part[k].raw = ranks[r0 + k] == own
-                              ? own_part.raw
-                              : reinterpret_cast<const int4*>(partials + g.partial_offset(0, ranks[r0 + k], t))[v];
+            part[k].raw =
+                ranks[r0 + k] == own
+                    ? own_part.raw
+                    : reinterpret_cast<const int4*>(partials + g.partial_offset(0, ranks[r0 + k], indexes[r0 + k]))[v];
           }
           for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
             for (int e = 0; e < kChannelsPerVector; ++e)
@@ -331,7 +339,7 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
         }
         store_sum_vector(out, v, acc, p.out_type);
       }
-      // `ranks` and `own_entries` are rewritten for the next token
+      // `ranks`, `indexes` and `own_entries` are rewritten for the next token
       if (item + static_cast<int>(gridDim.x) < items) __syncthreads();
     }
   }

@@ -35,10 +35,8 @@ struct DispatchParts {
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early&) {
     return dispatch_recv::run<kByToken, kPayload, kFused>(p, step);
   }
-  // The sending part's [nranks] token places (the token layouts).
-  static size_t send_shared(const Params& p) {
-    return kByToken ? static_cast<size_t>(p.common.geo.nranks) * sizeof(int) : 0;
-  }
+  // The sending part's [nranks] token places.
+  static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(int); }
   // The receiving part's [nranks] token counts.
   static size_t receive_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
   // Small blocks when no block's slice of a row, sent or received, has more vectors than they

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Low-latency dispatch, receiving half. Waits for every source's signal, then places each
-// message on its own: an entry's packed row inside its expert is the number of that
+// Low-latency dispatch, receiving half. Waits for every source's signal, which carries the
+// number of messages it sent (ll_message_index.cuh), then places each message that came on
+// its own: an entry's packed row inside its expert is the number of that
 // expert's entries from lower source ranks (the count tables the sources sent) plus the
 // entry's position, which gives the reference order (source rank, source token, top-k slot)
 // with no scan. The token layouts place a message once, at its header's place in its
@@ -43,7 +44,7 @@ struct MessageRows {
                                 // -1 for an entry that did not fit
 };
 
-// What the sources told this rank in the step: their signals' token counts, their count
+// What the sources told this rank in the step: their signals' message counts, their count
 // tables, and their messages' headers, those of `own` (-1: none; this rank, when it reads its
 // own messages in place) taken from the routing instead.
 struct Received {
@@ -51,7 +52,7 @@ struct Received {
   const uint32_t* tokens_from;  // [nranks] (shared)
   const int32_t* table;         // [R][L]
   int own;
-  int own_tokens;  // the token layouts: own's tokens sent here (warp_own_tokens_here)
+  int rank_tokens;  // the token layouts: this rank's tokens with an entry on itself
 
   // The entries source s has for local expert l.
   __device__ int entries(const LlCommon& c, int s, int l) const {
@@ -60,22 +61,16 @@ struct Received {
   // Called by one warp: message m.
   __device__ MessageView message(const LlDispatchParams& p, const ReceivedMessage& m) const {
     return m.source == own
-               ? own_message(p.common, p.weights, m.token)
+               ? own_message(p.common, p.weights, m.in_source)
                : stored_message(p.common.geo, slots + static_cast<size_t>(m.index) * p.common.geo.message_bytes);
   }
 };
 
-// The token layouts: the tokens source `s` sent this rank in the step, from its last
-// header (its place, plus one if that token came too).
+// The token layouts: the tokens source `s` sent this rank in the step, each with an entry
+// here: its messages, or for this rank's own (one per token, ll_message_index.cuh) the count
+// its routing gives.
 __device__ __forceinline__ int tokens_sent_here(const LlCommon& c, const Received& r, int s) {
-  if (s == r.own) return r.own_tokens;
-  const LlGeometry& g = c.geo;
-  const char* slots = r.slots;
-  const int sent = static_cast<int>(r.tokens_from[s]);
-  if (sent == 0) return 0;
-  const auto* last = reinterpret_cast<const LlMessageHeader*>(
-      slots + (static_cast<size_t>(s) * g.max_tokens + sent - 1) * g.message_bytes);
-  return last->place + (last->entries > 0 ? 1 : 0);
+  return s == c.geo.rank ? r.rank_tokens : static_cast<int>(r.tokens_from[s]);
 }
 
 // The token layouts: the one row message `m` (`view`) feeds (none when the token has no
@@ -189,12 +184,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   // This rank's own messages, read in place when its sending part sent it none.
   const int own = dispatch_own_in_place<kPayload, kFused>(g) ? g.rank : -1;
   const SkippedPeer skipped{own, static_cast<uint32_t>(c.num_tokens)};
-  // Found while the peers still send; the wait's barrier publishes it.
-  __shared__ int own_tokens;
-  if (kByToken && own >= 0 && threadIdx.x < kWarpSize) {
-    const int tokens = warp_own_tokens_here(c);
-    if (threadIdx.x == 0) own_tokens = tokens;
-  }
+  // Loaded while the peers still send; the wait's barrier publishes it.
+  __shared__ int rank_tokens;
+  if (kByToken && threadIdx.x == 0) rank_tokens = c.handle.rank_tokens[g.rank];
 
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
                      c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank, skipped)) {
@@ -208,7 +200,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const Received received{
       slots, tokens_from,
       reinterpret_cast<const int32_t*>(slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes)), own,
-      kByToken && own >= 0 ? own_tokens : 0};
+      kByToken ? rank_tokens : 0};
   const int expert_rows = g.nranks * g.max_tokens;
   constexpr bool by_token = kByToken;
   constexpr bool fp8 = kPayload == LlPayload::kFp8;
@@ -233,8 +225,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     // The payload does not depend on where it goes: its first vectors load while the first
     // warp places the message. An own message's row is the caller's, its scales behind it in
     // x_scales (passthrough).
-    const char* payload_bytes = in_place ? static_cast<const char*>(p.x) + static_cast<size_t>(m.token) * p.x_row_bytes
-                                         : message + g.header_bytes;
+    const char* payload_bytes = in_place
+                                    ? static_cast<const char*>(p.x) + static_cast<size_t>(m.in_source) * p.x_row_bytes
+                                    : message + g.header_bytes;
     const int4* payload = reinterpret_cast<const int4*>(payload_bytes);
     const VectorSlice part = cast_here ? own_cast_part(g.hidden, slice, slices)
                                        : vector_slice(static_cast<int>(out_row_bytes / 16), slice, slices);
@@ -252,9 +245,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     // And the first scales this thread stores. The block's last threads store the scales:
     // its first ones store the payload, and a small step's slice of a row leaves the last
     // ones idle, so both go at once rather than one after the other.
-    const char* scales_src = in_place && passthrough
-                                 ? static_cast<const char*>(p.x_scales) + static_cast<size_t>(m.token) * p.scale_bytes
-                                 : payload_bytes + out_row_bytes;
+    const char* scales_src = in_place && passthrough ? static_cast<const char*>(p.x_scales) +
+                                                           static_cast<size_t>(m.in_source) * p.scale_bytes
+                                                     : payload_bytes + out_row_bytes;
     const VectorSlice words = vector_slice(scale_words_per_row, slice, slices);
     uint4 first_scales = make_uint4(0, 0, 0, 0);
     if ((fp8 && !cast_here) || passthrough) {

@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Low-latency dispatch, sending half. One block per token: it names the token's entries on
 // every rank (local expert, position among this rank's entries for that expert or, in the
-// token layouts, the top-k slot; weight), writes a header into each rank's slot [this
-// rank][token] (zero entries where the token has none, so receivers never read a stale
-// header; in the token layouts the tokens before it sent there), and stores the
-// payload once into every rank that hosts one of its entries: the row as it is (16-bit, or the
-// caller's quantized row and its scale bytes), or quantized to e4m3 on the way. Ranks of other
-// nodes share one staged copy of the payload (the staging map stages it once per slot and
-// token), written once and put to each of them. One block sends each rank the table of
-// entries per local expert (counted when the routing was set); the last block to finish
-// signals every rank with (epoch, B). A fused launch of 16-bit or passthrough rows sends its
-// own rank nothing (ll_own_messages.cuh).
+// token layouts, the top-k slot; weight) and writes a message into each rank hosting one of
+// them, at its index there (ll_message_index.cuh: the ranks it does not go to get nothing):
+// a header (the entries; in the token layouts the tokens before it sent there) and the
+// payload, the row as it is (16-bit, or the caller's quantized row and its scale bytes), or
+// quantized to e4m3 on the way. The rank's own record of the token gets a header even
+// without entries there. Ranks of other nodes share one staged copy of the payload (the
+// staging map stages it once per slot and token), written once and put to each of them. One
+// block sends each rank the table of entries per local expert (counted when the routing was
+// set); the last block to finish signals every rank with (epoch, the messages it sent it). A
+// fused launch of 16-bit or passthrough rows sends its own rank nothing
+// (ll_own_messages.cuh).
 #pragma once
 
 #include "kernels/device/fp8.cuh"
@@ -21,6 +22,7 @@
 #include "kernels/device/phase_stamp.cuh"
 #endif
 #include "kernels/device/step_signal.cuh"
+#include "kernels/ll/ll_message_index.cuh"
 #include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/ll/ll_slot_credit.cuh"
 #include "kernels/ll/ll_token_routing.cuh"
@@ -53,13 +55,28 @@ __device__ __forceinline__ RowPrefetch prefetch_row(const char* row, VectorSlice
   return f;
 }
 
+// Where token t's message to `dest` starts in dest's window (its record there, at its index,
+// ll_message_index.cuh); `places`: t's places (route_token).
+__device__ __forceinline__ uint64_t message_at(const LlDispatchParams& p, int t, int dest, const int* places) {
+  const LlCommon& c = p.common;
+  return c.geo.message_offset(p.recv_offset, c.geo.rank, message_index(c, t, dest, places[dest]));
+}
+// And the offset its bytes are staged as for a destination in another node: this rank's record
+// of the token (PeerTransport::record_buffer).
+__device__ __forceinline__ uint64_t message_staged_as(const LlDispatchParams& p, int t) {
+  return p.common.geo.message_offset(p.recv_offset, p.common.geo.rank, t);
+}
+
 // warp_find_payloads across nodes, a call (one-node launches never make it): ranks of other
-// nodes all read the one staged copy of the payload (buffer() returns the same address for
-// each of them), which is listed once, at its first such destination, so that send_payload
-// writes it once; inside the node, each destination's own memory, as in one node.
-__device__ __noinline__ static void warp_find_payloads_across_nodes(PeerTransport transport, uint64_t payload_at,
-                                                                    const TokenRoute* route, int skipped,
-                                                                    char** payloads, int* count) {
+// nodes all read the one staged copy of the payload, staged as `staged_as` (record_buffer()
+// returns the same address for each of them), which is listed once, at its first such
+// destination, so that send_payload writes it once; inside the node, each destination's own
+// memory, as in one node. `payload_at`: this lane's destination's payload offset. The kernel's
+// parameters stay out of its arguments: a call given their address would copy them into
+// local memory, where every other use in the kernel would then read them.
+__device__ __noinline__ static void warp_find_payloads_across_nodes(PeerTransport transport, uint64_t staged_as,
+                                                                    uint64_t payload_at, const TokenRoute* route,
+                                                                    int skipped, char** payloads, int* count) {
   static_assert(kMaxTopk <= kWarpSize, "a lane per destination");
   const int lane = lane_id();
   const bool valid = lane < route->num_dests && route->dest[lane] != skipped;
@@ -69,26 +86,29 @@ __device__ __noinline__ static void warp_find_payloads_across_nodes(PeerTranspor
   const bool listed = valid && (!staged || lane == __ffs(staged_lanes) - 1);
   const unsigned listed_lanes = __ballot_sync(0xffffffffu, listed);
   if (listed) {
-    payloads[__popc(listed_lanes & ((1u << lane) - 1))] = static_cast<char*>(transport.record_buffer(payload_at, dest));
+    payloads[__popc(listed_lanes & ((1u << lane) - 1))] =
+        static_cast<char*>(transport.record_buffer(staged_as, payload_at, dest));
   }
   if (lane == 0) *count = __popc(listed_lanes);
 }
 
-// Called by one warp: where send_payload stores the token's payload, whose window offset in
-// every destination is `payload_at`: `payloads[0, *count)`, every destination but `skipped`
-// (-1: none).
-__device__ __forceinline__ void warp_find_payloads(const PeerTransport& transport, uint64_t payload_at,
-                                                   const TokenRoute& route, int skipped, char** payloads, int* count) {
-  if (!transport.one_node) {
-    warp_find_payloads_across_nodes(transport, payload_at, &route, skipped, payloads, count);
+// Called by one warp: where send_payload stores token t's payload: `payloads[0, *count)`,
+// behind the header of its message to every destination but `skipped` (-1: none).
+__device__ __forceinline__ void warp_find_payloads(const LlDispatchParams& p, int t, const TokenRoute& route,
+                                                   const int* places, int skipped, char** payloads, int* count) {
+  const int lane = lane_id();
+  const uint64_t header = p.common.geo.header_bytes;
+  const uint64_t payload_at = lane < route.num_dests ? message_at(p, t, route.dest[lane], places) + header : 0;
+  if (!p.common.transport.one_node) {
+    warp_find_payloads_across_nodes(p.common.transport, message_staged_as(p, t) + header, payload_at, &route, skipped,
+                                    payloads, count);
     return;
   }
-  const int lane = lane_id();
   const bool listed = lane < route.num_dests && route.dest[lane] != skipped;
   const unsigned listed_lanes = __ballot_sync(0xffffffffu, listed);
   if (listed) {
     payloads[__popc(listed_lanes & ((1u << lane) - 1))] =
-        static_cast<char*>(transport.record_buffer(payload_at, route.dest[lane]));
+        static_cast<char*>(p.common.transport.node_peer(payload_at, route.dest[lane]));
   }
   if (lane == 0) *count = __popc(listed_lanes);
 }
@@ -188,13 +208,14 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
 }
 
 // What the part loads before the step's slot is claimed (ll_step_kernel.cuh): what the
-// block's first item needs of the caller's row and the routing, and the tables' first count,
-// so that these loads overlap the load of the slot's state.
+// block's first item needs of the caller's row and the routing, the tables' first count and
+// the first warp's signal payloads, so that these loads overlap the load of the slot's state.
 struct EarlyLoads {
   RowPrefetch first_row;
   TokenEntry entry;  // the first warp's lanes
-  int place;         // the token layouts: the first token's place on rank threadIdx.x
+  int place;         // the first token's place on rank threadIdx.x
   int32_t first_count;
+  uint32_t messages;  // the first warp: messages_to(rank threadIdx.x)
 };
 
 // The slice of x's row that item `item` sends (token item / slices), and token t's row: hidden
@@ -214,9 +235,10 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
     const int t = item / p.token_slices;
     e.first_row = prefetch_row(token_row(p, t), item_part(p, item));
     if (threadIdx.x < kWarpSize) e.entry = load_token_entry(c, p.weights, t);
-    if (c.layout != LlLayout::kExpertPadded && item % p.token_slices == 0) e.place = load_token_place(c, t);
+    e.place = load_token_place(c, t);
   }
   e.first_count = blockIdx.x == gridDim.x - 1 ? first_table_count(c) : 0;
+  if (static_cast<int>(threadIdx.x) < c.geo.nranks && threadIdx.x < kWarpSize) e.messages = messages_to(c, threadIdx.x);
   return e;
 }
 
@@ -233,7 +255,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
   __shared__ TokenRoute route;
   __shared__ char* payloads[kMaxTopk];
   __shared__ int payload_count;
-  extern __shared__ int places[];  // [nranks] in the token layouts (send_shared)
+  extern __shared__ int places[];  // [nranks] (send_shared)
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseStart);
 #endif
@@ -265,25 +287,28 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     if (next < c.num_tokens * slices) {
       next_row = prefetch_row(token_row(p, next / slices), item_part(p, next));
       if (threadIdx.x < kWarpSize) next_entry = load_token_entry(c, p.weights, next / slices);
-      if (kByToken && (next % slices) == 0) next_place = load_token_place(c, next / slices);
+      next_place = load_token_place(c, next / slices);
     }
-    const RouteCounts counts = !first_slice ? RouteCounts::kNone
-                               : kByToken   ? RouteCounts::kTokenPlaces
-                                            : RouteCounts::kExpertPositions;
+    const RouteCounts counts = first_slice && !kByToken ? RouteCounts::kExpertPositions : RouteCounts::kNone;
     route_token(c, entry, t, &route, counts, places, place);  // ends with __syncthreads
-    const uint64_t message_at = g.message_offset(p.recv_offset, g.rank, t);
+    const uint64_t staged_as = message_staged_as(p, t);
     if (threadIdx.x < kWarpSize && first_slice) {
-      // Headers: one per rank, entries in top-k order.
-      for (int d = threadIdx.x; d < g.nranks; d += kWarpSize) {
-        if (d == skipped) continue;
-        auto* header = static_cast<LlMessageHeader*>(c.transport.record_buffer(message_at, d));
-        header->place = kByToken ? places[d] : t;
-        header->entries = route.entries_on_rank(d);
-      }
+      // Headers: one per rank hosting an entry (entries in top-k order), and one in this rank's
+      // own record of every token, which a receiver reads whether it has entries or not.
+      const auto write_header = [&](int dest, int entries) {
+        if (dest == skipped) return;
+        auto* header =
+            static_cast<LlMessageHeader*>(c.transport.record_buffer(staged_as, message_at(p, t, dest, places), dest));
+        header->place = kByToken ? places[dest] : t;
+        header->entries = entries;
+      };
+      const int i = threadIdx.x;
+      if (i < route.num_dests) write_header(route.dest[i], route.dest_entries[i]);
+      if (i == 0 && route.entries_on_rank(g.rank) == 0) write_header(g.rank, 0);
       const int j = threadIdx.x;
       const int dest = j < c.topk && route.expert[j] >= 0 ? route.expert[j] / g.local_experts : skipped;
       if (dest >= 0 && dest != skipped) {
-        char* message = static_cast<char*>(c.transport.record_buffer(message_at, dest));
+        char* message = static_cast<char*>(c.transport.record_buffer(staged_as, message_at(p, t, dest, places), dest));
         LlMessageEntry entry;
         entry.local_expert = route.expert[j] - dest * g.local_experts;
         entry.position = kByToken ? j : route.position[j];
@@ -291,35 +316,33 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
         reinterpret_cast<LlMessageEntry*>(message + sizeof(LlMessageHeader))[route.index_on_rank[j]] = entry;
       }
     }
-    if (threadIdx.x < kWarpSize) {
-      warp_find_payloads(c.transport, message_at + g.header_bytes, route, skipped, payloads, &payload_count);
-    }
+    if (threadIdx.x < kWarpSize) warp_find_payloads(p, t, route, places, skipped, payloads, &payload_count);
     __syncthreads();
     send_payload<kPayload>(p, row, first, part, payloads, payload_count);
     if (passthrough && first_slice) send_scales(p, t, payloads, payload_count);
     // The network's puts read what every thread stored; inside one node commits do nothing.
     if (!c.transport.one_node) __syncthreads();
-    // Every rank got a header (the first slice's); ranks hosting an entry also each slice's
-    // payload bytes and, for fp8, its blocks' scales (passthrough: the first slice's block
-    // sends all of them; across nodes put from the one staged copy, which the staging map
-    // finds for every destination).
+    // Ranks hosting an entry get a header (the first slice's), each slice's payload bytes and,
+    // for fp8, its blocks' scales (passthrough: the first slice's block sends all of them);
+    // across nodes put from the one staged copy, which the staging map finds for every
+    // destination. This rank's own header-only record needs no commit: it is in the node.
     const uint64_t vector_bytes = fp8 ? 8 : 16;
-    for (int d = 0; d < g.nranks; ++d) {
+    for (int i = 0; i < route.num_dests; ++i) {
+      const int d = route.dest[i];
       if (d == skipped) continue;
-      if (first_slice) c.transport.commit_record(message_at, g.header_bytes, d, threadIdx.x, blockDim.x);
-      if (route.entries_on_rank(d) == 0) continue;
-      const uint64_t payload_at = message_at + g.header_bytes;
-      if (passthrough && first_slice) {
-        c.transport.commit_record(payload_at + p.payload_row_bytes, p.scale_bytes, d, threadIdx.x, blockDim.x);
-      }
+      const uint64_t at = message_at(p, t, d, places);
+      const auto commit = [&](uint64_t offset, uint64_t bytes) {
+        c.transport.commit_record(staged_as + offset, at + offset, bytes, d, threadIdx.x, blockDim.x);
+      };
+      if (first_slice) commit(0, g.header_bytes);
+      const uint64_t payload = g.header_bytes;
+      if (passthrough && first_slice) commit(payload + p.payload_row_bytes, p.scale_bytes);
       if (part.end == part.begin) continue;
-      c.transport.commit_record(payload_at + part.begin * vector_bytes, (part.end - part.begin) * vector_bytes, d,
-                                threadIdx.x, blockDim.x);
+      commit(payload + part.begin * vector_bytes, (part.end - part.begin) * vector_bytes);
       if (fp8) {
         const int b0 = part.begin / kVectorsPerFp8Block;
         const int b1 = (part.end + kVectorsPerFp8Block - 1) / kVectorsPerFp8Block;
-        c.transport.commit_record(payload_at + g.hidden + b0 * sizeof(float), (b1 - b0) * sizeof(float), d, threadIdx.x,
-                                  blockDim.x);
+        commit(payload + g.hidden + b0 * sizeof(float), (b1 - b0) * sizeof(float));
       }
     }
     // `route` and `payloads` are rewritten for the block's next token, if it has one (the
@@ -338,8 +361,11 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       // signal (through the last-block count); the network's puts need the fence.
       if (!c.transport.one_node && threadIdx.x == 0) __threadfence_system();
       __syncwarp();
-      warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, static_cast<uint32_t>(c.num_tokens),
-                             skipped);
+      // Each peer learns how many messages came (the first warp's loaded early).
+      const auto messages = [&](int peer) {
+        return peer == static_cast<int>(threadIdx.x) ? early.messages : messages_to(c, peer);
+      };
+      warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, messages, skipped);
 #ifdef EPC_PHASE_TRACE
       if (threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseSignalsSent);
 #endif

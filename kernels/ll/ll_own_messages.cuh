@@ -2,8 +2,9 @@
 // A fused low-latency launch's messages to its own rank, which never enter the window
 // (ll_step_kernel.cuh). Dispatch's receiving part rebuilds what their header and entries would
 // have said from the handle's routing, and copies the rows from the caller's tokens: the
-// rebuilt message is the one the sending part writes for every other rank, field for field,
-// so the placement that follows cannot tell them apart. Combine's receiving part finds the
+// rebuilt message is the one a sending part writes into its rank's own record of the token
+// (ll_message_index.cuh), field for field, so the placement that follows cannot tell them
+// apart. Combine's receiving part finds the
 // records the dispatch kept of them (own_message_number) and reads the rows in the expert
 // outputs. The fp8 cast's own rows are cast here only in a launch alone in its group
 // (dispatch_own_in_place, cast_own_slice).
@@ -41,7 +42,7 @@ struct MessageView {
   LlMessageEntry entry;
 };
 
-// Called by one warp: message [source][token] as it lies in the slot.
+// Called by one warp: message [source][index] as it lies in the slot.
 __device__ __forceinline__ MessageView stored_message(const LlGeometry& g, const char* message) {
   MessageView v{};
   v.header = *reinterpret_cast<const LlMessageHeader*>(message);
@@ -146,22 +147,10 @@ __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const 
   }
 }
 
-// Called by one warp, the token layouts: this rank's tokens with an entry on itself, the count
-// its last header would carry (the last token's place here, plus one if it has an entry
-// here).
-__device__ __forceinline__ int warp_own_tokens_here(const LlCommon& c) {
-  if (c.num_tokens == 0) return 0;
-  const int last = c.num_tokens - 1;
-  const int lane = lane_id();
-  const int expert = lane < c.topk ? c.handle.topk_idx[last * c.topk + lane] : -1;
-  const int place = c.handle.token_places[static_cast<size_t>(last) * c.geo.nranks + c.geo.rank];
-  const bool here = __ballot_sync(0xffffffffu, expert >= 0 && expert / c.geo.local_experts == c.geo.rank) != 0;
-  return place + (here ? 1 : 0);
-}
-
 // Called by a whole warp, combine: the number of this rank's own message of its token t in
-// the last dispatch's (source, token) order, under which the dispatch recorded its rows and
-// weights (the tokens of lower ranks first).
+// the last dispatch's (source, index) order, under which the dispatch recorded its rows and
+// weights (the messages of lower ranks first; a rank's messages to itself are one per token,
+// ll_message_index.cuh).
 __device__ __forceinline__ int own_message_number(const LlCommon& c, int t) {
   int before = 0;
   for (int s = lane_id(); s < c.geo.rank; s += kWarpSize) before += c.handle.recv_tokens[s];

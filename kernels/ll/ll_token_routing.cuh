@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Where one token goes in a low-latency dispatch, worked out by a whole block into shared
 // memory: its unmasked entries, the ranks hosting them, each entry's index inside its
-// rank's message, and either each entry's position among this rank's entries for the same
-// expert in (token, top-k slot) order (EXPERT_PADDED; found when the routing was set,
-// kernels/common/routing_copy.cu) or, for every rank, the tokens before this one sent there
-// (the token layouts; found when the routing was set too), which lets receivers place rows
-// without scanning.
+// rank's message, each entry's position among this rank's entries for the same expert in
+// (token, top-k slot) order (EXPERT_PADDED; found when the routing was set,
+// kernels/common/routing_copy.cu) and, for every rank, the tokens before this one sent there
+// (found when the routing was set too: where the token's message lies there,
+// ll_message_index.cuh, and in the token layouts its row's place), which lets receivers place
+// rows without scanning.
 #pragma once
 
 #include "kernels/device/warp.cuh"
@@ -57,22 +58,21 @@ __device__ __forceinline__ TokenEntry load_token_entry(const LlCommon& c, const 
   return e;
 }
 
-// What route_token gives besides the token's own entries: nothing (positions then count only
-// the token's own earlier slots), each entry's position among its expert's entries of the
-// whole routing (loaded with the entry), or the token's place on every rank (`places`).
-enum class RouteCounts { kNone, kExpertPositions, kTokenPlaces };
+// What route_token gives for positions: only the token's own earlier slots, or each entry's
+// position among its expert's entries of the whole routing (loaded with the entry).
+enum class RouteCounts { kNone, kExpertPositions };
 
 // Token t's place on rank threadIdx.x (the handle's token_places; 0 for a thread past the
-// ranks), loaded apart from route_token for the reason TokenEntry is. The token layouts only.
+// ranks), loaded apart from route_token for the reason TokenEntry is.
 __device__ __forceinline__ int load_token_place(const LlCommon& c, int t) {
   const int d = static_cast<int>(threadIdx.x);
   return d < c.geo.nranks ? c.handle.token_places[static_cast<size_t>(t) * c.geo.nranks + d] : 0;
 }
 
 // Fills `route` (shared) for token t, whose entries the first warp's lanes hold in `entry`
-// (load_token_entry), and with kTokenPlaces `places` (shared, [nranks]) with the token's
-// place on every rank, this thread's in `place` (load_token_place). Called by every thread
-// of the block; ends synchronised.
+// (load_token_entry), and `places` (shared, [nranks]) with the token's place on every rank,
+// this thread's in `place` (load_token_place). Called by every thread of the block; ends
+// synchronised.
 __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry, int t, TokenRoute* route,
                                             RouteCounts counts, int* places, int place) {
   if (threadIdx.x < kWarpSize) {
@@ -96,12 +96,10 @@ __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry,
     }
     if (j == 0) route->num_dests = __popc(leaders);
   }
-  if (counts == RouteCounts::kTokenPlaces) {
-    const int d0 = static_cast<int>(threadIdx.x);
-    if (d0 < c.geo.nranks) places[d0] = place;
-    for (int d = d0 + static_cast<int>(blockDim.x); d < c.geo.nranks; d += blockDim.x) {
-      places[d] = c.handle.token_places[static_cast<size_t>(t) * c.geo.nranks + d];
-    }
+  const int d0 = static_cast<int>(threadIdx.x);
+  if (d0 < c.geo.nranks) places[d0] = place;
+  for (int d = d0 + static_cast<int>(blockDim.x); d < c.geo.nranks; d += blockDim.x) {
+    places[d] = c.handle.token_places[static_cast<size_t>(t) * c.geo.nranks + d];
   }
   __syncthreads();
 }

@@ -25,9 +25,12 @@
 // commit puts it to the peer, and signal travels behind the puts. Writers must not read back what they wrote through
 // buffer(). Arrays of records of which the staging map stages parts (low-latency dispatch
 // messages: a header per destination, the payload once for all) are reached through
-// record_buffer() and commit_record() instead, with the same meaning; bytes staged once
-// have one address for every peer outside the node, where the writer writes them once, and
-// commit_record puts them to each peer it names.
+// record_buffer() and commit_record() instead, with the same meaning and one more offset:
+// a record's bytes bound for `offset` are staged as the writer's record at `staged_as` (a
+// token's message lies at a different index in each destination, ll_message_index.cuh, but
+// is staged once, as the token's); bytes staged once have one address for every peer
+// outside the node, where the writer writes them once, and commit_record puts them to each
+// peer it names.
 //
 // Signal words follow two rules, which the kernels' flags and counters already keep:
 //   - One rank writes a given word of a given peer (rows of signal arrays are per writer),
@@ -114,16 +117,16 @@ __device__ inline void PeerTransport::commit(uint64_t offset, uint64_t bytes, in
   if (at != kNotStaged) net_put_call(net, window, peer, offset, at, bytes, part, parts);
 }
 
-__device__ inline void* PeerTransport::record_buffer(uint64_t offset, int peer) const {
+__device__ inline void* PeerTransport::record_buffer(uint64_t staged_as, uint64_t offset, int peer) const {
   if (in_node(peer)) return node_peer(offset, peer);
-  const uint64_t at = staged_part(offset, peer);
+  const uint64_t at = staged_part(staged_as, peer);
   return at == kNotStaged ? nullptr : local(at);
 }
 
-__device__ inline void PeerTransport::commit_record(uint64_t offset, uint64_t bytes, int peer, int part,
-                                                    int parts) const {
+__device__ inline void PeerTransport::commit_record(uint64_t staged_as, uint64_t offset, uint64_t bytes, int peer,
+                                                    int part, int parts) const {
   if (in_node(peer)) return;
-  const uint64_t at = staged_part(offset, peer);
+  const uint64_t at = staged_part(staged_as, peer);
   if (at != kNotStaged) net_put_call(net, window, peer, offset, at, bytes, part, parts);
 }
 

@@ -2,9 +2,13 @@
 // The wire format of a low-latency dispatch message, shared by the planner (which sizes the
 // receive slots) and the kernels (which write and read them).
 //
-// A source rank writes one message per (destination rank, token) into the destination's
-// slot [source][token]: a header naming the token's entries on that rank, then the payload
-// (the 16-bit row, or e4m3 bytes followed by one fp32 scale per 128 channels). Each entry
+// A source rank writes one message per (token, destination rank hosting one of its entries)
+// into the destination's slot at record [source][index], the index being the token's place
+// there (the source's tokens before it with an entry there), so a source's messages to a rank
+// lie back to back and its step signal carries their count; its messages to itself keep one
+// record per token, the index being the token (kernels/ll/ll_message_index.cuh). A message is
+// a header naming the token's entries on that rank, then the payload (the 16-bit row, or e4m3
+// bytes followed by one fp32 scale per 128 channels). Each entry
 // carries its position among the source's entries for the same expert, counted in (token,
 // top-k slot) order, so the receiver can place every message independently: the packed row
 // is (entries of that expert from lower source ranks) + position. Behind the messages sits
@@ -13,9 +17,9 @@
 // The token layouts (RANK_MAJOR, FLAT: one row per received token) place a message by its
 // token instead: every header's `place` counts the source's tokens before this one that it
 // sent the receiver, so a message's row is its place (RANK_MAJOR, in the source's zone) or
-// the tokens of lower source ranks + place (FLAT), a source's token count being the place of
-// its last header plus one if that token came too; each entry's `position` holds its top-k
-// slot. Every rank's handle of one step has the same layout, so the sender knows which of
+// the tokens of lower source ranks + place (FLAT), a source's token count being what its
+// signal carries (this rank's own: its routing's count); each entry's `position` holds its
+// top-k slot. Every rank's handle of one step has the same layout, so the sender knows which of
 // the two it writes.
 #pragma once
 
@@ -40,7 +44,8 @@ struct LlMessageEntry {
 constexpr size_t kLlMessageAlignment = 16;
 
 // Named offsets inside a receive slot, which holds one record of `record_bytes` per (source
-// rank, source token), [nranks][max_tokens]: dispatch messages, or combine's partial rows.
+// rank, index), [nranks][max_tokens]: dispatch messages, or combine's partial rows (a
+// message's partial at the message's record).
 // Planner and kernels alike compute window addresses through these.
 constexpr uint64_t ll_record_offset(int source, int token, int max_tokens, uint64_t record_bytes) {
   return (static_cast<uint64_t>(source) * max_tokens + token) * record_bytes;
@@ -91,7 +96,7 @@ constexpr size_t ll_message_header_bytes(size_t max_entries) {
 
 // A slot's signal region: one row of kLlSignalRowWords uint64 words per writer rank. Word 0
 // is the writer's step signal (its messages of the step landed in this slot: epoch << 32 |
-// payload); word 1 is the writer's credit (it has finished reading what this rank wrote into
+// payload, dispatch's payload the number of messages); word 1 is the writer's credit (it has finished reading what this rank wrote into
 // the writer's copy of this slot, up to the step whose step + 1 the word holds).
 constexpr int kLlSignalRowWords = 2;
 constexpr uint64_t ll_signal_row_bytes() { return kLlSignalRowWords * sizeof(uint64_t); }

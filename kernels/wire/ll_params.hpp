@@ -34,36 +34,37 @@ struct LlGeometry {
   int header_bytes;
   int max_entries;  // entries one message header can hold (max_topk: duplicate ids may
                     // put every entry on one rank)
-  // Bytes of one (source, token) record of a combine slot: row_bytes, or max_entries *
+  // Bytes of one (source, index) record of a combine slot: row_bytes, or max_entries *
   // row_bytes on groups with EPC_GROUP_COMBINE_PER_ENTRY (ll_combine_record_bytes).
   int combine_record_bytes;
 
-  // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp).
-  __device__ __host__ uint64_t message_offset(uint64_t slot, int source, int token) const {
-    return slot + ll_record_offset(source, token, max_tokens, static_cast<uint64_t>(message_bytes));
+  // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp);
+  // `index`: the record's among its source's (kernels/ll/ll_message_index.cuh).
+  __device__ __host__ uint64_t message_offset(uint64_t slot, int source, int index) const {
+    return slot + ll_record_offset(source, index, max_tokens, static_cast<uint64_t>(message_bytes));
   }
   __device__ __host__ uint64_t count_table_offset(uint64_t slot) const {
     return slot + ll_count_table_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes));
   }
-  // The partial of message (source, token) (EPC_WEIGHTING_SENDER, NONE): its record's first
+  // The partial of message (source, index) (EPC_WEIGHTING_SENDER, NONE): its record's first
   // row, entry row 0 on a per-entry group (ll_partial_offset).
-  __device__ __host__ uint64_t partial_offset(uint64_t slot, int source, int token) const {
-    return slot + ll_partial_offset(source, token, max_tokens, static_cast<uint64_t>(combine_record_bytes));
+  __device__ __host__ uint64_t partial_offset(uint64_t slot, int source, int index) const {
+    return slot + ll_partial_offset(source, index, max_tokens, static_cast<uint64_t>(combine_record_bytes));
   }
-  // EPC_WEIGHTING_HOME: entry `entry` of message (source, token), in a combine slot of
+  // EPC_WEIGHTING_HOME: entry `entry` of message (source, index), in a combine slot of
   // [nranks][max_tokens][max_entries] rows.
-  __device__ __host__ uint64_t entry_row_offset(uint64_t slot, int source, int token, int entry) const {
-    return slot + ll_entry_row_offset(source, token, entry, max_tokens, max_entries, static_cast<uint64_t>(row_bytes));
+  __device__ __host__ uint64_t entry_row_offset(uint64_t slot, int source, int index, int entry) const {
+    return slot + ll_entry_row_offset(source, index, entry, max_tokens, max_entries, static_cast<uint64_t>(row_bytes));
   }
 };
 
 // The handle's device arrays, written by the dispatch receive and read by combine.
 struct LlHandleArrays {
   const int32_t* topk_idx;  // [B, K] int32, validated
-  int32_t* recv_tokens;     // [R] tokens each source sent in the last dispatch
-  // The last dispatch's records of its received messages, message n (in (source, token)
+  int32_t* recv_tokens;     // [R] messages each source sent in the last dispatch
+  // The last dispatch's records of its received messages, message n (in (source, index)
   // order, ll_received.cuh) at n, so that combine can load message n's without first
-  // reading recv_tokens to find where it is: its slot source * T + token, its entries, the
+  // reading recv_tokens to find where it is: its slot source * T + index, its entries, the
   // flat row l * R*T + row and the weight of each.
   int32_t* msg_slot;     // [R * T]
   int32_t* msg_entries;  // [R * T]
@@ -76,10 +77,13 @@ struct LlHandleArrays {
   // (token, top-k slot) order, found when the routing is set (routing_copy.cu), so that a
   // dispatch places an entry without counting the entries of the tokens before it.
   const int32_t* entry_positions;
-  // [B, R] in the token layouts (null in EXPERT_PADDED): token t's place on rank d, the
-  // tokens before t with an unmasked entry on d, found when the routing is set too; the
-  // header a dispatch sends d for token t carries it.
+  // [B, R] token t's place on rank d, the tokens before t with an unmasked entry on d, found
+  // when the routing is set too: where t's message to a peer d lies (ll_message_index.cuh),
+  // and in the token layouts what its header carries.
   const int32_t* token_places;
+  // [R] the routing's tokens with an unmasked entry on each rank: the messages a dispatch
+  // sends each peer, which its signal carries.
+  const int32_t* rank_tokens;
   // [kLlStepRecords] the step number of the handle's last dispatch and combine, written by
   // their sending launch: the receiving launch of a send-only step reads its step here.
   uint64_t* steps;
@@ -203,8 +207,10 @@ struct RoutingCopyParams {
   // -1 for a masked entry).
   int32_t* expert_entries;
   int32_t* entry_positions;
-  // Or null: each token's place on every rank ([B, ranks]), ranks hosting local_experts each.
+  // And, LL handles too, each token's place on every rank ([B, ranks], ranks hosting
+  // local_experts each) and the tokens with an entry on each rank ([ranks]).
   int32_t* token_places;
+  int32_t* rank_tokens;
   int ranks;
   int local_experts;
   int topk;  // K

@@ -101,8 +101,9 @@ struct PeerTransport {
   __device__ void commit(uint64_t offset, uint64_t bytes, int peer, int part, int parts) const;
   // buffer and commit for the bytes of record parts (peer_transport.cuh).
   __device__ uint64_t staged_part(uint64_t offset, int peer) const;
-  __device__ void* record_buffer(uint64_t offset, int peer) const;
-  __device__ void commit_record(uint64_t offset, uint64_t bytes, int peer, int part, int parts) const;
+  __device__ void* record_buffer(uint64_t staged_as, uint64_t offset, int peer) const;
+  __device__ void commit_record(uint64_t staged_as, uint64_t offset, uint64_t bytes, int peer, int part,
+                                int parts) const;
   __device__ void signal(uint64_t offset, int peer, uint64_t value) const;
   __device__ uint64_t read_signal(uint64_t offset, int writer) const;
   __device__ void flush() const;
