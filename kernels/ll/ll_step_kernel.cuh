@@ -25,9 +25,10 @@
 //
 // A fused launch alone in its group (fused_launch_alone) has nothing to send and no signal to
 // send or wait for: its sending part would only count its blocks, so that the last one records
-// the step. It skips that part and counts with a relaxed add (count_alone), which orders
-// nothing: no peer reads this rank's window, and the direction's next launch runs after this
-// one.
+// the step. It is a kernel of its own (kAlone), without that part, and counts with a relaxed
+// add (count_alone), which orders nothing: no peer reads this rank's window, and the
+// direction's next launch runs after this one. Being its own kernel, its registers and code are
+// those of the parts it runs, whatever the sending part needs.
 //
 // A sending launch serves the direction's next step: every block reads the number at its
 // start and claims the step's slot (ll_slot_credit.cuh) before it sends; the last block to
@@ -115,8 +116,9 @@ __device__ __forceinline__ void count_alone(const typename Parts::Params& p, LlO
   record_step<Parts>(p, op, step, /*whole=*/true);
 }
 
-template <typename Parts, bool kSend, bool kReceive>
+template <typename Parts, bool kSend, bool kReceive, bool kAlone = false>
 __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
+  static_assert(!kAlone || (kSend && kReceive), "a launch alone in its group is a fused one");
   LlOpState* op = Parts::op(p.common.state);
   uint64_t step;
   typename Parts::Early early{};
@@ -126,7 +128,7 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
     // slot can still be using: issued before the claim so that they overlap its load.
     early = Parts::template early<kReceive>(p);
     if (!claim_slot(p.common, op, p.slot, p.signal_offset, Parts::kSlotPhase)) return;
-    if (kReceive && fused_launch_alone(p.common.geo)) {
+    if (kAlone) {
       count_alone<Parts>(p, op, step);
     } else if (Parts::template send<kReceive>(p, step, early)) {
       record_step<Parts>(p, op, step, /*whole=*/kReceive);
@@ -149,12 +151,12 @@ cudaError_t launch_ll_receive(const typename Parts::Params& params, int blocks, 
   return cudaGetLastError();
 }
 
-// Blocks of the fused kernel of `Parts` that fit on the device at once, for blocks of
-// `threads` threads (kLlThreads or kLlSmallThreads).
-template <typename Parts>
+// Blocks of the fused kernel of `Parts` (kAlone: the one of a launch alone in its group) that
+// fit on the device at once, for blocks of `threads` threads (kLlThreads or kLlSmallThreads).
+template <typename Parts, bool kAlone>
 int fused_capacity(int threads, size_t shared) {
   static ResidentBlocks full(kLlThreads), small(kLlSmallThreads);
-  return (threads == kLlSmallThreads ? small : full).get(ll_step_kernel<Parts, true, true>, shared);
+  return (threads == kLlSmallThreads ? small : full).get(ll_step_kernel<Parts, true, true, kAlone>, shared);
 }
 
 // Both parts: fused over the larger of the two block counts when it fits, else one after
@@ -166,7 +168,11 @@ cudaError_t launch_ll_step(const typename Parts::Params& params, int send_blocks
   const size_t send_shared = Parts::send_shared(params), receive_shared = Parts::receive_shared(params);
   const size_t shared = send_shared > receive_shared ? send_shared : receive_shared;
   const int threads = Parts::threads(params);
-  if (blocks <= fused_capacity<Parts>(threads, shared)) {
+  if (fused_launch_alone(params.common.geo) && blocks <= fused_capacity<Parts, true>(threads, shared)) {
+    ll_step_kernel<Parts, true, true, true><<<blocks, threads, shared, stream>>>(params);
+    return cudaGetLastError();
+  }
+  if (!fused_launch_alone(params.common.geo) && blocks <= fused_capacity<Parts, false>(threads, shared)) {
     ll_step_kernel<Parts, true, true><<<blocks, threads, shared, stream>>>(params);
     return cudaGetLastError();
   }
@@ -176,8 +182,8 @@ cudaError_t launch_ll_step(const typename Parts::Params& params, int send_blocks
 
 template <typename Parts>
 size_t ll_step_local_bytes() {
-  return max_local_bytes(ll_step_kernel<Parts, true, true>, ll_step_kernel<Parts, true, false>,
-                         ll_step_kernel<Parts, false, true>);
+  return max_local_bytes(ll_step_kernel<Parts, true, true>, ll_step_kernel<Parts, true, true, true>,
+                         ll_step_kernel<Parts, true, false>, ll_step_kernel<Parts, false, true>);
 }
 
 }  // namespace epc::kernels
