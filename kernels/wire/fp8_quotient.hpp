@@ -5,7 +5,10 @@
 // remainder x - q * scale is exact in one FMA; q + remainder * r rounds to exactly the
 // IEEE quotient x / scale whenever that quotient is a normal float and x is at least 2^-102
 // (so that the remainder does not underflow). Below that both are far under e4m3's smallest
-// step and convert to the same signed zero.
+// step and convert to the same signed zero. The remainder is taken negated, q * scale - x,
+// and subtracted: the same values, but when q is a zero (x is, or x * r underflows) the
+// sums that are exactly zero come out with the quotient's sign. As x - q * scale, the
+// remainder of x = -0 would be +0, and -0 + +0 is +0 where the division gives -0.
 // tests/unit/test_fp8_quotient.cpp checks this against the division for every bf16 and
 // fp16 value under every scale the cast can produce, and the block scale's own division by
 // 448 for every amax, and an infinite scale (an infinite amax) against the division too.
@@ -63,8 +66,8 @@ EPC_FP8_QUOTIENT_FN Fp8Divisor fp8_divisor(float scale) {
 // (signed zero for finite x, NaN for infinite or NaN x), chosen without a branch.
 EPC_FP8_QUOTIENT_FN float fp8_quotient(float x, Fp8Divisor d) {
   const float q = fp8_mul_rn(x, d.reciprocal);
-  const float remainder = fp8_fma_rn(-q, d.scale, x);
-  const float corrected = fp8_fma_rn(remainder, d.reciprocal, q);
+  const float negated_remainder = fp8_fma_rn(q, d.scale, -x);
+  const float corrected = fp8_fma_rn(-negated_remainder, d.reciprocal, q);
   return d.finite ? corrected : q;
 }
 

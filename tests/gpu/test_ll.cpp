@@ -211,6 +211,45 @@ TEST(LowLatency, Fp8DispatchMatchesTheReferenceCast) {
                0, 0, fp8);
 }
 
+// The e4m3 cast of rows holding NaN, infinities, signed zeros, subnormals and the largest bf16,
+// against the reference: a block's amax skips NaN and takes an infinity (its scale is then
+// infinite), a block of NaN only has the smallest scale. Every token of every rank gets the
+// same special blocks, plain and UE8M0 scales, fused (a rank alone casts in its receiving
+// part) and send-only (the sending part casts).
+TEST(LowLatency, Fp8CastOfSpecialValues) {
+  const LlShape shape = world_shape(16, 1024, 16, 16);
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+  ref::Problem problem = ll::random_problem(shape, 8, 4970, false, 0.1);
+  constexpr uint16_t kNan = 0x7FC0, kNegNan = 0xFFC0, kInf = 0x7F80, kNegInf = 0xFF80, kNegZero = 0x8000,
+                     kSubnormal = 0x0001, kNegSubnormal = 0x8003, kMax = 0x7F7F, kNegMax = 0xFF7F;
+  for (ref::RankTokens& rank : problem.ranks) {
+    for (int t = 0; t < rank.num_tokens; ++t) {
+      uint16_t* row = rank.x.data() + static_cast<size_t>(t) * shape.hidden;
+      row[3] = kNan;           // block 0: NaN beside random values
+      row[128 + 5] = kInf;     // block 1: +inf
+      row[256 + 7] = kNegInf;  // block 2: -inf and NaN
+      row[256 + 100] = kNegNan;
+      for (int c = 384; c < 512; ++c) row[c] = c % 2 != 0 ? kNegZero : 0;                // block 3: zeros
+      for (int c = 512; c < 640; ++c) row[c] = c % 3 != 0 ? kNan : kNegNan;              // block 4: NaN only
+      for (int c = 640; c < 768; ++c) row[c] = c % 2 != 0 ? kSubnormal : kNegSubnormal;  // block 5
+      row[768] = kMax;  // block 6: the largest magnitudes
+      row[768 + 127] = kNegMax;
+      row[896 + 64] = kNan;  // block 7: NaN first in its lane's vector
+      row[896 + 71] = kNegZero;
+    }
+  }
+  ref::LlDispatchOptions fp8;
+  fp8.use_fp8 = true;
+  run_sequence(group.get(), shape, {problem}, 4980, "fp8 special values", EPC_DTYPE_INT64, 0, 0, fp8);
+  run_sequence(group.get(), shape, {problem}, 4981, "fp8 special values (send-only)", EPC_DTYPE_INT64,
+               EPC_STEP_SEND_ONLY, 0, fp8);
+  fp8.round_scale_ue8m0 = true;
+  run_sequence(group.get(), shape, {problem}, 4982, "fp8 ue8m0 special values", EPC_DTYPE_INT64, 0, 0, fp8);
+  run_sequence(group.get(), shape, {problem}, 4983, "fp8 ue8m0 special values (send-only)", EPC_DTYPE_INT64,
+               EPC_STEP_SEND_ONLY, 0, fp8);
+}
+
 // A group whose buffers hold fp8 rows only, with a hidden size whose fp8 row plus scales
 // (640 + 20 bytes) is not a multiple of 16: every message must still start 16-byte aligned
 // (found by the planner fuzz target; before the fix the receive kernel faulted).

@@ -3,8 +3,8 @@
 // equal to the reference's IEEE division for every input the cast can meet. Its inputs are
 // bf16 or fp16 values, and every scale comes from an amax that is one of them, so the test
 // walks every (scale, value) pair: all positive finite values as the amax (each distinct
-// scale once), all values of magnitude up to that amax (the sign is symmetric in both
-// computations), with and without UE8M0 rounding.
+// scale once), all values of magnitude up to that amax and their negatives (signed zeros
+// included), with and without UE8M0 rounding.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,22 +45,23 @@ struct Mismatch {
   float scale = 0, value = 0;
 };
 
-// Every value of `values` up to and including index `last` under `scale`: the float
-// quotient must equal the division's wherever the quotient is a normal float and x is large
-// enough for the remainder to be exact, and the e4m3 byte always (smaller values are far
-// below any step of e4m3 under any scale: their quotients are at most about 2^-102 / 2^-22).
+// Every value of `values` up to and including index `last`, and its negative, under `scale`:
+// the float quotient must equal the division's wherever the quotient is a normal float and x
+// is large enough for the remainder to be exact, and the e4m3 byte always (smaller values
+// are far below any step of e4m3 under any scale: their quotients are at most about 2^-102 /
+// 2^-22, and convert to the division's signed zero).
 void check_scale(const std::vector<float>& values, size_t last, float scale, Mismatch* m) {
   const kernels::Fp8Divisor divisor = kernels::fp8_divisor(scale);
   for (size_t i = 0; i <= last; ++i) {
-    const float x = values[i];
-    const float fast = kernels::fp8_quotient(x, divisor), exact = x / scale;
-    if (bits_of(fast) == bits_of(exact)) continue;
-    const bool normal = x >= kExactRemainder && std::fabs(exact) >= kSmallestNormal;
-    if (normal || ref::float_to_e4m3_satfinite(fast) != ref::float_to_e4m3_satfinite(exact) ||
-        ref::float_to_e4m3_satfinite(-fast) != ref::float_to_e4m3_satfinite(-exact)) {
-      if (m->count++ == 0) {
-        m->scale = scale;
-        m->value = x;
+    for (const float x : {values[i], -values[i]}) {
+      const float fast = kernels::fp8_quotient(x, divisor), exact = x / scale;
+      if (bits_of(fast) == bits_of(exact)) continue;
+      const bool normal = std::fabs(x) >= kExactRemainder && std::fabs(exact) >= kSmallestNormal;
+      if (normal || ref::float_to_e4m3_satfinite(fast) != ref::float_to_e4m3_satfinite(exact)) {
+        if (m->count++ == 0) {
+          m->scale = scale;
+          m->value = x;
+        }
       }
     }
   }
@@ -103,6 +104,17 @@ TEST(Fp8Quotient, BlockScaleEqualsTheDivisionForEveryAmax) {
   }
   EXPECT_EQ(mismatches, 0);
   EXPECT_EQ(kernels::fp8_unrounded_scale(INFINITY), INFINITY);
+}
+
+// A signed zero keeps its sign (e4m3 0x80 for -0, as the division gives): the correction's
+// remainder of a zero quotient is +0, and adding it to -0 would give +0.
+TEST(Fp8Quotient, NegativeZeroStaysNegative) {
+  for (float scale : {0x1p-40f, 1e-4f / 448.0f, 1.0f / 448.0f, 0.5f, 3.0f, 146.0f}) {
+    const kernels::Fp8Divisor divisor = kernels::fp8_divisor(scale);
+    EXPECT_EQ(bits_of(kernels::fp8_quotient(-0.0f, divisor)), bits_of(-0.0f)) << scale;
+    EXPECT_EQ(bits_of(kernels::fp8_quotient(0.0f, divisor)), bits_of(0.0f)) << scale;
+    EXPECT_EQ(ref::float_to_e4m3_satfinite(kernels::fp8_quotient(-0.0f, divisor)), 0x80) << scale;
+  }
 }
 
 // An infinite scale (an infinite amax): the quotient is what the division gives, signed
