@@ -20,15 +20,13 @@ namespace epc::kernels {
 
 // Call from every thread of every block. Returns true in every thread of the last block.
 // `publish_system`: the last block goes on to publish the launch's writes to other GPUs or
-// the network, so it also fences at system scope. `order`: relaxed where the last block
-// publishes nothing, when only who is last matters.
-__device__ __forceinline__ bool last_block_to_finish(uint32_t* counter, bool publish_system = true,
-                                                     cuda::memory_order order = cuda::memory_order_acq_rel) {
+// the network, so it also fences at system scope.
+__device__ __forceinline__ bool last_block_to_finish(uint32_t* counter, bool publish_system = true) {
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) {
     cuda::atomic_ref<uint32_t, cuda::thread_scope_device> count(*counter);
-    last = count.fetch_add(1u, order) == gridDim.x - 1;
+    last = count.fetch_add(1u, cuda::memory_order_acq_rel) == gridDim.x - 1;
     if (last) {
       count.store(0u, cuda::memory_order_relaxed);
       if (publish_system) cuda::atomic_thread_fence(cuda::memory_order_acq_rel, cuda::thread_scope_system);

@@ -12,7 +12,9 @@
 //    fast path): the direction's next sending launch on this rank, which runs after it
 //    (each direction's sends run in order on the device), gives them (LlOpState::owed_epoch):
 //    block 0 first thing when that launch must wait for credits itself, else a second warp of
-//    its last sending block beside the warp that signals, off the step's critical path. Every
+//    its last sending block beside the warp that signals, off the step's critical path (a
+//    launch alone in its group, which neither waits nor counts, in block 0's second warp at
+//    its end: ll_step_kernel.cuh). Every
 //    rank decides alike (the decision depends on the group's step sequence only), so no rank
 //    waits for a credit its peer gives late.
 //  - A sender needs no credit when the slot's previous step t was a whole step and this rank

@@ -24,11 +24,14 @@
 // itself either, nor wait for its own signal, so on one rank a fused step waits for nothing.
 //
 // A fused launch alone in its group (fused_launch_alone) has nothing to send and no signal to
-// send or wait for: its sending part would only count its blocks, so that the last one records
-// the step. It is a kernel of its own (kAlone), without that part, and counts with a relaxed
-// add (count_alone), which orders nothing: no peer reads this rank's window, and the
-// direction's next launch runs after this one. Being its own kernel, its registers and code are
-// those of the parts it runs, whatever the sending part needs.
+// send or wait for. It is a kernel of its own (kAlone), without the sending part, whose
+// registers and code are those of the parts it runs. Its blocks neither claim the slot nor
+// count themselves: it writes nothing into the window, the slot's previous step is over (the
+// host never gives a step a slot that a pending step holds, and this rank's earlier launches
+// ran before this one), and only block 0 needs the step, since the receiving part waits for no
+// signal. Block 0 reads the direction's state at its start and, after its receiving part,
+// gives what a previous whole step owed (to this rank's own credit word, which a later split
+// step waits for) and records the step (load_alone_state, record_alone).
 //
 // A sending launch serves the direction's next step: every block reads the number at its
 // start and claims the step's slot (ll_slot_credit.cuh) before it sends; the last block to
@@ -99,21 +102,44 @@ __device__ __forceinline__ void finish_step(const typename Parts::Params& p, LlO
 #endif
 }
 
-// Called by every thread of every block of a fused launch alone in its group, in place of
-// its sending part: the count whose last block gives what a previous whole step owed and
-// records the step, as the sending part's last block does.
+// What block 0 of a launch alone reads of its direction's state at its start: the step, and
+// in its second warp what a previous whole step owed (its other blocks read nothing).
+struct AloneState {
+  uint64_t step;
+  uint64_t owed_epoch;
+  uint64_t owed_signal_offset;
+};
+
 template <typename Parts>
-__device__ __forceinline__ void count_alone(const typename Parts::Params& p, LlOpState* op, uint64_t step) {
+__device__ __forceinline__ AloneState load_alone_state(const typename Parts::Params& p, const LlOpState* op) {
+  AloneState s{0, 0, 0};
+  if (blockIdx.x != 0) return s;
+  s.step = op->next_step;
+  if (threadIdx.x >= kWarpSize && threadIdx.x < 2 * kWarpSize) {
+    s.owed_epoch = op->owed_epoch;
+    s.owed_signal_offset = op->owed_signal_offset;
+  }
 #ifdef EPC_PHASE_TRACE
   // No payload to send and no signal: the sending phases are empty.
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+  if (threadIdx.x == 0) {
     for (int phase = kLlPhaseStart; phase <= kLlPhaseSignalsSent; ++phase)
-      stamp_phase(Parts::phase_trace(p.common), step, static_cast<LlPhase>(phase));
+      stamp_phase(Parts::phase_trace(p.common), s.step, static_cast<LlPhase>(phase));
   }
 #endif
-  if (!last_block_to_finish(&op->send_done, /*publish_system=*/false, cuda::memory_order_relaxed)) return;
-  if (threadIdx.x >= kWarpSize && threadIdx.x < 2 * kWarpSize) warp_give_owed_late(p.common, op, p.slot);
-  record_step<Parts>(p, op, step, /*whole=*/true);
+  return s;
+}
+
+// Called by every thread of every block of a launch alone after its receiving part: block 0
+// gives what a previous whole step owed and records the step, as a sending part's last block
+// does.
+template <typename Parts>
+__device__ __forceinline__ void record_alone(const typename Parts::Params& p, LlOpState* op, const AloneState& s) {
+  if (blockIdx.x != 0) return;
+  if (threadIdx.x >= kWarpSize && threadIdx.x < 2 * kWarpSize && s.owed_epoch != 0) {
+    warp_give_owed_credits(p.common.transport, s.owed_signal_offset, p.common.geo.nranks, p.common.geo.rank,
+                           s.owed_epoch - 1);
+  }
+  record_step<Parts>(p, op, s.step, /*whole=*/true);
 }
 
 template <typename Parts, bool kSend, bool kReceive, bool kAlone = false>
@@ -122,15 +148,21 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
   LlOpState* op = Parts::op(p.common.state);
   uint64_t step;
   typename Parts::Early early{};
+  if (kAlone) {
+    // Its blocks other than 0 pass no step to the receiving part: it waits for no signal.
+    const AloneState alone = load_alone_state<Parts>(p, op);
+    early = Parts::template early<kReceive>(p);
+    finish_step<Parts>(p, op, alone.step, /*fused=*/true, Parts::template receive<kSend>(p, alone.step, early));
+    record_alone<Parts>(p, op, alone);
+    return;
+  }
   if (kSend) {
     step = op->next_step;
     // Loads of the caller's inputs and the handle's routing, which no earlier step of the
     // slot can still be using: issued before the claim so that they overlap its load.
     early = Parts::template early<kReceive>(p);
     if (!claim_slot(p.common, op, p.slot, p.signal_offset, Parts::kSlotPhase)) return;
-    if (kAlone) {
-      count_alone<Parts>(p, op, step);
-    } else if (Parts::template send<kReceive>(p, step, early)) {
+    if (Parts::template send<kReceive>(p, step, early)) {
       record_step<Parts>(p, op, step, /*whole=*/kReceive);
     }
   } else {
