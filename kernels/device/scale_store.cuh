@@ -57,12 +57,13 @@ struct ScaleThread {
 };
 
 // Word w of a row's scales, `value` (encoded as E), into every row at row_at[0, rows)
-// (negative: the entry did not fit, nothing is stored).
+// (negative: the entry did not fit, nothing is stored), or with `first` and `step` into rows
+// first, first + step, ... of them (lanes sharing the rows out).
 template <ScaleEncoding E>
 __device__ __forceinline__ void store_scale_word(const ScaleOutput& out, uint32_t value, int w, int rows,
-                                                 const int64_t* row_at) {
+                                                 const int64_t* row_at, int first = 0, int step = 1) {
   const int64_t offset = w * out.word_stride;
-  for (int j = 0; j < rows; ++j) {
+  for (int j = first; j < rows; j += step) {
     if (row_at[j] < 0) continue;
     if (scale_word_bytes(E) == 1) {
       static_cast<uint8_t*>(out.data)[row_at[j] + offset] = static_cast<uint8_t>(value);
@@ -129,7 +130,9 @@ __device__ __forceinline__ void store_cast_scales(const ScaleOutput& out, const 
 // 32 lanes hold the vectors of four consecutive blocks of a row, the first block a multiple of
 // four (lane l: block `block` = first + l / 8, fp32 scale `scale`, the same in its block's
 // lanes; `valid`: the block is in the row), in out's encoding (kFp32, kUe8m0, kUe8m0x4) into
-// every row at row_at[0, rows).
+// every row at row_at[0, rows). The lanes holding a word share its rows out (lane k of them
+// stores rows k, k + 8, ... of a block's scale; lane k of the warp rows k, k + 32, ... of a
+// packed word), so that no lane stores into every row one after the other.
 template <ScaleEncoding E>
 __device__ __forceinline__ void warp_store_block_scales(const ScaleOutput& out, float scale, int block, bool valid,
                                                         int rows, const int64_t* row_at) {
@@ -139,9 +142,13 @@ __device__ __forceinline__ void warp_store_block_scales(const ScaleOutput& out, 
     const uint4 raw = make_uint4(__shfl_sync(0xffffffffu, bits, 0), __shfl_sync(0xffffffffu, bits, kLanesPerBlock),
                                  __shfl_sync(0xffffffffu, bits, 2 * kLanesPerBlock),
                                  __shfl_sync(0xffffffffu, bits, 3 * kLanesPerBlock));
-    if (lane_id() == 0 && valid) store_scale_word<E>(out, encode_scale_source<E>(raw), block / 4, rows, row_at);
-  } else if (lane_id() % kLanesPerBlock == 0 && valid) {
-    store_scale_word<E>(out, encode_scale_source<E>(make_uint4(bits, 0, 0, 0)), block, rows, row_at);
+    // The word exists when its first block, lane 0's, is in the row.
+    if (__shfl_sync(0xffffffffu, valid, 0)) {
+      store_scale_word<E>(out, encode_scale_source<E>(raw), block / 4, rows, row_at, lane_id(), kWarpSize);
+    }
+  } else if (valid) {
+    store_scale_word<E>(out, encode_scale_source<E>(make_uint4(bits, 0, 0, 0)), block, rows, row_at,
+                        lane_id() % kLanesPerBlock, kLanesPerBlock);
   }
 }
 
