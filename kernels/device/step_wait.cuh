@@ -19,6 +19,15 @@ namespace epc::kernels {
 __device__ __forceinline__ bool wait_for_step(const PeerTransport& transport, uint64_t signal_offset, int nranks,
                                               uint32_t epoch, int32_t* record, uint32_t* payload, uint64_t timeout_ns,
                                               DeviceError* error, uint32_t phase, int rank, SkippedPeer skipped = {}) {
+  if (nranks == 1 && skipped.rank == 0) {
+    // Nothing to wait for (a launch alone in its group): one barrier publishes the payload.
+    if (threadIdx.x == 0 && payload != nullptr) {
+      payload[0] = skipped.payload;
+      if (record != nullptr && blockIdx.x == 0) record[0] = static_cast<int32_t>(skipped.payload);
+    }
+    __syncthreads();
+    return true;
+  }
   const bool ok = wait_for_peers_signal(transport, signal_offset + ll_step_signal_offset(0), nranks, epoch, payload,
                                         timeout_ns, error, phase, rank, ll_signal_row_bytes(), skipped);
   if (ok && record != nullptr && payload != nullptr && blockIdx.x == 0) {

@@ -35,7 +35,7 @@ struct CombineParts {
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early& early) {
     return combine::receive<kHome, kFused>(p, step, early);
   }
-  // The sending part's [nranks] token counts.
+  // The sending part's [nranks] message counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
   static size_t receive_shared(const Params&) { return 0; }
   // Full blocks always: each thread of the sending part loads its vector of every entry's

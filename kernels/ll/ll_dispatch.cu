@@ -37,7 +37,7 @@ struct DispatchParts {
   }
   // The sending part's [nranks] token places.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(int); }
-  // The receiving part's [nranks] token counts.
+  // The receiving part's [nranks] message counts.
   static size_t receive_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
   // Small blocks when no block's slice of a row, sent or received, has more vectors than they
   // have threads: a small step (few tokens, rows split over up to kLlMaxMessageSlices blocks)

@@ -289,8 +289,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       if (threadIdx.x < kWarpSize) next_entry = load_token_entry(c, p.weights, next / slices);
       next_place = load_token_place(c, next / slices);
     }
-    const RouteCounts counts = first_slice && !kByToken ? RouteCounts::kExpertPositions : RouteCounts::kNone;
-    route_token(c, entry, t, &route, counts, places, place);  // ends with __syncthreads
+    const bool expert_positions = first_slice && !kByToken;
+    route_token(c, entry, t, &route, expert_positions, places, place);  // ends with __syncthreads
     const uint64_t staged_as = message_staged_as(p, t);
     if (threadIdx.x < kWarpSize && first_slice) {
       // Headers: one per rank hosting an entry (entries in top-k order), and one in this rank's

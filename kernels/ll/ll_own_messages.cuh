@@ -27,7 +27,8 @@ constexpr bool kDispatchOwnInPlace = kFused && kPayload != LlPayload::kFp8;
 
 // Whether a fused launch is alone in its group (its rank the only one): every message it would
 // send is its own, which it reads in place, so it has no sending part (ll_step_kernel.cuh).
-__host__ __device__ __forceinline__ bool fused_launch_alone(const LlGeometry& g) { return g.nranks == 1; }
+constexpr int kLlAloneRanks = 1;
+__host__ __device__ __forceinline__ bool fused_launch_alone(const LlGeometry& g) { return g.nranks == kLlAloneRanks; }
 
 // ...but a launch alone casts them in its receiving part (cast_own_slice).
 template <LlPayload kPayload, bool kFused>

@@ -29,9 +29,10 @@
 // count themselves: it writes nothing into the window, the slot's previous step is over (the
 // host never gives a step a slot that a pending step holds, and this rank's earlier launches
 // ran before this one), and only block 0 needs the step, since the receiving part waits for no
-// signal. Block 0 reads the direction's state at its start and, after its receiving part,
-// gives what a previous whole step owed (to this rank's own credit word, which a later split
-// step waits for) and records the step (load_alone_state, record_alone).
+// signal. Block 0's first thread reads the direction's state at its start and, after its
+// receiving part, gives what a previous whole step owed (to this rank's own credit word, which
+// a later split step waits for) and records the step, with no load left to wait for
+// (load_alone_state, record_alone).
 //
 // A sending launch serves the direction's next step: every block reads the number at its
 // start and claims the step's slot (ll_slot_credit.cuh) before it sends; the last block to
@@ -64,19 +65,26 @@ namespace epc::kernels {
 constexpr int kLlThreads = 512;
 constexpr int kLlSmallThreads = 256;
 
-// Called by every thread of the block that finished a sending part last. `whole`: the launch
-// also receives the step (fused), whose credits the next sending launch gives.
+// The step's record, written by one thread; `whole_slots`: the direction's mask before it.
+// `whole`: the launch also receives the step (fused), whose credits the next sending launch
+// gives.
 template <typename Parts>
-__device__ __forceinline__ void record_step(const typename Parts::Params& p, LlOpState* op, uint64_t step, bool whole) {
-  __syncthreads();  // the second warp has read what a previous whole step owed
-  if (threadIdx.x != 0) return;
+__device__ __forceinline__ void write_step_record(const typename Parts::Params& p, LlOpState* op, uint64_t step,
+                                                  bool whole, uint32_t whole_slots) {
   p.common.handle.steps[Parts::kRecord] = step;
   op->slot_epoch[p.slot] = step + 1;
   op->next_step = step + 1;
   const uint32_t bit = 1u << p.slot;
-  op->whole_slots = whole ? (op->whole_slots | bit) : (op->whole_slots & ~bit);
+  op->whole_slots = whole ? (whole_slots | bit) : (whole_slots & ~bit);
   op->owed_epoch = whole ? step + 1 : 0;
   op->owed_signal_offset = p.signal_offset;
+}
+
+// Called by every thread of the block that finished a sending part last.
+template <typename Parts>
+__device__ __forceinline__ void record_step(const typename Parts::Params& p, LlOpState* op, uint64_t step, bool whole) {
+  __syncthreads();  // the second warp has read what a previous whole step owed
+  if (threadIdx.x == 0) write_step_record<Parts>(p, op, step, whole, op->whole_slots);
 }
 
 // Called by every thread of every block of a receiving launch after its receiving part.
@@ -102,44 +110,45 @@ __device__ __forceinline__ void finish_step(const typename Parts::Params& p, LlO
 #endif
 }
 
-// What block 0 of a launch alone reads of its direction's state at its start: the step, and
-// in its second warp what a previous whole step owed (its other blocks read nothing).
+// What thread 0 of block 0 of a launch alone reads of its direction's state at its start: the
+// step, what a previous whole step owed and the whole-step mask, so that its record at the end
+// waits for no load (every other thread reads nothing).
 struct AloneState {
   uint64_t step;
   uint64_t owed_epoch;
   uint64_t owed_signal_offset;
+  uint32_t whole_slots;
 };
 
 template <typename Parts>
 __device__ __forceinline__ AloneState load_alone_state(const typename Parts::Params& p, const LlOpState* op) {
-  AloneState s{0, 0, 0};
-  if (blockIdx.x != 0) return s;
+  AloneState s{0, 0, 0, 0};
+  if (blockIdx.x != 0 || threadIdx.x != 0) return s;
   s.step = op->next_step;
-  if (threadIdx.x >= kWarpSize && threadIdx.x < 2 * kWarpSize) {
-    s.owed_epoch = op->owed_epoch;
-    s.owed_signal_offset = op->owed_signal_offset;
-  }
+  s.owed_epoch = op->owed_epoch;
+  s.owed_signal_offset = op->owed_signal_offset;
+  s.whole_slots = op->whole_slots;
 #ifdef EPC_PHASE_TRACE
   // No payload to send and no signal: the sending phases are empty.
-  if (threadIdx.x == 0) {
-    for (int phase = kLlPhaseStart; phase <= kLlPhaseSignalsSent; ++phase)
-      stamp_phase(Parts::phase_trace(p.common), s.step, static_cast<LlPhase>(phase));
-  }
+  for (int phase = kLlPhaseStart; phase <= kLlPhaseSignalsSent; ++phase)
+    stamp_phase(Parts::phase_trace(p.common), s.step, static_cast<LlPhase>(phase));
 #endif
   return s;
 }
 
-// Called by every thread of every block of a launch alone after its receiving part: block 0
-// gives what a previous whole step owed and records the step, as a sending part's last block
-// does.
+// Called by every thread of every block of a launch alone after its receiving part: the thread
+// that loaded the state gives what a previous whole step owed (to its one rank, so one thread
+// is the whole warp warp_give_owed_credits asks for) and records the step, as a sending part's
+// last block does.
 template <typename Parts>
 __device__ __forceinline__ void record_alone(const typename Parts::Params& p, LlOpState* op, const AloneState& s) {
-  if (blockIdx.x != 0) return;
-  if (threadIdx.x >= kWarpSize && threadIdx.x < 2 * kWarpSize && s.owed_epoch != 0) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  static_assert(kLlAloneRanks <= kWarpSize, "one lane gives every owed credit of a launch alone");
+  if (s.owed_epoch != 0) {
     warp_give_owed_credits(p.common.transport, s.owed_signal_offset, p.common.geo.nranks, p.common.geo.rank,
                            s.owed_epoch - 1);
   }
-  record_step<Parts>(p, op, s.step, /*whole=*/true);
+  write_step_record<Parts>(p, op, s.step, /*whole=*/true, s.whole_slots);
 }
 
 template <typename Parts, bool kSend, bool kReceive, bool kAlone = false>
@@ -149,7 +158,8 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
   uint64_t step;
   typename Parts::Early early{};
   if (kAlone) {
-    // Its blocks other than 0 pass no step to the receiving part: it waits for no signal.
+    // Only block 0's first thread knows the step; the others pass none to the receiving part,
+    // which waits for no signal.
     const AloneState alone = load_alone_state<Parts>(p, op);
     early = Parts::template early<kReceive>(p);
     finish_step<Parts>(p, op, alone.step, /*fused=*/true, Parts::template receive<kSend>(p, alone.step, early));

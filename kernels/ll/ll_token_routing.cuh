@@ -58,10 +58,6 @@ __device__ __forceinline__ TokenEntry load_token_entry(const LlCommon& c, const 
   return e;
 }
 
-// What route_token gives for positions: only the token's own earlier slots, or each entry's
-// position among its expert's entries of the whole routing (loaded with the entry).
-enum class RouteCounts { kNone, kExpertPositions };
-
 // Token t's place on rank threadIdx.x (the handle's token_places; 0 for a thread past the
 // ranks), loaded apart from route_token for the reason TokenEntry is.
 __device__ __forceinline__ int load_token_place(const LlCommon& c, int t) {
@@ -71,10 +67,12 @@ __device__ __forceinline__ int load_token_place(const LlCommon& c, int t) {
 
 // Fills `route` (shared) for token t, whose entries the first warp's lanes hold in `entry`
 // (load_token_entry), and `places` (shared, [nranks]) with the token's place on every rank,
-// this thread's in `place` (load_token_place). Called by every thread of the block; ends
+// this thread's in `place` (load_token_place). `expert_positions`: each entry's position is its
+// position among its expert's entries of the whole routing (loaded with the entry), else only
+// among the token's own earlier entries. Called by every thread of the block; ends
 // synchronised.
 __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry, int t, TokenRoute* route,
-                                            RouteCounts counts, int* places, int place) {
+                                            bool expert_positions, int* places, int place) {
   if (threadIdx.x < kWarpSize) {
     const int j = threadIdx.x;
     const int expert = entry.expert;
@@ -82,7 +80,7 @@ __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry,
     route->weight[j] = entry.weight;
     const unsigned lower_lanes = (1u << j) - 1u;
     const unsigned same_expert = __match_any_sync(0xffffffffu, expert);
-    route->position[j] = counts == RouteCounts::kExpertPositions ? entry.position : __popc(same_expert & lower_lanes);
+    route->position[j] = expert_positions ? entry.position : __popc(same_expert & lower_lanes);
     const int dest = expert >= 0 ? expert / c.geo.local_experts : -1;
     const unsigned same_dest = __match_any_sync(0xffffffffu, dest);
     route->index_on_rank[j] = __popc(same_dest & lower_lanes);
