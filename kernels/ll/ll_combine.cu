@@ -16,6 +16,9 @@ struct CombineParts {
   using Params = LlCombineParams;
   static constexpr int kRecord = kLlCombineRecord;
   static constexpr uint32_t kSlotPhase = kPhaseLlCombineSlot;
+  // The home sum only: the SENDER sum in place measured slower at 256 tokens on the copy
+  // (bench/results/ll_alone_code_1xh200.md).
+  static constexpr bool kAloneGeometry = kHome;
   __device__ __forceinline__ static LlOpState* op(LlState* s) { return &s->combine; }
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->combine; }

@@ -18,6 +18,7 @@ struct DispatchParts {
   using Params = LlDispatchParams;
   static constexpr int kRecord = kLlDispatchRecord;
   static constexpr uint32_t kSlotPhase = kPhaseLlDispatchSlot;
+  static constexpr bool kAloneGeometry = true;
   __device__ __forceinline__ static LlOpState* op(LlState* s) { return &s->dispatch; }
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->dispatch; }

@@ -8,7 +8,8 @@
 //
 // `Parts` names an operation: its parameter struct (Params), its direction's state in LlState
 // (op), its index in the handle's step records (kRecord), the phase a slot-credit timeout
-// reports (kSlotPhase), its phase-trace ring (phase_trace, -Dphase_trace=true builds), the
+// reports (kSlotPhase), whether a launch alone runs on constants for its geometry
+// (kAloneGeometry, alone_params), its phase-trace ring (phase_trace, -Dphase_trace=true builds), the
 // loads its sending part makes before the slot is claimed (Early, early), a launch's block
 // size (threads: kLlThreads or kLlSmallThreads), its two parts
 // (send, receive, run by every thread of every block, given the step the launch serves and
@@ -151,6 +152,24 @@ __device__ __forceinline__ void record_alone(const typename Parts::Params& p, Ll
   write_step_record<Parts>(p, op, s.step, /*whole=*/true, s.whole_slots);
 }
 
+// The parameters a launch alone runs its parts on. With Parts::kAloneGeometry, a copy whose
+// geometry says one rank, rank 0 (what the launch's own says, since it is alone), in
+// constants: the parts read the geometry through references that the compiler does not tie
+// to one load, so even a test of the launch's own parameters would leave it unknown, while on
+// the copy every path for other ranks' messages (signal waits, stored messages, loops over
+// sources) compiles away. The smaller kernel is faster to fetch: a step's kernels take turns
+// on each SM, so a launch meets its code mostly outside the SM's instruction cache. The copy
+// stays in registers (ptxas -v: no stack beyond the launch's own).
+template <typename Parts>
+__device__ __forceinline__ typename Parts::Params alone_params(const typename Parts::Params& p) {
+  typename Parts::Params q = p;
+  if (Parts::kAloneGeometry) {
+    q.common.geo.nranks = kLlAloneRanks;
+    q.common.geo.rank = 0;
+  }
+  return q;
+}
+
 template <typename Parts, bool kSend, bool kReceive, bool kAlone = false>
 __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
   static_assert(!kAlone || (kSend && kReceive), "a launch alone in its group is a fused one");
@@ -161,9 +180,10 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
     // Only block 0's first thread knows the step; the others pass none to the receiving part,
     // which waits for no signal.
     const AloneState alone = load_alone_state<Parts>(p, op);
-    early = Parts::template early<kReceive>(p);
-    finish_step<Parts>(p, op, alone.step, /*fused=*/true, Parts::template receive<kSend>(p, alone.step, early));
-    record_alone<Parts>(p, op, alone);
+    const typename Parts::Params q = alone_params<Parts>(p);
+    early = Parts::template early<kReceive>(q);
+    finish_step<Parts>(q, op, alone.step, /*fused=*/true, Parts::template receive<kSend>(q, alone.step, early));
+    record_alone<Parts>(q, op, alone);
     return;
   }
   if (kSend) {
