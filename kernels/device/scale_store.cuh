@@ -56,22 +56,40 @@ struct ScaleThread {
   }
 };
 
+// `value` (encoded as E) as the scale word at element `at` of out.
+template <ScaleEncoding E>
+__device__ __forceinline__ void store_scale_word_at(const ScaleOutput& out, uint32_t value, int64_t at) {
+  if (scale_word_bytes(E) == 1) {
+    static_cast<uint8_t*>(out.data)[at] = static_cast<uint8_t>(value);
+  } else if (scale_word_bytes(E) == 2) {
+    static_cast<uint16_t*>(out.data)[at] = static_cast<uint16_t>(value);
+  } else {
+    static_cast<uint32_t*>(out.data)[at] = value;
+  }
+}
+
 // Word w of a row's scales, `value` (encoded as E), into every row at row_at[0, rows)
-// (negative: the entry did not fit, nothing is stored), or with `first` and `step` into rows
-// first, first + step, ... of them (lanes sharing the rows out).
+// (negative: the entry did not fit, nothing is stored).
 template <ScaleEncoding E>
 __device__ __forceinline__ void store_scale_word(const ScaleOutput& out, uint32_t value, int w, int rows,
-                                                 const int64_t* row_at, int first = 0, int step = 1) {
+                                                 const int64_t* row_at) {
   const int64_t offset = w * out.word_stride;
+  for (int j = 0; j < rows; ++j) {
+    if (row_at[j] >= 0) store_scale_word_at<E>(out, value, row_at[j] + offset);
+  }
+}
+
+// The same by lanes sharing the rows out: this one stores rows first, first + step, ... A
+// lane makes a turn or two, so the loop stays rolled: unrolled, it only made the kernel larger,
+// and a launch's time on few tokens is mostly the fetch of its code
+// (bench/results/ll_alone_code_1xh200.md).
+template <ScaleEncoding E>
+__device__ __forceinline__ void store_scale_word_shared(const ScaleOutput& out, uint32_t value, int w, int rows,
+                                                        const int64_t* row_at, int first, int step) {
+  const int64_t offset = w * out.word_stride;
+#pragma unroll 1
   for (int j = first; j < rows; j += step) {
-    if (row_at[j] < 0) continue;
-    if (scale_word_bytes(E) == 1) {
-      static_cast<uint8_t*>(out.data)[row_at[j] + offset] = static_cast<uint8_t>(value);
-    } else if (scale_word_bytes(E) == 2) {
-      static_cast<uint16_t*>(out.data)[row_at[j] + offset] = static_cast<uint16_t>(value);
-    } else {
-      static_cast<uint32_t*>(out.data)[row_at[j] + offset] = value;
-    }
+    if (row_at[j] >= 0) store_scale_word_at<E>(out, value, row_at[j] + offset);
   }
 }
 
@@ -144,11 +162,11 @@ __device__ __forceinline__ void warp_store_block_scales(const ScaleOutput& out, 
                                  __shfl_sync(0xffffffffu, bits, 3 * kLanesPerBlock));
     // The word exists when its first block, lane 0's, is in the row.
     if (__shfl_sync(0xffffffffu, valid, 0)) {
-      store_scale_word<E>(out, encode_scale_source<E>(raw), block / 4, rows, row_at, lane_id(), kWarpSize);
+      store_scale_word_shared<E>(out, encode_scale_source<E>(raw), block / 4, rows, row_at, lane_id(), kWarpSize);
     }
   } else if (valid) {
-    store_scale_word<E>(out, encode_scale_source<E>(make_uint4(bits, 0, 0, 0)), block, rows, row_at,
-                        lane_id() % kLanesPerBlock, kLanesPerBlock);
+    store_scale_word_shared<E>(out, encode_scale_source<E>(make_uint4(bits, 0, 0, 0)), block, rows, row_at,
+                               lane_id() % kLanesPerBlock, kLanesPerBlock);
   }
 }
 

@@ -141,6 +141,9 @@ __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const 
     const uint2 low = e4m3_vector(values, divisor), high = e4m3_vector(values + 8, divisor);
     const int4 q =
         make_int4(static_cast<int>(low.x), static_cast<int>(low.y), static_cast<int>(high.x), static_cast<int>(high.y));
+    // Rolled: unrolled, the loop only made the launch alone's kernel larger (the fetch of its
+    // code is most of its time on few tokens).
+#pragma unroll 1
     for (int j = 0; j < rows; ++j) {
       if (placed_rows[j] >= 0)
         reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(placed_rows[j]) * hidden)[v] = q;
