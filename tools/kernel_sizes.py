@@ -9,6 +9,7 @@ unit of the build again with the build's own nvcc command line, to a cubin and w
 and reads each kernel's size from the cubin's symbol table (`readelf`); no GPU is needed.
 
 Usage: kernel_sizes.py [--build DIR] [--filter REGEX] [--full-names] [SOURCE ...]
+       kernel_sizes.py --build DIR --self-test   measure one small source and check the result
   SOURCE   kernel sources to compile, as the build names them (e.g. kernels/ll/ll_dispatch.cu);
            default: every .cu of the kernel library
   --filter print only kernels whose shortened name matches REGEX
@@ -117,13 +118,56 @@ def ptxas_usage(stderr):
     return usage
 
 
+def measure(build, source, argv, tmp):
+    """[(demangled name, bytes, registers, stack)] of the kernels of one source; raises
+    RuntimeError with nvcc's message when it does not compile."""
+    cubin = os.path.join(tmp, os.path.basename(source) + ".cubin")
+    run = subprocess.run(cubin_argv(argv, cubin), cwd=build, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"compiling {source} failed:\n{run.stderr}")
+    sizes = kernel_sizes(cubin)
+    usage = ptxas_usage(run.stderr)
+    names = demangle(sorted(sizes))
+    return [(names.get(m, m), size) + usage.get(m, (-1, -1)) for m, size in sizes.items()]
+
+
+# The self-test's source and the kernels it defines.
+SELF_TEST_SOURCE = "kernels/transport/gin_lifecycle.cu"
+SELF_TEST_KERNELS = {"gin_reset_signals_kernel", "gin_flush_kernel"}
+
+
+def self_test(build):
+    """Measures SELF_TEST_SOURCE and checks that each of its kernels has a size, registers and a
+    stack frame; 77 (skipped) when the build compiles no kernels."""
+    commands = [(s, a) for s, a in compile_commands(build) if s == SELF_TEST_SOURCE]
+    if not commands:
+        print(f"kernel_sizes.py --self-test: skipped, {build} compiles no {SELF_TEST_SOURCE}")
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = measure(build, *commands[0], tmp)
+    found = {short_name(name, {}): (size, registers, stack) for name, size, registers, stack in rows}
+    problems = [f"{k}: not found" for k in sorted(SELF_TEST_KERNELS - found.keys())]
+    for kernel in sorted(SELF_TEST_KERNELS & found.keys()):
+        size, registers, stack = found[kernel]
+        if size <= 0 or registers <= 0 or stack < 0:
+            problems.append(f"{kernel}: {size} bytes, {registers} registers, stack {stack}")
+    for problem in problems:
+        print(f"kernel_sizes.py --self-test: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"kernel_sizes.py --self-test: ok, {len(found)} kernels of {SELF_TEST_SOURCE} measured")
+    return 1 if problems else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--filter", default="")
     parser.add_argument("--full-names", action="store_true")
+    parser.add_argument("--self-test", action="store_true")
     parser.add_argument("sources", nargs="*")
     args = parser.parse_args()
+    if args.self_test:
+        return self_test(args.build)
     commands = compile_commands(args.build)
     if args.sources:
         wanted = {os.path.normpath(s) for s in args.sources}
@@ -138,20 +182,15 @@ def main():
     enums = enum_names()
     with tempfile.TemporaryDirectory() as tmp:
         for source, argv in commands:
-            cubin = os.path.join(tmp, os.path.basename(source) + ".cubin")
-            run = subprocess.run(cubin_argv(argv, cubin), cwd=args.build, capture_output=True, text=True)
-            if run.returncode != 0:
-                print(f"kernel_sizes.py: compiling {source} failed:\n{run.stderr}", file=sys.stderr)
+            try:
+                measured = measure(args.build, source, argv, tmp)
+            except RuntimeError as e:
+                print(f"kernel_sizes.py: {e}", file=sys.stderr)
                 return 1
-            sizes = kernel_sizes(cubin)
-            usage = ptxas_usage(run.stderr)
-            names = demangle(sorted(sizes))
             rows = []
-            for mangled, size in sizes.items():
-                name = names.get(mangled, mangled)
+            for name, size, registers, stack in measured:
                 name = name if args.full_names else short_name(name, enums)
                 if pattern.search(name):
-                    registers, stack = usage.get(mangled, (-1, -1))
                     rows.append((name, size, registers, stack))
             if rows:
                 print(f"# {source}")
