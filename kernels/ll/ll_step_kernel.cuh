@@ -164,14 +164,15 @@ template <typename Parts>
 __device__ __forceinline__ typename Parts::Params alone_params(const typename Parts::Params& p) {
   typename Parts::Params q = p;
   if (Parts::kAloneGeometry) {
+    q.common.transport.one_node = true;
     q.common.geo.nranks = kLlAloneRanks;
     q.common.geo.rank = 0;
   }
   return q;
 }
 
-template <typename Parts, bool kSend, bool kReceive, bool kAlone = false>
-__global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
+template <typename Parts, bool kSend, bool kReceive, bool kAlone>
+__device__ __forceinline__ void ll_step(const typename Parts::Params& p) {
   static_assert(!kAlone || (kSend && kReceive), "a launch alone in its group is a fused one");
   LlOpState* op = Parts::op(p.common.state);
   uint64_t step;
@@ -201,24 +202,50 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
   if (kReceive) finish_step<Parts>(p, op, step, /*fused=*/kSend, Parts::template receive<kSend>(p, step, early));
 }
 
+// kOneNode: a launch on a one-node group, which runs on a copy of its parameters whose
+// transport says so in a constant (HT's fold_one_node does the same), so that the network
+// branches compile away; the other instances read their parameters where they are.
+template <typename Parts, bool kSend, bool kReceive, bool kAlone = false, bool kOneNode = false>
+__global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::Params p) {
+  if (kOneNode) {
+    typename Parts::Params q = p;
+    q.common.transport.one_node = true;
+    ll_step<Parts, kSend, kReceive, kAlone>(q);
+  } else {
+    ll_step<Parts, kSend, kReceive, kAlone>(p);
+  }
+}
+
+// The kernel of a launch that is not alone: the one-node instance on a one-node group.
+template <typename Parts, bool kSend, bool kReceive>
+cudaError_t launch_ll_kernel(const typename Parts::Params& params, int blocks, int threads, size_t shared,
+                             cudaStream_t stream) {
+  if (params.common.transport.one_node) {
+    ll_step_kernel<Parts, kSend, kReceive, false, true><<<blocks, threads, shared, stream>>>(params);
+  } else {
+    ll_step_kernel<Parts, kSend, kReceive, false, false><<<blocks, threads, shared, stream>>>(params);
+  }
+  return cudaGetLastError();
+}
+
 template <typename Parts>
 cudaError_t launch_ll_send(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
-  ll_step_kernel<Parts, true, false><<<blocks, Parts::threads(params), Parts::send_shared(params), stream>>>(params);
-  return cudaGetLastError();
+  return launch_ll_kernel<Parts, true, false>(params, blocks, Parts::threads(params), Parts::send_shared(params),
+                                              stream);
 }
 
 template <typename Parts>
 cudaError_t launch_ll_receive(const typename Parts::Params& params, int blocks, cudaStream_t stream) {
-  ll_step_kernel<Parts, false, true><<<blocks, Parts::threads(params), Parts::receive_shared(params), stream>>>(params);
-  return cudaGetLastError();
+  return launch_ll_kernel<Parts, false, true>(params, blocks, Parts::threads(params), Parts::receive_shared(params),
+                                              stream);
 }
 
 // Blocks of the fused kernel of `Parts` (kAlone: the one of a launch alone in its group) that
 // fit on the device at once, for blocks of `threads` threads (kLlThreads or kLlSmallThreads).
-template <typename Parts, bool kAlone>
+template <typename Parts, bool kAlone, bool kOneNode = false>
 int fused_capacity(int threads, size_t shared) {
   static ResidentBlocks full(kLlThreads), small(kLlSmallThreads);
-  return (threads == kLlSmallThreads ? small : full).get(ll_step_kernel<Parts, true, true, kAlone>, shared);
+  return (threads == kLlSmallThreads ? small : full).get(ll_step_kernel<Parts, true, true, kAlone, kOneNode>, shared);
 }
 
 // Both parts: fused over the larger of the two block counts when it fits, else one after
@@ -234,9 +261,10 @@ cudaError_t launch_ll_step(const typename Parts::Params& params, int send_blocks
     ll_step_kernel<Parts, true, true, true><<<blocks, threads, shared, stream>>>(params);
     return cudaGetLastError();
   }
-  if (!fused_launch_alone(params.common.geo) && blocks <= fused_capacity<Parts, false>(threads, shared)) {
-    ll_step_kernel<Parts, true, true><<<blocks, threads, shared, stream>>>(params);
-    return cudaGetLastError();
+  const int capacity = params.common.transport.one_node ? fused_capacity<Parts, false, true>(threads, shared)
+                                                        : fused_capacity<Parts, false, false>(threads, shared);
+  if (!fused_launch_alone(params.common.geo) && blocks <= capacity) {
+    return launch_ll_kernel<Parts, true, true>(params, blocks, threads, shared, stream);
   }
   const cudaError_t sent = launch_ll_send<Parts>(params, send_blocks, stream);
   return sent != cudaSuccess ? sent : launch_ll_receive<Parts>(params, receive_blocks, stream);
@@ -244,8 +272,10 @@ cudaError_t launch_ll_step(const typename Parts::Params& params, int send_blocks
 
 template <typename Parts>
 size_t ll_step_local_bytes() {
-  return max_local_bytes(ll_step_kernel<Parts, true, true>, ll_step_kernel<Parts, true, true, true>,
-                         ll_step_kernel<Parts, true, false>, ll_step_kernel<Parts, false, true>);
+  return max_local_bytes(
+      ll_step_kernel<Parts, true, true>, ll_step_kernel<Parts, true, true, true>, ll_step_kernel<Parts, true, false>,
+      ll_step_kernel<Parts, false, true>, ll_step_kernel<Parts, true, true, false, true>,
+      ll_step_kernel<Parts, true, false, false, true>, ll_step_kernel<Parts, false, true, false, true>);
 }
 
 }  // namespace epc::kernels
