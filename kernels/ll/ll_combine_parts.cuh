@@ -249,10 +249,12 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks,
     const unsigned same = __match_any_sync(0xffffffffu, rank);
     const bool leader = rank >= 0 && (same & ((1u << j) - 1u)) == 0;
     const unsigned leaders = __ballot_sync(0xffffffffu, leader);
-    int below = 0;  // distinct ranks smaller than this lane's
-    for (int k = 0; k < kWarpSize; ++k) {
-      const int other = __shfl_sync(0xffffffffu, rank, k);
-      below += ((leaders >> k) & 1u) && other < rank;
+    int below = 0;  // distinct ranks smaller than this lane's: the leaders' (every lane
+                    // walks the same leaders, so the shuffles see the whole warp)
+#pragma unroll 1
+    for (unsigned rest = leaders; rest != 0; rest &= rest - 1) {
+      const int other = __shfl_sync(0xffffffffu, rank, __ffs(rest) - 1);
+      below += other < rank;
     }
     if (leader) {
       ranks[below] = rank;
