@@ -16,7 +16,7 @@
 namespace epc::kernels {
 
 constexpr int kBf16PerVector = kHalfChannelsPerVector;
-// Vectors per lane, and term rows, whose loads are in flight together.
+// Vectors per lane, and term rows, whose loads are in flight together (by default).
 constexpr int kRowSumVectors = 2;
 constexpr int kRowSumTerms = 4;
 
@@ -48,24 +48,28 @@ struct TermWeights {
 // `weights(n)` where the row is present) for the terms it looks up (n = first + lane), so they
 // may read per-lane state. Rows are read with __ldcg (peers wrote them). Term
 // `computed.index()` (when not -1, and Computed::kAny; row_of must return non-null for it) is
-// instead `computed.vector(i)`, which the whole warp calls together. Every lane must call.
-template <typename RowOf, typename Computed = NoComputedTerm, typename Weights = UnitTermWeights>
+// instead `computed.vector(i)`, which the whole warp calls together. With `round_bf16`, each
+// sum is rounded to bf16 before it is stored as out_type (a partial sum that stands for the
+// whole). A lane loads kVectorsInFlight vectors of up to kTermsInFlight rows before adding
+// them. Every lane must call.
+template <typename RowOf, typename Computed = NoComputedTerm, typename Weights = UnitTermWeights,
+          int kTermsInFlight = kRowSumTerms, int kVectorsInFlight = kRowSumVectors>
 __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int vectors, void* out, SumOutput out_type,
                                                    const Computed& computed = Computed{},
-                                                   const Weights& weights = Weights{}) {
+                                                   const Weights& weights = Weights{}, bool round_bf16 = false) {
   const int lane = lane_id();
-  for (int base = 0; base < vectors; base += kRowSumVectors * kWarpSize) {
-    int4 own[kRowSumVectors];
+  for (int base = 0; base < vectors; base += kVectorsInFlight * kWarpSize) {
+    int4 own[kVectorsInFlight];
     if (Computed::kAny && computed.index() >= 0) {
 #pragma unroll
-      for (int u = 0; u < kRowSumVectors; ++u) {
+      for (int u = 0; u < kVectorsInFlight; ++u) {
         const int i = base + u * kWarpSize + lane;
         own[u] = computed.vector(i < vectors ? i : 0);
       }
     }
-    float acc[kRowSumVectors][kBf16PerVector];
+    float acc[kVectorsInFlight][kBf16PerVector];
 #pragma unroll
-    for (int u = 0; u < kRowSumVectors; ++u) {
+    for (int u = 0; u < kVectorsInFlight; ++u) {
 #pragma unroll
       for (int e = 0; e < kBf16PerVector; ++e) acc[u][e] = 0.0f;
     }
@@ -75,12 +79,12 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
       const float my_weight = Weights::kAny && my_src != nullptr ? weights(first + lane) : 1.0f;
       unsigned rest = __ballot_sync(0xffffffffu, my_src != nullptr);
       while (rest != 0) {
-        // Up to kRowSumTerms rows loaded at once, then added in ascending term order.
-        int4 raw[kRowSumTerms][kRowSumVectors];
-        float weight[kRowSumTerms];
+        // Up to kTermsInFlight rows loaded at once, then added in ascending term order.
+        int4 raw[kTermsInFlight][kVectorsInFlight];
+        float weight[kTermsInFlight];
         int taken = 0;
 #pragma unroll
-        for (int s = 0; s < kRowSumTerms; ++s) {
+        for (int s = 0; s < kTermsInFlight; ++s) {
           if (rest == 0) break;
           const int owner = __ffs(rest) - 1;
           rest &= rest - 1;
@@ -89,17 +93,17 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
           if constexpr (Weights::kAny) weight[s] = __shfl_sync(0xffffffffu, my_weight, owner);
           const bool is_computed = Computed::kAny && first + owner == computed.index();
 #pragma unroll
-          for (int u = 0; u < kRowSumVectors; ++u) {
+          for (int u = 0; u < kVectorsInFlight; ++u) {
             const int i = base + u * kWarpSize + lane;
             raw[s][u] = is_computed ? own[u] : i < vectors ? __ldcg(src + i) : make_int4(0, 0, 0, 0);
           }
           ++taken;
         }
 #pragma unroll
-        for (int s = 0; s < kRowSumTerms; ++s) {
+        for (int s = 0; s < kTermsInFlight; ++s) {
           if (s >= taken) break;
 #pragma unroll
-          for (int u = 0; u < kRowSumVectors; ++u) {
+          for (int u = 0; u < kVectorsInFlight; ++u) {
             const uint16_t* bits = reinterpret_cast<const uint16_t*>(&raw[s][u]);
 #pragma unroll
             for (int e = 0; e < kBf16PerVector; ++e) {
@@ -114,9 +118,13 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
       }
     }
 #pragma unroll
-    for (int u = 0; u < kRowSumVectors; ++u) {
+    for (int u = 0; u < kVectorsInFlight; ++u) {
       const int i = base + u * kWarpSize + lane;
       if (i >= vectors) continue;
+      if (round_bf16) {
+#pragma unroll
+        for (int e = 0; e < kBf16PerVector; ++e) acc[u][e] = bf16_bits_to_float(float_to_bf16_bits(acc[u][e]));
+      }
       store_sum_vector(out, i, acc[u], out_type);
     }
   }

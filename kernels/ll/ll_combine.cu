@@ -16,9 +16,6 @@ struct CombineParts {
   using Params = LlCombineParams;
   static constexpr int kRecord = kLlCombineRecord;
   static constexpr uint32_t kSlotPhase = kPhaseLlCombineSlot;
-  // The home sum only: the SENDER sum in place measured slower at 256 tokens on the copy
-  // (bench/results/ll_alone_code_1xh200.md).
-  static constexpr bool kAloneGeometry = kHome;
   __device__ __forceinline__ static LlOpState* op(LlState* s) { return &s->combine; }
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->combine; }
@@ -34,9 +31,9 @@ struct CombineParts {
   __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
     return combine::send<kHome, kFused>(p, step, early);
   }
-  template <bool kFused>
+  template <bool kFused, bool kAlone>
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early& early) {
-    return combine::receive<kHome, kFused>(p, step, early);
+    return combine::receive<kHome, kFused, kAlone>(p, step, early);
   }
   // The sending part's [nranks] message counts.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }

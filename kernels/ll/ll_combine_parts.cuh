@@ -14,7 +14,8 @@
 // carries none of its code) every entry's row returns instead and the token's rank weights them
 // (ll_combine_home.cuh). A fused launch sends its own rank nothing: its receiving part sums its own
 // rank's entries where they are, as the sending part would have, or with EPC_WEIGHTING_HOME reads
-// their rows there (ll_step_kernel.cuh).
+// their rows there (ll_step_kernel.cuh). A launch alone in its group has only its own entries:
+// its receiving part is the one sum of each token's rows (sum_alone_entries).
 #pragma once
 
 #include "kernels/device/bf16.cuh"
@@ -84,6 +85,62 @@ __device__ __forceinline__ Vector partial_vector(const LlCommon& c, const LlComb
 __device__ __forceinline__ void send_partial(const LlCommon& c, const LlCombineParams& p, const MessageEntries& m,
                                              VectorSlice part, int4* dst) {
   for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) dst[v] = partial_vector(c, p, m, v).raw;
+}
+
+// Rows a lane of sum_alone_entries has in flight, one vector of each; a warp's range of a
+// slice is whole warps of vectors, so that few warps share a small slice (every warp that has
+// a range issues the whole sum).
+constexpr int kAloneTermsInFlight = 8;
+constexpr int kAloneVectorsInFlight = 1;
+
+// A launch alone in its group (ll_step_kernel.cuh), where every entry of token t is this
+// rank's own: its output over the slice `part` of the row, each warp of the block a range of
+// it, from the rows the dispatch recorded for its own message of t (number t). SENDER: the
+// partial, weighted by the dispatch's weights and rounded to bf16 as a partial is, is the
+// output (in the token layouts the message's one row, which the caller weighted: a term of
+// weight 1); kHome: the top-k slots weighted by home_weights, as sum_home_entries sums them.
+// Each warp reads the records itself: no block barrier, and no code for other ranks.
+template <bool kHome>
+__device__ __forceinline__ void sum_alone_entries(const LlCombineParams& p, int t, VectorSlice part, void* out) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  constexpr int kGranule = kAloneVectorsInFlight * kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  const int span = part.end - part.begin;
+  const int per_warp = ((span + warps - 1) / warps + kGranule - 1) / kGranule * kGranule;
+  const int begin = part.begin + (threadIdx.x / kWarpSize) * per_warp;
+  if (begin >= part.end) return;  // uniform over the warp
+  const int count = part.end - begin < per_warp ? part.end - begin : per_warp;
+  const int lane = lane_id();
+  const size_t n = static_cast<size_t>(own_message_number(c, t));
+  // Lane j: the row of the message's entry j (entries in top-k order).
+  const int entry_row = lane < g.max_entries ? c.handle.msg_rows[n * g.max_entries + lane] : -1;
+  int terms, row;
+  float weight = 1.0f;
+  if constexpr (kHome) {
+    // Lane k: top-k slot k, whose entry is the one of its slot among the unmasked ones.
+    terms = c.topk;
+    const int expert = lane < c.topk ? c.handle.topk_idx[t * c.topk + lane] : -1;
+    if (lane < c.topk) weight = __ldg(p.home_weights + static_cast<size_t>(t) * c.topk + lane);
+    const unsigned unmasked = __ballot_sync(0xffffffffu, expert >= 0);
+    row = __shfl_sync(0xffffffffu, entry_row, __popc(unmasked & ((1u << lane) - 1u)));
+    if (expert < 0) row = -1;
+  } else {
+    const bool by_token = c.layout != LlLayout::kExpertPadded;
+    const int entries = c.handle.msg_entries[n];
+    terms = by_token && entries > 1 ? 1 : entries;
+    row = lane < terms ? entry_row : -1;
+    if (!by_token && lane < g.max_entries) weight = c.handle.msg_weights[n * g.max_entries + lane];
+  }
+  const int4* src =
+      row >= 0 ? reinterpret_cast<const int4*>(p.expert_out + static_cast<size_t>(row) * g.hidden) + begin : nullptr;
+  auto term = [&](int) { return src; };
+  auto weight_of = [&](int) { return weight; };
+  using Weights = TermWeights<decltype(weight_of)>;
+  void* out_part =
+      static_cast<char*>(out) + static_cast<size_t>(begin) * kChannelsPerVector * sum_output_bytes(p.out_type);
+  warp_sum_bf16_rows<decltype(term), NoComputedTerm, Weights, kAloneTermsInFlight, kAloneVectorsInFlight>(
+      terms, term, count, out_part, p.out_type, NoComputedTerm{}, Weights{weight_of}, /*round_bf16=*/!kHome);
 }
 
 // One received message's records (the dispatch wrote one for every message it received, at
@@ -269,11 +326,21 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks,
 // The whole part, run by every thread of every block; false when the block's wait failed
 // (ll_step_kernel.cuh gives the slot's credits). `early`: what a fused launch loaded early
 // (a receive-only launch loads nothing early).
-template <bool kHome, bool kFused>
+template <bool kHome, bool kFused, bool kAlone>
 __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int vectors = g.hidden / kChannelsPerVector;
+  if constexpr (kAlone) {
+    // Nothing to wait for: every entry is this rank's own.
+    for (int item = blockIdx.x; item < c.num_tokens * p.token_slices; item += gridDim.x) {
+      const int t = item / p.token_slices;
+      sum_alone_entries<kHome>(
+          p, t, vector_slice(vectors, item % p.token_slices, p.token_slices),
+          static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type));
+    }
+    return true;
+  }
   __shared__ int ranks[kWarpSize], indexes[kWarpSize];
   // This rank's own entries of the block's token, summed in place (kCombineOwnInPlace; with
   // kHome, sum_home_entries finds them itself).

@@ -18,7 +18,6 @@ struct DispatchParts {
   using Params = LlDispatchParams;
   static constexpr int kRecord = kLlDispatchRecord;
   static constexpr uint32_t kSlotPhase = kPhaseLlDispatchSlot;
-  static constexpr bool kAloneGeometry = true;
   __device__ __forceinline__ static LlOpState* op(LlState* s) { return &s->dispatch; }
 #ifdef EPC_PHASE_TRACE
   __device__ __forceinline__ static LlPhaseRecord* phase_trace(const LlCommon& c) { return c.phase_trace->dispatch; }
@@ -32,7 +31,8 @@ struct DispatchParts {
   __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
     return dispatch_send::run<kByToken, kPayload, kFused>(p, step, early);
   }
-  template <bool kFused>
+  // The same receiving part alone in its group: its parameters' constants fold it.
+  template <bool kFused, bool kAlone>
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early&) {
     return dispatch_recv::run<kByToken, kPayload, kFused>(p, step);
   }

@@ -8,12 +8,12 @@
 //
 // `Parts` names an operation: its parameter struct (Params), its direction's state in LlState
 // (op), its index in the handle's step records (kRecord), the phase a slot-credit timeout
-// reports (kSlotPhase), whether a launch alone runs on constants for its geometry
-// (kAloneGeometry, alone_params), its phase-trace ring (phase_trace, -Dphase_trace=true builds), the
+// reports (kSlotPhase), its phase-trace ring (phase_trace, -Dphase_trace=true builds), the
 // loads its sending part makes before the slot is claimed (Early, early), a launch's block
 // size (threads: kLlThreads or kLlSmallThreads), its two parts
 // (send, receive, run by every thread of every block, given the step the launch serves and
-// what early loaded, which receive gets only in a fused launch (`fused`); send returns in
+// what early loaded, which receive gets only in a fused launch (`fused`), and told whether
+// the launch is alone in its group (`alone`: a kernel of its own, below); send returns in
 // every thread of a block whether the block was the launch's last to finish, after which it
 // has signalled every peer; receive returns in every thread of a block whether the block saw
 // every peer's signal) and the dynamic shared memory each needs (send_shared,
@@ -152,8 +152,8 @@ __device__ __forceinline__ void record_alone(const typename Parts::Params& p, Ll
   write_step_record<Parts>(p, op, s.step, /*whole=*/true, s.whole_slots);
 }
 
-// The parameters a launch alone runs its parts on. With Parts::kAloneGeometry, a copy whose
-// geometry says one rank, rank 0 (what the launch's own says, since it is alone), in
+// The parameters a launch alone runs its parts on: a copy whose geometry says one rank, rank 0,
+// and whose transport says one node (what the launch's own say, since it is alone), in
 // constants: the parts read the geometry through references that the compiler does not tie
 // to one load, so even a test of the launch's own parameters would leave it unknown, while on
 // the copy every path for other ranks' messages (signal waits, stored messages, loops over
@@ -163,11 +163,9 @@ __device__ __forceinline__ void record_alone(const typename Parts::Params& p, Ll
 template <typename Parts>
 __device__ __forceinline__ typename Parts::Params alone_params(const typename Parts::Params& p) {
   typename Parts::Params q = p;
-  if (Parts::kAloneGeometry) {
-    q.common.transport.one_node = true;
-    q.common.geo.nranks = kLlAloneRanks;
-    q.common.geo.rank = 0;
-  }
+  q.common.transport.one_node = true;
+  q.common.geo.nranks = kLlAloneRanks;
+  q.common.geo.rank = 0;
   return q;
 }
 
@@ -183,7 +181,7 @@ __device__ __forceinline__ void ll_step(const typename Parts::Params& p) {
     const AloneState alone = load_alone_state<Parts>(p, op);
     const typename Parts::Params q = alone_params<Parts>(p);
     early = Parts::template early<kReceive>(q);
-    finish_step<Parts>(q, op, alone.step, /*fused=*/true, Parts::template receive<kSend>(q, alone.step, early));
+    finish_step<Parts>(q, op, alone.step, /*fused=*/true, Parts::template receive<kSend, true>(q, alone.step, early));
     record_alone<Parts>(q, op, alone);
     return;
   }
@@ -199,7 +197,7 @@ __device__ __forceinline__ void ll_step(const typename Parts::Params& p) {
   } else {
     step = p.common.handle.steps[Parts::kRecord];
   }
-  if (kReceive) finish_step<Parts>(p, op, step, /*fused=*/kSend, Parts::template receive<kSend>(p, step, early));
+  if (kReceive) finish_step<Parts>(p, op, step, /*fused=*/kSend, Parts::template receive<kSend, false>(p, step, early));
 }
 
 // kOneNode: a launch on a one-node group, which runs on a copy of its parameters whose
