@@ -31,10 +31,9 @@ struct DispatchParts {
   __device__ __forceinline__ static bool send(const Params& p, uint64_t step, const Early& early) {
     return dispatch_send::run<kByToken, kPayload, kFused>(p, step, early);
   }
-  // The same receiving part alone in its group: its parameters' constants fold it.
   template <bool kFused, bool kAlone>
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early&) {
-    return dispatch_recv::run<kByToken, kPayload, kFused>(p, step);
+    return dispatch_recv::run<kByToken, kPayload, kFused, kAlone>(p, step);
   }
   // The sending part's [nranks] token places.
   static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(int); }

@@ -174,15 +174,15 @@ __device__ __forceinline__ void store_expert_count(const LlDispatchParams& p, co
 
 // The whole part, run by every thread of every block; false when the block's wait failed
 // (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or FLAT; kPayload:
-// p.payload (ll_dispatch.cu); kFused: the launch also sent.
-template <bool kByToken, LlPayload kPayload, bool kFused>
+// p.payload (ll_dispatch.cu); kFused: the launch also sent; kAlone: a launch alone in its group.
+template <bool kByToken, LlPayload kPayload, bool kFused, bool kAlone>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int lane = lane_id();
   extern __shared__ uint32_t tokens_from[];  // [nranks]
   // This rank's own messages, read in place when its sending part sent it none.
-  const int own = dispatch_own_in_place<kPayload, kFused>(g) ? g.rank : -1;
+  const int own = kDispatchOwnInPlaceOrAlone<kPayload, kFused, kAlone> ? g.rank : -1;
   const SkippedPeer skipped{own, static_cast<uint32_t>(c.num_tokens)};
   // Loaded while the peers still send; the wait's barrier publishes it.
   __shared__ int rank_tokens;
@@ -220,7 +220,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
     const bool in_place = m.source == own;
     const char* message = slots + static_cast<size_t>(m.index) * g.message_bytes;
-    // An own message of the fp8 cast, cast here (dispatch_own_in_place).
+    // An own message of the fp8 cast, cast here (kDispatchOwnInPlaceOrAlone).
     const bool cast_here = fp8 && in_place;
     // The payload does not depend on where it goes: its first vectors load while the first
     // warp places the message. An own message's row is the caller's, its scales behind it in

@@ -7,7 +7,7 @@
 // apart. Combine's receiving part finds the
 // records the dispatch kept of them (own_message_number) and reads the rows in the expert
 // outputs. The fp8 cast's own rows are cast here only in a launch alone in its group
-// (dispatch_own_in_place, cast_own_slice).
+// (kDispatchOwnInPlaceOrAlone, cast_own_slice).
 #pragma once
 
 #include "kernels/device/fp8.cuh"
@@ -30,11 +30,10 @@ constexpr bool kDispatchOwnInPlace = kFused && kPayload != LlPayload::kFp8;
 constexpr int kLlAloneRanks = 1;
 __host__ __device__ __forceinline__ bool fused_launch_alone(const LlGeometry& g) { return g.nranks == kLlAloneRanks; }
 
-// ...but a launch alone casts them in its receiving part (cast_own_slice).
-template <LlPayload kPayload, bool kFused>
-__device__ __forceinline__ bool dispatch_own_in_place(const LlGeometry& g) {
-  return kDispatchOwnInPlace<kPayload, kFused> || (kFused && fused_launch_alone(g));
-}
+// ...but a launch alone (kAlone: the kernel of one, ll_step_kernel.cuh) casts them in its
+// receiving part (cast_own_slice), code no other kernel carries.
+template <LlPayload kPayload, bool kFused, bool kAlone>
+constexpr bool kDispatchOwnInPlaceOrAlone = kDispatchOwnInPlace<kPayload, kFused> || kAlone;
 
 // A message's header and, lane i of the calling warp, its entry i (slots past the header's
 // count are not used).
