@@ -8,23 +8,28 @@ should say what it did to the size of the code it runs. This compiles each kerne
 unit of the build again with the build's own nvcc command line, to a cubin and with `ptxas -v`,
 and reads each kernel's size from the cubin's symbol table (`readelf`); no GPU is needed.
 
-Usage: kernel_sizes.py [--build DIR] [--filter REGEX] [--full-names] [SOURCE ...]
+Usage: kernel_sizes.py [--build DIR] [--filter REGEX] [--full-names] [--base REV] [SOURCE ...]
        kernel_sizes.py --build DIR --self-test   measure one small source and check the result
   SOURCE   kernel sources to compile, as the build names them (e.g. kernels/ll/ll_dispatch.cu);
            default: every .cu of the kernel library
   --filter print only kernels whose shortened name matches REGEX
+  --base   also compile the sources as they are at git revision REV (same command lines, the
+           tree's files from `git archive`, the build's generated headers), and print only what
+           changed: `base -> now` for bytes, registers and stack, and how many kernels did not
 Output: one line per kernel, `bytes registers stack name`, sorted by source and name.
 """
 
 import argparse
+import io
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tarfile
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 LIBRARY = "kernels/libepcomm_kernels.a"
 
 
@@ -118,9 +123,41 @@ def ptxas_usage(stderr):
     return usage
 
 
+def checkout(rev, into):
+    """The tracked files of the source tree at git revision `rev`, written under `into`; raises
+    RuntimeError with git's message when there is no such revision."""
+    run = subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", rev], capture_output=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"git archive {rev} failed: {run.stderr.decode(errors='replace').strip()}")
+    with tarfile.open(fileobj=io.BytesIO(run.stdout)) as tar:
+        tar.extractall(into)
+
+
+def rebase_argv(argv, build, base):
+    """`argv` with each include directory and source inside the source tree, but not inside the
+    build directory, moved to the same place under `base` (a checkout of another revision)."""
+    build = os.path.realpath(build)
+
+    def moved(path):
+        p = os.path.realpath(os.path.join(build, path))
+        inside = lambda d: p == d or p.startswith(d + os.sep)
+        return os.path.join(base, os.path.relpath(p, ROOT)) if inside(ROOT) and not inside(build) else None
+
+    out = []
+    for a in argv:
+        if a.startswith("-I") and len(a) > 2:
+            out.append("-I" + (moved(a[2:]) or a[2:]))
+        elif not a.startswith("-") and a.endswith(".cu"):
+            out.append(moved(a) or a)
+        else:
+            out.append(a)
+    return out
+
+
 def measure(build, source, argv, tmp):
     """[(demangled name, bytes, registers, stack)] of the kernels of one source; raises
     RuntimeError with nvcc's message when it does not compile."""
+    os.makedirs(tmp, exist_ok=True)
     cubin = os.path.join(tmp, os.path.basename(source) + ".cubin")
     run = subprocess.run(cubin_argv(argv, cubin), cwd=build, capture_output=True, text=True)
     if run.returncode != 0:
@@ -151,6 +188,7 @@ def self_test(build):
         size, registers, stack = found[kernel]
         if size <= 0 or registers <= 0 or stack < 0:
             problems.append(f"{kernel}: {size} bytes, {registers} registers, stack {stack}")
+    problems += self_test_base(build, commands[0][1], rows)
     for problem in problems:
         print(f"kernel_sizes.py --self-test: {problem}", file=sys.stderr)
     if not problems:
@@ -158,11 +196,59 @@ def self_test(build):
     return 1 if problems else 0
 
 
+def self_test_base(build, argv, rows):
+    """--base on a tree without changes: the source as HEAD has it, compiled from a checkout of
+    HEAD, measures as `rows` do. Skipped (no problem) outside a git checkout or with changes."""
+    status = subprocess.run(
+        ["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
+    if status.returncode != 0 or status.stdout.strip():
+        print("kernel_sizes.py --self-test: --base not checked (no git checkout, or it has changes)")
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = os.path.join(tmp, "base")
+        checkout("HEAD", base)
+        based = rebase_argv(argv, build, base)
+        if not [a for a in based if a.endswith(".cu") and a.startswith(base)]:
+            return ["--base: the source did not move into the checkout"]
+        was = measure(build, SELF_TEST_SOURCE, based, os.path.join(tmp, "was"))
+    if sorted(was) != sorted(rows):
+        return [f"--base: HEAD measured {sorted(was)}, the tree {sorted(rows)}"]
+    print(f"kernel_sizes.py --self-test: --base HEAD measured the same {len(rows)} kernels")
+    return []
+
+
+def filtered(measured, pattern, enums, full_names):
+    """{name: (bytes, registers, stack)} of the measured kernels whose name matches."""
+    rows = {}
+    for name, size, registers, stack in measured:
+        name = name if full_names else short_name(name, enums)
+        if pattern.search(name):
+            rows[name] = (size, registers, stack)
+    return rows
+
+
+def print_changes(source, rev, base, now):
+    """The kernels of one source whose size, registers or stack differ between `base` and
+    `now` ({name: (bytes, registers, stack)}; `-` where a kernel is new or gone), then how many
+    did not."""
+    print(f"# {source} against {rev}: bytes, registers, stack")
+    same = 0
+    for name in sorted(base.keys() | now.keys()):
+        if base.get(name) == now.get(name):
+            same += 1
+            continue
+        was, is_ = base.get(name, ("-",) * 3), now.get(name, ("-",) * 3)
+        print(f"{was[0]:>8} -> {is_[0]:>8} {was[1]:>4} -> {is_[1]:>4} {was[2]:>4} -> {is_[2]:>4}  {name}")
+    print(f"# {same} unchanged")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--filter", default="")
     parser.add_argument("--full-names", action="store_true")
+    parser.add_argument("--base", default="")
     parser.add_argument("--self-test", action="store_true")
     parser.add_argument("sources", nargs="*")
     args = parser.parse_args()
@@ -181,21 +267,27 @@ def main():
     pattern = re.compile(args.filter)
     enums = enum_names()
     with tempfile.TemporaryDirectory() as tmp:
-        for source, argv in commands:
-            try:
-                measured = measure(args.build, source, argv, tmp)
-            except RuntimeError as e:
-                print(f"kernel_sizes.py: {e}", file=sys.stderr)
-                return 1
-            rows = []
-            for name, size, registers, stack in measured:
-                name = name if args.full_names else short_name(name, enums)
-                if pattern.search(name):
-                    rows.append((name, size, registers, stack))
-            if rows:
-                print(f"# {source}")
-                for name, size, registers, stack in sorted(rows):
-                    print(f"{size:8d} {registers:4d} {stack:4d}  {name}")
+        base_tree = os.path.join(tmp, "base")
+        try:
+            if args.base:
+                checkout(args.base, base_tree)
+            for source, argv in commands:
+                now = filtered(
+                    measure(args.build, source, argv, os.path.join(tmp, "now")), pattern, enums, args.full_names
+                )
+                if args.base:
+                    based = rebase_argv(argv, args.build, base_tree)
+                    base = filtered(
+                        measure(args.build, source, based, os.path.join(tmp, "was")), pattern, enums, args.full_names
+                    )
+                    print_changes(source, args.base, base, now)
+                elif now:
+                    print(f"# {source}")
+                    for name, (size, registers, stack) in sorted(now.items()):
+                        print(f"{size:8d} {registers:4d} {stack:4d}  {name}")
+        except RuntimeError as e:
+            print(f"kernel_sizes.py: {e}", file=sys.stderr)
+            return 1
     return 0
 
 
