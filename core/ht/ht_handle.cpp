@@ -57,6 +57,12 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, Handl
   arrays_.overflow = memory_.allocate<kernels::HtOverflowState>(1, what);
   if (n.ring_tokens > 0) arrays_.ring_tokens = memory_.allocate<int32_t>(n.ring_tokens, what);
   overflow_ = std::make_unique<HtOverflowReport>();
+  if (setup_.sizing != EPC_SIZING_CAPACITY) {
+    void* received = nullptr;
+    check_cuda(cudaHostAlloc(&received, sizeof(int32_t), cudaHostAllocDefault),
+               "cudaHostAlloc of the handle's received row count");
+    received_host_.reset(static_cast<int32_t*>(received));
+  }
   if (n.forwarded_rows > 0) {  // where dispatch forwarded each token, for combine to reduce there
     arrays_.forwarded_rows = memory_.allocate<int32_t>(n.forwarded_rows, what);
     arrays_.forwarded_topk = memory_.allocate<int32_t>(n.forwarded_topk, what);
@@ -210,12 +216,12 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
   }
   check_cuda(kernels::launch_ht_layout(p, stream), "launching the high-throughput layout");
   if (setup_.sizing == EPC_SIZING_CAPACITY) return;
-  int32_t received = 0;
   const int32_t* rows = packed() ? arrays_.expert_offsets + group_.config().local_experts(group_.topology().nranks)
                                  : arrays_.recv_base + group_.topology().nranks;
-  check_cuda(cudaMemcpyAsync(&received, rows, sizeof received, cudaMemcpyDeviceToHost, stream),
+  check_cuda(cudaMemcpyAsync(received_host_.get(), rows, sizeof(int32_t), cudaMemcpyDeviceToHost, stream),
              "reading the received row count");
   check_cuda(cudaStreamSynchronize(stream), "waiting for the high-throughput layout");
+  const int32_t received = *received_host_;
   group_.check_healthy();  // a peer that never sent its counts timed the layout out
   rows_ = packed() ? received : std::min<int64_t>(received, row_limit());  // rows past the limit are dropped
 }

@@ -6,14 +6,16 @@
 //      changing orders, the CAPACITY one updated with new routing in between;
 //   3. two host threads per rank process, each driving its own group (an LL and an HT group,
 //      created beforehand on the main thread: creation is collective and blocking) on its own
-//      stream at the same time.
+//      stream at the same time, queuing their steps in turn, in the same order on every rank.
 // In 1 and 3 kernels of two groups run on the GPU at the same time, and each spins on its
 // peers, so the groups' SM budgets are set to fit on the GPU together (the header's
 // conventions say why).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -191,17 +193,63 @@ void prepare_high_throughput(EpcGroup* group, const Shape& shape, HtDriver& d) {
   ASSERT_TRUE(ht::create_handle(group, d.buffers, EPC_SIZING_CAPACITY, d.stream.get(), d.handle));
 }
 
+// The order in which the two threads queue their steps, the same on every rank: LL step 0,
+// HT step 0, LL step 1, and so on; each thread checks its step after passing the turn, so
+// the groups' kernels still overlap. Without an order the groups can wait for each other
+// across ranks until they time out: a kernel waiting for its peers can hold back a later
+// launch of another stream on its GPU (streams share CUDA's hardware queues), as the
+// header's conventions say (docs/reliability.md has the runs). A thread that stops early (a
+// failed assertion) leaves the turns to the other.
+class Turns {
+ public:
+  // Blocks until it is `who`'s turn (0: LL, 1: HT) or the other thread has left.
+  void wait(int who) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return next_ == who || left_[1 - who]; });
+  }
+  void pass(int who) { hand_over(who, false); }
+  void leave(int who) { hand_over(who, true); }
+
+ private:
+  void hand_over(int who, bool leaving) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      next_ = 1 - who;
+      if (leaving) left_[who] = true;
+    }
+    changed_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int next_ = 0;
+  bool left_[2] = {false, false};
+};
+
+// Leaves the turns however the thread's function returns.
+struct TurnsLeaver {
+  Turns& turns;
+  int who;
+  ~TurnsLeaver() { turns.leave(who); }
+};
+
+constexpr int kLlTurn = 0;
+constexpr int kHtTurn = 1;
+
 // `kThreadSteps` LL steps on the driver's handle from the calling thread, new routing every
 // step; counts the steps that differ from the reference into `failing`.
-void drive_low_latency(LlDriver* d, const Shape& shape, int* failing) {
+void drive_low_latency(LlDriver* d, const Shape& shape, Turns* turns, int* failing) {
+  const TurnsLeaver leaver{*turns, kLlTurn};
   ASSERT_TRUE(cuda_ok(cudaSetDevice(context().env.device), "cudaSetDevice in the LL thread"));
   for (int s = 0; s < kThreadSteps; ++s) {
     const ll::LlStep step = low_latency_step(shape, s);
+    turns->wait(kLlTurn);
     if (s > 0) {
       ASSERT_TRUE(d->buffers.upload(step, d->stream.get()));
       ASSERT_TRUE(ll::update_handle(d->handle.get(), d->buffers, d->stream.get()));
     }
     ASSERT_TRUE(ll::dispatch_and_combine(d->handle.get(), d->buffers, d->stream.get()));
+    turns->pass(kLlTurn);
     if (!d->buffers.check(step, d->stream.get(), "LL thread, step " + std::to_string(s),
                           *failing < kMaxReportedSteps)) {
       ++*failing;
@@ -210,16 +258,19 @@ void drive_low_latency(LlDriver* d, const Shape& shape, int* failing) {
 }
 
 // The same with HT steps on one CAPACITY handle.
-void drive_high_throughput(HtDriver* d, const Shape& shape, int* failing) {
+void drive_high_throughput(HtDriver* d, const Shape& shape, Turns* turns, int* failing) {
+  const TurnsLeaver leaver{*turns, kHtTurn};
   ASSERT_TRUE(cuda_ok(cudaSetDevice(context().env.device), "cudaSetDevice in the HT thread"));
   const ht::CallOptions options;
   for (int s = 0; s < kThreadSteps; ++s) {
     const ht::HtStep step = high_throughput_step(shape, s);
+    turns->wait(kHtTurn);
     if (s > 0) {
       ASSERT_TRUE(d->buffers.upload(step, options, d->stream.get()));
       ASSERT_TRUE(ht::update_handle(d->handle.get(), d->buffers, d->stream.get()));
     }
     ASSERT_TRUE(ht::dispatch_and_combine(d->handle.get(), d->buffers, d->stream.get()));
+    turns->pass(kHtTurn);
     if (!d->buffers.check(step, d->stream.get(), "HT thread, step " + std::to_string(s),
                           *failing < kMaxReportedSteps)) {
       ++*failing;
@@ -238,8 +289,9 @@ TEST(Concurrency, TwoThreadsEachDriveTheirOwnGroup) {
   ASSERT_NO_FATAL_FAILURE(prepare_low_latency(ll_group.get(), ll_shape, ll_driver));
   ASSERT_NO_FATAL_FAILURE(prepare_high_throughput(ht_group.get(), ht_shape, ht_driver));
   int ll_failing = 0, ht_failing = 0;
-  std::thread ll_thread(drive_low_latency, &ll_driver, ll_shape, &ll_failing);
-  std::thread ht_thread(drive_high_throughput, &ht_driver, ht_shape, &ht_failing);
+  Turns turns;
+  std::thread ll_thread(drive_low_latency, &ll_driver, ll_shape, &turns, &ll_failing);
+  std::thread ht_thread(drive_high_throughput, &ht_driver, ht_shape, &turns, &ht_failing);
   ll_thread.join();
   ht_thread.join();
   EXPECT_EQ(ll_failing, 0) << ll_failing << " of " << kThreadSteps << " LL steps differ from the reference";

@@ -54,6 +54,11 @@
  *    epc_handle_create do (and destroying frees): make those calls before the steps of
  *    other groups on the same GPU start, or while none of them runs, never while one may be
  *    waiting for its peers, or the groups can wait for each other until they time out.
+ *    For the same reason, queue the steps of groups that overlap on a GPU in the same order
+ *    on every rank (from one thread, or from threads that take turns in a fixed order), as
+ *    with NCCL communicators: streams share the GPU's hardware queues, so a launch can wait
+ *    behind another stream's kernel that waits for its peers, and two groups queued in
+ *    different orders on two ranks can wait for each other until they time out.
  */
 #ifndef EPCOMM_EPCOMM_H
 #define EPCOMM_EPCOMM_H
