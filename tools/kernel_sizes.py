@@ -83,7 +83,21 @@ def short_name(demangled, enums):
     name = re.sub(r"\(anonymous namespace\)::|epc::kernels::", "", demangled)
     name = re.sub(r"^void ", "", name)
     name = re.sub(r"\(\w+\)\d+", lambda m: enums.get(m.group(0), m.group(0)), name)
-    return re.sub(r"\(.*\)$", "", name)
+    return strip_parameters(name)
+
+
+def strip_parameters(name):
+    """The name without its trailing parameter list: the parenthesised group that closes at the
+    end, matched from there, so that a cast left in a template argument, such as an enum value
+    `(Kind)1` whose name was not found, stays in the name."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i]
+    return name
 
 
 def demangle(names):
@@ -184,6 +198,11 @@ def self_test(build):
         rows = measure(build, *commands[0], tmp)
     found = {short_name(name, {}): (size, registers, stack) for name, size, registers, stack in rows}
     problems = [f"{k}: not found" for k in sorted(SELF_TEST_KERNELS - found.keys())]
+    if len(found) != len(rows):  # two instances under one name would hide one of them
+        problems.append(f"{len(rows)} kernels measured, {len(found)} names")
+    cast = "f<(Kind)1, true>(P<(Kind)1, true>)"
+    if strip_parameters(cast) != "f<(Kind)1, true>":
+        problems.append(f"the parameters of {cast} stripped as {strip_parameters(cast)}")
     for kernel in sorted(SELF_TEST_KERNELS & found.keys()):
         size, registers, stack = found[kernel]
         if size <= 0 or registers <= 0 or stack < 0:
