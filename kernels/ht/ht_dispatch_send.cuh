@@ -56,14 +56,14 @@ __device__ __forceinline__ void write_slot_extras(const HtDispatchParams& p, int
 __device__ __forceinline__ void write_own_packed(const HtDispatchParams& p, int t, const int4* payload, int j) {
   const HtGeometry& g = p.common.geo;
   const int k = lane_id();
-  int32_t local = -1;
+  int32_t local = -1, place = -1;
   float weight = 0.0f;
   if (k < g.topk) {
     entry_on(p, t, g.rank, k, &local, &weight);
-    if (local >= 0) local = p.common.handle.entry_position[t * g.topk + k];
+    if (local >= 0) place = p.common.handle.entry_position[t * g.topk + k];
   }
-  write_packed_rows<RowLoad::kReadOnly>(p, payload, p.scale_bytes > 0 ? token_scales(p, t) : nullptr, local, weight,
-                                        g.rank, j);
+  write_packed_rows<RowLoad::kReadOnly>(p, payload, p.scale_bytes > 0 ? token_scales(p, t) : nullptr, place, weight,
+                                        g.rank, j, local);
 }
 
 // The same for a token this rank sends itself: straight into the caller's outputs at `row`.

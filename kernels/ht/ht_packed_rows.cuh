@@ -22,10 +22,13 @@ __device__ __forceinline__ size_t packed_entry_index(const HtGeometry& g, int so
 }
 
 // The row of the entry at place q among source's entries for this rank (ht_message.hpp):
-// its local expert l is the last whose entries start at or before q.
-__device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int q) {
+// its local expert l is the last whose entries start at or before q. `known_l`: l where the
+// caller knows it (a token this rank sends itself), which saves the search's dependent loads;
+// -1: searched.
+__device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int q, int known_l = -1) {
   const int L = c.geo.local_experts;
   const int32_t* starts = c.handle.source_starts + static_cast<size_t>(source) * (L + 1);
+  if (known_l >= 0) return c.handle.expert_base[source * L + known_l] + q - starts[known_l];
   int lo = 0, hi = L - 1;  // starts[lo] <= q < starts[hi + 1]
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -40,15 +43,15 @@ __device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int 
 
 // Copies one token's payload (`src`, and its scale bytes where p.scale_bytes > 0) into the row of each of
 // its local entries. Lane k < K holds entry k: `q` its place among the source's entries for
-// this rank (-1: not on this rank), `weight`. Records each entry's row and weight for
-// combine. Every lane must call.
+// this rank (-1: not on this rank), `weight`, and `l` its local expert where known (else -1).
+// Records each entry's row and weight for combine. Every lane must call.
 template <RowLoad kLoad>
 __device__ __forceinline__ void write_packed_rows(const HtDispatchParams& p, const int4* src, const char* src_scales,
-                                                  int q, float weight, int source, int j) {
+                                                  int q, float weight, int source, int j, int l = -1) {
   const HtCommon& c = p.common;
   const HtGeometry& g = c.geo;
   const int k = lane_id();
-  const int row = k < g.topk && q >= 0 ? packed_row_of(c, source, q) : -1;
+  const int row = k < g.topk && q >= 0 ? packed_row_of(c, source, q, l) : -1;
   if (k < g.topk) {
     const size_t at = packed_entry_index(g, source, j, k);
     c.handle.entry_rows[at] = row;
