@@ -81,9 +81,9 @@ class HtHandle {
   // Declared before memory_, so freed after it: memory_'s destructor waits for the device,
   // whose layout kernels write the report.
   std::unique_ptr<HtOverflowReport> overflow_;
-  // Sizing other than CAPACITY: the received row count copied here, page-locked, so that the wait for it
-  // is a stream synchronisation: a copy into pageable memory can hold the other host
-  // threads' pageable copies while this group's layout waits for its peers.
+  // Sizing other than CAPACITY: the received row count is copied here, page-locked, so that
+  // the copy is asynchronous and the one host wait is the stream synchronisation (a copy into
+  // pageable memory waits for the stream inside the copy).
   std::unique_ptr<int32_t, PinnedHostFree> received_host_;
   DeviceAllocations memory_;  // every array of arrays_
   kernels::HtHandleArrays arrays_{};
