@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/device_memory.hpp"
 
+#include <cstring>
+
 #include "core/gpu_check.hpp"
 
 namespace epc {
@@ -21,6 +23,13 @@ void* DeviceAllocations::allocate_bytes(size_t bytes, const char* what) {
   check_cuda(cudaMalloc(&array, bytes), what);
   arrays_.push_back(array);
   return array;
+}
+
+void* allocate_pinned_bytes(size_t bytes, unsigned int flags, const char* what) {
+  void* memory = nullptr;
+  check_cuda(cudaHostAlloc(&memory, bytes, flags), what);
+  std::memset(memory, 0, bytes);
+  return memory;
 }
 
 }  // namespace epc

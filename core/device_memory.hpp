@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace epc {
@@ -41,5 +43,21 @@ class DeviceAllocations {
 struct PinnedHostFree {
   void operator()(void* ptr) const noexcept { cudaFreeHost(ptr); }
 };
+
+// One T in page-locked host memory, owned.
+template <typename T>
+using PinnedHost = std::unique_ptr<T, PinnedHostFree>;
+
+// `bytes` of page-locked host memory from cudaHostAlloc with `flags`, zeroed. Throws
+// epc::Error naming `what` when CUDA cannot allocate.
+void* allocate_pinned_bytes(size_t bytes, unsigned int flags, const char* what);
+
+// One zeroed T in page-locked host memory (cudaHostAlloc with `flags`); the kernels that
+// write it and the host that reads it agree on nothing but its bytes.
+template <typename T>
+PinnedHost<T> allocate_pinned(unsigned int flags, const char* what) {
+  static_assert(std::is_trivially_copyable_v<T>, "zeroed bytes are the value");
+  return PinnedHost<T>(static_cast<T*>(allocate_pinned_bytes(sizeof(T), flags, what)));
+}
 
 }  // namespace epc

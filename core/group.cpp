@@ -77,11 +77,7 @@ void Group::allocate_memory() {
   check_cuda(cudaMemset(owned_->memory.get(), 0, bytes), "zeroing the symmetric window");
   check_cuda(cudaDeviceSynchronize(), "zeroing the symmetric window");
 
-  void* record = nullptr;
-  check_cuda(cudaHostAlloc(&record, sizeof(kernels::DeviceError), cudaHostAllocMapped),
-             "cudaHostAlloc of the error record");
-  owned_->error_host.reset(static_cast<kernels::DeviceError*>(record));
-  std::memset(error_host(), 0, sizeof(kernels::DeviceError));
+  owned_->error_host = allocate_pinned<kernels::DeviceError>(cudaHostAllocMapped, "cudaHostAlloc of the error record");
   check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_host(), 0),
              "cudaHostGetDevicePointer of the error record");
   uint32_t* claim = owned_->device.allocate<uint32_t>(1, "cudaMalloc of the error record's claim word");

@@ -79,8 +79,8 @@ class Group {
   // registration, its memory, then the plain device and host memory.
   struct Owned {
     explicit Owned(int device) : device(device) {}
-    std::unique_ptr<kernels::DeviceError, PinnedHostFree> error_host;  // pinned, mapped
-    DeviceAllocations device;                                          // the error record's claim word; the GIN state
+    PinnedHost<kernels::DeviceError> error_host;  // pinned, mapped
+    DeviceAllocations device;                     // the error record's claim word; the GIN state
     WindowMemory memory;
     WindowRegistration registration;
     DeviceCommunicator dev_comm;

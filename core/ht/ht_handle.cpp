@@ -58,10 +58,7 @@ HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, Handl
   if (n.ring_tokens > 0) arrays_.ring_tokens = memory_.allocate<int32_t>(n.ring_tokens, what);
   overflow_ = std::make_unique<HtOverflowReport>();
   if (setup_.sizing != EPC_SIZING_CAPACITY) {
-    void* received = nullptr;
-    check_cuda(cudaHostAlloc(&received, sizeof(int32_t), cudaHostAllocDefault),
-               "cudaHostAlloc of the handle's received row count");
-    received_host_.reset(static_cast<int32_t*>(received));
+    received_host_ = allocate_pinned<int32_t>(cudaHostAllocDefault, "cudaHostAlloc of the handle's received row count");
   }
   if (n.forwarded_rows > 0) {  // where dispatch forwarded each token, for combine to reduce there
     arrays_.forwarded_rows = memory_.allocate<int32_t>(n.forwarded_rows, what);

@@ -84,7 +84,7 @@ class HtHandle {
   // Sizing other than CAPACITY: the received row count is copied here, page-locked, so that
   // the copy is asynchronous and the one host wait is the stream synchronisation (a copy into
   // pageable memory waits for the stream inside the copy).
-  std::unique_ptr<int32_t, PinnedHostFree> received_host_;
+  PinnedHost<int32_t> received_host_;
   DeviceAllocations memory_;  // every array of arrays_
   kernels::HtHandleArrays arrays_{};
 

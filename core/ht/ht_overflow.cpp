@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <cstring>
 
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
@@ -12,12 +11,9 @@
 namespace epc {
 
 HtOverflowReport::HtOverflowReport() {
-  void* record = nullptr;
-  check_cuda(cudaHostAlloc(&record, sizeof(kernels::HtOverflowRecord), cudaHostAllocMapped),
-             "cudaHostAlloc of the handle's overflow record");
-  host_.reset(static_cast<kernels::HtOverflowRecord*>(record));
-  std::memset(record, 0, sizeof(kernels::HtOverflowRecord));
-  check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), record, 0),
+  host_ =
+      allocate_pinned<kernels::HtOverflowRecord>(cudaHostAllocMapped, "cudaHostAlloc of the handle's overflow record");
+  check_cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_.get(), 0),
              "cudaHostGetDevicePointer of the handle's overflow record");
 }
 

@@ -37,7 +37,7 @@ class HtOverflowReport {
   // The record of routing `sequence` (0: none), when the GPU has written it.
   bool seen(uint64_t sequence, int32_t* rank, int32_t* rows) const;
 
-  std::unique_ptr<kernels::HtOverflowRecord, PinnedHostFree> host_;
+  PinnedHost<kernels::HtOverflowRecord> host_;
   kernels::HtOverflowRecord* device_ = nullptr;
   uint64_t routing_ = 0;
   uint64_t dispatched_ = 0;  // the routing of the last dispatch, 0 for none
