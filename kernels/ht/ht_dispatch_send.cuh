@@ -52,18 +52,26 @@ __device__ __forceinline__ void write_slot_extras(const HtDispatchParams& p, int
   reinterpret_cast<float*>(slot + g.dispatch_slot.weights_offset)[k] = weight;
 }
 
-// EXPERT_PACKED: a token this rank sends itself goes straight into its entries' rows.
-__device__ __forceinline__ void write_own_packed(const HtDispatchParams& p, int t, const int4* payload, int j) {
-  const HtGeometry& g = p.common.geo;
+// EXPERT_PACKED: a token this rank sends itself goes straight into its entries' rows. Its row
+// among this rank's own tokens (j), and each entry's expert, weight and place, load at once:
+// none of them depends on another, so the row a lane writes waits for one load before the
+// expert's base (packed_row_of), not for a chain of them.
+__device__ __forceinline__ void write_own_packed(const HtDispatchParams& p, int t, const int4* payload) {
+  const HtCommon& c = p.common;
+  const HtGeometry& g = c.geo;
   const int k = lane_id();
-  int32_t local = -1, place = -1;
+  const int j = c.handle.token_row[static_cast<size_t>(t) * g.nranks + g.rank];
+  int32_t expert = -1, place = -1;
   float weight = 0.0f;
   if (k < g.topk) {
-    entry_on(p, t, g.rank, k, &local, &weight);
-    if (local >= 0) place = p.common.handle.entry_position[t * g.topk + k];
+    expert = c.handle.topk_idx[t * g.topk + k];
+    place = c.handle.entry_position[t * g.topk + k];
+    if (p.weights != nullptr) weight = p.weights[t * g.topk + k];
   }
-  write_packed_rows<RowLoad::kReadOnly>(p, payload, p.scale_bytes > 0 ? token_scales(p, t) : nullptr, place, weight,
-                                        g.rank, j, local);
+  if (j < 0) return;  // the token has no entry here
+  const int local = expert >= 0 && expert / g.local_experts == g.rank ? expert - g.rank * g.local_experts : -1;
+  write_packed_rows<RowLoad::kReadOnly>(p, payload, p.scale_bytes > 0 ? token_scales(p, t) : nullptr,
+                                        local >= 0 ? place : -1, local >= 0 ? weight : 0.0f, g.rank, j, local);
 }
 
 // The same for a token this rank sends itself: straight into the caller's outputs at `row`.
@@ -128,7 +136,7 @@ __device__ __forceinline__ void send_token(const HtDispatchParams& p, int t) {
       }
     }
   }
-  if (kPacked && rows[g.rank] >= 0) write_own_packed(p, t, payload, rows[g.rank]);
+  if constexpr (kPacked) write_own_packed(p, t, payload);
 }
 
 // Raises the chunk's flags at every other rank of this node (and publishes the rails to
