@@ -72,10 +72,13 @@ __device__ __forceinline__ void write_counts(const HtDispatchParams& p) {
     if (p.out_expert_offsets != nullptr) p.out_expert_offsets[l] = c.handle.expert_offsets[l];
     if (p.out_expert_offsets64 != nullptr) p.out_expert_offsets64[l] = c.handle.expert_offsets[l];
   }
-  if (p.out_num_recv != nullptr && threadIdx.x == 0) {
+  // The block's last warp sums the counts, a lane per expert: in a fused launch it receives,
+  // while the first warps send (one thread's loop over every expert held up a sending warp).
+  if (p.out_num_recv != nullptr && static_cast<int>(threadIdx.x) >= static_cast<int>(blockDim.x) - kWarpSize) {
     int entries = 0;
-    for (int l = 0; l < L; ++l) entries += c.handle.expert_counts[l];
-    *p.out_num_recv = entries;
+    for (int l = lane_id(); l < L; l += kWarpSize) entries += c.handle.expert_counts[l];
+    entries = warp_sum(entries);
+    if (lane_id() == 0) *p.out_num_recv = entries;
   }
 }
 

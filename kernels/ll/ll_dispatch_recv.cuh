@@ -95,8 +95,7 @@ __device__ __forceinline__ void place_token(const LlDispatchParams& p, const Mes
       // The lanes share out the lower sources and sum their token counts.
       int before = 0;
       for (int s = lane; s < m.source; s += kWarpSize) before += tokens_sent_here(c, received, s);
-      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(0xffffffffu, before, offset);
-      row = header.place + before;
+      row = header.place + warp_sum(before);
       scale_row = row * p.out_scales.row_stride;
     }
   }

@@ -170,8 +170,7 @@ __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const 
 __device__ __forceinline__ int own_message_number(const LlCommon& c, int t) {
   int before = 0;
   for (int s = lane_id(); s < c.geo.rank; s += kWarpSize) before += c.handle.recv_tokens[s];
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) before += __shfl_xor_sync(0xffffffffu, before, offset);
-  return before + t;
+  return warp_sum(before) + t;
 }
 
 }  // namespace epc::kernels
