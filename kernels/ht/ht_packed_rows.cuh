@@ -11,6 +11,7 @@
 #include "kernels/device/bf16.cuh"
 #include "kernels/device/row_copy.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ht/ht_packed_zones.cuh"
 #include "kernels/wire/ht_params.hpp"
 #include "kernels/wire/limits.hpp"
 
@@ -21,52 +22,29 @@ __device__ __forceinline__ size_t packed_entry_index(const HtGeometry& g, int so
   return (static_cast<size_t>(source) * g.max_tokens + j) * g.topk + k;
 }
 
-// Local experts up to which a sending block keeps its own rows' zone shifts in shared memory.
-constexpr int kPackedSharedExperts = 2048;
-
-// Per local expert l: where this rank's own rows of l start in the output, less where its
-// entries of l start among its entries for itself, so that an own entry's row is its place
-// plus its expert's shift. A block's copy in shared memory (local experts up to
-// kPackedSharedExperts): a token's own rows then wait for one shared load after their
-// routing, not for two of the handle's (sending warps copy one token after another, so
-// each token's wait is on the step's path).
-__device__ __forceinline__ int32_t* packed_own_shifts() {
-  __shared__ int32_t shifts[kPackedSharedExperts];
-  return shifts;
-}
-
-// Called by every thread of a sending launch's block before any sends (it ends in a barrier).
-__device__ __forceinline__ void load_packed_own_shifts(const HtCommon& c) {
-  const int L = c.geo.local_experts, s = c.geo.rank;
-  if (L > kPackedSharedExperts) return;
-  int32_t* shifts = packed_own_shifts();
-  for (int l = threadIdx.x; l < L; l += blockDim.x) {
-    shifts[l] = c.handle.expert_base[s * L + l] - c.handle.source_starts[static_cast<size_t>(s) * (L + 1) + l];
-  }
-  __syncthreads();
-}
-
 // The row of the entry at place q among source's entries for this rank (ht_message.hpp):
 // its local expert l is the last whose entries start at or before q. `known_l`: l where the
-// caller knows it, a token this rank sends itself (source is this rank), whose row is then
-// its place plus the expert's shift (packed_own_shifts); -1: searched.
-__device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int q, int known_l = -1) {
-  const int L = c.geo.local_experts;
-  const int32_t* starts = c.handle.source_starts + static_cast<size_t>(source) * (L + 1);
-  if (known_l >= 0) {
-    if (L <= kPackedSharedExperts) return packed_own_shifts()[known_l] + q;
-    return c.handle.expert_base[source * L + known_l] + q - starts[known_l];
-  }
-  int lo = 0, hi = L - 1;  // starts[lo] <= q < starts[hi + 1]
+// caller knows it (a token this rank sends itself), which saves the search; -1: searched.
+__device__ __forceinline__ int packed_row_in(const PackedZones& zones, int source, int q, int known_l) {
+  if (known_l >= 0) return zones.zone_base(source, known_l) + q - zones.start(source, known_l);
+  int lo = 0, hi = zones.L - 1;  // start(lo) <= q < start(hi + 1)
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (starts[mid] <= q) {
+    if (zones.start(source, mid) <= q) {
       lo = mid;
     } else {
       hi = mid - 1;
     }
   }
-  return c.handle.expert_base[source * L + lo] + q - starts[lo];
+  return zones.zone_base(source, lo) + q - zones.start(source, lo);
+}
+
+// packed_row_in over the block's copy of the zones where it has one (the block ran
+// load_packed_zones), else over the handle's. Two calls rather than one over a pointer chosen
+// at run time: each then addresses one kind of memory, which keeps the kernels from spilling.
+__device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int q, int known_l = -1) {
+  if (packed_zones_fit(c.geo)) return packed_row_in(shared_packed_zones(c.geo), source, q, known_l);
+  return packed_row_in(handle_packed_zones(c), source, q, known_l);
 }
 
 // Copies one token's payload (`src`, and its scale bytes where p.scale_bytes > 0) into the row of each of

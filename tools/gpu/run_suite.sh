@@ -42,6 +42,8 @@ run gpu-separate-hosts "$stage/tests/gpu/epcomm-gpu-hosts" --ranks=2 --time-limi
 run gpu-threads "$stage/tests/gpu/epcomm-gpu-threads"
 # The credit ring's device ends on one GPU (kernels/ht/ht_ring.cuh), without NCCL.
 run gpu-ring "$stage/tests/gpu/epcomm-ring-tests"
+# Device parts one rank cannot reach (a peer's packed rows), without NCCL.
+run gpu-parts "$stage/tests/gpu/epcomm-parts-tests"
 run epcomm-info "$stage/bench/epcomm-info"
 
 # The Python binding against the same library, GPU tests included (torch and pytest are on

@@ -15,6 +15,7 @@ for lib in "$build"/capi/libepcomm.so*; do
   [ -d "$lib" ] || cp -a "$lib" "$stage/capi/"
 done
 for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-hosts tests/gpu/epcomm-gpu-threads tests/gpu/epcomm-ring-tests \
+           tests/gpu/epcomm-parts-tests \
            bench/epcomm-info \
            bench/epcomm-bench bench/epcomm-fence-probe; do
   if [ ! -f "$build/$exe" ]; then
