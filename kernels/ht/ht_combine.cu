@@ -24,7 +24,8 @@ struct CombineParts {
   using Params = HtCombineParams;
   static constexpr bool kPacked = kKind != HtCombineKind::kFlat;
   static constexpr bool kRings = kRingsTransport;
-  static constexpr bool kOneNode = kRings;
+  // The lone-row kernels serve one node (the host picks them only there).
+  static constexpr bool kOneNode = kRings || kKind == HtCombineKind::kPackedLone;
   static_assert(!(kPacked && kRings), "rings serve the FLAT layout");
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
@@ -58,9 +59,15 @@ cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStr
     return launch_ht_step<CombineParts<HtCombineKind::kFlat, true>>(params, blocks, halves, stream);
   }
   if (!params.packed) return launch_ht_step<CombineParts<HtCombineKind::kFlat>>(params, blocks, halves, stream);
-  return params.home_weights != nullptr
-             ? launch_ht_step<CombineParts<HtCombineKind::kPackedHome>>(params, blocks, halves, stream)
-             : launch_ht_step<CombineParts<HtCombineKind::kPacked>>(params, blocks, halves, stream);
+  if (params.home_weights != nullptr) {
+    return launch_ht_step<CombineParts<HtCombineKind::kPackedHome>>(params, blocks, halves, stream);
+  }
+  if (params.lone_rows) {
+    // Its kernels are compiled for one node only (CombineParts::kOneNode).
+    if (params.common.geo.num_nodes > 1) return cudaErrorInvalidConfiguration;
+    return launch_ht_step<CombineParts<HtCombineKind::kPackedLone>>(params, blocks, halves, stream);
+  }
+  return launch_ht_step<CombineParts<HtCombineKind::kPacked>>(params, blocks, halves, stream);
 }
 
 // Ending a step reads no layout: the FLAT instantiation serves both layouts.
@@ -73,6 +80,7 @@ int ht_combine_rings_fused_blocks() { return ht_fused_blocks<CombineParts<HtComb
 size_t ht_combine_local_bytes() {
   return std::max({ht_step_local_bytes<CombineParts<HtCombineKind::kFlat>>(),
                    ht_step_local_bytes<CombineParts<HtCombineKind::kPacked>>(),
+                   ht_step_local_bytes<CombineParts<HtCombineKind::kPackedLone>>(),
                    ht_step_local_bytes<CombineParts<HtCombineKind::kPackedHome>>(),
                    ht_step_local_bytes<CombineParts<HtCombineKind::kFlat, true>>()});
 }

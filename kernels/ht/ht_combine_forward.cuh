@@ -68,7 +68,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int m, in
   auto term = [&](int i) -> const int4* {
     return rows[i] >= 0 ? returned_row(p, source, slot_index(g, m, i), rows[i]) : nullptr;
   };
-  if constexpr (kKind == HtCombineKind::kPacked) {
+  if constexpr (packed_partials(kKind)) {
     const int own = g.rank % g.node_size;
     warp_sum_bf16_rows(g.node_size, term, g.hidden / kBf16PerVector, slot, SumOutput::kBf16,
                        PackedPartialTerm(p, rows[own] >= 0 ? own : -1, source, rows[own]));

@@ -70,15 +70,22 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
   void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
   if constexpr (kKind == HtCombineKind::kPackedHome) {
     sum_entries(p, t, rows, out);
-  } else if constexpr (kKind == HtCombineKind::kPacked) {
-    // This rank's own term is the partial of the token's rows here, computed in place.
+  } else if constexpr (packed_partials(kKind)) {
+    // This rank's own term is the partial of the token's rows here, computed in place, or
+    // (kPackedLone) its one row where that row is the partial, summed as a plain term.
+    const PackedPartialTerm own(p, rows[g.rank] >= 0 ? g.rank : -1, g.rank, rows[g.rank]);
+    const int4* lone = kKind == HtCombineKind::kPackedLone ? own.lone_row() : nullptr;
     auto term = [&](int d) -> const int4* {
       const int row = term_row(g, rows, t, d);
       if (row < 0) return nullptr;
-      return d == g.rank ? reinterpret_cast<const int4*>(p.x) : returned_row(p, g.rank, d, row);
+      if (d != g.rank) return returned_row(p, g.rank, d, row);
+      return lone != nullptr ? lone : reinterpret_cast<const int4*>(p.x);  // x: the computed term's
     };
-    warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type,
-                       PackedPartialTerm(p, rows[g.rank] >= 0 ? g.rank : -1, g.rank, rows[g.rank]));
+    if (lone != nullptr) {
+      warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type);
+    } else {
+      warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type, own);
+    }
   } else {
     auto term = [&](int d) -> const int4* {
       const int row = term_row(g, rows, t, d);

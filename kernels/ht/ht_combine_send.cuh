@@ -66,8 +66,8 @@ __device__ __forceinline__ bool run(const HtCombineParams& p, uint64_t step, con
       };
       if constexpr (kKind == HtCombineKind::kPackedHome) {
         write_packed_entries(p, source, j, slot);
-      } else if constexpr (kKind == HtCombineKind::kPacked) {
-        write_packed_partial(p, source, j, slot(0));
+      } else if constexpr (packed_partials(kKind)) {
+        write_packed_partial<kKind == HtCombineKind::kPackedLone>(p, source, j, slot(0));
       } else {
         write_row(p, base + j, slot(0));
       }

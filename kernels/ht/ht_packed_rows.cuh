@@ -143,6 +143,17 @@ __device__ __forceinline__ int4 packed_partial_vector(const HtCombineParams& p, 
   return out;
 }
 
+// The token's one row here, where it is the token's partial as it stands (HtCombineParams::
+// lone_rows): the rows lanes hold (lane k < K: entry k's row, -1 where none) are exactly one,
+// and the partial is unweighted; nullptr otherwise. Every lane must call.
+__device__ __forceinline__ const int4* packed_lone_row(const HtCombineParams& p, int my_row) {
+  if (p.weighted) return nullptr;
+  const unsigned present = __ballot_sync(0xffffffffu, my_row >= 0);
+  if (__popc(present) != 1) return nullptr;
+  const int only = __shfl_sync(0xffffffffu, my_row, __ffs(present) - 1);
+  return reinterpret_cast<const int4*>(p.x + static_cast<size_t>(only) * p.common.geo.hidden);
+}
+
 // Lane k's entry of the token in slot [source][j]: its row and weight.
 __device__ __forceinline__ void packed_entry(const HtCommon& c, int source, int j, int* row, float* weight) {
   const int k = lane_id();
@@ -171,10 +182,14 @@ struct PackedPartialTerm {
   }
   __device__ int index() const { return term; }
   __device__ int4 vector(int i) const { return packed_partial_vector(p, row, weight, i); }
+  // packed_lone_row of the token's rows here (nullptr with no term). Every lane must call.
+  __device__ const int4* lone_row() const { return term >= 0 ? packed_lone_row(p, row) : nullptr; }
 };
 
 // Combine's sender: the partial of the token in slot [source][j] into a peer's slot, with
 // each entry's backward weight (the weight gradient of its row) where weights travel.
+// kLone: a lone row (packed_lone_row) is copied as it stands.
+template <bool kLone>
 __device__ __forceinline__ void write_packed_partial(const HtCombineParams& p, int source, int j, char* slot) {
   const HtGeometry& g = p.common.geo;
   int row;
@@ -182,8 +197,10 @@ __device__ __forceinline__ void write_packed_partial(const HtCombineParams& p, i
   packed_entry(p.common, source, j, &row, &weight);
   int4* out = reinterpret_cast<int4*>(slot);
   const int vectors = g.hidden / kHalfChannelsPerVector;
+  const int4* lone = kLone ? packed_lone_row(p, row) : nullptr;
+  if (lone != nullptr) warp_copy_row_segmented<RowLoad::kReadOnly>(out, lone, vectors);
   // Every lane runs the same number of iterations: the partial shuffles across the warp.
-  for (int base = 0; base < vectors; base += kWarpSize) {
+  for (int base = 0; base < vectors && lone == nullptr; base += kWarpSize) {
     const int i = base + lane_id();
     const int4 v = packed_partial_vector(p, row, weight, i < vectors ? i : 0);
     if (i < vectors) out[i] = v;

@@ -239,6 +239,12 @@ struct HtCombineParams {
   // `weighted` (EPC_WEIGHTING_SENDER). `packed` picks the kernels, as for dispatch.
   bool packed;
   bool weighted;
+  // EXPERT_PACKED, unweighted, summed into bf16 or fp16, one node: a token whose rows on a
+  // rank are one row sends that row as its partial, which rounding it through fp32 would not
+  // change (bf16 and fp16 sums keep one NaN, so a NaN's payload does not show). The host sets
+  // it where tokens mostly have one row per rank (top-k at most the rank count): the kernels
+  // that check for it are slower for tokens with several (core/ht/ht_handle.cpp).
+  bool lone_rows;
   // EPC_WEIGHTING_HOME (EXPERT_PACKED on a group with EPC_GROUP_COMBINE_PER_ENTRY; else
   // null and 0): every entry's row crosses unweighted into the per-entry slot
   // [writer][j * entry_slots + k] of its token's rank, which sums the rows of token t in
@@ -253,7 +259,14 @@ struct HtCombineParams {
 };
 
 // Which combine kernels a launch runs (ht_combine.cu): FLAT, EXPERT_PACKED with one partial
-// per (token, rank), or EXPERT_PACKED with one row per (token, entry) (EPC_WEIGHTING_HOME).
-enum class HtCombineKind : uint8_t { kFlat, kPacked, kPackedHome };
+// per (token, rank), the same where a token's one row on a rank is that rank's partial as it
+// stands (kPackedLone, HtCombineParams::lone_rows), or EXPERT_PACKED with one row per (token,
+// entry) (EPC_WEIGHTING_HOME).
+enum class HtCombineKind : uint8_t { kFlat, kPacked, kPackedLone, kPackedHome };
+
+// Whether a combine kind sums each (token, rank)'s rows into one partial.
+constexpr bool packed_partials(HtCombineKind kind) {
+  return kind == HtCombineKind::kPacked || kind == HtCombineKind::kPackedLone;
+}
 
 }  // namespace epc::kernels

@@ -6,7 +6,8 @@
 // (the default) and as given, with backward weights; on groups with
 // EPC_GROUP_COMBINE_PER_ENTRY also weighted on the token's rank (EPC_WEIGHTING_HOME,
 // ref::ht_combine_packed_home) into bf16 with backward weights and into fp32 (the unrounded
-// sum); the same with every call split by EPC_STEP_SEND_ONLY and epc_complete (ABI 2.1,
+// sum); top-k 1 and 2, where combine as given sums a token's one row on a rank as it stands;
+// the same with every call split by EPC_STEP_SEND_ONLY and epc_complete (ABI 2.1,
 // split_step.hpp), in a CUDA graph too; on groups split into virtual nodes (every node size
 // that makes two nodes or more), where tokens cross between nodes by rail and the nodes'
 // partials are summed inside each node first (ref::ht_combine_packed's node order), several
@@ -35,6 +36,7 @@ struct PackedCase {
   bool fp8;
   EpcDtype offsets_dtype;
   bool per_entry;  // the group has EPC_GROUP_COMBINE_PER_ENTRY: combine also with EPC_WEIGHTING_HOME
+  int topk = 8;    // at most the rank count: combine as given runs the lone-row kernels
 };
 
 // The group a case runs on: its own (node_size 0: one node), or `group`, split into virtual
@@ -57,10 +59,10 @@ int64_t first_mismatch(const std::vector<uint8_t>& got, const std::vector<uint8_
 void run_case(const PackedCase& k, uint64_t seed, SplitMode mode, SplitRunner& runner, const CaseGroup& on = {}) {
   const std::string label = "alignment " + std::to_string(k.alignment) + (k.zero_padding ? " zero-padded " : " ") +
                             sizing_name(k.sizing) + (k.fp8 ? " fp8, " : " bf16, ") +
-                            (k.per_entry ? "per-entry window, " : "") + split_name(mode) +
-                            (on.node_size > 0 ? ", nodes of " + std::to_string(on.node_size) : "");
+                            (k.per_entry ? "per-entry window, " : "") + "top-" + std::to_string(k.topk) + ", " +
+                            split_name(mode) + (on.node_size > 0 ? ", nodes of " + std::to_string(on.node_size) : "");
   const HtShape shape = world_shape(8, 2048, 128, 8);
-  ProblemSpec spec = random_spec(8, seed);
+  ProblemSpec spec = random_spec(k.topk, seed);
   spec.fp8 = k.fp8;
   spec.duplicates = seed % 2 == 0;
   const ref::Problem p = make_problem(shape, spec);
@@ -306,6 +308,10 @@ TEST(HighThroughputPacked, MatchesTheReference) {
       {16, false, EPC_SIZING_EXACT, true, EPC_DTYPE_INT32, false},       // fp8
       {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, true},        // bf16, weights at home
       {128, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64, true},     // fp8, weights at home
+      // Top-k at most the rank count (1 on one rank; 2 from two ranks): combine as given sums
+      // a token's one row on a rank as it stands (HtCombineParams::lone_rows).
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, false, 1},
+      {128, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT64, false, 2},
   };
   SplitRunner runner;
   ASSERT_TRUE(runner.status());
@@ -387,9 +393,10 @@ TEST(HighThroughputPacked, WeightsAtHomeAcrossVirtualNodesMatchTheReference) {
 // CUDA graph, give the reference model's bits as the fused calls do.
 TEST(HighThroughputPacked, SendOnlyAndCompleteMatchTheReference) {
   const PackedCase cases[] = {
-      {128, true, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64, true},    // bf16, zeroed padding, at home
-      {7, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32, false},  // fp8, padding left alone
-      {7, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32, true},   // fp8, weights at home
+      {128, true, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64, true},        // bf16, zeroed padding, at home
+      {7, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32, false},      // fp8, padding left alone
+      {7, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32, true},       // fp8, weights at home
+      {1, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32, false, 1},  // the lone-row kernels
   };
   SplitRunner runner;
   ASSERT_TRUE(runner.status());
