@@ -66,16 +66,22 @@ def cubin_argv(argv, cubin):
 
 
 def enum_names():
-    """{"(Enum)N": "Enum::kName"} of the enums that kernels/wire declares with explicit values,
-    which c++filt prints as casts in template arguments."""
+    """{"(Enum)N": "Enum::kName"} of the enums that kernels/wire declares, which c++filt prints
+    as casts in template arguments: enumerators numbered as C++ numbers them (an explicit
+    value, else one more than the one before), so that a name survives a renumbering."""
     names = {}
     wire = os.path.join(ROOT, "kernels", "wire")
     for header in sorted(os.listdir(wire)):
         with open(os.path.join(wire, header), encoding="utf-8") as f:
-            text = f.read()
+            text = re.sub(r"//[^\n]*", "", f.read())
         for enum, body in re.findall(r"enum class (\w+)[^{;]*\{([^}]*)\}", text):
-            for name, value in re.findall(r"(\w+)\s*=\s*(\d+)", body):
-                names[f"({enum}){value}"] = f"{enum}::{name}"
+            value = -1
+            for item in filter(None, (part.strip() for part in body.split(","))):
+                match = re.fullmatch(r"(\w+)(?:\s*=\s*(\d+))?", item)
+                if not match:
+                    break  # a value this script does not evaluate: name no more of this enum
+                value = int(match.group(2)) if match.group(2) else value + 1
+                names[f"({enum}){value}"] = f"{enum}::{match.group(1)}"
     return names
 
 
