@@ -456,7 +456,7 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   // A token has about K / R entries per rank it goes to: with K <= R most are one row there,
   // which the lone-row kernels send and sum as it stands (kernels/wire/ht_params.hpp says
   // when that is exact); with more the plain kernels are faster.
-  p.lone_rows = p.packed && !home && !weighted && p.out_type != kernels::SumOutput::kFp32 && nodes == 1 &&
+  p.lone_rows = p.packed && !home && p.out_type != kernels::SumOutput::kFp32 && nodes == 1 &&
                 topk_ <= static_cast<int>(group_.topology().nranks);
   if (home) {  // one row per (token, entry) returns (kernels/wire/ht_params.hpp)
     p.home_weights = static_cast<const float*>(a.home_topk_weights->data);

@@ -72,19 +72,23 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
     sum_entries(p, t, rows, out);
   } else if constexpr (packed_partials(kKind)) {
     // This rank's own term is the partial of the token's rows here, computed in place, or
-    // (kPackedLone) its one row where that row is the partial, summed as a plain term.
+    // (kPackedLone) from its one row: that row as a plain term unweighted, its products with
+    // the weight, rounded, weighted.
     const PackedPartialTerm own(p, rows[g.rank] >= 0 ? g.rank : -1, g.rank, rows[g.rank]);
-    const int4* lone = kKind == HtCombineKind::kPackedLone ? own.lone_row() : nullptr;
+    const PackedLoneRow lone = kKind == HtCombineKind::kPackedLone ? own.lone_row() : PackedLoneRow{nullptr, 0.0f};
     auto term = [&](int d) -> const int4* {
       const int row = term_row(g, rows, t, d);
       if (row < 0) return nullptr;
       if (d != g.rank) return returned_row(p, g.rank, d, row);
-      return lone != nullptr ? lone : reinterpret_cast<const int4*>(p.x);  // x: the computed term's
+      return lone.row != nullptr ? lone.row : reinterpret_cast<const int4*>(p.x);  // x: a computed term's
     };
-    if (lone != nullptr) {
-      warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type);
+    const int vectors = g.hidden / kBf16PerVector;
+    if (lone.row != nullptr && !p.weighted) {
+      warp_sum_bf16_rows(g.nranks, term, vectors, out, p.out_type);
+    } else if (lone.row != nullptr) {
+      warp_sum_bf16_rows(g.nranks, term, vectors, out, p.out_type, LoneWeightedTerm{own.index(), lone});
     } else {
-      warp_sum_bf16_rows(g.nranks, term, g.hidden / kBf16PerVector, out, p.out_type, own);
+      warp_sum_bf16_rows(g.nranks, term, vectors, out, p.out_type, own);
     }
   } else {
     auto term = [&](int d) -> const int4* {

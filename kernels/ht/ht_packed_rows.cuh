@@ -143,16 +143,46 @@ __device__ __forceinline__ int4 packed_partial_vector(const HtCombineParams& p, 
   return out;
 }
 
-// The token's one row here, where it is the token's partial as it stands (HtCombineParams::
-// lone_rows): the rows lanes hold (lane k < K: entry k's row, -1 where none) are exactly one,
-// and the partial is unweighted; nullptr otherwise. Every lane must call.
-__device__ __forceinline__ const int4* packed_lone_row(const HtCombineParams& p, int my_row) {
-  if (p.weighted) return nullptr;
+// A token's one row here (HtCombineParams::lone_rows) and its weight (1 unweighted): its
+// partial is the row times the weight, each product rounded to fp32 and then to bf16, which
+// leaves an unweighted row as it stands.
+struct PackedLoneRow {
+  const int4* row;  // nullptr: the token has no row here, or several
+  float weight;
+
+  // Vector i of the partial; the weighted form of packed_partial_vector's one-row sum.
+  __device__ int4 weighted_vector(int i) const {
+    const int4 raw = __ldg(row + i);
+    const uint16_t* in = reinterpret_cast<const uint16_t*>(&raw);
+    int4 out;
+    uint16_t* bits = reinterpret_cast<uint16_t*>(&out);
+#pragma unroll
+    for (int e = 0; e < kHalfChannelsPerVector; ++e)
+      bits[e] = float_to_bf16_bits(add_rounded_product(0.0f, weight, bf16_bits_to_float(in[e])));
+    return out;
+  }
+};
+
+// The token's lone row among the rows lanes hold (lane k < K: entry k's row, -1 where none,
+// and its weight). Every lane must call.
+__device__ __forceinline__ PackedLoneRow packed_lone_row(const HtCombineParams& p, int my_row, float my_weight) {
   const unsigned present = __ballot_sync(0xffffffffu, my_row >= 0);
-  if (__popc(present) != 1) return nullptr;
-  const int only = __shfl_sync(0xffffffffu, my_row, __ffs(present) - 1);
-  return reinterpret_cast<const int4*>(p.x + static_cast<size_t>(only) * p.common.geo.hidden);
+  if (__popc(present) != 1) return PackedLoneRow{nullptr, 0.0f};
+  const int lane = __ffs(present) - 1;
+  const int only = __shfl_sync(0xffffffffu, my_row, lane);
+  const float weight = p.weighted ? __shfl_sync(0xffffffffu, my_weight, lane) : 1.0f;
+  return PackedLoneRow{reinterpret_cast<const int4*>(p.x + static_cast<size_t>(only) * p.common.geo.hidden), weight};
 }
+
+// A lone weighted row's partial as a computed term of warp_sum_bf16_rows (bf16_row_sum.cuh),
+// standing as term number `term`.
+struct LoneWeightedTerm {
+  static constexpr bool kAny = true;
+  int term;
+  PackedLoneRow lone;
+  __device__ int index() const { return term; }
+  __device__ int4 vector(int i) const { return lone.weighted_vector(i); }
+};
 
 // Lane k's entry of the token in slot [source][j]: its row and weight.
 __device__ __forceinline__ void packed_entry(const HtCommon& c, int source, int j, int* row, float* weight) {
@@ -182,13 +212,15 @@ struct PackedPartialTerm {
   }
   __device__ int index() const { return term; }
   __device__ int4 vector(int i) const { return packed_partial_vector(p, row, weight, i); }
-  // packed_lone_row of the token's rows here (nullptr with no term). Every lane must call.
-  __device__ const int4* lone_row() const { return term >= 0 ? packed_lone_row(p, row) : nullptr; }
+  // packed_lone_row of the token's rows here (none with no term). Every lane must call.
+  __device__ PackedLoneRow lone_row() const {
+    return term >= 0 ? packed_lone_row(p, row, weight) : PackedLoneRow{nullptr, 0.0f};
+  }
 };
 
 // Combine's sender: the partial of the token in slot [source][j] into a peer's slot, with
 // each entry's backward weight (the weight gradient of its row) where weights travel.
-// kLone: a lone row (packed_lone_row) is copied as it stands.
+// kLone: a lone row (packed_lone_row) is copied as it stands, or weighted.
 template <bool kLone>
 __device__ __forceinline__ void write_packed_partial(const HtCombineParams& p, int source, int j, char* slot) {
   const HtGeometry& g = p.common.geo;
@@ -197,10 +229,14 @@ __device__ __forceinline__ void write_packed_partial(const HtCombineParams& p, i
   packed_entry(p.common, source, j, &row, &weight);
   int4* out = reinterpret_cast<int4*>(slot);
   const int vectors = g.hidden / kHalfChannelsPerVector;
-  const int4* lone = kLone ? packed_lone_row(p, row) : nullptr;
-  if (lone != nullptr) warp_copy_row_segmented<RowLoad::kReadOnly>(out, lone, vectors);
+  const PackedLoneRow lone = kLone ? packed_lone_row(p, row, weight) : PackedLoneRow{nullptr, 0.0f};
+  if (lone.row != nullptr && !p.weighted) {
+    warp_copy_row_segmented<RowLoad::kReadOnly>(out, lone.row, vectors);
+  } else if (lone.row != nullptr) {
+    for (int i = lane_id(); i < vectors; i += kWarpSize) out[i] = lone.weighted_vector(i);
+  }
   // Every lane runs the same number of iterations: the partial shuffles across the warp.
-  for (int base = 0; base < vectors && lone == nullptr; base += kWarpSize) {
+  for (int base = 0; base < vectors && lone.row == nullptr; base += kWarpSize) {
     const int i = base + lane_id();
     const int4 v = packed_partial_vector(p, row, weight, i < vectors ? i : 0);
     if (i < vectors) out[i] = v;
