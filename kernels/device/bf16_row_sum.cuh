@@ -20,11 +20,16 @@ constexpr int kBf16PerVector = kHalfChannelsPerVector;
 constexpr int kRowSumVectors = 2;
 constexpr int kRowSumTerms = 4;
 
-// A term computed by the warp instead of read from memory: none.
+// A term computed by the warp instead of read from memory: none. A computed term either
+// gives its vectors (`vector(i)`, kFromRow false) or, kFromRow, is read from the row that
+// row_of gives for it, like any term, and turned into its value by `finish(raw)` (its loads
+// then overlap the other terms' instead of preceding them).
 struct NoComputedTerm {
   static constexpr bool kAny = false;
+  static constexpr bool kFromRow = false;
   __device__ int index() const { return -1; }
   __device__ int4 vector(int) const { return make_int4(0, 0, 0, 0); }
+  __device__ int4 finish(int4 raw) const { return raw; }
 };
 
 // Term weights: none, every term added as it is.
@@ -60,7 +65,7 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
   const int lane = lane_id();
   for (int base = 0; base < vectors; base += kVectorsInFlight * kWarpSize) {
     int4 own[kVectorsInFlight];
-    if (Computed::kAny && computed.index() >= 0) {
+    if (Computed::kAny && !Computed::kFromRow && computed.index() >= 0) {
 #pragma unroll
       for (int u = 0; u < kVectorsInFlight; ++u) {
         const int i = base + u * kWarpSize + lane;
@@ -82,6 +87,7 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
         // Up to kTermsInFlight rows loaded at once, then added in ascending term order.
         int4 raw[kTermsInFlight][kVectorsInFlight];
         float weight[kTermsInFlight];
+        bool finish[kTermsInFlight];  // Computed::kFromRow: term s is the computed one
         int taken = 0;
 #pragma unroll
         for (int s = 0; s < kTermsInFlight; ++s) {
@@ -92,10 +98,13 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
               reinterpret_cast<const int4*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_src), owner));
           if constexpr (Weights::kAny) weight[s] = __shfl_sync(0xffffffffu, my_weight, owner);
           const bool is_computed = Computed::kAny && first + owner == computed.index();
+          finish[s] = Computed::kFromRow && is_computed;
 #pragma unroll
           for (int u = 0; u < kVectorsInFlight; ++u) {
             const int i = base + u * kWarpSize + lane;
-            raw[s][u] = is_computed ? own[u] : i < vectors ? __ldcg(src + i) : make_int4(0, 0, 0, 0);
+            raw[s][u] = is_computed && !Computed::kFromRow ? own[u]
+                        : i < vectors                      ? __ldcg(src + i)
+                                                           : make_int4(0, 0, 0, 0);
           }
           ++taken;
         }
@@ -104,6 +113,9 @@ __device__ __forceinline__ void warp_sum_bf16_rows(int terms, RowOf row_of, int 
           if (s >= taken) break;
 #pragma unroll
           for (int u = 0; u < kVectorsInFlight; ++u) {
+            if constexpr (Computed::kFromRow) {
+              if (finish[s]) raw[s][u] = computed.finish(raw[s][u]);
+            }
             const uint16_t* bits = reinterpret_cast<const uint16_t*>(&raw[s][u]);
 #pragma unroll
             for (int e = 0; e < kBf16PerVector; ++e) {

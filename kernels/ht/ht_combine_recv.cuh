@@ -86,7 +86,7 @@ __device__ __forceinline__ void reduce_token(const HtCombineParams& p, int t) {
     if (lone.row != nullptr && !p.weighted) {
       warp_sum_bf16_rows(g.nranks, term, vectors, out, p.out_type);
     } else if (lone.row != nullptr) {
-      warp_sum_bf16_rows(g.nranks, term, vectors, out, p.out_type, LoneWeightedTerm{own.index(), lone});
+      warp_sum_bf16_rows(g.nranks, term, vectors, out, p.out_type, LoneWeightedTerm{own.index(), lone.weight});
     } else {
       warp_sum_bf16_rows(g.nranks, term, vectors, out, p.out_type, own);
     }

@@ -143,6 +143,18 @@ __device__ __forceinline__ int4 packed_partial_vector(const HtCombineParams& p, 
   return out;
 }
 
+// One row's vector times `weight`: each product rounded to fp32, then to bf16, as a partial of
+// that row alone is (packed_partial_vector).
+__device__ __forceinline__ int4 weighted_bf16_vector(int4 raw, float weight) {
+  const uint16_t* in = reinterpret_cast<const uint16_t*>(&raw);
+  int4 out;
+  uint16_t* bits = reinterpret_cast<uint16_t*>(&out);
+#pragma unroll
+  for (int e = 0; e < kHalfChannelsPerVector; ++e)
+    bits[e] = float_to_bf16_bits(add_rounded_product(0.0f, weight, bf16_bits_to_float(in[e])));
+  return out;
+}
+
 // A token's one row here (HtCombineParams::lone_rows) and its weight (1 unweighted): its
 // partial is the row times the weight, each product rounded to fp32 and then to bf16, which
 // leaves an unweighted row as it stands.
@@ -151,16 +163,7 @@ struct PackedLoneRow {
   float weight;
 
   // Vector i of the partial; the weighted form of packed_partial_vector's one-row sum.
-  __device__ int4 weighted_vector(int i) const {
-    const int4 raw = __ldg(row + i);
-    const uint16_t* in = reinterpret_cast<const uint16_t*>(&raw);
-    int4 out;
-    uint16_t* bits = reinterpret_cast<uint16_t*>(&out);
-#pragma unroll
-    for (int e = 0; e < kHalfChannelsPerVector; ++e)
-      bits[e] = float_to_bf16_bits(add_rounded_product(0.0f, weight, bf16_bits_to_float(in[e])));
-    return out;
-  }
+  __device__ int4 weighted_vector(int i) const { return weighted_bf16_vector(__ldg(row + i), weight); }
 };
 
 // The token's lone row among the rows lanes hold (lane k < K: entry k's row, -1 where none,
@@ -175,13 +178,16 @@ __device__ __forceinline__ PackedLoneRow packed_lone_row(const HtCombineParams& 
 }
 
 // A lone weighted row's partial as a computed term of warp_sum_bf16_rows (bf16_row_sum.cuh),
-// standing as term number `term`.
+// standing as term number `term`: read from the row (row_of gives it) and finished into its
+// rounded products with the weight.
 struct LoneWeightedTerm {
   static constexpr bool kAny = true;
+  static constexpr bool kFromRow = true;
   int term;
-  PackedLoneRow lone;
+  float weight;
   __device__ int index() const { return term; }
-  __device__ int4 vector(int i) const { return lone.weighted_vector(i); }
+  __device__ int4 vector(int) const { return make_int4(0, 0, 0, 0); }
+  __device__ int4 finish(int4 raw) const { return weighted_bf16_vector(raw, weight); }
 };
 
 // Lane k's entry of the token in slot [source][j]: its row and weight.
@@ -202,6 +208,7 @@ __device__ __forceinline__ void packed_entry(const HtCommon& c, int source, int 
 // rank); across nodes, the reducers for the tokens of the rail source they reduce for.
 struct PackedPartialTerm {
   static constexpr bool kAny = true;
+  static constexpr bool kFromRow = false;
   const HtCombineParams& p;
   int term;
   int row;
