@@ -454,10 +454,12 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.packed = packed();
   p.weighted = weighted;
   // A token has about K / R entries per rank it goes to: with K <= R most are one row there,
-  // which the lone-row kernels send and sum as it stands (kernels/wire/ht_params.hpp says
-  // when that is exact); with more the plain kernels are faster.
+  // which the lone-row kernels send and sum without the partial's loop (kernels/wire/
+  // ht_params.hpp says when that is exact); with more the plain kernels are faster. Weighted,
+  // the lone-row kernels lose more on a token with several rows than they gain on one with
+  // one (top-2 on two ranks measured slower): only top-1, where every token has one.
   p.lone_rows = p.packed && !home && p.out_type != kernels::SumOutput::kFp32 && nodes == 1 &&
-                topk_ <= static_cast<int>(group_.topology().nranks);
+                topk_ <= static_cast<int>(group_.topology().nranks) && (!weighted || topk_ == 1);
   if (home) {  // one row per (token, entry) returns (kernels/wire/ht_params.hpp)
     p.home_weights = static_cast<const float*>(a.home_topk_weights->data);
     p.entry_slots = static_cast<int>(c.combine_slots_per_token());
