@@ -65,12 +65,13 @@ def cubin_argv(argv, cubin):
     return out + ["-cubin", "-o", cubin, "-Xptxas", "-v"]
 
 
-def enum_names():
-    """{"(Enum)N": "Enum::kName"} of the enums that kernels/wire declares, which c++filt prints
-    as casts in template arguments: enumerators numbered as C++ numbers them (an explicit
-    value, else one more than the one before), so that a name survives a renumbering."""
+def enum_names(tree=ROOT):
+    """{"(Enum)N": "Enum::kName"} of the enums that `tree`'s kernels/wire declares, which
+    c++filt prints as casts in template arguments: enumerators numbered as C++ numbers them
+    (an explicit value, else one more than the one before), so that a name survives a
+    renumbering when each revision's kernels are named from its own headers."""
     names = {}
-    wire = os.path.join(ROOT, "kernels", "wire")
+    wire = os.path.join(tree, "kernels", "wire")
     for header in sorted(os.listdir(wire)):
         with open(os.path.join(wire, header), encoding="utf-8") as f:
             text = re.sub(r"//[^\n]*", "", f.read())
@@ -296,6 +297,7 @@ def main():
         try:
             if args.base:
                 checkout(args.base, base_tree)
+                base_enums = enum_names(base_tree)
             for source, argv in commands:
                 now = filtered(
                     measure(args.build, source, argv, os.path.join(tmp, "now")), pattern, enums, args.full_names
@@ -303,7 +305,10 @@ def main():
                 if args.base:
                     based = rebase_argv(argv, args.build, base_tree)
                     base = filtered(
-                        measure(args.build, source, based, os.path.join(tmp, "was")), pattern, enums, args.full_names
+                        measure(args.build, source, based, os.path.join(tmp, "was")),
+                        pattern,
+                        base_enums,
+                        args.full_names,
                     )
                     print_changes(source, args.base, base, now)
                 elif now:
