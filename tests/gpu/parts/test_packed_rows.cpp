@@ -8,10 +8,8 @@
 // shared memory and geometries that read the handle's arrays, empty experts and empty sources
 // included. A rank receives peers' entries only with two or more GPUs, so on one GPU this test
 // is what runs the search.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -125,14 +123,3 @@ TEST(PackedRows, ManyBlocksEachLoadTheirCopy) {
 
 }  // namespace
 }  // namespace epc::gputest::parts
-
-int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
-    cudaGetLastError();
-    std::printf("SKIP: no CUDA GPU visible; epcomm-parts-tests needs one\n");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

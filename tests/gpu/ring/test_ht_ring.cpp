@@ -7,10 +7,8 @@
 // missing reader or writer ends in a timeout that names the ring phase and the rank waited
 // for, instead of a hang. The CPU model (tests/unit/ht_ring_model.hpp) proves the protocol;
 // this proves the kernels' ends keep it on a GPU.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -144,14 +142,3 @@ TEST(HtRing, MissingWriterTimesOutNamingTheRingData) {
 
 }  // namespace
 }  // namespace epc::gputest::ring
-
-int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
-    cudaGetLastError();
-    std::printf("SKIP: no CUDA GPU visible; epcomm-ring-tests needs one\n");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
