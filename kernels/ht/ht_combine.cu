@@ -30,7 +30,7 @@ struct CombineParts {
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
   __device__ static void prologue(const Params&) {}
-  __device__ static void block_setup(const Params&) {}
+  __device__ static void send_prologue(const Params&) {}
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) {
     if constexpr (kRings) {
       ht_combine_rings::send(p, step, r);

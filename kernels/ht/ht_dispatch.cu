@@ -28,8 +28,8 @@ struct DispatchParts {
   __device__ static uint64_t* step_counter(HtState* s) { return &s->dispatch_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->dispatch_done; }
   __device__ static void prologue(const Params& p) { ht_dispatch_recv::prologue<kPacked>(p); }
-  __device__ static void block_setup(const Params& p) {
-    if constexpr (kPacked) load_packed_zones(p.common);
+  __device__ static void send_prologue(const Params& p) {
+    if constexpr (kPacked) load_packed_own_shifts(p.common);
   }
   __device__ static void send(const Params& p, uint64_t step, const WarpRole& r) {
     if constexpr (kRings) {

@@ -24,27 +24,26 @@ __device__ __forceinline__ size_t packed_entry_index(const HtGeometry& g, int so
 
 // The row of the entry at place q among source's entries for this rank (ht_message.hpp):
 // its local expert l is the last whose entries start at or before q. `known_l`: l where the
-// caller knows it (a token this rank sends itself), which saves the search; -1: searched.
-__device__ __forceinline__ int packed_row_in(const PackedZones& zones, int source, int q, int known_l) {
-  if (known_l >= 0) return zones.zone_base(source, known_l) + q - zones.start(source, known_l);
-  int lo = 0, hi = zones.L - 1;  // start(lo) <= q < start(hi + 1)
+// caller knows it, a token this rank sends itself (source is this rank), whose row is then its
+// place plus the expert's shift (packed_own_shifts; the block ran load_packed_own_shifts);
+// -1: searched.
+__device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int q, int known_l = -1) {
+  const int L = c.geo.local_experts;
+  const int32_t* starts = c.handle.source_starts + static_cast<size_t>(source) * (L + 1);
+  if (known_l >= 0) {
+    if (packed_own_shifts_fit(c.geo)) return packed_own_shifts()[known_l] + q;
+    return c.handle.expert_base[source * L + known_l] + q - starts[known_l];
+  }
+  int lo = 0, hi = L - 1;  // starts[lo] <= q < starts[hi + 1]
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (zones.start(source, mid) <= q) {
+    if (starts[mid] <= q) {
       lo = mid;
     } else {
       hi = mid - 1;
     }
   }
-  return zones.zone_base(source, lo) + q - zones.start(source, lo);
-}
-
-// packed_row_in over the block's copy of the zones where it has one (the block ran
-// load_packed_zones), else over the handle's. Two calls rather than one over a pointer chosen
-// at run time: each then addresses one kind of memory, which keeps the kernels from spilling.
-__device__ __forceinline__ int packed_row_of(const HtCommon& c, int source, int q, int known_l = -1) {
-  if (packed_zones_fit(c.geo)) return packed_row_in(shared_packed_zones(c.geo), source, q, known_l);
-  return packed_row_in(handle_packed_zones(c), source, q, known_l);
+  return c.handle.expert_base[source * L + lo] + q - starts[lo];
 }
 
 // Copies one token's payload (`src`, and its scale bytes where p.scale_bytes > 0) into the row of each of

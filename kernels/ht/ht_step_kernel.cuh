@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The launch shape shared by high-throughput dispatch and combine. `Parts` names the
-// operation's parameters, its step and finished-block counters in HtState, what every
-// thread of a block does first (block_setup, which may end in a barrier), a prologue run by
-// receiving launches, and its sending, forwarding (across nodes) and receiving parts. Sending and receiving warps
+// operation's parameters, its step and finished-block counters in HtState, prologues run
+// by every thread of sending launches (which may end in a barrier) and of receiving
+// launches, and its sending, forwarding (across nodes) and receiving parts. Sending and receiving warps
 // run in one launch when the whole grid fits on the GPU at once (receivers spin on flags
 // that senders of the same launch raise, so every block must be resident), else the two
 // parts run one after the other; a step split by EPC_STEP_SEND_ONLY queues the sending
@@ -53,7 +53,7 @@ __device__ __forceinline__ void ht_step(const typename Parts::Params& p) {
   if (c.handle.overflow->skip_steps != 0) return;
   const uint64_t step = *Parts::step_counter(c.state);
   const WarpRole role = warp_role<kSend, kReceive>(c.send_warps, kAcrossNodes ? c.forward_warps : 0);
-  Parts::block_setup(p);
+  if (kSend) Parts::send_prologue(p);
   if (kReceive) Parts::prologue(p);
   if (role.kind == HtRole::kSend) {
     Parts::send(p, step, role);

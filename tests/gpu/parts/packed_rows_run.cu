@@ -20,7 +20,7 @@ struct PackedRowsParams {
 };
 
 __global__ void __launch_bounds__(kThreads) packed_rows_kernel(PackedRowsParams p) {
-  kernels::load_packed_zones(p.common);
+  kernels::load_packed_own_shifts(p.common);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.count; i += gridDim.x * blockDim.x) {
     const PackedRowQuery q = p.queries[i];
     p.rows[i] = kernels::packed_row_of(p.common, q.source, q.place, q.known_l);
@@ -54,7 +54,7 @@ PackedRowsResult run_packed_rows(const PackedRowsInput& in) {
   geo.nranks = in.ranks;
   geo.rank = in.rank;
   geo.local_experts = in.local_experts;
-  result.zones_in_shared = static_cast<int64_t>(in.ranks) * (2 * in.local_experts + 1) <= kernels::kPackedZoneWords;
+  result.shifts_in_shared = in.local_experts <= kernels::kPackedSharedExperts;
 
   DeviceArrays arrays;
   PackedRowsParams p;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // packed_row_of (kernels/ht/ht_packed_rows.cuh) run on one GPU without NCCL: blocks that load
-// the zones as an EXPERT_PACKED dispatch block does (load_packed_zones), then find the row of
-// every entry place given, searched or from a known local expert.
+// their own rows' zone shifts as an EXPERT_PACKED dispatch block does (load_packed_own_shifts),
+// then find the row of every entry place given, searched or from a known local expert.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +27,9 @@ struct PackedRowsInput {
 };
 
 struct PackedRowsResult {
-  std::string cuda_error;  // empty when every CUDA call succeeded
-  bool zones_in_shared = false;
-  std::vector<int32_t> rows;  // one per query
+  std::string cuda_error;         // empty when every CUDA call succeeded
+  bool shifts_in_shared = false;  // own rows from the block's shared copy
+  std::vector<int32_t> rows;      // one per query
 };
 
 PackedRowsResult run_packed_rows(const PackedRowsInput& input);

@@ -4,10 +4,10 @@
 // sources ascending and each source's entries in place order, and a source's entries for this
 // rank come in (local expert, ...) order, so place q of source s is in the zone of the expert
 // whose entries span it. Every place of every source is searched; this rank's own places are
-// also given their expert, as a rank's own tokens are. Geometries whose zones fit a block's
-// shared memory and geometries that read the handle's arrays, empty experts and empty sources
-// included. A rank receives peers' entries only with two or more GPUs, so on one GPU this test
-// is what runs the search.
+// also given their expert, as a rank's own tokens are, which reads the block's shared copy of
+// the own zone shifts up to kPackedSharedExperts local experts and the handle's arrays past
+// it. Empty experts and empty sources included. A rank receives peers' entries only with two
+// or more GPUs, so on one GPU this test is what runs the search.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -83,12 +83,12 @@ std::string label(const Geometry& g) {
          std::to_string(g.alignment) + ", seed " + std::to_string(g.seed);
 }
 
-void check(const Geometry& g, bool zones_in_shared) {
+void check(const Geometry& g, bool shifts_in_shared) {
   const Expected e = build(g);
   ASSERT_FALSE(e.rows.empty()) << label(g);
   const PackedRowsResult r = run_packed_rows(e.input);
   ASSERT_TRUE(r.cuda_error.empty()) << label(g) << ": " << r.cuda_error;
-  EXPECT_EQ(r.zones_in_shared, zones_in_shared) << label(g);
+  EXPECT_EQ(r.shifts_in_shared, shifts_in_shared) << label(g);
   ASSERT_EQ(r.rows.size(), e.rows.size()) << label(g);
   int wrong = 0;
   for (size_t i = 0; i < e.rows.size(); ++i) {
@@ -102,19 +102,18 @@ void check(const Geometry& g, bool zones_in_shared) {
   EXPECT_EQ(wrong, 0) << label(g) << ": " << wrong << " of " << e.rows.size() << " rows wrong";
 }
 
-TEST(PackedRows, ZonesInSharedMemoryGiveEveryEntryItsRow) {
+TEST(PackedRows, EveryEntryGetsItsRow) {
   check({1, 256, 8, 128, 0.2, 1}, true);
   check({2, 128, 5, 1, 0.3, 2}, true);
   check({8, 32, 4, 16, 0.5, 3}, true);
   check({8, 1, 6, 4, 0.0, 4}, true);
   check({64, 4, 3, 1, 0.4, 5}, true);
-  check({4, 511, 2, 128, 0.6, 6}, true);  // 4 * (2 * 511 + 1) = 4092 words: the last that fit
+  check({2, 2048, 2, 128, 0.6, 6}, true);  // the most local experts whose shifts fit
 }
 
-TEST(PackedRows, LargerZonesReadTheHandleArrays) {
-  check({4, 512, 2, 128, 0.6, 7}, false);  // 4 * 1025 words: one past what fits
-  check({2, 1500, 3, 32, 0.3, 8}, false);
-  check({1, 6000, 2, 1, 0.5, 9}, false);
+TEST(PackedRows, MoreLocalExpertsReadTheHandleArrays) {
+  check({2, 2049, 2, 128, 0.6, 7}, false);  // one past what fits
+  check({1, 6000, 2, 1, 0.5, 8}, false);
 }
 
 TEST(PackedRows, ManyBlocksEachLoadTheirCopy) {
