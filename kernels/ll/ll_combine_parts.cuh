@@ -358,9 +358,17 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
   const int slices = p.token_slices;
   const int items = c.num_tokens * slices;
   int num_ranks = 0;
+  // This thread's first vector of the first item, and this rank's partial of it: its rows are
+  // the caller's, so it is summed while the peers still send, not after the wait.
+  const VectorSlice first = vector_slice(vectors, static_cast<int>(blockIdx.x) % slices, slices);
+  const int first_vector = static_cast<int>(blockIdx.x) < items ? first.begin + static_cast<int>(threadIdx.x) : -1;
+  Vector early_own;
+  early_own.raw = make_int4(0, 0, 0, 0);
   if (!kHome && static_cast<int>(blockIdx.x) < items) {
     if (in_place) publish_records(c, early.receive_own, &own_entries);
     num_ranks = token_ranks(c, blockIdx.x / slices, ranks, indexes, kFused ? early.receive_expert : kNotLoaded);
+    if (in_place && own_entries.entries > 0 && first_vector < first.end)
+      early_own = partial_vector(c, p, own_entries, first_vector);
   }
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns, c.error,
                      kPhaseCombineReceive, c.dev_comm.rank, SkippedPeer{own, 0})) {
@@ -389,21 +397,27 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
         float acc[kChannelsPerVector] = {};
         // This rank's partial, as its sending part would have sent it (the token has an entry
         // here exactly when this rank is among its ranks, and then its message has one).
-        Vector own_part;
-        own_part.raw = make_int4(0, 0, 0, 0);
-        if (in_place && own_entries.entries > 0) own_part = partial_vector(c, p, own_entries, v);
+        // The first item's first vector has it already; any other sums it once the peers'
+        // partials of its group of ranks are loading.
+        const bool own_ready = item == static_cast<int>(blockIdx.x) && v == first_vector;
         for (int r0 = 0; r0 < num_ranks; r0 += kRanksInFlight) {
           Vector part[kRanksInFlight];
+          int own_at = -1;
           for (int k = 0; k < kRanksInFlight; ++k) {
             if (r0 + k >= num_ranks) break;
-            part[k].raw =
-                ranks[r0 + k] == own
-                    ? own_part.raw
-                    : reinterpret_cast<const int4*>(partials + g.partial_offset(0, ranks[r0 + k], indexes[r0 + k]))[v];
+            if (ranks[r0 + k] == own) {
+              own_at = k;
+            } else {
+              part[k].raw =
+                  reinterpret_cast<const int4*>(partials + g.partial_offset(0, ranks[r0 + k], indexes[r0 + k]))[v];
+            }
           }
+          Vector own_part;
+          own_part.raw = make_int4(0, 0, 0, 0);
+          if (own_at >= 0) own_part = own_ready ? early_own : partial_vector(c, p, own_entries, v);
           for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
-            for (int e = 0; e < kChannelsPerVector; ++e)
-              acc[e] = __fadd_rn(acc[e], bf16_bits_to_float(part[k].bf16[e]));
+            const Vector term = k == own_at ? own_part : part[k];
+            for (int e = 0; e < kChannelsPerVector; ++e) acc[e] = __fadd_rn(acc[e], bf16_bits_to_float(term.bf16[e]));
           }
         }
         store_sum_vector(out, v, acc, p.out_type);
