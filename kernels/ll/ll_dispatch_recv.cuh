@@ -23,6 +23,7 @@
 #include "kernels/device/warp.cuh"
 #include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/ll/ll_received.cuh"
+#include "kernels/ll/ll_row_stores.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/limits.hpp"
 #include "kernels/wire/ll_message.hpp"
@@ -294,19 +295,10 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       continue;
     }
     // The slice of the payload, loaded once per vector and stored into every row it feeds.
+    const MessageRowStores stores = message_row_stores(p.out_x, out_row_bytes, placed.flat_row, placed.entries);
     int round = 0;
     for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x, ++round) {
-      int4 data;
-      if (round < kPayloadPrefetchRounds) {
-        data = register_pick(first, round);
-      } else {
-        data = payload[v];
-      }
-      for (int j = 0; j < placed.entries; ++j) {
-        const int row = placed.flat_row[j];
-        if (row >= 0)
-          reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row) * out_row_bytes)[v] = data;
-      }
+      store_to_rows(stores, v, round < kPayloadPrefetchRounds ? register_pick(first, round) : payload[v]);
     }
     if (fp8) {
       store_cast_scales(p.out_scales, reinterpret_cast<const float*>(scales_src), scale_count, words.begin, words.end,

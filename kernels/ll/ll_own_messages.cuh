@@ -13,6 +13,7 @@
 #include "kernels/device/fp8.cuh"
 #include "kernels/device/scale_store.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ll/ll_row_stores.cuh"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_params.hpp"
 
@@ -96,9 +97,6 @@ __device__ __forceinline__ MessageView own_message(const LlCommon& c, const floa
 // UE8M0 scales (four blocks).
 constexpr int kOwnCastGranule = kWarpSize;
 
-// Rows of a message whose numbers cast_own_slice keeps in registers (top-k 8 fills them).
-constexpr int kOwnCastRowsInRegisters = 8;
-
 __device__ __forceinline__ VectorSlice own_cast_part(int hidden, int slice, int slices) {
   return vector_slice(hidden / kVectorBytes, slice, slices, kOwnCastGranule);
 }
@@ -124,11 +122,8 @@ __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const 
   static_assert(kVectorsPerBlock == kWarpSize / 4, "a 128-channel block is a quarter warp's fp8 vectors");
   const int hidden = p.common.geo.hidden;
   const int rounds_end = part.begin + (part.end - part.begin + kWarpSize - 1) / kWarpSize * kWarpSize;
-  // The first rows' numbers in registers, loaded while the row is cast, so that its stores
-  // wait for no shared-memory load.
-  int row_at[kOwnCastRowsInRegisters];
-#pragma unroll
-  for (int j = 0; j < kOwnCastRowsInRegisters; ++j) row_at[j] = j < rows ? placed_rows[j] : -1;
+  // The rows' numbers, loaded while the row is cast.
+  const MessageRowStores stores = message_row_stores(p.out_x, hidden, placed_rows, rows);
   for (int v = part.begin + threadIdx.x; v < rounds_end; v += blockDim.x) {
     int4 raw[2];
     if (v == part.begin + static_cast<int>(threadIdx.x)) {
@@ -146,20 +141,9 @@ __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const 
     if (!valid) continue;
     const Fp8Divisor divisor = fp8_divisor(scale);
     const uint2 low = e4m3_vector(values, divisor), high = e4m3_vector(values + 8, divisor);
-    const int4 q =
-        make_int4(static_cast<int>(low.x), static_cast<int>(low.y), static_cast<int>(high.x), static_cast<int>(high.y));
-#pragma unroll
-    for (int j = 0; j < kOwnCastRowsInRegisters; ++j) {
-      if (row_at[j] >= 0)
-        reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(row_at[j]) * hidden)[v] = q;
-    }
-    // Any further rows, rolled: unrolled, the loop only made the launch alone's kernel larger
-    // (the fetch of its code is most of its time on few tokens).
-#pragma unroll 1
-    for (int j = kOwnCastRowsInRegisters; j < rows; ++j) {
-      if (placed_rows[j] >= 0)
-        reinterpret_cast<int4*>(static_cast<char*>(p.out_x) + static_cast<size_t>(placed_rows[j]) * hidden)[v] = q;
-    }
+    store_to_rows(stores, v,
+                  make_int4(static_cast<int>(low.x), static_cast<int>(low.y), static_cast<int>(high.x),
+                            static_cast<int>(high.y)));
   }
 }
 
