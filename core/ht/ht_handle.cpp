@@ -458,7 +458,7 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   // ht_params.hpp says when that is exact); with more the plain kernels are faster. Weighted,
   // the lone-row kernels lose more on a token with several rows than they gain on one with
   // one (top-2 on two ranks measured slower): only top-1, where every token has one.
-  p.lone_rows = p.packed && !home && p.out_type != kernels::SumOutput::kFp32 && nodes == 1 &&
+  p.lone_rows = p.packed && !home && p.out_type != kernels::SumOutput::kFp32 &&
                 topk_ <= static_cast<int>(group_.topology().nranks) && (!weighted || topk_ == 1);
   if (home) {  // one row per (token, entry) returns (kernels/wire/ht_params.hpp)
     p.home_weights = static_cast<const float*>(a.home_topk_weights->data);

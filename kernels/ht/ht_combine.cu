@@ -24,8 +24,7 @@ struct CombineParts {
   using Params = HtCombineParams;
   static constexpr bool kPacked = kKind != HtCombineKind::kFlat;
   static constexpr bool kRings = kRingsTransport;
-  // The lone-row kernels serve one node (the host picks them only there).
-  static constexpr bool kOneNode = kRings || kKind == HtCombineKind::kPackedLone;
+  static constexpr bool kOneNode = kRings;
   static_assert(!(kPacked && kRings), "rings serve the FLAT layout");
   __device__ static uint64_t* step_counter(HtState* s) { return &s->combine_step; }
   __device__ static uint32_t* done_counter(HtState* s) { return &s->combine_done; }
@@ -63,8 +62,6 @@ cudaError_t launch_ht_combine(const HtCombineParams& params, int blocks, cudaStr
     return launch_ht_step<CombineParts<HtCombineKind::kPackedHome>>(params, blocks, halves, stream);
   }
   if (params.lone_rows) {
-    // Its kernels are compiled for one node only (CombineParts::kOneNode).
-    if (params.common.geo.num_nodes > 1) return cudaErrorInvalidConfiguration;
     return launch_ht_step<CombineParts<HtCombineKind::kPackedLone>>(params, blocks, halves, stream);
   }
   return launch_ht_step<CombineParts<HtCombineKind::kPacked>>(params, blocks, halves, stream);

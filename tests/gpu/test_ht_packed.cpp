@@ -339,8 +339,8 @@ TEST(HighThroughputPacked, MatchesTheReference) {
 // node. Combine sums a token's rows on a rank into one partial, and another node's partials
 // into one on the token's rail peer there (ref::ht_combine_packed with the node size). Node
 // sizes 1 (on 2 ranks) and 2 (on 4 ranks); bf16 and fp8 (passthrough) payloads, alignments
-// 1, 7 and 128, padding zeroed and left alone, EXACT and CAPACITY: one step after another on
-// one group per node size.
+// 1, 7 and 128, padding zeroed and left alone, EXACT and CAPACITY, top-8 and (the lone-row
+// kernels) top-1 and top-2: one step after another on one group per node size.
 TEST(HighThroughputPacked, AcrossVirtualNodesMatchesTheReference) {
   const std::vector<int> sizes = split_node_sizes();
   if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
@@ -352,6 +352,11 @@ TEST(HighThroughputPacked, AcrossVirtualNodesMatchesTheReference) {
       {128, false, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT32, false},  // fp8, padding left alone
       {7, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32, false},   // bf16, padding left alone
       {1, true, EPC_SIZING_EXACT, true, EPC_DTYPE_INT32, false},        // fp8, no alignment
+      // Top-k at most the rank count: a rank returns a token's one row there as its partial,
+      // to the token's rank or to its rail peer, which reduces its node's partials with it.
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, false, 1},
+      {128, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64, false, 1},
+      {7, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT64, false, 2},
   };
   SplitRunner runner;
   ASSERT_TRUE(runner.status());
