@@ -19,7 +19,7 @@ namespace epc::kernels {
 // more read the handle's arrays.
 constexpr int kPackedSharedExperts = 2048;
 
-__device__ __forceinline__ bool packed_own_shifts_fit(const HtGeometry& g) {
+__host__ __device__ __forceinline__ bool packed_own_shifts_fit(const HtGeometry& g) {
   return g.local_experts <= kPackedSharedExperts;
 }
 

@@ -54,7 +54,7 @@ PackedRowsResult run_packed_rows(const PackedRowsInput& in) {
   geo.nranks = in.ranks;
   geo.rank = in.rank;
   geo.local_experts = in.local_experts;
-  result.shifts_in_shared = in.local_experts <= kernels::kPackedSharedExperts;
+  result.shifts_in_shared = kernels::packed_own_shifts_fit(geo);
 
   DeviceArrays arrays;
   PackedRowsParams p;
