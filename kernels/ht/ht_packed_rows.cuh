@@ -113,8 +113,8 @@ constexpr int kPackedPrefetchVectors = 2 * kWarpSize;
 // (lane k < K: entry k's row, -1 where none, and its weight): the rows multiplied by their
 // weights (or as given) and summed in fp32 in top-k order, rounded once to bf16. kPrefetch:
 // also ask L2 for each row kPackedPrefetchVectors further on, for a caller that walks the
-// rows vector by vector (combine's senders: on two ranks the top-8 combine took 15% less; the
-// receivers' own partial, read through warp_sum_bf16_rows, took 37% more on one rank with it).
+// rows vector by vector: combine's senders. The receivers' own partial, read through
+// warp_sum_bf16_rows, measured slower with it (bench/results/ht_packed_prefetch_session27_2xh200.md).
 template <bool kPrefetch = false>
 __device__ __forceinline__ int4 packed_partial_vector(const HtCombineParams& p, int my_row, float my_weight, int i) {
   const HtGeometry& g = p.common.geo;
