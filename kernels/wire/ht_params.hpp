@@ -239,13 +239,13 @@ struct HtCombineParams {
   // `weighted` (EPC_WEIGHTING_SENDER). `packed` picks the kernels, as for dispatch.
   bool packed;
   bool weighted;
-  // EXPERT_PACKED summed into bf16 or fp16, one node: a token whose rows on a rank are one
-  // row sends that row as its partial, unweighted as it stands (rounding it through fp32
-  // would not change it; bf16 and fp16 sums keep one NaN, so a NaN's payload does not show),
-  // weighted as its products with the weight, without the partial's loop over rows. The host
-  // sets it where tokens mostly have one row per rank (top-k at most the rank count; weighted,
-  // top-1 only): the kernels that check for it are slower for tokens with several
-  // (core/ht/ht_handle.cpp).
+  // EXPERT_PACKED summed into bf16 or fp16: a token whose rows on a rank are one row sends
+  // that row as its partial (to the token's rank, or across nodes to its rail peer there),
+  // unweighted as it stands (rounding it through fp32 would not change it; bf16 and fp16 sums
+  // keep one NaN, so a NaN's payload does not show), weighted as its products with the
+  // weight, without the partial's loop over rows. The host sets it where tokens mostly have
+  // one row per rank (top-k at most the rank count; weighted, top-1 only): the kernels that
+  // check for it are slower for tokens with several (core/ht/ht_handle.cpp).
   bool lone_rows;
   // EPC_WEIGHTING_HOME (EXPERT_PACKED on a group with EPC_GROUP_COMBINE_PER_ENTRY; else
   // null and 0): every entry's row crosses unweighted into the per-entry slot
