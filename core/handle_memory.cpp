@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/handle_memory.hpp"
 
+#include "core/ht/ht_parts.hpp"
 #include "kernels/wire/ht_capacity.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_state.hpp"
@@ -63,6 +64,13 @@ HtHandleSizes ht_handle_sizes(const GroupConfig& c, const Topology& t, bool ring
   s.forward_slot = nodes > 1 ? nodes * static_cast<size_t>(t.node_size) : 0;
   s.ring_tokens = rings ? c.recv_capacity_for(t.nranks) : 0;
   return s;
+}
+
+uint64_t ht_handle_bytes(const GroupConfig& c, const Topology& t, uint32_t part_tokens, bool rings) {
+  const GroupConfig part = ht_part_config(c, part_tokens);
+  const HtHandleSizes whole = ht_handle_sizes(c, t, rings), each = ht_handle_sizes(part, t, rings);
+  const uint64_t parts = ht_parts(c, part.max_tokens_per_rank);
+  return whole.topk_idx * sizeof(int32_t) + parts * (each.bytes() - each.topk_idx * sizeof(int32_t));
 }
 
 }  // namespace epc

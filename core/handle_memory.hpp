@@ -52,5 +52,9 @@ struct HtHandleSizes {
   uint64_t bytes() const;  // with one kernels::HtOverflowState
 };
 HtHandleSizes ht_handle_sizes(const GroupConfig& config, const Topology& topology, bool rings);
+// The device memory of a handle whose steps run in parts of `part_tokens` tokens per rank
+// (core/ht/ht_parts.hpp): the routing once, each part's layout arrays (ht_handle_sizes of
+// ht_part_config) once per part.
+uint64_t ht_handle_bytes(const GroupConfig& config, const Topology& topology, uint32_t part_tokens, bool rings);
 
 }  // namespace epc

@@ -62,6 +62,9 @@ struct Plan {
   // capacity 0 otherwise.
   kernels::HtRingArea ht_dispatch_rings{};
   kernels::HtRingArea ht_combine_rings{};
+  // High-throughput steps run in parts of this many tokens per rank (core/ht/ht_parts.hpp):
+  // max_tokens_per_rank where they run whole, 0 in low-latency plans.
+  uint32_t ht_part_tokens = 0;
   std::vector<Region> regions;
 
   // The region of `kind` in `slot` (EPC_SLOT_NONE for unslotted); throws if absent.

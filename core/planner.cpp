@@ -2,10 +2,12 @@
 #include "core/planner.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/gin_signal_plan.hpp"
 #include "core/handle_memory.hpp"
+#include "core/ht/ht_parts.hpp"
 #include "core/ht/ht_rings.hpp"
 #include "core/staging_plan.hpp"
 #include "kernels/wire/ht_message.hpp"
@@ -110,58 +112,79 @@ void plan_high_throughput(const GroupConfig& c, const Topology& t, const RingReq
   }
 }
 
-}  // namespace
-
-Plan make_plan(const GroupConfig& c, const Topology& topo) {
-  check_topology(topo);
-  const Topology t = with_virtual_nodes(topo, c.virtual_node_size);
-  check_config_for_ranks(c, t.nranks);
+// The plan of `c` on `t` (virtual nodes applied) whose high-throughput window holds
+// `part_tokens` tokens per rank (0 in low-latency plans), without the checks of its size.
+Plan plan_window(const GroupConfig& c, const Topology& t, const RingRequest& rings, uint32_t part_tokens) {
   Plan plan;
   plan.mode = c.mode;
   plan.num_sms = c.num_sms;
   plan.recv_capacity = c.recv_capacity_for(t.nranks);
   plan.max_token_bytes = c.max_token_bytes();
   plan.max_pending_steps = c.max_pending_steps;
-  const RingRequest rings = c.mode == EPC_MODE_HIGH_THROUGHPUT ? ht_rings_from_environment() : RingRequest{};
-  plan.handle_bytes = c.mode == EPC_MODE_LOW_LATENCY ? ll_handle_sizes(c, t.nranks).bytes()
-                                                     : ht_handle_sizes(c, t, rings.slots > 0).bytes();
+  const bool ht = c.mode == EPC_MODE_HIGH_THROUGHPUT;
+  plan.ht_part_tokens = part_tokens;
+  // The window holds one part of a high-throughput step (every step, where steps run whole).
+  const GroupConfig window = ht ? ht_part_config(c, part_tokens) : c;
+  plan.handle_bytes = ht ? ht_handle_bytes(c, t, part_tokens, rings.slots > 0) : ll_handle_sizes(c, t.nranks).bytes();
   plan.warps_per_block = kWarpsPerBlock;
   plan.control.barrier_inbox_offset = 0;
 
   LayoutBuilder builder(plan);
   builder.add(EPC_REGION_CONTROL, EPC_SLOT_NONE, static_cast<uint64_t>(t.nranks) * sizeof(uint64_t), "control");
-  if (c.mode == EPC_MODE_LOW_LATENCY) {
-    plan_low_latency(c, t, plan, builder);
+  if (ht) {
+    plan_high_throughput(window, t, rings, plan, builder);
   } else {
-    plan_high_throughput(c, t, rings, plan, builder);
+    plan_low_latency(c, t, plan, builder);
   }
   if (t.nodes() > 1) {
     // Last, so one-node windows keep every offset: what this rank sends to each rank of
     // another node, its own rows of the arrays peers write (kernels/wire/staging_map.hpp).
-    plan.staging_map = plan_staging(c, t, plan);
+    plan.staging_map = plan_staging(window, t, plan);
     plan.staging_map.offset = builder.cursor();
     builder.add(EPC_REGION_NET_STAGING, EPC_SLOT_NONE, plan.staging_map.bytes(), "net_staging");
   }
   // GIN only between LSA teams: virtual nodes inside one team use the stand-in, and asking
   // NCCL for any GIN signal makes it set up GIN, which fails on hosts without it.
   if (t.num_nodes > 1) {
-    plan.gin_signal_map = plan_gin_signals(c, t, plan);
+    plan.gin_signal_map = plan_gin_signals(window, t, plan);
     plan.gin_contexts = 1;
     plan.gin_signals = plan.gin_signal_map.total_ids;
-  }
-  if (builder.end() > kMaxWindowBytes) {
-    fail_argument(
-        format("the window would need %llu bytes per rank, more than %llu; use fewer tokens, a smaller "
-               "hidden, fewer ranks or larger nodes",
-               static_cast<unsigned long long>(builder.end()), static_cast<unsigned long long>(kMaxWindowBytes)));
-  }
-  if (plan.regions.size() > EPC_PLAN_MAX_REGIONS) {
-    fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS", plan.regions.size()));
   }
   plan.symmetric_bytes = builder.end();
   // Beside the window: the step counters (kernels/wire/ll_state.hpp); handles hold their
   // own arrays (handle_bytes).
   plan.workspace_bytes = kLlStateBytes;
+  return plan;
+}
+
+}  // namespace
+
+Plan make_plan(const GroupConfig& c, const Topology& topo) {
+  check_topology(topo);
+  const Topology t = with_virtual_nodes(topo, c.virtual_node_size);
+  check_config_for_ranks(c, t.nranks);
+  const bool ht = c.mode == EPC_MODE_HIGH_THROUGHPUT;
+  const RingRequest rings = ht ? ht_rings_from_environment() : RingRequest{};
+  // A window too large to plan at all (past kMaxWindowBytes, or staging the planner refuses
+  // to sum) counts as past any budget while the part is chosen.
+  auto window_bytes = [&](uint32_t part_tokens) {
+    try {
+      return plan_window(c, t, rings, part_tokens).symmetric_bytes;
+    } catch (const Error& e) {
+      if (e.status() != EPC_ERR_INVALID_ARGUMENT) throw;
+      return std::numeric_limits<uint64_t>::max();
+    }
+  };
+  const Plan plan = plan_window(c, t, rings, ht ? ht_part_tokens(c, t, window_bytes) : 0);
+  if (plan.symmetric_bytes > kMaxWindowBytes) {
+    fail_argument(format(
+        "the window would need %llu bytes per rank, more than %llu; use fewer tokens, a smaller "
+        "hidden, fewer ranks or larger nodes",
+        static_cast<unsigned long long>(plan.symmetric_bytes), static_cast<unsigned long long>(kMaxWindowBytes)));
+  }
+  if (plan.regions.size() > EPC_PLAN_MAX_REGIONS) {
+    fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS", plan.regions.size()));
+  }
   return plan;
 }
 

@@ -55,6 +55,9 @@ cudaError_t launch_ll_slot_release(const LlSlotReleaseParams& params, cudaStream
 // High-throughput layout: one block numbers this rank's rows on every rank, exchanges the
 // counts with every rank and fills the handle's layout arrays (kernels/wire/ht_params.hpp).
 cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream);
+// A handle whose steps run in parts, after every part's layout: the rows of each part placed
+// behind those of the parts before it, and the whole step's counts (kernels/ht/ht_parts.cu).
+cudaError_t launch_ht_parts_layout(const HtPartsLayout& params, cudaStream_t stream);
 // EXPERT_PACKED handles, before the layout: fills HtEntryOrder::positions
 // (kernels/ht/ht_entry_order.cu); `temp` holds ht_entry_order_temp_bytes(T * K, E).
 cudaError_t launch_ht_entry_order(const HtEntryOrder& order, cudaStream_t stream);

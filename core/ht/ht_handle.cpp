@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <type_traits>
 
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
 #include "core/handle_memory.hpp"
+#include "core/ht/ht_parts.hpp"
 #include "core/ht/ht_rings.hpp"
 #include "core/passthrough.hpp"
 #include "core/routing_input.hpp"
@@ -37,52 +40,85 @@ PayloadBytes check_passthrough(const EpcDispatchArgs& a, int64_t B, int64_t N, i
 
 HtHandle::HtHandle(Group& group, HtSteps& steps, const HandleSetup& setup, HandleName id, const EpcTensor* topk_idx,
                    cudaStream_t stream)
-    : group_(group), steps_(steps), setup_(setup), id_(id), memory_(group.device()) {
+    : group_(group),
+      steps_(steps),
+      setup_(setup),
+      id_(id),
+      memory_(group.device()),
+      part_config_(ht_part_config(group.config(), group.plan().ht_part_tokens)) {
   group_.check_healthy();
   const GroupConfig& c = group_.config();
   const int topk = topk_idx != nullptr ? routing_topk(group_, topk_idx) : 0;
-  const HtHandleSizes n = ht_handle_sizes(c, group_.topology(), group_.plan().ht_dispatch_rings.capacity > 0);
+  const uint32_t parts = ht_parts(c, part_config_.max_tokens_per_rank);
+  if (parts > 1) check_parts_served(parts);
   DeviceGuard guard(group_.device());
-  const char* what = "cudaMalloc of the handle's layout";
-  arrays_.topk_idx = memory_.allocate<int32_t>(n.topk_idx, "cudaMalloc of the handle's routing");
-  arrays_.token_row = memory_.allocate<int32_t>(n.token_row, what);
-  arrays_.chunk_start = memory_.allocate<int32_t>(n.chunk_start, what);
-  arrays_.entry_counts = memory_.allocate<int32_t>(n.entry_counts, what);
-  arrays_.recv_count = memory_.allocate<int32_t>(n.recv_count, what);
-  arrays_.recv_base = memory_.allocate<int32_t>(n.recv_base, what);
-  arrays_.source_tokens = memory_.allocate<int32_t>(n.source_tokens, what);
-  arrays_.expert_counts = memory_.allocate<int32_t>(n.expert_counts, what);
-  arrays_.send_slot = memory_.allocate<int32_t>(n.send_slot, what);
-  arrays_.recv_slot = memory_.allocate<int32_t>(n.recv_slot, what);
-  arrays_.overflow = memory_.allocate<kernels::HtOverflowState>(1, what);
-  if (n.ring_tokens > 0) arrays_.ring_tokens = memory_.allocate<int32_t>(n.ring_tokens, what);
+  allocate_parts(stream);
   overflow_ = std::make_unique<HtOverflowReport>();
   if (setup_.sizing != EPC_SIZING_CAPACITY) {
     received_host_ = allocate_pinned<int32_t>(cudaHostAllocDefault, "cudaHostAlloc of the handle's received row count");
   }
-  if (n.forwarded_rows > 0) {  // where dispatch forwarded each token, for combine to reduce there
-    arrays_.forwarded_rows = memory_.allocate<int32_t>(n.forwarded_rows, what);
-    arrays_.forwarded_topk = memory_.allocate<int32_t>(n.forwarded_topk, what);
-    arrays_.forward_slot = memory_.allocate<int32_t>(n.forward_slot, what);
-  }
-  // A layout that gives up (a timeout, or a group that a bad routing value has already
-  // failed) writes none of the received counts, and a CAPACITY handle's dispatch or combine
-  // queued behind it before the host saw the failure uses them as row offsets: start from
-  // "nothing received" rather than from uninitialised memory.
-  const char* zeroing = "zeroing the handle's layout";
-  check_cuda(cudaMemsetAsync(arrays_.recv_count, 0, n.recv_count * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.recv_base, 0, n.recv_base * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.source_tokens, 0, n.source_tokens * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.expert_counts, 0, n.expert_counts * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.send_slot, 0, n.send_slot * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.recv_slot, 0, n.recv_slot * sizeof(int32_t), stream), zeroing);
-  if (n.forward_slot > 0) {
-    check_cuda(cudaMemsetAsync(arrays_.forward_slot, 0, n.forward_slot * sizeof(int32_t), stream), zeroing);
-  }
-  check_cuda(cudaMemsetAsync(arrays_.overflow, 0, sizeof(kernels::HtOverflowState), stream), zeroing);
   if (packed()) allocate_packed(stream);
   if (setup_.sizing == EPC_SIZING_CAPACITY) rows_ = static_cast<int64_t>(setup_.capacity);
   if (topk_idx != nullptr) compute_layout(topk_idx, topk, stream);
+}
+
+void HtHandle::check_parts_served(uint32_t parts) const {
+  const char* why =
+      "this group spans nodes, and its steps run in %u parts of %u tokens per rank (max_tokens_per_rank %u), "
+      "whose rows %s; set EPCOMM_HT_PART_TOKENS=0 (whole steps, a window that grows with max_tokens_per_rank) "
+      "or use %s";
+  const uint32_t T = group_.config().max_tokens_per_rank, P = part_config_.max_tokens_per_rank;
+  if (packed()) {
+    fail_unsupported(format(("EPC_LAYOUT_EXPERT_PACKED: " + std::string(why)).c_str(), parts, P, T,
+                            "go to expert zones whose starts only the whole step knows", "EPC_LAYOUT_FLAT"));
+  }
+  if (setup_.sizing == EPC_SIZING_CAPACITY &&
+      setup_.capacity < group_.config().recv_capacity_for(group_.topology().nranks)) {
+    fail_unsupported(format(("EpcHandleConfig.capacity below recv_capacity: " + std::string(why)).c_str(), parts, P, T,
+                            "would be dropped part by part rather than by (source rank, source token)", "capacity 0"));
+  }
+}
+
+void HtHandle::allocate_parts(cudaStream_t stream) {
+  const GroupConfig& c = group_.config();
+  const Topology& topo = group_.topology();
+  const bool rings = group_.plan().ht_dispatch_rings.capacity > 0;
+  const HtHandleSizes n = ht_handle_sizes(part_config_, topo, rings);
+  const size_t parts = ht_parts(c, part_config_.max_tokens_per_rank);
+  parts_.assign(parts, Part{});
+  // The routing once, every part reading its tokens' rows of it (compute_layout).
+  int32_t* topk = memory_.allocate<int32_t>(static_cast<size_t>(c.max_tokens_per_rank) * c.max_topk,
+                                            "cudaMalloc of the handle's routing");
+  for (Part& part : parts_) part.arrays.topk_idx = topk;
+  // Each array of every part in one allocation, part k's at k times one part's size, and
+  // zeroed: a layout that gives up (a timeout, or a group that a bad routing value has
+  // already failed) writes none of the received counts, and a CAPACITY handle's dispatch or
+  // combine queued behind it before the host saw the failure uses them as row offsets.
+  auto each = [&](size_t count, auto member, bool zeroed) {
+    if (count == 0) return;
+    using Element = std::remove_pointer_t<std::remove_reference_t<decltype(parts_[0].arrays.*member)>>;
+    Element* all = memory_.allocate<Element>(count * parts, "cudaMalloc of the handle's layout");
+    if (zeroed) {
+      check_cuda(cudaMemsetAsync(all, 0, count * parts * sizeof(Element), stream), "zeroing the handle's layout");
+    }
+    for (size_t k = 0; k < parts; ++k) parts_[k].arrays.*member = all + k * count;
+  };
+  using A = kernels::HtHandleArrays;
+  each(n.token_row, &A::token_row, false);
+  each(n.chunk_start, &A::chunk_start, false);
+  each(n.entry_counts, &A::entry_counts, false);
+  each(n.recv_count, &A::recv_count, true);
+  each(n.recv_base, &A::recv_base, true);
+  each(n.source_tokens, &A::source_tokens, true);
+  each(n.expert_counts, &A::expert_counts, true);
+  each(n.send_slot, &A::send_slot, true);
+  each(n.recv_slot, &A::recv_slot, true);
+  each(1, &A::overflow, true);
+  each(n.ring_tokens, &A::ring_tokens, false);
+  // Across nodes: where dispatch forwarded each token, for combine to reduce there.
+  each(n.forwarded_rows, &A::forwarded_rows, false);
+  each(n.forwarded_topk, &A::forwarded_topk, false);
+  each(n.forward_slot, &A::forward_slot, true);
 }
 
 HtHandle::~HtHandle() {
@@ -115,26 +151,27 @@ void HtHandle::allocate_packed(cudaStream_t stream) {
   const size_t R = static_cast<size_t>(topo.nranks), T = c.max_tokens_per_rank, K = c.max_topk;
   const size_t L = c.local_experts(topo.nranks);
   const char* what = "cudaMalloc of the handle's expert-packed layout";
-  arrays_.entry_position = memory_.allocate<int32_t>(T * K, what);
-  arrays_.source_starts = memory_.allocate<int32_t>(R * (L + 1), what);
-  arrays_.expert_base = memory_.allocate<int32_t>(R * L, what);
-  arrays_.expert_offsets = memory_.allocate<int32_t>(L + 1, what);
-  arrays_.entry_rows = memory_.allocate<int32_t>(R * T * K, what);
-  arrays_.entry_weights = memory_.allocate<float>(R * T * K, what);
+  kernels::HtHandleArrays& arrays = parts_.front().arrays;  // packed steps run whole
+  arrays.entry_position = memory_.allocate<int32_t>(T * K, what);
+  arrays.source_starts = memory_.allocate<int32_t>(R * (L + 1), what);
+  arrays.expert_base = memory_.allocate<int32_t>(R * L, what);
+  arrays.expert_offsets = memory_.allocate<int32_t>(L + 1, what);
+  arrays.entry_rows = memory_.allocate<int32_t>(R * T * K, what);
+  arrays.entry_weights = memory_.allocate<float>(R * T * K, what);
   order_.keys_in = memory_.allocate<uint32_t>(T * K, what);
   order_.keys_out = memory_.allocate<uint32_t>(T * K, what);
   order_.values_in = memory_.allocate<int32_t>(T * K, what);
   order_.values_out = memory_.allocate<int32_t>(T * K, what);
   order_.temp_bytes = kernels::ht_entry_order_temp_bytes(static_cast<int>(T * K), static_cast<int>(c.num_experts));
   order_.temp = memory_.allocate<uint8_t>(order_.temp_bytes, what);
-  order_.positions = arrays_.entry_position;
-  order_.topk_idx = arrays_.topk_idx;
+  order_.positions = arrays.entry_position;
+  order_.topk_idx = arrays.topk_idx;
   order_.num_experts = static_cast<int>(c.num_experts);
   order_.local_experts = static_cast<int>(L);
   const char* zeroing = "zeroing the handle's expert-packed layout";
-  check_cuda(cudaMemsetAsync(arrays_.expert_base, 0, R * L * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.source_starts, 0, R * (L + 1) * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays_.expert_offsets, 0, (L + 1) * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays.expert_base, 0, R * L * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays.source_starts, 0, R * (L + 1) * sizeof(int32_t), stream), zeroing);
+  check_cuda(cudaMemsetAsync(arrays.expert_offsets, 0, (L + 1) * sizeof(int32_t), stream), zeroing);
 }
 
 int64_t HtHandle::row_limit() const {
@@ -143,7 +180,7 @@ int64_t HtHandle::row_limit() const {
   return static_cast<int64_t>(own_capacity ? setup_.capacity : window);
 }
 
-kernels::HtCommon HtHandle::common() const {
+kernels::HtCommon HtHandle::common(const Part& part) const {
   const GroupConfig& c = group_.config();
   const int R = group_.topology().nranks;
   kernels::HtCommon k;
@@ -153,7 +190,7 @@ kernels::HtCommon HtHandle::common() const {
   k.geo.rank = group_.rank();
   k.geo.local_experts = static_cast<int>(c.local_experts(R));
   k.geo.num_experts = static_cast<int>(c.num_experts);
-  k.geo.max_tokens = static_cast<int>(c.max_tokens_per_rank);
+  k.geo.max_tokens = static_cast<int>(part_config_.max_tokens_per_rank);  // what the window holds
   k.geo.hidden = static_cast<int>(c.hidden);
   k.geo.topk = topk_;
   k.geo.dispatch_slot =
@@ -162,11 +199,11 @@ kernels::HtCommon HtHandle::common() const {
   k.geo.node_size = group_.topology().node_size;
   k.geo.num_nodes = group_.topology().nodes();
   k.geo.rail_slot = kernels::ht_rail_slot(k.geo.dispatch_slot, static_cast<uint32_t>(k.geo.node_size), c.max_topk);
-  k.handle = arrays_;
+  k.handle = part.arrays;
   k.state = steps_.state();
   k.error = group_.device_error();
   k.timeout_ns = group_.timeout_ns();
-  k.num_tokens = num_tokens_;
+  k.num_tokens = part.num_tokens;
   return k;
 }
 
@@ -174,7 +211,7 @@ kernels::HtChannel HtHandle::channel(EpcRegionKind data, EpcRegionKind signal) c
   kernels::HtChannel ch;
   ch.data_offset = group_.plan().region(data).offset;
   ch.flags_offset = group_.plan().region(signal).offset;
-  ch.acks_offset = ch.flags_offset + ht_acks_offset(group_.config(), group_.topology().nranks);
+  ch.acks_offset = ch.flags_offset + ht_acks_offset(part_config_, group_.topology().nranks);
   return ch;
 }
 
@@ -182,26 +219,35 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
   const int previous_topk = topk_;
   topk_ = topk;
   int tokens = 0;
+  int32_t* routing = parts_.front().arrays.topk_idx;
   try {
-    tokens = copy_routing(group_, topk_idx, topk_, arrays_.topk_idx, stream);
+    tokens = copy_routing(group_, topk_idx, topk_, routing, stream);
   } catch (...) {
     topk_ = previous_topk;  // a failing call changes nothing
     throw;
   }
   num_tokens_ = tokens;
   dispatched_ = false;
+  const int part_tokens = static_cast<int>(part_config_.max_tokens_per_rank);
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    Part& part = parts_[k];
+    part.token_begin = static_cast<int>(k) * part_tokens;
+    part.num_tokens = std::clamp(tokens - part.token_begin, 0, part_tokens);
+    part.arrays.topk_idx = routing + static_cast<size_t>(part.token_begin) * topk_;
+  }
   kernels::HtLayoutParams p;
   std::memset(&p, 0, sizeof p);
-  p.common = common();
   for (uint32_t s = 0; s < kHtLayoutSlots; ++s) p.slot_offset[s] = group_.plan().region(EPC_REGION_LAYOUT, s).offset;
   const GroupConfig& c = group_.config();
   const int R = group_.topology().nranks;
+  const int L = static_cast<int>(c.local_experts(R));
   p.words_offset = ht_layout_words_offset(R);
   p.round2_signals = ht_layout_round2_signals(R);
-  p.round2_words_offset = ht_layout_round2_words_offset(R, static_cast<int>(c.local_experts(R)));
+  p.round2_words_offset = ht_layout_round2_words_offset(R, L);
   p.expert_alignment = packed() ? static_cast<int>(setup_.expert_alignment) : 0;
-  p.row_limit = static_cast<int>(row_limit());
-  p.compact_window = c.recv_capacity_for(R) < c.worst_case_recv(R);
+  // A part's rows always fit its window (check_parts_served: nothing is dropped).
+  p.row_limit = static_cast<int>(parts_.size() > 1 ? part_config_.worst_case_recv(R) : row_limit());
+  p.compact_window = part_config_.recv_capacity_for(R) < part_config_.worst_case_recv(R);
   p.fail_on_overflow = c.overflow == EPC_OVERFLOW_FAIL;
   p.host_record = overflow_->device_record();
   p.sequence = overflow_->next_routing();
@@ -211,10 +257,26 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
     order.entries = tokens * topk_;
     check_cuda(kernels::launch_ht_entry_order(order, stream), "numbering the entries per expert");
   }
-  check_cuda(kernels::launch_ht_layout(p, stream), "launching the high-throughput layout");
+  for (const Part& part : parts_) {
+    p.common = common(part);
+    check_cuda(kernels::launch_ht_layout(p, stream), "launching the high-throughput layout");
+  }
+  const kernels::HtHandleArrays& last = parts_.back().arrays;
+  if (parts_.size() > 1) {
+    const kernels::HtHandleArrays& first = parts_.front().arrays;
+    kernels::HtPartsLayout whole{first.recv_count,
+                                 first.recv_base,
+                                 first.expert_counts,
+                                 static_cast<int>(parts_.size()),
+                                 R,
+                                 L,
+                                 static_cast<int>(parts_[1].arrays.recv_base - first.recv_base),
+                                 static_cast<int>(parts_[1].arrays.recv_count - first.recv_count),
+                                 static_cast<int>(parts_[1].arrays.expert_counts - first.expert_counts)};
+    check_cuda(kernels::launch_ht_parts_layout(whole, stream), "placing the parts' rows of the layout");
+  }
   if (setup_.sizing == EPC_SIZING_CAPACITY) return;
-  const int32_t* rows = packed() ? arrays_.expert_offsets + group_.config().local_experts(group_.topology().nranks)
-                                 : arrays_.recv_base + group_.topology().nranks;
+  const int32_t* rows = packed() ? last.expert_offsets + L : last.recv_base + R;
   check_cuda(cudaMemcpyAsync(received_host_.get(), rows, sizeof(int32_t), cudaMemcpyDeviceToHost, stream),
              "reading the received row count");
   check_cuda(cudaStreamSynchronize(stream), "waiting for the high-throughput layout");
@@ -325,7 +387,7 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
 
   kernels::HtDispatchParams p;
   std::memset(&p, 0, sizeof p);
-  p.common = common();
+  p.common = common(parts_.front());
   p.channel = channel(EPC_REGION_DISPATCH_RECV, EPC_REGION_DISPATCH_SIGNAL);
   p.x = a.x->data;
   p.x_scales = passthrough ? a.x_scales->data : nullptr;
@@ -370,8 +432,24 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     steps_.set_pending_owner(/*dispatch=*/true, id_);
     return;
   }
-  check_cuda(kernels::launch_ht_dispatch(p, blocks, stream), "launching the high-throughput dispatch");
-  copy_counts_to_host(counts, arrays_.expert_counts, L, stream);
+  // Part by part (one where steps run whole): its tokens, its layout; the counts are the
+  // whole step's, which the last part's layout holds (kernels::launch_ht_parts_layout).
+  for (const Part& part : parts_) {
+    kernels::HtDispatchParams q = p;
+    q.common = common(part);
+    q.common.send_warps = p.common.send_warps;
+    q.common.forward_warps = p.common.forward_warps;
+    q.x = static_cast<const char*>(p.x) + part.token_begin * bytes.row;
+    if (p.x_scales != nullptr) q.x_scales = static_cast<const char*>(p.x_scales) + part.token_begin * bytes.scales;
+    if (p.weights != nullptr) q.weights = p.weights + static_cast<int64_t>(part.token_begin) * K;
+    if (&part != &parts_.back()) {
+      q.out_expert_counts = nullptr;
+      q.acc_expert_counts = nullptr;
+      q.out_num_recv = nullptr;
+    }
+    check_cuda(kernels::launch_ht_dispatch(q, blocks, stream), "launching the high-throughput dispatch");
+  }
+  copy_counts_to_host(counts, parts_.back().arrays.expert_counts, L, stream);
   dispatched_ = true;
   dispatched_weights_ = a.topk_weights != nullptr;
   overflow_->dispatched();
@@ -444,7 +522,7 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
 
   kernels::HtCombineParams p;
   std::memset(&p, 0, sizeof p);
-  p.common = common();
+  p.common = common(parts_.front());
   p.channel = channel(EPC_REGION_COMBINE_RECV, EPC_REGION_COMBINE_SIGNAL);
   p.x = static_cast<const uint16_t*>(a.x->data);
   p.weights = backward ? static_cast<const float*>(a.topk_weights->data) : nullptr;
@@ -479,7 +557,18 @@ void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
     steps_.set_pending_owner(/*dispatch=*/false, id_);
     return;
   }
-  check_cuda(kernels::launch_ht_combine(p, blocks, stream), "launching the high-throughput combine");
+  // Part by part (one where steps run whole), each summing its tokens' rows into its rows of out.
+  const int64_t out_row_bytes = H * static_cast<int64_t>(dtype_size(a.out->dtype));
+  for (const Part& part : parts_) {
+    kernels::HtCombineParams q = p;
+    q.common = common(part);
+    q.common.send_warps = p.common.send_warps;
+    q.common.forward_warps = p.common.forward_warps;
+    q.out = static_cast<char*>(p.out) + part.token_begin * out_row_bytes;
+    if (p.out_weights != nullptr) q.out_weights = p.out_weights + static_cast<int64_t>(part.token_begin) * K;
+    if (p.home_weights != nullptr) q.home_weights = p.home_weights + static_cast<int64_t>(part.token_begin) * K;
+    check_cuda(kernels::launch_ht_combine(q, blocks, stream), "launching the high-throughput combine");
+  }
 }
 
 void HtHandle::complete(cudaStream_t stream) {
@@ -496,8 +585,8 @@ void HtHandle::complete(cudaStream_t stream) {
   if (dispatch) {
     check_cuda(kernels::launch_ht_dispatch(pending_dispatch_, blocks, stream, kernels::HtHalves::kReceive),
                "launching the high-throughput dispatch receive");
-    copy_counts_to_host(pending_counts_, arrays_.expert_counts, group_.config().local_experts(group_.topology().nranks),
-                        stream);
+    copy_counts_to_host(pending_counts_, parts_.back().arrays.expert_counts,
+                        group_.config().local_experts(group_.topology().nranks), stream);
     dispatched_ = true;
     dispatched_weights_ = pending_weights_;
   } else {

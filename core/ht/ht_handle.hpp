@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/count_outputs.hpp"
 #include "core/device_memory.hpp"
@@ -60,7 +61,19 @@ class HtHandle {
   // The rows this rank keeps of a step (kernels/wire/ht_capacity.hpp): FLAT with CAPACITY
   // sizing, its capacity; else the tokens the group's window holds.
   int64_t row_limit() const;
-  kernels::HtCommon common() const;
+  // One part of the handle's steps (core/ht/ht_parts.hpp; one where steps run whole): its
+  // tokens, and its layout, rows numbered from 0 by its layout kernel and then placed behind
+  // the parts before it (kernels::launch_ht_parts_layout).
+  struct Part {
+    kernels::HtHandleArrays arrays{};
+    int token_begin = 0;
+    int num_tokens = 0;
+  };
+  kernels::HtCommon common(const Part& part) const;
+  // Allocates every part's layout arrays, each array of every part in one allocation.
+  void allocate_parts(cudaStream_t stream);
+  // Throws EPC_ERR_UNSUPPORTED for a handle whose steps cannot run in `parts` parts.
+  void check_parts_served(uint32_t parts) const;
   // The window areas of one direction: its slots, and its signal region (flags, then acks).
   kernels::HtChannel channel(EpcRegionKind data, EpcRegionKind signal) const;
 
@@ -85,8 +98,9 @@ class HtHandle {
   // the copy is asynchronous and the one host wait is the stream synchronisation (a copy into
   // pageable memory waits for the stream inside the copy).
   PinnedHost<int32_t> received_host_;
-  DeviceAllocations memory_;  // every array of arrays_
-  kernels::HtHandleArrays arrays_{};
+  DeviceAllocations memory_;  // every array of every part
+  GroupConfig part_config_;   // the group's, with a part's tokens (ht_part_config)
+  std::vector<Part> parts_;
 
   // The send-only step waiting for epc_complete: its parameters, as the receiving launch
   // takes them, and what dispatch does after it.

@@ -2,34 +2,16 @@
 #include "core/ht/ht_rings.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 
+#include "core/env_count.hpp"
 #include "core/error.hpp"
 
 namespace epc {
 
-namespace {
-
-// The variable's value, `fallback` where it is unset or empty.
-uint32_t read_count(const char* name, uint32_t fallback, uint32_t most) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  if (errno != 0 || *end != '\0' || text[0] < '0' || text[0] > '9' || value > most) {
-    fail_argument(format("the environment variable %s is '%s'; it must be a number from 0 to %u", name, text, most));
-  }
-  return static_cast<uint32_t>(value);
-}
-
-}  // namespace
-
 RingRequest ht_rings_from_environment() {
   RingRequest r;
-  r.slots = read_count("EPCOMM_HT_RING_SLOTS", 0, kMaxRingSlots);
-  r.channels = read_count("EPCOMM_HT_RING_CHANNELS", 0, kMaxRingChannels);
+  r.slots = env_count("EPCOMM_HT_RING_SLOTS", 0, kMaxRingSlots);
+  r.channels = env_count("EPCOMM_HT_RING_CHANNELS", 0, kMaxRingChannels);
   return r;
 }
 

@@ -173,6 +173,21 @@ struct HtLayoutParams {
   uint64_t sequence;              // the routing's number, into host_record
 };
 
+// A handle whose steps run in parts (core/ht/ht_parts.hpp), after every part's layout: each
+// part's arrays lie one part's stride after the last one's, each part numbered its rows from
+// 0 (kernels/ht/ht_parts.cu moves them behind the parts before).
+struct HtPartsLayout {
+  int32_t* recv_count;     // [parts][R]: rows each source sent in the part
+  int32_t* recv_base;      // [parts][R + 1]: in, the part's own; out, the whole step's
+  int32_t* expert_counts;  // [parts][L]: the last part's become the whole step's
+  int parts;
+  int nranks;
+  int local_experts;
+  int recv_base_stride;      // R + 1 rounded as the handle allocates
+  int recv_count_stride;     // R, the same
+  int expert_counts_stride;  // L, the same
+};
+
 // The sort that numbers an EXPERT_PACKED handle's entries per expert (ht_entry_order.cu).
 struct HtEntryOrder {
   const int32_t* topk_idx;  // [entries]

@@ -21,6 +21,7 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/ht/ht_parts.hpp"
 #include "core/ht/ht_rings.hpp"
 #include "core/planner.hpp"
 #include "core/topology.hpp"
@@ -323,6 +324,15 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     }
     FUZZ_CHECK(plan.workspace_bytes == 256);
   } else {
+    // Steps across nodes run in parts of P tokens per rank (core/ht/ht_parts.hpp), the
+    // window holding one part: only across nodes, only at the worst case's recv_capacity.
+    const uint64_t P = plan.ht_part_tokens;
+    FUZZ_CHECK(P >= 1 && P <= T);
+    FUZZ_CHECK(P == T || (nodes.nodes() > 1 && c.recv_capacity == 0));
+    const epc::GroupConfig part = epc::ht_part_config(c, plan.ht_part_tokens);
+    FUZZ_CHECK(part.max_tokens_per_rank == P);
+    FUZZ_CHECK(uint64_t{epc::ht_parts(c, plan.ht_part_tokens)} * P >= T);
+    const uint64_t window_rows = P == T ? plan.recv_capacity : mul(R, P);
     const size_t rail = nodes.nodes() > 1 ? 2 : 0;  // rail_recv, rail_signal
     FUZZ_CHECK(plan.num_slots == 1 && plan.regions.size() == 7 + rail + staging);
     if (rail > 0) {
@@ -334,9 +344,9 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
                  places >= slot.rows_offset + 4 * static_cast<uint64_t>(nodes.node_size) &&
                  slot.bytes >= places + 4 * static_cast<uint64_t>(c.max_topk));
       const uint64_t M = static_cast<uint64_t>(nodes.nodes());
-      FUZZ_CHECK(plan.region(EPC_REGION_RAIL_RECV).size >= mul(mul(M, T), slot.bytes));
+      FUZZ_CHECK(plan.region(EPC_REGION_RAIL_RECV).size >= mul(mul(M, P), slot.bytes));
       FUZZ_CHECK(plan.region(EPC_REGION_RAIL_SIGNAL).size >=
-                 mul(mul(M, static_cast<uint64_t>(epc::kernels::ht_chunks(static_cast<int>(T)))), 8));
+                 mul(mul(M, static_cast<uint64_t>(epc::kernels::ht_chunks(static_cast<int>(P)))), 8));
     }
     const auto dispatch =
         epc::kernels::ht_dispatch_slot(c.hidden, c.dtype == EPC_DTYPE_FP8_E4M3 ? 1 : 2, c.max_topk, c.token_bytes);
@@ -362,10 +372,10 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
       FUZZ_CHECK(epc::ht_layout_words_offset(t.nranks) >= mul(R, 8));
       FUZZ_CHECK(plan.region(EPC_REGION_LAYOUT, s).size >= add(epc::ht_layout_words_offset(t.nranks), words));
     }
-    const uint64_t chunks = static_cast<uint64_t>(epc::kernels::ht_chunks(static_cast<int>(T)));
-    FUZZ_CHECK(chunks * epc::kernels::kHtChunkTokens >= T);
-    FUZZ_CHECK(epc::ht_acks_offset(c, t.nranks) == mul(mul(R, chunks), 8));
-    FUZZ_CHECK(epc::ht_signal_bytes(c, t.nranks) == add(epc::ht_acks_offset(c, t.nranks), mul(R, 8)));
+    const uint64_t chunks = static_cast<uint64_t>(epc::kernels::ht_chunks(static_cast<int>(P)));
+    FUZZ_CHECK(chunks * epc::kernels::kHtChunkTokens >= P);
+    FUZZ_CHECK(epc::ht_acks_offset(part, t.nranks) == mul(mul(R, chunks), 8));
+    FUZZ_CHECK(epc::ht_signal_bytes(part, t.nranks) == add(epc::ht_acks_offset(part, t.nranks), mul(R, 8)));
     const epc::kernels::HtRingArea& dispatch_rings = plan.ht_dispatch_rings;
     const epc::kernels::HtRingArea& combine_rings = plan.ht_combine_rings;
     FUZZ_CHECK((dispatch_rings.capacity > 0) == (combine_rings.capacity > 0));
@@ -373,16 +383,17 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
       check_rings(dispatch_rings, plan.region(EPC_REGION_DISPATCH_RECV), nodes, dispatch.bytes);
       check_rings(combine_rings, plan.region(EPC_REGION_COMBINE_RECV), nodes, combine.bytes);
     } else {
-      // recv_capacity slots: [R][T] at R * T, compact below (kernels/wire/ht_capacity.hpp).
+      // recv_capacity slots: [R][T] at R * T, compact below (kernels/wire/ht_capacity.hpp);
+      // [R][P] in parts.
       const epc::Region& window = plan.region(EPC_REGION_DISPATCH_RECV);
-      FUZZ_CHECK(window.size >= mul(plan.recv_capacity, dispatch.bytes));
-      FUZZ_CHECK(window.size - mul(plan.recv_capacity, dispatch.bytes) < epc::kRegionAlignment);
+      FUZZ_CHECK(window.size >= mul(window_rows, dispatch.bytes));
+      FUZZ_CHECK(window.size - mul(window_rows, dispatch.bytes) < epc::kRegionAlignment);
       // One slot per (token, top-k entry) with EPC_GROUP_COMBINE_PER_ENTRY, any split.
       FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV).size >=
-                 mul(mul(mul(R, T), c.combine_slots_per_token()), combine.bytes));
+                 mul(mul(mul(R, P), c.combine_slots_per_token()), combine.bytes));
     }
-    FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
-    FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL).size >= epc::ht_signal_bytes(c, t.nranks));
+    FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL).size >= epc::ht_signal_bytes(part, t.nranks));
+    FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL).size >= epc::ht_signal_bytes(part, t.nranks));
     FUZZ_CHECK(plan.workspace_bytes == 256);
   }
 }

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -17,6 +16,7 @@
 
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/harness/scoped_env.hpp"
 #include "tests/reference/reference.hpp"
 
 namespace epc::gputest::ht {
@@ -26,16 +26,12 @@ namespace {
 // creation); unsets them after.
 class ForcedRings {
  public:
-  ForcedRings(int slots, int channels) {
-    setenv("EPCOMM_HT_RING_SLOTS", std::to_string(slots).c_str(), 1);
-    setenv("EPCOMM_HT_RING_CHANNELS", std::to_string(channels).c_str(), 1);
-  }
-  ~ForcedRings() {
-    unsetenv("EPCOMM_HT_RING_SLOTS");
-    unsetenv("EPCOMM_HT_RING_CHANNELS");
-  }
-  ForcedRings(const ForcedRings&) = delete;
-  ForcedRings& operator=(const ForcedRings&) = delete;
+  ForcedRings(int slots, int channels)
+      : slots_("EPCOMM_HT_RING_SLOTS", std::to_string(slots).c_str()),
+        channels_("EPCOMM_HT_RING_CHANNELS", std::to_string(channels).c_str()) {}
+
+ private:
+  test::ScopedEnv slots_, channels_;
 };
 
 ::testing::AssertionResult create_ring_group(const HtShape& shape, int slots, int channels, GroupPtr& out,

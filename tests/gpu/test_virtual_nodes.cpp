@@ -14,6 +14,7 @@
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/harness/scoped_env.hpp"
 #include "tests/reference/reference.hpp"
 
 namespace epc::gputest {
@@ -191,6 +192,135 @@ TEST(VirtualNodes, CombineBeforeDispatchIsRefused) {
     EXPECT_TRUE(buffers.check(step, s, std::string("combine after dispatch, ") + when));
     ASSERT_TRUE(ht::update_handle(handle.get(), buffers, s));
   }
+}
+
+// HT steps in parts (core/ht/ht_parts.hpp; EPCOMM_HT_PART_TOKENS, read at group creation):
+// parts of 96 and of 7 tokens on T = 256 (three parts, the last of 64; 37 parts, the last of
+// 4), every part its own step on its own layout, must give the whole step's rows and sums bit
+// for bit: the skewed routing above (one rank without tokens), forward then backward, on
+// EXACT and CAPACITY handles, on every split of the world into nodes.
+TEST(VirtualNodes, HighThroughputStepsInPartsMatchTheReference) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const ht::HtShape shape = world_shape(16, 2048, 256, 8);
+  for (const char* part_tokens : {"96", "7"}) {
+    for (int node_size : sizes) {
+      GroupPtr group;
+      {
+        const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", part_tokens);
+        ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group));
+      }
+      ht::ProblemSpec spec = ht::random_spec(8, 0);
+      spec.hot_expert_share = 0.3;
+      spec.hot_expert = 2;
+      spec.empty_rank = context().env.world_size - 1;
+      spec.seed = 48000 + node_size;
+      ref::Problem p = ht::make_problem(shape, spec);
+      std::vector<ht::HtStep> steps;
+      steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), false, node_size));
+      ht::replace_payload(p, spec.seed + 2);
+      steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), false, node_size));
+      ht::CallOptions backward = ht::payload_only();
+      backward.backward_weights = true;
+      const std::string label =
+          "high throughput in parts of " + std::string(part_tokens) + " tokens, " + nodes_label(node_size);
+      for (EpcSizing sizing : {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY}) {
+        ht::run_steps(group.get(), shape, steps, sizing, {ht::CallOptions{}, backward}, label);
+      }
+    }
+  }
+}
+
+// Steps in parts inside captured graphs: a CAPACITY handle's update, dispatch and combine
+// captured once and replayed with new routing and payloads, another handle stepping eagerly
+// between the replays on the same window, then an eager step on the first.
+TEST(VirtualNodes, HighThroughputPartsInGraphReplaysAndInterleavedHandles) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const ht::HtShape shape = world_shape(16, 2048, 256, 8);
+  const int node_size = sizes.front();
+  GroupPtr group;
+  {
+    const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "64");
+    ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group));
+  }
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  ht::CallOptions options;
+  options.backward_weights = true;
+  ht::HtBuffers buffers, other_buffers;
+  ASSERT_TRUE(buffers.allocate(shape, 8));
+  ASSERT_TRUE(other_buffers.allocate(shape, 8));
+  auto step_for = [&](int s) {
+    ht::ProblemSpec spec = ht::random_spec(8, 49000 + 10 * static_cast<uint64_t>(s));
+    spec.random_token_counts = false;  // B is part of the graph
+    spec.tokens = 200;                 // four parts, the last of 8 tokens
+    return ht::make_step(ht::make_problem(shape, spec), spec.seed + 1, my_rank(), false, node_size);
+  };
+  const ht::HtStep warmup = step_for(0);
+  ASSERT_TRUE(buffers.upload(warmup, options, stream.get()));
+  HandlePtr handle, other;
+  ASSERT_TRUE(ht::create_handle(group.get(), buffers, EPC_SIZING_CAPACITY, stream.get(), handle));
+  ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), buffers, stream.get()));
+  buffers.check(warmup, stream.get(), "eager warm-up before capture");
+  GraphExecPtr exec;
+  ASSERT_TRUE(capture_on_every_rank(
+      stream.get(),
+      [&] {
+        ::testing::AssertionResult r = ht::update_handle(handle.get(), buffers, stream.get());
+        if (r) r = ht::dispatch_and_combine(handle.get(), buffers, stream.get());
+        return r;
+      },
+      exec));
+  ht::ProblemSpec other_spec = ht::random_spec(8, 49500);
+  const ht::HtStep other_step =
+      ht::make_step(ht::make_problem(shape, other_spec), other_spec.seed + 1, my_rank(), false, node_size);
+  ASSERT_TRUE(other_buffers.upload(other_step, options, stream.get()));
+  ASSERT_TRUE(ht::create_handle(group.get(), other_buffers, EPC_SIZING_EXACT, stream.get(), other));
+  for (int s = 1; s <= 3; ++s) {
+    const ht::HtStep step = step_for(s);
+    ASSERT_TRUE(buffers.upload(step, options, stream.get()));
+    ASSERT_TRUE(cuda_ok(cudaGraphLaunch(exec.get(), stream.get()), "cudaGraphLaunch"));
+    buffers.check(step, stream.get(), "graph replay " + std::to_string(s));
+    ASSERT_TRUE(ht::dispatch_and_combine(other.get(), other_buffers, stream.get()));
+    other_buffers.check(other_step, stream.get(), "the other handle after replay " + std::to_string(s));
+  }
+  const ht::HtStep after = step_for(4);
+  ASSERT_TRUE(buffers.upload(after, options, stream.get()));
+  ASSERT_TRUE(ht::update_handle(handle.get(), buffers, stream.get()));
+  ASSERT_TRUE(ht::dispatch_and_combine(handle.get(), buffers, stream.get()));
+  buffers.check(after, stream.get(), "eager step after the graph replays");
+}
+
+// What steps in parts cannot serve is refused when the handle is created, naming the
+// variable that turns parts off: EXPERT_PACKED (its zones' starts need the whole step) and a
+// FLAT capacity below recv_capacity (rows would drop part by part). Nothing is queued.
+TEST(VirtualNodes, HandlesThatPartsCannotServeAreRefused) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const ht::HtShape shape = world_shape(16, 2048, 256, 8);
+  GroupPtr group;
+  {
+    const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "100");
+    ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, sizes.back(), group));
+  }
+  Stream stream;
+  ASSERT_TRUE(stream.status());
+  EpcHandleConfig packed = handle_config(EPC_SIZING_CAPACITY);
+  packed.layout = EPC_LAYOUT_EXPERT_PACKED;
+  packed.expert_alignment = 1;
+  EpcHandleConfig small = handle_config(EPC_SIZING_CAPACITY);
+  small.capacity = static_cast<uint64_t>(shape.max_rows()) / 2;
+  for (const EpcHandleConfig& config : {packed, small}) {
+    EpcHandle* handle = nullptr;
+    EXPECT_EQ(epc_handle_create(group.get(), &config, nullptr, stream.get(), &handle), EPC_ERR_UNSUPPORTED);
+    EXPECT_EQ(handle, nullptr);
+    EXPECT_NE(last_error().find("EPCOMM_HT_PART_TOKENS"), std::string::npos) << last_error();
+  }
+  // The group stays usable: a FLAT handle of the default capacity steps.
+  const ht::HtStep step =
+      ht::make_step(ht::make_problem(shape, ht::random_spec(8, 49900)), 49901, my_rank(), false, sizes.back());
+  ht::run_steps(group.get(), shape, {step}, EPC_SIZING_CAPACITY, {ht::CallOptions{}}, "after the refusals");
 }
 
 // A node size that does not divide the NVLink team is refused on every rank before any

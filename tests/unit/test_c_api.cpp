@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "epcomm/epcomm.h"
+#include "tests/harness/scoped_env.hpp"
 
 namespace {
 
@@ -303,7 +304,10 @@ TEST(CApi, RecvCapacityIsCheckedAgainstTheRankCount) {
   }
 }
 
+// Across nodes with whole steps (EPCOMM_HT_PART_TOKENS=0): by default a window of the whole
+// step's capacity holds a part of a step (PlanQueryReportsStepsInParts).
 TEST(CApi, HighThroughputCapacityShrinksTheDispatchWindowOnAndAcrossNodes) {
+  const epc::test::ScopedEnv whole_steps("EPCOMM_HT_PART_TOKENS", "0");
   const uint64_t full = kRanks * kHtTokens;
   EpcGroupConfig c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
   // One node, then across nodes (here virtual ones, since 2.1): the same shrinking.
@@ -358,11 +362,34 @@ TEST(CApi, OverflowPendingStepsAndFlags) {
   expect_plan_rejected(c, kRanks, {"unknown flag 0x80000000", EPC_ERR_INVALID_ARGUMENT, {"EpcGroupConfig", "flags"}});
 }
 
+// Across nodes (virtual ones here) in parts of 512 tokens per rank (EPCOMM_HT_PART_TOKENS,
+// core/ht/ht_parts.hpp), the window holds a part of a step: its slots and staging are those of
+// 512 tokens, whatever max_tokens_per_rank; a recv_capacity below the worst case keeps whole
+// steps.
+TEST(CApi, PlanQueryReportsStepsInParts) {
+  const epc::test::ScopedEnv part_tokens("EPCOMM_HT_PART_TOKENS", "512");
+  constexpr uint64_t kPart = 512;
+  EpcGroupConfig c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
+  c.virtual_node_size = kRanks / 2;
+  const EpcPlan parts = plan_of(c);
+  EXPECT_EQ(find_region(parts, EPC_REGION_DISPATCH_RECV).size, kRanks * kPart * parts.message_bytes);
+  EXPECT_EQ(parts.recv_capacity, kRanks * kHtTokens);  // the handles' rows: whole steps'
+  c.max_tokens_per_rank = 4 * kHtTokens;
+  EXPECT_EQ(plan_of(c).symmetric_bytes, parts.symmetric_bytes);
+  c.max_tokens_per_rank = kHtTokens;
+  c.recv_capacity = kRanks * kHtTokens - 1;
+  const uint64_t compact = (kRanks * kHtTokens - 1) * parts.message_bytes;
+  EXPECT_EQ(find_region(plan_of(c), EPC_REGION_DISPATCH_RECV).size, (compact + 255) / 256 * 256);
+}
+
 // HT groups with EPC_GROUP_COMBINE_PER_ENTRY: the plan reports the per-entry combine window,
 // [R][T * max_topk] slots of a bf16 row and max_topk fp32 weights (default max_topk 8), on one
 // node and across virtual nodes, where each rank also stages the entry rows it forwards to
-// its rail peer in every other node (T * max_topk slots per other node, beside T partials).
+// its rail peer in every other node (T * max_topk slots per other node, beside T partials);
+// across nodes T is a part's tokens, 512 here (PlanQueryReportsStepsInParts).
 TEST(CApi, PlanQueryReportsThePerEntryCombineWindow) {
+  const epc::test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "512");
+  constexpr uint64_t kPart = 512;
   EpcGroupConfig c = valid_config(EPC_MODE_HIGH_THROUGHPUT);
   const EpcPlan per_rank = plan_of(c);
   c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
@@ -379,12 +406,12 @@ TEST(CApi, PlanQueryReportsThePerEntryCombineWindow) {
     c.flags = 0;
     const EpcPlan split_per_rank = plan_of(c);
     c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
-    EXPECT_EQ(combine_recv(split), kRanks * kHtTokens * 8 * slot) << node_size;
+    EXPECT_EQ(combine_recv(split), kRanks * kPart * 8 * slot) << node_size;
     auto staging = [](const EpcPlan& p) { return find_region(p, EPC_REGION_NET_STAGING).size; };
     const uint64_t grown = staging(split) - staging(split_per_rank);
     // max_topk more slots per token for each other node, up to the region's rounding.
-    EXPECT_LE(grown, other_nodes * 8 * kHtTokens * slot + 256) << node_size;
-    EXPECT_GE(grown + 256, other_nodes * 8 * kHtTokens * slot) << node_size;
+    EXPECT_LE(grown, other_nodes * 8 * kPart * slot + 256) << node_size;
+    EXPECT_GE(grown + 256, other_nodes * 8 * kPart * slot) << node_size;
   }
 }
 

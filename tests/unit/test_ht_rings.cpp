@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <set>
 #include <string>
@@ -17,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/ht/ht_rings.hpp"
 #include "core/planner.hpp"
+#include "tests/harness/scoped_env.hpp"
 #include "tests/unit/group_config.hpp"
 
 namespace {
@@ -26,23 +26,11 @@ using epc::test::group_config;
 // The two variables, set for the object's lifetime (an empty value unsets one).
 class Environment {
  public:
-  Environment(const char* slots, const char* channels) {
-    set("EPCOMM_HT_RING_SLOTS", slots);
-    set("EPCOMM_HT_RING_CHANNELS", channels);
-  }
-  ~Environment() {
-    unsetenv("EPCOMM_HT_RING_SLOTS");
-    unsetenv("EPCOMM_HT_RING_CHANNELS");
-  }
+  Environment(const char* slots, const char* channels)
+      : slots_("EPCOMM_HT_RING_SLOTS", slots), channels_("EPCOMM_HT_RING_CHANNELS", channels) {}
 
  private:
-  static void set(const char* name, const char* value) {
-    if (*value == '\0') {
-      unsetenv(name);
-    } else {
-      setenv(name, value, 1);
-    }
-  }
+  epc::test::ScopedEnv slots_, channels_;
 };
 
 // The status and message `call` fails with: EPC_OK and "" when it returns.

@@ -6,9 +6,11 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/ht/ht_parts.hpp"
 #include "core/plan.hpp"
 #include "core/planner.hpp"
 #include "kernels/wire/ll_message.hpp"
+#include "tests/harness/scoped_env.hpp"
 #include "tests/unit/group_config.hpp"
 
 namespace {
@@ -183,8 +185,10 @@ TEST(Planner, HighThroughputPrefillLayoutByHand) {
 }
 
 // 8 ranks in 2 nodes of 4 (real, then virtual), the same shape (L = 32): the window of R * T
-// and, since 2.1, of a quarter of it, across nodes as on one node.
+// and, since 2.1, of a quarter of it, across nodes as on one node, with whole steps
+// (EPCOMM_HT_PART_TOKENS=0; HighThroughputPartsAcrossNodesByHand has the default's parts).
 TEST(Planner, HighThroughputCapacityAcrossNodesByHand) {
+  const epc::test::ScopedEnv whole_steps("EPCOMM_HT_PART_TOKENS", "0");
   auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
   // control 8 * 8 -> 256; layout[s]: 2 * 8 signals * 8 = 128, 8 * (2 + 32 + 1 + 8) words * 4
   // = 1376, round two's 8 * 32 words * 4 = 1024: 2528 -> 2560, twice: 5376.
@@ -237,6 +241,102 @@ TEST(Planner, HighThroughputCapacityAcrossNodesByHand) {
   }
 }
 
+// The same 8 ranks in 2 nodes of 4 with steps in parts of 512 tokens per rank
+// (EPCOMM_HT_PART_TOKENS=512, core/ht/ht_parts.hpp): the window holds one part. dispatch_recv 8 *
+// 512 * 14624 = 59899904; dispatch_signal 8 * 256 chunk flags * 8 + 8 acks * 8 = 16448 ->
+// 16640; combine_recv 8 * 512 * 14368 = 58851328; rail_recv 2 * 512 * 14672 = 15024128;
+// rail_signal 2 * 256 * 8 = 4096. net_staging: 4 * 720 for the other node's ranks (as with
+// whole steps), and for the other node 512 * 14672 rail slots, 256 * 8 of their flags, 512 *
+// 14368 partials, 256 * 8 of theirs: 14872576; 14875456 -> 14875648. A quarter of R * T
+// (recv_capacity 8192) keeps whole steps: the caller sized a compact window.
+TEST(Planner, HighThroughputPartsAcrossNodesByHand) {
+  const epc::test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "512");
+  auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
+  for (uint32_t virtual_node_size : {0u, 4u}) {
+    c.virtual_node_size = virtual_node_size;
+    const epc::Topology t = virtual_node_size == 0 ? epc::Topology{8, 4, 2} : epc::Topology{8, 8, 1};
+    c.recv_capacity = 0;
+    const epc::Plan p = epc::make_plan(c, t);
+    EXPECT_EQ(p.ht_part_tokens, 512u);
+    EXPECT_EQ(p.recv_capacity, 8u * 4096u);  // the handles' rows: the whole step's
+    EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).offset, 5376u);
+    EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV).size, 59899904u);
+    EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL).size, 16640u);
+    EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV).size, 58851328u);
+    EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL).size, 16640u);
+    EXPECT_EQ(p.region(EPC_REGION_RAIL_RECV).size, 15024128u);
+    EXPECT_EQ(p.region(EPC_REGION_RAIL_SIGNAL).size, 4096u);
+    EXPECT_EQ(p.region(EPC_REGION_NET_STAGING).size, 14875648u);
+    // 5376 + 59899904 + 16640 + 58851328 + 16640 + 15024128 + 4096 + 14875648 = 148693760
+    // -> 36303 * 4096.
+    EXPECT_EQ(p.symmetric_bytes, 148697088u);
+    // The handle: the routing once (4096 * 8 int32), and per part (8) token_row 512 * 8,
+    // chunk_start 257 * 8, entry counts 256, recv_count 8, recv_base 9, send_slot, recv_slot,
+    // source_tokens 8 each, expert counts 32, forwarded_rows 2 * 512 * 4, forwarded_topk 2 *
+    // 512 * 8, forward_slot 2 * 4: 18777 int32 and the 16-byte overflow state, 75124 bytes.
+    EXPECT_EQ(p.handle_bytes, 4096u * 8u * 4u + 8u * 75124u);
+    c.recv_capacity = 8192;
+    const epc::Plan quarter = epc::make_plan(c, t);
+    EXPECT_EQ(quarter.ht_part_tokens, 4096u);
+    EXPECT_EQ(quarter.symmetric_bytes, 830091264u);  // as with whole steps
+  }
+  // A part of 1000 tokens: five parts, the last of 96; and parts never beyond the step.
+  const epc::test::ScopedEnv thousand("EPCOMM_HT_PART_TOKENS", "1000");
+  c.virtual_node_size = 0;
+  c.recv_capacity = 0;
+  EXPECT_EQ(epc::make_plan(c, {8, 4, 2}).ht_part_tokens, 1000u);
+  EXPECT_EQ(epc::ht_parts(c, 1000), 5u);
+  c.max_tokens_per_rank = 600;
+  EXPECT_EQ(epc::make_plan(c, {8, 4, 2}).ht_part_tokens, 600u);
+  EXPECT_EQ(epc::ht_parts(c, 600), 1u);
+  // One node, and low latency, never run in parts.
+  c.max_tokens_per_rank = 4096;
+  EXPECT_EQ(epc::make_plan(c, {8, 8, 1}).ht_part_tokens, 4096u);
+  EXPECT_EQ(epc::make_plan(group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8), {8, 4, 2}).ht_part_tokens, 0u);
+}
+
+// By default the part is the largest multiple of 32 tokens whose window fits kHtWindowBudget
+// (640 MiB), and steps run whole where the whole step's window fits it: 8 ranks in 2 nodes of
+// 4, hidden 7168, plan 1134 MiB for whole steps of 4096 tokens, and fit at 1024 tokens.
+TEST(Planner, PartsFitTheWindowBudget) {
+  const epc::test::ScopedEnv unset("EPCOMM_HT_PART_TOKENS", "");
+  auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
+  const epc::Plan p = epc::make_plan(c, {8, 4, 2});
+  EXPECT_LT(p.ht_part_tokens, 4096u);
+  EXPECT_EQ(p.ht_part_tokens % epc::kHtPartGranule, 0u);
+  EXPECT_LE(p.symmetric_bytes, epc::kHtWindowBudget);
+  // One granule more would not fit.
+  const std::string more = std::to_string(p.ht_part_tokens + epc::kHtPartGranule);
+  {
+    const epc::test::ScopedEnv forced("EPCOMM_HT_PART_TOKENS", more.c_str());
+    EXPECT_GT(epc::make_plan(c, {8, 4, 2}).symmetric_bytes, epc::kHtWindowBudget);
+  }
+  // Four times the tokens: the same part, the same window.
+  c.max_tokens_per_rank = 16384;
+  EXPECT_EQ(epc::make_plan(c, {8, 4, 2}).ht_part_tokens, p.ht_part_tokens);
+  EXPECT_EQ(epc::make_plan(c, {8, 4, 2}).symmetric_bytes, p.symmetric_bytes);
+  // A step whose window fits runs whole.
+  c.max_tokens_per_rank = 1024;
+  const epc::Plan whole = epc::make_plan(c, {8, 4, 2});
+  EXPECT_EQ(whole.ht_part_tokens, 1024u);
+  EXPECT_LE(whole.symmetric_bytes, epc::kHtWindowBudget);
+}
+
+// A value of EPCOMM_HT_PART_TOKENS that is not a count in range names the variable.
+TEST(Planner, PartTokensFromTheEnvironment) {
+  auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
+  for (const char* bad : {"-1", "abc", "65537", "12x"}) {
+    const epc::test::ScopedEnv env("EPCOMM_HT_PART_TOKENS", bad);
+    try {
+      (void)epc::make_plan(c, {8, 4, 2});
+      ADD_FAILURE() << bad;
+    } catch (const epc::Error& e) {
+      EXPECT_EQ(e.status(), EPC_ERR_INVALID_ARGUMENT) << bad;
+      EXPECT_NE(std::string(e.what()).find("EPCOMM_HT_PART_TOKENS"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // EPC_GROUP_COMBINE_PER_ENTRY: the combine window holds a slot per (token, top-k entry) of
 // every source, [R][T * max_topk], for EPC_WEIGHTING_HOME; the rest of the layout is the one
 // above. Served on high-throughput groups of one node or several.
@@ -265,19 +365,22 @@ TEST(Planner, PerEntryCombineWindowHoldsASlotPerEntry) {
   raw.max_topk = 2;
   EXPECT_EQ(epc::make_plan(epc::resolve_config(&raw), {4, 4, 1}).region(EPC_REGION_COMBINE_RECV).size,
             4u * 4096u * 2u * (14336u + 16u));
-  // Across nodes, virtual ones included: the same window, and each rank stages the entry
-  // rows it forwards to its rail peer in the other node, 4096 * 8 slots of 14368 bytes
-  // (470810624), beside its 4096 partials (kHtCombineEntries, core/staging_plan.cpp).
+  // Across nodes, virtual ones included, in parts of 512 tokens: the window of a part (a
+  // slot per entry: 4 * 512 * 8 * 14368 = 235405312), and each rank stages the entry rows it
+  // forwards to its rail peer in the other node, 512 * 8 slots of 14368 bytes (58851328),
+  // beside its 512 partials (kHtCombineEntries, core/staging_plan.cpp).
+  const epc::test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "512");
   raw.max_topk = 8;
   raw.virtual_node_size = 2;
   const epc::Plan split = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
-  EXPECT_EQ(split.region(EPC_REGION_COMBINE_RECV).size, 1883242496u);
+  EXPECT_EQ(split.ht_part_tokens, 512u);
+  EXPECT_EQ(split.region(EPC_REGION_COMBINE_RECV).size, 235405312u);
   ASSERT_NE(split.staging_map.array(epc::kernels::Staged::kHtCombineEntries, epc::kernels::kNoStagingSlot), nullptr);
   raw.flags = 0;
   const epc::Plan split_per_rank = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
   EXPECT_EQ(split_per_rank.staging_map.array(epc::kernels::Staged::kHtCombineEntries, epc::kernels::kNoStagingSlot),
             nullptr);
-  EXPECT_EQ(split.region(EPC_REGION_NET_STAGING).size - split_per_rank.region(EPC_REGION_NET_STAGING).size, 470810624u);
+  EXPECT_EQ(split.region(EPC_REGION_NET_STAGING).size - split_per_rank.region(EPC_REGION_NET_STAGING).size, 58851328u);
 }
 
 TEST(Planner, Fp8GroupsUseSmallerMessages) {
@@ -437,7 +540,9 @@ TEST(Planner, RejectsVirtualNodesThatDoNotDivideTheTeam) {
 // No window past kMaxWindowBytes (2^52): staging of 16383 other nodes of 2^38 bytes each is
 // refused before its size is summed; 1024 such nodes stage 2^48 bytes, but the window's
 // receive regions and staging then need more than 2^52 bytes in all at 16384 ranks.
+// With whole steps: steps in parts of 512 tokens plan 128 times less for these nodes.
 TEST(Planner, RefusesWindowsBeyondAnyMemory) {
+  const epc::test::ScopedEnv whole_steps("EPCOMM_HT_PART_TOKENS", "0");
   auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 65536, 1u << 20, 65536, 32);
   c.virtual_node_size = 1;
   EXPECT_EQ(plan_status(c, {16384, 16384, 1}), EPC_ERR_INVALID_ARGUMENT);

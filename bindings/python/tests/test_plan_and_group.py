@@ -407,9 +407,12 @@ def test_stream_arguments():
         stream_address("default")
 
 
-def test_high_throughput_recv_capacity_shrinks_the_dispatch_window():
+def test_high_throughput_recv_capacity_shrinks_the_dispatch_window(monkeypatch):
     # Served since 2.1 on HT groups: recv_capacity compact dispatch slots, on one node and
-    # across (here virtual) nodes alike.
+    # across (here virtual) nodes alike, with whole steps (by default a window across nodes
+    # holds a part of a step: EPCOMM_HT_PART_TOKENS, docs/design.md).
+    monkeypatch.setenv("EPCOMM_HT_PART_TOKENS", "0")
+
     def dispatch_recv(plan):
         return next(r.size for r in plan.regions if r.name == "dispatch_recv")
 

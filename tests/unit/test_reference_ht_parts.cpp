@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+// High-throughput steps in parts (core/ht/ht_parts.hpp): every part is a step of its own over
+// tokens [k * P, (k + 1) * P) of each rank, and its rows are then placed as
+// kernels/ht/ht_parts.cu places them: part k's rows from source s behind the rows s sent in
+// parts 0 .. k - 1, all of s's rows behind those of lower sources. The parts, placed so, give
+// ref::ht_dispatch of the whole step row for row (payload, source, entries, counts), and
+// their combines, each fed the rows its part placed, give ref::ht_combine of the whole step
+// bit for bit, across nodes (node_size) as on one: the bitwise contract the GPU runs of
+// steps in parts rely on.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tests/reference/numeric.hpp"
+#include "tests/reference/problem_gen.hpp"
+#include "tests/reference/reference.hpp"
+
+namespace {
+
+using epc::ref::HtDispatchResult;
+using epc::ref::Problem;
+
+// Tokens [begin, begin + P) of every rank of `whole`, as a step of their own.
+Problem part_of(const Problem& whole, int begin, int P) {
+  Problem part = whole;
+  part.max_tokens = P;
+  const size_t H = static_cast<size_t>(whole.hidden), K = static_cast<size_t>(whole.topk);
+  for (size_t r = 0; r < whole.ranks.size(); ++r) {
+    const epc::ref::RankTokens& from = whole.ranks[r];
+    epc::ref::RankTokens& to = part.ranks[r];
+    const int first = std::min(begin, from.num_tokens), end = std::min(begin + P, from.num_tokens);
+    to.num_tokens = end - first;
+    to.x.assign(from.x.begin() + first * H, from.x.begin() + end * H);
+    to.topk_idx.assign(from.topk_idx.begin() + first * K, from.topk_idx.begin() + end * K);
+    to.topk_weights.assign(from.topk_weights.begin() + first * K, from.topk_weights.begin() + end * K);
+  }
+  return part;
+}
+
+struct Shape {
+  int nranks, node_size, max_tokens, part_tokens;
+  bool random_counts;
+};
+
+void check(const Shape& shape, uint64_t seed) {
+  SCOPED_TRACE(testing::Message() << shape.nranks << " ranks in nodes of " << shape.node_size << ", T "
+                                  << shape.max_tokens << ", parts of " << shape.part_tokens << ", seed " << seed);
+  epc::ref::ProblemGenOptions o;
+  o.nranks = shape.nranks;
+  o.num_experts = 2 * shape.nranks;
+  o.hidden = 8;
+  o.topk = 3;
+  o.max_tokens = shape.max_tokens;
+  o.seed = seed;
+  o.masked_fraction = 0.2;
+  o.random_token_counts = shape.random_counts;
+  const Problem whole = epc::ref::make_random_problem(o);
+  const int R = shape.nranks, H = o.hidden, K = o.topk, P = shape.part_tokens;
+  const std::vector<HtDispatchResult> want = epc::ref::ht_dispatch(whole);
+  // Combine inputs far apart in magnitude, so that a changed summation order shows.
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-14, 14);
+  std::vector<std::vector<uint16_t>> combine_in(R);
+  for (int q = 0; q < R; ++q) {
+    combine_in[q].resize(static_cast<size_t>(want[q].rows) * H);
+    for (uint16_t& b : combine_in[q]) b = epc::ref::float_to_bf16(std::ldexp(mantissa(rng), exponent(rng)));
+  }
+  const int node_size = shape.node_size < R ? shape.node_size : 0;
+  const auto combined = epc::ref::ht_combine(whole, combine_in, {}, node_size);
+
+  const int parts = (shape.max_tokens + P - 1) / P;
+  std::vector<Problem> problems;
+  std::vector<std::vector<HtDispatchResult>> got;
+  for (int k = 0; k < parts; ++k) {
+    problems.push_back(part_of(whole, k * P, P));
+    got.push_back(epc::ref::ht_dispatch(problems.back()));
+  }
+  // place[k][q][i]: the row of the whole step part k's row i on rank q goes to, as
+  // kernels/ht/ht_parts.cu places it: where each source's rows start in the step, and where
+  // each part's start among them.
+  std::vector<std::vector<std::vector<int>>> place(parts, std::vector<std::vector<int>>(R));
+  for (int q = 0; q < R; ++q) {
+    std::vector<int> source_base(R + 1, 0);
+    for (int s = 0; s < R; ++s) {
+      int rows = 0;
+      for (int k = 0; k < parts; ++k) rows += got[k][q].tokens_from_rank[s];
+      source_base[s + 1] = source_base[s] + rows;
+    }
+    ASSERT_EQ(source_base[R], want[q].rows);
+    std::vector<int> before(R, 0);  // each source's rows in the parts so far
+    for (int k = 0; k < parts; ++k) {
+      for (int s = 0; s < R; ++s) {
+        for (int j = 0; j < got[k][q].tokens_from_rank[s]; ++j) place[k][q].push_back(source_base[s] + before[s] + j);
+        before[s] += got[k][q].tokens_from_rank[s];
+      }
+    }
+  }
+  for (int q = 0; q < R; ++q) {
+    SCOPED_TRACE(testing::Message() << "rank " << q);
+    std::vector<bool> placed(want[q].rows, false);
+    std::vector<int32_t> expert_counts(want[q].expert_counts.size(), 0);
+    for (int k = 0; k < parts; ++k) {
+      const HtDispatchResult& g = got[k][q];
+      ASSERT_EQ(place[k][q].size(), static_cast<size_t>(g.rows));
+      for (int i = 0; i < g.rows; ++i) {
+        const int row = place[k][q][i];
+        ASSERT_LT(row, want[q].rows);
+        EXPECT_FALSE(placed[row]) << "row " << row << " placed twice";
+        placed[row] = true;
+        EXPECT_EQ(g.src[i].src_rank, want[q].src[row].src_rank);
+        EXPECT_EQ(g.src[i].src_token + k * P, want[q].src[row].src_token);
+        EXPECT_TRUE(std::equal(g.x.begin() + i * H, g.x.begin() + (i + 1) * H, want[q].x.begin() + row * H));
+        for (int e = 0; e < K; ++e) {
+          EXPECT_EQ(g.recv_topk_idx[i * K + e], want[q].recv_topk_idx[row * K + e]);
+          EXPECT_EQ(g.recv_topk_weights[i * K + e], want[q].recv_topk_weights[row * K + e]);
+        }
+      }
+      for (size_t l = 0; l < expert_counts.size(); ++l) expert_counts[l] += g.expert_counts[l];
+    }
+    EXPECT_EQ(std::count(placed.begin(), placed.end(), false), 0);
+    EXPECT_EQ(expert_counts, want[q].expert_counts);
+  }
+  // Each part's combine, fed on every rank the rows its part placed, sums its tokens as the
+  // whole step's combine does.
+  for (int k = 0; k < parts; ++k) {
+    std::vector<std::vector<uint16_t>> in(R);
+    for (int q = 0; q < R; ++q) {
+      for (int row : place[k][q]) {
+        in[q].insert(in[q].end(), combine_in[q].begin() + row * H, combine_in[q].begin() + (row + 1) * H);
+      }
+    }
+    const auto part = epc::ref::ht_combine(problems[k], in, {}, node_size);
+    for (int r = 0; r < R; ++r) {
+      const size_t first = static_cast<size_t>(std::min(k * P, whole.ranks[r].num_tokens)) * H;
+      ASSERT_LE(first + part.x[r].size(), combined.x[r].size());
+      EXPECT_TRUE(std::equal(part.x[r].begin(), part.x[r].end(), combined.x[r].begin() + first))
+          << "part " << k << ", source rank " << r;
+    }
+  }
+}
+
+TEST(HtParts, PlacedPartsAreTheWholeStep) {
+  const Shape shapes[] = {
+      {4, 2, 7, 1, false}, {4, 2, 7, 3, true}, {4, 2, 8, 4, false}, {6, 2, 9, 2, true},
+      {8, 4, 11, 5, true}, {4, 4, 6, 4, true}, {4, 1, 5, 2, true},  {8, 2, 7, 7, false},
+  };
+  for (const Shape& shape : shapes) {
+    for (uint64_t seed = 1; seed <= 4; ++seed) check(shape, seed * 7 + static_cast<uint64_t>(shape.part_tokens));
+  }
+}
+
+}  // namespace
