@@ -279,7 +279,10 @@ typedef struct EpcGroupConfig {
                                    of one node or of several (virtual ones included), whose
                                    dispatch window then holds recv_capacity rows, to FLAT
                                    handles (EXPERT_PACKED handles and LL groups:
-                                   EPC_ERR_UNSUPPORTED) */
+                                   EPC_ERR_UNSUPPORTED). HT groups of several nodes at R * T
+                                   run each step in parts of fewer tokens where the whole
+                                   step's window would pass 640 MiB per rank (outputs
+                                   unchanged; docs/design.md); below R * T, whole steps */
   EpcOverflow overflow;         /* 0: EPC_OVERFLOW_FAIL */
   uint32_t max_pending_steps;   /* send-only steps awaiting epc_complete at once over all
                                    the group's handles, at most one per handle; 0: the
@@ -502,8 +505,8 @@ EPC_API EpcStatus epc_group_async_error(const EpcGroup* group);
  * statistics, not a layout column) serve every layout.
  * Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
  * EXPERT_PACKED on HT groups whose recv_capacity is R * T (of one node or of several,
- * virtual ones included), and RANK_MAJOR and FLAT on LL groups; the others return
- * EPC_ERR_UNSUPPORTED. */
+ * virtual ones included, whose steps run whole: see recv_capacity), and RANK_MAJOR and
+ * FLAT on LL groups; the others return EPC_ERR_UNSUPPORTED. */
 typedef uint32_t EpcLayout;
 #define EPC_LAYOUT_DEFAULT 0       /* EXPERT_PADDED on LL groups, FLAT on HT groups */
 #define EPC_LAYOUT_EXPERT_PADDED 1 /* one zone of C rows per local expert (a grouped GEMM
@@ -548,7 +551,7 @@ typedef struct EpcHandleConfig {
                                 sizing: must be 0 (EPC_ERR_INVALID_ARGUMENT). In 2.0 only
                                 the default is served; 2.1 serves FLAT capacities below it
                                 on HT groups of one node or of several (virtual ones
-                                included). Other values:
+                                included) whose steps run whole. Other values:
                                 EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token
                                 that can arrive) */
   uint32_t expert_alignment; /* EXPERT_PACKED: zone starts and sizes are multiples of this,

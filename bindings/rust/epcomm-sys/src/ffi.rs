@@ -238,7 +238,10 @@ pub struct EpcGroupConfig {
     /// of one node or of several (virtual ones included), whose
     /// dispatch window then holds recv_capacity rows, to FLAT
     /// handles (EXPERT_PACKED handles and LL groups:
-    /// EPC_ERR_UNSUPPORTED)
+    /// EPC_ERR_UNSUPPORTED). HT groups of several nodes at R * T
+    /// run each step in parts of fewer tokens where the whole
+    /// step's window would pass 640 MiB per rank (outputs
+    /// unchanged; docs/design.md); below R * T, whole steps
     pub recv_capacity: u64,
     /// 0: EPC_OVERFLOW_FAIL
     pub overflow: EpcOverflow,
@@ -498,8 +501,8 @@ impl Default for EpcGroupInfo {
 /// statistics, not a layout column) serve every layout.
 /// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
 /// EXPERT_PACKED on HT groups whose recv_capacity is R * T (of one node or of several,
-/// virtual ones included), and RANK_MAJOR and FLAT on LL groups; the others return
-/// EPC_ERR_UNSUPPORTED.
+/// virtual ones included, whose steps run whole: see recv_capacity), and RANK_MAJOR and
+/// FLAT on LL groups; the others return EPC_ERR_UNSUPPORTED.
 pub type EpcLayout = u32;
 
 /// EXPERT_PADDED on LL groups, FLAT on HT groups
@@ -565,7 +568,7 @@ pub struct EpcHandleConfig {
     /// sizing: must be 0 (EPC_ERR_INVALID_ARGUMENT). In 2.0 only
     /// the default is served; 2.1 serves FLAT capacities below it
     /// on HT groups of one node or of several (virtual ones
-    /// included). Other values:
+    /// included) whose steps run whole. Other values:
     /// EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token
     /// that can arrive)
     pub capacity: u64,
