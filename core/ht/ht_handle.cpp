@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <type_traits>
 
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
@@ -68,15 +67,20 @@ void HtHandle::check_parts_served(uint32_t parts) const {
       "whose rows %s; set EPCOMM_HT_PART_TOKENS=0 (whole steps, a window that grows with max_tokens_per_rank) "
       "or use %s";
   const uint32_t T = group_.config().max_tokens_per_rank, P = part_config_.max_tokens_per_rank;
-  if (packed()) {
-    fail_unsupported(format(("EPC_LAYOUT_EXPERT_PACKED: " + std::string(why)).c_str(), parts, P, T,
-                            "go to expert zones whose starts only the whole step knows", "EPC_LAYOUT_FLAT"));
-  }
-  if (setup_.sizing == EPC_SIZING_CAPACITY &&
+  if (!packed() && setup_.sizing == EPC_SIZING_CAPACITY &&
       setup_.capacity < group_.config().recv_capacity_for(group_.topology().nranks)) {
     fail_unsupported(format(("EpcHandleConfig.capacity below recv_capacity: " + std::string(why)).c_str(), parts, P, T,
                             "would be dropped part by part rather than by (source rank, source token)", "capacity 0"));
   }
+}
+
+template <typename T>
+void HtHandle::spread(size_t count, T* kernels::HtHandleArrays::* member, bool zeroed, cudaStream_t stream) {
+  if (count == 0) return;
+  const size_t parts = parts_.size();
+  T* all = memory_.allocate<T>(count * parts, "cudaMalloc of the handle's layout");
+  if (zeroed) check_cuda(cudaMemsetAsync(all, 0, count * parts * sizeof(T), stream), "zeroing the handle's layout");
+  for (size_t k = 0; k < parts; ++k) parts_[k].arrays.*member = all + k * count;
 }
 
 void HtHandle::allocate_parts(cudaStream_t stream) {
@@ -90,35 +94,25 @@ void HtHandle::allocate_parts(cudaStream_t stream) {
   int32_t* topk = memory_.allocate<int32_t>(static_cast<size_t>(c.max_tokens_per_rank) * c.max_topk,
                                             "cudaMalloc of the handle's routing");
   for (Part& part : parts_) part.arrays.topk_idx = topk;
-  // Each array of every part in one allocation, part k's at k times one part's size, and
-  // zeroed: a layout that gives up (a timeout, or a group that a bad routing value has
-  // already failed) writes none of the received counts, and a CAPACITY handle's dispatch or
-  // combine queued behind it before the host saw the failure uses them as row offsets.
-  auto each = [&](size_t count, auto member, bool zeroed) {
-    if (count == 0) return;
-    using Element = std::remove_pointer_t<std::remove_reference_t<decltype(parts_[0].arrays.*member)>>;
-    Element* all = memory_.allocate<Element>(count * parts, "cudaMalloc of the handle's layout");
-    if (zeroed) {
-      check_cuda(cudaMemsetAsync(all, 0, count * parts * sizeof(Element), stream), "zeroing the handle's layout");
-    }
-    for (size_t k = 0; k < parts; ++k) parts_[k].arrays.*member = all + k * count;
-  };
+  // The counts zeroed: a layout that gives up (a timeout, or a group that a bad routing value
+  // has already failed) writes none of them, and a CAPACITY handle's dispatch or combine
+  // queued behind it before the host saw the failure uses them as row offsets.
   using A = kernels::HtHandleArrays;
-  each(n.token_row, &A::token_row, false);
-  each(n.chunk_start, &A::chunk_start, false);
-  each(n.entry_counts, &A::entry_counts, false);
-  each(n.recv_count, &A::recv_count, true);
-  each(n.recv_base, &A::recv_base, true);
-  each(n.source_tokens, &A::source_tokens, true);
-  each(n.expert_counts, &A::expert_counts, true);
-  each(n.send_slot, &A::send_slot, true);
-  each(n.recv_slot, &A::recv_slot, true);
-  each(1, &A::overflow, true);
-  each(n.ring_tokens, &A::ring_tokens, false);
+  spread(n.token_row, &A::token_row, false, stream);
+  spread(n.chunk_start, &A::chunk_start, false, stream);
+  spread(n.entry_counts, &A::entry_counts, false, stream);
+  spread(n.recv_count, &A::recv_count, true, stream);
+  spread(n.recv_base, &A::recv_base, true, stream);
+  spread(n.source_tokens, &A::source_tokens, true, stream);
+  spread(n.expert_counts, &A::expert_counts, true, stream);
+  spread(n.send_slot, &A::send_slot, true, stream);
+  spread(n.recv_slot, &A::recv_slot, true, stream);
+  spread(1, &A::overflow, true, stream);
+  spread(n.ring_tokens, &A::ring_tokens, false, stream);
   // Across nodes: where dispatch forwarded each token, for combine to reduce there.
-  each(n.forwarded_rows, &A::forwarded_rows, false);
-  each(n.forwarded_topk, &A::forwarded_topk, false);
-  each(n.forward_slot, &A::forward_slot, true);
+  spread(n.forwarded_rows, &A::forwarded_rows, false, stream);
+  spread(n.forwarded_topk, &A::forwarded_topk, false, stream);
+  spread(n.forward_slot, &A::forward_slot, true, stream);
 }
 
 HtHandle::~HtHandle() {
@@ -148,30 +142,29 @@ void HtHandle::abandon_pending() noexcept {
 void HtHandle::allocate_packed(cudaStream_t stream) {
   const GroupConfig& c = group_.config();
   const Topology& topo = group_.topology();
+  // The entries' places once, as the routing (compute_layout gives each part its tokens');
+  // every other array per part, of a part's tokens.
   const size_t R = static_cast<size_t>(topo.nranks), T = c.max_tokens_per_rank, K = c.max_topk;
+  const size_t P = part_config_.max_tokens_per_rank;
   const size_t L = c.local_experts(topo.nranks);
   const char* what = "cudaMalloc of the handle's expert-packed layout";
-  kernels::HtHandleArrays& arrays = parts_.front().arrays;  // packed steps run whole
-  arrays.entry_position = memory_.allocate<int32_t>(T * K, what);
-  arrays.source_starts = memory_.allocate<int32_t>(R * (L + 1), what);
-  arrays.expert_base = memory_.allocate<int32_t>(R * L, what);
-  arrays.expert_offsets = memory_.allocate<int32_t>(L + 1, what);
-  arrays.entry_rows = memory_.allocate<int32_t>(R * T * K, what);
-  arrays.entry_weights = memory_.allocate<float>(R * T * K, what);
-  order_.keys_in = memory_.allocate<uint32_t>(T * K, what);
-  order_.keys_out = memory_.allocate<uint32_t>(T * K, what);
-  order_.values_in = memory_.allocate<int32_t>(T * K, what);
-  order_.values_out = memory_.allocate<int32_t>(T * K, what);
-  order_.temp_bytes = kernels::ht_entry_order_temp_bytes(static_cast<int>(T * K), static_cast<int>(c.num_experts));
+  int32_t* positions = memory_.allocate<int32_t>(T * K, what);
+  for (Part& part : parts_) part.arrays.entry_position = positions;
+  using A = kernels::HtHandleArrays;
+  spread(R * (L + 1), &A::source_starts, true, stream);
+  spread(R * L, &A::expert_base, true, stream);
+  spread(L + 1, &A::expert_offsets, true, stream);
+  spread(R * P * K, &A::entry_rows, false, stream);
+  spread(R * P * K, &A::entry_weights, false, stream);
+  // The sort's scratch, used by one part after the other.
+  order_.keys_in = memory_.allocate<uint32_t>(P * K, what);
+  order_.keys_out = memory_.allocate<uint32_t>(P * K, what);
+  order_.values_in = memory_.allocate<int32_t>(P * K, what);
+  order_.values_out = memory_.allocate<int32_t>(P * K, what);
+  order_.temp_bytes = kernels::ht_entry_order_temp_bytes(static_cast<int>(P * K), static_cast<int>(c.num_experts));
   order_.temp = memory_.allocate<uint8_t>(order_.temp_bytes, what);
-  order_.positions = arrays.entry_position;
-  order_.topk_idx = arrays.topk_idx;
   order_.num_experts = static_cast<int>(c.num_experts);
   order_.local_experts = static_cast<int>(L);
-  const char* zeroing = "zeroing the handle's expert-packed layout";
-  check_cuda(cudaMemsetAsync(arrays.expert_base, 0, R * L * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays.source_starts, 0, R * (L + 1) * sizeof(int32_t), stream), zeroing);
-  check_cuda(cudaMemsetAsync(arrays.expert_offsets, 0, (L + 1) * sizeof(int32_t), stream), zeroing);
 }
 
 int64_t HtHandle::row_limit() const {
@@ -252,27 +245,37 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
   p.host_record = overflow_->device_record();
   p.sequence = overflow_->next_routing();
   DeviceGuard guard(group_.device());
-  if (packed()) {
-    kernels::HtEntryOrder order = order_;
-    order.entries = tokens * topk_;
-    check_cuda(kernels::launch_ht_entry_order(order, stream), "numbering the entries per expert");
-  }
-  for (const Part& part : parts_) {
+  for (Part& part : parts_) {
+    if (packed()) {  // the part's entries numbered per expert, before its layout
+      part.arrays.entry_position = parts_.front().arrays.entry_position + static_cast<size_t>(part.token_begin) * topk_;
+      kernels::HtEntryOrder order = order_;
+      order.topk_idx = part.arrays.topk_idx;
+      order.positions = part.arrays.entry_position;
+      order.entries = part.num_tokens * topk_;
+      check_cuda(kernels::launch_ht_entry_order(order, stream), "numbering the entries per expert");
+    }
     p.common = common(part);
     check_cuda(kernels::launch_ht_layout(p, stream), "launching the high-throughput layout");
   }
   const kernels::HtHandleArrays& last = parts_.back().arrays;
   if (parts_.size() > 1) {
     const kernels::HtHandleArrays& first = parts_.front().arrays;
-    kernels::HtPartsLayout whole{first.recv_count,
-                                 first.recv_base,
-                                 first.expert_counts,
-                                 static_cast<int>(parts_.size()),
-                                 R,
-                                 L,
-                                 static_cast<int>(parts_[1].arrays.recv_base - first.recv_base),
-                                 static_cast<int>(parts_[1].arrays.recv_count - first.recv_count),
-                                 static_cast<int>(parts_[1].arrays.expert_counts - first.expert_counts)};
+    const kernels::HtHandleArrays& second = parts_[1].arrays;
+    kernels::HtPartsLayout whole{};
+    whole.recv_count = first.recv_count;
+    whole.recv_base = first.recv_base;
+    whole.expert_counts = first.expert_counts;
+    whole.expert_base = first.expert_base;
+    whole.expert_offsets = first.expert_offsets;
+    whole.alignment = packed() ? static_cast<int>(setup_.expert_alignment) : 0;
+    whole.parts = static_cast<int>(parts_.size());
+    whole.nranks = R;
+    whole.local_experts = L;
+    whole.recv_count_stride = static_cast<int>(second.recv_count - first.recv_count);
+    whole.recv_base_stride = static_cast<int>(second.recv_base - first.recv_base);
+    whole.expert_counts_stride = static_cast<int>(second.expert_counts - first.expert_counts);
+    whole.expert_base_stride = packed() ? static_cast<int>(second.expert_base - first.expert_base) : 0;
+    whole.expert_offsets_stride = packed() ? static_cast<int>(second.expert_offsets - first.expert_offsets) : 0;
     check_cuda(kernels::launch_ht_parts_layout(whole, stream), "placing the parts' rows of the layout");
   }
   if (setup_.sizing == EPC_SIZING_CAPACITY) return;
@@ -442,10 +445,13 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     q.x = static_cast<const char*>(p.x) + part.token_begin * bytes.row;
     if (p.x_scales != nullptr) q.x_scales = static_cast<const char*>(p.x_scales) + part.token_begin * bytes.scales;
     if (p.weights != nullptr) q.weights = p.weights + static_cast<int64_t>(part.token_begin) * K;
-    if (&part != &parts_.back()) {
+    if (&part != &parts_.back()) {  // the last part writes what concerns the whole step
       q.out_expert_counts = nullptr;
       q.acc_expert_counts = nullptr;
       q.out_num_recv = nullptr;
+      q.out_expert_offsets = nullptr;
+      q.out_expert_offsets64 = nullptr;
+      q.zero_padding = false;
     }
     check_cuda(kernels::launch_ht_dispatch(q, blocks, stream), "launching the high-throughput dispatch");
   }

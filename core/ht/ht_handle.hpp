@@ -72,6 +72,10 @@ class HtHandle {
   kernels::HtCommon common(const Part& part) const;
   // Allocates every part's layout arrays, each array of every part in one allocation.
   void allocate_parts(cudaStream_t stream);
+  // `count` elements of `member` for every part, in one allocation (part k's at k * count),
+  // zeroed or not.
+  template <typename T>
+  void spread(size_t count, T* kernels::HtHandleArrays::* member, bool zeroed, cudaStream_t stream);
   // Throws EPC_ERR_UNSUPPORTED for a handle whose steps cannot run in `parts` parts.
   void check_parts_served(uint32_t parts) const;
   // The window areas of one direction: its slots, and its signal region (flags, then acks).

@@ -179,13 +179,22 @@ struct HtLayoutParams {
 struct HtPartsLayout {
   int32_t* recv_count;     // [parts][R]: rows each source sent in the part
   int32_t* recv_base;      // [parts][R + 1]: in, the part's own; out, the whole step's
-  int32_t* expert_counts;  // [parts][L]: the last part's become the whole step's
+  int32_t* expert_counts;  // [parts][L]: in, the part's; out, the whole step's in every part
+  // EXPERT_PACKED (alignment > 0; else null): in, each part's zones of its own entries;
+  // out, the whole step's zones, each part's rows of source s and expert l behind the rows
+  // of s in the parts before.
+  int32_t* expert_base;     // [parts][R * L]
+  int32_t* expert_offsets;  // [parts][L + 1]
+  int alignment;            // EXPERT_PACKED zone alignment; 0: FLAT
   int parts;
   int nranks;
   int local_experts;
-  int recv_base_stride;      // R + 1 rounded as the handle allocates
-  int recv_count_stride;     // R, the same
-  int expert_counts_stride;  // L, the same
+  // One part's share of each array, as the handle allocates them.
+  int recv_count_stride;
+  int recv_base_stride;
+  int expert_counts_stride;
+  int expert_base_stride;
+  int expert_offsets_stride;
 };
 
 // The sort that numbers an EXPERT_PACKED handle's entries per expert (ht_entry_order.cu).

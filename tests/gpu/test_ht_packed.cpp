@@ -24,6 +24,7 @@
 #include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/rank_context.hpp"
 #include "tests/gpu/split_step.hpp"
+#include "tests/harness/scoped_env.hpp"
 #include "tests/reference/reference_ht_packed.hpp"
 
 namespace epc::gputest::ht {
@@ -365,6 +366,44 @@ TEST(HighThroughputPacked, AcrossVirtualNodesMatchesTheReference) {
     ASSERT_TRUE(create_split_group(world_shape(8, 2048, 128, 8), node_size, group)) << "nodes of " << node_size;
     uint64_t seed = 31200 + 100 * static_cast<uint64_t>(node_size);
     for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner, {group.get(), node_size});
+  }
+}
+
+// The same across nodes with steps in parts (EPCOMM_HT_PART_TOKENS, core/ht/ht_parts.hpp):
+// parts of 48 tokens on T = 128 (three parts, the last of 32), the whole step's zones placed
+// from each part's (kernels/ht/ht_parts.cu): bf16 and fp8, alignments 1, 7 and 128, padding
+// zeroed and left alone, EXACT and CAPACITY, top-8 and the lone-row top-1; then weights at
+// home on a per-entry group in parts of 40.
+TEST(HighThroughputPacked, AcrossVirtualNodesInPartsMatchesTheReference) {
+  const std::vector<int> sizes = split_node_sizes();
+  if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
+  const PackedCase cases[] = {
+      // alignment, zero padding, sizing, fp8, offsets dtype, per-entry window
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, false},
+      {128, true, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT64, false},
+      {7, true, EPC_SIZING_EXACT, true, EPC_DTYPE_INT64, false},
+      {7, false, EPC_SIZING_CAPACITY, false, EPC_DTYPE_INT32, false, 1},
+  };
+  const PackedCase home[] = {
+      {1, false, EPC_SIZING_EXACT, false, EPC_DTYPE_INT32, true},
+      {128, true, EPC_SIZING_CAPACITY, true, EPC_DTYPE_INT64, true},
+  };
+  SplitRunner runner;
+  ASSERT_TRUE(runner.status());
+  for (int node_size : sizes) {
+    GroupPtr group, per_entry;
+    {
+      const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "48");
+      ASSERT_TRUE(create_split_group(world_shape(8, 2048, 128, 8), node_size, group)) << "nodes of " << node_size;
+    }
+    {
+      const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "40");
+      ASSERT_TRUE(create_split_group(world_shape(8, 2048, 128, 8), node_size, per_entry, EPC_GROUP_COMBINE_PER_ENTRY))
+          << "nodes of " << node_size;
+    }
+    uint64_t seed = 31900 + 100 * static_cast<uint64_t>(node_size);
+    for (const PackedCase& k : cases) run_case(k, seed++, SplitMode::kFused, runner, {group.get(), node_size});
+    for (const PackedCase& k : home) run_case(k, seed++, SplitMode::kFused, runner, {per_entry.get(), node_size});
   }
 }
 

@@ -323,9 +323,8 @@ func (r RegionKind) String() string {
 // same layout, and acc_expert_counts and out_expert_counts_host (per-expert statistics, not
 // a layout column) serve every layout. Served in 2.0: EXPERT_PADDED on LL groups (C = R *
 // T), FLAT on HT groups; 2.1 adds EXPERT_PACKED on HT groups whose recv_capacity is R * T
-// (of one node or of several, virtual ones included, whose steps run whole: see
-// recv_capacity), and RANK_MAJOR and FLAT on LL groups; the others return
-// EPC_ERR_UNSUPPORTED.
+// (of one node or of several, virtual ones included), and RANK_MAJOR and FLAT on LL groups;
+// the others return EPC_ERR_UNSUPPORTED.
 type Layout uint32
 
 const (

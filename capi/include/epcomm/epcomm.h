@@ -505,8 +505,8 @@ EPC_API EpcStatus epc_group_async_error(const EpcGroup* group);
  * statistics, not a layout column) serve every layout.
  * Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
  * EXPERT_PACKED on HT groups whose recv_capacity is R * T (of one node or of several,
- * virtual ones included, whose steps run whole: see recv_capacity), and RANK_MAJOR and
- * FLAT on LL groups; the others return EPC_ERR_UNSUPPORTED. */
+ * virtual ones included), and RANK_MAJOR and FLAT on LL groups; the others return
+ * EPC_ERR_UNSUPPORTED. */
 typedef uint32_t EpcLayout;
 #define EPC_LAYOUT_DEFAULT 0       /* EXPERT_PADDED on LL groups, FLAT on HT groups */
 #define EPC_LAYOUT_EXPERT_PADDED 1 /* one zone of C rows per local expert (a grouped GEMM

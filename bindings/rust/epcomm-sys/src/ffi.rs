@@ -501,8 +501,8 @@ impl Default for EpcGroupInfo {
 /// statistics, not a layout column) serve every layout.
 /// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
 /// EXPERT_PACKED on HT groups whose recv_capacity is R * T (of one node or of several,
-/// virtual ones included, whose steps run whole: see recv_capacity), and RANK_MAJOR and
-/// FLAT on LL groups; the others return EPC_ERR_UNSUPPORTED.
+/// virtual ones included), and RANK_MAJOR and FLAT on LL groups; the others return
+/// EPC_ERR_UNSUPPORTED.
 pub type EpcLayout = u32;
 
 /// EXPERT_PADDED on LL groups, FLAT on HT groups
