@@ -68,8 +68,8 @@ def main(info):
         expect(end <= window < end + 4096, f"{mode}: the window ({window} B) holds its regions ({end} B)", out)
         if mode == "low-latency":
             expect(window > one[mode][0], f"{mode}: two nodes need more than one ({window} > {one[mode][0]} B)", out)
-        else:  # steps across nodes run in parts that fit 640 MiB (core/ht/ht_parts.hpp)
-            expect(window <= 640 << 20, f"{mode}: two nodes hold a part of a step ({window} <= 640 MiB)", out)
+        else:  # steps across nodes run in parts that fit 688 MiB (core/ht/ht_parts.hpp)
+            expect(window <= 688 << 20, f"{mode}: two nodes hold a part of a step ({window} <= 688 MiB)", out)
 
     code, spelled = run(info, ["--plan-only", "--plan-ranks=16", "--plan-node-size=8"])
     expect(code == 0 and spelled == out, "--plan-node-size=8 prints what --node-size=8 prints", spelled)

@@ -9,9 +9,10 @@
 namespace epc::gputest {
 
 ::testing::AssertionResult create_group_with_timeout(const Shape& shape, EpcMode mode, uint32_t timeout_ms,
-                                                     GroupPtr& out) {
+                                                     GroupPtr& out, uint32_t virtual_node_size) {
   EpcGroupConfig config = group_config(shape, mode);
   config.timeout_ms = timeout_ms;
+  config.virtual_node_size = virtual_node_size;
   EpcGroup* raw = nullptr;
   ::testing::AssertionResult created = epc_ok(epc_group_create(context().comm, &config, &raw), "epc_group_create");
   if (created) out.reset(raw);

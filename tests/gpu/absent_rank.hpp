@@ -18,9 +18,10 @@
 
 namespace epc::gputest {
 
-// A group of `mode` whose waits give up after `timeout_ms`.
+// A group of `mode` whose waits give up after `timeout_ms`, split into virtual nodes of
+// `virtual_node_size` ranks (0: none).
 ::testing::AssertionResult create_group_with_timeout(const Shape& shape, EpcMode mode, uint32_t timeout_ms,
-                                                     GroupPtr& out);
+                                                     GroupPtr& out, uint32_t virtual_node_size = 0);
 
 struct AbsentRankStep {
   std::function<::testing::AssertionResult()> queue;  // the call the absent rank skips

@@ -296,7 +296,7 @@ TEST(Planner, HighThroughputPartsAcrossNodesByHand) {
 }
 
 // By default the part is the largest multiple of 32 tokens whose window fits kHtWindowBudget
-// (640 MiB), and steps run whole where the whole step's window fits it: 8 ranks in 2 nodes of
+// (688 MiB), and steps run whole where the whole step's window fits it: 8 ranks in 2 nodes of
 // 4, hidden 7168, plan 1134 MiB for whole steps of 4096 tokens, and fit at 1024 tokens.
 TEST(Planner, PartsFitTheWindowBudget) {
   const epc::test::ScopedEnv unset("EPCOMM_HT_PART_TOKENS", "");

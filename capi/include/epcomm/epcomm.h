@@ -281,7 +281,7 @@ typedef struct EpcGroupConfig {
                                    handles (EXPERT_PACKED handles and LL groups:
                                    EPC_ERR_UNSUPPORTED). HT groups of several nodes at R * T
                                    run each step in parts of fewer tokens where the whole
-                                   step's window would pass 640 MiB per rank (outputs
+                                   step's window would pass 688 MiB per rank (outputs
                                    unchanged; docs/design.md); below R * T, whole steps */
   EpcOverflow overflow;         /* 0: EPC_OVERFLOW_FAIL */
   uint32_t max_pending_steps;   /* send-only steps awaiting epc_complete at once over all
