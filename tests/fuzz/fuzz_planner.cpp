@@ -325,10 +325,11 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     FUZZ_CHECK(plan.workspace_bytes == 256);
   } else {
     // Steps across nodes run in parts of P tokens per rank (core/ht/ht_parts.hpp), the
-    // window holding one part: only across nodes, only at the worst case's recv_capacity.
+    // window holding one part: only across nodes, only at the worst case's recv_capacity
+    // (0, or R * T given as such).
     const uint64_t P = plan.ht_part_tokens;
     FUZZ_CHECK(P >= 1 && P <= T);
-    FUZZ_CHECK(P == T || (nodes.nodes() > 1 && c.recv_capacity == 0));
+    FUZZ_CHECK(P == T || (nodes.nodes() > 1 && plan.recv_capacity == mul(R, T)));
     const epc::GroupConfig part = epc::ht_part_config(c, plan.ht_part_tokens);
     FUZZ_CHECK(part.max_tokens_per_rank == P);
     FUZZ_CHECK(uint64_t{epc::ht_parts(c, plan.ht_part_tokens)} * P >= T);
