@@ -48,9 +48,8 @@ struct Shape {
   bool random_counts;
 };
 
-void check(const Shape& shape, uint64_t seed) {
-  SCOPED_TRACE(testing::Message() << shape.nranks << " ranks in nodes of " << shape.node_size << ", T "
-                                  << shape.max_tokens << ", parts of " << shape.part_tokens << ", seed " << seed);
+// The whole step of a case: hidden 8, top-3, two experts per rank, a fifth of entries masked.
+Problem whole_problem(const Shape& shape, uint64_t seed) {
   epc::ref::ProblemGenOptions o;
   o.nranks = shape.nranks;
   o.num_experts = 2 * shape.nranks;
@@ -60,18 +59,32 @@ void check(const Shape& shape, uint64_t seed) {
   o.seed = seed;
   o.masked_fraction = 0.2;
   o.random_token_counts = shape.random_counts;
-  const Problem whole = epc::ref::make_random_problem(o);
-  const int R = shape.nranks, H = o.hidden, K = o.topk, P = shape.part_tokens;
-  const std::vector<HtDispatchResult> want = epc::ref::ht_dispatch(whole);
-  // Combine inputs far apart in magnitude, so that a changed summation order shows.
+  return epc::ref::make_random_problem(o);
+}
+
+// Combine inputs of rows[q] rows on each rank q, far apart in magnitude, so that a changed
+// summation order shows.
+std::vector<std::vector<uint16_t>> combine_inputs(const std::vector<int>& rows, int H, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
   std::uniform_int_distribution<int> exponent(-14, 14);
-  std::vector<std::vector<uint16_t>> combine_in(R);
-  for (int q = 0; q < R; ++q) {
-    combine_in[q].resize(static_cast<size_t>(want[q].rows) * H);
-    for (uint16_t& b : combine_in[q]) b = epc::ref::float_to_bf16(std::ldexp(mantissa(rng), exponent(rng)));
+  std::vector<std::vector<uint16_t>> in(rows.size());
+  for (size_t q = 0; q < rows.size(); ++q) {
+    in[q].resize(static_cast<size_t>(rows[q]) * H);
+    for (uint16_t& b : in[q]) b = epc::ref::float_to_bf16(std::ldexp(mantissa(rng), exponent(rng)));
   }
+  return in;
+}
+
+void check(const Shape& shape, uint64_t seed) {
+  SCOPED_TRACE(testing::Message() << shape.nranks << " ranks in nodes of " << shape.node_size << ", T "
+                                  << shape.max_tokens << ", parts of " << shape.part_tokens << ", seed " << seed);
+  const Problem whole = whole_problem(shape, seed);
+  const int R = shape.nranks, H = whole.hidden, K = whole.topk, P = shape.part_tokens;
+  const std::vector<HtDispatchResult> want = epc::ref::ht_dispatch(whole);
+  std::vector<int> rows(R);
+  for (int q = 0; q < R; ++q) rows[q] = want[q].rows;
+  const std::vector<std::vector<uint16_t>> combine_in = combine_inputs(rows, H, seed);
   const int node_size = shape.node_size < R ? shape.node_size : 0;
   const auto combined = epc::ref::ht_combine(whole, combine_in, {}, node_size);
 
@@ -151,28 +164,14 @@ void check_packed(const Shape& shape, int alignment, bool weighted, uint64_t see
   SCOPED_TRACE(testing::Message() << "EXPERT_PACKED, " << shape.nranks << " ranks in nodes of " << shape.node_size
                                   << ", T " << shape.max_tokens << ", parts of " << shape.part_tokens << ", alignment "
                                   << alignment << (weighted ? ", weighted" : "") << ", seed " << seed);
-  epc::ref::ProblemGenOptions o;
-  o.nranks = shape.nranks;
-  o.num_experts = 2 * shape.nranks;
-  o.hidden = 8;
-  o.topk = 3;
-  o.max_tokens = shape.max_tokens;
-  o.seed = seed;
-  o.masked_fraction = 0.2;
-  o.random_token_counts = shape.random_counts;
-  const Problem whole = epc::ref::make_random_problem(o);
-  const int R = shape.nranks, H = o.hidden, L = whole.local_experts(), P = shape.part_tokens;
+  const Problem whole = whole_problem(shape, seed);
+  const int R = shape.nranks, H = whole.hidden, L = whole.local_experts(), P = shape.part_tokens;
   epc::ref::HtPackedOptions options;
   options.alignment = alignment;
   const std::vector<epc::ref::HtPackedResult> want = epc::ref::ht_dispatch_packed(whole, options);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> exponent(-14, 14);
-  std::vector<std::vector<uint16_t>> combine_in(R);
-  for (int q = 0; q < R; ++q) {
-    combine_in[q].resize(static_cast<size_t>(want[q].rows) * H);
-    for (uint16_t& b : combine_in[q]) b = epc::ref::float_to_bf16(std::ldexp(mantissa(rng), exponent(rng)));
-  }
+  std::vector<int> rows(R);
+  for (int q = 0; q < R; ++q) rows[q] = want[q].rows;
+  const std::vector<std::vector<uint16_t>> combine_in = combine_inputs(rows, H, seed);
   const int node_size = shape.node_size < R ? shape.node_size : 0;
   const auto combined = epc::ref::ht_combine_packed(whole, combine_in, weighted, alignment, {}, node_size);
 
