@@ -7,6 +7,7 @@
 // nodes of 1.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,9 +27,9 @@ std::string nodes_label(int node_size) {
 }
 
 // A group of `mode` split into nodes of `node_size` ranks; checks that the group reports
-// the split (EpcGroupInfo.node / num_nodes).
+// the split (EpcGroupInfo.node / num_nodes), which `info_out` (if given) receives.
 ::testing::AssertionResult create_split_group(const Shape& shape, EpcMode mode, int node_size, GroupPtr& out,
-                                              EpcDtype dtype = EPC_DTYPE_BF16) {
+                                              EpcDtype dtype = EPC_DTYPE_BF16, EpcGroupInfo* info_out = nullptr) {
   EpcGroupConfig config = group_config(shape, mode, dtype);
   config.virtual_node_size = static_cast<uint32_t>(node_size);
   EpcGroup* raw = nullptr;
@@ -46,6 +47,7 @@ std::string nodes_label(int node_size) {
     return ::testing::AssertionFailure() << "group reports node " << info.node << " of " << info.num_nodes << " for "
                                          << nodes_label(node_size);
   }
+  if (info_out != nullptr) *info_out = info;
   return ::testing::AssertionSuccess();
 }
 
@@ -144,23 +146,40 @@ TEST(VirtualNodes, HighThroughputMatchesTheReferenceWithBackwardPass) {
 }
 
 // HT fp8 payloads (e4m3 bytes and scales, NaN patterns included) on an fp8 group: the rail
-// slots and the forwarders carry the scales too.
+// slots and the forwarders carry the scales too; in whole steps, and in parts of 40 tokens
+// on T = 128 (EPCOMM_HT_PART_TOKENS: four parts, the last of 8), where each part reads its
+// tokens' scales from x_scales at its own offset. A group in parts holds a smaller window.
 TEST(VirtualNodes, HighThroughputFp8PayloadIsCopiedUnchanged) {
   const std::vector<int> sizes = split_node_sizes();
   if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
   const ht::HtShape shape = world_shape(16, 2048, 128, 8);
-  for (int node_size : sizes) {
-    GroupPtr group;
-    ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group, EPC_DTYPE_FP8_E4M3));
-    ht::ProblemSpec spec = ht::random_spec(8, 46000 + node_size);
-    spec.fp8 = true;
-    ref::Problem p = ht::make_problem(shape, spec);
-    std::vector<ht::HtStep> steps;
-    steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), /*fp8=*/true, node_size));
-    ht::replace_payload(p, spec.seed + 2);
-    steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), true, node_size));
-    ht::run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {ht::CallOptions{}},
-                  "high throughput fp8, " + nodes_label(node_size));
+  std::vector<uint64_t> whole_window(sizes.size(), 0);
+  for (const char* part_tokens : {"0", "40"}) {
+    const bool in_parts = std::string(part_tokens) != "0";
+    for (size_t n = 0; n < sizes.size(); ++n) {
+      const int node_size = sizes[n];
+      GroupPtr group;
+      EpcGroupInfo info;
+      {
+        const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", part_tokens);
+        ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group, EPC_DTYPE_FP8_E4M3, &info));
+      }
+      if (in_parts) {
+        EXPECT_LT(info.symmetric_bytes, whole_window[n]) << nodes_label(node_size);
+      } else {
+        whole_window[n] = info.symmetric_bytes;
+      }
+      ht::ProblemSpec spec = ht::random_spec(8, 46000 + node_size);
+      spec.fp8 = true;
+      ref::Problem p = ht::make_problem(shape, spec);
+      std::vector<ht::HtStep> steps;
+      steps.push_back(ht::make_step(p, spec.seed + 1, my_rank(), /*fp8=*/true, node_size));
+      ht::replace_payload(p, spec.seed + 2);
+      steps.push_back(ht::make_step(std::move(p), spec.seed + 3, my_rank(), true, node_size));
+      const std::string parts = in_parts ? "parts of 40 tokens" : "whole steps";
+      ht::run_steps(group.get(), shape, steps, EPC_SIZING_CAPACITY, {ht::CallOptions{}},
+                    "high throughput fp8 in " + parts + ", " + nodes_label(node_size));
+    }
   }
 }
 
