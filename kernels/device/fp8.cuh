@@ -80,4 +80,60 @@ __device__ __forceinline__ uint2 e4m3_vector(const float* values, Fp8Divisor div
   return make_uint2(q[0] | (static_cast<uint32_t>(q[1]) << 16), q[2] | (static_cast<uint32_t>(q[3]) << 16));
 }
 
+// A vector's cast: its e4m3 bytes (eight, or sixteen for two 16-bit vectors) and its block's
+// scale.
+struct Fp8Vector8 {
+  uint2 q;
+  float scale;
+};
+struct Fp8Vector16 {
+  uint4 q;
+  float scale;
+};
+
+// The cast of one 16-bit vector whose 128-channel block the 16 lanes of this lane's half of the
+// warp hold, called by the whole warp.
+__device__ __forceinline__ Fp8Vector8 half_warp_cast(int4 raw, bool is_fp16, bool round_scale_ue8m0) {
+  float values[kHalfChannelsPerVector];
+  const float amax = half_warp_amax(widen_half_vector(raw, is_fp16, values));
+  Fp8Vector8 v;
+  v.scale = fp8_block_scale(amax, round_scale_ue8m0);
+  v.q = e4m3_vector(values, fp8_divisor(v.scale));
+  return v;
+}
+
+// The cast of two 16-bit vectors (raw[0, 2)) whose block the 8 lanes of this lane's quarter of
+// the warp hold, called by the whole warp.
+__device__ __forceinline__ Fp8Vector16 quarter_warp_cast(const int4* raw, bool is_fp16, bool round_scale_ue8m0) {
+  float values[2 * kHalfChannelsPerVector];
+  const float amax = quarter_warp_amax(
+      amax_combine(widen_half_vector(raw[0], is_fp16, values), widen_half_vector(raw[1], is_fp16, values + 8)));
+  Fp8Vector16 v;
+  v.scale = fp8_block_scale(amax, round_scale_ue8m0);
+  const Fp8Divisor divisor = fp8_divisor(v.scale);
+  const uint2 low = e4m3_vector(values, divisor), high = e4m3_vector(values + 8, divisor);
+  v.q = make_uint4(low.x, low.y, high.x, high.y);
+  return v;
+}
+
+// Holds a cast made before a block barrier there: with no use before the barrier the compiler
+// may sink the arithmetic past it to the stores, and the warps that were to cast while the
+// first warp routes would cast after the barrier after all.
+__device__ __forceinline__ void hold_before_barrier(Fp8Vector8& v) {
+  asm volatile("" : "+r"(v.q.x), "+r"(v.q.y), "+f"(v.scale));
+}
+__device__ __forceinline__ void hold_before_barrier(Fp8Vector16& v) {
+  asm volatile("" : "+r"(v.q.x), "+r"(v.q.y), "+r"(v.q.z), "+r"(v.q.w), "+f"(v.scale));
+}
+
+// Which of a round's vectors this thread casts: the first warp takes the round's last ones, the
+// others the rest in order. A small step's slice of a row has fewer vectors than a round, so
+// the first warp, which routes or places the token, casts none of them, and the other warps
+// cast theirs before the block barrier that follows the routing, while it runs. Whole warps
+// keep whole blocks (and UE8M0 words of four blocks): the rotation is by one warp.
+__device__ __forceinline__ int fp8_cast_thread() {
+  const int t = static_cast<int>(threadIdx.x);
+  return t >= kWarpSize ? t - kWarpSize : t + static_cast<int>(blockDim.x) - kWarpSize;
+}
+
 }  // namespace epc::kernels

@@ -234,7 +234,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     int4 first[kPayloadPrefetchRounds] = {};
     static_assert(kPayloadPrefetchRounds == 2, "a cast's first round is two 16-bit vectors");
     if (cast_here) {
-      load_own_cast(payload_bytes, part.begin + threadIdx.x, part.end, first);
+      load_own_cast(payload_bytes, part.begin + fp8_cast_thread(), part.end, first);
     } else {
 #pragma unroll
       for (int r = 0; r < kPayloadPrefetchRounds; ++r) {
@@ -288,9 +288,16 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
         }
       }
     }
+    // The first vectors' cast, which needs no placing: the warps that do not place cast while
+    // the first places (fp8_cast_thread gives it the round's last vectors).
+    Fp8Vector16 first_cast{};
+    if (cast_here) {
+      first_cast = quarter_warp_cast(first, p.x_is_fp16, p.round_scale_ue8m0);
+      hold_before_barrier(first_cast);
+    }
     __syncthreads();
     if (cast_here) {
-      cast_own_slice(p, payload_bytes, part, first, placed.entries, placed.flat_row, placed.scale_row);
+      cast_own_slice(p, payload_bytes, part, first_cast, placed.entries, placed.flat_row, placed.scale_row);
       if (item + static_cast<int>(gridDim.x) < messages * slices) __syncthreads();
       continue;
     }

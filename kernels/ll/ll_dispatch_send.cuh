@@ -43,13 +43,19 @@ struct RowPrefetch {
   int4 raw[kPrefetchRounds];
 };
 
-// This thread's vectors of the first kPrefetchRounds rounds of the slice `part` of `row`
-// (zeros past its end).
-__device__ __forceinline__ RowPrefetch prefetch_row(const char* row, VectorSlice part) {
+// Which of a round's vectors this thread sends: fp8_cast_thread() for the fp8 cast, whose first
+// vectors are cast while the first warp routes the token, else its index.
+__device__ __forceinline__ int payload_thread(LlPayload payload) {
+  return payload == LlPayload::kFp8 ? fp8_cast_thread() : static_cast<int>(threadIdx.x);
+}
+
+// Thread `thread`'s vectors (payload_thread) of the first kPrefetchRounds rounds of the slice
+// `part` of `row` (zeros past its end).
+__device__ __forceinline__ RowPrefetch prefetch_row(const char* row, VectorSlice part, int thread) {
   RowPrefetch f;
 #pragma unroll
   for (int r = 0; r < kPrefetchRounds; ++r) {
-    const int v = part.begin + threadIdx.x + r * static_cast<int>(blockDim.x);
+    const int v = part.begin + thread + r * static_cast<int>(blockDim.x);
     f.raw[r] = v < part.end ? reinterpret_cast<const int4*>(row)[v] : make_int4(0, 0, 0, 0);
   }
   return f;
@@ -113,19 +119,28 @@ __device__ __forceinline__ void warp_find_payloads(const LlDispatchParams& p, in
   if (lane == 0) *count = __popc(listed_lanes);
 }
 
+// The fp8 cast of this thread's first vector (`first`'s round 0), made before the block's
+// barrier so that it overlaps the first warp's routing (fp8_cast_thread).
+__device__ __forceinline__ Fp8Vector8 cast_first_vector(const LlDispatchParams& p, const RowPrefetch& first) {
+  static_assert(kVectorsPerFp8Block == kWarpSize / 2, "a 128-channel block is half a warp's vectors");
+  return half_warp_cast(first.raw[0], p.x_is_fp16, p.round_scale_ue8m0);
+}
+
 // Stores the slice `part` of the token's payload through `payloads[0, count)`
-// (warp_find_payloads). Each thread owns one 16-byte vector of the source row per round
-// (the first rounds already in `first`); for fp8 the 16 lanes holding one 128-channel block
-// agree on its scale through shuffles, so rounds are warp-uniform (slices start at whole
-// warps of vectors). The destination loops stay loops (unroll 1), as they compiled before
-// payload pointers were looked up apart from the messages: unrolled, they grew the kernel.
+// (warp_find_payloads). Each thread owns one 16-byte vector of the source row per round,
+// payload_thread() of it (the first rounds already in `first`, for fp8 the first one's cast in
+// `first_cast`); for fp8 the 16 lanes holding one 128-channel block agree on its scale through
+// shuffles, so rounds are warp-uniform (slices start at whole warps of vectors). The
+// destination loops stay loops (unroll 1), as they compiled before payload pointers were
+// looked up apart from the messages: unrolled, they grew the kernel.
 template <LlPayload kPayload>
 __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, const RowPrefetch& first,
-                                             VectorSlice part, char* const* payloads, int count) {
+                                             const Fp8Vector8& first_cast, VectorSlice part, char* const* payloads,
+                                             int count) {
   const LlGeometry& g = p.common.geo;
   const int rounds_end = part.begin + (part.end - part.begin + kWarpSize - 1) / kWarpSize * kWarpSize;
   int round = 0;
-  for (int v = part.begin + threadIdx.x; v < rounds_end; v += blockDim.x, ++round) {
+  for (int v = part.begin + payload_thread(kPayload); v < rounds_end; v += blockDim.x, ++round) {
     const bool valid = v < part.end;
     int4 raw = make_int4(0, 0, 0, 0);
     if (round < kPrefetchRounds) {
@@ -141,19 +156,14 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
       }
       continue;
     }
-    float values[kChannelsPerVector];
-    float amax = widen_half_vector(raw, p.x_is_fp16, values);
-    static_assert(kVectorsPerFp8Block == kWarpSize / 2, "a 128-channel block is half a warp's vectors");
-    amax = half_warp_amax(amax);
+    const Fp8Vector8 cast = round == 0 ? first_cast : half_warp_cast(raw, p.x_is_fp16, p.round_scale_ue8m0);
     if (!valid) continue;
-    const float scale = fp8_block_scale(amax, p.round_scale_ue8m0);
-    const uint2 packed = e4m3_vector(values, fp8_divisor(scale));
     const int block = v / kVectorsPerFp8Block;
 #pragma unroll 1
     for (int d = 0; d < count; ++d) {
       char* payload = payloads[d];
-      reinterpret_cast<uint2*>(payload)[v] = packed;
-      if (v % kVectorsPerFp8Block == 0) reinterpret_cast<float*>(payload + g.hidden)[block] = scale;
+      reinterpret_cast<uint2*>(payload)[v] = cast.q;
+      if (v % kVectorsPerFp8Block == 0) reinterpret_cast<float*>(payload + g.hidden)[block] = cast.scale;
     }
   }
 }
@@ -233,7 +243,7 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
   const int item = static_cast<int>(blockIdx.x);
   if (item < c.num_tokens * p.token_slices) {
     const int t = item / p.token_slices;
-    e.first_row = prefetch_row(token_row(p, t), item_part(p, item));
+    e.first_row = prefetch_row(token_row(p, t), item_part(p, item), payload_thread(p.payload));
     if (threadIdx.x < kWarpSize) e.entry = load_token_entry(c, p.weights, t);
     e.place = load_token_place(c, t);
   }
@@ -285,9 +295,16 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     const int place = next_place;
     const int next = item + static_cast<int>(gridDim.x);
     if (next < c.num_tokens * slices) {
-      next_row = prefetch_row(token_row(p, next / slices), item_part(p, next));
+      next_row = prefetch_row(token_row(p, next / slices), item_part(p, next), payload_thread(kPayload));
       if (threadIdx.x < kWarpSize) next_entry = load_token_entry(c, p.weights, next / slices);
       next_place = load_token_place(c, next / slices);
+    }
+    // The first vector's fp8 cast: the warps after the first make it now, the first after its
+    // routing and headers (fp8_cast_thread).
+    Fp8Vector8 first_cast{};
+    if (fp8 && threadIdx.x >= kWarpSize) {
+      first_cast = cast_first_vector(p, first);
+      hold_before_barrier(first_cast);
     }
     const bool expert_positions = first_slice && !kByToken;
     route_token(c, entry, t, &route, expert_positions, places, place);  // ends with __syncthreads
@@ -317,8 +334,12 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       }
     }
     if (threadIdx.x < kWarpSize) warp_find_payloads(p, t, route, places, skipped, payloads, &payload_count);
+    if (fp8 && threadIdx.x < kWarpSize) {
+      first_cast = cast_first_vector(p, first);
+      hold_before_barrier(first_cast);
+    }
     __syncthreads();
-    send_payload<kPayload>(p, row, first, part, payloads, payload_count);
+    send_payload<kPayload>(p, row, first, first_cast, part, payloads, payload_count);
     if (passthrough && first_slice) send_scales(p, t, payloads, payload_count);
     // The network's puts read what every thread stored; inside one node commits do nothing.
     if (!c.transport.one_node) __syncthreads();

@@ -110,13 +110,24 @@ __device__ __forceinline__ void load_own_cast(const char* row, int v, int end, i
   raw[1] = reinterpret_cast<const int4*>(row)[2 * v + 1];
 }
 
+// The cast of fp8 vector v of `row` in a thread's later round, a call: a slice has a later
+// round only when it has more vectors than the block has threads (never at hidden 7168), and
+// inlined, this second copy of the cast sat between the instructions every launch runs.
+__device__ __noinline__ static Fp8Vector16 cast_later_vector(const char* row, int v, int end, bool is_fp16,
+                                                             bool round_scale_ue8m0) {
+  int4 raw[2];
+  load_own_cast(row, v, end, raw);
+  return quarter_warp_cast(raw, is_fp16, round_scale_ue8m0);
+}
+
 // Called by every thread of the block: the slice `part` (own_cast_part) of the caller's row
 // `row` cast to e4m3 exactly as the sending part casts it (ll_dispatch_send.cuh), stored with
 // its blocks' scales into the `rows` entry rows `placed_rows` (out_x row numbers) and
-// `scale_rows` (out_scales elements) of the message (negative: the entry did not fit).
-// `first`: this thread's first vectors (load_own_cast).
+// `scale_rows` (out_scales elements) of the message (negative: the entry did not fit). Thread
+// fp8_cast_thread() of each round casts its vector; `first` is this thread's first vector,
+// cast before the message was placed (quarter_warp_cast of load_own_cast's vectors).
 __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const char* row, VectorSlice part,
-                                               const int4* first, int rows, const int* placed_rows,
+                                               const Fp8Vector16& first, int rows, const int* placed_rows,
                                                const int64_t* scale_rows) {
   constexpr int kVectorsPerBlock = kFp8BlockChannels / (2 * kHalfChannelsPerVector);
   static_assert(kVectorsPerBlock == kWarpSize / 4, "a 128-channel block is a quarter warp's fp8 vectors");
@@ -124,26 +135,16 @@ __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const 
   const int rounds_end = part.begin + (part.end - part.begin + kWarpSize - 1) / kWarpSize * kWarpSize;
   // The rows' numbers, loaded while the row is cast.
   const MessageRowStores stores = message_row_stores(p.out_x, hidden, placed_rows, rows);
-  for (int v = part.begin + threadIdx.x; v < rounds_end; v += blockDim.x) {
-    int4 raw[2];
-    if (v == part.begin + static_cast<int>(threadIdx.x)) {
-      raw[0] = first[0];
-      raw[1] = first[1];
-    } else {
-      load_own_cast(row, v, part.end, raw);
-    }
-    float values[2 * kHalfChannelsPerVector];
-    const float amax = quarter_warp_amax(amax_combine(widen_half_vector(raw[0], p.x_is_fp16, values),
-                                                      widen_half_vector(raw[1], p.x_is_fp16, values + 8)));
-    const float scale = fp8_block_scale(amax, p.round_scale_ue8m0);
+  const int first_v = part.begin + fp8_cast_thread();
+  for (int v = first_v; v < rounds_end; v += blockDim.x) {
+    const Fp8Vector16 cast =
+        v == first_v ? first : cast_later_vector(row, v, part.end, p.x_is_fp16, p.round_scale_ue8m0);
     const bool valid = v < part.end;
-    warp_store_cast_scales(p.out_scales, scale, v / kVectorsPerBlock, valid, rows, scale_rows);
+    warp_store_cast_scales(p.out_scales, cast.scale, v / kVectorsPerBlock, valid, rows, scale_rows);
     if (!valid) continue;
-    const Fp8Divisor divisor = fp8_divisor(scale);
-    const uint2 low = e4m3_vector(values, divisor), high = e4m3_vector(values + 8, divisor);
     store_to_rows(stores, v,
-                  make_int4(static_cast<int>(low.x), static_cast<int>(low.y), static_cast<int>(high.x),
-                            static_cast<int>(high.y)));
+                  make_int4(static_cast<int>(cast.q.x), static_cast<int>(cast.q.y), static_cast<int>(cast.q.z),
+                            static_cast<int>(cast.q.w)));
   }
 }
 
