@@ -136,4 +136,12 @@ __device__ __forceinline__ int fp8_cast_thread() {
   return t >= kWarpSize ? t - kWarpSize : t + static_cast<int>(blockDim.x) - kWarpSize;
 }
 
+// Whether this thread's warp has a vector of the slice [begin, end) in a round's first
+// (fp8_cast_thread): one with none would cast zeros that nothing stores, and for the first
+// warp that cast lies between its routing or placing and the block barrier. Warp-uniform, so
+// the cast's shuffles stay whole.
+__device__ __forceinline__ bool fp8_warp_casts(int begin, int end) {
+  return begin + fp8_cast_thread() - lane_id() < end;
+}
+
 }  // namespace epc::kernels

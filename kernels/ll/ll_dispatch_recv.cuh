@@ -291,7 +291,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     // The first vectors' cast, which needs no placing: the warps that do not place cast while
     // the first places (fp8_cast_thread gives it the round's last vectors).
     Fp8Vector16 first_cast{};
-    if (cast_here) {
+    if (cast_here && fp8_warp_casts(part.begin, part.end)) {
       first_cast = quarter_warp_cast(first, p.x_is_fp16, p.round_scale_ue8m0);
       hold_before_barrier(first_cast);
     }

@@ -300,9 +300,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       next_place = load_token_place(c, next / slices);
     }
     // The first vector's fp8 cast: the warps after the first make it now, the first after its
-    // routing and headers (fp8_cast_thread).
+    // routing and headers (fp8_cast_thread); a warp with no vector in the slice makes none.
     Fp8Vector8 first_cast{};
-    if (fp8 && threadIdx.x >= kWarpSize) {
+    if (fp8 && threadIdx.x >= kWarpSize && fp8_warp_casts(part.begin, part.end)) {
       first_cast = cast_first_vector(p, first);
       hold_before_barrier(first_cast);
     }
@@ -334,7 +334,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       }
     }
     if (threadIdx.x < kWarpSize) warp_find_payloads(p, t, route, places, skipped, payloads, &payload_count);
-    if (fp8 && threadIdx.x < kWarpSize) {
+    if (fp8 && threadIdx.x < kWarpSize && fp8_warp_casts(part.begin, part.end)) {
       first_cast = cast_first_vector(p, first);
       hold_before_barrier(first_cast);
     }
