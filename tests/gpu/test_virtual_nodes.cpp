@@ -51,6 +51,15 @@ std::string nodes_label(int node_size) {
   return ::testing::AssertionSuccess();
 }
 
+// An HT create_split_group with EPCOMM_HT_PART_TOKENS set to `part_tokens` while the group is
+// created, which is when it is read (core/ht/ht_parts.hpp; "0": whole steps).
+::testing::AssertionResult create_group_in_parts(const char* part_tokens, const Shape& shape, int node_size,
+                                                 GroupPtr& out, EpcDtype dtype = EPC_DTYPE_BF16,
+                                                 EpcGroupInfo* info_out = nullptr) {
+  const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", part_tokens);
+  return create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, out, dtype, info_out);
+}
+
 // Tokens (of any rank) with entries on ranks of their rank's own node and on `remote` or
 // more ranks of other nodes. A low-latency payload is staged once and put to every rank of
 // another node that hosts an entry (kernels/wire/staging_map.hpp), and stored directly into
@@ -160,10 +169,7 @@ TEST(VirtualNodes, HighThroughputFp8PayloadIsCopiedUnchanged) {
       const int node_size = sizes[n];
       GroupPtr group;
       EpcGroupInfo info;
-      {
-        const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", part_tokens);
-        ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group, EPC_DTYPE_FP8_E4M3, &info));
-      }
+      ASSERT_TRUE(create_group_in_parts(part_tokens, shape, node_size, group, EPC_DTYPE_FP8_E4M3, &info));
       if (in_parts) {
         EXPECT_LT(info.symmetric_bytes, whole_window[n]) << nodes_label(node_size);
       } else {
@@ -225,10 +231,7 @@ TEST(VirtualNodes, HighThroughputStepsInPartsMatchTheReference) {
   for (const char* part_tokens : {"96", "7"}) {
     for (int node_size : sizes) {
       GroupPtr group;
-      {
-        const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", part_tokens);
-        ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group));
-      }
+      ASSERT_TRUE(create_group_in_parts(part_tokens, shape, node_size, group));
       ht::ProblemSpec spec = ht::random_spec(8, 0);
       spec.hot_expert_share = 0.3;
       spec.hot_expert = 2;
@@ -259,10 +262,7 @@ TEST(VirtualNodes, HighThroughputPartsInGraphReplaysAndInterleavedHandles) {
   const ht::HtShape shape = world_shape(16, 2048, 256, 8);
   const int node_size = sizes.front();
   GroupPtr group;
-  {
-    const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "64");
-    ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, node_size, group));
-  }
+  ASSERT_TRUE(create_group_in_parts("64", shape, node_size, group));
   Stream stream;
   ASSERT_TRUE(stream.status());
   ht::CallOptions options;
@@ -320,10 +320,7 @@ TEST(VirtualNodes, HandlesThatPartsCannotServeAreRefused) {
   if (sizes.empty()) GTEST_SKIP() << "needs at least 2 ranks";
   const ht::HtShape shape = world_shape(16, 2048, 256, 8);
   GroupPtr group;
-  {
-    const test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "100");
-    ASSERT_TRUE(create_split_group(shape, EPC_MODE_HIGH_THROUGHPUT, sizes.back(), group));
-  }
+  ASSERT_TRUE(create_group_in_parts("100", shape, sizes.back(), group));
   Stream stream;
   ASSERT_TRUE(stream.status());
   EpcHandleConfig small = handle_config(EPC_SIZING_CAPACITY);
