@@ -7,7 +7,8 @@
 //         stores the round's number into the peer's flag with a system-scope release; each
 //         receiving block polls its own GPU's flag with an acquire load, then reads its slice.
 //   line  each 8-byte word carries 4 bytes of the message and the round's number, stored
-//         with st.volatile (relaxed, system scope: single-copy atomic at 8 bytes), so a word
+//         with st.volatile (relaxed, system scope: single-copy atomic at 8 bytes) as the LL
+//         combine's line records are (kernels/device/line_words.cuh), so a word
 //         that carries the number carries its data: each receiving block polls its own
 //         slice's words until every one does, with no count and no fence.
 // A block replies with its slice as soon as it has what it waits for (line: its slice; flag:
@@ -22,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kernels/device/line_words.cuh"
+
 namespace {
 
 // Polls a wait makes before it gives up (a few seconds): the probe never hangs.
@@ -32,12 +35,6 @@ __device__ __forceinline__ uint32_t word_value(int round, int i) {
   return static_cast<uint32_t>(round) * 1000003u + static_cast<uint32_t>(i);
 }
 
-__device__ __forceinline__ void store_lines(uint64_t* at, uint64_t a, uint64_t b) {
-  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(at), "l"(a), "l"(b) : "memory");
-}
-__device__ __forceinline__ void load_lines(const uint64_t* at, uint64_t& a, uint64_t& b) {
-  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(at) : "memory");
-}
 __device__ __forceinline__ uint4 load_words(const uint32_t* at) {
   uint4 v;
   asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -72,7 +69,7 @@ __device__ void send(const ProbeArgs& a, int round, int begin, int end) {
   if (a.lines) {
     const uint64_t tag = static_cast<uint64_t>(round) << 32;
     for (int w = begin + 2 * static_cast<int>(threadIdx.x); w < end; w += 2 * kThreads) {
-      store_lines(a.peer_buffer + w, tag | word_value(round, w), tag | word_value(round, w + 1));
+      epc::kernels::store_line_words(a.peer_buffer + w, tag | word_value(round, w), tag | word_value(round, w + 1));
     }
     return;
   }
@@ -102,7 +99,7 @@ __device__ bool receive(const ProbeArgs& a, int round, int begin, int end, unsig
       uint64_t x = 0, y = 0;
       long long polls = 0;
       do {
-        load_lines(a.buffer + w, x, y);
+        epc::kernels::load_line_words(a.buffer + w, x, y);
       } while (((x >> 32) != static_cast<uint64_t>(round) || (y >> 32) != static_cast<uint64_t>(round)) &&
                ++polls < kMaxPolls);
       if (polls >= kMaxPolls) gave_up = 1;
