@@ -21,7 +21,7 @@ LlHandleSizes ll_handle_sizes(const GroupConfig& c, int nranks) {
   const size_t K = c.max_topk;
   LlHandleSizes s;
   s.topk_idx = T * K;
-  s.recv_tokens = R;
+  s.recv_tokens = 2 * R;  // the messages each source sent, then its tokens (step_wait.cuh)
   s.msg_slot = R * T;
   s.msg_entries = R * T;
   s.msg_rows = R * T * K;

@@ -18,7 +18,7 @@ namespace epc {
 // Low latency: the routing and what connects a dispatch to its combine.
 struct LlHandleSizes {
   size_t topk_idx;         // int32 [T, max_topk]
-  size_t recv_tokens;      // int32 [R]
+  size_t recv_tokens;      // int32 [2R]: messages from each source, then its tokens
   size_t msg_slot;         // int32 [R * T]
   size_t msg_entries;      // int32 [R, T]
   size_t msg_rows;         // int32 [R, T, max_topk]

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/plan.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
+#include "core/env_count.hpp"
 #include "core/error.hpp"
 #include "kernels/wire/ht_capacity.hpp"
 #include "kernels/wire/ht_message.hpp"
@@ -34,6 +36,13 @@ static_assert(uint64_t{limits::kMaxHidden} * 2 * limits::kMaxTopk <= uint64_t{IN
 uint64_t ll_combine_record_bytes(const GroupConfig& c) {
   return kernels::ll_combine_record_bytes(static_cast<int>(ll_combine_rows_per_token(c)),
                                           static_cast<uint64_t>(c.hidden) * 2);
+}
+
+uint32_t ll_line_tokens(const GroupConfig& c, int nodes) {
+  const uint32_t wanted =
+      env_count("EPCOMM_LL_LINE_TOKENS", kernels::kLlLineTokens, static_cast<uint32_t>(kernels::kMaxLlTokens));
+  if (nodes > 1 || ll_combine_rows_per_token(c) != 1) return 0;
+  return std::min(wanted, c.max_tokens_per_rank);
 }
 
 uint64_t ll_count_table_bytes(const GroupConfig& c, int nranks) {

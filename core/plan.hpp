@@ -65,6 +65,9 @@ struct Plan {
   // High-throughput steps run in parts of this many tokens per rank (core/ht/ht_parts.hpp):
   // max_tokens_per_rank where they run whole, 0 in low-latency plans.
   uint32_t ht_part_tokens = 0;
+  // Low-latency combine: the messages of each source whose partial returns as a line record
+  // (kernels/wire/ll_message.hpp; ll_line_tokens below), 0 in high-throughput plans.
+  uint32_t ll_line_tokens = 0;
   std::vector<Region> regions;
 
   // The region of `kind` in `slot` (EPC_SLOT_NONE for unslotted); throws if absent.
@@ -88,6 +91,12 @@ uint32_t ll_combine_rows_per_token(const GroupConfig& config);
 // bytes: where the partials of SENDER and NONE lie apart (kernels/wire/ll_message.hpp
 // ll_partial_offset; LlGeometry::combine_record_bytes).
 uint64_t ll_combine_record_bytes(const GroupConfig& config);
+// Line records per source in a low-latency combine slot: min(max_tokens_per_rank,
+// kLlLineTokens), or EPCOMM_LL_LINE_TOKENS where set (0: none; the same on every rank, as
+// the window's layout must be), on a one-node group whose combine returns one partial per
+// message; 0 across nodes (a line's words would reach a peer as separate network writes) and
+// with EPC_GROUP_COMBINE_PER_ENTRY.
+uint32_t ll_line_tokens(const GroupConfig& config, int nodes);
 // Bytes of the [nranks][local_experts] int32 entry-count table behind a dispatch_recv slot's
 // messages.
 uint64_t ll_count_table_bytes(const GroupConfig& config, int nranks);

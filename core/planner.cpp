@@ -58,6 +58,7 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
   // second slot lets consecutive steps alternate, so a step does not wait for every peer to
   // have read the one before it (core/ll/ll_steps.hpp).
   plan.num_slots = std::max<uint32_t>(kernels::kLlMinSlots, c.max_pending_steps);
+  plan.ll_line_tokens = ll_line_tokens(c, t.nodes());
   // Receivers read payloads in 16-byte vectors from every message, so messages start
   // 16-byte aligned: an fp8 row plus its scales (hidden + hidden / 32 bytes) is a multiple
   // of 16 only when hidden is a multiple of 512, so pad the message up to one.
@@ -67,9 +68,11 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
           kernels::ll_count_table_offset(t.nranks, T, plan.message_bytes) + ll_count_table_bytes(c, t.nranks),
           "dispatch_recv");
     b.add(EPC_REGION_DISPATCH_SIGNAL, s, kernels::ll_signal_region_bytes(t.nranks), "dispatch_signal");
-    // [R][T] partials, or [R][T][max_entries] entry rows with EPC_GROUP_COMBINE_PER_ENTRY.
+    // [R][T] partials, or [R][T][max_entries] entry rows with EPC_GROUP_COMBINE_PER_ENTRY;
+    // then [R][line_tokens] line records.
     b.add(EPC_REGION_COMBINE_RECV, s,
-          kernels::ll_combine_slot_bytes(t.nranks, T, static_cast<int>(ll_combine_rows_per_token(c)), combine_row),
+          kernels::ll_combine_slot_bytes(t.nranks, T, static_cast<int>(ll_combine_rows_per_token(c)), combine_row) +
+              kernels::ll_combine_line_bytes(t.nranks, static_cast<int>(plan.ll_line_tokens), combine_row),
           "combine_recv");
     b.add(EPC_REGION_COMBINE_SIGNAL, s, kernels::ll_signal_region_bytes(t.nranks), "combine_signal");
   }

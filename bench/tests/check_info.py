@@ -22,12 +22,16 @@ import sys
 failures = []
 
 
-def run(info, args, part_tokens=None):
-    """INFO's exit status and output; part_tokens sets EPCOMM_HT_PART_TOKENS (core/ht/ht_parts.hpp)."""
+def run(info, args, part_tokens=None, line_tokens=None):
+    """INFO's exit status and output; part_tokens sets EPCOMM_HT_PART_TOKENS (core/ht/ht_parts.hpp),
+    line_tokens EPCOMM_LL_LINE_TOKENS (core/plan.hpp)."""
     env = dict(os.environ)
     env.pop("EPCOMM_HT_PART_TOKENS", None)
+    env.pop("EPCOMM_LL_LINE_TOKENS", None)
     if part_tokens is not None:
         env["EPCOMM_HT_PART_TOKENS"] = str(part_tokens)
+    if line_tokens is not None:
+        env["EPCOMM_LL_LINE_TOKENS"] = str(line_tokens)
     p = subprocess.run([info] + args, capture_output=True, text=True, timeout=60, env=env)
     return p.returncode, p.stdout + p.stderr
 
@@ -96,10 +100,13 @@ def main(info):
     code, out = run(info, ["--plan-only", "--plan-ranks=8", "--topk=4", "--ll-combine-per-entry"])
     ll_entry = plans(out)
     expect(code == 0 and "combine per entry" in out, "--ll-combine-per-entry plans", out)
+    # Without the line records that the plain group's combine slots hold beside its partials.
+    code4, out4 = run(info, ["--plan-only", "--plan-ranks=8", "--topk=4"], line_tokens=0)
+    lineless = plans(out4)
     if code == 0 and code4 == 0:
         for slot in ("combine_recv[0]", "combine_recv[1]"):
             got = ll_entry["low-latency"][1][slot][1]
-            want = 4 * plain["low-latency"][1][slot][1]
+            want = 4 * lineless["low-latency"][1][slot][1]
             expect(got == want, f"LL {slot}: a row per entry, 4 per token at top-4 ({got} == {want} B)", out)
         expect(
             ll_entry["high-throughput"] == plain["high-throughput"], "--ll-combine-per-entry: HT plan unchanged", out

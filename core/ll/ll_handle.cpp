@@ -119,6 +119,7 @@ kernels::LlCommon LlHandle::common() const {
   k.geo.header_bytes = static_cast<int>(ll_message_header_bytes(c));
   k.geo.max_entries = max_entries_;
   k.geo.combine_record_bytes = static_cast<int>(ll_combine_record_bytes(c));
+  k.geo.line_tokens = static_cast<int>(plan.ll_line_tokens);
   k.handle.topk_idx = topk_idx_;
   k.handle.recv_tokens = recv_tokens_;
   k.handle.msg_slot = msg_slot_;

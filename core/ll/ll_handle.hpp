@@ -68,7 +68,7 @@ class LlHandle {
   int max_entries_ = 0;
   DeviceAllocations memory_;            // the arrays below
   int32_t* topk_idx_ = nullptr;         // [T, max_topk]
-  int32_t* recv_tokens_ = nullptr;      // [R]
+  int32_t* recv_tokens_ = nullptr;      // [2R]: messages from each source, then its tokens
   int32_t* msg_slot_ = nullptr;         // [R * T]
   int32_t* msg_entries_ = nullptr;      // [R, T]
   int32_t* msg_rows_ = nullptr;         // [R, T, max_entries]

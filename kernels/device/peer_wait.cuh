@@ -20,8 +20,8 @@ constexpr uint32_t kPollsPerCheck = 1024;
 // One thread polls `read()` until `reached(value)`; `*value` receives the last value read.
 // Returns false on a timeout (recorded as `phase`, waiting `rank`, missing `peer`) or when
 // the group has failed elsewhere.
-template <typename Read, typename Reached>
-__device__ __forceinline__ bool poll_until(Read read, Reached reached, uint64_t* value, uint64_t timeout_ns,
+template <typename Read, typename Reached, typename Value>
+__device__ __forceinline__ bool poll_until(Read read, Reached reached, Value* value, uint64_t timeout_ns,
                                            DeviceError* error, uint32_t phase, int rank, int peer) {
   Deadline deadline(timeout_ns);
   for (uint32_t spins = 0; !reached(*value = read()); ++spins) {

@@ -31,16 +31,21 @@ struct SkippedPeer {
   uint32_t payload = 0;
 };
 
+// What a wait keeps of peer p's word: its low 32 bits.
+struct LowWord {
+  __device__ uint32_t operator()(int, uint64_t value) const { return static_cast<uint32_t>(value); }
+};
+
 // Threads of the block split the peers; every thread returns the block's outcome. Waits
 // until reached(value) for the word of every peer p < nranks but `skipped`, at offset +
-// stride p and signalled by p; stores the low 32 bits of each in `payload[p]` (shared memory,
-// may be null).
-template <typename Reached>
+// stride p and signalled by p; stores keep(p, word) (skipped's: its payload) in `payload[p]`
+// (shared memory, may be null).
+template <typename Reached, typename Keep = LowWord>
 __device__ __forceinline__ bool wait_for_every_peer_signal(const PeerTransport& transport, uint64_t offset, int nranks,
                                                            Reached reached, uint32_t* payload, uint64_t timeout_ns,
                                                            DeviceError* error, uint32_t phase, int rank,
-                                                           uint64_t stride = sizeof(uint64_t),
-                                                           SkippedPeer skipped = {}) {
+                                                           uint64_t stride = sizeof(uint64_t), SkippedPeer skipped = {},
+                                                           Keep keep = {}) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
@@ -49,7 +54,7 @@ __device__ __forceinline__ bool wait_for_every_peer_signal(const PeerTransport& 
     const uint64_t word = offset + static_cast<uint64_t>(p) * stride;
     if (p != skipped.rank && !wait_for_signal(transport, word, p, reached, &value, timeout_ns, error, phase, rank, p))
       failed = 1;
-    if (payload != nullptr) payload[p] = static_cast<uint32_t>(value);
+    if (payload != nullptr) payload[p] = keep(p, value);
   }
   __syncthreads();
   return failed == 0;
@@ -72,13 +77,14 @@ __device__ __forceinline__ bool warp_wait_for_every_peer_signal(const PeerTransp
 
 // The low-latency step signal: waits until word p >> 32 == epoch for every peer p but
 // `skipped`, the words `stride` bytes apart.
+template <typename Keep>
 __device__ __forceinline__ bool wait_for_peers_signal(const PeerTransport& transport, uint64_t offset, int nranks,
                                                       uint32_t epoch, uint32_t* payload, uint64_t timeout_ns,
                                                       DeviceError* error, uint32_t phase, int rank, uint64_t stride,
-                                                      SkippedPeer skipped) {
+                                                      SkippedPeer skipped, Keep keep) {
   return wait_for_every_peer_signal(
       transport, offset, nranks, [epoch](uint64_t v) { return static_cast<uint32_t>(v >> 32) == epoch; }, payload,
-      timeout_ns, error, phase, rank, stride, skipped);
+      timeout_ns, error, phase, rank, stride, skipped, keep);
 }
 
 }  // namespace epc::kernels

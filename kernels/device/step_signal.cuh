@@ -21,15 +21,19 @@ __device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_ca
 // one lane), so the release stores to R peers overlap instead of following one another.
 // `signal_offset`: the window offset of the step's slot's signal region (kernels/wire/ll_message.hpp).
 // `payload_of(peer)`: the payload peer gets. `skipped` (-1: none) is not signalled: a fused
-// launch's own rank, which does not wait for its own signal (ll_step_kernel.cuh).
-template <typename PayloadOf>
+// launch's own rank, which does not wait for its own signal (ll_step_kernel.cuh); nor is a
+// peer for which `waits(peer)` is false (a combine's peer that got only line records).
+struct EveryPeerWaits {
+  __device__ bool operator()(int) const { return true; }
+};
+template <typename PayloadOf, typename Waits = EveryPeerWaits>
 __device__ __forceinline__ void warp_signal_every_peer(const PeerTransport& transport, uint64_t signal_offset,
                                                        int nranks, int rank, uint64_t step, PayloadOf payload_of,
-                                                       int skipped = -1) {
+                                                       int skipped = -1, Waits waits = {}) {
   const uint64_t epoch = static_cast<uint64_t>(step_epoch(step)) << 32;
   const size_t offset = signal_offset + ll_step_signal_offset(rank);
   for (int peer = static_cast<int>(threadIdx.x % 32); peer < nranks; peer += 32) {
-    if (peer != skipped) transport.signal(offset, peer, epoch | static_cast<uint32_t>(payload_of(peer)));
+    if (peer != skipped && waits(peer)) transport.signal(offset, peer, epoch | static_cast<uint32_t>(payload_of(peer)));
   }
 }
 

@@ -10,9 +10,13 @@ namespace epc::kernels {
 namespace {
 
 // kHome: EPC_WEIGHTING_HOME (every entry's row returns) or SENDER (one partial per rank), a
-// template argument so that each launch carries only its own kind's code.
-template <bool kHome>
+// template argument so that each launch carries only its own kind's code; kLines: this rank
+// takes its partials back as line records in the step (combine::takes_lines), which only the
+// receiving part's code depends on: a receiving part without them is the code it was before
+// them, which the larger one slowed at every batch.
+template <bool kHome, bool kLines = false>
 struct CombineParts {
+  static_assert(!kHome || !kLines, "EPC_WEIGHTING_HOME returns rows, not partials");
   using Params = LlCombineParams;
   static constexpr int kRecord = kLlCombineRecord;
   static constexpr uint32_t kSlotPhase = kPhaseLlCombineSlot;
@@ -33,10 +37,10 @@ struct CombineParts {
   }
   template <bool kFused, bool kAlone>
   __device__ __forceinline__ static bool receive(const Params& p, uint64_t step, const Early& early) {
-    return combine::receive<kHome, kFused, kAlone>(p, step, early);
+    return combine::receive<kHome, kFused, kAlone, kLines>(p, step, early);
   }
-  // The sending part's [nranks] message counts.
-  static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
+  // The sending part's [nranks] message counts and [nranks] token counts.
+  static size_t send_shared(const Params& p) { return 2 * static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
   static size_t receive_shared(const Params&) { return 0; }
   // Full blocks always: each thread of the sending part loads its vector of every entry's
   // row, so fewer threads keep fewer loads in flight (small blocks measured slower at every
@@ -46,27 +50,38 @@ struct CombineParts {
 
 bool home(const LlCombineParams& p) { return p.home_weights != nullptr; }
 
+// The rule of combine::takes_lines (with combine::line_tokens), on this rank's tokens.
+bool lines(const LlCombineParams& p) {
+  const LlCommon& c = p.common;
+  return !home(p) && c.transport.one_node && c.geo.line_tokens > 0 && c.num_tokens <= c.geo.line_tokens;
+}
+
 }  // namespace
 
 cudaError_t launch_ll_combine_send(const LlCombineParams& params, int blocks, cudaStream_t stream) {
+  // The sending part's code does not depend on how this rank takes its partials back.
   return home(params) ? launch_ll_send<CombineParts<true>>(params, blocks, stream)
                       : launch_ll_send<CombineParts<false>>(params, blocks, stream);
 }
 
 cudaError_t launch_ll_combine_recv(const LlCombineParams& params, int blocks, cudaStream_t stream) {
-  return home(params) ? launch_ll_receive<CombineParts<true>>(params, blocks, stream)
-                      : launch_ll_receive<CombineParts<false>>(params, blocks, stream);
+  return home(params)    ? launch_ll_receive<CombineParts<true>>(params, blocks, stream)
+         : lines(params) ? launch_ll_receive<CombineParts<false, true>>(params, blocks, stream)
+                         : launch_ll_receive<CombineParts<false>>(params, blocks, stream);
 }
 
 cudaError_t launch_ll_combine(const LlCombineParams& params, int send_blocks, int recv_blocks, cudaStream_t stream) {
-  return home(params) ? launch_ll_step<CombineParts<true>>(params, send_blocks, recv_blocks, stream)
-                      : launch_ll_step<CombineParts<false>>(params, send_blocks, recv_blocks, stream);
+  return home(params)    ? launch_ll_step<CombineParts<true>>(params, send_blocks, recv_blocks, stream)
+         : lines(params) ? launch_ll_step<CombineParts<false, true>>(params, send_blocks, recv_blocks, stream)
+                         : launch_ll_step<CombineParts<false>>(params, send_blocks, recv_blocks, stream);
 }
 
 size_t ll_combine_local_bytes() {
   const size_t sender = ll_step_local_bytes<CombineParts<false>>();
+  const size_t lines = ll_step_local_bytes<CombineParts<false, true>>();
   const size_t home = ll_step_local_bytes<CombineParts<true>>();
-  return sender > home ? sender : home;
+  const size_t most = sender > lines ? sender : lines;
+  return most > home ? most : home;
 }
 
 }  // namespace epc::kernels

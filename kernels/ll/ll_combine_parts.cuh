@@ -5,9 +5,13 @@
 // rank][the message's index] (ll_message_index.cuh; LlGeometry::partial_offset: the record's
 // first row, entry row 0 on groups with
 // EPC_GROUP_COMBINE_PER_ENTRY, so that it lies in what the staging map stages across nodes); the
-// last block then signals every rank. Receive: waits for every rank, then one block per (token,
-// slice of its row) adds the partials of the ranks hosting its entries in ascending rank order
-// (fp32) and writes bf16. This is the reference model's ll_combine with
+// last block then signals every rank that takes records. On a one-node group a rank with at
+// most LlGeometry::line_tokens tokens in the step takes its partials back as line records
+// instead (takes_lines; line_words.cuh: every 4 bytes beside the step's epoch), which it sees
+// arrive without a signal. Receive: waits for every rank's signal, or with line records
+// (kLines) for none, then one block per (token, slice of its row) adds the partials of the
+// ranks hosting its entries in ascending rank order (fp32), polling each line record until it
+// carries the step, and writes bf16. This is the reference model's ll_combine with
 // CombineOrder::kPerRankPrereduce. In the token layouts a message has one row, which the caller
 // weighted (EPC_WEIGHTING_NONE): it crosses unchanged, and the receive is the same, the reference's
 // ll_combine_tokens. With EPC_WEIGHTING_HOME (kHome, a template argument so that the SENDER launch
@@ -20,6 +24,7 @@
 
 #include "kernels/device/bf16.cuh"
 #include "kernels/device/launch_done.cuh"
+#include "kernels/device/line_words.cuh"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
@@ -81,11 +86,28 @@ __device__ __forceinline__ Vector partial_vector(const LlCommon& c, const LlComb
   return out;
 }
 
-// Pre-reduces a slice of one message with the whole block into `dst`.
+// Pre-reduces a slice of one message with the whole block: store(v, vector v of the partial).
+template <typename Store>
 __device__ __forceinline__ void send_partial(const LlCommon& c, const LlCombineParams& p, const MessageEntries& m,
-                                             VectorSlice part, int4* dst) {
-  for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) dst[v] = partial_vector(c, p, m, v).raw;
+                                             VectorSlice part, Store store) {
+  for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) store(v, partial_vector(c, p, m, v).raw);
 }
+
+// The most tokens a rank may have in the step to take its partials back as line records: the
+// group's count on a one-node group (on others the plan gives none; the constant one_node of
+// a one-node launch folds the test away), none with EPC_WEIGHTING_HOME, whose rows are not
+// partials. ll_combine.cu's host rule is the same.
+template <bool kHome>
+__device__ __forceinline__ int line_tokens(const LlCommon& c) {
+  return !kHome && c.transport.one_node ? c.geo.line_tokens : 0;
+}
+
+// Whether a home rank takes its partials back as line records: when it had at most `lines`
+// tokens in the step, which the home knows and its dispatch signal told every rank
+// (ll_dispatch_payload), so that both sides decide alike and the home's host can launch the
+// receiving part that reads only line records (kLines; ll_combine.cu). Every partial to it is
+// then a line record, and it waits for no signal.
+__device__ __forceinline__ bool takes_lines(int home_tokens, int lines) { return lines > 0 && home_tokens <= lines; }
 
 // Rows a lane of sum_alone_entries has in flight, one vector of each; a warp's range of a
 // slice is whole warps of vectors, so that few warps share a small slice (every warp that has
@@ -234,7 +256,9 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   const int skipped = kCombineOwnInPlace<kFused> ? g.rank : -1;  // the rank sent no partial or rows
-  extern __shared__ uint32_t tokens_from[];                      // [nranks], as the last dispatch received
+  const int lines = line_tokens<kHome>(c);
+  // [2 * nranks], as the last dispatch received: the messages from each rank, then its tokens.
+  extern __shared__ uint32_t tokens_from[];
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseStart);
 #endif
@@ -242,9 +266,14 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
   const int slices = p.message_slices;
   const int first = static_cast<int>(blockIdx.x);
   MessageRecords next = early.first;
-  if (static_cast<int>(threadIdx.x) < g.nranks) tokens_from[threadIdx.x] = early.tokens_from;
-  for (int s = threadIdx.x + blockDim.x; s < g.nranks; s += blockDim.x)
-    tokens_from[s] = static_cast<uint32_t>(c.handle.recv_tokens[s]);
+  for (int s = threadIdx.x; s < 2 * g.nranks; s += blockDim.x) {
+    tokens_from[s] = s == static_cast<int>(threadIdx.x) && s < g.nranks
+                         ? early.tokens_from
+                         : static_cast<uint32_t>(c.handle.recv_tokens[s]);
+  }
+  const auto home_takes_lines = [&](int home) {
+    return takes_lines(home == g.rank ? c.num_tokens : static_cast<int>(tokens_from[g.nranks + home]), lines);
+  };
 
   const int vectors = g.hidden / kChannelsPerVector;
   __syncthreads();
@@ -261,9 +290,21 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
     } else if constexpr (kHome) {
       send_entry_rows(p, m.source, m.in_source, entries.entries, entries.flat_row, part);
     } else {
-      const uint64_t offset = g.partial_offset(p.recv_offset, g.rank, m.in_source);
-      if (entries.entries > 0)
-        send_partial(c, p, entries, part, static_cast<int4*>(c.transport.buffer(offset, m.source)));
+      // A line record (on one node, where commit does nothing) or the message's record.
+      const bool as_line = home_takes_lines(m.source);
+      const uint64_t offset = as_line ? g.line_partial_offset(p.recv_offset, g.rank, m.in_source)
+                                      : g.partial_offset(p.recv_offset, g.rank, m.in_source);
+      int4* dst = static_cast<int4*>(c.transport.buffer(offset, m.source));
+      const uint32_t epoch = step_epoch(step);
+      if (entries.entries > 0) {
+        send_partial(c, p, entries, part, [&](int v, int4 x) {
+          if (as_line) {
+            store_line_vector(dst + 2 * v, x, epoch);
+          } else {
+            dst[v] = x;
+          }
+        });
+      }
       // The network's put reads what every thread stored; inside one node commit does nothing.
       if (!c.transport.one_node) __syncthreads();
       if (entries.entries > 0 && part.end > part.begin) {
@@ -282,7 +323,10 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
 
   const bool last = last_block_to_finish(&c.state->combine.send_done, /*publish_system=*/!c.transport.one_node);
   if (last && threadIdx.x < kWarpSize) {
-    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, [](int) { return 0u; }, skipped);
+    // A rank that got only line records waits for no signal.
+    const auto waits = [&](int home) { return !home_takes_lines(home); };
+    warp_signal_every_peer(
+        c.transport, p.signal_offset, g.nranks, g.rank, step, [](int) { return 0u; }, skipped, waits);
 #ifdef EPC_PHASE_TRACE
     if (threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseSignalsSent);
 #endif
@@ -323,10 +367,85 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks,
   return count;
 }
 
+// Vector v of the line record of the partial (rank, index) in the combine slot at `partials`.
+__device__ __forceinline__ const int4* line_at(const char* partials, const LlGeometry& g, int rank, int index, int v) {
+  return reinterpret_cast<const int4*>(partials + g.line_partial_offset(0, rank, index)) + 2 * v;
+}
+
+// Polls the line record vector at `at` until every word carries `epoch`, then stores its data
+// in `*data` (bounded; a timeout names `peer`, the rank that sends it).
+__device__ __forceinline__ bool await_line(const LlCommon& c, const int4* at, uint32_t epoch, int peer, int4* data) {
+  LineVector line;
+  const bool ok =
+      poll_until([at] { return load_line_vector(at); }, [epoch](const LineVector& v) { return line_arrived(v, epoch); },
+                 &line, c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank, peer);
+  *data = line_data(line);
+  return ok;
+}
+
+// One item of the receive: the token's sum over the slice `part` of its row into `out`, from
+// the partials of its `num_ranks` ranks (token_ranks) in `partials`, this rank's (`own`) summed
+// in place from `own_entries` (`early_own` already holds vector `early_vector`'s). kLines: the
+// others come as line records, polled until they carry `epoch`; `*lines_ok` turns false when
+// one did not come (then the group has failed and no more are awaited).
+template <bool kLines>
+__device__ __forceinline__ void sum_token_slice(const LlCombineParams& p, const char* partials, const int* ranks,
+                                                const int* indexes, int num_ranks, int own,
+                                                const MessageEntries& own_entries, int early_vector,
+                                                const Vector& early_own, VectorSlice part, void* out, uint32_t epoch,
+                                                bool* lines_ok) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) {
+    float acc[kChannelsPerVector] = {};
+    // This rank's partial, as its sending part would have sent it (the token has an entry
+    // here exactly when this rank is among its ranks, and then its message has one).
+    // The first item's first vector has it already; any other sums it once the peers'
+    // partials of its group of ranks are loading.
+    for (int r0 = 0; r0 < num_ranks; r0 += kRanksInFlight) {
+      Vector part[kRanksInFlight];
+      unsigned late = 0;  // bit k: part k is a line record's that had not come when loaded
+      int own_at = -1;
+      for (int k = 0; k < kRanksInFlight; ++k) {
+        if (r0 + k >= num_ranks) break;
+        const int rank = ranks[r0 + k], index = indexes[r0 + k];
+        if (rank == own) {
+          own_at = k;
+        } else if (kLines) {
+          // Only the data stays live: a line that has not come is loaded again below.
+          const LineVector line = load_line_vector(line_at(partials, g, rank, index, v));
+          part[k].raw = line_data(line);
+          if (!line_arrived(line, epoch)) late |= 1u << k;
+        } else {
+          part[k].raw = reinterpret_cast<const int4*>(partials + g.partial_offset(0, rank, index))[v];
+        }
+      }
+      if (kLines) {
+#pragma unroll
+        for (int k = 0; k < kRanksInFlight; ++k) {
+          if ((late >> k & 1u) != 0 && *lines_ok) {
+            *lines_ok = await_line(c, line_at(partials, g, ranks[r0 + k], indexes[r0 + k], v), epoch, ranks[r0 + k],
+                                   &part[k].raw);
+          }
+        }
+      }
+      Vector own_part;
+      own_part.raw = make_int4(0, 0, 0, 0);
+      if (own_at >= 0) own_part = v == early_vector ? early_own : partial_vector(c, p, own_entries, v);
+      for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
+        const Vector term = k == own_at ? own_part : part[k];
+        for (int e = 0; e < kChannelsPerVector; ++e) acc[e] = __fadd_rn(acc[e], bf16_bits_to_float(term.bf16[e]));
+      }
+    }
+    store_sum_vector(out, v, acc, p.out_type);
+  }
+}
+
 // The whole part, run by every thread of every block; false when the block's wait failed
 // (ll_step_kernel.cuh gives the slot's credits). `early`: what a fused launch loaded early
-// (a receive-only launch loads nothing early).
-template <bool kHome, bool kFused, bool kAlone>
+// (a receive-only launch loads nothing early). kLines: this rank takes its partials back as
+// line records in this step (takes_lines; never with kHome).
+template <bool kHome, bool kFused, bool kAlone, bool kLines>
 __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
@@ -370,14 +489,17 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
     if (in_place && own_entries.entries > 0 && first_vector < first.end)
       early_own = partial_vector(c, p, own_entries, first_vector);
   }
-  if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr, c.timeout_ns, c.error,
-                     kPhaseCombineReceive, c.dev_comm.rank, SkippedPeer{own, 0})) {
+  // Line records carry their own arrival: no rank signals a rank that takes them.
+  if (!kLines && !wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), nullptr, nullptr,
+                                c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank, SkippedPeer{own, 0})) {
     return false;
   }
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseWaitDone);
 #endif
   const char* partials = static_cast<const char*>(c.transport.local(p.recv_offset));
+  bool lines_ok = true;  // every line record this thread awaited came
+  const uint32_t epoch = step_epoch(step);
   if constexpr (kHome) {
     for (int t = blockIdx.x; t < c.num_tokens; t += gridDim.x) {
       sum_home_entries(p, partials, t,
@@ -393,41 +515,15 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
       }
       void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
       const VectorSlice part = vector_slice(vectors, item % slices, slices);
-      for (int v = part.begin + threadIdx.x; v < part.end; v += blockDim.x) {
-        float acc[kChannelsPerVector] = {};
-        // This rank's partial, as its sending part would have sent it (the token has an entry
-        // here exactly when this rank is among its ranks, and then its message has one).
-        // The first item's first vector has it already; any other sums it once the peers'
-        // partials of its group of ranks are loading.
-        const bool own_ready = item == static_cast<int>(blockIdx.x) && v == first_vector;
-        for (int r0 = 0; r0 < num_ranks; r0 += kRanksInFlight) {
-          Vector part[kRanksInFlight];
-          int own_at = -1;
-          for (int k = 0; k < kRanksInFlight; ++k) {
-            if (r0 + k >= num_ranks) break;
-            if (ranks[r0 + k] == own) {
-              own_at = k;
-            } else {
-              part[k].raw =
-                  reinterpret_cast<const int4*>(partials + g.partial_offset(0, ranks[r0 + k], indexes[r0 + k]))[v];
-            }
-          }
-          Vector own_part;
-          own_part.raw = make_int4(0, 0, 0, 0);
-          if (own_at >= 0) own_part = own_ready ? early_own : partial_vector(c, p, own_entries, v);
-          for (int k = 0; k < kRanksInFlight && r0 + k < num_ranks; ++k) {
-            const Vector term = k == own_at ? own_part : part[k];
-            for (int e = 0; e < kChannelsPerVector; ++e) acc[e] = __fadd_rn(acc[e], bf16_bits_to_float(term.bf16[e]));
-          }
-        }
-        store_sum_vector(out, v, acc, p.out_type);
-      }
+      const int early_vector = item == static_cast<int>(blockIdx.x) ? first_vector : -1;
+      sum_token_slice<kLines>(p, partials, ranks, indexes, num_ranks, own, own_entries, early_vector, early_own, part,
+                              out, epoch, &lines_ok);
       // `ranks`, `indexes` and `own_entries` are rewritten for the next token
       if (item + static_cast<int>(gridDim.x) < items) __syncthreads();
     }
   }
-
-  return true;
+  // A block's outcome is every thread's (finish_step counts whole blocks).
+  return !kLines || __syncthreads_and(lines_ok);
 }
 
 }  // namespace epc::kernels::combine

@@ -183,7 +183,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   extern __shared__ uint32_t tokens_from[];  // [nranks]
   // This rank's own messages, read in place when its sending part sent it none.
   const int own = kDispatchOwnInPlaceOrAlone<kPayload, kFused, kAlone> ? g.rank : -1;
-  const SkippedPeer skipped{own, static_cast<uint32_t>(c.num_tokens)};
+  const SkippedPeer skipped{own, ll_dispatch_payload(c.num_tokens, c.num_tokens)};
   // Loaded while the peers still send; the wait's barrier publishes it.
   __shared__ int rank_tokens;
   if (kByToken && threadIdx.x == 0) rank_tokens = c.handle.rank_tokens[g.rank];

@@ -382,9 +382,11 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       // signal (through the last-block count); the network's puts need the fence.
       if (!c.transport.one_node && threadIdx.x == 0) __threadfence_system();
       __syncwarp();
-      // Each peer learns how many messages came (the first warp's loaded early).
+      // Each peer learns how many messages came (the first warp's loaded early), and this
+      // rank's tokens (ll_dispatch_payload).
       const auto messages = [&](int peer) {
-        return peer == static_cast<int>(threadIdx.x) ? early.messages : messages_to(c, peer);
+        const int sent = peer == static_cast<int>(threadIdx.x) ? early.messages : messages_to(c, peer);
+        return ll_dispatch_payload(static_cast<uint32_t>(sent), static_cast<uint32_t>(c.num_tokens));
       };
       warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, messages, skipped);
 #ifdef EPC_PHASE_TRACE

@@ -19,6 +19,12 @@ constexpr float kE4m3Max = 448.0f;
 constexpr int kMaxLlTokens = 1024;
 constexpr int kMaxHtTokens = 65536;
 
+// A low-latency combine on a one-node group returns the partials of a rank with at most
+// kLlLineTokens tokens in the step as line records (kernels/device/line_words.cuh), which carry
+// their own arrival, so that rank waits for no signal; EPCOMM_LL_LINE_TOKENS sets the count
+// (0 turns them off; core/plan.cpp). A line record is twice its row.
+constexpr int kLlLineTokens = 16;
+
 // Low-latency receive slots per direction: a group has max(kLlMinSlots, max_pending_steps)
 // of them, at most kLlMaxSlots; the host picks a step's slot (core/ll/ll_steps.hpp). Each
 // slot is 4 plan regions (receive and signal, both directions): with the control region and
@@ -38,6 +44,8 @@ constexpr int kVectorBytes = 16;
 constexpr int kHalfChannelsPerVector = kVectorBytes / 2;
 
 static_assert(kFp8BlockChannels % kHalfChannelsPerVector == 0, "an fp8 block is whole 16-bit vectors");
+static_assert(kLlLineTokens <= kMaxLlTokens, "line records serve a prefix of a source's messages");
+static_assert(kMaxLlTokens < (1 << 16), "a dispatch signal's payload holds two token counts (ll_message.hpp)");
 static_assert(kMaxHtTokens % kHtChunkTokens == 0, "chunks tile the largest batch");
 static_assert(kLlMinSlots >= 2 && kLlMaxSlots >= kLlMinSlots, "every step-to-step rotation has a second slot");
 static_assert(kHtLayoutSlots == 2, "high-throughput kernels pick a layout slot as step & 1");

@@ -75,6 +75,21 @@ constexpr uint64_t ll_entry_row_offset(int source, int token, int entry, int max
 constexpr uint64_t ll_combine_slot_bytes(int nranks, int max_tokens, int rows_per_token, uint64_t row_bytes) {
   return ll_record_offset(nranks, 0, max_tokens, ll_combine_record_bytes(rows_per_token, row_bytes));
 }
+// Behind a combine slot's records, on a one-node group, [nranks][line_tokens] line records:
+// where every partial to a rank with at most line_tokens tokens in the step goes instead (its
+// index is below its tokens), each 4 bytes of the row in an 8-byte word beside the step's
+// epoch (kernels/device/line_words.cuh), so that rank sees it arrive without the sender's
+// signal. A line record's bytes:
+constexpr uint64_t ll_line_record_bytes(uint64_t row_bytes) { return 2 * row_bytes; }
+// From the combine slot's start; `records_bytes` is the slot's records
+// (ll_combine_slot_bytes).
+constexpr uint64_t ll_line_partial_offset(uint64_t records_bytes, int source, int index, int line_tokens,
+                                          uint64_t row_bytes) {
+  return records_bytes + ll_record_offset(source, index, line_tokens, ll_line_record_bytes(row_bytes));
+}
+constexpr uint64_t ll_combine_line_bytes(int nranks, int line_tokens, uint64_t row_bytes) {
+  return ll_record_offset(nranks, 0, line_tokens, ll_line_record_bytes(row_bytes));
+}
 // Behind a dispatch slot's messages, the [nranks][local_experts] int32 table of entries per
 // source and local expert.
 constexpr uint64_t ll_count_table_offset(int nranks, int max_tokens, uint64_t message_bytes) {
@@ -99,6 +114,12 @@ constexpr size_t ll_message_header_bytes(size_t max_entries) {
 // payload, dispatch's payload the number of messages); word 1 is the writer's credit (it has finished reading what this rank wrote into
 // the writer's copy of this slot, up to the step whose step + 1 the word holds).
 constexpr int kLlSignalRowWords = 2;
+// A dispatch's step signal carries in its payload the messages the writer sent the reader (low
+// 16 bits) and the writer's tokens in the step (high 16 bits), which tell the reader how the
+// writer takes back its partials in the combine (ll_combine_parts.cuh).
+constexpr uint32_t ll_dispatch_payload(uint32_t messages, uint32_t tokens) { return messages | tokens << 16; }
+constexpr uint32_t ll_payload_messages(uint32_t payload) { return payload & 0xffffu; }
+constexpr uint32_t ll_payload_tokens(uint32_t payload) { return payload >> 16; }
 constexpr uint64_t ll_signal_row_bytes() { return kLlSignalRowWords * sizeof(uint64_t); }
 constexpr uint64_t ll_step_signal_offset(int writer) { return static_cast<uint64_t>(writer) * ll_signal_row_bytes(); }
 constexpr uint64_t ll_credit_offset(int writer) { return ll_step_signal_offset(writer) + sizeof(uint64_t); }

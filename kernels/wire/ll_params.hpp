@@ -37,6 +37,9 @@ struct LlGeometry {
   // Bytes of one (source, index) record of a combine slot: row_bytes, or max_entries *
   // row_bytes on groups with EPC_GROUP_COMBINE_PER_ENTRY (ll_combine_record_bytes).
   int combine_record_bytes;
+  // The messages of each source whose partial returns as a line record (0: none; a one-node
+  // group's min(max_tokens, kLlLineTokens) unless the environment sets it, core/planner.cpp).
+  int line_tokens;
 
   // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp);
   // `index`: the record's among its source's (kernels/ll/ll_message_index.cuh).
@@ -51,6 +54,11 @@ struct LlGeometry {
   __device__ __host__ uint64_t partial_offset(uint64_t slot, int source, int index) const {
     return slot + ll_partial_offset(source, index, max_tokens, static_cast<uint64_t>(combine_record_bytes));
   }
+  // Where the partial of message (source, index) goes as a line record (index < line_tokens).
+  __device__ __host__ uint64_t line_partial_offset(uint64_t slot, int source, int index) const {
+    const uint64_t records = ll_record_offset(nranks, 0, max_tokens, static_cast<uint64_t>(combine_record_bytes));
+    return slot + ll_line_partial_offset(records, source, index, line_tokens, static_cast<uint64_t>(row_bytes));
+  }
   // EPC_WEIGHTING_HOME: entry `entry` of message (source, index), in a combine slot of
   // [nranks][max_tokens][max_entries] rows.
   __device__ __host__ uint64_t entry_row_offset(uint64_t slot, int source, int index, int entry) const {
@@ -61,7 +69,8 @@ struct LlGeometry {
 // The handle's device arrays, written by the dispatch receive and read by combine.
 struct LlHandleArrays {
   const int32_t* topk_idx;  // [B, K] int32, validated
-  int32_t* recv_tokens;     // [R] messages each source sent in the last dispatch
+  int32_t* recv_tokens;     // [2R] messages each source sent in the last dispatch, then the
+                            // source's tokens in that step (its dispatch signal's payload)
   // The last dispatch's records of its received messages, message n (in (source, index)
   // order, ll_received.cuh) at n, so that combine can load message n's without first
   // reading recv_tokens to find where it is: its slot source * T + index, its entries, the

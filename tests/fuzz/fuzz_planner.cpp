@@ -317,12 +317,17 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
       const uint64_t messages = mul(mul(R, T), plan.message_bytes);
       FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV, s).size >= add(messages, mul(mul(R, L), 4)));
       FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL, s).size >= mul(R, 8));
-      // A row per (token, message entry) with EPC_GROUP_COMBINE_PER_ENTRY, on any split.
+      // A row per (token, message entry) with EPC_GROUP_COMBINE_PER_ENTRY, on any split; then
+      // two rows per line record.
       FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_RECV, s).size >=
-                 mul(mul(mul(R, T), epc::ll_combine_rows_per_token(c)), mul(c.hidden, 2)));
+                 add(mul(mul(mul(R, T), epc::ll_combine_rows_per_token(c)), mul(c.hidden, 2)),
+                     mul(mul(R, plan.ll_line_tokens), mul(c.hidden, 4))));
       FUZZ_CHECK(plan.region(EPC_REGION_COMBINE_SIGNAL, s).size >= mul(R, 8));
     }
     FUZZ_CHECK(plan.workspace_bytes == 256);
+    // Line records: a prefix of a source's messages, on one node, for one partial per message.
+    FUZZ_CHECK(plan.ll_line_tokens <= T);
+    FUZZ_CHECK(plan.ll_line_tokens == 0 || (nodes.nodes() == 1 && epc::ll_combine_rows_per_token(c) == 1));
   } else {
     // Steps across nodes run in parts of P tokens per rank (core/ht/ht_parts.hpp), the
     // window holding one part: only across nodes, only at the worst case's recv_capacity

@@ -17,6 +17,7 @@
 
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/harness/scoped_env.hpp"
 #include "tests/reference/problem_gen.hpp"
 #include "tests/reference/reference.hpp"
 
@@ -366,6 +367,51 @@ TEST(LowLatency, SendOnlyThenComplete) {
                   std::string("send-only step ") + std::to_string(s) + " (dispatch " +
                       (send_only_dispatch[s] ? "send-only" : "plain") + ", combine " +
                       (send_only_combine[s] ? "send-only" : "plain") + ")");
+  }
+}
+
+// ---- 6b. Line records --------------------------------------------------------------------
+
+// The combine's line records (kernels/device/line_words.cuh) with EPCOMM_LL_LINE_TOKENS 0
+// (every partial a record behind the sender's signal, as before them), 32 (a rank with at
+// most 32 of its random 0..64 tokens takes its partials back as line records, the others as
+// records: both in most steps) and 64 (every rank, every step), fused and send-only: the same
+// bits as the reference either way.
+TEST(LowLatency, CombineLineRecordsMatchTheReference) {
+  const int K = 8;
+  const LlShape shape = world_shape(16, 2048, 64, K);
+  for (const char* lines : {"0", "32", "64"}) {
+    SCOPED_TRACE(std::string("EPCOMM_LL_LINE_TOKENS=") + lines);
+    GroupPtr group;
+    {
+      const test::ScopedEnv env("EPCOMM_LL_LINE_TOKENS", lines);
+      ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+    }
+    Stream stream;
+    ASSERT_TRUE(stream.status());
+    LlBuffers buffers;
+    ASSERT_TRUE(buffers.allocate(shape, K));
+    HandlePtr handle;
+    for (int s = 0; s < 4; ++s) {
+      const LlStep step = ll::make_step(ll::random_problem(shape, K, 6500 + s, true, 0.1), 6600 + s, my_rank());
+      ASSERT_TRUE(buffers.upload(step, stream.get()));
+      if (s == 0) {
+        ASSERT_TRUE(ll::create_handle(group.get(), buffers, stream.get(), handle));
+      } else {
+        ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
+      }
+      ASSERT_TRUE(ll::dispatch(handle.get(), buffers, 0, stream.get()));
+      if (s % 2 == 1) {
+        ASSERT_TRUE(epc_ok(ll::call_combine(handle.get(), buffers, EPC_STEP_SEND_ONLY, stream.get()),
+                           "epc_combine(SEND_ONLY)"));
+        ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream.get()), "epc_complete (combine)"));
+      } else {
+        ASSERT_TRUE(ll::combine(handle.get(), buffers, 0, stream.get()));
+      }
+      buffers.check(step, stream.get(),
+                    std::string("line records ") + lines + ", step " + std::to_string(s) +
+                        (s % 2 == 1 ? " (send-only combine)" : ""));
+    }
   }
 }
 

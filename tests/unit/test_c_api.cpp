@@ -416,15 +416,19 @@ TEST(CApi, PlanQueryReportsThePerEntryCombineWindow) {
 }
 
 // LL groups with EPC_GROUP_COMBINE_PER_ENTRY: each combine slot holds [R][T][max_topk] bf16
-// rows instead of [R][T] partials (the default max_topk 8), in one node and across virtual
-// nodes of 2 and 1, where the staging region grows too (each rank stages its entry rows
-// for every rank of another node: tests/unit/test_planner.cpp pins the bytes).
+// rows instead of [R][T] partials (the default max_topk 8) and no line records, in one node
+// and across virtual nodes of 2 and 1, where the staging region grows too (each rank stages
+// its entry rows for every rank of another node: tests/unit/test_planner.cpp pins the bytes).
 TEST(CApi, PlanQueryReportsTheLowLatencyPerEntryCombineSlots) {
   for (uint32_t node_size : {0u, 2u, 1u}) {
     SCOPED_TRACE(testing::Message() << "virtual_node_size " << node_size);
     EpcGroupConfig c = valid_config();
     c.virtual_node_size = node_size;
-    const EpcPlan partials = plan_of(c);
+    // The partials alone, without the line records a one-node group has beside them.
+    const EpcPlan partials = [&] {
+      const epc::test::ScopedEnv off("EPCOMM_LL_LINE_TOKENS", "0");
+      return plan_of(c);
+    }();
     c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
     const EpcPlan per_entry = plan_of(c);
     EXPECT_EQ(per_entry.num_regions, partials.num_regions);

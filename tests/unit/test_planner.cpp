@@ -35,15 +35,17 @@ TEST(Planner, LowLatencyDecodeLayoutByHand) {
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).size, 7398400u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).offset, 7398656u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).size, 256u);
-  // combine_recv[0]: 4 * 128 * 14336 = 7340032.
+  // combine_recv[0]: the partials 4 * 128 * 14336 = 7340032, then 4 * 16 line records of
+  // 2 * 14336 = 1835008 (one node, kLlLineTokens 16): 9175040.
+  EXPECT_EQ(p.ll_line_tokens, 16u);
   EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).offset, 7398912u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset, 14738944u);
-  // A slot spans 14738944 bytes.
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).offset, 14739200u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 1).offset, 29477888u);
-  // End 29478144, rounded up to 4096: 7197 * 4096.
-  EXPECT_EQ(p.symmetric_bytes, 29478912u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 9175040u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset, 16573952u);
+  // A slot spans 16573952 bytes.
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).offset, 16574208u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 1).offset, 33147904u);
+  // End 33148160, rounded up to 4096: 8093 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 33148928u);
   // Step counters (256) + two slots of 256 expert counts.
   EXPECT_EQ(p.workspace_bytes, 256u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).name, "dispatch_recv[1]");
@@ -52,8 +54,45 @@ TEST(Planner, LowLatencyDecodeLayoutByHand) {
   EXPECT_EQ(p.num_sms, 132u);
 }
 
+// The combine's line records (core/plan.hpp): [R][kLlLineTokens] on one node, never more
+// than max_tokens, none across nodes or with per-entry rows; the environment sets the count
+// (0: none, the window of epcomm 2.1) and refuses what is not one.
+TEST(Planner, LineRecordsOnOneNodeOnly) {
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
+  EXPECT_EQ(epc::ll_line_tokens(c, 1), 16u);
+  EXPECT_EQ(epc::ll_line_tokens(c, 2), 0u);
+  c.max_tokens_per_rank = 4;
+  EXPECT_EQ(epc::ll_line_tokens(c, 1), 4u);
+  c.max_tokens_per_rank = 128;
+  c.flags = EPC_GROUP_COMBINE_PER_ENTRY;
+  EXPECT_EQ(epc::ll_line_tokens(c, 1), 0u);
+  c.flags = 0;
+  {
+    const epc::test::ScopedEnv off("EPCOMM_LL_LINE_TOKENS", "0");
+    const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+    EXPECT_EQ(p.ll_line_tokens, 0u);
+    // LowLatencyDecodeLayoutByHand's window without the 2 * 1835008 bytes of line records.
+    EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u);
+    EXPECT_EQ(p.symmetric_bytes, 29478912u);
+  }
+  {
+    const epc::test::ScopedEnv more("EPCOMM_LL_LINE_TOKENS", "100");
+    const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+    EXPECT_EQ(p.ll_line_tokens, 100u);
+    EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u + 4u * 100u * 2u * 14336u);
+  }
+  const epc::test::ScopedEnv bad("EPCOMM_LL_LINE_TOKENS", "many");
+  try {
+    (void)epc::make_plan(c, {4, 4, 1});
+    FAIL() << "an EPCOMM_LL_LINE_TOKENS that is not a count was taken";
+  } catch (const epc::Error& e) {
+    EXPECT_EQ(e.status(), EPC_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("EPCOMM_LL_LINE_TOKENS"), std::string::npos) << e.what();
+  }
+}
+
 // max_pending_steps 1 and 2 (the default) keep the two-slot window above; each pending step
-// more adds one slot per direction (4 regions, 14738944 bytes here). Above 3 the configuration
+// more adds one slot per direction (4 regions, 16573952 bytes here). Above 3 the configuration
 // check refuses it (tests/unit/test_config.cpp).
 TEST(Planner, PendingStepsGrowTheLowLatencyWindow) {
   auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
@@ -63,17 +102,17 @@ TEST(Planner, PendingStepsGrowTheLowLatencyWindow) {
     EXPECT_EQ(p.num_slots, 2u) << pending;
     EXPECT_EQ(p.max_pending_steps, pending);
     EXPECT_EQ(p.regions.size(), 9u) << pending;
-    EXPECT_EQ(p.symmetric_bytes, 29478912u) << pending;
+    EXPECT_EQ(p.symmetric_bytes, 33148928u) << pending;
   }
   c.max_pending_steps = 3;
   const epc::Plan p = epc::make_plan(c, {4, 4, 1});
   EXPECT_EQ(p.num_slots, 3u);
   ASSERT_EQ(p.regions.size(), 13u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 2).offset, 256u + 2u * 14738944u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 2).offset, 256u + 2u * 16573952u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 2).name, "dispatch_recv[2]");
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 2).offset, 14738944u + 2u * 14738944u);
-  // End 256 + 3 * 14738944 = 44217088, rounded up to 4096: 10796 * 4096.
-  EXPECT_EQ(p.symmetric_bytes, 44220416u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 2).offset, 16573952u + 2u * 16573952u);
+  // End 256 + 3 * 16573952 = 49722112, rounded up to 4096: 12140 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 49725440u);
   // Each slot's signal region holds a step signal and a credit per rank: 4 * 16 -> 256.
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 2).size, 256u);
 }
@@ -391,8 +430,8 @@ TEST(Planner, Fp8GroupsUseSmallerMessages) {
   epc::Plan p = epc::make_plan(epc::resolve_config(&raw), {4, 4, 1});
   // 112-byte header + 7168 fp8 bytes + 56 scales * 4 bytes.
   EXPECT_EQ(p.message_bytes, 112u + 7168u + 224u);
-  // Combine rows stay bf16: 4 * 128 * 14336.
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u);
+  // Combine rows stay bf16: 4 * 128 * 14336, and 4 * 16 line records of 2 * 14336.
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 7340032u + 1835008u);
   // Any size from H + H/32 up to 2H - 1 is rounded down to that window.
   raw.max_token_bytes = 2 * 7168 - 1;
   EXPECT_EQ(epc::make_plan(epc::resolve_config(&raw), {4, 4, 1}).message_bytes, 112u + 7168u + 224u);
@@ -480,6 +519,13 @@ TEST(Planner, RanksOutsideTheNodeGetStagingBlocks) {
   const epc::Plan flat = epc::make_plan(c, {4, 4, 1});
   EXPECT_EQ(flat.staging_map.count, 0u);
   EXPECT_EQ(flat.regions.back().kind, EPC_REGION_COMBINE_SIGNAL);
+  // Across nodes a combine has no line records (core/plan.hpp): the regions before the
+  // staging are the one-node plan's without them.
+  const epc::Plan lineless = [&] {
+    const epc::test::ScopedEnv off("EPCOMM_LL_LINE_TOKENS", "0");
+    return epc::make_plan(c, {4, 4, 1});
+  }();
+  EXPECT_EQ(lineless.ll_line_tokens, 0u);
   // A block, L = 16: the barrier word (8 -> 16), then per slot the headers of 64 messages of
   // 2112 B (header 8 + 4 * 12 = 56 -> 64, row 2048), 16 counts (64), the signal row (16), 64
   // partial rows of 2048 B and the signal row: 16 + 2 * (4096 + 64 + 16 + 131072 + 16) =
@@ -496,7 +542,8 @@ TEST(Planner, RanksOutsideTheNodeGetStagingBlocks) {
     EXPECT_EQ(plan.staging_map.rank_block_bytes, block);
     EXPECT_EQ(plan.staging_map.rail_block_bytes, 0u);
     EXPECT_EQ(plan.staging_map.shared_block_bytes, shared);
-    EXPECT_EQ(staging.offset, flat.regions.back().offset + flat.regions.back().size);
+    EXPECT_EQ(plan.ll_line_tokens, 0u);
+    EXPECT_EQ(staging.offset, lineless.regions.back().offset + lineless.regions.back().size);
     EXPECT_EQ(staging.size, (remote * block + shared + 255) / 256 * 256);  // 1073920, 803328
     EXPECT_EQ(plan.gin_contexts, 0u);                                      // one LSA team: the stand-in carries it
   }

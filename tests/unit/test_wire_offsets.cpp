@@ -35,15 +35,21 @@ TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
   g.max_entries = 8;
   g.combine_record_bytes = static_cast<int>(epc::ll_combine_record_bytes(c));
   EXPECT_EQ(g.combine_record_bytes, g.row_bytes);
+  g.line_tokens = static_cast<int>(p.ll_line_tokens);
+  EXPECT_EQ(g.line_tokens, 16);
   for (uint32_t s = 0; s < p.num_slots; ++s) {
     const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV, s);
     // The last message ends where the count table starts; the table ends inside the region.
     EXPECT_EQ(g.message_offset(recv.offset, 3, 127) + g.message_bytes, g.count_table_offset(recv.offset));
     EXPECT_LE(g.count_table_offset(recv.offset) + epc::kernels::ll_count_table_bytes(4, 64), recv.offset + recv.size);
     const epc::Region& partials = p.region(EPC_REGION_COMBINE_RECV, s);
-    EXPECT_EQ(g.partial_offset(partials.offset, 3, 127) + g.row_bytes, partials.offset + partials.size);
-    // Without the flag, the [R][T] partials of one row each, as in 2.0.
+    // The [R][T] partials of one row each, as in 2.0, then the [R][16] line records of two
+    // rows each, the last ending with the region.
     EXPECT_EQ(g.partial_offset(partials.offset, 2, 5), partials.offset + (2u * 128 + 5) * 14336);
+    EXPECT_EQ(g.partial_offset(partials.offset, 3, 127) + g.row_bytes, g.line_partial_offset(partials.offset, 0, 0));
+    EXPECT_EQ(g.line_partial_offset(partials.offset, 2, 5),
+              partials.offset + 4u * 128 * 14336 + (2u * 16 + 5) * 2 * 14336);
+    EXPECT_EQ(g.line_partial_offset(partials.offset, 3, 15) + 2 * g.row_bytes, partials.offset + partials.size);
   }
 }
 

@@ -16,7 +16,7 @@ func TestPlanQueryLowLatencyFourRanks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PlanQuery: %v", err)
 	}
-	const wantWindow = 29478912 // 7197 pages of 4096 bytes
+	const wantWindow = 33148928 // 8093 pages of 4096 bytes
 	if plan.SymmetricBytes != wantWindow {
 		t.Errorf("SymmetricBytes = %d, want %d", plan.SymmetricBytes, wantWindow)
 	}

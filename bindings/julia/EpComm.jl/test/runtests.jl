@@ -60,7 +60,7 @@ end
     @testset "plan_query: 4 ranks, 256 experts, hidden 7168" begin
         config = GroupConfig(num_experts = 256, hidden = 7168)
         plan = plan_query(config; nranks = 4)
-        @test plan.symmetric_bytes == 29478912
+        @test plan.symmetric_bytes == 33148928
         @test length(plan.regions) == 9
         @test plan.num_slots == 2
         @test plan.mode == EPC_MODE_LOW_LATENCY
