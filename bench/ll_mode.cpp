@@ -15,6 +15,8 @@
 // bytes where the reference model puts them; e2m1 rows also pass NVFP4's x_global_scale.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "bench/output_check.hpp"
 #include "bench/try_call.hpp"
 #include "epcomm/epcomm.h"
+#include "kernels/wire/limits.hpp"
 #ifdef EPC_PHASE_TRACE
 #include <memory>
 
@@ -109,7 +112,19 @@ class LlMode final : public Mode {
     WireFormat w = WireFormat::for_dtype(H_, fp8_, K_);
     if (pass_) w.dispatch_row_bytes = format_.row_bytes + format_.scale_bytes;  // committed bytes
     w.combine_per_entry = home_;
+    w.line_tokens = line_tokens();
     return w;
+  }
+
+  // What core/plan.hpp's ll_line_tokens gives this group (mirrored here: the plan does not
+  // report it; group creation has refused an EPCOMM_LL_LINE_TOKENS that is not a count).
+  int64_t line_tokens() const {
+    const bool one_node = o_.virtual_node_size == 0 || o_.virtual_node_size >= R_;
+    if (!one_node || home_) return 0;
+    const char* text = std::getenv("EPCOMM_LL_LINE_TOKENS");
+    const int64_t wanted =
+        text != nullptr && *text != '\0' ? std::strtoll(text, nullptr, 10) : int64_t{kernels::kLlLineTokens};
+    return std::min<int64_t>(wanted, T_);
   }
 
   bool measure(const PointInput& in, MetricList& out, bool& checked, std::string& error) override {

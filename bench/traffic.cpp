@@ -74,14 +74,21 @@ std::string WireFormat::describe() const {
                   static_cast<long long>(net_dispatch_message_bytes));
     return text;
   }
+  // Line records only where the group has them, so that older records read the same.
+  char lines[160] = "";
+  if (line_tokens > 0) {
+    std::snprintf(lines, sizeof lines,
+                  ", twice that as line records and no signal to a rank of this node with at most %lld tokens",
+                  static_cast<long long>(line_tokens));
+  }
   std::snprintf(text, sizeof text,
                 "dispatch: per (token, remote rank with entries) %lld B header + %lld B per entry "
                 "there and a %lld B row; combine: a %lld B row per (token, remote rank with "
-                "entries); %lld B per local expert of each peer for the count table; %lld B signal "
+                "entries)%s; %lld B per local expert of each peer for the count table; %lld B signal "
                 "per peer per half; to a peer in another node the network transport puts whole "
                 "messages instead: %lld B each, and %lld B per combined row",
                 static_cast<long long>(header_fixed_bytes), static_cast<long long>(header_entry_bytes),
-                static_cast<long long>(dispatch_row_bytes), static_cast<long long>(combine_row_bytes),
+                static_cast<long long>(dispatch_row_bytes), static_cast<long long>(combine_row_bytes), lines,
                 static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes),
                 static_cast<long long>(net_dispatch_message_bytes), static_cast<long long>(net_combine_row_bytes));
   return text;
@@ -152,6 +159,10 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   std::vector<int64_t> counts(static_cast<size_t>(L), 0);
   std::vector<int> entries_on(static_cast<size_t>(R));
 
+  // Whether rank d takes its LL combine rows back as line records (every rank has `tokens`).
+  auto takes_lines = [&](int d) {
+    return !wire.ht && !remote(d) && !wire.combine_per_entry && wire.line_tokens > 0 && tokens <= wire.line_tokens;
+  };
   // The rank of this node with r's local index: where HT combine returns r's rows across nodes.
   auto rail_here = [&](int r) { return own_node * per_node + r % per_node; };
   std::vector<int64_t> combine_flags_to(static_cast<size_t>(R), 0);  // HT chunk flags
@@ -229,7 +240,7 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
               // which puts every entry row (kernels/ll/ll_combine_home.cuh put_entry_rows).
               const int64_t rows = wire.combine_per_entry ? n : 1;
               t.combine_to[static_cast<size_t>(s)] +=
-                  rows * (remote(s) ? wire.net_combine_row_bytes : wire.combine_row_bytes);
+                  rows * (remote(s) ? wire.net_combine_row_bytes : wire.combine_row_bytes * (takes_lines(s) ? 2 : 1));
             } else if (rail_here(s) != rank) {
               t.combine_to[static_cast<size_t>(rail_here(s))] +=
                   (wire.combine_per_entry ? n : 1) * wire.combine_row_bytes;
@@ -273,7 +284,7 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
       layout = (wire.ht_layout_header_words + L) * 4 + wire.signal_bytes;
     } else {
       dispatch += wire.signal_bytes + static_cast<int64_t>(L) * wire.count_entry_bytes;
-      combine += wire.signal_bytes;
+      if (!takes_lines(d)) combine += wire.signal_bytes;
     }
     const bool net = remote(d);
     (net ? t.wire_dispatch_network_bytes : t.wire_dispatch_nvlink_bytes) += dispatch;

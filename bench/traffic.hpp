@@ -36,6 +36,9 @@ struct WireFormat {
   int64_t header_entry_bytes = 12;
   int64_t count_entry_bytes = 4;
   int64_t signal_bytes = 8;  // LL: per peer per half, one release-stored uint64
+  // LL on one node: a rank with at most this many tokens takes its combine rows back as line
+  // records, twice the row, and no combine signal (kernels/wire/ll_message.hpp); 0: none.
+  int64_t line_tokens = 0;
   // HT (kernels/wire/ht_message.hpp): a token goes once to every rank hosting one of its entries,
   // into a slot: the payload row (fp8: then its scales), K int32 local expert ids and K fp32
   // weights. Dispatch publishes every chunk of `ht_chunk_tokens` source tokens with one uint64

@@ -43,6 +43,22 @@ TEST(Traffic, RankZero) {
   EXPECT_EQ(t.memory_combine_bytes, (3 + 2) * 16);
 }
 
+// With line records for ranks of at most 2 tokens (both here), rank 1's row comes back as a
+// line record, twice the row, and rank 1 gets no combine signal; with at most 1 token (fewer
+// than the 2 each rank has), as without them.
+TEST(Traffic, LineRecordsDoubleTheRowAndDropTheSignal) {
+  WireFormat w = WireFormat::for_dtype(8, false, 2);
+  w.line_tokens = 2;
+  const RankTraffic lines = compute_traffic(tiny(), 0, 2, 2, 4, w, 100);
+  EXPECT_EQ(lines.combine_to, (std::vector<int64_t>{0, 32}));
+  EXPECT_EQ(lines.wire_combine_bytes, 32);
+  EXPECT_EQ(lines.logical_combine_bytes, 48);  // DeepEP's rule does not change
+  w.line_tokens = 1;
+  const RankTraffic records = compute_traffic(tiny(), 0, 2, 2, 4, w, 100);
+  EXPECT_EQ(records.combine_to, (std::vector<int64_t>{0, 16}));
+  EXPECT_EQ(records.wire_combine_bytes, 24);
+}
+
 TEST(Traffic, RankOne) {
   const WireFormat w = WireFormat::for_dtype(8, false, 2);
   const RankTraffic t = compute_traffic(tiny(), 1, 2, 2, 4, w, 100);
