@@ -65,8 +65,9 @@ struct Plan {
   // High-throughput steps run in parts of this many tokens per rank (core/ht/ht_parts.hpp):
   // max_tokens_per_rank where they run whole, 0 in low-latency plans.
   uint32_t ht_part_tokens = 0;
-  // Low-latency combine: the messages of each source whose partial returns as a line record
-  // (kernels/wire/ll_message.hpp; ll_line_tokens below), 0 in high-throughput plans.
+  // Low-latency combine: the most tokens a rank may have in a step to take its partials back
+  // as line records, and each combine slot's line records per source
+  // (kernels/wire/ll_message.hpp; ll_line_tokens below); 0 in high-throughput plans.
   uint32_t ll_line_tokens = 0;
   std::vector<Region> regions;
 

@@ -50,10 +50,10 @@ struct CombineParts {
 
 bool home(const LlCombineParams& p) { return p.home_weights != nullptr; }
 
-// The rule of combine::takes_lines (with combine::line_tokens), on this rank's tokens.
+// combine::takes_lines for this rank's tokens, with combine::line_tokens's conditions.
 bool lines(const LlCombineParams& p) {
   const LlCommon& c = p.common;
-  return !home(p) && c.transport.one_node && c.geo.line_tokens > 0 && c.num_tokens <= c.geo.line_tokens;
+  return !home(p) && c.transport.one_node && combine::takes_lines(c.num_tokens, c.geo.line_tokens);
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ __device__ __forceinline__ void send_partial(const LlCommon& c, const LlCombineP
 // The most tokens a rank may have in the step to take its partials back as line records: the
 // group's count on a one-node group (on others the plan gives none; the constant one_node of
 // a one-node launch folds the test away), none with EPC_WEIGHTING_HOME, whose rows are not
-// partials. ll_combine.cu's host rule is the same.
+// partials. ll_combine.cu's host rule tests the same.
 template <bool kHome>
 __device__ __forceinline__ int line_tokens(const LlCommon& c) {
   return !kHome && c.transport.one_node ? c.geo.line_tokens : 0;
@@ -107,7 +107,9 @@ __device__ __forceinline__ int line_tokens(const LlCommon& c) {
 // (ll_dispatch_payload), so that both sides decide alike and the home's host can launch the
 // receiving part that reads only line records (kLines; ll_combine.cu). Every partial to it is
 // then a line record, and it waits for no signal.
-__device__ __forceinline__ bool takes_lines(int home_tokens, int lines) { return lines > 0 && home_tokens <= lines; }
+__host__ __device__ __forceinline__ bool takes_lines(int home_tokens, int lines) {
+  return lines > 0 && home_tokens <= lines;
+}
 
 // Rows a lane of sum_alone_entries has in flight, one vector of each; a warp's range of a
 // slice is whole warps of vectors, so that few warps share a small slice (every warp that has

@@ -37,8 +37,9 @@ struct LlGeometry {
   // Bytes of one (source, index) record of a combine slot: row_bytes, or max_entries *
   // row_bytes on groups with EPC_GROUP_COMBINE_PER_ENTRY (ll_combine_record_bytes).
   int combine_record_bytes;
-  // The messages of each source whose partial returns as a line record (0: none; a one-node
-  // group's min(max_tokens, kLlLineTokens) unless the environment sets it, core/planner.cpp).
+  // The most tokens a rank may have in a step to take its combine partials back as line
+  // records, and the line records per source in a combine slot (0: none; a one-node group's
+  // min(max_tokens, kLlLineTokens) unless the environment sets it, core/plan.hpp).
   int line_tokens;
 
   // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp);

@@ -387,30 +387,14 @@ TEST(LowLatency, CombineLineRecordsMatchTheReference) {
       const test::ScopedEnv env("EPCOMM_LL_LINE_TOKENS", lines);
       ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
     }
-    Stream stream;
-    ASSERT_TRUE(stream.status());
-    LlBuffers buffers;
-    ASSERT_TRUE(buffers.allocate(shape, K));
-    HandlePtr handle;
-    for (int s = 0; s < 4; ++s) {
-      const LlStep step = ll::make_step(ll::random_problem(shape, K, 6500 + s, true, 0.1), 6600 + s, my_rank());
-      ASSERT_TRUE(buffers.upload(step, stream.get()));
-      if (s == 0) {
-        ASSERT_TRUE(ll::create_handle(group.get(), buffers, stream.get(), handle));
-      } else {
-        ASSERT_TRUE(ll::update_handle(handle.get(), buffers, stream.get()));
-      }
-      ASSERT_TRUE(ll::dispatch(handle.get(), buffers, 0, stream.get()));
-      if (s % 2 == 1) {
-        ASSERT_TRUE(epc_ok(ll::call_combine(handle.get(), buffers, EPC_STEP_SEND_ONLY, stream.get()),
-                           "epc_combine(SEND_ONLY)"));
-        ASSERT_TRUE(epc_ok(epc_complete(handle.get(), 0, stream.get()), "epc_complete (combine)"));
-      } else {
-        ASSERT_TRUE(ll::combine(handle.get(), buffers, 0, stream.get()));
-      }
-      buffers.check(step, stream.get(),
-                    std::string("line records ") + lines + ", step " + std::to_string(s) +
-                        (s % 2 == 1 ? " (send-only combine)" : ""));
+    // Two steps with fused combines, then two whose combines are send-only.
+    for (const ll::StepFlags combine_flags : {0u, static_cast<ll::StepFlags>(EPC_STEP_SEND_ONLY)}) {
+      const uint64_t seed = combine_flags == 0 ? 6500 : 6502;
+      const std::vector<ref::Problem> problems = {ll::random_problem(shape, K, seed, true, 0.1),
+                                                  ll::random_problem(shape, K, seed + 1, true, 0.1)};
+      run_sequence(group.get(), shape, problems, seed + 100,
+                   std::string("line records ") + lines + (combine_flags == 0 ? "" : ", send-only combine"),
+                   EPC_DTYPE_INT64, 0, combine_flags);
     }
   }
 }
