@@ -19,6 +19,16 @@ __device__ __forceinline__ void load_line_words(const uint64_t* at, uint64_t& a,
   asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(at) : "memory");
 }
 
+// One word at `at` (8-byte aligned).
+__device__ __forceinline__ void store_line_word(uint64_t* at, uint64_t w) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(at), "l"(w) : "memory");
+}
+__device__ __forceinline__ uint64_t load_line_word(const uint64_t* at) {
+  uint64_t w;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(w) : "l"(at) : "memory");
+  return w;
+}
+
 // A 16-byte vector's line: its four 4-byte words, each beside the epoch.
 struct LineVector {
   uint64_t w[4];
@@ -51,6 +61,11 @@ __device__ __forceinline__ bool line_arrived(const LineVector& v, uint32_t epoch
   return static_cast<uint32_t>(v.w[0] >> 32) == e && static_cast<uint32_t>(v.w[1] >> 32) == e &&
          static_cast<uint32_t>(v.w[2] >> 32) == e && static_cast<uint32_t>(v.w[3] >> 32) == e;
 }
+
+__device__ __forceinline__ bool word_arrived(uint64_t w, uint32_t epoch) {
+  return static_cast<uint32_t>(w >> 32) == epoch;
+}
+__device__ __forceinline__ uint32_t word_data(uint64_t w) { return static_cast<uint32_t>(w); }
 
 __device__ __forceinline__ int4 line_data(const LineVector& v) {
   return make_int4(static_cast<int>(static_cast<uint32_t>(v.w[0])), static_cast<int>(static_cast<uint32_t>(v.w[1])),

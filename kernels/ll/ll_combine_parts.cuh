@@ -24,7 +24,7 @@
 
 #include "kernels/device/bf16.cuh"
 #include "kernels/device/launch_done.cuh"
-#include "kernels/device/line_words.cuh"
+#include "kernels/device/line_await.cuh"
 #ifdef EPC_PHASE_TRACE
 #include "kernels/device/phase_stamp.cuh"
 #endif
@@ -377,12 +377,8 @@ __device__ __forceinline__ const int4* line_at(const char* partials, const LlGeo
 // Polls the line record vector at `at` until every word carries `epoch`, then stores its data
 // in `*data` (bounded; a timeout names `peer`, the rank that sends it).
 __device__ __forceinline__ bool await_line(const LlCommon& c, const int4* at, uint32_t epoch, int peer, int4* data) {
-  LineVector line;
-  const bool ok =
-      poll_until([at] { return load_line_vector(at); }, [epoch](const LineVector& v) { return line_arrived(v, epoch); },
-                 &line, c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank, peer);
-  *data = line_data(line);
-  return ok;
+  return await_line_vector(at, epoch, LineWait{c.timeout_ns, c.error, kPhaseCombineReceive, c.dev_comm.rank, peer},
+                           data);
 }
 
 // One item of the receive: the token's sum over the slice `part` of its row into `out`, from
