@@ -28,6 +28,7 @@
 #include "bench/try_call.hpp"
 #include "epcomm/epcomm.h"
 #include "kernels/wire/limits.hpp"
+#include "kernels/wire/ll_message.hpp"
 #ifdef EPC_PHASE_TRACE
 #include <memory>
 
@@ -113,6 +114,11 @@ class LlMode final : public Mode {
     if (pass_) w.dispatch_row_bytes = format_.row_bytes + format_.scale_bytes;  // committed bytes
     w.combine_per_entry = home_;
     w.line_tokens = line_tokens();
+    // A line group (kernels/wire/ll_message.hpp ll_dispatch_line_group) moves every dispatch
+    // but a passthrough one as line records.
+    const bool line_group =
+        kernels::ll_dispatch_line_group(static_cast<int>(w.line_tokens), T_, group_.facts().message_bytes);
+    w.dispatch_line_tokens = !pass_ && line_group ? w.line_tokens : 0;
     return w;
   }
 

@@ -81,15 +81,22 @@ std::string WireFormat::describe() const {
                   ", twice that as line records and no signal to a rank of this node with at most %lld tokens",
                   static_cast<long long>(line_tokens));
   }
+  char dispatch_lines[160] = "";
+  if (dispatch_line_tokens > 0) {
+    std::snprintf(dispatch_lines, sizeof dispatch_lines,
+                  " (twice those and the count table as line records on a line group of at most %lld tokens per "
+                  "rank)",
+                  static_cast<long long>(dispatch_line_tokens));
+  }
   std::snprintf(text, sizeof text,
                 "dispatch: per (token, remote rank with entries) %lld B header + %lld B per entry "
-                "there and a %lld B row; combine: a %lld B row per (token, remote rank with "
+                "there and a %lld B row%s; combine: a %lld B row per (token, remote rank with "
                 "entries)%s; %lld B per local expert of each peer for the count table; %lld B signal "
                 "per peer per half; to a peer in another node the network transport puts whole "
                 "messages instead: %lld B each, and %lld B per combined row",
                 static_cast<long long>(header_fixed_bytes), static_cast<long long>(header_entry_bytes),
-                static_cast<long long>(dispatch_row_bytes), static_cast<long long>(combine_row_bytes), lines,
-                static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes),
+                static_cast<long long>(dispatch_row_bytes), dispatch_lines, static_cast<long long>(combine_row_bytes),
+                lines, static_cast<long long>(count_entry_bytes), static_cast<long long>(signal_bytes),
                 static_cast<long long>(net_dispatch_message_bytes), static_cast<long long>(net_combine_row_bytes));
   return text;
 }
@@ -163,6 +170,10 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
   auto takes_lines = [&](int d) {
     return !wire.ht && !remote(d) && !wire.combine_per_entry && wire.line_tokens > 0 && tokens <= wire.line_tokens;
   };
+  // Whether this rank sends its LL dispatch to rank d as line records, twice the bytes.
+  const auto sends_lines = [&](int d) {
+    return !wire.ht && !remote(d) && wire.dispatch_line_tokens > 0 && tokens <= wire.dispatch_line_tokens;
+  };
   // The rank of this node with r's local index: where HT combine returns r's rows across nodes.
   auto rail_here = [&](int r) { return own_node * per_node + r % per_node; };
   std::vector<int64_t> combine_flags_to(static_cast<size_t>(R), 0);  // HT chunk flags
@@ -224,6 +235,7 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
               bytes = n > 0 ? ht_slot : 0;
             } else {
               bytes = n > 0 ? wire.header_fixed_bytes + n * wire.header_entry_bytes + wire.dispatch_row_bytes : 0;
+              if (sends_lines(d)) bytes *= 2;
             }
             t.dispatch_to[static_cast<size_t>(d)] += bytes;
           }
@@ -283,7 +295,7 @@ RankTraffic compute_traffic(const std::vector<Routing>& all, int rank, int token
       combine += combine_flags_to[i] * wire.ht_flag_bytes + wire.ht_ack_bytes;
       layout = (wire.ht_layout_header_words + L) * 4 + wire.signal_bytes;
     } else {
-      dispatch += wire.signal_bytes + static_cast<int64_t>(L) * wire.count_entry_bytes;
+      dispatch += wire.signal_bytes + static_cast<int64_t>(L) * wire.count_entry_bytes * (sends_lines(d) ? 2 : 1);
       if (!takes_lines(d)) combine += wire.signal_bytes;
     }
     const bool net = remote(d);

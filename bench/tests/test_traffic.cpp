@@ -59,6 +59,22 @@ TEST(Traffic, LineRecordsDoubleTheRowAndDropTheSignal) {
   EXPECT_EQ(records.wire_combine_bytes, 24);
 }
 
+// With dispatch line records for ranks of at most 2 tokens, rank 0's message to rank 1 (8 + 12 +
+// 16 bytes) and rank 1's count table (2 * 4 bytes) go as line records, twice the bytes, and
+// the signal as before; with at most 1 token, as without them.
+TEST(Traffic, DispatchLineRecordsDoubleTheMessages) {
+  WireFormat w = WireFormat::for_dtype(8, false, 2);
+  w.dispatch_line_tokens = 2;
+  const RankTraffic lines = compute_traffic(tiny(), 0, 2, 2, 4, w, 100);
+  EXPECT_EQ(lines.dispatch_to, (std::vector<int64_t>{0, 72}));
+  EXPECT_EQ(lines.wire_dispatch_bytes, 72 + 8 + 16);
+  EXPECT_EQ(lines.logical_dispatch_bytes, 48);
+  w.dispatch_line_tokens = 1;
+  const RankTraffic records = compute_traffic(tiny(), 0, 2, 2, 4, w, 100);
+  EXPECT_EQ(records.dispatch_to, (std::vector<int64_t>{0, 36}));
+  EXPECT_EQ(records.wire_dispatch_bytes, 36 + 8 + 8);
+}
+
 TEST(Traffic, RankOne) {
   const WireFormat w = WireFormat::for_dtype(8, false, 2);
   const RankTraffic t = compute_traffic(tiny(), 1, 2, 2, 4, w, 100);

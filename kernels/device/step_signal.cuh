@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "kernels/device/line_words.cuh"
 #include "kernels/transport/peer_transport.cuh"
 #include "kernels/wire/ll_message.hpp"
 
@@ -23,17 +24,25 @@ __device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_ca
 // `payload_of(peer)`: the payload peer gets. `skipped` (-1: none) is not signalled: a fused
 // launch's own rank, which does not wait for its own signal (ll_step_kernel.cuh); nor is a
 // peer for which `waits(peer)` is false (a combine's peer that got only line records).
+// `relaxed` (one node only): the signal is a plain store that orders nothing, for a sender of
+// line records (line_words.cuh), which carry their own arrival and follow it.
 struct EveryPeerWaits {
   __device__ bool operator()(int) const { return true; }
 };
 template <typename PayloadOf, typename Waits = EveryPeerWaits>
 __device__ __forceinline__ void warp_signal_every_peer(const PeerTransport& transport, uint64_t signal_offset,
                                                        int nranks, int rank, uint64_t step, PayloadOf payload_of,
-                                                       int skipped = -1, Waits waits = {}) {
+                                                       int skipped = -1, Waits waits = {}, bool relaxed = false) {
   const uint64_t epoch = static_cast<uint64_t>(step_epoch(step)) << 32;
   const size_t offset = signal_offset + ll_step_signal_offset(rank);
   for (int peer = static_cast<int>(threadIdx.x % 32); peer < nranks; peer += 32) {
-    if (peer != skipped && waits(peer)) transport.signal(offset, peer, epoch | static_cast<uint32_t>(payload_of(peer)));
+    if (peer == skipped || !waits(peer)) continue;
+    const uint64_t value = epoch | static_cast<uint32_t>(payload_of(peer));
+    if (relaxed) {
+      store_line_word(static_cast<uint64_t*>(transport.node_peer(offset, peer)), value);
+    } else {
+      transport.signal(offset, peer, value);
+    }
   }
 }
 

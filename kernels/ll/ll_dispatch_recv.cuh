@@ -10,7 +10,10 @@
 // of the payload once into every row it feeds; the first slice's block records the rows and
 // weights that combine will need. A fused launch may read its own rank's messages from the
 // routing and the caller's tokens instead of its window (ll_own_messages.cuh); nothing else
-// tells them apart.
+// tells them apart. On a line group (dispatch_lines) every other message and every count
+// table came as line records (ll_dispatch_lines.cuh), each word polled until it carries the
+// step's epoch: the placing reads their headers and tables so, and a placed message's payload
+// and scales are polled and stored by store_line_message.
 #pragma once
 
 #ifdef EPC_PHASE_TRACE
@@ -21,6 +24,7 @@
 #include "kernels/device/step_signal.cuh"
 #include "kernels/device/step_wait.cuh"
 #include "kernels/device/warp.cuh"
+#include "kernels/ll/ll_dispatch_lines.cuh"
 #include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/ll/ll_received.cuh"
 #include "kernels/ll/ll_row_stores.cuh"
@@ -47,20 +51,70 @@ struct MessageRows {
 
 // What the sources told this rank in the step: their signals' message counts, their count
 // tables, and their messages' headers, those of `own` (-1: none; this rank, when it reads its
-// own messages in place) taken from the routing instead.
+// own messages in place) taken from the routing instead; on a line group (`line_group`) the
+// others' polled in their line records until they carry the step's `epoch`.
 struct Received {
   const char* slots;
   const uint32_t* tokens_from;  // [nranks] (shared)
   const int32_t* table;         // [R][L]
   int own;
   int rank_tokens;  // the token layouts: this rank's tokens with an entry on itself
+  bool line_group;
+  uint32_t epoch;
+  int* lines_failed;  // (shared) set when a line word did not come
 
+  // Whether source s's messages and table came as line records.
+  __device__ bool lines(int s) const { return line_group && s != own; }
+  __device__ LineWait line_wait(const LlCommon& c, int s) const {
+    return LineWait{c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank, s};
+  }
+  __device__ const uint64_t* line_count(const LlCommon& c, int s, int l) const {
+    return reinterpret_cast<const uint64_t*>(slots + c.geo.line_count_offset(0, s, l));
+  }
+  // Message (s, index) as a line record.
+  __device__ const char* line_message(const LlGeometry& g, int s, int index) const {
+    return slots + g.line_message_offset(0, s, index);
+  }
   // The entries source s has for local expert l.
   __device__ int entries(const LlCommon& c, int s, int l) const {
-    return s == own ? c.handle.expert_entries[own * c.geo.local_experts + l] : table[s * c.geo.local_experts + l];
+    if (!lines(s)) {
+      return s == own ? c.handle.expert_entries[own * c.geo.local_experts + l] : table[s * c.geo.local_experts + l];
+    }
+    uint32_t count = 0;
+    if (!await_line_word(line_count(c, s, l), epoch, line_wait(c, s), &count)) *lines_failed = 1;
+    return static_cast<int>(count);
+  }
+  // The entries sources [0, sources) have for local expert l. On a line group every count
+  // loads at once, and only when one of them had not come are they read again, each polled.
+  __device__ int entries_below(const LlCommon& c, int sources, int l) const {
+    int sum = 0;
+    if (!line_group) {
+      for (int s = 0; s < sources; ++s) sum += entries(c, s, l);
+      return sum;
+    }
+    bool came = true;
+    for (int s = 0; s < sources; ++s) {
+      if (!lines(s)) {
+        sum += entries(c, s, l);
+      } else {
+        const uint64_t w = load_line_word(line_count(c, s, l));
+        came = came && word_arrived(w, epoch);
+        sum += static_cast<int>(word_data(w));
+      }
+    }
+    if (came) return sum;
+    sum = 0;
+    for (int s = 0; s < sources; ++s) sum += entries(c, s, l);
+    return sum;
   }
   // Called by one warp: message m.
   __device__ MessageView message(const LlDispatchParams& p, const ReceivedMessage& m) const {
+    if (lines(m.source)) {
+      const LineMessageView v = warp_await_line_message(line_message(p.common.geo, m.source, m.in_source), epoch,
+                                                        line_wait(p.common, m.source));
+      if (!v.ok && lane_id() == 0) *lines_failed = 1;
+      return v.view;
+    }
     return m.source == own
                ? own_message(p.common, p.weights, m.in_source)
                : stored_message(p.common.geo, slots + static_cast<size_t>(m.index) * p.common.geo.message_bytes);
@@ -156,8 +210,7 @@ __device__ __forceinline__ ExpertCount load_expert_count(const LlDispatchParams&
   const LlGeometry& g = p.common.geo;
   ExpertCount count{-1, 0, 0};
   if (l < 0 || l >= g.local_experts) return count;
-  int rows = 0;
-  for (int s = 0; s < g.nranks; ++s) rows += received.entries(p.common, s, l);
+  const int rows = received.entries_below(p.common, g.nranks, l);
   // Expert zones hold R*T rows; the token layouts count (token, entry) pairs.
   const int expert_rows = g.nranks * g.max_tokens;
   count.expert = l;
@@ -172,10 +225,12 @@ __device__ __forceinline__ void store_expert_count(const LlDispatchParams& p, co
   if (p.acc_counts != nullptr) p.acc_counts[count.expert] = count.accumulated + count.rows;
 }
 
-// The whole part, run by every thread of every block; false when the block's wait failed
-// (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or FLAT; kPayload:
-// p.payload (ll_dispatch.cu); kFused: the launch also sent; kAlone: a launch alone in its group.
-template <bool kByToken, LlPayload kPayload, bool kFused, bool kAlone>
+// The whole part, run by every thread of every block; false when the block's wait failed, or a
+// line word did not come (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or
+// FLAT; kPayload: p.payload (ll_dispatch.cu); kFused: the launch also sent; kAlone: a launch
+// alone in its group; kLines: the launch is on a line group (dispatch_lines, which the host
+// tests), a template argument so that other groups' launches carry none of its code.
+template <bool kByToken, LlPayload kPayload, bool kFused, bool kAlone, bool kLines>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
@@ -184,9 +239,13 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   // This rank's own messages, read in place when its sending part sent it none.
   const int own = kDispatchOwnInPlaceOrAlone<kPayload, kFused, kAlone> ? g.rank : -1;
   const SkippedPeer skipped{own, ll_dispatch_payload(c.num_tokens, c.num_tokens)};
+  // A launch alone reads every message in place.
+  constexpr bool line_group = kLines && !kAlone;
   // Loaded while the peers still send; the wait's barrier publishes it.
   __shared__ int rank_tokens;
+  __shared__ int lines_failed;
   if (kByToken && threadIdx.x == 0) rank_tokens = c.handle.rank_tokens[g.rank];
+  if (line_group && threadIdx.x == 0) lines_failed = 0;
 
   if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
                      c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank, skipped)) {
@@ -198,9 +257,14 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
 
   const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset));
   const Received received{
-      slots, tokens_from,
-      reinterpret_cast<const int32_t*>(slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes)), own,
-      kByToken ? rank_tokens : 0};
+      slots,
+      tokens_from,
+      reinterpret_cast<const int32_t*>(slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes)),
+      own,
+      kByToken ? rank_tokens : 0,
+      line_group,
+      step_epoch(step),
+      &lines_failed};
   const int expert_rows = g.nranks * g.max_tokens;
   constexpr bool by_token = kByToken;
   constexpr bool fp8 = kPayload == LlPayload::kFp8;
@@ -219,6 +283,10 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     const bool records = slice == 0;  // one block per message writes the handle's records
     const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
     const bool in_place = m.source == own;
+    // A line record's words lie at twice their offset (ll_dispatch_lines.cuh).
+    const bool lines = received.lines(m.source);
+    const char* line = lines ? received.line_message(g, m.source, m.in_source) : nullptr;
+    const int4* line_payload = lines ? reinterpret_cast<const int4*>(line + 2 * g.header_bytes) : nullptr;
     const char* message = slots + static_cast<size_t>(m.index) * g.message_bytes;
     // An own message of the fp8 cast, cast here (kDispatchOwnInPlaceOrAlone).
     const bool cast_here = fp8 && in_place;
@@ -233,8 +301,11 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
                                        : vector_slice(static_cast<int>(out_row_bytes / 16), slice, slices);
     int4 first[kPayloadPrefetchRounds] = {};
     static_assert(kPayloadPrefetchRounds == 2, "a cast's first round is two 16-bit vectors");
+    LinePrefetch line_first{};
     if (cast_here) {
       load_own_cast(payload_bytes, part.begin + fp8_cast_thread(), part.end, first);
+    } else if (lines) {
+      line_first = prefetch_line_payload(line_payload, part, received.epoch);
     } else {
 #pragma unroll
       for (int r = 0; r < kPayloadPrefetchRounds; ++r) {
@@ -250,7 +321,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
                                                      : payload_bytes + out_row_bytes;
     const VectorSlice words = vector_slice(scale_words_per_row, slice, slices);
     uint4 first_scales = make_uint4(0, 0, 0, 0);
-    if ((fp8 && !cast_here) || passthrough) {
+    if (((fp8 && !cast_here) || passthrough) && !lines) {
       first_scales = prefetch_row_scales(p.out_scales.encoding, scales_src, scale_count, words.begin, words.end,
                                          ScaleThread::from_block_end());
     }
@@ -270,8 +341,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       }
       if (lane < entries) {
         const int l = entry.local_expert;
-        int row = entry.position;
-        for (int s = 0; s < m.source; ++s) row += received.entries(c, s, l);
+        const int row = entry.position + received.entries_below(c, m.source, l);
         int flat_row = -1;
         // Only duplicate expert ids in a row can overfill an expert; never write past it.
         if (row < expert_rows) {
@@ -298,6 +368,27 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     __syncthreads();
     if (cast_here) {
       cast_own_slice(p, payload_bytes, part, first_cast, placed.entries, placed.flat_row, placed.scale_row);
+      if (item + static_cast<int>(gridDim.x) < messages * slices) __syncthreads();
+      continue;
+    }
+    if (lines) {
+      // A header alone (entries 0: this rank's own record of a token with no entry here) has
+      // no payload to wait for.
+      if (placed.entries > 0) {
+        const LineMessageStores stores{line_payload,
+                                       part,
+                                       line_first,
+                                       message_row_stores(p.out_x, out_row_bytes, placed.flat_row, placed.entries),
+                                       fp8 ? line_word_at(line, g.header_bytes + out_row_bytes) : nullptr,
+                                       p.out_scales,
+                                       scale_count,
+                                       words,
+                                       placed.scale_row,
+                                       placed.entries,
+                                       received.epoch,
+                                       received.line_wait(c, m.source)};
+        if (!store_line_message(stores)) lines_failed = 1;
+      }
       if (item + static_cast<int>(gridDim.x) < messages * slices) __syncthreads();
       continue;
     }
@@ -334,7 +425,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     *p.out_num_recv = tokens;
   }
 
-  return true;
+  if (!line_group) return true;
+  __syncthreads();  // every awaited line word came, or lines_failed says which did not
+  return lines_failed == 0;
 }
 
 }  // namespace epc::kernels::dispatch_recv

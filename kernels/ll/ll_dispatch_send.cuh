@@ -11,7 +11,8 @@
 // block sends each rank the table of entries per local expert (counted when the routing was
 // set); the last block to finish signals every rank with (epoch, the messages it sent it). A
 // fused launch of 16-bit or passthrough rows sends its own rank nothing
-// (ll_own_messages.cuh).
+// (ll_own_messages.cuh). On a line group (kLines) messages and tables go as line records and
+// the signal goes first (ll_dispatch_lines.cuh).
 #pragma once
 
 #include "kernels/device/fp8.cuh"
@@ -22,6 +23,7 @@
 #include "kernels/device/phase_stamp.cuh"
 #endif
 #include "kernels/device/step_signal.cuh"
+#include "kernels/ll/ll_dispatch_lines.cuh"
 #include "kernels/ll/ll_message_index.cuh"
 #include "kernels/ll/ll_own_messages.cuh"
 #include "kernels/ll/ll_slot_credit.cuh"
@@ -72,6 +74,11 @@ __device__ __forceinline__ uint64_t message_at(const LlDispatchParams& p, int t,
 __device__ __forceinline__ uint64_t message_staged_as(const LlDispatchParams& p, int t) {
   return p.common.geo.message_offset(p.recv_offset, p.common.geo.rank, t);
 }
+// And where it starts as a line record in dest's window (ll_dispatch_lines.cuh; one node).
+__device__ __forceinline__ uint64_t line_message_at(const LlDispatchParams& p, int t, int dest, const int* places) {
+  const LlCommon& c = p.common;
+  return c.geo.line_message_offset(p.recv_offset, c.geo.rank, message_index(c, t, dest, places[dest]));
+}
 
 // warp_find_payloads across nodes, a call (one-node launches never make it): ranks of other
 // nodes all read the one staged copy of the payload, staged as `staged_as` (record_buffer()
@@ -99,12 +106,18 @@ __device__ __noinline__ static void warp_find_payloads_across_nodes(PeerTranspor
 }
 
 // Called by one warp: where send_payload stores token t's payload: `payloads[0, *count)`,
-// behind the header of its message to every destination but `skipped` (-1: none).
+// behind the header of its message to every destination but `skipped` (-1: none); with
+// `lines`, of its line record (one node only).
 __device__ __forceinline__ void warp_find_payloads(const LlDispatchParams& p, int t, const TokenRoute& route,
-                                                   const int* places, int skipped, char** payloads, int* count) {
+                                                   const int* places, int skipped, bool lines, char** payloads,
+                                                   int* count) {
   const int lane = lane_id();
   const uint64_t header = p.common.geo.header_bytes;
-  const uint64_t payload_at = lane < route.num_dests ? message_at(p, t, route.dest[lane], places) + header : 0;
+  uint64_t payload_at = 0;
+  if (lane < route.num_dests) {
+    payload_at = lines ? line_message_at(p, t, route.dest[lane], places) + 2 * header
+                       : message_at(p, t, route.dest[lane], places) + header;
+  }
   if (!p.common.transport.one_node) {
     warp_find_payloads_across_nodes(p.common.transport, message_staged_as(p, t) + header, payload_at, &route, skipped,
                                     payloads, count);
@@ -133,10 +146,12 @@ __device__ __forceinline__ Fp8Vector8 cast_first_vector(const LlDispatchParams& 
 // shuffles, so rounds are warp-uniform (slices start at whole warps of vectors). The
 // destination loops stay loops (unroll 1), as they compiled before payload pointers were
 // looked up apart from the messages: unrolled, they grew the kernel.
+// With `lines` (a payload of 16-bit rows or the fp8 cast) `payloads` are line records' and
+// `epoch` the step's: each 4 bytes go at twice their offset beside it (ll_dispatch_lines.cuh).
 template <LlPayload kPayload>
 __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const char* row, const RowPrefetch& first,
                                              const Fp8Vector8& first_cast, VectorSlice part, char* const* payloads,
-                                             int count) {
+                                             int count, bool lines, uint32_t epoch) {
   const LlGeometry& g = p.common.geo;
   const int rounds_end = part.begin + (part.end - part.begin + kWarpSize - 1) / kWarpSize * kWarpSize;
   int round = 0;
@@ -150,6 +165,11 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
     }
     if (kPayload != LlPayload::kFp8) {  // 16-bit rows and passthrough rows go as they are
       if (!valid) continue;
+      if (kPayload == LlPayload::kHalf && lines) {
+#pragma unroll 1
+        for (int d = 0; d < count; ++d) store_line_vector(reinterpret_cast<int4*>(payloads[d]) + 2 * v, raw, epoch);
+        continue;
+      }
 #pragma unroll 1
       for (int d = 0; d < count; ++d) {
         reinterpret_cast<int4*>(payloads[d])[v] = raw;
@@ -159,6 +179,20 @@ __device__ __forceinline__ void send_payload(const LlDispatchParams& p, const ch
     const Fp8Vector8 cast = round == 0 ? first_cast : half_warp_cast(raw, p.x_is_fp16, p.round_scale_ue8m0);
     if (!valid) continue;
     const int block = v / kVectorsPerFp8Block;
+    if (lines) {
+      // The 8 bytes of e4m3 at 8 v are two words of the line at 16 v; the scale at hidden + 4 b one.
+#pragma unroll 1
+      for (int d = 0; d < count; ++d) {
+        char* payload = payloads[d];
+        store_line_words(line_word_at(payload, 8 * static_cast<uint64_t>(v)), line_word(cast.q.x, epoch),
+                         line_word(cast.q.y, epoch));
+        if (v % kVectorsPerFp8Block == 0) {
+          store_line_word(line_word_at(payload, g.hidden + 4 * static_cast<uint64_t>(block)),
+                          line_word(__float_as_uint(cast.scale), epoch));
+        }
+      }
+      continue;
+    }
 #pragma unroll 1
     for (int d = 0; d < count; ++d) {
       char* payload = payloads[d];
@@ -217,6 +251,23 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
   }
 }
 
+// The same as line words (ll_dispatch_lines.cuh), which need no commit and no barrier. Its own
+// loop rather than one shared with send_count_tables through a callback: sharing it changed
+// the registers of kernels that never send line records (fp8, token layouts: 92 -> 100).
+__device__ __forceinline__ void send_line_count_tables(const LlDispatchParams& p, int32_t first, int skipped,
+                                                       uint32_t epoch) {
+  const LlCommon& c = p.common;
+  const LlGeometry& g = c.geo;
+  for (int e = threadIdx.x; e < g.nranks * g.local_experts; e += blockDim.x) {
+    const int dest = e / g.local_experts;
+    if (dest == skipped) continue;
+    const uint32_t count =
+        static_cast<uint32_t>(e == static_cast<int>(threadIdx.x) ? first : c.handle.expert_entries[e]);
+    const uint64_t offset = g.line_count_offset(p.recv_offset, g.rank, e % g.local_experts);
+    store_line_word(static_cast<uint64_t*>(c.transport.node_peer(offset, dest)), line_word(count, epoch));
+  }
+}
+
 // What the part loads before the step's slot is claimed (ll_step_kernel.cuh): what the
 // block's first item needs of the caller's row and the routing, the tables' first count and
 // the first warp's signal payloads, so that these loads overlap the load of the slot's state.
@@ -252,11 +303,19 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
   return e;
 }
 
+// What the step signal carries to `peer`, called by its lane of the first warp: how many
+// messages came (the first warp's loaded early), and this rank's tokens (ll_dispatch_payload).
+__device__ __forceinline__ uint32_t signal_payload(const LlCommon& c, const EarlyLoads& early, int peer) {
+  const int sent = peer == static_cast<int>(threadIdx.x) ? early.messages : messages_to(c, peer);
+  return ll_dispatch_payload(static_cast<uint32_t>(sent), static_cast<uint32_t>(c.num_tokens));
+}
+
 // The whole part, run by every thread of every block; true in the launch's last block, which
 // has signalled every rank (ll_step_kernel.cuh records the step). kByToken: the handle's
 // layout is RANK_MAJOR or FLAT; kPayload: p.payload (ll_dispatch.cu); kFused: the launch
-// also receives.
-template <bool kByToken, LlPayload kPayload, bool kFused>
+// also receives; kLines: the launch sends line records (dispatch_lines, which the host tests), a
+// template argument so that other groups' launches carry none of their code.
+template <bool kByToken, LlPayload kPayload, bool kFused, bool kLines>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, const EarlyLoads& early) {
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
@@ -273,6 +332,16 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
   // before its tokens and stored after them, and ordered before the signal by the
   // last-block count below.
   const bool tables = blockIdx.x == gridDim.x - 1;
+  // Line records carry their own arrival: the signal, with the messages' count, goes first and
+  // orders nothing, and the tables go before the tokens (ll_dispatch_lines.cuh).
+  const bool lines = kLines && c.transport.one_node;
+  const uint32_t epoch = step_epoch(step);
+  if (lines && blockIdx.x == 0 && threadIdx.x < kWarpSize) {
+    const auto payload = [&](int peer) { return signal_payload(c, early, peer); };
+    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, payload, skipped, EveryPeerWaits{},
+                           /*relaxed=*/true);
+  }
+  if (lines && tables) send_line_count_tables(p, early.first_count, skipped, epoch);
 
   // One block per (token, slice of its row); the first slice's block also writes the
   // headers and entries.
@@ -314,6 +383,11 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       // own record of every token, which a receiver reads whether it has entries or not.
       const auto write_header = [&](int dest, int entries) {
         if (dest == skipped) return;
+        if (lines) {
+          store_line_header(static_cast<char*>(c.transport.node_peer(line_message_at(p, t, dest, places), dest)),
+                            LlMessageHeader{kByToken ? places[dest] : t, entries}, epoch);
+          return;
+        }
         auto* header =
             static_cast<LlMessageHeader*>(c.transport.record_buffer(staged_as, message_at(p, t, dest, places), dest));
         header->place = kByToken ? places[dest] : t;
@@ -325,21 +399,28 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       const int j = threadIdx.x;
       const int dest = j < c.topk && route.expert[j] >= 0 ? route.expert[j] / g.local_experts : skipped;
       if (dest >= 0 && dest != skipped) {
-        char* message = static_cast<char*>(c.transport.record_buffer(staged_as, message_at(p, t, dest, places), dest));
+        char* message =
+            lines ? nullptr
+                  : static_cast<char*>(c.transport.record_buffer(staged_as, message_at(p, t, dest, places), dest));
         LlMessageEntry entry;
         entry.local_expert = route.expert[j] - dest * g.local_experts;
         entry.position = kByToken ? j : route.position[j];
         entry.weight = route.weight[j];
-        reinterpret_cast<LlMessageEntry*>(message + sizeof(LlMessageHeader))[route.index_on_rank[j]] = entry;
+        if (lines) {
+          store_line_entry(static_cast<char*>(c.transport.node_peer(line_message_at(p, t, dest, places), dest)),
+                           route.index_on_rank[j], entry, epoch);
+        } else {
+          reinterpret_cast<LlMessageEntry*>(message + sizeof(LlMessageHeader))[route.index_on_rank[j]] = entry;
+        }
       }
     }
-    if (threadIdx.x < kWarpSize) warp_find_payloads(p, t, route, places, skipped, payloads, &payload_count);
+    if (threadIdx.x < kWarpSize) warp_find_payloads(p, t, route, places, skipped, lines, payloads, &payload_count);
     if (fp8 && threadIdx.x < kWarpSize && fp8_warp_casts(part.begin, part.end)) {
       first_cast = cast_first_vector(p, first);
       hold_before_barrier(first_cast);
     }
     __syncthreads();
-    send_payload<kPayload>(p, row, first, first_cast, part, payloads, payload_count);
+    send_payload<kPayload>(p, row, first, first_cast, part, payloads, payload_count, lines, epoch);
     if (passthrough && first_slice) send_scales(p, t, payloads, payload_count);
     // The network's puts read what every thread stored; inside one node commits do nothing.
     if (!c.transport.one_node) __syncthreads();
@@ -370,7 +451,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     // count below begins with a barrier of its own).
     if (next < c.num_tokens * slices) __syncthreads();
   }
-  if (tables) send_count_tables(p, g.count_table_offset(p.recv_offset), early.first_count, skipped);
+  if (tables && !lines) send_count_tables(p, g.count_table_offset(p.recv_offset), early.first_count, skipped);
 #ifdef EPC_PHASE_TRACE
   if (blockIdx.x == 0 && threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhasePayloadSent);
 #endif
@@ -382,13 +463,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       // signal (through the last-block count); the network's puts need the fence.
       if (!c.transport.one_node && threadIdx.x == 0) __threadfence_system();
       __syncwarp();
-      // Each peer learns how many messages came (the first warp's loaded early), and this
-      // rank's tokens (ll_dispatch_payload).
-      const auto messages = [&](int peer) {
-        const int sent = peer == static_cast<int>(threadIdx.x) ? early.messages : messages_to(c, peer);
-        return ll_dispatch_payload(static_cast<uint32_t>(sent), static_cast<uint32_t>(c.num_tokens));
-      };
-      warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, messages, skipped);
+      const auto messages = [&](int peer) { return signal_payload(c, early, peer); };
+      if (!lines) warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, messages, skipped);
 #ifdef EPC_PHASE_TRACE
       if (threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseSignalsSent);
 #endif

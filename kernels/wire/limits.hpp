@@ -24,6 +24,11 @@ constexpr int kMaxHtTokens = 65536;
 // their own arrival, so that rank waits for no signal; EPCOMM_LL_LINE_TOKENS sets the count
 // (0 turns them off; core/plan.cpp). A line record is twice its row.
 constexpr int kLlLineTokens = 16;
+// And its dispatches move as line records when, besides, each rank's largest step is at most
+// kLlLineGroupBytes of messages to one rank (max_tokens * message bytes): line records double
+// the bytes, which pays while they cost less than the signal's release they spare
+// (kernels/wire/ll_message.hpp ll_dispatch_line_group; docs/tuning.md).
+constexpr uint64_t kLlLineGroupBytes = uint64_t{128} << 10;
 
 // Low-latency receive slots per direction: a group has max(kLlMinSlots, max_pending_steps)
 // of them, at most kLlMaxSlots; the host picks a step's slot (core/ll/ll_steps.hpp). Each

@@ -39,7 +39,9 @@ struct LlGeometry {
   int combine_record_bytes;
   // The most tokens a rank may have in a step to take its combine partials back as line
   // records, and the line records per source in a combine slot (0: none; a one-node group's
-  // min(max_tokens, kLlLineTokens) unless the environment sets it, core/plan.hpp).
+  // min(max_tokens, kLlLineTokens) unless the environment sets it, core/plan.hpp); when it is
+  // max_tokens and the steps are small, the group's dispatches move as line records too
+  // (ll_dispatch_line_group).
   int line_tokens;
 
   // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp);
@@ -49,6 +51,19 @@ struct LlGeometry {
   }
   __device__ __host__ uint64_t count_table_offset(uint64_t slot) const {
     return slot + ll_count_table_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes));
+  }
+  // On a line group: message (source, index) as a line record, and source's count for local
+  // expert l as a line word.
+  __device__ __host__ uint64_t line_message_offset(uint64_t slot, int source, int index) const {
+    const uint64_t lines =
+        ll_dispatch_lines_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes), local_experts);
+    return slot + lines + ll_line_message_offset(source, index, line_tokens, static_cast<uint64_t>(message_bytes));
+  }
+  __device__ __host__ uint64_t line_count_offset(uint64_t slot, int source, int l) const {
+    const uint64_t lines =
+        ll_dispatch_lines_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes), local_experts);
+    return slot + lines +
+           ll_line_count_offset(nranks, line_tokens, static_cast<uint64_t>(message_bytes), source, l, local_experts);
   }
   // The partial of message (source, index) (EPC_WEIGHTING_SENDER, NONE): its record's first
   // row, entry row 0 on a per-entry group (ll_partial_offset).

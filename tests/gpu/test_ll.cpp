@@ -372,29 +372,43 @@ TEST(LowLatency, SendOnlyThenComplete) {
 
 // ---- 6b. Line records --------------------------------------------------------------------
 
-// The combine's line records (kernels/device/line_words.cuh) with EPCOMM_LL_LINE_TOKENS 0
-// (every partial a record behind the sender's signal, as before them), 32 (a rank with at
-// most 32 of its random 0..64 tokens takes its partials back as line records, the others as
-// records: both in most steps) and 64 (every rank, every step), fused and send-only: the same
-// bits as the reference either way.
-TEST(LowLatency, CombineLineRecordsMatchTheReference) {
+// Line records (kernels/device/line_words.cuh) with EPCOMM_LL_LINE_TOKENS 0 (every message and
+// partial a record behind its sender's signal, as before them), 16 (a rank with at most 16 of
+// its random 0..32 tokens takes its partials back as line records, the others as records: both
+// in most steps) and 32 (a line group, T 32 of 2160-byte messages: every dispatch and combine
+// moves as line records, kernels/wire/ll_message.hpp); dispatch and combine fused and
+// send-only, bf16 and the fp8 cast with UE8M0 scales: the same bits as the reference either way.
+TEST(LowLatency, LineRecordsMatchTheReference) {
   const int K = 8;
-  const LlShape shape = world_shape(16, 2048, 64, K);
-  for (const char* lines : {"0", "32", "64"}) {
+  const LlShape shape = world_shape(16, 1024, 32, K);
+  const auto send_only = static_cast<ll::StepFlags>(EPC_STEP_SEND_ONLY);
+  struct Variant {
+    const char* name;
+    ll::StepFlags dispatch_flags, combine_flags;
+    bool fp8;
+  };
+  const Variant variants[] = {{"fused", 0, 0, false},
+                              {"send-only combine", 0, send_only, false},
+                              {"send-only dispatch", send_only, 0, false},
+                              {"fp8", 0, 0, true},
+                              {"fp8, send-only dispatch", send_only, send_only, true}};
+  for (const char* lines : {"0", "16", "32"}) {
     SCOPED_TRACE(std::string("EPCOMM_LL_LINE_TOKENS=") + lines);
     GroupPtr group;
     {
       const test::ScopedEnv env("EPCOMM_LL_LINE_TOKENS", lines);
       ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
     }
-    // Two steps with fused combines, then two whose combines are send-only.
-    for (const ll::StepFlags combine_flags : {0u, static_cast<ll::StepFlags>(EPC_STEP_SEND_ONLY)}) {
-      const uint64_t seed = combine_flags == 0 ? 6500 : 6502;
+    uint64_t seed = 6500;
+    for (const Variant& v : variants) {
+      seed += 2;
       const std::vector<ref::Problem> problems = {ll::random_problem(shape, K, seed, true, 0.1),
                                                   ll::random_problem(shape, K, seed + 1, true, 0.1)};
-      run_sequence(group.get(), shape, problems, seed + 100,
-                   std::string("line records ") + lines + (combine_flags == 0 ? "" : ", send-only combine"),
-                   EPC_DTYPE_INT64, 0, combine_flags);
+      ref::LlDispatchOptions options;
+      options.use_fp8 = v.fp8;
+      options.round_scale_ue8m0 = v.fp8;
+      run_sequence(group.get(), shape, problems, seed + 100, std::string("line records ") + lines + ", " + v.name,
+                   EPC_DTYPE_INT64, v.dispatch_flags, v.combine_flags, options);
     }
   }
 }

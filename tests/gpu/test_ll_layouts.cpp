@@ -16,6 +16,7 @@
 
 #include "tests/gpu/gpu_case_common.hpp"
 #include "tests/gpu/rank_context.hpp"
+#include "tests/harness/scoped_env.hpp"
 #include "tests/reference/problem_gen.hpp"
 #include "tests/reference/reference.hpp"
 #include "tests/reference/reference_ll_tokens.hpp"
@@ -256,23 +257,32 @@ ref::Problem layout_problem(const Shape& shape, int topk, uint64_t seed, bool du
   return ref::make_random_problem(o);
 }
 
-// hidden 1024: eight 128-channel scale blocks; T 24 with B drawn in [0, T].
+// hidden 1024: eight 128-channel scale blocks; T 24 with B drawn in [0, T]. Twice: with the
+// default line records (a rank of at most 16 tokens takes its combine partials back as line
+// records) and on a line group (EPCOMM_LL_LINE_TOKENS 24: every dispatch and combine moves as
+// line records, kernels/wire/ll_message.hpp).
 TEST(LowLatencyLayouts, RankMajorAndFlatMatchTheReference) {
   const Shape shape = world_shape(16, 1024, 24, 8);
-  GroupPtr group;
-  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
-  uint64_t seed = 23000;
-  for (EpcLayout layout : {EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
-    for (bool fp8 : {false, true}) {
-      for (uint32_t flags : {0u, static_cast<uint32_t>(EPC_STEP_SEND_ONLY)}) {
-        LayoutRun run;
-        run.layout = layout;
-        run.fp8 = fp8;
-        run.flags = flags;
-        run.global_ids = fp8;
-        const ref::Problem p = layout_problem(shape, 6, seed, flags != 0);
-        run_layout(group.get(), shape, p, run, seed + 1);
-        seed += 10;
+  for (const char* lines : {"16", "24"}) {
+    SCOPED_TRACE(std::string("EPCOMM_LL_LINE_TOKENS=") + lines);
+    GroupPtr group;
+    {
+      const test::ScopedEnv env("EPCOMM_LL_LINE_TOKENS", lines);
+      ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+    }
+    uint64_t seed = 23000;
+    for (EpcLayout layout : {EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
+      for (bool fp8 : {false, true}) {
+        for (uint32_t flags : {0u, static_cast<uint32_t>(EPC_STEP_SEND_ONLY)}) {
+          LayoutRun run;
+          run.layout = layout;
+          run.fp8 = fp8;
+          run.flags = flags;
+          run.global_ids = fp8;
+          const ref::Problem p = layout_problem(shape, 6, seed, flags != 0);
+          run_layout(group.get(), shape, p, run, seed + 1);
+          seed += 10;
+        }
       }
     }
   }

@@ -485,6 +485,30 @@ TEST(Planner, RegionsAreAlignedOrderedAndDisjoint) {
   }
 }
 
+// A line group (max_tokens 8 <= kLlLineTokens, one node, 8 * 14448 bytes of messages to a rank
+// <= kLlLineGroupBytes): each dispatch slot holds, behind the 4 * 8 messages of 14448 bytes
+// (462336) and the count table (1024), 4 * 8 line records of twice a message (924672) and the
+// table's 4 * 64 line words of 8 bytes (2048): 1390080 (a multiple of 256). Across nodes, or
+// with EPCOMM_LL_LINE_TOKENS below 8, it is no line group (463360), nor with max_tokens 10
+// (144480 bytes of messages: 577920 + 1024 -> 579072); fp8 rows at max_tokens 16 make one
+// (16 * 7504 bytes).
+TEST(Planner, LineGroupsHoldTheDispatchLineRecords) {
+  auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 8, 8);
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size, 1390080u);
+  EXPECT_EQ(epc::make_plan(c, {4, 2, 2}).region(EPC_REGION_DISPATCH_RECV, 0).size, 463360u);
+  {
+    const epc::test::ScopedEnv fewer("EPCOMM_LL_LINE_TOKENS", "4");
+    EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size, 463360u);
+  }
+  c.max_tokens_per_rank = 10;
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size, 579072u);
+  c.max_tokens_per_rank = 16;
+  c.dtype = EPC_DTYPE_FP8_E4M3;
+  const epc::Plan fp8 = epc::make_plan(c, {4, 4, 1});
+  ASSERT_EQ(fp8.message_bytes, 7504u);
+  EXPECT_EQ(fp8.region(EPC_REGION_DISPATCH_RECV, 0).size, 3u * 4 * 16 * 7504 + 1024 + 2048);
+}
+
 TEST(Planner, ScalesWithRanksAndTokens) {
   auto small = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
   auto large = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 128, 4);

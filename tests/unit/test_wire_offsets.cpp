@@ -20,6 +20,21 @@ TEST(WireOffsets, LowLatencyRecordsByHand) {
   EXPECT_EQ(epc::kernels::ll_count_table_offset(4, 8, 100), 3200u);
   EXPECT_EQ(epc::kernels::ll_count_offset(3, 1, 6), (3u * 6 + 1) * 4);
   EXPECT_EQ(epc::kernels::ll_count_table_bytes(4, 6), 96u);
+  // A line group (line_tokens 8 >= max_tokens 8, 800 bytes of messages to a rank): the
+  // dispatch's line records behind that table (3200 + 96), [4][8] of 200 bytes, then source 3's
+  // count of local expert 1 as a line word: 3296 + 6400 + 2 * (3 * 6 + 1) * 4. Line tokens
+  // below max_tokens make no line group, nor do messages of more than kLlLineGroupBytes.
+  EXPECT_TRUE(epc::kernels::ll_dispatch_line_group(8, 8, 100));
+  EXPECT_FALSE(epc::kernels::ll_dispatch_line_group(4, 8, 100));
+  EXPECT_FALSE(epc::kernels::ll_dispatch_line_group(0, 8, 100));
+  EXPECT_TRUE(epc::kernels::ll_dispatch_line_group(8, 8, epc::kernels::kLlLineGroupBytes / 8));
+  EXPECT_FALSE(epc::kernels::ll_dispatch_line_group(8, 8, epc::kernels::kLlLineGroupBytes / 8 + 16));
+  EXPECT_EQ(epc::kernels::ll_dispatch_lines_offset(4, 8, 100, 6), 3296u);
+  EXPECT_EQ(epc::kernels::ll_line_message_offset(2, 1, 8, 100), (2u * 8 + 1) * 200);
+  EXPECT_EQ(epc::kernels::ll_line_count_offset(4, 8, 100, 3, 1, 6), 6400u + 2 * (3u * 6 + 1) * 4);
+  EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 8), 3296u + 6400u + 2 * 96u);
+  EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 4), 3296u);
+  EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 0), 3296u);
 }
 
 TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
@@ -50,6 +65,30 @@ TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
     EXPECT_EQ(g.line_partial_offset(partials.offset, 2, 5),
               partials.offset + 4u * 128 * 14336 + (2u * 16 + 5) * 2 * 14336);
     EXPECT_EQ(g.line_partial_offset(partials.offset, 3, 15) + 2 * g.row_bytes, partials.offset + partials.size);
+  }
+}
+
+// A line group (max_tokens 8, test_planner.cpp): behind the [R][8] messages and the count
+// table, the [R][8] line records of twice a message and the table's line words, the last
+// ending with the dispatch region.
+TEST(WireOffsets, LineGroupDispatchLinesFitThePlannedRegion) {
+  const auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 8, 8);
+  const epc::Plan p = epc::make_plan(c, {4, 4, 1});
+  ASSERT_EQ(p.ll_line_tokens, 8u);
+  epc::kernels::LlGeometry g{};
+  g.nranks = 4;
+  g.local_experts = 64;
+  g.max_tokens = 8;
+  g.message_bytes = static_cast<int>(p.message_bytes);
+  g.line_tokens = 8;
+  for (uint32_t s = 0; s < p.num_slots; ++s) {
+    const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV, s);
+    EXPECT_EQ(g.line_message_offset(recv.offset, 0, 0),
+              g.count_table_offset(recv.offset) + epc::kernels::ll_count_table_bytes(4, 64));
+    EXPECT_EQ(g.line_message_offset(recv.offset, 2, 5),
+              g.line_message_offset(recv.offset, 0, 0) + (2u * 8 + 5) * 2 * g.message_bytes);
+    EXPECT_EQ(g.line_message_offset(recv.offset, 3, 7) + 2 * g.message_bytes, g.line_count_offset(recv.offset, 0, 0));
+    EXPECT_EQ(g.line_count_offset(recv.offset, 3, 63) + 8, recv.offset + recv.size);
   }
 }
 
