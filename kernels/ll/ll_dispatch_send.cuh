@@ -253,7 +253,7 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
 
 // The same as line words (ll_dispatch_lines.cuh), which need no commit and no barrier. Its own
 // loop rather than one shared with send_count_tables through a callback: sharing it changed
-// the registers of kernels that never send line records (fp8, token layouts: 92 -> 100).
+// the register allocation of kernels that never send line records.
 __device__ __forceinline__ void send_line_count_tables(const LlDispatchParams& p, int32_t first, int skipped,
                                                        uint32_t epoch) {
   const LlCommon& c = p.common;
