@@ -40,13 +40,4 @@ __device__ __forceinline__ bool await_line_word(const uint64_t* at, uint32_t epo
   return ok;
 }
 
-// The data of the line word at `at`, polled again until it carries `epoch` when `loaded` (the
-// word as a first load found it) did not; `*ok` turns false when it did not come.
-__device__ __forceinline__ uint32_t line_word_data(uint64_t loaded, const uint64_t* at, uint32_t epoch,
-                                                   const LineWait& w, bool* ok) {
-  uint32_t data = word_data(loaded);
-  if (!word_arrived(loaded, epoch) && *ok) *ok = await_line_word(at, epoch, w, &data);
-  return data;
-}
-
 }  // namespace epc::kernels

@@ -6,8 +6,8 @@
 // carries the epoch, instead of waiting for a signal released behind the messages: the
 // release, and the count of sending blocks before it, are what a small step spent most of its
 // time on (bench/results/ll_session30_2xh200.md). The rule depends on the group only, so every
-// rank's host picks the same kernels (kLines, ll_dispatch.cu), and other groups' carry none
-// of this code.
+// rank's host picks the same kernels (LineDispatchParts, ll_dispatch_lines.cu), and other
+// groups' carry none of this code.
 #pragma once
 
 #include <cstdint>
@@ -66,8 +66,6 @@ struct LineMessageView {
 // Called by one warp: the header and, lane i, entry i of the message whose line record is
 // `line`, polled until they carry `epoch`; entries past the header's count are loaded with it
 // but not awaited (nothing writes them). `ok` is false in every lane when a word did not come.
-// Out of line, as every receiver's line path below: the receiving part's own code (its
-// records' path) stays as small as it was, so that a step fetches no more of it.
 __device__ __forceinline__ LineMessageView warp_await_line_message(const char* line, uint32_t epoch, LineWait w) {
   struct HeaderWords {
     uint64_t x, y;
@@ -114,14 +112,6 @@ __device__ __forceinline__ LineMessageView warp_await_line_message(const char* l
   }
   r.ok = __all_sync(0xffffffffu, ok);
   return r;
-}
-
-// The line word at `at` once it carries `epoch`, or the last one read when it did not come.
-__device__ __forceinline__ uint64_t await_line_word_out_of_line(const uint64_t* at, uint32_t epoch, LineWait w) {
-  uint64_t word = 0;
-  poll_until([at] { return load_line_word(at); }, [epoch](uint64_t v) { return word_arrived(v, epoch); }, &word,
-             w.timeout_ns, w.error, w.phase, w.rank, w.peer);
-  return word;
 }
 
 // The payload vectors of a line record that a receiving thread loads before the message is
