@@ -157,12 +157,12 @@ __device__ __forceinline__ void warp_store_block_scales(const ScaleOutput& out, 
   constexpr int kLanesPerBlock = kWarpSize / 4;
   const uint32_t bits = valid ? __float_as_uint(scale) : 0u;  // 0 past the row's last block
   if (E == ScaleEncoding::kUe8m0x4) {
-    const uint4 raw = make_uint4(__shfl_sync(0xffffffffu, bits, 0), __shfl_sync(0xffffffffu, bits, kLanesPerBlock),
-                                 __shfl_sync(0xffffffffu, bits, 2 * kLanesPerBlock),
-                                 __shfl_sync(0xffffffffu, bits, 3 * kLanesPerBlock));
-    // The word exists when its first block, lane 0's, is in the row.
-    if (__shfl_sync(0xffffffffu, valid, 0)) {
-      store_scale_word_shared<E>(out, encode_scale_source<E>(raw), block / 4, rows, row_at, lane_id(), kWarpSize);
+    // Each block's exponent byte in its place in the word, OR-ed over the warp in one step.
+    const int byte = lane_id() / kLanesPerBlock;
+    const uint32_t word = __reduce_or_sync(0xffffffffu, (bits >> 23) << (8 * byte));
+    // The word exists when its first block is in the row: the row's blocks are a prefix.
+    if (__any_sync(0xffffffffu, valid)) {
+      store_scale_word_shared<E>(out, word, block / 4, rows, row_at, lane_id(), kWarpSize);
     }
   } else if (valid) {
     store_scale_word_shared<E>(out, encode_scale_source<E>(make_uint4(bits, 0, 0, 0)), block, rows, row_at,

@@ -140,11 +140,14 @@ __device__ __forceinline__ void cast_own_slice(const LlDispatchParams& p, const 
     const Fp8Vector16 cast =
         v == first_v ? first : cast_later_vector(row, v, part.end, p.x_is_fp16, p.round_scale_ue8m0);
     const bool valid = v < part.end;
+    // The payload first: it is most of the bytes, and the scales' word and stores then
+    // overlap its stores instead of holding them back.
+    if (valid) {
+      store_to_rows(stores, v,
+                    make_int4(static_cast<int>(cast.q.x), static_cast<int>(cast.q.y), static_cast<int>(cast.q.z),
+                              static_cast<int>(cast.q.w)));
+    }
     warp_store_cast_scales(p.out_scales, cast.scale, v / kVectorsPerBlock, valid, rows, scale_rows);
-    if (!valid) continue;
-    store_to_rows(stores, v,
-                  make_int4(static_cast<int>(cast.q.x), static_cast<int>(cast.q.y), static_cast<int>(cast.q.z),
-                            static_cast<int>(cast.q.w)));
   }
 }
 
