@@ -70,7 +70,9 @@ __device__ __forceinline__ MessageView own_message(const LlCommon& c, const floa
     if (c.layout == LlLayout::kExpertPadded) position = c.handle.entry_positions[t * c.topk + lane];
     if (weights != nullptr) weight = weights[t * c.topk + lane];
   }
-  const bool here = expert >= 0 && expert / g.local_experts == g.rank;
+  // This rank's experts are a range: two compares instead of a division.
+  const int first_here = g.rank * g.local_experts;
+  const bool here = expert >= first_here && expert < first_here + g.local_experts;
   const unsigned slots = __ballot_sync(0xffffffffu, here);
   MessageView v{};
   v.header.entries = __popc(slots);
@@ -84,7 +86,7 @@ __device__ __forceinline__ MessageView own_message(const LlCommon& c, const floa
   const int at = __shfl_sync(0xffffffffu, position, slot);
   const float w = __shfl_sync(0xffffffffu, weight, slot);
   if (lane < v.header.entries) {
-    v.entry.local_expert = id - g.rank * g.local_experts;
+    v.entry.local_expert = id - first_here;
     v.entry.position = c.layout == LlLayout::kExpertPadded ? at : slot;
     v.entry.weight = w;
   }
