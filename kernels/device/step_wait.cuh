@@ -17,16 +17,29 @@ namespace epc::kernels {
 // skipped's from its payload), and block 0 also copies them to `record` (global, [2 * nranks],
 // may be null) with each peer's tokens behind them (ll_payload_tokens). Returns false in every
 // thread on a timeout or a failed group (recorded in `error`).
+// Peer p's signal payload `word` kept: block 0 copies it to `record` (may be null, [2 *
+// nranks]); returns its message count.
+__device__ __forceinline__ uint32_t keep_step_payload(int32_t* record, int nranks, int p, uint32_t word) {
+  if (record != nullptr && blockIdx.x == 0) {
+    record[p] = static_cast<int32_t>(ll_payload_messages(word));
+    record[nranks + p] = static_cast<int32_t>(ll_payload_tokens(word));
+  }
+  return ll_payload_messages(word);
+}
+
+// A launch alone in its group (one rank, `skipped` itself) waits for nothing: the messages it
+// sends itself, its payload's count, which block 0's first thread records; no barrier, so a
+// caller that keeps the count in a register starts its work at once.
+__device__ __forceinline__ uint32_t alone_step_messages(int32_t* record, SkippedPeer skipped) {
+  if (threadIdx.x == 0) return keep_step_payload(record, 1, 0, skipped.payload);
+  return ll_payload_messages(skipped.payload);
+}
+
 __device__ __forceinline__ bool wait_for_step(const PeerTransport& transport, uint64_t signal_offset, int nranks,
                                               uint32_t epoch, int32_t* record, uint32_t* payload, uint64_t timeout_ns,
                                               DeviceError* error, uint32_t phase, int rank, SkippedPeer skipped = {}) {
   const auto keep = [&](int p, uint64_t value) {
-    const uint32_t word = static_cast<uint32_t>(value);
-    if (record != nullptr && blockIdx.x == 0) {
-      record[p] = static_cast<int32_t>(ll_payload_messages(word));
-      record[nranks + p] = static_cast<int32_t>(ll_payload_tokens(word));
-    }
-    return ll_payload_messages(word);
+    return keep_step_payload(record, nranks, p, static_cast<uint32_t>(value));
   };
   if (nranks == 1 && skipped.rank == 0) {
     // Nothing to wait for (a launch alone in its group): one barrier publishes the payload.

@@ -55,7 +55,7 @@ struct MessageRows {
 // others' polled in their line records until they carry the step's `epoch`.
 struct Received {
   const char* slots;
-  const uint32_t* tokens_from;  // [nranks] (shared)
+  const uint32_t* tokens_from;  // [nranks] (shared; a register for an EXPERT_PADDED launch alone)
   const int32_t* table;         // [R][L]
   int own;
   int rank_tokens;  // the token layouts: this rank's tokens with an entry on itself
@@ -247,8 +247,15 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   if (kByToken && threadIdx.x == 0) rank_tokens = c.handle.rank_tokens[g.rank];
   if (line_group && threadIdx.x == 0) lines_failed = 0;
 
-  if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
-                     c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank, skipped)) {
+  // An EXPERT_PADDED launch alone reads its message count from a register: nothing needs the
+  // barrier that would publish it in shared memory (the token layouts' rank_tokens does).
+  uint32_t alone_messages[1];
+  const uint32_t* messages_from = tokens_from;
+  if (kAlone && !kByToken) {
+    alone_messages[0] = alone_step_messages(c.handle.recv_tokens, skipped);
+    messages_from = alone_messages;
+  } else if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
+                            c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank, skipped)) {
     return false;  // the failure is recorded; the group is failed
   }
 #ifdef EPC_PHASE_TRACE
@@ -258,7 +265,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const char* slots = static_cast<const char*>(c.transport.local(p.recv_offset));
   const Received received{
       slots,
-      tokens_from,
+      messages_from,
       reinterpret_cast<const int32_t*>(slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes)),
       own,
       kByToken ? rank_tokens : 0,
@@ -271,7 +278,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   constexpr bool passthrough = kPayload == LlPayload::kPassthrough;
   const size_t out_row_bytes =
       passthrough ? static_cast<size_t>(p.payload_row_bytes) : static_cast<size_t>(g.hidden) * (fp8 ? 1 : 2);
-  const int messages = received_messages(tokens_from, g.nranks);
+  const int messages = received_messages(messages_from, g.nranks);
   const int slices = p.message_slices;
   const ExpertCount early_count = load_expert_count<by_token>(p, received, early_counted_expert());
   // A row's scales behind its payload: the cast's fp32 scales, or the caller's elements.
@@ -281,7 +288,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   for (int item = blockIdx.x; item < messages * slices; item += gridDim.x) {
     const int slice = item % slices;
     const bool records = slice == 0;  // one block per message writes the handle's records
-    const ReceivedMessage m = received_message(item / slices, tokens_from, g.nranks, g.max_tokens);
+    const ReceivedMessage m = received_message(item / slices, messages_from, g.nranks, g.max_tokens);
     const bool in_place = m.source == own;
     // A line record's words lie at twice their offset (ll_dispatch_lines.cuh).
     const bool lines = received.lines(m.source);
