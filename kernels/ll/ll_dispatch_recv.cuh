@@ -55,7 +55,7 @@ struct MessageRows {
 // others' polled in their line records until they carry the step's `epoch`.
 struct Received {
   const char* slots;
-  const uint32_t* tokens_from;  // [nranks] (shared; a register for an EXPERT_PADDED launch alone)
+  const uint32_t* tokens_from;  // [nranks] (shared; in a launch alone, a register)
   const int32_t* table;         // [R][L]
   int own;
   int rank_tokens;  // the token layouts: this rank's tokens with an entry on itself
@@ -244,16 +244,19 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   // Loaded while the peers still send; the wait's barrier publishes it.
   __shared__ int rank_tokens;
   __shared__ int lines_failed;
-  if (kByToken && threadIdx.x == 0) rank_tokens = c.handle.rank_tokens[g.rank];
+  if (!kAlone && kByToken && threadIdx.x == 0) rank_tokens = c.handle.rank_tokens[g.rank];
   if (line_group && threadIdx.x == 0) lines_failed = 0;
 
-  // An EXPERT_PADDED launch alone reads its message count from a register: nothing needs the
-  // barrier that would publish it in shared memory (the token layouts' rank_tokens does).
+  // A launch alone waits for nothing and keeps what the wait's barrier would publish in
+  // registers: its message count, and in the token layouts its tokens, which each thread
+  // loads (the same word for all: one load per warp).
   uint32_t alone_messages[1];
   const uint32_t* messages_from = tokens_from;
-  if (kAlone && !kByToken) {
+  int alone_rank_tokens = 0;
+  if (kAlone) {
     alone_messages[0] = alone_step_messages(c.handle.recv_tokens, skipped);
     messages_from = alone_messages;
+    if (kByToken) alone_rank_tokens = c.handle.rank_tokens[g.rank];
   } else if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
                             c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank, skipped)) {
     return false;  // the failure is recorded; the group is failed
@@ -268,7 +271,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
       messages_from,
       reinterpret_cast<const int32_t*>(slots + ll_count_table_offset(g.nranks, g.max_tokens, g.message_bytes)),
       own,
-      kByToken ? rank_tokens : 0,
+      !kByToken ? 0
+      : kAlone  ? alone_rank_tokens
+                : rank_tokens,
       line_group,
       step_epoch(step),
       &lines_failed};
