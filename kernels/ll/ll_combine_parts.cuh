@@ -238,12 +238,12 @@ template <bool kOwnInPlace>
 __device__ __forceinline__ EarlyLoads early_loads(const LlCombineParams& p) {
   const LlCommon& c = p.common;
   EarlyLoads e{};
-  const int message = static_cast<int>(blockIdx.x) / p.message_slices;
+  const int message = sliced_row(static_cast<int>(blockIdx.x), p.message_slices);
   if (message < c.geo.nranks * c.geo.max_tokens) e.first = fetch_records(c, message);
   if (static_cast<int>(threadIdx.x) < c.geo.nranks)
     e.tokens_from = static_cast<uint32_t>(c.handle.recv_tokens[threadIdx.x]);
   e.receive_expert = -1;
-  const int token = static_cast<int>(blockIdx.x) / p.token_slices;
+  const int token = sliced_row(static_cast<int>(blockIdx.x), p.token_slices);
   if (threadIdx.x < kWarpSize && token < c.num_tokens) {
     e.receive_expert = token_expert(c, token);
     if (kOwnInPlace) e.receive_own = fetch_records(c, own_message_number(c, token));
@@ -284,9 +284,11 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
   for (int item = first; item < messages * slices; item += gridDim.x) {
     publish_records(c, next, &entries);
     __syncthreads();
-    if (item + static_cast<int>(gridDim.x) < messages * slices) next = fetch_records(c, (item + gridDim.x) / slices);
-    const ReceivedMessage m{entries.slot / g.max_tokens, entries.slot % g.max_tokens, entries.slot, item / slices};
-    const VectorSlice part = vector_slice(vectors, item % slices, slices);
+    if (item + static_cast<int>(gridDim.x) < messages * slices)
+      next = fetch_records(c, sliced_row(item + static_cast<int>(gridDim.x), slices));
+    const ReceivedMessage m{entries.slot / g.max_tokens, entries.slot % g.max_tokens, entries.slot,
+                            sliced_row(item, slices)};
+    const VectorSlice part = vector_slice(vectors, slice_of(item, slices), slices);
     if (m.source == skipped) {
       // Summed in place by the receiving part.
     } else if constexpr (kHome) {
@@ -451,9 +453,9 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
   if constexpr (kAlone) {
     // Nothing to wait for: every entry is this rank's own.
     for (int item = blockIdx.x; item < c.num_tokens * p.token_slices; item += gridDim.x) {
-      const int t = item / p.token_slices;
+      const int t = sliced_row(item, p.token_slices);
       sum_alone_entries<kHome>(
-          p, t, vector_slice(vectors, item % p.token_slices, p.token_slices),
+          p, t, vector_slice(vectors, slice_of(item, p.token_slices), p.token_slices),
           static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type));
     }
     return true;
@@ -477,13 +479,14 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
   int num_ranks = 0;
   // This thread's first vector of the first item, and this rank's partial of it: its rows are
   // the caller's, so it is summed while the peers still send, not after the wait.
-  const VectorSlice first = vector_slice(vectors, static_cast<int>(blockIdx.x) % slices, slices);
+  const VectorSlice first = vector_slice(vectors, slice_of(static_cast<int>(blockIdx.x), slices), slices);
   const int first_vector = static_cast<int>(blockIdx.x) < items ? first.begin + static_cast<int>(threadIdx.x) : -1;
   Vector early_own;
   early_own.raw = make_int4(0, 0, 0, 0);
   if (!kHome && static_cast<int>(blockIdx.x) < items) {
     if (in_place) publish_records(c, early.receive_own, &own_entries);
-    num_ranks = token_ranks(c, blockIdx.x / slices, ranks, indexes, kFused ? early.receive_expert : kNotLoaded);
+    num_ranks = token_ranks(c, sliced_row(static_cast<int>(blockIdx.x), slices), ranks, indexes,
+                            kFused ? early.receive_expert : kNotLoaded);
     if (in_place && own_entries.entries > 0 && first_vector < first.end)
       early_own = partial_vector(c, p, own_entries, first_vector);
   }
@@ -506,13 +509,13 @@ __device__ __forceinline__ bool receive(const LlCombineParams& p, uint64_t step,
     }
   } else {
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
-      const int t = item / slices;
+      const int t = sliced_row(item, slices);
       if (item != static_cast<int>(blockIdx.x)) {
         load_own_entries(t);
         num_ranks = token_ranks(c, t, ranks, indexes);
       }
       void* out = static_cast<char*>(p.out) + static_cast<size_t>(t) * g.hidden * sum_output_bytes(p.out_type);
-      const VectorSlice part = vector_slice(vectors, item % slices, slices);
+      const VectorSlice part = vector_slice(vectors, slice_of(item, slices), slices);
       const int early_vector = item == static_cast<int>(blockIdx.x) ? first_vector : -1;
       sum_token_slice<kLines>(p, partials, ranks, indexes, num_ranks, own, own_entries, early_vector, early_own, part,
                               out, epoch, &lines_ok);

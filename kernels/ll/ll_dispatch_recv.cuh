@@ -291,9 +291,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
   const int scale_words_per_row = passthrough ? p.scale_count : scale_words(p.out_scales.encoding, scale_count);
   __shared__ MessageRows placed;
   for (int item = blockIdx.x; item < messages * slices; item += gridDim.x) {
-    const int slice = item % slices;
+    const int slice = slice_of(item, slices);
     const bool records = slice == 0;  // one block per message writes the handle's records
-    const ReceivedMessage m = received_message(item / slices, messages_from, g.nranks, g.max_tokens);
+    const ReceivedMessage m = received_message(sliced_row(item, slices), messages_from, g.nranks, g.max_tokens);
     const bool in_place = m.source == own;
     // A line record's words lie at twice their offset (ll_dispatch_lines.cuh).
     const bool lines = received.lines(m.source);

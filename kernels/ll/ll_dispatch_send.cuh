@@ -282,7 +282,7 @@ struct EarlyLoads {
 // The slice of x's row that item `item` sends (token item / slices), and token t's row: hidden
 // 16-bit channels, or the caller's quantized row (x_row_bytes says which).
 __device__ __forceinline__ VectorSlice item_part(const LlDispatchParams& p, int item) {
-  return vector_slice(p.x_row_bytes / 16, item % p.token_slices, p.token_slices, kWarpSize);
+  return vector_slice(p.x_row_bytes / 16, slice_of(item, p.token_slices), p.token_slices, kWarpSize);
 }
 __device__ __forceinline__ const char* token_row(const LlDispatchParams& p, int t) {
   return static_cast<const char*>(p.x) + static_cast<size_t>(t) * p.x_row_bytes;
@@ -293,7 +293,7 @@ __device__ __forceinline__ EarlyLoads early_loads(const LlDispatchParams& p) {
   EarlyLoads e{};
   const int item = static_cast<int>(blockIdx.x);
   if (item < c.num_tokens * p.token_slices) {
-    const int t = item / p.token_slices;
+    const int t = sliced_row(item, p.token_slices);
     e.first_row = prefetch_row(token_row(p, t), item_part(p, item), payload_thread(p.payload));
     if (threadIdx.x < kWarpSize) e.entry = load_token_entry(c, p.weights, t);
     e.place = load_token_place(c, t);
@@ -352,8 +352,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
   TokenEntry next_entry = early.entry;
   int next_place = early.place;
   for (int item = blockIdx.x; item < c.num_tokens * slices; item += gridDim.x) {
-    const int t = item / slices;
-    const bool first_slice = item % slices == 0;
+    const int t = sliced_row(item, slices);
+    const bool first_slice = slice_of(item, slices) == 0;
     const VectorSlice part = item_part(p, item);
     const char* row = token_row(p, t);
     // This item's first row vectors and entries, loaded an item ahead (the first item's
@@ -364,9 +364,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
     const int place = next_place;
     const int next = item + static_cast<int>(gridDim.x);
     if (next < c.num_tokens * slices) {
-      next_row = prefetch_row(token_row(p, next / slices), item_part(p, next), payload_thread(kPayload));
-      if (threadIdx.x < kWarpSize) next_entry = load_token_entry(c, p.weights, next / slices);
-      next_place = load_token_place(c, next / slices);
+      next_row = prefetch_row(token_row(p, sliced_row(next, slices)), item_part(p, next), payload_thread(kPayload));
+      if (threadIdx.x < kWarpSize) next_entry = load_token_entry(c, p.weights, sliced_row(next, slices));
+      next_place = load_token_place(c, sliced_row(next, slices));
     }
     // The first vector's fp8 cast: the warps after the first make it now, the first after its
     // routing and headers (fp8_cast_thread); a warp with no vector in the slice makes none.

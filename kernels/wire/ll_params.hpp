@@ -140,15 +140,33 @@ struct LlCommon {
 // rows over several SMs; a vector slice's range is vector_slice().
 constexpr int kLlMaxMessageSlices = 8;
 
-// The [begin, end) range of 16-byte vectors of slice `slice` of `slices` over `vectors`,
-// its bounds multiples of `granule` vectors (but the last end).
+// Slice counts are powers of two (the host's LlHandle::slices_for), so that a kernel splits an
+// item number into its row and slice by shifts: a division by a count known only at run time
+// is a dependent chain of some twenty instructions before a launch's first load.
+__device__ __host__ constexpr bool is_slice_count(int slices) {
+  return slices >= 1 && slices <= kLlMaxMessageSlices && (slices & (slices - 1)) == 0;
+}
+static_assert(is_slice_count(kLlMaxMessageSlices), "the most slices is a power of two");
+__device__ __host__ inline int slice_shift(int slices) {
+#ifdef __CUDA_ARCH__
+  return __ffs(slices) - 1;
+#else
+  return __builtin_ctz(static_cast<unsigned>(slices));
+#endif
+}
+// Item `item` of a walk of `slices` slices per row: its row, and its slice of that row.
+__device__ __host__ inline int sliced_row(int item, int slices) { return item >> slice_shift(slices); }
+__device__ __host__ inline int slice_of(int item, int slices) { return item & (slices - 1); }
+
+// The [begin, end) range of 16-byte vectors of slice `slice` of `slices` (a slice count) over
+// `vectors`, its bounds multiples of `granule` vectors (but the last end).
 struct VectorSlice {
   int begin;
   int end;
 };
 __device__ __host__ inline VectorSlice vector_slice(int vectors, int slice, int slices, int granule = 1) {
   const int granules = (vectors + granule - 1) / granule;
-  const int per = (granules + slices - 1) / slices * granule;
+  const int per = ((granules + slices - 1) >> slice_shift(slices)) * granule;
   const int begin = slice * per < vectors ? slice * per : vectors;
   const int end = begin + per < vectors ? begin + per : vectors;
   return {begin, end};

@@ -37,6 +37,51 @@ TEST(WireOffsets, LowLatencyRecordsByHand) {
   EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 0), 3296u);
 }
 
+TEST(WireOffsets, LowLatencySlicesSplitItemsAndRowsByHand) {
+  using epc::kernels::is_slice_count;
+  using epc::kernels::slice_of;
+  using epc::kernels::sliced_row;
+  using epc::kernels::vector_slice;
+  EXPECT_TRUE(is_slice_count(1));
+  EXPECT_TRUE(is_slice_count(8));
+  EXPECT_FALSE(is_slice_count(0));
+  EXPECT_FALSE(is_slice_count(6));
+  EXPECT_FALSE(is_slice_count(16));
+  // Item 13 of a walk of 4 slices per row: row 3, slice 1.
+  EXPECT_EQ(sliced_row(13, 4), 3);
+  EXPECT_EQ(slice_of(13, 4), 1);
+  EXPECT_EQ(sliced_row(13, 1), 13);
+  EXPECT_EQ(slice_of(13, 1), 0);
+  // 896 vectors (a hidden-7168 bf16 row) in 8 slices: 112 each; in 4 slices of whole warps
+  // (granule 32): 28 granules, 7 per slice, 224 vectors; 100 vectors in 8 slices: 13 each,
+  // the last 9, and in 8 slices of granule 32 (4 granules) the last four slices empty.
+  EXPECT_EQ(vector_slice(896, 3, 8).begin, 336);
+  EXPECT_EQ(vector_slice(896, 3, 8).end, 448);
+  EXPECT_EQ(vector_slice(896, 1, 4, 32).begin, 224);
+  EXPECT_EQ(vector_slice(896, 1, 4, 32).end, 448);
+  EXPECT_EQ(vector_slice(100, 7, 8).begin, 91);
+  EXPECT_EQ(vector_slice(100, 7, 8).end, 100);
+  EXPECT_EQ(vector_slice(100, 3, 8, 32).begin, 96);
+  EXPECT_EQ(vector_slice(100, 3, 8, 32).end, 100);
+  EXPECT_EQ(vector_slice(100, 4, 8, 32).begin, 100);
+  EXPECT_EQ(vector_slice(100, 4, 8, 32).end, 100);
+  // Every slice count's slices cover each row once, in order.
+  for (int slices = 1; slices <= epc::kernels::kLlMaxMessageSlices; slices *= 2) {
+    for (int vectors : {1, 7, 100, 896, 1000}) {
+      for (int granule : {1, 32}) {
+        int next = 0;
+        for (int slice = 0; slice < slices; ++slice) {
+          const auto part = vector_slice(vectors, slice, slices, granule);
+          EXPECT_EQ(part.begin, next) << slices << " slices of " << vectors << ", granule " << granule;
+          EXPECT_LE(part.begin, part.end);
+          next = part.end;
+        }
+        EXPECT_EQ(next, vectors) << slices << " slices of " << vectors << ", granule " << granule;
+      }
+    }
+  }
+}
+
 TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
   // 4 ranks, 256 experts (64 local), hidden 7168, 128 tokens, top-8 (test_planner.cpp).
   const auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
