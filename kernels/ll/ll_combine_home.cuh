@@ -103,7 +103,7 @@ __device__ __forceinline__ void sum_home_entries(const LlCombineParams& p, const
   const LlGeometry& g = c.geo;
   const int k = lane_id();
   const int expert = k < c.topk ? c.handle.topk_idx[t * c.topk + k] : -1;
-  const int dest = expert >= 0 ? expert / g.local_experts : -1;
+  const int dest = expert >= 0 ? g.rank_of_expert(expert) : -1;
   // The entry's index among the token's entries on its rank: earlier slots on the same rank.
   const int on_rank = __popc(__match_any_sync(0xffffffffu, dest) & ((1u << k) - 1u));
   const float weight = expert >= 0 ? __ldg(p.home_weights + static_cast<size_t>(t) * c.topk + k) : 0.0f;

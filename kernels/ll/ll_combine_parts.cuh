@@ -350,7 +350,7 @@ __device__ __forceinline__ int token_ranks(const LlCommon& c, int t, int* ranks,
   if (threadIdx.x < kWarpSize) {
     const int j = threadIdx.x;
     if (expert == kNotLoaded) expert = token_expert(c, t);
-    const int rank = expert >= 0 ? expert / c.geo.local_experts : -1;
+    const int rank = expert >= 0 ? c.geo.rank_of_expert(expert) : -1;
     const unsigned same = __match_any_sync(0xffffffffu, rank);
     const bool leader = rank >= 0 && (same & ((1u << j) - 1u)) == 0;
     const unsigned leaders = __ballot_sync(0xffffffffu, leader);

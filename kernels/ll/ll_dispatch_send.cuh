@@ -237,9 +237,9 @@ __device__ __forceinline__ void send_count_tables(const LlDispatchParams& p, uin
   const LlGeometry& g = c.geo;
   const int experts = g.nranks * g.local_experts;
   for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-    const int dest = e / g.local_experts;
+    const int dest = g.rank_of_expert(e);
     if (dest == skipped) continue;
-    const uint64_t offset = table_offset + ll_count_offset(g.rank, e % g.local_experts, g.local_experts);
+    const uint64_t offset = table_offset + ll_count_offset(g.rank, e - dest * g.local_experts, g.local_experts);
     const int32_t count = e == static_cast<int>(threadIdx.x) ? first : c.handle.expert_entries[e];
     *static_cast<int32_t*>(c.transport.buffer(offset, dest)) = count;
   }
@@ -259,11 +259,11 @@ __device__ __forceinline__ void send_line_count_tables(const LlDispatchParams& p
   const LlCommon& c = p.common;
   const LlGeometry& g = c.geo;
   for (int e = threadIdx.x; e < g.nranks * g.local_experts; e += blockDim.x) {
-    const int dest = e / g.local_experts;
+    const int dest = g.rank_of_expert(e);
     if (dest == skipped) continue;
     const uint32_t count =
         static_cast<uint32_t>(e == static_cast<int>(threadIdx.x) ? first : c.handle.expert_entries[e]);
-    const uint64_t offset = g.line_count_offset(p.recv_offset, g.rank, e % g.local_experts);
+    const uint64_t offset = g.line_count_offset(p.recv_offset, g.rank, e - dest * g.local_experts);
     store_line_word(static_cast<uint64_t*>(c.transport.node_peer(offset, dest)), line_word(count, epoch));
   }
 }
@@ -397,7 +397,7 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       if (i < route.num_dests) write_header(route.dest[i], route.dest_entries[i]);
       if (i == 0 && route.entries_on_rank(g.rank) == 0) write_header(g.rank, 0);
       const int j = threadIdx.x;
-      const int dest = j < c.topk && route.expert[j] >= 0 ? route.expert[j] / g.local_experts : skipped;
+      const int dest = j < c.topk && route.expert[j] >= 0 ? g.rank_of_expert(route.expert[j]) : skipped;
       if (dest >= 0 && dest != skipped) {
         char* message =
             lines ? nullptr

@@ -81,7 +81,7 @@ __device__ __forceinline__ void route_token(const LlCommon& c, TokenEntry entry,
     const unsigned lower_lanes = (1u << j) - 1u;
     const unsigned same_expert = __match_any_sync(0xffffffffu, expert);
     route->position[j] = expert_positions ? entry.position : __popc(same_expert & lower_lanes);
-    const int dest = expert >= 0 ? expert / c.geo.local_experts : -1;
+    const int dest = expert >= 0 ? c.geo.rank_of_expert(expert) : -1;
     const unsigned same_dest = __match_any_sync(0xffffffffu, dest);
     route->index_on_rank[j] = __popc(same_dest & lower_lanes);
     // The lowest lane of each destination lists it.

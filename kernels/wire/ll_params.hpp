@@ -22,6 +22,14 @@
 
 namespace epc::kernels {
 
+// LlGeometry::expert_rank_multiplier for L local experts: ceil(2^32 / L), exact for every
+// expert below 2^32 / L (every expert of a group: R * L <= kMaxExperts = 2^16 and L <= 2^16).
+__device__ __host__ constexpr uint32_t expert_rank_multiplier(int local_experts) {
+  return local_experts > 1 ? static_cast<uint32_t>(((uint64_t{1} << 32) + static_cast<uint64_t>(local_experts) - 1) /
+                                                   static_cast<uint64_t>(local_experts))
+                           : 0u;
+}
+
 // Geometry shared by every low-latency kernel of a group.
 struct LlGeometry {
   int nranks;
@@ -43,6 +51,20 @@ struct LlGeometry {
   // max_tokens and the steps are small, the group's dispatches move as line records too
   // (ll_dispatch_line_group).
   int line_tokens;
+  // ceil(2^32 / L) for L > 1 (expert_rank_multiplier): rank_of_expert divides by L with a
+  // multiply, which a launch's routing would otherwise wait for as a chain of some twenty
+  // instructions.
+  uint32_t expert_rank_multiplier;
+
+  // The rank that hosts expert `expert` (0 <= expert < R * L <= kMaxExperts), expert / L.
+  __device__ __host__ int rank_of_expert(int expert) const {
+    if (local_experts == 1) return expert;
+#ifdef __CUDA_ARCH__
+    return static_cast<int>(__umulhi(static_cast<unsigned>(expert), expert_rank_multiplier));
+#else
+    return static_cast<int>((static_cast<uint64_t>(expert) * expert_rank_multiplier) >> 32);
+#endif
+  }
 
   // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp);
   // `index`: the record's among its source's (kernels/ll/ll_message_index.cuh).

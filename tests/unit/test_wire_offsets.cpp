@@ -82,6 +82,27 @@ TEST(WireOffsets, LowLatencySlicesSplitItemsAndRowsByHand) {
   }
 }
 
+TEST(WireOffsets, LowLatencyRankOfExpertIsTheQuotient) {
+  // ceil(2^32 / L) by hand for L = 3 and 32; 0 for one expert per rank (the quotient is the id).
+  EXPECT_EQ(epc::kernels::expert_rank_multiplier(3), 1431655766u);
+  EXPECT_EQ(epc::kernels::expert_rank_multiplier(32), 134217728u);
+  EXPECT_EQ(epc::kernels::expert_rank_multiplier(1), 0u);
+  // Every expert of groups up to kMaxExperts = 2^16 experts, for local expert counts of every
+  // kind (1, powers of two, odd, the most).
+  for (int local : {1, 2, 3, 7, 32, 96, 255, 256, 4097, 32768, 65536}) {
+    epc::kernels::LlGeometry g{};
+    g.local_experts = local;
+    g.expert_rank_multiplier = epc::kernels::expert_rank_multiplier(local);
+    const int experts = (65536 / local) * local;
+    for (int e = 0; e < experts; ++e) {
+      if (g.rank_of_expert(e) != e / local) {
+        ADD_FAILURE() << "expert " << e << " of " << local << " per rank: " << g.rank_of_expert(e);
+        break;
+      }
+    }
+  }
+}
+
 TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
   // 4 ranks, 256 experts (64 local), hidden 7168, 128 tokens, top-8 (test_planner.cpp).
   const auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
