@@ -42,7 +42,9 @@ __device__ __forceinline__ bool wait_for_step(const PeerTransport& transport, ui
     return keep_step_payload(record, nranks, p, static_cast<uint32_t>(value));
   };
   if (nranks == 1 && skipped.rank == 0) {
-    // Nothing to wait for (a launch alone in its group): one barrier publishes the payload.
+    // Nothing to wait for: one rank that sent itself nothing through the window. A launch alone
+    // keeps its count in a register instead (alone_step_messages); this path keeps the wait
+    // correct for any other caller on one rank, with one barrier to publish the payload.
     if (threadIdx.x == 0 && payload != nullptr) payload[0] = keep(0, skipped.payload);
     __syncthreads();
     return true;
