@@ -120,7 +120,10 @@ kernels::LlCommon LlHandle::common() const {
   k.geo.max_entries = max_entries_;
   k.geo.combine_record_bytes = static_cast<int>(ll_combine_record_bytes(c));
   k.geo.line_tokens = static_cast<int>(plan.ll_line_tokens);
-  k.geo.expert_rank_multiplier = kernels::expert_rank_multiplier(k.geo.local_experts);
+  k.geo.expert_rank_multiplier =
+      kernels::quotient_multiplier(k.geo.local_experts, int64_t{k.geo.nranks} * k.geo.local_experts);
+  k.geo.slot_source_multiplier =
+      kernels::quotient_multiplier(k.geo.max_tokens, int64_t{k.geo.nranks} * k.geo.max_tokens);
   k.handle.topk_idx = topk_idx_;
   k.handle.recv_tokens = recv_tokens_;
   k.handle.msg_slot = msg_slot_;

@@ -286,8 +286,8 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
     __syncthreads();
     if (item + static_cast<int>(gridDim.x) < messages * slices)
       next = fetch_records(c, sliced_row(item + static_cast<int>(gridDim.x), slices));
-    const ReceivedMessage m{entries.slot / g.max_tokens, entries.slot % g.max_tokens, entries.slot,
-                            sliced_row(item, slices)};
+    const int source = g.source_of_slot(entries.slot);
+    const ReceivedMessage m{source, entries.slot - source * g.max_tokens, entries.slot, sliced_row(item, slices)};
     const VectorSlice part = vector_slice(vectors, slice_of(item, slices), slices);
     if (m.source == skipped) {
       // Summed in place by the receiving part.

@@ -22,12 +22,23 @@
 
 namespace epc::kernels {
 
-// LlGeometry::expert_rank_multiplier for L local experts: ceil(2^32 / L), exact for every
-// expert below 2^32 / L (every expert of a group: R * L <= kMaxExperts = 2^16 and L <= 2^16).
-__device__ __host__ constexpr uint32_t expert_rank_multiplier(int local_experts) {
-  return local_experts > 1 ? static_cast<uint32_t>(((uint64_t{1} << 32) + static_cast<uint64_t>(local_experts) - 1) /
-                                                   static_cast<uint64_t>(local_experts))
-                           : 0u;
+// A division by a group constant as a multiply (LlGeometry::rank_of_expert, source_of_slot):
+// a division by a count known only at run time is a chain of some twenty instructions a
+// launch would wait for. quotient_multiplier(d, limit) is ceil(2^32 / d), with which the high
+// word of n * it (multiply_quotient) is n / d for every n below `limit` when limit * d <=
+// 2^32; 0 for d = 1 and where that bound fails.
+__device__ __host__ constexpr uint32_t quotient_multiplier(int divisor, int64_t limit) {
+  return divisor > 1 && static_cast<uint64_t>(limit) * static_cast<uint64_t>(divisor) <= (uint64_t{1} << 32)
+             ? static_cast<uint32_t>(((uint64_t{1} << 32) + static_cast<uint64_t>(divisor) - 1) /
+                                     static_cast<uint64_t>(divisor))
+             : 0u;
+}
+__device__ __host__ inline int multiply_quotient(int n, uint32_t multiplier) {
+#ifdef __CUDA_ARCH__
+  return static_cast<int>(__umulhi(static_cast<unsigned>(n), multiplier));
+#else
+  return static_cast<int>((static_cast<uint64_t>(n) * multiplier) >> 32);
+#endif
 }
 
 // Geometry shared by every low-latency kernel of a group.
@@ -51,19 +62,19 @@ struct LlGeometry {
   // max_tokens and the steps are small, the group's dispatches move as line records too
   // (ll_dispatch_line_group).
   int line_tokens;
-  // ceil(2^32 / L) for L > 1 (expert_rank_multiplier): rank_of_expert divides by L with a
-  // multiply, which a launch's routing would otherwise wait for as a chain of some twenty
-  // instructions.
+  // quotient_multiplier(L, R * L) and quotient_multiplier(T, R * T), set by the host. The first
+  // is 0 only for L = 1 (R * L <= 2^16 experts and L <= 2^16 keep R * L * L within 2^32); the
+  // second also where R * T * T passes 2^32, and source_of_slot then divides.
   uint32_t expert_rank_multiplier;
+  uint32_t slot_source_multiplier;
 
-  // The rank that hosts expert `expert` (0 <= expert < R * L <= kMaxExperts), expert / L.
+  // The rank that hosts expert `expert` (0 <= expert < R * L), expert / L.
   __device__ __host__ int rank_of_expert(int expert) const {
-    if (local_experts == 1) return expert;
-#ifdef __CUDA_ARCH__
-    return static_cast<int>(__umulhi(static_cast<unsigned>(expert), expert_rank_multiplier));
-#else
-    return static_cast<int>((static_cast<uint64_t>(expert) * expert_rank_multiplier) >> 32);
-#endif
+    return local_experts == 1 ? expert : multiply_quotient(expert, expert_rank_multiplier);
+  }
+  // The source of record slot `slot` (0 <= slot < R * T: source * T + index), slot / T.
+  __device__ __host__ int source_of_slot(int slot) const {
+    return slot_source_multiplier == 0 ? slot / max_tokens : multiply_quotient(slot, slot_source_multiplier);
   }
 
   // Window offsets inside the receive slot that starts at `slot` (kernels/wire/ll_message.hpp);

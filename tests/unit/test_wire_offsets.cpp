@@ -4,6 +4,8 @@
 // hand: every address a kernel computes lies inside the region the planner sized for it.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "core/planner.hpp"
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_params.hpp"
@@ -82,21 +84,43 @@ TEST(WireOffsets, LowLatencySlicesSplitItemsAndRowsByHand) {
   }
 }
 
-TEST(WireOffsets, LowLatencyRankOfExpertIsTheQuotient) {
-  // ceil(2^32 / L) by hand for L = 3 and 32; 0 for one expert per rank (the quotient is the id).
-  EXPECT_EQ(epc::kernels::expert_rank_multiplier(3), 1431655766u);
-  EXPECT_EQ(epc::kernels::expert_rank_multiplier(32), 134217728u);
-  EXPECT_EQ(epc::kernels::expert_rank_multiplier(1), 0u);
+TEST(WireOffsets, LowLatencyQuotientsByMultiply) {
+  using epc::kernels::multiply_quotient;
+  using epc::kernels::quotient_multiplier;
+  // ceil(2^32 / d) by hand for d = 3 and 32; 0 for d = 1 and where limit * d passes 2^32.
+  EXPECT_EQ(quotient_multiplier(3, 1000), 1431655766u);
+  EXPECT_EQ(quotient_multiplier(32, 1000), 134217728u);
+  EXPECT_EQ(quotient_multiplier(1, 1000), 0u);
+  EXPECT_EQ(quotient_multiplier(1024, int64_t{1} << 22), 4194304u);
+  EXPECT_EQ(quotient_multiplier(1024, (int64_t{1} << 22) + 1), 0u);
+  EXPECT_EQ(multiply_quotient(1000, quotient_multiplier(3, 1000)), 333);
   // Every expert of groups up to kMaxExperts = 2^16 experts, for local expert counts of every
-  // kind (1, powers of two, odd, the most).
+  // kind (1, powers of two, odd, the most); every slot of 1024 ranks of up to kMaxLlTokens
+  // (4096 ranks of 1024 tokens: the multiplier is 0 and the slot's source a division).
   for (int local : {1, 2, 3, 7, 32, 96, 255, 256, 4097, 32768, 65536}) {
     epc::kernels::LlGeometry g{};
     g.local_experts = local;
-    g.expert_rank_multiplier = epc::kernels::expert_rank_multiplier(local);
     const int experts = (65536 / local) * local;
+    g.expert_rank_multiplier = quotient_multiplier(local, experts);
     for (int e = 0; e < experts; ++e) {
       if (g.rank_of_expert(e) != e / local) {
         ADD_FAILURE() << "expert " << e << " of " << local << " per rank: " << g.rank_of_expert(e);
+        break;
+      }
+    }
+  }
+  for (const auto& [ranks, tokens] :
+       {std::pair{1024, 1}, std::pair{1024, 3}, std::pair{1024, 8}, std::pair{1024, 100}, std::pair{1024, 128},
+        std::pair{1024, 1000}, std::pair{1024, epc::kernels::kMaxLlTokens},
+        std::pair{4096, epc::kernels::kMaxLlTokens}}) {
+    epc::kernels::LlGeometry g{};
+    g.max_tokens = tokens;
+    const int slots = ranks * tokens;
+    g.slot_source_multiplier = quotient_multiplier(tokens, slots);
+    EXPECT_EQ(g.slot_source_multiplier == 0, tokens == 1 || int64_t{slots} * tokens > (int64_t{1} << 32));
+    for (int slot = 0; slot < slots; ++slot) {
+      if (g.source_of_slot(slot) != slot / tokens) {
+        ADD_FAILURE() << "slot " << slot << " of " << tokens << " per source: " << g.source_of_slot(slot);
         break;
       }
     }
