@@ -71,13 +71,21 @@ __device__ __forceinline__ uint16_t float2_to_e4m3x2(float low, float high) {
 }
 
 // Eight values of one vector (widen_half_vector) quantized with the divisor of their block's
-// scale: eight e4m3 bytes, the first value's lowest.
-__device__ __forceinline__ uint2 e4m3_vector(const float* values, Fp8Divisor divisor) {
+// scale: eight e4m3 bytes, the first value's lowest. kExact: divisor.exact, as a constant.
+template <bool kExact>
+__device__ __forceinline__ uint2 e4m3_vector_of(const float* values, Fp8Divisor divisor) {
+  divisor.exact = kExact;
   uint16_t q[kHalfChannelsPerVector / 2];
   for (int e = 0; e < kHalfChannelsPerVector; e += 2) {
     q[e / 2] = float2_to_e4m3x2(fp8_quotient(values[e], divisor), fp8_quotient(values[e + 1], divisor));
   }
   return make_uint2(q[0] | (static_cast<uint32_t>(q[1]) << 16), q[2] | (static_cast<uint32_t>(q[3]) << 16));
+}
+
+// The same, by a branch that is uniform over the launch (exact scales are its UE8M0
+// rounding's), so that a power-of-two scale's products run without the corrections.
+__device__ __forceinline__ uint2 e4m3_vector(const float* values, Fp8Divisor divisor) {
+  return divisor.exact ? e4m3_vector_of<true>(values, divisor) : e4m3_vector_of<false>(values, divisor);
 }
 
 // A vector's cast: its e4m3 bytes (eight, or sixteen for two 16-bit vectors) and its block's
@@ -98,7 +106,7 @@ __device__ __forceinline__ Fp8Vector8 half_warp_cast(int4 raw, bool is_fp16, boo
   const float amax = half_warp_amax(widen_half_vector(raw, is_fp16, values));
   Fp8Vector8 v;
   v.scale = fp8_block_scale(amax, round_scale_ue8m0);
-  v.q = e4m3_vector(values, fp8_divisor(v.scale));
+  v.q = e4m3_vector(values, fp8_divisor(v.scale, round_scale_ue8m0));
   return v;
 }
 
@@ -110,7 +118,7 @@ __device__ __forceinline__ Fp8Vector16 quarter_warp_cast(const int4* raw, bool i
       amax_combine(widen_half_vector(raw[0], is_fp16, values), widen_half_vector(raw[1], is_fp16, values + 8)));
   Fp8Vector16 v;
   v.scale = fp8_block_scale(amax, round_scale_ue8m0);
-  const Fp8Divisor divisor = fp8_divisor(v.scale);
+  const Fp8Divisor divisor = fp8_divisor(v.scale, round_scale_ue8m0);
   const uint2 low = e4m3_vector(values, divisor), high = e4m3_vector(values + 8, divisor);
   v.q = make_uint4(low.x, low.y, high.x, high.y);
   return v;

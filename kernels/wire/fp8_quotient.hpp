@@ -9,6 +9,9 @@
 // and subtracted: the same values, but when q is a zero (x is, or x * r underflows) the
 // sums that are exactly zero come out with the quotient's sign. As x - q * scale, the
 // remainder of x = -0 would be +0, and -0 + +0 is +0 where the division gives -0.
+// A power-of-two scale (UE8M0 rounding) needs no correction: its reciprocal is exact, so the
+// product alone is the correctly rounded quotient, and the reciprocal is a subtraction on the
+// exponent bits rather than a correctly rounded reciprocal.
 // tests/unit/test_fp8_quotient.cpp checks this against the division for every bf16 and
 // fp16 value under every scale the cast can produce, and the block scale's own division by
 // 448 for every amax, and an infinite scale (an infinite amax) against the division too.
@@ -17,6 +20,8 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "kernels/wire/limits.hpp"
 
@@ -28,12 +33,17 @@
 
 namespace epc::kernels {
 
+// 254 << 23: a normal power of two's exponent field subtracted from it is its reciprocal's.
+constexpr uint32_t kFp8ReciprocalExponents = 0x7F000000u;
+
 // A scale and its correctly rounded reciprocal; `finite` false for an infinite scale, whose
-// correction would make 0 * inf (its reciprocal is 0).
+// correction would make 0 * inf (its reciprocal is 0); `exact` when the reciprocal is exactly
+// 1 / scale (a power-of-two or infinite scale), so that the product alone is the quotient.
 struct Fp8Divisor {
   float scale;
   float reciprocal;
   bool finite;
+  bool exact;
 };
 
 EPC_FP8_QUOTIENT_FN float fp8_mul_rn(float a, float b) {
@@ -52,13 +62,41 @@ EPC_FP8_QUOTIENT_FN float fp8_fma_rn(float a, float b, float c) {
 #endif
 }
 
-EPC_FP8_QUOTIENT_FN Fp8Divisor fp8_divisor(float scale) {
+EPC_FP8_QUOTIENT_FN uint32_t fp8_float_bits(float value) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(value);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+#endif
+}
+
+EPC_FP8_QUOTIENT_FN float fp8_bits_float(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+#endif
+}
+
+// The divisor of any positive scale (`power_of_two` false), or of a power of two from 2^-126
+// to 2^126 or infinity (true: a UE8M0-rounded scale, at most 2^120 from a finite 16-bit amax),
+// whose reciprocal's exponent field is 254 minus the scale's (0 for infinity).
+EPC_FP8_QUOTIENT_FN Fp8Divisor fp8_divisor(float scale, bool power_of_two) {
+  const bool finite = scale <= FLT_MAX;
+  if (power_of_two) {
+    const float reciprocal = finite ? fp8_bits_float(kFp8ReciprocalExponents - fp8_float_bits(scale)) : 0.0f;
+    return Fp8Divisor{scale, reciprocal, finite, true};
+  }
 #ifdef __CUDA_ARCH__
   const float reciprocal = __frcp_rn(scale);
 #else
   const float reciprocal = 1.0f / scale;
 #endif
-  return Fp8Divisor{scale, reciprocal, scale <= FLT_MAX};
+  return Fp8Divisor{scale, reciprocal, finite, false};
 }
 
 // x / d.scale, rounded to nearest even (exactly so for normal quotients; see above). Under an
@@ -66,6 +104,7 @@ EPC_FP8_QUOTIENT_FN Fp8Divisor fp8_divisor(float scale) {
 // (signed zero for finite x, NaN for infinite or NaN x), chosen without a branch.
 EPC_FP8_QUOTIENT_FN float fp8_quotient(float x, Fp8Divisor d) {
   const float q = fp8_mul_rn(x, d.reciprocal);
+  if (d.exact) return q;
   const float negated_remainder = fp8_fma_rn(q, d.scale, -x);
   const float corrected = fp8_fma_rn(-negated_remainder, d.reciprocal, q);
   return d.finite ? corrected : q;
@@ -76,7 +115,7 @@ EPC_FP8_QUOTIENT_FN float fp8_unrounded_scale(float amax) {
   const float clamped = amax > kFp8MinAmax ? amax : kFp8MinAmax;
   if (!(clamped <= FLT_MAX)) return clamped / kE4m3Max;  // the correction would make inf - inf
   constexpr float kReciprocal = 1.0f / kE4m3Max;         // correctly rounded at compile time
-  return fp8_quotient(clamped, Fp8Divisor{kE4m3Max, kReciprocal, true});
+  return fp8_quotient(clamped, Fp8Divisor{kE4m3Max, kReciprocal, true, false});
 }
 
 }  // namespace epc::kernels
