@@ -209,8 +209,10 @@ def check(record):
         _summary(record["memory_copy"]["time"], "memory_copy.time", ranks, version)
     if v4 and record["floor"] is not None:
         _need(record["floor"], ("blocks", "threads", "call", "step"), "floor")
-        for key in ("call", "step"):
-            _summary(record["floor"][key], f"floor.{key}", ranks, version)
+        # routed_row came later within version 4: records written before it lack it.
+        for key in ("call", "step", "routed_row"):
+            if key in record["floor"]:
+                _summary(record["floor"][key], f"floor.{key}", ranks, version)
     if v3:
         node_size, nodes = record["config"]["virtual_node_size"], record["config"]["nodes"]
         if (

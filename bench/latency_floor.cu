@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bench/latency_floor.hpp"
 
+#include <vector>
+
 #include "bench/cupti_timing.hpp"
+#include "bench/mode_support.hpp"
 #include "bench/try_call.hpp"
 #include "kernels/ll/ll_step_kernel.cuh"
+#include "kernels/wire/limits.hpp"
+#include "kernels/wire/ll_params.hpp"
 
 namespace epc::bench {
 namespace {
@@ -18,23 +23,83 @@ bool launch_empty(int blocks, cudaStream_t stream, std::string& error) {
   return true;
 }
 
+// The routed row (latency_floor.hpp): block b < `slices` loads its slice of `row` (16-byte
+// vectors) and the `topk` ids, then stores the slice into row id of `out` for each id. The ids
+// load before any store, so that the stores wait for one round trip, not one per id.
+__global__ void __launch_bounds__(kernels::kLlThreads)
+    routed_row_kernel(const int* __restrict__ ids, const int4* __restrict__ row, int4* __restrict__ out, int topk,
+                      int row_vectors, int slices) {
+  if (static_cast<int>(blockIdx.x) >= slices) return;
+  const int per_block = (row_vectors + slices - 1) / slices;
+  const int v = static_cast<int>(blockIdx.x) * per_block + static_cast<int>(threadIdx.x);
+  if (static_cast<int>(threadIdx.x) >= per_block || v >= row_vectors) return;
+  const int4 vector = row[v];
+  int id[kernels::kMaxTopk];
+#pragma unroll
+  for (int j = 0; j < kernels::kMaxTopk; ++j) id[j] = j < topk ? ids[j] : 0;
+#pragma unroll
+  for (int j = 0; j < kernels::kMaxTopk; ++j) {
+    if (j < topk) out[static_cast<size_t>(id[j]) * row_vectors + v] = vector;
+  }
+}
+
+// The routed row's buffers: one row, the token's ids (spread over the experts), a row per expert.
+struct RoutedRow {
+  DeviceBuffer ids, row, out;
+  int topk = 0, row_vectors = 0, slices = 0;
+
+  bool setup(const RoutedRowShape& shape, int blocks, std::string& error) {
+    topk = shape.topk;
+    row_vectors = shape.hidden * 2 / 16;
+    // An LL launch splits a row over up to kLlMaxMessageSlices blocks, a power of two.
+    slices = 1;
+    while (slices * 2 <= kernels::kLlMaxMessageSlices && slices * 2 <= blocks) slices *= 2;
+    std::vector<int> host(topk);
+    for (int j = 0; j < topk; ++j) host[j] = static_cast<int>(static_cast<int64_t>(j) * shape.experts / topk);
+    const size_t row_bytes = static_cast<size_t>(row_vectors) * 16;
+    if (!ids.allocate(host.size() * sizeof(int), "cudaMalloc routed-row ids", error) ||
+        !row.allocate(row_bytes, "cudaMalloc routed-row row", error) ||
+        !out.allocate(row_bytes * static_cast<size_t>(shape.experts), "cudaMalloc routed-row rows", error)) {
+      return false;
+    }
+    TRY_CUDA(cudaMemcpy(ids.ptr, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice),
+             "copying the routed row's ids");
+    TRY_CUDA(cudaMemset(row.ptr, 0x3c, row_bytes), "filling the routed row");
+    return true;
+  }
+
+  bool launch(int blocks, cudaStream_t stream, std::string& error) const {
+    routed_row_kernel<<<blocks, kernels::kLlThreads, 0, stream>>>(
+        static_cast<const int*>(ids.ptr), static_cast<const int4*>(row.ptr), static_cast<int4*>(out.ptr), topk,
+        row_vectors, slices);
+    TRY_CUDA(cudaGetLastError(), "launching the routed row of the latency floor");
+    return true;
+  }
+};
+
 }  // namespace
 
 int ll_block_threads() { return kernels::kLlThreads; }
 
-bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters, Summary& call,
-                           Summary& step, std::string& problem, std::string& error) {
+bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters,
+                           const RoutedRowShape& shape, Summary& call, Summary& step, Summary& routed_row,
+                           std::string& problem, std::string& error) {
   const cudaStream_t st = session.stream();
-  if (blocks < 1 || iters < 1) {
-    problem = "the floor needs a grid and at least one step (blocks " + std::to_string(blocks) + ", steps " +
-              std::to_string(iters) + ")";
+  if (blocks < 1 || iters < 1 || shape.hidden < 8 || shape.hidden % 8 != 0 || shape.topk < 1 ||
+      shape.topk > kernels::kMaxTopk || shape.experts < 1) {
+    problem = "the floor needs a grid, at least one step and a row to route (blocks " + std::to_string(blocks) +
+              ", steps " + std::to_string(iters) + ", hidden " + std::to_string(shape.hidden) + ", top-k " +
+              std::to_string(shape.topk) + ", experts " + std::to_string(shape.experts) + ")";
     return true;
   }
+  RoutedRow routed;
+  if (!routed.setup(shape, blocks, error)) return false;
   for (int i = 0; i < kUntimedLaunches; ++i) {
-    if (!launch_empty(blocks, st, error)) return false;
+    if (!launch_empty(blocks, st, error) || !routed.launch(blocks, st, error)) return false;
   }
-  TRY_CUDA(cudaStreamSynchronize(st), "running the untimed empty kernels");
-  // Each step: mark 0, a kernel (part 0), mark 1, a kernel (part 1), mark 2 (the end).
+  TRY_CUDA(cudaStreamSynchronize(st), "running the untimed kernels of the latency floor");
+  // Each step: mark 0, a kernel (part 0), mark 1, a kernel (part 1), mark 2, the routed row
+  // (part 2), mark 3 (the end).
   const auto steps = [&](StepMarks& marks, std::string& e) {
     for (int i = 0; i < iters; ++i) {
       marks.record(i, 0, st);
@@ -42,17 +107,21 @@ bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int block
       marks.record(i, 1, st);
       if (!launch_empty(blocks, st, e)) return false;
       marks.record(i, 2, st);
+      if (!routed.launch(blocks, st, e)) return false;
+      marks.record(i, 3, st);
     }
     return true;
   };
   std::map<uint64_t, KernelSpan> by_tag;
-  if (!record_pass(session, tracer, 2, steps, by_tag, problem, error)) return false;
-  std::vector<double> first, second, both;
+  if (!record_pass(session, tracer, 3, steps, by_tag, problem, error)) return false;
+  std::vector<double> first, second, both, routed_spans;
   if (problem.empty() && iteration_spans(by_tag, iters, {0}, first, problem) &&
-      iteration_spans(by_tag, iters, {1}, second, problem) && iteration_spans(by_tag, iters, {0, 1}, both, problem)) {
+      iteration_spans(by_tag, iters, {1}, second, problem) && iteration_spans(by_tag, iters, {0, 1}, both, problem) &&
+      iteration_spans(by_tag, iters, {2}, routed_spans, problem)) {
     first.insert(first.end(), second.begin(), second.end());
     call = summarize(first);
     step = summarize(both);
+    routed_row = summarize(routed_spans);
   }
   return true;
 }

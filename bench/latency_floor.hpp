@@ -6,7 +6,14 @@
 // least two (dispatch, combine), so:
 //   call: the span of one empty kernel;
 //   step: the span of two empty kernels launched back to back.
-// No kernel of ours can finish a call or a step faster on this GPU.
+// No kernel of ours can finish a call or a step faster on this GPU. Beside them, the least
+// work a dispatch of one token does on that grid:
+//   routed row: a kernel whose first blocks each load a slice of one row (hidden 16-bit
+//   channels, the way an LL launch splits a row over up to 8 blocks) and the token's top-k
+//   expert ids, then store the slice into the row of each of those experts: one load, and
+//   stores at addresses it gives. No dispatch (which also places rows and writes counts and
+//   records) can be faster on this GPU; the floor to hold our calls against where the
+//   empty kernel leaves out what any dispatch must do.
 #pragma once
 
 #include <string>
@@ -20,10 +27,19 @@ namespace epc::bench {
 // Threads per block of the low-latency kernels.
 int ll_block_threads();
 
-// Local (no other rank takes part). `iters` calls and steps after a few untimed launches;
-// false only when CUDA failed. Without figures (the tracer failed) it returns true with
-// `problem` set.
-bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters, Summary& call,
-                           Summary& step, std::string& problem, std::string& error);
+// The routed row's shape: the row's 16-bit channels, the token's entries, the experts whose
+// rows they name.
+struct RoutedRowShape {
+  int hidden = 0;
+  int topk = 0;
+  int experts = 0;
+};
+
+// Local (no other rank takes part). `iters` calls, steps and routed rows after a few untimed
+// launches; false only when CUDA failed. Without figures (the tracer failed) it returns true
+// with `problem` set.
+bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters,
+                           const RoutedRowShape& shape, Summary& call, Summary& step, Summary& routed_row,
+                           std::string& problem, std::string& error);
 
 }  // namespace epc::bench

@@ -107,8 +107,9 @@ struct CuptiStatus {
 struct LatencyFloor {
   int blocks = 0;  // the grid of our LL launches
   int threads = 0;
-  AcrossRanks call;  // one empty kernel
-  AcrossRanks step;  // two empty kernels back to back
+  AcrossRanks call;        // one empty kernel
+  AcrossRanks step;        // two empty kernels back to back
+  AcrossRanks routed_row;  // one token's row stored into its top-k experts' rows
 };
 
 struct RunRecord {

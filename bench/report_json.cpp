@@ -295,6 +295,8 @@ std::string to_json(const RunRecord& run) {
     write_summary(j, run.floor->call);
     j.key("step");
     write_summary(j, run.floor->step);
+    j.key("routed_row");
+    write_summary(j, run.floor->routed_row);
     j.end_object();
   } else {
     j.null();

@@ -108,8 +108,10 @@ std::string header(const RunRecord& run) {
   if (run.floor) {
     s += printf_string(
         "floor: an empty kernel on our grid (%d blocks of %d threads), CUPTI: call %.1f us, step "
-        "(two back to back) %.1f us, medians\n",
-        run.floor->blocks, run.floor->threads, run.floor->call.slowest.median_us, run.floor->step.slowest.median_us);
+        "(two back to back) %.1f us, medians; routed row (one token's %d-channel 16-bit row loaded with its top-%d "
+        "ids and stored into those experts' rows, the least a 1-token dispatch does) %.2f us\n",
+        run.floor->blocks, run.floor->threads, run.floor->call.slowest.median_us, run.floor->step.slowest.median_us,
+        run.options.hidden, run.options.topk, run.floor->routed_row.slowest.median_us);
   }
   if (run.ceiling_peak) {
     s += printf_string(

@@ -163,7 +163,10 @@ int main(int argc, char** argv) {
   peak.time = invented(300.0, R);
   run.ceiling_peak = peak;
   run.memory_copy = MemoryCopy{int64_t{256} << 20, invented(180.0, R)};
-  if (!ht) run.floor = LatencyFloor{static_cast<int>(run.group.num_sms), 512, invented(2.5, R), invented(5.5, R)};
+  if (!ht) {
+    run.floor =
+        LatencyFloor{static_cast<int>(run.group.num_sms), 512, invented(2.5, R), invented(5.5, R), invented(3.5, R)};
+  }
 
   for (int tokens : run.options.tokens) {
     PointResult p;

@@ -241,16 +241,22 @@ TEST(Report, KernelSpansShowBesideTheEventTimes) {
   p.metrics.push_back({"ours.cupti_graph.step", median(60)});
   EXPECT_NE(to_table(run).find("| 60.0 (75.0)"), std::string::npos) << to_table(run);
   EXPECT_NE(to_json(run).find("\"floor\": null"), std::string::npos);
-  run.floor = LatencyFloor{132, 512, median(3), median(7)};
+  run.floor = LatencyFloor{132, 512, median(3), median(7), median(4)};
   table = to_table(run);
   EXPECT_NE(table.find("floor: an empty kernel on our grid (132 blocks of 512 threads), CUPTI: call 3.0 us, step "
                        "(two back to back) 7.0 us"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("stored into those experts' rows, the least a 1-token dispatch does) 4.00 us"),
             std::string::npos)
       << table;
   EXPECT_NE(table.find("| 60.0 (75.0)     | 3.0 (3.8)       | 7.0 (8.8)"), std::string::npos) << table;  // every row
   json = to_json(run);
   EXPECT_NE(json.find("\"floor\": {\n    \"blocks\": 132,\n    \"threads\": 512,\n    \"call\": {"), std::string::npos)
       << json;
+  const size_t routed = json.find("\"routed_row\": {");
+  ASSERT_NE(routed, std::string::npos) << json;
+  EXPECT_EQ(json.find("\"median_us\": 4,", routed), json.find("\"median_us\"", routed)) << json;
   EXPECT_NE(json.find("\"active\": true,\n    \"library\": \"libcupti.so.13\",\n    \"why_not\": null"),
             std::string::npos)
       << json;
