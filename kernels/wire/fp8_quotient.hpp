@@ -62,24 +62,13 @@ EPC_FP8_QUOTIENT_FN float fp8_fma_rn(float a, float b, float c) {
 #endif
 }
 
-EPC_FP8_QUOTIENT_FN uint32_t fp8_float_bits(float value) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(value);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-#endif
-}
-
-EPC_FP8_QUOTIENT_FN float fp8_bits_float(uint32_t bits) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(bits);
-#else
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-#endif
+// `value`'s bits as a To of the same size (a register move on the device).
+template <typename To, typename From>
+EPC_FP8_QUOTIENT_FN To fp8_bit_cast(From value) {
+  static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the size");
+  To to;
+  memcpy(&to, &value, sizeof to);
+  return to;
 }
 
 // The divisor of any positive scale (`power_of_two` false), or of a power of two from 2^-126
@@ -88,7 +77,8 @@ EPC_FP8_QUOTIENT_FN float fp8_bits_float(uint32_t bits) {
 EPC_FP8_QUOTIENT_FN Fp8Divisor fp8_divisor(float scale, bool power_of_two) {
   const bool finite = scale <= FLT_MAX;
   if (power_of_two) {
-    const float reciprocal = finite ? fp8_bits_float(kFp8ReciprocalExponents - fp8_float_bits(scale)) : 0.0f;
+    const float reciprocal =
+        finite ? fp8_bit_cast<float>(kFp8ReciprocalExponents - fp8_bit_cast<uint32_t>(scale)) : 0.0f;
     return Fp8Divisor{scale, reciprocal, finite, true};
   }
 #ifdef __CUDA_ARCH__
