@@ -11,12 +11,6 @@
 
 namespace epc::kernels {
 
-// `signal_offset`: the step's slot's signal region (kernels/wire/ll_message.hpp). Returns true
-// in every thread once every peer's step signal but `skipped`'s carries `epoch`; `payload`
-// (shared, [nranks], may be null) then holds the messages each sent (ll_payload_messages;
-// skipped's from its payload), and block 0 also copies them to `record` (global, [2 * nranks],
-// may be null) with each peer's tokens behind them (ll_payload_tokens). Returns false in every
-// thread on a timeout or a failed group (recorded in `error`).
 // Peer p's signal payload `word` kept: block 0 copies it to `record` (may be null, [2 *
 // nranks]); returns its message count.
 __device__ __forceinline__ uint32_t keep_step_payload(int32_t* record, int nranks, int p, uint32_t word) {
@@ -35,6 +29,12 @@ __device__ __forceinline__ uint32_t alone_step_messages(int32_t* record, Skipped
   return ll_payload_messages(skipped.payload);
 }
 
+// `signal_offset`: the step's slot's signal region (kernels/wire/ll_message.hpp). Returns true
+// in every thread once every peer's step signal but `skipped`'s carries `epoch`; `payload`
+// (shared, [nranks], may be null) then holds the messages each sent (ll_payload_messages;
+// skipped's from its payload), and block 0 also copies them to `record` (global, [2 * nranks],
+// may be null) with each peer's tokens behind them (ll_payload_tokens). Returns false in every
+// thread on a timeout or a failed group (recorded in `error`).
 __device__ __forceinline__ bool wait_for_step(const PeerTransport& transport, uint64_t signal_offset, int nranks,
                                               uint32_t epoch, int32_t* record, uint32_t* payload, uint64_t timeout_ns,
                                               DeviceError* error, uint32_t phase, int rank, SkippedPeer skipped = {}) {
