@@ -59,9 +59,8 @@ struct RoutedRow {
   bool setup(const RoutedRowShape& shape, int blocks, std::string& error) {
     topk = shape.topk;
     row_vectors = shape.hidden * 2 / 16;
-    // An LL launch splits a row over up to kLlMaxMessageSlices blocks, a power of two.
-    slices = 1;
-    while (slices * 2 <= kernels::kLlMaxMessageSlices && slices * 2 <= blocks) slices *= 2;
+    // As an LL launch splits one token's row.
+    slices = kernels::ll_slice_count(blocks, 1);
     std::vector<int> host(topk);
     for (int j = 0; j < topk; ++j) host[j] = static_cast<int>(static_cast<int64_t>(j) * shape.experts / topk);
     const size_t row_bytes = static_cast<size_t>(row_vectors) * 16;

@@ -171,12 +171,8 @@ LlShape LlHandle::shape() const {
 int LlHandle::capped(int blocks, int budget) { return blocks < budget ? blocks : budget; }
 
 int LlHandle::slices_for(int items) const {
-  // Few items leave most SMs idle: split each row over up to kLlMaxMessageSlices blocks, a
-  // power of two of them (kernels::is_slice_count: the kernels split item numbers by shifts).
-  const int fit = static_cast<int>(group_.config().num_sms) / (items > 0 ? items : 1);
-  int slices = 1;
-  while (slices * 2 <= fit && slices * 2 <= kernels::kLlMaxMessageSlices) slices *= 2;
-  return slices;
+  // A power of two (kernels::is_slice_count: the kernels split item numbers by shifts).
+  return kernels::ll_slice_count(static_cast<int>(group_.config().num_sms), items);
 }
 
 int LlHandle::message_slices() const { return slices_for(group_.topology().nranks * num_tokens_); }

@@ -180,6 +180,16 @@ __device__ __host__ constexpr bool is_slice_count(int slices) {
   return slices >= 1 && slices <= kLlMaxMessageSlices && (slices & (slices - 1)) == 0;
 }
 static_assert(is_slice_count(kLlMaxMessageSlices), "the most slices is a power of two");
+// The slices each of `items` rows takes on `blocks` blocks: few items leave most blocks idle,
+// so each row is split over the most blocks that fit, a power of two up to kLlMaxMessageSlices.
+__device__ __host__ constexpr int ll_slice_count(int blocks, int items) {
+  const int fit = blocks / (items > 0 ? items : 1);
+  int slices = 1;
+  while (slices * 2 <= fit && slices * 2 <= kLlMaxMessageSlices) slices *= 2;
+  return slices;
+}
+static_assert(ll_slice_count(132, 1) == 8 && ll_slice_count(132, 20) == 4 && ll_slice_count(132, 256) == 1,
+              "a power of two of the blocks that fit");
 __device__ __host__ inline int slice_shift(int slices) {
 #ifdef __CUDA_ARCH__
   return __ffs(slices) - 1;
