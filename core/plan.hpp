@@ -67,9 +67,10 @@ struct Plan {
   uint32_t ht_part_tokens = 0;
   // Low-latency combine: the most tokens a rank may have in a step to take its partials back
   // as line records, and each combine slot's line records per source
-  // (kernels/wire/ll_message.hpp; ll_line_tokens below); 0 in high-throughput plans. Where it
-  // is max_tokens_per_rank and the messages are small, the group is a line group and each
-  // dispatch slot holds line records too (kernels::ll_dispatch_line_group).
+  // (kernels/wire/ll_message.hpp; ll_line_tokens below); 0 in high-throughput plans. Where
+  // the messages are small, dispatch steps of up to this many tokens (fewer for larger
+  // messages, kernels::ll_dispatch_line_steps) move as line records, and each dispatch slot
+  // holds those too.
   uint32_t ll_line_tokens = 0;
   std::vector<Region> regions;
 

@@ -64,8 +64,8 @@ void plan_low_latency(const GroupConfig& c, const Topology& t, Plan& plan, Layou
   // of 16 only when hidden is a multiple of 512, so pad the message up to one.
   plan.message_bytes = static_cast<uint32_t>(align_up(ll_message_header_bytes(c) + row, kernels::kLlMessageAlignment));
   for (uint32_t s = 0; s < plan.num_slots; ++s) {
-    // [R][T] messages, the [R][L] count table, then [R][line_tokens] line records and the
-    // table's line words.
+    // [R][T] messages, the [R][L] count table, then (where a step may be a line step) [R][line
+    // steps] line records and the table's line words.
     b.add(EPC_REGION_DISPATCH_RECV, s,
           kernels::ll_dispatch_slot_bytes(t.nranks, T, plan.message_bytes, static_cast<int>(c.local_experts(t.nranks)),
                                           static_cast<int>(plan.ll_line_tokens)),

@@ -231,6 +231,7 @@ EpcDispatchArgs read_dispatch_args(const EpcDispatchArgs* args) {
     fail_argument("EpcDispatchArgs.out_topk_weights needs topk_weights, the weights it receives");
   }
   require_reserved_zero(a.reserved0, "EpcDispatchArgs.reserved0");
+  require_reserved_zero(a.reserved1, "EpcDispatchArgs.reserved1");
   if (a.x == nullptr) fail_argument("EpcDispatchArgs.x is NULL; it is required");
   if (a.out_x == nullptr) fail_argument("EpcDispatchArgs.out_x is NULL; it is required");
   return a;
@@ -294,6 +295,21 @@ int resolve_send_sms(uint32_t send_sms, uint32_t num_sms, int device_sms, const 
                field, send_sms, device_sms, device_sms));
   }
   return static_cast<int>(send_sms);
+}
+
+int resolve_max_step_tokens(uint32_t max_step_tokens, int64_t tokens, uint32_t max_tokens_per_rank) {
+  if (max_step_tokens == 0) return static_cast<int>(max_tokens_per_rank);
+  if (max_step_tokens > max_tokens_per_rank) {
+    fail_argument(format("EpcDispatchArgs.max_step_tokens is %u, above the group's max_tokens_per_rank (%u)",
+                         max_step_tokens, max_tokens_per_rank));
+  }
+  if (static_cast<int64_t>(max_step_tokens) < tokens) {
+    fail_argument(
+        format("EpcDispatchArgs.max_step_tokens is %u, but this rank dispatches %lld tokens in the step "
+               "(the handle's routing); it bounds every rank's tokens",
+               max_step_tokens, static_cast<long long>(tokens)));
+  }
+  return static_cast<int>(max_step_tokens);
 }
 
 void require_ht_split_served(int nodes, const char* field) {

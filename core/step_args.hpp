@@ -63,6 +63,11 @@ EpcWeighting resolve_expert_weighting(EpcWeighting weighting, uint32_t group_fla
 // exceeds num_sms or `device_sms`, the GPU's SM count.
 int resolve_send_sms(uint32_t send_sms, uint32_t num_sms, int device_sms, const char* field);
 
+// A dispatch's EpcDispatchArgs.max_step_tokens after its default, 0: max_tokens_per_rank.
+// Throws INVALID_ARGUMENT when it exceeds max_tokens_per_rank or is below `tokens`, this rank's
+// B. That every rank passes the same value no rank can check: the kernels' signals tell.
+int resolve_max_step_tokens(uint32_t max_step_tokens, int64_t tokens, uint32_t max_tokens_per_rank);
+
 // EPC_STEP_SEND_ONLY (in `field`) on a high-throughput group of `nodes` nodes, virtual ones
 // included: throws UNSUPPORTED for more than one, where the fused launch is required.
 void require_ht_split_served(int nodes, const char* field);

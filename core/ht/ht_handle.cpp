@@ -336,6 +336,7 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   if (send_only) require_ht_split_served(group_.topology().nodes(), "EpcDispatchArgs.flags");
   const int blocks =
       resolve_send_sms(a.send_sms, group_.config().num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
+  resolve_max_step_tokens(a.max_step_tokens, num_tokens_, group_.config().max_tokens_per_rank);
   const kernels::HtRingArea& rings = group_.plan().ht_dispatch_rings;
   if (rings.capacity > 0) {
     const int64_t G = rings.channels, S = rings.node_size;

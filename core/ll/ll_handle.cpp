@@ -120,6 +120,7 @@ kernels::LlCommon LlHandle::common() const {
   k.geo.max_entries = max_entries_;
   k.geo.combine_record_bytes = static_cast<int>(ll_combine_record_bytes(c));
   k.geo.line_tokens = static_cast<int>(plan.ll_line_tokens);
+  k.geo.dispatch_line_tokens = kernels::ll_dispatch_line_steps(k.geo.line_tokens, plan.message_bytes);
   k.geo.expert_rank_multiplier =
       kernels::quotient_multiplier(k.geo.local_experts, int64_t{k.geo.nranks} * k.geo.local_experts);
   k.geo.slot_source_multiplier =
@@ -139,6 +140,7 @@ kernels::LlCommon LlHandle::common() const {
   k.error = group_.device_error();
   k.timeout_ns = group_.timeout_ns();
   k.num_tokens = num_tokens_;
+  k.step_tokens = k.geo.max_tokens;
   k.topk = topk_;
   k.layout = setup_.layout == EPC_LAYOUT_RANK_MAJOR ? kernels::LlLayout::kRankMajor
              : setup_.layout == EPC_LAYOUT_FLAT     ? kernels::LlLayout::kFlat
@@ -226,10 +228,12 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   const LlOutputs out = check_ll_dispatch_outputs(a, setup_, shape(), passthrough ? &caller : nullptr);
   const CountOutputs counts = check_count_outputs(a, L);
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
+  const int step_tokens = resolve_max_step_tokens(a.max_step_tokens, B, c.max_tokens_per_rank);
 
   kernels::LlDispatchParams p;
   std::memset(&p, 0, sizeof p);
   p.common = common();
+  p.common.step_tokens = step_tokens;
   p.x = a.x->data;
   p.x_is_fp16 = a.x->dtype == EPC_DTYPE_FP16;
   p.x_row_bytes = passthrough ? static_cast<int>(caller.row) : static_cast<int>(H) * 2;

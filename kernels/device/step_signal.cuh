@@ -17,10 +17,16 @@
 namespace epc::kernels {
 
 __device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_cast<uint32_t>(step + 1); }
+// The epoch of a dispatch signal sent ahead of line records (kernels/ll/ll_dispatch_lines.cuh):
+// the step's with its top bit turned, so that no receiver waiting for the records' signal takes
+// it for its own, nor the other way round (a slot's words are rewritten every few steps, far
+// fewer than 2^31).
+__device__ __forceinline__ uint32_t line_step_epoch(uint64_t step) { return step_epoch(step) ^ 0x80000000u; }
 
 // Called by one warp: its lanes signal the peers in parallel (each peer's word is written by
 // one lane), so the release stores to R peers overlap instead of following one another.
-// `signal_offset`: the window offset of the step's slot's signal region (kernels/wire/ll_message.hpp).
+// `signal_offset`: the window offset of the step's slot's signal region (kernels/wire/ll_message.hpp);
+// `step_epoch`: what the signal carries in its high half (step_epoch, line_step_epoch).
 // `payload_of(peer)`: the payload peer gets. `skipped` (-1: none) is not signalled: a fused
 // launch's own rank, which does not wait for its own signal (ll_step_kernel.cuh); nor is a
 // peer for which `waits(peer)` is false (a combine's peer that got only line records).
@@ -31,9 +37,9 @@ struct EveryPeerWaits {
 };
 template <typename PayloadOf, typename Waits = EveryPeerWaits>
 __device__ __forceinline__ void warp_signal_every_peer(const PeerTransport& transport, uint64_t signal_offset,
-                                                       int nranks, int rank, uint64_t step, PayloadOf payload_of,
+                                                       int nranks, int rank, uint32_t step_epoch, PayloadOf payload_of,
                                                        int skipped = -1, Waits waits = {}, bool relaxed = false) {
-  const uint64_t epoch = static_cast<uint64_t>(step_epoch(step)) << 32;
+  const uint64_t epoch = static_cast<uint64_t>(step_epoch) << 32;
   const size_t offset = signal_offset + ll_step_signal_offset(rank);
   for (int peer = static_cast<int>(threadIdx.x % 32); peer < nranks; peer += 32) {
     if (peer == skipped || !waits(peer)) continue;

@@ -330,7 +330,7 @@ __device__ __forceinline__ bool send(const LlCombineParams& p, uint64_t step, co
     // A rank that got only line records waits for no signal.
     const auto waits = [&](int home) { return !home_takes_lines(home); };
     warp_signal_every_peer(
-        c.transport, p.signal_offset, g.nranks, g.rank, step, [](int) { return 0u; }, skipped, waits);
+        c.transport, p.signal_offset, g.nranks, g.rank, step_epoch(step), [](int) { return 0u; }, skipped, waits);
 #ifdef EPC_PHASE_TRACE
     if (threadIdx.x == 0) stamp_phase(c.phase_trace->combine, step, kLlPhaseSignalsSent);
 #endif

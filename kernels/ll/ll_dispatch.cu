@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Low-latency dispatch kernels: the sending part (ll_dispatch_send.cuh), the receiving part
-// (ll_dispatch_recv.cuh), or both in one launch (ll_step_kernel.cuh says when). A line group's
+// (ll_dispatch_recv.cuh), or both in one launch (ll_step_kernel.cuh says when). A line step's
 // are in ll_dispatch_lines.cu.
 #include "kernels/launch.hpp"
 #include "kernels/ll/ll_dispatch_parts.cuh"

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// A line group's low-latency dispatch kernels (ll_dispatch_lines.cuh): 16-bit rows and the fp8
-// cast, whose steps all move as line records (passthrough steps move as records there too,
-// through ll_dispatch.cu's kernels).
+// A line step's low-latency dispatch kernels (ll_dispatch_lines.cuh): 16-bit rows and the fp8
+// cast (passthrough steps move as records even when small, through ll_dispatch.cu's kernels).
 #include "kernels/ll/ll_dispatch_parts.cuh"
 
 namespace epc::kernels {

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// A low-latency dispatch's messages as line records (kernels/wire/ll_message.hpp): on a line
-// group (a one-node group of small steps, ll_dispatch_line_group) every rank writes its messages to the others and its count tables
-// as line words (line_words.cuh), every 4 bytes at twice their offset beside the step's epoch,
-// and stores its step signal first, relaxed. A receiver polls each word it reads until it
-// carries the epoch, instead of waiting for a signal released behind the messages: the
-// release, and the count of sending blocks before it, are what a small step spent most of its
-// time on (bench/results/ll_session30_2xh200.md). The rule depends on the group only, so every
-// rank's host picks the same kernels (LineDispatchParts, ll_dispatch_lines.cu), and other
-// groups' carry none of this code.
+// A low-latency dispatch's messages as line records (kernels/wire/ll_message.hpp): in a line
+// step (a step of few tokens per rank in a one-node group, ll_dispatch_line_steps) every rank
+// writes its messages to the others and its count tables as line words (line_words.cuh), every
+// 4 bytes at twice their offset beside the step's epoch, and stores its step signal first,
+// relaxed. A receiver polls each word it reads until it carries the epoch, instead of waiting
+// for a signal released behind the messages: the release, and the count of sending blocks
+// before it, are what a small step spent most of its time on
+// (bench/results/ll_session30_2xh200.md). The rule depends on the group and on the step's bound
+// that every rank is given alike (LlCommon::step_tokens), so every rank's host picks the same
+// kernels (LineDispatchParts, ll_dispatch_lines.cu), and other steps' kernels carry none of this
+// code. A line step's signal carries line_step_epoch, which a rank expecting records never
+// takes for its step's: ranks given different bounds time out rather than read what nobody
+// wrote.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +27,13 @@
 
 namespace epc::kernels {
 
-// Whether a dispatch moves as line records: on a line group, but for passthrough rows (whose
-// scale bytes need not fill 4-byte words), which go as records there too. The host tests it
-// to pick the kernels (ll_dispatch.cu), with the same outcome on every rank of a step.
+// Whether a dispatch moves as line records: in a line step (ll_dispatch_line_steps), but for
+// passthrough rows (whose scale bytes need not fill 4-byte words), which go as records there
+// too. The host tests it to pick the kernels (ll_dispatch.cu), with the same outcome on every
+// rank of a step, since every rank is given the same step_tokens.
 __host__ __device__ __forceinline__ bool dispatch_lines(const LlCommon& c, LlPayload payload) {
-  return c.transport.one_node && payload != LlPayload::kPassthrough &&
-         ll_dispatch_line_group(c.geo.line_tokens, c.geo.max_tokens, static_cast<uint64_t>(c.geo.message_bytes));
+  return c.transport.one_node && payload != LlPayload::kPassthrough && c.geo.dispatch_line_tokens > 0 &&
+         c.step_tokens <= c.geo.dispatch_line_tokens;
 }
 
 // The word of a line record that holds the message's 4 bytes at `offset` (4-byte aligned).

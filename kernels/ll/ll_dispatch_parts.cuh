@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The low-latency dispatch as ll_step_kernel.cuh's `Parts`: DispatchParts moves records,
-// LineDispatchParts line records (a line group's, ll_dispatch_lines.cuh). Their kernels live
-// in two translation units, ll_dispatch.cu and ll_dispatch_lines.cu, so that the line groups'
+// LineDispatchParts line records (a line step's, ll_dispatch_lines.cuh). Their kernels live
+// in two translation units, ll_dispatch.cu and ll_dispatch_lines.cu, so that the line steps'
 // kernels leave the module of every other group's kernels as it was.
 #pragma once
 
@@ -62,7 +62,7 @@ inline bool moves_lines(const LlDispatchParams& p, bool fused) {
   return dispatch_lines(p.common, p.payload) && !(fused && fused_launch_alone(p.common.geo));
 }
 
-// A line group's launches (ll_dispatch_lines.cu), which launch_ll_dispatch_send, _recv and
+// A line step's launches (ll_dispatch_lines.cu), which launch_ll_dispatch_send, _recv and
 // launch_ll_dispatch call where moves_lines; their kernels' largest stack frame.
 cudaError_t launch_ll_line_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_line_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream);

@@ -10,7 +10,7 @@
 // of the payload once into every row it feeds; the first slice's block records the rows and
 // weights that combine will need. A fused launch may read its own rank's messages from the
 // routing and the caller's tokens instead of its window (ll_own_messages.cuh); nothing else
-// tells them apart. On a line group (dispatch_lines) every other message and every count
+// tells them apart. In a line step (dispatch_lines) every other message and every count
 // table came as line records (ll_dispatch_lines.cuh), each word polled until it carries the
 // step's epoch: the placing reads their headers and tables so, and a placed message's payload
 // and scales are polled and stored by store_line_message.
@@ -51,7 +51,7 @@ struct MessageRows {
 
 // What the sources told this rank in the step: their signals' message counts, their count
 // tables, and their messages' headers, those of `own` (-1: none; this rank, when it reads its
-// own messages in place) taken from the routing instead; on a line group (`line_group`) the
+// own messages in place) taken from the routing instead; in a line step (`line_group`) the
 // others' polled in their line records until they carry the step's `epoch`.
 struct Received {
   const char* slots;
@@ -84,7 +84,7 @@ struct Received {
     if (!await_line_word(line_count(c, s, l), epoch, line_wait(c, s), &count)) *lines_failed = 1;
     return static_cast<int>(count);
   }
-  // The entries sources [0, sources) have for local expert l. On a line group every count
+  // The entries sources [0, sources) have for local expert l. In a line step every count
   // loads at once, and only when one of them had not come are they read again, each polled.
   __device__ int entries_below(const LlCommon& c, int sources, int l) const {
     int sum = 0;
@@ -228,7 +228,7 @@ __device__ __forceinline__ void store_expert_count(const LlDispatchParams& p, co
 // The whole part, run by every thread of every block; false when the block's wait failed, or a
 // line word did not come (ll_step_kernel.cuh gives the slot's credits). kByToken: RANK_MAJOR or
 // FLAT; kPayload: p.payload (ll_dispatch.cu); kFused: the launch also sent; kAlone: a launch
-// alone in its group; kLines: the launch is on a line group (dispatch_lines, which the host
+// alone in its group; kLines: the launch is a line step's (dispatch_lines, which the host
 // tests), a template argument so that other groups' launches carry none of its code.
 template <bool kByToken, LlPayload kPayload, bool kFused, bool kAlone, bool kLines>
 __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
@@ -257,7 +257,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step) {
     alone_messages[0] = alone_step_messages(c.handle.recv_tokens, skipped);
     messages_from = alone_messages;
     if (kByToken) alone_rank_tokens = c.handle.rank_tokens[g.rank];
-  } else if (!wait_for_step(c.transport, p.signal_offset, g.nranks, step_epoch(step), c.handle.recv_tokens, tokens_from,
+  } else if (!wait_for_step(c.transport, p.signal_offset, g.nranks,
+                            line_group ? line_step_epoch(step) : step_epoch(step), c.handle.recv_tokens, tokens_from,
                             c.timeout_ns, c.error, kPhaseDispatchReceive, c.dev_comm.rank, skipped)) {
     return false;  // the failure is recorded; the group is failed
   }

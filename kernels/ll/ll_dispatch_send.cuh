@@ -11,7 +11,7 @@
 // block sends each rank the table of entries per local expert (counted when the routing was
 // set); the last block to finish signals every rank with (epoch, the messages it sent it). A
 // fused launch of 16-bit or passthrough rows sends its own rank nothing
-// (ll_own_messages.cuh). On a line group (kLines) messages and tables go as line records and
+// (ll_own_messages.cuh). In a line step (kLines) messages and tables go as line records and
 // the signal goes first (ll_dispatch_lines.cuh).
 #pragma once
 
@@ -338,8 +338,8 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
   const uint32_t epoch = step_epoch(step);
   if (lines && blockIdx.x == 0 && threadIdx.x < kWarpSize) {
     const auto payload = [&](int peer) { return signal_payload(c, early, peer); };
-    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, payload, skipped, EveryPeerWaits{},
-                           /*relaxed=*/true);
+    warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, line_step_epoch(step), payload, skipped,
+                           EveryPeerWaits{}, /*relaxed=*/true);
   }
   if (lines && tables) send_line_count_tables(p, early.first_count, skipped, epoch);
 
@@ -464,7 +464,9 @@ __device__ __forceinline__ bool run(const LlDispatchParams& p, uint64_t step, co
       if (!c.transport.one_node && threadIdx.x == 0) __threadfence_system();
       __syncwarp();
       const auto messages = [&](int peer) { return signal_payload(c, early, peer); };
-      if (!lines) warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step, messages, skipped);
+      if (!lines) {
+        warp_signal_every_peer(c.transport, p.signal_offset, g.nranks, g.rank, step_epoch(step), messages, skipped);
+      }
 #ifdef EPC_PHASE_TRACE
       if (threadIdx.x == 0) stamp_phase(c.phase_trace->dispatch, step, kLlPhaseSignalsSent);
 #endif

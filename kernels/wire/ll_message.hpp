@@ -104,18 +104,24 @@ constexpr uint64_t ll_count_table_bytes(int nranks, int local_experts) {
 constexpr uint64_t ll_count_offset(int source, int local_expert, int local_experts) {
   return (static_cast<uint64_t>(source) * local_experts + local_expert) * sizeof(int32_t);
 }
-// A line group: a one-node group whose every step has at most line_tokens tokens per rank
-// (line_tokens, 0 across nodes, is max_tokens or more), in at most kLlLineGroupBytes of
-// messages to one rank. Its dispatches move as line records (but for passthrough rows:
+// A line step: a dispatch step of a one-node group whose ranks have at most
+// ll_dispatch_line_steps tokens each (the group's largest step, max_tokens, or the step's
+// bound EpcDispatchArgs.max_step_tokens): line_tokens or fewer, in at most kLlLineGroupBytes of
+// messages to one rank. It moves as line records (but for passthrough rows:
 // kernels/ll/ll_dispatch_lines.cuh): behind the count table,
-// [nranks][line_tokens] records of twice a message, and the count table again as
+// [nranks][line steps] records of twice a message, and the count table again as
 // [nranks][local_experts] words: every 4 bytes at offset o of a message or table lies at 2 o in
 // an 8-byte word beside the step's epoch (kernels/device/line_words.cuh), so that the receiver
 // sees each arrive without waiting for the release of the source's signal, which the source
-// stores before its messages.
+// stores before its messages. 0: no step does (line_tokens 0, as across nodes).
+constexpr int ll_dispatch_line_steps(int line_tokens, uint64_t message_bytes) {
+  const uint64_t fit = message_bytes > 0 ? kLlLineGroupBytes / message_bytes : 0;
+  return line_tokens <= 0 ? 0 : static_cast<uint64_t>(line_tokens) < fit ? line_tokens : static_cast<int>(fit);
+}
+// A line group: one whose every step is a line step.
 constexpr bool ll_dispatch_line_group(int line_tokens, int max_tokens, uint64_t message_bytes) {
-  return line_tokens > 0 && max_tokens <= line_tokens &&
-         static_cast<uint64_t>(max_tokens) * message_bytes <= kLlLineGroupBytes;
+  const int steps = ll_dispatch_line_steps(line_tokens, message_bytes);
+  return steps > 0 && max_tokens <= steps;
 }
 // From the slot's start:
 constexpr uint64_t ll_line_message_bytes(uint64_t message_bytes) { return 2 * message_bytes; }
@@ -124,24 +130,25 @@ constexpr uint64_t ll_dispatch_lines_offset(int nranks, int max_tokens, uint64_t
           kLlMessageAlignment - 1) /
          kLlMessageAlignment * kLlMessageAlignment;
 }
-// Message (source, index < line_tokens) as a line record, from the line records' start.
-constexpr uint64_t ll_line_message_offset(int source, int index, int line_tokens, uint64_t message_bytes) {
-  return ll_record_offset(source, index, line_tokens, ll_line_message_bytes(message_bytes));
+// Message (source, index < line_steps) as a line record, from the line records' start.
+constexpr uint64_t ll_line_message_offset(int source, int index, int line_steps, uint64_t message_bytes) {
+  return ll_record_offset(source, index, line_steps, ll_line_message_bytes(message_bytes));
 }
 // Source `source`'s count for `local_expert` as a line word, from the line records' start.
-constexpr uint64_t ll_line_count_offset(int nranks, int line_tokens, uint64_t message_bytes, int source,
+constexpr uint64_t ll_line_count_offset(int nranks, int line_steps, uint64_t message_bytes, int source,
                                         int local_expert, int local_experts) {
-  return ll_line_message_offset(nranks, 0, line_tokens, message_bytes) +
+  return ll_line_message_offset(nranks, 0, line_steps, message_bytes) +
          2 * ll_count_offset(source, local_expert, local_experts);
 }
-// Bytes of a dispatch slot: its messages and count table, then on a line group its line
-// records.
+// Bytes of a dispatch slot: its messages and count table, then where line steps can be
+// (ll_dispatch_line_steps) its line records.
 constexpr uint64_t ll_dispatch_slot_bytes(int nranks, int max_tokens, uint64_t message_bytes, int local_experts,
                                           int line_tokens) {
-  return !ll_dispatch_line_group(line_tokens, max_tokens, message_bytes)
+  const int steps = ll_dispatch_line_steps(line_tokens, message_bytes);
+  return steps == 0
              ? ll_count_table_offset(nranks, max_tokens, message_bytes) + ll_count_table_bytes(nranks, local_experts)
              : ll_dispatch_lines_offset(nranks, max_tokens, message_bytes, local_experts) +
-                   ll_line_count_offset(nranks, line_tokens, message_bytes, nranks, 0, local_experts);
+                   ll_line_count_offset(nranks, steps, message_bytes, nranks, 0, local_experts);
 }
 
 // Header bytes for `max_entries` entries, rounded so the payload starts 16-byte aligned.

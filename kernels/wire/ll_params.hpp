@@ -62,6 +62,9 @@ struct LlGeometry {
   // max_tokens and the steps are small, the group's dispatches move as line records too
   // (ll_dispatch_line_group).
   int line_tokens;
+  // The most tokens per rank of a step whose dispatch moves as line records, and the line
+  // records per source in a dispatch slot (ll_dispatch_line_steps; 0: none).
+  int dispatch_line_tokens;
   // quotient_multiplier(L, R * L) and quotient_multiplier(T, R * T), set by the host. The first
   // is 0 only for L = 1 (R * L <= 2^16 experts and L <= 2^16 keep R * L * L within 2^32); the
   // second also where R * T * T passes 2^32, and source_of_slot then divides.
@@ -85,18 +88,20 @@ struct LlGeometry {
   __device__ __host__ uint64_t count_table_offset(uint64_t slot) const {
     return slot + ll_count_table_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes));
   }
-  // On a line group: message (source, index) as a line record, and source's count for local
+  // In a line step: message (source, index) as a line record, and source's count for local
   // expert l as a line word.
   __device__ __host__ uint64_t line_message_offset(uint64_t slot, int source, int index) const {
     const uint64_t lines =
         ll_dispatch_lines_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes), local_experts);
-    return slot + lines + ll_line_message_offset(source, index, line_tokens, static_cast<uint64_t>(message_bytes));
+    return slot + lines +
+           ll_line_message_offset(source, index, dispatch_line_tokens, static_cast<uint64_t>(message_bytes));
   }
   __device__ __host__ uint64_t line_count_offset(uint64_t slot, int source, int l) const {
     const uint64_t lines =
         ll_dispatch_lines_offset(nranks, max_tokens, static_cast<uint64_t>(message_bytes), local_experts);
     return slot + lines +
-           ll_line_count_offset(nranks, line_tokens, static_cast<uint64_t>(message_bytes), source, l, local_experts);
+           ll_line_count_offset(nranks, dispatch_line_tokens, static_cast<uint64_t>(message_bytes), source, l,
+                                local_experts);
   }
   // The partial of message (source, index) (EPC_WEIGHTING_SENDER, NONE): its record's first
   // row, entry row 0 on a per-entry group (ll_partial_offset).
@@ -160,7 +165,10 @@ struct LlCommon {
   LlState* state;
   DeviceError* error;
   uint64_t timeout_ns;
-  int num_tokens;   // B of this rank
+  int num_tokens;  // B of this rank
+  // The most tokens any rank has in the step: the caller's EpcDispatchArgs.max_step_tokens,
+  // the same on every rank, or T. Only the dispatch reads it (dispatch_lines).
+  int step_tokens;
   int topk;         // K
   LlLayout layout;  // the handle's, the same on every rank of a step
 #ifdef EPC_PHASE_TRACE

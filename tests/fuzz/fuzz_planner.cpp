@@ -315,11 +315,14 @@ void check_layout(const epc::GroupConfig& c, const epc::Topology& t, const epc::
     FUZZ_CHECK(epc::ll_message_header_bytes(c) == header);
     for (uint32_t s = 0; s < 2; ++s) {
       const uint64_t messages = mul(mul(R, T), plan.message_bytes);
-      // Then, on a line group, twice a message per line record and 8 bytes per count as a line
-      // word.
-      const bool line_group = epc::kernels::ll_dispatch_line_group(static_cast<int>(plan.ll_line_tokens),
-                                                                   static_cast<int>(T), plan.message_bytes);
-      const uint64_t lines = line_group ? add(mul(mul(R, T), mul(plan.message_bytes, 2)), mul(mul(R, L), 8)) : 0;
+      // Then, where a step may be a line step, twice a message per line record of its largest
+      // line step and 8 bytes per count as a line word; a line group's every step is one.
+      const int line_steps =
+          epc::kernels::ll_dispatch_line_steps(static_cast<int>(plan.ll_line_tokens), plan.message_bytes);
+      FUZZ_CHECK(line_steps >= 0 && static_cast<uint32_t>(line_steps) <= plan.ll_line_tokens);
+      FUZZ_CHECK(static_cast<uint64_t>(line_steps) * plan.message_bytes <= epc::kernels::kLlLineGroupBytes);
+      const uint64_t lines =
+          line_steps > 0 ? add(mul(mul(R, line_steps), mul(plan.message_bytes, 2)), mul(mul(R, L), 8)) : 0;
       FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_RECV, s).size >= add(add(messages, mul(mul(R, L), 4)), lines));
       FUZZ_CHECK(plan.region(EPC_REGION_DISPATCH_SIGNAL, s).size >= mul(R, 8));
       // A row per (token, message entry) with EPC_GROUP_COMBINE_PER_ENTRY, on any split; then

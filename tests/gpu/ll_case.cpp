@@ -118,6 +118,9 @@ void clear_rank(ref::Problem& problem, int rank) { problem.ranks[rank] = ref::Ra
   }
   const ref::RankTokens& mine = step.mine();
   tokens_ = mine.num_tokens;
+  step_bound_ = 0;
+  for (const ref::RankTokens& r : step.problem.ranks)
+    step_bound_ = std::max(step_bound_, static_cast<uint32_t>(r.num_tokens));
   options_ = step.dispatch_options;
   const std::size_t entries = static_cast<std::size_t>(tokens_) * topk_;
   const std::size_t x_elements = static_cast<std::size_t>(tokens_) * shape_.hidden;
@@ -289,6 +292,7 @@ EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags f
   EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
   args.flags = flags;
   args.send_sms = send_sms;
+  args.max_step_tokens = buffers.max_step_tokens();
   args.x = &x;
   args.topk_weights = &weights;
   args.out_x = &out_x;
@@ -343,13 +347,14 @@ EpcStatus call_combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags fl
 
 void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems, uint64_t y_seed,
                   const std::string& label, EpcDtype idx_dtype, StepFlags dispatch_flags, StepFlags combine_flags,
-                  const ref::LlDispatchOptions& options, const LlOutputs& outputs) {
+                  const ref::LlDispatchOptions& options, const LlOutputs& outputs, bool bound_steps) {
   ASSERT_FALSE(problems.empty());
   const int topk = problems.front().topk;
   Stream stream;
   ASSERT_TRUE(stream.status());
   LlBuffers buffers;
   ASSERT_TRUE(buffers.allocate(shape, topk, idx_dtype, outputs));
+  buffers.bound_steps(bound_steps);
   HandlePtr handle;
   int failing_steps = 0;
   for (std::size_t s = 0; s < problems.size(); ++s) {

@@ -107,6 +107,10 @@ class LlBuffers {
   // The last uploaded step's dispatch options (use_fp8 selects EPC_QUANT_FP8).
   const ref::LlDispatchOptions& dispatch_options() const { return options_; }
   const LlOutputs& outputs() const { return outputs_; }
+  // Whether call_dispatch passes the uploaded step's bound, the most tokens any rank has in it,
+  // as EpcDispatchArgs.max_step_tokens (ABI 2.2), or 0 (the group's T).
+  void bound_steps(bool on) { bound_steps_ = on; }
+  uint32_t max_step_tokens() const { return bound_steps_ ? step_bound_ : 0; }
   EpcTensor expert_out() const;
   EpcTensor out() const;
 
@@ -125,6 +129,8 @@ class LlBuffers {
   int topk_ = 0;
   EpcDtype idx_dtype_ = EPC_DTYPE_INT64;
   int tokens_ = 0;
+  bool bound_steps_ = false;
+  uint32_t step_bound_ = 0;
   ref::LlDispatchOptions options_;
   LlOutputs outputs_;
   DeviceMemory x_, idx_, weights_, out_x_, scales_, counts_, expert_out_, out_, acc_;
@@ -151,8 +157,8 @@ using StepFlags = uint32_t;
                                          HandlePtr& out);
 ::testing::AssertionResult update_handle(EpcHandle* handle, const LlBuffers& buffers, cudaStream_t stream);
 
-// epc_dispatch / epc_combine with the buffers' tensors, `flags` and `send_sms` (ABI 2.1),
-// nothing else: quant EPC_QUANT_FP8 when the buffers' step uses fp8 (with
+// epc_dispatch / epc_combine with the buffers' tensors, `flags`, `send_sms` (ABI 2.1) and the
+// buffers' max_step_tokens (dispatch, ABI 2.2), nothing else: quant EPC_QUANT_FP8 when the buffers' step uses fp8 (with
 // EPC_DISPATCH_POW2_SCALES for UE8M0 scales), the outputs LlOutputs names. The status as it is.
 EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags flags, cudaStream_t stream,
                         uint32_t send_sms = 0);
@@ -171,11 +177,12 @@ EpcStatus call_combine(EpcHandle* handle, const LlBuffers& buffers, StepFlags fl
 // Runs `problems` one after another on ONE handle of `group`: created from the first problem's
 // routing, updated (epc_handle_update) with each later one. Per step: upload x, routing,
 // weights and y; update; dispatch; combine (no host synchronisation between them); then wait
-// and compare with the reference. Problem s uses y seed y_seed + s.
+// and compare with the reference. Problem s uses y seed y_seed + s. `bound_steps`: each
+// dispatch passes its step's bound (LlBuffers::bound_steps).
 void run_sequence(EpcGroup* group, const LlShape& shape, const std::vector<ref::Problem>& problems, uint64_t y_seed,
                   const std::string& label, EpcDtype idx_dtype = EPC_DTYPE_INT64, StepFlags dispatch_flags = 0,
                   StepFlags combine_flags = 0, const ref::LlDispatchOptions& options = {},
-                  const LlOutputs& outputs = {});
+                  const LlOutputs& outputs = {}, bool bound_steps = false);
 
 // ---- Passthrough (EPC_QUANT_PASSTHROUGH) ---------------------------------------------------
 

@@ -378,20 +378,30 @@ TEST(LowLatency, SendOnlyThenComplete) {
 // in most steps) and 32 (a line group, T 32 of 2160-byte messages: every dispatch and combine
 // moves as line records, kernels/wire/ll_message.hpp); dispatch and combine fused and
 // send-only, bf16 and the fp8 cast with UE8M0 scales: the same bits as the reference either way.
+// The ways of a step the line record tests run: fused and send-only halves, bf16 and the fp8
+// cast with UE8M0 scales.
+struct LineVariant {
+  const char* name;
+  ll::StepFlags dispatch_flags, combine_flags;
+  bool fp8;
+
+  ref::LlDispatchOptions options() const {
+    ref::LlDispatchOptions o;
+    o.use_fp8 = fp8;
+    o.round_scale_ue8m0 = fp8;
+    return o;
+  }
+};
+constexpr auto kSendOnly = static_cast<ll::StepFlags>(EPC_STEP_SEND_ONLY);
+constexpr LineVariant kLineVariants[] = {{"fused", 0, 0, false},
+                                         {"send-only combine", 0, kSendOnly, false},
+                                         {"send-only dispatch", kSendOnly, 0, false},
+                                         {"fp8", 0, 0, true},
+                                         {"fp8, send-only dispatch and combine", kSendOnly, kSendOnly, true}};
+
 TEST(LowLatency, LineRecordsMatchTheReference) {
   const int K = 8;
   const LlShape shape = world_shape(16, 1024, 32, K);
-  const auto send_only = static_cast<ll::StepFlags>(EPC_STEP_SEND_ONLY);
-  struct Variant {
-    const char* name;
-    ll::StepFlags dispatch_flags, combine_flags;
-    bool fp8;
-  };
-  const Variant variants[] = {{"fused", 0, 0, false},
-                              {"send-only combine", 0, send_only, false},
-                              {"send-only dispatch", send_only, 0, false},
-                              {"fp8", 0, 0, true},
-                              {"fp8, send-only dispatch", send_only, send_only, true}};
   for (const char* lines : {"0", "16", "32"}) {
     SCOPED_TRACE(std::string("EPCOMM_LL_LINE_TOKENS=") + lines);
     GroupPtr group;
@@ -400,16 +410,39 @@ TEST(LowLatency, LineRecordsMatchTheReference) {
       ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
     }
     uint64_t seed = 6500;
-    for (const Variant& v : variants) {
+    for (const LineVariant& v : kLineVariants) {
       seed += 2;
       const std::vector<ref::Problem> problems = {ll::random_problem(shape, K, seed, true, 0.1),
                                                   ll::random_problem(shape, K, seed + 1, true, 0.1)};
-      ref::LlDispatchOptions options;
-      options.use_fp8 = v.fp8;
-      options.round_scale_ue8m0 = v.fp8;
       run_sequence(group.get(), shape, problems, seed + 100, std::string("line records ") + lines + ", " + v.name,
-                   EPC_DTYPE_INT64, v.dispatch_flags, v.combine_flags, options);
+                   EPC_DTYPE_INT64, v.dispatch_flags, v.combine_flags, v.options());
     }
+  }
+}
+
+// Steps bounded by EpcDispatchArgs.max_step_tokens (ABI 2.2) in a group that is no line group
+// (T 32 of 2160-byte messages; its line steps have up to 16 tokens): steps whose every rank has
+// at most 12 tokens move as line records, steps of 0..32 random tokens mostly as records, in
+// turn on the same slots (a line step's signal carries another epoch than a records step's),
+// in every LineVariant: the same bits as the reference either way.
+TEST(LowLatency, StepBoundsMatchTheReference) {
+  const int K = 8;
+  const LlShape shape = world_shape(16, 1024, 32, K);
+  const LlShape small = world_shape(16, 1024, 12, K);
+  GroupPtr group;
+  ASSERT_TRUE(create_group(shape, EPC_MODE_LOW_LATENCY, group));
+  uint64_t seed = 6700;
+  for (const LineVariant& v : kLineVariants) {
+    seed += 8;
+    std::vector<ref::Problem> problems;
+    for (int s = 0; s < 5; ++s) {
+      const bool line_step = s % 3 != 1;
+      ref::Problem p = ll::random_problem(line_step ? small : shape, K, seed + s, true, 0.1);
+      p.max_tokens = shape.max_tokens;  // the group's T; the tokens stay at most 12
+      problems.push_back(std::move(p));
+    }
+    run_sequence(group.get(), shape, problems, seed + 100, std::string("step bounds, ") + v.name, EPC_DTYPE_INT64,
+                 v.dispatch_flags, v.combine_flags, v.options(), {}, /*bound_steps=*/true);
   }
 }
 

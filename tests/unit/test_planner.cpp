@@ -30,22 +30,25 @@ TEST(Planner, LowLatencyDecodeLayoutByHand) {
   EXPECT_EQ(p.region(EPC_REGION_CONTROL).offset, 0u);
   EXPECT_EQ(p.region(EPC_REGION_CONTROL).size, 256u);
   // dispatch_recv[0]: 4 * 128 * 14448 = 7397376 messages + the count table 4 * 64 * 4 = 1024
-  // = 7398400 (a multiple of 256).
+  // = 7398400 (a multiple of 16), then the line steps' records: steps of up to
+  // min(16, 131072 / 14448) = 9 tokens (kernels::ll_dispatch_line_steps), 4 * 9 * 2 * 14448 =
+  // 1040256, and the table's line words 2 * 1024 = 2048: 8440704, rounded up to 256: 8440832.
+  EXPECT_EQ(epc::kernels::ll_dispatch_line_steps(16, 14448), 9);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).offset, 256u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).size, 7398400u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).offset, 7398656u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 0).size, 8440832u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).offset, 8441088u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 0).size, 256u);
   // combine_recv[0]: the partials 4 * 128 * 14336 = 7340032, then 4 * 16 line records of
   // 2 * 14336 = 1835008 (one node, kLlLineTokens 16): 9175040.
   EXPECT_EQ(p.ll_line_tokens, 16u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).offset, 7398912u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).offset, 8441344u);
   EXPECT_EQ(p.region(EPC_REGION_COMBINE_RECV, 0).size, 9175040u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset, 16573952u);
-  // A slot spans 16573952 bytes.
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).offset, 16574208u);
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 1).offset, 33147904u);
-  // End 33148160, rounded up to 4096: 8093 * 4096.
-  EXPECT_EQ(p.symmetric_bytes, 33148928u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 0).offset, 17616384u);
+  // A slot spans 8440832 + 256 + 9175040 + 256 = 17616384 bytes.
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).offset, 17616640u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 1).offset, 35232768u);
+  // End 35233024, rounded up to 4096: 8602 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 35233792u);
   // Step counters (256) + two slots of 256 expert counts.
   EXPECT_EQ(p.workspace_bytes, 256u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 1).name, "dispatch_recv[1]");
@@ -92,7 +95,7 @@ TEST(Planner, LineRecordsOnOneNodeOnly) {
 }
 
 // max_pending_steps 1 and 2 (the default) keep the two-slot window above; each pending step
-// more adds one slot per direction (4 regions, 16573952 bytes here). Above 3 the configuration
+// more adds one slot per direction (4 regions, 17616384 bytes here). Above 3 the configuration
 // check refuses it (tests/unit/test_config.cpp).
 TEST(Planner, PendingStepsGrowTheLowLatencyWindow) {
   auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 128, 8);
@@ -102,17 +105,17 @@ TEST(Planner, PendingStepsGrowTheLowLatencyWindow) {
     EXPECT_EQ(p.num_slots, 2u) << pending;
     EXPECT_EQ(p.max_pending_steps, pending);
     EXPECT_EQ(p.regions.size(), 9u) << pending;
-    EXPECT_EQ(p.symmetric_bytes, 33148928u) << pending;
+    EXPECT_EQ(p.symmetric_bytes, 35233792u) << pending;
   }
   c.max_pending_steps = 3;
   const epc::Plan p = epc::make_plan(c, {4, 4, 1});
   EXPECT_EQ(p.num_slots, 3u);
   ASSERT_EQ(p.regions.size(), 13u);
-  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 2).offset, 256u + 2u * 16573952u);
+  EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 2).offset, 256u + 2u * 17616384u);
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_RECV, 2).name, "dispatch_recv[2]");
-  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 2).offset, 16573952u + 2u * 16573952u);
-  // End 256 + 3 * 16573952 = 49722112, rounded up to 4096: 12140 * 4096.
-  EXPECT_EQ(p.symmetric_bytes, 49725440u);
+  EXPECT_EQ(p.region(EPC_REGION_COMBINE_SIGNAL, 2).offset, 17616384u + 2u * 17616384u);
+  // End 256 + 3 * 17616384 = 52849408, rounded up to 4096: 12903 * 4096.
+  EXPECT_EQ(p.symmetric_bytes, 52850688u);
   // Each slot's signal region holds a step signal and a credit per rank: 4 * 16 -> 256.
   EXPECT_EQ(p.region(EPC_REGION_DISPATCH_SIGNAL, 2).size, 256u);
 }
@@ -485,23 +488,25 @@ TEST(Planner, RegionsAreAlignedOrderedAndDisjoint) {
   }
 }
 
-// A line group (max_tokens 8 <= kLlLineTokens, one node, 8 * 14448 bytes of messages to a rank
-// <= kLlLineGroupBytes): each dispatch slot holds, behind the 4 * 8 messages of 14448 bytes
-// (462336) and the count table (1024), 4 * 8 line records of twice a message (924672) and the
-// table's 4 * 64 line words of 8 bytes (2048): 1390080 (a multiple of 256). Across nodes, or
-// with EPCOMM_LL_LINE_TOKENS below 8, it is no line group (463360), nor with max_tokens 10
-// (144480 bytes of messages: 577920 + 1024 -> 579072); fp8 rows at max_tokens 16 make one
-// (16 * 7504 bytes).
-TEST(Planner, LineGroupsHoldTheDispatchLineRecords) {
+// A one-node group holds, behind each dispatch slot's messages and count table, the line
+// records of its largest line step (kernels::ll_dispatch_line_steps: at most kLlLineTokens
+// tokens, and at most kLlLineGroupBytes of messages to a rank). A line group (max_tokens 8,
+// 8 * 14448 bytes): behind the 4 * 8 messages of 14448 bytes (462336) and the count table
+// (1024), 4 * 8 line records of twice a message (924672) and the table's 4 * 64 line words of
+// 8 bytes (2048): 1390080 (a multiple of 256). Across nodes none (463360). EPCOMM_LL_LINE_TOKENS
+// 4: steps of up to 4 tokens, 4 * 4 records (462336): 927744. max_tokens 10 (577920 + 1024 of
+// messages and table) holds steps of up to 131072 / 14448 = 9 tokens (1040256 + 2048): 1621248.
+// fp8 rows at max_tokens 16 make a line group (16 * 7504 bytes).
+TEST(Planner, OneNodeGroupsHoldTheirLineStepsRecords) {
   auto c = group_config(EPC_MODE_LOW_LATENCY, 256, 7168, 8, 8);
   EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size, 1390080u);
   EXPECT_EQ(epc::make_plan(c, {4, 2, 2}).region(EPC_REGION_DISPATCH_RECV, 0).size, 463360u);
   {
     const epc::test::ScopedEnv fewer("EPCOMM_LL_LINE_TOKENS", "4");
-    EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size, 463360u);
+    EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size, 927744u);
   }
   c.max_tokens_per_rank = 10;
-  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size, 579072u);
+  EXPECT_EQ(epc::make_plan(c, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size, 1621248u);
   c.max_tokens_per_rank = 16;
   c.dtype = EPC_DTYPE_FP8_E4M3;
   const epc::Plan fp8 = epc::make_plan(c, {4, 4, 1});
@@ -512,6 +517,9 @@ TEST(Planner, LineGroupsHoldTheDispatchLineRecords) {
 TEST(Planner, ScalesWithRanksAndTokens) {
   auto small = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 64, 4);
   auto large = group_config(EPC_MODE_LOW_LATENCY, 64, 1024, 128, 4);
+  // Without line records, which scale with the largest line step instead
+  // (OneNodeGroupsHoldTheirLineStepsRecords).
+  const epc::test::ScopedEnv off("EPCOMM_LL_LINE_TOKENS", "0");
   uint64_t a = epc::make_plan(small, {2, 2, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
   uint64_t b = epc::make_plan(large, {2, 2, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;
   uint64_t d = epc::make_plan(small, {4, 4, 1}).region(EPC_REGION_DISPATCH_RECV, 0).size;

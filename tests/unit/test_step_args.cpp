@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The argument structs (ABI 2.0, and 2.1's send_sms) before any GPU work (core/step_args.cpp): EpcHandleConfig,
+// The argument structs (ABI 2.0, 2.1's send_sms and 2.2's max_step_tokens) before any GPU work (core/step_args.cpp): EpcHandleConfig,
 // EpcRouting, EpcDispatchArgs and EpcCombineArgs after the struct rules and defaults, and
 // the status each misuse returns (UNSUPPORTED: defined but not served; INVALID_ARGUMENT:
 // meaningless, missing or malformed; ABI_MISMATCH: a newer caller's non-zero tail), with a
@@ -461,9 +461,17 @@ TEST(DispatchArgs, StructRules) {
                  {"EpcDispatchArgs", ("byte " + std::to_string(sizeof a + 7)).c_str()}, "non-zero tail");
 }
 
-// A 2.0 caller's EpcDispatchArgs (136 bytes: up to acc_expert_counts, capi/abi.json 2.0.0)
-// whose bytes where 2.1's send_sms and reserved0 would be belong to something else: they
-// are not read, and the fields take their defaults.
+// What the library reads of `a` from an older caller whose struct ends after `size` bytes: the
+// bytes behind them belong to something else (set in `a`) and must not be read.
+EpcDispatchArgs read_older_caller(const EpcDispatchArgs& a, size_t size) {
+  const auto old_bytes = caller_bytes(a, size);
+  EpcDispatchArgs got{};
+  EXPECT_EQ(run([&] { got = epc::read_dispatch_args(as<EpcDispatchArgs>(old_bytes)); }).status, EPC_OK) << size;
+  return got;
+}
+
+// A 2.0 caller's EpcDispatchArgs (136 bytes: up to acc_expert_counts, capi/abi.json 2.0.0):
+// the fields of 2.1 and later take their defaults.
 TEST(DispatchArgs, A20StructGetsThe21Defaults) {
   Tensors t;
   EpcDispatchArgs a = dispatch_args(t);
@@ -471,9 +479,7 @@ TEST(DispatchArgs, A20StructGetsThe21Defaults) {
   a.reserved0 = 9;
   constexpr size_t k20Size = offsetof(EpcDispatchArgs, acc_expert_counts) + sizeof(void*);
   static_assert(k20Size == 136 && offsetof(EpcDispatchArgs, send_sms) == k20Size, "2.0's size, then 2.1's field");
-  auto old_bytes = caller_bytes(a, k20Size);
-  EpcDispatchArgs got;
-  ASSERT_EQ(run([&] { got = epc::read_dispatch_args(as<EpcDispatchArgs>(old_bytes)); }).status, EPC_OK);
+  const EpcDispatchArgs got = read_older_caller(a, k20Size);
   EXPECT_EQ(got.send_sms, 0u);
   EXPECT_EQ(got.reserved0, 0u);
   EXPECT_EQ(got.out_x, &t.out_x);
@@ -485,7 +491,39 @@ TEST(DispatchArgs, A20StructGetsThe21Defaults) {
   EXPECT_EQ(read(a).status, EPC_OK);
 }
 
+// A 2.1 caller's EpcDispatchArgs (144 bytes: up to reserved0, capi/abi.json 2.1.0): 2.2's
+// max_step_tokens takes its default; a 2.2 caller's reserved1 must be zero.
+TEST(DispatchArgs, A21StructGetsThe22Defaults) {
+  Tensors t;
+  EpcDispatchArgs a = dispatch_args(t);
+  a.max_step_tokens = 5;
+  a.reserved1 = 9;
+  constexpr size_t k21Size = offsetof(EpcDispatchArgs, reserved0) + sizeof(uint32_t);
+  static_assert(k21Size == 144 && offsetof(EpcDispatchArgs, max_step_tokens) == k21Size, "2.1's size, then 2.2's");
+  const EpcDispatchArgs got = read_older_caller(a, k21Size);
+  EXPECT_EQ(got.max_step_tokens, 0u);
+  EXPECT_EQ(got.reserved1, 0u);
+  EXPECT_EQ(got.out_x, &t.out_x);
+  expect_outcome(read(a), EPC_ERR_ABI_MISMATCH, {"EpcDispatchArgs.reserved1"}, "a non-zero reserved1");
+  a.reserved1 = 0;
+  EXPECT_EQ(read(a).status, EPC_OK);  // max_step_tokens: checked by each mode (resolve_max_step_tokens)
+}
+
 // ---- What both modes check against the group -----------------------------------------------
+
+// 0 is the group's max_tokens_per_rank; a bound must hold this rank's tokens and no more than
+// the group's. Whether every rank passed the same bound only the kernels can tell.
+TEST(MaxStepTokens, DefaultsToMaxTokensAndBoundsThisRanksTokens) {
+  EXPECT_EQ(epc::resolve_max_step_tokens(0, 3, 128), 128);
+  EXPECT_EQ(epc::resolve_max_step_tokens(0, 0, 128), 128);
+  EXPECT_EQ(epc::resolve_max_step_tokens(3, 3, 128), 3);
+  EXPECT_EQ(epc::resolve_max_step_tokens(4, 0, 128), 4);
+  EXPECT_EQ(epc::resolve_max_step_tokens(128, 128, 128), 128);
+  expect_outcome(run([] { epc::resolve_max_step_tokens(2, 3, 128); }), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcDispatchArgs.max_step_tokens", "is 2", "dispatches 3 tokens"}, "below this rank's tokens");
+  expect_outcome(run([] { epc::resolve_max_step_tokens(129, 3, 128); }), EPC_ERR_INVALID_ARGUMENT,
+                 {"EpcDispatchArgs.max_step_tokens", "129", "max_tokens_per_rank (128)"}, "above max_tokens");
+}
 
 TEST(SendSms, DefaultsToNumSmsAndStaysWithinTheGroupAndTheGpu) {
   EXPECT_EQ(epc::resolve_send_sms(0, 24, 132, "EpcDispatchArgs.send_sms"), 24);

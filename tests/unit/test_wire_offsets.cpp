@@ -25,7 +25,8 @@ TEST(WireOffsets, LowLatencyRecordsByHand) {
   // A line group (line_tokens 8 >= max_tokens 8, 800 bytes of messages to a rank): the
   // dispatch's line records behind that table (3200 + 96), [4][8] of 200 bytes, then source 3's
   // count of local expert 1 as a line word: 3296 + 6400 + 2 * (3 * 6 + 1) * 4. Line tokens
-  // below max_tokens make no line group, nor do messages of more than kLlLineGroupBytes.
+  // below max_tokens make no line group, nor do messages of more than kLlLineGroupBytes; the
+  // slot then holds the records of its largest line step ([4][4] with line tokens 4).
   EXPECT_TRUE(epc::kernels::ll_dispatch_line_group(8, 8, 100));
   EXPECT_FALSE(epc::kernels::ll_dispatch_line_group(4, 8, 100));
   EXPECT_FALSE(epc::kernels::ll_dispatch_line_group(0, 8, 100));
@@ -35,7 +36,14 @@ TEST(WireOffsets, LowLatencyRecordsByHand) {
   EXPECT_EQ(epc::kernels::ll_line_message_offset(2, 1, 8, 100), (2u * 8 + 1) * 200);
   EXPECT_EQ(epc::kernels::ll_line_count_offset(4, 8, 100, 3, 1, 6), 6400u + 2 * (3u * 6 + 1) * 4);
   EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 8), 3296u + 6400u + 2 * 96u);
-  EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 4), 3296u);
+  EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 4), 3296u + 3200u + 2 * 96u);
+  // Line steps: line_tokens, fewer where their messages to a rank pass kLlLineGroupBytes.
+  EXPECT_EQ(epc::kernels::ll_dispatch_line_steps(16, 100), 16);
+  EXPECT_EQ(epc::kernels::ll_dispatch_line_steps(16, 14448), 9);
+  EXPECT_EQ(epc::kernels::ll_dispatch_line_steps(16, 7504), 16);
+  EXPECT_EQ(epc::kernels::ll_dispatch_line_steps(8, epc::kernels::kLlLineGroupBytes / 8 + 16), 7);
+  EXPECT_EQ(epc::kernels::ll_dispatch_line_steps(16, epc::kernels::kLlLineGroupBytes + 16), 0);
+  EXPECT_EQ(epc::kernels::ll_dispatch_line_steps(0, 100), 0);
   EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 0), 3296u);
 }
 
@@ -142,11 +150,20 @@ TEST(WireOffsets, LowLatencyAddressesFitThePlannedRegions) {
   EXPECT_EQ(g.combine_record_bytes, g.row_bytes);
   g.line_tokens = static_cast<int>(p.ll_line_tokens);
   EXPECT_EQ(g.line_tokens, 16);
+  g.dispatch_line_tokens = epc::kernels::ll_dispatch_line_steps(g.line_tokens, p.message_bytes);
+  EXPECT_EQ(g.dispatch_line_tokens, 9);
   for (uint32_t s = 0; s < p.num_slots; ++s) {
     const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV, s);
     // The last message ends where the count table starts; the table ends inside the region.
     EXPECT_EQ(g.message_offset(recv.offset, 3, 127) + g.message_bytes, g.count_table_offset(recv.offset));
     EXPECT_LE(g.count_table_offset(recv.offset) + epc::kernels::ll_count_table_bytes(4, 64), recv.offset + recv.size);
+    // Behind the table (a multiple of 16 here), the [R][9] line records of the line steps and
+    // the table's line words, the last ending in the region's last 256 bytes (its rounding).
+    EXPECT_EQ(g.line_message_offset(recv.offset, 0, 0),
+              g.count_table_offset(recv.offset) + epc::kernels::ll_count_table_bytes(4, 64));
+    EXPECT_EQ(g.line_message_offset(recv.offset, 3, 8) + 2 * g.message_bytes, g.line_count_offset(recv.offset, 0, 0));
+    EXPECT_LE(g.line_count_offset(recv.offset, 3, 63) + 8, recv.offset + recv.size);
+    EXPECT_GT(g.line_count_offset(recv.offset, 3, 63) + 8, recv.offset + recv.size - 256);
     const epc::Region& partials = p.region(EPC_REGION_COMBINE_RECV, s);
     // The [R][T] partials of one row each, as in 2.0, then the [R][16] line records of two
     // rows each, the last ending with the region.
@@ -171,6 +188,8 @@ TEST(WireOffsets, LineGroupDispatchLinesFitThePlannedRegion) {
   g.max_tokens = 8;
   g.message_bytes = static_cast<int>(p.message_bytes);
   g.line_tokens = 8;
+  g.dispatch_line_tokens = epc::kernels::ll_dispatch_line_steps(g.line_tokens, p.message_bytes);
+  ASSERT_EQ(g.dispatch_line_tokens, 8);
   for (uint32_t s = 0; s < p.num_slots; ++s) {
     const epc::Region& recv = p.region(EPC_REGION_DISPATCH_RECV, s);
     EXPECT_EQ(g.line_message_offset(recv.offset, 0, 0),

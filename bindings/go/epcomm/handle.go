@@ -82,7 +82,7 @@ static EpcStatus epcgo_combine(EpcHandle* handle, const EpcCombineArgs* args,
 // 0 for NULL), and their scalar fields.
 #define EPCGO_DT(p) ((p) == NULL ? 0u : (p)->dtype)
 static void epcgo_probe_dispatch(const EpcDispatchArgs* args, const EpcTensor* t,
-                                 uint32_t present, uint32_t out[19]) {
+                                 uint32_t present, uint32_t out[20]) {
   EpcDispatchArgs a;
   epcgo_dispatch_args(&a, args, t, present);
   const EpcTensor* f[14] = {a.x, a.x_scales, a.x_global_scale, a.topk_weights, a.out_x,
@@ -95,6 +95,7 @@ static void epcgo_probe_dispatch(const EpcDispatchArgs* args, const EpcTensor* t
   out[16] = a.scale_block;
   out[17] = a.scale_layout;
   out[18] = a.send_sms;
+  out[19] = a.max_step_tokens;
 }
 static void epcgo_probe_combine(const EpcCombineArgs* args, const EpcTensor* t,
                                 uint32_t present, uint32_t out[8]) {
@@ -188,6 +189,13 @@ type DispatchArgs struct {
 	// else the whole step's); 0: the group's NumSMs; at most that and the GPU's SM count.
 	// Outputs do not depend on it; a 2.0 library refuses a non-zero value (ErrABIMismatch).
 	SendSMs uint32
+	// ABI 2.2: the most tokens any rank of the group dispatches in this step (every rank's B
+	// at most this), the same on every rank; 0: MaxTokensPerRank. A bound of few tokens lets
+	// an LL group of one node move the step as line records; outputs do not depend on it.
+	// Above MaxTokensPerRank or below this rank's B: ErrInvalidArgument; ranks that pass
+	// different values: ErrTimeout, and the group fails. A 2.1 library refuses a non-zero
+	// value (ErrABIMismatch).
+	MaxStepTokens uint32
 }
 
 func (a *DispatchArgs) fields() []tensorField {
@@ -216,19 +224,20 @@ func (a *DispatchArgs) toC(set *tensorSet) (*C.EpcDispatchArgs, error) {
 	base.scale_block = C.uint32_t(a.ScaleBlock)
 	base.scale_layout = C.EpcScaleLayout(a.ScaleLayout)
 	base.send_sms = C.uint32_t(a.SendSMs)
+	base.max_step_tokens = C.uint32_t(a.MaxStepTokens)
 	return base, nil
 }
 
 // probe returns what the C side assembles from a (see epcgo_probe_dispatch), for the tests.
-func (a *DispatchArgs) probe() ([19]uint32, error) {
-	var out [19]C.uint32_t
+func (a *DispatchArgs) probe() ([20]uint32, error) {
+	var out [20]C.uint32_t
 	set := &tensorSet{}
 	base, err := a.toC(set)
 	if err != nil {
-		return [19]uint32{}, err
+		return [20]uint32{}, err
 	}
 	C.epcgo_probe_dispatch(base, &set.tensors[0], set.present, &out[0])
-	var values [19]uint32
+	var values [20]uint32
 	for i, v := range out {
 		values[i] = uint32(v)
 	}

@@ -210,7 +210,7 @@ func setField(t *testing.T, args interface{}, cName string, tensor *Tensor) {
 // read back field by field.
 func TestArgsReachTheirCFields(t *testing.T) {
 	d := &DispatchArgs{Flags: StepSendOnly, Quant: QuantPassthrough, ScaleBlock: 128, ScaleLayout: ScalesSwizzled128x4,
-		SendSMs: 4}
+		SendSMs: 4, MaxStepTokens: 8}
 	for i, field := range d.fields() {
 		setField(t, d, field.name, &Tensor{Dtype: Dtype(100 + i)})
 	}
@@ -222,11 +222,12 @@ func TestArgsReachTheirCFields(t *testing.T) {
 		"out_topk_weights", "out_expert_counts", "out_expert_offsets", "out_rank_counts", "out_num_recv",
 		"out_expert_counts_host", "acc_expert_counts"}
 	checkProbe(t, "dispatch", d.fields(), cDispatch, got[:14])
-	if want := [5]uint32{StepSendOnly, uint32(QuantPassthrough), 128, uint32(ScalesSwizzled128x4), 4}; *(*[5]uint32)(got[14:]) != want {
+	if want := [6]uint32{StepSendOnly, uint32(QuantPassthrough), 128, uint32(ScalesSwizzled128x4), 4, 8}; *(*[6]uint32)(got[14:]) != want {
 		t.Errorf("dispatch scalars %v, want %v", got[14:], want)
 	}
-	// Absent fields stay NULL.
-	if got, err := (&DispatchArgs{X: &Tensor{Dtype: 7}}).probe(); err != nil || got[0] != 7 || got[1] != 0 || got[13] != 0 {
+	// Absent fields stay NULL, unset scalars 0 (the defaults).
+	if got, err := (&DispatchArgs{X: &Tensor{Dtype: 7}}).probe(); err != nil || got[0] != 7 || got[1] != 0 || got[13] != 0 ||
+		got[18] != 0 || got[19] != 0 {
 		t.Errorf("a dispatch with x only: %v, %v", got, err)
 	}
 

@@ -16,7 +16,7 @@ func TestPlanQueryLowLatencyFourRanks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PlanQuery: %v", err)
 	}
-	const wantWindow = 33148928 // 8093 pages of 4096 bytes
+	const wantWindow = 35233792 // 8602 pages of 4096 bytes
 	if plan.SymmetricBytes != wantWindow {
 		t.Errorf("SymmetricBytes = %d, want %d", plan.SymmetricBytes, wantWindow)
 	}
@@ -26,7 +26,7 @@ func TestPlanQueryLowLatencyFourRanks(t *testing.T) {
 	if got := plan.Regions[1].Name; got != "dispatch_recv[0]" {
 		t.Errorf("region 1 is %q, want dispatch_recv[0]", got)
 	}
-	if r := plan.Regions[1]; r.Kind != RegionDispatchRecv || r.Slot != 0 || r.Offset != 256 || r.Size != 7398400 {
+	if r := plan.Regions[1]; r.Kind != RegionDispatchRecv || r.Slot != 0 || r.Offset != 256 || r.Size != 8440832 {
 		t.Errorf("region 1 = %+v", r)
 	}
 	if r := plan.Regions[0]; r.Name != "control" || r.Slot != SlotNone {

@@ -14,19 +14,19 @@ import (
 	"unsafe"
 )
 
-// The declarations below were generated from ABI version 2.1.0 of the header.
+// The declarations below were generated from ABI version 2.2.0 of the header.
 
 // Constants of the header that belong to no typedef: versions, sizes, sentinels.
 const (
 	// ABIMajor is EPC_ABI_MAJOR.
 	ABIMajor = 2
 	// ABIMinor is EPC_ABI_MINOR.
-	ABIMinor = 1
+	ABIMinor = 2
 	// ABIPatch is EPC_ABI_PATCH.
 	ABIPatch = 0
 	// ABIVersion is EPC_ABI_VERSION, ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 +
 	// EPC_ABI_PATCH)).
-	ABIVersion = 20100
+	ABIVersion = 20200
 	// TensorMaxDims is EPC_TENSOR_MAX_DIMS.
 	TensorMaxDims = 4
 	// UniqueIDBytes is EPC_UNIQUE_ID_BYTES.
@@ -751,6 +751,8 @@ func headerStructLayouts() []structLayout {
 			{"acc_expert_counts", unsafe.Offsetof(C.EpcDispatchArgs{}.acc_expert_counts), unsafe.Sizeof(C.EpcDispatchArgs{}.acc_expert_counts)},
 			{"send_sms", unsafe.Offsetof(C.EpcDispatchArgs{}.send_sms), unsafe.Sizeof(C.EpcDispatchArgs{}.send_sms)},
 			{"reserved0", unsafe.Offsetof(C.EpcDispatchArgs{}.reserved0), unsafe.Sizeof(C.EpcDispatchArgs{}.reserved0)},
+			{"max_step_tokens", unsafe.Offsetof(C.EpcDispatchArgs{}.max_step_tokens), unsafe.Sizeof(C.EpcDispatchArgs{}.max_step_tokens)},
+			{"reserved1", unsafe.Offsetof(C.EpcDispatchArgs{}.reserved1), unsafe.Sizeof(C.EpcDispatchArgs{}.reserved1)},
 		}},
 		{"EpcCombineArgs", unsafe.Sizeof(C.EpcCombineArgs{}), unsafe.Alignof(C.EpcCombineArgs{}), []fieldLayout{
 			{"struct_size", unsafe.Offsetof(C.EpcCombineArgs{}.struct_size), unsafe.Sizeof(C.EpcCombineArgs{}.struct_size)},

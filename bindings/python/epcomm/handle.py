@@ -345,6 +345,7 @@ class Handle:
         send_only: bool = False,
         pow2_scales: bool = False,
         send_sms: int = 0,
+        max_step_tokens: int = 0,
         stream: Any = None,
     ) -> None:
         """Send each of this rank's tokens to every rank hosting one of its unmasked
@@ -382,6 +383,13 @@ class Handle:
           at most num_sms and the GPU's SM count): the send half's grid with send_only,
           else the whole step's. Outputs do not depend on it; a 2.0 library refuses a
           non-zero value (EpcError(ABI_MISMATCH)).
+        max_step_tokens (ABI 2.2): the most tokens any rank of the group dispatches in this
+          step (every rank's B at most this), the same on every rank; 0: max_tokens_per_rank.
+          A bound of few tokens lets a low-latency group of one node move the step as line
+          records; outputs do not depend on it. Above max_tokens_per_rank or below this
+          rank's B: EpcError(INVALID_ARGUMENT); ranks that pass different values:
+          EpcError(TIMEOUT), and the group fails. A 2.1 library refuses a non-zero value
+          (EpcError(ABI_MISMATCH)).
         A field meaningless for the mode or layout raises EpcError(INVALID_ARGUMENT), one
         not served yet EpcError(UNSUPPORTED), a step out of order InvalidUsageError."""
         args = _init(_ffi.EpcDispatchArgs)
@@ -392,6 +400,7 @@ class Handle:
         args.scale_block = unsigned("scale_block", scale_block)
         args.scale_layout = parse_enum(ScaleLayout, scale_layout, "scale_layout")
         args.send_sms = unsigned("send_sms", send_sms)
+        args.max_step_tokens = unsigned("max_step_tokens", max_step_tokens)
         tensors = dict(
             x=x,
             x_scales=x_scales,

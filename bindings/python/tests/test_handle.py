@@ -332,7 +332,7 @@ def test_create_fills_the_handle_config_and_routing(dead_group, seen):
 
 def test_dispatch_fills_every_field_by_name(dead_handle, seen):
     dead_handle.dispatch(**flat_dispatch(), stream=STREAM)
-    dead_handle.dispatch(**fp8_dispatch(), send_only=True, pow2_scales=True, send_sms=4, stream=0)
+    dead_handle.dispatch(**fp8_dispatch(), send_only=True, pow2_scales=True, send_sms=4, max_step_tokens=8, stream=0)
     dead_handle.dispatch(**passthrough_dispatch(), scale_block=128, scale_layout=0, stream=STREAM)
     (n0, a0), (n1, a1), (n2, a2) = seen
     assert n0 == n1 == n2 == "epc_dispatch" and all(len(a) == 3 for a in (a0, a1, a2))
@@ -357,6 +357,7 @@ def test_dispatch_fills_every_field_by_name(dead_handle, seen):
     }
     assert (flat.flags, flat.quant, flat.scale_block, flat.scale_layout, flat.send_sms) == (0, 0, 0, 0, 0)
     assert (fp8.send_sms, fp8.reserved0) == (4, 0)  # ABI 2.1
+    assert (flat.max_step_tokens, fp8.max_step_tokens, fp8.reserved1) == (0, 8, 0)  # ABI 2.2
     assert flat.acc_expert_counts.contents.dtype == _ffi.EPC_DTYPE_INT64 and a0[2].value == STREAM
     assert fp8.flags == _ffi.EPC_STEP_SEND_ONLY | _ffi.EPC_DISPATCH_POW2_SCALES
     assert fp8.quant == _ffi.EPC_QUANT_FP8 and a1[2].value is None  # stream=0: the legacy default
@@ -421,7 +422,7 @@ def test_every_struct_field_is_a_keyword():
     dispatch = inspect.signature(epcomm.Handle.dispatch).parameters
     combine_ = inspect.signature(epcomm.Handle.combine).parameters
     create = inspect.signature(epcomm.Handle.create).parameters
-    scalar = {"struct_size", "abi_version", "flags", "reserved0"}  # reserved: 0, no keyword
+    scalar = {"struct_size", "abi_version", "flags", "reserved0", "reserved1"}  # reserved: 0, no keyword
     assert {n for n, _ in _ffi.EpcDispatchArgs._fields_} - scalar <= set(dispatch)
     assert {n for n, _ in _ffi.EpcCombineArgs._fields_} - scalar <= set(combine_)
     assert {n for n, _ in _ffi.EpcHandleConfig._fields_} - {"struct_size", "abi_version"} <= set(create)

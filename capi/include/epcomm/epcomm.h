@@ -83,7 +83,7 @@ extern "C" {
  * what an earlier minor defined. */
 
 #define EPC_ABI_MAJOR 2
-#define EPC_ABI_MINOR 1
+#define EPC_ABI_MINOR 2
 #define EPC_ABI_PATCH 0
 #define EPC_ABI_VERSION ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 + EPC_ABI_PATCH))
 
@@ -815,6 +815,18 @@ typedef struct EpcDispatchArgs {
                          (epc_complete's receive half runs on num_sms); without it, the
                          whole step's. Outputs do not depend on it */
   uint32_t reserved0; /* 0 */
+  /* Since 2.2 (an earlier caller's shorter struct gets the defaults) */
+  uint32_t max_step_tokens; /* the most tokens any rank of the group dispatches in this step
+                               (every rank's B at most this), the same value on every rank;
+                               0: max_tokens_per_rank. A bound of few tokens lets an LL group
+                               of one node move the step as line records, which spare the
+                               wait for each rank's signal (docs/tuning.md, "Line steps");
+                               outputs do not depend on it. Above max_tokens_per_rank, or
+                               below this rank's B: EPC_ERR_INVALID_ARGUMENT. Ranks that
+                               pass different values wait for what the others do not send:
+                               EPC_ERR_TIMEOUT, and the group fails. HT groups check it and
+                               use it for nothing */
+  uint32_t reserved1;       /* 0 */
 } EpcDispatchArgs;
 
 typedef struct EpcCombineArgs {
@@ -854,7 +866,8 @@ typedef struct EpcCombineArgs {
  * of its current routing overflowed under EPC_OVERFLOW_FAIL, and the host has seen it:
  * EpcOverflow), the group's sticky failure.
  * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
- * Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1). */
+ * Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1;
+ * max_step_tokens: 2.2). */
 EPC_API EpcStatus epc_dispatch(EpcHandle* handle, const EpcDispatchArgs* args, void* stream);
 
 /* Return the expert outputs to their tokens' ranks and reduce them there. On the expert's

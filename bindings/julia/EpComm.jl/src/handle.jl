@@ -217,7 +217,7 @@ step_flags(flags::Integer, send_only::Bool, pow2_scales::Bool = false) =
              out_topk_idx = nothing, out_topk_weights = nothing, out_expert_counts = nothing,
              out_expert_offsets = nothing, out_rank_counts = nothing, out_num_recv = nothing,
              out_expert_counts_host = nothing, acc_expert_counts = nothing, send_sms = 0,
-             stream = default_stream())
+             max_step_tokens = 0, stream = default_stream())
 
 Send each of this rank's tokens to the ranks hosting its unmasked entries and receive this
 rank's rows in the handle's layout (`epc_dispatch`). The keywords are `EpcDispatchArgs`'
@@ -241,10 +241,15 @@ handle's capacity, rows as [`info`](@ref) reports, S = H / 128.
 `send_only = true` (`EPC_STEP_SEND_ONLY`) queues only the sending half; [`complete`](@ref)
 writes the outputs. `send_sms` (ABI 2.1): the SMs the sending launch may occupy (the send
 half's grid with `send_only`, else the whole step's); 0: the group's `num_sms`; outputs do
-not depend on it. Collective over the group; stream-ordered; graph-capturable. Errors:
-`EPC_ERR_INVALID_ARGUMENT` (a shape, dtype or field), `EPC_ERR_INVALID_USAGE` (no routing, a
-step pending), `EPC_ERR_UNSUPPORTED` (not served yet), `EPC_ERR_CAPACITY` (the previous
-dispatch overflowed).
+not depend on it. `max_step_tokens` (ABI 2.2): the most tokens any rank of the group
+dispatches in this step (every rank's B at most this), the same on every rank; 0:
+`max_tokens_per_rank`; a bound of few tokens lets a low-latency group of one node move the
+step as line records; outputs do not depend on it. Above `max_tokens_per_rank` or below
+this rank's B: `EPC_ERR_INVALID_ARGUMENT`; ranks that pass different values:
+`EPC_ERR_TIMEOUT`, and the group fails. Collective over the group; stream-ordered;
+graph-capturable. Errors: `EPC_ERR_INVALID_ARGUMENT` (a shape, dtype or field),
+`EPC_ERR_INVALID_USAGE` (no routing, a step pending), `EPC_ERR_UNSUPPORTED` (not served
+yet), `EPC_ERR_CAPACITY` (the previous dispatch overflowed).
 """
 function dispatch(h::Handle; x, out_x, topk_weights = nothing, quant = :none, flags::Integer = 0,
                   send_only::Bool = false, pow2_scales::Bool = false, scale_block::Integer = 0,
@@ -253,7 +258,8 @@ function dispatch(h::Handle; x, out_x, topk_weights = nothing, quant = :none, fl
                   out_expert_counts = nothing, out_expert_offsets = nothing,
                   out_rank_counts = nothing, out_num_recv = nothing,
                   out_expert_counts_host = nothing, acc_expert_counts = nothing,
-                  send_sms::Integer = 0, stream = default_stream())
+                  send_sms::Integer = 0, max_step_tokens::Integer = 0,
+                  stream = default_stream())
     fields = TensorFields((; x, x_scales, x_global_scale, topk_weights, out_x, out_scales,
                            out_topk_idx, out_topk_weights, out_expert_counts, out_expert_offsets,
                            out_rank_counts, out_num_recv, out_expert_counts_host, acc_expert_counts))
@@ -261,7 +267,7 @@ function dispatch(h::Handle; x, out_x, topk_weights = nothing, quant = :none, fl
         args = extensible(EpcDispatchArgs; flags = step_flags(flags, send_only, pow2_scales),
                           quant = quant_code(quant), scale_block,
                           scale_layout = scale_layout_code(scale_layout), send_sms = UInt32(send_sms),
-                          pointers(fields)...)
+                          max_step_tokens = UInt32(max_step_tokens), pointers(fields)...)
         check(epc_dispatch(handle(h), Ref(args), stream_pointer(stream)), :epc_dispatch)
     end
     h.in_flight = fields.tensors

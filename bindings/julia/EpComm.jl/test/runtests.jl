@@ -53,14 +53,20 @@ end
 
     @testset "2.1 fields appended after 2.0's (capi/abi.json 2.1.0)" begin
         offset(T, f) = fieldoffset(T, findfirst(==(f), fieldnames(T)))
-        @test offset(EpcDispatchArgs, :send_sms) == 136 && sizeof(EpcDispatchArgs) == 144
+        @test offset(EpcDispatchArgs, :send_sms) == 136 && offset(EpcDispatchArgs, :reserved0) == 140
         @test offset(EpcCombineArgs, :send_sms) == 56 && sizeof(EpcCombineArgs) == 64
+    end
+
+    @testset "2.2 fields appended after 2.1's (capi/abi.json 2.2.0)" begin
+        offset(T, f) = fieldoffset(T, findfirst(==(f), fieldnames(T)))
+        @test offset(EpcDispatchArgs, :max_step_tokens) == 144 && offset(EpcDispatchArgs, :reserved1) == 148
+        @test sizeof(EpcDispatchArgs) == 152
     end
 
     @testset "plan_query: 4 ranks, 256 experts, hidden 7168" begin
         config = GroupConfig(num_experts = 256, hidden = 7168)
         plan = plan_query(config; nranks = 4)
-        @test plan.symmetric_bytes == 33148928
+        @test plan.symmetric_bytes == 35233792
         @test length(plan.regions) == 9
         @test plan.num_slots == 2
         @test plan.mode == EPC_MODE_LOW_LATENCY

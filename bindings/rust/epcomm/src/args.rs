@@ -85,6 +85,7 @@ pub struct Dispatch<'t> {
     out_expert_counts_host: Option<TensorRef<'t>>,
     acc_expert_counts: Option<TensorRef<'t>>,
     send_sms: u32,
+    max_step_tokens: u32,
 }
 
 impl<'t> Dispatch<'t> {
@@ -111,6 +112,7 @@ impl<'t> Dispatch<'t> {
             out_expert_counts_host: None,
             acc_expert_counts: None,
             send_sms: 0,
+            max_step_tokens: 0,
         }
     }
 
@@ -239,6 +241,17 @@ impl<'t> Dispatch<'t> {
         self
     }
 
+    /// The most tokens any rank of the group dispatches in this step (ABI 2.2), the same
+    /// on every rank: every rank's B at most this; 0 (the default): `max_tokens_per_rank`.
+    /// A bound of few tokens lets a low-latency group of one node move the step as line
+    /// records; outputs do not depend on it. Above `max_tokens_per_rank` or below this
+    /// rank's B: `INVALID_ARGUMENT`; ranks that pass different values time out and fail
+    /// the group (`TIMEOUT`); a 2.1 library refuses a non-zero value (`ABI_MISMATCH`).
+    pub fn max_step_tokens(mut self, tokens: u32) -> Self {
+        self.max_step_tokens = tokens;
+        self
+    }
+
     /// The flags as set.
     pub fn get_flags(&self) -> DispatchFlags {
         self.flags
@@ -269,6 +282,8 @@ impl<'t> Dispatch<'t> {
             acc_expert_counts: optional(&self.acc_expert_counts),
             send_sms: self.send_sms,
             reserved0: 0,
+            max_step_tokens: self.max_step_tokens,
+            reserved1: 0,
         }
     }
 }
@@ -403,6 +418,7 @@ mod tests {
         assert_eq!((bare.flags, bare.quant, bare.scale_block, bare.scale_layout), (0, 0, 0, 0));
         assert!(bare.x_scales.is_null() && bare.topk_weights.is_null() && bare.acc_expert_counts.is_null());
         assert_eq!((bare.send_sms, bare.reserved0), (0, 0));
+        assert_eq!((bare.max_step_tokens, bare.reserved1), (0, 0));
 
         let args = Dispatch::new(tensor(1), tensor(2))
             .quant(Quant::FP8)
@@ -422,9 +438,11 @@ mod tests {
             .acc_expert_counts(tensor(14))
             .send_only()
             .pow2_scales()
-            .send_sms(4);
+            .send_sms(4)
+            .max_step_tokens(8);
         let raw = args.to_raw();
         assert_eq!((raw.send_sms, raw.reserved0), (4, 0));
+        assert_eq!((raw.max_step_tokens, raw.reserved1), (8, 0));
         assert_eq!(raw.flags, sys::EPC_STEP_SEND_ONLY | sys::EPC_DISPATCH_POW2_SCALES);
         assert_eq!(args.get_flags(), DispatchFlags::SEND_ONLY | DispatchFlags::POW2_SCALES);
         assert_eq!((raw.quant, raw.scale_block), (sys::EPC_QUANT_FP8, 128));
