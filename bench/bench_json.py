@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Reading epcomm-bench JSON records (format "epcomm-bench/7" and the older "/6", "/5", "/4",
-"/3", "/2" and "/1", documented in bench/JSON.md).
+"""Reading epcomm-bench JSON records (format "epcomm-bench/8" and the older "/7", "/6", "/5",
+"/4", "/3", "/2" and "/1", documented in bench/JSON.md).
 
 load() checks the structure before anyone plots or compares it, and names the first thing
 that is wrong, so a truncated or hand-edited file fails with a message instead of a chart
@@ -10,11 +10,11 @@ with holes. Standard library only.
 import json
 import re
 
-FORMAT = "epcomm-bench/7"
+FORMAT = "epcomm-bench/8"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
 # network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans; /5
 # the HT receive window and the rows it dropped; /6 the layout and payload options; /7 the
-# plan's window beside the group's.
+# plan's window beside the group's; /8 whether each point's tokens bound its steps.
 FORMATS = (
     "epcomm-bench/1",
     "epcomm-bench/2",
@@ -22,6 +22,7 @@ FORMATS = (
     "epcomm-bench/4",
     "epcomm-bench/5",
     "epcomm-bench/6",
+    "epcomm-bench/7",
     FORMAT,
 )
 METRIC_NAME = re.compile(
@@ -152,6 +153,8 @@ def check(record):
         raise FormatError(f"record.format is {record['format']!r}; this reader knows {', '.join(FORMATS)}")
     version = FORMATS.index(record["format"]) + 1
     v2, v3, v4, v5, v6 = version >= 2, version >= 3, version >= 4, version >= 5, version >= 6
+    if version >= 8 and not isinstance(record["config"].get("step_bound"), bool):
+        raise FormatError("config.step_bound: expected true or false")
     if version >= 7:
         planned = record["group"].get("planned_symmetric_bytes_per_gpu")
         if isinstance(planned, bool) or not isinstance(planned, int) or planned < 0:

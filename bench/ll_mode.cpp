@@ -114,11 +114,12 @@ class LlMode final : public Mode {
     if (pass_) w.dispatch_row_bytes = format_.row_bytes + format_.scale_bytes;  // committed bytes
     w.combine_per_entry = home_;
     w.line_tokens = line_tokens();
-    // A line group (kernels/wire/ll_message.hpp ll_dispatch_line_group) moves every dispatch
-    // but a passthrough one as line records.
-    const bool line_group =
-        kernels::ll_dispatch_line_group(static_cast<int>(w.line_tokens), T_, group_.facts().message_bytes);
-    w.dispatch_line_tokens = !pass_ && line_group ? w.line_tokens : 0;
+    // Line steps (kernels/wire/ll_message.hpp ll_dispatch_line_steps) move every dispatch but a
+    // passthrough one as line records: every step of a line group, and with --step-bound any
+    // step of at most that many tokens.
+    const int steps = kernels::ll_dispatch_line_steps(static_cast<int>(w.line_tokens), group_.facts().message_bytes);
+    const bool line_group = steps > 0 && T_ <= steps;
+    w.dispatch_line_tokens = !pass_ && (line_group || o_.step_bound) ? steps : 0;
     return w;
   }
 
@@ -240,6 +241,7 @@ class LlMode final : public Mode {
   EpcStatus call_dispatch(EpcHandle* h, const StepTensors& t, uint32_t flags, cudaStream_t st = nullptr) const {
     EpcDispatchArgs args = EPC_DISPATCH_ARGS_INIT;
     args.flags = flags;
+    if (o_.step_bound) args.max_step_tokens = static_cast<uint32_t>(t.x.shape[0]);
     args.x = &t.x;
     args.topk_weights = &t.w;
     args.out_x = &t.out_x;

@@ -313,6 +313,11 @@ const std::vector<Flag>& flags() {
        switch_flag(&Options::graph)},
       {"--graph-replays", "N", "timed replays of the captured graph. Default 5.",
        int_flag(&Options::graph_replays, 1, 10000)},
+      {"--step-bound", nullptr,
+       "LL: pass each point's tokens as EpcDispatchArgs.max_step_tokens (every rank dispatches that "
+       "many), so that a one-node step of few tokens moves as line records (docs/tuning.md, \"Line "
+       "steps\"). Default off: 0, the group's max tokens.",
+       switch_flag(&Options::step_bound)},
       {"--send-only", nullptr,
        "run our dispatch and combine as EPC_STEP_SEND_ONLY + epc_complete on one stream and "
        "time both halves (HT: groups of one node, so not with --virtual-node-size below the "

@@ -43,6 +43,9 @@ struct Options {
   int experts = 256;
   std::string dtype = "bf16";  // bf16 | fp8
   bool pow2_scales = false;    // fp8: power-of-two scales
+  // LL: each point's tokens as EpcDispatchArgs.max_step_tokens (every rank sends that many),
+  // so that one-node steps of few tokens move as line records.
+  bool step_bound = false;
   // EpcDispatchArgs.quant: none (the --dtype payload), fp8 (LL: the cast in the send kernel,
   // the same as --dtype=fp8, which it sets) or passthrough (both modes): caller-quantized
   // --payload rows with --scale-count scales of --scales per row (0: the format's usual count).

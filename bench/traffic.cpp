@@ -84,8 +84,7 @@ std::string WireFormat::describe() const {
   char dispatch_lines[160] = "";
   if (dispatch_line_tokens > 0) {
     std::snprintf(dispatch_lines, sizeof dispatch_lines,
-                  " (twice those and the count table as line records on a line group of at most %lld tokens per "
-                  "rank)",
+                  " (twice those and the count table as line records in a step of at most %lld tokens per rank)",
                   static_cast<long long>(dispatch_line_tokens));
   }
   std::snprintf(text, sizeof text,

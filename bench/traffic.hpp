@@ -39,9 +39,10 @@ struct WireFormat {
   // LL on one node: a rank with at most this many tokens takes its combine rows back as line
   // records, twice the row, and no combine signal (kernels/wire/ll_message.hpp); 0: none.
   int64_t line_tokens = 0;
-  // On a line group (every step at most line_tokens tokens per rank, kernels/wire/ll_message.hpp),
-  // line_tokens: dispatch messages and count tables go as line records, twice their bytes (the
-  // signal all the same); 0 elsewhere and for passthrough rows, which never do.
+  // LL on one node: in a step of at most this many tokens per rank (a line step,
+  // kernels/wire/ll_message.hpp: every step of a line group, or a step bounded so by
+  // max_step_tokens), dispatch messages and count tables go as line records, twice their bytes
+  // (the signal all the same); 0 where no step of the run is one, and for passthrough rows.
   int64_t dispatch_line_tokens = 0;
   // HT (kernels/wire/ht_message.hpp): a token goes once to every rank hosting one of its entries,
   // into a slot: the payload row (fp8: then its scales), K int32 local expert ids and K fp32

@@ -79,7 +79,7 @@ TEST(Report, Ratios) {
 TEST(Report, JsonCarriesTheFigures) {
   RunRecord run = two_rank_run();
   const std::string json = to_json(run);
-  EXPECT_NE(json.find("\"format\": \"epcomm-bench/7\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"epcomm-bench/8\""), std::string::npos);
   EXPECT_NE(json.find("\"median_us\": 100,"), std::string::npos);
   EXPECT_NE(json.find("\"mean_us\": 125,"), std::string::npos);
   EXPECT_NE(json.find("\"virtual_node_size\": 0"), std::string::npos);
