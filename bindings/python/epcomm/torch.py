@@ -349,25 +349,34 @@ class Buffer:
         out_x: Any = None,
         out_expert_counts: Any = None,
         slot: int = 0,
+        max_step_tokens: int = 0,
     ) -> Tuple[Any, Any]:
         """Route (topk_idx [B, K] int32/int64, -1 masks an entry) and dispatch x [B, H]
         bf16/fp16 with topk_weights [B, K] float32; returns (out_x [L, R*T, H] in x's
-        dtype, out_expert_counts [L] int32). Collective; on the current stream."""
+        dtype, out_expert_counts [L] int32). max_step_tokens (ABI 2.2): the most tokens any
+        rank dispatches in this step, the same on every rank (0: max_tokens_per_rank); a
+        small bound lets a group of one node move the step as line records. Collective; on
+        the current stream."""
         info = self.info
         if out_x is None:
             out_x = self._empty((info.local_experts, info.nranks * info.max_tokens_per_rank, info.hidden), _dtype_of(x))
         if out_expert_counts is None:
             out_expert_counts = self._empty((info.local_experts,), torch.int32)
         if torch.compiler.is_compiling():
-            torch.ops.epcomm.ll_dispatch(self.id, slot, x, topk_idx, topk_weights, out_x, out_expert_counts)
+            torch.ops.epcomm.ll_dispatch(
+                self.id, slot, x, topk_idx, topk_weights, out_x, out_expert_counts, max_step_tokens
+            )
         else:
-            self._ll_dispatch(slot, x, topk_idx, topk_weights, out_x, out_expert_counts)
+            self._ll_dispatch(slot, x, topk_idx, topk_weights, out_x, out_expert_counts, max_step_tokens)
         return out_x, out_expert_counts
 
-    def _ll_dispatch(self, slot: int, x: Any, topk_idx: Any, topk_weights: Any, out_x: Any, counts: Any) -> None:
+    def _ll_dispatch(
+        self, slot: int, x: Any, topk_idx: Any, topk_weights: Any, out_x: Any, counts: Any, max_step_tokens: int
+    ) -> None:
         state = self._slot(slot)
         function = "ll_dispatch"
         args = state.ll_dispatch
+        args.struct.max_step_tokens = max_step_tokens
         self._fill(args, "x", x, _TOKENS, function)
         self._fill(args, "topk_weights", topk_weights, _FP32, function)
         self._fill(args, "out_x", out_x, _TOKENS, function)
@@ -655,9 +664,9 @@ def _nccl_version(path: str) -> Tuple[int, ...]:
 
 def _ll_dispatch_op(
     buffer: int, slot: int, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
-    out_x: torch.Tensor, out_expert_counts: torch.Tensor,
+    out_x: torch.Tensor, out_expert_counts: torch.Tensor, max_step_tokens: int,
 ) -> None:  # fmt: skip
-    _buffers[buffer]._ll_dispatch(slot, x, topk_idx, topk_weights, out_x, out_expert_counts)  # noqa: SLF001
+    _buffers[buffer]._ll_dispatch(slot, x, topk_idx, topk_weights, out_x, out_expert_counts, max_step_tokens)  # noqa: SLF001
 
 
 def _ht_dispatch_op(

@@ -107,6 +107,17 @@ def test_ll_round_trip_allocates_its_outputs(ll):
         assert torch.equal(out, (x.float() * 2 * 0.5 * sent).to(torch.bfloat16))
 
 
+def test_ll_step_bound_is_passed_and_checked(ll):
+    x, idx, w = routing(10, tokens=8)
+    recv, counts = ll.ll_dispatch(x, idx, w, max_step_tokens=8)
+    want = expected_rows(x, idx)
+    assert counts.tolist() == [len(r) for r in want]
+    for e, rows in enumerate(want):
+        assert torch.equal(recv[e, : len(rows)], rows), f"expert {e}"
+    with pytest.raises(epcomm.EpcError, match="max_step_tokens is 7"):
+        ll.ll_dispatch(x, idx, w, max_step_tokens=7)
+
+
 def test_ll_preallocated_outputs_are_captured_in_a_cuda_graph(ll):
     x, idx, w = routing(4)
     out_x = torch.empty(EXPERTS, TOKENS, HIDDEN, dtype=torch.bfloat16, device="cuda")
