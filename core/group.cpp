@@ -16,6 +16,7 @@
 #include "core/nccl_runtime.hpp"
 #include "core/planner.hpp"
 #include "kernels/launch.hpp"
+#include "kernels/wire/ll_message.hpp"
 
 namespace epc {
 
@@ -235,11 +236,18 @@ bool Group::device_failure(EpcStatus* status, std::string* message) const {
         "epcomm: please report it); the group is unusable, destroy it",
         kernels::phase_name(phase), rank, static_cast<int>(record->peer));
   } else {
+    // A rank given another step bound than its peers waits for a signal of the other kind
+    // (kernels/ll/ll_dispatch_lines.cuh); from here that looks like a peer that never came.
+    const bool line_steps =
+        phase == kernels::kPhaseDispatchReceive &&
+        kernels::ll_dispatch_line_steps(static_cast<int>(plan_.ll_line_tokens), plan_.message_bytes) > 0;
     *message = format(
-        "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the "
+        "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms)%s; the "
         "group is unusable, destroy it",
         kernels::phase_name(phase), rank, static_cast<double>(record->waited_ns) / 1e6, static_cast<int>(record->peer),
-        config_.timeout_ms);
+        config_.timeout_ms,
+        line_steps ? ", or moved the step otherwise (every rank must pass the same EpcDispatchArgs.max_step_tokens)"
+                   : "");
   }
   *status = static_cast<EpcStatus>(recorded);
   return true;

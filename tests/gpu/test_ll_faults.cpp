@@ -70,6 +70,7 @@ TEST(LowLatencyFaults, RanksGivenDifferentStepBoundsTimeOut) {
   const AsyncError polled = poll_async_error(c.group.get(), 5.0);
   EXPECT_EQ(polled.status, EPC_ERR_TIMEOUT) << polled.message;
   EXPECT_NE(polled.message.find("low-latency dispatch receive"), std::string::npos) << polled.message;
+  EXPECT_NE(polled.message.find("the same EpcDispatchArgs.max_step_tokens"), std::string::npos) << polled.message;
   EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(s), "waiting for the step"));
   EXPECT_EQ(call_combine(c.handle.get(), c.buffers, 0, s), EPC_ERR_TIMEOUT);
   std::printf("rank %d: %s\n", context().env.rank, polled.message.c_str());
