@@ -26,7 +26,7 @@ __device__ __forceinline__ uint32_t line_step_epoch(uint64_t step) { return step
 // Called by one warp: its lanes signal the peers in parallel (each peer's word is written by
 // one lane), so the release stores to R peers overlap instead of following one another.
 // `signal_offset`: the window offset of the step's slot's signal region (kernels/wire/ll_message.hpp);
-// `step_epoch`: what the signal carries in its high half (step_epoch, line_step_epoch).
+// `epoch`: what the signal carries in its high half (step_epoch, line_step_epoch).
 // `payload_of(peer)`: the payload peer gets. `skipped` (-1: none) is not signalled: a fused
 // launch's own rank, which does not wait for its own signal (ll_step_kernel.cuh); nor is a
 // peer for which `waits(peer)` is false (a combine's peer that got only line records).
@@ -37,13 +37,13 @@ struct EveryPeerWaits {
 };
 template <typename PayloadOf, typename Waits = EveryPeerWaits>
 __device__ __forceinline__ void warp_signal_every_peer(const PeerTransport& transport, uint64_t signal_offset,
-                                                       int nranks, int rank, uint32_t step_epoch, PayloadOf payload_of,
+                                                       int nranks, int rank, uint32_t epoch, PayloadOf payload_of,
                                                        int skipped = -1, Waits waits = {}, bool relaxed = false) {
-  const uint64_t epoch = static_cast<uint64_t>(step_epoch) << 32;
+  const uint64_t high = static_cast<uint64_t>(epoch) << 32;
   const size_t offset = signal_offset + ll_step_signal_offset(rank);
   for (int peer = static_cast<int>(threadIdx.x % 32); peer < nranks; peer += 32) {
     if (peer == skipped || !waits(peer)) continue;
-    const uint64_t value = epoch | static_cast<uint32_t>(payload_of(peer));
+    const uint64_t value = high | static_cast<uint32_t>(payload_of(peer));
     if (relaxed) {
       store_line_word(static_cast<uint64_t*>(transport.node_peer(offset, peer)), value);
     } else {
