@@ -82,14 +82,16 @@ func refused(what string, err error, status Status, words string) error {
 	return fmt.Errorf("%s: got %v, want %v saying %q", what, err, status, words)
 }
 
-// llStep runs one step on h, whose routing is already step's: dispatch, check, combine,
-// check. accWant is the per-expert count accumulated so far, this step's added.
-func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags uint32, accWant []int64) error {
+// llStep runs one step on h, whose routing is already step's: dispatch (bounded by bound, 0
+// for none), check, combine, check. accWant is the per-expert count accumulated so far, this
+// step's added.
+func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags, bound uint32, accWant []int64) error {
 	tokens, hidden := int64(c.tokens(step, rank)), int64(c.hidden)
 	l, rows := int64(c.expertsPerRank), int64(c.rowsPerExpert())
 	dispatch := &DispatchArgs{Flags: flags, X: tensorOn(b.x, DtypeBF16, tokens, hidden),
 		TopKWeights: tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk)), OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden),
-		OutExpertCounts: tensorOn(b.outCounts, DtypeInt32, l), AccExpertCounts: tensorOn(b.accCounts, DtypeInt64, l)}
+		OutExpertCounts: tensorOn(b.outCounts, DtypeInt32, l), AccExpertCounts: tensorOn(b.accCounts, DtypeInt64, l),
+		MaxStepTokens: bound}
 	if err := h.Dispatch(dispatch, 0); err != nil {
 		return fmt.Errorf("Dispatch: %w", err)
 	}
@@ -218,8 +220,10 @@ func joinProblems(checks []error) error {
 	return nil
 }
 
-// llRank is one rank's whole life. The caller holds runtime.LockOSThread.
-func llRank(id UniqueID, c llCase, rank int) (err error) {
+// llOnGroup runs body on rank's LL group of c and on its buffers (the accumulated counts
+// zeroed, as a caller does once), which it makes first and closes and frees after. The caller
+// holds runtime.LockOSThread.
+func llOnGroup(id UniqueID, c llCase, rank int, body func(group *Group, b *llBuffers) error) (err error) {
 	comm, err := InitComm(id, c.nranks, rank, rank)
 	if err != nil {
 		return fmt.Errorf("InitComm: %w", err)
@@ -238,7 +242,7 @@ func llRank(id UniqueID, c llCase, rank int) (err error) {
 	if err != nil {
 		return fmt.Errorf("NewGroup: %w", err)
 	}
-	defer group.Close() // after a failure below; a no-op after the Close at the end
+	defer group.Close() // after a failure in body; a no-op after body's own Close
 	b, err := newLLBuffers(c)
 	if err != nil {
 		return err
@@ -248,10 +252,19 @@ func llRank(id UniqueID, c llCase, rank int) (err error) {
 			buffer.Free()
 		}
 	}()
-
-	if err := b.accCounts.Clear(); err != nil { // the caller zeroes the accumulator once
+	if err := b.accCounts.Clear(); err != nil {
 		return err
 	}
+	return body(group, b)
+}
+
+// llRank is one rank's whole life. The caller holds runtime.LockOSThread.
+func llRank(id UniqueID, c llCase, rank int) error {
+	return llOnGroup(id, c, rank, func(group *Group, b *llBuffers) error { return llRankSteps(c, group, b, rank) })
+}
+
+// llRankSteps is llRank's life on its group: two steps, the local errors, the closes.
+func llRankSteps(c llCase, group *Group, b *llBuffers, rank int) error {
 	if err := b.stage(c, 0, rank); err != nil {
 		return err
 	}
@@ -261,7 +274,7 @@ func llRank(id UniqueID, c llCase, rank int) (err error) {
 	}
 	defer h.Close()
 	accWant := make([]int64, c.expertsPerRank)
-	if err := llStep(c, b, h, 0, rank, 0, accWant); err != nil {
+	if err := llStep(c, b, h, 0, rank, 0, 0, accWant); err != nil {
 		return err
 	}
 	if err := b.stage(c, 1, rank); err != nil {
@@ -270,7 +283,7 @@ func llRank(id UniqueID, c llCase, rank int) (err error) {
 	if err := h.Update(routing(tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(1, rank)), int64(c.topk))), 0); err != nil {
 		return fmt.Errorf("Update: %w", err)
 	}
-	if err := llStep(c, b, h, 1, rank, StepSendOnly, accWant); err != nil {
+	if err := llStep(c, b, h, 1, rank, StepSendOnly, 0, accWant); err != nil {
 		return err
 	}
 	if err := llLocalErrors(c, b, group, h, 1, rank); err != nil {
@@ -289,6 +302,72 @@ func llRank(id UniqueID, c llCase, rank int) (err error) {
 		return fmt.Errorf("Group.Close: %w", err)
 	}
 	return nil
+}
+
+// llBoundedRank: ABI 2.2's step bound on a group of T 24, whose steps here have 5 to 7
+// tokens. Steps 0 and 3 pass none (records behind each rank's signal), steps 1 and 2 the most
+// tokens any rank has in the step, alike on every rank (on one node, line records), step 2 as
+// send-only + Complete; each matches the host model. A bound below this rank's tokens, or
+// above T, is refused by name. The caller holds runtime.LockOSThread.
+func llBoundedRank(id UniqueID, c llCase, rank int) error {
+	return llOnGroup(id, c, rank, func(group *Group, b *llBuffers) error { return llBoundedSteps(c, group, b, rank) })
+}
+
+func llBoundedSteps(c llCase, group *Group, b *llBuffers, rank int) error {
+	h, err := CreateHandle(group, nil, nil, 0)
+	if err != nil {
+		return fmt.Errorf("CreateHandle: %w", err)
+	}
+	defer h.Close()
+	accWant := make([]int64, c.expertsPerRank)
+	for step := 0; step < 4; step++ {
+		bound, flags := uint32(0), uint32(0)
+		if step == 1 || step == 2 {
+			for q := 0; q < c.nranks; q++ {
+				if tokens := uint32(c.tokens(step, q)); tokens > bound {
+					bound = tokens
+				}
+			}
+		}
+		if step == 2 {
+			flags = StepSendOnly
+		}
+		if err := b.stage(c, step, rank); err != nil {
+			return err
+		}
+		if err := h.Update(routing(tensorOn(b.topkIdx, DtypeInt64, int64(c.tokens(step, rank)), int64(c.topk))), 0); err != nil {
+			return fmt.Errorf("Update: %w", err)
+		}
+		if err := llStep(c, b, h, step, rank, flags, bound, accWant); err != nil {
+			return fmt.Errorf("step %d (bound %d): %w", step, bound, err)
+		}
+	}
+	tokens, hidden := int64(c.tokens(3, rank)), int64(c.hidden)
+	var checks []error
+	for _, bound := range []uint32{uint32(tokens) - 1, uint32(c.maxTokens) + 1} {
+		err := h.Dispatch(&DispatchArgs{X: tensorOn(b.x, DtypeBF16, tokens, hidden),
+			TopKWeights:   tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk)),
+			OutX:          tensorOn(b.outX, DtypeBF16, int64(c.expertsPerRank), int64(c.rowsPerExpert()), hidden),
+			MaxStepTokens: bound}, 0)
+		checks = append(checks, refused(fmt.Sprintf("a step bound of %d", bound), err, ErrInvalidArgument,
+			fmt.Sprintf("max_step_tokens is %d", bound)))
+	}
+	if err := joinProblems(checks); err != nil {
+		return err
+	}
+	if err := h.Close(); err != nil {
+		return fmt.Errorf("Handle.Close: %w", err)
+	}
+	return group.Close()
+}
+
+func TestLLBoundedStepsOnGPUs(t *testing.T) {
+	n, id := twoOrMoreGPUs(t, "LL")
+	c := llCase{nranks: n, expertsPerRank: 4, hidden: 2048, topk: 2, maxTokens: 24}
+	runRanksOnGPUs(t, n, func(rank int) error { return llBoundedRank(id, c, rank) })
+	if !t.Failed() {
+		t.Logf("4 LL steps, 2 of them bounded, matched the host model on %d GPUs", n)
+	}
 }
 
 func TestLLDispatchCombineOnGPUs(t *testing.T) {

@@ -103,7 +103,7 @@ class Rank:
             assert got == [[f16_bits(v) for v in row] for row in sums], f"step {step}: float16 combined tokens"
 
 
-def step(r, handle, number, idx, x, weights, out, send_only):
+def step(r, handle, number, idx, x, weights, out, send_only, max_step_tokens=0):
     """One step; returns the dispatch's counts."""
     handle.update(idx)
     handle.dispatch(
@@ -114,6 +114,7 @@ def step(r, handle, number, idx, x, weights, out, send_only):
         out_expert_counts_host=r.host_counts,
         acc_expert_counts=r.acc_counts,
         send_only=send_only,
+        max_step_tokens=max_step_tokens,
     )
     if send_only:
         assert handle.query().pending == epcomm.Pending.DISPATCH
@@ -223,6 +224,38 @@ def test_ll_dispatch_and_combine_match_the_host_model():
                 local_errors(r, group, handle, x, weights, out)
             with pytest.raises(epcomm.EpcError, match="the handle is closed"):
                 handle.complete()
+
+    run_ranks(nranks, rank_main)
+
+
+def test_ll_bounded_steps_match_the_host_model():
+    """ABI 2.2's max_step_tokens on a group of T 24, whose steps here have 5 to 7 tokens: steps
+    0 and 3 pass no bound (records behind each rank's signal), steps 1 and 2 the most tokens
+    any rank has in the step, alike on every rank (on one node, line records: docs/tuning.md,
+    "Line steps"), step 2 as send_only + complete. Every step matches the host model bit for
+    bit. A bound below this rank's tokens, or above T, is refused by name."""
+    nranks, torch = requested_gpus()
+    case = LlCase(nranks=nranks, max_tokens=24)
+    config = group_config(case)
+    uid = epcomm.UniqueId.create()
+
+    def rank_main(rank):
+        torch.cuda.set_device(rank)
+        r = Rank(torch, case, rank, torch.device("cuda", rank))
+        with epcomm.Comm.init(uid, nranks, rank, device=rank) as comm, epcomm.Group.create(comm, config) as group:
+            with epcomm.Handle.create(group) as handle:
+                for number in range(4):
+                    bound = max(case.tokens(number, q) for q in range(nranks)) if number in (1, 2) else 0
+                    idx, weights, x, out = r.inputs(number, torch.bfloat16)
+                    step(r, handle, number, idx, x, weights, out, send_only=number == 2, max_step_tokens=bound)
+                tokens = case.tokens(3, rank)
+                good = dict(out_x=r.out_x, topk_weights=weights, out_expert_counts=r.out_counts)
+                for bound in (tokens - 1, case.max_tokens + 1):
+                    with pytest.raises(epcomm.EpcError) as caught:
+                        handle.dispatch(x, **good, max_step_tokens=bound)
+                    assert caught.value.status == epcomm.Status.INVALID_ARGUMENT, caught.value
+                    assert f"max_step_tokens is {bound}" in caught.value.message, caught.value
+                assert handle.query().pending == epcomm.Pending.NONE
 
     run_ranks(nranks, rank_main)
 

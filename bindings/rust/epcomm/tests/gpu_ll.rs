@@ -92,8 +92,10 @@ fn check_query(c: &Case, handle: &Handle<'_>, step: usize, rank: usize, pending:
     )
 }
 
-/// One step on `handle` (whose routing is already `step`'s): dispatch, check, combine, check.
-/// `acc` is what acc_expert_counts held before the step.
+/// One step on `handle` (whose routing is already `step`'s): dispatch (with the step bound
+/// `bound`, 0 for none), check, combine, check. `acc` is what acc_expert_counts held before the
+/// step.
+#[allow(clippy::too_many_arguments)]
 fn run_step(
     c: &Case,
     b: &Buffers,
@@ -101,6 +103,7 @@ fn run_step(
     step: usize,
     rank: usize,
     send_only: bool,
+    bound: u32,
     acc: &mut [i64],
 ) -> Check {
     let (tokens, h, l) = (c.tokens(step, rank) as i64, c.hidden as i64, c.experts_per_rank as i64);
@@ -112,7 +115,8 @@ fn run_step(
     let mut args = Dispatch::new(x, out_x)
         .topk_weights(weights)
         .out_expert_counts(out_counts)
-        .acc_expert_counts(b.acc_counts.tensor(Dtype::INT64, &[l]));
+        .acc_expert_counts(b.acc_counts.tensor(Dtype::INT64, &[l]))
+        .max_step_tokens(bound);
     if send_only {
         args = args.send_only();
     }
@@ -281,13 +285,54 @@ fn run_rank(id: UniqueId, c: Case, rank: usize) -> Check {
 
     stage_inputs(&c, &b, 0, rank)?;
     epc("Handle::update (step 0)", handle.update(&routing(&c, &b, 0, rank), None))?;
-    run_step(&c, &b, &handle, 0, rank, false, &mut acc)?;
+    run_step(&c, &b, &handle, 0, rank, false, 0, &mut acc)?;
 
     stage_inputs(&c, &b, 1, rank)?;
     epc("Handle::update (step 1)", handle.update(&routing(&c, &b, 1, rank), None))?;
-    run_step(&c, &b, &handle, 1, rank, true, &mut acc)?;
+    run_step(&c, &b, &handle, 1, rank, true, 0, &mut acc)?;
 
     local_errors(&c, &b, &group, &handle, 1, rank)?;
+    epc("Handle::close", handle.close())?;
+    epc("Group::close", group.close())?;
+    epc("Comm::close", comm.close())
+}
+
+/// ABI 2.2's step bound on a group of T 24, whose steps here have 5 to 7 tokens: steps 0 and 3
+/// pass none (records behind each rank's signal), steps 1 and 2 the most tokens any rank has in
+/// the step, alike on every rank (on one node, line records), step 2 as send-only + complete;
+/// each matches the host model. A bound below this rank's tokens, or above T, is refused by name.
+fn run_bounded_rank(id: UniqueId, c: Case, rank: usize) -> Check {
+    let comm = epc("Comm::init", Comm::init(&id, c.nranks as i32, rank as i32, rank as i32))?;
+    use_device(rank as i32)?;
+    let group = epc("Group::create", Group::create(&comm, &c.group_config(Mode::LOW_LATENCY, MAX_TOPK)))?;
+    let b = Buffers::new(&c)?;
+    let mut acc = vec![0i64; c.experts_per_rank];
+    let handle = epc("Handle::create", Handle::create(&group, None, None, None))?;
+    for step in 0..4 {
+        let bound = if step == 1 || step == 2 {
+            (0..c.nranks).map(|q| c.tokens(step, q)).max().unwrap_or(0) as u32
+        } else {
+            0
+        };
+        stage_inputs(&c, &b, step, rank)?;
+        epc("Handle::update", handle.update(&routing(&c, &b, step, rank), None))?;
+        run_step(&c, &b, &handle, step, rank, step == 2, bound, &mut acc)
+            .map_err(|problem| format!("step {step} (bound {bound}): {problem}"))?;
+    }
+    let (tokens, h, l, rows) =
+        (c.tokens(3, rank), c.hidden as i64, c.experts_per_rank as i64, c.rows_per_expert() as i64);
+    let x = b.x.tensor(Dtype::BF16, &[tokens as i64, h]);
+    let weights = b.weights.tensor(Dtype::FP32, &[tokens as i64, c.topk as i64]);
+    let out_x = b.out_x.tensor(Dtype::BF16, &[l, rows, h]);
+    for bound in [tokens as u32 - 1, c.max_tokens as u32 + 1] {
+        refused(
+            &format!("a step bound of {bound}"),
+            handle.dispatch(&Dispatch::new(x, out_x).topk_weights(weights).max_step_tokens(bound), None),
+            Status::INVALID_ARGUMENT,
+            &format!("max_step_tokens is {bound}"),
+        )?;
+    }
+    check_query(&c, &handle, 3, rank, Pending::NONE)?;
     epc("Handle::close", handle.close())?;
     epc("Group::close", group.close())?;
     epc("Comm::close", comm.close())
@@ -335,4 +380,14 @@ fn dispatch_and_combine_match_the_host_model_on_every_gpu() {
     let c = case(nranks);
     run_ranks(nranks, move |rank| run_rank(id, c, rank));
     note(&format!("gpu ll test: 2 steps of dispatch + combine matched the host model on {nranks} GPUs"));
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn bounded_steps_match_the_host_model_on_every_gpu() {
+    let nranks = gpu_count();
+    let id = UniqueId::new().expect("unique id");
+    let c = Case { max_tokens: 24, ..case(nranks) };
+    run_ranks(nranks, move |rank| run_bounded_rank(id, c, rank));
+    note(&format!("gpu ll test: 4 steps, 2 of them bounded, matched the host model on {nranks} GPUs"));
 }

@@ -48,8 +48,14 @@ pub fn gpu_count() -> usize {
     count
 }
 
-/// Run `rank_main(rank)` on one thread per rank and panic with every rank's problem.
+/// Run `rank_main(rank)` on one thread per rank and panic with every rank's problem. The runs of
+/// one test binary take turns, though cargo runs its tests on threads of their own: rank r of
+/// every test steps on GPU r's default stream, where two tests' steps would queue behind each
+/// other's, each waiting for a peer held up behind the other test until the group's timeout.
 pub fn run_ranks(nranks: usize, rank_main: impl Fn(usize) -> Check + Send + Sync + Clone + 'static) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it poisons it; the next test runs all the same.
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let ranks: Vec<_> = (0..nranks)
         .map(|rank| {
             let rank_main = rank_main.clone();
