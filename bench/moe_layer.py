@@ -11,7 +11,8 @@ checkout). One process per GPU (torch.multiprocessing). Each rank holds experts/
 (a SiLU MLP: y = silu(x W1) W2, bf16) and runs the layer, router (x Wr, fp32) -> top-k ->
 softmax weights -> dispatch -> experts -> combine, in three versions:
   ours, ll (decode sizes, --tokens): epcomm.torch's low-latency Buffer on the process
-        group: Buffer.ll_dispatch (routing and dispatch) -> one matmul pair per local
+        group: Buffer.ll_dispatch (routing and dispatch, the batch as the step's bound,
+        max_step_tokens, since every rank runs the same) -> one matmul pair per local
         expert on its received rows -> Buffer.ll_combine (bench/moe/ll_path.py);
   ours, ht (prefill sizes, --prefill-tokens; '' skips them): epcomm.torch's high-throughput
         Buffer (--ht-sms SMs) on the expert-packed layout: Buffer.ht_dispatch_packed (the

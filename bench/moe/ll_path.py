@@ -2,7 +2,8 @@
 """Ours at decode sizes: the layer on epcomm.torch's low-latency dispatch and combine.
 
 Per layer: router -> top-k -> softmax weights -> Buffer.ll_dispatch (routes and dispatches:
-each local expert's rows, expert-major, with their count) -> one matmul pair per local
+each local expert's rows, expert-major, with their count; the batch, the same on every rank,
+is the step's bound) -> one matmul pair per local
 expert on its received rows -> Buffer.ll_combine (weights applied and summed by the library:
 per rank in top-k order, then over ranks). Reading the per-expert counts on the host is the
 layer's one synchronisation.
@@ -30,7 +31,11 @@ class LlLayer:
     def forward(self, x):
         torch = self.torch
         idx, weights = route(torch, x, self.router, self.args.topk)
-        self.buffer.ll_dispatch(x, idx, weights, out_x=self.out_x, out_expert_counts=self.counts)
+        # Every rank runs the same batch (as a data-parallel decode padded to one graph size
+        # does), so that batch is a step bound they share: small steps move as line records.
+        self.buffer.ll_dispatch(
+            x, idx, weights, out_x=self.out_x, out_expert_counts=self.counts, max_step_tokens=x.shape[0]
+        )
         for l, n in enumerate(self.counts.tolist()):  # the one host synchronisation
             if n:
                 self.expert_y[l, :n] = expert(torch, self.out_x[l, :n], self.w1[l], self.w2[l])
