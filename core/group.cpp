@@ -235,19 +235,23 @@ bool Group::device_failure(EpcStatus* status, std::string* message) const {
         "%s: rank %d found in its ring from rank %d a slot that the protocol never puts there (a bug in "
         "epcomm: please report it); the group is unusable, destroy it",
         kernels::phase_name(phase), rank, static_cast<int>(record->peer));
-  } else {
-    // A rank given another step bound than its peers waits for a signal of the other kind
-    // (kernels/ll/ll_dispatch_lines.cuh); from here that looks like a peer that never came.
-    const bool line_steps =
-        phase == kernels::kPhaseDispatchReceive &&
-        kernels::ll_dispatch_line_steps(static_cast<int>(plan_.ll_line_tokens), plan_.message_bytes) > 0;
+  } else if (const uint32_t wanted = record->wanted;
+             phase == kernels::kPhaseDispatchReceive && kernels::ll_signal_of_other_kind(record->seen, wanted)) {
+    // A rank given another step bound than its peers moves the step the other way, and its
+    // signal carries the step's epoch of that kind (kernels/ll/ll_dispatch_lines.cuh).
+    const bool lines_here = (wanted & kernels::kLlLineEpochBit) != 0;
     *message = format(
-        "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms)%s; the "
+        "%s: rank %d waited %.0f ms for rank %d, whose signal says it moved this step as %s, and rank %d as %s: "
+        "the ranks were given different EpcDispatchArgs.max_step_tokens (every rank must pass the same); the "
         "group is unusable, destroy it",
         kernels::phase_name(phase), rank, static_cast<double>(record->waited_ns) / 1e6, static_cast<int>(record->peer),
-        config_.timeout_ms,
-        line_steps ? ", or moved the step otherwise (every rank must pass the same EpcDispatchArgs.max_step_tokens)"
-                   : "");
+        lines_here ? "records" : "line records", rank, lines_here ? "line records" : "records");
+  } else {
+    *message = format(
+        "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the group is unusable, "
+        "destroy it",
+        kernels::phase_name(phase), rank, static_cast<double>(record->waited_ns) / 1e6, static_cast<int>(record->peer),
+        config_.timeout_ms);
   }
   *status = static_cast<EpcStatus>(recorded);
   return true;

@@ -11,7 +11,7 @@
 namespace epc::kernels {
 
 __device__ __forceinline__ void report_failure(DeviceError* error, uint32_t status, uint32_t phase, int rank, int peer,
-                                               uint64_t waited_ns) {
+                                               uint64_t waited_ns, uint64_t seen = 0, uint32_t wanted = 0) {
   // Every kernel of a group runs on the group's GPU: a device-scope claim decides the first.
   cuda::atomic_ref<uint32_t, cuda::thread_scope_device> claim(*error->claim);
   if (claim.exchange(1u, cuda::memory_order_relaxed) != 0u) return;
@@ -20,6 +20,12 @@ __device__ __forceinline__ void report_failure(DeviceError* error, uint32_t stat
   record->rank = rank;
   record->peer = peer;
   record->waited_ns = waited_ns;
+  // Only step signals' waits say what they wanted (the record starts zeroed): the other
+  // waits, inlined with wanted 0, then carry no code for it.
+  if (wanted != 0) {
+    record->seen = seen;
+    record->wanted = wanted;
+  }
   __threadfence_system();  // the fields before the status that announces them
   record->status = status;
 }

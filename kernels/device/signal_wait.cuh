@@ -15,13 +15,15 @@ namespace epc::kernels {
 // One thread waits until `reached(value)` for this rank's signal word at `offset`, which
 // rank `writer` signals; `*value` receives the last value read. On a timeout the failure
 // names `peer` (the rank the step waits for; the writer itself unless a forwarder writes on
-// its behalf). Returns false on a timeout or when the group has failed elsewhere.
+// its behalf) and, for a step signal, the epoch `wanted` (poll_until). Returns false on a
+// timeout or when the group has failed elsewhere.
 template <typename Reached>
 __device__ __forceinline__ bool wait_for_signal(const PeerTransport& transport, uint64_t offset, int writer,
                                                 Reached reached, uint64_t* value, uint64_t timeout_ns,
-                                                DeviceError* error, uint32_t phase, int rank, int peer) {
+                                                DeviceError* error, uint32_t phase, int rank, int peer,
+                                                uint32_t wanted = 0) {
   return poll_until([&] { return transport.read_signal(offset, writer); }, reached, value, timeout_ns, error, phase,
-                    rank, peer);
+                    rank, peer, wanted);
 }
 
 // A peer a wait does not wait for, and the low 32 bits taken as its word's (`rank` -1:
@@ -39,20 +41,21 @@ struct LowWord {
 // Threads of the block split the peers; every thread returns the block's outcome. Waits
 // until reached(value) for the word of every peer p < nranks but `skipped`, at offset +
 // stride p and signalled by p; stores keep(p, word) (skipped's: its payload) in `payload[p]`
-// (shared memory, may be null).
+// (shared memory, may be null). `wanted`: as wait_for_signal's.
 template <typename Reached, typename Keep = LowWord>
 __device__ __forceinline__ bool wait_for_every_peer_signal(const PeerTransport& transport, uint64_t offset, int nranks,
                                                            Reached reached, uint32_t* payload, uint64_t timeout_ns,
                                                            DeviceError* error, uint32_t phase, int rank,
                                                            uint64_t stride = sizeof(uint64_t), SkippedPeer skipped = {},
-                                                           Keep keep = {}) {
+                                                           Keep keep = {}, uint32_t wanted = 0) {
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   __syncthreads();
   for (int p = threadIdx.x; p < nranks; p += blockDim.x) {
     uint64_t value = skipped.payload;
     const uint64_t word = offset + static_cast<uint64_t>(p) * stride;
-    if (p != skipped.rank && !wait_for_signal(transport, word, p, reached, &value, timeout_ns, error, phase, rank, p))
+    if (p != skipped.rank &&
+        !wait_for_signal(transport, word, p, reached, &value, timeout_ns, error, phase, rank, p, wanted))
       failed = 1;
     if (payload != nullptr) payload[p] = keep(p, value);
   }
@@ -84,7 +87,7 @@ __device__ __forceinline__ bool wait_for_peers_signal(const PeerTransport& trans
                                                       SkippedPeer skipped, Keep keep) {
   return wait_for_every_peer_signal(
       transport, offset, nranks, [epoch](uint64_t v) { return static_cast<uint32_t>(v >> 32) == epoch; }, payload,
-      timeout_ns, error, phase, rank, stride, skipped, keep);
+      timeout_ns, error, phase, rank, stride, skipped, keep, epoch);
 }
 
 }  // namespace epc::kernels

@@ -18,10 +18,10 @@ namespace epc::kernels {
 
 __device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_cast<uint32_t>(step + 1); }
 // The epoch of a dispatch signal sent ahead of line records (kernels/ll/ll_dispatch_lines.cuh):
-// the step's with its top bit turned, so that no receiver waiting for the records' signal takes
-// it for its own, nor the other way round (a slot's words are rewritten every few steps, far
-// fewer than 2^31).
-__device__ __forceinline__ uint32_t line_step_epoch(uint64_t step) { return step_epoch(step) ^ 0x80000000u; }
+// the step's with kLlLineEpochBit turned, so that no receiver waiting for the records' signal
+// takes it for its own, nor the other way round (a slot's words are rewritten every few steps,
+// far fewer than 2^31).
+__device__ __forceinline__ uint32_t line_step_epoch(uint64_t step) { return step_epoch(step) ^ kLlLineEpochBit; }
 
 // Called by one warp: its lanes signal the peers in parallel (each peer's word is written by
 // one lane), so the release stores to R peers overlap instead of following one another.

@@ -33,6 +33,12 @@ struct DeviceError {
   int32_t rank;        // world rank that was waiting
   int32_t peer;        // world rank it waited for
   uint64_t waited_ns;  // how long it waited before giving up
+  // A wait for a step signal: the last word it read and the epoch it waited for in the word's
+  // high half, so that the host can tell a peer that never came from one that moved the step
+  // the other way (ll_signal_of_other_kind); `wanted` 0 for other waits.
+  uint64_t seen;
+  uint32_t wanted;
+  uint32_t reserved;
   // A word in device memory that the first failing thread takes with an atomic exchange:
   // atomics on this record itself would be system-scope atomics on host memory over PCIe,
   // which the GPU does not support (compute-sanitizer memcheck reports them).

@@ -169,6 +169,16 @@ constexpr uint32_t ll_dispatch_payload(uint32_t messages, uint32_t tokens) { ret
 constexpr uint32_t ll_payload_messages(uint32_t payload) { return payload & 0xffffu; }
 constexpr uint32_t ll_payload_tokens(uint32_t payload) { return payload >> 16; }
 constexpr uint64_t ll_signal_row_bytes() { return kLlSignalRowWords * sizeof(uint64_t); }
+// A dispatch signal sent ahead of line records carries its step's epoch with this bit turned
+// (line_step_epoch, kernels/device/step_signal.cuh), so that a receiver waiting for a records
+// step's signal never takes it for its own, nor the other way round.
+constexpr uint32_t kLlLineEpochBit = 0x80000000u;
+// Whether signal word `seen` is the one a wait for epoch `wanted` gave up on because its writer
+// moved the same step the other way (line records or records): the wanted epoch with the line
+// bit turned. `wanted` 0: not a wait for a step signal.
+constexpr bool ll_signal_of_other_kind(uint64_t seen, uint32_t wanted) {
+  return wanted != 0 && static_cast<uint32_t>(seen >> 32) == (wanted ^ kLlLineEpochBit);
+}
 constexpr uint64_t ll_step_signal_offset(int writer) { return static_cast<uint64_t>(writer) * ll_signal_row_bytes(); }
 constexpr uint64_t ll_credit_offset(int writer) { return ll_step_signal_offset(writer) + sizeof(uint64_t); }
 constexpr uint64_t ll_signal_region_bytes(int nranks) { return ll_step_signal_offset(nranks); }

@@ -53,7 +53,8 @@ TEST(LowLatencyFaults, AbsentRankMakesEveryPeerTimeOutNamingIt) {
 // Ranks that pass different EpcDispatchArgs.max_step_tokens disagree on how the step moves
 // (line records or records behind a released signal, kernels/ll/ll_dispatch_lines.cuh): each
 // waits for a signal the other never sends, so every rank times out in the dispatch receive
-// rather than reading what nobody wrote. T 32 of 2160-byte messages: steps of up to 16 tokens
+// rather than reading what nobody wrote, and says which way its peer's signal moved the step
+// (the epoch of the other kind). T 32 of 2160-byte messages: steps of up to 16 tokens
 // move as line records when bounded so; rank 0 says 4, the others nothing (T).
 TEST(LowLatencyFaults, RanksGivenDifferentStepBoundsTimeOut) {
   const int world = context().env.world_size;
@@ -70,7 +71,12 @@ TEST(LowLatencyFaults, RanksGivenDifferentStepBoundsTimeOut) {
   const AsyncError polled = poll_async_error(c.group.get(), 5.0);
   EXPECT_EQ(polled.status, EPC_ERR_TIMEOUT) << polled.message;
   EXPECT_NE(polled.message.find("low-latency dispatch receive"), std::string::npos) << polled.message;
-  EXPECT_NE(polled.message.find("the same EpcDispatchArgs.max_step_tokens"), std::string::npos) << polled.message;
+  // Each rank names the other kind: rank 0 waits for records' signals, the others for its line
+  // step's signal.
+  const std::string other = context().env.rank == 0 ? "moved this step as records" : "moved this step as line records";
+  EXPECT_NE(polled.message.find(other), std::string::npos) << polled.message;
+  EXPECT_NE(polled.message.find("were given different EpcDispatchArgs.max_step_tokens"), std::string::npos)
+      << polled.message;
   EXPECT_TRUE(cuda_ok(cudaStreamSynchronize(s), "waiting for the step"));
   EXPECT_EQ(call_combine(c.handle.get(), c.buffers, 0, s), EPC_ERR_TIMEOUT);
   std::printf("rank %d: %s\n", context().env.rank, polled.message.c_str());

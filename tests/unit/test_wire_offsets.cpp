@@ -47,6 +47,22 @@ TEST(WireOffsets, LowLatencyRecordsByHand) {
   EXPECT_EQ(epc::kernels::ll_dispatch_slot_bytes(4, 8, 100, 6, 0), 3296u);
 }
 
+// A timed-out wait for step 6's records signal (epoch 7) that last read step 6's line signal
+// (epoch 7 with the line bit) gave up on a peer that moved the step the other way, and so the
+// other way round; an older epoch of either kind, or a wait for no step signal, did not.
+TEST(WireOffsets, SignalOfTheOtherKindIsTheSameStepsOtherEpoch) {
+  using epc::kernels::kLlLineEpochBit;
+  using epc::kernels::ll_signal_of_other_kind;
+  const uint64_t payload = 0x00030002u;
+  EXPECT_TRUE(ll_signal_of_other_kind(uint64_t{7 | kLlLineEpochBit} << 32 | payload, 7));
+  EXPECT_TRUE(ll_signal_of_other_kind(uint64_t{7} << 32 | payload, 7 | kLlLineEpochBit));
+  EXPECT_FALSE(ll_signal_of_other_kind(uint64_t{5 | kLlLineEpochBit} << 32 | payload, 7));
+  EXPECT_FALSE(ll_signal_of_other_kind(uint64_t{5} << 32 | payload, 7 | kLlLineEpochBit));
+  EXPECT_FALSE(ll_signal_of_other_kind(uint64_t{5} << 32 | payload, 7));
+  EXPECT_FALSE(ll_signal_of_other_kind(0, 7));
+  EXPECT_FALSE(ll_signal_of_other_kind(uint64_t{kLlLineEpochBit} << 32, 0));
+}
+
 TEST(WireOffsets, LowLatencySlicesSplitItemsAndRowsByHand) {
   using epc::kernels::is_slice_count;
   using epc::kernels::slice_of;
