@@ -270,10 +270,6 @@ func htRank(id UniqueID, c llCase, rank int) (err error) {
 }
 
 func TestHTDispatchCombineOnGPUs(t *testing.T) {
-	n, id := twoOrMoreGPUs(t, "HT")
-	c := llCase{nranks: n, expertsPerRank: 4, hidden: 256, topk: 2, maxTokens: 8}
-	runRanksOnGPUs(t, n, func(rank int) error { return htRank(id, c, rank) })
-	if !t.Failed() {
-		t.Logf("exact and capacity HT steps matched the host model on %d GPUs", n)
-	}
+	of := func(n int) llCase { return llCase{nranks: n, expertsPerRank: 4, hidden: 256, topk: 2, maxTokens: 8} }
+	runCaseOnGPUs(t, "HT", of, htRank, "exact and capacity HT steps matched the host model")
 }

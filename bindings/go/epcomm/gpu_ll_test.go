@@ -361,20 +361,17 @@ func llBoundedSteps(c llCase, group *Group, b *llBuffers, rank int) error {
 	return group.Close()
 }
 
-func TestLLBoundedStepsOnGPUs(t *testing.T) {
-	n, id := twoOrMoreGPUs(t, "LL")
-	c := llCase{nranks: n, expertsPerRank: 4, hidden: 2048, topk: 2, maxTokens: 24}
-	runRanksOnGPUs(t, n, func(rank int) error { return llBoundedRank(id, c, rank) })
-	if !t.Failed() {
-		t.Logf("4 LL steps, 2 of them bounded, matched the host model on %d GPUs", n)
+// llCaseOf is the LL tests' case on n ranks, groups of maxTokens tokens per rank.
+func llCaseOf(maxTokens int) func(n int) llCase {
+	return func(n int) llCase {
+		return llCase{nranks: n, expertsPerRank: 4, hidden: 2048, topk: 2, maxTokens: maxTokens}
 	}
 }
 
+func TestLLBoundedStepsOnGPUs(t *testing.T) {
+	runCaseOnGPUs(t, "LL", llCaseOf(24), llBoundedRank, "4 LL steps, 2 of them bounded, matched the host model")
+}
+
 func TestLLDispatchCombineOnGPUs(t *testing.T) {
-	n, id := twoOrMoreGPUs(t, "LL")
-	c := llCase{nranks: n, expertsPerRank: 4, hidden: 2048, topk: 2, maxTokens: 8}
-	runRanksOnGPUs(t, n, func(rank int) error { return llRank(id, c, rank) })
-	if !t.Failed() {
-		t.Logf("2 steps of LL dispatch + combine matched the host model on %d GPUs", n)
-	}
+	runCaseOnGPUs(t, "LL", llCaseOf(8), llRank, "2 steps of LL dispatch + combine matched the host model")
 }

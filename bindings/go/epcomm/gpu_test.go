@@ -69,6 +69,20 @@ func runRanksOnGPUs(t *testing.T, n int, rankMain func(rank int) error) {
 	}
 }
 
+// runCaseOnGPUs runs rankMain(id, c, rank) on every rank of the case `of` gives for n >= 2
+// GPUs (skipped with fewer: `what` names the test) and logs "<passed> on n GPUs" when every
+// rank passed.
+func runCaseOnGPUs(t *testing.T, what string, of func(n int) llCase, rankMain func(UniqueID, llCase, int) error,
+	passed string) {
+	t.Helper()
+	n, id := twoOrMoreGPUs(t, what)
+	c := of(n)
+	runRanksOnGPUs(t, n, func(rank int) error { return rankMain(id, c, rank) })
+	if !t.Failed() {
+		t.Logf("%s on %d GPUs", passed, n)
+	}
+}
+
 // One goroutine per GPU, each locked to its OS thread (the thread rule): bootstrap a
 // communicator, build a group, query it, cross the barrier, close everything.
 func TestGroupLifecycleOnGPUs(t *testing.T) {
