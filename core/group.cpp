@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/device_failure.hpp"
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
 #include "core/gin_probe.hpp"
@@ -16,7 +17,6 @@
 #include "core/nccl_runtime.hpp"
 #include "core/planner.hpp"
 #include "kernels/launch.hpp"
-#include "kernels/wire/ll_message.hpp"
 
 namespace epc {
 
@@ -223,36 +223,9 @@ bool Group::device_failure(EpcStatus* status, std::string* message) const {
   if (recorded == 0) return false;  // written last, after the fields it announces
   // The fields are read after the status (the kernel fenced them before writing it).
   std::atomic_thread_fence(std::memory_order_acquire);
-  const uint32_t phase = record->phase;
-  const int32_t rank = record->rank;
-  if (phase == kernels::kPhaseRouting) {
-    *message = format(
-        "%s: rank %d was given an expert id outside [-1, %u) or more entries for "
-        "one expert than it has rows; the group is unusable, destroy it",
-        kernels::phase_name(phase), rank, config_.num_experts);
-  } else if (recorded == EPC_ERR_INTERNAL) {
-    *message = format(
-        "%s: rank %d found in its ring from rank %d a slot that the protocol never puts there (a bug in "
-        "epcomm: please report it); the group is unusable, destroy it",
-        kernels::phase_name(phase), rank, static_cast<int>(record->peer));
-  } else if (const uint32_t wanted = record->wanted;
-             phase == kernels::kPhaseDispatchReceive && kernels::ll_signal_of_other_kind(record->seen, wanted)) {
-    // A rank given another step bound than its peers moves the step the other way, and its
-    // signal carries the step's epoch of that kind (kernels/ll/ll_dispatch_lines.cuh).
-    const bool lines_here = (wanted & kernels::kLlLineEpochBit) != 0;
-    *message = format(
-        "%s: rank %d waited %.0f ms for rank %d, whose signal says it moved this step as %s, and rank %d as %s: "
-        "the ranks were given different EpcDispatchArgs.max_step_tokens (every rank must pass the same); the "
-        "group is unusable, destroy it",
-        kernels::phase_name(phase), rank, static_cast<double>(record->waited_ns) / 1e6, static_cast<int>(record->peer),
-        lines_here ? "records" : "line records", rank, lines_here ? "line records" : "records");
-  } else {
-    *message = format(
-        "%s: rank %d waited %.0f ms for rank %d, which did not arrive (timeout %u ms); the group is unusable, "
-        "destroy it",
-        kernels::phase_name(phase), rank, static_cast<double>(record->waited_ns) / 1e6, static_cast<int>(record->peer),
-        config_.timeout_ms);
-  }
+  const RecordedFailure failure{recorded,          record->phase, record->rank,  record->peer,
+                                record->waited_ns, record->seen,  record->wanted};
+  *message = device_failure_message(failure, config_.num_experts, config_.timeout_ms);
   *status = static_cast<EpcStatus>(recorded);
   return true;
 }
