@@ -193,8 +193,8 @@ type DispatchArgs struct {
 	// at most this), the same on every rank; 0: MaxTokensPerRank. A bound of few tokens lets
 	// an LL group of one node move the step as line records; outputs do not depend on it.
 	// Above MaxTokensPerRank or below this rank's B: ErrInvalidArgument; ranks that pass
-	// different values: ErrTimeout, and the group fails. A 2.1 library refuses a non-zero
-	// value (ErrABIMismatch).
+	// different values: ErrTimeout saying so, and the group fails. A 2.1 library refuses a
+	// non-zero value (ErrABIMismatch).
 	MaxStepTokens uint32
 }
 

@@ -388,7 +388,7 @@ class Handle:
           A bound of few tokens lets a low-latency group of one node move the step as line
           records; outputs do not depend on it. Above max_tokens_per_rank or below this
           rank's B: EpcError(INVALID_ARGUMENT); ranks that pass different values:
-          EpcError(TIMEOUT), and the group fails. A 2.1 library refuses a non-zero value
+          EpcError(TIMEOUT) saying so, and the group fails. A 2.1 library refuses a non-zero value
           (EpcError(ABI_MISMATCH)).
         A field meaningless for the mode or layout raises EpcError(INVALID_ARGUMENT), one
         not served yet EpcError(UNSUPPORTED), a step out of order InvalidUsageError."""

@@ -824,8 +824,9 @@ typedef struct EpcDispatchArgs {
                                outputs do not depend on it. Above max_tokens_per_rank, or
                                below this rank's B: EPC_ERR_INVALID_ARGUMENT. Ranks that
                                pass different values wait for what the others do not send:
-                               EPC_ERR_TIMEOUT, and the group fails. HT groups check it and
-                               use it for nothing */
+                               EPC_ERR_TIMEOUT, whose message says the ranks were given
+                               different max_step_tokens, and the group fails. HT groups
+                               check it and use it for nothing */
   uint32_t reserved1;       /* 0 */
 } EpcDispatchArgs;
 

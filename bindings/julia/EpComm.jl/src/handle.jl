@@ -246,7 +246,7 @@ dispatches in this step (every rank's B at most this), the same on every rank; 0
 `max_tokens_per_rank`; a bound of few tokens lets a low-latency group of one node move the
 step as line records; outputs do not depend on it. Above `max_tokens_per_rank` or below
 this rank's B: `EPC_ERR_INVALID_ARGUMENT`; ranks that pass different values:
-`EPC_ERR_TIMEOUT`, and the group fails. Collective over the group; stream-ordered;
+`EPC_ERR_TIMEOUT` saying so, and the group fails. Collective over the group; stream-ordered;
 graph-capturable. Errors: `EPC_ERR_INVALID_ARGUMENT` (a shape, dtype or field),
 `EPC_ERR_INVALID_USAGE` (no routing, a step pending), `EPC_ERR_UNSUPPORTED` (not served
 yet), `EPC_ERR_CAPACITY` (the previous dispatch overflowed).

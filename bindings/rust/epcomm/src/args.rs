@@ -246,7 +246,8 @@ impl<'t> Dispatch<'t> {
     /// A bound of few tokens lets a low-latency group of one node move the step as line
     /// records; outputs do not depend on it. Above `max_tokens_per_rank` or below this
     /// rank's B: `INVALID_ARGUMENT`; ranks that pass different values time out and fail
-    /// the group (`TIMEOUT`); a 2.1 library refuses a non-zero value (`ABI_MISMATCH`).
+    /// the group (`TIMEOUT`, its message saying so); a 2.1 library refuses a non-zero value
+    /// (`ABI_MISMATCH`).
     pub fn max_step_tokens(mut self, tokens: u32) -> Self {
         self.max_step_tokens = tokens;
         self
