@@ -11,8 +11,8 @@
 
 namespace {
 
-using epc::RecordedFailure;
 using epc::device_failure_message;
+using epc::RecordedFailure;
 namespace k = epc::kernels;
 
 // A timed-out dispatch receive of rank 1 waiting for rank 0 for 1.2 s in step 6 (epoch 7) of
