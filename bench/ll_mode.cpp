@@ -116,12 +116,12 @@ class LlMode final : public Mode {
     w.line_tokens = line_tokens();
     // Line steps (kernels/wire/ll_message.hpp ll_dispatch_line_steps) move every dispatch but a
     // passthrough one as line records: every step of a line group, and with --step-bound any
-    // step of at most that many tokens.
+    // step of at most that many tokens; never on one rank (kernels/ll/ll_dispatch_lines.cuh).
     const int lines = static_cast<int>(w.line_tokens);
     const uint64_t message_bytes = group_.facts().message_bytes;
     const bool line_group = kernels::ll_dispatch_line_group(lines, T_, message_bytes);
     w.dispatch_line_tokens =
-        !pass_ && (line_group || o_.step_bound) ? kernels::ll_dispatch_line_steps(lines, message_bytes) : 0;
+        !pass_ && R_ > 1 && (line_group || o_.step_bound) ? kernels::ll_dispatch_line_steps(lines, message_bytes) : 0;
     return w;
   }
 

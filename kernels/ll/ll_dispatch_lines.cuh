@@ -27,13 +27,15 @@
 
 namespace epc::kernels {
 
-// Whether a dispatch moves as line records: in a line step (ll_dispatch_line_steps), but for
-// passthrough rows (whose scale bytes need not fill 4-byte words), which go as records there
-// too. The host tests it to pick the kernels (ll_dispatch.cu), with the same outcome on every
-// rank of a step, since every rank is given the same step_tokens.
+// Whether a dispatch moves as line records: in a line step (ll_dispatch_line_steps) of a group
+// of several ranks, but for passthrough rows (whose scale bytes need not fill 4-byte words),
+// which go as records there too. The host tests it to pick the kernels (ll_dispatch.cu), with
+// the same outcome on every rank of a step, since every rank is given the same step_tokens. A
+// rank alone in its group sends itself nothing in a fused launch, and a split step's halves
+// through its own window gain nothing from line records (docs/tuning.md, "Line steps").
 __host__ __device__ __forceinline__ bool dispatch_lines(const LlCommon& c, LlPayload payload) {
-  return c.transport.one_node && payload != LlPayload::kPassthrough && c.geo.dispatch_line_tokens > 0 &&
-         c.step_tokens <= c.geo.dispatch_line_tokens;
+  return c.transport.one_node && c.geo.nranks > kLlAloneRanks && payload != LlPayload::kPassthrough &&
+         c.geo.dispatch_line_tokens > 0 && c.step_tokens <= c.geo.dispatch_line_tokens;
 }
 
 // The word of a line record that holds the message's 4 bytes at `offset` (4-byte aligned).

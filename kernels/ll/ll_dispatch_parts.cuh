@@ -56,11 +56,9 @@ struct DispatchParts : DispatchPartsOf<kByToken, kPayload, false> {};
 template <bool kByToken, LlPayload kPayload>
 struct LineDispatchParts : DispatchPartsOf<kByToken, kPayload, true> {};
 
-// Whether p's launches move line records; a fused launch alone in its group moves nothing, and
-// its kernel (or, where it does not fit, its two parts) is the one of other groups.
-inline bool moves_lines(const LlDispatchParams& p, bool fused) {
-  return dispatch_lines(p.common, p.payload) && !(fused && fused_launch_alone(p.common.geo));
-}
+// Whether p's launches move line records (never on a group of one rank, whose fused launch
+// moves nothing and whose split halves are records' kernels).
+inline bool moves_lines(const LlDispatchParams& p) { return dispatch_lines(p.common, p.payload); }
 
 // A line step's launches (ll_dispatch_lines.cu), which launch_ll_dispatch_send, _recv and
 // launch_ll_dispatch call where moves_lines; their kernels' largest stack frame.
