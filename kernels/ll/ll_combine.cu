@@ -18,7 +18,6 @@ template <bool kHome, bool kLines = false>
 struct CombineParts {
   static_assert(!kHome || !kLines, "EPC_WEIGHTING_HOME returns rows, not partials");
   using Params = LlCombineParams;
-  static constexpr bool kPeersOfOneNodeOnly = false;  // line partials are chosen per rank
   static constexpr int kRecord = kLlCombineRecord;
   static constexpr uint32_t kSlotPhase = kPhaseLlCombineSlot;
   __device__ __forceinline__ static LlOpState* op(LlState* s) { return &s->combine; }

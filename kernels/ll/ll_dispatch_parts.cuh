@@ -18,8 +18,6 @@ namespace epc::kernels {
 template <bool kByToken, LlPayload kPayload, bool kLines>
 struct DispatchPartsOf {
   using Params = LlDispatchParams;
-  // Line records move only between several ranks of one node (dispatch_lines).
-  static constexpr bool kPeersOfOneNodeOnly = kLines;
   static constexpr int kRecord = kLlDispatchRecord;
   static constexpr uint32_t kSlotPhase = kPhaseLlDispatchSlot;
   __device__ __forceinline__ static LlOpState* op(LlState* s) { return &s->dispatch; }

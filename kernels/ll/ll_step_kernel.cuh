@@ -214,22 +214,11 @@ __global__ void __launch_bounds__(kLlThreads, 1) ll_step_kernel(typename Parts::
   }
 }
 
-// Whether `params` may launch Parts' kernels: Parts::kPeersOfOneNodeOnly (the line records of
-// dispatch_lines) run only between several ranks of one node, so only those instances of
-// their kernels are made, and any other group is refused rather than given a kernel it lacks.
-template <typename Parts>
-bool launchable(const typename Parts::Params& params) {
-  return !Parts::kPeersOfOneNodeOnly || (params.common.transport.one_node && !fused_launch_alone(params.common.geo));
-}
-
 // The kernel of a launch that is not alone: the one-node instance on a one-node group.
 template <typename Parts, bool kSend, bool kReceive>
 cudaError_t launch_ll_kernel(const typename Parts::Params& params, int blocks, int threads, size_t shared,
                              cudaStream_t stream) {
-  if (!launchable<Parts>(params)) return cudaErrorInvalidValue;
-  if constexpr (Parts::kPeersOfOneNodeOnly) {
-    ll_step_kernel<Parts, kSend, kReceive, false, true><<<blocks, threads, shared, stream>>>(params);
-  } else if (params.common.transport.one_node) {
+  if (params.common.transport.one_node) {
     ll_step_kernel<Parts, kSend, kReceive, false, true><<<blocks, threads, shared, stream>>>(params);
   } else {
     ll_step_kernel<Parts, kSend, kReceive, false, false><<<blocks, threads, shared, stream>>>(params);
@@ -266,18 +255,12 @@ cudaError_t launch_ll_step(const typename Parts::Params& params, int send_blocks
   const size_t send_shared = Parts::send_shared(params), receive_shared = Parts::receive_shared(params);
   const size_t shared = send_shared > receive_shared ? send_shared : receive_shared;
   const int threads = Parts::threads(params);
-  if (!launchable<Parts>(params)) return cudaErrorInvalidValue;
-  int capacity = 0;
-  if constexpr (Parts::kPeersOfOneNodeOnly) {
-    capacity = fused_capacity<Parts, false, true>(threads, shared);
-  } else {
-    if (fused_launch_alone(params.common.geo) && blocks <= fused_capacity<Parts, true>(threads, shared)) {
-      ll_step_kernel<Parts, true, true, true><<<blocks, threads, shared, stream>>>(params);
-      return cudaGetLastError();
-    }
-    capacity = params.common.transport.one_node ? fused_capacity<Parts, false, true>(threads, shared)
-                                                : fused_capacity<Parts, false, false>(threads, shared);
+  if (fused_launch_alone(params.common.geo) && blocks <= fused_capacity<Parts, true>(threads, shared)) {
+    ll_step_kernel<Parts, true, true, true><<<blocks, threads, shared, stream>>>(params);
+    return cudaGetLastError();
   }
+  const int capacity = params.common.transport.one_node ? fused_capacity<Parts, false, true>(threads, shared)
+                                                        : fused_capacity<Parts, false, false>(threads, shared);
   if (!fused_launch_alone(params.common.geo) && blocks <= capacity) {
     return launch_ll_kernel<Parts, true, true>(params, blocks, threads, shared, stream);
   }
@@ -287,16 +270,10 @@ cudaError_t launch_ll_step(const typename Parts::Params& params, int send_blocks
 
 template <typename Parts>
 size_t ll_step_local_bytes() {
-  if constexpr (Parts::kPeersOfOneNodeOnly) {
-    return max_local_bytes(ll_step_kernel<Parts, true, true, false, true>,
-                           ll_step_kernel<Parts, true, false, false, true>,
-                           ll_step_kernel<Parts, false, true, false, true>);
-  } else {
-    return max_local_bytes(
-        ll_step_kernel<Parts, true, true>, ll_step_kernel<Parts, true, true, true>, ll_step_kernel<Parts, true, false>,
-        ll_step_kernel<Parts, false, true>, ll_step_kernel<Parts, true, true, false, true>,
-        ll_step_kernel<Parts, true, false, false, true>, ll_step_kernel<Parts, false, true, false, true>);
-  }
+  return max_local_bytes(
+      ll_step_kernel<Parts, true, true>, ll_step_kernel<Parts, true, true, true>, ll_step_kernel<Parts, true, false>,
+      ll_step_kernel<Parts, false, true>, ll_step_kernel<Parts, true, true, false, true>,
+      ll_step_kernel<Parts, true, false, false, true>, ll_step_kernel<Parts, false, true, false, true>);
 }
 
 }  // namespace epc::kernels
