@@ -24,8 +24,15 @@ ruff --version 2>/dev/null | grep -q "^ruff $RUFF_VERSION" ||
   fail "ruff $RUFF_VERSION is needed (pip install ruff==$RUFF_VERSION, or tools/dev.sh format)"
 
 status=0
-mapfile -t c_files < <(git ls-files '*.c' '*.h' '*.cpp' '*.hpp' '*.cu' '*.cuh')
-mapfile -t py_files < <(git ls-files '*.py')
+# The checkout's sources: tracked ones still on disk, and new ones git does not ignore (a file
+# not yet added is formatted and checked too, so it is right before its first commit).
+sources() {
+  git ls-files --cached --others --exclude-standard "$@" | sort -u | while IFS= read -r f; do
+    [ -f "$f" ] && printf '%s\n' "$f"
+  done
+}
+mapfile -t c_files < <(sources '*.c' '*.h' '*.cpp' '*.hpp' '*.cu' '*.cuh')
+mapfile -t py_files < <(sources '*.py')
 if [ "$check" = 1 ]; then
   clang-format --dry-run -Werror "${c_files[@]}" || status=1
   ruff format --check "${py_files[@]}" || status=1
