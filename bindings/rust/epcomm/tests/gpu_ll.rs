@@ -260,17 +260,35 @@ fn local_errors(
     )
 }
 
-fn run_rank(id: UniqueId, c: Case, rank: usize) -> Check {
+/// Runs `body` on rank's low-latency group of `c` and its buffers, which it makes first, then
+/// closes the group and the communicator (the body closes its handles).
+fn on_ll_group(
+    id: UniqueId,
+    c: &Case,
+    rank: usize,
+    body: impl FnOnce(&Group<'_>, &Buffers) -> Check,
+) -> Check {
     let comm = epc("Comm::init", Comm::init(&id, c.nranks as i32, rank as i32, rank as i32))?;
     use_device(rank as i32)?;
     let group = epc("Group::create", Group::create(&comm, &c.group_config(Mode::LOW_LATENCY, MAX_TOPK)))?;
+    let b = Buffers::new(c)?;
+    body(&group, &b)?;
+    epc("Group::close", group.close())?;
+    epc("Comm::close", comm.close())
+}
+
+fn run_rank(id: UniqueId, c: Case, rank: usize) -> Check {
+    on_ll_group(id, &c, rank, |group, b| rank_steps(&c, group, b, rank))
+}
+
+/// run_rank's life on its group: two steps, the local errors, the handle closed.
+fn rank_steps(c: &Case, group: &Group<'_>, b: &Buffers, rank: usize) -> Check {
     let info = epc("Group::info", group.info())?;
     ensure(info.local_experts as usize == c.experts_per_rank, || format!("info {info:?}"))?;
-    let b = Buffers::new(&c)?;
     let mut acc = vec![0i64; c.experts_per_rank];
 
     // Created before any routing, as before graph capture: a step needs routing first.
-    let handle = epc("Handle::create", Handle::create(&group, None, None, None))?;
+    let handle = epc("Handle::create", Handle::create(group, None, None, None))?;
     let info = epc("Handle::query", handle.query())?;
     ensure(info.num_tokens == 0 && info.topk == 0, || format!("unrouted handle: {info:?}"))?;
     let (h, l, rows) = (c.hidden as i64, c.experts_per_rank as i64, c.rows_per_expert() as i64);
@@ -283,18 +301,16 @@ fn run_rank(id: UniqueId, c: Case, rank: usize) -> Check {
         "",
     )?;
 
-    stage_inputs(&c, &b, 0, rank)?;
-    epc("Handle::update (step 0)", handle.update(&routing(&c, &b, 0, rank), None))?;
-    run_step(&c, &b, &handle, 0, rank, false, 0, &mut acc)?;
+    stage_inputs(c, b, 0, rank)?;
+    epc("Handle::update (step 0)", handle.update(&routing(c, b, 0, rank), None))?;
+    run_step(c, b, &handle, 0, rank, false, 0, &mut acc)?;
 
-    stage_inputs(&c, &b, 1, rank)?;
-    epc("Handle::update (step 1)", handle.update(&routing(&c, &b, 1, rank), None))?;
-    run_step(&c, &b, &handle, 1, rank, true, 0, &mut acc)?;
+    stage_inputs(c, b, 1, rank)?;
+    epc("Handle::update (step 1)", handle.update(&routing(c, b, 1, rank), None))?;
+    run_step(c, b, &handle, 1, rank, true, 0, &mut acc)?;
 
-    local_errors(&c, &b, &group, &handle, 1, rank)?;
-    epc("Handle::close", handle.close())?;
-    epc("Group::close", group.close())?;
-    epc("Comm::close", comm.close())
+    local_errors(c, b, group, &handle, 1, rank)?;
+    epc("Handle::close", handle.close())
 }
 
 /// ABI 2.2's step bound on a group of T 24, whose steps here have 5 to 7 tokens: steps 0 and 3
@@ -302,21 +318,21 @@ fn run_rank(id: UniqueId, c: Case, rank: usize) -> Check {
 /// the step, alike on every rank (on one node, line records), step 2 as send-only + complete;
 /// each matches the host model. A bound below this rank's tokens, or above T, is refused by name.
 fn run_bounded_rank(id: UniqueId, c: Case, rank: usize) -> Check {
-    let comm = epc("Comm::init", Comm::init(&id, c.nranks as i32, rank as i32, rank as i32))?;
-    use_device(rank as i32)?;
-    let group = epc("Group::create", Group::create(&comm, &c.group_config(Mode::LOW_LATENCY, MAX_TOPK)))?;
-    let b = Buffers::new(&c)?;
+    on_ll_group(id, &c, rank, |group, b| bounded_steps(&c, group, b, rank))
+}
+
+fn bounded_steps(c: &Case, group: &Group<'_>, b: &Buffers, rank: usize) -> Check {
     let mut acc = vec![0i64; c.experts_per_rank];
-    let handle = epc("Handle::create", Handle::create(&group, None, None, None))?;
+    let handle = epc("Handle::create", Handle::create(group, None, None, None))?;
     for step in 0..4 {
         let bound = if step == 1 || step == 2 {
             (0..c.nranks).map(|q| c.tokens(step, q)).max().unwrap_or(0) as u32
         } else {
             0
         };
-        stage_inputs(&c, &b, step, rank)?;
-        epc("Handle::update", handle.update(&routing(&c, &b, step, rank), None))?;
-        run_step(&c, &b, &handle, step, rank, step == 2, bound, &mut acc)
+        stage_inputs(c, b, step, rank)?;
+        epc("Handle::update", handle.update(&routing(c, b, step, rank), None))?;
+        run_step(c, b, &handle, step, rank, step == 2, bound, &mut acc)
             .map_err(|problem| format!("step {step} (bound {bound}): {problem}"))?;
     }
     let (tokens, h, l, rows) =
@@ -332,10 +348,8 @@ fn run_bounded_rank(id: UniqueId, c: Case, rank: usize) -> Check {
             &format!("max_step_tokens is {bound}"),
         )?;
     }
-    check_query(&c, &handle, 3, rank, Pending::NONE)?;
-    epc("Handle::close", handle.close())?;
-    epc("Group::close", group.close())?;
-    epc("Comm::close", comm.close())
+    check_query(c, &handle, 3, rank, Pending::NONE)?;
+    epc("Handle::close", handle.close())
 }
 
 /// Runs everywhere: the step exercises what it claims (masked entries, a fully masked
