@@ -359,7 +359,7 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   if (!passthrough) check_tensor(a.x, {"EpcDispatchArgs.x", {EPC_DTYPE_BF16, EPC_DTYPE_FP16}, {B, H}});
   if (bytes.row + bytes.scales > static_cast<int64_t>(c.max_token_bytes())) {
     fail_argument(
-        format("EpcDispatchArgs: a row of x (%lld bytes) and its scales (%lld bytes) exceed the group's "
+        format("EpcDispatchArgs.x_scales: a row of x (%lld bytes) and its scales (%lld bytes) exceed the group's "
                "EpcGroupConfig.max_token_bytes (%u), the bytes per token its window holds",
                static_cast<long long>(bytes.row), static_cast<long long>(bytes.scales), c.max_token_bytes()));
   }
@@ -434,6 +434,9 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     pending_counts_ = counts;
     pending_weights_ = a.topk_weights != nullptr;
     steps_.set_pending_owner(/*dispatch=*/true, id_);
+    // The send half runs the layout, which writes the overflow report: later calls and
+    // epc_handle_query read it as after a fused dispatch.
+    overflow_->dispatched();
     return;
   }
   // Part by part (one where steps run whole): its tokens, its layout; the counts are the

@@ -103,13 +103,24 @@ class HighThroughputCapacity : public ::testing::TestWithParam<int> {
     EXPECT_EQ(info.overflow_rows, want.rows) << label;
   }
 
+  // The dispatch or combine of a step with no host synchronisation: one call, or with split_
+  // its send-only call and epc_complete.
+  EpcStatus call_half(bool dispatch) {
+    const uint32_t flags = split_ ? EPC_STEP_SEND_ONLY : 0;
+    const EpcStatus status = dispatch ? call_dispatch(handle_.get(), buffers_, stream_.get(), flags)
+                                      : call_combine(handle_.get(), buffers_, stream_.get(), flags);
+    if (!split_ || status != EPC_OK) return status;
+    return epc_complete(handle_.get(), 0, stream_.get());
+  }
+
   // Upload, update (unless `fresh`: the handle was just made from this upload), dispatch and
   // combine with no host synchronisation, compare, and check the query.
   void run(const HtStep& s, bool fresh, const std::string& label) {
     if (!fresh) {
       ASSERT_TRUE(update_handle(handle_.get(), buffers_, stream_.get()));
     }
-    ASSERT_TRUE(dispatch_and_combine(handle_.get(), buffers_, stream_.get()));
+    ASSERT_EQ(call_half(/*dispatch=*/true), EPC_OK) << label;
+    ASSERT_EQ(call_half(/*dispatch=*/false), EPC_OK) << label;
     buffers_.check(
         s, stream_.get(),
         label + " (N=" + std::to_string(s.num_recv()) + ", kept " + std::to_string(s.rows()) + ", " + nodes() + ")");
@@ -120,7 +131,7 @@ class HighThroughputCapacity : public ::testing::TestWithParam<int> {
   // by it, nothing dispatched yet): its dispatch writes nothing on any rank, the query names
   // the rank and rows, and the next dispatch and combine return EPC_ERR_CAPACITY saying so.
   void expect_fail_step(const HtStep& over, int64_t capacity, const std::string& label) {
-    ASSERT_TRUE(dispatch(handle_.get(), buffers_, stream_.get()));
+    ASSERT_EQ(call_half(/*dispatch=*/true), EPC_OK) << label;
     ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"));
     expect_overflow(over, label);
     // Nothing written anywhere: every output keeps its poison.
@@ -145,7 +156,58 @@ class HighThroughputCapacity : public ::testing::TestWithParam<int> {
     EXPECT_EQ(call_dispatch(handle_.get(), buffers_, stream_.get()), EPC_ERR_CAPACITY) << label;
   }
 
+  // DROP: a handle above (R * T), exactly at, and below the rows the step needs (1 row too); each
+  // is a new handle on one group, then the one below the need runs a fitting step (not sticky).
+  void drop_case() {
+    ASSERT_NO_FATAL_FAILURE(make_group(0, EPC_OVERFLOW_DROP));
+    const int64_t needed = need(step(500, 0));
+    ASSERT_GT(needed, 4);
+    ASSERT_LT(needed, shape_.max_rows());  // masked entries: some room above the need
+    for (int64_t capacity : {int64_t{shape_.max_rows()}, needed, needed / 2, int64_t{1}}) {
+      const HtStep s = step(500, capacity);
+      ASSERT_TRUE(buffers_.upload(s, options_, stream_.get()));
+      ASSERT_NO_FATAL_FAILURE(make_handle(EPC_SIZING_CAPACITY, static_cast<uint64_t>(capacity)));
+      ASSERT_NO_FATAL_FAILURE(run(s, true, "capacity " + std::to_string(capacity)));
+    }
+    // The last handle (1 row) overflowed; a routing of fewer tokens that fits works on it
+    // (B = 1 / R: every rank receives at most R * B rows).
+    const int64_t one = 1;
+    const HtStep fits = step(600, one, static_cast<int>(one / shape_.nranks));
+    ASSERT_LE(need(fits), one);
+    ASSERT_TRUE(buffers_.upload(fits, options_, stream_.get()));
+    ASSERT_NO_FATAL_FAILURE(run(fits, false, "a fitting step after an overflow"));
+    // And an overflowing one again, then the default capacity on a new handle.
+    const HtStep again = step(700, one);
+    ASSERT_TRUE(buffers_.upload(again, options_, stream_.get()));
+    ASSERT_NO_FATAL_FAILURE(run(again, false, "overflowing again"));
+  }
+
+  // FAIL: the overflowing step writes nothing on any rank; the query names the rank and the
+  // rows; the next dispatch and combine return EPC_ERR_CAPACITY; an update with a routing that
+  // fits starts afresh.
+  void fail_case() {
+    ASSERT_NO_FATAL_FAILURE(make_group(0, EPC_OVERFLOW_FAIL));
+    const int64_t capacity = need(step(800, 0)) / 2;
+    ASSERT_GT(capacity, 0);
+    const HtStep fits = step(900, capacity, static_cast<int>(capacity / shape_.nranks));
+    ASSERT_LE(need(fits), capacity);
+    ASSERT_TRUE(buffers_.upload(fits, options_, stream_.get()));
+    ASSERT_NO_FATAL_FAILURE(make_handle(EPC_SIZING_CAPACITY, static_cast<uint64_t>(capacity)));
+    ASSERT_NO_FATAL_FAILURE(run(fits, true, "a step that fits"));
+
+    const HtStep over = step(800, capacity);
+    ASSERT_TRUE(buffers_.upload(over, options_, stream_.get()));  // poisons every output
+    ASSERT_TRUE(update_handle(handle_.get(), buffers_, stream_.get()));
+    // The dispatch of the overflowing routing is queued (no host synchronisation decides it).
+    ASSERT_NO_FATAL_FAILURE(expect_fail_step(over, capacity, "FAIL overflow"));
+    // Not sticky: the next routing that fits runs and matches the reference.
+    ASSERT_TRUE(buffers_.upload(fits, options_, stream_.get()));
+    ASSERT_NO_FATAL_FAILURE(run(fits, false, "a fitting step after a FAIL overflow"));
+    EXPECT_EQ(epc_group_async_error(group_.get()), EPC_OK);
+  }
+
   const int node_size_ = GetParam();
+  bool split_ = false;  // steps as send-only calls and epc_complete (one node only)
   const HtShape shape_ = world_shape(8, 2048, 256, K);
   const CallOptions options_;  // every optional tensor, combine with backward weights
   GroupPtr group_;
@@ -154,54 +216,17 @@ class HighThroughputCapacity : public ::testing::TestWithParam<int> {
   HandlePtr handle_;
 };
 
-// DROP: a handle above (R * T), exactly at, and below the rows the step needs (1 row too); each
-// is a new handle on one group, then the one below the need runs a fitting step (not sticky).
-TEST_P(HighThroughputCapacity, DropKeepsTheLowestRowsAboveAtAndBelowTheNeed) {
-  ASSERT_NO_FATAL_FAILURE(make_group(0, EPC_OVERFLOW_DROP));
-  const int64_t needed = need(step(500, 0));
-  ASSERT_GT(needed, 4);
-  ASSERT_LT(needed, shape_.max_rows());  // masked entries: some room above the need
-  for (int64_t capacity : {int64_t{shape_.max_rows()}, needed, needed / 2, int64_t{1}}) {
-    const HtStep s = step(500, capacity);
-    ASSERT_TRUE(buffers_.upload(s, options_, stream_.get()));
-    ASSERT_NO_FATAL_FAILURE(make_handle(EPC_SIZING_CAPACITY, static_cast<uint64_t>(capacity)));
-    ASSERT_NO_FATAL_FAILURE(run(s, true, "capacity " + std::to_string(capacity)));
-  }
-  // The last handle (1 row) overflowed; a routing of fewer tokens that fits works on it
-  // (B = 1 / R: every rank receives at most R * B rows).
-  const int64_t one = 1;
-  const HtStep fits = step(600, one, static_cast<int>(one / shape_.nranks));
-  ASSERT_LE(need(fits), one);
-  ASSERT_TRUE(buffers_.upload(fits, options_, stream_.get()));
-  ASSERT_NO_FATAL_FAILURE(run(fits, false, "a fitting step after an overflow"));
-  // And an overflowing one again, then the default capacity on a new handle.
-  const HtStep again = step(700, one);
-  ASSERT_TRUE(buffers_.upload(again, options_, stream_.get()));
-  ASSERT_NO_FATAL_FAILURE(run(again, false, "overflowing again"));
-}
+TEST_P(HighThroughputCapacity, DropKeepsTheLowestRowsAboveAtAndBelowTheNeed) { drop_case(); }
 
-// FAIL: the overflowing step writes nothing on any rank; the query names the rank and the
-// rows; the next dispatch and combine return EPC_ERR_CAPACITY; an update with a routing that
-// fits starts afresh.
-TEST_P(HighThroughputCapacity, FailWritesNothingReportsAndIsNotSticky) {
-  ASSERT_NO_FATAL_FAILURE(make_group(0, EPC_OVERFLOW_FAIL));
-  const int64_t capacity = need(step(800, 0)) / 2;
-  ASSERT_GT(capacity, 0);
-  const HtStep fits = step(900, capacity, static_cast<int>(capacity / shape_.nranks));
-  ASSERT_LE(need(fits), capacity);
-  ASSERT_TRUE(buffers_.upload(fits, options_, stream_.get()));
-  ASSERT_NO_FATAL_FAILURE(make_handle(EPC_SIZING_CAPACITY, static_cast<uint64_t>(capacity)));
-  ASSERT_NO_FATAL_FAILURE(run(fits, true, "a step that fits"));
+TEST_P(HighThroughputCapacity, FailWritesNothingReportsAndIsNotSticky) { fail_case(); }
 
-  const HtStep over = step(800, capacity);
-  ASSERT_TRUE(buffers_.upload(over, options_, stream_.get()));  // poisons every output
-  ASSERT_TRUE(update_handle(handle_.get(), buffers_, stream_.get()));
-  // The dispatch of the overflowing routing is queued (no host synchronisation decides it).
-  ASSERT_NO_FATAL_FAILURE(expect_fail_step(over, capacity, "FAIL overflow"));
-  // Not sticky: the next routing that fits runs and matches the reference.
-  ASSERT_TRUE(buffers_.upload(fits, options_, stream_.get()));
-  ASSERT_NO_FATAL_FAILURE(run(fits, false, "a fitting step after a FAIL overflow"));
-  EXPECT_EQ(epc_group_async_error(group_.get()), EPC_OK);
+// Both again with every step split into its send-only calls and epc_complete: the send half's
+// layout reports the overflow to the host as a fused dispatch's does.
+TEST_P(HighThroughputCapacity, SplitStepsDropAndFailAsFusedOnes) {
+  if (node_size_ > 0) GTEST_SKIP() << "EPC_STEP_SEND_ONLY is served on one-node high-throughput groups only";
+  split_ = true;
+  ASSERT_NO_FATAL_FAILURE(drop_case());
+  ASSERT_NO_FATAL_FAILURE(fail_case());
 }
 
 // A receive window below R * T (compact dispatch slots): EXACT handles take min(N, window)
