@@ -123,6 +123,13 @@ HandleSetup resolve_handle_config(const EpcHandleConfig* config, const GroupConf
                                                           group.local_experts(nranks), s.expert_alignment)
                          : ll      ? group.worst_case_recv(nranks)
                                    : window;
+  // Kernels number a handle's rows and zone starts as int32.
+  if (ht_packed && worst > static_cast<uint64_t>(INT32_MAX)) {
+    fail_argument(
+        format("EpcHandleConfig.expert_alignment is %u: zones aligned to it can take %llu rows, past the "
+               "2^31 - 1 rows a handle holds",
+               raw.expert_alignment, static_cast<unsigned long long>(worst)));
+  }
   s.capacity = raw.capacity != 0 ? raw.capacity : worst;
   if (s.layout == EPC_LAYOUT_FLAT && s.capacity > worst) {
     fail_argument(
@@ -217,7 +224,10 @@ EpcDispatchArgs read_dispatch_args(const EpcDispatchArgs* args) {
     fail_unsupported(format("EpcDispatchArgs.scale_layout EPC_SCALES_SWIZZLED_128X4 is not served in ABI %d.%d",
                             EPC_ABI_MAJOR, EPC_ABI_MINOR));
   }
-  if (a.quant != EPC_QUANT_NONE && a.scale_block != 0 && a.scale_block != kernels::kFp8BlockChannels) {
+  // PASSTHROUGH copies x_scales' S elements per row whatever block they scale (MXFP8's 32
+  // channels, NVFP4's 16), so its scale_block only describes the caller's quantization.
+  if (a.quant != EPC_QUANT_NONE && a.quant != EPC_QUANT_PASSTHROUGH && a.scale_block != 0 &&
+      a.scale_block != kernels::kFp8BlockChannels) {
     fail_unsupported(format("EpcDispatchArgs.scale_block is %u; ABI %d.%d serves one scale per %d channels",
                             a.scale_block, EPC_ABI_MAJOR, EPC_ABI_MINOR, kernels::kFp8BlockChannels));
   }

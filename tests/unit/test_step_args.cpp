@@ -248,6 +248,15 @@ TEST(HandleConfig, ExpertAlignmentAndFlags) {
   packed.expert_alignment = 0;  // 0 means 1
   ASSERT_EQ(resolve(packed, EPC_MODE_HIGH_THROUGHPUT, &s).status, EPC_OK);
   EXPECT_EQ(s.expert_alignment, 1u);
+  packed.expert_alignment = 1u << 20;  // 16 zones of up to 2^20 padding rows each: served
+  ASSERT_EQ(resolve(packed, EPC_MODE_HIGH_THROUGHPUT, &s).status, EPC_OK);
+  // An alignment whose zones could pass the int32 rows kernels number is refused by name,
+  // up to the largest value the field holds (which an int would read as negative).
+  for (uint32_t huge : {1u << 28, 0x80000000u, 0xffffffffu}) {
+    packed.expert_alignment = huge;
+    expect_outcome(resolve(packed, EPC_MODE_HIGH_THROUGHPUT), EPC_ERR_INVALID_ARGUMENT,
+                   {"EpcHandleConfig.expert_alignment", "2^31 - 1 rows"}, "a huge alignment");
+  }
 }
 
 TEST(HandleConfig, ExpertPackedCapacityIsTheMostAlignedZonesCanTake) {
@@ -426,6 +435,12 @@ TEST(DispatchArgs, FlagsQuantAndScales) {
   a.quant = EPC_QUANT_PASSTHROUGH;
   a.out_scales = &t.scales;
   EXPECT_EQ(read(a).status, EPC_OK);
+  // Passthrough copies whatever block its scales cover: MXFP8's 32 channels, NVFP4's 16.
+  for (uint32_t block : {16u, 32u, 128u, 7u}) {
+    a.scale_block = block;
+    EXPECT_EQ(read(a).status, EPC_OK) << block;
+  }
+  a.scale_block = 0;
   a.x_global_scale = &t.other;
   EXPECT_EQ(read(a).status, EPC_OK);
   a = dispatch_args(t);
