@@ -168,7 +168,8 @@ void run_case(const PassCase& k, uint64_t seed) {
     EXPECT_EQ(got_out, want.x[rank]) << label << " combine";
   }
 
-  // One scale more than the window holds: refused, naming max_token_bytes, nothing written.
+  // One scale more than the window holds: refused, naming x_scales (as LL groups do) and
+  // max_token_bytes, nothing written.
   const int64_t window = k.max_token_bytes == 0 ? 2 * shape.hidden : k.max_token_bytes;
   const int64_t element = scale_bytes / k.scale_count;
   const int64_t too_many = (window - row_bytes) / element + 1;
@@ -181,6 +182,7 @@ void run_case(const PassCase& k, uint64_t seed) {
   da.out_scales = &bo_t;
   EXPECT_EQ(epc_dispatch(handle.get(), &da, stream), EPC_ERR_INVALID_ARGUMENT) << label;
   const std::string message = last_error();
+  EXPECT_NE(message.find("EpcDispatchArgs.x_scales"), std::string::npos) << message;
   EXPECT_NE(message.find("max_token_bytes"), std::string::npos) << message;
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 }

@@ -51,7 +51,8 @@ const (
 	// without the flag they keep their bytes. Rows past the last zone are never written.
 	HandleZeroPadding = 1
 	// HandleGlobalExpertIDs is EPC_HANDLE_GLOBAL_EXPERT_IDS, 0x2u: out_topk_idx holds global
-	// expert ids (rank * L + local id); else local ids.
+	// expert ids (rank * L + local id); else local ids. Accepted on every layout; the expert
+	// layouts, which have no out_topk_idx, have nothing it changes.
 	HandleGlobalExpertIDs = 2
 	// PendingNone is EPC_PENDING_NONE.
 	PendingNone = 0
@@ -138,7 +139,8 @@ const (
 	DtypeFP8E5M2 Dtype = 8
 	// DtypeE8M0 is EPC_DTYPE_E8M0: one power of two per byte (UE8M0): byte e is 2^(e - 127).
 	DtypeE8M0 Dtype = 9
-	// DtypeE8M0X4 is EPC_DTYPE_E8M0X4: four E8M0 in one 32-bit word, lowest byte first.
+	// DtypeE8M0X4 is EPC_DTYPE_E8M0X4: four E8M0 in one 32-bit word: word w holds scale block
+	// 4 w + i in bits 8 i .. 8 i + 7 (block 4 w in the least significant byte).
 	DtypeE8M0X4 Dtype = 10
 	// DtypeFP4E2M1X2 is EPC_DTYPE_FP4_E2M1X2: two e2m1 values per byte, low nibble first; the
 	// last dimension counts bytes (H / 2).
@@ -302,29 +304,34 @@ func (r RegionKind) String() string {
 // ceil(S / 4) words of four blocks, their bytes past the last block 0; PASSTHROUGH:
 // x_scales' S. EXPERT_PADDED's out_topk_weights [L, C] is defined but not served
 // (EPC_ERR_UNSUPPORTED). An output a layout has no column for is meaningless there
-// (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's shape. EXPERT_PADDED: zone l holds
-// out_expert_counts[l] rows from its row 0; on LL groups more entries for one expert than C
-// (only duplicate expert ids can make them) lose the rows past C and fail the group
+// (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's rows, each H bf16 values (out_x's
+// shape, but for FP4_E2M1X2 out_x, whose rows hold H / 2 bytes). EXPERT_PADDED: zone l
+// holds out_expert_counts[l] rows from its row 0; on LL groups more entries for one expert
+// than C (only duplicate expert ids can make them) lose the rows past C and fail the group
 // (epc_group_async_error). EXPERT_PACKED: zone l holds out_expert_counts[l] rows from
 // out_expert_offsets[l], then padding up to the next zone, whose start is a multiple of
 // expert_alignment; out_num_recv counts the zones' rows of entries, padding excluded.
-// RANK_MAJOR and FLAT hold a token once per receiving rank, with its entries for that rank
-// (the others: id -1, weight 0). RANK_MAJOR: zone r holds the tokens rank r sent here back
-// to back from its row 0, in source-token order, out_rank_counts[r] of them. FLAT: rows 0
-// .. out_num_recv - 1 hold the received tokens ordered by (source rank, source token), but
-// under EPC_OVERFLOW_DROP only the first min(out_num_recv, rows) of them (out_num_recv
-// counts the dropped ones too); on LL groups rows = R * T. In both, row i's
-// out_topk_idx[i][k] / out_topk_weights[i][k] describe the token's top-k slot k (a token
-// naming one local expert twice is received once, both slots set), and out_expert_counts
-// (FLAT) counts (token, slot) pairs per local expert. Rows that receive no token are not
-// written, in any output: a zone's rows past its count (EXPERT_PACKED padding: unless
-// EPC_HANDLE_ZERO_PADDING), rows past the last EXPERT_PACKED zone, FLAT rows from
-// min(out_num_recv, rows) on. On LL groups every rank's handle of one step must have the
-// same layout, and acc_expert_counts and out_expert_counts_host (per-expert statistics, not
-// a layout column) serve every layout. Served in 2.0: EXPERT_PADDED on LL groups (C = R *
-// T), FLAT on HT groups; 2.1 adds EXPERT_PACKED on HT groups whose recv_capacity is R * T
-// (of one node or of several, virtual ones included), and RANK_MAJOR and FLAT on LL groups;
-// the others return EPC_ERR_UNSUPPORTED.
+// out_expert_offsets[0] is 0, out_expert_offsets[l + 1] = out_expert_offsets[l] +
+// out_expert_counts[l] rounded up to a multiple of expert_alignment (a zone without entries
+// takes no rows), so out_expert_offsets[L] is the rows the zones take, padding included;
+// under EPC_SIZING_EXACT that is the handle's rows. RANK_MAJOR and FLAT hold a token once
+// per receiving rank, with its entries for that rank (the others: id -1, weight 0).
+// RANK_MAJOR: zone r holds the tokens rank r sent here back to back from its row 0, in
+// source-token order, out_rank_counts[r] of them. FLAT: rows 0 .. out_num_recv - 1 hold the
+// received tokens ordered by (source rank, source token), but under EPC_OVERFLOW_DROP only
+// the first min(out_num_recv, rows) of them (out_num_recv counts the dropped ones too); on
+// LL groups rows = R * T. In both, row i's out_topk_idx[i][k] / out_topk_weights[i][k]
+// describe the token's top-k slot k (a token naming one local expert twice is received
+// once, both slots set), and out_expert_counts (FLAT) counts (token, slot) pairs per local
+// expert. Rows that receive no token are not written, in any output: a zone's rows past its
+// count (EXPERT_PACKED padding: unless EPC_HANDLE_ZERO_PADDING), rows past the last
+// EXPERT_PACKED zone, FLAT rows from min(out_num_recv, rows) on. On LL groups every rank's
+// handle of one step must have the same layout, and acc_expert_counts and
+// out_expert_counts_host (per-expert statistics, not a layout column) serve every layout.
+// Served in 2.0: EXPERT_PADDED on LL groups (C = R * T), FLAT on HT groups; 2.1 adds
+// EXPERT_PACKED on HT groups whose recv_capacity is R * T (of one node or of several,
+// virtual ones included), and RANK_MAJOR and FLAT on LL groups; the others return
+// EPC_ERR_UNSUPPORTED.
 type Layout uint32
 
 const (
@@ -398,7 +405,9 @@ const (
 	// power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448,
 	// rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128; 2.1 adds E8M0
 	// and E8M0X4 out_scales on LL (every scale then rounded up to a power of two, with or
-	// without EPC_DISPATCH_POW2_SCALES).
+	// without EPC_DISPATCH_POW2_SCALES). HT groups: EPC_ERR_UNSUPPORTED (quantize and pass
+	// PASSTHROUGH). LL with H not a multiple of 128, or EPC_QUANT_NONE on an LL group whose
+	// window holds fp8 rows only: EPC_ERR_INVALID_ARGUMENT naming quant.
 	QuantFP8 Quant = 1
 	// QuantNVFP4 is EPC_QUANT_NVFP4: cast in the send kernel: -> FP4_E2M1X2 with one E4M3
 	// scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0 and 2.1).
@@ -415,9 +424,9 @@ const (
 	// layout's rows with x's columns, out_scales [L, C, S], [R, T, S] or [R * T, S] with any
 	// strides under which no two elements share memory (as the LL fp8 cast's), and every row a
 	// token feeds gets its row and scales. An LL message holds max_token_bytes as LL groups
-	// round it (2 * H, or H + H / 32): a row plus S scales beyond that is
-	// EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2 x may come with
-	// x_global_scale (NVFP4), checked and not sent (with FP8_E4M3 x:
+	// round it (2 * H, or H + H / 32), an HT one max_token_bytes: in both modes a row plus S
+	// scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2
+	// x may come with x_global_scale (NVFP4), checked and not sent (with FP8_E4M3 x:
 	// EPC_ERR_INVALID_ARGUMENT).
 	QuantPassthrough Quant = 3
 )
@@ -445,8 +454,10 @@ const (
 	// column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any
 	// strides under which no two elements share memory for LL dispatch, the fp8 cast's and
 	// PASSTHROUGH's (e.g. column-major with rows padded for TMA; strides under which elements
-	// overlap: EPC_ERR_INVALID_ARGUMENT). HT out_scales must be row-major contiguous, else
-	// EPC_ERR_UNSUPPORTED.
+	// overlap: EPC_ERR_INVALID_ARGUMENT). The shape is the layout's, unpadded; elements no
+	// row's scale falls on (a TMA padding's) are never written, and no stride alignment is
+	// required. E8M0X4 words need dtype EPC_DTYPE_E8M0X4 (INT32: EPC_ERR_INVALID_ARGUMENT). HT
+	// out_scales must be row-major contiguous, else EPC_ERR_UNSUPPORTED.
 	ScalesStrided ScaleLayout = 0
 	// ScalesSwizzled128x4 is EPC_SCALES_SWIZZLED_128X4: the block-scaled GEMM layout of tiles
 	// of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes

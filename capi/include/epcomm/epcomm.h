@@ -152,7 +152,9 @@ typedef uint32_t EpcDtype;
 #define EPC_DTYPE_FP8_E5M2 8
 #define EPC_DTYPE_E8M0 9        /* one power of two per byte (UE8M0): byte e is
                                    2^(e - 127) */
-#define EPC_DTYPE_E8M0X4 10     /* four E8M0 in one 32-bit word, lowest byte first */
+#define EPC_DTYPE_E8M0X4 10     /* four E8M0 in one 32-bit word: word w holds scale
+                                   block 4 w + i in bits 8 i .. 8 i + 7 (block 4 w in
+                                   the least significant byte) */
 #define EPC_DTYPE_FP4_E2M1X2 11 /* two e2m1 values per byte, low nibble first; the last
                                    dimension counts bytes (H / 2) */
 
@@ -481,13 +483,17 @@ EPC_API EpcStatus epc_group_async_error(const EpcGroup* group);
  * out_scales hold ceil(S / 4) words of four blocks, their bytes past the last block 0;
  * PASSTHROUGH: x_scales' S. EXPERT_PADDED's out_topk_weights [L, C] is defined but not
  * served (EPC_ERR_UNSUPPORTED). An output a layout has no column for is meaningless there
- * (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's shape.
+ * (EPC_ERR_INVALID_ARGUMENT). combine's x has out_x's rows, each H bf16 values (out_x's
+ * shape, but for FP4_E2M1X2 out_x, whose rows hold H / 2 bytes).
  * EXPERT_PADDED: zone l holds out_expert_counts[l] rows from its row 0; on LL groups more
  * entries for one expert than C (only duplicate expert ids can make them) lose the rows
  * past C and fail the group (epc_group_async_error). EXPERT_PACKED: zone l holds
  * out_expert_counts[l] rows from out_expert_offsets[l], then padding up to the next zone,
  * whose start is a multiple of expert_alignment; out_num_recv counts the zones' rows of
- * entries, padding excluded.
+ * entries, padding excluded. out_expert_offsets[0] is 0, out_expert_offsets[l + 1] =
+ * out_expert_offsets[l] + out_expert_counts[l] rounded up to a multiple of
+ * expert_alignment (a zone without entries takes no rows), so out_expert_offsets[L] is the
+ * rows the zones take, padding included; under EPC_SIZING_EXACT that is the handle's rows.
  * RANK_MAJOR and FLAT hold a token once per receiving rank, with its entries for that rank
  * (the others: id -1, weight 0).
  * RANK_MAJOR: zone r holds the tokens rank r sent here back to back from its row 0, in
@@ -535,7 +541,10 @@ typedef uint32_t EpcSizing;
                                              without the flag they keep their bytes. Rows
                                              past the last zone are never written */
 #define EPC_HANDLE_GLOBAL_EXPERT_IDS 0x2u /* out_topk_idx holds global expert ids
-                                             (rank * L + local id); else local ids */
+                                             (rank * L + local id); else local ids.
+                                             Accepted on every layout; the expert
+                                             layouts, which have no out_topk_idx, have
+                                             nothing it changes */
 
 typedef struct EpcHandleConfig {
   uint32_t struct_size;
@@ -555,7 +564,9 @@ typedef struct EpcHandleConfig {
                                 EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token
                                 that can arrive) */
   uint32_t expert_alignment; /* EXPERT_PACKED: zone starts and sizes are multiples of this,
-                                any positive value; 0: 1. Other layouts: must be 0 */
+                                any positive value; 0: 1. A value whose default capacity
+                                passes 2^31 - 1 rows (the int32 rows kernels number):
+                                EPC_ERR_INVALID_ARGUMENT. Other layouts: must be 0 */
   uint32_t flags;            /* EPC_HANDLE_* */
 } EpcHandleConfig;
 
@@ -586,10 +597,12 @@ typedef struct EpcHandleInfo {
   uint32_t topk;             /* K of the current routing (0 before the first) */
   uint32_t pending;          /* EPC_PENDING_*: the send-only call awaiting epc_complete */
   uint32_t flags;            /* EPC_HANDLE_* */
-  uint64_t capacity;         /* C */
+  uint64_t capacity;         /* C (LL RANK_MAJOR and FLAT: R * T, the rows of all zones) */
   int64_t rows;              /* the first dimension of [rows, ...] tensors (FLAT,
                                 EXPERT_PACKED); EXACT: the rows this rank receives for the
-                                current routing (0 before the first) */
+                                current routing (0 before the first): FLAT, the tokens it
+                                keeps (under EPC_OVERFLOW_DROP at most its capacity);
+                                EXPERT_PACKED, out_expert_offsets[L], padding included */
   EpcStatus overflow_status; /* EPC_OK, or EPC_ERR_CAPACITY when the layout of the last
                                 dispatch's routing found some rank's receive over its
                                 capacity, under either policy (every rank reports it),
@@ -669,7 +682,11 @@ typedef uint32_t EpcQuant;
                                    even. Served in 2.0: LL, FP32 scales, scale_block 128;
                                    2.1 adds E8M0 and E8M0X4 out_scales on LL (every
                                    scale then rounded up to a power of two, with or
-                                   without EPC_DISPATCH_POW2_SCALES) */
+                                   without EPC_DISPATCH_POW2_SCALES). HT groups:
+                                   EPC_ERR_UNSUPPORTED (quantize and pass PASSTHROUGH).
+                                   LL with H not a multiple of 128, or EPC_QUANT_NONE on
+                                   an LL group whose window holds fp8 rows only:
+                                   EPC_ERR_INVALID_ARGUMENT naming quant */
 #define EPC_QUANT_NVFP4 2       /* cast in the send kernel: -> FP4_E2M1X2 with one E4M3
                                    scale per 16 channels relative to x_global_scale
                                    (EPC_ERR_UNSUPPORTED in 2.0 and 2.1) */
@@ -692,7 +709,8 @@ typedef uint32_t EpcQuant;
                                    two elements share memory (as the LL fp8 cast's), and
                                    every row a token feeds gets its row and scales. An LL
                                    message holds max_token_bytes as LL groups round it (2 *
-                                   H, or H + H / 32): a row plus S scales beyond that is
+                                   H, or H + H / 32), an HT one max_token_bytes: in both
+                                   modes a row plus S scales beyond that is
                                    EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes
                                    FP4_E2M1X2 x may come with x_global_scale (NVFP4),
                                    checked and not sent (with FP8_E4M3 x:
@@ -706,7 +724,12 @@ typedef uint32_t EpcScaleLayout;
                                        no two elements share memory for LL dispatch, the
                                        fp8 cast's and PASSTHROUGH's (e.g. column-major with
                                        rows padded for TMA; strides under which elements
-                                       overlap: EPC_ERR_INVALID_ARGUMENT). HT out_scales
+                                       overlap: EPC_ERR_INVALID_ARGUMENT). The shape is
+                                       the layout's, unpadded; elements no row's scale
+                                       falls on (a TMA padding's) are never written, and
+                                       no stride alignment is required. E8M0X4 words
+                                       need dtype EPC_DTYPE_E8M0X4 (INT32:
+                                       EPC_ERR_INVALID_ARGUMENT). HT out_scales
                                        must be row-major contiguous, else
                                        EPC_ERR_UNSUPPORTED */
 #define EPC_SCALES_SWIZZLED_128X4 1 /* the block-scaled GEMM layout of tiles of 128 rows x 4
@@ -762,8 +785,10 @@ typedef struct EpcDispatchArgs {
   uint32_t flags;              /* EPC_STEP_SEND_ONLY, EPC_DISPATCH_POW2_SCALES */
   EpcQuant quant;              /* 0: EPC_QUANT_NONE */
   uint32_t scale_block;        /* channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4).
-                                  Served: 0 and 128 (others with FP8 or PASSTHROUGH:
-                                  EPC_ERR_UNSUPPORTED; with EPC_QUANT_NONE it must be 0) */
+                                  Served: 0 and 128 (others with FP8: EPC_ERR_UNSUPPORTED;
+                                  with EPC_QUANT_NONE it must be 0). PASSTHROUGH: any
+                                  value, which only describes the caller's blocks (MXFP8
+                                  32, NVFP4 16): x_scales' S elements per row travel */
   EpcScaleLayout scale_layout; /* 0: EPC_SCALES_STRIDED */
   /* inputs: this rank's tokens */
   const EpcTensor* x;              /* required: [B, H] (FP4_E2M1X2: [B, H / 2]); B may be 0

@@ -115,7 +115,8 @@ const EPC_DTYPE_UINT8 = EpcDtype(7)  # raw bytes (caller-defined scale formats)
 const EPC_DTYPE_FP8_E5M2 = EpcDtype(8)
 const EPC_DTYPE_E8M0 = EpcDtype(9)  # one power of two per byte (UE8M0): byte e is 2^(e - 127)
 
-const EPC_DTYPE_E8M0X4 = EpcDtype(10)  # four E8M0 in one 32-bit word, lowest byte first
+const EPC_DTYPE_E8M0X4 = EpcDtype(10)  # four E8M0 in one 32-bit word: word w holds scale block 4 w + i in bits 8 i .. 8 i + 7 (block 4 w in the least significant byte)
+
 const EPC_DTYPE_FP4_E2M1X2 = EpcDtype(11)  # two e2m1 values per byte, low nibble first; the last dimension counts bytes (H / 2)
 
 const EPC_TENSOR_MAX_DIMS = Int32(4)
@@ -162,20 +163,20 @@ const EPC_SIZING_EXACT = EpcSizing(1)  # rows = what this rank receives: create 
 
 const EPC_HANDLE_ZERO_PADDING = UInt32(0x1)  # dispatch zero-fills padding rows: their out_x, out_scales and out_topk_weights (EXPERT_PACKED; EPC_ERR_UNSUPPORTED in 2.0; other layouts: EPC_ERR_INVALID_ARGUMENT). Padding rows: a zone's rows past its count; without the flag they keep their bytes. Rows past the last zone are never written
 
-const EPC_HANDLE_GLOBAL_EXPERT_IDS = UInt32(0x2)  # out_topk_idx holds global expert ids (rank * L + local id); else local ids
+const EPC_HANDLE_GLOBAL_EXPERT_IDS = UInt32(0x2)  # out_topk_idx holds global expert ids (rank * L + local id); else local ids. Accepted on every layout; the expert layouts, which have no out_topk_idx, have nothing it changes
 
 const EPC_PENDING_NONE = Int32(0)
 const EPC_PENDING_DISPATCH = Int32(1)
 const EPC_PENDING_COMBINE = Int32(2)
 
 const EPC_QUANT_NONE = EpcQuant(0)  # x (bf16 or fp16) travels as it is; no scales
-const EPC_QUANT_FP8 = EpcQuant(1)  # cast in the send kernel: bf16/fp16 x -> e4m3 with one scale per scale_block channels, scale = max(amax of the block, 1e-4) / 448, rounded up to a power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448, rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128; 2.1 adds E8M0 and E8M0X4 out_scales on LL (every scale then rounded up to a power of two, with or without EPC_DISPATCH_POW2_SCALES)
+const EPC_QUANT_FP8 = EpcQuant(1)  # cast in the send kernel: bf16/fp16 x -> e4m3 with one scale per scale_block channels, scale = max(amax of the block, 1e-4) / 448, rounded up to a power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448, rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128; 2.1 adds E8M0 and E8M0X4 out_scales on LL (every scale then rounded up to a power of two, with or without EPC_DISPATCH_POW2_SCALES). HT groups: EPC_ERR_UNSUPPORTED (quantize and pass PASSTHROUGH). LL with H not a multiple of 128, or EPC_QUANT_NONE on an LL group whose window holds fp8 rows only: EPC_ERR_INVALID_ARGUMENT naming quant
 
 const EPC_QUANT_NVFP4 = EpcQuant(2)  # cast in the send kernel: -> FP4_E2M1X2 with one E4M3 scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
 
-const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128); x of another dtype, or FP8_E4M3 with H not a multiple of 16: EPC_ERR_UNSUPPORTED; FP4_E2M1X2 with H not a multiple of 32: EPC_ERR_INVALID_ARGUMENT. 2.1 serves it on LL groups too, in every layout: the same x and x_scales with scale elements of 1, 2 or 4 bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones: EPC_ERR_UNSUPPORTED); out_x has the layout's rows with x's columns, out_scales [L, C, S], [R, T, S] or [R * T, S] with any strides under which no two elements share memory (as the LL fp8 cast's), and every row a token feeds gets its row and scales. An LL message holds max_token_bytes as LL groups round it (2 * H, or H + H / 32): a row plus S scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2 x may come with x_global_scale (NVFP4), checked and not sent (with FP8_E4M3 x: EPC_ERR_INVALID_ARGUMENT)
+const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128); x of another dtype, or FP8_E4M3 with H not a multiple of 16: EPC_ERR_UNSUPPORTED; FP4_E2M1X2 with H not a multiple of 32: EPC_ERR_INVALID_ARGUMENT. 2.1 serves it on LL groups too, in every layout: the same x and x_scales with scale elements of 1, 2 or 4 bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones: EPC_ERR_UNSUPPORTED); out_x has the layout's rows with x's columns, out_scales [L, C, S], [R, T, S] or [R * T, S] with any strides under which no two elements share memory (as the LL fp8 cast's), and every row a token feeds gets its row and scales. An LL message holds max_token_bytes as LL groups round it (2 * H, or H + H / 32), an HT one max_token_bytes: in both modes a row plus S scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2 x may come with x_global_scale (NVFP4), checked and not sent (with FP8_E4M3 x: EPC_ERR_INVALID_ARGUMENT)
 
-const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any strides under which no two elements share memory for LL dispatch, the fp8 cast's and PASSTHROUGH's (e.g. column-major with rows padded for TMA; strides under which elements overlap: EPC_ERR_INVALID_ARGUMENT). HT out_scales must be row-major contiguous, else EPC_ERR_UNSUPPORTED
+const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any strides under which no two elements share memory for LL dispatch, the fp8 cast's and PASSTHROUGH's (e.g. column-major with rows padded for TMA; strides under which elements overlap: EPC_ERR_INVALID_ARGUMENT). The shape is the layout's, unpadded; elements no row's scale falls on (a TMA padding's) are never written, and no stride alignment is required. E8M0X4 words need dtype EPC_DTYPE_E8M0X4 (INT32: EPC_ERR_INVALID_ARGUMENT). HT out_scales must be row-major contiguous, else EPC_ERR_UNSUPPORTED
 
 const EPC_SCALES_SWIZZLED_128X4 = EpcScaleLayout(1)  # the block-scaled GEMM layout of tiles of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
 
@@ -333,7 +334,7 @@ struct EpcHandleConfig
     layout::EpcLayout  # 0: EPC_LAYOUT_DEFAULT
     sizing::EpcSizing  # 0: EPC_SIZING_CAPACITY
     capacity::UInt64  # C. EXPERT_PADDED: rows per expert zone, 0: R * T. FLAT: rows, 0: recv_capacity; more: EPC_ERR_INVALID_ARGUMENT. EXPERT_PACKED: rows, 0: the most that R * T tokens of max_topk entries take in aligned zones, E + min(L, E) * (a - 1) rounded down to a multiple of a (E = R * T * max_topk, a = expert_alignment). RANK_MAJOR and EXACT sizing: must be 0 (EPC_ERR_INVALID_ARGUMENT). In 2.0 only the default is served; 2.1 serves FLAT capacities below it on HT groups of one node or of several (virtual ones included) whose steps run whole. Other values: EPC_ERR_UNSUPPORTED (LL groups: R * T only, every token that can arrive)
-    expert_alignment::UInt32  # EXPERT_PACKED: zone starts and sizes are multiples of this, any positive value; 0: 1. Other layouts: must be 0
+    expert_alignment::UInt32  # EXPERT_PACKED: zone starts and sizes are multiples of this, any positive value; 0: 1. A value whose default capacity passes 2^31 - 1 rows (the int32 rows kernels number): EPC_ERR_INVALID_ARGUMENT. Other layouts: must be 0
     flags::UInt32  # EPC_HANDLE_*
 end
 
@@ -365,8 +366,8 @@ struct EpcHandleInfo
     topk::UInt32  # K of the current routing (0 before the first)
     pending::UInt32  # EPC_PENDING_*: the send-only call awaiting epc_complete
     flags::UInt32  # EPC_HANDLE_*
-    capacity::UInt64  # C
-    rows::Int64  # the first dimension of [rows, ...] tensors (FLAT, EXPERT_PACKED); EXACT: the rows this rank receives for the current routing (0 before the first)
+    capacity::UInt64  # C (LL RANK_MAJOR and FLAT: R * T, the rows of all zones)
+    rows::Int64  # the first dimension of [rows, ...] tensors (FLAT, EXPERT_PACKED); EXACT: the rows this rank receives for the current routing (0 before the first): FLAT, the tokens it keeps (under EPC_OVERFLOW_DROP at most its capacity); EXPERT_PACKED, out_expert_offsets[L], padding included
     overflow_status::EpcStatus  # EPC_OK, or EPC_ERR_CAPACITY when the layout of the last dispatch's routing found some rank's receive over its capacity, under either policy (every rank reports it), once the GPU has run that layout
     overflow_rank::Int32  # the rank whose receive overflowed, -1 for none (this rank if its own did, else the lowest such rank)
     overflow_rows::Int64  # rows that did not fit at overflow_rank (EPC_OVERFLOW_DROP: dropped there)
@@ -383,7 +384,7 @@ struct EpcDispatchArgs
     abi_version::UInt32
     flags::UInt32  # EPC_STEP_SEND_ONLY, EPC_DISPATCH_POW2_SCALES
     quant::EpcQuant  # 0: EPC_QUANT_NONE
-    scale_block::UInt32  # channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4). Served: 0 and 128 (others with FP8 or PASSTHROUGH: EPC_ERR_UNSUPPORTED; with EPC_QUANT_NONE it must be 0)
+    scale_block::UInt32  # channels per scale of the casts; 0: 128 (FP8), 16 (NVFP4). Served: 0 and 128 (others with FP8: EPC_ERR_UNSUPPORTED; with EPC_QUANT_NONE it must be 0). PASSTHROUGH: any value, which only describes the caller's blocks (MXFP8 32, NVFP4 16): x_scales' S elements per row travel
     scale_layout::EpcScaleLayout  # 0: EPC_SCALES_STRIDED
     x::Ptr{EpcTensor}  # required: [B, H] (FP4_E2M1X2: [B, H / 2]); B may be 0 with NULL data
     x_scales::Ptr{EpcTensor}  # PASSTHROUGH: required, [B, S] (LL: row and scales within the group's message, EPC_QUANT_PASSTHROUGH); else NULL
