@@ -246,7 +246,9 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     p.scale_count = static_cast<int>(H / limits::kFp8BlockChannels);
     p.scale_bytes = p.scale_count * static_cast<int>(sizeof(float));
   }
-  p.weights = padded || a.out_topk_weights != nullptr ? static_cast<const float*>(a.topk_weights->data) : nullptr;
+  // EXPERT_PADDED: the weights a SENDER combine applies, recorded with each row (0 without).
+  const bool weighted = a.topk_weights != nullptr && (padded || a.out_topk_weights != nullptr);
+  p.weights = weighted ? static_cast<const float*>(a.topk_weights->data) : nullptr;
   p.out_x = a.out_x->data;
   p.out_scales = out.scales;  // data null without scales
   p.out_counts = a.out_expert_counts != nullptr ? static_cast<int32_t*>(a.out_expert_counts->data) : counts_;
@@ -274,6 +276,7 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     check_cuda(kernels::launch_ll_dispatch(p, capped(token_blocks(), budget), capped(message_blocks(), budget), stream),
                "launching the dispatch");
     copy_counts_to_host(counts, p.out_counts, L, stream);
+    dispatched_unweighted_ = padded && !weighted;
     return;
   }
   try {
@@ -287,13 +290,21 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   pending_slot_ = p.slot;
   pending_dispatch_ = p;
   pending_counts_ = counts;
+  dispatched_unweighted_ = padded && !weighted;
 }
 
 void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
   require_ready("epc_combine", /*starts_step=*/true);
   const GroupConfig& c = group_.config();
-  const bool home = resolve_ll_weighting(a.weighting, setup_.layout, c.flags) == EPC_WEIGHTING_HOME;
+  const EpcWeighting weighting = resolve_ll_weighting(a.weighting, setup_.layout, c.flags);
+  const bool home = weighting == EPC_WEIGHTING_HOME;
+  if (weighting == EPC_WEIGHTING_SENDER && dispatched_unweighted_) {
+    fail_argument(
+        "EpcCombineArgs.weighting is EPC_WEIGHTING_SENDER (the default for EPC_LAYOUT_EXPERT_PADDED), but the "
+        "handle's last dispatch had no topk_weights; pass them to epc_dispatch, or combine with "
+        "EPC_WEIGHTING_HOME and home_topk_weights");
+  }
   require_unserved(a.topk_weights, "EpcCombineArgs.topk_weights", "weights carried back on low-latency groups");
   const int64_t B = num_tokens_, H = c.hidden;
   if (a.x->dtype == EPC_DTYPE_FP16) {

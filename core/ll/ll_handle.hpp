@@ -82,6 +82,9 @@ class LlHandle {
 
   uint32_t pending_ = EPC_PENDING_NONE;
   int pending_slot_ = -1;  // the slot the pending step holds (LlSteps)
+  // The last dispatch had no topk_weights: its rows' weights are 0, so an EPC_WEIGHTING_SENDER
+  // combine of it is refused (EPC_WEIGHTING_HOME weights at combine instead).
+  bool dispatched_unweighted_ = false;
   kernels::LlDispatchParams pending_dispatch_{};
   kernels::LlCombineParams pending_combine_{};
   CountOutputs pending_counts_{};

@@ -43,11 +43,6 @@ LlOutputs check_ll_dispatch_outputs(const EpcDispatchArgs& a, const HandleSetup&
   const EpcLayout layout = setup.layout;
   const bool padded = layout == EPC_LAYOUT_EXPERT_PADDED;
   const bool fp8 = a.quant == EPC_QUANT_FP8;
-  if (a.topk_weights == nullptr && padded) {
-    fail_argument(
-        "EpcDispatchArgs.topk_weights is NULL; low-latency combine weights each row on the expert's rank "
-        "(EPC_WEIGHTING_SENDER), so dispatch needs the weights");
-  }
   if (a.topk_weights == nullptr && a.out_topk_weights != nullptr) {
     fail_argument("EpcDispatchArgs.topk_weights is NULL; out_topk_weights is written from them");
   }

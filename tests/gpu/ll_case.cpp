@@ -294,7 +294,7 @@ EpcStatus call_dispatch(EpcHandle* handle, const LlBuffers& buffers, StepFlags f
   args.send_sms = send_sms;
   args.max_step_tokens = buffers.max_step_tokens();
   args.x = &x;
-  args.topk_weights = &weights;
+  if (buffers.outputs().dispatch_weights) args.topk_weights = &weights;
   args.out_x = &out_x;
   args.out_expert_counts = &counts;
   if (buffers.dispatch_options().use_fp8) {

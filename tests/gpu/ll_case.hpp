@@ -75,6 +75,7 @@ struct LlOutputs {
   EpcDtype out_dtype = EPC_DTYPE_BF16;  // combine `out`: bf16, fp16 or fp32
   bool counts_host = false;             // dispatch out_expert_counts_host (pinned)
   bool acc_counts = false;              // dispatch acc_expert_counts (int64, accumulated)
+  bool dispatch_weights = true;         // dispatch passes topk_weights (HOME combines need none)
 };
 
 // The device side of one step on this rank: inputs x [T, H], topk_idx [T, K] (int64 or

@@ -6,8 +6,10 @@
 // out, fused and send-only + epc_complete, a CUDA graph replay; routing with B < T on some
 // ranks, masked entries and duplicate expert ids. On the same group the default SENDER combine
 // still matches its reference (ll_case.hpp's check), and a group without the flag refuses HOME
-// with nothing written. Across virtual nodes (every peer through the network transport) the
-// same, over several steps on one handle.
+// with nothing written. A dispatch without topk_weights (weights given at combine only) serves
+// HOME, and the SENDER combine after it is refused naming the weighting, with nothing written.
+// Across virtual nodes (every peer through the network transport) the same, over several steps
+// on one handle.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,13 +30,15 @@ namespace {
 struct HomeRun {
   bool fp8 = false;
   EpcDtype out_dtype = EPC_DTYPE_BF16;
-  StepFlags flags = 0;  // EPC_STEP_SEND_ONLY for both steps
-  bool graph = false;   // capture dispatch + combine once, replay twice
+  StepFlags flags = 0;           // EPC_STEP_SEND_ONLY for both steps
+  bool graph = false;            // capture dispatch + combine once, replay twice
+  bool dispatch_weights = true;  // false: dispatch without topk_weights (weights at combine only)
 };
 
 std::string label_of(const HomeRun& r) {
   return std::string("LL home") + (r.fp8 ? " fp8" : " bf16") + " out " + dtype_name(r.out_dtype) +
-         (r.flags & EPC_STEP_SEND_ONLY ? " send-only" : " fused") + (r.graph ? " graph" : "");
+         (r.flags & EPC_STEP_SEND_ONLY ? " send-only" : " fused") + (r.graph ? " graph" : "") +
+         (r.dispatch_weights ? "" : " no dispatch weights");
 }
 
 // Home weights of every rank, [B_r * K]: multiples of 1/16 in [-2, 2), drawn from `seed`, the
@@ -100,6 +104,7 @@ void run_home(EpcGroup* group, const LlShape& shape, const ref::Problem& problem
   LlBuffers buffers;
   LlOutputs outputs;
   outputs.out_dtype = run.out_dtype;
+  outputs.dispatch_weights = run.dispatch_weights;
   ASSERT_TRUE(buffers.allocate(shape, K, EPC_DTYPE_INT64, outputs));
   ASSERT_TRUE(buffers.upload(step, stream.get()));
   DeviceMemory weights;
@@ -108,9 +113,12 @@ void run_home(EpcGroup* group, const LlShape& shape, const ref::Problem& problem
   HandlePtr handle;
   ASSERT_TRUE(create_handle(group, buffers, stream.get(), handle));
 
-  // The default combine on this group first: dispatch and SENDER as the reference says.
-  ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get(), run.flags, run.flags));
-  EXPECT_TRUE(buffers.check(step, stream.get(), label + " (SENDER on the per-entry group)"));
+  // The default combine on this group first: dispatch and SENDER as the reference says (with
+  // dispatch weights only: without, SENDER is refused below).
+  if (run.dispatch_weights) {
+    ASSERT_TRUE(dispatch_and_combine(handle.get(), buffers, stream.get(), run.flags, run.flags));
+    EXPECT_TRUE(buffers.check(step, stream.get(), label + " (SENDER on the per-entry group)"));
+  }
 
   const EpcTensor expert_out = buffers.expert_out(), out = buffers.out();
   const EpcTensor t_home = make_tensor(weights.get(), EPC_DTYPE_FP32, {step.tokens(), K});
@@ -133,6 +141,15 @@ void run_home(EpcGroup* group, const LlShape& shape, const ref::Problem& problem
   ASSERT_TRUE(cuda_ok(cudaMemsetAsync(out.data, 0xFF, want.size(), stream.get()), "poisoning out"));
   ASSERT_TRUE(home_step());
   check("eager");
+  if (!run.dispatch_weights) {
+    // A dispatch without weights leaves SENDER nothing to weight with: refused by name, and
+    // nothing written (out keeps the HOME sums).
+    EXPECT_EQ(call_combine(handle.get(), buffers, 0, stream.get()), EPC_ERR_INVALID_ARGUMENT) << label;
+    char message[512];
+    ASSERT_EQ(epc_last_error(message, sizeof message, nullptr), EPC_OK);
+    EXPECT_NE(std::string(message).find("EpcCombineArgs.weighting"), std::string::npos) << message;
+    check("after the refused SENDER combine");
+  }
   if (!run.graph) return;
   GraphExecPtr exec;
   ASSERT_TRUE(capture_on_every_rank(stream.get(), home_step, exec));
@@ -169,6 +186,16 @@ TEST(LowLatencyHome, MatchesTheReference) {
         seed += 10;
       }
     }
+  }
+  // Weights at combine only, as vLLM passes them: dispatch without topk_weights, fused and
+  // send-only, bf16 and fp8.
+  for (bool fp8 : {false, true}) {
+    HomeRun run;
+    run.fp8 = fp8;
+    run.flags = fp8 ? static_cast<uint32_t>(EPC_STEP_SEND_ONLY) : 0u;
+    run.dispatch_weights = false;
+    run_home(group.get(), shape, home_problem(shape, 6, seed), run, seed + 1);
+    seed += 10;
   }
 }
 

@@ -162,8 +162,9 @@ func llStep(c llCase, b *llBuffers, h *Handle, step, rank int, flags, bound uint
 	return nil
 }
 
-// llLocalErrors: errors the library finds on a live group before any communication. Every
-// rank makes the same calls, so no rank waits for another. h holds step's routing.
+// llLocalErrors: errors the library finds on a live group before any communication, and one
+// dispatch without weights that it serves. Every rank makes the same calls, so no rank waits
+// for another. h holds step's routing.
 func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank int) error {
 	_, err := CreateHandle(group, nil, routing(tensorOn(b.topkIdx, DtypeInt64, 1, 4, 2)), 0)
 	checks := []error{refused("a 3-D topk_idx", err, ErrInvalidArgument, "topk_idx")}
@@ -182,8 +183,13 @@ func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank i
 	x, weights := tensorOn(b.x, DtypeBF16, tokens, hidden), tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk))
 	err = h.Dispatch(&DispatchArgs{X: x, TopKWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden/2)}, 0)
 	checks = append(checks, refused("dispatch into a narrow out_x", err, ErrInvalidArgument, "out_x"))
-	err = h.Dispatch(&DispatchArgs{X: x, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
-	checks = append(checks, refused("dispatch without weights", err, ErrInvalidArgument, "topk_weights"))
+	// Weights at combine only: a dispatch without weights is served (every rank makes it), and
+	// its default, sender-weighted combine is refused naming the weighting.
+	if err = h.Dispatch(&DispatchArgs{X: x, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0); err != nil {
+		checks = append(checks, fmt.Errorf("dispatch without weights: %w", err))
+	}
+	err = h.Combine(&CombineArgs{X: tensorOn(b.expertOut, DtypeBF16, l, rows, hidden), Out: tensorOn(b.out, DtypeBF16, tokens, hidden)}, 0)
+	checks = append(checks, refused("a sender-weighted combine of a dispatch without weights", err, ErrInvalidArgument, "weighting"))
 	checks = append(checks, refused("dispatch without args", h.Dispatch(nil, 0), ErrInvalidArgument, ""))
 	err = h.Dispatch(&DispatchArgs{Quant: QuantNVFP4, X: x, TopKWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
 	checks = append(checks, refused("NVFP4", err, ErrUnsupported, ""))

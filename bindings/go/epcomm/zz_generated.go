@@ -500,8 +500,7 @@ const (
 	// rounded to fp32, then added), rounded once to out's dtype; dispatch's topk_weights play
 	// no part, and no partial is formed on the expert's rank. Served since 2.1 on HT
 	// EXPERT_PACKED and LL EXPERT_PADDED handles (on a group without the flag:
-	// EPC_ERR_INVALID_ARGUMENT; LL EXPERT_PADDED dispatch requires topk_weights either way, as
-	// its step may be combined with SENDER).
+	// EPC_ERR_INVALID_ARGUMENT); the dispatch may then go without topk_weights (LL since 2.2).
 	WeightingHome Weighting = 3
 )
 

@@ -368,8 +368,9 @@ class Handle:
           that do not overlap (column-major over rows, e.g. a transposed view, as grouped
           GEMMs read scales). scale_block: channels per scale (0: 128);
           scale_layout: ScaleLayout (0: STRIDED).
-        topk_weights [B, K] float32: required on low-latency groups (combine weights the
-          rows with them), and by out_topk_weights.
+        topk_weights [B, K] float32: required by out_topk_weights, and by the expert
+          layouts' default combine (Weighting.SENDER weights the rows with them; without
+          them combine with Weighting.HOME and home_topk_weights).
         out_topk_idx [rows, K] int32 and out_topk_weights [rows, K] float32 (FLAT): the
           entry's local (or global) expert id and weight where the expert is on this
           rank, else -1 and 0. out_expert_counts [L] int32: rows per local expert (FLAT:

@@ -135,7 +135,8 @@ def step(r, handle, number, idx, x, weights, out, send_only, max_step_tokens=0):
 
 
 def local_errors(r, group, handle, x, weights, out):
-    """Refused by the library before any communication; every rank makes the same calls."""
+    """Refused by the library before any communication, and one dispatch without weights that
+    it serves; every rank makes the same calls."""
     torch = r.torch
     on = dict(device=r.device)
     good = dict(out_x=r.out_x, topk_weights=weights, out_expert_counts=r.out_counts)
@@ -151,7 +152,6 @@ def local_errors(r, group, handle, x, weights, out):
             invalid,
             "out_x",
         ),
-        (lambda: handle.dispatch(x, **dict(good, topk_weights=None)), invalid, "topk_weights"),
         (
             lambda: handle.dispatch(x, **good, out_topk_idx=torch.zeros(1, dtype=torch.int32, **on)),
             invalid,
@@ -179,6 +179,12 @@ def local_errors(r, group, handle, x, weights, out):
             make_call()
         assert caught.value.status == status, caught.value
         assert words in caught.value.message, caught.value
+    # Weights at combine only: a dispatch without topk_weights is served (every rank makes it),
+    # and its default, sender-weighted combine is refused naming the weighting.
+    handle.dispatch(x, **dict(good, topk_weights=None))
+    with pytest.raises(epcomm.EpcError) as caught:
+        handle.combine(r.expert_out, out=out)
+    assert caught.value.status == invalid and "weighting" in caught.value.message, caught.value
     with pytest.raises(epcomm.InvalidUsageError):
         handle.complete()  # nothing is pending
     with epcomm.Handle.create(group) as unrouted:

@@ -758,9 +758,9 @@ typedef uint32_t EpcWeighting;
                                    out's dtype; dispatch's topk_weights play no part, and
                                    no partial is formed on the expert's rank. Served since
                                    2.1 on HT EXPERT_PACKED and LL EXPERT_PADDED handles (on
-                                   a group without the flag: EPC_ERR_INVALID_ARGUMENT; LL
-                                   EXPERT_PADDED dispatch requires topk_weights either way,
-                                   as its step may be combined with SENDER) */
+                                   a group without the flag: EPC_ERR_INVALID_ARGUMENT); the
+                                   dispatch may then go without topk_weights (LL since
+                                   2.2) */
 
 #define EPC_STEP_SEND_ONLY 0x1u       /* dispatch and combine: queue only the sending half;
                                          epc_complete on the handle writes the outputs.
@@ -800,12 +800,13 @@ typedef struct EpcDispatchArgs {
                                       fp32, the same on every rank; not sent (each rank's
                                       GEMM uses its own); with other payloads
                                       EPC_ERR_INVALID_ARGUMENT */
-  const EpcTensor* topk_weights;   /* [B, K] fp32: required by LL EXPERT_PADDED dispatch
-                                      and by out_topk_weights; an HT EXPERT_PACKED combine
-                                      with EPC_WEIGHTING_SENDER (its default) needs them in
+  const EpcTensor* topk_weights;   /* [B, K] fp32: required by out_topk_weights; an LL
+                                      EXPERT_PADDED or HT EXPERT_PACKED combine with
+                                      EPC_WEIGHTING_SENDER (their default) needs them in
                                       the handle's last dispatch, else
                                       EPC_ERR_INVALID_ARGUMENT naming
-                                      EpcCombineArgs.weighting */
+                                      EpcCombineArgs.weighting (LL EXPERT_PADDED dispatch
+                                      required them until 2.1) */
   /* outputs: what this rank receives, shapes per EpcLayout */
   const EpcTensor* out_x;                  /* required, x's dtype (FP8 cast: FP8_E4M3) */
   const EpcTensor* out_scales;             /* required with a cast or PASSTHROUGH, else
@@ -916,8 +917,8 @@ EPC_API EpcStatus epc_dispatch(EpcHandle* handle, const EpcDispatchArgs* args, v
  *   stream  in
  * Errors: as epc_dispatch; also INVALID_USAGE (HT: no dispatch since the routing on an
  * EXPERT_PACKED handle or on a group of several nodes) and INVALID_ARGUMENT naming
- * EpcCombineArgs.weighting (HT EXPERT_PACKED: EPC_WEIGHTING_SENDER after a dispatch
- * without topk_weights).
+ * EpcCombineArgs.weighting (LL EXPERT_PADDED and HT EXPERT_PACKED: EPC_WEIGHTING_SENDER
+ * after a dispatch without topk_weights).
  * Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
  * Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1). */
 EPC_API EpcStatus epc_combine(EpcHandle* handle, const EpcCombineArgs* args, void* stream);

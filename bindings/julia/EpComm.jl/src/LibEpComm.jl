@@ -185,7 +185,7 @@ const EPC_WEIGHTING_NONE = EpcWeighting(1)  # rows are summed as given: the call
 
 const EPC_WEIGHTING_SENDER = EpcWeighting(2)  # expert layouts: on the expert's rank each row is multiplied by its entry's weight in dispatch's topk_weights, and one token's rows are summed into one partial per rank: one row per (token, rank) crosses
 
-const EPC_WEIGHTING_HOME = EpcWeighting(3)  # expert layouts: every (token, entry) row crosses, and the token's rank weights them by home_topk_weights: K rows per token instead of one per rank, at least twice the bytes at K = 8 on 4 ranks. Needs EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in 2.0). The token's rank sums, for k ascending with entry k unmasked, home_topk_weights[t][k] * row_k in fp32 (each product rounded to fp32, then added), rounded once to out's dtype; dispatch's topk_weights play no part, and no partial is formed on the expert's rank. Served since 2.1 on HT EXPERT_PACKED and LL EXPERT_PADDED handles (on a group without the flag: EPC_ERR_INVALID_ARGUMENT; LL EXPERT_PADDED dispatch requires topk_weights either way, as its step may be combined with SENDER)
+const EPC_WEIGHTING_HOME = EpcWeighting(3)  # expert layouts: every (token, entry) row crosses, and the token's rank weights them by home_topk_weights: K rows per token instead of one per rank, at least twice the bytes at K = 8 on 4 ranks. Needs EPC_GROUP_COMBINE_PER_ENTRY (EPC_ERR_UNSUPPORTED in 2.0). The token's rank sums, for k ascending with entry k unmasked, home_topk_weights[t][k] * row_k in fp32 (each product rounded to fp32, then added), rounded once to out's dtype; dispatch's topk_weights play no part, and no partial is formed on the expert's rank. Served since 2.1 on HT EXPERT_PACKED and LL EXPERT_PADDED handles (on a group without the flag: EPC_ERR_INVALID_ARGUMENT); the dispatch may then go without topk_weights (LL since 2.2)
 
 const EPC_STEP_SEND_ONLY = UInt32(0x1)  # dispatch and combine: queue only the sending half; epc_complete on the handle writes the outputs. Served in 2.0 on LL groups; 2.1 also serves HT groups of one node (across nodes, virtual ones included, the fused launch is required: EPC_ERR_UNSUPPORTED). LL groups (2.1): up to max_pending_steps such halves of different handles may await their epc_complete at once. Order, on the device (one stream, or events): a handle's complete after its send, its next step after its complete, and the group's dispatches (and its combines) in the order they were made; every rank makes the group's steps, completes and handle destroys in the same order
 
@@ -389,7 +389,7 @@ struct EpcDispatchArgs
     x::Ptr{EpcTensor}  # required: [B, H] (FP4_E2M1X2: [B, H / 2]); B may be 0 with NULL data
     x_scales::Ptr{EpcTensor}  # PASSTHROUGH: required, [B, S] (LL: row and scales within the group's message, EPC_QUANT_PASSTHROUGH); else NULL
     x_global_scale::Ptr{EpcTensor}  # NVFP4, and (2.1) PASSTHROUGH of FP4_E2M1X2 x: [1] fp32, the same on every rank; not sent (each rank's GEMM uses its own); with other payloads EPC_ERR_INVALID_ARGUMENT
-    topk_weights::Ptr{EpcTensor}  # [B, K] fp32: required by LL EXPERT_PADDED dispatch and by out_topk_weights; an HT EXPERT_PACKED combine with EPC_WEIGHTING_SENDER (its default) needs them in the handle's last dispatch, else EPC_ERR_INVALID_ARGUMENT naming EpcCombineArgs.weighting
+    topk_weights::Ptr{EpcTensor}  # [B, K] fp32: required by out_topk_weights; an LL EXPERT_PADDED or HT EXPERT_PACKED combine with EPC_WEIGHTING_SENDER (their default) needs them in the handle's last dispatch, else EPC_ERR_INVALID_ARGUMENT naming EpcCombineArgs.weighting (LL EXPERT_PADDED dispatch required them until 2.1)
     out_x::Ptr{EpcTensor}  # required, x's dtype (FP8 cast: FP8_E4M3)
     out_scales::Ptr{EpcTensor}  # required with a cast or PASSTHROUGH, else NULL
     out_topk_idx::Ptr{EpcTensor}  # int32: the entry's expert id (local, or global with EPC_HANDLE_GLOBAL_EXPERT_IDS) where the expert is on this rank, else -1
@@ -756,8 +756,8 @@ out_topk_weights = the weights' gradients.
   stream  in
 Errors: as epc_dispatch; also INVALID_USAGE (HT: no dispatch since the routing on an
 EXPERT_PACKED handle or on a group of several nodes) and INVALID_ARGUMENT naming
-EpcCombineArgs.weighting (HT EXPERT_PACKED: EPC_WEIGHTING_SENDER after a dispatch
-without topk_weights).
+EpcCombineArgs.weighting (LL EXPERT_PADDED and HT EXPERT_PACKED: EPC_WEIGHTING_SENDER
+after a dispatch without topk_weights).
 Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
 Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1).
 """

@@ -228,7 +228,8 @@ handle's capacity, rows as [`info`](@ref) reports, S = H / 128.
   - `x` `[B, H]` bf16 or fp16 (`quant = :passthrough`: fp8_e4m3 with `x_scales` `[B, S]`;
     since 2.1 in both modes also fp4_e2m1x2 `[B, H / 2]`, scales of any count and dtype,
     and NVFP4's `x_global_scale` `[1]` `Float32`, checked and not sent);
-  - `topk_weights` `[B, K]` `Float32`: required on low-latency groups (combine weights by it);
+  - `topk_weights` `[B, K]` `Float32`: required by `out_topk_weights` and by the expert
+    layouts' default combine (`:sender` weights by it; without it combine with `:home`);
   - expert-padded layout (LL): `out_x` `[L, C, H]`, `out_scales` `[L, C, S]` (with
     `quant = :fp8`, e4m3 with one `Float32` scale per 128 channels; `pow2_scales = true`
     rounds each up to a power of two), `out_expert_counts` `[L]` `Int32`;

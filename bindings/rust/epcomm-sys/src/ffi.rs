@@ -809,9 +809,9 @@ pub const EPC_WEIGHTING_SENDER: EpcWeighting = 2;
 /// out's dtype; dispatch's topk_weights play no part, and
 /// no partial is formed on the expert's rank. Served since
 /// 2.1 on HT EXPERT_PACKED and LL EXPERT_PADDED handles (on
-/// a group without the flag: EPC_ERR_INVALID_ARGUMENT; LL
-/// EXPERT_PADDED dispatch requires topk_weights either way,
-/// as its step may be combined with SENDER)
+/// a group without the flag: EPC_ERR_INVALID_ARGUMENT); the
+/// dispatch may then go without topk_weights (LL since
+/// 2.2)
 pub const EPC_WEIGHTING_HOME: EpcWeighting = 3;
 
 /// dispatch and combine: queue only the sending half;
@@ -865,12 +865,13 @@ pub struct EpcDispatchArgs {
     /// GEMM uses its own); with other payloads
     /// EPC_ERR_INVALID_ARGUMENT
     pub x_global_scale: *const EpcTensor,
-    /// \[B, K\] fp32: required by LL EXPERT_PADDED dispatch
-    /// and by out_topk_weights; an HT EXPERT_PACKED combine
-    /// with EPC_WEIGHTING_SENDER (its default) needs them in
+    /// \[B, K\] fp32: required by out_topk_weights; an LL
+    /// EXPERT_PADDED or HT EXPERT_PACKED combine with
+    /// EPC_WEIGHTING_SENDER (their default) needs them in
     /// the handle's last dispatch, else
     /// EPC_ERR_INVALID_ARGUMENT naming
-    /// EpcCombineArgs.weighting
+    /// EpcCombineArgs.weighting (LL EXPERT_PADDED dispatch
+    /// required them until 2.1)
     pub topk_weights: *const EpcTensor,
     /// outputs: what this rank receives, shapes per EpcLayout
     ///
@@ -1235,8 +1236,8 @@ extern "C" {
     /// stream  in
     /// Errors: as epc_dispatch; also INVALID_USAGE (HT: no dispatch since the routing on an
     /// EXPERT_PACKED handle or on a group of several nodes) and INVALID_ARGUMENT naming
-    /// EpcCombineArgs.weighting (HT EXPERT_PACKED: EPC_WEIGHTING_SENDER after a dispatch
-    /// without topk_weights).
+    /// EpcCombineArgs.weighting (LL EXPERT_PADDED and HT EXPERT_PACKED: EPC_WEIGHTING_SENDER
+    /// after a dispatch without topk_weights).
     /// Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
     /// Threads: group-exclusive. Since: 2.0 (send-only on HT groups and send_sms: 2.1).
     pub fn epc_combine(handle: *mut EpcHandle, args: *const EpcCombineArgs, stream: *mut c_void) -> EpcStatus;
