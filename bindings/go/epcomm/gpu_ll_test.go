@@ -183,6 +183,11 @@ func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank i
 	x, weights := tensorOn(b.x, DtypeBF16, tokens, hidden), tensorOn(b.weights, DtypeFP32, tokens, int64(c.topk))
 	err = h.Dispatch(&DispatchArgs{X: x, TopKWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden/2)}, 0)
 	checks = append(checks, refused("dispatch into a narrow out_x", err, ErrInvalidArgument, "out_x"))
+	checks = append(checks, refused("dispatch without args", h.Dispatch(nil, 0), ErrInvalidArgument, ""))
+	err = h.Dispatch(&DispatchArgs{Quant: QuantNVFP4, X: x, TopKWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
+	checks = append(checks, refused("NVFP4", err, ErrUnsupported, ""))
+	err = h.Combine(&CombineArgs{X: tensorOn(b.expertOut, DtypeBF16, l, rows, hidden), Out: tensorOn(b.out, DtypeBF16, tokens-1, hidden)}, 0)
+	checks = append(checks, refused("combine into too few tokens", err, ErrInvalidArgument, "out"))
 	// Weights at combine only: a dispatch without weights is served (every rank makes it), and
 	// its default, sender-weighted combine is refused naming the weighting.
 	if err = h.Dispatch(&DispatchArgs{X: x, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0); err != nil {
@@ -190,11 +195,6 @@ func llLocalErrors(c llCase, b *llBuffers, group *Group, h *Handle, step, rank i
 	}
 	err = h.Combine(&CombineArgs{X: tensorOn(b.expertOut, DtypeBF16, l, rows, hidden), Out: tensorOn(b.out, DtypeBF16, tokens, hidden)}, 0)
 	checks = append(checks, refused("a sender-weighted combine of a dispatch without weights", err, ErrInvalidArgument, "weighting"))
-	checks = append(checks, refused("dispatch without args", h.Dispatch(nil, 0), ErrInvalidArgument, ""))
-	err = h.Dispatch(&DispatchArgs{Quant: QuantNVFP4, X: x, TopKWeights: weights, OutX: tensorOn(b.outX, DtypeBF16, l, rows, hidden)}, 0)
-	checks = append(checks, refused("NVFP4", err, ErrUnsupported, ""))
-	err = h.Combine(&CombineArgs{X: tensorOn(b.expertOut, DtypeBF16, l, rows, hidden), Out: tensorOn(b.out, DtypeBF16, tokens-1, hidden)}, 0)
-	checks = append(checks, refused("combine into too few tokens", err, ErrInvalidArgument, "out"))
 
 	// A handle without routing allocates locally and refuses steps until routed.
 	unrouted, err := CreateHandle(group, &HandleConfig{Layout: LayoutExpertPadded}, nil, 0)
