@@ -38,17 +38,19 @@ size_t local_bytes() {
 }  // namespace
 
 cudaError_t launch_ll_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream) {
-  if (moves_lines(params)) return launch_ll_line_dispatch_send(params, blocks, stream);
+  if (dispatch_lines(params.common, params.payload)) return launch_ll_line_dispatch_send(params, blocks, stream);
   return with_parts(params, [&](auto parts) { return launch_ll_send<decltype(parts)>(params, blocks, stream); });
 }
 
 cudaError_t launch_ll_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream) {
-  if (moves_lines(params)) return launch_ll_line_dispatch_recv(params, blocks, stream);
+  if (dispatch_lines(params.common, params.payload)) return launch_ll_line_dispatch_recv(params, blocks, stream);
   return with_parts(params, [&](auto parts) { return launch_ll_receive<decltype(parts)>(params, blocks, stream); });
 }
 
 cudaError_t launch_ll_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks, cudaStream_t stream) {
-  if (moves_lines(params)) return launch_ll_line_dispatch(params, send_blocks, recv_blocks, stream);
+  if (dispatch_lines(params.common, params.payload)) {
+    return launch_ll_line_dispatch(params, send_blocks, recv_blocks, stream);
+  }
   return with_parts(
       params, [&](auto parts) { return launch_ll_step<decltype(parts)>(params, send_blocks, recv_blocks, stream); });
 }

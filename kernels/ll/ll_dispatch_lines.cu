@@ -8,7 +8,7 @@ namespace epc::kernels {
 namespace {
 
 // Calls `launch` with the LineDispatchParts of p's layout and payload (never passthrough:
-// moves_lines).
+// dispatch_lines).
 template <typename Launch>
 cudaError_t with_line_parts(const LlDispatchParams& p, Launch&& launch) {
   const bool by_token = p.common.layout != LlLayout::kExpertPadded;

@@ -56,12 +56,8 @@ struct DispatchParts : DispatchPartsOf<kByToken, kPayload, false> {};
 template <bool kByToken, LlPayload kPayload>
 struct LineDispatchParts : DispatchPartsOf<kByToken, kPayload, true> {};
 
-// Whether p's launches move line records (never on a group of one rank, whose fused launch
-// moves nothing and whose split halves are records' kernels).
-inline bool moves_lines(const LlDispatchParams& p) { return dispatch_lines(p.common, p.payload); }
-
 // A line step's launches (ll_dispatch_lines.cu), which launch_ll_dispatch_send, _recv and
-// launch_ll_dispatch call where moves_lines; their kernels' largest stack frame.
+// launch_ll_dispatch call where dispatch_lines says so; their kernels' largest stack frame.
 cudaError_t launch_ll_line_dispatch_send(const LlDispatchParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_line_dispatch_recv(const LlDispatchParams& params, int blocks, cudaStream_t stream);
 cudaError_t launch_ll_line_dispatch(const LlDispatchParams& params, int send_blocks, int recv_blocks,
