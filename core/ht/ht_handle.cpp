@@ -212,13 +212,27 @@ void HtHandle::compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t 
   const int previous_topk = topk_;
   topk_ = topk;
   int tokens = 0;
-  int32_t* routing = parts_.front().arrays.topk_idx;
   try {
-    tokens = copy_routing(group_, topk_idx, topk_, routing, stream);
+    tokens = copy_routing(group_, topk_idx, topk_, parts_.front().arrays.topk_idx, stream);
   } catch (...) {
     topk_ = previous_topk;  // a failing call changes nothing
     throw;
   }
+  try {
+    lay_out(tokens, stream);
+  } catch (...) {
+    // The new routing's copy is queued and its layout is not: until an update succeeds the
+    // handle has no routing, rather than steps over the layout of another one.
+    topk_ = 0;
+    num_tokens_ = 0;
+    dispatched_ = false;
+    if (setup_.sizing == EPC_SIZING_EXACT) rows_ = 0;
+    throw;
+  }
+}
+
+void HtHandle::lay_out(int tokens, cudaStream_t stream) {
+  int32_t* routing = parts_.front().arrays.topk_idx;
   num_tokens_ = tokens;
   dispatched_ = false;
   const int part_tokens = static_cast<int>(part_config_.max_tokens_per_rank);
@@ -297,7 +311,10 @@ void HtHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
 
 void HtHandle::require_routed(const char* call) const {
   if (topk_ == 0) {
-    fail_usage(format("%s: %s has no routing yet; call epc_handle_update first", call, id_.text().c_str()));
+    fail_usage(
+        format("%s: %s has no routing (none was given, or the last epc_handle_update failed); call "
+               "epc_handle_update first",
+               call, id_.text().c_str()));
   }
 }
 
@@ -459,10 +476,12 @@ void HtHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
     }
     check_cuda(kernels::launch_ht_dispatch(q, blocks, stream), "launching the high-throughput dispatch");
   }
-  copy_counts_to_host(counts, parts_.back().arrays.expert_counts, L, stream);
+  // The step is queued on every rank that got here: the handle's state says so before the
+  // host copy of the counts, which can still fail.
   dispatched_ = true;
   dispatched_weights_ = a.topk_weights != nullptr;
   overflow_->dispatched();
+  copy_counts_to_host(counts, parts_.back().arrays.expert_counts, L, stream);
 }
 
 void HtHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
@@ -595,17 +614,22 @@ void HtHandle::complete(cudaStream_t stream) {
   if (dispatch) {
     check_cuda(kernels::launch_ht_dispatch(pending_dispatch_, blocks, stream, kernels::HtHalves::kReceive),
                "launching the high-throughput dispatch receive");
-    copy_counts_to_host(pending_counts_, parts_.back().arrays.expert_counts,
-                        group_.config().local_experts(group_.topology().nranks), stream);
     dispatched_ = true;
     dispatched_weights_ = pending_weights_;
   } else {
     check_cuda(kernels::launch_ht_combine(pending_combine_, blocks, stream, kernels::HtHalves::kReceive),
                "launching the high-throughput combine receive");
   }
+  // The step is over before the host copy of the counts, which can still fail (and must not
+  // leave it pending).
   pending_ = EPC_PENDING_NONE;
+  const CountOutputs counts = pending_counts_;
   pending_counts_ = CountOutputs{};
   steps_.set_pending_owner(dispatch, HandleName{});
+  if (dispatch) {
+    copy_counts_to_host(counts, parts_.back().arrays.expert_counts,
+                        group_.config().local_experts(group_.topology().nranks), stream);
+  }
 }
 
 EpcHandleInfo HtHandle::info() const {

@@ -45,8 +45,11 @@ class HtHandle {
 
  private:
   // Copies the routing and queues the layout kernel (count exchange included); with EXACT
-  // sizing waits for it and takes the received row count.
+  // sizing waits for it and takes the received row count. When the layout fails after the
+  // routing's copy, the handle is left without a routing.
   void compute_layout(const EpcTensor* topk_idx, int topk, cudaStream_t stream);
+  // compute_layout's layout of the copied routing of `tokens` tokens.
+  void lay_out(int tokens, cudaStream_t stream);
   void require_routed(const char* call) const;
   // Refuses a call while this handle has a send-only step pending; for a step (`dispatch`:
   // of that operation, else of combine) also while another handle of the group has one of

@@ -100,6 +100,7 @@ void LlHandle::update(const EpcTensor* topk_idx, cudaStream_t stream) {
     topk_ = previous;  // a failing call changes nothing
     throw;
   }
+  dispatched_ = false;
 }
 
 kernels::LlCommon LlHandle::common() const {
@@ -268,29 +269,31 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
       (a.flags & EPC_DISPATCH_POW2_SCALES) != 0 || (fp8 && p.out_scales.encoding != kernels::ScaleEncoding::kFp32);
 
   const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
-  p.slot = steps_.take(kLlDispatch, id_, send_only, "epc_dispatch");
+  DeviceGuard guard(group_.device());
+  LlSlotClaim claim = steps_.take(kLlDispatch, id_, send_only, "epc_dispatch");
+  p.slot = claim.slot();
   p.recv_offset = group_.plan().region(EPC_REGION_DISPATCH_RECV, static_cast<uint32_t>(p.slot)).offset;
   p.signal_offset = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL, static_cast<uint32_t>(p.slot)).offset;
-  DeviceGuard guard(group_.device());
   if (!send_only) {
     check_cuda(kernels::launch_ll_dispatch(p, capped(token_blocks(), budget), capped(message_blocks(), budget), stream),
                "launching the dispatch");
-    copy_counts_to_host(counts, p.out_counts, L, stream);
-    dispatched_unweighted_ = padded && !weighted;
-    return;
-  }
-  try {
+  } else {
     check_cuda(kernels::launch_ll_dispatch_send(p, capped(token_blocks(), budget), stream),
                "launching the dispatch send");
-  } catch (...) {
-    steps_.release(kLlDispatch, p.slot);
-    throw;
+  }
+  // The step is queued on every rank that got here: the handle's state says so before the
+  // host copy of the counts, which can still fail.
+  claim.commit();
+  dispatched_ = true;
+  dispatched_unweighted_ = padded && !weighted;
+  if (!send_only) {
+    copy_counts_to_host(counts, p.out_counts, L, stream);
+    return;
   }
   pending_ = EPC_PENDING_DISPATCH;
   pending_slot_ = p.slot;
   pending_dispatch_ = p;
   pending_counts_ = counts;
-  dispatched_unweighted_ = padded && !weighted;
 }
 
 void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
@@ -316,6 +319,13 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
   if (home) check_tensor(a.home_topk_weights, {"EpcCombineArgs.home_topk_weights", {EPC_DTYPE_FP32}, {B, topk_}, 4});
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
+  if (!dispatched_) {
+    // The combine walks what the last dispatch received, which a new routing no longer describes.
+    fail_usage(
+        format("epc_combine: %s has not dispatched since its last routing (epc_handle_create or "
+               "epc_handle_update); call epc_dispatch first",
+               id_.text().c_str()));
+  }
 
   kernels::LlCombineParams p;
   std::memset(&p, 0, sizeof p);
@@ -329,22 +339,20 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (home) p.home_weights = static_cast<const float*>(a.home_topk_weights->data);
 
   const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
-  p.slot = steps_.take(kLlCombine, id_, send_only, "epc_combine");
+  DeviceGuard guard(group_.device());
+  LlSlotClaim claim = steps_.take(kLlCombine, id_, send_only, "epc_combine");
+  p.slot = claim.slot();
   p.recv_offset = group_.plan().region(EPC_REGION_COMBINE_RECV, static_cast<uint32_t>(p.slot)).offset;
   p.signal_offset = group_.plan().region(EPC_REGION_COMBINE_SIGNAL, static_cast<uint32_t>(p.slot)).offset;
-  DeviceGuard guard(group_.device());
   if (!send_only) {
     check_cuda(kernels::launch_ll_combine(p, capped(message_blocks(), budget), capped(token_blocks(), budget), stream),
                "launching the combine");
+    claim.commit();
     return;
   }
-  try {
-    check_cuda(kernels::launch_ll_combine_send(p, capped(message_blocks(), budget), stream),
-               "launching the combine send");
-  } catch (...) {
-    steps_.release(kLlCombine, p.slot);
-    throw;
-  }
+  check_cuda(kernels::launch_ll_combine_send(p, capped(message_blocks(), budget), stream),
+             "launching the combine send");
+  claim.commit();
   pending_ = EPC_PENDING_COMBINE;
   pending_slot_ = p.slot;
   pending_combine_ = p;
@@ -363,18 +371,22 @@ void LlHandle::complete(cudaStream_t stream) {
   if (dispatch) {
     check_cuda(kernels::launch_ll_dispatch_recv(pending_dispatch_, message_blocks(), stream),
                "launching the dispatch receive");
-    copy_counts_to_host(pending_counts_, pending_dispatch_.out_counts,
-                        group_.config().local_experts(group_.topology().nranks), stream);
   } else {
     check_cuda(kernels::launch_ll_combine_recv(pending_combine_, token_blocks(), stream),
                "launching the combine receive");
   }
   // The slot is free for the group's next step once this receive is queued: that step's
-  // sending launch waits on the device for the credits this one gives.
+  // sending launch waits on the device for the credits this one gives. The step is over
+  // before the host copy of the counts, which can still fail (and must not leave it pending).
   steps_.release(dispatch ? kLlDispatch : kLlCombine, pending_slot_);
   pending_ = EPC_PENDING_NONE;
   pending_slot_ = -1;
+  const CountOutputs counts = pending_counts_;
   pending_counts_ = CountOutputs{};
+  if (dispatch) {
+    copy_counts_to_host(counts, pending_dispatch_.out_counts, group_.config().local_experts(group_.topology().nranks),
+                        stream);
+  }
 }
 
 EpcHandleInfo LlHandle::info() const {

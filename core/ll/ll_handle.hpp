@@ -82,6 +82,8 @@ class LlHandle {
 
   uint32_t pending_ = EPC_PENDING_NONE;
   int pending_slot_ = -1;  // the slot the pending step holds (LlSteps)
+  // A dispatch was queued since the last routing: a combine walks what it received.
+  bool dispatched_ = false;
   // The last dispatch had no topk_weights: its rows' weights are 0, so an EPC_WEIGHTING_SENDER
   // combine of it is refused (EPC_WEIGHTING_HOME weights at combine instead).
   bool dispatched_unweighted_ = false;

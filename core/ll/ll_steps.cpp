@@ -51,7 +51,16 @@ std::string LlSteps::holders() const {
   return out;
 }
 
-int LlSteps::take(LlDirection direction, HandleName id, bool send_only, const char* call) {
+LlSlotClaim::~LlSlotClaim() {
+  if (steps_ != nullptr) steps_->give_back(direction_, slot_, next_before_);
+}
+
+void LlSteps::give_back(int direction, int slot, int next) {
+  holder_[direction][slot] = HandleName{};
+  next_[direction] = next;
+}
+
+LlSlotClaim LlSteps::take(LlDirection direction, HandleName id, bool send_only, const char* call) {
   if (send_only && pending() >= static_cast<int>(max_pending_)) {
     fail_usage(
         format("%s on %s: the group allows max_pending_steps = %u send-only steps awaiting "
@@ -62,9 +71,10 @@ int LlSteps::take(LlDirection direction, HandleName id, bool send_only, const ch
   for (int i = 0; i < slots_; ++i) {
     const int slot = (next_[direction] + i) % slots_;
     if (held[slot]) continue;
+    const int next_before = next_[direction];
     next_[direction] = (slot + 1) % slots_;
     if (send_only) holder_[direction][slot] = id;
-    return slot;
+    return LlSlotClaim(*this, direction, slot, next_before);
   }
   fail_usage(
       format("%s on %s: every %s slot of the group (%d) is held by a pending send-only step, on %s; "

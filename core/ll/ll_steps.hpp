@@ -29,6 +29,36 @@ namespace epc {
 // The two directions, indexing LlSteps' slots and the handle's step records alike.
 enum LlDirection : int { kLlDispatch = kernels::kLlDispatchRecord, kLlCombine = kernels::kLlCombineRecord };
 
+class LlSteps;
+
+// A slot taken for a step (LlSteps::take). Unless commit() is called once the step's launch is
+// queued, the destructor gives it back: the slot free and the round-robin where it was, so a
+// call that fails after taking its slot changes nothing, and every rank's next pick stays the
+// one its peers make.
+class LlSlotClaim {
+ public:
+  LlSlotClaim(LlSteps& steps, int direction, int slot, int next_before)
+      : steps_(&steps), direction_(direction), slot_(slot), next_before_(next_before) {}
+  LlSlotClaim(const LlSlotClaim&) = delete;
+  LlSlotClaim& operator=(const LlSlotClaim&) = delete;
+  LlSlotClaim(LlSlotClaim&& other) noexcept
+      : steps_(other.steps_), direction_(other.direction_), slot_(other.slot_), next_before_(other.next_before_) {
+    other.steps_ = nullptr;
+  }
+  LlSlotClaim& operator=(LlSlotClaim&&) = delete;
+  ~LlSlotClaim();
+
+  int slot() const { return slot_; }
+  // The step's launch is queued: the slot stays taken (held until release() when send-only).
+  void commit() { steps_ = nullptr; }
+
+ private:
+  LlSteps* steps_;  // null once committed or moved from
+  int direction_;
+  int slot_;
+  int next_before_;
+};
+
 class LlSteps {
  public:
   // Allocates and zeroes the state on the group's device.
@@ -38,10 +68,11 @@ class LlSteps {
   int slots() const { return slots_; }
 
   // The slot for a step of `direction` on handle `id` (its caller-visible id), held by the
-  // step until release() when `send_only`. Throws EPC_ERR_INVALID_USAGE, naming `call` and
-  // the handles that hold slots, when a send-only step would exceed max_pending_steps, or
-  // when every slot of the direction is held. Changes nothing when it throws.
-  int take(LlDirection direction, HandleName id, bool send_only, const char* call);
+  // step until release() when `send_only`, and given back unless the claim is committed.
+  // Throws EPC_ERR_INVALID_USAGE, naming `call` and the handles that hold slots, when a
+  // send-only step would exceed max_pending_steps, or when every slot of the direction is
+  // held. Changes nothing when it throws.
+  LlSlotClaim take(LlDirection direction, HandleName id, bool send_only, const char* call);
   // The send-only step holding `slot` completed (or its handle went away).
   void release(LlDirection direction, int slot);
   // Send-only steps pending over both directions.
@@ -57,8 +88,12 @@ class LlSteps {
 #endif
 
  private:
+  friend class LlSlotClaim;
+
   // "handle 1 (0x..) (dispatch), handle 2 (0x..) (combine)": the holders of every slot.
   std::string holders() const;
+  // An uncommitted claim's undoing: `slot` free, the round-robin back at `next`.
+  void give_back(int direction, int slot, int next);
 
   DeviceAllocations memory_;
   kernels::LlState* state_ = nullptr;

@@ -41,7 +41,8 @@ uint32_t pending_of(const EpcHandle* handle) {
 // ---- Before any routing -------------------------------------------------------------------
 
 // Dispatch and combine on handles created without routing, in both modes and both HT
-// sizings; then the handles are routed and give exact results.
+// sizings, and (LL) a combine with no dispatch since the last routing; then the handles are
+// routed and give exact results.
 TEST(CallOrder, StepsBeforeAnyRoutingAreRefused) {
   constexpr int K = 4;
   const Shape shape = world_shape(8, 1024, 32, K);
@@ -65,8 +66,19 @@ TEST(CallOrder, StepsBeforeAnyRoutingAreRefused) {
   expect_usage(epc_complete(ll_handle.get(), 0, s), "nothing pending", "LL complete before routing");
   EXPECT_EQ(pending_of(ll_handle.get()), static_cast<uint32_t>(EPC_PENDING_NONE));
   ASSERT_TRUE(ll::update_handle(ll_handle.get(), ll_buffers, s));
+  // Routed, but nothing dispatched since: a combine would walk no step's received rows (2.2).
+  expect_usage(ll::call_combine(ll_handle.get(), ll_buffers, 0, s), "call epc_dispatch first",
+               "LL combine before any dispatch");
   ASSERT_TRUE(ll::dispatch_and_combine(ll_handle.get(), ll_buffers, s));
   ll_buffers.check(ll_step, s, "LL after the refused calls");
+  // A new routing wants its own dispatch before a combine, as HT EXPERT_PACKED handles do.
+  ASSERT_TRUE(ll_buffers.upload(ll_step, s));  // fresh poison
+  ASSERT_TRUE(ll::update_handle(ll_handle.get(), ll_buffers, s));
+  expect_usage(ll::call_combine(ll_handle.get(), ll_buffers, EPC_STEP_SEND_ONLY, s), "call epc_dispatch first",
+               "LL send-only combine after an update");
+  EXPECT_EQ(pending_of(ll_handle.get()), static_cast<uint32_t>(EPC_PENDING_NONE));
+  ASSERT_TRUE(ll::dispatch_and_combine(ll_handle.get(), ll_buffers, s));
+  ll_buffers.check(ll_step, s, "LL after a combine refused for want of a dispatch");
 
   ht::HtBuffers ht_buffers;
   ASSERT_TRUE(ht_buffers.allocate(shape, K));

@@ -754,8 +754,9 @@ out_topk_weights = the weights' gradients.
   handle  in/out  dispatched since its last update; no step pending on it
   args    in      required; read during the call
   stream  in
-Errors: as epc_dispatch; also INVALID_USAGE (HT: no dispatch since the routing on an
-EXPERT_PACKED handle or on a group of several nodes) and INVALID_ARGUMENT naming
+Errors: as epc_dispatch; also INVALID_USAGE (no dispatch since the handle's last routing:
+on LL groups since 2.2, on HT EXPERT_PACKED handles and groups of several nodes) and
+INVALID_ARGUMENT naming
 EpcCombineArgs.weighting (LL EXPERT_PADDED and HT EXPERT_PACKED: EPC_WEIGHTING_SENDER
 after a dispatch without topk_weights).
 Kind: collective over the group. Order: stream-ordered. Graphs: capturable.
