@@ -50,7 +50,8 @@ class Descriptor:
 
 class Args:
     """An args struct (EpcDispatchArgs, EpcCombineArgs, EpcRouting) whose tensor fields
-    point, once and for all, at their own Descriptors."""
+    point at their own Descriptors, once and for all but for an optional field a call
+    leaves out (`present`)."""
 
     def __init__(self, struct_type: Any, fields: Sequence[str]):
         self.struct = struct_type()
@@ -58,10 +59,17 @@ class Args:
         self.struct.abi_version = _ffi.EPC_ABI_VERSION
         self.address = ctypes.addressof(self.struct)
         self.tensors: Dict[str, Descriptor] = {}
+        self._pointers: Dict[str, Any] = {}
         for name in fields:
             descriptor = Descriptor()
-            setattr(self.struct, name, ctypes.pointer(descriptor.struct))
+            pointer = ctypes.pointer(descriptor.struct)
+            setattr(self.struct, name, pointer)
             self.tensors[name] = descriptor
+            self._pointers[name] = pointer
+
+    def present(self, name: str, present: bool) -> None:
+        """Point field `name` at its Descriptor, or with `present` False leave it NULL."""
+        setattr(self.struct, name, self._pointers[name] if present else None)
 
 
 class Function:

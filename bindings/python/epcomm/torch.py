@@ -344,7 +344,7 @@ class Buffer:
         self,
         x: Any,
         topk_idx: Any,
-        topk_weights: Any,
+        topk_weights: Any = None,
         *,
         out_x: Any = None,
         out_expert_counts: Any = None,
@@ -352,8 +352,10 @@ class Buffer:
         max_step_tokens: int = 0,
     ) -> Tuple[Any, Any]:
         """Route (topk_idx [B, K] int32/int64, -1 masks an entry) and dispatch x [B, H]
-        bf16/fp16 with topk_weights [B, K] float32; returns (out_x [L, R*T, H] in x's
-        dtype, out_expert_counts [L] int32). max_step_tokens (ABI 2.2): the most tokens any
+        bf16/fp16 with topk_weights [B, K] float32, which ll_combine weights the rows by
+        (None: weights at combine only, ll_combine(home_topk_weights=) on a Buffer with
+        GroupFlags.COMBINE_PER_ENTRY); returns (out_x [L, R*T, H] in x's dtype,
+        out_expert_counts [L] int32). max_step_tokens (ABI 2.2): the most tokens any
         rank dispatches in this step, the same on every rank (0: max_tokens_per_rank); a
         small bound lets a group of one node move the step as line records. Collective; on
         the current stream."""
@@ -378,7 +380,9 @@ class Buffer:
         args = state.ll_dispatch
         args.struct.max_step_tokens = max_step_tokens
         self._fill(args, "x", x, _TOKENS, function)
-        self._fill(args, "topk_weights", topk_weights, _FP32, function)
+        args.present("topk_weights", topk_weights is not None)
+        if topk_weights is not None:
+            self._fill(args, "topk_weights", topk_weights, _FP32, function)
         self._fill(args, "out_x", out_x, _TOKENS, function)
         self._fill(args, "out_expert_counts", counts, _INT32, function)
         self._route(state, topk_idx, function)
@@ -663,7 +667,7 @@ def _nccl_version(path: str) -> Tuple[int, ...]:
 
 
 def _ll_dispatch_op(
-    buffer: int, slot: int, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: torch.Tensor,
+    buffer: int, slot: int, x: torch.Tensor, topk_idx: torch.Tensor, topk_weights: Optional[torch.Tensor],
     out_x: torch.Tensor, out_expert_counts: torch.Tensor, max_step_tokens: int,
 ) -> None:  # fmt: skip
     _buffers[buffer]._ll_dispatch(slot, x, topk_idx, topk_weights, out_x, out_expert_counts, max_step_tokens)  # noqa: SLF001

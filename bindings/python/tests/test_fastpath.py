@@ -37,6 +37,15 @@ def test_args_fields_point_at_their_own_descriptors():
     assert not args.struct.topk_weights  # fields not named stay NULL
 
 
+def test_an_optional_field_is_left_null_and_pointed_at_again():
+    args = _fastpath.Args(_ffi.EpcDispatchArgs, ("x", "topk_weights"))
+    args.present("topk_weights", False)
+    assert not args.struct.topk_weights
+    assert ctypes.cast(args.struct.x, ctypes.c_void_p).value == args.tensors["x"].address
+    args.present("topk_weights", True)
+    assert ctypes.cast(args.struct.topk_weights, ctypes.c_void_p).value == args.tensors["topk_weights"].address
+
+
 def test_a_fast_call_raises_the_library_error():
     call = _fastpath.Function("epc_dispatch")
     with pytest.raises(epcomm.EpcError) as caught:

@@ -251,7 +251,9 @@ def test_ll_combine_with_weights_at_home(dist, ept):
     """ll_combine(home_topk_weights=) on a Buffer created with GroupFlags.COMBINE_PER_ENTRY
     matches the host model bit for bit (ll_model.combine_home_sums, as the Handle-level test
     in test_gpu_ll.py): eager into an allocated bf16 out, into a float32 out, and compiled
-    (the epcomm.combine_home op); a bad home_topk_weights is refused naming it."""
+    (the epcomm.combine_home op); a bad home_topk_weights is refused naming it. Weights at
+    combine only: a dispatch without topk_weights (eager and compiled) gives the same sums,
+    and its default, sender-weighted combine is refused naming the weighting."""
     case = LlCase(nranks=1)
     experts = case.experts_per_rank
     scales = torch.tensor([case.expert_scale(e) for e in range(experts)], device="cuda").view(experts, 1, 1)
@@ -302,10 +304,16 @@ def test_ll_combine_with_weights_at_home(dist, ept):
         out = torch.empty(len(x), case.hidden, device="cuda")
         assert layer(x, idx, w, home, out) is out
         check(1, out)
+        recv, counts = buffer.ll_dispatch(x, idx, None)
+        with pytest.raises(epcomm.EpcError, match="weighting") as caught:
+            buffer.ll_combine(run_experts(recv, counts), idx)
+        assert caught.value.status == epcomm.Status.INVALID_ARGUMENT, caught.value
+        check(1, buffer.ll_combine(run_experts(recv, counts), idx, out=out, home_topk_weights=home))
         torch._dynamo.reset()
         compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
         x, idx, w, home = inputs(2)
         check(2, compiled(x, idx, w, home))
+        check(2, compiled(x, idx, None, home))
         explained = torch._dynamo.explain(layer)(x, idx, w, home)
         ops = " ".join(str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function")
         assert explained.graph_break_count == 0 and "epcomm.combine_home" in ops, ops
