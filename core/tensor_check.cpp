@@ -135,7 +135,7 @@ void check_strided_tensor(const EpcTensor* t, const TensorRule& rule, int64_t* s
     for (; j > 0 && strides[order[j - 1]] > strides[i]; --j) order[j] = order[j - 1];
     order[j] = i;
   }
-  int64_t span = 1;  // elements the dimensions so far reach, in units of the element
+  int64_t span = 1;  // elements the dimensions so far reach together, in units of the element
   for (int j = 0; j < ndim; ++j) {
     const int i = order[j];
     if (t->shape[i] == 1) continue;
@@ -143,9 +143,10 @@ void check_strided_tensor(const EpcTensor* t, const TensorRule& rule, int64_t* s
       fail_argument(format("tensor %s: stride %lld of dimension %d makes elements overlap (at least %lld needed)",
                            rule.name, static_cast<long long>(strides[i]), i, static_cast<long long>(span)));
     }
-    int64_t reach = 0;
-    if (__builtin_mul_overflow(strides[i], t->shape[i] - 1, &reach) || __builtin_add_overflow(reach, 1, &span) ||
-        __builtin_mul_overflow(span, static_cast<int64_t>(dtype_size(t->dtype)), &reach)) {
+    // This dimension's steps lie past what the earlier ones span, so it adds its reach to theirs.
+    int64_t reach = 0, bytes = 0;
+    if (__builtin_mul_overflow(strides[i], t->shape[i] - 1, &reach) || __builtin_add_overflow(span, reach, &span) ||
+        __builtin_mul_overflow(span, static_cast<int64_t>(dtype_size(t->dtype)), &bytes)) {
       fail_argument(format("tensor %s: its strides reach past what 64 bits of bytes address", rule.name));
     }
   }

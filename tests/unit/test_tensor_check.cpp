@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <string>
 
 #include "core/error.hpp"
@@ -141,6 +142,42 @@ TEST(ScaleOutput, EncodingsAndStridesAGroupedGemmUses) {
   EXPECT_EQ(out.expert_stride, 168);
 }
 
+// Every layout of a small 3-D tensor's strides against a brute-force test of whether two of
+// its elements share an offset: check_strided_tensor accepts none that do (it may refuse
+// interleavings that do not, which no scale layout uses).
+TEST(StridedTensor, NoAcceptedStridesOverlap) {
+  const int64_t shape[3] = {2, 3, 2};
+  int accepted = 0;
+  for (int64_t s0 = 1; s0 <= 8; ++s0) {
+    for (int64_t s1 = 1; s1 <= 8; ++s1) {
+      for (int64_t s2 = 1; s2 <= 8; ++s2) {
+        const EpcTensor t{kDevice, EPC_DTYPE_FP32, 3, {shape[0], shape[1], shape[2], 0}, {s0, s1, s2, 0}};
+        int64_t strides[EPC_TENSOR_MAX_DIMS] = {};
+        bool ok = true;
+        try {
+          epc::check_strided_tensor(&t, {"t", {EPC_DTYPE_FP32}, {2, 3, 2}, 4}, strides);
+        } catch (const epc::Error&) {
+          ok = false;
+        }
+        if (!ok) continue;
+        ++accepted;
+        std::set<int64_t> offsets;
+        for (int64_t a = 0; a < shape[0]; ++a) {
+          for (int64_t b = 0; b < shape[1]; ++b) {
+            for (int64_t c = 0; c < shape[2]; ++c) offsets.insert(a * s0 + b * s1 + c * s2);
+          }
+        }
+        EXPECT_EQ(offsets.size(), 12u) << "strides " << s0 << ", " << s1 << ", " << s2 << " overlap";
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  // [5, 2, 1] puts (1, 0, 0) on (0, 2, 1); [6, 2, 1] is the row-major packing.
+  int64_t strides[EPC_TENSOR_MAX_DIMS] = {};
+  const EpcTensor overlapping{kDevice, EPC_DTYPE_FP32, 3, {2, 3, 2, 0}, {5, 2, 1, 0}};
+  EXPECT_THROW(epc::check_strided_tensor(&overlapping, {"t", {EPC_DTYPE_FP32}, {2, 3, 2}, 4}, strides), epc::Error);
+}
+
 TEST(ScaleOutput, RefusesOverlapWrongShapesAndDtypes) {
   epc::kernels::ScaleOutput out{};
   std::string msg;
@@ -150,6 +187,16 @@ TEST(ScaleOutput, RefusesOverlapWrongShapesAndDtypes) {
   // Experts closer together than one expert's block.
   EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 100, 1, 10), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(msg.find("dimension 0"), std::string::npos) << msg;
+  // TMA-padded columns of 12 rows: an expert's block spans 12 * 55 + 10 = 670 elements, the
+  // rows' and the columns' reach together; 661 to 669 would put expert 1's first scale on
+  // expert 0's last column.
+  for (int64_t expert_stride : {661, 664, 669}) {
+    EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, expert_stride, 1, 12), &out, &msg),
+              EPC_ERR_INVALID_ARGUMENT)
+        << expert_stride;
+    EXPECT_NE(msg.find("at least 670 needed"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 670, 1, 12), &out, &msg), EPC_OK) << msg;
   // A zero or negative stride.
   EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 560, 0, 1), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(scale_status(scales3(EPC_DTYPE_FP32, 4, 10, 56, 560, -56, 1), &out, &msg), EPC_ERR_INVALID_ARGUMENT);
