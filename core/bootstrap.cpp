@@ -33,11 +33,18 @@ void* init_comm(const EpcUniqueId& id, int nranks, int rank, int cuda_device) {
   if (cuda_device >= device_count) {
     fail_argument(format("cuda_device is %d but only %d CUDA devices are visible", cuda_device, device_count));
   }
-  if (cuda_device >= 0) check_cuda(cudaSetDevice(cuda_device), "cudaSetDevice");
+  int previous = -1;
+  if (cuda_device >= 0) {
+    check_cuda(cudaGetDevice(&previous), "cudaGetDevice");
+    check_cuda(cudaSetDevice(cuda_device), "cudaSetDevice");
+  }
   ncclUniqueId nccl_id;
   std::memcpy(nccl_id.internal, id.bytes, sizeof id.bytes);
   ncclComm_t comm = nullptr;
-  check_nccl(ncclCommInitRank(&comm, nranks, nccl_id, rank), "ncclCommInitRank");
+  const ncclResult_t result = ncclCommInitRank(&comm, nranks, nccl_id, rank);
+  // cuda_device stays current only when the call succeeds: a failing call changes nothing.
+  if (result != ncclSuccess && previous >= 0) cudaSetDevice(previous);
+  check_nccl(result, "ncclCommInitRank");
   return comm;
 }
 

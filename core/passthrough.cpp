@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/passthrough.hpp"
 
+#include <cstdint>
+
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/tensor_check.hpp"
@@ -47,7 +49,11 @@ PassthroughPayload check_passthrough_inputs(const EpcDispatchArgs& a, int64_t B,
     fail_argument("EpcDispatchArgs.x_scales must be [B, S] with S >= 1 scales per row");
   }
   out.scale_count = a.x_scales->shape[1];
-  out.scale_bytes = out.scale_count * element;
+  // S is the caller's: bounded here, since check_tensor below measures no bytes when B is 0.
+  if (__builtin_mul_overflow(out.scale_count, element, &out.scale_bytes) || out.scale_bytes > INT32_MAX) {
+    fail_argument(format("EpcDispatchArgs.x_scales has %lld scales per row; their bytes pass 2^31 - 1",
+                         static_cast<long long>(out.scale_count)));
+  }
   // Whole 32-bit words of scales per row move as words (kernels/device/row_copy.cuh).
   out.scale_alignment = out.scale_bytes % 4 == 0 ? 4u : static_cast<uint32_t>(element);
   check_tensor(a.x_scales, {"EpcDispatchArgs.x_scales", {out.scale_dtype}, {B, out.scale_count}, out.scale_alignment});

@@ -240,6 +240,18 @@ struct Passthrough {
   }
 };
 
+// A rank with no tokens still has its scale count checked: S whose bytes pass 2^31 - 1 (or
+// 64 bits) is refused naming x_scales, before any size is computed from it.
+TEST(LlOutputs, PassthroughScaleCountsAreBoundedWithNoTokens) {
+  for (int64_t S : {int64_t{1} << 29, (int64_t{1} << 62) + 1}) {
+    Passthrough p(EPC_LAYOUT_EXPERT_PADDED, EPC_DTYPE_FP32, S);
+    p.x.shape[0] = p.x_scales.shape[0] = 0;
+    p.x.data = p.x_scales.data = nullptr;
+    const Outcome o = run([&] { epc::check_passthrough_inputs(p.d.args, 0, 256); });
+    expect_outcome(o, EPC_ERR_INVALID_ARGUMENT, {"EpcDispatchArgs.x_scales", "2^31 - 1"}, "huge S");
+  }
+}
+
 TEST(LlOutputs, PassthroughOutputsFollowTheLayoutInTheScalesDtype) {
   for (EpcLayout layout : {EPC_LAYOUT_EXPERT_PADDED, EPC_LAYOUT_RANK_MAJOR, EPC_LAYOUT_FLAT}) {
     // NVFP4: e2m1 rows, one e4m3 scale per 16 channels (moved as bytes).
