@@ -10,6 +10,12 @@ void check_versioned_header(const void* caller, size_t known_size, const char* n
     fail(EPC_ERR_ABI_MISMATCH, format("%s.struct_size is %u; set it to sizeof(%s) (%zu in this library)", name,
                                       header.struct_size, name, known_size));
   }
+  if (header.struct_size % kStructSizeGranule != 0) {
+    fail(EPC_ERR_ABI_MISMATCH,
+         format("%s.struct_size is %u, which ends inside a field: every layout's size is a multiple of %u; set it "
+                "to sizeof(%s) (%zu in this library)",
+                name, header.struct_size, kStructSizeGranule, name, known_size));
+  }
   uint32_t caller_major = header.abi_version / 10000;
   if (header.abi_version == 0 || caller_major != EPC_ABI_MAJOR) {
     fail(EPC_ERR_ABI_MISMATCH, format("%s.abi_version is %u (major %u); this library implements ABI major %d: "

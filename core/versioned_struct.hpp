@@ -22,6 +22,10 @@ struct VersionedHeader {
 
 // Smallest struct_size accepted: the header itself.
 constexpr uint32_t kMinStructSize = sizeof(VersionedHeader);
+// Every extensible struct holds 8-byte fields (pointers, uint64) at 8-byte offsets, so every
+// release's size is a multiple of this: a size between ends inside such a field, and reading
+// part of a pointer would give a wild one.
+constexpr uint32_t kStructSizeGranule = 8;
 
 // Checks `struct_size`/`abi_version` of a caller's struct named `name` (for messages) whose
 // full size in this build is `known_size`. For inputs also checks the unknown tail is zero.
@@ -31,6 +35,8 @@ void check_versioned_header(const void* caller, size_t known_size, const char* n
 template <typename T>
 T read_versioned(const T* caller, const char* name) {
   static_assert(std::is_trivially_copyable<T>::value, "ABI structs are plain data");
+  static_assert(alignof(T) == kStructSizeGranule && sizeof(T) % kStructSizeGranule == 0,
+                "struct sizes come in 8-byte steps (check_versioned_header refuses others)");
   if (caller == nullptr) fail_argument(format("%s pointer is NULL", name));
   check_versioned_header(caller, sizeof(T), name, /*is_input=*/true);
   T value;
@@ -61,6 +67,8 @@ void write_versioned(const T& value, T* caller, const char* name) {
 // Validates an output struct's header before any work, so a bad struct fails early.
 template <typename T>
 void check_output_struct(const T* caller, const char* name) {
+  static_assert(alignof(T) == kStructSizeGranule && sizeof(T) % kStructSizeGranule == 0,
+                "struct sizes come in 8-byte steps (check_versioned_header refuses others)");
   if (caller == nullptr) fail_argument(format("%s pointer is NULL", name));
   check_versioned_header(caller, sizeof(T), name, /*is_input=*/false);
 }

@@ -472,14 +472,16 @@ std::vector<unsigned char> config_bytes(const EpcGroupConfig& c, size_t size, un
 }
 
 TEST(CApi, ShorterGroupConfigGetsDefaultsForItsTail) {
-  // An older caller whose struct ends before max_token_bytes: what lies past its end in
-  // memory is not read, and every 2.0 field defaults.
+  // An older caller whose struct ends before max_topk (an 8-byte boundary, as every layout's
+  // size is): what lies past its end in memory is not read, and every later field defaults.
   EpcGroupConfig c = valid_config();
-  c.max_token_bytes = 1;  // invalid, but past the short struct's end
+  c.max_topk = 99;        // invalid, but past the short struct's end
+  c.max_token_bytes = 1;  // the same
   c.recv_capacity = 1;
   c.max_pending_steps = 7;
   c.flags = 0xFFFF;
-  const size_t short_size = offsetof(EpcGroupConfig, max_token_bytes);
+  const size_t short_size = offsetof(EpcGroupConfig, max_topk);
+  static_assert(offsetof(EpcGroupConfig, max_topk) % 8 == 0, "the short struct ends on an 8-byte boundary");
   std::vector<unsigned char> bytes(sizeof c);
   std::memcpy(bytes.data(), &c, sizeof c);
   const uint32_t s = static_cast<uint32_t>(short_size);
@@ -490,6 +492,12 @@ TEST(CApi, ShorterGroupConfigGetsDefaultsForItsTail) {
   EXPECT_EQ(plan.max_token_bytes, 2 * kHidden);
   EXPECT_EQ(plan.recv_capacity, kRanks * kLlTokens);
   EXPECT_EQ(plan.max_pending_steps, 2u);
+  // Four bytes more (28) is no layout's size, although it ends between two fields: refused,
+  // as every size that is not a multiple of 8 is.
+  const uint32_t inside = s + 4;
+  std::memcpy(bytes.data(), &inside, sizeof inside);
+  EXPECT_EQ(epc_plan_query(reinterpret_cast<const EpcGroupConfig*>(bytes.data()), kRanks, kRanks, 1, &plan),
+            EPC_ERR_ABI_MISMATCH);
 }
 
 TEST(CApi, LongerGroupConfigNeedsAZeroTail) {

@@ -190,8 +190,8 @@ TYPED_TEST(ExtensibleStruct, StartsWithTheVersionedHeader) {
 
 TYPED_TEST(ExtensibleInput, ShorterStructGetsZerosForTheTail) {
   using T = TypeParam;
-  // Every 4-byte boundary past the header: the caller's bytes, then zeros (the defaults).
-  for (size_t size = 8; size < sizeof(T); size += 4) {
+  // Every 8-byte boundary past the header: the caller's bytes, then zeros (the defaults).
+  for (size_t size = 8; size < sizeof(T); size += 8) {
     auto bytes = caller_struct<T>(size);
     T value;
     std::string msg;
@@ -200,6 +200,19 @@ TYPED_TEST(ExtensibleInput, ShorterStructGetsZerosForTheTail) {
     for (size_t i = 8; i < sizeof(T); ++i) {
       ASSERT_EQ(got[i], i < size ? 0x11 : 0) << Named<T>::name << " size " << size << " byte " << i;
     }
+  }
+}
+
+TYPED_TEST(ExtensibleInput, SizeInsideAFieldIsAnAbiMismatch) {
+  using T = TypeParam;
+  // 4 bytes past an 8-byte boundary ends inside a pointer or a uint64, shorter or longer.
+  for (size_t size = 12; size < sizeof(T) + 16; size += 8) {
+    auto bytes = caller_struct<T>(size);
+    T value;
+    std::string msg;
+    ASSERT_EQ(read_status(bytes, &value, &msg), EPC_ERR_ABI_MISMATCH) << Named<T>::name << " size " << size;
+    EXPECT_NE(msg.find("struct_size is " + std::to_string(size) + ", which ends inside a field"), std::string::npos)
+        << msg;
   }
 }
 

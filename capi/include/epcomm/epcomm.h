@@ -30,8 +30,9 @@
  *  - Extensible structs start with struct_size and abi_version; EPC_<STRUCT>_INIT sets
  *    both. In every other field zero means "default" and a NULL tensor pointer "absent".
  *    A shorter struct (an older caller) gets defaults for the missing tail; a longer one
- *    is accepted only if every byte past the end this library knows is zero. A NULL
- *    pointer to an input struct means "all defaults".
+ *    is accepted only if every byte past the end this library knows is zero. Every
+ *    layout's size is a multiple of 8; a struct_size that is not ends inside a field
+ *    (EPC_ERR_ABI_MISMATCH). A NULL pointer to an input struct means "all defaults".
  *  - Tensors are borrowed: the descriptor for the call, the memory until the stream has
  *    passed the work that uses it (after a send-only call: until its epc_complete).
  *  - Shape letters: B tokens this rank sends, K top-k entries per token, H channels
