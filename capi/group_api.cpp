@@ -83,6 +83,16 @@ EpcStatus epc_group_destroy(EpcGroup* group) {
   return guarded([&] {
     if (group == nullptr) return;
     epc::Group& g = epc::capi::group_of(group);
+    if (!group->handles.empty()) {
+      // Each handle refers to the group's memory, steps and window: refused before any
+      // collective work (every rank destroys its handles first, as it makes the same calls).
+      std::string names;
+      for (const epc::HandleName& h : group->handles) names += (names.empty() ? "" : ", ") + h.text();
+      epc::fail_usage(
+          epc::format("epc_group_destroy: the group still has %zu live handle(s): %s; "
+                      "epc_handle_destroy them first",
+                      group->handles.size(), names.c_str()));
+    }
     // The handle goes away even when releasing reported a failure: it cannot be retried.
     std::unique_ptr<EpcGroup> owned(group);
     owned->magic = 0;

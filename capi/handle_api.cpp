@@ -28,6 +28,7 @@ EpcStatus epc_handle_create(EpcGroup* group, const EpcHandleConfig* config, cons
           std::make_unique<epc::HtHandle>(g, epc::capi::ht_steps_of(group), setup, name, topk_idx, as_stream(stream));
     }
     g.take_handle_id();  // only now: a failed creation takes no id
+    handle->entry.enter(group, name);
     *out_handle = handle.release();
   });
 }

@@ -6,8 +6,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/group.hpp"
 #include "core/ht/ht_handle.hpp"
@@ -22,12 +25,38 @@ struct EpcGroup {
   // What the handles of the group's mode share; exactly one is set.
   std::unique_ptr<epc::LlSteps> ll_steps;
   std::unique_ptr<epc::HtSteps> ht_steps;
+  // The group's live handles, which refer to it: epc_group_destroy refuses while any is.
+  std::vector<epc::HandleName> handles;
 };
 
 // One handle type for both modes; exactly one of the two is set: the mode of its group.
+// Destroying it takes it off its group's list (GroupEntry).
 struct EpcHandle {
   static constexpr uint64_t kLiveMagic = 0x6c646e6148435045ull;  // "EPCHandl"
+  // An EpcHandle's entry in its group's list, for as long as the EpcHandle lives.
+  class GroupEntry {
+   public:
+    GroupEntry() = default;
+    GroupEntry(const GroupEntry&) = delete;
+    GroupEntry& operator=(const GroupEntry&) = delete;
+    ~GroupEntry() {
+      if (group_ == nullptr) return;
+      auto& list = group_->handles;
+      list.erase(std::remove(list.begin(), list.end(), name_), list.end());
+    }
+    void enter(EpcGroup* group, epc::HandleName name) {
+      group->handles.push_back(name);
+      group_ = group;
+      name_ = name;
+    }
+
+   private:
+    EpcGroup* group_ = nullptr;
+    epc::HandleName name_;
+  };
+
   uint64_t magic = kLiveMagic;
+  GroupEntry entry;  // declared before ll and ht: leaves the list after their teardown
   std::unique_ptr<epc::LlHandle> ll;
   std::unique_ptr<epc::HtHandle> ht;
 };

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Group lifecycle on real GPUs: create (window, device communicator, barrier kernel),
-// query, barriers, destroy, and create again on the same communicator.
+// query, barriers, destroy (refused while handles are alive), and create again on the same
+// communicator.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "tests/gpu/gpu_case_common.hpp"
@@ -67,6 +69,30 @@ TEST(GroupLifecycle, CreateBarrierQueryDestroyAndCreateAgain) {
     ASSERT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
   }
   cudaStreamDestroy(stream);
+}
+
+// A group whose handles are alive is not destroyed: the handles refer to its memory and
+// window. The refusal names each handle and leaves the group working; once they are
+// destroyed, so is the group. Every rank makes the same calls.
+TEST(GroupLifecycle, DestroyWithLiveHandlesIsRefused) {
+  for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
+    EpcGroupConfig c = small_config(mode);
+    EpcGroup* group = nullptr;
+    ASSERT_EQ(epc_group_create(context().comm, &c, &group), EPC_OK) << last_error();
+    EpcHandle* first = nullptr;
+    EpcHandle* second = nullptr;
+    ASSERT_EQ(epc_handle_create(group, nullptr, nullptr, nullptr, &first), EPC_OK) << last_error();
+    ASSERT_EQ(epc_handle_create(group, nullptr, nullptr, nullptr, &second), EPC_OK) << last_error();
+    EXPECT_EQ(epc_group_destroy(group), EPC_ERR_INVALID_USAGE);
+    const std::string message = last_error();
+    EXPECT_NE(message.find("2 live handle(s)"), std::string::npos) << message;
+    ASSERT_EQ(epc_handle_destroy(first), EPC_OK) << last_error();
+    EXPECT_EQ(epc_group_destroy(group), EPC_ERR_INVALID_USAGE);
+    EXPECT_NE(last_error().find("1 live handle(s)"), std::string::npos) << last_error();
+    ASSERT_EQ(epc_group_barrier(group, nullptr), EPC_OK) << last_error();  // still a working group
+    ASSERT_EQ(epc_handle_destroy(second), EPC_OK) << last_error();
+    ASSERT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
+  }
 }
 
 TEST(GroupLifecycle, TwoGroupsOnOneCommunicator) {

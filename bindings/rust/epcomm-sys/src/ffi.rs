@@ -1115,8 +1115,10 @@ extern "C" {
     /// included). Across NVLink teams it first waits, up to the group's timeout, until the
     /// network has read the sources of this rank's puts.
     /// group  in  NULL: no-op; its handles must be destroyed first
-    /// Errors: TIMEOUT when the network did not finish in time; the window and the device
-    /// communicator are then leaked, not freed under the network.
+    /// Errors: INVALID_USAGE, naming them, while handles of the group are alive (since 2.2;
+    /// nothing is released, the group goes on working); TIMEOUT when the network did not finish
+    /// in time; the window and the device communicator are then leaked, not freed under the
+    /// network.
     /// Kind: collective over the group. Order: blocking. Graphs: not capturable.
     /// Threads: group-exclusive. Since: 2.0.
     pub fn epc_group_destroy(group: *mut EpcGroup) -> EpcStatus;
