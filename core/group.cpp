@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <exception>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -57,8 +59,7 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
 
   owned_ = std::make_unique<Owned>(device_);
   try {
-    reserve_kernel_stack();
-    allocate_memory();
+    prepare_locally();
     create_device_comm();
     if (spans_lsa_teams()) reset_gin_signals();
     register_window();
@@ -71,6 +72,40 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
 }
 
 Group::~Group() { shut_down(); }
+
+void Group::prepare_locally() {
+  // Where the ranks tell each other how their steps went, allocated first: a rank whose later
+  // steps fail still takes part, rather than leave its peers in the next collective for good.
+  auto* verdict = owned_->device.allocate<int64_t>(1, "cudaMalloc of the creation verdict");
+  int64_t mine = 0;
+  std::exception_ptr failure;
+  // The lowest failing rank wins the max: nranks - rank in the high half, its status in the low.
+  const auto verdict_of = [&](EpcStatus status) {
+    return static_cast<int64_t>(topo_.nranks - rank_) << 32 | static_cast<uint32_t>(status);
+  };
+  try {
+    reserve_kernel_stack();
+    allocate_memory();
+  } catch (const Error& e) {
+    failure = std::current_exception();
+    mine = verdict_of(e.status());
+  } catch (...) {
+    failure = std::current_exception();
+    mine = verdict_of(EPC_ERR_INTERNAL);
+  }
+  check_cuda(cudaMemcpy(verdict, &mine, sizeof mine, cudaMemcpyHostToDevice), "writing the creation verdict");
+  check_nccl(ncclAllReduce(verdict, verdict, 1, ncclInt64, ncclMax, comm_, nullptr),
+             "ncclAllReduce of the creation verdict", comm_);
+  int64_t all = 0;
+  check_cuda(cudaMemcpy(&all, verdict, sizeof all, cudaMemcpyDeviceToHost), "reading the creation verdict");
+  if (failure) std::rethrow_exception(failure);
+  if (all == 0) return;
+  const int rank = topo_.nranks - static_cast<int>(all >> 32);
+  const auto status = static_cast<EpcStatus>(static_cast<uint32_t>(all & 0xffffffff));
+  fail(status, format("rank %d could not prepare its part of the group (status %d; its own epc_group_create "
+                      "says why), so no rank went on to create it",
+                      rank, static_cast<int>(status)));
+}
 
 void Group::allocate_memory() {
   const size_t bytes = plan_.symmetric_bytes;

@@ -86,6 +86,10 @@ class Group {
     DeviceCommunicator dev_comm;
   };
 
+  // Collective over the communicator: the rank-local steps (the kernels' stack reservation,
+  // allocate_memory), then every rank learns whether all of them succeeded. Throws this rank's
+  // own failure, or on the others the status of the lowest rank that failed, naming it.
+  void prepare_locally();
   // The window's memory (zeroed) and the error record.
   void allocate_memory();
   // Collective; also the ordering point of creation (register_window says why).

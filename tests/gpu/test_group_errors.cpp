@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Bad input and failing peers on real GPUs: specific statuses and messages, no collective
-// left half-done, and a communicator that stays usable afterwards.
+// left half-done (one rank's failed allocation fails every rank before any collective step),
+// and a communicator that stays usable afterwards.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "tests/gpu/rank_context.hpp"
 
@@ -140,6 +142,34 @@ TEST(GroupErrors, AllocatorMemoryNcclCannotRegisterIsReported) {
     EXPECT_NE(last_error().find("alloc_fn"), std::string::npos) << last_error();
     std::printf("refused as expected: %s\n", last_error().c_str());
   }
+}
+
+// An allocator that refuses on the last rank only: a rank-local failure in the middle of a
+// collective creation. That rank reports its allocator's refusal, every other rank the rank
+// that failed (before any collective step, so none waits for it); nothing is left allocated,
+// and a group created next on the same communicator works.
+int32_t refusing_alloc(void*, size_t, void** out) {
+  *out = nullptr;
+  return 7;
+}
+void never_freed(void*, void*) { ADD_FAILURE() << "free_fn called for memory that was never allocated"; }
+
+TEST(GroupErrors, OneRanksAllocatorFailingFailsEveryRank) {
+  const int last = context().env.world_size - 1;
+  EpcGroupConfig c = small_config();
+  if (context().env.rank == last) {
+    c.alloc_fn = &refusing_alloc;
+    c.free_fn = &never_freed;
+    expect_create_fails(c, EPC_ERR_OUT_OF_MEMORY, "alloc_fn returned 7");
+  } else {
+    expect_create_fails(c, EPC_ERR_OUT_OF_MEMORY,
+                        ("rank " + std::to_string(last) + " could not prepare its part of the group").c_str());
+  }
+  EpcGroup* group = nullptr;
+  const EpcGroupConfig good = small_config();
+  ASSERT_EQ(epc_group_create(context().comm, &good, &group), EPC_OK) << last_error();
+  EXPECT_EQ(epc_group_barrier(group, nullptr), EPC_OK) << last_error();
+  EXPECT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
 }
 
 }  // namespace

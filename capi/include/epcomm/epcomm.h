@@ -388,7 +388,10 @@ typedef struct EpcGroup EpcGroup;
  *   config     in   required; read during the call
  *   out_group  out  the group
  * Errors: UNSUPPORTED quoting NCCL when the ranks span NVLink teams and NCCL cannot provide
- * GPU-initiated networking; TIMEOUT naming a peer that did not arrive.
+ * GPU-initiated networking; TIMEOUT naming a peer that did not arrive. A rank whose own
+ * steps fail before the collective ones (its memory, e.g. OUT_OF_MEMORY from alloc_fn)
+ * returns its error, and since 2.2 every other rank returns the same status naming it,
+ * instead of waiting for it in the next collective.
  * Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
  * Threads: no other call on the communicator. Since: 2.0. */
 EPC_API EpcStatus epc_group_create(void* comm, const EpcGroupConfig* config, EpcGroup** out_group);
