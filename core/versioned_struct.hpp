@@ -26,6 +26,8 @@ constexpr uint32_t kMinStructSize = sizeof(VersionedHeader);
 // release's size is a multiple of this: a size between ends inside such a field, and reading
 // part of a pointer would give a wild one.
 constexpr uint32_t kStructSizeGranule = 8;
+template <typename T>
+constexpr bool kInSizeSteps = alignof(T) == kStructSizeGranule && sizeof(T) % kStructSizeGranule == 0;
 
 // Checks `struct_size`/`abi_version` of a caller's struct named `name` (for messages) whose
 // full size in this build is `known_size`. For inputs also checks the unknown tail is zero.
@@ -35,8 +37,7 @@ void check_versioned_header(const void* caller, size_t known_size, const char* n
 template <typename T>
 T read_versioned(const T* caller, const char* name) {
   static_assert(std::is_trivially_copyable<T>::value, "ABI structs are plain data");
-  static_assert(alignof(T) == kStructSizeGranule && sizeof(T) % kStructSizeGranule == 0,
-                "struct sizes come in 8-byte steps (check_versioned_header refuses others)");
+  static_assert(kInSizeSteps<T>, "struct sizes come in 8-byte steps (check_versioned_header refuses others)");
   if (caller == nullptr) fail_argument(format("%s pointer is NULL", name));
   check_versioned_header(caller, sizeof(T), name, /*is_input=*/true);
   T value;
@@ -67,8 +68,7 @@ void write_versioned(const T& value, T* caller, const char* name) {
 // Validates an output struct's header before any work, so a bad struct fails early.
 template <typename T>
 void check_output_struct(const T* caller, const char* name) {
-  static_assert(alignof(T) == kStructSizeGranule && sizeof(T) % kStructSizeGranule == 0,
-                "struct sizes come in 8-byte steps (check_versioned_header refuses others)");
+  static_assert(kInSizeSteps<T>, "struct sizes come in 8-byte steps (check_versioned_header refuses others)");
   if (caller == nullptr) fail_argument(format("%s pointer is NULL", name));
   check_versioned_header(caller, sizeof(T), name, /*is_input=*/false);
 }

@@ -39,13 +39,9 @@ class LlSlotClaim {
  public:
   LlSlotClaim(LlSteps& steps, int direction, int slot, int next_before)
       : steps_(&steps), direction_(direction), slot_(slot), next_before_(next_before) {}
+  // Neither copied nor moved: take() returns it as a prvalue, which initializes the caller's.
   LlSlotClaim(const LlSlotClaim&) = delete;
   LlSlotClaim& operator=(const LlSlotClaim&) = delete;
-  LlSlotClaim(LlSlotClaim&& other) noexcept
-      : steps_(other.steps_), direction_(other.direction_), slot_(other.slot_), next_before_(other.next_before_) {
-    other.steps_ = nullptr;
-  }
-  LlSlotClaim& operator=(LlSlotClaim&&) = delete;
   ~LlSlotClaim();
 
   int slot() const { return slot_; }
@@ -53,7 +49,7 @@ class LlSlotClaim {
   void commit() { steps_ = nullptr; }
 
  private:
-  LlSteps* steps_;  // null once committed or moved from
+  LlSteps* steps_;  // null once committed
   int direction_;
   int slot_;
   int next_before_;
