@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
 #include "core/nccl_runtime.hpp"
+#include "core/nccl_wait.hpp"
 
 namespace epc {
 
@@ -50,6 +51,14 @@ void* init_comm(const EpcUniqueId& id, int nranks, int rank, int cuda_device) {
 
 void destroy_comm(void* comm) {
   auto c = static_cast<ncclComm_t>(comm);
+  // A communicator with a call no rank will finish (a timed-out epc_group_create left it so),
+  // or that NCCL reports failed, cannot be finalized: finalizing waits for its work.
+  ncclResult_t state = ncclSuccess;
+  const bool stranded = take_stranded(c);
+  if (stranded || ncclCommGetAsyncError(c, &state) != ncclSuccess || state != ncclSuccess) {
+    check_nccl(ncclCommAbort(c), "ncclCommAbort");
+    return;
+  }
   ncclResult_t finalize = ncclCommFinalize(c);
   ncclResult_t destroy = ncclCommDestroy(c);
   check_nccl(finalize, "ncclCommFinalize");

@@ -10,16 +10,20 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include "core/deadline.hpp"
 #include "core/gin_support.hpp"
 
 namespace epc {
 
-// ncclDevCommCreate(comm, reqs, out) and what NCCL said, for judge_gin.
-GinReport create_gin_device_comm(ncclComm_t comm, const ncclDevCommRequirements& reqs, ncclDevComm* out);
+// ncclDevCommCreate(comm, reqs, out) and what NCCL said, for judge_gin. Throws StrandedCall
+// (core/nccl_wait.hpp) when NCCL has not finished it by `deadline`.
+GinReport create_gin_device_comm(ncclComm_t comm, const ncclDevCommRequirements& reqs, ncclDevComm* out,
+                                 const Deadline& deadline);
 
 // The same on a communicator split from `comm` (collective over `comm`, like the split),
 // which is destroyed again; `comm` itself is not touched. Throws epc::Error (EPC_ERR_NCCL)
-// when the split fails.
-GinReport probe_gin(ncclComm_t comm, int rank, const ncclDevCommRequirements& reqs);
+// when the split fails, StrandedCall when the split or the creation has not finished by
+// `deadline`.
+GinReport probe_gin(ncclComm_t comm, int rank, const ncclDevCommRequirements& reqs, const Deadline& deadline);
 
 }  // namespace epc

@@ -17,6 +17,8 @@
 #include "core/gin_support.hpp"
 #include "core/gpu_check.hpp"
 #include "core/nccl_runtime.hpp"
+#include "core/nccl_wait.hpp"
+#include "core/owned_stream.hpp"
 #include "core/planner.hpp"
 #include "kernels/launch.hpp"
 
@@ -30,6 +32,15 @@ static_assert(kNcclInternalErrorCode == ncclInternalError && kNcclInvalidUsageCo
 Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(config) {
   if (comm == nullptr) fail_argument("comm is NULL; pass an ncclComm_t (e.g. from epc_comm_init)");
   check_nccl_runtime();
+  // A non-blocking communicator may still be coming up (or have failed since).
+  ncclResult_t state = ncclSuccess;
+  check_nccl(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm);
+  try {
+    finish_nccl(comm, state, "the communicator's creation (ncclCommInitRankConfig)", Deadline(config_.timeout_ms));
+  } catch (const StrandedCall&) {
+    mark_stranded(comm);
+    throw;
+  }
   int nranks = 0;
   check_nccl(ncclCommCount(comm, &nranks), "ncclCommCount", comm);
   check_nccl(ncclCommUserRank(comm, &rank_), "ncclCommUserRank", comm);
@@ -65,6 +76,9 @@ Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(
     register_window();
     locate_windows();
     barrier(nullptr);
+  } catch (const StrandedCall&) {
+    abandon();
+    throw;
   } catch (...) {
     shut_down();
     throw;
@@ -94,8 +108,12 @@ void Group::prepare_locally() {
     mine = verdict_of(EPC_ERR_INTERNAL);
   }
   check_cuda(cudaMemcpy(verdict, &mine, sizeof mine, cudaMemcpyHostToDevice), "writing the creation verdict");
-  check_nccl(ncclAllReduce(verdict, verdict, 1, ncclInt64, ncclMax, comm_, nullptr),
-             "ncclAllReduce of the creation verdict", comm_);
+  // The first step every rank must take part in: where a rank that never came is noticed.
+  const Deadline deadline(config_.timeout_ms);
+  const OwnedStream stream("creating a stream for the creation verdict");
+  finish_nccl(comm_, ncclAllReduce(verdict, verdict, 1, ncclInt64, ncclMax, comm_, stream.get()),
+              "ncclAllReduce of the creation verdict", deadline);
+  finish_stream(stream.get(), "the all-reduce of the creation verdict", deadline);
   int64_t all = 0;
   check_cuda(cudaMemcpy(&all, verdict, sizeof all, cudaMemcpyDeviceToHost), "reading the creation verdict");
   if (failure) std::rethrow_exception(failure);
@@ -135,7 +153,8 @@ void Group::register_window() {
   // zeroing its window and (across LSA teams) resetting its GIN signals: nothing a peer
   // sends can be erased by those.
   const size_t bytes = plan_.symmetric_bytes;
-  const ncclResult_t res = owned_->registration.register_window(comm_, owned_->memory.get(), bytes);
+  const ncclResult_t res =
+      owned_->registration.register_window(comm_, owned_->memory.get(), bytes, Deadline(config_.timeout_ms));
   if (res != ncclSuccess && config_.alloc_fn != nullptr) {
     fail(EPC_ERR_NCCL, format("NCCL could not register the %zu bytes from EpcGroupConfig."
                               "alloc_fn as a window (%s: %s): the allocator must return memory "
@@ -203,18 +222,19 @@ void Group::create_device_comm() {
   reqs.ginContextCount = static_cast<int>(plan_.gin_contexts);
   reqs.ginSignalCount = static_cast<int>(plan_.gin_signals);
   ncclDevComm dev_comm{};
+  const Deadline deadline(config_.timeout_ms);
   if (!spans_lsa_teams()) {
-    check_nccl(ncclDevCommCreate(comm_, &reqs, &dev_comm), "ncclDevCommCreate", comm_);
+    finish_nccl(comm_, ncclDevCommCreate(comm_, &reqs, &dev_comm), "ncclDevCommCreate", deadline);
     owned_->dev_comm.adopt(comm_, dev_comm);
     return;
   }
   // Whether NCCL can set GIN up, asked where a "no" does no harm (core/gin_probe.hpp).
-  const GinReport probed = probe_gin(comm_, rank_, reqs);
+  const GinReport probed = probe_gin(comm_, rank_, reqs, deadline);
   if (!probed.created) {
     const GinVerdict verdict = judge_gin(topo_, probed);
     fail(verdict.status, verdict.message);
   }
-  const GinReport report = create_gin_device_comm(comm_, reqs, &dev_comm);
+  const GinReport report = create_gin_device_comm(comm_, reqs, &dev_comm, deadline);
   if (report.created) owned_->dev_comm.adopt(comm_, dev_comm);
   const GinVerdict verdict = judge_gin(topo_, report);
   if (verdict.status != EPC_OK) fail(verdict.status, verdict.message);
@@ -380,6 +400,14 @@ bool Group::flush_gin(std::string* why) noexcept {
   if (e != cudaSuccess) *why = format("flushing GIN before releasing the group: %s", cudaGetErrorString(e));
   cudaStreamDestroy(stream);
   return true;
+}
+
+void Group::abandon() noexcept {
+  mark_stranded(comm_);
+  owned_.release();  // deliberately leaked: NCCL's call in flight may still write into it
+  error_device_ = nullptr;
+  gin_state_ = nullptr;
+  staging_map_ = nullptr;
 }
 
 CloseFailure Group::shut_down() noexcept {

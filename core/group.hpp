@@ -110,6 +110,9 @@ class Group {
   // states; returns the first failure. When GIN could not flush within the timeout,
   // everything stays allocated (leaked): the network may still touch the window.
   CloseFailure shut_down() noexcept;
+  // After a StrandedCall (core/nccl_wait.hpp): leaves everything allocated (leaked) and the
+  // device unsynchronized, and marks the communicator stranded.
+  void abandon() noexcept;
   // Waits, bounded by the group's timeout, until GIN has read the sources of this rank's
   // puts. False on a timeout (the flush kernel may still be running); `why` says what failed.
   bool flush_gin(std::string* why) noexcept;

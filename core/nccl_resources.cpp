@@ -3,6 +3,7 @@
 
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
+#include "core/nccl_wait.hpp"
 
 namespace epc {
 
@@ -36,9 +37,12 @@ CloseFailure WindowMemory::close() noexcept {
   return failure;
 }
 
-ncclResult_t WindowRegistration::register_window(ncclComm_t comm, void* memory, size_t bytes) {
+ncclResult_t WindowRegistration::register_window(ncclComm_t comm, void* memory, size_t bytes,
+                                                 const Deadline& deadline) {
   ncclWindow_t window = nullptr;
-  const ncclResult_t res = ncclCommWindowRegister(comm, memory, bytes, &window, NCCL_WIN_COLL_SYMMETRIC);
+  const ncclResult_t res =
+      settle_nccl(comm, ncclCommWindowRegister(comm, memory, bytes, &window, NCCL_WIN_COLL_SYMMETRIC),
+                  "ncclCommWindowRegister", deadline);
   if (res == ncclSuccess) {
     comm_ = comm;
     window_ = window;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <string>
 
+#include "core/deadline.hpp"
 #include "epcomm/epcomm.h"
 
 namespace epc {
@@ -50,8 +51,9 @@ class WindowRegistration {
   WindowRegistration(const WindowRegistration&) = delete;
   WindowRegistration& operator=(const WindowRegistration&) = delete;
 
-  // Returns NCCL's result; the window is owned only on success.
-  ncclResult_t register_window(ncclComm_t comm, void* memory, size_t bytes);
+  // Returns NCCL's result once NCCL has finished the registration; the window is owned only
+  // on success. Throws StrandedCall (core/nccl_wait.hpp) when it has not by `deadline`.
+  ncclResult_t register_window(ncclComm_t comm, void* memory, size_t bytes, const Deadline& deadline);
   ncclWindow_t get() const { return window_; }
   CloseFailure close() noexcept;
 

@@ -94,7 +94,7 @@ const (
 	ErrCUDA Status = 5
 	// ErrNCCL is EPC_ERR_NCCL: an NCCL call failed, or the NCCL found is too old.
 	ErrNCCL Status = 6
-	// ErrTimeout is EPC_ERR_TIMEOUT: a device-side wait expired; the group is unusable.
+	// ErrTimeout is EPC_ERR_TIMEOUT: a wait for the peers expired; the group is unusable.
 	ErrTimeout Status = 7
 	// ErrNoDevice is EPC_ERR_NO_DEVICE: no CUDA device is present.
 	ErrNoDevice Status = 8

@@ -100,7 +100,7 @@ typedef int32_t EpcStatus;
 #define EPC_ERR_OUT_OF_MEMORY 4    /* host or device allocation failed */
 #define EPC_ERR_CUDA 5             /* a CUDA runtime call failed */
 #define EPC_ERR_NCCL 6             /* an NCCL call failed, or the NCCL found is too old */
-#define EPC_ERR_TIMEOUT 7          /* a device-side wait expired; the group is unusable */
+#define EPC_ERR_TIMEOUT 7          /* a wait for the peers expired; the group is unusable */
 #define EPC_ERR_NO_DEVICE 8        /* no CUDA device is present */
 #define EPC_ERR_BUFFER_TOO_SMALL 9 /* a caller buffer was too small; see the call */
 #define EPC_ERR_INTERNAL 10        /* a bug in epcomm: please report it */
@@ -199,12 +199,16 @@ EPC_API EpcStatus epc_unique_id_create(EpcUniqueId* out_id);
  *   rank         in   this rank, in [0, nranks)
  *   cuda_device  in   made current on the calling thread; negative: keep the current one
  *   out_comm     out  an ncclComm_t
+ * The communicator is blocking; this call waits, without a bound, until every rank has made
+ * it. (A caller that needs a bound creates the communicator itself, non-blocking.)
  * Kind: collective over the communicator (one thread per rank). Order: blocking.
  * Graphs: not capturable. Threads: any thread. Since: 2.0. */
 EPC_API EpcStatus epc_comm_init(const EpcUniqueId* id, int32_t nranks, int32_t rank,
                                 int32_t cuda_device, void** out_comm);
 
-/* Destroy a communicator made by epc_comm_init.
+/* Destroy a communicator made by epc_comm_init. One that NCCL reports failed, or on which
+ * epc_group_create timed out with NCCL's step in flight, is aborted (ncclCommAbort; since
+ * 2.2), as finalizing it would wait for work no rank will finish.
  *   comm  in  NULL: no-op
  * Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
  * Threads: no other call on the communicator. Since: 2.0. */
@@ -294,7 +298,9 @@ typedef struct EpcGroupConfig {
                                    adds a receive slot per direction to the window
                                    (epc_plan_query) */
   uint32_t num_sms;             /* SM budget; 0: 132 (LL), 24 (HT) */
-  uint32_t timeout_ms;          /* bound on every device-side wait; 0: 10000 */
+  uint32_t timeout_ms;          /* bound on every device-side wait, and (since 2.2)
+                                   on each of epc_group_create's NCCL steps that
+                                   need every rank; 0: 10000 */
   uint32_t flags;               /* EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
                                    EPC_ERR_UNSUPPORTED in 2.0; since 2.1 LL and HT
                                    groups of any split) */
@@ -392,6 +398,14 @@ typedef struct EpcGroup EpcGroup;
  * steps fail before the collective ones (its memory, e.g. OUT_OF_MEMORY from alloc_fn)
  * returns its error, and since 2.2 every other rank returns the same status naming it,
  * instead of waiting for it in the next collective.
+ * Communicators: blocking or (since 2.2) in NCCL's non-blocking mode (ncclConfig_t.blocking
+ * = 0; one still being created is waited for). Since 2.2 each NCCL step that needs every
+ * rank ends after timeout_ms with TIMEOUT when a rank has not taken part: NCCL then still
+ * has the step in flight, what it was given is left allocated (leaked), and the
+ * communicator must be aborted (ncclCommAbort; epc_comm_destroy aborts one from
+ * epc_comm_init). The bound needs a non-blocking communicator, or a blocking one whose
+ * ranks have run a collective together before: NCCL connects a blocking communicator's
+ * ranks inside its first collective's call, which no caller can bound.
  * Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
  * Threads: no other call on the communicator. Since: 2.0. */
 EPC_API EpcStatus epc_group_create(void* comm, const EpcGroupConfig* config, EpcGroup** out_group);

@@ -96,7 +96,7 @@ const EPC_ERR_UNSUPPORTED = EpcStatus(3)  # a request this ABI defines that this
 const EPC_ERR_OUT_OF_MEMORY = EpcStatus(4)  # host or device allocation failed
 const EPC_ERR_CUDA = EpcStatus(5)  # a CUDA runtime call failed
 const EPC_ERR_NCCL = EpcStatus(6)  # an NCCL call failed, or the NCCL found is too old
-const EPC_ERR_TIMEOUT = EpcStatus(7)  # a device-side wait expired; the group is unusable
+const EPC_ERR_TIMEOUT = EpcStatus(7)  # a wait for the peers expired; the group is unusable
 const EPC_ERR_NO_DEVICE = EpcStatus(8)  # no CUDA device is present
 const EPC_ERR_BUFFER_TOO_SMALL = EpcStatus(9)  # a caller buffer was too small; see the call
 const EPC_ERR_INTERNAL = EpcStatus(10)  # a bug in epcomm: please report it
@@ -242,7 +242,7 @@ struct EpcGroupConfig
     overflow::EpcOverflow  # 0: EPC_OVERFLOW_FAIL
     max_pending_steps::UInt32  # send-only steps awaiting epc_complete at once over all the group's handles, at most one per handle; 0: the default, 2 since 2.1 (1 in 2.0). Up to 3 (more: EPC_ERR_UNSUPPORTED); on LL groups each one above 2 adds a receive slot per direction to the window (epc_plan_query)
     num_sms::UInt32  # SM budget; 0: 132 (LL), 24 (HT)
-    timeout_ms::UInt32  # bound on every device-side wait; 0: 10000
+    timeout_ms::UInt32  # bound on every device-side wait, and (since 2.2) on each of epc_group_create's NCCL steps that need every rank; 0: 10000
     flags::UInt32  # EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY: EPC_ERR_UNSUPPORTED in 2.0; since 2.1 LL and HT groups of any split)
     virtual_node_size::UInt32  # testing aid; 0: a node is an NVLink (LSA) team. Else every team is split into nodes of this many consecutive ranks (it must divide the team), which talk only through the network transport (between virtual nodes, an NVLink-backed stand-in with the network's ordering)
     alloc_fn::EpcAllocFn  # NULL: ncclMemAlloc; set both or neither
@@ -518,6 +518,8 @@ epc_comm_destroy after every group built on it.
   rank         in   this rank, in [0, nranks)
   cuda_device  in   made current on the calling thread; negative: keep the current one
   out_comm     out  an ncclComm_t
+The communicator is blocking; this call waits, without a bound, until every rank has made
+it. (A caller that needs a bound creates the communicator itself, non-blocking.)
 Kind: collective over the communicator (one thread per rank). Order: blocking.
 Graphs: not capturable. Threads: any thread. Since: 2.0.
 """
@@ -528,7 +530,9 @@ end
 """
     epc_comm_destroy(comm)  # C: EpcStatus epc_comm_destroy(void* comm)
 
-Destroy a communicator made by epc_comm_init.
+Destroy a communicator made by epc_comm_init. One that NCCL reports failed, or on which
+epc_group_create timed out with NCCL's step in flight, is aborted (ncclCommAbort; since
+2.2), as finalizing it would wait for work no rank will finish.
   comm  in  NULL: no-op
 Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
 Threads: no other call on the communicator. Since: 2.0.
@@ -570,6 +574,14 @@ GPU-initiated networking; TIMEOUT naming a peer that did not arrive. A rank whos
 steps fail before the collective ones (its memory, e.g. OUT_OF_MEMORY from alloc_fn)
 returns its error, and since 2.2 every other rank returns the same status naming it,
 instead of waiting for it in the next collective.
+Communicators: blocking or (since 2.2) in NCCL's non-blocking mode (ncclConfig_t.blocking
+= 0; one still being created is waited for). Since 2.2 each NCCL step that needs every
+rank ends after timeout_ms with TIMEOUT when a rank has not taken part: NCCL then still
+has the step in flight, what it was given is left allocated (leaked), and the
+communicator must be aborted (ncclCommAbort; epc_comm_destroy aborts one from
+epc_comm_init). The bound needs a non-blocking communicator, or a blocking one whose
+ranks have run a collective together before: NCCL connects a blocking communicator's
+ranks inside its first collective's call, which no caller can bound.
 Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
 Threads: no other call on the communicator. Since: 2.0.
 """

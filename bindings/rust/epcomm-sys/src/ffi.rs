@@ -42,7 +42,7 @@ pub const EPC_ERR_CUDA: EpcStatus = 5;
 /// an NCCL call failed, or the NCCL found is too old
 pub const EPC_ERR_NCCL: EpcStatus = 6;
 
-/// a device-side wait expired; the group is unusable
+/// a wait for the peers expired; the group is unusable
 pub const EPC_ERR_TIMEOUT: EpcStatus = 7;
 
 /// no CUDA device is present
@@ -256,7 +256,9 @@ pub struct EpcGroupConfig {
     pub max_pending_steps: u32,
     /// SM budget; 0: 132 (LL), 24 (HT)
     pub num_sms: u32,
-    /// bound on every device-side wait; 0: 10000
+    /// bound on every device-side wait, and (since 2.2)
+    /// on each of epc_group_create's NCCL steps that
+    /// need every rank; 0: 10000
     pub timeout_ms: u32,
     /// EPC_GROUP_* (EPC_GROUP_COMBINE_PER_ENTRY:
     /// EPC_ERR_UNSUPPORTED in 2.0; since 2.1 LL and HT
@@ -1076,11 +1078,15 @@ extern "C" {
     /// rank         in   this rank, in \[0, nranks)
     /// cuda_device  in   made current on the calling thread; negative: keep the current one
     /// out_comm     out  an ncclComm_t
+    /// The communicator is blocking; this call waits, without a bound, until every rank has made
+    /// it. (A caller that needs a bound creates the communicator itself, non-blocking.)
     /// Kind: collective over the communicator (one thread per rank). Order: blocking.
     /// Graphs: not capturable. Threads: any thread. Since: 2.0.
     pub fn epc_comm_init(id: *const EpcUniqueId, nranks: i32, rank: i32, cuda_device: i32, out_comm: *mut *mut c_void) -> EpcStatus;
 
-    /// Destroy a communicator made by epc_comm_init.
+    /// Destroy a communicator made by epc_comm_init. One that NCCL reports failed, or on which
+    /// epc_group_create timed out with NCCL's step in flight, is aborted (ncclCommAbort; since
+    /// 2.2), as finalizing it would wait for work no rank will finish.
     /// comm  in  NULL: no-op
     /// Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
     /// Threads: no other call on the communicator. Since: 2.0.
@@ -1110,6 +1116,14 @@ extern "C" {
     /// steps fail before the collective ones (its memory, e.g. OUT_OF_MEMORY from alloc_fn)
     /// returns its error, and since 2.2 every other rank returns the same status naming it,
     /// instead of waiting for it in the next collective.
+    /// Communicators: blocking or (since 2.2) in NCCL's non-blocking mode (ncclConfig_t.blocking
+    /// = 0; one still being created is waited for). Since 2.2 each NCCL step that needs every
+    /// rank ends after timeout_ms with TIMEOUT when a rank has not taken part: NCCL then still
+    /// has the step in flight, what it was given is left allocated (leaked), and the
+    /// communicator must be aborted (ncclCommAbort; epc_comm_destroy aborts one from
+    /// epc_comm_init). The bound needs a non-blocking communicator, or a blocking one whose
+    /// ranks have run a collective together before: NCCL connects a blocking communicator's
+    /// ranks inside its first collective's call, which no caller can bound.
     /// Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
     /// Threads: no other call on the communicator. Since: 2.0.
     pub fn epc_group_create(comm: *mut c_void, config: *const EpcGroupConfig, out_group: *mut *mut EpcGroup) -> EpcStatus;
