@@ -467,7 +467,8 @@ EPC_API EpcStatus epc_group_query(const EpcGroup* group, EpcGroupInfo* out_info)
 EPC_API EpcStatus epc_group_barrier(EpcGroup* group, void* stream);
 
 /* Whether the group has failed, without waiting: EPC_OK, or the sticky status every later
- * call on the group and its handles returns (but epc_group_query and the destroy calls),
+ * call on the group and its handles returns (but epc_group_query, epc_handle_query and the
+ * destroy calls),
  * with the same message in epc_last_error:
  *   EPC_ERR_TIMEOUT           a kernel gave up waiting for a peer: the phase, the waiting
  *                             rank, the peer that did not arrive, how long it waited;

@@ -1157,7 +1157,8 @@ extern "C" {
     pub fn epc_group_barrier(group: *mut EpcGroup, stream: *mut c_void) -> EpcStatus;
 
     /// Whether the group has failed, without waiting: EPC_OK, or the sticky status every later
-    /// call on the group and its handles returns (but epc_group_query and the destroy calls),
+    /// call on the group and its handles returns (but epc_group_query, epc_handle_query and the
+    /// destroy calls),
     /// with the same message in epc_last_error:
     /// EPC_ERR_TIMEOUT           a kernel gave up waiting for a peer: the phase, the waiting
     /// rank, the peer that did not arrive, how long it waited;
