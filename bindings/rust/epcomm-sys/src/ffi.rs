@@ -928,7 +928,9 @@ pub struct EpcDispatchArgs {
     /// the most tokens any rank of the group dispatches in this step
     /// (every rank's B at most this), the same value on every rank;
     /// 0: max_tokens_per_rank. A bound of few tokens lets an LL group
-    /// of one node move the step as line records, which spare the
+    /// of one node (two ranks or more, without
+    /// EPC_GROUP_COMBINE_PER_ENTRY) move the step, but for
+    /// PASSTHROUGH payloads, as line records, which spare the
     /// wait for each rank's signal (docs/tuning.md, "Line steps");
     /// outputs do not depend on it. Above max_tokens_per_rank, or
     /// below this rank's B: EPC_ERR_INVALID_ARGUMENT. Ranks that
