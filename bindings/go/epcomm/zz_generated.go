@@ -98,8 +98,8 @@ const (
 	ErrTimeout Status = 7
 	// ErrNoDevice is EPC_ERR_NO_DEVICE: no CUDA device is present.
 	ErrNoDevice Status = 8
-	// ErrBufferTooSmall is EPC_ERR_BUFFER_TOO_SMALL: a caller buffer was too small; see the
-	// call.
+	// ErrBufferTooSmall is EPC_ERR_BUFFER_TOO_SMALL: a caller buffer was too small: reserved,
+	// no call returns it (epc_last_error truncates).
 	ErrBufferTooSmall Status = 9
 	// ErrInternal is EPC_ERR_INTERNAL: a bug in epcomm: please report it.
 	ErrInternal Status = 10

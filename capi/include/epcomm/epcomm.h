@@ -102,7 +102,8 @@ typedef int32_t EpcStatus;
 #define EPC_ERR_NCCL 6             /* an NCCL call failed, or the NCCL found is too old */
 #define EPC_ERR_TIMEOUT 7          /* a wait for the peers expired; the group is unusable */
 #define EPC_ERR_NO_DEVICE 8        /* no CUDA device is present */
-#define EPC_ERR_BUFFER_TOO_SMALL 9 /* a caller buffer was too small; see the call */
+#define EPC_ERR_BUFFER_TOO_SMALL 9 /* a caller buffer was too small: reserved, no call
+                                      returns it (epc_last_error truncates) */
 #define EPC_ERR_INTERNAL 10        /* a bug in epcomm: please report it */
 #define EPC_ERR_CAPACITY 11        /* the handle's dispatch of its current routing
                                       overflowed a rank's capacity under

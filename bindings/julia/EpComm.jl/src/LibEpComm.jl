@@ -98,7 +98,8 @@ const EPC_ERR_CUDA = EpcStatus(5)  # a CUDA runtime call failed
 const EPC_ERR_NCCL = EpcStatus(6)  # an NCCL call failed, or the NCCL found is too old
 const EPC_ERR_TIMEOUT = EpcStatus(7)  # a wait for the peers expired; the group is unusable
 const EPC_ERR_NO_DEVICE = EpcStatus(8)  # no CUDA device is present
-const EPC_ERR_BUFFER_TOO_SMALL = EpcStatus(9)  # a caller buffer was too small; see the call
+const EPC_ERR_BUFFER_TOO_SMALL = EpcStatus(9)  # a caller buffer was too small: reserved, no call returns it (epc_last_error truncates)
+
 const EPC_ERR_INTERNAL = EpcStatus(10)  # a bug in epcomm: please report it
 const EPC_ERR_CAPACITY = EpcStatus(11)  # the handle's dispatch of its current routing overflowed a rank's capacity under EPC_OVERFLOW_FAIL (HT): returned by its steps until the next routing (EpcOverflow); not sticky
 

@@ -48,7 +48,8 @@ pub const EPC_ERR_TIMEOUT: EpcStatus = 7;
 /// no CUDA device is present
 pub const EPC_ERR_NO_DEVICE: EpcStatus = 8;
 
-/// a caller buffer was too small; see the call
+/// a caller buffer was too small: reserved, no call
+/// returns it (epc_last_error truncates)
 pub const EPC_ERR_BUFFER_TOO_SMALL: EpcStatus = 9;
 
 /// a bug in epcomm: please report it
