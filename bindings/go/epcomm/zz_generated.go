@@ -92,7 +92,8 @@ const (
 	ErrOutOfMemory Status = 4
 	// ErrCUDA is EPC_ERR_CUDA: a CUDA runtime call failed.
 	ErrCUDA Status = 5
-	// ErrNCCL is EPC_ERR_NCCL: an NCCL call failed, or the NCCL found is too old.
+	// ErrNCCL is EPC_ERR_NCCL: an NCCL call failed, or the NCCL found is not the 2.x series
+	// the library was built for, or older.
 	ErrNCCL Status = 6
 	// ErrTimeout is EPC_ERR_TIMEOUT: a wait for the peers expired; the group is unusable.
 	ErrTimeout Status = 7

@@ -99,7 +99,8 @@ typedef int32_t EpcStatus;
                                       machine cannot serve */
 #define EPC_ERR_OUT_OF_MEMORY 4    /* host or device allocation failed */
 #define EPC_ERR_CUDA 5             /* a CUDA runtime call failed */
-#define EPC_ERR_NCCL 6             /* an NCCL call failed, or the NCCL found is too old */
+#define EPC_ERR_NCCL 6             /* an NCCL call failed, or the NCCL found is not the
+                                      2.x series the library was built for, or older */
 #define EPC_ERR_TIMEOUT 7          /* a wait for the peers expired; the group is unusable */
 #define EPC_ERR_NO_DEVICE 8        /* no CUDA device is present */
 #define EPC_ERR_BUFFER_TOO_SMALL 9 /* a caller buffer was too small: reserved, no call

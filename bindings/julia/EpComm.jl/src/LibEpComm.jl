@@ -95,7 +95,8 @@ const EPC_ERR_UNSUPPORTED = EpcStatus(3)  # a request this ABI defines that this
 
 const EPC_ERR_OUT_OF_MEMORY = EpcStatus(4)  # host or device allocation failed
 const EPC_ERR_CUDA = EpcStatus(5)  # a CUDA runtime call failed
-const EPC_ERR_NCCL = EpcStatus(6)  # an NCCL call failed, or the NCCL found is too old
+const EPC_ERR_NCCL = EpcStatus(6)  # an NCCL call failed, or the NCCL found is not the 2.x series the library was built for, or older
+
 const EPC_ERR_TIMEOUT = EpcStatus(7)  # a wait for the peers expired; the group is unusable
 const EPC_ERR_NO_DEVICE = EpcStatus(8)  # no CUDA device is present
 const EPC_ERR_BUFFER_TOO_SMALL = EpcStatus(9)  # a caller buffer was too small: reserved, no call returns it (epc_last_error truncates)

@@ -39,7 +39,8 @@ pub const EPC_ERR_OUT_OF_MEMORY: EpcStatus = 4;
 /// a CUDA runtime call failed
 pub const EPC_ERR_CUDA: EpcStatus = 5;
 
-/// an NCCL call failed, or the NCCL found is too old
+/// an NCCL call failed, or the NCCL found is not the
+/// 2.x series the library was built for, or older
 pub const EPC_ERR_NCCL: EpcStatus = 6;
 
 /// a wait for the peers expired; the group is unusable
