@@ -111,8 +111,8 @@ const (
 	// ErrInvalidUsage is EPC_ERR_INVALID_USAGE: a call out of order: epc_complete with nothing
 	// pending, a step or an update on a handle with one pending, more pending steps than
 	// max_pending_steps (HT: also a send-only step of the operation pending on another
-	// handle), a step on a handle without routing, an HT combine with no dispatch since the
-	// routing on an EXPERT_PACKED handle or on a group of several nodes.
+	// handle), a step on a handle without routing, a combine with no dispatch since the
+	// routing (LL handles since 2.2; HT EXPERT_PACKED handles and groups of several nodes).
 	ErrInvalidUsage Status = 12
 )
 

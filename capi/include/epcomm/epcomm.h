@@ -115,9 +115,9 @@ typedef int32_t EpcStatus;
                                       pending, more pending steps than max_pending_steps
                                       (HT: also a send-only step of the operation pending
                                       on another handle), a step on a handle without
-                                      routing, an HT combine with no dispatch since the
-                                      routing on an EXPERT_PACKED handle or on a group of
-                                      several nodes */
+                                      routing, a combine with no dispatch since the
+                                      routing (LL handles since 2.2; HT EXPERT_PACKED
+                                      handles and groups of several nodes) */
 
 /* The static English name of a status.
  *   status  in  any value; unknown ones give "unknown status"

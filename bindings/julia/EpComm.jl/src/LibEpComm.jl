@@ -104,7 +104,7 @@ const EPC_ERR_BUFFER_TOO_SMALL = EpcStatus(9)  # a caller buffer was too small: 
 const EPC_ERR_INTERNAL = EpcStatus(10)  # a bug in epcomm: please report it
 const EPC_ERR_CAPACITY = EpcStatus(11)  # the handle's dispatch of its current routing overflowed a rank's capacity under EPC_OVERFLOW_FAIL (HT): returned by its steps until the next routing (EpcOverflow); not sticky
 
-const EPC_ERR_INVALID_USAGE = EpcStatus(12)  # a call out of order: epc_complete with nothing pending, a step or an update on a handle with one pending, more pending steps than max_pending_steps (HT: also a send-only step of the operation pending on another handle), a step on a handle without routing, an HT combine with no dispatch since the routing on an EXPERT_PACKED handle or on a group of several nodes
+const EPC_ERR_INVALID_USAGE = EpcStatus(12)  # a call out of order: epc_complete with nothing pending, a step or an update on a handle with one pending, more pending steps than max_pending_steps (HT: also a send-only step of the operation pending on another handle), a step on a handle without routing, a combine with no dispatch since the routing (LL handles since 2.2; HT EXPERT_PACKED handles and groups of several nodes)
 
 const EPC_DTYPE_INVALID = EpcDtype(0)
 const EPC_DTYPE_BF16 = EpcDtype(1)

@@ -67,9 +67,9 @@ pub const EPC_ERR_CAPACITY: EpcStatus = 11;
 /// pending, more pending steps than max_pending_steps
 /// (HT: also a send-only step of the operation pending
 /// on another handle), a step on a handle without
-/// routing, an HT combine with no dispatch since the
-/// routing on an EXPERT_PACKED handle or on a group of
-/// several nodes
+/// routing, a combine with no dispatch since the
+/// routing (LL handles since 2.2; HT EXPERT_PACKED
+/// handles and groups of several nodes)
 pub const EPC_ERR_INVALID_USAGE: EpcStatus = 12;
 
 pub type EpcDtype = u32;
