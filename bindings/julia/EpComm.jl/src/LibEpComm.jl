@@ -550,7 +550,8 @@ What a configuration costs, without touching a GPU.
   config     in   validated exactly as epc_group_create does; read during the call
   nranks     in   R
   lsa_size   in   ranks per NVLink (LSA) team; divides nranks
-  num_nodes  in   nodes (nranks / lsa_size unless virtual_node_size splits teams)
+  num_nodes  in   NVLink teams: nranks / lsa_size, also when config's virtual_node_size
+                  splits each team into nodes
   out_plan   out  the caller sets struct_size and abi_version; only that many bytes
                   are written
 Kind: local. Order: host-only. Graphs: capturable. Threads: any thread. Since: 2.0.
