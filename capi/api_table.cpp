@@ -17,6 +17,14 @@ extern "C" EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api) {
       epc::fail(EPC_ERR_ABI_MISMATCH,
                 epc::format("EpcApi.struct_size is %u; set it to sizeof(EpcApi)", out_api->struct_size));
     }
+    // As every versioned struct's (core/versioned_struct.cpp): a size between two multiples
+    // of 8 ends inside a pointer, half of which would be written.
+    if (out_api->struct_size % epc::kStructSizeGranule != 0) {
+      epc::fail(EPC_ERR_ABI_MISMATCH,
+                epc::format("EpcApi.struct_size is %u, which ends inside a field: every layout's size is a "
+                            "multiple of %u; set it to sizeof(EpcApi)",
+                            out_api->struct_size, epc::kStructSizeGranule));
+    }
     EpcApi api;
     std::memset(&api, 0, sizeof api);
     api.struct_size = sizeof api;

@@ -671,6 +671,14 @@ TEST(CApi, FunctionTable) {
   EXPECT_EQ(epc_get_api(EPC_ABI_MAJOR, nullptr), EPC_ERR_INVALID_ARGUMENT);
   api.struct_size = 0;
   EXPECT_EQ(epc_get_api(EPC_ABI_MAJOR, &api), EPC_ERR_ABI_MISMATCH);
+  // A size ending inside an entry (half a pointer) is refused, and nothing is written.
+  for (uint32_t size : {12u, 20u, static_cast<uint32_t>(sizeof(EpcApi)) - 4u}) {
+    api = EPC_API_INIT;
+    api.struct_size = size;
+    EXPECT_EQ(epc_get_api(EPC_ABI_MAJOR, &api), EPC_ERR_ABI_MISMATCH) << size;
+    EXPECT_NE(last_error().find("ends inside a field"), std::string::npos) << last_error();
+    EXPECT_EQ(api.status_string, nullptr) << size;
+  }
   api = EPC_API_INIT;
   ASSERT_EQ(epc_get_api(EPC_ABI_MAJOR, &api), EPC_OK) << last_error();
   EXPECT_EQ(api.struct_size, sizeof api);
