@@ -300,6 +300,15 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   group_.check_healthy();
   require_ready("epc_combine", /*starts_step=*/true);
   const GroupConfig& c = group_.config();
+  if (!dispatched_) {
+    // The combine walks what the last dispatch received, which a new routing no longer
+    // describes. Checked before the arguments, as on HT: what that dispatch carried (its
+    // weights) says nothing about the next one.
+    fail_usage(
+        format("epc_combine: %s has not dispatched since its last routing (epc_handle_create or "
+               "epc_handle_update); call epc_dispatch first",
+               id_.text().c_str()));
+  }
   const EpcWeighting weighting = resolve_ll_weighting(a.weighting, setup_.layout, c.flags);
   const bool home = weighting == EPC_WEIGHTING_HOME;
   if (weighting == EPC_WEIGHTING_SENDER && dispatched_unweighted_) {
@@ -319,13 +328,6 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
   if (home) check_tensor(a.home_topk_weights, {"EpcCombineArgs.home_topk_weights", {EPC_DTYPE_FP32}, {B, topk_}, 4});
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
-  if (!dispatched_) {
-    // The combine walks what the last dispatch received, which a new routing no longer describes.
-    fail_usage(
-        format("epc_combine: %s has not dispatched since its last routing (epc_handle_create or "
-               "epc_handle_update); call epc_dispatch first",
-               id_.text().c_str()));
-  }
 
   kernels::LlCombineParams p;
   std::memset(&p, 0, sizeof p);

@@ -149,6 +149,13 @@ void run_home(EpcGroup* group, const LlShape& shape, const ref::Problem& problem
     ASSERT_EQ(epc_last_error(message, sizeof message, nullptr), EPC_OK);
     EXPECT_NE(std::string(message).find("EpcCombineArgs.weighting"), std::string::npos) << message;
     check("after the refused SENDER combine");
+    // After a new routing with no dispatch since, the call order is what is refused, whatever
+    // the last dispatch carried (it said INVALID_ARGUMENT about weights before).
+    ASSERT_TRUE(update_handle(handle.get(), buffers, stream.get()));
+    EXPECT_EQ(call_combine(handle.get(), buffers, 0, stream.get()), EPC_ERR_INVALID_USAGE) << label;
+    ASSERT_EQ(epc_last_error(message, sizeof message, nullptr), EPC_OK);
+    EXPECT_NE(std::string(message).find("call epc_dispatch first"), std::string::npos) << message;
+    check("after the refused combine without a dispatch");
   }
   if (!run.graph) return;
   GraphExecPtr exec;
