@@ -183,8 +183,10 @@ class Group:
     def close(self) -> None:
         """Destroy the group (epc_group_destroy): collective (every rank must close its
         group), blocking (waits for the group's work). Idempotent. Raises EpcError, and
-        changes nothing, while a Handle created on the group is open. The group is released
-        even when destruction reports an error, which is then raised."""
+        changes nothing, while a Handle created on the group is open, and so does the
+        library (InvalidUsageError, the group stays open) while it still holds a handle of
+        the group, e.g. one collected without close() and so leaked. Otherwise the group is
+        released even when destruction reports an error, which is then raised."""
         with self._lock:
             open_handles = [h for h in self._handles if not h.closed]
             if self._handle is not None and open_handles:
@@ -195,12 +197,21 @@ class Group:
             handle, self._handle = self._handle, None
         if handle is None:
             return
+        released = True
         try:
             call("epc_group_destroy", handle)
+        except EpcError as error:
+            if error.status == Status.INVALID_USAGE:
+                # Refused before anything was released: the group goes on working.
+                released = False
+                with self._lock:
+                    self._handle = handle
+            raise
         finally:
-            if self._comm is not None:
-                self._comm._unregister(self)  # noqa: SLF001
-            self._config = None
+            if released:
+                if self._comm is not None:
+                    self._comm._unregister(self)  # noqa: SLF001
+                self._config = None
 
     def __enter__(self) -> "Group":
         return self

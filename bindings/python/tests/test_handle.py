@@ -178,6 +178,51 @@ def test_group_close_refuses_while_a_handle_is_open(dead_group, dead_handle):
     assert dead_group.closed
 
 
+def test_group_close_refused_by_the_library_keeps_the_group_open(dead_group, monkeypatch):
+    """A Handle collected without close() is leaked: the group no longer sees it, but the
+    library still holds its handle and refuses epc_group_destroy (INVALID_USAGE, since 2.2),
+    releasing nothing. The group must stay open (and its communicator refuse to close), not
+    be forgotten while the library keeps it alive."""
+    import gc
+    import warnings
+
+    from epcomm import group as group_module
+    from epcomm.errors import error_for
+
+    comm = epcomm.Comm(0xBEEF000, owned=True)
+    dead_group._comm = comm  # noqa: SLF001
+    comm._register(dead_group)  # noqa: SLF001
+    handle = epcomm.Handle(ctypes.cast(ctypes.create_string_buffer(64), ctypes.POINTER(_ffi.EpcHandle)), dead_group)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        del handle
+        gc.collect()
+    assert not list(dead_group._handles)  # noqa: SLF001
+    refusal = (
+        "epc_group_destroy: the group still has 1 live handle(s): handle 1 (0x1000); epc_handle_destroy them first"
+    )
+    destroyed = []
+
+    def library_call(name, *args):
+        destroyed.append(name)
+        raise error_for(_ffi.EPC_ERR_INVALID_USAGE, refusal, name)
+
+    monkeypatch.setattr(group_module, "call", library_call)
+    with pytest.raises(epcomm.InvalidUsageError) as caught:
+        dead_group.close()
+    expect(caught, "epc_group_destroy", "1 live handle(s)", epcomm.Status.INVALID_USAGE)
+    assert destroyed == ["epc_group_destroy"]
+    assert not dead_group.closed and dead_group._config is not None  # noqa: SLF001
+    with pytest.raises(epcomm.EpcError, match="still open"):
+        comm.close()
+    with pytest.raises(epcomm.InvalidUsageError):
+        dead_group.close()  # still there to be retried, and refused again
+    assert destroyed == ["epc_group_destroy"] * 2
+    comm._owned = False  # noqa: SLF001 (nothing real to destroy)
+    dead_group._handle = None  # noqa: SLF001
+    comm.close()
+
+
 def test_tensors_are_checked_and_named_before_the_library(dead_group, dead_handle):
     with pytest.raises(epcomm.InvalidTensorError, match="topk_idx is required"):
         dead_handle.update(None, stream=STREAM)
