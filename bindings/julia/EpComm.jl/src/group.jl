@@ -144,14 +144,21 @@ end
 Release the group's window, device communicator and memory (`epc_group_destroy`; waits for
 its work). Collective over every rank; blocking. Closing twice is a no-op. Throws an
 `ArgumentError`, changing nothing, while a [`Handle`](@ref) created on the group is open.
+When the library refuses with `EPC_ERR_INVALID_USAGE` (it still holds a handle of the group)
+nothing is released and the group stays open; after any other error the group is gone (the
+library released what it could), and the error is thrown.
 """
 function Base.close(group::Group)
     group.handle == C_NULL && return nothing
     group.open_handles > 0 &&
         throw(ArgumentError("$(group.open_handles) handle(s) created on this Group are still " *
                             "open: close them before the group"))
-    check(epc_group_destroy(group.handle), :epc_group_destroy)
+    raw = group.handle
+    # Only a refusal leaves the C group alive; after any other status its pointer is dead.
     group.handle = C_NULL
+    status = epc_group_destroy(raw)
+    status == EPC_ERR_INVALID_USAGE && (group.handle = raw)
+    check(status, :epc_group_destroy)
     return nothing
 end
 

@@ -285,7 +285,11 @@ end
             @test_throws ArgumentError update!(h; topk_idx = idx)
             @test_throws ArgumentError EpComm.info(h)
             @test_throws ArgumentError EpComm.to_tensor(42)  # not describable as a tensor
-            group.handle = C_NULL  # nothing real to destroy
+            failure = failure_of(() -> close(group))  # the library refuses the dead group...
+            @test failure isa EpcError && failure.func == :epc_group_destroy &&
+                  failure.status == EPC_ERR_INVALID_ARGUMENT
+            @test !isopen(group)         # ...and only INVALID_USAGE would leave it open
+            @test close(group) === nothing  # the pointer is never passed again
             @test_throws ArgumentError async_error(group)  # closed: refused without the library
         end
     end
