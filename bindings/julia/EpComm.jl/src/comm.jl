@@ -16,6 +16,7 @@ unreachable `Comm` is only counted (see [`unclosed_handles`](@ref)).
 mutable struct Comm
     handle::Ptr{Cvoid}
     owned::Bool
+    open_groups::Int  # groups built on the communicator and not closed yet
 end
 
 """
@@ -28,7 +29,7 @@ over all `nranks` ranks, blocking; call it from one thread per rank.
 function Comm(id::UniqueId, nranks::Integer, rank::Integer; cuda_device::Integer = -1)
     out = Ref{Ptr{Cvoid}}(C_NULL)
     check(epc_comm_init(Ref(id.raw), nranks, rank, cuda_device, out), :epc_comm_init)
-    comm = Comm(out[], true)
+    comm = Comm(out[], true, 0)
     finalizer(count_if_unclosed, comm)
     return comm
 end
@@ -57,17 +58,21 @@ it must outlive every group built on it, and `close` does not destroy it.
 """
 function adopt_comm(nccl_comm::Ptr)
     nccl_comm == C_NULL && throw(ArgumentError("adopt_comm: the communicator is NULL"))
-    return Comm(convert(Ptr{Cvoid}, nccl_comm), false)
+    return Comm(convert(Ptr{Cvoid}, nccl_comm), false, 0)
 end
 
 """
     close(comm::Comm)
 
 Destroy a communicator that `Comm(id, nranks, rank)` created (`epc_comm_destroy`;
-collective, blocking); forget an adopted one. Closing twice is a no-op.
+collective, blocking); forget an adopted one. Closing twice is a no-op. Throws an
+`ArgumentError`, changing nothing, while a [`Group`](@ref) built on it is open.
 """
 function Base.close(comm::Comm)
     comm.handle == C_NULL && return nothing
+    comm.open_groups > 0 &&
+        throw(ArgumentError("$(comm.open_groups) group(s) built on this Comm are still open: " *
+                            "close them before the communicator"))
     if comm.owned
         check(epc_comm_destroy(comm.handle), :epc_comm_destroy)
     end

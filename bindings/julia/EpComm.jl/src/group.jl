@@ -5,7 +5,8 @@
     Group
 
 An epcomm group (`EpcGroup*`): the symmetric window, the NCCL device communicator and the
-configuration, on a [`Comm`](@ref) that must stay open while the group exists.
+configuration, on a [`Comm`](@ref) that must stay open while the group exists (`close(comm)`
+refuses while it is open).
 
 `close(group)` is collective (every rank destroys its group: window deregistration is
 collective), so no finalizer closes a group: finalizers run at arbitrary times on one rank.
@@ -30,6 +31,7 @@ function Group(comm::Comm, config::GroupConfig)
     out = Ref{Ptr{EpcGroup}}(C_NULL)
     check(epc_group_create(handle(comm), Ref(c_config(config)), out), :epc_group_create)
     group = Group(out[], comm, 0)
+    comm.open_groups += 1
     finalizer(count_if_unclosed, group)
     return group
 end
@@ -157,7 +159,7 @@ function Base.close(group::Group)
     # Only a refusal leaves the C group alive; after any other status its pointer is dead.
     group.handle = C_NULL
     status = epc_group_destroy(raw)
-    status == EPC_ERR_INVALID_USAGE && (group.handle = raw)
+    status == EPC_ERR_INVALID_USAGE ? (group.handle = raw) : (group.comm.open_groups -= 1)
     check(status, :epc_group_destroy)
     return nothing
 end

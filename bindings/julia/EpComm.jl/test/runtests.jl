@@ -229,6 +229,7 @@ end
         GC.@preserve fake_group fake_handle begin
             comm = adopt_comm(Ptr{Cvoid}(UInt(0x1000)))  # never reaches a C call here
             group = EpComm.Group(Ptr{EpcGroup}(pointer(fake_group)), comm, 0)
+            comm.open_groups += 1  # as Group(comm, config) counts it
             device = Ptr{Cvoid}(UInt(0x7f0000001000))
             idx = Tensor(device, (4, 2); dtype = :int64)
             for keywords in [(;), (topk_idx = idx,), (sizing = :exact, topk_idx = idx),
@@ -285,11 +286,14 @@ end
             @test_throws ArgumentError update!(h; topk_idx = idx)
             @test_throws ArgumentError EpComm.info(h)
             @test_throws ArgumentError EpComm.to_tensor(42)  # not describable as a tensor
+            @test_throws ArgumentError close(comm)  # a group is still open on it
+            @test isopen(comm)
             failure = failure_of(() -> close(group))  # the library refuses the dead group...
             @test failure isa EpcError && failure.func == :epc_group_destroy &&
                   failure.status == EPC_ERR_INVALID_ARGUMENT
             @test !isopen(group)         # ...and only INVALID_USAGE would leave it open
             @test close(group) === nothing  # the pointer is never passed again
+            @test comm.open_groups == 0 && close(comm) === nothing && !isopen(comm)
             @test_throws ArgumentError async_error(group)  # closed: refused without the library
         end
     end
