@@ -172,7 +172,7 @@ type DispatchArgs struct {
 	X            *Tensor // required: [B, H] bf16 or fp16 (QuantPassthrough: fp8_e4m3 [B, H] or fp4_e2m1x2 [B, H/2])
 	XScales      *Tensor // QuantPassthrough: [B, S] of any scale dtype
 	XGlobalScale *Tensor // QuantNVFP4, and QuantPassthrough of fp4_e2m1x2 X: [1] float32, the same on every rank; not sent
-	TopKWeights  *Tensor // [B, K] float32: required on LL groups (combine weights by it) and by OutTopKWeights
+	TopKWeights  *Tensor // [B, K] float32: required by OutTopKWeights and by the expert layouts' default combine (WeightingSender weights by it; without it combine with WeightingHome and HomeTopKWeights, LL since ABI 2.2)
 
 	OutX                *Tensor // required: X's dtype (QuantFP8: fp8_e4m3)
 	OutScales           *Tensor // with QuantFP8 or QuantPassthrough: the scales' dtype

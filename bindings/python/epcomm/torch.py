@@ -182,7 +182,7 @@ class Buffer:
     num_experts, hidden (required) and every other keyword of GroupConfig
     (max_tokens_per_rank, max_topk, num_sms, timeout_ms, ...; 0 means the default), among
     them flags=GroupFlags.COMBINE_PER_ENTRY, which home_topk_weights at ll_combine and
-    ht_combine needs (LL: one node; without it those calls raise the library's EpcError).
+    ht_combine needs (any number of nodes; without it those calls raise the library's EpcError).
     device: the CUDA device (None: torch's current device).
     adopt: None (adopt the group's NCCL communicator when usable), False (never: broadcast
     a unique id), True (adopt or raise).

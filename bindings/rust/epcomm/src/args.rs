@@ -167,8 +167,13 @@ impl<'t> Dispatch<'t> {
         self
     }
 
-    /// `[B, K]` FP32: required by the default weighting on low-latency groups (combine
-    /// weights the rows with it) and by [`out_topk_weights`](Dispatch::out_topk_weights).
+    /// `[B, K]` FP32: required by [`out_topk_weights`](Dispatch::out_topk_weights), and by
+    /// the expert layouts' default combine ([`Weighting::SENDER`](crate::Weighting::SENDER)
+    /// weights the rows with it on low-latency EXPERT_PADDED and high-throughput
+    /// EXPERT_PACKED handles); without it, combine with
+    /// [`Weighting::HOME`](crate::Weighting::HOME) and
+    /// [`Combine::home_topk_weights`] (low-latency since ABI 2.2). The other layouts'
+    /// combine does not use it.
     pub fn topk_weights(mut self, topk_weights: TensorRef<'t>) -> Self {
         self.topk_weights = Some(topk_weights);
         self
