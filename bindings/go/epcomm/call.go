@@ -87,6 +87,12 @@ func argumentError(format string, args ...interface{}) error {
 	return &Error{Status: ErrInvalidArgument, Message: fmt.Sprintf(format, args...)}
 }
 
+// usageError is a Go-side refusal of a call out of order, with the status the library gives
+// for one (ErrInvalidUsage).
+func usageError(format string, args ...interface{}) error {
+	return &Error{Status: ErrInvalidUsage, Message: fmt.Sprintf(format, args...)}
+}
+
 // int32Arg converts a Go int argument for a C int32_t parameter.
 func int32Arg(name string, value int) (C.int32_t, error) {
 	if value < math.MinInt32 || value > math.MaxInt32 {

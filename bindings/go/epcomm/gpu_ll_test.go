@@ -295,7 +295,7 @@ func llRankSteps(c llCase, group *Group, b *llBuffers, rank int) error {
 	if err := llLocalErrors(c, b, group, h, 1, rank); err != nil {
 		return err
 	}
-	if err := refused("Group.Close with an open handle", group.Close(), ErrInvalidArgument, "still open"); err != nil {
+	if err := refused("Group.Close with an open handle", group.Close(), ErrInvalidUsage, "still open"); err != nil {
 		return err
 	}
 	if err := h.Close(); err != nil {

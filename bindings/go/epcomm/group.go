@@ -166,8 +166,8 @@ func (g *Group) AsyncError() error {
 // Close releases everything the group holds (epc_group_destroy) once its work has finished.
 // Collective: every rank must close its group, because window deregistration is
 // collective; blocking. The group is gone afterwards even when Close reports an error, and
-// calling Close again returns nil. It fails, changing nothing, while a Handle created on
-// the group is open. No finalizer does this for you: see the package doc.
+// calling Close again returns nil. It fails with ErrInvalidUsage, changing nothing, while a
+// Handle created on the group is open, as epc_group_destroy does while the library holds one. No finalizer does this for you: see the package doc.
 func (g *Group) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -175,7 +175,7 @@ func (g *Group) Close() error {
 		return nil
 	}
 	if g.openHandles > 0 {
-		return argumentError("%d handle(s) created on this Group are still open: Close them first "+
+		return usageError("%d handle(s) created on this Group are still open: Close them first "+
 			"(their device state belongs to the group)", g.openHandles)
 	}
 	g.closing.Lock() // waits for an AsyncError in progress

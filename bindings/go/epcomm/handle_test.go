@@ -269,12 +269,12 @@ func TestGroupCloseWaitsForItsHandles(t *testing.T) {
 	group := groupAt(deadObject())
 	first := handleAt(group, deadObject())
 	second := handleAt(group, deadObject())
-	wantError(t, "Group.Close with open handles", group.Close(), ErrInvalidArgument, "2 handle(s)")
+	wantError(t, "Group.Close with open handles", group.Close(), ErrInvalidUsage, "2 handle(s)")
 	if group.handle == nil {
 		t.Fatal("the refused Close forgot the group")
 	}
 	first.Close() // refused by the library (a dead handle) but forgotten here
-	wantError(t, "Group.Close with one open handle", group.Close(), ErrInvalidArgument, "1 handle(s)")
+	wantError(t, "Group.Close with one open handle", group.Close(), ErrInvalidUsage, "1 handle(s)")
 	second.Close()
 	// Now the group closes: the library refuses the dead group, and the Group is gone.
 	wantError(t, "Group.Close", group.Close(), ErrInvalidArgument, "group is not a live EpcGroup")

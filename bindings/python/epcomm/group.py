@@ -15,7 +15,7 @@ from ._library import call
 from .bootstrap import Comm
 from .config import GroupConfig
 from .enums import GroupFlags, Mode, Overflow, known_or_int
-from .errors import EpcError, Status
+from .errors import EpcError, InvalidUsageError, Status
 
 # Objects the C library may still reference after their Group object was collected without
 # close(): the leaked group keeps pointers to the config's allocator callbacks.
@@ -182,16 +182,16 @@ class Group:
 
     def close(self) -> None:
         """Destroy the group (epc_group_destroy): collective (every rank must close its
-        group), blocking (waits for the group's work). Idempotent. Raises EpcError, and
-        changes nothing, while a Handle created on the group is open, and so does the
-        library (InvalidUsageError, the group stays open) while it still holds a handle of
-        the group, e.g. one collected without close() and so leaked. Otherwise the group is
+        group), blocking (waits for the group's work). Idempotent. Raises InvalidUsageError,
+        and changes nothing, while a Handle created on the group is open, and so does the
+        library while it still holds a handle of the group, e.g. one collected without
+        close() and so leaked. Otherwise the group is
         released even when destruction reports an error, which is then raised."""
         with self._lock:
             open_handles = [h for h in self._handles if not h.closed]
             if self._handle is not None and open_handles:
-                raise EpcError(
-                    Status.INVALID_ARGUMENT,
+                raise InvalidUsageError(
+                    Status.INVALID_USAGE,
                     f"{len(open_handles)} handle(s) created on this group are still open: close them before the group",
                 )
             handle, self._handle = self._handle, None

@@ -167,8 +167,9 @@ def test_a_closed_handle_is_refused_without_calling_the_library(dead_handle):
 
 
 def test_group_close_refuses_while_a_handle_is_open(dead_group, dead_handle):
-    with pytest.raises(epcomm.EpcError, match="1 handle"):
+    with pytest.raises(epcomm.InvalidUsageError, match="1 handle") as refused:
         dead_group.close()
+    assert refused.value.status == epcomm.Status.INVALID_USAGE  # the library's status for it
     assert not dead_group.closed
     with pytest.raises(epcomm.EpcError):
         dead_handle.close()  # refused by the library (a dead handle), forgotten here
