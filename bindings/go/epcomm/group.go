@@ -20,11 +20,11 @@ import (
 // Group is one rank's epcomm group (EpcGroup): the communicator, its symmetric window and
 // its NCCL device communicator. Create it with NewGroup and release it with Close on every
 // rank. Info and AsyncError may run concurrently with anything; Barrier, Close and the calls
-// of the group's Handles wait for each other. AsyncError waits only for Close.
+// of the group's Handles wait for each other. Info and AsyncError wait only for Close.
 type Group struct {
 	mu sync.RWMutex
-	// closing is held by Close while it takes the handle away, and by AsyncError for its
-	// call, which therefore never waits for mu (the group's other calls).
+	// closing is held by Close while it takes the handle away, and by Info and AsyncError for
+	// their calls, which therefore never wait for mu (the group's other calls).
 	closing     sync.RWMutex
 	handle      *C.EpcGroup // nil once closed; written under both locks, read under either
 	comm        *Comm
@@ -84,10 +84,12 @@ func NewGroup(comm *Comm, cfg GroupConfig) (*Group, error) {
 	return &Group{handle: handle, comm: comm}, nil
 }
 
-// Info describes the group (epc_group_query). Local, non-blocking, thread-safe.
+// Info describes the group (epc_group_query). Local, non-blocking, thread-safe: like
+// AsyncError it does not wait for the group's other calls (a Barrier waiting for its peers,
+// a handle's call), only for Close.
 func (g *Group) Info() (GroupInfo, error) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
+	g.closing.RLock()
+	defer g.closing.RUnlock()
 	if g.handle == nil {
 		return GroupInfo{}, errGroupClosed()
 	}

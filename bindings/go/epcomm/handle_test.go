@@ -323,6 +323,23 @@ func TestAsyncErrorDoesNotWaitForTheGroupsOtherCalls(t *testing.T) {
 	}
 }
 
+func TestInfoDoesNotWaitForTheGroupsOtherCalls(t *testing.T) {
+	group := groupAt(deadObject())
+	group.mu.Lock() // as a Barrier waiting for its peers, or a handle's call, holds it
+	defer group.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := group.Info()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantError(t, "while the group's lock is held", err, ErrInvalidArgument, "not a live EpcGroup")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Info waited for the lock of the group's other calls")
+	}
+}
+
 func TestFunctionTableOfABI2(t *testing.T) {
 	size, version, complete, err := functionTable(ABIMajor)
 	if err != nil {
