@@ -55,6 +55,37 @@ def test_group_on_every_gpu_one_thread_per_rank():
         assert info.symmetric_bytes > 0
 
 
+def test_a_collected_open_handle_keeps_its_group_open():
+    """A Handle collected without close() is leaked (its finalizer calls nothing), so the
+    group no longer sees it, but the library still does: it refuses epc_group_destroy
+    (INVALID_USAGE) and releases nothing. The group must stay open and working, its
+    communicator refuse to close, and close() succeed once the leaked handle is gone."""
+    import gc
+    import warnings
+
+    from epcomm import _library
+
+    requested_gpus()
+    with epcomm.Comm.init(epcomm.UniqueId.create(), 1, 0, device=0) as comm:
+        group = epcomm.Group.create(comm, epcomm.GroupConfig(num_experts=8, hidden=2048))
+        handle = epcomm.Handle.create(group, stream=0)
+        pointer = handle._pointer  # noqa: SLF001
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            del handle
+            gc.collect()
+        with pytest.raises(epcomm.InvalidUsageError, match="live handle") as caught:
+            group.close()
+        assert caught.value.function == "epc_group_destroy"
+        assert not group.closed
+        group.barrier()  # the group goes on working
+        with pytest.raises(epcomm.EpcError, match="still open"):
+            comm.close()
+        _library.call("epc_handle_destroy", pointer)
+        group.close()
+        assert group.closed
+
+
 def test_torch_cuda_tensors():
     _, torch = requested_gpus()
     x = torch.randn(16, 2048, device="cuda:0").to(torch.bfloat16)
