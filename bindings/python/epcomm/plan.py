@@ -85,10 +85,14 @@ def plan_from_struct(struct: "_ffi.EpcPlan") -> Plan:
 
 
 def plan_query(
-    config: Union[GroupConfig, "_ffi.EpcGroupConfig"], nranks: int, lsa_size: Optional[int] = None, num_nodes: int = 1
+    config: Union[GroupConfig, "_ffi.EpcGroupConfig"],
+    nranks: int,
+    lsa_size: Optional[int] = None,
+    num_nodes: Optional[int] = None,
 ) -> Plan:
     """The layout `config` needs on `nranks` ranks whose NVLink (LSA) domains hold
-    `lsa_size` ranks each (default: all of them) on `num_nodes` nodes (epc_plan_query).
+    `lsa_size` ranks each (default: all of them) on `num_nodes` nodes (default: one per
+    NVLink domain, nranks / lsa_size, as the library requires) (epc_plan_query).
 
     Validates `config` exactly as Group.create does, so a bad config raises the same
     EpcError here, without a GPU. With config.virtual_node_size set, `lsa_size` is the
@@ -97,15 +101,11 @@ def plan_query(
     struct = config.to_struct() if isinstance(config, GroupConfig) else config
     if not isinstance(struct, _ffi.EpcGroupConfig):
         raise TypeError(f"config must be a GroupConfig, not {type(config).__name__}")
+    lsa = int(nranks if lsa_size is None else lsa_size)
+    if num_nodes is None:  # a size the library refuses gets its message, not ours
+        num_nodes = -(-int(nranks) // lsa) if lsa > 0 else 1
     out = _ffi.EpcPlan()
     out.struct_size = ctypes.sizeof(out)
     out.abi_version = _ffi.EPC_ABI_VERSION
-    call(
-        "epc_plan_query",
-        ctypes.byref(struct),
-        int(nranks),
-        int(nranks if lsa_size is None else lsa_size),
-        int(num_nodes),
-        ctypes.byref(out),
-    )
+    call("epc_plan_query", ctypes.byref(struct), int(nranks), lsa, int(num_nodes), ctypes.byref(out))
     return plan_from_struct(out)

@@ -99,6 +99,15 @@ def test_lsa_size_defaults_to_every_rank():
     assert epcomm.plan_query(deepseek_config(), 4) == epcomm.plan_query(deepseek_config(), 4, 4, 1)
 
 
+def test_num_nodes_defaults_to_one_per_nvlink_domain():
+    # The library requires lsa_size * num_nodes == nranks; a default of one node refused
+    # every lsa_size below nranks.
+    assert epcomm.plan_query(deepseek_config(), 8, lsa_size=4) == epcomm.plan_query(deepseek_config(), 8, 4, 2)
+    assert epcomm.plan_query(deepseek_config(), 8, lsa_size=4).regions[-1].name == "net_staging"
+    with pytest.raises(epcomm.EpcError, match="lsa_size"):
+        epcomm.plan_query(deepseek_config(), 8, lsa_size=3)  # the library's refusal
+
+
 def test_regions_not_per_slot_have_no_slot():
     plan = epcomm.plan_query(deepseek_config(), 4)
     control = [r for r in plan.regions if r.kind == epcomm.RegionKind.CONTROL]
