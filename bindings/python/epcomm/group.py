@@ -95,7 +95,7 @@ class Group:
         self._handle: "Optional[ctypes._Pointer[Any]]" = handle
         self._comm = comm
         self._config: Optional[_ffi.EpcGroupConfig] = config  # keeps allocator callbacks alive
-        self._lock = threading.Lock()  # close() taking the handle away; async_error()'s call
+        self._lock = threading.Lock()  # close() taking the handle away; info()'s, async_error()'s call
         self._calls = threading.Lock()  # barrier and handle calls (see the class doc)
         self._handles: "weakref.WeakSet[Any]" = weakref.WeakSet()
         if comm is not None:
@@ -135,11 +135,14 @@ class Group:
 
     def info(self) -> GroupInfo:
         """Topology, configuration after defaults and bytes held (epc_group_query).
-        Local, non-blocking, thread-safe."""
+        Local, non-blocking, thread-safe: like async_error() it does not wait for the
+        group's other calls, and close() waits for it (never destroying the group under
+        it)."""
         out = _ffi.EpcGroupInfo()
         out.struct_size = ctypes.sizeof(out)
         out.abi_version = _ffi.EPC_ABI_VERSION
-        call("epc_group_query", self._live(), ctypes.byref(out))
+        with self._lock:
+            call("epc_group_query", self._live(), ctypes.byref(out))
         return info_from_struct(out)
 
     def barrier(self, stream: Any = None) -> None:

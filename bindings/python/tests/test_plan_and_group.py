@@ -354,6 +354,35 @@ def test_async_error_of_a_closed_group_is_refused_here(dead_group):
     assert caught.value.function is None
 
 
+@pytest.mark.parametrize("method", ["info", "async_error"])
+def test_close_never_destroys_the_group_under_a_query_on_another_thread(dead_group, monkeypatch, method):
+    """info() and async_error() run on any thread; close() on another must wait for a query
+    in flight before epc_group_destroy frees what it reads."""
+    import threading
+
+    in_query, release, calls = threading.Event(), threading.Event(), []
+
+    def library_call(name, *args):
+        calls.append(name)
+        if name != "epc_group_destroy":
+            in_query.set()
+            assert release.wait(10)
+
+    monkeypatch.setattr(group_module, "call", library_call)
+    monkeypatch.setattr(group_module, "info_from_struct", lambda struct: None)
+    query = threading.Thread(target=getattr(dead_group, method))
+    query.start()
+    assert in_query.wait(10)
+    closing = threading.Thread(target=dead_group.close)
+    closing.start()
+    closing.join(0.5)
+    assert calls[-1] != "epc_group_destroy", f"close() destroyed the group under {method}()"
+    release.set()
+    query.join(10)
+    closing.join(10)
+    assert calls[-1] == "epc_group_destroy" and dead_group.closed
+
+
 def test_async_error_does_not_wait_for_the_groups_other_calls(dead_group):
     import threading
 
