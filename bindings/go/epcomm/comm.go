@@ -71,8 +71,8 @@ func (c *Comm) Handle() unsafe.Pointer {
 }
 
 // Close destroys a communicator InitComm created (epc_comm_destroy) and forgets an
-// adopted one without destroying it. It fails, changing nothing, while a Group built on the
-// Comm is open. Collective and blocking for a created communicator (every rank closes its
+// adopted one without destroying it. It fails with ErrInvalidUsage, changing nothing, while
+// a Group built on the Comm is open. Collective and blocking for a created communicator (every rank closes its
 // own), local for an adopted one. Calling it again returns nil.
 func (c *Comm) Close() error {
 	if c == nil {
@@ -84,7 +84,7 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	if c.openGroups > 0 {
-		return argumentError("%d group(s) built on this Comm are still open: Close them first "+
+		return usageError("%d group(s) built on this Comm are still open: Close them first "+
 			"(group destruction uses the communicator)", c.openGroups)
 	}
 	handle := c.handle

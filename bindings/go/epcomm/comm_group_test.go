@@ -46,6 +46,22 @@ func TestAdoptedCommCloseIsLocalAndIdempotent(t *testing.T) {
 	}
 }
 
+func TestCommCloseRefusesWhileAGroupIsOpen(t *testing.T) {
+	comm := AdoptComm(nil)
+	comm.openGroups = 1 // as NewGroup counts a group built on it
+	err := comm.Close()
+	if !errors.Is(err, ErrInvalidUsage) || !strings.Contains(err.Error(), "1 group(s)") {
+		t.Errorf("Close with an open group: %v; want ErrInvalidUsage, as for a Group with open handles", err)
+	}
+	if comm.closed {
+		t.Error("the refused Close forgot the communicator")
+	}
+	comm.openGroups = 0
+	if err := comm.Close(); err != nil {
+		t.Errorf("Close once the group is closed: %v", err)
+	}
+}
+
 func TestClosedGroupRejectsCalls(t *testing.T) {
 	group := &Group{comm: AdoptComm(nil)} // what Close leaves behind
 	if err := group.Close(); err != nil {

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from . import _ffi
 from ._handles import address
 from ._library import call
-from .errors import EpcError, Status
+from .errors import EpcError, InvalidUsageError, Status
 
 
 class UniqueId:
@@ -145,14 +145,15 @@ class Comm:
 
     def close(self) -> None:
         """Destroy an owned communicator (epc_comm_destroy: collective, blocking); forget
-        an adopted one. Idempotent. Raises EpcError if groups built on it are still open."""
+        an adopted one. Idempotent. Raises InvalidUsageError if groups built on it are still
+        open."""
         with self._lock:
             if self._handle is None:
                 return
             open_groups = [g for g in self._groups if not g.closed]
             if open_groups:
-                raise EpcError(
-                    Status.INVALID_ARGUMENT,
+                raise InvalidUsageError(
+                    Status.INVALID_USAGE,
                     f"{len(open_groups)} group(s) built on this communicator are "
                     "still open: close them before the communicator",
                 )

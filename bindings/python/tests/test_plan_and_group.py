@@ -418,8 +418,9 @@ def test_an_owned_comm_refuses_to_close_under_an_open_group():
     group = _fake_group()
     group._comm = comm
     comm._register(group)
-    with pytest.raises(epcomm.EpcError, match="still open"):
+    with pytest.raises(epcomm.InvalidUsageError, match="still open") as refused:
         comm.close()
+    assert refused.value.status == epcomm.Status.INVALID_USAGE  # a call out of order
     group._handle = None  # pretend it was closed, then forget the fake communicator
     comm._owned = False
     comm.close()
