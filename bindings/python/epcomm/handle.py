@@ -47,7 +47,7 @@ def tensor_fields(struct_type: Any) -> List[str]:
 class Routing:
     """A routing (EpcRouting): topk_idx [B, K] int32 or int64 expert ids on the group's
     device, -1 masking an entry (B <= max_tokens_per_rank, K <= max_topk); num_tokens [1]
-    int32 on the device: only its first n rows take part (UNSUPPORTED in 2.0 and 2.1)."""
+    int32 on the device: only its first n rows take part (UNSUPPORTED in 2.0 to 2.2)."""
 
     topk_idx: Any
     num_tokens: Any = None
@@ -286,9 +286,15 @@ class Handle:
                     ctypes.c_void_p(address),
                     ctypes.byref(out),
                 )
-        finally:
-            _release(borrowed)  # the library copied the routing on the stream
-        return cls(out, group)
+        except BaseException:
+            _release(borrowed)
+            raise
+        handle = cls(out, group)
+        # The library copies the routing on the stream, which may run after this returns:
+        # the handle keeps the routing's tensors until its next call, as update() does.
+        objects = () if routing is None else (routing.topk_idx, routing.num_tokens)
+        handle._hold(borrowed, routing_struct, objects)  # noqa: SLF001
+        return handle
 
     def update(self, topk_idx: Any, *, num_tokens: Any = None, stream: Any = None) -> None:
         """Replace the routing for the next step (epc_handle_update): topk_idx and

@@ -652,3 +652,34 @@ def test_a_callers_epc_tensor_is_reused_across_steps_and_never_released(dead_han
     assert not static_out.released and owner.deleted == 0  # close() leaves it to the caller too
     static_out.release()
     assert owner.deleted == 1
+
+
+def test_a_created_handle_keeps_its_routing_until_its_next_call(dead_group, monkeypatch):
+    """epc_handle_create copies the routing on the stream, which may run after the call
+    returns: the new handle keeps the routing's tensors (the binding's DLPack imports) until
+    its next call, as update() does, instead of releasing them at once."""
+    from fakes import DeadObject
+
+    memory = DeadObject(_ffi.EpcHandle)
+
+    def created(name, *args):
+        ctypes.cast(args[-1], ctypes.POINTER(ctypes.POINTER(_ffi.EpcHandle)))[0] = memory.pointer
+
+    monkeypatch.setattr(handle_module, "call", created)
+    routing = DLPackProducer((4, 2), dtype=(0, 64, 1))
+    handle = epcomm.Handle.create(dead_group, routing=routing, stream=STREAM)
+    assert routing.exports == 1 and routing.deleted == 0  # held, not released
+    held = handle._in_flight  # noqa: SLF001
+    assert [entry.name for entry in held] == ["topk_idx"]
+    assert handle._in_flight_objects[0] is routing  # noqa: SLF001
+    # The next call replaces what is held and releases the routing's import.
+    monkeypatch.setattr(handle_module, "call", lambda name, *args: None)
+    handle.update(DLPackProducer((4, 2), dtype=(0, 64, 1)), stream=STREAM)
+    assert routing.deleted == 1
+    handle._pointer = None  # noqa: SLF001 (nothing real to destroy)
+    # A refused create releases at once.
+    refused = DLPackProducer((4, 2), dtype=(0, 64, 1))
+    monkeypatch.setattr(handle_module, "call", lambda name, *args: (_ for _ in ()).throw(epcomm.EpcError(2, "no")))
+    with pytest.raises(epcomm.EpcError):
+        epcomm.Handle.create(dead_group, routing=refused, stream=STREAM)
+    assert (refused.exports, refused.deleted) == (1, 1)
