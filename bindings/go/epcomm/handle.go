@@ -122,7 +122,7 @@ import "unsafe"
 type HandleConfig struct {
 	Layout          Layout // 0: LayoutDefault (LayoutExpertPadded on LL groups, LayoutFlat on HT groups)
 	Sizing          Sizing // 0: SizingCapacity (never synchronises the host); SizingExact: rows = what arrives
-	Capacity        uint64 // C; 0: the layout's default (in 2.0 only the default is served)
+	Capacity        uint64 // C; 0: the layout's default (since 2.1 HT FLAT capacities below it too; the header says which)
 	ExpertAlignment uint32 // LayoutExpertPacked only; else 0
 	Flags           uint32 // HandleGlobalExpertIDs, HandleZeroPadding
 }
@@ -131,7 +131,7 @@ type HandleConfig struct {
 // expert ids on the group's device, -1 masking an entry, B <= MaxTokensPerRank,
 // K <= MaxTopK. It is copied on the stream, so its memory may be reused once the stream has
 // passed the call. NumTokens ([1] int32 on the device: only the first n rows take part) is
-// defined by the ABI and refused with ErrUnsupported by a 2.0 library.
+// defined by the ABI and refused with ErrUnsupported by libraries 2.0 to 2.2.
 type Routing struct {
 	TopKIdx   *Tensor
 	NumTokens *Tensor

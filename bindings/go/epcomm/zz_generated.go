@@ -411,7 +411,7 @@ const (
 	// window holds fp8 rows only: EPC_ERR_INVALID_ARGUMENT naming quant.
 	QuantFP8 Quant = 1
 	// QuantNVFP4 is EPC_QUANT_NVFP4: cast in the send kernel: -> FP4_E2M1X2 with one E4M3
-	// scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0 and 2.1).
+	// scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0 to 2.2).
 	QuantNVFP4 Quant = 2
 	// QuantPassthrough is EPC_QUANT_PASSTHROUGH: the caller quantized: x and x_scales [B, S]
 	// are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT
@@ -462,7 +462,7 @@ const (
 	ScalesStrided ScaleLayout = 0
 	// ScalesSwizzled128x4 is EPC_SCALES_SWIZZLED_128X4: the block-scaled GEMM layout of tiles
 	// of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes
-	// (EPC_ERR_UNSUPPORTED in 2.0 and 2.1).
+	// (EPC_ERR_UNSUPPORTED in 2.0 to 2.2).
 	ScalesSwizzled128x4 ScaleLayout = 1
 )
 

@@ -603,7 +603,7 @@ typedef struct EpcRouting {
   const EpcTensor* num_tokens; /* [1] int32 on the device: only the first n rows of
                                   topk_idx take part (n <= B), so that one graph captured
                                   at B serves every batch up to B (EPC_ERR_UNSUPPORTED in
-                                  2.0 and 2.1) */
+                                  2.0 to 2.2) */
 } EpcRouting;
 
 #define EPC_PENDING_NONE 0
@@ -713,7 +713,7 @@ typedef uint32_t EpcQuant;
                                    EPC_ERR_INVALID_ARGUMENT naming quant */
 #define EPC_QUANT_NVFP4 2       /* cast in the send kernel: -> FP4_E2M1X2 with one E4M3
                                    scale per 16 channels relative to x_global_scale
-                                   (EPC_ERR_UNSUPPORTED in 2.0 and 2.1) */
+                                   (EPC_ERR_UNSUPPORTED in 2.0 to 2.2) */
 #define EPC_QUANT_PASSTHROUGH 3 /* the caller quantized: x and x_scales [B, S] are copied
                                    byte for byte into out_x and out_scales of the same
                                    dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a
@@ -758,7 +758,7 @@ typedef uint32_t EpcScaleLayout;
                                        EPC_ERR_UNSUPPORTED */
 #define EPC_SCALES_SWIZZLED_128X4 1 /* the block-scaled GEMM layout of tiles of 128 rows x 4
                                        scale columns; out_scales is then 1-D, the padded
-                                       size in bytes (EPC_ERR_UNSUPPORTED in 2.0 and 2.1) */
+                                       size in bytes (EPC_ERR_UNSUPPORTED in 2.0 to 2.2) */
 
 /* How combine weights the expert outputs before it sums them. */
 typedef uint32_t EpcWeighting;
@@ -889,7 +889,7 @@ typedef struct EpcCombineArgs {
   EpcWeighting weighting;             /* 0: EPC_WEIGHTING_DEFAULT */
   const EpcTensor* x;                 /* required: the expert outputs, dispatch out_x's
                                          shape; bf16 is what travels (fp16:
-                                         EPC_ERR_UNSUPPORTED in 2.0 and 2.1) */
+                                         EPC_ERR_UNSUPPORTED in 2.0 to 2.2) */
   const EpcTensor* topk_weights;      /* with out_topk_weights (HT groups): per received
                                          row, fp32, dispatch out_topk_weights' shape;
                                          carried back (the gradient of dispatch's weights);

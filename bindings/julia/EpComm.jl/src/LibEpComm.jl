@@ -174,13 +174,13 @@ const EPC_PENDING_COMBINE = Int32(2)
 const EPC_QUANT_NONE = EpcQuant(0)  # x (bf16 or fp16) travels as it is; no scales
 const EPC_QUANT_FP8 = EpcQuant(1)  # cast in the send kernel: bf16/fp16 x -> e4m3 with one scale per scale_block channels, scale = max(amax of the block, 1e-4) / 448, rounded up to a power of two with EPC_DISPATCH_POW2_SCALES, e4m3 = x / scale, saturated to +-448, rounded to nearest even. Served in 2.0: LL, FP32 scales, scale_block 128; 2.1 adds E8M0 and E8M0X4 out_scales on LL (every scale then rounded up to a power of two, with or without EPC_DISPATCH_POW2_SCALES). HT groups: EPC_ERR_UNSUPPORTED (quantize and pass PASSTHROUGH). LL with H not a multiple of 128, or EPC_QUANT_NONE on an LL group whose window holds fp8 rows only: EPC_ERR_INVALID_ARGUMENT naming quant
 
-const EPC_QUANT_NVFP4 = EpcQuant(2)  # cast in the send kernel: -> FP4_E2M1X2 with one E4M3 scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
+const EPC_QUANT_NVFP4 = EpcQuant(2)  # cast in the send kernel: -> FP4_E2M1X2 with one E4M3 scale per 16 channels relative to x_global_scale (EPC_ERR_UNSUPPORTED in 2.0 to 2.2)
 
 const EPC_QUANT_PASSTHROUGH = EpcQuant(3)  # the caller quantized: x and x_scales [B, S] are copied byte for byte into out_x and out_scales of the same dtypes. Served on HT groups: FP8_E4M3 [B, H] (H a multiple of 16) or FP4_E2M1X2 [B, H / 2] (H a multiple of 32) rows with any S >= 1 scales of any dtype, 4-byte aligned when a row's scale bytes are a multiple of 4 (2.0.0 served FP8_E4M3 with FP32 scales, S = H / 128); x of another dtype, or FP8_E4M3 with H not a multiple of 16: EPC_ERR_UNSUPPORTED; FP4_E2M1X2 with H not a multiple of 32: EPC_ERR_INVALID_ARGUMENT. 2.1 serves it on LL groups too, in every layout: the same x and x_scales with scale elements of 1, 2 or 4 bytes (FP32, BF16, FP16, E8M0, E8M0X4, UINT8, FP8, ...; 8-byte ones: EPC_ERR_UNSUPPORTED); out_x has the layout's rows with x's columns, out_scales [L, C, S], [R, T, S] or [R * T, S] with any strides under which no two elements share memory (as the LL fp8 cast's), and every row a token feeds gets its row and scales. An LL message holds max_token_bytes as LL groups round it (2 * H, or H + H / 32), an HT one max_token_bytes: in both modes a row plus S scales beyond that is EPC_ERR_INVALID_ARGUMENT naming x_scales. In both modes FP4_E2M1X2 x may come with x_global_scale (NVFP4), checked and not sent (with FP8_E4M3 x: EPC_ERR_INVALID_ARGUMENT)
 
 const EPC_SCALES_STRIDED = EpcScaleLayout(0)  # as out_scales' strides say: row-major, or column-major over tokens (token stride 1). Served in 2.0: row-major; 2.1 serves any strides under which no two elements share memory for LL dispatch, the fp8 cast's and PASSTHROUGH's (e.g. column-major with rows padded for TMA; strides under which elements overlap: EPC_ERR_INVALID_ARGUMENT). The shape is the layout's, unpadded; elements no row's scale falls on (a TMA padding's) are never written, and no stride alignment is required. E8M0X4 words need dtype EPC_DTYPE_E8M0X4 (INT32: EPC_ERR_INVALID_ARGUMENT). HT out_scales must be row-major contiguous, else EPC_ERR_UNSUPPORTED
 
-const EPC_SCALES_SWIZZLED_128X4 = EpcScaleLayout(1)  # the block-scaled GEMM layout of tiles of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
+const EPC_SCALES_SWIZZLED_128X4 = EpcScaleLayout(1)  # the block-scaled GEMM layout of tiles of 128 rows x 4 scale columns; out_scales is then 1-D, the padded size in bytes (EPC_ERR_UNSUPPORTED in 2.0 to 2.2)
 
 const EPC_WEIGHTING_DEFAULT = EpcWeighting(0)  # SENDER for expert layouts, NONE for the others
 const EPC_WEIGHTING_NONE = EpcWeighting(1)  # rows are summed as given: the caller weighted them (the only choice for RANK_MAJOR and FLAT; on HT EXPERT_PACKED a token's rows on a rank are summed unweighted into its partial; LL EXPERT_PADDED: EPC_ERR_UNSUPPORTED)
@@ -349,7 +349,7 @@ struct EpcRouting
     struct_size::UInt32
     abi_version::UInt32
     topk_idx::Ptr{EpcTensor}  # required: [B, K] int32 or int64 on the group's device; -1 masks an entry; B <= T, K <= max_topk; copied on the stream, so it may be reused once the stream has passed
-    num_tokens::Ptr{EpcTensor}  # [1] int32 on the device: only the first n rows of topk_idx take part (n <= B), so that one graph captured at B serves every batch up to B (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
+    num_tokens::Ptr{EpcTensor}  # [1] int32 on the device: only the first n rows of topk_idx take part (n <= B), so that one graph captured at B serves every batch up to B (EPC_ERR_UNSUPPORTED in 2.0 to 2.2)
 end
 
 """
@@ -418,7 +418,7 @@ struct EpcCombineArgs
     abi_version::UInt32
     flags::UInt32  # EPC_STEP_SEND_ONLY
     weighting::EpcWeighting  # 0: EPC_WEIGHTING_DEFAULT
-    x::Ptr{EpcTensor}  # required: the expert outputs, dispatch out_x's shape; bf16 is what travels (fp16: EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
+    x::Ptr{EpcTensor}  # required: the expert outputs, dispatch out_x's shape; bf16 is what travels (fp16: EPC_ERR_UNSUPPORTED in 2.0 to 2.2)
     topk_weights::Ptr{EpcTensor}  # with out_topk_weights (HT groups): per received row, fp32, dispatch out_topk_weights' shape; carried back (the gradient of dispatch's weights); LL groups: EPC_ERR_UNSUPPORTED
     home_topk_weights::Ptr{EpcTensor}  # EPC_WEIGHTING_HOME: [B, K] fp32 on this rank
     out::Ptr{EpcTensor}  # required: [B, H] bf16, fp16 or fp32; must not overlap x

@@ -616,7 +616,7 @@ pub struct EpcRouting {
     /// \[1\] int32 on the device: only the first n rows of
     /// topk_idx take part (n <= B), so that one graph captured
     /// at B serves every batch up to B (EPC_ERR_UNSUPPORTED in
-    /// 2.0 and 2.1)
+    /// 2.0 to 2.2)
     pub num_tokens: *const EpcTensor,
 }
 
@@ -730,7 +730,7 @@ pub const EPC_QUANT_FP8: EpcQuant = 1;
 
 /// cast in the send kernel: -> FP4_E2M1X2 with one E4M3
 /// scale per 16 channels relative to x_global_scale
-/// (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
+/// (EPC_ERR_UNSUPPORTED in 2.0 to 2.2)
 pub const EPC_QUANT_NVFP4: EpcQuant = 2;
 
 /// the caller quantized: x and x_scales \[B, S\] are copied
@@ -781,7 +781,7 @@ pub const EPC_SCALES_STRIDED: EpcScaleLayout = 0;
 
 /// the block-scaled GEMM layout of tiles of 128 rows x 4
 /// scale columns; out_scales is then 1-D, the padded
-/// size in bytes (EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
+/// size in bytes (EPC_ERR_UNSUPPORTED in 2.0 to 2.2)
 pub const EPC_SCALES_SWIZZLED_128X4: EpcScaleLayout = 1;
 
 /// How combine weights the expert outputs before it sums them.
@@ -966,7 +966,7 @@ pub struct EpcCombineArgs {
     pub weighting: EpcWeighting,
     /// required: the expert outputs, dispatch out_x's
     /// shape; bf16 is what travels (fp16:
-    /// EPC_ERR_UNSUPPORTED in 2.0 and 2.1)
+    /// EPC_ERR_UNSUPPORTED in 2.0 to 2.2)
     pub x: *const EpcTensor,
     /// with out_topk_weights (HT groups): per received
     /// row, fp32, dispatch out_topk_weights' shape;

@@ -30,7 +30,7 @@ impl<'t> Routing<'t> {
     }
 
     /// `[1]` INT32 on the device: only the first n rows of `topk_idx` take part, so one
-    /// graph captured at B serves every batch up to B (UNSUPPORTED in 2.0 and 2.1).
+    /// graph captured at B serves every batch up to B (UNSUPPORTED in 2.0 to 2.2).
     pub fn num_tokens(mut self, num_tokens: TensorRef<'t>) -> Self {
         self.num_tokens = Some(num_tokens);
         self

@@ -245,7 +245,8 @@ impl HandleConfig {
 
     /// C: EXPERT_PADDED rows per expert zone (0: `nranks * max_tokens_per_rank`); FLAT and
     /// EXPERT_PACKED rows (0: the most the group's receive capacity can produce). Must be 0
-    /// for RANK_MAJOR and with [`Sizing::EXACT`]. Only the default is served in 2.0.
+    /// for RANK_MAJOR and with [`Sizing::EXACT`]. 2.0 serves only the default; since 2.1 HT
+    /// groups serve FLAT capacities below it too (the header's `EpcHandleConfig.capacity`).
     pub fn capacity(mut self, rows: u64) -> Self {
         self.raw.capacity = rows;
         self
