@@ -140,8 +140,8 @@ func runRank(id UniqueID, n, rank int, cfg GroupConfig) (info GroupInfo, err err
 	if err = group.AsyncError(); err != nil { // a healthy group has nothing to report
 		return info, fmt.Errorf("AsyncError: %w", err)
 	}
-	if err = comm.Close(); !errors.Is(err, ErrInvalidArgument) {
-		return info, fmt.Errorf("Comm.Close with an open group: got %v, want ErrInvalidArgument", err)
+	if err = comm.Close(); !errors.Is(err, ErrInvalidUsage) {
+		return info, fmt.Errorf("Comm.Close with an open group: got %v, want ErrInvalidUsage", err)
 	}
 	if err = group.Close(); err != nil {
 		return info, fmt.Errorf("Group.Close: %w", err)
