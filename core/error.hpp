@@ -21,6 +21,9 @@ class Error : public std::runtime_error {
 
 // printf-style message builder, so call sites stay one line.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// format() for release paths, which may not throw: when the message's memory cannot be had,
+// it is "out of memory" (short enough to need none).
+std::string format_noexcept(const char* fmt, ...) noexcept __attribute__((format(printf, 1, 2)));
 
 [[noreturn]] void fail(EpcStatus status, const std::string& message);
 

@@ -380,14 +380,14 @@ bool Group::flush_gin(std::string* why) noexcept {
   cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = kernels::launch_gin_flush(gin_state_, stream);
   if (e != cudaSuccess) {
-    *why = format("flushing GIN before releasing the group: %s", cudaGetErrorString(e));
+    *why = format_noexcept("flushing GIN before releasing the group: %s", cudaGetErrorString(e));
     if (stream != nullptr) cudaStreamDestroy(stream);
     return true;  // nothing is running: the memory can go
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.timeout_ms);
   while ((e = cudaStreamQuery(stream)) == cudaErrorNotReady) {
     if (std::chrono::steady_clock::now() > deadline) {
-      *why = format(
+      *why = format_noexcept(
           "GIN did not finish this rank's outstanding puts within the group's timeout (%u ms) "
           "at destroy: the network may still read the group's memory, so its window, device "
           "communicator and GIN signals are left allocated (leaked)",
@@ -397,7 +397,7 @@ bool Group::flush_gin(std::string* why) noexcept {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  if (e != cudaSuccess) *why = format("flushing GIN before releasing the group: %s", cudaGetErrorString(e));
+  if (e != cudaSuccess) *why = format_noexcept("flushing GIN before releasing the group: %s", cudaGetErrorString(e));
   cudaStreamDestroy(stream);
   return true;
 }
@@ -413,8 +413,9 @@ void Group::abandon() noexcept {
 CloseFailure Group::shut_down() noexcept {
   CloseFailure first;
   if (!owned_) return first;
-  auto note = [&first](const CloseFailure& failure) {
-    if (!failure.message.empty() && first.message.empty()) first = failure;
+  // By value and moved: a copy of the message could throw.
+  auto note = [&first](CloseFailure failure) {
+    if (!failure.message.empty() && first.message.empty()) first = std::move(failure);
   };
   int previous = -1;
   cudaGetDevice(&previous);
@@ -422,13 +423,14 @@ CloseFailure Group::shut_down() noexcept {
   // Nothing may still write into the window when it goes away.
   const cudaError_t sync = cudaDeviceSynchronize();
   if (sync != cudaSuccess) {
-    note({EPC_ERR_CUDA, format("cudaDeviceSynchronize before releasing the group: %s", cudaGetErrorString(sync))});
+    note({EPC_ERR_CUDA,
+          format_noexcept("cudaDeviceSynchronize before releasing the group: %s", cudaGetErrorString(sync))});
   }
   // Nor may the network still read from it: GIN puts can outlive the kernels that posted them.
   if (gin_state_ != nullptr && owned_->dev_comm.created()) {
     std::string why;
     const bool flushed = flush_gin(&why);
-    if (!why.empty()) note({flushed ? EPC_ERR_CUDA : EPC_ERR_TIMEOUT, why});
+    if (!why.empty()) note({flushed ? EPC_ERR_CUDA : EPC_ERR_TIMEOUT, std::move(why)});
     if (!flushed) owned_.release();  // deliberately leaked: the flush kernel and the NIC may still use it
   }
   if (owned_) {

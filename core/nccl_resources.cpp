@@ -31,7 +31,7 @@ CloseFailure WindowMemory::close() noexcept {
     free_fn_(alloc_ctx_, ptr_);
   } else {
     const ncclResult_t r = ncclMemFree(ptr_);
-    if (r != ncclSuccess) failure = {EPC_ERR_NCCL, format("ncclMemFree: %s", ncclGetErrorString(r))};
+    if (r != ncclSuccess) failure = {EPC_ERR_NCCL, format_noexcept("ncclMemFree: %s", ncclGetErrorString(r))};
   }
   ptr_ = nullptr;
   return failure;
@@ -54,7 +54,8 @@ CloseFailure WindowRegistration::close() noexcept {
   CloseFailure failure;
   if (window_ == nullptr) return failure;
   const ncclResult_t r = ncclCommWindowDeregister(comm_, window_);
-  if (r != ncclSuccess) failure = {EPC_ERR_NCCL, format("ncclCommWindowDeregister: %s", ncclGetErrorString(r))};
+  if (r != ncclSuccess)
+    failure = {EPC_ERR_NCCL, format_noexcept("ncclCommWindowDeregister: %s", ncclGetErrorString(r))};
   window_ = nullptr;
   return failure;
 }
@@ -68,7 +69,7 @@ CloseFailure DeviceCommunicator::close() noexcept {
   CloseFailure failure;
   if (comm_ == nullptr) return failure;
   const ncclResult_t r = ncclDevCommDestroy(comm_, &dev_comm_);
-  if (r != ncclSuccess) failure = {EPC_ERR_NCCL, format("ncclDevCommDestroy: %s", ncclGetErrorString(r))};
+  if (r != ncclSuccess) failure = {EPC_ERR_NCCL, format_noexcept("ncclDevCommDestroy: %s", ncclGetErrorString(r))};
   comm_ = nullptr;
   return failure;
 }
