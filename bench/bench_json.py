@@ -99,7 +99,7 @@ CONFIG_CHOICES_6 = {
     "weights_at": ("none", "dispatch", "combine"),
     "quant": ("none", "fp8", "passthrough"),
     "payload": ("e4m3", "e2m1"),
-    "scales": ("fp32", "fp32-colmajor", "bf16", "ue8m0", "ue8m0-packed", "uint8"),
+    "scales": ("fp32", "fp32-colmajor", "bf16", "ue8m0", "ue8m0-packed", "ue8m0-packed-rowmajor", "uint8"),
 }
 CONFIG_COUNTS_6 = ("alignment", "scale_count")
 MACHINE_KEYS = (

@@ -92,8 +92,8 @@ GroupFacts OurGroup::facts() const {
 LlScaleLayout ll_scale_layout(const std::string& scales, int64_t experts, int64_t rows, int64_t scales_per_row,
                               const TokenFormat* passthrough) {
   LlScaleLayout l;
-  const bool packed = scales == "ue8m0-packed";
-  const bool column_major = packed || scales == "fp32-colmajor";
+  const bool packed = scales == "ue8m0-packed" || scales == "ue8m0-packed-rowmajor";
+  const bool column_major = scales == "ue8m0-packed" || scales == "fp32-colmajor";
   l.dtype = packed ? EPC_DTYPE_E8M0X4 : scales == "ue8m0" ? EPC_DTYPE_E8M0 : EPC_DTYPE_FP32;
   int64_t element = l.dtype == EPC_DTYPE_E8M0 ? 1 : 4;
   int64_t words = packed ? (scales_per_row + 3) / 4 : scales_per_row;

@@ -69,8 +69,9 @@ EpcTensor tensor(void* data, EpcDtype dtype, std::initializer_list<int64_t> shap
 
 // The out_scales of an LL fp8 dispatch as --scales names it: fp32 (row-major), fp32-colmajor
 // (column-major over rows, each column padded to 16 bytes, as TMA loads it), ue8m0 (E8M0
-// bytes, row-major) or ue8m0-packed (E8M0X4 words, column-major, 16-byte columns: DeepGEMM's
-// scale layout), for `experts` x `rows` rows of `scales` scales.
+// bytes, row-major), ue8m0-packed (E8M0X4 words, column-major, 16-byte columns: DeepGEMM's
+// scale layout) or ue8m0-packed-rowmajor (E8M0X4 words, row-major), for `experts` x `rows`
+// rows of `scales` scales.
 struct LlScaleLayout {
   EpcDtype dtype = EPC_DTYPE_FP32;
   int64_t shape[3] = {0, 0, 0};

@@ -217,18 +217,19 @@ const std::vector<Flag>& flags() {
          e = "e4m3 or e2m1";
          return false;
        }},
-      {"--scales", "fp32|fp32-colmajor|bf16|ue8m0|ue8m0-packed|uint8",
+      {"--scales", "fp32|fp32-colmajor|bf16|ue8m0|ue8m0-packed|ue8m0-packed-rowmajor|uint8",
        "Passthrough: the scales' dtype (FP32, BF16, E8M0, E8M0X4 (four per 32-bit word), UINT8; LL: fp32-colmajor "
        "and ue8m0-packed out_scales column-major over rows with 16-byte columns, the others row-major). LL fp8: "
        "out_scales as fp32 (row-major), fp32-colmajor (column-major over rows, 16-byte columns), ue8m0 (E8M0 "
-       "bytes, row-major) or ue8m0-packed (E8M0X4, column-major, 16-byte columns). Default fp32.",
+       "bytes, row-major), ue8m0-packed (E8M0X4, column-major, 16-byte columns) or ue8m0-packed-rowmajor (E8M0X4, "
+       "row-major). Default fp32.",
        [](const std::string& v, Options& o, std::string& e) {
          if (v == "fp32" || v == "fp32-colmajor" || v == "bf16" || v == "ue8m0" || v == "ue8m0-packed" ||
-             v == "uint8") {
+             v == "ue8m0-packed-rowmajor" || v == "uint8") {
            o.scales = v;
            return true;
          }
-         e = "fp32 or fp32-colmajor or bf16 or ue8m0 or ue8m0-packed or uint8";
+         e = "fp32 or fp32-colmajor or bf16 or ue8m0 or ue8m0-packed or ue8m0-packed-rowmajor or uint8";
          return false;
        }},
       {"--scale-count", "S",
@@ -460,10 +461,17 @@ bool validate(const Options& o, std::string& error) {
     return false;
   }
   if (!ht && o.quant != "passthrough" && o.scales != "fp32" &&
-      (o.dtype != "fp8" || (o.scales != "fp32-colmajor" && o.scales != "ue8m0" && o.scales != "ue8m0-packed"))) {
+      (o.dtype != "fp8" || (o.scales != "fp32-colmajor" && o.scales != "ue8m0" && o.scales != "ue8m0-packed" &&
+                            o.scales != "ue8m0-packed-rowmajor"))) {
     error = "--scales=" + o.scales +
-            " with --mode=ll: the fp8 cast's out_scales are fp32, fp32-colmajor, ue8m0 or ue8m0-packed, with "
-            "--dtype=fp8";
+            " with --mode=ll: the fp8 cast's out_scales are fp32, fp32-colmajor, ue8m0, ue8m0-packed or "
+            "ue8m0-packed-rowmajor, with --dtype=fp8";
+    return false;
+  }
+  if ((ht || o.quant == "passthrough") && o.scales == "ue8m0-packed-rowmajor") {
+    error =
+        "--scales=ue8m0-packed-rowmajor is an LL fp8 out_scales layout; passthrough E8M0X4 scales are "
+        "--scales=ue8m0-packed";
     return false;
   }
   if (ht && o.scales == "fp32-colmajor") {

@@ -51,7 +51,8 @@ struct Options {
   // --payload rows with --scale-count scales of --scales per row (0: the format's usual count).
   std::string quant = "none";    // none | fp8 | passthrough
   std::string payload = "e4m3";  // e4m3 | e2m1
-  std::string scales = "fp32";   // fp32 | fp32-colmajor (LL) | bf16 | ue8m0 | ue8m0-packed | uint8
+  std::string scales = "fp32";   // fp32 | fp32-colmajor (LL) | bf16 | ue8m0 | ue8m0-packed |
+                                 // ue8m0-packed-rowmajor (LL fp8) | uint8
   int scale_count = 0;
   // --quant=passthrough: bytes of one x row (--payload), the scales per row after the default
   // (--scale-count 0: hidden/128 for fp32, bf16 and ue8m0-packed words, hidden/32 for ue8m0,
