@@ -17,7 +17,11 @@ mutable struct Group
     handle::Ptr{EpcGroup}
     comm::Comm
     open_handles::Int  # handles created on the group and not closed yet
+    lock::ReentrantLock  # `close` taking the handle away; `info`'s call
 end
+
+Group(handle::Ptr{EpcGroup}, comm::Comm, open_handles::Int) =
+    Group(handle, comm, open_handles, ReentrantLock())
 
 """
     Group(comm::Comm, config::GroupConfig) -> Group
@@ -91,11 +95,13 @@ GroupInfo(raw::EpcGroupInfo) = GroupInfo((getfield(raw, name) for name in fieldn
 """
     info(group) -> GroupInfo
 
-Describe the group (`epc_group_query`). Local, non-blocking, thread-safe.
+Describe the group (`epc_group_query`). Local, non-blocking, thread-safe: it does not wait
+for the group's other calls, and `close(group)` waits for it (never destroying the group
+under it).
 """
 function info(group::Group)
     raw = Ref(extensible(EpcGroupInfo))
-    check(epc_group_query(handle(group), raw), :epc_group_query)
+    @lock group.lock check(epc_group_query(handle(group), raw), :epc_group_query)
     return GroupInfo(raw[])
 end
 
@@ -155,11 +161,20 @@ function Base.close(group::Group)
     group.open_handles > 0 &&
         throw(ArgumentError("$(group.open_handles) handle(s) created on this Group are still " *
                             "open: close them before the group"))
-    raw = group.handle
     # Only a refusal leaves the C group alive; after any other status its pointer is dead.
-    group.handle = C_NULL
+    # Taking the pointer under the lock waits for an `info` in flight; later ones find it gone.
+    raw = @lock group.lock begin
+        taken = group.handle
+        group.handle = C_NULL
+        taken
+    end
+    raw == C_NULL && return nothing  # closed by another task meanwhile
     status = epc_group_destroy(raw)
-    status == EPC_ERR_INVALID_USAGE ? (group.handle = raw) : (group.comm.open_groups -= 1)
+    if status == EPC_ERR_INVALID_USAGE
+        @lock group.lock (group.handle = raw)
+    else
+        group.comm.open_groups -= 1
+    end
     check(status, :epc_group_destroy)
     return nothing
 end

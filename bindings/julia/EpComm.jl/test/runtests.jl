@@ -288,13 +288,24 @@ end
             @test_throws ArgumentError EpComm.to_tensor(42)  # not describable as a tensor
             @test_throws ArgumentError close(comm)  # a group is still open on it
             @test isopen(comm)
-            failure = failure_of(() -> close(group))  # the library refuses the dead group...
+            failure = failure_of(() -> EpComm.info(group))
+            @test failure isa EpcError && failure.func == :epc_group_query &&
+                  occursin("group is not a live EpcGroup", failure.message)
+            # close waits for an info in flight, which holds the group's lock while it calls.
+            closing = lock(group.lock) do
+                task = Threads.@spawn failure_of(() -> close(group))
+                sleep(0.5)
+                @test isopen(group) && !istaskdone(task)
+                return task
+            end
+            failure = fetch(closing)  # the library refuses the dead group...
             @test failure isa EpcError && failure.func == :epc_group_destroy &&
                   failure.status == EPC_ERR_INVALID_ARGUMENT
             @test !isopen(group)         # ...and only INVALID_USAGE would leave it open
             @test close(group) === nothing  # the pointer is never passed again
             @test comm.open_groups == 0 && close(comm) === nothing && !isopen(comm)
             @test_throws ArgumentError async_error(group)  # closed: refused without the library
+            @test_throws ArgumentError EpComm.info(group)
         end
     end
 
