@@ -11,7 +11,7 @@ import ctypes
 import threading
 import warnings
 import weakref
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from . import _ffi
 from ._handles import address
@@ -84,7 +84,8 @@ class Comm:
 
     Comm.init creates one that this object owns: close() destroys it, which is collective
     (every rank closes its Comm) and blocking, and is refused while a Group built on it is
-    still open (the header requires groups to be destroyed first). Comm.adopt wraps an
+    still open (the header requires groups to be destroyed first), also a Group collected
+    without close() and so leaked, which the library still holds. Comm.adopt wraps an
     existing ncclComm_t without owning it: close() then only forgets it.
 
     Garbage collection never destroys a communicator, since that is collective work a
@@ -97,6 +98,7 @@ class Comm:
         self._handle: Optional[int] = handle
         self._owned = owned
         self._groups: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._leaked_groups: List[Any] = []  # EpcGroup* of groups collected while open
         self._lock = threading.Lock()
 
     @classmethod
@@ -143,19 +145,27 @@ class Comm:
     def _unregister(self, group: Any) -> None:
         self._groups.discard(group)
 
+    def _leak(self, group_handle: Any) -> None:
+        """A Group's finalizer: its C group stays alive, built on this communicator. Takes no
+        lock (a finalizer may run inside close())."""
+        self._leaked_groups.append(group_handle)
+
     def close(self) -> None:
         """Destroy an owned communicator (epc_comm_destroy: collective, blocking); forget
         an adopted one. Idempotent. Raises InvalidUsageError if groups built on it are still
-        open."""
+        open, including groups collected without close(): the library still holds those, so
+        the communicator can no longer be closed."""
         with self._lock:
             if self._handle is None:
                 return
             open_groups = [g for g in self._groups if not g.closed]
-            if open_groups:
+            leaked = len(self._leaked_groups)
+            if open_groups or leaked:
                 raise InvalidUsageError(
                     Status.INVALID_USAGE,
-                    f"{len(open_groups)} group(s) built on this communicator are "
-                    "still open: close them before the communicator",
+                    f"{len(open_groups) + leaked} group(s) built on this communicator are still open"
+                    + (f" ({leaked} collected without close() and leaked)" if leaked else "")
+                    + ": close them before the communicator",
                 )
             handle, self._handle = self._handle, None
         if self._owned:

@@ -77,9 +77,10 @@ class Group:
     Lifetime: close() (or leaving a `with` block, also when it raises) destroys the group,
     which is collective: every rank must close its group. Garbage collection never does:
     a Group collected while open is leaked (its device memory stays allocated until the
-    process ends) and a ResourceWarning says so, because a finalizer that started
-    collective work could hang or corrupt the other ranks, at a moment chosen by the
-    garbage collector. So __del__ never raises and never calls the library.
+    process ends, and its Comm refuses to close) and a ResourceWarning says so, because a
+    finalizer that started collective work could hang or corrupt the other ranks, at a
+    moment chosen by the garbage collector. So __del__ never raises and never calls the
+    library.
 
     Thread-safety follows the header: info() and async_error() may be called from any
     thread; barrier() and close() must not run concurrently with other calls on the same
@@ -226,6 +227,8 @@ class Group:
         try:
             if self._handle is not None:
                 _leaked.append((self._handle, self._config))
+                if self._comm is not None:
+                    self._comm._leak(self._handle)  # noqa: SLF001
                 warnings.warn(
                     "epcomm.Group was garbage-collected while open and is leaked: "
                     "destroying a group is collective, so call close() on every rank",

@@ -427,6 +427,31 @@ def test_an_owned_comm_refuses_to_close_under_an_open_group():
     assert comm.closed
 
 
+def test_a_comm_refuses_to_close_under_a_group_collected_while_open(monkeypatch):
+    """A Group collected while open is leaked, its EpcGroup* still alive in the library (as
+    when the library refused to destroy it): the communicator must not be destroyed under
+    it, though no Group object is left to see."""
+    from epcomm import bootstrap
+
+    destroyed = []
+    monkeypatch.setattr(bootstrap, "call", lambda name, *args: destroyed.append(name))
+    comm = epcomm.Comm(0xBEEF000, owned=True)
+    group = _fake_group()
+    group._comm = comm
+    comm._register(group)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        del group
+        gc.collect()
+    with pytest.raises(epcomm.InvalidUsageError, match="1 group.*1 collected without close") as refused:
+        comm.close()
+    assert refused.value.status == epcomm.Status.INVALID_USAGE
+    assert not comm.closed and destroyed == []
+    comm._leaked_groups.clear()  # forget the fake group: nothing real holds the communicator
+    comm.close()
+    assert comm.closed and destroyed == ["epc_comm_destroy"]
+
+
 def test_stream_arguments():
     from epcomm._handles import stream_address
 
