@@ -151,8 +151,12 @@ class _Slot:
             self.handle = Handle.create(buffer.group, layout=Layout.EXPERT_PACKED, expert_alignment=alignment)
         else:
             self.handle = Handle.create(buffer.group)
-        self.address = self.handle.handle
-        self.rows = self.handle.rows
+        try:
+            self.address = self.handle.handle
+            self.rows = self.handle.rows
+        except BaseException:
+            _release(self.handle)  # else it leaks, and the group can never be closed
+            raise
         self.routing = Args(_ffi.EpcRouting, ("topk_idx",))
         self.ll_dispatch = Args(_ffi.EpcDispatchArgs, ("x", "topk_weights", "out_x", "out_expert_counts"))
         self.ht_dispatch = Args(
@@ -167,6 +171,17 @@ class _Slot:
         self.combine_weights = Args(_ffi.EpcCombineArgs, ("x", "topk_weights", "out", "out_topk_weights"))
         self.combine_home = Args(_ffi.EpcCombineArgs, ("x", "home_topk_weights", "out"))
         self.combine_home.struct.weighting = _ffi.EPC_WEIGHTING_HOME
+
+
+def _release(*objects: Any) -> None:
+    """Close `objects` in order after a failure, which the caller re-raises: an error of a
+    close is dropped so that it does not hide the original one."""
+    for thing in objects:
+        if thing is not None:
+            try:
+                thing.close()
+            except Exception:  # noqa: BLE001 (the caller raises the original error)
+                pass
 
 
 _buffers: Dict[int, "Buffer"] = {}
@@ -233,10 +248,10 @@ class Buffer:
                 self.group = Group.create(
                     self.comm, GroupConfig(mode=parsed_mode, num_experts=num_experts, hidden=hidden, **config)
                 )
+                self.info: GroupInfo = self.group.info()
             except BaseException:
-                self.comm.close()
+                _release(self.group, self.comm)  # what this constructor made, newest first
                 raise
-        self.info: GroupInfo = self.group.info()
         self.mode = self.info.mode
         self.id = next(_ids)
         _buffers[self.id] = self

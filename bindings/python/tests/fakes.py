@@ -153,3 +153,31 @@ def refused_then_closed(handle, calls):
         handle.close()
     expect(caught, "epc_handle_destroy", DEAD_HANDLE)
     assert handle.closed and not handle.group._handles  # noqa: SLF001
+
+
+def fake_torch():
+    """Stand-ins for the `torch` and `torch.distributed` modules, with just what importing
+    epcomm.torch and constructing a Buffer on one NCCL rank read: dtypes as names, no
+    tensors, no GPU. Returns {module name: module} for sys.modules."""
+    import contextlib
+    import types
+
+    torch = types.ModuleType("torch")
+    for name in ("bfloat16", "float16", "float32", "int32", "int64", "uint8"):
+        setattr(torch, name, name)
+    torch.Tensor = type("Tensor", (), {})
+    torch._C = types.SimpleNamespace()  # noqa: SLF001
+    torch.device = lambda kind, index=None: types.SimpleNamespace(type=kind, index=index)
+    torch.cuda = types.SimpleNamespace(current_device=lambda: 0, device=lambda device: contextlib.nullcontext())
+    torch.library = types.SimpleNamespace(
+        custom_op=lambda name, function, mutates_args: types.SimpleNamespace(register_fake=lambda fake: None)
+    )
+    torch.autograd = types.SimpleNamespace(Function=object)
+    dist = types.ModuleType("torch.distributed")
+    dist.is_available = dist.is_initialized = lambda: True
+    dist.group = types.SimpleNamespace(WORLD="world")
+    dist.get_backend = lambda group: "nccl"
+    dist.get_rank = lambda group: 0
+    dist.get_world_size = lambda group: 1
+    torch.distributed = dist
+    return {"torch": torch, "torch.distributed": dist}
