@@ -54,8 +54,11 @@ type GroupConfig struct {
 
 	// AllocFn and FreeFn are a C allocator for the symmetric window (EpcAllocFn and
 	// EpcFreeFn: C function pointers, e.g. from dlsym; not Go functions), set both or
-	// neither; nil means ncclMemAlloc. AllocCtx is passed to them untouched and, by cgo's
-	// rules, must not point to Go memory.
+	// neither; nil means ncclMemAlloc. AllocCtx is passed to them untouched; the group keeps
+	// it for FreeFn, so it must stay valid until the group is closed. By cgo's pointer rules
+	// it must not point to Go memory (C keeps it past the call, and NewGroup and PlanQuery
+	// pass it inside a struct in Go memory): use C memory (C.malloc) or nil. cgo's check of
+	// call arguments (GODEBUG=cgocheck, on by default) panics on a Go pointer here.
 	AllocFn, FreeFn, AllocCtx unsafe.Pointer
 }
 

@@ -3,10 +3,13 @@ package epcomm
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The planner's hand-worked case (tests/unit/test_planner.cpp): 4 ranks, 256 experts,
@@ -170,4 +173,20 @@ func TestPlanQueryVirtualNodeSizeMustDivideTheTeam(t *testing.T) {
 	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "virtual_node_size") {
 		t.Errorf("VirtualNodeSize 3 on a team of 4: %v, want ErrInvalidArgument naming virtual_node_size", err)
 	}
+}
+
+// AllocCtx must not point to Go memory (GroupConfig's doc): it travels inside the C config
+// struct, which lives in Go memory, so cgo's argument check panics rather than letting C
+// keep a Go pointer.
+func TestAllocCtxInGoMemoryIsRefusedByCgo(t *testing.T) {
+	if strings.Contains(os.Getenv("GODEBUG"), "cgocheck=0") {
+		t.Skip("GODEBUG=cgocheck=0 turns cgo's pointer check off")
+	}
+	ctx := new([64]byte)
+	defer func() {
+		if recovered := recover(); recovered == nil || !strings.Contains(fmt.Sprint(recovered), "Go pointer") {
+			t.Errorf("PlanQuery with AllocCtx in Go memory: recovered %v, want cgo's Go pointer panic", recovered)
+		}
+	}()
+	_, _ = PlanQuery(GroupConfig{NumExperts: 256, Hidden: 7168, AllocCtx: unsafe.Pointer(ctx)}, 4, 4, 1)
 }
