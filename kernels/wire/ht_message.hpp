@@ -126,6 +126,30 @@ constexpr uint64_t ht_window_slot_offset(uint64_t data_offset, int first, int ro
 constexpr uint64_t ht_chunk_flag_word(uint64_t flags_offset, int stream, int chunk, int max_tokens) {
   return flags_offset + (static_cast<uint64_t>(stream) * ht_chunks(max_tokens) + chunk) * sizeof(uint64_t);
 }
+// A chunk flag's value (kernels/device/chunk_flag.cuh): "chunk c of step e has landed, and it
+// covers rows [start, end)" in one uint64, the epoch in the top kHtChunkEpochBits bits, start
+// and end kHtChunkRowBits bits each (a rail flag's start is its token mask). A writer rewrites
+// a flag only in steps that have its chunk, so a word may keep an old step's value, or a new
+// window's zero, for any number of steps: the epoch is never 0, so a zeroed word never
+// matches, and repeats only every kHtChunkEpochPeriod (2^29) steps.
+constexpr int kHtChunkRowBits = 17;
+constexpr int kHtChunkEpochBits = 64 - 2 * kHtChunkRowBits;
+constexpr uint64_t kHtChunkRowMask = (uint64_t{1} << kHtChunkRowBits) - 1;
+constexpr uint64_t kHtChunkEpochPeriod = uint64_t{1} << (kHtChunkEpochBits - 1);
+static_assert(static_cast<uint64_t>(kMaxHtTokens) <= kHtChunkRowMask,
+              "a chunk flag holds every row bound of a stream of kMaxHtTokens");
+static_assert(kHtChunkTokens <= kHtChunkRowBits, "a rail flag's token mask fits the start field");
+static_assert(2 * kHtChunkEpochPeriod == (uint64_t{1} << kHtChunkEpochBits), "every epoch fits its field");
+// Step `step`'s epoch: kHtChunkEpochPeriod .. 2 kHtChunkEpochPeriod - 1, never 0.
+constexpr uint64_t ht_chunk_epoch(uint64_t step) { return (step & (kHtChunkEpochPeriod - 1)) | kHtChunkEpochPeriod; }
+constexpr uint64_t ht_chunk_flag(uint64_t step, uint32_t start, uint32_t end) {
+  return (ht_chunk_epoch(step) << (2 * kHtChunkRowBits)) | (uint64_t{start} << kHtChunkRowBits) | uint64_t{end};
+}
+constexpr uint64_t ht_chunk_flag_epoch(uint64_t value) { return value >> (2 * kHtChunkRowBits); }
+constexpr int ht_chunk_flag_start(uint64_t value) {
+  return static_cast<int>((value >> kHtChunkRowBits) & kHtChunkRowMask);
+}
+constexpr int ht_chunk_flag_end(uint64_t value) { return static_cast<int>(value & kHtChunkRowMask); }
 // Bytes of the chunk flags of `streams` streams; a signal region's acknowledgements follow.
 constexpr uint64_t ht_chunk_flags_bytes(int streams, int max_tokens) {
   return static_cast<uint64_t>(streams) * ht_chunks(max_tokens) * sizeof(uint64_t);

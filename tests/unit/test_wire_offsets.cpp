@@ -253,6 +253,39 @@ TEST(WireOffsets, HighThroughputSlotsAndFlagsByHand) {
   EXPECT_EQ(epc::kernels::ht_ack_word(100, 3), 124u);
 }
 
+// A chunk flag's epoch is what a reader waits for in a word the writer rewrites only in steps
+// that have the chunk: it must never be 0, the value of a word no step wrote yet, and must
+// tell apart every step within a period far beyond any run. Before, it was (step + 1) &
+// (2^24 - 1): 0 at step 2^24 - 1 (16.7M dispatches of one group), where every chunk flag never
+// written before (a batch larger than any before) matched at once and its rows were not copied.
+TEST(WireOffsets, HighThroughputChunkFlagEpochIsNeverZero) {
+  using namespace epc::kernels;
+  for (const uint64_t step :
+       {uint64_t{0}, uint64_t{1}, (uint64_t{1} << 24) - 1, uint64_t{1} << 24, kHtChunkEpochPeriod - 1,
+        kHtChunkEpochPeriod, (uint64_t{1} << 32) - 1, (uint64_t{1} << 40) - 1, ~uint64_t{0}}) {
+    SCOPED_TRACE(step);
+    EXPECT_NE(ht_chunk_epoch(step), 0u);
+    EXPECT_NE(ht_chunk_flag_epoch(ht_chunk_flag(step, 0, 0)), ht_chunk_flag_epoch(0));
+    EXPECT_EQ(ht_chunk_flag_epoch(ht_chunk_flag(step, 65536, 65536)), ht_chunk_epoch(step));
+    EXPECT_NE(ht_chunk_epoch(step + 1), ht_chunk_epoch(step));
+  }
+  // Consecutive steps differ, and an epoch repeats only after a whole period (2^29 steps).
+  EXPECT_GE(kHtChunkEpochPeriod, uint64_t{1} << 29);
+  for (uint64_t step = 0; step < 3 * kHtChunkEpochPeriod; step += kHtChunkEpochPeriod / 4 - 1) {
+    EXPECT_NE(ht_chunk_epoch(step), ht_chunk_epoch(step + 1));
+    EXPECT_NE(ht_chunk_epoch(step), ht_chunk_epoch(step + kHtChunkEpochPeriod - 1));
+    EXPECT_EQ(ht_chunk_epoch(step), ht_chunk_epoch(step + kHtChunkEpochPeriod));
+  }
+  // Start and end round-trip up to kMaxHtTokens rows; a rail flag's start holds a token mask.
+  for (const uint32_t rows : {0u, 1u, 4095u, static_cast<uint32_t>(kMaxHtTokens)}) {
+    const uint64_t flag = ht_chunk_flag(12345, rows / 2, rows);
+    EXPECT_EQ(ht_chunk_flag_start(flag), static_cast<int>(rows / 2));
+    EXPECT_EQ(ht_chunk_flag_end(flag), static_cast<int>(rows));
+    EXPECT_EQ(ht_chunk_flag_epoch(flag), ht_chunk_epoch(12345));
+  }
+  EXPECT_EQ(ht_chunk_flag_start(ht_chunk_flag(7, (1u << kHtChunkTokens) - 1, 0)), (1 << kHtChunkTokens) - 1);
+}
+
 TEST(WireOffsets, HighThroughputAddressesFitThePlannedRegions) {
   const auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 256, 7168, 4096, 8);
   const epc::Plan p = epc::make_plan(c, {4, 4, 1});
