@@ -63,6 +63,9 @@ join() { local IFS=:; echo "$*"; }
 memcheck_skip=(
   '*Tokens4096*' '*ThousandTokens*' '*Hidden16384*' '*7168*' '*FiveHundredSteps*'
   '*ThousandSteps*' 'Soak.*' '*Faults.*' 'GroupErrors.BarrierTimeout*'
+  # A verdict all-reduce kernel that never ends: under memcheck (kernels serialised) the
+  # creation that should time out after it waited until the time limit (2 H200, session 38).
+  'CommModes.CreationWithoutOneRank*'
 )
 [ "$ranks" -gt 1 ] && memcheck_skip+=('Concurrency.TwoThreadsEachDriveTheirOwnGroup')
 # racecheck: a few small cases of each kind of kernel. (With memcheck's filter, 31 tests ran
