@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// A low-latency step's signal: the step's epoch (step + 1, so a zeroed window never matches)
-// in the high 32 bits and a payload (the messages the sender sent that peer, for dispatch) in
-// the low 32,
+// A low-latency step's signal: the step's epoch (ll_step_epoch, never 0, so a zeroed window
+// never matches) in the high 32 bits and a payload (the messages the sender sent that peer,
+// for dispatch) in the low 32,
 // stored with release order into this rank's slot of every peer's signal array.
 #pragma once
 
@@ -16,11 +16,10 @@
 
 namespace epc::kernels {
 
-__device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return static_cast<uint32_t>(step + 1); }
+__device__ __forceinline__ uint32_t step_epoch(uint64_t step) { return ll_step_epoch(step); }
 // The epoch of a dispatch signal sent ahead of line records (kernels/ll/ll_dispatch_lines.cuh):
-// the step's with kLlLineEpochBit turned, so that no receiver waiting for the records' signal
-// takes it for its own, nor the other way round (a slot's words are rewritten every few steps,
-// far fewer than 2^31).
+// the step's with kLlLineEpochBit turned (never 0 either), so that no receiver waiting for the
+// records' signal takes it for its own, nor the other way round.
 __device__ __forceinline__ uint32_t line_step_epoch(uint64_t step) { return step_epoch(step) ^ kLlLineEpochBit; }
 
 // Called by one warp: its lanes signal the peers in parallel (each peer's word is written by

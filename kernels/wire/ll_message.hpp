@@ -169,6 +169,14 @@ constexpr uint32_t ll_dispatch_payload(uint32_t messages, uint32_t tokens) { ret
 constexpr uint32_t ll_payload_messages(uint32_t payload) { return payload & 0xffffu; }
 constexpr uint32_t ll_payload_tokens(uint32_t payload) { return payload >> 16; }
 constexpr uint64_t ll_signal_row_bytes() { return kLlSignalRowWords * sizeof(uint64_t); }
+// A low-latency step's epoch, what its signals and line words carry beside their data: 1 ..
+// 2^30, never 0, so a zeroed word, or one no step has written yet (line records past the most
+// tokens a source ever sent), never matches; steps get the same epoch only when they are a
+// multiple of kLlEpochPeriod apart; bit 31 stays clear for kLlLineEpochBit. (It was step + 1
+// in 32 bits, whose 0 at step 2^32 - 1, and whose line epoch 0 at step 2^31 - 1, matched such
+// words at once.) A mask and an add, as cheap as the old epoch: every kernel takes it.
+constexpr uint64_t kLlEpochPeriod = uint64_t{1} << 30;
+constexpr uint32_t ll_step_epoch(uint64_t step) { return static_cast<uint32_t>(step & (kLlEpochPeriod - 1)) + 1; }
 // A dispatch signal sent ahead of line records carries its step's epoch with this bit turned
 // (line_step_epoch, kernels/device/step_signal.cuh), so that a receiver waiting for a records
 // step's signal never takes it for its own, nor the other way round.

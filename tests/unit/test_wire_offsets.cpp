@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <utility>
+#include <vector>
 
 #include "core/planner.hpp"
 #include "kernels/wire/ht_message.hpp"
@@ -301,3 +302,44 @@ TEST(WireOffsets, HighThroughputAddressesFitThePlannedRegions) {
 }
 
 }  // namespace
+
+// A low-latency step's epoch (signals and line words): never 0, the value of a word no step
+// wrote yet (line records past the most tokens a source ever sent), with or without the line
+// bit; step mod 2^30 + 1 exactly. It was step + 1 in 32 bits: 0 at step 2^32 - 1, and its line
+// epoch 0 at step 2^31 - 1 (days of decode steps).
+TEST(WireOffsets, LowLatencyStepEpochIsNeverZero) {
+  using namespace epc::kernels;
+  std::vector<uint64_t> steps = {0,
+                                 1,
+                                 kLlEpochPeriod - 2,
+                                 kLlEpochPeriod - 1,
+                                 kLlEpochPeriod,
+                                 kLlEpochPeriod + 1,
+                                 (uint64_t{1} << 31) - 1,
+                                 uint64_t{1} << 31,
+                                 (uint64_t{1} << 32) - 1,
+                                 uint64_t{1} << 32,
+                                 2 * kLlEpochPeriod,
+                                 (uint64_t{1} << 62) - 1,
+                                 uint64_t{1} << 62,
+                                 ~uint64_t{0} - 1,
+                                 ~uint64_t{0}};
+  uint64_t x = 0x9E3779B97F4A7C15ull;  // and pseudo-random ones over all 64 bits
+  for (int i = 0; i < 100000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    steps.push_back(x);
+  }
+  for (const uint64_t step : steps) {
+    const uint32_t epoch = ll_step_epoch(step);
+    ASSERT_EQ(epoch, static_cast<uint32_t>(step % kLlEpochPeriod) + 1) << step;
+    ASSERT_EQ(ll_step_epoch(step + kLlEpochPeriod), epoch) << step;  // the period
+    ASSERT_NE(epoch, 0u) << step;
+    ASSERT_EQ(epoch & kLlLineEpochBit, 0u) << step;  // the line epoch differs, and is never 0
+    ASSERT_NE(epoch ^ kLlLineEpochBit, 0u) << step;
+    if (step != ~uint64_t{0}) {
+      ASSERT_NE(ll_step_epoch(step + 1), epoch) << step;
+    }
+  }
+}
