@@ -24,8 +24,8 @@ class Deadline {
 
 // Calls `done` until it returns true (then returns true) or the deadline has passed (then
 // returns false). Looks once more after the deadline, so a wait that ends just then counts.
-// Sleeps between looks, from 10 us up to 1 ms: a short wait costs little latency, a long
-// one little CPU.
+// Sleeps between looks, each pause twice the last up to a cap (deadline.cpp): a short wait
+// costs little latency, a long one little CPU.
 bool poll_until(const Deadline& deadline, const std::function<bool()>& done);
 
 }  // namespace epc

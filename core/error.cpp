@@ -22,33 +22,30 @@ std::string vformat(const char* fmt, va_list args) {
   return out;
 }
 
+// Ends a va_list when its function returns or throws.
+struct VaEnd {
+  va_list& args;
+  ~VaEnd() { va_end(args); }
+};
+
 }  // namespace
 
 std::string format(const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);
-  std::string out;
-  try {
-    out = vformat(fmt, args);
-  } catch (...) {
-    va_end(args);
-    throw;
-  }
-  va_end(args);
-  return out;
+  const VaEnd end{args};
+  return vformat(fmt, args);
 }
 
 std::string format_noexcept(const char* fmt, ...) noexcept {
   va_list args;
   va_start(args, fmt);
-  std::string out;
+  const VaEnd end{args};
   try {
-    out = vformat(fmt, args);
+    return vformat(fmt, args);
   } catch (...) {
-    out = "out of memory";  // within the short-string buffer: no allocation
+    return "out of memory";  // within the short-string buffer: no allocation
   }
-  va_end(args);
-  return out;
 }
 
 void fail(EpcStatus status, const std::string& message) { throw Error(status, message); }

@@ -2,14 +2,13 @@
 #include "core/group.hpp"
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "core/deadline.hpp"
 #include "core/device_failure.hpp"
 #include "core/device_guard.hpp"
 #include "core/error.hpp"
@@ -32,11 +31,11 @@ static_assert(kNcclInternalErrorCode == ncclInternalError && kNcclInvalidUsageCo
 Group::Group(ncclComm_t comm, const GroupConfig& config) : comm_(comm), config_(config) {
   if (comm == nullptr) fail_argument("comm is NULL; pass an ncclComm_t (e.g. from epc_comm_init)");
   check_nccl_runtime();
-  // A non-blocking communicator may still be coming up (or have failed since).
-  ncclResult_t state = ncclSuccess;
-  check_nccl(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError", comm);
+  // A non-blocking communicator may still be coming up (or have failed since): finish_nccl
+  // reads its state.
   try {
-    finish_nccl(comm, state, "the communicator's creation (ncclCommInitRankConfig)", Deadline(config_.timeout_ms));
+    finish_nccl(comm, ncclSuccess, "the communicator's creation (ncclCommInitRankConfig)",
+                Deadline(config_.timeout_ms));
   } catch (const StrandedCall&) {
     mark_stranded(comm);
     throw;
@@ -384,18 +383,18 @@ bool Group::flush_gin(std::string* why) noexcept {
     if (stream != nullptr) cudaStreamDestroy(stream);
     return true;  // nothing is running: the memory can go
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.timeout_ms);
-  while ((e = cudaStreamQuery(stream)) == cudaErrorNotReady) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      *why = format_noexcept(
-          "GIN did not finish this rank's outstanding puts within the group's timeout (%u ms) "
-          "at destroy: the network may still read the group's memory, so its window, device "
-          "communicator and GIN signals are left allocated (leaked)",
-          config_.timeout_ms);
-      cudaStreamDestroy(stream);  // released once the flush kernel ends, if it ever does
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  const bool flushed = poll_until(Deadline(config_.timeout_ms), [&] {
+    e = cudaStreamQuery(stream);
+    return e != cudaErrorNotReady;
+  });
+  if (!flushed) {
+    *why = format_noexcept(
+        "GIN did not finish this rank's outstanding puts within the group's timeout (%u ms) "
+        "at destroy: the network may still read the group's memory, so its window, device "
+        "communicator and GIN signals are left allocated (leaked)",
+        config_.timeout_ms);
+    cudaStreamDestroy(stream);  // released once the flush kernel ends, if it ever does
+    return false;
   }
   if (e != cudaSuccess) *why = format_noexcept("flushing GIN before releasing the group: %s", cudaGetErrorString(e));
   cudaStreamDestroy(stream);
