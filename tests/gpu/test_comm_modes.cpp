@@ -111,8 +111,20 @@ void expect_creation_times_out(void* comm, const char* kind) {
   }
   all_ranks_sync();
   // The absent rank's communicator: its peers have aborted theirs, so it is aborted too.
-  if (my_rank() == absent) EXPECT_EQ(ncclCommAbort(static_cast<ncclComm_t>(comm)), ncclSuccess);
+  if (my_rank() == absent) {
+    EXPECT_EQ(ncclCommAbort(static_cast<ncclComm_t>(comm)), ncclSuccess);
+  }
   all_ranks_sync();
+}
+
+// After a timed-out creation the device and the suite's communicator are unharmed: a group
+// comes up on it, proves every peer reachable and goes again.
+void expect_a_group_on_the_suites_communicator() {
+  EpcGroupConfig c = small_config();
+  EpcGroup* group = nullptr;
+  ASSERT_EQ(epc_group_create(context().comm, &c, &group), EPC_OK) << last_error();
+  ASSERT_EQ(epc_group_barrier(group, nullptr), EPC_OK) << last_error();
+  ASSERT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
 }
 
 // A non-blocking communicator of two ranks whose second rank never comes (nobody else has
@@ -147,12 +159,7 @@ TEST(CommModes, CreationWithoutOneRankTimesOutOnANonBlockingCommunicator) {
   ncclComm_t comm = nullptr;
   ASSERT_TRUE(nonblocking_comm(&comm));
   expect_creation_times_out(comm, "non-blocking");
-  // The device and the suite's communicator are unharmed: a group comes up on it.
-  EpcGroupConfig c = small_config();
-  EpcGroup* group = nullptr;
-  ASSERT_EQ(epc_group_create(context().comm, &c, &group), EPC_OK) << last_error();
-  ASSERT_EQ(epc_group_barrier(group, nullptr), EPC_OK) << last_error();
-  ASSERT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
+  expect_a_group_on_the_suites_communicator();
 }
 
 TEST(CommModes, CreationWithoutOneRankTimesOutOnABlockingCommunicator) {
@@ -172,11 +179,7 @@ TEST(CommModes, CreationWithoutOneRankTimesOutOnABlockingCommunicator) {
   ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
   cudaFree(value);
   expect_creation_times_out(comm, "blocking");
-  EpcGroupConfig c = small_config();
-  EpcGroup* group = nullptr;
-  ASSERT_EQ(epc_group_create(context().comm, &c, &group), EPC_OK) << last_error();
-  ASSERT_EQ(epc_group_barrier(group, nullptr), EPC_OK) << last_error();
-  ASSERT_EQ(epc_group_destroy(group), EPC_OK) << last_error();
+  expect_a_group_on_the_suites_communicator();
 }
 
 }  // namespace

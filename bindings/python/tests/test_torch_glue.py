@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """epcomm.torch's failure paths on the CPU, over a stand-in torch (fakes.fake_torch) and a
-stubbed library call: what a Buffer or a slot created before the failure is closed again,
+stand-in for the library call: what a Buffer or a slot created before the failure is closed again,
 newest first, and the original error is raised."""
 
 import ctypes
