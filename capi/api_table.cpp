@@ -48,6 +48,7 @@ extern "C" EpcStatus epc_get_api(uint32_t abi_major, EpcApi* out_api) {
     api.dispatch = &epc_dispatch;
     api.combine = &epc_combine;
     api.complete = &epc_complete;
+    api.comm_init_config = &epc_comm_init_config;
     // The caller learns our size from struct_size, even when it knows a longer table.
     uint32_t caller_size = out_api->struct_size;
     size_t n = caller_size < sizeof api ? caller_size : sizeof api;

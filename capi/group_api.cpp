@@ -54,7 +54,20 @@ EpcStatus epc_comm_init(const EpcUniqueId* id, int32_t nranks, int32_t rank, int
   return guarded([&] {
     require(id, "id");
     require(out_comm, "out_comm");
-    *out_comm = epc::init_comm(*id, nranks, rank, cuda_device);
+    *out_comm = epc::init_comm(*id, nranks, rank, cuda_device, /*timeout_ms=*/0);
+  });
+}
+
+EpcStatus epc_comm_init_config(const EpcUniqueId* id, int32_t nranks, int32_t rank, int32_t cuda_device,
+                               const EpcCommConfig* config, void** out_comm) {
+  return guarded([&] {
+    require(id, "id");
+    require(out_comm, "out_comm");
+    const EpcCommConfig options = epc::read_versioned(config, "EpcCommConfig");
+    if (options.flags != 0) {
+      epc::fail_argument(epc::format("EpcCommConfig.flags is 0x%x; no flags are defined, pass 0", options.flags));
+    }
+    *out_comm = epc::init_comm(*id, nranks, rank, cuda_device, options.timeout_ms);
   });
 }
 

@@ -14,11 +14,15 @@ void check_cuda(cudaError_t err, const char* what) {
   fail(status, format("%s failed: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 
+std::string nccl_failure(ncclResult_t res, const char* what, ncclComm_t comm) {
+  const char* detail = ncclGetLastError(comm);
+  return format("%s failed: %s%s%s", what, ncclGetErrorString(res), detail != nullptr && detail[0] != '\0' ? ": " : "",
+                detail != nullptr ? detail : "");
+}
+
 void check_nccl(ncclResult_t res, const char* what, ncclComm_t comm) {
   if (res == ncclSuccess) return;
-  const char* detail = ncclGetLastError(comm);
-  fail(EPC_ERR_NCCL, format("%s failed: %s%s%s", what, ncclGetErrorString(res),
-                            detail != nullptr && detail[0] != '\0' ? ": " : "", detail != nullptr ? detail : ""));
+  fail(EPC_ERR_NCCL, nccl_failure(res, what, comm));
 }
 
 }  // namespace epc

@@ -19,7 +19,7 @@ std::set<ncclComm_t>& stranded() {
   throw StrandedCall(
       format("%s did not finish within %u ms (the group's timeout_ms): a rank has not taken part "
              "in it. NCCL still has it in flight, and only ncclCommAbort ends it: abort the "
-             "communicator (epc_comm_destroy does, for one from epc_comm_init); what the call "
+             "communicator (epc_comm_destroy does, for one from epc_comm_init[_config]); what the call "
              "was given stays allocated (leaked)",
              what, deadline.ms()));
 }

@@ -22,12 +22,13 @@ struct VersionedHeader {
 
 // Smallest struct_size accepted: the header itself.
 constexpr uint32_t kMinStructSize = sizeof(VersionedHeader);
-// Every extensible struct holds 8-byte fields (pointers, uint64) at 8-byte offsets, so every
-// release's size is a multiple of this: a size between ends inside such a field, and reading
-// part of a pointer would give a wild one.
+// Extensible structs hold 8-byte fields (pointers, uint64) at 8-byte offsets, and one of
+// 4-byte fields only (EpcCommConfig) comes in pairs of them, so every release's size is a
+// multiple of this: a size between ends inside such a field, and reading part of a pointer
+// would give a wild one.
 constexpr uint32_t kStructSizeGranule = 8;
 template <typename T>
-constexpr bool kInSizeSteps = alignof(T) == kStructSizeGranule && sizeof(T) % kStructSizeGranule == 0;
+constexpr bool kInSizeSteps = alignof(T) <= kStructSizeGranule && sizeof(T) % kStructSizeGranule == 0;
 
 // Checks `struct_size`/`abi_version` of a caller's struct named `name` (for messages) whose
 // full size in this build is `known_size`. For inputs also checks the unknown tail is zero.

@@ -42,7 +42,7 @@ static const struct Entry kEntries[] = {
     EPC_ENTRY(comm_init),     EPC_ENTRY(comm_destroy),  EPC_ENTRY(plan_query),    EPC_ENTRY(group_create),
     EPC_ENTRY(group_destroy), EPC_ENTRY(group_query),   EPC_ENTRY(group_barrier), EPC_ENTRY(group_async_error),
     EPC_ENTRY(handle_create), EPC_ENTRY(handle_update), EPC_ENTRY(handle_query),  EPC_ENTRY(handle_destroy),
-    EPC_ENTRY(dispatch),      EPC_ENTRY(combine),       EPC_ENTRY(complete),
+    EPC_ENTRY(dispatch),      EPC_ENTRY(combine),       EPC_ENTRY(complete),      EPC_ENTRY(comm_init_config),
 };
 #define NUM_ENTRIES (sizeof kEntries / sizeof kEntries[0])
 

@@ -18,6 +18,9 @@ EpcStatus absent(const char* call) {
 extern "C" {
 EpcStatus epc_unique_id_create(EpcUniqueId*) { return absent("epc_unique_id_create"); }
 EpcStatus epc_comm_init(const EpcUniqueId*, int32_t, int32_t, int32_t, void**) { return absent("epc_comm_init"); }
+EpcStatus epc_comm_init_config(const EpcUniqueId*, int32_t, int32_t, int32_t, const EpcCommConfig*, void**) {
+  return absent("epc_comm_init_config");
+}
 EpcStatus epc_comm_destroy(void*) { return absent("epc_comm_destroy"); }
 EpcStatus epc_group_create(void*, const EpcGroupConfig*, EpcGroup**) { return absent("epc_group_create"); }
 EpcStatus epc_group_destroy(EpcGroup*) { return absent("epc_group_destroy"); }

@@ -3,7 +3,8 @@
 // (ncclConfig_t.blocking = 0), whose calls that need every rank return ncclInProgress and
 // finish in the background, and communicators on which one rank never creates the group:
 // the others' epc_group_create ends after timeout_ms with TIMEOUT instead of waiting in NCCL
-// for good, and the communicator it leaves can still be released (core/nccl_wait.hpp).
+// for good, and the communicator it leaves can still be released (core/nccl_wait.hpp); and
+// communicators made by epc_comm_init_config with a bound (core/bootstrap.cpp).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
@@ -179,6 +180,81 @@ TEST(CommModes, CreationWithoutOneRankTimesOutOnABlockingCommunicator) {
   ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
   cudaFree(value);
   expect_creation_times_out(comm, "blocking");
+  expect_a_group_on_the_suites_communicator();
+}
+
+// ---- epc_comm_init_config's bound (since 2.3) -------------------------------------------
+
+// A communicator made with a timeout is non-blocking: groups run on it, and epc_comm_destroy
+// finalizes it within the bound.
+TEST(CommModes, GroupsWorkOnABoundedCommunicator) {
+  ncclUniqueId id;
+  ASSERT_TRUE(shared_unique_id(&id));
+  EpcUniqueId epc_id;
+  std::memcpy(epc_id.bytes, id.internal, sizeof epc_id.bytes);
+  EpcCommConfig options = EPC_COMM_CONFIG_INIT;
+  options.timeout_ms = 60000;
+  void* comm = nullptr;
+  ASSERT_EQ(epc_comm_init_config(&epc_id, context().env.world_size, my_rank(), context().env.device, &options, &comm),
+            EPC_OK)
+      << last_error();
+  const Shape shape = world_shape(8, 2048, 32, 8);
+  EpcGroupConfig c = group_config(shape, EPC_MODE_LOW_LATENCY);
+  EpcGroup* raw = nullptr;
+  ASSERT_EQ(epc_group_create(comm, &c, &raw), EPC_OK) << last_error();
+  {
+    GroupPtr group(raw);
+    ASSERT_EQ(epc_group_barrier(group.get(), nullptr), EPC_OK) << last_error();
+    std::vector<ref::Problem> problems;
+    for (uint64_t s = 0; s < 2; ++s) problems.push_back(ll::random_problem(shape, 8, 2800 + s, true, 0.1));
+    ll::run_sequence(group.get(), shape, problems, 2900, "bounded communicator");
+  }
+  all_ranks_sync();
+  EXPECT_EQ(epc_comm_destroy(comm), EPC_OK) << last_error();
+}
+
+// A communicator of two ranks whose second rank never comes (nobody else has the id): the
+// call returns TIMEOUT after about timeout_ms, writes nothing, leaves the current device as
+// it was and leaves nothing to release. Runs alone on every rank, so on one GPU too.
+TEST(CommModes, ABoundedCommunicatorWithoutItsSecondRankTimesOut) {
+  EpcUniqueId id;
+  ASSERT_EQ(epc_unique_id_create(&id), EPC_OK) << last_error();
+  int before = -1;
+  ASSERT_EQ(cudaGetDevice(&before), cudaSuccess);
+  EpcCommConfig options = EPC_COMM_CONFIG_INIT;
+  options.timeout_ms = 1000;
+  void* comm = reinterpret_cast<void*>(0x10);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(epc_comm_init_config(&id, 2, 0, context().env.device, &options, &comm), EPC_ERR_TIMEOUT) << last_error();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string message = last_error();
+  EXPECT_NE(message.find("rank 0 of 2: the communicator was not complete within 1000 ms"), std::string::npos)
+      << message;
+  EXPECT_EQ(comm, reinterpret_cast<void*>(0x10)) << "out-parameter written on failure";
+  int after = -1;
+  ASSERT_EQ(cudaGetDevice(&after), cudaSuccess);
+  EXPECT_EQ(after, before);
+  EXPECT_GE(seconds, 0.95);
+  EXPECT_LT(seconds, 5.0);
+  std::printf("TIMEOUT after %.2f s: %s\n", seconds, message.c_str());
+}
+
+// The last rank makes the communicator but never creates the group: the others'
+// epc_group_create ends at its timeout_ms, with no all-reduce beforehand to connect the ranks
+// (what a blocking communicator needs for the bound).
+TEST(CommModes, CreationWithoutOneRankTimesOutOnABoundedCommunicator) {
+  if (context().env.world_size < 2) GTEST_SKIP() << "needs a peer";
+  ncclUniqueId id;
+  ASSERT_TRUE(shared_unique_id(&id));
+  EpcUniqueId epc_id;
+  std::memcpy(epc_id.bytes, id.internal, sizeof epc_id.bytes);
+  EpcCommConfig options = EPC_COMM_CONFIG_INIT;
+  options.timeout_ms = 60000;
+  void* comm = nullptr;
+  ASSERT_EQ(epc_comm_init_config(&epc_id, context().env.world_size, my_rank(), context().env.device, &options, &comm),
+            EPC_OK)
+      << last_error();
+  expect_creation_times_out(comm, "bounded");
   expect_a_group_on_the_suites_communicator();
 }
 

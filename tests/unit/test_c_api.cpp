@@ -661,6 +661,40 @@ TEST(CApi, BootstrapRejectsBadArguments) {
   EXPECT_EQ(epc_comm_destroy(nullptr), EPC_OK);
 }
 
+// epc_comm_init_config checks its options and the arguments epc_comm_init checks before it
+// looks for NCCL or a GPU, and writes nothing when it refuses.
+TEST(CApi, BootstrapWithOptionsRejectsBadArguments) {
+  EpcUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  void* comm = reinterpret_cast<void*>(0x1);
+  EpcCommConfig config = EPC_COMM_CONFIG_INIT;
+  config.timeout_ms = 1000;
+  EXPECT_EQ(epc_comm_init_config(&id, 2, 0, 0, nullptr, &comm), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(last_error(), "EpcCommConfig pointer is NULL")) << last_error();
+  EXPECT_EQ(epc_comm_init_config(nullptr, 2, 0, 0, &config, &comm), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(epc_comm_init_config(&id, 2, 0, 0, &config, nullptr), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(epc_comm_init_config(&id, 0, 0, 0, &config, &comm), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(last_error(), "nranks is 0")) << last_error();
+  EXPECT_EQ(epc_comm_init_config(&id, 2, -1, 0, &config, &comm), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(last_error(), "rank is -1")) << last_error();
+  config.flags = 4;
+  EXPECT_EQ(epc_comm_init_config(&id, 2, 0, 0, &config, &comm), EPC_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(mentions(last_error(), "EpcCommConfig.flags is 0x4")) << last_error();
+  config = EPC_COMM_CONFIG_INIT;
+  config.struct_size = 4;
+  EXPECT_EQ(epc_comm_init_config(&id, 2, 0, 0, &config, &comm), EPC_ERR_ABI_MISMATCH);
+  // A newer caller's longer struct is read only when its unknown tail is zero.
+  struct Longer {
+    EpcCommConfig known;
+    uint64_t later_field;
+  } longer{};
+  longer.known = EPC_COMM_CONFIG_INIT;
+  longer.known.struct_size = sizeof longer;
+  longer.later_field = 1;
+  EXPECT_EQ(epc_comm_init_config(&id, 2, 0, 0, &longer.known, &comm), EPC_ERR_ABI_MISMATCH);
+  EXPECT_EQ(comm, reinterpret_cast<void*>(0x1));
+}
+
 // ---- Function table ------------------------------------------------------------------
 
 TEST(CApi, FunctionTable) {
@@ -703,7 +737,8 @@ TEST(CApi, FunctionTable) {
   EXPECT_EQ(api.dispatch, &epc_dispatch);
   EXPECT_EQ(api.combine, &epc_combine);
   EXPECT_EQ(api.complete, &epc_complete);
-  EXPECT_EQ(offsetof(EpcApi, complete) + sizeof api.complete, sizeof(EpcApi));
+  EXPECT_EQ(api.comm_init_config, &epc_comm_init_config);
+  EXPECT_EQ(offsetof(EpcApi, comm_init_config) + sizeof api.comm_init_config, sizeof(EpcApi));
   EXPECT_STREQ(api.status_string(EPC_ERR_NCCL), "NCCL error");
 
   // An older caller knowing only the first three entries gets exactly those, and learns

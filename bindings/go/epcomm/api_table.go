@@ -17,7 +17,8 @@ static EpcStatus epcgo_get_api(uint32_t major, uint32_t* out_size, uint32_t* out
   *out_complete = api.status_string == epc_status_string && api.dispatch == epc_dispatch &&
                   api.combine == epc_combine && api.complete == epc_complete &&
                   api.handle_query == epc_handle_query &&
-                  api.group_async_error == epc_group_async_error;
+                  api.group_async_error == epc_group_async_error &&
+                  api.comm_init_config == epc_comm_init_config;
   return status;
 }
 */

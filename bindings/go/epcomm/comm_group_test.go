@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewGroupWithNilCommIsInvalid(t *testing.T) {
@@ -26,6 +27,22 @@ func TestNewGroupValidatesTheConfigFirst(t *testing.T) {
 	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "hidden") {
 		t.Errorf("hidden 12: %v", err)
 	}
+}
+
+func TestInitCommChecksTheRankBeforeAnyGPUWork(t *testing.T) {
+	inits := map[string]func() (*Comm, error){
+		"InitComm":        func() (*Comm, error) { return InitComm(UniqueID{}, 2, 5, 0) },
+		"InitCommTimeout": func() (*Comm, error) { return InitCommTimeout(UniqueID{}, 2, 5, 0, time.Second) },
+	}
+	for name, init := range inits {
+		comm, err := init()
+		if comm != nil {
+			t.Errorf("%s: got a Comm", name)
+		}
+		wantError(t, name, err, ErrInvalidArgument, "rank is 5")
+	}
+	_, err := InitCommTimeout(UniqueID{}, 1, 0, 0, -time.Second)
+	wantError(t, "a negative timeout", err, ErrInvalidArgument, "timeout is -1s")
 }
 
 func TestAdoptedCommCloseIsLocalAndIdempotent(t *testing.T) {

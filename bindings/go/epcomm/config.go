@@ -65,7 +65,7 @@ type GroupConfig struct {
 // toC fills an EpcGroupConfig of this header's size and version.
 func (cfg *GroupConfig) toC() (C.EpcGroupConfig, error) {
 	var c C.EpcGroupConfig
-	timeoutMs, err := timeoutMilliseconds(cfg.Timeout)
+	timeoutMs, err := timeoutMilliseconds("GroupConfig.Timeout", cfg.Timeout)
 	if err != nil {
 		return c, err
 	}
@@ -90,15 +90,15 @@ func (cfg *GroupConfig) toC() (C.EpcGroupConfig, error) {
 	return c, nil
 }
 
-// timeoutMilliseconds rounds a positive duration up to whole milliseconds (so 1 ns does
-// not become 0, "default").
-func timeoutMilliseconds(d time.Duration) (uint32, error) {
+// timeoutMilliseconds rounds a positive duration, the argument `name`, up to whole
+// milliseconds (so 1 ns does not become 0, "default" or "no bound").
+func timeoutMilliseconds(name string, d time.Duration) (uint32, error) {
 	if d < 0 {
-		return 0, argumentError("GroupConfig.Timeout is %v; it must not be negative", d)
+		return 0, argumentError("%s is %v; it must not be negative", name, d)
 	}
 	ms := (d + time.Millisecond - 1) / time.Millisecond
 	if ms > math.MaxUint32 {
-		return 0, argumentError("GroupConfig.Timeout is %v; at most %d ms fit", d, uint32(math.MaxUint32))
+		return 0, argumentError("%s is %v; at most %d ms fit", name, d, uint32(math.MaxUint32))
 	}
 	return uint32(ms), nil
 }

@@ -2,7 +2,7 @@
 
 // Package epcomm is the Go binding of libepcomm, expert-parallel (Mixture-of-Experts)
 // communication on NCCL's Device API. It wraps the C ABI of <epcomm/epcomm.h> with cgo and
-// links libepcomm.so.2 (ABI major 2), found through pkg-config (epcomm.pc; set
+// links libepcomm.so.2 (ABI major 2, at least 2.3), found through pkg-config (epcomm.pc; set
 // PKG_CONFIG_PATH for an install outside the default paths). With the build tag
 // epcomm_nopkgconfig it links -lepcomm and takes the header's and the library's directories
 // from CGO_CFLAGS and CGO_LDFLAGS instead.
@@ -11,10 +11,10 @@
 //
 // As in the C header, every function's comment says whether it is collective (every rank of
 // the communicator must call it, in the same order) or local, and whether it blocks.
-// InitComm, NewGroup, Group.Barrier, Group.Close and Comm.Close are collective and
-// blocking; Handle.Dispatch, Handle.Combine and Handle.Complete are collective and
-// stream-ordered (they return once the work is queued on the CUDA stream), as are
-// CreateHandle with a routing and Handle.Update on a high-throughput group.
+// InitComm, InitCommTimeout, NewGroup, Group.Barrier, Group.Close and Comm.Close are
+// collective and blocking; Handle.Dispatch, Handle.Combine and Handle.Complete are
+// collective and stream-ordered (they return once the work is queued on the CUDA stream), as
+// are CreateHandle with a routing and Handle.Update on a high-throughput group.
 //
 // # The thread rule
 //

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +87,42 @@ func runCaseOnGPUs(t *testing.T, what string, of func(n int) llCase, rankMain fu
 // One goroutine per GPU, each locked to its OS thread (the thread rule): bootstrap a
 // communicator, build a group, query it, cross the barrier, close everything.
 func TestGroupLifecycleOnGPUs(t *testing.T) {
+	groupLifecycleOnGPUs(t, InitComm)
+}
+
+// The same on communicators made within a bound (ABI 2.3), in NCCL's non-blocking mode.
+func TestGroupLifecycleOnCommsMadeWithATimeout(t *testing.T) {
+	groupLifecycleOnGPUs(t, func(id UniqueID, nranks, rank, device int) (*Comm, error) {
+		return InitCommTimeout(id, nranks, rank, device, 30*time.Second)
+	})
+}
+
+// Rank 0 of a two-rank communicator whose rank 1 never comes (nobody else has the id):
+// ErrTimeout after about its 1 s instead of a wait for good, and no Comm.
+func TestACommWhoseSecondRankNeverComesTimesOut(t *testing.T) {
+	gpusUnderTest(t)
+	id, err := NewUniqueID()
+	if err != nil {
+		t.Fatalf("NewUniqueID: %v", err)
+	}
+	runRanksOnGPUs(t, 1, func(int) error {
+		start := time.Now()
+		comm, err := InitCommTimeout(id, 2, 0, 0, time.Second)
+		elapsed := time.Since(start)
+		if comm != nil || !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "within 1000 ms") {
+			return fmt.Errorf("InitCommTimeout: got %v, %v; want ErrTimeout saying \"within 1000 ms\"", comm, err)
+		}
+		if elapsed < 950*time.Millisecond || elapsed >= 5*time.Second {
+			return fmt.Errorf("ErrTimeout after %v; want 1 to 5 s", elapsed)
+		}
+		t.Logf("ErrTimeout after %v: %v", elapsed, err)
+		return nil
+	})
+}
+
+// groupLifecycleOnGPUs runs runRank on every GPU, with communicators from newComm.
+func groupLifecycleOnGPUs(t *testing.T, newComm func(id UniqueID, nranks, rank, device int) (*Comm, error)) {
+	t.Helper()
 	n := gpusUnderTest(t)
 	id, err := NewUniqueID()
 	if err != nil {
@@ -94,7 +131,7 @@ func TestGroupLifecycleOnGPUs(t *testing.T) {
 	cfg := GroupConfig{NumExperts: uint32(8 * n), Hidden: 2048}
 	infos := make([]GroupInfo, n)
 	runRanksOnGPUs(t, n, func(rank int) (err error) {
-		infos[rank], err = runRank(id, n, rank, cfg)
+		infos[rank], err = runRank(newComm, id, n, rank, cfg)
 		return err
 	})
 	if t.Failed() {
@@ -115,9 +152,11 @@ func TestGroupLifecycleOnGPUs(t *testing.T) {
 	}
 }
 
-// runRank is one rank's whole life. The caller holds runtime.LockOSThread.
-func runRank(id UniqueID, n, rank int, cfg GroupConfig) (info GroupInfo, err error) {
-	comm, err := InitComm(id, n, rank, rank)
+// runRank is one rank's whole life, on a communicator from newComm. The caller holds
+// runtime.LockOSThread.
+func runRank(newComm func(id UniqueID, nranks, rank, device int) (*Comm, error), id UniqueID, n, rank int,
+	cfg GroupConfig) (info GroupInfo, err error) {
+	comm, err := newComm(id, n, rank, rank)
 	if err != nil {
 		return info, fmt.Errorf("InitComm: %w", err)
 	}

@@ -101,7 +101,7 @@ func TestPlanQueryTimeoutIsRoundedUpToMilliseconds(t *testing.T) {
 		in   time.Duration
 		want uint32
 	}{{0, 0}, {time.Nanosecond, 1}, {time.Millisecond, 1}, {1500 * time.Microsecond, 2}, {3 * time.Second, 3000}} {
-		if got, err := timeoutMilliseconds(c.in); err != nil || got != c.want {
+		if got, err := timeoutMilliseconds("Timeout", c.in); err != nil || got != c.want {
 			t.Errorf("timeoutMilliseconds(%v) = %d, %v; want %d", c.in, got, err, c.want)
 		}
 	}

@@ -14,19 +14,19 @@ import (
 	"unsafe"
 )
 
-// The declarations below were generated from ABI version 2.2.0 of the header.
+// The declarations below were generated from ABI version 2.3.0 of the header.
 
 // Constants of the header that belong to no typedef: versions, sizes, sentinels.
 const (
 	// ABIMajor is EPC_ABI_MAJOR.
 	ABIMajor = 2
 	// ABIMinor is EPC_ABI_MINOR.
-	ABIMinor = 2
+	ABIMinor = 3
 	// ABIPatch is EPC_ABI_PATCH.
 	ABIPatch = 0
 	// ABIVersion is EPC_ABI_VERSION, ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 +
 	// EPC_ABI_PATCH)).
-	ABIVersion = 20200
+	ABIVersion = 20300
 	// TensorMaxDims is EPC_TENSOR_MAX_DIMS.
 	TensorMaxDims = 4
 	// UniqueIDBytes is EPC_UNIQUE_ID_BYTES.
@@ -631,6 +631,12 @@ func headerStructLayouts() []structLayout {
 		{"EpcUniqueId", unsafe.Sizeof(C.EpcUniqueId{}), unsafe.Alignof(C.EpcUniqueId{}), []fieldLayout{
 			{"bytes", unsafe.Offsetof(C.EpcUniqueId{}.bytes), unsafe.Sizeof(C.EpcUniqueId{}.bytes)},
 		}},
+		{"EpcCommConfig", unsafe.Sizeof(C.EpcCommConfig{}), unsafe.Alignof(C.EpcCommConfig{}), []fieldLayout{
+			{"struct_size", unsafe.Offsetof(C.EpcCommConfig{}.struct_size), unsafe.Sizeof(C.EpcCommConfig{}.struct_size)},
+			{"abi_version", unsafe.Offsetof(C.EpcCommConfig{}.abi_version), unsafe.Sizeof(C.EpcCommConfig{}.abi_version)},
+			{"timeout_ms", unsafe.Offsetof(C.EpcCommConfig{}.timeout_ms), unsafe.Sizeof(C.EpcCommConfig{}.timeout_ms)},
+			{"flags", unsafe.Offsetof(C.EpcCommConfig{}.flags), unsafe.Sizeof(C.EpcCommConfig{}.flags)},
+		}},
 		{"EpcGroupConfig", unsafe.Sizeof(C.EpcGroupConfig{}), unsafe.Alignof(C.EpcGroupConfig{}), []fieldLayout{
 			{"struct_size", unsafe.Offsetof(C.EpcGroupConfig{}.struct_size), unsafe.Sizeof(C.EpcGroupConfig{}.struct_size)},
 			{"abi_version", unsafe.Offsetof(C.EpcGroupConfig{}.abi_version), unsafe.Sizeof(C.EpcGroupConfig{}.abi_version)},
@@ -800,6 +806,7 @@ func headerStructLayouts() []structLayout {
 			{"dispatch", unsafe.Offsetof(C.EpcApi{}.dispatch), unsafe.Sizeof(C.EpcApi{}.dispatch)},
 			{"combine", unsafe.Offsetof(C.EpcApi{}.combine), unsafe.Sizeof(C.EpcApi{}.combine)},
 			{"complete", unsafe.Offsetof(C.EpcApi{}.complete), unsafe.Sizeof(C.EpcApi{}.complete)},
+			{"comm_init_config", unsafe.Offsetof(C.EpcApi{}.comm_init_config), unsafe.Sizeof(C.EpcApi{}.comm_init_config)},
 		}},
 	}
 }

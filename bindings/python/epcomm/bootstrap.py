@@ -3,8 +3,9 @@
 
 One process creates a UniqueId and shares its bytes (hex() is convenient for environment
 variables and command lines); every rank then calls Comm.init with it, from one thread per
-rank. A communicator that already exists elsewhere (an ncclComm_t from another library) is
-wrapped with Comm.adopt and stays that library's to destroy.
+rank (with timeout_ms, a rank that never joins makes the others raise TIMEOUT instead of
+waiting for good). A communicator that already exists elsewhere (an ncclComm_t from
+another library) is wrapped with Comm.adopt and stays that library's to destroy.
 """
 
 import ctypes
@@ -16,6 +17,7 @@ from typing import Any, List, Optional
 from . import _ffi
 from ._handles import address
 from ._library import call
+from .config import unsigned
 from .errors import EpcError, InvalidUsageError, Status
 
 
@@ -102,17 +104,34 @@ class Comm:
         self._lock = threading.Lock()
 
     @classmethod
-    def init(cls, unique_id: UniqueId, nranks: int, rank: int, device: int = -1) -> "Comm":
+    def init(cls, unique_id: UniqueId, nranks: int, rank: int, device: int = -1, *, timeout_ms: int = 0) -> "Comm":
         """Create rank `rank` of an `nranks`-rank communicator (epc_comm_init).
 
         Makes CUDA device `device` current on the calling thread (a negative value keeps
         the current device). Collective over all ranks, blocking: call it from one thread
-        per rank, with the same `unique_id` everywhere."""
+        per rank, with the same `unique_id` everywhere.
+
+        timeout_ms=0 (the default) waits without a bound for every rank to join. Otherwise
+        (epc_comm_init_config, ABI 2.3) a rank that has not joined after timeout_ms (it
+        died, or was given another id) makes it raise EpcError(TIMEOUT) naming this rank,
+        and what NCCL made of the communicator is aborted (there is nothing to close). The
+        communicator is then in NCCL's non-blocking mode, so that Group.create bounds its
+        NCCL steps by the group's timeout_ms too (NCCL calls of your own on it return
+        ncclInProgress: see NCCL's docs), and close() waits at most timeout_ms for NCCL to
+        finalize it, then aborts it. A library older than 2.3 lacks the function:
+        EpcError(UNSUPPORTED)."""
         if not isinstance(unique_id, UniqueId):
             raise TypeError(f"unique_id must be a UniqueId, not {type(unique_id).__name__}")
         id_struct = unique_id.to_struct()
         out = ctypes.c_void_p()
-        call("epc_comm_init", ctypes.byref(id_struct), int(nranks), int(rank), int(device), ctypes.byref(out))
+        args = (ctypes.byref(id_struct), int(nranks), int(rank), int(device))
+        if unsigned("timeout_ms", timeout_ms):
+            config = _ffi.EpcCommConfig(
+                struct_size=ctypes.sizeof(_ffi.EpcCommConfig), abi_version=_ffi.EPC_ABI_VERSION, timeout_ms=timeout_ms
+            )
+            call("epc_comm_init_config", *args, ctypes.byref(config), ctypes.byref(out))
+        else:
+            call("epc_comm_init", *args, ctypes.byref(out))
         return cls(out.value or 0, owned=True)
 
     @classmethod
@@ -151,10 +170,11 @@ class Comm:
         self._leaked_groups.append(group_handle)
 
     def close(self) -> None:
-        """Destroy an owned communicator (epc_comm_destroy: collective, blocking); forget
-        an adopted one. Idempotent. Raises InvalidUsageError if groups built on it are still
-        open, including groups collected without close(): the library still holds those, so
-        the communicator can no longer be closed."""
+        """Destroy an owned communicator (epc_comm_destroy: collective, blocking, at most
+        the timeout_ms it was created with, after which it is aborted); forget an adopted
+        one. Idempotent. Raises InvalidUsageError if groups built on it are still open,
+        including groups collected without close(): the library still holds those, so the
+        communicator can no longer be closed."""
         with self._lock:
             if self._handle is None:
                 return

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -84,6 +85,28 @@ def test_a_collected_open_handle_keeps_its_group_open():
         _library.call("epc_handle_destroy", pointer)
         group.close()
         assert group.closed
+
+
+def test_a_group_on_a_comm_made_with_a_timeout():
+    """A communicator made within a bound (2.3) is in NCCL's non-blocking mode; a group on
+    it works like any other."""
+    requested_gpus()
+    with epcomm.Comm.init(epcomm.UniqueId.create(), 1, 0, device=0, timeout_ms=30_000) as comm:
+        with epcomm.Group.create(comm, epcomm.GroupConfig(num_experts=8, hidden=2048)) as group:
+            group.barrier()
+            assert group.async_error() is None
+
+
+def test_a_comm_whose_second_rank_never_comes_times_out():
+    """Rank 0 of a two-rank communicator whose rank 1 never comes (nobody else has the id):
+    TIMEOUT after about its 1 s instead of a wait for good."""
+    requested_gpus()
+    start = time.monotonic()
+    with pytest.raises(epcomm.EpcError, match="within 1000 ms") as caught:
+        epcomm.Comm.init(epcomm.UniqueId.create(), 2, 0, device=0, timeout_ms=1000)
+    seconds = time.monotonic() - start
+    assert (caught.value.status, caught.value.function) == (epcomm.Status.TIMEOUT, "epc_comm_init_config")
+    assert 0.95 <= seconds < 5.0, f"TIMEOUT after {seconds:.2f} s"
 
 
 def test_torch_cuda_tensors():

@@ -271,6 +271,29 @@ def test_unique_id_rejects_wrong_sizes():
 def test_comm_init_checks_its_arguments():
     with pytest.raises(TypeError, match="UniqueId"):
         epcomm.Comm.init(b"\0" * 128, 2, 0)
+    uid = epcomm.UniqueId(b"\0" * 128)
+    # The library checks the rank before any GPU work, with a timeout (2.3) or without.
+    for timeout_ms, function in ((0, "epc_comm_init"), (1000, "epc_comm_init_config")):
+        with pytest.raises(epcomm.EpcError, match="rank is 5") as caught:
+            epcomm.Comm.init(uid, 2, 5, timeout_ms=timeout_ms)
+        assert (caught.value.status, caught.value.function) == (epcomm.Status.INVALID_ARGUMENT, function)
+    with pytest.raises(ValueError, match="timeout_ms is -1"):
+        epcomm.Comm.init(uid, 1, 0, timeout_ms=-1)
+    with pytest.raises(TypeError, match="timeout_ms must be an int"):
+        epcomm.Comm.init(uid, 1, 0, timeout_ms=1.5)
+    with pytest.raises(TypeError):
+        epcomm.Comm.init(uid, 1, 0, 0, 1000)  # timeout_ms is keyword-only
+
+
+def test_comm_init_with_a_timeout_on_a_2_2_library_is_unsupported(monkeypatch):
+    library = epcomm.load_library()
+    monkeypatch.setattr(library, "missing", library.missing | {"epc_comm_init_config"})
+    uid = epcomm.UniqueId(b"\0" * 128)
+    with pytest.raises(epcomm.EpcError, match="epc_comm_init_config is not exported") as caught:
+        epcomm.Comm.init(uid, 2, 5, timeout_ms=1000)
+    assert caught.value.status == epcomm.Status.UNSUPPORTED
+    with pytest.raises(epcomm.EpcError, match="rank is 5"):  # without a timeout: epc_comm_init
+        epcomm.Comm.init(uid, 2, 5)
 
 
 def test_adopted_communicators_are_not_destroyed():

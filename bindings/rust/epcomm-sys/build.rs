@@ -2,8 +2,8 @@
 //! Finds libepcomm for linking, and refuses one of another ABI major at build time.
 //!
 //! The library version the declarations were generated from is this crate's build metadata
-//! (`0.4.0+2.2.0` -> 2.2.0). The library linked must be of that major and at least that
-//! minor: `>= 2.2, < 3`. It is linked by its SONAME, `libepcomm.so.<major>` ([`SONAME`]),
+//! (`0.5.0+2.3.0` -> 2.3.0). The library linked must be of that major and at least that
+//! minor: `>= 2.3, < 3`. It is linked by its SONAME, `libepcomm.so.<major>` ([`SONAME`]),
 //! never through the unversioned `libepcomm.so` development link, which may name another
 //! major (or be missing on a machine with only the runtime).
 //!

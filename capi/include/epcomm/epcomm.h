@@ -6,7 +6,7 @@
  * <stdint.h> and <stddef.h>, compiles as C++.
  *
  * Objects and their lives:
- *   communicator  an ncclComm_t (yours, or from epc_comm_init); outlives its groups.
+ *   communicator  an ncclComm_t (yours, or from epc_comm_init[_config]); outlives its groups.
  *   EpcGroup      one mode (low latency or high throughput) on one communicator: the
  *                 symmetric window, the NCCL device communicator, the error record.
  *   EpcHandle     one batch's routing on a group and its receive layout; it runs steps.
@@ -84,7 +84,7 @@ extern "C" {
  * what an earlier minor defined. */
 
 #define EPC_ABI_MAJOR 2
-#define EPC_ABI_MINOR 2
+#define EPC_ABI_MINOR 3
 #define EPC_ABI_PATCH 0
 #define EPC_ABI_VERSION ((uint32_t)(EPC_ABI_MAJOR * 10000 + EPC_ABI_MINOR * 100 + EPC_ABI_PATCH))
 
@@ -202,15 +202,51 @@ EPC_API EpcStatus epc_unique_id_create(EpcUniqueId* out_id);
  *   cuda_device  in   made current on the calling thread; negative: keep the current one
  *   out_comm     out  an ncclComm_t
  * The communicator is blocking; this call waits, without a bound, until every rank has made
- * it. (A caller that needs a bound creates the communicator itself, non-blocking.)
+ * it. (A caller that needs a bound uses epc_comm_init_config, or creates the communicator
+ * itself, non-blocking.)
  * Kind: collective over the communicator (one thread per rank). Order: blocking.
  * Graphs: not capturable. Threads: any thread. Since: 2.0. */
 EPC_API EpcStatus epc_comm_init(const EpcUniqueId* id, int32_t nranks, int32_t rank,
                                 int32_t cuda_device, void** out_comm);
 
-/* Destroy a communicator made by epc_comm_init. One that NCCL reports failed, or on which
- * epc_group_create timed out with NCCL's step in flight, is aborted (ncclCommAbort; since
- * 2.2), as finalizing it would wait for work no rank will finish.
+/* Options of epc_comm_init_config (since 2.3). EPC_COMM_CONFIG_INIT asks for what
+ * epc_comm_init does. */
+typedef struct EpcCommConfig {
+  uint32_t struct_size;
+  uint32_t abi_version;
+  uint32_t timeout_ms; /* 0: wait without bound, as epc_comm_init. Otherwise the longest
+                          this call waits for every rank to join, and the longest
+                          epc_comm_destroy waits for NCCL to finalize the communicator
+                          (then it aborts it); the communicator is then in NCCL's
+                          non-blocking mode (ncclConfig_t.blocking = 0), so that
+                          epc_group_create can bound its NCCL steps too (NCCL calls of
+                          your own on it return ncclInProgress: see NCCL's docs) */
+  uint32_t flags;      /* reserved, 0 */
+} EpcCommConfig;
+
+/* epc_comm_init with options: with EpcCommConfig.timeout_ms, a rank that never joins (it
+ * died, or was given another id) makes every other rank's call return TIMEOUT instead of
+ * waiting for good.
+ *   id           in   from epc_unique_id_create, the same bytes on every rank
+ *   nranks       in   ranks in the communicator
+ *   rank         in   this rank, in [0, nranks)
+ *   cuda_device  in   made current on the calling thread; negative: keep the current one
+ *   config       in   required; read during the call
+ *   out_comm     out  an ncclComm_t, destroyed with epc_comm_destroy
+ * Errors: TIMEOUT when the communicator is not complete after timeout_ms (what NCCL made of
+ * it is aborted: nothing is left to destroy); NCCL when NCCL fails; ABI_MISMATCH for a
+ * config this library cannot read. A failing call leaves the current device as it was.
+ * Kind: collective over the communicator (one thread per rank). Order: blocking, at most
+ * timeout_ms when it is set. Graphs: not capturable. Threads: any thread. Since: 2.3. */
+EPC_API EpcStatus epc_comm_init_config(const EpcUniqueId* id, int32_t nranks, int32_t rank,
+                                       int32_t cuda_device, const EpcCommConfig* config,
+                                       void** out_comm);
+
+/* Destroy a communicator made by epc_comm_init or epc_comm_init_config. One that NCCL
+ * reports failed, or on which epc_group_create timed out with NCCL's step in flight, is
+ * aborted (ncclCommAbort; since 2.2), as finalizing it would wait for work no rank will
+ * finish; so is one made with EpcCommConfig.timeout_ms whose finalizing takes longer than
+ * that (since 2.3). Either way the communicator is gone and the call returns OK.
  *   comm  in  NULL: no-op
  * Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
  * Threads: no other call on the communicator. Since: 2.0. */
@@ -406,9 +442,10 @@ typedef struct EpcGroup EpcGroup;
  * rank ends after timeout_ms with TIMEOUT when a rank has not taken part: NCCL then still
  * has the step in flight, what it was given is left allocated (leaked), and the
  * communicator must be aborted (ncclCommAbort; epc_comm_destroy aborts one from
- * epc_comm_init). The bound needs a non-blocking communicator, or a blocking one whose
- * ranks have run a collective together before: NCCL connects a blocking communicator's
- * ranks inside its first collective's call, which no caller can bound.
+ * epc_comm_init[_config]). The bound needs a non-blocking communicator (epc_comm_init_config
+ * with a timeout_ms makes one), or a blocking one whose ranks have run a collective together
+ * before: NCCL connects a blocking communicator's ranks inside its first collective's call,
+ * which no caller can bound.
  * Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
  * Threads: no other call on the communicator. Since: 2.0. */
 EPC_API EpcStatus epc_group_create(void* comm, const EpcGroupConfig* config, EpcGroup** out_group);
@@ -995,6 +1032,9 @@ typedef struct EpcApi {
   EpcStatus (*dispatch)(EpcHandle* handle, const EpcDispatchArgs* args, void* stream);
   EpcStatus (*combine)(EpcHandle* handle, const EpcCombineArgs* args, void* stream);
   EpcStatus (*complete)(EpcHandle* handle, uint32_t flags, void* stream);
+  EpcStatus (*comm_init_config)(const EpcUniqueId* id, int32_t nranks, int32_t rank,
+                                int32_t cuda_device, const EpcCommConfig* config,
+                                void** out_comm); /* since 2.3 */
 } EpcApi;
 
 /* Fill the function table when abi_major is this library's EPC_ABI_MAJOR.
@@ -1030,6 +1070,7 @@ inline T epc_struct_init_() {
 #define EPC_DISPATCH_ARGS_INIT (epc_struct_init_<EpcDispatchArgs>())
 #define EPC_COMBINE_ARGS_INIT (epc_struct_init_<EpcCombineArgs>())
 #define EPC_API_INIT (epc_struct_init_<EpcApi>())
+#define EPC_COMM_CONFIG_INIT (epc_struct_init_<EpcCommConfig>())
 #else
 #define EPC_STRUCT_INIT_(T) {.struct_size = (uint32_t)sizeof(T), .abi_version = EPC_ABI_VERSION}
 #define EPC_GROUP_CONFIG_INIT EPC_STRUCT_INIT_(EpcGroupConfig)
@@ -1041,6 +1082,7 @@ inline T epc_struct_init_() {
 #define EPC_DISPATCH_ARGS_INIT EPC_STRUCT_INIT_(EpcDispatchArgs)
 #define EPC_COMBINE_ARGS_INIT EPC_STRUCT_INIT_(EpcCombineArgs)
 #define EPC_API_INIT EPC_STRUCT_INIT_(EpcApi)
+#define EPC_COMM_CONFIG_INIT EPC_STRUCT_INIT_(EpcCommConfig)
 #endif
 
 #endif /* EPCOMM_EPCOMM_H */

@@ -20,29 +20,47 @@ mutable struct Comm
 end
 
 """
-    Comm(id::UniqueId, nranks, rank; cuda_device = -1) -> Comm
+    Comm(id::UniqueId, nranks, rank; cuda_device = -1, timeout_ms = 0) -> Comm
 
 Create this process's rank of a communicator of `nranks` ranks (`epc_comm_init`); makes
 `cuda_device` current on the calling thread (negative: keep the current device). Collective
 over all `nranks` ranks, blocking; call it from one thread per rank.
+
+With `timeout_ms = 0` it waits without a bound for every rank to join. Otherwise
+(`epc_comm_init_config`, ABI 2.3) a rank that has not joined after `timeout_ms` milliseconds
+(it died, or was given another id) makes it throw an [`EpcError`](@ref) with
+`EPC_ERR_TIMEOUT` naming this rank, and what NCCL made of the communicator is aborted
+(there is nothing to close). The communicator is then in NCCL's non-blocking mode, so that
+[`Group`](@ref) bounds its NCCL steps by the group's `timeout_ms` too (NCCL calls of your own
+on it return `ncclInProgress`: see NCCL's docs), and `close` waits at most `timeout_ms` for
+NCCL to finalize it, then aborts it. A library older than 2.3 lacks the function (Julia's
+"could not load symbol").
 """
-function Comm(id::UniqueId, nranks::Integer, rank::Integer; cuda_device::Integer = -1)
+function Comm(id::UniqueId, nranks::Integer, rank::Integer; cuda_device::Integer = -1,
+              timeout_ms::Integer = 0)
     out = Ref{Ptr{Cvoid}}(C_NULL)
-    check(epc_comm_init(Ref(id.raw), nranks, rank, cuda_device, out), :epc_comm_init)
+    if timeout_ms == 0
+        check(epc_comm_init(Ref(id.raw), nranks, rank, cuda_device, out), :epc_comm_init)
+    else
+        config = Ref(extensible(EpcCommConfig; timeout_ms))
+        check(epc_comm_init_config(Ref(id.raw), nranks, rank, cuda_device, config, out),
+              :epc_comm_init_config)
+    end
     comm = Comm(out[], true, 0)
     finalizer(count_if_unclosed, comm)
     return comm
 end
 
 """
-    Comm(f, id::UniqueId, nranks, rank; cuda_device = -1)
+    Comm(f, id::UniqueId, nranks, rank; cuda_device = -1, timeout_ms = 0)
 
-`Comm(id, nranks, rank; cuda_device)`, passed to `f` and closed when `f` returns or throws
-(`Comm(id, nranks, rank) do comm ... end`). Closing is collective: after an error on one rank
-it waits until the other ranks close too.
+`Comm(id, nranks, rank; cuda_device, timeout_ms)`, passed to `f` and closed when `f` returns
+or throws (`Comm(id, nranks, rank) do comm ... end`). Closing is collective: after an error
+on one rank it waits until the other ranks close too.
 """
-function Comm(f::Function, id::UniqueId, nranks::Integer, rank::Integer; cuda_device::Integer = -1)
-    comm = Comm(id, nranks, rank; cuda_device)
+function Comm(f::Function, id::UniqueId, nranks::Integer, rank::Integer; cuda_device::Integer = -1,
+              timeout_ms::Integer = 0)
+    comm = Comm(id, nranks, rank; cuda_device, timeout_ms)
     try
         return f(comm)
     finally
@@ -65,7 +83,8 @@ end
     close(comm::Comm)
 
 Destroy a communicator that `Comm(id, nranks, rank)` created (`epc_comm_destroy`;
-collective, blocking); forget an adopted one. Closing twice is a no-op. Throws an
+collective, blocking, at most the `timeout_ms` it was created with, after which it is
+aborted); forget an adopted one. Closing twice is a no-op. Throws an
 `ArgumentError`, changing nothing, while a [`Group`](@ref) built on it is open.
 """
 function Base.close(comm::Comm)

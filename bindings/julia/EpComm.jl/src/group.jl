@@ -17,7 +17,7 @@ mutable struct Group
     handle::Ptr{EpcGroup}
     comm::Comm
     open_handles::Int  # handles created on the group and not closed yet
-    lock::ReentrantLock  # `close` taking the handle away; `info`'s call
+    lock::ReentrantLock  # `close` taking the handle away; `info`'s and `async_error`'s calls
 end
 
 Group(handle::Ptr{EpcGroup}, comm::Comm, open_handles::Int) =
@@ -139,10 +139,12 @@ kernel has recorded it, and `nothing` says nothing about work the GPU has not fi
 
 Local; non-blocking; not stream-ordered; may be called during CUDA graph capture (it launches
 nothing). Thread-safe, also while another thread is inside a call on the same group or its
-handles, but not concurrently with `close(group)`. A closed group throws an `ArgumentError`.
+handles, which it does not wait for; like [`info`](@ref) it takes the group's lock, so
+`close(group)` waits for it (never destroying the group under it). A closed group throws an
+`ArgumentError`.
 """
 function async_error(group::Group)
-    check(epc_group_async_error(handle(group)), :epc_group_async_error)
+    @lock group.lock check(epc_group_async_error(handle(group)), :epc_group_async_error)
     return nothing
 end
 
@@ -162,7 +164,8 @@ function Base.close(group::Group)
         throw(ArgumentError("$(group.open_handles) handle(s) created on this Group are still " *
                             "open: close them before the group"))
     # Only a refusal leaves the C group alive; after any other status its pointer is dead.
-    # Taking the pointer under the lock waits for an `info` in flight; later ones find it gone.
+    # Taking the pointer under the lock waits for an `info` or `async_error` in flight; later
+    # ones find it gone.
     raw = @lock group.lock begin
         taken = group.handle
         group.handle = C_NULL

@@ -4,7 +4,8 @@
 # package statically instead; these tests are for machines that have Julia.
 #
 #   julia --project=bindings/julia/EpComm.jl -e 'using Pkg; Pkg.test()'
-#   EPCOMM_JULIA_GPU=1 ... additionally creates a one-rank group on GPU 0.
+#   EPCOMM_JULIA_GPU=1 ... additionally creates a one-rank group on GPU 0, and communicators
+#   with a timeout there.
 
 using Test
 using EpComm
@@ -44,7 +45,8 @@ end
         @test sizeof(EpcUniqueId) == 128
         @test fieldoffset(EpcGroupConfig, findfirst(==(:recv_capacity), fieldnames(EpcGroupConfig))) % 8 == 0
         @test sizeof(EpcPlanRegion) == 56
-        @test sizeof(EpcApi) == 8 + 20 * sizeof(Ptr{Cvoid})  # 20 entries in ABI 2.0
+        @test fieldoffset(EpcApi, findfirst(==(:complete), fieldnames(EpcApi))) ==
+              8 + 19 * sizeof(Ptr{Cvoid})  # the last of ABI 2.0's 20 entries
         @test fieldtype(EpcHandleConfig, :capacity) == UInt64  # capacities are 64-bit
         @test fieldtype(EpcGroupInfo, :recv_capacity) == UInt64
         @test all(isbitstype, (EpcPlan, EpcDispatchArgs, EpcCombineArgs, EpcHandleInfo, EpcRouting))
@@ -61,6 +63,14 @@ end
         offset(T, f) = fieldoffset(T, findfirst(==(f), fieldnames(T)))
         @test offset(EpcDispatchArgs, :max_step_tokens) == 144 && offset(EpcDispatchArgs, :reserved1) == 148
         @test sizeof(EpcDispatchArgs) == 152
+    end
+
+    @testset "2.3 table entry and struct (capi/abi.json 2.3.0)" begin
+        @test sizeof(EpcApi) == 8 + 21 * sizeof(Ptr{Cvoid})  # comm_init_config appended
+        @test sizeof(EpcCommConfig) == 16
+        config = EpComm.extensible(EpcCommConfig; timeout_ms = 1000)
+        @test config.struct_size == 16 && config.abi_version == EPC_ABI_VERSION
+        @test config.timeout_ms == 1000 && config.flags == 0
     end
 
     @testset "plan_query: 4 ranks, 256 experts, hidden 7168" begin
@@ -167,6 +177,16 @@ end
         @test_throws ArgumentError EpComm.dtype_code(Float64)
     end
 
+    @testset "Comm checks the rank before any GPU work, with or without a timeout" begin
+        id = UniqueId(zeros(UInt8, 128))
+        for (func, timeout_ms) in ((:epc_comm_init, 0), (:epc_comm_init_config, 1000))
+            failure = failure_of(() -> Comm(id, 2, 5; timeout_ms))
+            @test failure isa EpcError && failure.func == func &&
+                  failure.status == EPC_ERR_INVALID_ARGUMENT && occursin("rank is 5", failure.message)
+        end
+        @test_throws InexactError Comm(id, 1, 0; timeout_ms = -1)  # refused here
+    end
+
     @testset "UniqueId bytes and hex round trip" begin
         raw = rand(UInt8, 128)
         id = UniqueId(raw)
@@ -244,6 +264,15 @@ end
             @test failure isa EpcError && failure.func == :epc_group_async_error &&
                   failure.status == EPC_ERR_INVALID_ARGUMENT
             @test occursin("group is not a live EpcGroup", failure.message)
+            # async_error takes the group's lock, as info does, so close waits for it.
+            asking = lock(group.lock) do
+                task = Threads.@spawn failure_of(() -> async_error(group))
+                sleep(0.5)
+                @test !istaskdone(task)
+                return task
+            end
+            failure = fetch(asking)
+            @test failure isa EpcError && failure.func == :epc_group_async_error
 
             h = EpComm.Handle(Ptr{EpcHandle}(pointer(fake_handle)), group, EpComm.Tensor[])
             group.open_handles += 1
@@ -340,6 +369,22 @@ end
             close(group)  # a no-op
             @test !isopen(group)
             close(comm)
+        end
+
+        @testset "communicators made within a bound on GPU 0" begin
+            Comm(create_unique_id(), 1, 0; cuda_device = 0, timeout_ms = 30_000) do comm
+                Group(comm, GroupConfig(num_experts = 8, hidden = 1024)) do group
+                    barrier(group)
+                    @test async_error(group) === nothing
+                end
+            end
+            # Rank 1 never comes (nobody else has the id): TIMEOUT after about 1 s, no Comm.
+            start = time()
+            failure = failure_of(() -> Comm(create_unique_id(), 2, 0; cuda_device = 0, timeout_ms = 1000))
+            seconds = time() - start
+            @test failure isa EpcError && failure.func == :epc_comm_init_config &&
+                  failure.status == EPC_ERR_TIMEOUT && occursin("within 1000 ms", failure.message)
+            @test 0.95 <= seconds < 5
         end
     end
 end

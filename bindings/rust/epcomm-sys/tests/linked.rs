@@ -29,7 +29,12 @@ fn the_linked_table_has_every_entry() {
     assert_eq!(
         api.complete.map(|f| f as usize),
         Some(sys::epc_complete as *const () as usize),
-        "the table's last entry is the linked epc_complete"
+        "the table's last entry of ABI 2.0 is the linked epc_complete"
+    );
+    assert_eq!(
+        api.comm_init_config.map(|f| f as usize),
+        Some(sys::epc_comm_init_config as *const () as usize),
+        "the table's last entry (ABI 2.3) is the linked epc_comm_init_config"
     );
 }
 

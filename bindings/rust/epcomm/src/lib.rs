@@ -7,7 +7,8 @@
 //!   checks that its ABI major equals the one these bindings were generated for
 //!   ([`BINDINGS_ABI`]) and fails with [`Status::ABI_MISMATCH`] otherwise.
 //! - [`UniqueId`] and [`Comm`]: bootstrap an NCCL communicator without an NCCL binding
-//!   ([`Comm::init`]), or adopt one your framework already has ([`Comm::from_raw_unowned`]).
+//!   ([`Comm::init`]; [`Comm::init_with_timeout`] bounds the wait for the other ranks), or
+//!   adopt one your framework already has ([`Comm::from_raw_unowned`]).
 //! - [`GroupConfig`] and [`plan_query()`]: what a configuration costs, on the CPU, before
 //!   any GPU work.
 //! - [`Group`]: the communicator's symmetric window and device communicator

@@ -133,9 +133,9 @@ mod tests {
         let api = library().expect("library");
         assert!(api.struct_size as usize >= std::mem::size_of::<sys::EpcApi>());
         assert_eq!(
-            std::mem::offset_of!(sys::EpcApi, complete) + std::mem::size_of::<usize>(),
+            std::mem::offset_of!(sys::EpcApi, comm_init_config) + std::mem::size_of::<usize>(),
             std::mem::size_of::<sys::EpcApi>(),
-            "complete is the last entry of ABI 2.0"
+            "comm_init_config is the last entry of ABI 2.3"
         );
         for status in [complete(api).expect("complete"), dispatch(api).expect("dispatch")] {
             assert_eq!(status, sys::EPC_ERR_INVALID_ARGUMENT);

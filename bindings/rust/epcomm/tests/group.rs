@@ -23,6 +23,14 @@ fn comm_init_checks_the_rank() {
     assert!(error.message().contains("rank"), "{:?}", error.message());
 }
 
+#[test]
+fn comm_init_with_timeout_checks_the_rank_before_any_gpu_work() {
+    let id = UniqueId::from_bytes([0; 128]);
+    let error = Comm::init_with_timeout(&id, 2, 5, 0, 1000).unwrap_err();
+    assert_eq!(error.status(), Status::INVALID_ARGUMENT);
+    assert!(error.message().contains("rank is 5"), "{:?}", error.message());
+}
+
 // Compile-time: Group and Handle are Send but not Sync; Comm, GroupConfig and UniqueId are
 // Send + Sync.
 fn assert_send<T: Send>() {}
