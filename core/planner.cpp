@@ -13,6 +13,7 @@
 #include "kernels/wire/ht_message.hpp"
 #include "kernels/wire/ll_message.hpp"
 #include "kernels/wire/ll_state.hpp"
+#include "kernels/wire/shared_bytes.hpp"
 
 namespace epc {
 
@@ -163,6 +164,26 @@ Plan plan_window(const GroupConfig& c, const Topology& t, const RingRequest& rin
   return plan;
 }
 
+// Refuses a group whose launches would ask for more dynamic shared memory than a block may
+// have (kernels/wire/shared_bytes.hpp): they would fail with a CUDA launch error at the
+// first step instead. `parts`: its HT steps run in parts.
+void check_launch_shared(const GroupConfig& c, const Topology& t, bool parts) {
+  const bool ht = c.mode == EPC_MODE_HIGH_THROUGHPUT;
+  const int L = static_cast<int>(c.local_experts(t.nranks));
+  const char* kernel = ht ? "layout" : "combine";
+  size_t bytes = ht ? kernels::ht_layout_shared_bytes(t.nranks) : kernels::ll_combine_shared_bytes(t.nranks);
+  if (ht && parts && kernels::ht_parts_layout_shared_bytes(t.nranks, L) > bytes) {
+    kernel = "parts layout";
+    bytes = kernels::ht_parts_layout_shared_bytes(t.nranks, L);
+  }
+  if (bytes <= kernels::kDynamicSharedBudget) return;
+  fail(EPC_ERR_UNSUPPORTED,
+       format("a %s group of %d ranks%s needs %zu bytes of shared memory per block in its %s kernel, more than "
+              "the %zu its kernels may take: use fewer ranks%s",
+              ht ? "high-throughput" : "low-latency", t.nranks, parts ? format(" and %d local experts", L).c_str() : "",
+              bytes, kernel, kernels::kDynamicSharedBudget, parts ? " or fewer experts per rank" : ""));
+}
+
 }  // namespace
 
 Plan make_plan(const GroupConfig& c, const Topology& topo) {
@@ -188,6 +209,7 @@ Plan make_plan(const GroupConfig& c, const Topology& topo) {
         "hidden, fewer ranks or larger nodes",
         static_cast<unsigned long long>(plan.symmetric_bytes), static_cast<unsigned long long>(kMaxWindowBytes)));
   }
+  check_launch_shared(c, t, ht && plan.ht_part_tokens < c.max_tokens_per_rank);
   if (plan.regions.size() > EPC_PLAN_MAX_REGIONS) {
     fail(EPC_ERR_INTERNAL, format("plan has %zu regions, more than EPC_PLAN_MAX_REGIONS", plan.regions.size()));
   }

@@ -16,6 +16,7 @@
 #include "kernels/ht/ht_layout_capacity.cuh"
 #include "kernels/launch.hpp"
 #include "kernels/transport/peer_transport.cuh"
+#include "kernels/wire/shared_bytes.hpp"
 
 namespace epc::kernels {
 
@@ -184,7 +185,7 @@ __global__ void __launch_bounds__(kLayoutThreads) ht_layout_kernel(HtLayoutParam
 }  // namespace
 
 cudaError_t launch_ht_layout(const HtLayoutParams& params, cudaStream_t stream) {
-  const size_t shared = 2 * static_cast<size_t>(params.common.geo.nranks) * sizeof(int);
+  const size_t shared = ht_layout_shared_bytes(params.common.geo.nranks);
   ht_layout_kernel<<<1, kLayoutThreads, shared, stream>>>(params);
   return cudaGetLastError();
 }

@@ -9,6 +9,7 @@
 // part's counts, zone offsets and recv_base[R] become the whole step's (what dispatch reports,
 // and where EXPERT_PACKED padding starts). One block, a thread per source or per expert.
 #include "kernels/launch.hpp"
+#include "kernels/wire/shared_bytes.hpp"
 
 namespace epc::kernels {
 
@@ -97,8 +98,7 @@ __global__ void __launch_bounds__(kPartsThreads) ht_parts_layout_kernel(const Ht
 }  // namespace
 
 cudaError_t launch_ht_parts_layout(const HtPartsLayout& params, cudaStream_t stream) {
-  const size_t shared =
-      (static_cast<size_t>(params.nranks) + 2 * static_cast<size_t>(params.local_experts) + 2) * sizeof(int32_t);
+  const size_t shared = ht_parts_layout_shared_bytes(params.nranks, params.local_experts);
   ht_parts_layout_kernel<<<1, kPartsThreads, shared, stream>>>(params);
   return cudaGetLastError();
 }

@@ -4,6 +4,7 @@
 #include "kernels/launch.hpp"
 #include "kernels/ll/ll_combine_parts.cuh"
 #include "kernels/ll/ll_step_kernel.cuh"
+#include "kernels/wire/shared_bytes.hpp"
 
 namespace epc::kernels {
 
@@ -40,7 +41,7 @@ struct CombineParts {
     return combine::receive<kHome, kFused, kAlone, kLines>(p, step, early);
   }
   // The sending part's [nranks] message counts and [nranks] token counts.
-  static size_t send_shared(const Params& p) { return 2 * static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
+  static size_t send_shared(const Params& p) { return ll_combine_shared_bytes(p.common.geo.nranks); }
   static size_t receive_shared(const Params&) { return 0; }
   // Full blocks always: each thread of the sending part loads its vector of every entry's
   // row, so fewer threads keep fewer loads in flight (small blocks measured slower at every

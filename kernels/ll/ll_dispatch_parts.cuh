@@ -8,6 +8,7 @@
 #include "kernels/ll/ll_dispatch_recv.cuh"
 #include "kernels/ll/ll_dispatch_send.cuh"
 #include "kernels/ll/ll_step_kernel.cuh"
+#include "kernels/wire/shared_bytes.hpp"
 
 namespace epc::kernels {
 
@@ -38,9 +39,9 @@ struct DispatchPartsOf {
     return dispatch_recv::run<kByToken, kPayload, kFused, kAlone, kLines>(p, step);
   }
   // The sending part's [nranks] token places.
-  static size_t send_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(int); }
+  static size_t send_shared(const Params& p) { return ll_dispatch_shared_bytes(p.common.geo.nranks); }
   // The receiving part's [nranks] message counts.
-  static size_t receive_shared(const Params& p) { return static_cast<size_t>(p.common.geo.nranks) * sizeof(uint32_t); }
+  static size_t receive_shared(const Params& p) { return ll_dispatch_shared_bytes(p.common.geo.nranks); }
   // Small blocks when no block's slice of a row, sent or received, has more vectors than they
   // have threads: a small step (few tokens, rows split over up to kLlMaxMessageSlices blocks)
   // then pays less at each block barrier. A received row is never longer than the sent one.

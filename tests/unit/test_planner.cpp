@@ -10,6 +10,7 @@
 #include "core/plan.hpp"
 #include "core/planner.hpp"
 #include "kernels/wire/ll_message.hpp"
+#include "kernels/wire/shared_bytes.hpp"
 #include "tests/harness/scoped_env.hpp"
 #include "tests/unit/group_config.hpp"
 
@@ -628,6 +629,38 @@ TEST(Planner, RefusesWindowsBeyondAnyMemory) {
   EXPECT_EQ(plan_status(c, {1024, 1024, 1}), EPC_OK);
   c.virtual_node_size = 0;
   EXPECT_EQ(plan_status(c, {16384, 16384, 1}), EPC_ERR_INVALID_ARGUMENT);
+}
+
+// A group whose launches would ask for more dynamic shared memory than a block may have is
+// refused, naming the kernel: 8 bytes per rank in the LL combine and the HT layout, and in HT
+// steps run in parts 8 bytes per local expert besides.
+TEST(Planner, RefusesGroupsTheKernelsCouldNotLaunch) {
+  const int most = static_cast<int>(epc::kernels::kDynamicSharedBudget / 8);
+  for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
+    auto c = group_config(mode, static_cast<uint32_t>(most), 1024, 1, 1);
+    EXPECT_EQ(plan_status(c, {most, most, 1}), EPC_OK) << mode;
+    const int over = most + 8;
+    c.num_experts = static_cast<uint32_t>(over);
+    try {
+      epc::make_plan(c, {over, over, 1});
+      ADD_FAILURE() << "a group of " << over << " ranks was planned";
+    } catch (const epc::Error& e) {
+      EXPECT_EQ(e.status(), EPC_ERR_UNSUPPORTED);
+      const std::string kernel = mode == EPC_MODE_LOW_LATENCY ? "in its combine kernel" : "in its layout kernel";
+      EXPECT_NE(std::string(e.what()).find(std::to_string(over) + " ranks needs " + std::to_string(8 * over) +
+                                           " bytes of shared memory per block " + kernel),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // Two nodes of one rank, 32768 experts each: (2 + 2 * 32768 + 2) words in parts only.
+  auto c = group_config(EPC_MODE_HIGH_THROUGHPUT, 65536, 1024, 4, 1);
+  {
+    const epc::test::ScopedEnv whole_steps("EPCOMM_HT_PART_TOKENS", "0");
+    EXPECT_EQ(plan_status(c, {2, 1, 2}), EPC_OK);
+  }
+  const epc::test::ScopedEnv parts("EPCOMM_HT_PART_TOKENS", "2");
+  EXPECT_EQ(plan_status(c, {2, 1, 2}), EPC_ERR_UNSUPPORTED);
 }
 
 TEST(Planner, RejectsExpertsNotDivisibleByRanks) {

@@ -417,6 +417,9 @@ typedef struct EpcPlan {
  *                   splits each team into nodes
  *   out_plan   out  the caller sets struct_size and abi_version; only that many bytes
  *                   are written
+ * Errors: UNSUPPORTED (since 2.3) for a group whose kernels would need more shared
+ * memory per block than they may take (8 bytes per rank: about 5120 ranks; HT steps in parts
+ * 8 bytes per local expert besides), which epc_group_create refuses too.
  * Kind: local. Order: host-only. Graphs: capturable. Threads: any thread. Since: 2.0. */
 EPC_API EpcStatus epc_plan_query(const EpcGroupConfig* config, int32_t nranks, int32_t lsa_size,
                                  int32_t num_nodes, EpcPlan* out_plan);
