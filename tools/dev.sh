@@ -41,11 +41,32 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
 }
 
+# A python3 that the system manages (PEP 668: Debian 12's own) refuses `pip install` outside
+# a virtual environment. There the PyPI tools go into the project's own, $EPCOMM_VENV (.venv,
+# git-ignored), which sees the system's packages too and comes first on PATH, so that meson,
+# the test suites and the wheel build run under it. Any other python3 (a virtual environment
+# already, pyenv, conda) is used as it is.
+ensure_python() {
+  command -v python3 >/dev/null || apt_install python3 python3-pip
+  python3 -c 'import os, sys, sysconfig
+managed = os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+sys.exit(0 if managed and sys.prefix == sys.base_prefix else 1)' || return 0
+  local venv=${EPCOMM_VENV:-.venv}
+  if [ ! -x "$venv/bin/python3" ]; then
+    python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+    log "python3 is managed by the system (PEP 668): PyPI tools go into the virtual environment $venv"
+    python3 -m venv --system-site-packages "$venv"
+  fi
+  PATH="$(cd "$venv" && pwd)/bin:$PATH"
+  export PATH
+  hash -r
+}
+
 ensure_tools() {
   if [ -d /usr/local/cuda/bin ] && ! command -v nvcc >/dev/null; then
     export PATH="/usr/local/cuda/bin:$PATH"
   fi
-  command -v python3 >/dev/null || apt_install python3 python3-pip
+  ensure_python
   if ! command -v meson >/dev/null || ! meson --version | awk -F. '{exit !($1 > 1 || ($1 == 1 && $2 >= 1))}'; then
     log "installing meson from PyPI"
     python3 -m pip install -q --upgrade 'meson>=1.1'
@@ -98,7 +119,7 @@ ensure_format_tools() {
   local clang_format ruff
   clang_format=$(sed -n 's/^CLANG_FORMAT_VERSION=//p' tools/format.sh)
   ruff=$(sed -n 's/^RUFF_VERSION=//p' tools/format.sh)
-  command -v python3 >/dev/null || apt_install python3 python3-pip
+  ensure_python
   if ! clang-format --version 2>/dev/null | grep -q "version $clang_format"; then
     log "installing clang-format $clang_format from PyPI"
     python3 -m pip install -q "clang-format==$clang_format"
