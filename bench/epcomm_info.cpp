@@ -186,7 +186,10 @@ int plans_only(const Options& o) {
 // One rank (thread) brings up a group in each mode and reports.
 std::string run_rank(const Options& o, const EpcUniqueId& id, int nranks, int rank, std::string& report) {
   void* comm = nullptr;
-  if (epc_comm_init(&id, nranks, rank, rank, &comm) != EPC_OK) return "comm init: " + error_text();
+  // A rank (thread) that fails before it joins leaves the others a TIMEOUT, not a hang.
+  EpcCommConfig bounded = EPC_COMM_CONFIG_INIT;
+  bounded.timeout_ms = 60000;
+  if (epc_comm_init_config(&id, nranks, rank, rank, &bounded, &comm) != EPC_OK) return "comm init: " + error_text();
   std::string failure;
   for (EpcMode mode : {EPC_MODE_LOW_LATENCY, EPC_MODE_HIGH_THROUGHPUT}) {
     EpcGroupConfig c = make_config(o, mode);
