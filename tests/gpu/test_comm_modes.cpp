@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "tests/gpu/gpu_case_common.hpp"
+#include "tests/gpu/ht_case.hpp"
 #include "tests/gpu/ll_case.hpp"
 #include "tests/gpu/rank_context.hpp"
 
@@ -185,8 +186,8 @@ TEST(CommModes, CreationWithoutOneRankTimesOutOnABlockingCommunicator) {
 
 // ---- epc_comm_init_config's bound (since 2.3) -------------------------------------------
 
-// A communicator made with a timeout is non-blocking: groups run on it, and epc_comm_destroy
-// finalizes it within the bound.
+// A communicator made with a timeout is non-blocking: groups of both modes run on it, and
+// epc_comm_destroy finalizes it within the bound.
 TEST(CommModes, GroupsWorkOnABoundedCommunicator) {
   ncclUniqueId id;
   ASSERT_TRUE(shared_unique_id(&id));
@@ -208,6 +209,17 @@ TEST(CommModes, GroupsWorkOnABoundedCommunicator) {
     std::vector<ref::Problem> problems;
     for (uint64_t s = 0; s < 2; ++s) problems.push_back(ll::random_problem(shape, 8, 2800 + s, true, 0.1));
     ll::run_sequence(group.get(), shape, problems, 2900, "bounded communicator");
+  }
+  // And an HT group: two steps against the reference, EXACT and CAPACITY handles.
+  const Shape ht_shape = world_shape(16, 2048, 256, 8);
+  EpcGroupConfig h = group_config(ht_shape, EPC_MODE_HIGH_THROUGHPUT);
+  ASSERT_EQ(epc_group_create(comm, &h, &raw), EPC_OK) << last_error();
+  {
+    GroupPtr group(raw);
+    const std::vector<ht::HtStep> steps = ht::make_steps(ht_shape, ht::random_spec(8, 2950), 2, my_rank());
+    for (EpcSizing sizing : {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY}) {
+      ht::run_steps(group.get(), ht_shape, steps, sizing, {ht::payload_only()}, "HT on a bounded communicator");
+    }
   }
   all_ranks_sync();
   EXPECT_EQ(epc_comm_destroy(comm), EPC_OK) << last_error();
