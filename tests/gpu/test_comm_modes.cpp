@@ -70,20 +70,34 @@ void release_nonblocking(ncclComm_t comm) {
 // A host-side rendezvous of all ranks on the suite's communicator.
 void all_ranks_sync() { EXPECT_TRUE(all_ranks_true(true)); }
 
-TEST(CommModes, GroupsWorkOnANonBlockingCommunicator) {
-  ncclComm_t comm = nullptr;
-  ASSERT_TRUE(nonblocking_comm(&comm));
+// On `comm`: an LL group's sequence of two steps and an HT group's two steps (EXACT and
+// CAPACITY handles), each against the reference.
+void expect_groups_work_on(void* comm, uint64_t seed, const char* label) {
   const Shape shape = world_shape(8, 2048, 32, 8);
   EpcGroupConfig c = group_config(shape, EPC_MODE_LOW_LATENCY);
   EpcGroup* raw = nullptr;
-  ASSERT_EQ(epc_group_create(comm, &c, &raw), EPC_OK) << last_error();
+  ASSERT_EQ(epc_group_create(comm, &c, &raw), EPC_OK) << label << ": " << last_error();
   {
     GroupPtr group(raw);
     ASSERT_EQ(epc_group_barrier(group.get(), nullptr), EPC_OK) << last_error();
     std::vector<ref::Problem> problems;
-    for (uint64_t s = 0; s < 2; ++s) problems.push_back(ll::random_problem(shape, 8, 2600 + s, true, 0.1));
-    ll::run_sequence(group.get(), shape, problems, 2700, "non-blocking communicator");
+    for (uint64_t s = 0; s < 2; ++s) problems.push_back(ll::random_problem(shape, 8, seed + s, true, 0.1));
+    ll::run_sequence(group.get(), shape, problems, seed + 100, label);
   }
+  const Shape ht_shape = world_shape(16, 2048, 256, 8);
+  EpcGroupConfig h = group_config(ht_shape, EPC_MODE_HIGH_THROUGHPUT);
+  ASSERT_EQ(epc_group_create(comm, &h, &raw), EPC_OK) << label << ": " << last_error();
+  GroupPtr group(raw);
+  const std::vector<ht::HtStep> steps = ht::make_steps(ht_shape, ht::random_spec(8, seed + 200), 2, my_rank());
+  for (EpcSizing sizing : {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY}) {
+    ht::run_steps(group.get(), ht_shape, steps, sizing, {ht::payload_only()}, label);
+  }
+}
+
+TEST(CommModes, GroupsWorkOnANonBlockingCommunicator) {
+  ncclComm_t comm = nullptr;
+  ASSERT_TRUE(nonblocking_comm(&comm));
+  expect_groups_work_on(comm, 2600, "non-blocking communicator");
   all_ranks_sync();
   release_nonblocking(comm);
 }
@@ -186,41 +200,28 @@ TEST(CommModes, CreationWithoutOneRankTimesOutOnABlockingCommunicator) {
 
 // ---- epc_comm_init_config's bound (since 2.3) -------------------------------------------
 
-// A communicator made with a timeout is non-blocking: groups of both modes run on it, and
-// epc_comm_destroy finalizes it within the bound.
-TEST(CommModes, GroupsWorkOnABoundedCommunicator) {
+// A second communicator over the suite's ranks from epc_comm_init_config with a 60 s bound.
+::testing::AssertionResult bounded_comm(void** comm) {
   ncclUniqueId id;
-  ASSERT_TRUE(shared_unique_id(&id));
+  auto shared = shared_unique_id(&id);
+  if (!shared) return shared;
   EpcUniqueId epc_id;
   std::memcpy(epc_id.bytes, id.internal, sizeof epc_id.bytes);
   EpcCommConfig options = EPC_COMM_CONFIG_INIT;
   options.timeout_ms = 60000;
+  if (epc_comm_init_config(&epc_id, context().env.world_size, my_rank(), context().env.device, &options, comm) !=
+      EPC_OK) {
+    return ::testing::AssertionFailure() << "epc_comm_init_config: " << last_error();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A communicator made with a timeout is non-blocking: groups of both modes run on it, and
+// epc_comm_destroy finalizes it within the bound.
+TEST(CommModes, GroupsWorkOnABoundedCommunicator) {
   void* comm = nullptr;
-  ASSERT_EQ(epc_comm_init_config(&epc_id, context().env.world_size, my_rank(), context().env.device, &options, &comm),
-            EPC_OK)
-      << last_error();
-  const Shape shape = world_shape(8, 2048, 32, 8);
-  EpcGroupConfig c = group_config(shape, EPC_MODE_LOW_LATENCY);
-  EpcGroup* raw = nullptr;
-  ASSERT_EQ(epc_group_create(comm, &c, &raw), EPC_OK) << last_error();
-  {
-    GroupPtr group(raw);
-    ASSERT_EQ(epc_group_barrier(group.get(), nullptr), EPC_OK) << last_error();
-    std::vector<ref::Problem> problems;
-    for (uint64_t s = 0; s < 2; ++s) problems.push_back(ll::random_problem(shape, 8, 2800 + s, true, 0.1));
-    ll::run_sequence(group.get(), shape, problems, 2900, "bounded communicator");
-  }
-  // And an HT group: two steps against the reference, EXACT and CAPACITY handles.
-  const Shape ht_shape = world_shape(16, 2048, 256, 8);
-  EpcGroupConfig h = group_config(ht_shape, EPC_MODE_HIGH_THROUGHPUT);
-  ASSERT_EQ(epc_group_create(comm, &h, &raw), EPC_OK) << last_error();
-  {
-    GroupPtr group(raw);
-    const std::vector<ht::HtStep> steps = ht::make_steps(ht_shape, ht::random_spec(8, 2950), 2, my_rank());
-    for (EpcSizing sizing : {EPC_SIZING_EXACT, EPC_SIZING_CAPACITY}) {
-      ht::run_steps(group.get(), ht_shape, steps, sizing, {ht::payload_only()}, "HT on a bounded communicator");
-    }
-  }
+  ASSERT_TRUE(bounded_comm(&comm));
+  expect_groups_work_on(comm, 2800, "bounded communicator");
   all_ranks_sync();
   EXPECT_EQ(epc_comm_destroy(comm), EPC_OK) << last_error();
 }
@@ -256,16 +257,8 @@ TEST(CommModes, ABoundedCommunicatorWithoutItsSecondRankTimesOut) {
 // (what a blocking communicator needs for the bound).
 TEST(CommModes, CreationWithoutOneRankTimesOutOnABoundedCommunicator) {
   if (context().env.world_size < 2) GTEST_SKIP() << "needs a peer";
-  ncclUniqueId id;
-  ASSERT_TRUE(shared_unique_id(&id));
-  EpcUniqueId epc_id;
-  std::memcpy(epc_id.bytes, id.internal, sizeof epc_id.bytes);
-  EpcCommConfig options = EPC_COMM_CONFIG_INIT;
-  options.timeout_ms = 60000;
   void* comm = nullptr;
-  ASSERT_EQ(epc_comm_init_config(&epc_id, context().env.world_size, my_rank(), context().env.device, &options, &comm),
-            EPC_OK)
-      << last_error();
+  ASSERT_TRUE(bounded_comm(&comm));
   expect_creation_times_out(comm, "bounded");
   expect_a_group_on_the_suites_communicator();
 }
