@@ -1139,7 +1139,8 @@ extern "C" {
     /// reports failed, or on which epc_group_create timed out with NCCL's step in flight, is
     /// aborted (ncclCommAbort; since 2.2), as finalizing it would wait for work no rank will
     /// finish; so is one made with EpcCommConfig.timeout_ms whose finalizing takes longer than
-    /// that (since 2.3). Either way the communicator is gone and the call returns OK.
+    /// that (since 2.3). Either way the communicator is gone, and the call returns OK unless
+    /// NCCL's abort itself fails.
     /// comm  in  NULL: no-op
     /// Kind: collective over the communicator. Order: blocking. Graphs: not capturable.
     /// Threads: no other call on the communicator. Since: 2.0.
