@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/deadline.hpp"
+#include "core/device_guard.hpp"
 #include "core/error.hpp"
 #include "core/gpu_check.hpp"
 #include "core/nccl_runtime.hpp"
@@ -38,26 +39,6 @@ uint32_t take_bound(ncclComm_t comm) {
   return ms;
 }
 
-// Makes `device` current (negative: leaves the current one) and, unless kept, makes the
-// previous one current again when it goes: a failing init_comm changes nothing.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    if (device < 0) return;
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-    check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-  ~CurrentDevice() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-  void keep() { previous_ = -1; }
-
- private:
-  int previous_ = -1;
-};
-
 // A non-blocking communicator's creation, waited for until `deadline`. What NCCL made of a
 // communicator that failed, or is not complete by then, is aborted: the caller gets nothing
 // to destroy.
@@ -73,11 +54,7 @@ ncclComm_t init_bounded(const ncclUniqueId& id, int nranks, int rank, uint32_t t
     fail(EPC_ERR_NCCL, reason);
   }
   ncclResult_t state = ncclInProgress;
-  const bool settled = poll_until(deadline, [&] {
-    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
-    return state != ncclInProgress;
-  });
-  if (!settled) {
+  if (!await_nccl_state(comm, deadline, &state)) {
     ncclCommAbort(comm);
     fail(EPC_ERR_TIMEOUT,
          format("rank %d of %d: the communicator was not complete within %u ms (EpcCommConfig.timeout_ms): a "
@@ -107,11 +84,7 @@ bool finalize_bounded(ncclComm_t comm, uint32_t timeout_ms) {
   const ncclResult_t issued = ncclCommFinalize(comm);
   if (issued != ncclSuccess && issued != ncclInProgress) return false;
   ncclResult_t state = ncclInProgress;
-  const bool settled = poll_until(Deadline(timeout_ms), [&] {
-    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
-    return state != ncclInProgress;
-  });
-  return settled && state == ncclSuccess;
+  return await_nccl_state(comm, Deadline(timeout_ms), &state) && state == ncclSuccess;
 }
 
 }  // namespace
@@ -136,7 +109,8 @@ void* init_comm(const EpcUniqueId& id, int nranks, int rank, int cuda_device, ui
   if (cuda_device >= device_count) {
     fail_argument(format("cuda_device is %d but only %d CUDA devices are visible", cuda_device, device_count));
   }
-  CurrentDevice current(cuda_device);
+  // cuda_device stays current only when the call succeeds: a failing call changes nothing.
+  DeviceGuard current(cuda_device);
   ncclUniqueId nccl_id;
   std::memcpy(nccl_id.internal, id.bytes, sizeof id.bytes);
   ncclComm_t comm = nullptr;

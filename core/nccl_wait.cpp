@@ -26,17 +26,21 @@ std::set<ncclComm_t>& stranded() {
 
 }  // namespace
 
+bool await_nccl_state(ncclComm_t comm, const Deadline& deadline, ncclResult_t* state) {
+  *state = ncclInProgress;
+  return poll_until(deadline, [&] {
+    if (ncclCommGetAsyncError(comm, state) != ncclSuccess) *state = ncclInternalError;
+    return *state != ncclInProgress;
+  });
+}
+
 ncclResult_t settle_nccl(ncclComm_t comm, ncclResult_t issued, const char* what, const Deadline& deadline) {
   // Not only ncclInProgress: on a non-blocking communicator NCCL 2.28's ncclDevCommCreate and
   // ncclCommWindowRegister return ncclSuccess with the work still running in the background
   // (it writes their outputs later), so the communicator's state is what says it is done.
   if (issued != ncclSuccess && issued != ncclInProgress) return issued;
   ncclResult_t state = ncclInProgress;
-  const bool done = poll_until(deadline, [&] {
-    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
-    return state != ncclInProgress;
-  });
-  if (!done) give_up(what, deadline);
+  if (!await_nccl_state(comm, deadline, &state)) give_up(what, deadline);
   return state;
 }
 

@@ -27,6 +27,9 @@ class StrandedCall : public Error {
   explicit StrandedCall(const std::string& message) : Error(EPC_ERR_TIMEOUT, message) {}
 };
 
+// Reads `comm`'s state (ncclCommGetAsyncError) into *state until it is not ncclInProgress
+// (true) or `deadline` has passed (false).
+bool await_nccl_state(ncclComm_t comm, const Deadline& deadline, ncclResult_t* state);
 // The result of an NCCL call on `comm` that returned `issued`, once NCCL has finished it:
 // unless `issued` is an error, waits until the communicator's state (ncclCommGetAsyncError)
 // is not ncclInProgress. Throws StrandedCall when `deadline` passed first.
