@@ -152,10 +152,10 @@ kernels::LlCommon LlHandle::common() const {
   return k;
 }
 
-int LlHandle::blocks(int items) const {
+int LlHandle::blocks(int items, int per_sm) const {
   // Kernels that hand out one block per token need no more blocks than tokens: fewer idle
   // blocks make small batches cheaper to launch and to finish.
-  const int budget = static_cast<int>(group_.config().num_sms);
+  const int budget = static_cast<int>(group_.config().num_sms) * per_sm;
   return items < 1 ? 1 : (items < budget ? items : budget);
 }
 
@@ -173,20 +173,20 @@ LlShape LlHandle::shape() const {
 
 int LlHandle::capped(int blocks, int budget) { return blocks < budget ? blocks : budget; }
 
-int LlHandle::slices_for(int items) const {
+int LlHandle::slices_for(int items, int per_sm) const {
   // A power of two (kernels::is_slice_count: the kernels split item numbers by shifts).
-  return kernels::ll_slice_count(static_cast<int>(group_.config().num_sms), items);
+  return kernels::ll_slice_count(static_cast<int>(group_.config().num_sms) * per_sm, items);
 }
 
-int LlHandle::message_slices() const { return slices_for(group_.topology().nranks * num_tokens_); }
+int LlHandle::message_slices(int per_sm) const { return slices_for(group_.topology().nranks * num_tokens_, per_sm); }
 
-int LlHandle::token_blocks() const { return blocks(num_tokens_ * slices_for(num_tokens_)); }
+int LlHandle::token_blocks(int per_sm) const { return blocks(num_tokens_ * slices_for(num_tokens_, per_sm), per_sm); }
 
-int LlHandle::message_blocks() const {
+int LlHandle::message_blocks(int per_sm) const {
   // One block per (message, slice), and the loops stride over the grid, so any count is
   // correct; the messages of a step are unknown on the host, so size for a batch of this
   // rank's size from every rank (decode batches are alike across ranks).
-  return blocks(group_.topology().nranks * num_tokens_ * message_slices());
+  return blocks(group_.topology().nranks * num_tokens_ * message_slices(per_sm), per_sm);
 }
 
 void LlHandle::require_ready(const char* call, bool starts_step) const {
@@ -230,6 +230,9 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   const CountOutputs counts = check_count_outputs(a, L);
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
   const int step_tokens = resolve_max_step_tokens(a.max_step_tokens, B, c.max_tokens_per_rank);
+  const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
+  const int per_sm = kernels::ll_dispatch_blocks_per_sm(group_.topology().nranks, !send_only, budget,
+                                                        group_.device_sms(), num_tokens_);
 
   kernels::LlDispatchParams p;
   std::memset(&p, 0, sizeof p);
@@ -259,8 +262,9 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.out_num_recv = out.num_recv;
   p.global_expert_ids = (setup_.flags & EPC_HANDLE_GLOBAL_EXPERT_IDS) != 0;
   p.acc_counts = counts.accumulated;
-  p.message_slices = message_slices();
-  p.token_slices = slices_for(num_tokens_);
+  p.message_slices = message_slices(per_sm);
+  p.token_slices = slices_for(num_tokens_, per_sm);
+  p.blocks_per_sm = per_sm;
   p.payload = passthrough ? kernels::LlPayload::kPassthrough
               : fp8       ? kernels::LlPayload::kFp8
                           : kernels::LlPayload::kHalf;
@@ -268,14 +272,14 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   p.round_scale_ue8m0 =
       (a.flags & EPC_DISPATCH_POW2_SCALES) != 0 || (fp8 && p.out_scales.encoding != kernels::ScaleEncoding::kFp32);
 
-  const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
   DeviceGuard guard(group_.device());
   LlSlotClaim claim = steps_.take(kLlDispatch, id_, send_only, "epc_dispatch");
   p.slot = claim.slot();
   p.recv_offset = group_.plan().region(EPC_REGION_DISPATCH_RECV, static_cast<uint32_t>(p.slot)).offset;
   p.signal_offset = group_.plan().region(EPC_REGION_DISPATCH_SIGNAL, static_cast<uint32_t>(p.slot)).offset;
   if (!send_only) {
-    check_cuda(kernels::launch_ll_dispatch(p, capped(token_blocks(), budget), capped(message_blocks(), budget), stream),
+    check_cuda(kernels::launch_ll_dispatch(p, capped(token_blocks(per_sm), budget * per_sm),
+                                           capped(message_blocks(per_sm), budget * per_sm), stream),
                "launching the dispatch");
   } else {
     check_cuda(kernels::launch_ll_dispatch_send(p, capped(token_blocks(), budget), stream),

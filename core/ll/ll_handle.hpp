@@ -45,16 +45,17 @@ class LlHandle {
   // The handle's shapes for the checks of core/ll/ll_outputs.hpp.
   LlShape shape() const;
   kernels::LlCommon common() const;
-  // The SM budget, or `items` blocks when fewer suffice (one block per item).
-  int blocks(int items = INT32_MAX) const;
+  // The SM budget's blocks (`per_sm` on each SM: kernels::ll_dispatch_blocks_per_sm), or
+  // `items` blocks when fewer suffice (one block per item).
+  int blocks(int items = INT32_MAX, int per_sm = 1) const;
   // Blocks for the parts that walk received messages (dispatch receive, combine send), and
   // how many of them share one message.
-  int message_blocks() const;
-  int message_slices() const;
+  int message_blocks(int per_sm = 1) const;
+  int message_slices(int per_sm = 1) const;
   // Blocks for the dispatch's sending part: one per (token, slice of its row).
-  int token_blocks() const;
-  // Blocks sharing one row when `items` rows are spread over the SM budget.
-  int slices_for(int items) const;
+  int token_blocks(int per_sm = 1) const;
+  // Blocks sharing one row when `items` rows are spread over the SM budget's blocks.
+  int slices_for(int items, int per_sm = 1) const;
   // A launch's blocks within a call's send_sms budget (resolve_send_sms): every loop strides
   // over its grid, so any count gives the same outputs.
   static int capped(int blocks, int budget);
