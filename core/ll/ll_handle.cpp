@@ -231,8 +231,8 @@ void LlHandle::dispatch(const EpcDispatchArgs& a, cudaStream_t stream) {
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcDispatchArgs.send_sms");
   const int step_tokens = resolve_max_step_tokens(a.max_step_tokens, B, c.max_tokens_per_rank);
   const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
-  const int per_sm = kernels::ll_dispatch_blocks_per_sm(group_.topology().nranks, !send_only, budget,
-                                                        group_.device_sms(), num_tokens_);
+  const int per_sm =
+      kernels::ll_alone_blocks_per_sm(group_.topology().nranks, !send_only, budget, group_.device_sms(), num_tokens_);
 
   kernels::LlDispatchParams p;
   std::memset(&p, 0, sizeof p);
@@ -332,6 +332,9 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   if (tensors_overlap(a.x, a.out)) fail_argument("EpcCombineArgs.x and out overlap; combine cannot work in place");
   if (home) check_tensor(a.home_topk_weights, {"EpcCombineArgs.home_topk_weights", {EPC_DTYPE_FP32}, {B, topk_}, 4});
   const int budget = resolve_send_sms(a.send_sms, c.num_sms, group_.device_sms(), "EpcCombineArgs.send_sms");
+  const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
+  const int per_sm =
+      kernels::ll_alone_blocks_per_sm(group_.topology().nranks, !send_only, budget, group_.device_sms(), num_tokens_);
 
   kernels::LlCombineParams p;
   std::memset(&p, 0, sizeof p);
@@ -339,19 +342,20 @@ void LlHandle::combine(const EpcCombineArgs& a, cudaStream_t stream) {
   p.expert_out = static_cast<const uint16_t*>(a.x->data);
   p.out = a.out->data;
   p.out_type = sum_output_of(a.out->dtype);
-  p.message_slices = message_slices();
-  p.token_slices = slices_for(num_tokens_);
+  p.message_slices = message_slices(per_sm);
+  p.token_slices = slices_for(num_tokens_, per_sm);
+  p.blocks_per_sm = per_sm;
   // Every entry's row returns unweighted into the per-entry combine slots (kernels/wire/ll_message.hpp).
   if (home) p.home_weights = static_cast<const float*>(a.home_topk_weights->data);
 
-  const bool send_only = (a.flags & EPC_STEP_SEND_ONLY) != 0;
   DeviceGuard guard(group_.device());
   LlSlotClaim claim = steps_.take(kLlCombine, id_, send_only, "epc_combine");
   p.slot = claim.slot();
   p.recv_offset = group_.plan().region(EPC_REGION_COMBINE_RECV, static_cast<uint32_t>(p.slot)).offset;
   p.signal_offset = group_.plan().region(EPC_REGION_COMBINE_SIGNAL, static_cast<uint32_t>(p.slot)).offset;
   if (!send_only) {
-    check_cuda(kernels::launch_ll_combine(p, capped(message_blocks(), budget), capped(token_blocks(), budget), stream),
+    check_cuda(kernels::launch_ll_combine(p, capped(message_blocks(per_sm), budget * per_sm),
+                                          capped(token_blocks(per_sm), budget * per_sm), stream),
                "launching the combine");
     claim.commit();
     return;

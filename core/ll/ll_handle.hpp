@@ -45,7 +45,7 @@ class LlHandle {
   // The handle's shapes for the checks of core/ll/ll_outputs.hpp.
   LlShape shape() const;
   kernels::LlCommon common() const;
-  // The SM budget's blocks (`per_sm` on each SM: kernels::ll_dispatch_blocks_per_sm), or
+  // The SM budget's blocks (`per_sm` on each SM: kernels::ll_alone_blocks_per_sm), or
   // `items` blocks when fewer suffice (one block per item).
   int blocks(int items = INT32_MAX, int per_sm = 1) const;
   // Blocks for the parts that walk received messages (dispatch receive, combine send), and

@@ -46,7 +46,7 @@ struct CombineParts {
   // Full blocks always: each thread of the sending part loads its vector of every entry's
   // row, so fewer threads keep fewer loads in flight (small blocks measured slower at every
   // batch; docs/tuning.md).
-  static int threads(const Params&) { return kLlThreads; }
+  static int threads(const Params& p) { return p.blocks_per_sm > 1 ? kLlSmallThreads : kLlThreads; }
 };
 
 bool home(const LlCombineParams& p) { return p.home_weights != nullptr; }

@@ -45,7 +45,7 @@ struct DispatchPartsOf {
   // Small blocks when no block's slice of a row, sent or received, has more vectors than they
   // have threads: a small step (few tokens, rows split over up to kLlMaxMessageSlices blocks)
   // then pays less at each block barrier. A received row is never longer than the sent one.
-  // A launch of two blocks per SM (ll_dispatch_blocks_per_sm) takes small blocks whatever its
+  // A launch of two blocks per SM (ll_alone_blocks_per_sm) takes small blocks whatever its
   // slices: two of them hold the threads one full block would.
   static int threads(const Params& p) {
     static_assert(kLlAloneBlocksPerSm * kLlSmallThreads <= kLlThreads, "two small blocks fit where one full one did");

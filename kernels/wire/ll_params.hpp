@@ -207,14 +207,14 @@ static_assert(ll_slice_count(132, 1) == 8 && ll_slice_count(132, 20) == 4 && ll_
 // the whole GPU: blocks are placed by the hardware, and with two per SM they could spread
 // beyond a smaller budget's SMs.
 constexpr int kLlAloneBlocksPerSm = 2;
-__host__ constexpr int ll_dispatch_blocks_per_sm(int nranks, bool fused, int budget, int device_sms, int tokens) {
+__host__ constexpr int ll_alone_blocks_per_sm(int nranks, bool fused, int budget, int device_sms, int tokens) {
   return nranks == 1 && fused && budget >= device_sms && ll_slice_count(budget, tokens) == 1 ? kLlAloneBlocksPerSm : 1;
 }
-static_assert(ll_dispatch_blocks_per_sm(1, true, 132, 132, 128) == 2 &&
-                  ll_dispatch_blocks_per_sm(1, true, 132, 132, 66) == 1 &&
-                  ll_dispatch_blocks_per_sm(2, true, 132, 132, 128) == 1 &&
-                  ll_dispatch_blocks_per_sm(1, false, 132, 132, 128) == 1 &&
-                  ll_dispatch_blocks_per_sm(1, true, 66, 132, 128) == 1,
+static_assert(ll_alone_blocks_per_sm(1, true, 132, 132, 128) == 2 &&
+                  ll_alone_blocks_per_sm(1, true, 132, 132, 66) == 1 &&
+                  ll_alone_blocks_per_sm(2, true, 132, 132, 128) == 1 &&
+                  ll_alone_blocks_per_sm(1, false, 132, 132, 128) == 1 &&
+                  ll_alone_blocks_per_sm(1, true, 66, 132, 128) == 1,
               "two blocks per SM for a one-rank fused dispatch of more rows than half the whole GPU's SMs");
 __device__ __host__ inline int slice_shift(int slices) {
 #ifdef __CUDA_ARCH__
@@ -280,7 +280,7 @@ struct LlDispatchParams {
   bool global_expert_ids;  // out_topk_idx: rank * L + local id
   int message_slices;      // blocks per received message in the receiving part (1..kLlMaxMessageSlices)
   int token_slices;        // blocks per token in the sending part (1..kLlMaxMessageSlices)
-  int blocks_per_sm;       // 1, or kLlAloneBlocksPerSm (ll_dispatch_blocks_per_sm)
+  int blocks_per_sm;       // 1, or kLlAloneBlocksPerSm (ll_alone_blocks_per_sm)
   LlPayload payload;
 };
 
@@ -297,6 +297,7 @@ struct LlCombineParams {
   const float* home_weights;
   int message_slices;  // blocks per received message in the sending part (1..kLlMaxMessageSlices)
   int token_slices;    // blocks per token in the receiving part (1..kLlMaxMessageSlices)
+  int blocks_per_sm;   // 1, or kLlAloneBlocksPerSm (ll_alone_blocks_per_sm)
 };
 
 // A slot whose step this rank will never receive (its handle was destroyed with the step
