@@ -43,7 +43,8 @@ struct CombineParts {
   // The sending part's [nranks] message counts and [nranks] token counts.
   static size_t send_shared(const Params& p) { return ll_combine_shared_bytes(p.common.geo.nranks); }
   static size_t receive_shared(const Params&) { return 0; }
-  // Full blocks always: each thread of the sending part loads its vector of every entry's
+  // Full blocks but at two blocks per SM (ll_alone_blocks_per_sm, whose two small blocks hold
+  // a full one's threads): each thread of the sending part loads its vector of every entry's
   // row, so fewer threads keep fewer loads in flight (small blocks measured slower at every
   // batch; docs/tuning.md).
   static int threads(const Params& p) { return p.blocks_per_sm > 1 ? kLlSmallThreads : kLlThreads; }

@@ -199,13 +199,13 @@ __device__ __host__ constexpr int ll_slice_count(int blocks, int items) {
 static_assert(ll_slice_count(132, 1) == 8 && ll_slice_count(132, 20) == 4 && ll_slice_count(132, 256) == 1,
               "a power of two of the blocks that fit");
 
-// A dispatch fused into a launch alone in its group (one rank: it waits for nothing, so its
-// blocks need not all be resident at once) whose rows fill the SMs one block each (more rows
-// than half the budget) runs twice the blocks, of half the threads (LL dispatch's
-// threads()), and splits its rows for them: two blocks per SM keep more of its row stores in
-// flight and use the SMs a whole-row block left idle (docs/tuning.md). Only on a budget of
-// the whole GPU: blocks are placed by the hardware, and with two per SM they could spread
-// beyond a smaller budget's SMs.
+// A dispatch or combine fused into a launch alone in its group (one rank: it waits for
+// nothing, so its blocks need not all be resident at once) whose rows fill the SMs one block
+// each (more tokens than half the budget) runs twice the blocks, of half the threads (the
+// operations' threads()), and splits its rows for them: two blocks per SM keep more of its
+// row loads and stores in flight and use the SMs a whole-row block left idle
+// (docs/tuning.md). Only on a budget of the whole GPU: blocks are placed by the hardware, and
+// with two per SM they could spread beyond a smaller budget's SMs.
 constexpr int kLlAloneBlocksPerSm = 2;
 __host__ constexpr int ll_alone_blocks_per_sm(int nranks, bool fused, int budget, int device_sms, int tokens) {
   return nranks == 1 && fused && budget >= device_sms && ll_slice_count(budget, tokens) == 1 ? kLlAloneBlocksPerSm : 1;
@@ -215,7 +215,7 @@ static_assert(ll_alone_blocks_per_sm(1, true, 132, 132, 128) == 2 &&
                   ll_alone_blocks_per_sm(2, true, 132, 132, 128) == 1 &&
                   ll_alone_blocks_per_sm(1, false, 132, 132, 128) == 1 &&
                   ll_alone_blocks_per_sm(1, true, 66, 132, 128) == 1,
-              "two blocks per SM for a one-rank fused dispatch of more rows than half the whole GPU's SMs");
+              "two blocks per SM for a one-rank fused step of more tokens than half the whole GPU's SMs");
 __device__ __host__ inline int slice_shift(int slices) {
 #ifdef __CUDA_ARCH__
   return __ffs(slices) - 1;
