@@ -212,8 +212,9 @@ def check(record):
         _summary(record["memory_copy"]["time"], "memory_copy.time", ranks, version)
     if v4 and record["floor"] is not None:
         _need(record["floor"], ("blocks", "threads", "call", "step"), "floor")
-        # routed_row came later within version 4: records written before it lack it.
-        for key in ("call", "step", "routed_row"):
+        # routed_row and the graph floor came later within version 4: records written before
+        # them lack them.
+        for key in ("call", "step", "routed_row", "graph_call", "graph_step"):
             if key in record["floor"]:
                 _summary(record["floor"][key], f"floor.{key}", ranks, version)
     if v3:

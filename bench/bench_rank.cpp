@@ -133,21 +133,27 @@ class Driver {
   bool measure_floor() {
     const int blocks = static_cast<int>(run_.group.num_sms);
     const int iters = std::max(10, std::min(o_.iters, 200));
-    Summary call, step, routed_row;
+    Summary call, step, routed_row, graph_call, graph_step;
     std::string problem;
     const RoutedRowShape shape{o_.hidden, o_.topk, o_.experts};
-    if (!agree(measure_latency_floor(s_, tracer_, blocks, iters, shape, call, step, routed_row, problem, error_),
+    if (!agree(measure_latency_floor(s_, tracer_, blocks, iters, shape, call, step, routed_row, graph_call, graph_step,
+                                     problem, error_),
                "to measure the latency floor")) {
       return false;
     }
     MetricList kept;
     keep_if_every_rank_has(s_, "latency floor",
-                           {{"floor.call", call}, {"floor.step", step}, {"floor.routed_row", routed_row}}, problem,
-                           kept);
+                           {{"floor.call", call},
+                            {"floor.step", step},
+                            {"floor.routed_row", routed_row},
+                            {"floor.graph_call", graph_call},
+                            {"floor.graph_step", graph_step}},
+                           problem, kept);
     if (kept.empty()) return true;
     std::vector<Metric> all;
     if (!agree(gather_metrics(s_, kept, all, error_), "to gather the latency floor")) return false;
-    run_.floor = LatencyFloor{blocks, ll_block_threads(), all[0].value, all[1].value, all[2].value};
+    run_.floor =
+        LatencyFloor{blocks, ll_block_threads(), all[0].value, all[1].value, all[2].value, all[3].value, all[4].value};
     return true;
   }
 

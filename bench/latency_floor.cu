@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bench/latency_floor.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "bench/cupti_timing.hpp"
@@ -84,13 +85,82 @@ struct RoutedRow {
   }
 };
 
+// Owns a captured graph and its executable form.
+struct FloorGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~FloorGraph() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+};
+
+// The floor inside graph replays: `iters` pairs of empty kernels captured into one graph,
+// replayed twice under the tracer (the first replay uploads the graph and is not counted);
+// `call` each kernel's span, `step` each pair's. A replay's kernels follow one another with
+// no host between them, so this is the floor of the cupti_graph columns, which an eager pair
+// (paced by the host's launches) is not.
+bool graph_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters, Summary& call, Summary& step,
+                 std::string& problem, std::string& error) {
+  const cudaStream_t st = session.stream();
+  FloorGraph g;
+  TRY_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capturing the graph floor");
+  bool launched = true;
+  for (int i = 0; i < 2 * iters && launched; ++i) launched = launch_empty(blocks, st, error);
+  const cudaError_t ended = cudaStreamEndCapture(st, &g.graph);
+  if (!launched) return false;
+  TRY_CUDA(ended, "ending the graph floor's capture");
+  if (!tracer.usable() || !tracer.start(problem)) {
+    if (problem.empty()) problem = "the kernel tracer stopped working earlier in the run";
+    return true;
+  }
+  // Instantiated while recording, as time_cupti_graph does, in case CUPTI only traces the
+  // nodes of graphs it saw instantiated.
+  cudaError_t replayed = cudaGraphInstantiate(&g.exec, g.graph, 0);
+  for (int replay = 0; replay < 2 && replayed == cudaSuccess; ++replay) replayed = cudaGraphLaunch(g.exec, st);
+  const cudaError_t synced = cudaStreamSynchronize(st);
+  std::vector<KernelRecord> kernels;
+  std::vector<TagLink> links;
+  const bool stopped = tracer.stop(kernels, links, problem);
+  TRY_CUDA(replayed, "instantiating and replaying the graph floor");
+  TRY_CUDA(synced, "running the graph floor's replays");
+  if (!stopped) return true;
+  std::vector<KernelRecord> ours;
+  for (const KernelRecord& k : kernels) {
+    if (k.device != static_cast<uint32_t>(session.device()) || k.graph == 0) continue;
+    if (k.end_ns < k.start_ns) {
+      problem = "CUPTI reported a kernel of the graph floor that ends before it starts";
+      return true;
+    }
+    ours.push_back(k);
+  }
+  const size_t per_replay = static_cast<size_t>(2 * iters);
+  if (ours.size() != 2 * per_replay) {
+    problem = "CUPTI reported " + std::to_string(ours.size()) + " kernels of the graph floor's two replays, not " +
+              std::to_string(2 * per_replay);
+    return true;
+  }
+  std::stable_sort(ours.begin(), ours.end(),
+                   [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
+  std::vector<double> calls, pairs;
+  for (size_t i = per_replay; i < ours.size(); ++i) {
+    calls.push_back(static_cast<double>(ours[i].end_ns - ours[i].start_ns) / 1e3);
+  }
+  for (size_t i = per_replay; i + 1 < ours.size(); i += 2) {
+    pairs.push_back(static_cast<double>(ours[i + 1].end_ns - ours[i].start_ns) / 1e3);
+  }
+  call = summarize(calls);
+  step = summarize(pairs);
+  return true;
+}
+
 }  // namespace
 
 int ll_block_threads() { return kernels::kLlThreads; }
 
 bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters,
                            const RoutedRowShape& shape, Summary& call, Summary& step, Summary& routed_row,
-                           std::string& problem, std::string& error) {
+                           Summary& graph_call, Summary& graph_step, std::string& problem, std::string& error) {
   const cudaStream_t st = session.stream();
   if (blocks < 1 || iters < 1 || shape.hidden < 8 || shape.hidden % 8 != 0 || shape.topk < 1 ||
       shape.topk > kernels::kMaxTopk || shape.experts < 1) {
@@ -130,7 +200,8 @@ bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int block
     step = summarize(both);
     routed_row = summarize(routed_spans);
   }
-  return true;
+  if (!problem.empty()) return true;
+  return graph_floor(session, tracer, blocks, iters, graph_call, graph_step, problem, error);
 }
 
 }  // namespace epc::bench

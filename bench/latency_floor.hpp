@@ -5,7 +5,9 @@
 // like the cupti columns. A call launches at least one kernel on that grid and a step at
 // least two (dispatch, combine), so:
 //   call: the span of one empty kernel;
-//   step: the span of two empty kernels launched back to back.
+//   step: the span of two empty kernels launched back to back;
+//   graph call, graph step: the same inside a graph's replay, where no host paces the
+//   launches (the floor of the cupti_graph columns).
 // No kernel of ours can finish a call or a step faster on this GPU. Beside them, the least
 // work a dispatch of one token does on that grid:
 //   routed row: a kernel whose first blocks each load a slice of one row (hidden 16-bit
@@ -36,10 +38,10 @@ struct RoutedRowShape {
 };
 
 // Local (no other rank takes part). `iters` calls, steps and routed rows after a few untimed
-// launches; false only when CUDA failed. Without figures (the tracer failed) it returns true
-// with `problem` set.
+// launches, then `iters` graph steps after an untimed replay; false only when CUDA failed.
+// Without figures (the tracer failed) it returns true with `problem` set.
 bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters,
                            const RoutedRowShape& shape, Summary& call, Summary& step, Summary& routed_row,
-                           std::string& problem, std::string& error);
+                           Summary& graph_call, Summary& graph_step, std::string& problem, std::string& error);
 
 }  // namespace epc::bench

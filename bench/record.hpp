@@ -110,6 +110,8 @@ struct LatencyFloor {
   AcrossRanks call;        // one empty kernel
   AcrossRanks step;        // two empty kernels back to back
   AcrossRanks routed_row;  // one token's row stored into its top-k experts' rows
+  AcrossRanks graph_call;  // one empty kernel inside a graph's replay
+  AcrossRanks graph_step;  // two empty kernels back to back inside a graph's replay
 };
 
 struct RunRecord {

@@ -298,6 +298,10 @@ std::string to_json(const RunRecord& run) {
     write_summary(j, run.floor->step);
     j.key("routed_row");
     write_summary(j, run.floor->routed_row);
+    j.key("graph_call");
+    write_summary(j, run.floor->graph_call);
+    j.key("graph_step");
+    write_summary(j, run.floor->graph_step);
     j.end_object();
   } else {
     j.null();

@@ -108,10 +108,12 @@ std::string header(const RunRecord& run) {
   if (run.floor) {
     s += printf_string(
         "floor: an empty kernel on our grid (%d blocks of %d threads), CUPTI: call %.1f us, step "
-        "(two back to back) %.1f us, medians; routed row (one token's %d-channel 16-bit row loaded with its top-%d "
-        "ids and stored into those experts' rows, the least a 1-token dispatch does) %.2f us\n",
+        "(two back to back) %.1f us, in a graph's replay call %.1f us, step %.1f us, medians; routed row (one "
+        "token's %d-channel 16-bit row loaded with its top-%d ids and stored into those experts' rows, the least a "
+        "1-token dispatch does) %.2f us\n",
         run.floor->blocks, run.floor->threads, run.floor->call.slowest.median_us, run.floor->step.slowest.median_us,
-        run.options.hidden, run.options.topk, run.floor->routed_row.slowest.median_us);
+        run.floor->graph_call.slowest.median_us, run.floor->graph_step.slowest.median_us, run.options.hidden,
+        run.options.topk, run.floor->routed_row.slowest.median_us);
   }
   if (run.ceiling_peak) {
     s += printf_string(
@@ -140,6 +142,7 @@ std::string gpu_time_table(const RunRecord& run) {
   if (graph) s += printf_string(" | %-15s | %-15s | %-15s", "graph dispatch", "graph combine", "cupti graph");
   if (update) s += printf_string(" | %-15s", "layout update");
   if (floor) s += printf_string(" | %-15s | %-15s", "floor call", "floor step");
+  if (floor && graph) s += printf_string(" | %-15s | %-15s", "graph floor", "graph floor st");
   s += "\n";
   auto floor_text = [&run](AcrossRanks LatencyFloor::* part) {
     if (!run.floor) return std::string("-");
@@ -148,6 +151,8 @@ std::string gpu_time_table(const RunRecord& run) {
   };
   const std::string floor_call = floor_text(&LatencyFloor::call);
   const std::string floor_step = floor_text(&LatencyFloor::step);
+  const std::string graph_floor_call = floor_text(&LatencyFloor::graph_call);
+  const std::string graph_floor_step = floor_text(&LatencyFloor::graph_step);
   for (const PointResult& p : run.points) {
     s += printf_string("%6d | %-15s | %-15s | %-15s", p.tokens, median_mean(p, "ours.cupti.dispatch").c_str(),
                        median_mean(p, "ours.cupti.combine").c_str(), median_mean(p, "ours.cupti.step").c_str());
@@ -158,6 +163,7 @@ std::string gpu_time_table(const RunRecord& run) {
     }
     if (update) s += printf_string(" | %-15s", median_mean(p, "ours.cupti.layout_update").c_str());
     if (floor) s += printf_string(" | %-15s | %-15s", floor_call.c_str(), floor_step.c_str());
+    if (floor && graph) s += printf_string(" | %-15s | %-15s", graph_floor_call.c_str(), graph_floor_step.c_str());
     s += "\n";
   }
   if (graph) {
@@ -167,6 +173,9 @@ std::string gpu_time_table(const RunRecord& run) {
   if (floor) {
     s += "floor call = one empty kernel on our grid, what a dispatch or combine compares with; floor step = two "
          "back to back: the least a step of two launches on that grid takes\n";
+    if (graph) {
+      s += "graph floor, graph floor st = the same inside a graph's replay, what the graph columns compare with\n";
+    }
   }
   return s;
 }

@@ -164,8 +164,13 @@ int main(int argc, char** argv) {
   run.ceiling_peak = peak;
   run.memory_copy = MemoryCopy{int64_t{256} << 20, invented(180.0, R)};
   if (!ht) {
-    run.floor =
-        LatencyFloor{static_cast<int>(run.group.num_sms), 512, invented(2.5, R), invented(5.5, R), invented(3.5, R)};
+    run.floor = LatencyFloor{static_cast<int>(run.group.num_sms),
+                             512,
+                             invented(2.5, R),
+                             invented(5.5, R),
+                             invented(3.5, R),
+                             invented(2.0, R),
+                             invented(4.0, R)};
   }
 
   for (int tokens : run.options.tokens) {

@@ -241,22 +241,28 @@ TEST(Report, KernelSpansShowBesideTheEventTimes) {
   p.metrics.push_back({"ours.cupti_graph.step", median(60)});
   EXPECT_NE(to_table(run).find("| 60.0 (75.0)"), std::string::npos) << to_table(run);
   EXPECT_NE(to_json(run).find("\"floor\": null"), std::string::npos);
-  run.floor = LatencyFloor{132, 512, median(3), median(7), median(4)};
+  run.floor = LatencyFloor{132, 512, median(3), median(7), median(4), median(2), median(5)};
   table = to_table(run);
   EXPECT_NE(table.find("floor: an empty kernel on our grid (132 blocks of 512 threads), CUPTI: call 3.0 us, step "
-                       "(two back to back) 7.0 us"),
+                       "(two back to back) 7.0 us, in a graph's replay call 2.0 us, step 5.0 us"),
             std::string::npos)
       << table;
   EXPECT_NE(table.find("stored into those experts' rows, the least a 1-token dispatch does) 4.00 us"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("| 60.0 (75.0)     | 3.0 (3.8)       | 7.0 (8.8)"), std::string::npos) << table;  // every row
+  // Every row, the graph floor beside the eager one (--graph).
+  EXPECT_NE(table.find("| 60.0 (75.0)     | 3.0 (3.8)       | 7.0 (8.8)       | 2.0 (2.5)       | 5.0 (6.2)"),
+            std::string::npos)
+      << table;
   json = to_json(run);
   EXPECT_NE(json.find("\"floor\": {\n    \"blocks\": 132,\n    \"threads\": 512,\n    \"call\": {"), std::string::npos)
       << json;
   const size_t routed = json.find("\"routed_row\": {");
   ASSERT_NE(routed, std::string::npos) << json;
   EXPECT_EQ(json.find("\"median_us\": 4,", routed), json.find("\"median_us\"", routed)) << json;
+  const size_t graph_step = json.find("\"graph_step\": {");
+  ASSERT_NE(graph_step, std::string::npos) << json;
+  EXPECT_EQ(json.find("\"median_us\": 5,", graph_step), json.find("\"median_us\"", graph_step)) << json;
   EXPECT_NE(json.find("\"active\": true,\n    \"library\": \"libcupti.so.13\",\n    \"why_not\": null"),
             std::string::npos)
       << json;
