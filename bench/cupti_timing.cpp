@@ -7,17 +7,6 @@
 #include "bench/try_call.hpp"
 
 namespace epc::bench {
-namespace {
-
-// The executable of a graph, destroyed with its owner.
-struct GraphExec {
-  cudaGraphExec_t exec = nullptr;
-  ~GraphExec() {
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-  }
-};
-
-}  // namespace
 
 bool record_pass(RankSession& session, KernelTracer& tracer, int end_mark,
                  const std::function<bool(StepMarks& marks, std::string& error)>& run,

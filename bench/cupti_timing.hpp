@@ -22,6 +22,18 @@
 
 namespace epc::bench {
 
+// The executable of a graph, destroyed with its owner: instantiated while CUPTI records, in
+// case CUPTI only traces the nodes of graphs it saw instantiated.
+struct GraphExec {
+  cudaGraphExec_t exec = nullptr;
+  GraphExec() = default;
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  ~GraphExec() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+  }
+};
+
 // Collective. Appends ours.cupti.{dispatch,combine,step} (with `send_only` also the halves, as
 // the kernel timing names them) and sets `kernels` (what one step launched and how many of
 // those its dispatch; 0 when unknown).

@@ -15,6 +15,8 @@ std::string kernel_text(const KernelRecord& k) {
          " ns, end " + std::to_string(k.end_ns) + " ns)";
 }
 
+}  // namespace
+
 bool check_times(const KernelRecord& k, std::string& error) {
   if (k.start_ns == 0 && k.end_ns == 0) {
     error = "CUPTI could not time a " + kernel_text(k);
@@ -26,8 +28,6 @@ bool check_times(const KernelRecord& k, std::string& error) {
   }
   return true;
 }
-
-}  // namespace
 
 uint64_t call_tag(int iteration, int part) {
   // Iteration + 1 keeps the tag of iteration 0, part 0 away from 0.

@@ -42,6 +42,9 @@ struct KernelRecord {
   uint64_t graph_node = 0;   // the launching graph node's id; 0 for an eager launch
 };
 
+// False, with `error` naming the kernel, when CUPTI gave `k` no times or an end before its start.
+bool check_times(const KernelRecord& k, std::string& error);
+
 // CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: the API call with `correlation` was made while
 // the bench had pushed `tag`.
 struct TagLink {

@@ -85,16 +85,6 @@ struct RoutedRow {
   }
 };
 
-// Owns a captured graph and its executable form.
-struct FloorGraph {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ~FloorGraph() {
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-  }
-};
-
 // The floor inside graph replays: `iters` pairs of empty kernels captured into one graph,
 // replayed twice under the tracer (the first replay uploads the graph and is not counted);
 // `call` each kernel's span, `step` each pair's. A replay's kernels follow one another with
@@ -103,21 +93,17 @@ struct FloorGraph {
 bool graph_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters, Summary& call, Summary& step,
                  std::string& problem, std::string& error) {
   const cudaStream_t st = session.stream();
-  FloorGraph g;
-  TRY_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "capturing the graph floor");
-  bool launched = true;
-  for (int i = 0; i < 2 * iters && launched; ++i) launched = launch_empty(blocks, st, error);
-  const cudaError_t ended = cudaStreamEndCapture(st, &g.graph);
-  if (!launched) return false;
-  TRY_CUDA(ended, "ending the graph floor's capture");
+  // A pair is a step of two empty launches.
+  const StepHalf empty = [&](StepMarks*, int, std::string& e) { return launch_empty(blocks, st, e); };
+  CapturedSteps captured;
+  if (!captured.capture(st, iters, StepCalls{empty, empty}, error)) return false;
   if (!tracer.usable() || !tracer.start(problem)) {
     if (problem.empty()) problem = "the kernel tracer stopped working earlier in the run";
     return true;
   }
-  // Instantiated while recording, as time_cupti_graph does, in case CUPTI only traces the
-  // nodes of graphs it saw instantiated.
-  cudaError_t replayed = cudaGraphInstantiate(&g.exec, g.graph, 0);
-  for (int replay = 0; replay < 2 && replayed == cudaSuccess; ++replay) replayed = cudaGraphLaunch(g.exec, st);
+  GraphExec replays;
+  cudaError_t replayed = cudaGraphInstantiate(&replays.exec, captured.graph(), 0);
+  for (int replay = 0; replay < 2 && replayed == cudaSuccess; ++replay) replayed = cudaGraphLaunch(replays.exec, st);
   const cudaError_t synced = cudaStreamSynchronize(st);
   std::vector<KernelRecord> kernels;
   std::vector<TagLink> links;
@@ -128,10 +114,7 @@ bool graph_floor(RankSession& session, KernelTracer& tracer, int blocks, int ite
   std::vector<KernelRecord> ours;
   for (const KernelRecord& k : kernels) {
     if (k.device != static_cast<uint32_t>(session.device()) || k.graph == 0) continue;
-    if (k.end_ns < k.start_ns) {
-      problem = "CUPTI reported a kernel of the graph floor that ends before it starts";
-      return true;
-    }
+    if (!check_times(k, problem)) return true;
     ours.push_back(k);
   }
   const size_t per_replay = static_cast<size_t>(2 * iters);
