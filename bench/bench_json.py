@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Reading epcomm-bench JSON records (format "epcomm-bench/8" and the older "/7", "/6", "/5",
+"""Reading epcomm-bench JSON records (format "epcomm-bench/9" and the older "/8", "/7", "/6", "/5",
 "/4", "/3", "/2" and "/1", documented in bench/JSON.md).
 
 load() checks the structure before anyone plots or compares it, and names the first thing
@@ -10,11 +10,12 @@ with holes. Standard library only.
 import json
 import re
 
-FORMAT = "epcomm-bench/8"
+FORMAT = "epcomm-bench/9"
 # /2 adds keys (below) and the ceiling_budget subject; /3 adds virtual nodes and the NVLink /
 # network split of the wire bytes; /4 the mean of every summary and the CUPTI kernel spans; /5
 # the HT receive window and the rows it dropped; /6 the layout and payload options; /7 the
-# plan's window beside the group's; /8 whether each point's tokens bound its steps.
+# plan's window beside the group's; /8 whether each point's tokens bound its steps; /9 whether
+# each step started with a cold L2.
 FORMATS = (
     "epcomm-bench/1",
     "epcomm-bench/2",
@@ -23,6 +24,7 @@ FORMATS = (
     "epcomm-bench/5",
     "epcomm-bench/6",
     "epcomm-bench/7",
+    "epcomm-bench/8",
     FORMAT,
 )
 METRIC_NAME = re.compile(
@@ -155,6 +157,8 @@ def check(record):
     v2, v3, v4, v5, v6 = version >= 2, version >= 3, version >= 4, version >= 5, version >= 6
     if version >= 8 and not isinstance(record["config"].get("step_bound"), bool):
         raise FormatError("config.step_bound: expected true or false")
+    if version >= 9 and not isinstance(record["config"].get("cold_l2"), bool):
+        raise FormatError("config.cold_l2: expected true or false")
     if version >= 7:
         planned = record["group"].get("planned_symmetric_bytes_per_gpu")
         if isinstance(planned, bool) or not isinstance(planned, int) or planned < 0:

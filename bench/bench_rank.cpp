@@ -13,6 +13,7 @@
 #include "bench/cupti_timing.hpp"
 #include "bench/gather.hpp"
 #include "bench/ht_capacity_check.hpp"
+#include "bench/l2_sweep.hpp"
 #include "bench/latency_floor.hpp"
 #include "bench/lsa_ceiling.hpp"
 #include "bench/machine.hpp"
@@ -125,6 +126,7 @@ class Driver {
     if (o_.baseline && !agree(baseline_.setup(s_, o_, error_), "to set up the baseline")) return false;
     if (o_.ceiling && s_.nranks() > 1 && !setup_ceiling()) return false;
     if (!setup_memory_copy()) return false;
+    if (o_.cold_l2 && !agree(sweep_.open(error_), "to allocate the L2 sweep (--cold-l2)")) return false;
     setup_cupti();
     return !run_.cupti.active || o_.mode != "ll" || measure_floor();
   }
@@ -255,6 +257,7 @@ class Driver {
     in.all_routing = &routing;
     in.traffic = &result.traffic[static_cast<size_t>(s_.rank())];
     in.tracer = run_.cupti.active ? &tracer_ : nullptr;
+    in.sweep = o_.cold_l2 ? &sweep_ : nullptr;
 
     const std::string what = "at " + std::to_string(tokens) + " tokens per rank";
     MetricList mine;
@@ -312,6 +315,7 @@ class Driver {
   NcclBaseline baseline_;
   LsaCeiling ceiling_;
   KernelTracer tracer_;
+  L2Sweep sweep_;
   RunRecord run_;
   std::string error_;
   bool write_failed_ = false;

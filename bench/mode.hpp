@@ -18,6 +18,8 @@
 
 namespace epc::bench {
 
+class L2Sweep;
+
 struct PointInput {
   int tokens = 0;
   int warmup = 0;                                     // untimed steps before each measurement (Options::warmup_at)
@@ -27,6 +29,9 @@ struct PointInput {
   const RankTraffic* traffic = nullptr;               // this rank's, with the expected counts
   // CUPTI's kernel records, when every rank could open them (--cupti); else nullptr.
   KernelTracer* tracer = nullptr;
+  // --cold-l2: swept before every dispatch of ours the kernel, CUPTI and graph timings run
+  // (bench/l2_sweep.hpp); else nullptr.
+  const L2Sweep* sweep = nullptr;
 };
 
 class Mode {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bench/cupti_timing.hpp"
+#include "bench/l2_sweep.hpp"
 #include "bench/try_call.hpp"
 
 namespace epc::bench {
@@ -245,7 +246,7 @@ bool CapturedSteps::capture(cudaStream_t st, int iters, const StepCalls& step, s
 }
 
 bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, KernelTracer* tracer,
-                const StepKernels& eager, MetricList& out, std::string& error) {
+                const StepKernels& eager, bool swept, MetricList& out, std::string& error) {
   const cudaStream_t st = session.stream();
   CapturedSteps captured;
   std::string capture_error;
@@ -271,7 +272,7 @@ bool time_graph(RankSession& session, int iters, int replays, const StepCalls& s
   }
   std::vector<double> per_step;
   for (double v : us) per_step.push_back(v / iters);
-  out.emplace_back("ours.graph.step", summarize(per_step));
+  if (!swept) out.emplace_back("ours.graph.step", summarize(per_step));
   return tracer == nullptr || time_cupti_graph(session, *tracer, captured.graph(), iters, replays, eager, out, error);
 }
 
@@ -280,7 +281,9 @@ bool time_point(RankSession& session, const Options& options, const PointInput& 
                 std::string& error) {
   checked = false;
   const cudaStream_t st = session.stream();
-  if (!time_kernels("ours", st, in.warmup, in.iters, options.send_only, step, out, error)) return false;
+  // The API timing (host clocks around each call) stays warm: a sweep would be inside it.
+  const StepCalls timed = in.sweep != nullptr ? with_sweeps(step, *in.sweep, st) : step;
+  if (!time_kernels("ours", st, in.warmup, in.iters, options.send_only, timed, out, error)) return false;
   if (step.after_kernel_timing && !step.after_kernel_timing(in.iters, out, error)) return false;
   const bool right = check(error);
   if (!session.all_true(right)) {
@@ -291,10 +294,11 @@ bool time_point(RankSession& session, const Options& options, const PointInput& 
   if (!time_api("ours", st, in.iters, step, out, error)) return false;
   StepKernels eager;
   if (in.tracer != nullptr &&
-      !time_cupti_steps(session, *in.tracer, in.warmup, in.iters, options.send_only, step, out, eager, error)) {
+      !time_cupti_steps(session, *in.tracer, in.warmup, in.iters, options.send_only, timed, out, eager, error)) {
     return false;
   }
-  return !options.graph || time_graph(session, in.iters, options.graph_replays, step, in.tracer, eager, out, error);
+  return !options.graph ||
+         time_graph(session, in.iters, options.graph_replays, timed, in.tracer, eager, in.sweep != nullptr, out, error);
 }
 
 bool upload_routing(RankSession& session, const PointInput& in, int topk, void* topk_idx, void* topk_weights,

@@ -143,10 +143,11 @@ class CapturedSteps {
   cudaGraphExec_t exec_ = nullptr;
 };
 
-// Collective (every rank replays or none does). Appends ours.graph.step and, with a tracer,
+// Collective (every rank replays or none does). Appends ours.graph.step (unless `swept`: the
+// steps hold L2 sweeps, which a replay's events would count) and, with a tracer,
 // ours.cupti_graph.{step,dispatch,combine} (`eager`: what an eager step launched, 0 if unknown).
 bool time_graph(RankSession& session, int iters, int replays, const StepCalls& step, KernelTracer* tracer,
-                const StepKernels& eager, MetricList& out, std::string& error);
+                const StepKernels& eager, bool swept, MetricList& out, std::string& error);
 
 // Collective. What every mode does at a point once its handle exists: the kernel timing,
 // then `check` of the outputs those steps left (agreed by every rank, so that one with wrong

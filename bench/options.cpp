@@ -353,6 +353,14 @@ const std::vector<Flag>& flags() {
        "in eager steps and graph replays, and for LL the floor (an empty kernel on our grid). Where "
        "CUPTI cannot be loaded the run says why and shows \"-\". Default on.",
        switch_flag(&Options::cupti)},
+      {"--cold-l2", nullptr,
+       "before every dispatch of ours that the kernel, CUPTI and graph timings run, overwrite four "
+       "times the GPU's L2 (a memset, in no kernel span), so that each step finds its inputs, "
+       "routing and code in HBM, as it does in a model whose expert GEMMs sweep the L2 between "
+       "steps. The API timing, the floor, the baseline and the ceiling stay warm, and the graph's "
+       "event figure (which would count the sweeps) is left out. Default off: back-to-back steps, "
+       "as peers' benchmarks run them.",
+       switch_flag(&Options::cold_l2)},
       {"--ceiling-mib", "N", "MiB per peer for the peak-bandwidth ceiling. Default 32.",
        int_flag(&Options::ceiling_peak_mib, 1, 4096)},
       {"--timeout-ms", "N", "bound on every device-side wait of the group; 0: library default.",

@@ -85,6 +85,7 @@ struct Options {
   bool ceiling = true;
   int ceiling_peak_mib = 32;  // per peer, for the peak-bandwidth ceiling
   bool cupti = true;          // kernel spans from CUPTI's activity records, where CUPTI loads
+  bool cold_l2 = false;       // sweep the L2 before every timed step of ours (bench/l2_sweep.hpp)
   int timeout_ms = 0;         // group's device wait bound; 0: library default
   std::string out;            // JSON path; empty: none
   bool help = false;

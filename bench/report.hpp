@@ -9,7 +9,7 @@
 
 namespace epc::bench {
 
-constexpr const char kJsonFormat[] = "epcomm-bench/8";
+constexpr const char kJsonFormat[] = "epcomm-bench/9";
 
 std::string to_json(const RunRecord& run);
 std::string to_table(const RunRecord& run);

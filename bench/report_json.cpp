@@ -73,6 +73,7 @@ void write_config(JsonWriter& j, const RunRecord& run) {
   j.field("graph_replays", o.graph_replays);
   j.field("send_only", o.send_only);
   j.field("step_bound", o.step_bound);
+  j.field("cold_l2", o.cold_l2);
   j.field("micro_batches", o.micro_batches);
   j.field("gemm_us", o.gemm_us);
   j.field("gemm_sms", o.gemm_sms);

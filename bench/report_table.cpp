@@ -69,6 +69,10 @@ std::string header(const RunRecord& run) {
       o.large_from > 0 ? printf_string(" (%d after %d from %d tokens)", o.large_iters, o.large_warmup, o.large_from)
                        : std::string();
   if (run.phase_trace) s += "PHASE TRACE BUILD (-Dphase_trace=true): the LL kernels stamp their phases\n";
+  if (o.cold_l2) {
+    s += "COLD L2 (--cold-l2): the L2 is overwritten before every step of ours in the kernel, cupti and graph "
+         "timings; the api timing, the floor, the baseline and the ceiling stay warm\n";
+  }
   s += printf_string(
       "epcomm-bench %s: %d ranks, hidden %d, top-%d, %d experts, %s, %s, %u SMs, "
       "%d timed steps after %d warm-up%s%s%s\n",

@@ -36,6 +36,7 @@ TEST(Options, DefaultsMatchTheDocumentedOnes) {
   EXPECT_EQ(o.iters_at(1 << 16), 200);
   EXPECT_EQ(o.virtual_node_size, 0);
   EXPECT_TRUE(o.cupti);
+  EXPECT_FALSE(o.cold_l2);
   EXPECT_EQ(o.weights_at, "none");
   EXPECT_EQ(o.capacity_factor, 1.0);
   EXPECT_EQ(o.overflow, "fail");
@@ -84,6 +85,7 @@ TEST(Options, ParsesEveryFlag) {
                      "--large-iters=2",
                      "--virtual-node-size=2",
                      "--cupti=off",
+                     "--cold-l2",
                      "--ranks=4",
                      "--time-limit=60"},
                     o, error))
@@ -119,6 +121,7 @@ TEST(Options, ParsesEveryFlag) {
   EXPECT_EQ(o.iters_at(256), 2);
   EXPECT_EQ(o.virtual_node_size, 2);
   EXPECT_FALSE(o.cupti);
+  EXPECT_TRUE(o.cold_l2);
 }
 
 TEST(Options, HighThroughputSweep) {

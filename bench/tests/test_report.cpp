@@ -79,7 +79,7 @@ TEST(Report, Ratios) {
 TEST(Report, JsonCarriesTheFigures) {
   RunRecord run = two_rank_run();
   const std::string json = to_json(run);
-  EXPECT_NE(json.find("\"format\": \"epcomm-bench/8\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"epcomm-bench/9\""), std::string::npos);
   EXPECT_NE(json.find("\"median_us\": 100,"), std::string::npos);
   EXPECT_NE(json.find("\"mean_us\": 125,"), std::string::npos);
   EXPECT_NE(json.find("\"virtual_node_size\": 0"), std::string::npos);
@@ -288,6 +288,16 @@ TEST(Report, PhaseTraceShowsWhereAStepGoes) {
   EXPECT_NE(table.find("| 1.25 / 2.50 / 3.75 / 5.00 = 6.25"), std::string::npos) << table;
   EXPECT_NE(table.find("| 2.50 / 5.00 / 7.50 / 10.00 = 12.50"), std::string::npos) << table;
   EXPECT_NE(to_json(run).find("\"phase_trace\": true"), std::string::npos);
+}
+
+TEST(Report, ColdL2ShowsInTheHeaderAndTheConfig) {
+  RunRecord run = two_rank_run();
+  EXPECT_EQ(to_table(run).find("COLD L2"), std::string::npos);
+  EXPECT_NE(to_json(run).find("\"cold_l2\": false"), std::string::npos);
+  run.options.cold_l2 = true;
+  const std::string table = to_table(run);
+  EXPECT_EQ(table.rfind("COLD L2 (--cold-l2)", 0), 0u) << table;
+  EXPECT_NE(to_json(run).find("\"cold_l2\": true"), std::string::npos);
 }
 
 TEST(Report, AtomicWriteReplacesTheFile) {
