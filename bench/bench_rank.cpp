@@ -138,8 +138,8 @@ class Driver {
     Summary call, step, routed_row, graph_call, graph_step;
     std::string problem;
     const RoutedRowShape shape{o_.hidden, o_.topk, o_.experts};
-    if (!agree(measure_latency_floor(s_, tracer_, blocks, iters, shape, call, step, routed_row, graph_call, graph_step,
-                                     problem, error_),
+    if (!agree(measure_latency_floor(s_, tracer_, o_.cold_l2 ? &sweep_ : nullptr, blocks, iters, shape, call, step,
+                                     routed_row, graph_call, graph_step, problem, error_),
                "to measure the latency floor")) {
       return false;
     }

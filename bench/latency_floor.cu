@@ -90,13 +90,14 @@ struct RoutedRow {
 // `call` each kernel's span, `step` each pair's. A replay's kernels follow one another with
 // no host between them, so this is the floor of the cupti_graph columns, which an eager pair
 // (paced by the host's launches) is not.
-bool graph_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters, Summary& call, Summary& step,
-                 std::string& problem, std::string& error) {
+bool graph_floor(RankSession& session, KernelTracer& tracer, const L2Sweep* sweep, int blocks, int iters, Summary& call,
+                 Summary& step, std::string& problem, std::string& error) {
   const cudaStream_t st = session.stream();
   // A pair is a step of two empty launches.
   const StepHalf empty = [&](StepMarks*, int, std::string& e) { return launch_empty(blocks, st, e); };
+  const StepCalls pair{empty, empty};
   CapturedSteps captured;
-  if (!captured.capture(st, iters, StepCalls{empty, empty}, error)) return false;
+  if (!captured.capture(st, iters, sweep != nullptr ? with_sweeps(pair, *sweep, st) : pair, error)) return false;
   if (!tracer.usable() || !tracer.start(problem)) {
     if (problem.empty()) problem = "the kernel tracer stopped working earlier in the run";
     return true;
@@ -141,7 +142,7 @@ bool graph_floor(RankSession& session, KernelTracer& tracer, int blocks, int ite
 
 int ll_block_threads() { return kernels::kLlThreads; }
 
-bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters,
+bool measure_latency_floor(RankSession& session, KernelTracer& tracer, const L2Sweep* sweep, int blocks, int iters,
                            const RoutedRowShape& shape, Summary& call, Summary& step, Summary& routed_row,
                            Summary& graph_call, Summary& graph_step, std::string& problem, std::string& error) {
   const cudaStream_t st = session.stream();
@@ -159,13 +160,16 @@ bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int block
   }
   TRY_CUDA(cudaStreamSynchronize(st), "running the untimed kernels of the latency floor");
   // Each step: mark 0, a kernel (part 0), mark 1, a kernel (part 1), mark 2, the routed row
-  // (part 2), mark 3 (the end).
+  // (part 2), mark 3 (the end). A sweep is no kernel: the spans leave it out.
+  const auto swept = [&](std::string& e) { return sweep == nullptr || sweep->run(st, e); };
   const auto steps = [&](StepMarks& marks, std::string& e) {
     for (int i = 0; i < iters; ++i) {
+      if (!swept(e)) return false;
       marks.record(i, 0, st);
       if (!launch_empty(blocks, st, e)) return false;
       marks.record(i, 1, st);
       if (!launch_empty(blocks, st, e)) return false;
+      if (!swept(e)) return false;
       marks.record(i, 2, st);
       if (!routed.launch(blocks, st, e)) return false;
       marks.record(i, 3, st);
@@ -184,7 +188,7 @@ bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int block
     routed_row = summarize(routed_spans);
   }
   if (!problem.empty()) return true;
-  return graph_floor(session, tracer, blocks, iters, graph_call, graph_step, problem, error);
+  return graph_floor(session, tracer, sweep, blocks, iters, graph_call, graph_step, problem, error);
 }
 
 }  // namespace epc::bench

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "bench/kernel_tracer.hpp"
+#include "bench/l2_sweep.hpp"
 #include "bench/rank_session.hpp"
 #include "bench/stats.hpp"
 
@@ -39,8 +40,10 @@ struct RoutedRowShape {
 
 // Local (no other rank takes part). `iters` calls, steps and routed rows after a few untimed
 // launches, then `iters` graph steps after an untimed replay; false only when CUDA failed.
-// Without figures (the tracer failed) it returns true with `problem` set.
-bool measure_latency_floor(RankSession& session, KernelTracer& tracer, int blocks, int iters,
+// Without figures (the tracer failed) it returns true with `problem` set. With a `sweep`
+// (--cold-l2), the L2 is swept before every timed step and routed row, as before the steps
+// of ours, so that each kernel fetches its code (and the routed row its row) from HBM.
+bool measure_latency_floor(RankSession& session, KernelTracer& tracer, const L2Sweep* sweep, int blocks, int iters,
                            const RoutedRowShape& shape, Summary& call, Summary& step, Summary& routed_row,
                            Summary& graph_call, Summary& graph_step, std::string& problem, std::string& error);
 

@@ -354,12 +354,12 @@ const std::vector<Flag>& flags() {
        "CUPTI cannot be loaded the run says why and shows \"-\". Default on.",
        switch_flag(&Options::cupti)},
       {"--cold-l2", nullptr,
-       "before every dispatch of ours that the kernel, CUPTI and graph timings run, overwrite four "
-       "times the GPU's L2 (a memset, in no kernel span), so that each step finds its inputs, "
-       "routing and code in HBM, as it does in a model whose expert GEMMs sweep the L2 between "
-       "steps. The API timing, the floor, the baseline and the ceiling stay warm, and the graph's "
-       "event figure (which would count the sweeps) is left out. Default off: back-to-back steps, "
-       "as peers' benchmarks run them.",
+       "before every dispatch of ours that the kernel, CUPTI and graph timings run, and before "
+       "the LL floor's kernels, overwrite four times the GPU's L2 (a memset, in no kernel span), so "
+       "that each step finds its code, routing and rows in HBM, as it may inside a model whose "
+       "other kernels sweep the L2 between steps. The API timing, the baseline and the ceiling stay "
+       "warm, and the graph's event figure (which would count the sweeps) is left out. Default off: "
+       "back-to-back steps, as peers' benchmarks run them.",
        switch_flag(&Options::cold_l2)},
       {"--ceiling-mib", "N", "MiB per peer for the peak-bandwidth ceiling. Default 32.",
        int_flag(&Options::ceiling_peak_mib, 1, 4096)},

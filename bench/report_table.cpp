@@ -71,7 +71,7 @@ std::string header(const RunRecord& run) {
   if (run.phase_trace) s += "PHASE TRACE BUILD (-Dphase_trace=true): the LL kernels stamp their phases\n";
   if (o.cold_l2) {
     s += "COLD L2 (--cold-l2): the L2 is overwritten before every step of ours in the kernel, cupti and graph "
-         "timings; the api timing, the floor, the baseline and the ceiling stay warm\n";
+         "timings and before the floor's kernels; the api timing, the baseline and the ceiling stay warm\n";
   }
   s += printf_string(
       "epcomm-bench %s: %d ranks, hidden %d, top-%d, %d experts, %s, %s, %u SMs, "
