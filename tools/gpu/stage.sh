@@ -17,7 +17,7 @@ done
 for exe in tests/gpu/epcomm-gpu-tests tests/gpu/epcomm-gpu-hosts tests/gpu/epcomm-gpu-threads tests/gpu/epcomm-ring-tests \
            tests/gpu/epcomm-parts-tests \
            bench/epcomm-info \
-           bench/epcomm-bench bench/epcomm-fence-probe bench/epcomm-line-probe; do
+           bench/epcomm-bench bench/epcomm-fence-probe bench/epcomm-release-probe bench/epcomm-line-probe; do
   if [ ! -f "$build/$exe" ]; then
     echo "stage.sh: $build/$exe is missing: build first (ninja -C $build)" >&2
     exit 1
