@@ -4,9 +4,12 @@
 // (8 blocks of 256 threads, each copying one 14 KB row, hidden 7168 in 16 bits); after the
 // copy and a block barrier, thread 0 of each block ends in one of the ways below. Each ending
 // runs 200 times in one CUDA graph, replayed five times and timed with events; the line is the
-// median replay over 200, in microseconds, for three rounds. epcomm-fence-probe gives one
-// operation's cost to its thread in cycles; this gives what it adds to a whole launch, where
-// a release waits for its block's stores and a chain of them adds up
+// median replay over 200, in microseconds, for three rounds: first with the rows and flags in
+// this GPU's memory, then, where a second GPU is visible and reachable, in that GPU's memory
+// (as a sending launch stores into a peer's window over NVLink), where a release also waits
+// for the peer's acknowledgements. epcomm-fence-probe gives one operation's cost to its
+// thread in cycles; this gives what it adds to a whole launch, where a release waits for its
+// block's stores and a chain of them adds up
 // (bench/results/release_chain_probe_session41_1xh200.md).
 #include <cuda_runtime.h>
 
@@ -150,32 +153,68 @@ double time_ending(Kernel kernel, int4* out, const int4* in, uint64_t* words, cu
   return us[kReplays / 2];
 }
 
+// The buffers one table's launches store into, on `device` (read from this GPU's memory).
+struct Buffers {
+  int4* out = nullptr;
+  uint64_t* words = nullptr;
+  ~Buffers() {
+    cudaFree(out);
+    cudaFree(words);
+  }
+};
+
+bool allocate_on(int device, size_t row_bytes, Buffers& b) {
+  int current = 0;
+  const size_t word_bytes = sizeof(uint64_t) * (kBlocks * 16 + 16);
+  const bool ok =
+      check(cudaGetDevice(&current), "cudaGetDevice") && check(cudaSetDevice(device), "cudaSetDevice") &&
+      check(cudaMalloc(&b.out, row_bytes), "cudaMalloc") && check(cudaMalloc(&b.words, word_bytes), "cudaMalloc") &&
+      check(cudaMemset(b.words, 0, word_bytes), "cudaMemset") && check(cudaDeviceSynchronize(), "the memset");
+  return check(cudaSetDevice(current), "cudaSetDevice") && ok;
+}
+
+bool run_table(const char* where, const int4* in, const Buffers& b, cudaStream_t stream, cudaEvent_t start,
+               cudaEvent_t stop) {
+  for (int round = 0; round < kRounds; ++round) {
+    for (int e = 0; e < kEndings; ++e) {
+      const double us = time_ending(kEndingKernels[e], b.out, in, b.words, stream, start, stop);
+      if (us < 0) return false;
+      std::printf("%s round %d  %-42s %6.3f us per launch\n", where, round, kNames[e], us);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main() {
   const size_t row_bytes = static_cast<size_t>(kBlocks) * kRowBytes;
-  int4 *in = nullptr, *out = nullptr;
-  uint64_t* words = nullptr;
+  int4* in = nullptr;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
-  bool ok = check(cudaMalloc(&in, row_bytes), "cudaMalloc") && check(cudaMalloc(&out, row_bytes), "cudaMalloc") &&
-            check(cudaMalloc(&words, sizeof(uint64_t) * (kBlocks * 16 + 16)), "cudaMalloc") &&
+  int devices = 0, reachable = 0;
+  bool ok = check(cudaSetDevice(0), "cudaSetDevice") && check(cudaMalloc(&in, row_bytes), "cudaMalloc") &&
             check(cudaMemset(in, 1, row_bytes), "cudaMemset") &&
-            check(cudaMemset(words, 0, sizeof(uint64_t) * (kBlocks * 16 + 16)), "cudaMemset") &&
             check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate") &&
-            check(cudaEventCreate(&start), "cudaEventCreate") && check(cudaEventCreate(&stop), "cudaEventCreate");
-  for (int round = 0; ok && round < kRounds; ++round) {
-    for (int e = 0; ok && e < kEndings; ++e) {
-      const double us = time_ending(kEndingKernels[e], out, in, words, stream, start, stop);
-      ok = us >= 0;
-      if (ok) std::printf("round %d  %-42s %6.3f us per launch\n", round, kNames[e], us);
-    }
+            check(cudaEventCreate(&start), "cudaEventCreate") && check(cudaEventCreate(&stop), "cudaEventCreate") &&
+            check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  {
+    Buffers local;
+    ok = ok && allocate_on(0, row_bytes, local) && run_table("local", in, local, stream, start, stop);
+  }
+  if (ok && devices > 1) ok = check(cudaDeviceCanAccessPeer(&reachable, 0, 1), "cudaDeviceCanAccessPeer");
+  if (ok && reachable != 0) {
+    const cudaError_t enabled = cudaDeviceEnablePeerAccess(1, 0);
+    if (enabled == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+    Buffers peer;
+    ok = (enabled == cudaErrorPeerAccessAlreadyEnabled || check(enabled, "cudaDeviceEnablePeerAccess")) &&
+         allocate_on(1, row_bytes, peer) && run_table("peer ", in, peer, stream, start, stop);
+  } else if (ok) {
+    std::printf("no peer table: %s\n", devices > 1 ? "GPU 0 cannot reach GPU 1" : "one GPU visible");
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaStreamDestroy(stream);
-  cudaFree(words);
-  cudaFree(out);
   cudaFree(in);
   return ok ? 0 : 1;
 }
